@@ -1,0 +1,37 @@
+"""Names shared by the CDK stacks, the Lambdas and the hfpipe command.
+
+Stdlib only: the stacks import it at synth time, the CLI at run time, and the Lambda bundles copy it.
+Changing a value here changes deployed resources; keep the three sides in step by importing, never
+by retyping a string.
+"""
+
+from __future__ import annotations
+
+PROJECT = "hfpipe"
+
+# SSM parameters each environment's stacks write and the CLI reads: /hfpipe/<env>/<key>.
+SSM_PREFIX = "/hfpipe"
+SSM_DATA_BUCKET = "data-bucket"
+SSM_ARTIFACTS_BUCKET = "artifacts-bucket"
+SSM_EXECUTION_ROLE_ARN = "execution-role-arn"
+SSM_SOURCEDIR_URI = "sourcedir-uri"
+SSM_STATE_MACHINE_ARN = "state-machine-arn"
+SSM_NOTIFICATION_TOPIC_ARN = "notification-topic-arn"
+SSM_IMAGE_CATALOG = "image-catalog"
+
+
+def ssm_parameter_name(env: str, key: str) -> str:
+    """The SSM parameter path for one value of one environment, e.g. /hfpipe/dev/data-bucket."""
+    return f"{SSM_PREFIX}/{env}/{key}"
+
+
+# Tags put on every SageMaker resource an execution creates; `hfpipe cleanup` finds resources by them.
+TAG_ENV = "hfpipe:env"
+TAG_EXECUTION = "hfpipe:execution"
+TAG_RECIPE = "hfpipe:recipe"
+TAG_MANAGED_BY = "hfpipe:managed-by"
+
+
+def stack_name(env: str, part: str) -> str:
+    """CloudFormation stack name for one part (Data, Quota, Pipeline) of one environment."""
+    return f"Hfpipe-{env}-{part}"
