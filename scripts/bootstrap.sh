@@ -17,8 +17,8 @@ if [ ! -f "$stamp" ]; then
   echo "bootstrap: creating .venv and installing pinned dependencies (first run takes a few minutes)" >&2
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   # pip names every local index folder it skips; those lines say nothing about the install.
-  .venv/bin/python -m pip install -q -r requirements-dev.txt -c constraints.txt 2>&1 | grep -v "^WARNING: Location" >&2
-  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" >&2
+  .venv/bin/python -m pip install -q -r requirements-dev.txt -c constraints.txt 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
   npm ci --no-audit --no-fund --loglevel=error >&2
   rm -f .venv/.bootstrap-*
   touch "$stamp"
