@@ -12,6 +12,7 @@ from constructs import Construct
 from hfpipe.contract import SSM_ARTIFACTS_BUCKET, SSM_DATA_BUCKET, ssm_parameter_name
 from stacks.config import EnvironmentConfig
 from stacks.constructs.buckets import PipelineBuckets
+from stacks.template_hygiene import fix_auto_delete_provider
 
 
 class DataStack(Stack):
@@ -33,6 +34,7 @@ class DataStack(Stack):
             noncurrent_version_expiration_days=config.noncurrent_version_expiration_days,
             access_log_expiration_days=config.log_retention_days,
         )
+        fix_auto_delete_provider(self)
         self.data_bucket: s3.Bucket = buckets.data_bucket
         self.artifacts_bucket: s3.Bucket = buckets.artifacts_bucket
         self.access_logs_bucket: s3.Bucket = buckets.access_logs_bucket
