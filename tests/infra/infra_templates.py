@@ -24,3 +24,16 @@ def statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def flat(value: Any) -> str:
+    """A string or `Fn::Join` of strings and intrinsics as one string, intrinsics as `${...}`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(flat(part) for part in parts)
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, argument),) = value.items()
+        return "${" + f"{name}:{argument}" + "}"
+    raise TypeError(f"not a string expression: {value!r}")
