@@ -307,3 +307,9 @@ def test_pipeline_stack_exposes_what_the_state_machine_needs(synthesized):
         "Fn::ImportValue": "Hfpipe-dev-Data-ArtifactsBucketName"
     }
     assert stack.resolve(stack.sourcedir_uri)["Fn::Sub"].startswith("s3://cdk-")
+
+
+def test_stacks_carry_the_contract_tags(synthesized):
+    for name in synthesized.templates:
+        env = name.split("-")[1]
+        assert synthesized.stack(name).tags.tag_values() == {"hfpipe:env": env, "hfpipe:managed-by": "hfpipe"}
