@@ -272,6 +272,7 @@ class Options:
     workdir: str | None = None
     model_dir: str | None = None
     seed: int = 0
+    threads: int | None = None
 
 
 def resolve_device(device: str) -> str:
@@ -417,6 +418,7 @@ def _child_args(opts: Options, setting: Setting, model_dir: Path, out: Path) -> 
         "--no-isolate",
         "--seed",
         str(opts.seed),
+        *(["--threads", str(opts.threads)] if opts.threads else []),
     ]
     return [*args, "--tiny"] if opts.tiny else args
 
@@ -434,6 +436,18 @@ def _workdir(opts: Options) -> Iterator[Path]:
 
 def run_benchmark(opts: Options) -> dict[str, Any]:
     """Every selected setting; returns the run's description and one row per setting."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        if opts.threads:
+            torch.set_num_threads(opts.threads)
+        return _run_benchmark(opts)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_benchmark(opts: Options) -> dict[str, Any]:
     import torch
 
     started = time.perf_counter()
@@ -618,6 +632,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
     p.add_argument("--row-json", help=argparse.SUPPRESS)
     p.add_argument("--json-out", help="also write the run as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
     a = p.parse_args(argv)
     for name in ("block_size", "batch_size", "warmup_steps", "steps"):
         v = getattr(a, name)
@@ -638,6 +653,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
         workdir=a.workdir,
         model_dir=a.model_dir,
         seed=a.seed,
+        threads=a.threads,
     )
     return opts, a
 
@@ -648,6 +664,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.row_json:
         # Child of an isolated run: one setting, its row as JSON for the parent.
         device = resolve_device(opts.device)
+        if opts.threads:
+            import torch
+
+            torch.set_num_threads(opts.threads)
         row = run_setting(SETTINGS_BY_NAME[opts.settings[0]], opts, Path(opts.model_dir or "."), device)
         Path(a.row_json).write_text(json.dumps(row))
         return 0
