@@ -56,6 +56,9 @@ if __package__ in (None, ""):
 
 from benchmarks.common import figure, markdown_table
 
+# Everything is built from configs; an offline GPU machine must never wait on a Hub request (children inherit).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 # bigscience/bloomz-7b1 config.json, the fields that shape the compute.
 BLOOMZ_7B1_CONFIG: dict[str, Any] = {
     "vocab_size": 250880,
@@ -689,5 +692,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sys.exit(main())
