@@ -173,6 +173,9 @@ def setup_logging(training_args: Any) -> None:
         datefmt="%H:%M:%S",
         handlers=[logging.StreamHandler(sys.stdout)],
     )
+    if training_args.should_log:
+        # INFO on the main process (resume, sharding decisions); replicas stay at WARNING.
+        transformers.utils.logging.set_verbosity_info()
     level = training_args.get_process_log_level()
     logger.setLevel(level)
     logging.getLogger().setLevel(level)
