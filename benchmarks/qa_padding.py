@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,7 +43,9 @@ def padding(
         rows = qa_utils.load_squad_json(path)
     tokenizer = build_tokenizer(kind)
     batch = {k: [r[k] for r in rows] for k in rows[0]}
-    features = qa_utils.prepare_train_features(batch, tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride)
+    features = qa_utils.prepare_train_features(
+        batch, tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride
+    )
     lengths = torch.tensor([len(ids) for ids in features["input_ids"]])
     order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(seed))
     dynamic = sum(
@@ -66,8 +69,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def ddp(n_articles: int, global_batch: int, max_seq_length: int, doc_stride: int) -> dict[str, dict[str, float]]:
-    """Train one epoch in 1 and in 2 processes (same data, same global batch); wall and CPU seconds."""
+def ddp(
+    n_articles: int, global_batch: int, max_seq_length: int, doc_stride: int, threads: int | None
+) -> dict[str, dict[str, float]]:
+    """Train one epoch in 1 and in 2 processes (same data, same global batch); wall and CPU seconds.
+
+    torchrun gives each of the two workers one thread (OMP_NUM_THREADS=1); `threads` sets the same limit
+    for the single process, so the comparison is not about thread oversubscription.
+    """
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -94,6 +103,7 @@ def ddp(n_articles: int, global_batch: int, max_seq_length: int, doc_stride: int
                 channels={"training": paths["train"], "model": model},
                 distribution="torch_distributed" if processes > 1 else None,
                 processes_per_host=processes,
+                env={"OMP_NUM_THREADS": str(threads)} if threads and processes == 1 else None,
             )
             if job.status != "Completed":
                 raise SystemExit(job.logs()[-3000:])
@@ -122,11 +132,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch_size", type=int, default=4, help="per-device batch of the recipe")
     parser.add_argument("--tokenizer", default="bert", choices=["bert", "roberta", "distilbert"])
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of the 1-process run")
     args = parser.parse_args(argv)
+    out: dict[str, Any]
     if args.what == "padding":
-        out = padding(args.articles, args.max_seq_length, args.doc_stride, args.batch_size, args.seed, args.tokenizer)
+        out = padding(
+            args.articles, args.max_seq_length, args.doc_stride, args.batch_size, args.seed, args.tokenizer
+        )
     else:
-        out = ddp(args.articles, 2 * args.batch_size, args.max_seq_length, args.doc_stride)
+        out = ddp(args.articles, 2 * args.batch_size, args.max_seq_length, args.doc_stride, args.threads)
     print(json.dumps(out, indent=1))
 
 

@@ -34,7 +34,9 @@ class ContainerArguments:
 
     model_dir: str = field(
         default_factory=lambda: os.environ.get("SM_MODEL_DIR", "/opt/ml/model"),
-        metadata={"help": "Final model, tokenizer and code/inference.py (packed into model.tar.gz). $SM_MODEL_DIR."},
+        metadata={
+            "help": "Final model, tokenizer and code/inference.py (packed into model.tar.gz). $SM_MODEL_DIR."
+        },
     )
 
 
@@ -58,7 +60,10 @@ def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = N
         argv += ["--use_cpu", "True"]
     if not _given(argv, "output_dir"):
         base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
-        argv += ["--output_dir", os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR]
+        argv += [
+            "--output_dir",
+            os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR,
+        ]
     return parser.parse_args_into_dataclasses(args=argv)
 
 

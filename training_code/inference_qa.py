@@ -34,7 +34,9 @@ def input_fn(request_body: str | bytes, content_type: str = "application/json", 
 
 def _check(item: Any) -> None:
     if not isinstance(item, dict):
-        raise ValueError(f"each request item must be an object with 'question' and 'context'; got {type(item).__name__}")
+        raise ValueError(
+            f"each request item must be an object with 'question' and 'context'; got {type(item).__name__}"
+        )
     for key in ("question", "context"):
         if not isinstance(item.get(key), str) or not item[key].strip():
             raise ValueError(f"request field {key!r} must be a non-empty string; got {item.get(key)!r}")

@@ -38,7 +38,9 @@ def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
     if isinstance(doc, dict) and "question" in doc:
         return [doc]
     if not isinstance(doc, dict) or "data" not in doc:
-        raise ValueError(f"{path}: not a SQuAD v1.1 file (expected a JSON object with a 'data' list of articles)")
+        raise ValueError(
+            f"{path}: not a SQuAD v1.1 file (expected a JSON object with a 'data' list of articles)"
+        )
     rows = []
     for article in doc["data"]:
         for paragraph in article["paragraphs"]:
@@ -118,8 +120,10 @@ def prepare_train_features(
             starts.append(cls_index)
             ends.append(cls_index)
             continue
-        while token_start < len(offsets) and sequence_ids[token_start] == context_id and (
-            offsets[token_start][0] <= start_char
+        while (
+            token_start < len(offsets)
+            and sequence_ids[token_start] == context_id
+            and (offsets[token_start][0] <= start_char)
         ):
             token_start += 1
         while sequence_ids[token_end] == context_id and offsets[token_end][1] >= end_char:
@@ -150,7 +154,8 @@ def prepare_validation_features(
         sequence_ids = tokenized.sequence_ids(i)
         tokenized["example_id"].append(examples["id"][sample_mapping[i]])
         tokenized["offset_mapping"][i] = [
-            tuple(o) if sequence_ids[k] == context_id else None for k, o in enumerate(tokenized["offset_mapping"][i])
+            tuple(o) if sequence_ids[k] == context_id else None
+            for k, o in enumerate(tokenized["offset_mapping"][i])
         ]
     return tokenized
 
@@ -183,7 +188,7 @@ def postprocess_qa_predictions(
     nbest: dict[str, list[dict[str, Any]]] = {}
     for example in examples:
         context = example["context"]
-        candidates = []
+        candidates: list[dict[str, Any]] = []
         for fi in features_per_example.get(example["id"], []):
             offsets = features[fi]["offset_mapping"]
             start_logits = np.asarray(all_start[fi], dtype=np.float64)[: len(offsets)]
@@ -204,7 +209,7 @@ def postprocess_qa_predictions(
         candidates.sort(key=lambda c: c["score"], reverse=True)
         best = candidates[:n_best_size]
         if not best:
-            best = [{"start": 0, "end": 0, "score": 0.0}]
+            best = [{"start": 0, "end": 0, "score": 0.0}]  # no valid span: empty answer
         scores = np.array([c["score"] for c in best])
         probabilities = np.exp(scores - scores.max())
         probabilities /= probabilities.sum()

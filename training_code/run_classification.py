@@ -36,9 +36,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import datasets  # noqa: E402
-import numpy as np  # noqa: E402
-from transformers import (  # noqa: E402
+import datasets
+import encoder_utils
+import numpy as np
+from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -49,8 +50,6 @@ from transformers import (  # noqa: E402
     default_data_collator,
     set_seed,
 )
-
-import encoder_utils  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +77,8 @@ class ModelArguments:
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
     trust_remote_code: bool = field(
-        default=False, metadata={"help": "Allow model code from the hub; off unless you trust the repository."}
+        default=False,
+        metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
     )
     model_parallel: str = field(
         default="auto",
@@ -90,7 +90,9 @@ class ModelArguments:
 
     def __post_init__(self) -> None:
         if self.model_parallel not in MODEL_PARALLEL:
-            raise ValueError(f"model_parallel={self.model_parallel!r} is not valid; accepted: {', '.join(MODEL_PARALLEL)}")
+            raise ValueError(
+                f"model_parallel={self.model_parallel!r} is not valid; accepted: {', '.join(MODEL_PARALLEL)}"
+            )
 
 
 @dataclass
@@ -100,7 +102,9 @@ class DataTrainingArguments:
     task_name: str | None = field(
         default=None, metadata={"help": f"A known task ({', '.join(TASKS)}): sets columns and label names."}
     )
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub data set (default for mnli: glue)."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "Hub data set (default for mnli: glue)."}
+    )
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
     train_file: str | None = field(
         default=None, metadata={"help": "JSON lines / JSON / CSV; default: the 'training' channel."}
@@ -108,21 +112,28 @@ class DataTrainingArguments:
     validation_file: str | None = field(
         default=None, metadata={"help": "Same format; default: the 'validation' or 'test' channel."}
     )
-    text_column: str | None = field(default=None, metadata={"help": "First text column (default: premise or text)."})
+    text_column: str | None = field(
+        default=None, metadata={"help": "First text column (default: premise or text)."}
+    )
     text_pair_column: str | None = field(
-        default=None, metadata={"help": "Second text column for pairs (default: hypothesis for mnli, none otherwise)."}
+        default=None,
+        metadata={"help": "Second text column for pairs (default: hypothesis for mnli, none otherwise)."},
     )
     label_column: str = field(default="label", metadata={"help": "Column with the integer label id."})
     class_names: str | None = field(
         default=None, metadata={"help": "Comma-separated names in label-id order, e.g. negative,positive."}
     )
-    max_seq_length: int = field(default=128, metadata={"help": "Longest input in tokens; longer is truncated."})
+    max_seq_length: int = field(
+        default=128, metadata={"help": "Longest input in tokens; longer is truncated."}
+    )
     pad_to_max_length: bool = field(
         default=False, metadata={"help": "Pad every input to max_seq_length; default pads per batch."}
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for tokenization."}
+    )
 
     def __post_init__(self) -> None:
         if self.task_name is not None:
@@ -169,7 +180,9 @@ def with_default_sharding(argv: list[str], world_size: int) -> list[str]:
             "mp_parameters given but smdistributed.modelparallel is not in this container; sharding with FSDP"
         )
     elif mode == "smdistributed":
-        raise ValueError("model_parallel='smdistributed' needs mp_parameters (the SDK's smdistributed settings)")
+        raise ValueError(
+            "model_parallel='smdistributed' needs mp_parameters (the SDK's smdistributed settings)"
+        )
     return [*argv, "--fsdp", DEFAULT_FSDP]
 
 
@@ -190,7 +203,9 @@ def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> dataset
         return raw
     files = {k: v for k, v in (("train", train_file), ("validation", validation_file)) if v}
     if not files:
-        raise ValueError("no data: set task_name/dataset_name, train_file/validation_file, or a 'training' channel")
+        raise ValueError(
+            "no data: set task_name/dataset_name, train_file/validation_file, or a 'training' channel"
+        )
     suffix = Path(next(iter(files.values()))).suffix
     return datasets.load_dataset("csv" if suffix == ".csv" else "json", data_files=files, cache_dir=cache_dir)
 
@@ -201,7 +216,11 @@ def resolve_columns(data_args: DataTrainingArguments, columns: list[str]) -> tup
     default_first, default_second = task["columns"] if task else ("text", None)  # type: ignore[misc]
     first = data_args.text_column or default_first
     second = data_args.text_pair_column or default_second
-    for name, value in (("text_column", first), ("text_pair_column", second), ("label_column", data_args.label_column)):
+    for name, value in (
+        ("text_column", first),
+        ("text_pair_column", second),
+        ("label_column", data_args.label_column),
+    ):
         if value is not None and value not in columns:
             raise ValueError(f"{name}={value!r} is not a column of the data; columns: {columns}")
     return first, second
@@ -226,7 +245,9 @@ def resolve_label_names(data_args: DataTrainingArguments, train: datasets.Datase
 
 def accuracy(prediction: EvalPrediction) -> dict[str, float]:
     """Share of examples whose highest logit is the gold label."""
-    logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+    logits = (
+        prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+    )
     return {"accuracy": float((np.argmax(logits, axis=-1) == prediction.label_ids).mean())}
 
 
@@ -246,7 +267,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if training_args.do_train and "train" not in raw:
         raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
     if training_args.do_eval and "validation" not in raw:
-        raise ValueError("do_eval is set but there is no validation data (validation_file or 'validation' channel)")
+        raise ValueError(
+            "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
+        )
     any_split = raw["train"] if "train" in raw else raw[next(iter(raw))]
     first, second = resolve_columns(data_args, any_split.column_names)
     label_names = resolve_label_names(data_args, raw.get("train"))
@@ -265,7 +288,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         trust_remote_code=model_args.trust_remote_code,
     )
     model = AutoModelForSequenceClassification.from_pretrained(
-        model_path, config=config, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+        model_path,
+        config=config,
+        cache_dir=model_args.cache_dir,
+        trust_remote_code=model_args.trust_remote_code,
     )
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
 
@@ -301,6 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc=f"{split} tokens",
             )
 
+    collator: Any
     if data_args.pad_to_max_length:
         collator = default_data_collator
     else:
@@ -327,7 +354,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             logger.info("resuming from checkpoint %s", checkpoint)
         result = trainer.train(resume_from_checkpoint=checkpoint)
         if sigterm.interrupted:
-            logger.warning("stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step)
+            logger.warning(
+                "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
+            )
             sys.exit(encoder_utils.INTERRUPTED_EXIT_CODE)
         train_metrics = dict(result.metrics)
         train_metrics["train_samples"] = len(splits["train"])

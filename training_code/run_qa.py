@@ -29,8 +29,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import datasets  # noqa: E402
-from transformers import (  # noqa: E402
+import datasets
+import encoder_utils
+import qa_utils
+from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
     AutoTokenizer,
@@ -40,9 +42,6 @@ from transformers import (  # noqa: E402
     default_data_collator,
     set_seed,
 )
-
-import encoder_utils  # noqa: E402
-import qa_utils  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +57,8 @@ class ModelArguments:
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
     trust_remote_code: bool = field(
-        default=False, metadata={"help": "Allow model code from the hub; off unless you trust the repository."}
+        default=False,
+        metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
     )
 
 
@@ -69,22 +69,29 @@ class DataTrainingArguments:
     dataset_name: str | None = field(default=None, metadata={"help": "Hub data set, e.g. 'squad'."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
     train_file: str | None = field(
-        default=None, metadata={"help": "SQuAD v1.1 JSON (or flattened JSON lines); default: 'training' channel."}
+        default=None,
+        metadata={"help": "SQuAD v1.1 JSON (or flattened JSON lines); default: 'training' channel."},
     )
     validation_file: str | None = field(
         default=None, metadata={"help": "Same format; default: 'validation' or 'test' channel."}
     )
     max_seq_length: int = field(default=384, metadata={"help": "Tokens per window (question + context)."})
-    doc_stride: int = field(default=128, metadata={"help": "Overlap in tokens between windows of one context."})
+    doc_stride: int = field(
+        default=128, metadata={"help": "Overlap in tokens between windows of one context."}
+    )
     pad_to_max_length: bool = field(
         default=False,
-        metadata={"help": "Pad every window to max_seq_length (the original recipe); default pads per batch."},
+        metadata={
+            "help": "Pad every window to max_seq_length (the original recipe); default pads per batch."
+        },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
     n_best_size: int = field(default=20, metadata={"help": "Start and end candidates kept per window."})
     max_answer_length: int = field(default=30, metadata={"help": "Longest answer, in tokens."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for tokenization."}
+    )
     version_2_with_negative: bool = field(
         default=False, metadata={"help": "SQuAD v2 (unanswerable questions); not supported, must stay False."}
     )
@@ -103,7 +110,9 @@ class DataTrainingArguments:
 def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> datasets.DatasetDict:
     """Train/validation splits with the hub `squad` columns, from the hub or from files/channels."""
     if data_args.dataset_name:
-        return datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
+        return datasets.load_dataset(
+            data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir
+        )
     splits = {}
     train_file = encoder_utils.resolve_data_file(data_args.train_file, "training", "train")
     validation_file = encoder_utils.resolve_data_file(data_args.validation_file, "validation", "test")
@@ -131,7 +140,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if training_args.do_train and "train" not in raw:
         raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
     if training_args.do_eval and "validation" not in raw:
-        raise ValueError("do_eval is set but there is no validation data (validation_file or 'validation' channel)")
+        raise ValueError(
+            "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
+        )
 
     config = AutoConfig.from_pretrained(
         model_path, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
@@ -145,7 +156,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not tokenizer.is_fast:
         raise ValueError(f"{model_path}: question answering needs a fast tokenizer (offset mapping)")
     model = AutoModelForQuestionAnswering.from_pretrained(
-        model_path, config=config, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+        model_path,
+        config=config,
+        cache_dir=model_args.cache_dir,
+        trust_remote_code=model_args.trust_remote_code,
     )
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     window = {
@@ -172,7 +186,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if training_args.do_eval:
             eval_examples = raw["validation"]
             if data_args.max_eval_samples is not None:
-                eval_examples = eval_examples.select(range(min(len(eval_examples), data_args.max_eval_samples)))
+                eval_examples = eval_examples.select(
+                    range(min(len(eval_examples), data_args.max_eval_samples))
+                )
             eval_features = eval_examples.map(
                 qa_utils.prepare_validation_features,
                 fn_kwargs=window,
@@ -182,6 +198,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc="validation windows",
             )
 
+    collator: Any
     if data_args.pad_to_max_length:
         collator = default_data_collator
     else:
@@ -208,7 +225,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             logger.info("resuming from checkpoint %s", checkpoint)
         result = trainer.train(resume_from_checkpoint=checkpoint)
         if sigterm.interrupted:
-            logger.warning("stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step)
+            logger.warning(
+                "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
+            )
             sys.exit(encoder_utils.INTERRUPTED_EXIT_CODE)
         train_metrics = dict(result.metrics)
         train_metrics["train_samples"] = len(train_dataset) if train_dataset is not None else 0
@@ -241,7 +260,9 @@ def evaluate(
     """Predict every validation window, post-process to one answer per question, score EM/F1."""
     model_inputs = features.remove_columns(["example_id", "offset_mapping"])
     output = trainer.predict(model_inputs, metric_key_prefix="eval")
-    start_logits, end_logits = output.predictions[:2] if isinstance(output.predictions, tuple) else output.predictions
+    # QA models return (start_logits, end_logits); the Trainer pads each to the longest batch with -100.
+    predictions: Any = output.predictions
+    start_logits, end_logits = predictions[0], predictions[1]
     rows = features.select_columns(["example_id", "offset_mapping"]).to_list()
     answers, _ = qa_utils.postprocess_qa_predictions(
         examples.to_list(),

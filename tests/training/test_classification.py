@@ -16,8 +16,8 @@ from hfpipe.fixtures.mnli import MNLI_LABELS, make_mnli, write_classification
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 
-import run_classification as rc  # noqa: E402
-from encoder_utils import last_complete_checkpoint  # noqa: E402
+import run_classification as rc
+from encoder_utils import last_complete_checkpoint
 
 
 def test_sharding_defaults_to_fsdp_only_for_multi_process_runs(monkeypatch):
@@ -46,10 +46,14 @@ def test_legacy_smdistributed_settings_are_accepted(monkeypatch):
 
 def test_bad_columns_and_tasks_are_named():
     with pytest.raises(ValueError, match="text_pair_column='hypo'"):
-        rc.resolve_columns(rc.DataTrainingArguments(text_column="premise", text_pair_column="hypo"), ["premise", "label"])
+        rc.resolve_columns(
+            rc.DataTrainingArguments(text_column="premise", text_pair_column="hypo"), ["premise", "label"]
+        )
     with pytest.raises(ValueError, match="task_name='qnli'"):
         rc.DataTrainingArguments(task_name="qnli")
-    assert rc.resolve_columns(rc.DataTrainingArguments(task_name="MNLI"), ["premise", "hypothesis", "label"]) == (
+    assert rc.resolve_columns(
+        rc.DataTrainingArguments(task_name="MNLI"), ["premise", "hypothesis", "label"]
+    ) == (
         "premise",
         "hypothesis",
     )
@@ -97,12 +101,16 @@ def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, trai
     assert [config["id2label"][str(i)] for i in range(3)] == list(MNLI_LABELS)
 
     with lc.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
-        out = endpoint.predict({"premise": "Ada visited the museum of Oslo.", "hypothesis": "Ada visited Oslo."})
+        out = endpoint.predict(
+            {"premise": "Ada visited the museum of Oslo.", "hypothesis": "Ada visited Oslo."}
+        )
         assert out["label"] in MNLI_LABELS
         assert set(out["scores"]) == set(MNLI_LABELS)
         assert sum(out["scores"].values()) == pytest.approx(1.0, abs=1e-5)
         assert out["label"] == max(out["scores"], key=out["scores"].get)
-        batch = endpoint.predict([{"premise": "A b.", "hypothesis": "A."}, {"premise": "C d.", "hypothesis": "C."}])
+        batch = endpoint.predict(
+            [{"premise": "A b.", "hypothesis": "A."}, {"premise": "C d.", "hypothesis": "C."}]
+        )
         assert len(batch) == 2
         with pytest.raises(ValueError, match="'hypothesis'"):
             endpoint.predict({"premise": "Ada visited Oslo."})

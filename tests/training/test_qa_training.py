@@ -19,7 +19,7 @@ from hfpipe.fixtures.squad import write_squad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 
-import qa_utils  # noqa: E402
+import qa_utils
 
 # Wraps run_qa.py: records every training row each rank feeds to the model, then writes them out.
 PROBE = textwrap.dedent(
@@ -74,7 +74,9 @@ def qa_inputs(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_two_process_data_parallel_run_splits_the_data_and_saves_one_model(tmp_path, qa_inputs, training_code_dir):
+def test_two_process_data_parallel_run_splits_the_data_and_saves_one_model(
+    tmp_path, qa_inputs, training_code_dir
+):
     src = tmp_path / "src"
     shutil.copytree(training_code_dir, src, ignore=shutil.ignore_patterns("__pycache__"))
     (src / "probe_qa.py").write_text(PROBE)

@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 
-import qa_utils  # noqa: E402
+import qa_utils
 
-from hfpipe.fixtures.encoders import build_tokenizer  # noqa: E402
-from hfpipe.fixtures.squad import make_squad, write_squad  # noqa: E402
+from hfpipe.fixtures.encoders import build_tokenizer
+from hfpipe.fixtures.squad import make_squad, write_squad
 
 FILL = "It was mild. "
 ANSWER = "Grace"
@@ -55,7 +55,9 @@ def _second_window_example(tokenizer, max_seq_length: int = 48, doc_stride: int 
     """The example with the least filler that pushes the answer out of the first window."""
     for fill_before in range(1, 40):
         example = _long_example(fill_before)
-        features = qa_utils.prepare_validation_features(_batch([example]), tokenizer, max_seq_length, doc_stride)
+        features = qa_utils.prepare_validation_features(
+            _batch([example]), tokenizer, max_seq_length, doc_stride
+        )
         if _answer_window(features, example) > 0:
             return example, features
     raise AssertionError("answer never left the first window")
@@ -79,7 +81,10 @@ def test_gold_answer_in_second_window_is_found_from_gold_logits(tokenizer):
     start_logits[1, token_start] = 10.0
     end_logits[1, token_end] = 10.0
 
-    rows = [{"example_id": e, "offset_mapping": o} for e, o in zip(features["example_id"], features["offset_mapping"])]
+    rows = [
+        {"example_id": e, "offset_mapping": o}
+        for e, o in zip(features["example_id"], features["offset_mapping"], strict=True)
+    ]
     answers, nbest = qa_utils.postprocess_qa_predictions([example], rows, (start_logits, end_logits))
     assert answers == {"q1": ANSWER}
     best = nbest["q1"][0]
@@ -111,7 +116,9 @@ def test_train_features_label_cls_outside_and_span_inside(tokenizer):
 def test_pad_to_max_length_pads_every_window():
     tok = build_tokenizer("bert")
     batch = _batch([_long_example()])
-    padded = qa_utils.prepare_train_features(batch, tok, max_seq_length=64, doc_stride=16, pad_to_max_length=True)
+    padded = qa_utils.prepare_train_features(
+        batch, tok, max_seq_length=64, doc_stride=16, pad_to_max_length=True
+    )
     dynamic = qa_utils.prepare_train_features(batch, tok, max_seq_length=64, doc_stride=16)
     assert {len(x) for x in padded["input_ids"]} == {64}
     assert len(dynamic["input_ids"][-1]) < 64
