@@ -54,7 +54,7 @@ def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = N
         if path.endswith(".json"):
             return parser.parse_json_file(json_file=path)
         return parser.parse_yaml_file(yaml_file=path)
-    if _without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
+    if without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
         # Accelerate only sets up a multi-process CPU group (gloo) when told the run is on CPU; otherwise
         # every rank would train alone on the whole data set.
         argv += ["--use_cpu", "True"]
@@ -71,7 +71,8 @@ def _given(argv: list[str], name: str) -> bool:
     return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv)
 
 
-def _without_accelerator() -> bool:
+def without_accelerator() -> bool:
+    """True on a host with neither CUDA nor XPU devices."""
     import torch
 
     return not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available())

@@ -17,8 +17,9 @@ checkpoint on SIGTERM). Locally:
     # sharded data parallel (FSDP is the default as soon as more than one process runs)
     torchrun --nproc_per_node 2 training_code/run_classification.py ... (same arguments)
 
-Model parallelism: with `model_parallel=auto` (default) a multi-process run shards parameters, gradients and
-optimizer state with FSDP (`--fsdp "full_shard auto_wrap"`) unless `--fsdp` is given. The original recipe's
+Model parallelism: with `model_parallel=auto` (default) a multi-process run on GPUs shards parameters,
+gradients and optimizer state with FSDP (`--fsdp "full_shard auto_wrap"`) unless `--fsdp` is given (on a
+CPU-only host, where Accelerate has no FSDP, it stays plain data parallel). The original recipe's
 `smdistributed` model-parallel settings (the SDK passes them as `--mp_parameters` and launches through MPI)
 are accepted: where the container ships `smdistributed.modelparallel` the Trainer uses it; elsewhere the run
 falls back to FSDP with a warning.
@@ -162,10 +163,12 @@ def smdistributed_available() -> bool:
     )
 
 
-def with_default_sharding(argv: list[str], world_size: int) -> list[str]:
+def with_default_sharding(argv: list[str], world_size: int, accelerator: bool = True) -> list[str]:
     """Add `--fsdp "full_shard auto_wrap"` to a multi-process run that asked for no other parallelism.
 
     The flag is added before parsing because TrainingArguments derives its FSDP setup at construction.
+    Accelerate's FSDP needs GPUs (or another accelerator): on a CPU-only host (local runs of the tiny
+    recipes) the default stays plain data parallel, with a warning.
     """
     if world_size <= 1 or _flag_value(argv, "fsdp") is not None:
         return argv
@@ -183,6 +186,9 @@ def with_default_sharding(argv: list[str], world_size: int) -> list[str]:
         raise ValueError(
             "model_parallel='smdistributed' needs mp_parameters (the SDK's smdistributed settings)"
         )
+    if not accelerator:
+        logger.warning("no GPU on this host: FSDP is not available, training plain data parallel instead")
+        return argv
     return [*argv, "--fsdp", DEFAULT_FSDP]
 
 
@@ -254,7 +260,9 @@ def accuracy(prediction: EvalPrediction) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train and/or evaluate; returns the metrics."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv = with_default_sharding(argv, int(os.environ.get("WORLD_SIZE", "1")))
+    argv = with_default_sharding(
+        argv, int(os.environ.get("WORLD_SIZE", "1")), accelerator=not encoder_utils.without_accelerator()
+    )
     model_args, data_args, training_args, container_args = encoder_utils.parse_arguments(
         (ModelArguments, DataTrainingArguments, TrainingArguments, encoder_utils.ContainerArguments), argv
     )

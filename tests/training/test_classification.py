@@ -29,6 +29,8 @@ def test_sharding_defaults_to_fsdp_only_for_multi_process_runs(monkeypatch):
     assert rc.with_default_sharding(explicit, world_size=2) == explicit
     plain = [*args, "--model_parallel", "none"]
     assert rc.with_default_sharding(plain, world_size=2) == plain
+    # Accelerate has no FSDP without GPUs: CPU-only hosts stay plain data parallel.
+    assert rc.with_default_sharding(args, world_size=2, accelerator=False) == args
 
 
 def test_legacy_smdistributed_settings_are_accepted(monkeypatch):
