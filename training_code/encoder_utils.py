@@ -8,6 +8,7 @@ more checkpoint at the end of the current step and stop.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -47,13 +48,8 @@ def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = N
     $SAGEMAKER_BASE_DIR/checkpoints when the toolkit runs from another base dir), so checkpoints survive a
     spot interruption.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = expand_config_file(list(sys.argv[1:] if argv is None else argv))
     parser = HfArgumentParser(dataclass_types)
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        path = os.path.abspath(argv[0])
-        if path.endswith(".json"):
-            return parser.parse_json_file(json_file=path)
-        return parser.parse_yaml_file(yaml_file=path)
     if without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
         # Accelerate only sets up a multi-process CPU group (gloo) when told the run is on CPU; otherwise
         # every rank would train alone on the whole data set.
@@ -65,6 +61,30 @@ def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = N
             os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR,
         ]
     return parser.parse_args_into_dataclasses(args=argv)
+
+
+def expand_config_file(argv: list[str]) -> list[str]:
+    """Turn a lone .json/.yaml argument into `--key value` flags, so file and flags share the defaults."""
+    if len(argv) != 1 or not argv[0].endswith((".json", ".yaml", ".yml")):
+        return argv
+    text = Path(argv[0]).read_text(encoding="utf-8")
+    if argv[0].endswith(".json"):
+        config = json.loads(text)
+    else:
+        import yaml
+
+        config = yaml.safe_load(text)
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"{argv[0]}: expected a mapping of argument names to values, got {type(config).__name__}"
+        )
+    flags: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+            flags += [f"--{key}", *(str(v) for v in value)]
+        else:
+            flags += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    return flags
 
 
 def _given(argv: list[str], name: str) -> bool:

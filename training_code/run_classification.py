@@ -259,7 +259,7 @@ def accuracy(prediction: EvalPrediction) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train and/or evaluate; returns the metrics."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = encoder_utils.expand_config_file(list(sys.argv[1:] if argv is None else argv))
     argv = with_default_sharding(
         argv, int(os.environ.get("WORLD_SIZE", "1")), accelerator=not encoder_utils.without_accelerator()
     )

@@ -183,3 +183,26 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, t
         out = endpoint.predict({"text": "The museum in Oslo was wonderful."})
         assert set(out["scores"]) == {"negative", "positive"}
         assert out["label"] in ("negative", "positive")
+
+
+def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypatch):
+    from encoder_utils import expand_config_file, parse_arguments
+
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    config = tmp_path / "args.yaml"
+    config.write_text(
+        "task_name: mnli\nmax_seq_length: 64\ndo_train: true\nfsdp_config: {min_num_params: 10}\n"
+    )
+    flags = expand_config_file([str(config)])
+    assert flags[:4] == ["--task_name", "mnli", "--max_seq_length", "64"]
+    _, data_args, training_args = parse_arguments(
+        (rc.ModelArguments, rc.DataTrainingArguments, rc.TrainingArguments), [str(config)]
+    )
+    assert data_args.task_name == "mnli" and data_args.max_seq_length == 64
+    assert training_args.do_train is True
+    assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"bad\.json: expected a mapping"):
+        expand_config_file([str(bad)])
