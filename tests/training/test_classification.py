@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tarfile
 import time
@@ -69,18 +70,27 @@ def test_mnli_fixture_is_deterministic_and_balanced():
 
 
 @pytest.fixture(scope="module")
+def source_dir(tmp_path_factory, training_code_dir):
+    """training_code without requirements.txt: its packages are in this venv already, and the toolkit's
+    offline pip run costs ~20 s per run (test_local_container covers that step)."""
+    src = tmp_path_factory.mktemp("src") / "training_code"
+    shutil.copytree(training_code_dir, src, ignore=shutil.ignore_patterns("__pycache__", "requirements.txt"))
+    return src
+
+
+@pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("encoders")
     return {kind: build_encoder(kind, root / kind) for kind in ("roberta", "distilbert")}
 
 
 @pytest.mark.slow
-def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, training_code_dir):
+def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, source_dir):
     data = write_classification(tmp_path / "mnli", "mnli", n_train=48, n_validation=12)
     job = lc.run_training(
         tmp_path / "job",
         entry_point="run_classification.py",
-        source_dir=training_code_dir,
+        source_dir=source_dir,
         hyperparameters={
             "task_name": "mnli",
             "do_train": True,
@@ -142,11 +152,11 @@ def _final_state(job: lc.LocalTrainingJob) -> tuple[int, float]:
 
 
 @pytest.mark.slow
-def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, training_code_dir):
+def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, source_dir):
     data = write_classification(tmp_path / "textcls", "textcls", n_train=64, n_validation=8)
     run = {
         "entry_point": "run_classification.py",
-        "source_dir": training_code_dir,
+        "source_dir": source_dir,
         "hyperparameters": SPOT,
         "channels": {"training": data["train"], "model": models["distilbert"]},
     }

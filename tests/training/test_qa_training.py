@@ -78,7 +78,9 @@ def test_two_process_data_parallel_run_splits_the_data_and_saves_one_model(
     tmp_path, qa_inputs, training_code_dir
 ):
     src = tmp_path / "src"
-    shutil.copytree(training_code_dir, src, ignore=shutil.ignore_patterns("__pycache__"))
+    # Without requirements.txt: its packages are already in this venv, and the offline pip run the toolkit
+    # would do costs ~20 s per run (test_local_container covers that step).
+    shutil.copytree(training_code_dir, src, ignore=shutil.ignore_patterns("__pycache__", "requirements.txt"))
     (src / "probe_qa.py").write_text(PROBE)
 
     job = lc.run_training(
