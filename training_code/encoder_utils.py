@@ -207,5 +207,6 @@ def setup_logging(training_args: Any) -> None:
     logging.getLogger().setLevel(level)
     datasets.utils.logging.set_verbosity(level)
     transformers.utils.logging.set_verbosity(level)
-    transformers.utils.logging.enable_default_handler()
-    transformers.utils.logging.enable_explicit_format()
+    # One handler (the root one): transformers' own handler would print every message a second time.
+    transformers.utils.logging.disable_default_handler()
+    transformers.utils.logging.enable_propagation()

@@ -202,7 +202,7 @@ def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypat
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     config = tmp_path / "args.yaml"
     config.write_text(
-        "task_name: mnli\nmax_seq_length: 64\ndo_train: true\nfsdp_config: {min_num_params: 10}\n"
+        "task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: {partitions: 2}\n"
     )
     flags = expand_config_file([str(config)])
     assert flags[:4] == ["--task_name", "mnli", "--max_seq_length", "64"]
@@ -211,6 +211,7 @@ def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypat
     )
     assert data_args.task_name == "mnli" and data_args.max_seq_length == 64
     assert training_args.do_train is True
+    assert json.loads(training_args.mp_parameters) == {"partitions": 2}
     assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
