@@ -196,11 +196,3 @@ def test_other_quantizations_train_a_few_steps(
     # Not merged: the model dir is the adapter itself, which the handler loads over its base.
     assert (job.model_dir / "adapter_config.json").is_file()
     assert not (job.model_dir / "model.safetensors").exists()
-
-
-def test_bad_hyperparameter_fails_the_job_with_a_clear_reason(
-    tmp_path, training_code_dir, fixture_dir, container_env
-):
-    job = _run(tmp_path / "job", training_code_dir, fixture_dir, container_env, quantization="int4")
-    assert job.status == "Failed"
-    assert "quantization='int4' is not supported; use one of ('int8', 'nf4', 'none')" in job.logs()
