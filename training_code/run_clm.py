@@ -503,7 +503,15 @@ def write_serving_files(model_dir: str, data_args: DataTrainingArguments) -> Non
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, TrainingArguments]:
     """Command-line arguments, or one .json/.yaml file holding them."""
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))  # type: ignore[arg-type]
-    defaults = {"output_dir": default_checkpoint_dir(), "report_to": "none", "logging_steps": 10}
+    defaults: dict[str, Any] = {
+        "output_dir": default_checkpoint_dir(),
+        "report_to": "none",
+        "logging_steps": 10,
+    }
+    if not torch.cuda.is_available():
+        # Without use_cpu, TrainingArguments under torchrun on a CPU host joins the process group but stays
+        # NOT_PARALLEL: every process trains alone on all the data (transformers 4.56, accelerate 1.x).
+        defaults["use_cpu"] = True
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
         text = Path(argv[0]).read_text()
         if argv[0].endswith(".json"):
@@ -565,6 +573,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
 
     model = load_training_model(model_path, model_args, training_args)
+    logger.info("parallel_mode=%s world_size=%d", training_args.parallel_mode.value, training_args.world_size)
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -174,25 +174,39 @@ def test_killed_run_resumes_to_the_same_step_and_loss(
     assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
 
 
-@pytest.mark.parametrize(("quantization", "layer"), [("nf4", "Linear4bit"), ("none", None)])
+@pytest.mark.parametrize(
+    ("quantization", "layer", "processes"),
+    # The unquantized run doubles as the data-parallel check: torch_distributed, 2 CPU processes (gloo).
+    [("nf4", "Linear4bit", 1), ("none", None, 2)],
+)
 def test_other_quantizations_train_a_few_steps(
-    quantization, layer, tmp_path, training_code_dir, fixture_dir, container_env
+    quantization, layer, processes, tmp_path, training_code_dir, fixture_dir, container_env
 ):
-    job = _run(
+    job = lc.run_training(
         tmp_path / "job",
-        training_code_dir,
-        fixture_dir,
-        container_env,
-        quantization=quantization,
-        max_steps=3,
-        save_steps=3,
-        rouge_eval_samples=0,
-        merge_adapter=False,
+        entry_point="run_clm.py",
+        source_dir=training_code_dir,
+        hyperparameters={
+            **HYPERPARAMETERS,
+            "quantization": quantization,
+            "max_steps": 3,
+            "save_steps": 3,
+            "rouge_eval_samples": 0,
+            "merge_adapter": False,
+        },
+        channels=_channels(fixture_dir),
+        env=container_env,
+        distribution="torch_distributed" if processes > 1 else None,
+        processes_per_host=processes,
     )
     assert job.status == "Completed", job.logs()[-5000:]
+    logs = job.logs()
     expected_layers = [layer] if layer else []
-    assert f"quantization={quantization}, quantized layer types {expected_layers}" in job.logs()
+    assert f"quantization={quantization}, quantized layer types {expected_layers}" in logs
+    assert f"world_size={processes}" in logs
     assert len(_losses(job.checkpoint_dir / "checkpoint-3")) == 3
+    # One process writes the outputs (trainer.log_metrics prints on the main process only).
+    assert len(re.findall(r"^\s*global_step\s*=\s*3\s*$", logs, re.MULTILINE)) == 1
     # Not merged: the model dir is the adapter itself, which the handler loads over its base.
     assert (job.model_dir / "adapter_config.json").is_file()
     assert not (job.model_dir / "model.safetensors").exists()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,8 @@ def test_arguments_parse_from_the_command_line_and_from_one_json_file(tmp_path, 
     assert model_args.merge_adapter is False
     assert data_args.block_size == 2048
     assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    # On a CPU host data parallelism only engages with use_cpu (see parse_args).
+    assert training_args.use_cpu is not torch.cuda.is_available()
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"lora_r": 16, "optim": "adafactor", "gradient_checkpointing": True}))
     model_args, _, training_args = run_clm.parse_args([str(config)])
