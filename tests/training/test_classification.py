@@ -201,9 +201,7 @@ def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypat
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     config = tmp_path / "args.yaml"
-    config.write_text(
-        "task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: {partitions: 2}\n"
-    )
+    config.write_text("task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: {partitions: 2}\n")
     flags = expand_config_file([str(config)])
     assert flags[:4] == ["--task_name", "mnli", "--max_seq_length", "64"]
     _, data_args, training_args = parse_arguments(
