@@ -1,0 +1,217 @@
+"""run_classification.py: MNLI pairs through the toolkit and served, spot interruption and resume, sharding."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hfpipe import local_container as lc
+from hfpipe.fixtures.encoders import build_encoder
+from hfpipe.fixtures.mnli import MNLI_LABELS, make_mnli, write_classification
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
+
+import run_classification as rc
+from encoder_utils import last_complete_checkpoint
+
+
+def test_sharding_defaults_to_fsdp_only_for_multi_process_runs(monkeypatch):
+    monkeypatch.delenv("SM_HP_MP_PARAMETERS", raising=False)
+    args = ["--do_train", "True"]
+    assert rc.with_default_sharding(args, world_size=1) == args
+    assert rc.with_default_sharding(args, world_size=2) == [*args, "--fsdp", "full_shard auto_wrap"]
+    explicit = [*args, "--fsdp", "shard_grad_op"]
+    assert rc.with_default_sharding(explicit, world_size=2) == explicit
+    plain = [*args, "--model_parallel", "none"]
+    assert rc.with_default_sharding(plain, world_size=2) == plain
+    # Accelerate has no FSDP without GPUs: CPU-only hosts stay plain data parallel.
+    assert rc.with_default_sharding(args, world_size=2, accelerator=False) == args
+
+
+def test_legacy_smdistributed_settings_are_accepted(monkeypatch):
+    monkeypatch.delenv("SM_HP_MP_PARAMETERS", raising=False)
+    legacy = ["--mp_parameters", json.dumps({"partitions": 4, "microbatches": 4, "ddp": True})]
+    monkeypatch.setattr(rc, "smdistributed_available", lambda: True)
+    assert rc.with_default_sharding(legacy, world_size=8) == legacy  # the Trainer's own smp path
+    monkeypatch.setattr(rc, "smdistributed_available", lambda: False)
+    assert rc.with_default_sharding(legacy, world_size=8)[-2:] == ["--fsdp", "full_shard auto_wrap"]
+    with pytest.raises(ValueError, match="mp_parameters"):
+        rc.with_default_sharding(["--model_parallel", "smdistributed"], world_size=2)
+    with pytest.raises(ValueError, match="model_parallel='pipeline'"):
+        rc.ModelArguments(model_parallel="pipeline")
+
+
+def test_bad_columns_and_tasks_are_named():
+    with pytest.raises(ValueError, match="text_pair_column='hypo'"):
+        rc.resolve_columns(
+            rc.DataTrainingArguments(text_column="premise", text_pair_column="hypo"), ["premise", "label"]
+        )
+    with pytest.raises(ValueError, match="task_name='qnli'"):
+        rc.DataTrainingArguments(task_name="qnli")
+    assert rc.resolve_columns(
+        rc.DataTrainingArguments(task_name="MNLI"), ["premise", "hypothesis", "label"]
+    ) == (
+        "premise",
+        "hypothesis",
+    )
+
+
+def test_mnli_fixture_is_deterministic_and_balanced():
+    rows = make_mnli(30, seed=1)
+    assert rows == make_mnli(30, seed=1)
+    assert sorted({r["label"] for r in rows}) == [0, 1, 2]
+    assert {"premise", "hypothesis", "label", "idx"} <= set(rows[0])
+
+
+@pytest.fixture(scope="module")
+def source_dir(tmp_path_factory, training_code_dir):
+    """training_code without requirements.txt: its packages are in this venv already, and the toolkit's
+    offline pip run costs ~20 s per run (test_local_container covers that step)."""
+    src = tmp_path_factory.mktemp("src") / "training_code"
+    shutil.copytree(training_code_dir, src, ignore=shutil.ignore_patterns("__pycache__", "requirements.txt"))
+    return src
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("encoders")
+    return {kind: build_encoder(kind, root / kind) for kind in ("roberta", "distilbert")}
+
+
+@pytest.mark.slow
+def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, source_dir):
+    data = write_classification(tmp_path / "mnli", "mnli", n_train=48, n_validation=12)
+    job = lc.run_training(
+        tmp_path / "job",
+        entry_point="run_classification.py",
+        source_dir=source_dir,
+        hyperparameters={
+            "task_name": "mnli",
+            "do_train": True,
+            "do_eval": True,
+            "max_seq_length": 48,
+            "max_steps": 6,
+            "per_device_train_batch_size": 8,
+            "save_strategy": "no",
+            "report_to": "none",
+            "disable_tqdm": True,
+        },
+        channels={"training": data["train"], "validation": data["validation"], "model": models["roberta"]},
+    )
+    assert job.status == "Completed", job.logs()[-3000:]
+    metrics = json.loads((job.model_dir / "metrics.json").read_text())
+    assert metrics["global_step"] == 6
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0
+    assert metrics["eval_samples"] == 12
+    config = json.loads((job.model_dir / "config.json").read_text())
+    assert [config["id2label"][str(i)] for i in range(3)] == list(MNLI_LABELS)
+
+    with lc.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
+        out = endpoint.predict(
+            {"premise": "Ada visited the museum of Oslo.", "hypothesis": "Ada visited Oslo."}
+        )
+        assert out["label"] in MNLI_LABELS
+        assert set(out["scores"]) == set(MNLI_LABELS)
+        assert sum(out["scores"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert out["label"] == max(out["scores"], key=out["scores"].get)
+        batch = endpoint.predict(
+            [{"premise": "A b.", "hypothesis": "A."}, {"premise": "C d.", "hypothesis": "C."}]
+        )
+        assert len(batch) == 2
+        with pytest.raises(ValueError, match="'hypothesis'"):
+            endpoint.predict({"premise": "Ada visited Oslo."})
+
+
+SPOT = {
+    "class_names": "negative,positive",
+    "do_train": True,
+    "max_seq_length": 32,
+    "max_steps": 20,
+    "per_device_train_batch_size": 4,
+    "learning_rate": 5e-4,
+    "save_strategy": "steps",
+    "save_steps": 4,
+    "logging_steps": 4,
+    "seed": 11,
+    "output_dir": "/opt/ml/checkpoints",
+    "report_to": "none",
+    "disable_tqdm": True,
+}
+
+
+def _final_state(job: lc.LocalTrainingJob) -> tuple[int, float]:
+    state = json.loads((job.checkpoint_dir / "trainer_state.json").read_text())
+    losses = [e for e in state["log_history"] if "loss" in e]
+    return state["global_step"], losses[-1]["loss"]
+
+
+@pytest.mark.slow
+def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, source_dir):
+    data = write_classification(tmp_path / "textcls", "textcls", n_train=64, n_validation=8)
+    run = {
+        "entry_point": "run_classification.py",
+        "source_dir": source_dir,
+        "hyperparameters": SPOT,
+        "channels": {"training": data["train"], "model": models["distilbert"]},
+    }
+    reference = lc.run_training(tmp_path / "uninterrupted", **run)
+    assert reference.status == "Completed", reference.logs()[-3000:]
+
+    # Stop the container (SIGTERM to every process) as soon as the first checkpoint is complete.
+    proc = lc.start_training(tmp_path / "spot", **run)
+    checkpoints = proc.base_dir / "checkpoints"
+    deadline = time.monotonic() + 240
+    while last_complete_checkpoint(str(checkpoints)) is None:
+        assert proc.poll() is None, "the run ended before writing a checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.05)
+    proc.stop()
+    stopped = proc.wait()
+    assert stopped.status == "Stopped"
+    assert stopped.model_artifacts is None
+    interrupted_at = int(Path(last_complete_checkpoint(str(checkpoints))).name.split("-")[1])
+    assert 0 < interrupted_at < SPOT["max_steps"], "the run was not interrupted before its end"
+
+    resumed = lc.run_training(tmp_path / "spot", **run)
+    assert resumed.status == "Completed", resumed.logs()[-3000:]
+    assert "resuming from checkpoint" in resumed.logs()
+    assert f"checkpoint-{interrupted_at}" in resumed.logs()
+    step, loss = _final_state(resumed)
+    ref_step, ref_loss = _final_state(reference)
+    assert step == ref_step == SPOT["max_steps"]
+    assert loss == pytest.approx(ref_loss, rel=1e-6)
+
+    with tarfile.open(resumed.model_artifacts) as tar:
+        assert {"model.safetensors", "code/inference.py"} <= set(tar.getnames())
+    with lc.LocalEndpoint(resumed.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
+        out = endpoint.predict({"text": "The museum in Oslo was wonderful."})
+        assert set(out["scores"]) == {"negative", "positive"}
+        assert out["label"] in ("negative", "positive")
+
+
+def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypatch):
+    from encoder_utils import expand_config_file, parse_arguments
+
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    config = tmp_path / "args.yaml"
+    config.write_text("task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: {partitions: 2}\n")
+    flags = expand_config_file([str(config)])
+    assert flags[:4] == ["--task_name", "mnli", "--max_seq_length", "64"]
+    _, data_args, training_args = parse_arguments(
+        (rc.ModelArguments, rc.DataTrainingArguments, rc.TrainingArguments), [str(config)]
+    )
+    assert data_args.task_name == "mnli" and data_args.max_seq_length == 64
+    assert training_args.do_train is True
+    assert json.loads(training_args.mp_parameters) == {"partitions": 2}
+    assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"bad\.json: expected a mapping"):
+        expand_config_file([str(bad)])
