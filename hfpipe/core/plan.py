@@ -17,6 +17,8 @@ from hfpipe.core.schema import RecipeError
 
 #: Instance types on which smdistributed data parallel runs (the SDK's own list, fw_utils.py).
 SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
+#: PyTorch versions of the containers that ship SMDDP (the SDK's SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS).
+SMDDP_PYTORCH_VERSIONS = ("1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.2", "2.2.0")
 KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
 GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
@@ -110,6 +112,12 @@ def check_rules(recipe: dict[str, Any]) -> None:
         raise RecipeError(
             f"recipe.training.instance_type: {itype!r} does not support smdistributed dataparallel; "
             f"accepted: {list(SMDDP_INSTANCE_TYPES)} (or use torch_distributed)"
+        )
+    torch_version = recipe["container"]["training"]["pytorch_version"]
+    if smd.get("dataparallel", {}).get("enabled") and torch_version not in SMDDP_PYTORCH_VERSIONS:
+        raise RecipeError(
+            f"recipe.training.distribution: smdistributed dataparallel is not in PyTorch {torch_version} "
+            f"containers; accepted PyTorch versions: {list(SMDDP_PYTORCH_VERSIONS)} (or use torch_distributed)"
         )
     if smd.get("modelparallel", {}).get("enabled") and not dist.get("mpi", {}).get("enabled"):
         raise RecipeError(

@@ -114,6 +114,8 @@ def build_training_job_request(
     algorithm: dict[str, Any] = {"TrainingImage": image_uri, "TrainingInputMode": "File"}
     if t["metric_definitions"]:
         algorithm["MetricDefinitions"] = [dict(m) for m in t["metric_definitions"]]
+        # As the SDK: metrics also go to SageMaker Metrics as time series (charts in the console).
+        algorithm["EnableSageMakerMetricsTimeSeries"] = True
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": t["max_run_seconds"]}
     spot = t["spot"]["enabled"]
     if spot and t["spot"]["max_wait_seconds"]:
@@ -130,11 +132,10 @@ def build_training_job_request(
         },
         "StoppingCondition": stopping,
         "HyperParameters": hyperparameters,
-        "EnableNetworkIsolation": False,
-        "EnableInterContainerTrafficEncryption": False,
-        "EnableManagedSpotTraining": spot,
         "Tags": tags,
     }
+    if spot:
+        request["EnableManagedSpotTraining"] = True
     if t["channels"]:
         request["InputDataConfig"] = [
             {

@@ -70,7 +70,7 @@ def test_training_job_carries_spot_request(fresh):
     fresh.training = lambda request, job: seen.update(request)
     name, r = run(fresh, "tiny-spot", deploy=False)
     assert r.status == "SUCCEEDED", r.cause
-    assert seen["EnableManagedSpotTraining"] is True
+    assert seen.get("EnableManagedSpotTraining") is True
     assert seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
     assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/{name}/"
 
@@ -86,6 +86,9 @@ def test_training_job_carries_spot_request(fresh):
         ({"training.spot": {"enabled": True, "max_wait_seconds": 7200}}, "checkpoint_s3_uri: required with spot"),
         ({"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
          "'ml.g4dn.xlarge' does not support smdistributed dataparallel"),
+        ({"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
+          "training.instance_type": "ml.p3.16xlarge", "training.instance_count": 2},
+         "smdistributed dataparallel is not in PyTorch 2.8.0 containers"),
         ({"training.distribution": {"torch_distributed": {"enabled": True}}, "training.instance_type": "ml.m5.xlarge"},
          "is a CPU instance"),
         ({"training.instance_count": 2}, "without a distribution"),
@@ -93,7 +96,7 @@ def test_training_job_carries_spot_request(fresh):
         ({"container.training.transformers_version": "9.9.9"}, "not in the image catalog"),
     ],
     ids=["schema-pattern", "schema-unknown", "spot-maxwait", "spot-maxwait-lt-maxrun", "spot-checkpoint",
-         "smddp-instance", "dist-cpu", "multi-no-dist", "gate-metric", "image"],
+         "smddp-instance", "smddp-torch-version", "dist-cpu", "multi-no-dist", "gate-metric", "image"],
 )
 def test_bad_recipe_fails_in_plan_with_nothing_created(fresh, overrides, needle):
     name, r = run(fresh, overrides=overrides)
@@ -205,7 +208,7 @@ def test_evaluation_gate_passes(fresh):
 def test_original_recipes_complete(fresh, recipe):
     def train(request, job):
         job.billable_time_in_seconds = 600
-        job.training_time_in_seconds = 1800 if request["EnableManagedSpotTraining"] else 600
+        job.training_time_in_seconds = 1800 if request.get("EnableManagedSpotTraining") else 600
         job.final_metric_data_list = [
             {"MetricName": m, "Value": 90.0, "Timestamp": job.creation_time} for m in ("eval_f1", "eval_accuracy")
         ]
