@@ -86,7 +86,7 @@ class _Runtime:
     def __init__(self, plugin: EndpointPlugin):
         self.plugin = plugin
 
-    def invoke_endpoint(self, EndpointName: str, Body: bytes, **_: Any) -> dict[str, Any]:  # noqa: N803
+    def invoke_endpoint(self, EndpointName: str, Body: bytes, **_: Any) -> dict[str, Any]:
         answer = self.plugin(EndpointName, json.loads(Body))
         return {"Body": io.BytesIO(json.dumps(answer).encode()), "ContentType": "application/json"}
 
@@ -145,9 +145,14 @@ class LocalEngine:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
-            pseudo = {"AWS::Partition": "aws", "AWS::Region": self.region, "AWS::AccountId": ACCOUNT,
-                      "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "local"}
+            ((key, arg),) = value.items()
+            pseudo = {
+                "AWS::Partition": "aws",
+                "AWS::Region": self.region,
+                "AWS::AccountId": ACCOUNT,
+                "AWS::URLSuffix": "amazonaws.com",
+                "AWS::StackName": "local",
+            }
             if key == "Ref":
                 if arg in pseudo:
                     return pseudo[arg]
@@ -184,11 +189,17 @@ class LocalEngine:
     def __enter__(self) -> LocalEngine:
         from moto import mock_aws
 
-        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                     "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}.items():
+        for k, v in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+        }.items():
             self._stack.enter_context(mock.patch.dict(os.environ, {k: v}))
         self._stack.enter_context(
-            mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+            mock_aws(
+                config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+            )
         )
         self._install_hooks()
         self._create_resources()
@@ -221,7 +232,8 @@ class LocalEngine:
         self.functions = {
             logical: res["Properties"]
             for logical, res in self.resources.items()
-            if res["Type"] == "AWS::Lambda::Function" and "pipeline_lambdas." in res["Properties"].get("Handler", "")
+            if res["Type"] == "AWS::Lambda::Function"
+            and "pipeline_lambdas." in res["Properties"].get("Handler", "")
         }
         machines = [k for k, r in self.resources.items() if r["Type"] == "AWS::StepFunctions::StateMachine"]
         if len(machines) != 1:
@@ -241,7 +253,9 @@ class LocalEngine:
 
         engine = self
 
-        def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+        def invoke(
+            backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
             return engine._invoke(function_name.split(":function:")[-1].split(":")[0], body, response_headers)
 
         original_create_job = SageMakerModelBackend.create_training_job
@@ -275,19 +289,29 @@ class LocalEngine:
             original_eval(task, env, *args, **kwargs)
             env.stack.append(json.loads(json.dumps(env.stack.pop(), default=str)))
 
-        self._stack.enter_context(mock.patch.object(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", eval_aws_sdk))
+        self._stack.enter_context(
+            mock.patch.object(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", eval_aws_sdk)
+        )
         self._stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
         from moto.sagemaker.models import FakeEndpointConfig
 
         # moto's list of endpoint instance types predates g5; AWS validates the type itself.
-        self._stack.enter_context(mock.patch.object(FakeEndpointConfig, "validate_instance_type", _check_ml_type))
-        self._stack.enter_context(mock.patch.object(SageMakerModelBackend, "create_training_job", create_training_job))
-        self._stack.enter_context(mock.patch.object(SageMakerModelBackend, "create_endpoint", create_endpoint))
+        self._stack.enter_context(
+            mock.patch.object(FakeEndpointConfig, "validate_instance_type", _check_ml_type)
+        )
+        self._stack.enter_context(
+            mock.patch.object(SageMakerModelBackend, "create_training_job", create_training_job)
+        )
+        self._stack.enter_context(
+            mock.patch.object(SageMakerModelBackend, "create_endpoint", create_endpoint)
+        )
         if str(LAMBDA_DIR) not in sys.path:
             sys.path.insert(0, str(LAMBDA_DIR))
         aws = importlib.import_module("pipeline_lambdas.aws")
         self._stack.enter_context(
-            mock.patch.dict(aws.OVERRIDES, {"service-quotas": self.quotas, "sagemaker-runtime": _Runtime(self._serve)})
+            mock.patch.dict(
+                aws.OVERRIDES, {"service-quotas": self.quotas, "sagemaker-runtime": _Runtime(self._serve)}
+            )
         )
 
     def _serve(self, name: str, body: Any) -> Any:
@@ -320,9 +344,9 @@ class LocalEngine:
     def run(self, execution_input: dict[str, Any], *, name: str, timeout_s: float = 120.0) -> Execution:
         """Start an execution and wait for it to end; returns its status, output, error and states."""
         sfn = self.client("stepfunctions")
-        arn = sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(execution_input))[
-            "executionArn"
-        ]
+        arn = sfn.start_execution(
+            stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(execution_input)
+        )["executionArn"]
         deadline = time.monotonic() + timeout_s
         while True:
             desc = sfn.describe_execution(executionArn=arn)
@@ -342,7 +366,9 @@ class LocalEngine:
         return {
             "training_jobs": [j["TrainingJobName"] for j in sm.list_training_jobs()["TrainingJobSummaries"]],
             "models": [m["ModelName"] for m in sm.list_models()["Models"]],
-            "endpoint_configs": [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]],
+            "endpoint_configs": [
+                c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]
+            ],
             "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         }
 

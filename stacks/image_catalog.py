@@ -37,10 +37,16 @@ def _domain(region: str) -> str:
     return "amazonaws.com"
 
 
-def image_uri(table: dict[str, Any], scope: str, container: dict[str, Any], region: str, processor: str) -> str | None:
+def image_uri(
+    table: dict[str, Any], scope: str, container: dict[str, Any], region: str, processor: str
+) -> str | None:
     """One image URI from the SDK's huggingface table, or None when that combination does not exist."""
     versions = table[scope]["versions"]
-    tv = table[scope].get("version_aliases", {}).get(container["transformers_version"], container["transformers_version"])
+    tv = (
+        table[scope]
+        .get("version_aliases", {})
+        .get(container["transformers_version"], container["transformers_version"])
+    )
     entry = versions.get(tv)
     if entry is None:
         return None
@@ -57,7 +63,9 @@ def image_uri(table: dict[str, Any], scope: str, container: dict[str, Any], regi
     return f"{account}.dkr.ecr.{region}.{_domain(region)}/{cfg['repository']}:{tag}"
 
 
-def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> dict[str, dict[str, dict[str, str]]]:
+def build_catalog(
+    region: str, recipes: list[dict[str, Any]] | None = None
+) -> dict[str, dict[str, dict[str, str]]]:
     """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers."""
     if not region or region.startswith("${Token"):
         raise ValueError(

@@ -214,7 +214,9 @@ def build_plan(
 
     t, s = recipe["training"], recipe["serving"]
     deploy = bool(recipe["deploy"])
-    image_uri = resolve_image(config.image_catalog, "training", recipe["container"]["training"], t["instance_type"])
+    image_uri = resolve_image(
+        config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
+    )
     inference_image_uri = (
         resolve_image(config.image_catalog, "inference", recipe["container"]["inference"], s["instance_type"])
         if deploy

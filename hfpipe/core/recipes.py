@@ -64,9 +64,7 @@ def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any] | list[str
     out = copy.deepcopy(recipe)
     if not overrides:
         return out
-    items = (
-        [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
-    )
+    items = [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
     for key, value in items:
         parts = key.split(".")
         node: Any = out

@@ -48,7 +48,11 @@ RECIPE_SCHEMA: dict[str, Any] = {
             "pattern": r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
             "description": "Recipe name (lower-case, digits, dashes; at most 40 characters). Tagged on resources.",
         },
-        "description": {"type": "string", "default": "", "description": "Free text: where the recipe comes from."},
+        "description": {
+            "type": "string",
+            "default": "",
+            "description": "Free text: where the recipe comes from.",
+        },
         "task": {
             "type": "string",
             "enum": ["question-answering", "text-classification", "summarization", "text-generation"],
@@ -72,7 +76,10 @@ RECIPE_SCHEMA: dict[str, Any] = {
                     "pattern": r"^[A-Za-z0-9_./-]+\.py$",
                     "description": "Script inside the training_code/ source directory, e.g. run_qa.py.",
                 },
-                "instance_type": {**_INSTANCE_TYPE, "description": "Training instance type, e.g. ml.p3.16xlarge."},
+                "instance_type": {
+                    **_INSTANCE_TYPE,
+                    "description": "Training instance type, e.g. ml.p3.16xlarge.",
+                },
                 "instance_count": {
                     "type": "integer",
                     "minimum": 1,
@@ -184,7 +191,11 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "deploy": {"type": "boolean", "default": True, "description": "Create model, endpoint and smoke test."},
+        "deploy": {
+            "type": "boolean",
+            "default": True,
+            "description": "Create model, endpoint and smoke test.",
+        },
         "serving": {
             "type": "object",
             "description": "The real-time endpoint and its smoke test.",
@@ -217,13 +228,13 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 },
                 "sample_request": {
                     "type": "object",
-                    "description": "JSON body the smoke test sends, e.g. {\"inputs\": ...}.",
+                    "description": 'JSON body the smoke test sends, e.g. {"inputs": ...}.',
                 },
                 "expected_keys": {
                     "type": "array",
                     "items": {"type": "string"},
                     "default": [],
-                    "description": "Keys the (first) answer object must contain, e.g. [\"answer\", \"score\"].",
+                    "description": 'Keys the (first) answer object must contain, e.g. ["answer", "score"].',
                 },
                 "max_latency_ms": {
                     "type": "number",

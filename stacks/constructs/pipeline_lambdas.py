@@ -127,7 +127,9 @@ class PipelineLambdas(Construct):
                 conditions={"StringEquals": managed_tag},
             )
         )
-        self.launch.add_to_role_policy(iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn]))
+        self.launch.add_to_role_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
+        )
         self.launch.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["iam:PassRole"],
@@ -143,16 +145,28 @@ class PipelineLambdas(Construct):
             )
         )
         topic.grant_publish(self.report)
-        hosting = [arn(service="sagemaker", resource=r, resource_name="*") for r in ("endpoint", "endpoint-config", "model")]
+        hosting = [
+            arn(service="sagemaker", resource=r, resource_name="*")
+            for r in ("endpoint", "endpoint-config", "model")
+        ]
         self.cleanup.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel", "sagemaker:ListTags"],
+                actions=[
+                    "sagemaker:DescribeEndpoint",
+                    "sagemaker:DescribeEndpointConfig",
+                    "sagemaker:DescribeModel",
+                    "sagemaker:ListTags",
+                ],
                 resources=hosting,
             )
         )
         self.cleanup.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
+                actions=[
+                    "sagemaker:DeleteEndpoint",
+                    "sagemaker:DeleteEndpointConfig",
+                    "sagemaker:DeleteModel",
+                ],
                 resources=hosting,
                 conditions={"StringEquals": owned},
             )
@@ -161,7 +175,9 @@ class PipelineLambdas(Construct):
             iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
         )
         self.cleanup.add_to_role_policy(
-            iam.PolicyStatement(actions=["sagemaker:StopTrainingJob"], resources=[job_arn], conditions={"StringEquals": owned})
+            iam.PolicyStatement(
+                actions=["sagemaker:StopTrainingJob"], resources=[job_arn], conditions={"StringEquals": owned}
+            )
         )
 
     @property

@@ -43,9 +43,13 @@ class PipelineStateMachine(Construct):
 
         def retry_aws(state: sfn.State) -> None:
             state.add_retry(errors=THROTTLING_ERRORS, interval=retry_interval, backoff_rate=2, max_attempts=6)  # type: ignore[attr-defined]
-            state.add_retry(errors=CAPACITY_ERRORS, interval=capacity_retry_interval, backoff_rate=2, max_attempts=5)  # type: ignore[attr-defined]
+            state.add_retry(
+                errors=CAPACITY_ERRORS, interval=capacity_retry_interval, backoff_rate=2, max_attempts=5
+            )  # type: ignore[attr-defined]
 
-        def invoke(cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None) -> tasks.LambdaInvoke:
+        def invoke(
+            cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
+        ) -> tasks.LambdaInvoke:
             return tasks.LambdaInvoke(
                 self,
                 cid,
@@ -71,14 +75,24 @@ class PipelineStateMachine(Construct):
             "Plan",
             "plan",
             "$.plan",
-            sfn.TaskInput.from_object({"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}),
+            sfn.TaskInput.from_object(
+                {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
+            ),
         )
-        launch = invoke("Launch", "launch", "$.launch", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")}))
-        launch.add_retry(errors=["ThrottlingException"], interval=retry_interval, backoff_rate=2, max_attempts=6)
-        launch.add_retry(errors=["CapacityError"], interval=capacity_retry_interval, backoff_rate=2, max_attempts=5)
+        launch = invoke(
+            "Launch", "launch", "$.launch", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")})
+        )
+        launch.add_retry(
+            errors=["ThrottlingException"], interval=retry_interval, backoff_rate=2, max_attempts=6
+        )
+        launch.add_retry(
+            errors=["CapacityError"], interval=capacity_retry_interval, backoff_rate=2, max_attempts=5
+        )
         catch(launch)
 
-        wait_training = sfn.Wait(self, "WaitForTraining", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds"))
+        wait_training = sfn.Wait(
+            self, "WaitForTraining", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds")
+        )
         describe_training = tasks.CallAwsService(
             self,
             "DescribeTrainingJob",
@@ -157,7 +171,9 @@ class PipelineStateMachine(Construct):
             parameters={"left": J.number_at("$.plan.endpoint_max_polls")},
             result_path="$.endpoint_polls",
         )
-        wait_endpoint = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds"))
+        wait_endpoint = sfn.Wait(
+            self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds")
+        )
         describe_endpoint = tasks.CallAwsService(
             self,
             "DescribeEndpoint",
@@ -181,7 +197,11 @@ class PipelineStateMachine(Construct):
             "EndpointFailed",
             parameters={
                 "Error": "EndpointFailed",
-                "Cause": J.format("endpoint {} is {}", J.string_at("$.plan.endpoint_name"), J.string_at("$.endpoint.EndpointStatus")),
+                "Cause": J.format(
+                    "endpoint {} is {}",
+                    J.string_at("$.plan.endpoint_name"),
+                    J.string_at("$.endpoint.EndpointStatus"),
+                ),
             },
             result_path="$.error",
         ).next(cleanup_on_error)
@@ -191,13 +211,17 @@ class PipelineStateMachine(Construct):
             parameters={
                 "Error": "EndpointWaitTimeout",
                 "Cause": J.format(
-                    "endpoint {} not InService after {} polls", J.string_at("$.plan.endpoint_name"), J.string_at("$.plan.endpoint_max_polls")
+                    "endpoint {} not InService after {} polls",
+                    J.string_at("$.plan.endpoint_name"),
+                    J.string_at("$.plan.endpoint_max_polls"),
                 ),
             },
             result_path="$.error",
         ).next(cleanup_on_error)
 
-        smoke = invoke("SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")}))
+        smoke = invoke(
+            "SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")})
+        )
         catch(smoke)
         report_success = invoke("Report", "report", "$.report")
         report_success.next(sfn.Succeed(self, "Done"))
@@ -205,7 +229,12 @@ class PipelineStateMachine(Construct):
         catch(cleanup_after_smoke)
         cleanup_after_smoke.next(report_success)
 
-        deploy = create_model.next(create_config).next(create_endpoint).next(start_endpoint_wait).next(wait_endpoint)
+        deploy = (
+            create_model.next(create_config)
+            .next(create_endpoint)
+            .next(start_endpoint_wait)
+            .next(wait_endpoint)
+        )
         wait_endpoint.next(describe_endpoint).next(
             sfn.Choice(self, "EndpointStatus?")
             .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "InService"), smoke)
@@ -238,17 +267,24 @@ class PipelineStateMachine(Construct):
             .when(sfn.Condition.boolean_equals("$.plan.gate.enabled", True), gate)
             .otherwise(deploy_choice)
         )
-        definition = plan.next(launch).next(wait_training).next(describe_training).next(
-            sfn.Choice(self, "TrainingStatus?")
-            .when(sfn.Condition.string_equals("$.training.TrainingJobStatus", "Completed"), after_training)
-            .when(
-                sfn.Condition.or_(
-                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Failed"),
-                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Stopped"),
-                ),
-                report_training_failed,
+        definition = (
+            plan.next(launch)
+            .next(wait_training)
+            .next(describe_training)
+            .next(
+                sfn.Choice(self, "TrainingStatus?")
+                .when(
+                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Completed"), after_training
+                )
+                .when(
+                    sfn.Condition.or_(
+                        sfn.Condition.string_equals("$.training.TrainingJobStatus", "Failed"),
+                        sfn.Condition.string_equals("$.training.TrainingJobStatus", "Stopped"),
+                    ),
+                    report_training_failed,
+                )
+                .otherwise(wait_training)
             )
-            .otherwise(wait_training)
         )
 
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
@@ -259,24 +295,36 @@ class PipelineStateMachine(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=timeout,
             tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
         )
         role = self.state_machine.role
         hosting = {
             "model": stack.format_arn(service="sagemaker", resource="model", resource_name="*"),
-            "endpoint-config": stack.format_arn(service="sagemaker", resource="endpoint-config", resource_name="*"),
+            "endpoint-config": stack.format_arn(
+                service="sagemaker", resource="endpoint-config", resource_name="*"
+            ),
             "endpoint": stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*"),
         }
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:AddTags"],
+                actions=[
+                    "sagemaker:CreateModel",
+                    "sagemaker:CreateEndpointConfig",
+                    "sagemaker:CreateEndpoint",
+                    "sagemaker:AddTags",
+                ],
                 resources=list(hosting.values()),
                 conditions={"StringEquals": {f"aws:RequestTag/{contract.TAG_MANAGED_BY}": contract.PROJECT}},
             )
         )
         # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"], resources=list(hosting.values()))
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
+                resources=list(hosting.values()),
+            )
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(

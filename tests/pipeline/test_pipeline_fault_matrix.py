@@ -39,7 +39,9 @@ def test_happy_path_with_deploy(fresh):
     name, r = run(fresh)
     assert r.status == "SUCCEEDED", r.cause
     report = r.output["report"]
-    assert report["smoke_test"]["ok"] and report["smoke_test"]["response"][0]["answer"] == "SageMaker endpoint"
+    assert (
+        report["smoke_test"]["ok"] and report["smoke_test"]["response"][0]["answer"] == "SageMaker endpoint"
+    )
     assert report["endpoint_deleted"] is True and report["training_job_status"] == "Completed"
     assert "SmokeTest" in r.states and "DeleteEndpoint" in r.states
     assert_only_job(fresh, name)
@@ -71,32 +73,65 @@ def test_training_job_carries_spot_request(fresh):
     name, r = run(fresh, "tiny-spot", deploy=False)
     assert r.status == "SUCCEEDED", r.cause
     assert seen.get("EnableManagedSpotTraining") is True
-    assert seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
+    assert (
+        seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
+    )
     assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/{name}/"
 
 
 @pytest.mark.parametrize(
     ("overrides", "needle"),
     [
-        ({"training.instance_type": "p3.2xlarge"}, "recipe.training.instance_type: 'p3.2xlarge' does not match"),
+        (
+            {"training.instance_type": "p3.2xlarge"},
+            "recipe.training.instance_type: 'p3.2xlarge' does not match",
+        ),
         ({"training.bogus": 1}, "unknown field(s) ['bogus']"),
         ({"training.spot.enabled": True}, "spot.max_wait_seconds: required"),
-        ({"training.spot": {"enabled": True, "max_wait_seconds": 60}, "training.max_run_seconds": 3600},
-         "must be >= training.max_run_seconds (3600)"),
-        ({"training.spot": {"enabled": True, "max_wait_seconds": 7200}}, "checkpoint_s3_uri: required with spot"),
-        ({"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
-         "'ml.g4dn.xlarge' does not support smdistributed dataparallel"),
-        ({"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
-          "training.instance_type": "ml.p3.16xlarge", "training.instance_count": 2},
-         "smdistributed dataparallel is not in PyTorch 2.8.0 containers"),
-        ({"training.distribution": {"torch_distributed": {"enabled": True}}, "training.instance_type": "ml.m5.xlarge"},
-         "is a CPU instance"),
+        (
+            {"training.spot": {"enabled": True, "max_wait_seconds": 60}, "training.max_run_seconds": 3600},
+            "must be >= training.max_run_seconds (3600)",
+        ),
+        (
+            {"training.spot": {"enabled": True, "max_wait_seconds": 7200}},
+            "checkpoint_s3_uri: required with spot",
+        ),
+        (
+            {"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
+            "'ml.g4dn.xlarge' does not support smdistributed dataparallel",
+        ),
+        (
+            {
+                "training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
+                "training.instance_type": "ml.p3.16xlarge",
+                "training.instance_count": 2,
+            },
+            "smdistributed dataparallel is not in PyTorch 2.8.0 containers",
+        ),
+        (
+            {
+                "training.distribution": {"torch_distributed": {"enabled": True}},
+                "training.instance_type": "ml.m5.xlarge",
+            },
+            "is a CPU instance",
+        ),
         ({"training.instance_count": 2}, "without a distribution"),
         ({"evaluation_gate": {"metric": "nope", "threshold": 1}}, "evaluation_gate.metric: 'nope'"),
         ({"container.training.transformers_version": "9.9.9"}, "not in the image catalog"),
     ],
-    ids=["schema-pattern", "schema-unknown", "spot-maxwait", "spot-maxwait-lt-maxrun", "spot-checkpoint",
-         "smddp-instance", "smddp-torch-version", "dist-cpu", "multi-no-dist", "gate-metric", "image"],
+    ids=[
+        "schema-pattern",
+        "schema-unknown",
+        "spot-maxwait",
+        "spot-maxwait-lt-maxrun",
+        "spot-checkpoint",
+        "smddp-instance",
+        "smddp-torch-version",
+        "dist-cpu",
+        "multi-no-dist",
+        "gate-metric",
+        "image",
+    ],
 )
 def test_bad_recipe_fails_in_plan_with_nothing_created(fresh, overrides, needle):
     name, r = run(fresh, overrides=overrides)
@@ -183,7 +218,9 @@ def test_smoke_test_wrong_answer_is_cleaned_up(fresh):
 
 def test_evaluation_gate_blocks_deploy(fresh):
     def metrics(request, job):
-        job.final_metric_data_list = [{"MetricName": "eval_accuracy", "Value": 0.2, "Timestamp": job.creation_time}]
+        job.final_metric_data_list = [
+            {"MetricName": "eval_accuracy", "Value": 0.2, "Timestamp": job.creation_time}
+        ]
 
     fresh.training = metrics
     name, r = run(fresh, "tiny-mnli", overrides={"evaluation_gate.threshold": 0.5})
@@ -195,7 +232,9 @@ def test_evaluation_gate_blocks_deploy(fresh):
 
 def test_evaluation_gate_passes(fresh):
     fresh.training = lambda request, job: setattr(
-        job, "final_metric_data_list", [{"MetricName": "eval_accuracy", "Value": 0.9, "Timestamp": job.creation_time}]
+        job,
+        "final_metric_data_list",
+        [{"MetricName": "eval_accuracy", "Value": 0.9, "Timestamp": job.creation_time}],
     )
     fresh.endpoint = lambda n, body: [{"label": "entailment", "score": 0.8}]
     name, r = run(fresh, "tiny-mnli")
@@ -204,21 +243,28 @@ def test_evaluation_gate_passes(fresh):
     assert r.output["report"]["final_metrics"] == {"eval_accuracy": 0.9}
 
 
-@pytest.mark.parametrize("recipe", ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "bloomz-7b1-lora-samsum"])
+@pytest.mark.parametrize(
+    "recipe", ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "bloomz-7b1-lora-samsum"]
+)
 def test_original_recipes_complete(fresh, recipe):
     def train(request, job):
         job.billable_time_in_seconds = 600
         job.training_time_in_seconds = 1800 if request.get("EnableManagedSpotTraining") else 600
         job.final_metric_data_list = [
-            {"MetricName": m, "Value": 90.0, "Timestamp": job.creation_time} for m in ("eval_f1", "eval_accuracy")
+            {"MetricName": m, "Value": 90.0, "Timestamp": job.creation_time}
+            for m in ("eval_f1", "eval_accuracy")
         ]
 
     fresh.training = train
-    fresh.endpoint = lambda n, body: [{"answer": "a", "score": 1.0, "label": "x", "generated_text": "summary"}]
+    fresh.endpoint = lambda n, body: [
+        {"answer": "a", "score": 1.0, "label": "x", "generated_text": "summary"}
+    ]
     name, r = run(fresh, recipe)
     assert r.status == "SUCCEEDED", r.cause
     rep = r.output["report"]
     plan = r.output["plan"]
-    assert rep["cost_usd"] == pytest.approx(plan["price_per_hour_usd"] * plan["instance_count"] * 600 / 3600, abs=1e-3)
+    assert rep["cost_usd"] == pytest.approx(
+        plan["price_per_hour_usd"] * plan["instance_count"] * 600 / 3600, abs=1e-3
+    )
     assert rep["spot_savings_percent"] == (66.7 if plan["spot"] else 0.0)
     assert_only_job(fresh, name)

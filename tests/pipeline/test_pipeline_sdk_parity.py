@@ -28,12 +28,19 @@ RECIPES = ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "
 def sdk_request(recipe: dict, job_name: str, checkpoint: str | None) -> dict:
     from moto import mock_aws
 
-    with mock_aws(), mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": REGION}):
+    with (
+        mock_aws(),
+        mock.patch.dict(
+            os.environ, {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": REGION}
+        ),
+    ):
         import boto3
         import sagemaker
         from sagemaker.huggingface import HuggingFace
 
-        session = sagemaker.Session(boto_session=boto3.Session(region_name=REGION), default_bucket="artifacts-bucket")
+        session = sagemaker.Session(
+            boto_session=boto3.Session(region_name=REGION), default_bucket="artifacts-bucket"
+        )
         t = recipe["training"]
         est = HuggingFace(
             entry_point=t["entry_point"],
@@ -57,7 +64,11 @@ def sdk_request(recipe: dict, job_name: str, checkpoint: str | None) -> dict:
             sagemaker_session=session,
         )
         captured = {}
-        with mock.patch.object(session.sagemaker_client, "create_training_job", side_effect=lambda **kw: captured.update(kw) or {}):
+        with mock.patch.object(
+            session.sagemaker_client,
+            "create_training_job",
+            side_effect=lambda **kw: captured.update(kw) or {},
+        ):
             est.fit(job_name=job_name, wait=False, logs=False)
         return captured
 
@@ -69,8 +80,15 @@ def catalog():
 
 @pytest.mark.parametrize("name", RECIPES)
 def test_request_matches_sdk(name, catalog):
-    config = PlanConfig(env="dev", region=REGION, role_arn=ROLE, sourcedir_uri=SOURCEDIR,
-                        data_bucket="data-bucket", artifacts_bucket="artifacts-bucket", image_catalog=catalog)
+    config = PlanConfig(
+        env="dev",
+        region=REGION,
+        role_arn=ROLE,
+        sourcedir_uri=SOURCEDIR,
+        data_bucket="data-bucket",
+        artifacts_bucket="artifacts-bucket",
+        image_catalog=catalog,
+    )
     plan = build_plan({"recipe_name": name}, f"{name}-sdk", config, FakeQuotas(default_quotas()))
     ours = plan["training_job_request"]
     from hfpipe.core.recipes import resolve_recipe

@@ -16,14 +16,23 @@ LOG = aws.logger(__name__)
 
 _KINDS = (
     ("endpoint", "describe_endpoint", "EndpointName", "EndpointArn", "delete_endpoint"),
-    ("endpoint_config", "describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn", "delete_endpoint_config"),
+    (
+        "endpoint_config",
+        "describe_endpoint_config",
+        "EndpointConfigName",
+        "EndpointConfigArn",
+        "delete_endpoint_config",
+    ),
     ("model", "describe_model", "ModelName", "ModelArn", "delete_model"),
 )
 
 
 def _owned(sagemaker: Any, arn: str, execution_name: str) -> bool:
     tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
-    return tags.get(contract.TAG_EXECUTION) == execution_name and tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT
+    return (
+        tags.get(contract.TAG_EXECUTION) == execution_name
+        and tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT
+    )
 
 
 def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:

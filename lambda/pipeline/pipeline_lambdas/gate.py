@@ -19,13 +19,23 @@ def evaluate(plan: dict[str, Any], training: dict[str, Any]) -> dict[str, Any]:
     higher = gate.get("higher_is_better", True)
     value = final_metrics(training).get(metric)
     if value is None:
-        return {"passed": False, "metric": metric, "threshold": threshold, "value": None,
-                "reason": f"evaluation gate: final metric {metric!r} was not reported by the training job"}
+        return {
+            "passed": False,
+            "metric": metric,
+            "threshold": threshold,
+            "value": None,
+            "reason": f"evaluation gate: final metric {metric!r} was not reported by the training job",
+        }
     passed = value >= threshold if higher else value <= threshold
     op = ">=" if higher else "<="
     verdict = "passed" if passed else "failed"
-    return {"passed": passed, "metric": metric, "threshold": threshold, "value": value,
-            "reason": f"evaluation gate {verdict}: {metric} = {value:g}, required {op} {threshold:g}"}
+    return {
+        "passed": passed,
+        "metric": metric,
+        "threshold": threshold,
+        "value": value,
+        "reason": f"evaluation gate {verdict}: {metric} = {value:g}, required {op} {threshold:g}",
+    }
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -29,6 +29,10 @@ def config_from_env(env: dict[str, str] | None = None) -> PlanConfig:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"input": <execution input>, "execution_name": <$$.Execution.Name>}."""
-    plan = build_plan(event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas"))
-    aws.log_json(LOG, "planned", **{k: plan[k] for k in ("execution_name", "recipe_name", "training_job_name")})
+    plan = build_plan(
+        event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas")
+    )
+    aws.log_json(
+        LOG, "planned", **{k: plan[k] for k in ("execution_name", "recipe_name", "training_job_name")}
+    )
     return plan

@@ -54,7 +54,9 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
     elif status in ("Failed", "Stopped"):
         report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
-        report["cause"] = f"training job {plan['training_job_name']} {status}: {training.get('FailureReason') or 'no reason given'}"
+        report["cause"] = (
+            f"training job {plan['training_job_name']} {status}: {training.get('FailureReason') or 'no reason given'}"
+        )
     elif gate and not gate.get("passed", True):
         report["outcome"] = "gate-not-passed"
         report["error"], report["cause"] = "EvaluationGateNotPassed", gate["reason"]
@@ -82,5 +84,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
     report = build_report(event)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
-    aws.log_json(LOG, "report", **{k: report[k] for k in ("execution_name", "training_job_status", "cost_usd")})
+    aws.log_json(
+        LOG, "report", **{k: report[k] for k in ("execution_name", "training_job_status", "cost_usd")}
+    )
     return report

@@ -25,7 +25,9 @@ def check_answer(answer: Any, expected_keys: list[str]) -> None:
             raise SmokeTestFailed(f"smoke test: answer {first!r} is not an object with keys {expected_keys}")
         missing = [k for k in expected_keys if k not in first]
         if missing:
-            raise SmokeTestFailed(f"smoke test: answer {first!r} lacks key(s) {missing}; expected {expected_keys}")
+            raise SmokeTestFailed(
+                f"smoke test: answer {first!r} lacks key(s) {missing}; expected {expected_keys}"
+            )
 
 
 def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +47,9 @@ def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
         raise SmokeTestFailed(f"smoke test: answer is not JSON: {raw[:200]!r}") from err
     check_answer(answer, plan["expected_keys"])
     if latency_ms > plan["max_latency_ms"]:
-        raise SmokeTestFailed(f"smoke test: latency {latency_ms} ms > max_latency_ms {plan['max_latency_ms']}")
+        raise SmokeTestFailed(
+            f"smoke test: latency {latency_ms} ms > max_latency_ms {plan['max_latency_ms']}"
+        )
     return {"ok": True, "latency_ms": latency_ms, "response": answer}
 
 
