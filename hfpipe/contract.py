@@ -35,3 +35,9 @@ TAG_MANAGED_BY = "hfpipe:managed-by"
 def stack_name(env: str, part: str) -> str:
     """CloudFormation stack name for one part (Data, Quota, Pipeline) of one environment."""
     return f"Hfpipe-{env}-{part}"
+
+
+# Key prefixes in the artifacts bucket. The checkpoints prefix carries the bucket's checkpoint expiry
+# lifecycle rule, so a training job's CheckpointConfig.S3Uri must live under it.
+ARTIFACTS_CHECKPOINTS_PREFIX = "checkpoints/"
+ARTIFACTS_OUTPUT_PREFIX = "training-output/"

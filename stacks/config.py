@@ -1,0 +1,211 @@
+"""Per-environment settings, read from the `hfpipe:environments` context in cdk.json and validated.
+
+cdk.json carries data only; this module turns it into one frozen `EnvironmentConfig` per environment.
+Every error names the key (as a dotted path from the context key), the value and what is accepted, so
+a typo in cdk.json stops synth with a message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+CONTEXT_KEY = "hfpipe:environments"
+"""cdk.json context key holding {environment name: settings}."""
+
+ENV_CONTEXT_KEY = "env"
+"""`-c env=NAME` picks one environment; without it every environment is synthesized."""
+
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+"""The retention periods CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays)."""
+
+REMOVAL_POLICIES = ("retain", "destroy")
+
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+
+_ENV_KEYS = {
+    "region": 'an AWS region name such as "eu-west-1"',
+    "account": "a 12-digit AWS account ID as a string (optional; defaults to CDK_DEFAULT_ACCOUNT)",
+    "removal_policy": ", ".join(f'"{p}"' for p in REMOVAL_POLICIES),
+    "log_retention_days": "one of " + ", ".join(str(d) for d in LOG_RETENTION_DAYS),
+    "checkpoint_expiration_days": "a whole number of days from 1 to 3650",
+    "noncurrent_version_expiration_days": "a whole number of days from 1 to 3650",
+    "quotas": "a list of objects with keys name, value, service_code (optional), used_by (optional)",
+}
+_QUOTA_KEYS = {
+    "name": 'a Service Quotas quota name such as "ml.g5.2xlarge for training job usage"',
+    "value": "a whole number from 1 to 10000",
+    "service_code": 'a Service Quotas service code such as "sagemaker" (optional; default "sagemaker")',
+    "used_by": "a list of recipe names, for documentation (optional)",
+}
+_DEFAULTS: dict[str, Any] = {
+    "removal_policy": "retain",
+    "log_retention_days": 365,
+    "checkpoint_expiration_days": 30,
+    "noncurrent_version_expiration_days": 90,
+    "quotas": [],
+}
+
+
+class ConfigError(ValueError):
+    """A cdk.json context entry is missing or malformed; the message says which and what is accepted."""
+
+
+@dataclass(frozen=True)
+class QuotaTarget:
+    """One service quota the environment needs at least `value` of, e.g. instances of one type."""
+
+    name: str
+    value: int
+    service_code: str = "sagemaker"
+    used_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    """Validated settings of one environment (dev, prod, ...)."""
+
+    name: str
+    region: str
+    account: str | None
+    removal_policy: Literal["retain", "destroy"]
+    log_retention_days: int
+    checkpoint_expiration_days: int
+    noncurrent_version_expiration_days: int
+    quotas: tuple[QuotaTarget, ...]
+
+    @property
+    def retain(self) -> bool:
+        """True when stateful resources outlive their stack (and stacks get termination protection)."""
+        return self.removal_policy == "retain"
+
+
+def _rejected(path: str, value: object, accepted: str) -> ConfigError:
+    return ConfigError(f"{path}: {value!r} is not accepted; accepted: {accepted}")
+
+
+def _whole_number(path: str, value: object, low: int, high: int, accepted: str) -> int:
+    # bool is an int in Python; `true` in JSON is never a number of days.
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _rejected(path, value, accepted)
+    return value
+
+
+def _check_keys(path: str, entry: Mapping[str, Any], known: Mapping[str, str]) -> None:
+    for key in entry:
+        if key not in known:
+            raise ConfigError(f"{path}.{key}: unknown key; accepted: {', '.join(sorted(known))}")
+
+
+def _parse_quota(path: str, entry: object) -> QuotaTarget:
+    if not isinstance(entry, Mapping):
+        raise _rejected(path, entry, "an object with keys " + ", ".join(_QUOTA_KEYS))
+    _check_keys(path, entry, _QUOTA_KEYS)
+    for required in ("name", "value"):
+        if required not in entry:
+            raise ConfigError(f"{path}.{required}: required; accepted: {_QUOTA_KEYS[required]}")
+    name = entry["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise _rejected(f"{path}.name", name, _QUOTA_KEYS["name"])
+    value = _whole_number(f"{path}.value", entry["value"], 1, 10_000, _QUOTA_KEYS["value"])
+    service_code = entry.get("service_code", "sagemaker")
+    if not isinstance(service_code, str) or not re.fullmatch(r"[a-z0-9-]+", service_code):
+        raise _rejected(f"{path}.service_code", service_code, _QUOTA_KEYS["service_code"])
+    used_by = entry.get("used_by", [])
+    if not isinstance(used_by, list) or not all(isinstance(r, str) and r for r in used_by):
+        raise _rejected(f"{path}.used_by", used_by, _QUOTA_KEYS["used_by"])
+    return QuotaTarget(name=name, value=value, service_code=service_code, used_by=tuple(used_by))
+
+
+def parse_environment(name: str, entry: object, *, default_account: str | None = None) -> EnvironmentConfig:
+    """Validate one environment's settings; `default_account` is used when the entry names no account."""
+    path = f"{CONTEXT_KEY}.{name}"
+    if not _ENV_NAME.match(name):
+        raise _rejected(
+            f"{CONTEXT_KEY}",
+            name,
+            "environment names of lowercase letters, digits and '-', starting with a letter, at most 16 characters",
+        )
+    if not isinstance(entry, Mapping):
+        raise _rejected(path, entry, "an object with keys " + ", ".join(_ENV_KEYS))
+    _check_keys(path, entry, _ENV_KEYS)
+    if "region" not in entry:
+        raise ConfigError(f"{path}.region: required; accepted: {_ENV_KEYS['region']}")
+    region = entry["region"]
+    if not isinstance(region, str) or not _REGION.match(region):
+        raise _rejected(f"{path}.region", region, _ENV_KEYS["region"])
+    account = entry.get("account", default_account)
+    if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
+        raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
+    values = {**_DEFAULTS, **entry}
+    removal_policy = values["removal_policy"]
+    if removal_policy not in REMOVAL_POLICIES:
+        raise _rejected(f"{path}.removal_policy", removal_policy, _ENV_KEYS["removal_policy"])
+    log_retention_days = values["log_retention_days"]
+    if isinstance(log_retention_days, bool) or log_retention_days not in LOG_RETENTION_DAYS:
+        raise _rejected(f"{path}.log_retention_days", log_retention_days, _ENV_KEYS["log_retention_days"])
+    days = {
+        key: _whole_number(f"{path}.{key}", values[key], 1, 3650, _ENV_KEYS[key])
+        for key in ("checkpoint_expiration_days", "noncurrent_version_expiration_days")
+    }
+    quotas_entry = values["quotas"]
+    if not isinstance(quotas_entry, list):
+        raise _rejected(f"{path}.quotas", quotas_entry, _ENV_KEYS["quotas"])
+    quotas = tuple(_parse_quota(f"{path}.quotas[{i}]", q) for i, q in enumerate(quotas_entry))
+    seen: set[tuple[str, str]] = set()
+    for i, quota in enumerate(quotas):
+        key = (quota.service_code, quota.name)
+        if key in seen:
+            raise ConfigError(
+                f"{path}.quotas[{i}].name: {quota.name!r} is listed twice; accepted: each quota once, "
+                "with the largest value any recipe needs"
+            )
+        seen.add(key)
+    return EnvironmentConfig(
+        name=name,
+        region=region,
+        account=account,
+        removal_policy=removal_policy,
+        log_retention_days=log_retention_days,
+        quotas=quotas,
+        **days,
+    )
+
+
+def load_environments(context: object, *, default_account: str | None = None) -> dict[str, EnvironmentConfig]:
+    """Validate the whole `hfpipe:environments` context value; returns the environments by name."""
+    if context is None:
+        raise ConfigError(
+            f"{CONTEXT_KEY}: missing from the cdk.json context; accepted: an object mapping environment names "
+            'to settings, e.g. {"dev": {"region": "eu-west-1"}}'
+        )
+    if not isinstance(context, Mapping) or not context:
+        raise _rejected(
+            CONTEXT_KEY,
+            context,
+            'an object mapping environment names to settings, e.g. {"dev": {"region": "eu-west-1"}}',
+        )
+    return {
+        name: parse_environment(name, entry, default_account=default_account)
+        for name, entry in context.items()
+    }
+
+
+def select_environments(
+    environments: Mapping[str, EnvironmentConfig], requested: object
+) -> list[EnvironmentConfig]:
+    """The environment named by `-c env=NAME`, or all of them (sorted by name) when none is named."""
+    if requested is None:
+        return [environments[name] for name in sorted(environments)]
+    if not isinstance(requested, str) or requested not in environments:
+        raise ConfigError(
+            f"{ENV_CONTEXT_KEY}: unknown environment {requested!r}; accepted: "
+            f"{', '.join(sorted(environments))} (the keys of {CONTEXT_KEY} in cdk.json)"
+        )
+    return [environments[requested]]

@@ -1,0 +1,138 @@
+"""PipelineStack: the stateless part of an environment: roles, training-code asset, notifications, logs.
+
+The state machine and its Lambdas (the pipeline issue) are added in `_add_state_machine`, the one
+marked place for them; `lambda_role` and `grant_pass_execution_role` are the helpers they use so that
+every Lambda role starts empty and `iam:PassRole` is granted the same, conditioned way everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from hfpipe.contract import (
+    SSM_EXECUTION_ROLE_ARN,
+    SSM_NOTIFICATION_TOPIC_ARN,
+    SSM_SOURCEDIR_URI,
+    ssm_parameter_name,
+)
+from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.constructs.execution_role import SageMakerExecutionRole
+from stacks.constructs.source_asset import SourcedirAsset
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRAINING_CODE_DIR = REPO_ROOT / "training_code"
+SAGEMAKER_SERVICE = "sagemaker.amazonaws.com"
+
+
+def retention_days(days: int) -> logs.RetentionDays:
+    """The `RetentionDays` member for a validated number of days (see config.LOG_RETENTION_DAYS)."""
+    members = [m for m in logs.RetentionDays if m is not logs.RetentionDays.INFINITE]
+    return dict(zip(LOG_RETENTION_DAYS, members, strict=True))[days]
+
+
+class PipelineStack(Stack):
+    """Execution role, sourcedir asset, SNS topic and log group of one environment (+ the state machine).
+
+    Public attributes, for the state machine and tests: `execution_role`, `data_bucket`,
+    `artifacts_bucket`, `notification_topic`, `log_group`, `sourcedir` (with `sourcedir_uri`).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        data_bucket: s3.IBucket,
+        artifacts_bucket: s3.IBucket,
+        training_code_dir: Path = TRAINING_CODE_DIR,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, termination_protection=config.retain, **kwargs)
+        self.config = config
+        self.data_bucket = data_bucket
+        self.artifacts_bucket = artifacts_bucket
+        self._removal_policy = RemovalPolicy.RETAIN if config.retain else RemovalPolicy.DESTROY
+
+        self.sourcedir = SourcedirAsset(self, "Sourcedir", source=training_code_dir)
+        self.sourcedir_uri: str = self.sourcedir.s3_uri
+
+        self.execution_role: iam.Role = SageMakerExecutionRole(
+            self, "SageMakerExecutionRole", data_bucket=data_bucket, artifacts_bucket=artifacts_bucket
+        ).role
+        self.sourcedir.grant_read(self.execution_role)
+
+        self.notification_topic = sns.Topic(
+            self,
+            "NotificationTopic",
+            display_name=f"hfpipe {config.name} pipeline notifications",
+            enforce_ssl=True,
+            # The AWS managed key needs no key policy of ours and lets same-account publishers in.
+            master_key=kms.Alias.from_alias_name(self, "SnsManagedKey", "alias/aws/sns"),
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "PipelineLogGroup",
+            retention=retention_days(config.log_retention_days),
+            removal_policy=self._removal_policy,
+        )
+
+        self._add_state_machine()
+        self._add_outputs()
+
+    # ------------------------------------------------------------------------------------------------
+    # The state machine and its Lambdas (pipeline issue) go here. Use:
+    #   role = self.lambda_role("PlanFunctionRole", "hfpipe plan: validate input, derive names")
+    #   fn = lambda_.Function(..., role=role, log_group=...)   # the role starts without any permission
+    #   self.grant_pass_execution_role(launch_role)           # CreateTrainingJob / CreateModel callers
+    #   self.artifacts_bucket.grant_read(fn); self.notification_topic.grant_publish(fn)
+    # and give the state machine `logs=LogOptions(destination=self.log_group, ...)`.
+    # ------------------------------------------------------------------------------------------------
+    def _add_state_machine(self) -> None:
+        """Placeholder for the pipeline state machine and its Lambdas; intentionally empty for now."""
+
+    def lambda_role(self, construct_id: str, description: str) -> iam.Role:
+        """A role for one Lambda function with no permissions yet; grant each one it needs explicitly."""
+        return iam.Role(
+            self,
+            construct_id,
+            description=description,
+            assumed_by=iam.ServicePrincipal(
+                "lambda.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
+            ),
+        )
+
+    def grant_pass_execution_role(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to pass the execution role, to SageMaker only (iam:PassedToService)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["iam:PassRole"],
+            resource_arns=[self.execution_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER_SERVICE}},
+        )
+
+    def _add_outputs(self) -> None:
+        for key, value, output_id in (
+            (SSM_EXECUTION_ROLE_ARN, self.execution_role.role_arn, "ExecutionRoleArn"),
+            (SSM_SOURCEDIR_URI, self.sourcedir_uri, "SourcedirUri"),
+            (SSM_NOTIFICATION_TOPIC_ARN, self.notification_topic.topic_arn, "NotificationTopicArn"),
+        ):
+            ssm.StringParameter(
+                self,
+                f"{output_id}Parameter",
+                parameter_name=ssm_parameter_name(self.config.name, key),
+                string_value=value,
+                description=f"hfpipe {self.config.name}: {key}",
+            )
+            CfnOutput(self, output_id, value=value)
+        CfnOutput(self, "PipelineLogGroupName", value=self.log_group.log_group_name)

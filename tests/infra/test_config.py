@@ -1,0 +1,163 @@
+"""cdk.json environments: parsing, defaults and the exact messages a bad entry stops synth with."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+import app as cdk_app
+from stacks.config import ConfigError, load_environments, parse_environment, select_environments
+
+DEV = {"region": "eu-west-1"}
+
+
+def test_cdk_json_defines_dev_and_prod_covering_the_recipes(repo_root):
+    context = json.loads((repo_root / "cdk.json").read_text())["context"]
+    environments = load_environments(context["hfpipe:environments"])
+    assert sorted(environments) == ["dev", "prod"]
+    assert environments["prod"].retain and not environments["dev"].retain
+    for env in environments.values():
+        names = {q.name for q in env.quotas}
+        assert {"ml.g5.2xlarge for training job usage", "ml.g5.4xlarge for endpoint usage"} <= names
+        assert any("spot training job usage" in n for n in names)
+        used_by = {recipe for q in env.quotas for recipe in q.used_by}
+        assert {
+            "bert-large-squad-ddp",
+            "roberta-large-mnli-mp",
+            "distilbert-spot",
+            "bloomz-7b1-lora-samsum",
+        } <= used_by
+        ddp = [q for q in env.quotas if "bert-large-squad-ddp" in q.used_by and "training" in q.name]
+        assert ddp and ddp[0].value >= 2  # the data-parallel recipe runs on two instances
+
+
+def test_defaults_and_account_fallback():
+    env = parse_environment("dev", DEV, default_account="123456789012")
+    assert (env.region, env.account, env.removal_policy, env.log_retention_days) == (
+        "eu-west-1",
+        "123456789012",
+        "retain",
+        365,
+    )
+    assert env.quotas == ()
+    explicit = parse_environment("dev", {**DEV, "account": "210987654321"}, default_account="123456789012")
+    assert explicit.account == "210987654321"
+    assert parse_environment("dev", DEV).account is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {},
+            'hfpipe:environments.dev.region: required; accepted: an AWS region name such as "eu-west-1"',
+        ),
+        (
+            {"region": "Ireland"},
+            "hfpipe:environments.dev.region: 'Ireland' is not accepted; accepted: an AWS region name such as "
+            '"eu-west-1"',
+        ),
+        (
+            {**DEV, "account": 123456789012},
+            "hfpipe:environments.dev.account: 123456789012 is not accepted; accepted: a 12-digit AWS account ID as "
+            "a string (optional; defaults to CDK_DEFAULT_ACCOUNT)",
+        ),
+        (
+            {**DEV, "removal_policy": "keep"},
+            'hfpipe:environments.dev.removal_policy: \'keep\' is not accepted; accepted: "retain", "destroy"',
+        ),
+        (
+            {**DEV, "log_retention_days": 10},
+            "hfpipe:environments.dev.log_retention_days: 10 is not accepted; accepted: one of 1, 3, 5, 7, 14, 30, "
+            "60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653",
+        ),
+        (
+            {**DEV, "checkpoint_expiration_days": True},
+            "hfpipe:environments.dev.checkpoint_expiration_days: True is not accepted; accepted: a whole number "
+            "of days from 1 to 3650",
+        ),
+        (
+            {**DEV, "retention": 30},
+            "hfpipe:environments.dev.retention: unknown key; accepted: account, checkpoint_expiration_days, "
+            "log_retention_days, noncurrent_version_expiration_days, quotas, region, removal_policy",
+        ),
+        (
+            {**DEV, "quotas": {"name": "x"}},
+            "hfpipe:environments.dev.quotas: {'name': 'x'} is not accepted; accepted: a list of objects with keys "
+            "name, value, service_code (optional), used_by (optional)",
+        ),
+        (
+            {**DEV, "quotas": [{"name": "ml.g5.2xlarge for training job usage"}]},
+            "hfpipe:environments.dev.quotas[0].value: required; accepted: a whole number from 1 to 10000",
+        ),
+        (
+            {**DEV, "quotas": [{"name": "ml.g5.2xlarge for training job usage", "value": 0}]},
+            "hfpipe:environments.dev.quotas[0].value: 0 is not accepted; accepted: a whole number from 1 to 10000",
+        ),
+        (
+            {**DEV, "quotas": [{"name": "q", "value": 1, "instance": "ml.g5.2xlarge"}]},
+            "hfpipe:environments.dev.quotas[0].instance: unknown key; accepted: name, service_code, used_by, value",
+        ),
+        (
+            {**DEV, "quotas": [{"name": "q", "value": 1}, {"name": "q", "value": 2}]},
+            "hfpipe:environments.dev.quotas[1].name: 'q' is listed twice; accepted: each quota once, with the "
+            "largest value any recipe needs",
+        ),
+    ],
+)
+def test_malformed_entries_name_the_key_and_what_is_accepted(entry, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_environment("dev", entry)
+    assert str(raised.value) == message
+
+
+def test_bad_environment_name_and_missing_context():
+    with pytest.raises(ConfigError) as raised:
+        load_environments({"Dev_1": DEV})
+    assert str(raised.value) == (
+        "hfpipe:environments: 'Dev_1' is not accepted; accepted: environment names of lowercase letters, digits "
+        "and '-', starting with a letter, at most 16 characters"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_environments(None)
+    assert str(raised.value) == (
+        "hfpipe:environments: missing from the cdk.json context; accepted: an object mapping environment names "
+        'to settings, e.g. {"dev": {"region": "eu-west-1"}}'
+    )
+
+
+def test_select_environment():
+    environments = load_environments({"dev": DEV, "prod": {"region": "us-east-1"}})
+    assert [e.name for e in select_environments(environments, None)] == ["dev", "prod"]
+    assert [e.name for e in select_environments(environments, "prod")] == ["prod"]
+    with pytest.raises(ConfigError) as raised:
+        select_environments(environments, "stage")
+    assert str(raised.value) == (
+        "env: unknown environment 'stage'; accepted: dev, prod (the keys of hfpipe:environments in cdk.json)"
+    )
+
+
+def test_app_stops_on_unknown_environment(repo_root):
+    context = {**cdk_app.cdk_json_context(), "env": "stage"}
+    with pytest.raises(ConfigError, match=r"^env: unknown environment 'stage'; accepted: dev, prod"):
+        cdk_app.build_app(context=context)
+
+
+def test_app_stops_on_malformed_entry_before_building_stacks():
+    context = copy.deepcopy(cdk_app.cdk_json_context())
+    del context["hfpipe:environments"]["prod"]["region"]
+    with pytest.raises(ConfigError, match=r"^hfpipe:environments\.prod\.region: required"):
+        cdk_app.build_app(context=context)
+
+
+def test_main_prints_one_line_and_fails(monkeypatch, capsys):
+    def broken(**kwargs):
+        raise ConfigError("env: unknown environment 'stage'; accepted: dev, prod")
+
+    monkeypatch.setattr(cdk_app, "build_app", broken)
+    assert cdk_app.main() == 1
+    assert (
+        capsys.readouterr().err == "hfpipe: cdk.json: env: unknown environment 'stage'; accepted: dev, prod\n"
+    )

@@ -1,0 +1,261 @@
+"""The quota custom-resource handler against botocore's Stubber (moto has no Service Quotas API)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+QUOTA_NAME = "ml.g5.2xlarge for training job usage"
+QUOTA_CODE = "L-D6DA5B2D"
+OTHER_QUOTAS = [
+    {"QuotaName": "ml.g5.4xlarge for endpoint usage", "QuotaCode": "L-AAAA0001", "Value": 0.0},
+    {"QuotaName": "ml.g5.2xlarge for spot training job usage", "QuotaCode": "L-AAAA0002", "Value": 0.0},
+]
+
+
+@pytest.fixture(scope="module")
+def quota(load_lambda):
+    return load_lambda("quota/quota_request.py")
+
+
+@pytest.fixture
+def client():
+    client = boto3.client(
+        "service-quotas", region_name="eu-west-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+    with Stubber(client) as stubber:
+        client.stubber = stubber
+        yield client
+        stubber.assert_no_pending_responses()
+
+
+def _quota(code=QUOTA_CODE, name=QUOTA_NAME, value=0.0):
+    return {"QuotaName": name, "QuotaCode": code, "Value": value, "ServiceCode": "sagemaker"}
+
+
+def stub_lookup(client, *, applied: float | None, default: float = 0.0):
+    client.stubber.add_response(
+        "list_aws_default_service_quotas",
+        {"Quotas": [*OTHER_QUOTAS, _quota(value=default)]},
+        {"ServiceCode": "sagemaker"},
+    )
+    expected = {"ServiceCode": "sagemaker", "QuotaCode": QUOTA_CODE}
+    if applied is None:
+        client.stubber.add_client_error(
+            "get_service_quota", service_error_code="NoSuchResourceException", expected_params=expected
+        )
+    else:
+        client.stubber.add_response("get_service_quota", {"Quota": _quota(value=applied)}, expected)
+
+
+def stub_history(client, requests):
+    client.stubber.add_response(
+        "list_requested_service_quota_change_history_by_quota",
+        {"RequestedQuotas": requests},
+        {"ServiceCode": "sagemaker", "QuotaCode": QUOTA_CODE},
+    )
+
+
+def test_below_target_requests_an_increase(quota, client):
+    stub_lookup(client, applied=1.0)
+    stub_history(client, [{"Id": "old", "Status": "APPROVED", "DesiredValue": 1.0}])
+    client.stubber.add_response(
+        "request_service_quota_increase",
+        {"RequestedQuota": {"Id": "req-123", "Status": "PENDING", "DesiredValue": 2.0}},
+        {"ServiceCode": "sagemaker", "QuotaCode": QUOTA_CODE, "DesiredValue": 2.0},
+    )
+    state = quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2)
+    assert (state.status, state.quota_code, state.applied_value) == (quota.REQUESTED, QUOTA_CODE, 1.0)
+    assert (state.request_id, state.request_status) == ("req-123", "PENDING")
+
+
+def test_default_value_applies_when_no_applied_quota_is_set(quota, client):
+    stub_lookup(client, applied=None, default=4.0)
+    state = quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2)
+    assert state.status == quota.SATISFIED
+    assert state.applied_value == 4.0
+
+
+def test_at_target_requests_nothing(quota, client):
+    stub_lookup(client, applied=2.0)
+    # No history or request stubs: any further call would raise UnStubbedResponseError.
+    state = quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2)
+    assert state.status == quota.SATISFIED
+    assert state.attributes()["AppliedValue"] == "2.0"
+    assert state.attributes()["RequestId"] == ""
+
+
+def test_open_request_is_reported_not_repeated(quota, client):
+    stub_lookup(client, applied=0.0)
+    stub_history(
+        client,
+        [
+            {"Id": "closed", "Status": "DENIED", "DesiredValue": 8.0},
+            {"Id": "req-open", "Status": "CASE_OPENED", "DesiredValue": 2.0},
+        ],
+    )
+    state = quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2)
+    assert (state.status, state.request_id, state.request_status) == (
+        quota.REQUEST_OPEN,
+        "req-open",
+        "CASE_OPENED",
+    )
+
+
+def test_request_opened_concurrently_is_reported_as_open(quota, client):
+    stub_lookup(client, applied=0.0)
+    stub_history(client, [])
+    client.stubber.add_client_error(
+        "request_service_quota_increase", service_error_code="ResourceAlreadyExistsException"
+    )
+    assert quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2).status == quota.REQUEST_OPEN
+
+
+def test_unknown_quota_name_names_it_and_suggests_close_ones(quota, client):
+    client.stubber.add_response(
+        "list_aws_default_service_quotas", {"Quotas": [*OTHER_QUOTAS, _quota()]}, {"ServiceCode": "sagemaker"}
+    )
+    with pytest.raises(quota.UnknownQuotaError) as raised:
+        quota.ensure_quota(client, "sagemaker", "ml.g5.2xlarge for training usage", 2)
+    assert str(raised.value) == (
+        "QuotaName: 'ml.g5.2xlarge for training usage' is not a quota of service 'sagemaker'; accepted: a "
+        "quota name as the Service Quotas console lists it, such as 'ml.g5.2xlarge for training job usage'; "
+        "did you mean 'ml.g5.2xlarge for training job usage', 'ml.g5.2xlarge for spot training job usage', "
+        "'ml.g5.4xlarge for endpoint usage'?"
+    )
+
+
+def test_unknown_quota_name_fails_the_custom_resource(quota, client, load_event):
+    event = load_event("quota_create.json")
+    event["ResourceProperties"]["QuotaName"] = "no such quota"
+    client.stubber.add_response(
+        "list_aws_default_service_quotas", {"Quotas": OTHER_QUOTAS}, {"ServiceCode": "sagemaker"}
+    )
+    body = quota.on_event(event, client)
+    assert body["Status"] == "FAILED"
+    assert body["Reason"].startswith("QuotaName: 'no such quota' is not a quota of service 'sagemaker'")
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "TooManyRequestsException"])
+def test_throttling_never_fails_the_deploy(quota, client, load_event, code):
+    client.stubber.add_client_error("list_aws_default_service_quotas", service_error_code=code)
+    body = quota.on_event(load_event("quota_create.json"), client)
+    assert body["Status"] == "SUCCESS"
+    assert body["Data"]["Status"] == quota.UNVERIFIED
+    assert code in body["Data"]["Reason"]
+    assert body["PhysicalResourceId"] == f"sagemaker/{QUOTA_NAME}"
+
+
+def test_throttled_request_keeps_what_was_learned(quota, client):
+    stub_lookup(client, applied=0.0)
+    stub_history(client, [])
+    client.stubber.add_client_error(
+        "request_service_quota_increase", service_error_code="ThrottlingException"
+    )
+    state = quota.ensure_quota(client, "sagemaker", QUOTA_NAME, 2)
+    assert (state.status, state.quota_code, state.applied_value) == (quota.UNVERIFIED, QUOTA_CODE, 0.0)
+
+
+def test_other_api_errors_fail_with_the_message(quota, client, load_event):
+    client.stubber.add_client_error(
+        "list_aws_default_service_quotas",
+        service_error_code="AccessDeniedException",
+        service_message="not allowed",
+    )
+    body = quota.on_event(load_event("quota_create.json"), client)
+    assert body["Status"] == "FAILED"
+    assert "AccessDeniedException" in body["Reason"]
+
+
+def test_create_event_reports_attributes(quota, client, load_event):
+    stub_lookup(client, applied=1.0)
+    stub_history(client, [])
+    client.stubber.add_response(
+        "request_service_quota_increase",
+        {"RequestedQuota": {"Id": "req-9", "Status": "PENDING"}},
+        {"ServiceCode": "sagemaker", "QuotaCode": QUOTA_CODE, "DesiredValue": 2.0},
+    )
+    body = quota.on_event(load_event("quota_create.json"), client)
+    assert body == {
+        "Status": "SUCCESS",
+        "PhysicalResourceId": f"sagemaker/{QUOTA_NAME}",
+        "Reason": "REQUESTED",
+        "Data": {
+            "Status": "REQUESTED",
+            "DesiredValue": "2.0",
+            "QuotaCode": QUOTA_CODE,
+            "AppliedValue": "1.0",
+            "RequestId": "req-9",
+            "RequestStatus": "PENDING",
+            "Reason": "",
+        },
+    }
+
+
+def test_update_event_checks_the_new_target(quota, client, load_event):
+    stub_lookup(client, applied=4.0)
+    body = quota.on_event(load_event("quota_update.json"), client)
+    assert (body["Status"], body["Data"]["Status"], body["Data"]["DesiredValue"]) == (
+        "SUCCESS",
+        "SATISFIED",
+        "4.0",
+    )
+
+
+def test_delete_event_calls_nothing_and_succeeds(quota, client, load_event):
+    event = load_event("quota_delete.json")
+    body = quota.on_event(event, client)  # the Stubber has no responses: any API call would raise
+    assert body["Status"] == "SUCCESS"
+    assert body["PhysicalResourceId"] == event["PhysicalResourceId"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("DesiredValue", "lots", "DesiredValue: 'lots' is not accepted; accepted: a positive number"),
+        ("DesiredValue", "0", "DesiredValue: '0' is not accepted; accepted: a positive number"),
+        ("QuotaName", "", "QuotaName: '' is not accepted; accepted: a Service Quotas quota name"),
+    ],
+)
+def test_bad_properties_fail_with_a_clear_reason(quota, client, load_event, field, value, message):
+    event = load_event("quota_create.json")
+    event["ResourceProperties"][field] = value
+    body = quota.on_event(event, client)
+    assert (body["Status"], body["Reason"]) == ("FAILED", message)
+
+
+def test_handler_always_answers_cloudformation(quota, load_event, lambda_context, monkeypatch):
+    sent = []
+
+    class Response:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            return False
+
+        def read(self):
+            return b""
+
+    def fake_urlopen(request, timeout):
+        sent.append((request.full_url, request.get_method(), json.loads(request.data)))
+        return Response()
+
+    def broken_client(*args, **kwargs):
+        raise RuntimeError("no credentials")
+
+    monkeypatch.setattr(quota.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(boto3, "client", broken_client)
+    event = load_event("quota_create.json")
+    quota.handler(event, lambda_context)
+    ((url, method, body),) = sent
+    assert (url, method) == (event["ResponseURL"], "PUT")
+    assert body["Status"] == "FAILED" and body["Reason"] == "no credentials"
+    assert (body["StackId"], body["RequestId"], body["LogicalResourceId"]) == (
+        event["StackId"],
+        event["RequestId"],
+        event["LogicalResourceId"],
+    )
