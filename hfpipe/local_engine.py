@@ -35,6 +35,7 @@ import importlib
 import io
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -122,6 +123,7 @@ class LocalEngine:
         after_handler_errors: dict[str, list[str]] | None = None,
         imports: dict[str, str] | None = None,
         region: str = "us-east-1",
+        time_scale: float = 1.0,
     ) -> None:
         self.template = template
         self.resources: dict[str, Any] = template["Resources"]
@@ -133,6 +135,9 @@ class LocalEngine:
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}
         self.imports = imports or {}
         self.region = region
+        if time_scale < 0:
+            raise ValueError(f"time_scale: {time_scale!r}; accepted: a number >= 0 (0 skips waits)")
+        self.time_scale = time_scale
         self.physical: dict[str, str] = {}
         self.invocations: list[tuple[str, str]] = []
         self._stack = contextlib.ExitStack()
@@ -167,6 +172,8 @@ class LocalEngine:
             if key == "Fn::Join":
                 sep, parts = arg
                 return sep.join(str(self.resolve(p)) for p in parts)
+            if key == "Fn::Sub" and isinstance(arg, str):
+                return re.sub(r"\$\{([^}!]+)\}", lambda m: str(self.resolve({"Ref": m.group(1)})), arg)
             if key == "Fn::ImportValue":
                 name = self.resolve(arg)
                 if name not in self.imports:
@@ -293,6 +300,7 @@ class LocalEngine:
             mock.patch.object(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", eval_aws_sdk)
         )
         self._stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
+        self._scale_time()
         from moto.sagemaker.models import FakeEndpointConfig
 
         # moto's list of endpoint instance types predates g5; AWS validates the type itself.
@@ -313,6 +321,24 @@ class LocalEngine:
                 aws.OVERRIDES, {"service-quotas": self.quotas, "sagemaker-runtime": _Runtime(self._serve)}
             )
         )
+
+    def _scale_time(self) -> None:
+        """Wait states and Retry intervals take ``time_scale`` times as long (tests: 0, no waiting)."""
+        if self.time_scale == 1.0:
+            return
+        from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+        from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import (
+            WaitFunction,
+        )
+
+        scale = self.time_scale
+        original_wait = WaitFunction._wait_interval
+
+        def wait_interval(function: Any, env: Any, wait_seconds: int) -> None:
+            original_wait(function, env=env, wait_seconds=int(wait_seconds * scale))
+
+        self._stack.enter_context(mock.patch.object(WaitFunction, "_wait_interval", wait_interval))
+        self._stack.enter_context(mock.patch.object(retrier_decl, "time", _ScaledSleep(scale)))
 
     def _serve(self, name: str, body: Any) -> Any:
         return self.endpoint(name, body)
@@ -384,6 +410,19 @@ def _check_ml_type(self: Any, instance_type: str) -> None:
 
     if not str(instance_type).startswith("ml."):
         raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+
+class _ScaledSleep:
+    """Stands in for the ``time`` module of moto's retrier: ``sleep`` scaled, the rest unchanged."""
+
+    def __init__(self, scale: float):
+        self.scale = scale
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds * self.scale)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
 
 class _Injected(Exception):

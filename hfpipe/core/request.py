@@ -32,18 +32,22 @@ def encode_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, str]:
     return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
 
 
+_LAUNCHER_FLAGS = {
+    "pytorchddp": "sagemaker_pytorch_ddp_enabled",
+    "torch_distributed": "sagemaker_torch_distributed_enabled",
+}
+
+
 def distribution_hyperparameters(distribution: dict[str, Any] | None, instance_type: str) -> dict[str, Any]:
     """The ``sagemaker_*`` launcher keys for the SDK-style ``distribution`` dict (HuggingFace estimator
     semantics: pytorchddp / torch_distributed first, else mpi / smdistributed)."""
     if not distribution:
         return {}
     out: dict[str, Any] = {}
-    if "pytorchddp" in distribution:
-        if distribution["pytorchddp"].get("enabled", False):
-            return {"sagemaker_pytorch_ddp_enabled": True, "sagemaker_instance_type": instance_type}
-    elif "torch_distributed" in distribution:
-        if distribution["torch_distributed"].get("enabled", False):
-            return {"sagemaker_torch_distributed_enabled": True, "sagemaker_instance_type": instance_type}
+    # Only the first launcher key present counts, enabled or not (the SDK's order).
+    launcher = next((k for k in _LAUNCHER_FLAGS if k in distribution), None)
+    if launcher is not None and distribution[launcher].get("enabled", False):
+        return {_LAUNCHER_FLAGS[launcher]: True, "sagemaker_instance_type": instance_type}
     if "mpi" in distribution:
         mpi = distribution["mpi"]
         out["sagemaker_mpi_enabled"] = mpi.get("enabled", False)

@@ -8,6 +8,7 @@ gets only the permissions its handler uses.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from hfpipe import contract
+from stacks.nag import acknowledge, rendered
+from stacks.template_hygiene import function_depends_on_policy_only
 
 ROOT = Path(__file__).resolve().parents[2]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -52,8 +55,31 @@ def code_asset() -> lambda_.Code:
     )
 
 
+RoleFactory = Callable[[str, str], iam.Role]
+PassRoleGrant = Callable[[iam.IGrantable], iam.Grant]
+
+
+def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
+    """An IAM condition: the hfpipe managed-by and env tags (``aws:RequestTag`` or ``aws:ResourceTag``).
+
+    Execution names (and so resource names) are chosen when an execution starts, so the resource
+    ARNs end in ``*``; the tags are what limits these actions to this environment's own resources.
+    """
+    return {
+        "StringEquals": {
+            f"{condition_key}/{contract.TAG_MANAGED_BY}": contract.PROJECT,
+            f"{condition_key}/{contract.TAG_ENV}": env_name,
+        }
+    }
+
+
 class PipelineLambdas(Construct):
-    """The six handler functions of the pipeline state machine, least privilege each."""
+    """The six handler functions of the pipeline state machine, least privilege each.
+
+    ``role_factory(construct_id, description)`` makes each function's role, empty (PipelineStack's
+    ``lambda_role``); ``grant_pass_role(grantee)`` grants iam:PassRole on the execution role only,
+    conditioned on iam:PassedToService (PipelineStack's ``grant_pass_execution_role``).
+    """
 
     HANDLERS = {
         "plan": "pipeline_lambdas.plan.handler",
@@ -76,8 +102,11 @@ class PipelineLambdas(Construct):
         artifacts_bucket_name: str,
         image_catalog: dict[str, Any],
         topic: sns.ITopic,
+        role_factory: RoleFactory,
+        grant_pass_role: PassRoleGrant,
         default_poll_seconds: int = 60,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -95,16 +124,23 @@ class PipelineLambdas(Construct):
             "report": {"TOPIC_ARN": topic.topic_arn},
         }
         self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
         for key, handler in self.HANDLERS.items():
             cid = "".join(p.capitalize() for p in key.split("_")) + "Function"
-            log_group = logs.LogGroup(self, cid + "Logs", retention=log_retention)
+            log_group = logs.LogGroup(
+                self, cid + "Logs", retention=log_retention, removal_policy=removal_policy
+            )
+            role = role_factory(f"{cid}Role", f"hfpipe {env_name} pipeline {key} Lambda")
+            log_group.grant_write(role)
+            self.roles[key] = role
             self.functions[key] = lambda_.Function(
                 self,
                 cid,
-                runtime=lambda_.Runtime.PYTHON_3_12,
+                runtime=lambda_.Runtime.PYTHON_3_14,
                 architecture=lambda_.Architecture.ARM_64,
                 handler=handler,
                 code=code,
+                role=role,
                 timeout=cdk.Duration.seconds(60),
                 memory_size=256,
                 log_group=log_group,
@@ -113,72 +149,82 @@ class PipelineLambdas(Construct):
             )
         arn = stack.format_arn
         job_arn = arn(service="sagemaker", resource="training-job", resource_name="*")
-        managed_tag = {f"aws:RequestTag/{contract.TAG_MANAGED_BY}": contract.PROJECT}
-        owned = {f"aws:ResourceTag/{contract.TAG_MANAGED_BY}": contract.PROJECT}
-
-        self.plan.add_to_role_policy(
-            # ListServiceQuotas has no resource-level permissions.
-            iam.PolicyStatement(actions=["servicequotas:ListServiceQuotas"], resources=["*"])
-        )
-        self.launch.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
-                resources=[job_arn],
-                conditions={"StringEquals": managed_tag},
-            )
-        )
-        self.launch.add_to_role_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
-        )
-        self.launch.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[execution_role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
-            )
-        )
-        self.smoke_test.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:InvokeEndpoint"],
-                resources=[arn(service="sagemaker", resource="endpoint", resource_name="*")],
-                conditions={"StringEquals": owned},
-            )
-        )
-        topic.grant_publish(self.report)
         hosting = [
             arn(service="sagemaker", resource=r, resource_name="*")
             for r in ("endpoint", "endpoint-config", "model")
         ]
-        self.cleanup.add_to_role_policy(
+        endpoint_arn = hosting[0]
+        created_here = owned_by(env_name, "aws:RequestTag")
+        owned = owned_by(env_name, "aws:ResourceTag")
+
+        self.roles["plan"].add_to_policy(
+            # ListServiceQuotas has no resource-level permissions.
+            iam.PolicyStatement(actions=["servicequotas:ListServiceQuotas"], resources=["*"])
+        )
+        acknowledge(
+            self.roles["plan"],
+            "AwsSolutions-IAM5[Resource::*]",
+            "servicequotas:ListServiceQuotas supports no resource-level permissions (Service "
+            "Authorization Reference, Service Quotas); the Plan Lambda only reads applied quota values.",
+        )
+        launch = self.roles["launch"]
+        launch.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
+                resources=[job_arn],
+                conditions=created_here,
+            )
+        )
+        # Launch's idempotency check reads the job before its tags are known to exist.
+        launch.add_to_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
+        )
+        grant_pass_role(launch)
+        self.roles["smoke_test"].add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:InvokeEndpoint"], resources=[endpoint_arn], conditions=owned
+            )
+        )
+        topic.grant_publish(self.roles["report"])
+        cleanup = self.roles["cleanup"]
+        # Cleanup reads a resource (and its tags) before it decides; the delete itself is tag-conditioned.
+        cleanup.add_to_policy(
             iam.PolicyStatement(
                 actions=[
                     "sagemaker:DescribeEndpoint",
                     "sagemaker:DescribeEndpointConfig",
                     "sagemaker:DescribeModel",
+                    "sagemaker:DescribeTrainingJob",
                     "sagemaker:ListTags",
                 ],
-                resources=hosting,
+                resources=[*hosting, job_arn],
             )
         )
-        self.cleanup.add_to_role_policy(
+        cleanup.add_to_policy(
             iam.PolicyStatement(
                 actions=[
                     "sagemaker:DeleteEndpoint",
                     "sagemaker:DeleteEndpointConfig",
                     "sagemaker:DeleteModel",
+                    "sagemaker:StopTrainingJob",
                 ],
-                resources=hosting,
-                conditions={"StringEquals": owned},
+                resources=[*hosting, job_arn],
+                conditions=owned,
             )
         )
-        self.cleanup.add_to_role_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
-        )
-        self.cleanup.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:StopTrainingJob"], resources=[job_arn], conditions={"StringEquals": owned}
-            )
-        )
+        wildcards = {"launch": [job_arn], "smoke_test": [endpoint_arn], "cleanup": [job_arn, *hosting]}
+        for key, resources in wildcards.items():
+            for resource in resources:
+                acknowledge(
+                    self.roles[key],
+                    f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
+                    "SageMaker resource names derive from the Step Functions execution name, chosen at "
+                    "start time; creating requires the request tags hfpipe:managed-by=hfpipe and "
+                    "hfpipe:env=<env>, deleting/stopping/invoking requires those resource tags; only "
+                    "Describe*/ListTags (read-only) are untagged.",
+                )
+        for key, function in self.functions.items():
+            function_depends_on_policy_only(function, self.roles[key])
 
     @property
     def plan(self) -> lambda_.Function:

@@ -16,11 +16,17 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from hfpipe import contract
-from stacks.constructs.pipeline_lambdas import PipelineLambdas
+from stacks.constructs.pipeline_lambdas import PassRoleGrant, PipelineLambdas, owned_by
+from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.template_hygiene import drop_role_depends_on
 
 J = sfn.JsonPath
 THROTTLING_ERRORS = ["ThrottlingException", "SageMaker.ThrottlingException", "SageMaker.SageMakerException"]
+# The states that take Retry and Catch fields (Task states, CDK's or hand-written).
+Retryable = sfn.TaskStateBase | sfn.CustomState
+RETRY_INTERVAL = cdk.Duration.seconds(5)
+CAPACITY_RETRY_INTERVAL = cdk.Duration.seconds(60)
+EXECUTION_TIMEOUT = cdk.Duration.days(7)
 CAPACITY_ERRORS = ["CapacityError", "SageMaker.ResourceLimitExceededException"]
 
 
@@ -33,19 +39,21 @@ class PipelineStateMachine(Construct):
         construct_id: str,
         *,
         lambdas: PipelineLambdas,
-        execution_role: iam.IRole,
-        retry_interval: cdk.Duration = cdk.Duration.seconds(5),
-        capacity_retry_interval: cdk.Duration = cdk.Duration.seconds(60),
-        timeout: cdk.Duration = cdk.Duration.days(7),
+        env_name: str,
+        grant_pass_role: PassRoleGrant,
+        log_group: logs.ILogGroup,
+        retry_interval: cdk.Duration = RETRY_INTERVAL,
+        capacity_retry_interval: cdk.Duration = CAPACITY_RETRY_INTERVAL,
+        timeout: cdk.Duration = EXECUTION_TIMEOUT,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
-        def retry_aws(state: sfn.State) -> None:
-            state.add_retry(errors=THROTTLING_ERRORS, interval=retry_interval, backoff_rate=2, max_attempts=6)  # type: ignore[attr-defined]
+        def retry_aws(state: Retryable) -> None:
+            state.add_retry(errors=THROTTLING_ERRORS, interval=retry_interval, backoff_rate=2, max_attempts=6)
             state.add_retry(
                 errors=CAPACITY_ERRORS, interval=capacity_retry_interval, backoff_rate=2, max_attempts=5
-            )  # type: ignore[attr-defined]
+            )
 
         def invoke(
             cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
@@ -68,8 +76,8 @@ class PipelineStateMachine(Construct):
         cleanup_on_error = invoke("CleanupOnError", "cleanup", "$.cleanup")
         cleanup_on_error.next(invoke("ReportError", "report", "$.report")).next(fail("PipelineFailed"))
 
-        def catch(state: sfn.State) -> None:
-            state.add_catch(cleanup_on_error, errors=["States.ALL"], result_path="$.error")  # type: ignore[attr-defined]
+        def catch(state: Retryable) -> None:
+            state.add_catch(cleanup_on_error, errors=["States.ALL"], result_path="$.error")
 
         plan = invoke(
             "Plan",
@@ -287,7 +295,6 @@ class PipelineStateMachine(Construct):
             )
         )
 
-        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -295,18 +302,13 @@ class PipelineStateMachine(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=timeout,
             tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
-            ),
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         role = self.state_machine.role
-        hosting = {
-            "model": stack.format_arn(service="sagemaker", resource="model", resource_name="*"),
-            "endpoint-config": stack.format_arn(
-                service="sagemaker", resource="endpoint-config", resource_name="*"
-            ),
-            "endpoint": stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*"),
-        }
+        hosting = [
+            stack.format_arn(service="sagemaker", resource=r, resource_name="*")
+            for r in ("model", "endpoint-config", "endpoint")
+        ]
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=[
@@ -315,21 +317,47 @@ class PipelineStateMachine(Construct):
                     "sagemaker:CreateEndpoint",
                     "sagemaker:AddTags",
                 ],
-                resources=list(hosting.values()),
-                conditions={"StringEquals": {f"aws:RequestTag/{contract.TAG_MANAGED_BY}": contract.PROJECT}},
+                resources=hosting,
+                conditions=owned_by(env_name, "aws:RequestTag"),
             )
         )
         # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
-                resources=list(hosting.values()),
+                resources=hosting,
             )
         )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[execution_role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+        grant_pass_role(role)
+        self._acknowledge(role, lambdas, hosting)
+        machine_resource, role_resource = self.state_machine.node.default_child, role.node.default_child
+        assert isinstance(machine_resource, cdk.CfnResource) and isinstance(role_resource, cdk.CfnResource)
+        drop_role_depends_on(machine_resource, role_resource)
+
+    def _acknowledge(self, role: iam.IRole, lambdas: PipelineLambdas, hosting: list[str]) -> None:
+        stack = cdk.Stack.of(self)
+        job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+        for resource in (*hosting, job_arn):
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
+                "SageMaker resource names derive from the Step Functions execution name, chosen at start "
+                "time; CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
+                "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
+                "before the resource exists.",
             )
+        for function in lambdas.functions.values():
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
+                "CDK's LambdaInvoke grant: lambda:InvokeFunction on this one function's versions and "
+                "aliases (the ARN qualifier), no other function.",
+            )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
+            "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
+            "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
+            "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
         )

@@ -143,7 +143,7 @@ def test_bad_recipe_fails_in_plan_with_nothing_created(fresh, overrides, needle)
 
 
 def test_bad_poll_seconds(fresh):
-    name, r = run(fresh, poll_seconds=0)
+    _, r = run(fresh, poll_seconds=0)
     assert (r.status, r.error) == ("FAILED", "RecipeError") and "input.poll_seconds: 0" in r.cause
 
 
@@ -237,7 +237,7 @@ def test_evaluation_gate_passes(fresh):
         [{"MetricName": "eval_accuracy", "Value": 0.9, "Timestamp": job.creation_time}],
     )
     fresh.endpoint = lambda n, body: [{"label": "entailment", "score": 0.8}]
-    name, r = run(fresh, "tiny-mnli")
+    _, r = run(fresh, "tiny-mnli")
     assert r.status == "SUCCEEDED", r.cause
     assert r.output["report"]["evaluation_gate"]["passed"] is True
     assert r.output["report"]["final_metrics"] == {"eval_accuracy": 0.9}
