@@ -18,7 +18,6 @@ from constructs import Construct
 
 from stacks.constructs.pipeline_lambdas import PassRoleGrant, PipelineLambdas, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
-from stacks.template_hygiene import drop_role_depends_on
 
 J = sfn.JsonPath
 THROTTLING_ERRORS = ["ThrottlingException", "SageMaker.ThrottlingException", "SageMaker.SageMakerException"]
@@ -330,9 +329,11 @@ class PipelineStateMachine(Construct):
         )
         grant_pass_role(role)
         self._acknowledge(role, lambdas, hosting)
-        machine_resource, role_resource = self.state_machine.node.default_child, role.node.default_child
-        assert isinstance(machine_resource, cdk.CfnResource) and isinstance(role_resource, cdk.CfnResource)
-        drop_role_depends_on(machine_resource, role_resource)
+        # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
+        machine_resource = self.state_machine.node.default_child
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
+        machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
 
     def _acknowledge(self, role: iam.IRole, lambdas: PipelineLambdas, hosting: list[str]) -> None:
         stack = cdk.Stack.of(self)
