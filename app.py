@@ -22,7 +22,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from hfpipe.contract import PROJECT, stack_name
+from hfpipe.contract import PROJECT, TAG_ENV, TAG_MANAGED_BY, stack_name
 from stacks.config import CONTEXT_KEY, ENV_CONTEXT_KEY, ConfigError, load_environments, select_environments
 from stacks.data_stack import DataStack
 from stacks.pipeline_stack import TRAINING_CODE_DIR, PipelineStack
@@ -57,7 +57,8 @@ def build_app(
     environments = load_environments(app.node.try_get_context(CONTEXT_KEY), default_account=default_account)
     for config in select_environments(environments, app.node.try_get_context(ENV_CONTEXT_KEY)):
         env = cdk.Environment(account=config.account, region=config.region)
-        tags = {"hfpipe:env": config.name, "project": PROJECT}
+        # The same tag keys as the SageMaker resources an execution creates (hfpipe.contract).
+        tags = {TAG_ENV: config.name, TAG_MANAGED_BY: PROJECT}
         data = DataStack(
             app,
             stack_name(config.name, "Data"),

@@ -134,9 +134,8 @@ class PipelineStack(Stack):
             self,
             construct_id,
             description=description,
-            assumed_by=iam.ServicePrincipal(
-                "lambda.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
-            ),
+            # No aws:SourceAccount condition: Lambda does not document confused-deputy keys for execution roles.
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
 
     def grant_pass_execution_role(self, grantee: iam.IGrantable) -> iam.Grant:

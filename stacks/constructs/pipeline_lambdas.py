@@ -185,7 +185,11 @@ class PipelineLambdas(Construct):
                 actions=["sagemaker:InvokeEndpoint"], resources=[endpoint_arn], conditions=owned
             )
         )
-        topic.grant_publish(self.roles["report"])
+        # sns:Publish only: the topic uses the AWS managed key (alias/aws/sns), whose key policy already
+        # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
+        iam.Grant.add_to_principal(
+            grantee=self.roles["report"], actions=["sns:Publish"], resource_arns=[topic.topic_arn]
+        )
         cleanup = self.roles["cleanup"]
         # Cleanup reads a resource (and its tags) before it decides; the delete itself is tag-conditioned.
         cleanup.add_to_policy(

@@ -49,9 +49,8 @@ class QuotaRequestProvider(Construct):
             self,
             "Role",
             description="hfpipe: service quota increase requests",
-            assumed_by=iam.ServicePrincipal(
-                "lambda.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
-            ),
+            # No aws:SourceAccount condition: Lambda does not document confused-deputy keys for execution roles.
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
         self.log_group.grant_write(self.role)
         quota_arns = [

@@ -51,24 +51,3 @@ def synthesize(outdir: Path) -> Synthesized:
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """All environments, synthesized once for the whole session."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
-
-
-def resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
-    """The resources of one type in a template, by logical ID."""
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
-
-
-def statements(template: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every IAM policy statement of every AWS::IAM::Policy and role inline policy in a template."""
-    found = []
-    for resource in template["Resources"].values():
-        props = resource.get("Properties", {})
-        if resource["Type"] == "AWS::IAM::Policy":
-            found.extend(props["PolicyDocument"]["Statement"])
-        for policy in props.get("Policies", []) if resource["Type"] == "AWS::IAM::Role" else []:
-            found.extend(policy["PolicyDocument"]["Statement"])
-    return found
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
