@@ -18,8 +18,10 @@ AWS's control plane; that is the whole interface:
 Optional: ``on_endpoint(endpoint)`` after CreateEndpoint (set ``endpoint.endpoint_status``),
 ``create_training_job_errors`` (error codes CreateTrainingJob raises first, e.g. ThrottlingException),
 ``after_handler_errors`` ({function key: [error types]}: the handler runs, then the invocation fails,
-as when a Lambda times out after doing its work), and ``quotas`` (Service Quotas values; moto has none
-for SageMaker).
+as when a Lambda times out after doing its work), ``quotas`` (Service Quotas values; moto has none
+for SageMaker), ``imports`` (values for the template's ``Fn::ImportValue``, e.g. the DataStack's
+bucket exports) and ``time_scale`` (Wait states and Retry intervals take that many times their
+seconds: 0 in the tests, so the real stack's 5 s / 60 s retries and poll waits cost nothing).
 
 Example::
 
@@ -318,7 +320,14 @@ class LocalEngine:
         aws = importlib.import_module("pipeline_lambdas.aws")
         self._stack.enter_context(
             mock.patch.dict(
-                aws.OVERRIDES, {"service-quotas": self.quotas, "sagemaker-runtime": _Runtime(self._serve)}
+                aws.OVERRIDES,
+                {
+                    "service-quotas": self.quotas,
+                    "sagemaker-runtime": _Runtime(self._serve),
+                    # One client per service for every handler call (they are thread-safe): making a
+                    # boto3 client costs more than the call it makes against moto.
+                    **{service: self.client(service) for service in ("sagemaker", "sns")},
+                },
             )
         )
 
