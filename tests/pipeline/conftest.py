@@ -61,6 +61,14 @@ def template(pipeline_app: PipelineApp) -> dict[str, Any]:
     return pipeline_app.pipeline(ENV)
 
 
+def region_of(env: str) -> str:
+    """The environment's region from cdk.json."""
+    import app as cdk_app
+    from stacks.config import load_environments
+
+    return load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])[env].region
+
+
 def data_imports(env: str = ENV) -> dict[str, str]:
     """The DataStack export values the Pipeline stack imports, as the engine should answer them."""
     from hfpipe.contract import stack_name
@@ -79,7 +87,7 @@ def engine(template):
     from hfpipe.local_engine import LocalEngine
 
     # The template's own region (cdk.json), so the image catalog and ARNs agree; no waiting.
-    with LocalEngine(template, imports=data_imports(), region="eu-west-1", time_scale=0.0) as eng:
+    with LocalEngine(template, imports=data_imports(), region=region_of(ENV), time_scale=0.0) as eng:
         yield eng
 
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+import app as cdk_app
 from hfpipe import contract
+from stacks.config import load_environments
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
 from stacks.image_catalog import build_catalog
 
@@ -138,7 +140,7 @@ def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     }
     assert parameters[contract.ssm_parameter_name(env, contract.SSM_STATE_MACHINE_ARN)] == {"Ref": machine_id}
     assert template["Outputs"]["StateMachineArn"]["Value"] == {"Ref": machine_id}
-    region = {"dev": "eu-west-1", "prod": "us-east-1"}[env]
+    region = load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])[env].region
     catalog = json.loads(parameters[contract.ssm_parameter_name(env, contract.SSM_IMAGE_CATALOG)])
     assert catalog == build_catalog(region)
     assert json.loads(template["Outputs"]["ImageCatalog"]["Value"]) == catalog
