@@ -7,6 +7,7 @@ every Lambda role starts empty and `iam:PassRole` is granted the same, condition
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,18 @@ from constructs import Construct
 
 from hfpipe.contract import (
     SSM_EXECUTION_ROLE_ARN,
+    SSM_IMAGE_CATALOG,
     SSM_NOTIFICATION_TOPIC_ARN,
     SSM_SOURCEDIR_URI,
+    SSM_STATE_MACHINE_ARN,
     ssm_parameter_name,
 )
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.execution_role import SageMakerExecutionRole
+from stacks.constructs.pipeline_lambdas import PipelineLambdas
+from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.source_asset import SourcedirAsset
+from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAINING_CODE_DIR = REPO_ROOT / "training_code"
@@ -90,19 +96,37 @@ class PipelineStack(Stack):
         self._add_state_machine()
         self._add_outputs()
 
-    # ------------------------------------------------------------------------------------------------
-    # The state machine and its Lambdas (pipeline issue) go here. Use:
-    #   role = self.lambda_role("PlanFunctionRole", "hfpipe plan: validate input, derive names")
-    #   log_group = logs.LogGroup(self, "PlanLogs", retention=retention_days(self.config.log_retention_days),
-    #                             removal_policy=self._removal_policy); log_group.grant_write(role)
-    #   fn = lambda_.Function(..., role=role, log_group=log_group)  # the role starts without any permission
-    #   stacks.template_hygiene.function_depends_on_policy_only(fn, role)   # keeps cfn-lint W3005 away
-    #   self.grant_pass_execution_role(launch_role)           # CreateTrainingJob / CreateModel callers
-    #   self.artifacts_bucket.grant_read(fn); self.notification_topic.grant_publish(fn)
-    # and give the state machine `logs=LogOptions(destination=self.log_group, ...)`.
-    # ------------------------------------------------------------------------------------------------
     def _add_state_machine(self) -> None:
-        """Placeholder for the pipeline state machine and its Lambdas; intentionally empty for now."""
+        """The pipeline Lambdas (each with its own empty `lambda_role`) and the state machine.
+
+        Image URIs are resolved here, at synth time, from the SageMaker SDK's tables for this
+        environment's region; the catalog goes to the Plan Lambda and to an SSM parameter.
+        """
+        self.image_catalog = build_catalog(self.config.region)
+        self.pipeline_lambdas = PipelineLambdas(
+            self,
+            "PipelineLambdas",
+            env_name=self.config.name,
+            execution_role=self.execution_role,
+            sourcedir_uri=self.sourcedir_uri,
+            data_bucket_name=self.data_bucket.bucket_name,
+            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
+            image_catalog=self.image_catalog,
+            topic=self.notification_topic,
+            role_factory=self.lambda_role,
+            grant_pass_role=self.grant_pass_execution_role,
+            log_retention=retention_days(self.config.log_retention_days),
+            removal_policy=self._removal_policy,
+        )
+        self.pipeline = PipelineStateMachine(
+            self,
+            "Pipeline",
+            lambdas=self.pipeline_lambdas,
+            env_name=self.config.name,
+            grant_pass_role=self.grant_pass_execution_role,
+            log_group=self.log_group,
+        )
+        self.state_machine = self.pipeline.state_machine
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:
         """A role for one Lambda function with no permissions yet; grant each one it needs explicitly."""
@@ -128,6 +152,8 @@ class PipelineStack(Stack):
             (SSM_EXECUTION_ROLE_ARN, self.execution_role.role_arn, "ExecutionRoleArn"),
             (SSM_SOURCEDIR_URI, self.sourcedir_uri, "SourcedirUri"),
             (SSM_NOTIFICATION_TOPIC_ARN, self.notification_topic.topic_arn, "NotificationTopicArn"),
+            (SSM_STATE_MACHINE_ARN, self.state_machine.state_machine_arn, "StateMachineArn"),
+            (SSM_IMAGE_CATALOG, json.dumps(self.image_catalog, sort_keys=True), "ImageCatalog"),
         ):
             ssm.StringParameter(
                 self,

@@ -29,6 +29,16 @@ def quota(synthesized, env):
     return synthesized.templates[stack_name(env, "Quota")]
 
 
+def statements_of_role(template, role_id):
+    """The statements of the AWS::IAM::Policy resources attached to one role (by logical ID)."""
+    return [
+        statement
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
 def bucket_ids(template):
     # Logical IDs are the construct path plus an 8-hex-digit hash.
     return {logical_id[:-8]: logical_id for logical_id in resources(template, "AWS::S3::Bucket")}
@@ -149,11 +159,19 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             "execution-role-arn",
             "sourcedir-uri",
             "notification-topic-arn",
+            # The pipeline's: the state machine and the image catalog resolved at synth time.
+            "state-machine-arn",
+            "image-catalog",
         )
     }
-    assert {"ExecutionRoleArn", "SourcedirUri", "NotificationTopicArn", "PipelineLogGroupName"} <= set(
-        pipeline(synthesized, env)["Outputs"]
-    )
+    assert {
+        "ExecutionRoleArn",
+        "SourcedirUri",
+        "NotificationTopicArn",
+        "PipelineLogGroupName",
+        "StateMachineArn",
+        "ImageCatalog",
+    } <= set(pipeline(synthesized, env)["Outputs"])
     assert {"DataBucketName", "ArtifactsBucketName"} <= set(data(synthesized, env)["Outputs"])
 
 
@@ -161,12 +179,20 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
 def test_execution_role_is_scoped(synthesized, env):
     template = pipeline(synthesized, env)
     region = synthesized.environments[env].region
-    role = next(iter(resources(template, "AWS::IAM::Role").values()))
+    # The execution role is the one SageMaker assumes; the pipeline's Lambda and state machine roles are
+    # checked in tests/pipeline.
+    ((role_id, role),) = [
+        (k, r)
+        for k, r in resources(template, "AWS::IAM::Role").items()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
+        == "sagemaker.amazonaws.com"
+    ]
+    role_statements = statements_of_role(template, role_id)
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     assert set(trust["Condition"]) == {"StringEquals", "ArnLike"}
     assert "ManagedPolicyArns" not in role["Properties"]
-    by_sid = {s.get("Sid"): s for s in statements(template)}
+    by_sid = {s.get("Sid"): s for s in role_statements}
     assert by_sid["ReadData"]["Action"] == "s3:GetObject"
     assert by_sid["ReadData"]["Resource"] == {
         "Fn::Join": ["", [{"Fn::ImportValue": f"Hfpipe-{env}-Data-DataBucketArn"}, "/*"]]
@@ -187,11 +213,11 @@ def test_execution_role_is_scoped(synthesized, env):
         "huggingface-pytorch-inference",
     }
     # The sourcedir: one object of the assets bucket, not the bucket.
-    (sourcedir,) = [s for s in statements(template) if "Sid" not in s]
+    (sourcedir,) = [s for s in role_statements if "Sid" not in s]
     assert sourcedir["Action"] == "s3:GetObject"
     assert flat(sourcedir["Resource"]).endswith(".gz")
     assert "assets" in flat(sourcedir["Resource"])
-    for statement in statements(template):
+    for statement in role_statements:
         for action in as_list(statement["Action"]):
             assert "*" not in action, statement
         if statement["Resource"] == "*":
@@ -207,8 +233,11 @@ def test_notification_topic_is_encrypted_and_tls_only(synthesized, env):
     (policy,) = resources(template, "AWS::SNS::TopicPolicy").values()
     (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
-    (group,) = resources(template, "AWS::Logs::LogGroup").values()
-    assert group["Properties"]["RetentionInDays"] == synthesized.environments[env].log_retention_days
+    # The stack's log group and the pipeline Lambdas' log groups: all with the environment's retention.
+    groups = resources(template, "AWS::Logs::LogGroup").values()
+    assert len(groups) >= 1
+    for group in groups:
+        assert group["Properties"]["RetentionInDays"] == synthesized.environments[env].log_retention_days
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -251,7 +280,7 @@ def _stack_with_pass_role(config):
         artifacts_bucket=data_stack.shared_artifacts_bucket,
         env=env,
     )
-    role = stack.lambda_role("LaunchFunctionRole", "test: launches training jobs")
+    role = stack.lambda_role("TestLaunchFunctionRole", "test: launches training jobs")
     stack.grant_pass_execution_role(role)
     return stack
 

@@ -18,11 +18,14 @@ import app as cdk_app
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 ACCOUNT_ID = re.compile(r"(?<![0-9])[0-9]{12}(?![0-9])")
+# ECR registry hosts of the image catalog (an AWS-owned account ID + region): no host names in snapshots.
+REGISTRY_HOST = re.compile(r"(?<![0-9])[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?")
 
 
 def normalized(template: dict) -> dict:
-    """The template with asset hashes and (AWS-owned registry) account IDs replaced by placeholders."""
-    text = ACCOUNT_ID.sub("<account>", ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+    """The template with asset hashes, ECR registry hosts and account IDs replaced by placeholders."""
+    text = ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True))
+    text = ACCOUNT_ID.sub("<account>", REGISTRY_HOST.sub("<registry>", text))
     return json.loads(text)
 
 

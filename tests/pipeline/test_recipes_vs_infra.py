@@ -1,0 +1,74 @@
+"""Recipes against the infrastructure: quota targets in cdk.json and the synth-time image catalog."""
+
+from __future__ import annotations
+
+import pytest
+
+import app as cdk_app
+from hfpipe.core.plan import catalog_key, quota_names
+from hfpipe.core.recipes import available_recipes, load_recipe
+from hfpipe.core.schema import validate
+from stacks.config import load_environments
+from stacks.image_catalog import build_catalog
+
+ENVIRONMENTS = load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])
+# Validated: the schema fills the defaults (spot off, one serving instance) as the Plan Lambda does.
+RECIPES = {name: validate(load_recipe(name)) for name in available_recipes()}
+ORIGINALS = {"bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "bloomz-7b1-lora-samsum"}
+# An instance type per processor, for the SDK's retrieve() (it only reads the family's processor).
+INSTANCE_FOR = {"gpu": "ml.g5.xlarge", "cpu": "ml.m5.xlarge"}
+
+
+def test_the_original_recipes_are_all_there():
+    assert set(RECIPES) >= ORIGINALS
+
+
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_every_instance_type_a_recipe_uses_has_a_quota_target(env, recipe):
+    # The same names the Plan Lambda checks: training (spot or not) and the endpoint's instance type.
+    targets = {q.name: q for q in ENVIRONMENTS[env].quotas if q.service_code == "sagemaker"}
+    for name, needed in quota_names(RECIPES[recipe], deploy=True).items():
+        assert name in targets, f"cdk.json {env}: no quota target {name!r} (needed by {recipe})"
+        assert targets[name].value >= needed, (env, name, targets[name].value, needed)
+        assert recipe in targets[name].used_by, (env, name, targets[name].used_by)
+
+
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+def test_every_quota_target_is_used_by_a_recipe_that_needs_it(env):
+    # No stale targets (instance types a recipe used to name) and no misspelt used_by entries.
+    for quota in ENVIRONMENTS[env].quotas:
+        assert quota.used_by, quota
+        for recipe in quota.used_by:
+            assert recipe in RECIPES, (env, quota.name, recipe)
+            assert quota.name in quota_names(RECIPES[recipe], deploy=True), (env, quota.name, recipe)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("region", sorted({e.region for e in ENVIRONMENTS.values()}))
+def test_image_catalog_agrees_with_the_sdk(region):
+    from sagemaker import image_uris
+
+    catalog = build_catalog(region)
+    # The distinct containers the recipes name (many recipes share one), each processor the catalog has.
+    containers = {
+        (scope, catalog_key(r["container"][scope])): r["container"][scope]
+        for r in RECIPES.values()
+        for scope in ("training", "inference")
+        if not r["container"][scope].get("image_uri")
+    }
+    assert containers
+    for (scope, key), container in sorted(containers.items()):
+        uris = catalog[scope][key]
+        assert set(uris) <= {"gpu", "cpu"} and uris, (scope, key, uris)
+        for processor, uri in uris.items():
+            expected = image_uris.retrieve(
+                "huggingface",
+                region,
+                version=container["transformers_version"],
+                base_framework_version=f"pytorch{container['pytorch_version']}",
+                py_version=container["py_version"],
+                instance_type=INSTANCE_FOR[processor],
+                image_scope=scope,
+            )
+            assert uri == expected, (scope, key, processor)
