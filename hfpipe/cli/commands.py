@@ -325,6 +325,6 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
 
 def cmd_local(args: argparse.Namespace) -> int:
     """Run a recipe end to end on this machine (see hfpipe.cli.local)."""
-    from hfpipe.cli import local
+    from hfpipe.cli.local import run
 
-    return local.run(args, _console())
+    return run(args, _console())

@@ -58,7 +58,7 @@ def _check_jsonl(path: Path) -> None:
                 continue
             try:
                 record = json.loads(line)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise HfpipeError(
                     f"{path}: line {number} is not JSON ({exc.msg}); fix it and retry"
                 ) from None
