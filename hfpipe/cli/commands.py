@@ -17,8 +17,12 @@ from hfpipe.aws import HfpipeError
 
 
 def _console() -> Console:
-    # Created per command so tests capturing sys.stdout see the output; soft_wrap keeps URIs on one line.
-    return Console(soft_wrap=True, highlight=False)
+    """Created per command so that whatever sys.stdout is now (tests capture it) gets the output."""
+    import os
+
+    # Logs and pipes have no width: do not squeeze tables into 80 columns there. soft_wrap keeps URIs whole.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(soft_wrap=True, highlight=False, width=width)
 
 
 def _clients(args: argparse.Namespace) -> aws.Clients:
@@ -51,36 +55,38 @@ def cmd_recipes(args: argparse.Namespace) -> int:
         return 0
     if not args.name:
         raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
-    recipe = recipes.load(args.name, args.sets)
-    console.print(recipes.show(recipe))
+    console.print(recipes.show(recipes.load(args.name, args.sets)))
     return 0
 
 
-def _default_execution_name(recipe_name: str, now: datetime | None = None) -> str:
+def default_execution_name(recipe_name: str, now: datetime | None = None) -> str:
+    """<recipe>-<UTC time>: unique per second, readable in the console, valid as an execution name."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     return f"{recipe_name[:60]}-{stamp}"
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Validate the recipe locally, start the execution in the environment, print its console link."""
+    from hfpipe import contract
     from hfpipe.cli import recipes
 
     aws.validate_env_name(args.env)
     if args.name:
         aws.validate_execution_name(args.name)
-    # Validation first: a bad recipe or --set fails here without touching AWS.
-    recipe = recipes.load(args.recipe, args.sets)
-    name = args.name or _default_execution_name(recipes.recipe_name(recipe))
-    aws.validate_execution_name(name)
+    # Validation first: a bad recipe or --set fails here, before credentials or AWS are looked at.
+    loaded = recipes.load(args.recipe, args.sets)
+    name = args.name or default_execution_name(loaded.name)
     clients = _clients(args)
     environment = aws.resolve_environment(clients, args.env)
-    execution_input = recipes.execution_input(recipe, env=args.env)
+    recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
 
     import botocore.exceptions
 
     try:
         started = clients.sfn.start_execution(
-            stateMachineArn=environment.state_machine_arn, name=name, input=json.dumps(execution_input)
+            stateMachineArn=environment.state_machine_arn,
+            name=name,
+            input=json.dumps(recipes.execution_input(loaded)),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -90,7 +96,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise aws.aws_error(exc, "starting the execution") from None
     arn = started["executionArn"]
     console = _console()
-    console.print(f"started {name}")
+    console.print(f"started {name} (recipe {loaded.name})")
     console.print(f"execution: {arn}")
     console.print(f"console:   {aws.console_url(arn, clients.region)}")
     if args.watch:

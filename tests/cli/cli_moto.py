@@ -72,10 +72,41 @@ def report_for(plan: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# The execution input carries the plan/report the stand-in states return, plus how long to "train".
+# The execution input carries the plan/report the stand-in states return, plus how long to "train". An
+# input without them (what `hfpipe start` sends: {"recipe": ..., "overrides": ...}) gets a plan built from
+# the execution's name and the recipe's name, as the Plan Lambda would.
 DEFINITION = {
-    "StartAt": "Plan",
+    "StartAt": "HasFakePlan",
     "States": {
+        "HasFakePlan": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.fake_plan", "IsPresent": True, "Next": "Plan"}],
+            "Default": "PlanFromRecipe",
+        },
+        "PlanFromRecipe": {
+            "Type": "Pass",
+            "Parameters": {
+                "fake_plan": {
+                    "execution_name.$": "$$.Execution.Name",
+                    "recipe_name.$": "$.recipe.name",
+                    "training_job_name.$": "States.Format('{}-train', $$.Execution.Name)",
+                    "endpoint_name.$": "States.Format('{}-endpoint', $$.Execution.Name)",
+                    "instance_type": "ml.g4dn.xlarge",
+                    "instance_count": 1,
+                    "price_per_hour_usd": 0.736,
+                    "deploy": True,
+                },
+                "fake_report": {
+                    "execution_name.$": "$$.Execution.Name",
+                    "recipe_name.$": "$.recipe.name",
+                    "cost_usd": 0.01,
+                    "final_metrics": {"eval_loss": 4.2},
+                },
+                "train_seconds": 0,
+                "fail": False,
+            },
+            "Next": "Plan",
+        },
         "Plan": {"Type": "Pass", "InputPath": "$.fake_plan", "ResultPath": "$.plan", "Next": "Train"},
         "Train": {"Type": "Wait", "SecondsPath": "$.train_seconds", "Next": "Outcome"},
         "Outcome": {
