@@ -277,6 +277,10 @@ class LocalEngine:
 
         self._stack.enter_context(mock.patch.object(aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", eval_aws_sdk))
         self._stack.enter_context(mock.patch.object(LambdaSimpleBackend, "invoke", invoke))
+        from moto.sagemaker.models import FakeEndpointConfig
+
+        # moto's list of endpoint instance types predates g5; AWS validates the type itself.
+        self._stack.enter_context(mock.patch.object(FakeEndpointConfig, "validate_instance_type", _check_ml_type))
         self._stack.enter_context(mock.patch.object(SageMakerModelBackend, "create_training_job", create_training_job))
         self._stack.enter_context(mock.patch.object(SageMakerModelBackend, "create_endpoint", create_endpoint))
         if str(LAMBDA_DIR) not in sys.path:
@@ -347,6 +351,13 @@ class LocalEngine:
         from moto.sagemaker.models import sagemaker_backends
 
         return sagemaker_backends[ACCOUNT][self.region].training_jobs[name]
+
+
+def _check_ml_type(self: Any, instance_type: str) -> None:
+    from moto.sagemaker.exceptions import ValidationError
+
+    if not str(instance_type).startswith("ml."):
+        raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
 
 
 class _Injected(Exception):

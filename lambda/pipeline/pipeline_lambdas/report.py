@@ -45,12 +45,29 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "smoke_test": smoke,
         "evaluation_gate": gate,
     }
-    if status in ("Failed", "Stopped"):
+    caught = event.get("error")
+    if caught:
+        report["outcome"] = "failed"
+        # A Fail state may not raise a States.* name of its own; keep the name recognisable.
+        report["error"] = str(caught.get("Error", "Error")).replace("States.", "States")
+        report["cause"] = _cause_text(caught.get("Cause", ""))
+    elif status in ("Failed", "Stopped"):
+        report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
         report["cause"] = f"training job {plan['training_job_name']} {status}: {training.get('FailureReason') or 'no reason given'}"
     elif gate and not gate.get("passed", True):
+        report["outcome"] = "gate-not-passed"
         report["error"], report["cause"] = "EvaluationGateNotPassed", gate["reason"]
     return report
+
+
+def _cause_text(cause: str) -> str:
+    """A Lambda error's Cause is its JSON error object; keep just the message."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return str(cause)
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)
 
 
 def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
