@@ -1,0 +1,620 @@
+"""Run training scripts and inference handlers on this machine under the SageMaker container contracts.
+
+Training: `run_training` lays out a folder the way SageMaker lays out `/opt/ml` in a training container
+(`input/config/hyperparameters.json`, `inputdataconfig.json`, `resourceconfig.json`, `input/data/<channel>`,
+`code/`, `model/`, `output/`, `checkpoints/`), points the `sagemaker-training` toolkit at it with
+`SAGEMAKER_BASE_DIR` and runs the toolkit's own `train()` in a child process, exactly as the container's
+entry point does. The toolkit installs the source dir's `requirements.txt`, exports `SM_*` variables and
+runs the script; afterwards the model dir is packed into `model.tar.gz` like SageMaker does.
+`run_training_job_request` does the same for a `CreateTrainingJob` request (the CLI's local mode).
+
+Distributed runs: the Hugging Face training image sets `SAGEMAKER_TRAINING_MODULE` to the PyTorch
+container's launcher, which picks the toolkit runner from the `sagemaker_*` distribution hyperparameters.
+That package is not on PyPI, so `pytorch_container_main` below stands in for it: with
+`sagemaker_torch_distributed_enabled` it runs the toolkit's `TorchDistributedRunner` (torchrun; gloo on CPU)
+with `processes_per_host` processes on this one host.
+
+Serving: `LocalEndpoint` extracts a `model.tar.gz` and answers requests through its `code/inference.py`
+(`model_fn`, `input_fn`, `predict_fn`, `output_fn`), with JSON defaults for the handlers a module leaves out,
+as the Hugging Face inference toolkit does.
+
+Paths: the toolkit reads everything under `SAGEMAKER_BASE_DIR`; a hyperparameter whose value starts with
+`/opt/ml/` is rewritten to the same place under the local base dir, and scripts should default their
+checkpoint dir to `$SAGEMAKER_BASE_DIR/checkpoints` (which is `/opt/ml/checkpoints` in a real container).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+CONTAINER_BASE_DIR = "/opt/ml"
+HOST_NAME = "algo-1"
+TORCH_DISTRIBUTED_PARAM = "sagemaker_torch_distributed_enabled"
+PROCESSES_PER_HOST_ENV = "HFPIPE_LOCAL_PROCESSES_PER_HOST"
+_UNSUPPORTED_DISTRIBUTIONS = {
+    "sagemaker_distributed_dataparallel_enabled": "SageMaker distributed data parallel needs its GPU library",
+    "sagemaker_mpi_enabled": "MPI runs need mpirun and the model-parallel library of the GPU images",
+    "sagemaker_pytorch_xla_multi_worker_enabled": "PyTorch XLA needs Trainium or GPU hosts",
+}
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class LocalContainerError(RuntimeError):
+    """A local run could not be prepared (bad input); the message names what was wrong."""
+
+
+@dataclass(frozen=True)
+class LocalTrainingJob:
+    """What a local training run left behind, in the terms of DescribeTrainingJob."""
+
+    job_name: str
+    job_dir: Path
+    base_dir: Path
+    exit_code: int
+    status: str  # Completed | Failed | Stopped
+    failure_reason: str | None
+    log_path: Path
+    model_artifacts: Path | None
+    output_artifacts: Path | None
+    training_seconds: float
+    hyperparameters: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The folder the script saw as `/opt/ml/checkpoints` (kept across runs in the same job dir)."""
+        return self.base_dir / "checkpoints"
+
+    @property
+    def model_dir(self) -> Path:
+        """The script's `SM_MODEL_DIR`, before packing."""
+        return self.base_dir / "model"
+
+    @property
+    def output_data_dir(self) -> Path:
+        """The script's `SM_OUTPUT_DATA_DIR`."""
+        return self.base_dir / "output" / "data"
+
+    def logs(self) -> str:
+        """Everything the toolkit and the script printed."""
+        return self.log_path.read_text(errors="replace")
+
+
+def encode_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
+    """JSON-encode each value, as the SageMaker Python SDK does before CreateTrainingJob."""
+    return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
+
+
+def _remap_container_path(value: Any, base_dir: Path) -> Any:
+    if isinstance(value, str) and (value == CONTAINER_BASE_DIR or value.startswith(CONTAINER_BASE_DIR + "/")):
+        return str(base_dir) + value[len(CONTAINER_BASE_DIR) :]
+    return value
+
+
+def _decode(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _copy_channel(name: str, src: Path, dst: Path) -> None:
+    if not src.exists():
+        raise LocalContainerError(f"channel {name!r}: local path {str(src)!r} does not exist")
+    if dst.exists():
+        shutil.rmtree(dst)
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        dst.mkdir(parents=True)
+        shutil.copy2(src, dst / src.name)
+
+
+def prepare_base_dir(
+    job_dir: Path,
+    *,
+    hyperparameters: Mapping[str, str],
+    channels: Mapping[str, Path],
+    instance_type: str = "local",
+    content_types: Mapping[str, str] | None = None,
+) -> Path:
+    """Write the `/opt/ml` layout under `job_dir/opt_ml` and return it.
+
+    `hyperparameters` are JSON-encoded strings (see `encode_hyperparameters`). Channels are copied, as
+    SageMaker's File input mode copies S3 objects. The `checkpoints` folder is left alone if it exists,
+    so a second run in the same job dir resumes like a restarted spot job.
+    """
+    base = Path(job_dir).resolve() / "opt_ml"
+    config = base / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    for sub in ("model", "output/data", "checkpoints"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+    # A restarted container starts with an empty model dir, but keeps what the checkpoint sync restores.
+    shutil.rmtree(base / "model")
+    (base / "model").mkdir()
+    for marker in ("success", "failure"):
+        (base / "output" / marker).unlink(missing_ok=True)
+
+    remapped = {k: json.dumps(_remap_container_path(_decode(v), base)) for k, v in hyperparameters.items()}
+    (config / "hyperparameters.json").write_text(json.dumps(remapped, indent=2))
+    (config / "resourceconfig.json").write_text(
+        json.dumps(
+            {
+                "current_host": HOST_NAME,
+                "current_instance_type": instance_type,
+                "current_group_name": "homogeneousCluster",
+                "hosts": [HOST_NAME],
+                "instance_groups": [
+                    {
+                        "instance_group_name": "homogeneousCluster",
+                        "instance_type": instance_type,
+                        "hosts": [HOST_NAME],
+                    }
+                ],
+            },
+            indent=2,
+        )
+    )
+    content_types = content_types or {}
+    input_config = {}
+    for name, src in channels.items():
+        _copy_channel(name, Path(src), base / "input" / "data" / name)
+        input_config[name] = {
+            "TrainingInputMode": "File",
+            "S3DistributionType": "FullyReplicated",
+            "RecordWrapperType": "None",
+            **({"ContentType": content_types[name]} if name in content_types else {}),
+        }
+    (config / "inputdataconfig.json").write_text(json.dumps(input_config, indent=2))
+    return base
+
+
+def _child_env(
+    base: Path, *, job_name: str, processes_per_host: int, offline: bool, extra: Mapping[str, str]
+) -> dict[str, str]:
+    # Drop the caller's own SM_*/SAGEMAKER_* variables: a run nested in another job must see only its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_"))}
+    bin_dir = str(Path(sys.executable).parent)
+    env.update(
+        {
+            "SAGEMAKER_BASE_DIR": str(base),
+            # Without it the toolkit waits (up to 15 min) for the DNS name algo-1 to resolve.
+            "SM_STUDIO_LOCAL_MODE": "true",
+            "SAGEMAKER_TRAINING_MODULE": "hfpipe.local_container:pytorch_container_main",
+            "TRAINING_JOB_NAME": job_name,
+            PROCESSES_PER_HOST_ENV: str(processes_per_host),
+            # torchrun reads PET_*; a free port lets parallel test runs coexist.
+            "PET_MASTER_PORT": str(_free_port()),
+            "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p),
+            "PYTHONUNBUFFERED": "1",
+            "AWS_REGION": env.get("AWS_REGION", "us-east-1"),
+        }
+    )
+    if offline:
+        # Tests and local mode must not download: requirements are already installed, models are local.
+        env.update({"PIP_NO_INDEX": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    env.update(extra)
+    return env
+
+
+class LocalTrainingProcess:
+    """A training container started on this machine; `wait()` turns it into a `LocalTrainingJob`."""
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        job_dir: Path,
+        base_dir: Path,
+        hyperparameters: dict[str, str],
+        env: dict[str, str],
+        stream: IO[str] | None,
+        max_runtime_seconds: float | None,
+    ) -> None:
+        self.job_name = job_name
+        self.job_dir = job_dir
+        self.base_dir = base_dir
+        self.hyperparameters = hyperparameters
+        self.log_path = job_dir / "logs.txt"
+        self._max_runtime = max_runtime_seconds
+        self._stopped = False
+        self._started = time.monotonic()
+        self._log = self.log_path.open("a", encoding="utf-8")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from sagemaker_training.trainer import train; train()"],
+            env=env,
+            cwd=str(base_dir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            # Its own process group: stop() signals the toolkit, torchrun and the script together.
+            start_new_session=True,
+        )
+        self._pump = threading.Thread(target=self._copy_output, args=(stream,), daemon=True)
+        self._pump.start()
+
+    def _copy_output(self, stream: IO[str] | None) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._log.write(line)
+            self._log.flush()
+            if stream is not None:
+                stream.write(line)
+
+    @property
+    def pid(self) -> int:
+        """Process id of the toolkit (the leader of the run's process group)."""
+        return self._proc.pid
+
+    def poll(self) -> int | None:
+        """The exit code, or None while running."""
+        return self._proc.poll()
+
+    def stop(self, grace_seconds: float = 30.0) -> None:
+        """Send SIGTERM to the whole container, as SageMaker does on StopTrainingJob or a spot interruption.
+
+        After `grace_seconds` anything left is killed (SageMaker waits 120 s).
+        """
+        self._stopped = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=grace_seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def wait(self) -> LocalTrainingJob:
+        """Wait for the run to end (stopping it at the max runtime) and pack its artifacts."""
+        try:
+            self._proc.wait(timeout=self._max_runtime)
+        except subprocess.TimeoutExpired:
+            self.stop()
+        exit_code = self._proc.wait()
+        self._pump.join()
+        self._log.close()
+        # The script's children may outlive the toolkit when it was killed; end the group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        elapsed = time.monotonic() - self._started
+        failure_file = self.base_dir / "output" / "failure"
+        failure = failure_file.read_text(errors="replace").strip() if failure_file.exists() else None
+        if self._stopped:
+            status = "Stopped"
+        elif exit_code == 0:
+            status = "Completed"
+        else:
+            status = "Failed"
+            failure = failure or f"the training process exited with code {exit_code}; see {self.log_path}"
+        model_tar = output_tar = None
+        if status == "Completed":
+            model_tar = pack_dir(self.base_dir / "model", self.job_dir / "model.tar.gz")
+            output_tar = pack_dir(self.base_dir / "output" / "data", self.job_dir / "output.tar.gz")
+        return LocalTrainingJob(
+            job_name=self.job_name,
+            job_dir=self.job_dir,
+            base_dir=self.base_dir,
+            exit_code=exit_code,
+            status=status,
+            failure_reason=failure if status == "Failed" else None,
+            log_path=self.log_path,
+            model_artifacts=model_tar,
+            output_artifacts=output_tar,
+            training_seconds=elapsed,
+            hyperparameters=self.hyperparameters,
+        )
+
+
+def start_training(
+    job_dir: str | os.PathLike[str],
+    *,
+    entry_point: str,
+    source_dir: str | os.PathLike[str],
+    hyperparameters: Mapping[str, Any] | None = None,
+    encoded_hyperparameters: Mapping[str, str] | None = None,
+    channels: Mapping[str, str | os.PathLike[str]] | None = None,
+    job_name: str | None = None,
+    instance_type: str = "local",
+    processes_per_host: int = 1,
+    distribution: str | None = None,
+    max_runtime_seconds: float | None = None,
+    offline: bool = True,
+    env: Mapping[str, str] | None = None,
+    stream: IO[str] | None = None,
+) -> LocalTrainingProcess:
+    """Start a training container on this machine and return at once (see `run_training`)."""
+    job_path = Path(job_dir).resolve()
+    job_path.mkdir(parents=True, exist_ok=True)
+    source = Path(source_dir).resolve()
+    if not source.exists():
+        raise LocalContainerError(f"source_dir {str(source)!r} does not exist (a folder or a .tar.gz)")
+    if source.is_dir() and not (source / entry_point).is_file():
+        raise LocalContainerError(f"entry_point {entry_point!r} is not a file in source_dir {str(source)!r}")
+    if distribution not in (None, "torch_distributed"):
+        raise LocalContainerError(
+            f"distribution {distribution!r} is not supported; use None or 'torch_distributed'"
+        )
+    if processes_per_host < 1:
+        raise LocalContainerError(f"processes_per_host must be >= 1, got {processes_per_host}")
+    hps: dict[str, str] = dict(encoded_hyperparameters or {})
+    hps.update(encode_hyperparameters(hyperparameters or {}))
+    hps["sagemaker_program"] = json.dumps(entry_point)
+    hps["sagemaker_submit_directory"] = json.dumps(str(source))
+    hps.setdefault("sagemaker_container_log_level", "20")
+    if distribution == "torch_distributed":
+        hps[TORCH_DISTRIBUTED_PARAM] = "true"
+    name = job_name or f"local-{uuid.uuid4().hex[:8]}"
+    base = prepare_base_dir(
+        job_path,
+        hyperparameters=hps,
+        channels={k: Path(v) for k, v in (channels or {}).items()},
+        instance_type=instance_type,
+    )
+    # The toolkit copies the source dir only into an empty code dir; a rerun should see the current code.
+    shutil.rmtree(base / "code", ignore_errors=True)
+    child_env = _child_env(
+        base, job_name=name, processes_per_host=processes_per_host, offline=offline, extra=env or {}
+    )
+    return LocalTrainingProcess(
+        job_name=name,
+        job_dir=job_path,
+        base_dir=base,
+        hyperparameters=hps,
+        env=child_env,
+        stream=stream,
+        max_runtime_seconds=max_runtime_seconds,
+    )
+
+
+def run_training(job_dir: str | os.PathLike[str], **kwargs: Any) -> LocalTrainingJob:
+    """Run `entry_point` from `source_dir` through the sagemaker-training toolkit and wait for it.
+
+    Args:
+        job_dir: working folder; holds `opt_ml/` (the container's `/opt/ml`), `logs.txt`, `model.tar.gz`.
+            Running again in the same folder keeps `opt_ml/checkpoints`, so the script can resume.
+        entry_point: the script, relative to `source_dir` (`sagemaker_program`).
+        source_dir: a folder or a `sourcedir.tar.gz` (`sagemaker_submit_directory`).
+        hyperparameters: plain values, JSON-encoded here as the SDK does.
+        encoded_hyperparameters: values that are already JSON strings (a CreateTrainingJob request).
+        channels: channel name -> local folder or file, copied to `input/data/<name>`.
+        processes_per_host / distribution: `distribution="torch_distributed"` runs torchrun with that many
+            processes (gloo on CPU).
+        max_runtime_seconds: stop the run (SIGTERM) after this long, like `MaxRuntimeInSeconds`.
+        offline: forbid pip and Hugging Face downloads in the container (default).
+        env: extra environment variables for the container.
+        stream: where to echo the logs as they come (they always go to `job_dir/logs.txt`).
+    """
+    return start_training(job_dir, **kwargs).wait()
+
+
+def run_training_job_request(
+    request: Mapping[str, Any],
+    job_dir: str | os.PathLike[str],
+    *,
+    channel_paths: Mapping[str, str | os.PathLike[str]],
+    source_dir: str | os.PathLike[str],
+    processes_per_host: int | None = None,
+    stream: IO[str] | None = None,
+    offline: bool = True,
+) -> LocalTrainingJob:
+    """Run a CreateTrainingJob request locally.
+
+    The caller has fetched the S3 inputs: `channel_paths` maps every channel of `InputDataConfig` to a local
+    folder, and `source_dir` is the local copy of `sagemaker_submit_directory`. Hyperparameters are used as
+    the request's JSON strings. A torch_distributed request with N instances runs N processes on this host
+    unless `processes_per_host` says otherwise. `StoppingCondition.MaxRuntimeInSeconds` is enforced.
+    """
+    hps = dict(request.get("HyperParameters") or {})
+    program = _decode(hps.pop("sagemaker_program", '""'))
+    if not program:
+        raise LocalContainerError(
+            "HyperParameters.sagemaker_program is missing; it names the training script"
+        )
+    hps.pop("sagemaker_submit_directory", None)
+    channels_in_request = [c["ChannelName"] for c in request.get("InputDataConfig") or []]
+    missing = [c for c in channels_in_request if c not in channel_paths]
+    if missing:
+        raise LocalContainerError(
+            f"InputDataConfig channels {missing} have no local path; channel_paths has {sorted(channel_paths)}"
+        )
+    content_types = {
+        c["ChannelName"]: c["ContentType"]
+        for c in request.get("InputDataConfig") or []
+        if c.get("ContentType")
+    }
+    for key, reason in _UNSUPPORTED_DISTRIBUTIONS.items():
+        if _decode(hps.get(key, "false")) is True:
+            raise LocalContainerError(f"HyperParameters.{key}=true cannot run locally: {reason}")
+    resource = request.get("ResourceConfig") or {}
+    instance_count = int(resource.get("InstanceCount", 1))
+    torch_distributed = _decode(hps.get(TORCH_DISTRIBUTED_PARAM, "false")) is True
+    nproc = processes_per_host or (instance_count if torch_distributed else 1)
+    stopping = request.get("StoppingCondition") or {}
+    proc = start_training(
+        job_dir,
+        entry_point=str(program),
+        source_dir=source_dir,
+        encoded_hyperparameters=hps,
+        channels={name: channel_paths[name] for name in channels_in_request},
+        job_name=request.get("TrainingJobName"),
+        instance_type=str(resource.get("InstanceType", "local")),
+        processes_per_host=nproc,
+        distribution="torch_distributed" if torch_distributed else None,
+        max_runtime_seconds=stopping.get("MaxRuntimeInSeconds"),
+        offline=offline,
+        stream=stream,
+    )
+    # SageMaker writes content types into inputdataconfig.json; keep them for scripts that read them.
+    if content_types:
+        cfg = proc.base_dir / "input" / "config" / "inputdataconfig.json"
+        data = json.loads(cfg.read_text())
+        for name, ctype in content_types.items():
+            data[name]["ContentType"] = ctype
+        cfg.write_text(json.dumps(data, indent=2))
+    return proc.wait()
+
+
+def pytorch_container_main() -> None:
+    """Stand-in for the PyTorch/Hugging Face container's `SAGEMAKER_TRAINING_MODULE` launcher.
+
+    Called by the toolkit's `train()` inside the child process; picks the runner from the distribution
+    hyperparameters and lets the toolkit install requirements and run the script.
+    """
+    from sagemaker_training import entry_point, environment, errors, runner
+
+    env = environment.Environment()
+    extra: dict[str, Any] = {}
+    runner_type = runner.ProcessRunnerType
+    for key, reason in _UNSUPPORTED_DISTRIBUTIONS.items():
+        if env.additional_framework_parameters.get(key):
+            raise errors.ClientError(f"{key}=true cannot run locally: {reason}")
+    if env.additional_framework_parameters.get(TORCH_DISTRIBUTED_PARAM):
+        runner_type = runner.TorchDistributedRunnerType
+        extra = {"sagemaker_mpi_num_of_processes_per_host": int(os.environ.get(PROCESSES_PER_HOST_ENV, "1"))}
+    entry_point.run(
+        uri=env.module_dir,
+        user_entry_point=env.user_entry_point,
+        args=env.to_cmd_args(),
+        env_vars=env.to_env_vars(),
+        capture_error=False,
+        runner_type=runner_type,
+        extra_opts=extra,
+    )
+
+
+def pack_dir(src: Path, dst: Path) -> Path:
+    """Pack the contents of `src` into a gzip tarball at `dst` (members relative to `src`, like SageMaker)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dst, "w:gz") as tar:
+        for path in sorted(src.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(src)), recursive=False)
+    return dst
+
+
+def extract_model(model_data: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Path:
+    """Extract a model.tar.gz to `dest` (refusing members that escape it) and return `dest`."""
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(model_data, "r:gz") as tar:
+        tar.extractall(out, filter="data")
+    return out
+
+
+def _call(fn: Callable[..., Any], *args: Any, context: Any = None) -> Any:
+    # The HF inference toolkit passes a context as an extra last argument only to handlers that accept it.
+    try:
+        n_params = len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        n_params = len(args)
+    return fn(*args, context) if n_params > len(args) else fn(*args)
+
+
+class LocalEndpoint:
+    """Serve a model.tar.gz (or an extracted model dir) through its `code/inference.py`.
+
+    The handler functions are used as the Hugging Face inference toolkit uses them: `model_fn(model_dir)`
+    once, then `input_fn(body, content_type)` -> `predict_fn(data, model)` -> `output_fn(prediction, accept)`
+    per request; `transform_fn` replaces the last three when a module defines it. Missing `input_fn` /
+    `output_fn` default to JSON. This does not install `code/requirements.txt`.
+    """
+
+    def __init__(self, model_data: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None):
+        src = Path(model_data)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if src.is_dir():
+            self.model_dir = src
+        else:
+            if workdir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="hfpipe-endpoint-")
+                workdir = self._tmp.name
+            self.model_dir = extract_model(src, Path(workdir) / "model")
+        script = self.model_dir / "code" / "inference.py"
+        if not script.is_file():
+            raise LocalContainerError(
+                f"{src}: no code/inference.py inside; the training script must copy it there"
+            )
+        code_dir = str(script.parent)
+        if code_dir not in sys.path:
+            sys.path.insert(0, code_dir)
+        spec = importlib.util.spec_from_file_location(f"hfpipe_endpoint_{uuid.uuid4().hex}", script)
+        assert spec is not None and spec.loader is not None
+        self.handler = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.handler)
+        if not hasattr(self.handler, "model_fn"):
+            raise LocalContainerError(f"{script} defines no model_fn(model_dir)")
+        started = time.monotonic()
+        self.model = _call(self.handler.model_fn, str(self.model_dir))
+        self.load_seconds = time.monotonic() - started
+
+    def invoke(
+        self, body: bytes | str, content_type: str = "application/json", accept: str = "application/json"
+    ) -> bytes:
+        """Answer one InvokeEndpoint request body; returns the response body."""
+        h = self.handler
+        if hasattr(h, "transform_fn"):
+            out = _call(h.transform_fn, self.model, body, content_type, accept)
+        else:
+            data = (
+                _call(h.input_fn, body, content_type)
+                if hasattr(h, "input_fn")
+                else _default_input(body, content_type)
+            )
+            if not hasattr(h, "predict_fn"):
+                raise LocalContainerError("code/inference.py defines no predict_fn(data, model)")
+            prediction = _call(h.predict_fn, data, self.model)
+            out = (
+                _call(h.output_fn, prediction, accept) if hasattr(h, "output_fn") else json.dumps(prediction)
+            )
+        return out.encode() if isinstance(out, str) else bytes(out)
+
+    def predict(self, payload: Any) -> Any:
+        """JSON in, JSON out: the shape the smoke test and the SDK's JSON serializer use."""
+        return json.loads(self.invoke(json.dumps(payload)))
+
+    def close(self) -> None:
+        """Remove the extracted model if this endpoint extracted it to a temporary folder."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LocalEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _default_input(body: bytes | str, content_type: str) -> Any:
+    text = body.decode() if isinstance(body, bytes) else body
+    if content_type.split(";")[0].strip() == "application/json":
+        return json.loads(text)
+    if content_type.startswith("text/"):
+        return {"inputs": text}
+    raise LocalContainerError(
+        f"content_type {content_type!r} is not supported; use application/json or text/plain"
+    )

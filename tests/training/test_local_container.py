@@ -1,0 +1,226 @@
+"""The local training container and endpoint: the SageMaker contracts the training scripts rely on."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hfpipe import local_container as lc
+
+PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    out = {
+        "argv": sys.argv[1:],
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("SM_", "SAGEMAKER_BASE"))},
+        "rank": os.environ.get("RANK"),
+        "world": os.environ.get("WORLD_SIZE"),
+        "cwd_files": sorted(os.listdir(".")),
+    }
+    if os.environ.get("WORLD_SIZE"):
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        import torch
+        t = torch.tensor([dist.get_rank() + 1.0])
+        dist.all_reduce(t)
+        out["allreduce"] = t.item()
+        dist.destroy_process_group()
+    model_dir = Path(os.environ["SM_MODEL_DIR"])
+    rank = os.environ.get("RANK", "0")
+    (model_dir / f"probe-{rank}.json").write_text(json.dumps(out))
+    (model_dir / "code").mkdir(exist_ok=True)
+    train = Path(os.environ["SM_CHANNEL_TRAINING"])
+    (model_dir / "data-copy.txt").write_text((train / "data.txt").read_text())
+    if os.environ.get("SM_HP_FAIL") == "true":
+        raise SystemExit("asked to fail")
+    """
+)
+
+
+@pytest.fixture
+def source_dir(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "probe.py").write_text(PROBE)
+    return src
+
+
+@pytest.fixture
+def train_channel(tmp_path: Path) -> Path:
+    d = tmp_path / "train"
+    d.mkdir()
+    (d / "data.txt").write_text("hello\n")
+    return d
+
+
+def _probe(job: lc.LocalTrainingJob, rank: str = "0") -> dict:
+    with tarfile.open(job.model_artifacts) as tar:
+        member = tar.extractfile(f"probe-{rank}.json")
+        assert member is not None
+        return json.load(member)
+
+
+def test_runs_script_under_the_container_contract(tmp_path, source_dir, train_channel):
+    job = lc.run_training(
+        tmp_path / "job",
+        entry_point="probe.py",
+        source_dir=source_dir,
+        hyperparameters={"learning_rate": 0.5, "output_dir": "/opt/ml/checkpoints", "name": "x y"},
+        channels={"training": train_channel},
+    )
+    assert job.status == "Completed", job.logs()
+    probe = _probe(job)
+    base = str(job.base_dir)
+    # Hyperparameters arrive as HF-style command-line arguments; /opt/ml paths point into the local base dir.
+    args = dict(zip(probe["argv"][::2], probe["argv"][1::2], strict=True))
+    assert args == {"--learning_rate": "0.5", "--name": "x y", "--output_dir": f"{base}/checkpoints"}
+    assert probe["env"]["SM_MODEL_DIR"] == f"{base}/model"
+    assert probe["env"]["SM_CHANNEL_TRAINING"] == f"{base}/input/data/training"
+    assert probe["env"]["SAGEMAKER_BASE_DIR"] == base
+    assert json.loads(probe["env"]["SM_HPS"])["learning_rate"] == 0.5
+    assert "probe.py" in probe["cwd_files"]
+    with tarfile.open(job.model_artifacts) as tar:
+        assert tar.extractfile("data-copy.txt").read() == b"hello\n"  # type: ignore[union-attr]
+    assert (job.base_dir / "output" / "success").exists()
+
+
+def test_failure_is_reported_with_the_scripts_error(tmp_path, source_dir, train_channel):
+    job = lc.run_training(
+        tmp_path / "job",
+        entry_point="probe.py",
+        source_dir=source_dir,
+        hyperparameters={"fail": True},
+        channels={"training": train_channel},
+    )
+    assert job.status == "Failed"
+    assert job.model_artifacts is None
+    assert "asked to fail" in (job.failure_reason or "") + job.logs()
+
+
+def test_runs_a_create_training_job_request_from_a_sourcedir_tarball(tmp_path, source_dir, train_channel):
+    tarball = tmp_path / "sourcedir.tar.gz"
+    lc.pack_dir(source_dir, tarball)
+    request = {
+        "TrainingJobName": "hfpipe-dev-abc",
+        "HyperParameters": {
+            "epochs": "3",
+            "sagemaker_program": '"probe.py"',
+            "sagemaker_submit_directory": '"s3://bucket/sourcedir.tar.gz"',
+            "sagemaker_region": '"eu-west-1"',
+        },
+        "InputDataConfig": [{"ChannelName": "training", "ContentType": "application/jsonlines"}],
+        "ResourceConfig": {"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+    job = lc.run_training_job_request(
+        request, tmp_path / "job", channel_paths={"training": train_channel}, source_dir=tarball
+    )
+    assert job.status == "Completed", job.logs()
+    assert job.job_name == "hfpipe-dev-abc"
+    probe = _probe(job)
+    assert probe["argv"] == ["--epochs", "3"]
+    training_env = json.loads(probe["env"]["SM_TRAINING_ENV"])
+    assert training_env["current_instance_type"] == "ml.g5.2xlarge"
+    assert training_env["channel_input_dirs"] == {"training": f"{job.base_dir}/input/data/training"}
+    config = json.loads((job.base_dir / "input/config/inputdataconfig.json").read_text())
+    assert config["training"]["ContentType"] == "application/jsonlines"
+
+
+def test_request_without_a_local_channel_is_refused(tmp_path, source_dir):
+    request = {
+        "HyperParameters": {"sagemaker_program": '"probe.py"'},
+        "InputDataConfig": [{"ChannelName": "training"}],
+    }
+    with pytest.raises(lc.LocalContainerError, match="training"):
+        lc.run_training_job_request(request, tmp_path / "job", channel_paths={}, source_dir=source_dir)
+
+
+def test_smddp_request_is_refused_with_the_reason(tmp_path, source_dir, train_channel):
+    request = {
+        "HyperParameters": {
+            "sagemaker_program": '"probe.py"',
+            "sagemaker_distributed_dataparallel_enabled": "true",
+        },
+        "InputDataConfig": [{"ChannelName": "training"}],
+    }
+    with pytest.raises(lc.LocalContainerError, match="sagemaker_distributed_dataparallel_enabled"):
+        lc.run_training_job_request(
+            request, tmp_path / "job", channel_paths={"training": train_channel}, source_dir=source_dir
+        )
+
+
+@pytest.mark.slow
+def test_torch_distributed_runs_two_gloo_processes(tmp_path, source_dir, train_channel):
+    job = lc.run_training(
+        tmp_path / "job",
+        entry_point="probe.py",
+        source_dir=source_dir,
+        channels={"training": train_channel},
+        distribution="torch_distributed",
+        processes_per_host=2,
+    )
+    assert job.status == "Completed", job.logs()
+    ranks = [_probe(job, r) for r in ("0", "1")]
+    assert [p["world"] for p in ranks] == ["2", "2"]
+    assert [p["allreduce"] for p in ranks] == [3.0, 3.0]  # 1 + 2 summed over both ranks
+    assert "torchrun" in job.logs()
+
+
+def test_stop_sends_sigterm_and_reports_stopped(tmp_path, train_channel):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "sleeper.py").write_text(
+        "import os, signal, time, pathlib\n"
+        "def bye(*_):\n"
+        "    pathlib.Path(os.environ['SM_OUTPUT_DATA_DIR'], 'got-sigterm').write_text('1')\n"
+        "    raise SystemExit(143)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "pathlib.Path(os.environ['SM_OUTPUT_DATA_DIR'], 'started').write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    proc = lc.start_training(tmp_path / "job", entry_point="sleeper.py", source_dir=src)
+    started = proc.base_dir / "output" / "data" / "started"
+    import time
+
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.stop()
+    job = proc.wait()
+    assert job.status == "Stopped"
+    assert (job.output_data_dir / "got-sigterm").exists()
+
+
+def test_local_endpoint_serves_through_inference_py(tmp_path):
+    model = tmp_path / "model"
+    (model / "code").mkdir(parents=True)
+    (model / "weights.json").write_text(json.dumps({"scale": 3}))
+    (model / "code" / "inference.py").write_text(
+        textwrap.dedent(
+            """
+            import json, os
+            def model_fn(model_dir, context=None):
+                return json.load(open(os.path.join(model_dir, "weights.json")))
+            def predict_fn(data, model):
+                return [{"generated_text": data["inputs"] * model["scale"]}]
+            """
+        )
+    )
+    tarball = lc.pack_dir(model, tmp_path / "model.tar.gz")
+    with lc.LocalEndpoint(tarball) as endpoint:
+        assert endpoint.predict({"inputs": "ab"}) == [{"generated_text": "ababab"}]
+        assert json.loads(endpoint.invoke("xy", content_type="text/plain")) == [{"generated_text": "xyxyxy"}]
+        with pytest.raises(lc.LocalContainerError, match="content_type"):
+            endpoint.invoke(b"\x00", content_type="application/x-npy")
+
+
+def test_local_endpoint_without_handler_is_refused(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    with pytest.raises(lc.LocalContainerError, match=r"code/inference\.py"):
+        lc.LocalEndpoint(lc.pack_dir(model, tmp_path / "model.tar.gz"))

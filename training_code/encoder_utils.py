@@ -1,0 +1,182 @@
+"""SageMaker training-container plumbing shared by `run_qa.py` and `run_classification.py`.
+
+Paths default to the container contract (`SM_CHANNEL_*`, `SM_MODEL_DIR`, `/opt/ml/checkpoints`), the model
+loads from the `model` channel when no `model_name_or_path` is given, resume picks the newest *complete*
+checkpoint, and a SIGTERM (what a spot interruption or StopTrainingJob sends) makes the Trainer write one
+more checkpoint at the end of the current step and stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import HfArgumentParser, TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHECKPOINT_DIR = "/opt/ml/checkpoints"
+DATA_SUFFIXES = (".json", ".jsonl", ".csv")
+# Exit status of a process ended by SIGTERM; the run stopped early and must be started again.
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+@dataclass
+class ContainerArguments:
+    """Where the finished model goes; checkpoints go to TrainingArguments.output_dir."""
+
+    model_dir: str = field(
+        default_factory=lambda: os.environ.get("SM_MODEL_DIR", "/opt/ml/model"),
+        metadata={"help": "Final model, tokenizer and code/inference.py (packed into model.tar.gz). $SM_MODEL_DIR."},
+    )
+
+
+def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
+    """Parse the script's dataclasses from the command line, or from one JSON/YAML file given alone.
+
+    `output_dir` defaults to the checkpoint directory SageMaker syncs with S3 (/opt/ml/checkpoints, i.e.
+    $SAGEMAKER_BASE_DIR/checkpoints when the toolkit runs from another base dir), so checkpoints survive a
+    spot interruption.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser(dataclass_types)
+    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
+        path = os.path.abspath(argv[0])
+        if path.endswith(".json"):
+            return parser.parse_json_file(json_file=path)
+        return parser.parse_yaml_file(yaml_file=path)
+    if _without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
+        # Accelerate only sets up a multi-process CPU group (gloo) when told the run is on CPU; otherwise
+        # every rank would train alone on the whole data set.
+        argv += ["--use_cpu", "True"]
+    if not _given(argv, "output_dir"):
+        base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
+        argv += ["--output_dir", os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR]
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def _given(argv: list[str], name: str) -> bool:
+    return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv)
+
+
+def _without_accelerator() -> bool:
+    import torch
+
+    return not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def resolve_model(model_name_or_path: str | None) -> str:
+    """The explicit model id/path, else the `model` channel ($SM_CHANNEL_MODEL)."""
+    if model_name_or_path:
+        return model_name_or_path
+    channel = os.environ.get("SM_CHANNEL_MODEL")
+    if channel:
+        return channel
+    raise ValueError(
+        "model_name_or_path is not set and there is no 'model' channel ($SM_CHANNEL_MODEL); "
+        "pass a hub id such as bert-large-uncased-whole-word-masking or a local directory"
+    )
+
+
+def resolve_data_file(explicit: str | None, *channels: str) -> str | None:
+    """The explicit file, else the one data file (.json, .jsonl, .csv) in the first channel that exists.
+
+    `channels` are channel names (`training`, `validation`, `test`); a channel directory holding several
+    data files is an error, because silently picking one would train on the wrong data.
+    """
+    if explicit:
+        return explicit
+    for channel in channels:
+        directory = os.environ.get(f"SM_CHANNEL_{channel.upper()}")
+        if not directory:
+            continue
+        files = sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
+        if len(files) != 1:
+            raise ValueError(
+                f"channel {channel!r} ({directory}) must hold exactly one data file ({', '.join(DATA_SUFFIXES)}); "
+                f"found {[str(f) for f in files]}"
+            )
+        return str(files[0])
+    return None
+
+
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def last_complete_checkpoint(output_dir: str) -> str | None:
+    """Newest `checkpoint-N` under output_dir that holds trainer_state.json (written last by the Trainer).
+
+    A checkpoint cut off half-written by the end of the container is skipped instead of failing the resume.
+    """
+    if not os.path.isdir(output_dir):
+        return None
+    found = []
+    for name in os.listdir(output_dir):
+        match = _CHECKPOINT_RE.match(name)
+        path = os.path.join(output_dir, name)
+        if match and os.path.isfile(os.path.join(path, "trainer_state.json")):
+            found.append((int(match.group(1)), path))
+    return max(found)[1] if found else None
+
+
+def install_handler(model_dir: str, handler: str) -> Path:
+    """Copy the inference handler next to this file into <model_dir>/code/inference.py."""
+    source = Path(__file__).resolve().parent / handler
+    target = Path(model_dir) / "code" / "inference.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target
+
+
+class StopOnSigterm(TrainerCallback):
+    """On SIGTERM, checkpoint at the end of the current step and stop training.
+
+    Spot reclaim and StopTrainingJob send SIGTERM and give the container time to finish; saving here means
+    the steps since the last periodic checkpoint are not lost. The signal handler only sets a flag, so a
+    save in progress is never cut short by it.
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self._previous: Any = None
+
+    def install(self) -> StopOnSigterm:
+        """Register the SIGTERM handler (main thread only); returns self."""
+        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
+        self.interrupted = True
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.interrupted:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def setup_logging(training_args: Any) -> None:
+    """Log to stdout (CloudWatch) at the Trainer's level for this process."""
+    import datasets
+    import transformers
+
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
+    level = training_args.get_process_log_level()
+    logger.setLevel(level)
+    logging.getLogger().setLevel(level)
+    datasets.utils.logging.set_verbosity(level)
+    transformers.utils.logging.set_verbosity(level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()

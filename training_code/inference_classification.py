@@ -1,0 +1,83 @@
+"""SageMaker inference handler for sequence(-pair) classification (copied to <model_dir>/code/inference.py).
+
+Request: {"premise": str, "hypothesis": str} (MNLI), {"text": str, "text_pair": str} or {"text": str}
+(single text), or a list of those; the key `inputs` is accepted for `text` (the toolkit's convention).
+Response: {"label": str, "scores": {label: probability}}, or a list of those. Self-contained: the
+endpoint only has this file and the model directory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+
+def model_fn(model_dir: str, context: Any = None) -> Any:
+    """Load the fine-tuned model and tokenizer."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    model.eval()
+    if torch.cuda.is_available():
+        model.to("cuda")
+    return {"model": model, "tokenizer": tokenizer}
+
+
+def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
+    """Decode a JSON request."""
+    if content_type != "application/json":
+        raise ValueError(f"content_type={content_type!r} is not supported; send application/json")
+    return json.loads(request_body)
+
+
+def _pair(item: Any) -> tuple[str, str | None]:
+    if not isinstance(item, dict):
+        raise ValueError(f"each request item must be an object; got {type(item).__name__}")
+    if "premise" in item or "hypothesis" in item:
+        first, second = item.get("premise"), item.get("hypothesis")
+        names = ("premise", "hypothesis")
+    else:
+        first, second = item.get("text", item.get("inputs")), item.get("text_pair")
+        names = ("text", "text_pair")
+    if not isinstance(first, str) or not first.strip():
+        raise ValueError(f"request field {names[0]!r} must be a non-empty string; got {first!r}")
+    if names[0] == "premise" and (not isinstance(second, str) or not second.strip()):
+        raise ValueError(f"request field 'hypothesis' must be a non-empty string; got {second!r}")
+    if second is not None and not isinstance(second, str):
+        raise ValueError(f"request field {names[1]!r} must be a string; got {second!r}")
+    return first, second
+
+
+def predict_fn(data: Any, bundle: Any, context: Any = None) -> Any:
+    """Classify one request object, or each object of a list, in one batch."""
+    items = data if isinstance(data, list) else [data]
+    pairs = [_pair(item) for item in items]
+    model, tokenizer = bundle["model"], bundle["tokenizer"]
+    firsts = [p[0] for p in pairs]
+    seconds = [p[1] for p in pairs]
+    if any(s is None for s in seconds) and not all(s is None for s in seconds):
+        raise ValueError("a batch must be all pairs or all single texts")
+    encoded = tokenizer(
+        firsts,
+        None if seconds[0] is None else seconds,
+        truncation=True,
+        padding=True,
+        return_tensors="pt",
+    ).to(model.device)
+    with torch.no_grad():
+        probabilities = model(**encoded).logits.softmax(-1).cpu().tolist()
+    id2label = model.config.id2label
+    results = []
+    for row in probabilities:
+        scores = {id2label[i]: float(p) for i, p in enumerate(row)}
+        results.append({"label": max(scores, key=scores.__getitem__), "scores": scores})
+    return results if isinstance(data, list) else results[0]
+
+
+def output_fn(prediction: Any, accept: str = "application/json", context: Any = None) -> str:
+    """Encode the prediction as JSON."""
+    if accept not in ("application/json", "*/*"):
+        raise ValueError(f"accept={accept!r} is not supported; accept application/json")
+    return json.dumps(prediction)

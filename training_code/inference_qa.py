@@ -1,0 +1,70 @@
+"""SageMaker inference handler for extractive QA (copied to <model_dir>/code/inference.py by run_qa.py).
+
+Request: {"question": str, "context": str} (or a list of them). Response: {"answer", "score", "start", "end"}
+(start/end are character offsets in the context), or a list of those. Optional keys `top_k`,
+`max_answer_len`, `doc_stride`, `max_seq_len` pass through to the pipeline. Self-contained: the endpoint
+only has this file and the model directory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+
+PASS_THROUGH = ("top_k", "max_answer_len", "doc_stride", "max_seq_len", "max_question_len")
+
+
+def model_fn(model_dir: str, context: Any = None) -> Any:
+    """Load the fine-tuned model and tokenizer into a question-answering pipeline."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(model_dir)
+    device = 0 if torch.cuda.is_available() else -1
+    return pipeline("question-answering", model=model, tokenizer=tokenizer, device=device)
+
+
+def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
+    """Decode a JSON request."""
+    if content_type != "application/json":
+        raise ValueError(f"content_type={content_type!r} is not supported; send application/json")
+    return json.loads(request_body)
+
+
+def _check(item: Any) -> None:
+    if not isinstance(item, dict):
+        raise ValueError(f"each request item must be an object with 'question' and 'context'; got {type(item).__name__}")
+    for key in ("question", "context"):
+        if not isinstance(item.get(key), str) or not item[key].strip():
+            raise ValueError(f"request field {key!r} must be a non-empty string; got {item.get(key)!r}")
+
+
+def predict_fn(data: Any, qa: Any, context: Any = None) -> Any:
+    """Answer one request object, or each object of a list."""
+    items = data if isinstance(data, list) else [data]
+    results = []
+    for item in items:
+        _check(item)
+        kwargs = {k: item[k] for k in PASS_THROUGH if k in item}
+        answer = qa(question=item["question"], context=item["context"], **kwargs)
+        results.append(_plain(answer))
+    return results if isinstance(data, list) else results[0]
+
+
+def _plain(answer: Any) -> Any:
+    if isinstance(answer, list):
+        return [_plain(a) for a in answer]
+    return {
+        "answer": answer["answer"],
+        "score": float(answer["score"]),
+        "start": int(answer["start"]),
+        "end": int(answer["end"]),
+    }
+
+
+def output_fn(prediction: Any, accept: str = "application/json", context: Any = None) -> str:
+    """Encode the prediction as JSON."""
+    if accept not in ("application/json", "*/*"):
+        raise ValueError(f"accept={accept!r} is not supported; accept application/json")
+    return json.dumps(prediction)

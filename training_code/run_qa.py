@@ -1,0 +1,262 @@
+"""Fine-tune an encoder for extractive question answering (SQuAD v1.1) with the Hugging Face Trainer.
+
+Runs inside the Hugging Face training container (the `bert-large-squad-ddp` recipe) or locally:
+
+    # one process, fixture data and a tiny model from hfpipe.fixtures
+    python training_code/run_qa.py --model_name_or_path /tmp/tiny-bert \\
+        --train_file /tmp/squad/train.json --validation_file /tmp/squad/validation.json \\
+        --do_train --do_eval --max_seq_length 128 --doc_stride 32 --max_steps 20 \\
+        --output_dir /tmp/qa-ckpt --model_dir /tmp/qa-model --use_cpu
+
+    # data parallel, two processes (gloo on CPU, NCCL on GPUs); SageMaker launches the same through
+    # torch_distributed or its distributed data parallel library
+    torchrun --nproc_per_node 2 training_code/run_qa.py ... (same arguments)
+
+Arguments are TrainingArguments plus the two dataclasses below; a single .json/.yaml file may replace them.
+Without `--train_file` the data comes from the `training` channel, without `--validation_file` from the
+`validation` (or `test`) channel, without `--model_name_or_path` from the `model` channel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import datasets  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoConfig,
+    AutoModelForQuestionAnswering,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    Trainer,
+    TrainingArguments,
+    default_data_collator,
+    set_seed,
+)
+
+import encoder_utils  # noqa: E402
+import qa_utils  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    """Which model and tokenizer to fine-tune."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Hub id or local directory; default: the 'model' channel ($SM_CHANNEL_MODEL)."},
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow model code from the hub; off unless you trust the repository."}
+    )
+
+
+@dataclass
+class DataTrainingArguments:
+    """Which data, and how questions and contexts become model inputs."""
+
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub data set, e.g. 'squad'."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
+    train_file: str | None = field(
+        default=None, metadata={"help": "SQuAD v1.1 JSON (or flattened JSON lines); default: 'training' channel."}
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "Same format; default: 'validation' or 'test' channel."}
+    )
+    max_seq_length: int = field(default=384, metadata={"help": "Tokens per window (question + context)."})
+    doc_stride: int = field(default=128, metadata={"help": "Overlap in tokens between windows of one context."})
+    pad_to_max_length: bool = field(
+        default=False,
+        metadata={"help": "Pad every window to max_seq_length (the original recipe); default pads per batch."},
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only the first N examples."})
+    n_best_size: int = field(default=20, metadata={"help": "Start and end candidates kept per window."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer, in tokens."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    version_2_with_negative: bool = field(
+        default=False, metadata={"help": "SQuAD v2 (unanswerable questions); not supported, must stay False."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.version_2_with_negative:
+            raise ValueError("version_2_with_negative=True is not supported; this script trains SQuAD v1.1")
+        if self.doc_stride >= self.max_seq_length:
+            raise ValueError(
+                f"doc_stride={self.doc_stride} must be smaller than max_seq_length={self.max_seq_length}"
+            )
+        if self.max_seq_length < 16:
+            raise ValueError(f"max_seq_length={self.max_seq_length} is too small; use at least 16")
+
+
+def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> datasets.DatasetDict:
+    """Train/validation splits with the hub `squad` columns, from the hub or from files/channels."""
+    if data_args.dataset_name:
+        return datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=cache_dir)
+    splits = {}
+    train_file = encoder_utils.resolve_data_file(data_args.train_file, "training", "train")
+    validation_file = encoder_utils.resolve_data_file(data_args.validation_file, "validation", "test")
+    for split, path in (("train", train_file), ("validation", validation_file)):
+        if path:
+            splits[split] = datasets.Dataset.from_list(qa_utils.load_squad_json(path))
+    if not splits:
+        raise ValueError(
+            "no data: set dataset_name, train_file/validation_file, or provide a 'training' channel"
+        )
+    return datasets.DatasetDict(splits)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Train and/or evaluate; returns the metrics."""
+    model_args, data_args, training_args, container_args = encoder_utils.parse_arguments(
+        (ModelArguments, DataTrainingArguments, TrainingArguments, encoder_utils.ContainerArguments), argv
+    )
+    encoder_utils.setup_logging(training_args)
+    logger.info("training arguments: %s", training_args)
+    set_seed(training_args.seed)
+
+    model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
+    raw = load_raw(data_args, model_args.cache_dir)
+    if training_args.do_train and "train" not in raw:
+        raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
+    if training_args.do_eval and "validation" not in raw:
+        raise ValueError("do_eval is set but there is no validation data (validation_file or 'validation' channel)")
+
+    config = AutoConfig.from_pretrained(
+        model_path, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+    )
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.tokenizer_name or model_path,
+        cache_dir=model_args.cache_dir,
+        use_fast=True,
+        trust_remote_code=model_args.trust_remote_code,
+    )
+    if not tokenizer.is_fast:
+        raise ValueError(f"{model_path}: question answering needs a fast tokenizer (offset mapping)")
+    model = AutoModelForQuestionAnswering.from_pretrained(
+        model_path, config=config, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+    )
+    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    window = {
+        "tokenizer": tokenizer,
+        "max_seq_length": max_seq_length,
+        "doc_stride": data_args.doc_stride,
+        "pad_to_max_length": data_args.pad_to_max_length,
+    }
+
+    train_dataset = eval_examples = eval_features = None
+    with training_args.main_process_first(desc="tokenizing"):
+        if training_args.do_train:
+            examples = raw["train"]
+            if data_args.max_train_samples is not None:
+                examples = examples.select(range(min(len(examples), data_args.max_train_samples)))
+            train_dataset = examples.map(
+                qa_utils.prepare_train_features,
+                fn_kwargs=window,
+                batched=True,
+                remove_columns=examples.column_names,
+                num_proc=data_args.preprocessing_num_workers,
+                desc="train windows",
+            )
+        if training_args.do_eval:
+            eval_examples = raw["validation"]
+            if data_args.max_eval_samples is not None:
+                eval_examples = eval_examples.select(range(min(len(eval_examples), data_args.max_eval_samples)))
+            eval_features = eval_examples.map(
+                qa_utils.prepare_validation_features,
+                fn_kwargs=window,
+                batched=True,
+                remove_columns=eval_examples.column_names,
+                num_proc=data_args.preprocessing_num_workers,
+                desc="validation windows",
+            )
+
+    if data_args.pad_to_max_length:
+        collator = default_data_collator
+    else:
+        # Multiples of 8 let fp16/bf16 kernels use tensor cores; on CPU they only cost a few pad tokens.
+        half = training_args.fp16 or training_args.bf16
+        collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half else None)
+
+    sigterm = encoder_utils.StopOnSigterm().install()
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        data_collator=collator,
+        callbacks=[sigterm],
+    )
+
+    metrics: dict[str, Any] = {}
+    if training_args.do_train:
+        checkpoint = training_args.resume_from_checkpoint or encoder_utils.last_complete_checkpoint(
+            training_args.output_dir
+        )
+        if checkpoint:
+            logger.info("resuming from checkpoint %s", checkpoint)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        if sigterm.interrupted:
+            logger.warning("stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step)
+            sys.exit(encoder_utils.INTERRUPTED_EXIT_CODE)
+        train_metrics = dict(result.metrics)
+        train_metrics["train_samples"] = len(train_dataset) if train_dataset is not None else 0
+        train_metrics["global_step"] = trainer.state.global_step
+        trainer.log_metrics("train", train_metrics)
+        trainer.save_metrics("train", train_metrics)
+        trainer.save_state()
+        metrics.update(train_metrics)
+
+    if training_args.do_eval:
+        assert eval_features is not None and eval_examples is not None
+        eval_metrics = evaluate(trainer, eval_examples, eval_features, data_args)
+        trainer.log_metrics("eval", eval_metrics)
+        trainer.save_metrics("eval", eval_metrics)
+        metrics.update(eval_metrics)
+
+    trainer.save_model(container_args.model_dir)
+    if trainer.is_world_process_zero():
+        encoder_utils.install_handler(container_args.model_dir, "inference_qa.py")
+        Path(container_args.model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+    return metrics
+
+
+def evaluate(
+    trainer: Trainer,
+    examples: datasets.Dataset,
+    features: datasets.Dataset,
+    data_args: DataTrainingArguments,
+) -> dict[str, float]:
+    """Predict every validation window, post-process to one answer per question, score EM/F1."""
+    model_inputs = features.remove_columns(["example_id", "offset_mapping"])
+    output = trainer.predict(model_inputs, metric_key_prefix="eval")
+    start_logits, end_logits = output.predictions[:2] if isinstance(output.predictions, tuple) else output.predictions
+    rows = features.select_columns(["example_id", "offset_mapping"]).to_list()
+    answers, _ = qa_utils.postprocess_qa_predictions(
+        examples.to_list(),
+        rows,
+        (start_logits, end_logits),
+        n_best_size=data_args.n_best_size,
+        max_answer_length=data_args.max_answer_length,
+    )
+    references = {e["id"]: e["answers"]["text"] for e in examples}
+    scores = qa_utils.squad_metrics(answers, references)
+    metrics = {k: v for k, v in (output.metrics or {}).items() if k.startswith("eval_")}
+    metrics.update({f"eval_{k}": v for k, v in scores.items()})
+    metrics["eval_samples"] = len(examples)
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
