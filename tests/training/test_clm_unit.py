@@ -1,0 +1,160 @@
+"""Pieces of the LoRA script and its handler that need no training run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+sys.path.insert(0, str(REPO_ROOT / "training_code"))
+import inference_clm  # noqa: E402
+import run_clm  # noqa: E402
+
+PAD = 999_999
+
+
+def _real_tokens(packed: dict[str, list[list[int]]]) -> list[int]:
+    return [
+        t
+        for ids, mask in zip(packed["input_ids"], packed["attention_mask"], strict=True)
+        for t, m in zip(ids, mask, strict=True)
+        if m
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=0, max_value=40), max_size=60),
+    block_size=st.integers(min_value=2, max_value=32),
+    batch_a=st.integers(min_value=1, max_value=20),
+    batch_b=st.integers(min_value=1, max_value=20),
+)
+def test_packing_keeps_every_token_exactly_once_whatever_the_batching(lengths, block_size, batch_a, batch_b):
+    # Distinct token values, so a duplicated or dropped token cannot hide behind an equal neighbour.
+    sequences, next_id = [], 0
+    for n in lengths:
+        sequences.append(list(range(next_id, next_id + n)))
+        next_id += n
+    packed = run_clm.pack_dataset(sequences, block_size, PAD, batch_size=batch_a)
+    flat = [t for seq in sequences for t in seq]
+    assert _real_tokens(packed) == flat
+    assert all(len(ids) == block_size for ids in packed["input_ids"])
+    partial = [mask for mask in packed["attention_mask"] if 0 in mask]
+    assert len(partial) == (1 if len(flat) % block_size else 0)
+    for ids, mask, labels in zip(
+        packed["input_ids"], packed["attention_mask"], packed["labels"], strict=True
+    ):
+        assert labels == [t if m else run_clm.LABEL_PAD for t, m in zip(ids, mask, strict=True)]
+    assert run_clm.pack_dataset(sequences, block_size, PAD, batch_size=batch_b) == packed
+
+
+def test_block_packer_carries_the_remainder_between_batches():
+    packer = run_clm.BlockPacker(4)
+    assert packer.add([[1, 2, 3]]) == []
+    assert packer.add([[4, 5], [6]]) == [[1, 2, 3, 4]]
+    assert packer.add([[7, 8, 9]]) == [[5, 6, 7, 8]]
+    assert packer.flush() == [[9]]
+    assert packer.flush() == []
+
+
+def test_template_renders_named_fields_and_names_a_missing_one():
+    record = {"dialogue": "A: hi\nB: yo", "summary": "They greet."}
+    text = inference_clm.render(inference_clm.DEFAULT_PROMPT_TEMPLATE, record, "</s>")
+    assert text == "Summarize the chat dialogue:\nA: hi\nB: yo\n---\nSummary:\nThey greet.</s>"
+    assert inference_clm.prompt_prefix(inference_clm.DEFAULT_PROMPT_TEMPLATE).endswith("Summary:\n")
+    with pytest.raises(KeyError, match=r"'dialogue'.*available fields: \['text'\]"):
+        inference_clm.render(inference_clm.DEFAULT_PROMPT_TEMPLATE, {"text": "x"})
+    with pytest.raises(ValueError, match=r"no \{answer\} field"):
+        inference_clm.prompt_prefix("Q: {question}", "answer")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"quantization": "int4"}, "quantization='int4' is not supported; use one of"),
+        ({"lora_target_modules": " , "}, "lora_target_modules"),
+        ({"lora_dropout": 1.5}, "lora_dropout=1.5"),
+        ({"merge_dtype": "int8"}, "merge_dtype='int8'"),
+    ],
+)
+def test_model_arguments_are_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run_clm.ModelArguments(**kwargs)
+
+
+def test_data_arguments_are_validated():
+    with pytest.raises(ValueError, match="block_size=1"):
+        run_clm.DataTrainingArguments(block_size=1)
+    with pytest.raises(ValueError, match=r"no \{summary\} field"):
+        run_clm.DataTrainingArguments(prompt_template="{dialogue}")
+
+
+def test_arguments_parse_from_the_command_line_and_from_one_json_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
+    argv = ["--lora_target_modules", "q_proj,v_proj", "--quantization", "nf4", "--merge_adapter", "false"]
+    model_args, data_args, training_args = run_clm.parse_args(argv)
+    assert model_args.target_modules == ["q_proj", "v_proj"]
+    assert model_args.quantization == "nf4"
+    assert model_args.merge_adapter is False
+    assert data_args.block_size == 2048
+    assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"lora_r": 16, "optim": "adafactor", "gradient_checkpointing": True}))
+    model_args, _, training_args = run_clm.parse_args([str(config)])
+    assert (model_args.lora_r, training_args.optim, training_args.gradient_checkpointing) == (
+        16,
+        "adafactor",
+        True,
+    )
+    assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+
+
+def test_resume_skips_a_half_written_checkpoint(tmp_path):
+    for step, complete in ((5, True), (10, True), (15, False)):
+        ckpt = tmp_path / f"checkpoint-{step}"
+        ckpt.mkdir()
+        if complete:
+            (ckpt / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert run_clm.last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-10")
+    assert run_clm.last_complete_checkpoint(str(tmp_path / "missing")) is None
+
+
+def test_channel_data_loads_in_every_supported_format(tmp_path):
+    from hfpipe.fixtures import samsum
+
+    loaded = {}
+    for fmt in samsum.FORMATS:
+        channels = samsum.write_samsum(tmp_path / fmt, n_train=5, n_validation=2, fmt=fmt)
+        loaded[fmt] = run_clm.load_split(str(channels["training"])).to_list()
+    assert loaded["jsonl"] == loaded["json"] == loaded["parquet"] == loaded["disk"]
+    assert [r["id"] for r in loaded["jsonl"]] == [f"fx{i:05d}" for i in range(5)]
+    with pytest.raises(ValueError, match="no data in"):
+        run_clm.load_split(str(tmp_path / "jsonl" / "validation" / "missing"))
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"max_length": 5}, "parameters.max_length is not supported; accepted:"),
+        ({"do_sample": "yes"}, "parameters.do_sample='yes' must be true or false"),
+        ({"max_new_tokens": 10_000}, "parameters.max_new_tokens=10000 must be between 1 and"),
+        ("fast", "parameters must be a JSON object"),
+    ],
+)
+def test_handler_refuses_bad_generation_parameters(parameters, message):
+    with pytest.raises(ValueError, match=message):
+        inference_clm.generation_kwargs(parameters)
+
+
+def test_handler_passes_the_notebooks_sampling_parameters():
+    kwargs = inference_clm.generation_kwargs(
+        {"do_sample": True, "top_p": 0.9, "temperature": 0.9, "max_new_tokens": 50}
+    )
+    assert kwargs == {"do_sample": True, "top_p": 0.9, "temperature": 0.9, "max_new_tokens": 50}

@@ -1,0 +1,149 @@
+"""Inference handler for causal-LM summarization models, for the Hugging Face inference toolkit.
+
+`run_clm.py` copies this file to `<model_dir>/code/inference.py`, where the toolkit looks for it inside
+model.tar.gz. Requests (JSON):
+
+    {"inputs": "Summarize the chat dialogue:\\n...\\nSummary:\\n", "parameters": {"max_new_tokens": 64}}
+    {"dialogue": "Amanda: ...\\nJerry: ...", "parameters": {"do_sample": true, "top_p": 0.9}}
+
+The second shape applies the training prompt template (saved next to the model) on the server.
+Response: `[{"generated_text": prompt + continuation, "summary": continuation}]`, the toolkit's
+text-generation shape plus the extracted summary.
+
+Stdlib + torch + transformers only: it runs in the inference container without extra requirements.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from typing import Any
+
+DEFAULT_PROMPT_TEMPLATE = "Summarize the chat dialogue:\n{dialogue}\n---\nSummary:\n{summary}{eos_token}"
+DEFAULT_RESPONSE_FIELD = "summary"
+PROMPT_FILE = "hfpipe_prompt.json"
+# Generation parameters a request may set; anything else is refused with the list below.
+GENERATION_PARAMETERS = {
+    "do_sample": bool,
+    "top_p": float,
+    "top_k": int,
+    "temperature": float,
+    "max_new_tokens": int,
+    "repetition_penalty": float,
+    "num_beams": int,
+    "no_repeat_ngram_size": int,
+}
+MAX_NEW_TOKENS_LIMIT = 1024
+DEFAULT_MAX_NEW_TOKENS = 128
+
+
+def template_fields(template: str) -> list[str]:
+    """Named fields of a str.format template, in order."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def prompt_prefix(template: str, response_field: str = DEFAULT_RESPONSE_FIELD) -> str:
+    """The part of `template` before the response field: what the model sees when generating."""
+    marker = "{" + response_field + "}"
+    if marker not in template:
+        raise ValueError(
+            f"prompt_template {template!r} has no {marker} field; response_field={response_field!r} "
+            "must name the field the model learns to generate"
+        )
+    return template.split(marker, 1)[0]
+
+
+def render(template: str, record: dict[str, Any], eos_token: str = "") -> str:
+    """Fill `template` from `record` (and `eos_token`); a missing field is an error naming it."""
+    values = {"eos_token": eos_token}
+    for name in template_fields(template):
+        if name == "eos_token":
+            continue
+        if name not in record:
+            raise KeyError(
+                f"prompt_template field {name!r} is not in the record; available fields: {sorted(record)}"
+            )
+        values[name] = record[name]
+    return template.format(**values)
+
+
+def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
+    """Load the merged model (or an adapter over its base) and the tokenizer from `model_dir`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if torch.cuda.is_available():
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        device_map: Any = "auto"
+    else:
+        dtype, device_map = torch.float32, None
+    if os.path.exists(os.path.join(model_dir, "adapter_config.json")):
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map=device_map)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map=device_map)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = {"prompt_template": DEFAULT_PROMPT_TEMPLATE, "response_field": DEFAULT_RESPONSE_FIELD}
+    prompt_path = os.path.join(model_dir, PROMPT_FILE)
+    if os.path.exists(prompt_path):
+        with open(prompt_path) as f:
+            prompt.update(json.load(f))
+    return {"model": model, "tokenizer": tokenizer, **prompt}
+
+
+def generation_kwargs(parameters: Any) -> dict[str, Any]:
+    """Validate request `parameters` into `generate()` keyword arguments."""
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, dict):
+        raise ValueError(f"parameters must be a JSON object, got {type(parameters).__name__}")
+    kwargs: dict[str, Any] = {"max_new_tokens": DEFAULT_MAX_NEW_TOKENS}
+    for key, value in parameters.items():
+        if key not in GENERATION_PARAMETERS:
+            raise ValueError(f"parameters.{key} is not supported; accepted: {sorted(GENERATION_PARAMETERS)}")
+        kind = GENERATION_PARAMETERS[key]
+        if kind is bool and not isinstance(value, bool):
+            raise ValueError(f"parameters.{key}={value!r} must be true or false")
+        if kind is not bool and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"parameters.{key}={value!r} must be a number")
+        kwargs[key] = kind(value)
+    if not 1 <= kwargs["max_new_tokens"] <= MAX_NEW_TOKENS_LIMIT:
+        raise ValueError(
+            f"parameters.max_new_tokens={kwargs['max_new_tokens']} must be between 1 and {MAX_NEW_TOKENS_LIMIT}"
+        )
+    return kwargs
+
+
+def predict_fn(data: Any, model_bundle: dict[str, Any], context: Any = None) -> list[dict[str, str]]:
+    """Generate a continuation for `inputs`, or a summary for `dialogue` (template applied here)."""
+    import torch
+
+    if not isinstance(data, dict):
+        raise ValueError('the request must be a JSON object with "inputs" or "dialogue"')
+    model, tokenizer = model_bundle["model"], model_bundle["tokenizer"]
+    if "dialogue" in data:
+        template = model_bundle["prompt_template"]
+        prefix = prompt_prefix(template, model_bundle["response_field"])
+        record = {k: v for k, v in data.items() if k != "parameters"}
+        text = render(prefix, record, tokenizer.eos_token or "")
+    elif "inputs" in data:
+        text = data["inputs"]
+    else:
+        raise ValueError(f'the request needs "inputs" (a prompt) or "dialogue"; got keys {sorted(data)}')
+    if not isinstance(text, str) or not text:
+        raise ValueError("the prompt must be a non-empty string")
+    kwargs = generation_kwargs(data.get("parameters"))
+    encoded = tokenizer(text, return_tensors="pt").to(model.device)
+    with torch.no_grad():
+        output = model.generate(
+            input_ids=encoded["input_ids"],
+            attention_mask=encoded["attention_mask"],
+            pad_token_id=tokenizer.pad_token_id,
+            **kwargs,
+        )
+    new_tokens = output[0][encoded["input_ids"].shape[1] :]
+    summary = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+    return [{"generated_text": tokenizer.decode(output[0], skip_special_tokens=True), "summary": summary}]
