@@ -48,9 +48,17 @@ def _qa_fixtures(root: Path) -> dict[str, Path]:
     return {"model": root / "model", "training": root / "train", "validation": root / "validation"}
 
 
-# Recipe name -> builder of its channel folders (local paths by channel name). The LoRA fixtures join here
-# when hfpipe.fixtures has them (tiny-lora: tiny BLOOM + samsum-like dialogues).
-FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {"tiny-qa": _qa_fixtures}
+def _lora_fixtures(root: Path) -> dict[str, Path]:
+    from hfpipe.fixtures.samsum import build_tiny_bloom, write_samsum
+
+    return {"model": build_tiny_bloom(root / "model"), **write_samsum(root)}
+
+
+# Recipe name -> builder of its channel folders (local paths by channel name).
+FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {
+    "tiny-lora": _lora_fixtures,
+    "tiny-qa": _qa_fixtures,
+}
 
 
 # --- the template ---------------------------------------------------------------------------------------
@@ -144,7 +152,10 @@ def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
 class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
-    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
+    def __init__(
+        self, s3: Any, sagemaker: Any, workdir: Path, metric_definitions: list[dict[str, str]]
+    ) -> None:
+        self.metric_definitions = metric_definitions
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
@@ -188,7 +199,9 @@ class LocalRuntime:
         job.training_end_time = datetime.now(UTC)
         seconds = max(1, round(result.training_seconds))
         job.training_time_in_seconds = job.billable_time_in_seconds = seconds
-        definitions = (request.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+        # moto replaces the request's MetricDefinitions with a canned one (in place); use the recipe's.
+        definitions = self.metric_definitions
+        job.algorithm_specification["MetricDefinitions"] = definitions
         job.final_metric_data_list = [
             {"MetricName": name_, "Value": value, "Timestamp": job.training_end_time}
             for name_, value in _final_metrics(result.logs(), definitions).items()
@@ -275,7 +288,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     }
     with LocalEngine(template, **engine_kwargs) as engine:
         s3, sagemaker = engine.client("s3"), engine.client("sagemaker")
-        runtime = LocalRuntime(s3, sagemaker, out)
+        runtime = LocalRuntime(s3, sagemaker, out, loaded.resolved["training"]["metric_definitions"])
         try:
             for bucket in (DATA_BUCKET, ARTIFACTS_BUCKET):  # DataStack's buckets; not in this template
                 s3.create_bucket(Bucket=bucket)

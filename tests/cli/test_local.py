@@ -57,11 +57,40 @@ def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
     assert json.loads((run_dir / "metrics.json").read_text()) == report["final_metrics"]
 
 
+def test_local_tiny_lora_end_to_end(tmp_path: Path, capsys: Any) -> None:
+    code = main(
+        [
+            "local",
+            "--recipe",
+            "tiny-lora",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "training.hyperparameters.max_steps=2",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0, out
+    [run_dir] = [p for p in tmp_path.iterdir() if p.name.startswith("tiny-lora-")]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["execution_status"] == "SUCCEEDED"
+    assert report["smoke_test"]["ok"] is True
+    assert "generated_text" in report["smoke_test"]["response"][0]
+    assert report["endpoint_deleted"] is True
+    assert set(report["final_metrics"]) == {"train_loss", "eval_loss"}  # scraped from the log like SageMaker
+    assert "left in the local account: 0 endpoints/configs/models" in out
+    with tarfile.open(run_dir / "model.tar.gz") as tar:
+        assert "code/inference.py" in tar.getnames()
+
+
 def test_local_recipe_without_fixtures(tmp_path: Path, capsys: Any) -> None:
     code = main(["local", "--recipe", "bert-large-squad-ddp", "--out", str(tmp_path)])
     _, err = capsys.readouterr()
     assert code == 1
-    assert err == "error: recipe 'bert-large-squad-ddp' has no local fixtures; `hfpipe local` runs: tiny-qa\n"
+    assert (
+        err
+        == "error: recipe 'bert-large-squad-ddp' has no local fixtures; `hfpipe local` runs: tiny-lora, tiny-qa\n"
+    )
 
 
 def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
