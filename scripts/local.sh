@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole pipeline end to end on this machine, no AWS account: `hfpipe local` on the tiny LoRA recipe.
+# Creates .venv on first run. Extra arguments go to `hfpipe local` (e.g. --recipe tiny-qa --out DIR).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+if [[ " $* " != *" --recipe "* ]]; then
+  set -- --recipe tiny-lora "$@"
+fi
+exec hfpipe local "$@"
