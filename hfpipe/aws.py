@@ -1,0 +1,352 @@
+"""AWS access for the hfpipe command: clients, an environment's resources, executions, one-line errors.
+
+Everything the command needs to find (state machine, buckets, role) is read from the SSM parameters the
+stacks write (`hfpipe.contract.ssm_parameter_name`), with the stacks' outputs as a fallback, so the
+command never needs the CDK app or `cdk.json` at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hfpipe import contract
+
+# Stack states in which the stack's outputs and parameters can be trusted.
+_READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
+_ENV_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+_EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+class HfpipeError(Exception):
+    """A failure the user can fix; its message is one line that says what to do."""
+
+
+class Clients:
+    """Lazily created boto3 clients of one session, so commands only pay for the services they use."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._clients: dict[str, Any] = {}
+
+    @property
+    def region(self) -> str:
+        return str(self.session.region_name)
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service)
+        return self._clients[service]
+
+    @property
+    def sfn(self) -> Any:
+        return self.client("stepfunctions")
+
+    @property
+    def sagemaker(self) -> Any:
+        return self.client("sagemaker")
+
+    @property
+    def ssm(self) -> Any:
+        return self.client("ssm")
+
+    @property
+    def cloudformation(self) -> Any:
+        return self.client("cloudformation")
+
+    @property
+    def cloudwatch(self) -> Any:
+        return self.client("cloudwatch")
+
+    @property
+    def s3(self) -> Any:
+        return self.client("s3")
+
+
+_shared_loader: Any = None
+
+
+def _botocore_session() -> Any:
+    """A botocore session sharing one service-model loader per process (parsing the models is slow)."""
+    global _shared_loader
+    import botocore.loaders
+    import botocore.session
+
+    session = botocore.session.Session()
+    if _shared_loader is None:
+        _shared_loader = botocore.loaders.create_loader(session.get_config_variable("data_path"))
+    session.register_component("data_loader", _shared_loader)
+    return session
+
+
+def make_clients(profile: str | None = None, region: str | None = None) -> Clients:
+    """A boto3 session with credentials and a region, or an HfpipeError saying how to get them."""
+    import boto3
+    import botocore.exceptions
+
+    try:
+        session = boto3.Session(
+            profile_name=profile, region_name=region, botocore_session=_botocore_session()
+        )
+        credentials = session.get_credentials()
+    except botocore.exceptions.ProfileNotFound:
+        raise HfpipeError(
+            f"AWS profile {profile!r} not found: check --profile / AWS_PROFILE against ~/.aws/config"
+        ) from None
+    if credentials is None:
+        raise HfpipeError(
+            "no AWS credentials found: run `aws configure` (or `aws sso login`), set AWS_PROFILE, "
+            "or try the pipeline without an account: `hfpipe local --recipe tiny-lora`"
+        )
+    if not session.region_name:
+        raise HfpipeError("no AWS region set: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+    return Clients(session)
+
+
+# Tests replace this to hand the commands clients of their own (moto, fakes).
+clients_factory: Callable[[str | None, str | None], Clients] = make_clients
+
+
+def aws_error(exc: Exception, doing: str) -> HfpipeError:
+    """One line for a botocore error: what failed, AWS's own code and message."""
+    import botocore.exceptions
+
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return HfpipeError(
+            "no AWS credentials found: run `aws configure` (or `aws sso login`) or set AWS_PROFILE"
+        )
+    if isinstance(exc, botocore.exceptions.ClientError):
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "Error")
+        message = err.get("Message", "")
+        if code in {"ExpiredToken", "ExpiredTokenException", "UnrecognizedClientException"}:
+            return HfpipeError(f"{doing} failed: AWS credentials rejected ({code}); refresh them and retry")
+        if code in {"AccessDenied", "AccessDeniedException"}:
+            return HfpipeError(f"{doing} failed: access denied ({message}); check your role's permissions")
+        return HfpipeError(f"{doing} failed: {code}: {message}")
+    if isinstance(exc, botocore.exceptions.BotoCoreError):
+        return HfpipeError(f"{doing} failed: {exc}")
+    return HfpipeError(f"{doing} failed: {exc}")
+
+
+def validate_env_name(env: str) -> str:
+    """The environment name as the stacks accept it, or a one-line error."""
+    if not _ENV_NAME.match(env):
+        raise HfpipeError(
+            f"--env {env!r} is not a valid environment name: use a letter followed by letters, digits "
+            "or '-' (at most 32 characters), as in cdk.json"
+        )
+    return env
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What one deployed environment offers the command, read from SSM (or stack outputs)."""
+
+    name: str
+    region: str
+    values: dict[str, str] = field(default_factory=dict)
+
+    def require(self, key: str) -> str:
+        """One value (a `hfpipe.contract.SSM_*` key) or an error naming the missing parameter."""
+        value = self.values.get(key)
+        if not value:
+            part = "Data" if key in {contract.SSM_DATA_BUCKET, contract.SSM_ARTIFACTS_BUCKET} else "Pipeline"
+            raise HfpipeError(
+                f"environment {self.name!r} has no {key}: SSM parameter "
+                f"{contract.ssm_parameter_name(self.name, key)} is missing in {self.region}; deploy "
+                f"{contract.stack_name(self.name, part)} with `cdk deploy -c env={self.name} --all`"
+            )
+        return value
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.require(contract.SSM_STATE_MACHINE_ARN)
+
+    @property
+    def data_bucket(self) -> str:
+        return self.require(contract.SSM_DATA_BUCKET)
+
+
+def _normalized(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def _stack(cfn: Any, name: str) -> dict[str, Any] | None:
+    import botocore.exceptions
+
+    try:
+        stacks = cfn.describe_stacks(StackName=name)["Stacks"]
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ValidationError":
+            return None  # CloudFormation's way of saying "does not exist"
+        raise aws_error(exc, f"reading stack {name}") from None
+    return stacks[0] if stacks else None
+
+
+def resolve_environment(clients: Clients, env: str) -> Environment:
+    """Read an environment's SSM parameters; fall back to its stacks' outputs; explain what is missing."""
+    import botocore.exceptions
+
+    validate_env_name(env)
+    prefix = f"{contract.ssm_parameter_name(env, '')}"
+    values: dict[str, str] = {}
+    try:
+        paginator = clients.ssm.get_paginator("get_parameters_by_path")
+        for page in paginator.paginate(Path=prefix.rstrip("/"), Recursive=False):
+            for param in page["Parameters"]:
+                values[param["Name"][len(prefix) :]] = param["Value"]
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise aws_error(exc, f"reading SSM parameters under {prefix}") from None
+
+    wanted = [
+        contract.SSM_DATA_BUCKET,
+        contract.SSM_ARTIFACTS_BUCKET,
+        contract.SSM_EXECUTION_ROLE_ARN,
+        contract.SSM_SOURCEDIR_URI,
+        contract.SSM_STATE_MACHINE_ARN,
+        contract.SSM_NOTIFICATION_TOPIC_ARN,
+        contract.SSM_IMAGE_CATALOG,
+    ]
+    if all(values.get(k) for k in wanted):
+        return Environment(env, clients.region, values)
+
+    # Outputs are matched by name without punctuation: output StateMachineArn <-> key state-machine-arn.
+    stacks = {
+        part: _stack(clients.cloudformation, contract.stack_name(env, part)) for part in ("Data", "Pipeline")
+    }
+    if not values and not any(stacks.values()):
+        raise HfpipeError(
+            f"unknown environment {env!r}: no SSM parameters under {prefix} and no stack "
+            f"{contract.stack_name(env, 'Pipeline')} in {clients.region}; deploy it with "
+            f"`cdk deploy -c env={env} --all` or check --region/--profile"
+        )
+    by_norm = {_normalized(k): k for k in wanted}
+    for part, stack in stacks.items():
+        if stack is None:
+            continue
+        status = stack.get("StackStatus", "")
+        if status not in _READY_STACK_STATES:
+            raise HfpipeError(
+                f"stack {contract.stack_name(env, part)} is not deployed (status {status}); "
+                f"wait for it or redeploy with `cdk deploy -c env={env} --all`"
+            )
+        for output in stack.get("Outputs", []):
+            key = by_norm.get(_normalized(output.get("OutputKey", "")))
+            if key and not values.get(key):
+                values[key] = output["OutputValue"]
+    return Environment(env, clients.region, values)
+
+
+def console_url(execution_arn: str, region: str) -> str:
+    """The Step Functions console page of one execution."""
+    return (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/v2/executions/details/{execution_arn}"
+    )
+
+
+def execution_arn_for(state_machine_arn: str, name: str) -> str:
+    """arn:...:stateMachine:SM + name -> arn:...:execution:SM:name (how Step Functions names executions)."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+
+
+def validate_execution_name(name: str) -> str:
+    """An execution name Step Functions accepts, or a one-line error."""
+    if not _EXECUTION_NAME.match(name):
+        raise HfpipeError(
+            f"--name {name!r} is not a valid execution name: use 1 to 80 letters, digits, '-' or '_'"
+        )
+    return name
+
+
+def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, Any]:
+    """DescribeExecution for an ARN, or for a name within --env's state machine."""
+    import botocore.exceptions
+
+    if ref.startswith("arn:"):
+        if ":execution:" not in ref:
+            raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
+        arn = ref
+    else:
+        if env is None:
+            raise HfpipeError(
+                f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine"
+            )
+        arn = execution_arn_for(resolve_environment(clients, env).state_machine_arn, ref)
+    try:
+        return dict(clients.sfn.describe_execution(executionArn=arn))
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in {"ExecutionDoesNotExist", "InvalidArn"}:
+            where = f" in environment {env!r}" if env and not ref.startswith("arn:") else ""
+            raise HfpipeError(
+                f"unknown execution {ref!r}{where}: list executions with `hfpipe list --env ENV`"
+            ) from None
+        raise aws_error(exc, f"reading execution {ref}") from None
+    except botocore.exceptions.BotoCoreError as exc:
+        raise aws_error(exc, f"reading execution {ref}") from None
+
+
+def execution_history(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:
+    """All history events of an execution, oldest first."""
+    paginator = sfn.get_paginator("get_execution_history")
+    for page in paginator.paginate(executionArn=arn, reverseOrder=False):
+        yield from page["events"]
+
+
+def _as_json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def find_plan(events: list[dict[str, Any]], execution_input: Any = None) -> dict[str, Any] | None:
+    """The Plan task's output (contracts: `$.plan`), from the history or the execution's own output."""
+
+    def pick(doc: Any) -> dict[str, Any] | None:
+        if isinstance(doc, dict):
+            plan = doc.get("plan")
+            if isinstance(plan, dict) and "training_job_name" in plan:
+                return plan
+            if "training_job_name" in doc and "execution_name" in doc:
+                return doc
+        return None
+
+    for event in events:
+        for key in (
+            "stateExitedEventDetails",
+            "taskSucceededEventDetails",
+            "lambdaFunctionSucceededEventDetails",
+        ):
+            details = event.get(key)
+            if details:
+                plan = pick(_as_json(details.get("output")))
+                if plan:
+                    return plan
+    return pick(execution_input)
+
+
+def current_state(events: list[dict[str, Any]]) -> str | None:
+    """The name of the state the execution last entered."""
+    for event in reversed(events):
+        details = event.get("stateEnteredEventDetails")
+        if details:
+            return str(details.get("name"))
+    return None
+
+
+def failure_of(events: list[dict[str, Any]], description: dict[str, Any]) -> str | None:
+    """Error and cause of a failed execution, from DescribeExecution or its last failure event."""
+    if description.get("error") or description.get("cause"):
+        return ": ".join(x for x in (description.get("error"), description.get("cause")) if x)
+    for event in reversed(events):
+        for key, details in event.items():
+            if key.endswith("FailedEventDetails") and isinstance(details, dict):
+                return ": ".join(str(x) for x in (details.get("error"), details.get("cause")) if x)
+    return None

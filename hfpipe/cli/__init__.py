@@ -1,0 +1,138 @@
+"""hfpipe: the command-line tool of the pipelines (console script `hfpipe = hfpipe.cli:main`).
+
+    hfpipe recipes                      list the recipes; `recipes show NAME` prints one, resolved
+    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--watch]
+    hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
+    hfpipe list --env dev               recent executions
+    hfpipe stop EXECUTION [--env dev]   stop the execution, its training job and its endpoint
+    hfpipe cleanup --env dev [--older-than 7d] [--yes]
+    hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
+    hfpipe data upload PATH --env dev [--name N]
+
+Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
+that did not succeed); 2 bad command-line usage; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hfpipe import __version__
+from hfpipe.aws import HfpipeError
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("AWS")
+    group.add_argument("--profile", help="AWS profile (default: AWS_PROFILE or the default profile)")
+    group.add_argument("--region", help="AWS region (default: AWS_REGION / the profile's region)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    from hfpipe.cli import commands
+
+    parser = argparse.ArgumentParser(
+        prog="hfpipe",
+        description="Hugging Face fine-tuning pipelines on Amazon SageMaker, as code.",
+    )
+    parser.add_argument("--version", action="version", version=f"hfpipe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
+    p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    p.add_argument("name", nargs="?", help="recipe name or path (for `show`)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=commands.cmd_recipes)
+
+    p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
+    p.add_argument(
+        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one recipe field, e.g. --set hyperparameters.epochs=1 (repeatable)",
+    )
+    p.add_argument("--name", help="execution name (default: <recipe>-<UTC time>)")
+    p.add_argument("--watch", action="store_true", help="watch the execution until it ends")
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
+    _common(p)
+    p.set_defaults(func=commands.cmd_start)
+
+    for name, help_text, func in (
+        ("watch", "live view of an execution until it ends, then its report", commands.cmd_watch),
+        ("stop", "stop an execution, its training job and the endpoint it created", commands.cmd_stop),
+        ("report", "metrics, cost and artifacts of an execution", commands.cmd_report),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument(
+            "execution", metavar="EXECUTION", help="execution ARN, or its name together with --env"
+        )
+        p.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
+        if name == "watch":
+            p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes")
+        if name == "stop":
+            p.add_argument(
+                "--keep-endpoint", action="store_true", help="leave an endpoint the execution already created"
+            )
+        if name == "report":
+            p.add_argument(
+                "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
+            )
+            p.add_argument("--json", action="store_true", help="print the report as JSON")
+        _common(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("list", help="recent executions of an environment")
+    p.add_argument("--env", required=True)
+    p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"])
+    p.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
+    _common(p)
+    p.set_defaults(func=commands.cmd_list)
+
+    p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
+    p.add_argument("--env", required=True)
+    p.add_argument("--older-than", metavar="AGE", help="only resources older than AGE: 30m, 12h, 7d, 2w")
+    p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
+    _common(p)
+    p.set_defaults(func=commands.cmd_cleanup)
+
+    p = sub.add_parser("data", help="data sets in the environment's data bucket")
+    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    up = data_sub.add_parser("upload", help="upload JSON, JSONL, parquet or a save_to_disk folder")
+    up.add_argument("path", metavar="PATH")
+    up.add_argument("--env", required=True)
+    up.add_argument("--name", help="prefix in the data bucket (default: <file name>-<UTC time>)")
+    _common(up)
+    up.set_defaults(func=commands.cmd_data_upload)
+
+    p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
+    p.set_defaults(func=commands.cmd_local)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse has printed usage and the problem
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except HfpipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,190 @@
+"""Recipes for the command: loading with `--set` overrides, listing, showing, the execution input.
+
+The schema, loading, overrides and the plan rules live in `hfpipe.core` (shared with the Plan Lambda),
+so the command validates exactly what the pipeline will; this module only adapts them to the command.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.table import Table
+
+from hfpipe.aws import HfpipeError
+from hfpipe.core import plan as core_plan
+from hfpipe.core import prices
+from hfpipe.core import recipes as core_recipes
+from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A recipe as read (sent to the pipeline), its overrides, and the validated result with defaults."""
+
+    ref: str
+    raw: dict[str, Any]
+    overrides: dict[str, Any]
+    resolved: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.resolved["name"])
+
+
+def parse_sets(sets: list[str]) -> dict[str, Any]:
+    """`--set a.b=value` strings -> {dotted key: value}; a value is JSON when it parses as JSON."""
+    overrides: dict[str, Any] = {}
+    for text in sets:
+        try:
+            key, value = core_recipes.parse_override(text)
+        except RecipeError:
+            raise HfpipeError(
+                f"--set {text!r} is not KEY=VALUE: use a dotted recipe field, e.g. "
+                "--set training.hyperparameters.max_steps=10 (the value is read as JSON when it is JSON)"
+            ) from None
+        overrides[key] = value
+    return overrides
+
+
+def _read(ref: str) -> dict[str, Any]:
+    if Path(ref).suffix:
+        if not Path(ref).is_file():
+            raise HfpipeError(f"recipe file {ref!r} not found")
+    elif ref not in core_recipes.available_recipes():
+        known = ", ".join(core_recipes.available_recipes())
+        raise HfpipeError(
+            f"unknown recipe {ref!r}: known recipes are {known}; or pass the path of a .json file"
+        )
+    try:
+        return core_recipes.load_recipe(ref)
+    except RecipeError as err:
+        raise HfpipeError(str(err)) from None
+
+
+def load(ref: str, sets: list[str]) -> Loaded:
+    """A recipe by name or path with `--set` overrides applied and validated, with the Plan's own rules."""
+    overrides = parse_sets(sets)
+    raw = _read(ref)
+    try:
+        resolved = core_recipes.resolve_recipe(raw, overrides=overrides)
+        core_plan.check_rules(resolved)
+    except RecipeError as err:
+        with_sets = " with the --set overrides" if overrides else ""
+        raise HfpipeError(f"recipe {ref!r}{with_sets} is invalid: {err}") from None
+    return Loaded(ref, raw, overrides, resolved)
+
+
+def check_images(loaded: Loaded, image_catalog: str | None) -> None:
+    """Check the recipe's container versions against the environment's image catalog (as Plan will)."""
+    if not image_catalog:
+        return
+    try:
+        catalog = json.loads(image_catalog)
+    except ValueError:
+        return  # an unreadable catalog is the Plan Lambda's to report, with its own context
+    if not isinstance(catalog, dict) or not catalog:
+        return
+    recipe = loaded.resolved
+    try:
+        core_plan.resolve_image(
+            catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
+        )
+        if recipe["deploy"]:
+            core_plan.resolve_image(
+                catalog, "inference", recipe["container"]["inference"], recipe["serving"]["instance_type"]
+            )
+    except RecipeError as err:
+        raise HfpipeError(f"recipe {loaded.ref!r} cannot run in this environment: {err}") from None
+
+
+def execution_input(loaded: Loaded) -> dict[str, Any]:
+    """The state machine input: the recipe as read plus the overrides; the Plan Lambda validates again."""
+    execution: dict[str, Any] = {"recipe": loaded.raw}
+    if loaded.overrides:
+        execution["overrides"] = loaded.overrides
+    return execution
+
+
+def _cost(recipe: dict[str, Any]) -> str:
+    t = recipe["training"]
+    hours = t["expected_hours"] if t["expected_hours"] is not None else t["max_run_seconds"] / 3600.0
+    cost = prices.estimate_cost(t["instance_type"], t["instance_count"], hours * 3600.0)
+    return "-" if cost is None else f"{cost:.2f} USD ({hours:g} h)"
+
+
+def recipes_table() -> Table:
+    """The bundled recipes: task, training and serving instances, spot, estimated training cost."""
+    table = Table(title="recipes", title_justify="left")
+    for column in ("name", "task", "training", "serving", "est. training cost"):
+        table.add_column(column)
+    for name in core_recipes.available_recipes():
+        try:
+            recipe = core_recipes.resolve_recipe(recipe_name=name)
+        except RecipeError as err:
+            table.add_row(name, f"[red]invalid: {err}[/red]", "", "", "")
+            continue
+        t, s = recipe["training"], recipe["serving"]
+        spot = " spot" if t["spot"]["enabled"] else ""
+        serving = f"{s['instance_count']} x {s['instance_type']}" if recipe["deploy"] else "(no endpoint)"
+        table.add_row(
+            name,
+            recipe["task"],
+            f"{t['instance_count']} x {t['instance_type']}{spot}",
+            serving,
+            _cost(recipe),
+        )
+    return table
+
+
+def _fields(schema: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """(dotted path, schema) of every documented field, depth first."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for key, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{key}"
+        out.append((path, sub))
+        if "properties" in sub and sub.get("type") in ("object", ["object", "null"]):
+            out.extend(_fields(sub, path + "."))
+    return out
+
+
+def _lookup(recipe: dict[str, Any], path: str) -> Any:
+    node: Any = recipe
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def show(loaded: Loaded) -> RenderableType:
+    """The resolved recipe as JSON, then every documented field with this recipe's value."""
+    recipe = loaded.resolved
+    text = json.dumps(recipe, indent=2)
+    table = Table(title="fields", title_justify="left")
+    table.add_column("field", no_wrap=True)
+    table.add_column("value")
+    table.add_column("description")
+    for path, sub in _fields(RECIPE_SCHEMA):
+        value = _lookup(recipe, path)
+        if isinstance(value, dict) and "properties" in sub:
+            shown = ""  # its fields follow on their own rows
+        else:
+            shown = json.dumps(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        table.add_row(path, shown, sub.get("description", ""))
+    return Group(
+        f"recipe {recipe['name']}"
+        + (f" ({loaded.ref})" if loaded.ref != recipe["name"] else "")
+        + (
+            f" with {', '.join(f'{k}={json.dumps(v)}' for k, v in loaded.overrides.items())}"
+            if loaded.overrides
+            else ""
+        ),
+        Syntax(text, "json", theme="ansi_dark", background_color="default"),
+        table,
+    )

@@ -1,0 +1,39 @@
+"""Resource names derived from the Step Functions execution name.
+
+The same execution always gets the same names, which is what makes Launch idempotent: a retried or
+repeated launch finds the job it created instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+#: SageMaker names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
+MAX_SAGEMAKER_NAME = 63
+_SUFFIXES = {"model": "-model", "endpoint_config": "-config", "endpoint": "-ep"}
+_BASE_MAX = MAX_SAGEMAKER_NAME - max(len(s) for s in _SUFFIXES.values())
+_SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+def base_name(execution_name: str) -> str:
+    """A SageMaker-safe base name for ``execution_name``: invalid characters become dashes; a name
+    that has to be shortened keeps a hash of the full name so two long names never collide."""
+    if not execution_name:
+        raise ValueError("execution_name: empty; expected the Step Functions execution name")
+    cleaned = re.sub(r"-{2,}", "-", re.sub(r"[^a-zA-Z0-9-]", "-", execution_name)).strip("-") or "x"
+    if len(cleaned) <= _BASE_MAX and cleaned == execution_name:
+        return cleaned
+    digest = hashlib.sha256(execution_name.encode()).hexdigest()[:8]
+    head = cleaned[: _BASE_MAX - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+def derive_names(execution_name: str) -> dict[str, str]:
+    """Names of the training job, model, endpoint config and endpoint of one execution."""
+    base = base_name(execution_name)
+    names = {"training_job_name": base}
+    names.update({f"{kind}_name": base + suffix for kind, suffix in _SUFFIXES.items()})
+    for value in names.values():
+        assert _SAGEMAKER_NAME.match(value), value
+    return names

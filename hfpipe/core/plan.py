@@ -1,0 +1,268 @@
+"""The plan: from an execution input to everything the state machine needs, or a clear error.
+
+``build_plan`` is pure apart from the Service Quotas client it is given, so the CLI can run it as a
+dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
+``QuotaTooLowError``; their class names become the Step Functions error names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hfpipe.core import names, prices, request
+from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.schema import RecipeError
+
+#: Instance types on which smdistributed data parallel runs (the SDK's own list, fw_utils.py).
+SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
+KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
+GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
+POLL_SECONDS_RANGE = (1, 3600)
+DEFAULT_POLL_SECONDS = 60
+
+
+class QuotaTooLowError(Exception):
+    """An account quota is below what the recipe needs; the message names quota, applied and needed."""
+
+
+class QuotaClient(Protocol):
+    """The part of boto3's service-quotas client the quota check uses."""
+
+    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """What the environment contributes: the Plan Lambda reads it from its environment variables."""
+
+    env: str
+    region: str
+    role_arn: str
+    sourcedir_uri: str
+    data_bucket: str
+    artifacts_bucket: str
+    image_catalog: dict[str, Any] = field(default_factory=dict)
+    default_poll_seconds: int = DEFAULT_POLL_SECONDS
+
+
+def processor_for(instance_type: str) -> str:
+    """'gpu' for accelerated instance families, else 'cpu' (the image tables' processor key)."""
+    family = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
+    return "gpu" if family in GPU_FAMILIES else "cpu"
+
+
+def catalog_key(container: dict[str, Any]) -> str:
+    """The image catalog key of a recipe's container versions."""
+    return f"{container['transformers_version']}/{container['pytorch_version']}/{container['py_version']}"
+
+
+def resolve_image(catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str) -> str:
+    """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog."""
+    if container.get("image_uri"):
+        return str(container["image_uri"])
+    key = catalog_key(container)
+    processor = processor_for(instance_type)
+    by_processor = catalog.get(scope, {}).get(key)
+    if not by_processor:
+        raise RecipeError(
+            f"recipe.container.{scope}: versions {key} are not in the image catalog; "
+            f"available: {sorted(catalog.get(scope, {}))} (or set container.{scope}.image_uri)"
+        )
+    if processor not in by_processor:
+        raise RecipeError(
+            f"recipe.container.{scope}: {key} has no {processor} image for {instance_type}; "
+            f"processors: {sorted(by_processor)}"
+        )
+    return str(by_processor[processor])
+
+
+def check_rules(recipe: dict[str, Any]) -> None:
+    """Rules a JSON Schema cannot express: spot, checkpoints, distribution vs instance, the gate."""
+    t = recipe["training"]
+    spot = t["spot"]
+    if spot["enabled"]:
+        if spot["max_wait_seconds"] is None:
+            raise RecipeError("recipe.training.spot.max_wait_seconds: required when spot.enabled is true")
+        if spot["max_wait_seconds"] < t["max_run_seconds"]:
+            raise RecipeError(
+                f"recipe.training.spot.max_wait_seconds: {spot['max_wait_seconds']} must be >= "
+                f"training.max_run_seconds ({t['max_run_seconds']})"
+            )
+        if not t["checkpoint_s3_uri"]:
+            raise RecipeError(
+                "recipe.training.checkpoint_s3_uri: required with spot (an s3:// URI or 'auto'), "
+                "so an interrupted job resumes from its last checkpoint"
+            )
+    cp = t["checkpoint_s3_uri"]
+    if cp and cp != "auto" and not cp.startswith("s3://"):
+        raise RecipeError(f"recipe.training.checkpoint_s3_uri: {cp!r} must be an s3:// URI or 'auto'")
+    dist = t["distribution"] or {}
+    unknown = sorted(set(dist) - set(KNOWN_DISTRIBUTIONS))
+    if unknown:
+        raise RecipeError(
+            f"recipe.training.distribution: unknown key(s) {unknown}; accepted: {list(KNOWN_DISTRIBUTIONS)}"
+        )
+    itype = t["instance_type"]
+    smd = dist.get("smdistributed", {})
+    if smd.get("dataparallel", {}).get("enabled") and itype not in SMDDP_INSTANCE_TYPES:
+        raise RecipeError(
+            f"recipe.training.instance_type: {itype!r} does not support smdistributed dataparallel; "
+            f"accepted: {list(SMDDP_INSTANCE_TYPES)} (or use torch_distributed)"
+        )
+    if smd.get("modelparallel", {}).get("enabled") and not dist.get("mpi", {}).get("enabled"):
+        raise RecipeError(
+            "recipe.training.distribution.mpi: smdistributed modelparallel needs mpi.enabled true"
+        )
+    if dist and processor_for(itype) != "gpu":
+        raise RecipeError(
+            f"recipe.training.instance_type: {itype!r} is a CPU instance; distribution {sorted(dist)} "
+            "needs a GPU instance type"
+        )
+    if t["instance_count"] > 1 and not dist:
+        raise RecipeError(
+            f"recipe.training.instance_count: {t['instance_count']} instances without a distribution "
+            "would run the same single-process job on each; set training.distribution"
+        )
+    gate = recipe["evaluation_gate"]
+    if gate:
+        metric_names = [m["Name"] for m in t["metric_definitions"]]
+        if gate["metric"] not in metric_names:
+            raise RecipeError(
+                f"recipe.evaluation_gate.metric: {gate['metric']!r} is not a training.metric_definitions "
+                f"name; accepted: {metric_names}"
+            )
+
+
+def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
+    """Service Quotas quota name -> instances needed, for every instance type the plan will use."""
+    t = recipe["training"]
+    kind = "spot training job usage" if t["spot"]["enabled"] else "training job usage"
+    needed = {f"{t['instance_type']} for {kind}": t["instance_count"]}
+    if deploy:
+        s = recipe["serving"]
+        key = f"{s['instance_type']} for endpoint usage"
+        needed[key] = needed.get(key, 0) + s["instance_count"]
+    return needed
+
+
+def check_quotas(client: QuotaClient, needed: dict[str, int]) -> dict[str, float]:
+    """Compare the applied SageMaker quotas with what is needed; raise QuotaTooLowError naming the first
+    short one. Returns the applied values looked at."""
+    applied: dict[str, float] = {}
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"ServiceCode": "sagemaker"}
+        if token:
+            kwargs["NextToken"] = token
+        page = client.list_service_quotas(**kwargs)
+        for q in page.get("Quotas", []):
+            if q.get("QuotaName") in needed:
+                applied[q["QuotaName"]] = float(q.get("Value", 0))
+        token = page.get("NextToken")
+        if not token:
+            break
+    for name, count in needed.items():
+        if name not in applied:
+            raise QuotaTooLowError(f"quota {name!r}: not found in this account/region; needed {count}")
+        if applied[name] < count:
+            raise QuotaTooLowError(
+                f"quota {name!r}: applied value {applied[name]:g} < needed {count}; request an increase "
+                "(the QuotaStack does this for the quotas in cdk.json)"
+            )
+    return applied
+
+
+def build_plan(
+    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: QuotaClient
+) -> dict[str, Any]:
+    """Validate the execution input and return the plan (see docs/pipeline.md for its fields)."""
+    if not isinstance(event, dict):
+        raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
+    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
+    unknown = sorted(set(event) - allowed)
+    if unknown:
+        raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
+    overrides = event.get("overrides") or {}
+    if isinstance(overrides, list):
+        from hfpipe.core.recipes import parse_override
+
+        overrides = dict(parse_override(o) for o in overrides)
+    if not isinstance(overrides, dict):
+        raise RecipeError(f"input.overrides: {overrides!r} must be an object or a list of key=value")
+    overrides = dict(overrides)
+    if "deploy" in event:
+        overrides["deploy"] = event["deploy"]
+    if "keep_endpoint" in event:
+        overrides["serving.keep_endpoint"] = event["keep_endpoint"]
+    recipe = resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
+    check_rules(recipe)
+
+    poll = event.get("poll_seconds", config.default_poll_seconds)
+    lo, hi = POLL_SECONDS_RANGE
+    if isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi:
+        raise RecipeError(f"input.poll_seconds: {poll!r} must be an integer from {lo} to {hi}")
+
+    t, s = recipe["training"], recipe["serving"]
+    deploy = bool(recipe["deploy"])
+    image_uri = resolve_image(config.image_catalog, "training", recipe["container"]["training"], t["instance_type"])
+    inference_image_uri = (
+        resolve_image(config.image_catalog, "inference", recipe["container"]["inference"], s["instance_type"])
+        if deploy
+        else None
+    )
+    check_quotas(quota_client, quota_names(recipe, deploy))
+
+    n = names.derive_names(execution_name)
+    checkpoint = t["checkpoint_s3_uri"]
+    if checkpoint == "auto":
+        checkpoint = f"s3://{config.artifacts_bucket}/checkpoints/{n['training_job_name']}/"
+    tags = request.resource_tags(config.env, execution_name, recipe["name"])
+    job_request = request.build_training_job_request(
+        recipe=recipe,
+        training_job_name=n["training_job_name"],
+        image_uri=image_uri,
+        role_arn=config.role_arn,
+        region=config.region,
+        sourcedir_uri=config.sourcedir_uri,
+        data_bucket=config.data_bucket,
+        artifacts_bucket=config.artifacts_bucket,
+        checkpoint_s3_uri=checkpoint,
+        tags=tags,
+    )
+    hours = t["expected_hours"] if t["expected_hours"] is not None else t["max_run_seconds"] / 3600.0
+    price = prices.price_per_hour(t["instance_type"])
+    estimate = prices.estimate_cost(t["instance_type"], t["instance_count"], hours * 3600.0)
+    gate = recipe["evaluation_gate"]
+    return {
+        "execution_name": execution_name,
+        "recipe_name": recipe["name"],
+        "task": recipe["task"],
+        "env": config.env,
+        **n,
+        "instance_type": t["instance_type"],
+        "instance_count": t["instance_count"],
+        "serving_instance_type": s["instance_type"],
+        "serving_instance_count": s["instance_count"],
+        "spot": t["spot"]["enabled"],
+        "price_per_hour_usd": price,
+        "estimated_cost_usd": estimate,
+        "estimated_hours": hours,
+        "deploy": deploy,
+        "keep_endpoint": bool(s["keep_endpoint"]),
+        "poll_seconds": poll,
+        # Counted down by the endpoint wait loop: the overall limit on waiting for InService.
+        "endpoint_max_polls": max(1, math.ceil(s["endpoint_timeout_seconds"] / poll)),
+        "checkpoint_s3_uri": checkpoint,
+        "image_uri": image_uri,
+        "inference_image_uri": inference_image_uri,
+        "role_arn": config.role_arn,
+        "serving_environment": {k: str(v) for k, v in s["environment"].items()},
+        "sample_request": s["sample_request"],
+        "expected_keys": s["expected_keys"],
+        "max_latency_ms": s["max_latency_ms"],
+        "gate": {"enabled": bool(gate), **(gate or {})},
+        "tags": tags,
+        "training_job_request": job_request,
+    }

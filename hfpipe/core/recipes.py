@@ -1,0 +1,95 @@
+"""Loading recipes and applying dotted ``key=value`` overrides (``training.hyperparameters.max_steps=100``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from hfpipe.core.schema import RecipeError, validate
+
+#: recipes/ at the repository root; in the Lambda bundle it sits next to the handler package.
+_CANDIDATE_DIRS = (
+    Path(__file__).resolve().parents[2] / "recipes",
+    Path(__file__).resolve().parents[1] / "recipes",
+)
+
+
+def recipes_dir() -> Path:
+    """The directory holding the bundled recipe files."""
+    for d in _CANDIDATE_DIRS:
+        if d.is_dir():
+            return d
+    raise RecipeError(f"recipes directory not found; looked in {[str(d) for d in _CANDIDATE_DIRS]}")
+
+
+def available_recipes() -> list[str]:
+    """Names of the recipes shipped with hfpipe."""
+    return sorted(p.stem for p in recipes_dir().glob("*.json") if p.stem != "schema")
+
+
+def load_recipe(name_or_path: str) -> dict[str, Any]:
+    """Read a recipe by name (from recipes/) or by file path; not yet validated."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = recipes_dir() / f"{name_or_path}.json"
+        if not path.is_file():
+            raise RecipeError(f"recipe: {name_or_path!r} is not a known recipe; known: {available_recipes()}")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise RecipeError(f"recipe: cannot read {str(path)!r}: {err}") from err
+    if not isinstance(data, dict):
+        raise RecipeError(f"recipe: {str(path)!r} must hold a JSON object")
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split ``a.b.c=value``; the value is parsed as JSON when it is JSON (numbers, booleans, null,
+    lists, objects), otherwise kept as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise RecipeError(f"override: {text!r} is not of the form dotted.key=value")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any] | list[str] | None) -> dict[str, Any]:
+    """Return a copy of ``recipe`` with each dotted key set; ``overrides`` is a mapping or a list of
+    ``key=value`` strings. Intermediate objects are created; a non-object on the way is an error."""
+    out = copy.deepcopy(recipe)
+    if not overrides:
+        return out
+    items = (
+        [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
+    )
+    for key, value in items:
+        parts = key.split(".")
+        node: Any = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                where = ".".join(parts[: i + 1])
+                raise RecipeError(f"override {key}: {where} is {nxt!r}, not an object")
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def resolve_recipe(
+    recipe: dict[str, Any] | None = None,
+    recipe_name: str | None = None,
+    overrides: dict[str, Any] | list[str] | None = None,
+) -> dict[str, Any]:
+    """Recipe object or bundled name, plus overrides, validated with defaults filled."""
+    if recipe is None:
+        if not recipe_name:
+            raise RecipeError("input: give either 'recipe' (an object) or 'recipe_name' (a bundled recipe)")
+        recipe = load_recipe(recipe_name)
+    return validate(apply_overrides(recipe, overrides))

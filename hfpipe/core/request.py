@@ -1,0 +1,156 @@
+"""The CreateTrainingJob request builder: one pure function from a plan's settings to the request the
+SageMaker Python SDK's ``HuggingFace`` estimator would send for the same settings.
+
+tests/pipeline/test_sdk_parity.py compares it field by field with the SDK (2.x) under moto; the
+intentional differences are listed in ``INTENTIONAL_DIFFERENCES`` and docs/pipeline.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hfpipe import contract
+
+#: The SDK's default container log level (logging.INFO), sent as a hyperparameter.
+CONTAINER_LOG_LEVEL = 20
+
+#: Where we deliberately differ from the SDK, and why (the parity test reads this).
+INTENTIONAL_DIFFERENCES: dict[str, str] = {
+    "DebugHookConfig": "the SDK turns on the Debugger hook by default; hfpipe does not use Debugger "
+    "and a hook adds an S3 prefix and a sidecar nobody reads",
+    "ProfilerConfig": "the SDK enables the system profiler by default; hfpipe leaves it off (cost, noise)",
+    "ProfilerRuleConfigurations": "comes with the SDK's default profiler; off with it",
+    "DebugRuleConfigurations": "comes with the SDK's default Debugger hook; off with it",
+    "Tags": "hfpipe tags every job with env/execution/recipe/managed-by so clean-up and reports find it",
+    "RetryStrategy": "the SDK sends none; neither do we, but Launch is idempotent instead",
+}
+
+
+def encode_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, str]:
+    """JSON-encode every value, as the SDK does (strings get quotes; the toolkit decodes them)."""
+    return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
+
+
+def distribution_hyperparameters(distribution: dict[str, Any] | None, instance_type: str) -> dict[str, Any]:
+    """The ``sagemaker_*`` launcher keys for the SDK-style ``distribution`` dict (HuggingFace estimator
+    semantics: pytorchddp / torch_distributed first, else mpi / smdistributed)."""
+    if not distribution:
+        return {}
+    out: dict[str, Any] = {}
+    if "pytorchddp" in distribution:
+        if distribution["pytorchddp"].get("enabled", False):
+            return {"sagemaker_pytorch_ddp_enabled": True, "sagemaker_instance_type": instance_type}
+    elif "torch_distributed" in distribution:
+        if distribution["torch_distributed"].get("enabled", False):
+            return {"sagemaker_torch_distributed_enabled": True, "sagemaker_instance_type": instance_type}
+    if "mpi" in distribution:
+        mpi = distribution["mpi"]
+        out["sagemaker_mpi_enabled"] = mpi.get("enabled", False)
+        if mpi.get("processes_per_host"):
+            out["sagemaker_mpi_num_of_processes_per_host"] = mpi["processes_per_host"]
+        out["sagemaker_mpi_custom_mpi_options"] = mpi.get("custom_mpi_options", "")
+    if "smdistributed" in distribution:
+        smd = distribution["smdistributed"]
+        mp = smd.get("modelparallel", {})
+        if mp.get("enabled", False) and mp.get("parameters"):
+            out["mp_parameters"] = mp["parameters"]
+        ddp = smd.get("dataparallel", {}).get("enabled", False)
+        out["sagemaker_distributed_dataparallel_enabled"] = ddp
+        out["sagemaker_instance_type"] = instance_type
+        if ddp:
+            out["sagemaker_distributed_dataparallel_custom_mpi_options"] = smd["dataparallel"].get(
+                "custom_mpi_options", ""
+            )
+    return out
+
+
+def resource_tags(env: str, execution_name: str, recipe_name: str) -> list[dict[str, str]]:
+    """The tags every SageMaker resource of an execution carries (contract.TAG_*)."""
+    return [
+        {"Key": contract.TAG_ENV, "Value": env},
+        {"Key": contract.TAG_EXECUTION, "Value": execution_name},
+        {"Key": contract.TAG_RECIPE, "Value": recipe_name},
+        {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
+    ]
+
+
+def channel_uri(value: str, data_bucket: str) -> str:
+    """An S3 URI as given, or a key prefix inside the data bucket."""
+    return value if value.startswith("s3://") else f"s3://{data_bucket}/{value.lstrip('/')}"
+
+
+def build_training_job_request(
+    *,
+    recipe: dict[str, Any],
+    training_job_name: str,
+    image_uri: str,
+    role_arn: str,
+    region: str,
+    sourcedir_uri: str,
+    data_bucket: str,
+    artifacts_bucket: str,
+    checkpoint_s3_uri: str | None,
+    tags: list[dict[str, str]],
+) -> dict[str, Any]:
+    """The exact CreateTrainingJob request for a validated recipe (defaults filled) and its plan."""
+    t = recipe["training"]
+    hyperparameters = encode_hyperparameters(t["hyperparameters"])
+    # The SDK adds these framework keys for every script-mode estimator.
+    hyperparameters.update(
+        encode_hyperparameters(
+            {
+                "sagemaker_program": t["entry_point"],
+                "sagemaker_submit_directory": sourcedir_uri,
+                "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
+                "sagemaker_job_name": training_job_name,
+                "sagemaker_region": region,
+            }
+        )
+    )
+    hyperparameters.update(
+        encode_hyperparameters(distribution_hyperparameters(t["distribution"], t["instance_type"]))
+    )
+    algorithm: dict[str, Any] = {"TrainingImage": image_uri, "TrainingInputMode": "File"}
+    if t["metric_definitions"]:
+        algorithm["MetricDefinitions"] = [dict(m) for m in t["metric_definitions"]]
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": t["max_run_seconds"]}
+    spot = t["spot"]["enabled"]
+    if spot and t["spot"]["max_wait_seconds"]:
+        stopping["MaxWaitTimeInSeconds"] = t["spot"]["max_wait_seconds"]
+    request: dict[str, Any] = {
+        "TrainingJobName": training_job_name,
+        "AlgorithmSpecification": algorithm,
+        "RoleArn": role_arn,
+        "OutputDataConfig": {"S3OutputPath": f"s3://{artifacts_bucket}/models/"},
+        "ResourceConfig": {
+            "InstanceType": t["instance_type"],
+            "InstanceCount": t["instance_count"],
+            "VolumeSizeInGB": t["volume_size_gb"],
+        },
+        "StoppingCondition": stopping,
+        "HyperParameters": hyperparameters,
+        "EnableNetworkIsolation": False,
+        "EnableInterContainerTrafficEncryption": False,
+        "EnableManagedSpotTraining": spot,
+        "Tags": tags,
+    }
+    if t["channels"]:
+        request["InputDataConfig"] = [
+            {
+                "ChannelName": name,
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": channel_uri(uri, data_bucket),
+                        "S3DataDistributionType": "FullyReplicated",
+                    }
+                },
+            }
+            for name, uri in t["channels"].items()
+        ]
+    if checkpoint_s3_uri:
+        request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
+    if t["environment"]:
+        request["Environment"] = {k: str(v) for k, v in t["environment"].items()}
+    return request

@@ -1,0 +1,314 @@
+"""The recipe schema: one JSON Schema (draft 2020-12 subset) shared by the CLI and the Plan Lambda.
+
+The schema is data (``RECIPE_SCHEMA``) so it can be written out as ``recipes/schema.json`` for editors
+and checked with the ``jsonschema`` library in the tests; the Lambda has no third-party packages, so
+``validate`` here implements the subset the schema uses (type, properties, required,
+additionalProperties, enum, minimum, exclusiveMinimum, maximum, pattern, items, minItems) and fills
+defaults. Every property carries a ``description``: that is the documentation of the recipe format.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+_INSTANCE_TYPE = {"type": "string", "pattern": r"^ml\.[a-z0-9]+\.[a-z0-9]+$"}
+_S3_OR_KEY = {"type": "string", "pattern": r"^(s3://[a-z0-9.\-]{3,63}/.*|[^/].*)$"}
+
+_CONTAINER = {
+    "type": "object",
+    "description": "Hugging Face Deep Learning Container versions, resolved to an image URI from the "
+    "SageMaker Python SDK's image tables at synth time (see stacks/image_catalog.py).",
+    "additionalProperties": False,
+    "properties": {
+        "transformers_version": {"type": "string", "description": "transformers version of the container."},
+        "pytorch_version": {"type": "string", "description": "PyTorch version of the container."},
+        "py_version": {"type": "string", "pattern": r"^py3\d+$", "description": "Python tag, e.g. py312."},
+        "image_uri": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Explicit image URI; overrides the versions above (for custom images).",
+        },
+    },
+    "required": ["transformers_version", "pytorch_version", "py_version"],
+}
+
+RECIPE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://github.com/hfpipe/hfpipe/recipes/schema.json",
+    "title": "hfpipe recipe",
+    "description": "One fine-tuning workload: training job, optional evaluation gate, endpoint and smoke test.",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "task", "container", "training", "serving"],
+    "properties": {
+        "name": {
+            "type": "string",
+            "pattern": r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
+            "description": "Recipe name (lower-case, digits, dashes; at most 40 characters). Tagged on resources.",
+        },
+        "description": {"type": "string", "default": "", "description": "Free text: where the recipe comes from."},
+        "task": {
+            "type": "string",
+            "enum": ["question-answering", "text-classification", "summarization", "text-generation"],
+            "description": "What the model does; selects the smoke test's answer check.",
+        },
+        "container": {
+            "type": "object",
+            "description": "Training and inference containers.",
+            "additionalProperties": False,
+            "required": ["training", "inference"],
+            "properties": {"training": _CONTAINER, "inference": _CONTAINER},
+        },
+        "training": {
+            "type": "object",
+            "description": "The SageMaker training job.",
+            "additionalProperties": False,
+            "required": ["entry_point", "instance_type", "hyperparameters"],
+            "properties": {
+                "entry_point": {
+                    "type": "string",
+                    "pattern": r"^[A-Za-z0-9_./-]+\.py$",
+                    "description": "Script inside the training_code/ source directory, e.g. run_qa.py.",
+                },
+                "instance_type": {**_INSTANCE_TYPE, "description": "Training instance type, e.g. ml.p3.16xlarge."},
+                "instance_count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "default": 1,
+                    "description": "Number of training instances.",
+                },
+                "volume_size_gb": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 16384,
+                    "default": 30,
+                    "description": "EBS volume per instance (GB); the SDK's default is 30.",
+                },
+                "max_run_seconds": {
+                    "type": "integer",
+                    "minimum": 60,
+                    "maximum": 2419200,
+                    "default": 86400,
+                    "description": "StoppingCondition.MaxRuntimeInSeconds.",
+                },
+                "expected_hours": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "default": None,
+                    "description": "Expected training time, for the cost estimate; null: max_run_seconds.",
+                },
+                "hyperparameters": {
+                    "type": "object",
+                    "description": "Script arguments, Hugging Face names (TrainingArguments fields, "
+                    "model_name_or_path, max_seq_length, lora_r, ...); JSON-encoded like the SDK does.",
+                },
+                "distribution": {
+                    "type": ["object", "null"],
+                    "default": None,
+                    "description": "The SDK's `distribution` argument, verbatim: "
+                    '{"torch_distributed": {"enabled": true}}, '
+                    '{"smdistributed": {"dataparallel": {"enabled": true}}}, or '
+                    '{"smdistributed": {"modelparallel": {"enabled": true, "parameters": {...}}}, '
+                    '"mpi": {"enabled": true, "processes_per_host": 8}}.',
+                },
+                "spot": {
+                    "type": "object",
+                    "description": "Managed spot training.",
+                    "additionalProperties": False,
+                    "default": {},
+                    "properties": {
+                        "enabled": {"type": "boolean", "default": False, "description": "Use spot capacity."},
+                        "max_wait_seconds": {
+                            "type": ["integer", "null"],
+                            "minimum": 60,
+                            "default": None,
+                            "description": "StoppingCondition.MaxWaitTimeInSeconds; required with spot, "
+                            ">= max_run_seconds.",
+                        },
+                    },
+                },
+                "checkpoint_s3_uri": {
+                    "type": ["string", "null"],
+                    "default": None,
+                    "description": "Where checkpoints sync to. Required (or 'auto') with spot; 'auto' means "
+                    "s3://<artifacts bucket>/checkpoints/<training job name>/.",
+                },
+                "checkpoint_local_path": {
+                    "type": "string",
+                    "default": "/opt/ml/checkpoints",
+                    "description": "Checkpoint directory inside the container (the scripts' output_dir).",
+                },
+                "channels": {
+                    "type": "object",
+                    "default": {},
+                    "description": "Input channels: name -> S3 URI or key prefix in the data bucket. "
+                    "Empty when the script loads a Hub data set by dataset_name.",
+                },
+                "metric_definitions": {
+                    "type": "array",
+                    "default": [],
+                    "description": "[{Name, Regex}] scraped from the logs (AlgorithmSpecification.MetricDefinitions).",
+                    "items": {
+                        "type": "object",
+                        "required": ["Name", "Regex"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "Name": {"type": "string", "description": "Metric name."},
+                            "Regex": {"type": "string", "description": "Regex with one group."},
+                        },
+                    },
+                },
+                "environment": {
+                    "type": "object",
+                    "default": {},
+                    "description": "Extra container environment variables (string values).",
+                },
+            },
+        },
+        "evaluation_gate": {
+            "type": ["object", "null"],
+            "default": None,
+            "description": "Optional: deploy only when a final metric passes a threshold.",
+            "additionalProperties": False,
+            "required": ["metric", "threshold"],
+            "properties": {
+                "metric": {"type": "string", "description": "A final metric name, e.g. eval_accuracy."},
+                "threshold": {"type": "number", "description": "The bound the metric must reach."},
+                "higher_is_better": {
+                    "type": "boolean",
+                    "default": True,
+                    "description": "true: metric >= threshold passes; false: metric <= threshold passes.",
+                },
+            },
+        },
+        "deploy": {"type": "boolean", "default": True, "description": "Create model, endpoint and smoke test."},
+        "serving": {
+            "type": "object",
+            "description": "The real-time endpoint and its smoke test.",
+            "additionalProperties": False,
+            "required": ["instance_type", "sample_request"],
+            "properties": {
+                "instance_type": {**_INSTANCE_TYPE, "description": "Endpoint instance type."},
+                "instance_count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 16,
+                    "default": 1,
+                    "description": "Initial instance count of the endpoint's variant.",
+                },
+                "environment": {
+                    "type": "object",
+                    "default": {},
+                    "description": "Model container environment (e.g. HF_TASK, SM_NUM_GPUS).",
+                },
+                "keep_endpoint": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "false: delete endpoint, config and model after the smoke test.",
+                },
+                "endpoint_timeout_seconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 3600,
+                    "description": "Overall limit on waiting for the endpoint to become InService.",
+                },
+                "sample_request": {
+                    "type": "object",
+                    "description": "JSON body the smoke test sends, e.g. {\"inputs\": ...}.",
+                },
+                "expected_keys": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "default": [],
+                    "description": "Keys the (first) answer object must contain, e.g. [\"answer\", \"score\"].",
+                },
+                "max_latency_ms": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "default": 60000,
+                    "description": "The smoke test fails above this round-trip latency.",
+                },
+            },
+        },
+    },
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+class RecipeError(ValueError):
+    """A recipe or an override failed validation; the message names the field, the value and what fits."""
+
+
+def _type_ok(value: Any, types: list[str]) -> bool:
+    for t in types:
+        # bool is an int in Python, never in JSON Schema.
+        if isinstance(value, bool) and t in ("integer", "number"):
+            continue
+        if isinstance(value, _TYPES[t]):
+            return True
+    return False
+
+
+def _check(value: Any, schema: dict[str, Any], path: str) -> Any:
+    types = schema.get("type")
+    if types is not None:
+        types = types if isinstance(types, list) else [types]
+        if not _type_ok(value, types):
+            raise RecipeError(f"{path}: {value!r} is not of type {' or '.join(types)}")
+    if value is None:
+        return None
+    if "enum" in schema and value not in schema["enum"]:
+        raise RecipeError(f"{path}: {value!r} is not one of {schema['enum']}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise RecipeError(f"{path}: {value!r} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise RecipeError(f"{path}: {value!r} is above the maximum {schema['maximum']}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            raise RecipeError(f"{path}: {value!r} must be greater than {schema['exclusiveMinimum']}")
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        raise RecipeError(f"{path}: {value!r} does not match {schema['pattern']}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            raise RecipeError(f"{path}: needs at least {schema['minItems']} items")
+        if "items" in schema:
+            return [_check(v, schema["items"], f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and "properties" in schema:
+        props: dict[str, Any] = schema["properties"]
+        if schema.get("additionalProperties") is False:
+            unknown = sorted(set(value) - set(props))
+            if unknown:
+                raise RecipeError(f"{path}: unknown field(s) {unknown}; accepted: {sorted(props)}")
+        for req in schema.get("required", []):
+            if req not in value:
+                raise RecipeError(f"{path}.{req}: required field is missing")
+        out = dict(value)
+        for key, sub in props.items():
+            if key in value:
+                out[key] = _check(value[key], sub, f"{path}.{key}")
+            elif "default" in sub:
+                out[key] = _check(copy.deepcopy(sub["default"]), sub, f"{path}.{key}")
+        return out
+    return value
+
+
+def validate(recipe: Any) -> dict[str, Any]:
+    """Validate a recipe against ``RECIPE_SCHEMA`` and return a copy with every default filled in.
+
+    Raises RecipeError naming the first offending field (dotted path from ``recipe``).
+    """
+    if not isinstance(recipe, dict):
+        raise RecipeError(f"recipe: expected a JSON object, got {type(recipe).__name__}")
+    return _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")

@@ -1,0 +1,228 @@
+"""The report of one execution: metrics, cost, artifacts, smoke test; and the loss plot.
+
+A succeeded execution carries the Report Lambda's `report` in its output (shape in contracts.md); for a
+running, failed or stopped one the same keys are filled from the plan and DescribeTrainingJob, so
+`hfpipe report` and the end of `hfpipe watch` look the same whatever happened.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from hfpipe.aws import Clients
+    from hfpipe.watch import Snapshot
+
+# Where SageMaker puts the metrics a training job's MetricDefinitions extract from its logs.
+TRAINING_METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+LOSS_METRICS = ("loss", "train_loss", "eval_loss")
+
+
+def metric_names(job: dict[str, Any]) -> list[str]:
+    """The metric names a training job defines (regexes over its log, published to CloudWatch)."""
+    definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
+    return [d["Name"] for d in definitions if d.get("Name")]
+
+
+def metric_series(
+    clients: Clients, job: dict[str, Any], names: list[str] | None = None
+) -> dict[str, list[tuple[datetime, float]]]:
+    """Each metric's values over the job's run from CloudWatch, oldest first (host algo-1)."""
+    names = metric_names(job) if names is None else names
+    if not names:
+        return {}
+    job_name = job["TrainingJobName"]
+    start = job.get("TrainingStartTime") or job.get("CreationTime") or datetime.now(UTC) - timedelta(days=14)
+    end = job.get("TrainingEndTime") or datetime.now(UTC)
+    queries = [
+        {
+            "Id": f"m{i}",
+            "Label": name,
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": TRAINING_METRICS_NAMESPACE,
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-1"}],
+                },
+                "Period": 60,
+                "Stat": "Average",
+            },
+        }
+        for i, name in enumerate(names)
+    ]
+    series: dict[str, list[tuple[datetime, float]]] = {}
+    # GetMetricData takes at most 500 queries; a recipe defines a handful.
+    response = clients.cloudwatch.get_metric_data(
+        MetricDataQueries=queries,
+        StartTime=start - timedelta(minutes=1),
+        EndTime=end + timedelta(minutes=1),
+        ScanBy="TimestampAscending",
+    )
+    for result in response.get("MetricDataResults", []):
+        points = sorted(zip(result.get("Timestamps", []), result.get("Values", []), strict=False))
+        if points:
+            series[result.get("Label") or names[int(result["Id"][1:])]] = [(t, float(v)) for t, v in points]
+    return series
+
+
+def latest_metrics(clients: Clients, job: dict[str, Any]) -> dict[str, float]:
+    """The final metrics of a finished job, else the latest CloudWatch value of each defined metric."""
+    final = {m["MetricName"]: float(m["Value"]) for m in job.get("FinalMetricDataList", []) if "Value" in m}
+    if final:
+        return final
+    try:
+        series = metric_series(clients, job)
+    except Exception:  # a live view must not die because CloudWatch is slow or denied
+        return {}
+    return {name: points[-1][1] for name, points in series.items()}
+
+
+def _report_from_job(snap: Snapshot) -> dict[str, Any]:
+    from hfpipe.watch import training_cost_so_far
+
+    plan = snap.plan or {}
+    job = snap.training_job or {}
+    billable = job.get("BillableTimeInSeconds")
+    training = job.get("TrainingTimeInSeconds")
+    spot = bool(job.get("EnableManagedSpotTraining", plan.get("spot", False)))
+    savings = None
+    if spot and billable and training:
+        savings = round(100.0 * (1.0 - float(billable) / float(training)), 1)
+    return {
+        "execution_name": snap.execution_name,
+        "recipe_name": plan.get("recipe_name"),
+        "training_job_name": plan.get("training_job_name"),
+        "training_job_status": job.get("TrainingJobStatus"),
+        "instance_type": job.get("ResourceConfig", {}).get("InstanceType", plan.get("instance_type")),
+        "instance_count": job.get("ResourceConfig", {}).get("InstanceCount", plan.get("instance_count")),
+        "spot": spot,
+        "billable_seconds": billable,
+        "training_seconds": training,
+        "price_per_hour_usd": plan.get("price_per_hour_usd"),
+        "cost_usd": training_cost_so_far(job, plan, snap.now) if job else None,
+        "spot_savings_percent": savings,
+        "final_metrics": {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
+        or dict(snap.metrics),
+        "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+        "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"),
+        "endpoint_name": plan.get("endpoint_name") if plan.get("deploy", True) else None,
+        "endpoint_deleted": snap.endpoint_status == "deleted",
+        "smoke_test": None,
+    }
+
+
+def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
+    """The execution's report: the Report Lambda's own when it ran, else assembled from the training job."""
+    output = snap.output
+    if isinstance(output, dict) and isinstance(output.get("report"), dict):
+        report = dict(output["report"])
+    else:
+        report = _report_from_job(snap)
+    report["execution_status"] = snap.status
+    if snap.failure:
+        report["failure"] = snap.failure
+    return report
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}{unit}"
+    return f"{value}{unit}"
+
+
+def render_report(report: dict[str, Any]) -> list[RenderableType]:
+    """The report as rich tables: summary, final metrics, smoke test."""
+    summary = Table(title=f"report: {report.get('execution_name')}", show_header=False, title_justify="left")
+    summary.add_column(style="bold")
+    summary.add_column()
+    status = report.get("execution_status", "-")
+    style = (
+        "green" if status == "SUCCEEDED" else "red" if status in {"FAILED", "ABORTED", "TIMED_OUT"} else ""
+    )
+    summary.add_row("status", Text(str(status), style=style))
+    if report.get("failure"):
+        summary.add_row("failure", Text(str(report["failure"]), style="red"))
+    summary.add_row("recipe", _fmt(report.get("recipe_name")))
+    summary.add_row(
+        "training job", f"{_fmt(report.get('training_job_name'))} ({_fmt(report.get('training_job_status'))})"
+    )
+    summary.add_row(
+        "instances",
+        f"{_fmt(report.get('instance_count'))} x {_fmt(report.get('instance_type'))}"
+        + (" (spot)" if report.get("spot") else ""),
+    )
+    summary.add_row("training time", _fmt(report.get("training_seconds"), " s"))
+    summary.add_row("billable time", _fmt(report.get("billable_seconds"), " s"))
+    cost = report.get("cost_usd")
+    price = report.get("price_per_hour_usd")
+    summary.add_row(
+        "cost",
+        ("-" if cost is None else f"{float(cost):.4f} USD")
+        + ("" if price is None else f" at {float(price):.4g} USD/h per instance"),
+    )
+    if report.get("spot_savings_percent") is not None:
+        summary.add_row("spot savings", f"{float(report['spot_savings_percent']):.1f} %")
+    summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))
+    if report.get("checkpoint_s3_uri"):
+        summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
+    if report.get("endpoint_name"):
+        state = "deleted" if report.get("endpoint_deleted") else "kept (delete it with `hfpipe cleanup`)"
+        summary.add_row("endpoint", f"{report['endpoint_name']} ({state})")
+    parts: list[RenderableType] = [summary]
+    metrics = report.get("final_metrics") or {}
+    if metrics:
+        table = Table(title="final metrics", title_justify="left")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for name, value in sorted(metrics.items()):
+            table.add_row(name, _fmt(float(value)) if isinstance(value, int | float) else str(value))
+        parts.append(table)
+    smoke = report.get("smoke_test")
+    if isinstance(smoke, dict):
+        table = Table(title="smoke test", show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("ok", Text(_fmt(smoke.get("ok")), style="green" if smoke.get("ok") else "red"))
+        table.add_row("latency", _fmt(smoke.get("latency_ms"), " ms"))
+        table.add_row("response", Text(str(smoke.get("response"))))
+        parts.append(table)
+    return parts
+
+
+def plot_losses(series: dict[str, list[tuple[Any, float]]], path: Path, title: str) -> Path:
+    """Write the training/eval loss curves to a PNG; raises ValueError when there is no loss to plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    losses = {name: points for name, points in series.items() if "loss" in name.lower() and points}
+    if not losses:
+        raise ValueError("no loss metrics")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    try:
+        for name, points in sorted(losses.items()):
+            xs = [p[0] for p in points]
+            ax.plot(xs, [p[1] for p in points], marker="o", markersize=3, label=name)
+        ax.set_title(title)
+        ax.set_xlabel("time" if isinstance(next(iter(losses.values()))[0][0], datetime) else "step")
+        ax.set_ylabel("loss")
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        fig.autofmt_xdate()
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path

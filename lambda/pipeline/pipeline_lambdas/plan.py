@@ -1,0 +1,34 @@
+"""Plan: validate the execution input, fill defaults, derive names, check quotas, estimate cost."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hfpipe.core.plan import PlanConfig, build_plan
+from pipeline_lambdas import aws
+
+LOG = aws.logger(__name__)
+
+
+def config_from_env(env: dict[str, str] | None = None) -> PlanConfig:
+    """The environment's settings, from the Lambda's environment variables (set by the stack)."""
+    e = os.environ if env is None else env
+    return PlanConfig(
+        env=e["HFPIPE_ENV"],
+        region=e["AWS_REGION"],
+        role_arn=e["EXECUTION_ROLE_ARN"],
+        sourcedir_uri=e["SOURCEDIR_URI"],
+        data_bucket=e["DATA_BUCKET"],
+        artifacts_bucket=e["ARTIFACTS_BUCKET"],
+        image_catalog=json.loads(e.get("IMAGE_CATALOG", "{}")),
+        default_poll_seconds=int(e.get("DEFAULT_POLL_SECONDS", "60")),
+    )
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"input": <execution input>, "execution_name": <$$.Execution.Name>}."""
+    plan = build_plan(event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas"))
+    aws.log_json(LOG, "planned", **{k: plan[k] for k in ("execution_name", "recipe_name", "training_job_name")})
+    return plan

@@ -1,0 +1,86 @@
+"""Report: cost (billable seconds x price, spot savings), final metrics, artifact URIs -> output + SNS."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hfpipe.core import prices
+from pipeline_lambdas import aws
+from pipeline_lambdas.gate import final_metrics
+
+LOG = aws.logger(__name__)
+
+
+def build_report(event: dict[str, Any]) -> dict[str, Any]:
+    """The report of one execution from the state it reached (see contracts.md for the fields)."""
+    plan, training = event["plan"], event.get("training") or {}
+    smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
+    training_s = float(training.get("TrainingTimeInSeconds") or 0)
+    billable_s = float(training.get("BillableTimeInSeconds") or training_s)
+    cost = prices.estimate_cost(plan["instance_type"], plan["instance_count"], billable_s)
+    status = training.get("TrainingJobStatus", "Unknown")
+    report: dict[str, Any] = {
+        "execution_name": plan["execution_name"],
+        "recipe_name": plan["recipe_name"],
+        "outcome": event.get("outcome", "succeeded"),
+        "training_job_name": plan["training_job_name"],
+        "training_job_status": status,
+        "failure_reason": training.get("FailureReason"),
+        "instance_type": plan["instance_type"],
+        "instance_count": plan["instance_count"],
+        "spot": plan["spot"],
+        "billable_seconds": billable_s,
+        "training_seconds": training_s,
+        "price_per_hour_usd": plan["price_per_hour_usd"],
+        "cost_usd": cost,
+        "estimated_cost_usd": plan["estimated_cost_usd"],
+        "spot_savings_percent": prices.spot_savings_percent(training_s, billable_s) if plan["spot"] else 0.0,
+        "final_metrics": final_metrics(training),
+        "model_artifacts": (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
+        "checkpoint_s3_uri": plan["checkpoint_s3_uri"],
+        "endpoint_name": plan["endpoint_name"] if smoke else None,
+        "endpoint_deleted": bool(cleanup.get("endpoint_deleted")),
+        "smoke_test": smoke,
+        "evaluation_gate": gate,
+    }
+    caught = event.get("error")
+    if caught:
+        report["outcome"] = "failed"
+        # A Fail state may not raise a States.* name of its own; keep the name recognisable.
+        report["error"] = str(caught.get("Error", "Error")).replace("States.", "States")
+        report["cause"] = _cause_text(caught.get("Cause", ""))
+    elif status in ("Failed", "Stopped"):
+        report["outcome"] = "failed"
+        report["error"] = f"TrainingJob{status}"
+        report["cause"] = f"training job {plan['training_job_name']} {status}: {training.get('FailureReason') or 'no reason given'}"
+    elif gate and not gate.get("passed", True):
+        report["outcome"] = "gate-not-passed"
+        report["error"], report["cause"] = "EvaluationGateNotPassed", gate["reason"]
+    return report
+
+
+def _cause_text(cause: str) -> str:
+    """A Lambda error's Cause is its JSON error object; keep just the message."""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        return str(cause)
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)
+
+
+def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
+    """Send the report to the notification topic (skipped when no topic is configured)."""
+    if not topic_arn:
+        return
+    subject = f"hfpipe {report['recipe_name']}: {report.get('error') or 'succeeded'}"[:100]
+    sns.publish(TopicArn=topic_arn, Subject=subject, Message=json.dumps(report, indent=2, default=str))
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
+    report = build_report(event)
+    publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
+    aws.log_json(LOG, "report", **{k: report[k] for k in ("execution_name", "training_job_status", "cost_usd")})
+    return report

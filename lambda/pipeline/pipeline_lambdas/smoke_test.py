@@ -1,0 +1,56 @@
+"""SmokeTest: send the recipe's sample request to the endpoint; check the answer's shape and latency."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pipeline_lambdas import aws
+
+LOG = aws.logger(__name__)
+
+
+class SmokeTestFailed(Exception):
+    """The endpoint answered, but not with what the recipe expects (shape or latency)."""
+
+
+def check_answer(answer: Any, expected_keys: list[str]) -> None:
+    """The (first) answer object must carry every expected key; an empty answer always fails."""
+    first = answer[0] if isinstance(answer, list) and answer else answer
+    if first in (None, "", [], {}):
+        raise SmokeTestFailed(f"smoke test: empty answer {answer!r}")
+    if expected_keys:
+        if not isinstance(first, dict):
+            raise SmokeTestFailed(f"smoke test: answer {first!r} is not an object with keys {expected_keys}")
+        missing = [k for k in expected_keys if k not in first]
+        if missing:
+            raise SmokeTestFailed(f"smoke test: answer {first!r} lacks key(s) {missing}; expected {expected_keys}")
+
+
+def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """Invoke the plan's endpoint once with its sample; return {ok, latency_ms, response}."""
+    start = time.perf_counter()
+    resp = runtime.invoke_endpoint(
+        EndpointName=plan["endpoint_name"],
+        ContentType="application/json",
+        Accept="application/json",
+        Body=json.dumps(plan["sample_request"]).encode(),
+    )
+    raw = resp["Body"].read()
+    latency_ms = round((time.perf_counter() - start) * 1000.0, 1)
+    try:
+        answer = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise SmokeTestFailed(f"smoke test: answer is not JSON: {raw[:200]!r}") from err
+    check_answer(answer, plan["expected_keys"])
+    if latency_ms > plan["max_latency_ms"]:
+        raise SmokeTestFailed(f"smoke test: latency {latency_ms} ms > max_latency_ms {plan['max_latency_ms']}")
+    return {"ok": True, "latency_ms": latency_ms, "response": answer}
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"plan": <plan>}."""
+    result = smoke_test(aws.client("sagemaker-runtime"), event["plan"])
+    aws.log_json(LOG, "smoke test passed", latency_ms=result["latency_ms"])
+    return result

@@ -1,0 +1,287 @@
+"""The pipeline state machine (Standard, JSONPath; no `.sync`, no JSONata), as DESIGN.md draws it.
+
+Plan -> Launch -> poll training (Wait with seconds from $.plan.poll_seconds) -> [Gate] -> CreateModel ->
+CreateEndpointConfig -> CreateEndpoint -> poll endpoint (bounded by $.plan.endpoint_max_polls) ->
+SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
+Cleanup (and a failure report) to Fail. The same definition runs on moto's interpreter
+(hfpipe.local_engine), which is why it sticks to JSONPath and polling.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from hfpipe import contract
+from stacks.constructs.pipeline_lambdas import PipelineLambdas
+
+J = sfn.JsonPath
+THROTTLING_ERRORS = ["ThrottlingException", "SageMaker.ThrottlingException", "SageMaker.SageMakerException"]
+CAPACITY_ERRORS = ["CapacityError", "SageMaker.ResourceLimitExceededException"]
+
+
+class PipelineStateMachine(Construct):
+    """The fine-tuning pipeline of one environment; ``state_machine`` is the Step Functions resource."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        lambdas: PipelineLambdas,
+        execution_role: iam.IRole,
+        retry_interval: cdk.Duration = cdk.Duration.seconds(5),
+        capacity_retry_interval: cdk.Duration = cdk.Duration.seconds(60),
+        timeout: cdk.Duration = cdk.Duration.days(7),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+
+        def retry_aws(state: sfn.State) -> None:
+            state.add_retry(errors=THROTTLING_ERRORS, interval=retry_interval, backoff_rate=2, max_attempts=6)  # type: ignore[attr-defined]
+            state.add_retry(errors=CAPACITY_ERRORS, interval=capacity_retry_interval, backoff_rate=2, max_attempts=5)  # type: ignore[attr-defined]
+
+        def invoke(cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None) -> tasks.LambdaInvoke:
+            return tasks.LambdaInvoke(
+                self,
+                cid,
+                lambda_function=lambdas.functions[fn_key],
+                # No payload: the Lambda gets the whole state (plan, training, error, ...).
+                payload=payload,
+                payload_response_only=True,
+                result_path=result_path if result_path else J.DISCARD,
+                retry_on_service_exceptions=True,
+            )
+
+        def fail(cid: str) -> sfn.Fail:
+            return sfn.Fail(self, cid, error_path="$.report.error", cause_path="$.report.cause")
+
+        # Errors after Launch: clean up what this execution created, report, fail with the original error.
+        cleanup_on_error = invoke("CleanupOnError", "cleanup", "$.cleanup")
+        cleanup_on_error.next(invoke("ReportError", "report", "$.report")).next(fail("PipelineFailed"))
+
+        def catch(state: sfn.State) -> None:
+            state.add_catch(cleanup_on_error, errors=["States.ALL"], result_path="$.error")  # type: ignore[attr-defined]
+
+        plan = invoke(
+            "Plan",
+            "plan",
+            "$.plan",
+            sfn.TaskInput.from_object({"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}),
+        )
+        launch = invoke("Launch", "launch", "$.launch", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")}))
+        launch.add_retry(errors=["ThrottlingException"], interval=retry_interval, backoff_rate=2, max_attempts=6)
+        launch.add_retry(errors=["CapacityError"], interval=capacity_retry_interval, backoff_rate=2, max_attempts=5)
+        catch(launch)
+
+        wait_training = sfn.Wait(self, "WaitForTraining", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds"))
+        describe_training = tasks.CallAwsService(
+            self,
+            "DescribeTrainingJob",
+            service="sagemaker",
+            action="describeTrainingJob",
+            parameters={"TrainingJobName": J.string_at("$.plan.training_job_name")},
+            iam_resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
+            result_path="$.training",
+        )
+        retry_aws(describe_training)
+        catch(describe_training)
+
+        report_training_failed = invoke("ReportTrainingFailure", "report", "$.report")
+        report_training_failed.next(fail("TrainingFailed"))
+
+        gate = invoke("Gate", "gate", "$.gate_result")
+        catch(gate)
+        report_gate = invoke("ReportGateNotPassed", "report", "$.report")
+        report_gate.next(fail("EvaluationGateNotPassed"))
+        report_no_deploy = invoke("ReportTrainingOnly", "report", "$.report")
+        report_no_deploy.next(sfn.Succeed(self, "TrainedWithoutDeploy"))
+
+        # Native SageMaker service integrations (request/response), tagged like every other resource.
+        def sagemaker_task(cid: str, api: str, parameters: dict) -> sfn.CustomState:
+            state = sfn.CustomState(
+                self,
+                cid,
+                state_json={
+                    "Type": "Task",
+                    "Resource": f"arn:{stack.partition}:states:::sagemaker:{api}",
+                    "Parameters": {**parameters, "Tags.$": "$.plan.tags"},
+                    # Keep the ARN (an explicit path: a null ResultPath is not honoured by moto's interpreter).
+                    "ResultPath": f"$.created.{api}",
+                },
+            )
+            retry_aws(state)
+            catch(state)
+            return state
+
+        create_model = sagemaker_task(
+            "CreateModel",
+            "createModel",
+            {
+                "ModelName.$": "$.plan.model_name",
+                "ExecutionRoleArn.$": "$.plan.role_arn",
+                "PrimaryContainer": {
+                    "Image.$": "$.plan.inference_image_uri",
+                    "ModelDataUrl.$": "$.training.ModelArtifacts.S3ModelArtifacts",
+                    "Environment.$": "$.plan.serving_environment",
+                },
+            },
+        )
+        create_config = sagemaker_task(
+            "CreateEndpointConfig",
+            "createEndpointConfig",
+            {
+                "EndpointConfigName.$": "$.plan.endpoint_config_name",
+                "ProductionVariants": [
+                    {
+                        "VariantName": "AllTraffic",
+                        "ModelName.$": "$.plan.model_name",
+                        "InstanceType.$": "$.plan.serving_instance_type",
+                        "InitialInstanceCount.$": "$.plan.serving_instance_count",
+                    }
+                ],
+            },
+        )
+        create_endpoint = sagemaker_task(
+            "CreateEndpoint",
+            "createEndpoint",
+            {"EndpointName.$": "$.plan.endpoint_name", "EndpointConfigName.$": "$.plan.endpoint_config_name"},
+        )
+        start_endpoint_wait = sfn.Pass(
+            self,
+            "StartEndpointWait",
+            parameters={"left": J.number_at("$.plan.endpoint_max_polls")},
+            result_path="$.endpoint_polls",
+        )
+        wait_endpoint = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds"))
+        describe_endpoint = tasks.CallAwsService(
+            self,
+            "DescribeEndpoint",
+            service="sagemaker",
+            action="describeEndpoint",
+            parameters={"EndpointName": J.string_at("$.plan.endpoint_name")},
+            iam_resources=[stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")],
+            result_selector={"EndpointStatus": J.string_at("$.EndpointStatus")},
+            result_path="$.endpoint",
+        )
+        retry_aws(describe_endpoint)
+        catch(describe_endpoint)
+        count_down = sfn.Pass(
+            self,
+            "CountEndpointPoll",
+            parameters={"left": J.math_add(J.number_at("$.endpoint_polls.left"), -1)},
+            result_path="$.endpoint_polls",
+        )
+        endpoint_error = sfn.Pass(
+            self,
+            "EndpointFailed",
+            parameters={
+                "Error": "EndpointFailed",
+                "Cause": J.format("endpoint {} is {}", J.string_at("$.plan.endpoint_name"), J.string_at("$.endpoint.EndpointStatus")),
+            },
+            result_path="$.error",
+        ).next(cleanup_on_error)
+        endpoint_timeout = sfn.Pass(
+            self,
+            "EndpointWaitTimedOut",
+            parameters={
+                "Error": "EndpointWaitTimeout",
+                "Cause": J.format(
+                    "endpoint {} not InService after {} polls", J.string_at("$.plan.endpoint_name"), J.string_at("$.plan.endpoint_max_polls")
+                ),
+            },
+            result_path="$.error",
+        ).next(cleanup_on_error)
+
+        smoke = invoke("SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")}))
+        catch(smoke)
+        report_success = invoke("Report", "report", "$.report")
+        report_success.next(sfn.Succeed(self, "Done"))
+        cleanup_after_smoke = invoke("DeleteEndpoint", "cleanup", "$.cleanup")
+        catch(cleanup_after_smoke)
+        cleanup_after_smoke.next(report_success)
+
+        deploy = create_model.next(create_config).next(create_endpoint).next(start_endpoint_wait).next(wait_endpoint)
+        wait_endpoint.next(describe_endpoint).next(
+            sfn.Choice(self, "EndpointStatus?")
+            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "InService"), smoke)
+            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "Failed"), endpoint_error)
+            .otherwise(
+                count_down.next(
+                    sfn.Choice(self, "EndpointWaitLeft?")
+                    .when(sfn.Condition.number_less_than_equals("$.endpoint_polls.left", 0), endpoint_timeout)
+                    .otherwise(wait_endpoint)
+                )
+            )
+        )
+        smoke.next(
+            sfn.Choice(self, "KeepEndpoint?")
+            .when(sfn.Condition.boolean_equals("$.plan.keep_endpoint", True), report_success)
+            .otherwise(cleanup_after_smoke)
+        )
+        deploy_choice = (
+            sfn.Choice(self, "Deploy?")
+            .when(sfn.Condition.boolean_equals("$.plan.deploy", False), report_no_deploy)
+            .otherwise(deploy)
+        )
+        gate.next(
+            sfn.Choice(self, "GatePassed?")
+            .when(sfn.Condition.boolean_equals("$.gate_result.passed", False), report_gate)
+            .otherwise(deploy_choice)
+        )
+        after_training = (
+            sfn.Choice(self, "GateEnabled?")
+            .when(sfn.Condition.boolean_equals("$.plan.gate.enabled", True), gate)
+            .otherwise(deploy_choice)
+        )
+        definition = plan.next(launch).next(wait_training).next(describe_training).next(
+            sfn.Choice(self, "TrainingStatus?")
+            .when(sfn.Condition.string_equals("$.training.TrainingJobStatus", "Completed"), after_training)
+            .when(
+                sfn.Condition.or_(
+                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Failed"),
+                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Stopped"),
+                ),
+                report_training_failed,
+            )
+            .otherwise(wait_training)
+        )
+
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=timeout,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        )
+        role = self.state_machine.role
+        hosting = {
+            "model": stack.format_arn(service="sagemaker", resource="model", resource_name="*"),
+            "endpoint-config": stack.format_arn(service="sagemaker", resource="endpoint-config", resource_name="*"),
+            "endpoint": stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*"),
+        }
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:AddTags"],
+                resources=list(hosting.values()),
+                conditions={"StringEquals": {f"aws:RequestTag/{contract.TAG_MANAGED_BY}": contract.PROJECT}},
+            )
+        )
+        # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"], resources=list(hosting.values()))
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[execution_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
+        )

@@ -1,0 +1,206 @@
+"""`hfpipe recipes` and `hfpipe start`: local validation with hfpipe.core, then the execution in moto."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cli_moto import REGION, Deployed
+
+from hfpipe import contract
+from hfpipe.cli import main
+from hfpipe.cli.commands import default_execution_name
+from hfpipe.core.recipes import available_recipes, load_recipe
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+KNOWN = ", ".join(available_recipes())
+
+
+def test_recipes_lists_every_recipe(capsys: Any) -> None:
+    code, out, err = run(capsys, "recipes")
+    assert (code, err) == (0, "")
+    for name in available_recipes():
+        assert name in out
+    assert "tiny-lora" in out and "summarization" in out
+
+
+def test_recipes_show_resolves_defaults_and_overrides(capsys: Any) -> None:
+    code, out, err = run(
+        capsys, "recipes", "show", "tiny-lora", "--set", "training.hyperparameters.max_steps=2"
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "recipe tiny-lora with training.hyperparameters.max_steps=2"
+    assert '"max_steps": 2,' in out
+    assert '"volume_size_gb": 30' in out  # a default the file does not set
+    assert "training.spot.max_wait_seconds" in out  # documented fields
+    assert "StoppingCondition.MaxWaitTimeInSeconds" in out
+
+
+def test_recipes_show_errors(capsys: Any) -> None:
+    assert run(capsys, "recipes", "show") == (
+        1,
+        "",
+        "error: `recipes show` needs a recipe name or path: hfpipe recipes show NAME\n",
+    )
+    assert run(capsys, "recipes", "show", "nope") == (
+        1,
+        "",
+        f"error: unknown recipe 'nope': known recipes are {KNOWN}; or pass the path of a .json file\n",
+    )
+
+
+# --- start: bad input fails before AWS is asked anything (no credentials, no moto here) ----------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--recipe", "nope"],
+            f"unknown recipe 'nope': known recipes are {KNOWN}; or pass the path of a .json file",
+        ),
+        (
+            ["--recipe", "tiny-lora", "--set", "max_steps"],
+            "--set 'max_steps' is not KEY=VALUE: use a dotted recipe field, e.g. "
+            "--set training.hyperparameters.max_steps=10 (the value is read as JSON when it is JSON)",
+        ),
+        (
+            ["--recipe", "tiny-lora", "--set", "training.instance_count=0"],
+            "recipe 'tiny-lora' with the --set overrides is invalid: recipe.training.instance_count: 0 is below "
+            "the minimum 1",
+        ),
+        (
+            ["--recipe", "tiny-lora", "--set", "training.instnce_type=ml.m5.large"],
+            "recipe 'tiny-lora' with the --set overrides is invalid: recipe.training: unknown field(s) "
+            "['instnce_type']; accepted: ['channels', 'checkpoint_local_path', 'checkpoint_s3_uri', "
+            "'distribution', 'entry_point', 'environment', 'expected_hours', 'hyperparameters', 'instance_count', "
+            "'instance_type', 'max_run_seconds', 'metric_definitions', 'spot', 'volume_size_gb']",
+        ),
+        (
+            ["--recipe", "tiny-lora", "--set", "training.spot.enabled=true"],
+            "recipe 'tiny-lora' with the --set overrides is invalid: recipe.training.spot.max_wait_seconds: "
+            "required when spot.enabled is true",
+        ),
+        (["--recipe", "missing.json"], "recipe file 'missing.json' not found"),
+        (
+            ["--recipe", "tiny-lora", "--name", "has space"],
+            "--name 'has space' is not a valid execution name: use 1 to 80 letters, digits, '-' or '_'",
+        ),
+    ],
+)
+def test_start_bad_input(capsys: Any, argv: list[str], message: str) -> None:
+    code, out, err = run(capsys, "start", "--env", "dev", *argv)
+    assert (code, out) == (1, "")
+    assert err == f"error: {message}\n"
+
+
+def test_start_no_credentials(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    assert code == 1
+    assert err.startswith("error: no AWS credentials found: ")
+
+
+def test_start_unknown_environment(deployed: Deployed, capsys: Any) -> None:
+    code, _, err = run(capsys, "start", "--env", "prod", "--recipe", "tiny-lora")
+    assert code == 1
+    assert err.startswith("error: unknown environment 'prod': no SSM parameters under /hfpipe/prod/")
+
+
+# --- start against the environment -----------------------------------------------------------------
+
+
+def test_start_sends_recipe_and_overrides_and_prints_the_console_link(
+    deployed: Deployed, capsys: Any
+) -> None:
+    code, out, err = run(
+        capsys,
+        "start",
+        "--env",
+        "dev",
+        "--recipe",
+        "tiny-lora",
+        "--set",
+        "training.hyperparameters.max_steps=2",
+        "--name",
+        "first-run",
+    )
+    assert (code, err) == (0, "")
+    arn = f"arn:aws:states:{REGION}:123456789012:execution:hfpipe-dev:first-run"
+    assert out.splitlines() == [
+        "started first-run (recipe tiny-lora)",
+        f"execution: {arn}",
+        f"console:   https://{REGION}.console.aws.amazon.com/states/home?region={REGION}"
+        f"#/v2/executions/details/{arn}",
+        "follow it with: hfpipe watch first-run --env dev",
+    ]
+    sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
+    assert sent == {
+        "recipe": load_recipe("tiny-lora"),
+        "overrides": {"training.hyperparameters.max_steps": 2},
+    }
+
+
+def test_start_derives_the_name(deployed: Deployed, capsys: Any) -> None:
+    code, out, _ = run(capsys, "start", "--env", "dev", "--recipe", "tiny-qa")
+    assert code == 0
+    name = out.splitlines()[0].split()[1]
+    assert name.startswith("tiny-qa-") and len(name) == len(default_execution_name("tiny-qa"))
+    assert [
+        e["name"]
+        for e in deployed.sfn.list_executions(stateMachineArn=deployed.state_machine_arn)["executions"]
+    ] == [name]
+
+
+def test_start_same_name_twice(deployed: Deployed, capsys: Any) -> None:
+    assert run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")[0] == 0
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")
+    assert code == 1
+    assert (
+        err == "error: an execution named 'twice' already exists in environment 'dev'; pass another --name\n"
+    )
+
+
+def test_start_checks_the_environments_image_catalog(deployed: Deployed, capsys: Any) -> None:
+    catalog = {"training": {"4.49.0/2.6.0/py312": {"gpu": "example.invalid/training:gpu"}}, "inference": {}}
+    deployed.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_IMAGE_CATALOG),
+        Value=json.dumps(catalog),
+        Overwrite=True,
+        Type="String",
+    )
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    assert code == 1
+    assert err == (
+        "error: recipe 'tiny-lora' cannot run in this environment: recipe.container.training: versions "
+        "4.56.2/2.8.0/py312 are not in the image catalog; available: ['4.49.0/2.6.0/py312'] "
+        "(or set container.training.image_uri)\n"
+    )
+
+
+def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> None:
+    code, out, err = run(
+        capsys,
+        "start",
+        "--env",
+        "dev",
+        "--recipe",
+        "tiny-lora",
+        "--name",
+        "watched",
+        "--watch",
+        "--interval",
+        "0.2",
+    )
+    assert (code, err) == (0, "")
+    assert "started watched (recipe tiny-lora)" in out
+    assert "report: watched" in out
+    assert "SUCCEEDED" in out
+    assert "eval_loss" in out and "4.2" in out

@@ -1,0 +1,221 @@
+"""The fault matrix: each row runs the synthesized definition on moto and checks end state, error and
+what SageMaker resources are left (only the training job record may remain; nothing orphaned)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hfpipe import contract
+
+pytestmark = pytest.mark.slow
+_ids = itertools.count()
+
+
+def run(engine, recipe_name="tiny-qa", **inp):
+    name = f"{recipe_name}-{next(_ids)}"
+    result = engine.run({"recipe_name": recipe_name, "poll_seconds": 1, **inp}, name=name)
+    return name, result
+
+
+def left(engine, name):
+    """SageMaker resources of one execution still present (by the derived names)."""
+    res = engine.sagemaker_resources()
+    return {kind: [n for n in names if n == name or n.startswith(name + "-")] for kind, names in res.items()}
+
+
+NOTHING_DEPLOYED = {"models": [], "endpoint_configs": [], "endpoints": []}
+
+
+def assert_only_job(engine, name, jobs=1):
+    got = left(engine, name)
+    assert len(got.pop("training_jobs")) == jobs
+    assert got == NOTHING_DEPLOYED
+
+
+def test_happy_path_with_deploy(fresh):
+    fresh.endpoint = lambda n, body: [{"answer": "SageMaker endpoint", "score": 0.71}]
+    name, r = run(fresh)
+    assert r.status == "SUCCEEDED", r.cause
+    report = r.output["report"]
+    assert report["smoke_test"]["ok"] and report["smoke_test"]["response"][0]["answer"] == "SageMaker endpoint"
+    assert report["endpoint_deleted"] is True and report["training_job_status"] == "Completed"
+    assert "SmokeTest" in r.states and "DeleteEndpoint" in r.states
+    assert_only_job(fresh, name)
+
+
+def test_happy_path_keep_endpoint_leaves_tagged_endpoint(fresh):
+    name, r = run(fresh, keep_endpoint=True)
+    assert r.status == "SUCCEEDED", r.cause
+    got = left(fresh, name)
+    assert got["endpoints"] == [f"{name}-ep"] and got["models"] == [f"{name}-model"]
+    sm = fresh.client("sagemaker")
+    arn = sm.describe_endpoint(EndpointName=f"{name}-ep")["EndpointArn"]
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+    assert tags[contract.TAG_EXECUTION] == name and tags[contract.TAG_MANAGED_BY] == "hfpipe"
+    assert r.output["report"]["endpoint_deleted"] is False
+
+
+def test_happy_path_without_deploy(fresh):
+    name, r = run(fresh, deploy=False)
+    assert r.status == "SUCCEEDED", r.cause
+    assert "CreateModel" not in r.states and r.states[-1] == "TrainedWithoutDeploy"
+    assert r.output["report"]["smoke_test"] is None
+    assert_only_job(fresh, name)
+
+
+def test_training_job_carries_spot_request(fresh):
+    seen = {}
+    fresh.training = lambda request, job: seen.update(request)
+    name, r = run(fresh, "tiny-spot", deploy=False)
+    assert r.status == "SUCCEEDED", r.cause
+    assert seen["EnableManagedSpotTraining"] is True
+    assert seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
+    assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/{name}/"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"training.instance_type": "p3.2xlarge"}, "recipe.training.instance_type: 'p3.2xlarge' does not match"),
+        ({"training.bogus": 1}, "unknown field(s) ['bogus']"),
+        ({"training.spot.enabled": True}, "spot.max_wait_seconds: required"),
+        ({"training.spot": {"enabled": True, "max_wait_seconds": 60}, "training.max_run_seconds": 3600},
+         "must be >= training.max_run_seconds (3600)"),
+        ({"training.spot": {"enabled": True, "max_wait_seconds": 7200}}, "checkpoint_s3_uri: required with spot"),
+        ({"training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
+         "'ml.g4dn.xlarge' does not support smdistributed dataparallel"),
+        ({"training.distribution": {"torch_distributed": {"enabled": True}}, "training.instance_type": "ml.m5.xlarge"},
+         "is a CPU instance"),
+        ({"training.instance_count": 2}, "without a distribution"),
+        ({"evaluation_gate": {"metric": "nope", "threshold": 1}}, "evaluation_gate.metric: 'nope'"),
+        ({"container.training.transformers_version": "9.9.9"}, "not in the image catalog"),
+    ],
+    ids=["schema-pattern", "schema-unknown", "spot-maxwait", "spot-maxwait-lt-maxrun", "spot-checkpoint",
+         "smddp-instance", "dist-cpu", "multi-no-dist", "gate-metric", "image"],
+)
+def test_bad_recipe_fails_in_plan_with_nothing_created(fresh, overrides, needle):
+    name, r = run(fresh, overrides=overrides)
+    assert r.status == "FAILED"
+    assert r.error == "RecipeError"
+    assert needle in r.cause
+    assert r.states == ["Plan"]
+    assert left(fresh, name) == {"training_jobs": [], **NOTHING_DEPLOYED}
+
+
+def test_bad_poll_seconds(fresh):
+    name, r = run(fresh, poll_seconds=0)
+    assert (r.status, r.error) == ("FAILED", "RecipeError") and "input.poll_seconds: 0" in r.cause
+
+
+def test_quota_too_low(fresh):
+    fresh.quotas.value_for = lambda n: 0.0 if n == "ml.m5.large for endpoint usage" else 10.0
+    name, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "QuotaTooLowError")
+    assert "ml.m5.large for endpoint usage" in r.cause and "applied value 0 < needed 1" in r.cause
+    assert left(fresh, name) == {"training_jobs": [], **NOTHING_DEPLOYED}
+
+
+@pytest.mark.parametrize("status", ["Failed", "Stopped"])
+def test_training_failed_or_stopped(fresh, status):
+    def fail(request, job):
+        job.training_job_status = status
+        job.failure_reason = "AlgorithmError: CUDA out of memory" if status == "Failed" else None
+
+    fresh.training = fail
+    name, r = run(fresh)
+    assert r.status == "FAILED"
+    assert r.error == f"TrainingJob{status}" and name in r.cause
+    if status == "Failed":
+        assert "CUDA out of memory" in r.cause
+    assert "CreateModel" not in r.states
+    assert_only_job(fresh, name)
+
+
+def test_throttled_launch_then_success(fresh):
+    fresh.create_errors.extend(["ThrottlingException"])
+    name, r = run(fresh, deploy=False)
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states.count("Launch") == 1  # retried inside the state
+    assert_only_job(fresh, name)
+
+
+def test_launch_retried_after_job_created_makes_no_second_job(fresh):
+    fresh.after_errors["launch"] = ["Lambda.ServiceException"]
+    name, r = run(fresh, deploy=False)
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.output["launch"]["created"] is False  # the retry found the job the first attempt made
+    assert_only_job(fresh, name)
+
+
+def test_endpoint_failed_is_cleaned_up(fresh):
+    def failed(ep):
+        ep.endpoint_status = "Failed"
+        ep.failure_reason = "Image pull failed"
+
+    fresh.on_endpoint = failed
+    name, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "EndpointFailed")
+    assert f"{name}-ep is Failed" in r.cause
+    assert "CleanupOnError" in r.states
+    assert_only_job(fresh, name)
+
+
+def test_endpoint_wait_timeout_is_cleaned_up(fresh):
+    fresh.on_endpoint = lambda ep: setattr(ep, "endpoint_status", "Creating")
+    name, r = run(fresh, overrides={"serving.endpoint_timeout_seconds": 2})
+    assert (r.status, r.error) == ("FAILED", "EndpointWaitTimeout")
+    assert "not InService after 2 polls" in r.cause
+    assert_only_job(fresh, name)
+
+
+def test_smoke_test_wrong_answer_is_cleaned_up(fresh):
+    fresh.endpoint = lambda n, body: [{"generated_text": "not a QA answer"}]
+    name, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed")
+    assert "lacks key(s) ['answer', 'score']" in r.cause
+    assert_only_job(fresh, name)
+
+
+def test_evaluation_gate_blocks_deploy(fresh):
+    def metrics(request, job):
+        job.final_metric_data_list = [{"MetricName": "eval_accuracy", "Value": 0.2, "Timestamp": job.creation_time}]
+
+    fresh.training = metrics
+    name, r = run(fresh, "tiny-mnli", overrides={"evaluation_gate.threshold": 0.5})
+    assert (r.status, r.error) == ("FAILED", "EvaluationGateNotPassed")
+    assert "eval_accuracy = 0.2, required >= 0.5" in r.cause
+    assert "CreateModel" not in r.states
+    assert_only_job(fresh, name)
+
+
+def test_evaluation_gate_passes(fresh):
+    fresh.training = lambda request, job: setattr(
+        job, "final_metric_data_list", [{"MetricName": "eval_accuracy", "Value": 0.9, "Timestamp": job.creation_time}]
+    )
+    fresh.endpoint = lambda n, body: [{"label": "entailment", "score": 0.8}]
+    name, r = run(fresh, "tiny-mnli")
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.output["report"]["evaluation_gate"]["passed"] is True
+    assert r.output["report"]["final_metrics"] == {"eval_accuracy": 0.9}
+
+
+@pytest.mark.parametrize("recipe", ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "bloomz-7b1-lora-samsum"])
+def test_original_recipes_complete(fresh, recipe):
+    def train(request, job):
+        job.billable_time_in_seconds = 600
+        job.training_time_in_seconds = 1800 if request["EnableManagedSpotTraining"] else 600
+        job.final_metric_data_list = [
+            {"MetricName": m, "Value": 90.0, "Timestamp": job.creation_time} for m in ("eval_f1", "eval_accuracy")
+        ]
+
+    fresh.training = train
+    fresh.endpoint = lambda n, body: [{"answer": "a", "score": 1.0, "label": "x", "generated_text": "summary"}]
+    name, r = run(fresh, recipe)
+    assert r.status == "SUCCEEDED", r.cause
+    rep = r.output["report"]
+    plan = r.output["plan"]
+    assert rep["cost_usd"] == pytest.approx(plan["price_per_hour_usd"] * plan["instance_count"] * 600 / 3600, abs=1e-3)
+    assert rep["spot_savings_percent"] == (66.7 if plan["spot"] else 0.0)
+    assert_only_job(fresh, name)
