@@ -79,8 +79,8 @@ def cold_and_warm(pairs: int, recipe: str = "tiny-lora") -> dict[str, list[float
 
 
 def measure(quick: bool) -> list[dict]:
-    """Issue 7 item 4: `hfpipe local --recipe tiny-lora` wall time, cold and warm; median of 2 pairs (quick: 1)."""
-    pairs = 1 if quick else 2
+    """Issue 7 item 4: `hfpipe local --recipe tiny-lora` wall time, cold and warm; median of 3 pairs (quick: 1)."""
+    pairs = 1 if quick else 3
     r = cold_and_warm(pairs)
     cold, warm = statistics.median(r["cold"]), statistics.median(r["warm"])
     note = f"median of {pairs}; new process each; "

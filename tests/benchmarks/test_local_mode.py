@@ -11,7 +11,7 @@ from benchmarks import local_mode as lm
 
 def test_measure_cold_warm_figures(monkeypatch: pytest.MonkeyPatch, assert_figures) -> None:
     seen: list[tuple[Path, Path]] = []
-    walls = iter([100.0, 40.0, 120.0, 50.0])
+    walls = iter([100.0, 40.0, 120.0, 50.0, 110.0, 45.0])
 
     def fake(out: Path, cache: Path, recipe: str = "tiny-lora") -> tuple[float, dict]:
         seen.append((out, cache))
@@ -22,7 +22,8 @@ def test_measure_cold_warm_figures(monkeypatch: pytest.MonkeyPatch, assert_figur
     assert cold["value"] == 110.0 and cold["baseline_value"] == 30.0
     assert warm["value"] == 45.0 and warm["baseline_value"] == 110.0
     # Each pair: cold and warm share folder and caches; the next pair starts from fresh ones.
-    assert seen[0] == seen[1] and seen[2] == seen[3] and seen[0] != seen[2]
+    assert seen[0] == seen[1] and seen[2] == seen[3] and seen[4] == seen[5]
+    assert len({seen[0], seen[2], seen[4]}) == 3
 
 
 def test_failed_run_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
