@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import run_clm  # noqa: E402
 from transformers import AutoTokenizer, Trainer, TrainerCallback, default_data_collator  # noqa: E402
 
+from benchmarks.common import figure  # noqa: E402
 from hfpipe.fixtures import samsum  # noqa: E402
 
 SETTINGS = {
@@ -98,7 +99,11 @@ def run_once(name: str, workdir: Path, data_dir: Path, steps: int, block_size: i
     return batch * block_size / step
 
 
-def packing_report(data_dir: Path) -> list[dict]:
+def packing_report(data_dir: Path, block_sizes: tuple[int, ...] = (64, 256, 2048)) -> list[dict]:
+    """Packing efficiency (real / processed tokens) of data_dir/train at each block size.
+
+    run_clm.py keeps the last partial block (padded); the original notebook dropped it.
+    """
     tokenizer = AutoTokenizer.from_pretrained(data_dir / "model")
     records = [json.loads(line) for line in (data_dir / "train" / "train.jsonl").read_text().splitlines()]
     eos = tokenizer.eos_token
@@ -113,7 +118,7 @@ def packing_report(data_dir: Path) -> list[dict]:
     ]
     total = sum(lengths)
     rows = []
-    for block in (64, 256, 2048):
+    for block in block_sizes:
         n_blocks = -(-total // block)
         rows.append(
             {
@@ -128,6 +133,51 @@ def packing_report(data_dir: Path) -> list[dict]:
     return rows
 
 
+def throughput(steps: int, rounds: int, block_size: int, batch: int, threads: int) -> dict[str, list[float]]:
+    """Tokens/s of each setting, `rounds` interleaved rounds of `steps` optimizer steps each."""
+    if steps < 3:
+        raise ValueError(f"steps={steps}: need at least 3 (the first two steps are not timed)")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data_dir = Path(tmp) / "data"
+            samsum.write_samsum(data_dir, n_train=256, n_validation=8)
+            samsum.build_tiny_bloom(data_dir / "model")
+            results: dict[str, list[float]] = {name: [] for name in SETTINGS}
+            for _ in range(rounds):
+                for name in SETTINGS:
+                    results[name].append(run_once(name, Path(tmp), data_dir, steps, block_size, batch))
+    finally:
+        torch.set_num_threads(previous_threads)
+    return results
+
+
+def measure(quick: bool) -> list[dict]:
+    """Issue 7 item 3: tiny LoRA recipe tokens/s on CPU, run_clm.py defaults vs the original settings."""
+    steps, rounds, block_size, batch, threads = (6, 1, 256, 1, 1) if quick else (30, 3, 256, 1, 1)
+    results = throughput(steps, rounds, block_size, batch, threads)
+    base = statistics.median(results["original"])
+    notes = (
+        f"tiny BLOOM (2 layers), block {block_size}, batch {batch}, {threads} thread, "
+        f"median of {rounds} interleaved round(s) x {steps - 2} timed steps"
+    )
+    return [
+        figure(
+            f"tiny LoRA CPU tokens/s, {label}",
+            statistics.median(results[name]),
+            "tokens/s",
+            "original: int8 + gradient checkpointing + adafactor",
+            base,
+            notes,
+        )
+        for name, label in (
+            ("defaults", "our defaults (int8, no checkpointing, adamw)"),
+            ("none", "unquantized fp32 base, no checkpointing, adamw"),
+        )
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -138,17 +188,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    results = throughput(args.steps, args.rounds, args.block_size, args.batch_size, args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         samsum.write_samsum(data_dir, n_train=256, n_validation=8)
         samsum.build_tiny_bloom(data_dir / "model")
-        results: dict[str, list[float]] = {name: [] for name in SETTINGS}
-        for _ in range(args.rounds):
-            for name in SETTINGS:
-                results[name].append(
-                    run_once(name, Path(tmp), data_dir, args.steps, args.block_size, args.batch_size)
-                )
         report = {
             "torch": torch.__version__,
             "threads": args.threads,

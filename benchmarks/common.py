@@ -183,7 +183,7 @@ def figures_table(figures: list[dict[str, Any]]) -> str:
                 f["unit"],
                 f["baseline_name"],
                 f["baseline_value"],
-                None if f["ratio"] is None else f"{f['ratio']:.3g}x",
+                None if f["ratio"] is None else f"{f['ratio']:.4g}x",
                 f["notes"],
             ]
             for f in figures

@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import figure  # noqa: E402
 
 HFPIPE_APP = """
 import sys
@@ -70,6 +74,52 @@ def assembly_fingerprint(outdir: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def compare(rounds: int) -> dict[str, Any]:
+    """`rounds` synths of each app, alternating; medians, ratio and (with 2+ rounds) determinism."""
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: need at least 1")
+    hfpipe, bucket = [], []
+    with tempfile.TemporaryDirectory(prefix="hfpipe-synth-") as tmp:
+        outdirs = [Path(tmp) / f"hfpipe-{i}" for i in range(rounds)]
+        for i in range(rounds):
+            bucket.append(run_synth(ONE_BUCKET_APP, Path(tmp) / f"bucket-{i}"))
+            hfpipe.append(run_synth(HFPIPE_APP, outdirs[i]))
+        first = assembly_fingerprint(outdirs[0])
+        summary: dict[str, Any] = {
+            "rounds": rounds,
+            "hfpipe_all_environments_s": {"median": statistics.median(hfpipe), "runs": hfpipe},
+            "one_bucket_app_s": {"median": statistics.median(bucket), "runs": bucket},
+            "ratio_median": statistics.median(hfpipe) / statistics.median(bucket),
+            "stacks": sorted(first["templates"]),
+            "asset_files": sorted(first["asset_files"]),
+        }
+        if rounds >= 2:
+            second = assembly_fingerprint(outdirs[1])
+            summary["identical_templates"] = first["templates"] == second["templates"]
+            summary["identical_asset_manifests"] = first["assets"] == second["assets"]
+            summary["identical_asset_files"] = first["asset_files"] == second["asset_files"]
+    return summary
+
+
+def measure(quick: bool) -> list[dict]:
+    """Issue 7 item 1: synth of every environment vs a one-bucket CDK app, median of 5 (quick: 1)."""
+    s = compare(1 if quick else 5)
+    notes = f"fresh Python process per synth, apps alternating, median of {s['rounds']}; {len(s['stacks'])} stacks"
+    if "identical_templates" in s:
+        same = s["identical_templates"] and s["identical_asset_manifests"] and s["identical_asset_files"]
+        notes += "; two synths byte-identical" if same else "; WARNING: two synths differ"
+    return [
+        figure(
+            "cdk synth, all environments",
+            s["hfpipe_all_environments_s"]["median"],
+            "s",
+            "one-bucket CDK app",
+            s["one_bucket_app_s"]["median"],
+            notes,
+        )
+    ]
+
+
 def main() -> int:
     """Run the benchmark and print the summary as JSON."""
     parser = argparse.ArgumentParser(
@@ -80,26 +130,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 2:
         parser.error(f"--rounds: {args.rounds} is not accepted; accepted: 2 or more (determinism needs two)")
-
-    hfpipe, bucket = [], []
-    with tempfile.TemporaryDirectory(prefix="hfpipe-synth-") as tmp:
-        outdirs = [Path(tmp) / f"hfpipe-{i}" for i in range(args.rounds)]
-        for i in range(args.rounds):
-            bucket.append(run_synth(ONE_BUCKET_APP, Path(tmp) / f"bucket-{i}"))
-            hfpipe.append(run_synth(HFPIPE_APP, outdirs[i]))
-        first, second = assembly_fingerprint(outdirs[0]), assembly_fingerprint(outdirs[1])
-        asset_hashes = sorted(first["asset_files"])
-        summary = {
-            "rounds": args.rounds,
-            "hfpipe_all_environments_s": {"median": statistics.median(hfpipe), "runs": hfpipe},
-            "one_bucket_app_s": {"median": statistics.median(bucket), "runs": bucket},
-            "ratio_median": statistics.median(hfpipe) / statistics.median(bucket),
-            "stacks": sorted(first["templates"]),
-            "identical_templates": first["templates"] == second["templates"],
-            "identical_asset_manifests": first["assets"] == second["assets"],
-            "identical_asset_files": first["asset_files"] == second["asset_files"],
-            "asset_files": asset_hashes,
-        }
+    summary = compare(args.rounds)
     text = json.dumps(summary, indent=2)
     print(text)
     if args.json:
