@@ -212,10 +212,7 @@ def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
 class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
-    def __init__(
-        self, s3: Any, sagemaker: Any, workdir: Path, metric_definitions: list[dict[str, str]]
-    ) -> None:
-        self.metric_definitions = metric_definitions
+    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
@@ -259,9 +256,8 @@ class LocalRuntime:
         job.training_end_time = datetime.now(UTC)
         seconds = max(1, round(result.training_seconds))
         job.training_time_in_seconds = job.billable_time_in_seconds = seconds
-        # moto replaces the request's MetricDefinitions with a canned one (in place); use the recipe's.
-        definitions = self.metric_definitions
-        job.algorithm_specification["MetricDefinitions"] = definitions
+        # Scraped with the request's definitions, as SageMaker does (the engine hands over the request as sent).
+        definitions = request.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
         job.final_metric_data_list = [
             {"MetricName": name_, "Value": value, "Timestamp": job.training_end_time}
             for name_, value in _final_metrics(result.logs(), definitions).items()
@@ -350,7 +346,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     }
     with LocalEngine(stacks["Pipeline"], **engine_kwargs) as engine:
         s3, sagemaker = engine.client("s3"), engine.client("sagemaker")
-        runtime = LocalRuntime(s3, sagemaker, out, loaded.resolved["training"]["metric_definitions"])
+        runtime = LocalRuntime(s3, sagemaker, out)
         try:
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 s3.create_bucket(Bucket=bucket)
