@@ -14,6 +14,7 @@ from hfpipe.cli import main
 
 pytestmark = pytest.mark.slow
 
+
 def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
     code = main(
         [
