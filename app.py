@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from stacks.quota_stack import QuotaStack
 
 ROOT = Path(__file__).resolve().parent
 BUILTIN_VALIDATION_CONTEXT_KEY = "hfpipe:builtin-validation"
+PARTS = ("Data", "Quota", "Pipeline")
+"""The stacks of one environment (`hfpipe.contract.stack_name` parts), in deployment order."""
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -44,11 +47,20 @@ def build_app(
     outdir: str | None = None,
     default_account: str | None = None,
     training_code_dir: Path = TRAINING_CODE_DIR,
+    parts: Collection[str] = PARTS,
+    nag: bool = True,
 ) -> cdk.App:
     """Build the app: every environment, or the one `-c env=NAME` (context key `env`) names.
 
     The CLI's context (cdk.json plus `-c`) overrides `context`. Raises `ConfigError` for a bad entry.
+    `parts` picks stacks per environment (`hfpipe local` needs only Data and Pipeline; Pipeline needs
+    Data); `nag=False` leaves out the cdk-nag checks (an in-process synth the tests check elsewhere).
     """
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or ("Pipeline" in parts and "Data" not in parts):
+        raise ConfigError(
+            f"parts: {sorted(parts)!r}; accepted: a subset of {list(PARTS)} with Data for Pipeline"
+        )
     context = context if context is not None else cdk_json_context()
     # The switch is an App property, but the CLI's `-c` values are only readable from an App: ask a probe.
     probe = cdk.App(context=context)
@@ -59,22 +71,29 @@ def build_app(
         env = cdk.Environment(account=config.account, region=config.region)
         # The same tag keys as the SageMaker resources an execution creates (hfpipe.contract).
         tags = {TAG_ENV: config.name, TAG_MANAGED_BY: PROJECT}
-        data = DataStack(
-            app,
-            stack_name(config.name, "Data"),
-            config=config,
-            env=env,
-            description=f"hfpipe {config.name}: data, artifacts and access-log buckets",
-            tags=tags,
+        data = (
+            DataStack(
+                app,
+                stack_name(config.name, "Data"),
+                config=config,
+                env=env,
+                description=f"hfpipe {config.name}: data, artifacts and access-log buckets",
+                tags=tags,
+            )
+            if "Data" in parts
+            else None
         )
-        QuotaStack(
-            app,
-            stack_name(config.name, "Quota"),
-            config=config,
-            env=env,
-            description=f"hfpipe {config.name}: SageMaker service quota increase requests",
-            tags=tags,
-        )
+        if "Quota" in parts:
+            QuotaStack(
+                app,
+                stack_name(config.name, "Quota"),
+                config=config,
+                env=env,
+                description=f"hfpipe {config.name}: SageMaker service quota increase requests",
+                tags=tags,
+            )
+        if data is None or "Pipeline" not in parts:
+            continue
         PipelineStack(
             app,
             stack_name(config.name, "Pipeline"),
@@ -86,7 +105,8 @@ def build_app(
             description=f"hfpipe {config.name}: execution role, training code, notifications, pipeline",
             tags=tags,
         )
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 
 

@@ -7,8 +7,8 @@ process, against the same moto account. Two plug-ins let the caller decide what 
 AWS's control plane; that is the whole interface:
 
 ``training(request, job)``
-    called after moto has created a training job (``request`` is the CreateTrainingJob request,
-    ``job`` moto's job object). Tests set ``job.training_job_status = "Failed"``; ``hfpipe local``
+    called after moto has created a training job (``request`` is a copy of the CreateTrainingJob
+    request as sent, ``job`` moto's job object, whose AlgorithmSpecification is the request's). Tests set ``job.training_job_status = "Failed"``; ``hfpipe local``
     runs the real training here (hfpipe.local_container) and uploads model.tar.gz to
     ``job.model_artifacts["S3ModelArtifacts"]``.
 ``endpoint(endpoint_name, body) -> answer``
@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import io
 import json
@@ -276,9 +277,14 @@ class LocalEngine:
 
                 code = engine.create_errors.pop(0)
                 raise JsonRESTError(code, f"{code} injected by the local engine")
+            # moto rewrites parts of the request in place (MetricDefinitions becomes a canned one), so
+            # the plug-in gets a copy made before moto sees it, and the job describes what was sent.
+            request = _request_of(copy.deepcopy(kwargs))
             job = original_create_job(backend, **kwargs)
+            if "AlgorithmSpecification" in request:
+                job.algorithm_specification = copy.deepcopy(request["AlgorithmSpecification"])
             if engine.training:
-                engine.training(_request_of(kwargs), job)
+                engine.training(copy.deepcopy(request), job)
             return job
 
         def create_endpoint(backend: Any, *args: Any, **kwargs: Any) -> Any:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,20 @@ EVENTS_DIR = Path(__file__).resolve().parent / "events"
 def repo_root() -> Path:
     """The repository's root folder."""
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The whole app from cdk.json (every environment), synthesized once for the session (app_synth)."""
+    from app_synth import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def pipeline_template(synthesized: Any) -> dict[str, Any]:
+    """The dev environment's real PipelineStack template (from the session's synthesis)."""
+    return dict(synthesized.pipeline("dev"))
 
 
 @pytest.fixture(scope="session")

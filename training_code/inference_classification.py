@@ -1,8 +1,8 @@
 """SageMaker inference handler for sequence(-pair) classification (copied to <model_dir>/code/inference.py).
 
 Request: {"premise": str, "hypothesis": str} (MNLI), {"text": str, "text_pair": str} or {"text": str}
-(single text), or a list of those; the key `inputs` is accepted for `text` (the toolkit's convention).
-Response: {"label": str, "scores": {label: probability}}, or a list of those. Self-contained: the
+(single text), or a list of those; or the Hugging Face inference toolkit's shape {"inputs": ...}, where
+`inputs` is a text, one of the objects above, or a list of either. Response: {"label": str, "scores": {label: probability}}, or a list of those. Self-contained: the
 endpoint only has this file and the model directory.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
 
 def model_fn(model_dir: str, context: Any = None) -> Any:
     """Load the fine-tuned model and tokenizer."""
+    # Imported here so request parsing (parse_request) needs neither torch nor transformers.
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     model.eval()
@@ -33,6 +34,8 @@ def input_fn(request_body: str | bytes, content_type: str = "application/json", 
 
 
 def _pair(item: Any) -> tuple[str, str | None]:
+    if isinstance(item, dict) and isinstance(item.get("inputs"), dict):
+        item = item["inputs"]
     if not isinstance(item, dict):
         raise ValueError(f"each request item must be an object; got {type(item).__name__}")
     if "premise" in item or "hypothesis" in item:
@@ -50,15 +53,33 @@ def _pair(item: Any) -> tuple[str, str | None]:
     return first, second
 
 
-def predict_fn(data: Any, bundle: Any, context: Any = None) -> Any:
-    """Classify one request object, or each object of a list, in one batch."""
-    items = data if isinstance(data, list) else [data]
+def parse_request(data: Any) -> tuple[list[tuple[str, str | None]], bool]:
+    """The checked (text, text pair or None) items of a decoded request, and whether it asked for a list.
+
+    Accepts the plain shape (an object or a list of objects) and the toolkit's {"inputs": ...} with a
+    text, an object or a list of either as `inputs`.
+    """
+    if isinstance(data, dict) and not isinstance(data.get("inputs", ""), str):
+        inputs = data["inputs"]
+        batch = isinstance(inputs, list)
+        items = [{"text": i} if isinstance(i, str) else i for i in (inputs if batch else [inputs])]
+    else:
+        batch = isinstance(data, list)
+        items = data if batch else [data]
     pairs = [_pair(item) for item in items]
+    if any(p[1] is None for p in pairs) and not all(p[1] is None for p in pairs):
+        raise ValueError("a batch must be all pairs or all single texts")
+    return pairs, batch
+
+
+def predict_fn(data: Any, bundle: Any, context: Any = None) -> Any:
+    """Classify one request object, or each object of a list, in one batch (either request shape)."""
+    import torch
+
+    pairs, batch = parse_request(data)
     model, tokenizer = bundle["model"], bundle["tokenizer"]
     firsts = [p[0] for p in pairs]
     seconds = [p[1] for p in pairs]
-    if any(s is None for s in seconds) and not all(s is None for s in seconds):
-        raise ValueError("a batch must be all pairs or all single texts")
     encoded = tokenizer(
         firsts,
         None if seconds[0] is None else seconds,
@@ -73,7 +94,7 @@ def predict_fn(data: Any, bundle: Any, context: Any = None) -> Any:
     for row in probabilities:
         scores = {id2label[i]: float(p) for i, p in enumerate(row)}
         results.append({"label": max(scores, key=scores.__getitem__), "scores": scores})
-    return results if isinstance(data, list) else results[0]
+    return results if batch else results[0]
 
 
 def output_fn(prediction: Any, accept: str = "application/json", context: Any = None) -> str:

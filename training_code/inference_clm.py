@@ -117,25 +117,42 @@ def generation_kwargs(parameters: Any) -> dict[str, Any]:
     return kwargs
 
 
+def parse_request(data: Any) -> tuple[str | dict[str, Any], dict[str, Any]]:
+    """The prompt (a string, or the dialogue record the model's template renders) and generation kwargs.
+
+    Accepts {"inputs": prompt, "parameters": {...}} (the toolkit's shape), {"dialogue": ..., other template
+    fields, "parameters": {...}}, and {"inputs": {"dialogue": ...}, "parameters": {...}}.
+    """
+    if not isinstance(data, dict):
+        raise ValueError('the request must be a JSON object with "inputs" or "dialogue"')
+    prompt: str | dict[str, Any]
+    if isinstance(data.get("inputs"), dict):
+        prompt = data["inputs"]
+        if "dialogue" not in prompt:
+            raise ValueError(f'request field "inputs" needs "dialogue"; got keys {sorted(prompt)}')
+    elif "dialogue" in data:
+        prompt = {k: v for k, v in data.items() if k != "parameters"}
+    elif "inputs" in data:
+        prompt = data["inputs"]
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError("the prompt must be a non-empty string")
+    else:
+        raise ValueError(f'the request needs "inputs" (a prompt) or "dialogue"; got keys {sorted(data)}')
+    return prompt, generation_kwargs(data.get("parameters"))
+
+
 def predict_fn(data: Any, model_bundle: dict[str, Any], context: Any = None) -> list[dict[str, str]]:
     """Generate a continuation for `inputs`, or a summary for `dialogue` (template applied here)."""
     import torch
 
-    if not isinstance(data, dict):
-        raise ValueError('the request must be a JSON object with "inputs" or "dialogue"')
+    prompt, kwargs = parse_request(data)
     model, tokenizer = model_bundle["model"], model_bundle["tokenizer"]
-    if "dialogue" in data:
+    if isinstance(prompt, dict):
         template = model_bundle["prompt_template"]
         prefix = prompt_prefix(template, model_bundle["response_field"])
-        record = {k: v for k, v in data.items() if k != "parameters"}
-        text = render(prefix, record, tokenizer.eos_token or "")
-    elif "inputs" in data:
-        text = data["inputs"]
+        text = render(prefix, prompt, tokenizer.eos_token or "")
     else:
-        raise ValueError(f'the request needs "inputs" (a prompt) or "dialogue"; got keys {sorted(data)}')
-    if not isinstance(text, str) or not text:
-        raise ValueError("the prompt must be a non-empty string")
-    kwargs = generation_kwargs(data.get("parameters"))
+        text = prompt
     encoded = tokenizer(text, return_tensors="pt").to(model.device)
     with torch.no_grad():
         output = model.generate(

@@ -1,9 +1,10 @@
 """SageMaker inference handler for extractive QA (copied to <model_dir>/code/inference.py by run_qa.py).
 
-Request: {"question": str, "context": str} (or a list of them). Response: {"answer", "score", "start", "end"}
-(start/end are character offsets in the context), or a list of those. Optional keys `top_k`,
-`max_answer_len`, `doc_stride`, `max_seq_len` pass through to the pipeline. Self-contained: the endpoint
-only has this file and the model directory.
+Request: {"question": str, "context": str} (or a list of them), or the Hugging Face inference toolkit's
+shape {"inputs": {"question", "context"} or a list of them, "parameters": {...}}. Response: {"answer",
+"score", "start", "end"} (start/end are character offsets in the context), or a list of those. Optional
+keys `top_k`, `max_answer_len`, `doc_stride`, `max_seq_len` (in an item or in `parameters`) pass through
+to the pipeline. Self-contained: the endpoint only has this file and the model directory.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import torch
-from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
-
 PASS_THROUGH = ("top_k", "max_answer_len", "doc_stride", "max_seq_len", "max_question_len")
 
 
 def model_fn(model_dir: str, context: Any = None) -> Any:
     """Load the fine-tuned model and tokenizer into a question-answering pipeline."""
+    # Imported here so request parsing (parse_request) needs neither torch nor transformers.
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForQuestionAnswering.from_pretrained(model_dir)
     device = 0 if torch.cuda.is_available() else -1
@@ -42,16 +44,44 @@ def _check(item: Any) -> None:
             raise ValueError(f"request field {key!r} must be a non-empty string; got {item.get(key)!r}")
 
 
-def predict_fn(data: Any, qa: Any, context: Any = None) -> Any:
-    """Answer one request object, or each object of a list."""
-    items = data if isinstance(data, list) else [data]
-    results = []
+def parse_request(data: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The checked question/context items of a decoded request, and whether it asked for a list.
+
+    Accepts the plain shape (an object or a list of objects) and the toolkit's {"inputs": ...,
+    "parameters": {...}}, whose parameters apply to every item (an item's own keys win).
+    """
+    if isinstance(data, dict) and "inputs" in data:
+        parameters = data.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise ValueError(f"request field 'parameters' must be an object; got {parameters!r}")
+        unknown = sorted(set(parameters) - set(PASS_THROUGH))
+        if unknown:
+            raise ValueError(
+                f"request parameters {unknown} are not supported; accepted: {list(PASS_THROUGH)}"
+            )
+        inputs = data["inputs"]
+        batch = isinstance(inputs, list)
+        items = [
+            {**parameters, **item} if isinstance(item, dict) else item
+            for item in (inputs if batch else [inputs])
+        ]
+    else:
+        batch = isinstance(data, list)
+        items = data if batch else [data]
     for item in items:
         _check(item)
+    return items, batch
+
+
+def predict_fn(data: Any, qa: Any, context: Any = None) -> Any:
+    """Answer one request object, or each object of a list (either request shape)."""
+    items, batch = parse_request(data)
+    results = []
+    for item in items:
         kwargs = {k: item[k] for k in PASS_THROUGH if k in item}
         answer = qa(question=item["question"], context=item["context"], **kwargs)
         results.append(_plain(answer))
-    return results if isinstance(data, list) else results[0]
+    return results if batch else results[0]
 
 
 def _plain(answer: Any) -> Any:

@@ -1,9 +1,10 @@
 """`hfpipe local`: the pipeline end to end on this machine, no AWS account (DESIGN.md, "Local mode").
 
-The state machine synthesized from the pipeline constructs runs on moto's Step Functions interpreter
-(`hfpipe.local_engine`), its Lambda handlers in this process; the training job runs here under the
-SageMaker training-container contract (`hfpipe.local_container`), and the "endpoint" answers through the
-model's own `code/inference.py`. The view is `hfpipe watch`'s, on the engine's moto account. Output files
+The app's PipelineStack, synthesized for a local environment (with the DataStack it imports from),
+runs on moto: its state machine on moto's Step Functions interpreter (`hfpipe.local_engine`), its
+Lambda handlers in this process; the training job runs here under the SageMaker training-container
+contract (`hfpipe.local_container`), and the "endpoint" answers through the model's own
+`code/inference.py`. The view is `hfpipe watch`'s, on the engine's moto account. Output files
 (model.tar.gz, training log, metrics, report) land in `--out/<execution name>/`.
 """
 
@@ -18,6 +19,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,6 @@ from hfpipe.aws import Clients, HfpipeError
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_ENV = "local"
-DATA_BUCKET = "hfpipe-local-data"
-ARTIFACTS_BUCKET = "hfpipe-local-artifacts"
 REGION = "us-east-1"
 
 
@@ -61,64 +61,124 @@ FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {
 }
 
 
-# --- the template ---------------------------------------------------------------------------------------
+# --- the stacks -----------------------------------------------------------------------------------------
+
+
+# A dedicated environment for local runs, validated by stacks/config.py like cdk.json's entries.
+LOCAL_SETTINGS: dict[str, Any] = {
+    "region": REGION,
+    "removal_policy": "destroy",
+    "log_retention_days": 1,
+    "checkpoint_expiration_days": 1,
+    "noncurrent_version_expiration_days": 1,
+}
+LOCAL_PARTS = ("Data", "Pipeline")
+# The code that shapes the templates: an edit in any of it invalidates the cache.
+TEMPLATE_INPUTS = (
+    "app.py",
+    "cdk.json",
+    "stacks/**/*.py",
+    "hfpipe/core/*.py",
+    "hfpipe/contract.py",
+    "hfpipe/cli/local.py",
+    "lambda/**/*.py",
+)
 
 
 def _template_inputs() -> list[Path]:
-    globs = ("stacks/**/*.py", "hfpipe/core/*.py", "hfpipe/contract.py", "hfpipe/cli/local.py")
-    return sorted(p for g in globs for p in ROOT.glob(g))
+    return sorted({p for g in TEMPLATE_INPUTS for p in ROOT.glob(g) if "__pycache__" not in p.parts})
 
 
-def synth_template(cache_dir: Path) -> dict[str, Any]:
-    """The pipeline constructs in one stack, synthesized (cached by the hash of the code that shapes it)."""
+def synth_stacks(cache_dir: Path) -> dict[str, dict[str, Any]]:
+    """The app's Data and Pipeline stacks for the local environment, by part name.
+
+    The real app (`app.build_app`), synthesized in this process for `LOCAL_SETTINGS` only, without
+    bundling (the handlers run from lambda/, the training code from training_code/) and without cdk-nag
+    (the tests check the deployable environments); cached by the hash of the code that shapes it.
+    """
     digest = hashlib.sha256()
     for path in _template_inputs():
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
-    cached = cache_dir / f"pipeline-template-{digest.hexdigest()[:16]}.json"
+    cached = cache_dir / f"local-stacks-{digest.hexdigest()[:16]}.json"
     if cached.is_file():
         return dict(json.loads(cached.read_text()))
 
     import os
+    import sys
+    import tempfile
 
+    # app.py and stacks/ live next to the package in the checkout, not in the installed distribution.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
-    import aws_cdk as cdk
-    from aws_cdk import aws_iam as iam
-    from aws_cdk import aws_sns as sns
+    import app as cdk_app
+    from hfpipe.contract import stack_name
+    from hfpipe.local_engine import ACCOUNT
+    from stacks.config import CONTEXT_KEY, ENV_CONTEXT_KEY
 
-    from stacks.constructs.pipeline_lambdas import PipelineLambdas
-    from stacks.constructs.pipeline_state_machine import PipelineStateMachine
-    from stacks.image_catalog import build_catalog
-
-    # The same constructs PipelineStack composes; buckets are the engine's moto buckets.
-    app = cdk.App()
-    stack = cdk.Stack(app, "HfpipeLocal", env=cdk.Environment(account="123456789012", region=REGION))
-    topic = sns.Topic(stack, "Notifications")
-    role = iam.Role(stack, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
-    lambdas = PipelineLambdas(
-        stack,
-        "Lambdas",
-        env_name=LOCAL_ENV,
-        execution_role=role,
-        sourcedir_uri=f"s3://{ARTIFACTS_BUCKET}/code/sourcedir.tar.gz",
-        data_bucket_name=DATA_BUCKET,
-        artifacts_bucket_name=ARTIFACTS_BUCKET,
-        image_catalog=build_catalog(REGION),
-        topic=topic,
-    )
-    PipelineStateMachine(
-        stack,
-        "Pipeline",
-        lambdas=lambdas,
-        execution_role=role,
-        retry_interval=cdk.Duration.seconds(1),
-        capacity_retry_interval=cdk.Duration.seconds(1),
-    )
-    template = dict(app.synth().get_stack_by_name("HfpipeLocal").template)
+    context = {
+        **cdk_app.cdk_json_context(),
+        CONTEXT_KEY: {LOCAL_ENV: LOCAL_SETTINGS},
+        ENV_CONTEXT_KEY: LOCAL_ENV,
+        "aws:cdk:bundling-stacks": [],  # no stack bundles its assets
+    }
+    with tempfile.TemporaryDirectory(prefix="hfpipe-local-cdk-") as outdir:
+        app = cdk_app.build_app(
+            context=context, outdir=outdir, default_account=ACCOUNT, parts=LOCAL_PARTS, nag=False
+        )
+        assembly = app.synth()
+        stacks = {
+            part: dict(assembly.get_stack_by_name(stack_name(LOCAL_ENV, part)).template)
+            for part in LOCAL_PARTS
+        }
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(template))
-    return template
+    cached.write_text(json.dumps(stacks))
+    return stacks
+
+
+@dataclass(frozen=True)
+class LocalData:
+    """What the DataStack stands for in the engine's moto account."""
+
+    buckets: list[str]
+    imports: dict[str, str]  # the DataStack's exports, for the Pipeline stack's Fn::ImportValue
+    data_bucket: str
+
+
+def local_data(data_template: dict[str, Any]) -> LocalData:
+    """Bucket names for the DataStack's buckets, and the values its exports and data-bucket SSM parameter
+    would have once deployed."""
+    from hfpipe.contract import SSM_DATA_BUCKET, ssm_parameter_name
+
+    resources = data_template["Resources"]
+    names = {
+        # Logical ids without CDK's hash suffix: hfpipe-local-bucketsdatabucket.
+        logical: f"hfpipe-{LOCAL_ENV}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
+        for logical, res in resources.items()
+        if res["Type"] == "AWS::S3::Bucket"
+    }
+
+    def value(token: Any) -> str:
+        if isinstance(token, dict) and "Ref" in token:
+            return names[token["Ref"]]
+        if isinstance(token, dict) and token.get("Fn::GetAtt", [None, None])[1] == "Arn":
+            return f"arn:aws:s3:::{names[token['Fn::GetAtt'][0]]}"
+        raise HfpipeError(f"DataStack value {token!r}: not a bucket name or ARN; local mode cannot stand in")
+
+    imports = {
+        out["Export"]["Name"]: value(out["Value"])
+        for out in data_template.get("Outputs", {}).values()
+        if "Export" in out
+    }
+    parameter = ssm_parameter_name(LOCAL_ENV, SSM_DATA_BUCKET)
+    [data_bucket] = [
+        value(res["Properties"]["Value"])
+        for res in resources.values()
+        if res["Type"] == "AWS::SSM::Parameter" and res["Properties"].get("Name") == parameter
+    ]
+    return LocalData(buckets=sorted(names.values()), imports=imports, data_bucket=data_bucket)
 
 
 # --- S3 helpers ---------------------------------------------------------------------------------------------
@@ -152,10 +212,7 @@ def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
 class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
-    def __init__(
-        self, s3: Any, sagemaker: Any, workdir: Path, metric_definitions: list[dict[str, str]]
-    ) -> None:
-        self.metric_definitions = metric_definitions
+    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
@@ -199,9 +256,8 @@ class LocalRuntime:
         job.training_end_time = datetime.now(UTC)
         seconds = max(1, round(result.training_seconds))
         job.training_time_in_seconds = job.billable_time_in_seconds = seconds
-        # moto replaces the request's MetricDefinitions with a canned one (in place); use the recipe's.
-        definitions = self.metric_definitions
-        job.algorithm_specification["MetricDefinitions"] = definitions
+        # Scraped with the request's definitions, as SageMaker does (the engine hands over the request as sent).
+        definitions = request.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
         job.final_metric_data_list = [
             {"MetricName": name_, "Value": value, "Timestamp": job.training_end_time}
             for name_, value in _final_metrics(result.logs(), definitions).items()
@@ -267,7 +323,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
-    template = synth_template(Path(args.out).resolve() / ".cache")
+    stacks = synth_stacks(Path(args.out).resolve() / ".cache")
+    data = local_data(stacks["Data"])
     channels = FIXTURES[loaded.name](out / "fixtures")
 
     import boto3
@@ -285,16 +342,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "training": lambda request, job: runtime.training(request, job) if runtime else None,
         "endpoint": lambda endpoint, body: runtime.endpoint(endpoint, body) if runtime else None,
         "region": REGION,
+        "imports": data.imports,
     }
-    with LocalEngine(template, **engine_kwargs) as engine:
+    with LocalEngine(stacks["Pipeline"], **engine_kwargs) as engine:
         s3, sagemaker = engine.client("s3"), engine.client("sagemaker")
-        runtime = LocalRuntime(s3, sagemaker, out, loaded.resolved["training"]["metric_definitions"])
+        runtime = LocalRuntime(s3, sagemaker, out)
         try:
-            for bucket in (DATA_BUCKET, ARTIFACTS_BUCKET):  # DataStack's buckets; not in this template
+            for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 s3.create_bucket(Bucket=bucket)
             for channel, local in channels.items():
                 prefix = loaded.resolved["training"]["channels"][channel]
-                _upload_dir(s3, local, DATA_BUCKET, prefix)
+                _upload_dir(s3, local, data.data_bucket, prefix)
             execution_input = {**recipes.execution_input(loaded), "poll_seconds": 1}
             arn = engine.client("stepfunctions").start_execution(
                 stateMachineArn=engine.state_machine_arn, name=name, input=json.dumps(execution_input)

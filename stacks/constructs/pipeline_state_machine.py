@@ -9,6 +9,8 @@ Cleanup (and a failure report) to Fail. The same definition runs on moto's inter
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -22,7 +24,7 @@ from stacks.nag import acknowledge, rendered, rendered_value
 J = sfn.JsonPath
 THROTTLING_ERRORS = ["ThrottlingException", "SageMaker.ThrottlingException", "SageMaker.SageMakerException"]
 # The states that take Retry and Catch fields (Task states, CDK's or hand-written).
-Retryable = sfn.TaskStateBase | sfn.CustomState
+Retryable: TypeAlias = sfn.TaskStateBase | sfn.CustomState
 RETRY_INTERVAL = cdk.Duration.seconds(5)
 CAPACITY_RETRY_INTERVAL = cdk.Duration.seconds(60)
 EXECUTION_TIMEOUT = cdk.Duration.days(7)

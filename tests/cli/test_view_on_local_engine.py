@@ -1,13 +1,12 @@
-"""`watch` and `report` against the real pipeline: the synthesized state machine and Lambda handlers on
-moto (hfpipe.local_engine), the way `hfpipe local` will drive them. Training and the endpoint are the
-engine's stand-ins here; this checks the command reads the real Plan output, history and report."""
+"""`watch` and `report` against the real pipeline: the app's synthesized PipelineStack (state machine
+and Lambda handlers) on moto (hfpipe.local_engine), the way `hfpipe local` drives them. Training and the
+endpoint are the engine's stand-ins here; this checks the command reads the real Plan output, history
+and report."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,20 +17,21 @@ from hfpipe.report import build_report
 from hfpipe.watch import snapshot, watch
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[Any]:
-    for path in (ROOT / "tests" / "pipeline", ROOT / "lambda" / "pipeline"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    from pipeline_stack_under_test import synth_template
+def engine(pipeline_template: dict[str, Any]) -> Iterator[Any]:
+    """The app's real dev PipelineStack (the session's synthesis) on moto, for this module only."""
+    from app_synth import ENV, data_imports, region_of
 
     from hfpipe.local_engine import LocalEngine
 
     with LocalEngine(
-        synth_template(), endpoint=lambda name, body: [{"answer": "SageMaker", "score": 0.71}]
+        pipeline_template,
+        endpoint=lambda name, body: [{"answer": "SageMaker", "score": 0.71}],
+        imports=data_imports(ENV),
+        region=region_of(ENV),
+        time_scale=0.0,
     ) as eng:
         yield eng
 

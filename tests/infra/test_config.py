@@ -161,3 +161,12 @@ def test_main_prints_one_line_and_fails(monkeypatch, capsys):
     assert (
         capsys.readouterr().err == "hfpipe: cdk.json: env: unknown environment 'stage'; accepted: dev, prod\n"
     )
+
+
+@pytest.mark.parametrize("parts", [("Pipeline",), ("Quota", "Pipeline"), ("Data", "Nope")])
+def test_build_app_parts_need_data_for_pipeline_and_known_names(parts):
+    with pytest.raises(ConfigError) as err:
+        cdk_app.build_app(parts=parts)
+    assert str(err.value) == (
+        f"parts: {sorted(parts)!r}; accepted: a subset of ['Data', 'Quota', 'Pipeline'] with Data for Pipeline"
+    )

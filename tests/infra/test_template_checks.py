@@ -10,8 +10,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
+from app_synth import synthesize
 from aws_cdk import aws_s3 as s3
-from conftest import synthesize
 from syrupy.extensions.json import JSONSnapshotExtension
 
 import app as cdk_app

@@ -268,3 +268,19 @@ def test_original_recipes_complete(fresh, recipe):
     )
     assert rep["spot_savings_percent"] == (66.7 if plan["spot"] else 0.0)
     assert_only_job(fresh, name)
+
+
+def test_training_plugin_gets_the_request_as_sent(fresh):
+    """moto rewrites MetricDefinitions in place; the plug-in and DescribeTrainingJob see the recipe's."""
+    from hfpipe.core.recipes import load_recipe, resolve_recipe
+
+    wanted = resolve_recipe(load_recipe("tiny-lora"))["training"]["metric_definitions"]
+    assert wanted, "tiny-lora defines metrics"
+    seen = []
+    fresh.training = lambda request, job: seen.append(request)
+    name, r = run(fresh, "tiny-lora", deploy=False)
+    assert r.status == "SUCCEEDED", r.cause
+    [request] = seen
+    assert request["AlgorithmSpecification"]["MetricDefinitions"] == wanted
+    described = fresh.client("sagemaker").describe_training_job(TrainingJobName=name)
+    assert described["AlgorithmSpecification"]["MetricDefinitions"] == wanted

@@ -1,0 +1,78 @@
+"""The app from cdk.json, synthesized: shared by tests/infra, tests/pipeline and tests/cli.
+
+`tests/conftest.py` synthesizes it once per session (`synthesized`); test modules import the helpers
+below by module name (tests/ is on sys.path through its conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import app as cdk_app
+from hfpipe.contract import stack_name
+from stacks.config import EnvironmentConfig, load_environments
+
+ENV = "dev"
+# What a local engine answers for the DataStack exports a Pipeline stack imports.
+DATA_BUCKET = "hfpipe-test-data"
+ARTIFACTS_BUCKET = "hfpipe-test-artifacts"
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """One synthesis of the whole app: its cloud assembly folder, templates and stacks by name."""
+
+    outdir: Path
+    app: Any
+    templates: dict[str, dict[str, Any]]
+    environments: dict[str, EnvironmentConfig]
+    seconds: float
+
+    def stack(self, name: str) -> Any:
+        return self.app.node.find_child(name)
+
+    def pipeline(self, env: str = ENV) -> dict[str, Any]:
+        """The environment's PipelineStack template."""
+        return self.templates[stack_name(env, "Pipeline")]
+
+
+def synthesize(outdir: Path) -> Synthesized:
+    """Build and synthesize all environments of cdk.json into `outdir` (no CDK_DEFAULT_ACCOUNT).
+
+    cdk-nag runs during synth: an unacknowledged finding fails here.
+    """
+    context = cdk_app.cdk_json_context()
+    started = time.perf_counter()
+    app = cdk_app.build_app(context=context, outdir=str(outdir), default_account=None)
+    app.synth()
+    seconds = time.perf_counter() - started
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    templates = {
+        artifact["displayName"]: json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
+        for artifact in manifest["artifacts"].values()
+        if artifact["type"] == "aws:cloudformation:stack"
+    }
+    environments = load_environments(context["hfpipe:environments"])
+    return Synthesized(
+        outdir=outdir, app=app, templates=templates, environments=environments, seconds=seconds
+    )
+
+
+def region_of(env: str) -> str:
+    """The environment's region from cdk.json."""
+    return load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])[env].region
+
+
+def data_imports(env: str = ENV) -> dict[str, str]:
+    """The DataStack export values the Pipeline stack imports, as a local engine should answer them."""
+    data = stack_name(env, "Data")
+    return {
+        f"{data}-DataBucketName": DATA_BUCKET,
+        f"{data}-DataBucketArn": f"arn:aws:s3:::{DATA_BUCKET}",
+        f"{data}-ArtifactsBucketName": ARTIFACTS_BUCKET,
+        f"{data}-ArtifactsBucketArn": f"arn:aws:s3:::{ARTIFACTS_BUCKET}",
+    }
