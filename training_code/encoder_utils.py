@@ -189,6 +189,31 @@ class StopOnSigterm(TrainerCallback):
         return control
 
 
+def train_resumable(trainer: Any, sigterm: StopOnSigterm, train_samples: int) -> dict[str, Any]:
+    """Train from the newest complete checkpoint (or the one asked for), then log and save the metrics and state.
+
+    A run stopped by SIGTERM exits with INTERRUPTED_EXIT_CODE after its checkpoint, without a final model,
+    so the next start of the same job resumes instead of shipping a half-trained model.
+    """
+    args = trainer.args
+    checkpoint = args.resume_from_checkpoint or last_complete_checkpoint(args.output_dir)
+    if checkpoint:
+        logger.info("resuming from checkpoint %s", checkpoint)
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    if sigterm.interrupted:
+        logger.warning(
+            "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
+        )
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    metrics = dict(result.metrics)
+    metrics["train_samples"] = train_samples
+    metrics["global_step"] = trainer.state.global_step
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    return metrics
+
+
 def setup_logging(training_args: Any) -> None:
     """Log to stdout (CloudWatch) at the Trainer's level for this process."""
     import datasets

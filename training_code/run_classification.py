@@ -355,23 +355,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     metrics: dict[str, Any] = {}
     if training_args.do_train:
-        checkpoint = training_args.resume_from_checkpoint or encoder_utils.last_complete_checkpoint(
-            training_args.output_dir
-        )
-        if checkpoint:
-            logger.info("resuming from checkpoint %s", checkpoint)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
-        if sigterm.interrupted:
-            logger.warning(
-                "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
-            )
-            sys.exit(encoder_utils.INTERRUPTED_EXIT_CODE)
-        train_metrics = dict(result.metrics)
-        train_metrics["train_samples"] = len(splits["train"])
-        train_metrics["global_step"] = trainer.state.global_step
-        trainer.log_metrics("train", train_metrics)
-        trainer.save_metrics("train", train_metrics)
-        trainer.save_state()
+        train_metrics = encoder_utils.train_resumable(trainer, sigterm, len(splits["train"]))
         metrics.update(train_metrics)
 
     if training_args.do_eval:
