@@ -221,13 +221,25 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _rounded(value: Any) -> Any:
+    """Floats to 6 significant digits: the measurements are not more precise than that, and long digit runs
+    read like identifiers."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def write_report(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
     """Write <date>-<machine>.md and .json under out_dir; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{report['date']}-{machine_slug(report['machine'])}"
     md, js = out_dir / f"{stem}.md", out_dir / f"{stem}.json"
     md.write_text(render_markdown(report))
-    js.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    js.write_text(json.dumps(_rounded(report), indent=2, sort_keys=False) + "\n")
     return md, js
 
 

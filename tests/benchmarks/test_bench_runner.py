@@ -102,3 +102,8 @@ def test_figure_ratio_and_validation() -> None:
 def test_machine_slug_prefers_the_gpu() -> None:
     assert common.machine_slug({"gpus": ["NVIDIA H200"], "cores": 16, "memory_gib": 128}) == "nvidia-h200"
     assert common.machine_slug({"gpus": [], "cores": 2, "memory_gib": 23.4}) == "cpu-2c-23gib"
+
+
+def test_json_floats_are_rounded_to_six_significant_digits() -> None:
+    nested = {"modules": [{"v": 8492.327986082148, "n": 3, "s": "x"}], "r": 0.123456789}
+    assert common._rounded(nested) == {"modules": [{"v": 8492.33, "n": 3, "s": "x"}], "r": 0.123457}

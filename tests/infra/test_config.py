@@ -42,8 +42,8 @@ def test_defaults_and_account_fallback():
         365,
     )
     assert env.quotas == ()
-    explicit = parse_environment("dev", {**DEV, "account": "210987654321"}, default_account="123456789012")
-    assert explicit.account == "210987654321"
+    explicit = parse_environment("dev", {**DEV, "account": "111111111111"}, default_account="123456789012")
+    assert explicit.account == "111111111111"
     assert parse_environment("dev", DEV).account is None
 
 
