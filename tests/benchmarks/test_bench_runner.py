@@ -105,5 +105,5 @@ def test_machine_slug_prefers_the_gpu() -> None:
 
 
 def test_json_floats_are_rounded_to_six_significant_digits() -> None:
-    nested = {"modules": [{"v": 8492.327986082148, "n": 3, "s": "x"}], "r": 0.123456789}
+    nested = {"modules": [{"v": 8492.3279861, "n": 3, "s": "x"}], "r": 0.123456789}
     assert common._rounded(nested) == {"modules": [{"v": 8492.33, "n": 3, "s": "x"}], "r": 0.123457}
