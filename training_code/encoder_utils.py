@@ -189,6 +189,42 @@ class StopOnSigterm(TrainerCallback):
         return control
 
 
+def require_splits(raw: Any, training_args: Any) -> None:
+    """Fail before loading the model when do_train / do_eval has no data to work on."""
+    if training_args.do_train and "train" not in raw:
+        raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
+    if training_args.do_eval and "validation" not in raw:
+        raise ValueError(
+            "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
+        )
+
+
+def padding_collator(tokenizer: Any, pad_to_max_length: bool, training_args: Any) -> Any:
+    """Fixed-length batches when features were padded to max_seq_length, else pad each batch to its longest."""
+    from transformers import DataCollatorWithPadding, default_data_collator
+
+    if pad_to_max_length:
+        return default_data_collator
+    # Multiples of 8 let fp16/bf16 kernels use tensor cores; on CPU they only cost a few pad tokens.
+    half = training_args.fp16 or training_args.bf16
+    return DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half else None)
+
+
+def record_eval(trainer: Any, eval_metrics: dict[str, Any]) -> dict[str, Any]:
+    """Log and save evaluation metrics the way the Trainer does for training; returns them."""
+    trainer.log_metrics("eval", eval_metrics)
+    trainer.save_metrics("eval", eval_metrics)
+    return eval_metrics
+
+
+def save_outputs(trainer: Any, model_dir: str, handler: str, metrics: dict[str, Any]) -> None:
+    """Save the model (every rank takes part), then, on rank 0, the inference handler and metrics.json."""
+    trainer.save_model(model_dir)
+    if trainer.is_world_process_zero():
+        install_handler(model_dir, handler)
+        Path(model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+
+
 def train_resumable(trainer: Any, sigterm: StopOnSigterm, train_samples: int) -> dict[str, Any]:
     """Train from the newest complete checkpoint (or the one asked for), then log and save the metrics and state.
 

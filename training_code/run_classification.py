@@ -27,7 +27,6 @@ falls back to FSDP with a warning.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -44,11 +43,9 @@ from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
-    DataCollatorWithPadding,
     EvalPrediction,
     Trainer,
     TrainingArguments,
-    default_data_collator,
     set_seed,
 )
 
@@ -272,12 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
     raw = load_raw(data_args, model_args.cache_dir)
-    if training_args.do_train and "train" not in raw:
-        raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
-    if training_args.do_eval and "validation" not in raw:
-        raise ValueError(
-            "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
-        )
+    encoder_utils.require_splits(raw, training_args)
     any_split = raw["train"] if "train" in raw else raw[next(iter(raw))]
     first, second = resolve_columns(data_args, any_split.column_names)
     label_names = resolve_label_names(data_args, raw.get("train"))
@@ -335,12 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc=f"{split} tokens",
             )
 
-    collator: Any
-    if data_args.pad_to_max_length:
-        collator = default_data_collator
-    else:
-        half = training_args.fp16 or training_args.bf16
-        collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half else None)
+    collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
     sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
         model=model,
@@ -361,14 +348,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if training_args.do_eval:
         eval_metrics = trainer.evaluate()
         eval_metrics["eval_samples"] = len(splits["validation"])
-        trainer.log_metrics("eval", eval_metrics)
-        trainer.save_metrics("eval", eval_metrics)
-        metrics.update(eval_metrics)
+        metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
-    trainer.save_model(container_args.model_dir)
-    if trainer.is_world_process_zero():
-        encoder_utils.install_handler(container_args.model_dir, "inference_classification.py")
-        Path(container_args.model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+    encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
     return metrics
 
 

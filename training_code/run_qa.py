@@ -19,12 +19,10 @@ Without `--train_file` the data comes from the `training` channel, without `--va
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,10 +34,8 @@ from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
     AutoTokenizer,
-    DataCollatorWithPadding,
     Trainer,
     TrainingArguments,
-    default_data_collator,
     set_seed,
 )
 
@@ -137,12 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
     raw = load_raw(data_args, model_args.cache_dir)
-    if training_args.do_train and "train" not in raw:
-        raise ValueError("do_train is set but there is no training data (train_file or 'training' channel)")
-    if training_args.do_eval and "validation" not in raw:
-        raise ValueError(
-            "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
-        )
+    encoder_utils.require_splits(raw, training_args)
 
     config = AutoConfig.from_pretrained(
         model_path, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
@@ -198,13 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc="validation windows",
             )
 
-    collator: Any
-    if data_args.pad_to_max_length:
-        collator = default_data_collator
-    else:
-        # Multiples of 8 let fp16/bf16 kernels use tensor cores; on CPU they only cost a few pad tokens.
-        half = training_args.fp16 or training_args.bf16
-        collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if half else None)
+    collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
 
     sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
@@ -226,14 +211,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if training_args.do_eval:
         assert eval_features is not None and eval_examples is not None
         eval_metrics = evaluate(trainer, eval_examples, eval_features, data_args)
-        trainer.log_metrics("eval", eval_metrics)
-        trainer.save_metrics("eval", eval_metrics)
-        metrics.update(eval_metrics)
+        metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
-    trainer.save_model(container_args.model_dir)
-    if trainer.is_world_process_zero():
-        encoder_utils.install_handler(container_args.model_dir, "inference_qa.py")
-        Path(container_args.model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+    encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_qa.py", metrics)
     return metrics
 
 

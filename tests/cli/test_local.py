@@ -15,60 +15,38 @@ from hfpipe.cli import main
 pytestmark = pytest.mark.slow
 
 
-def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
+def run_local(recipe: str, out_dir: Path, capsys: Any) -> tuple[Path, dict[str, Any], str]:
+    """Run `hfpipe local` for two training steps; check what every recipe must give; return its outputs."""
     code = main(
-        [
-            "local",
-            "--recipe",
-            "tiny-qa",
-            "--out",
-            str(tmp_path),
-            "--set",
-            "training.hyperparameters.max_steps=2",
-        ]
+        ["local", "--recipe", recipe, "--out", str(out_dir), "--set", "training.hyperparameters.max_steps=2"]
     )
     out, _ = capsys.readouterr()
     assert code == 0, out
-    [run_dir] = [p for p in tmp_path.iterdir() if p.name.startswith("tiny-qa-")]
+    [run_dir] = [p for p in out_dir.iterdir() if p.name.startswith(f"{recipe}-")]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["execution_status"] == "SUCCEEDED"
     assert report["training_job_status"] == "Completed"
     assert report["smoke_test"]["ok"] is True
-    # The stock recipe's sample, {"inputs": {"question", "context"}}: one object in, one answer out.
-    assert set(report["smoke_test"]["response"]) == {"answer", "score", "start", "end"}
     assert report["endpoint_deleted"] is True
     assert "left in the local account: 0 endpoints/configs/models" in out
-    assert "report: tiny-qa-" in out and "smoke test" in out
+    assert f"report: {recipe}-" in out and "smoke test" in out
     with tarfile.open(run_dir / "model.tar.gz") as tar:
         assert "code/inference.py" in tar.getnames()
+    return run_dir, report, out
+
+
+def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
+    run_dir, report, _ = run_local("tiny-qa", tmp_path, capsys)
+    # The stock recipe's sample, {"inputs": {"question", "context"}}: one object in, one answer out.
+    assert set(report["smoke_test"]["response"]) == {"answer", "score", "start", "end"}
     assert (run_dir / "training.log").stat().st_size > 0
     assert json.loads((run_dir / "metrics.json").read_text()) == report["final_metrics"]
 
 
 def test_local_tiny_lora_end_to_end(tmp_path: Path, capsys: Any) -> None:
-    code = main(
-        [
-            "local",
-            "--recipe",
-            "tiny-lora",
-            "--out",
-            str(tmp_path),
-            "--set",
-            "training.hyperparameters.max_steps=2",
-        ]
-    )
-    out, _ = capsys.readouterr()
-    assert code == 0, out
-    [run_dir] = [p for p in tmp_path.iterdir() if p.name.startswith("tiny-lora-")]
-    report = json.loads((run_dir / "report.json").read_text())
-    assert report["execution_status"] == "SUCCEEDED"
-    assert report["smoke_test"]["ok"] is True
+    _, report, _ = run_local("tiny-lora", tmp_path, capsys)
     assert "generated_text" in report["smoke_test"]["response"][0]
-    assert report["endpoint_deleted"] is True
     assert set(report["final_metrics"]) == {"train_loss", "eval_loss"}  # scraped from the log like SageMaker
-    assert "left in the local account: 0 endpoints/configs/models" in out
-    with tarfile.open(run_dir / "model.tar.gz") as tar:
-        assert "code/inference.py" in tar.getnames()
 
 
 def test_local_recipe_without_fixtures(tmp_path: Path, capsys: Any) -> None:
