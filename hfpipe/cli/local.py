@@ -36,8 +36,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     from hfpipe.cli.report import build_report
     from hfpipe.cli.watch import watch
+    from hfpipe.local.checkout import LocalModeError
     from hfpipe.local.run import LocalRun
-    from hfpipe.local.stacks import LocalModeError
 
     try:
         with LocalRun(
