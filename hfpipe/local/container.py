@@ -19,6 +19,9 @@ with `processes_per_host` processes on this one host.
 Paths: the toolkit reads everything under `SAGEMAKER_BASE_DIR`; a hyperparameter whose value starts with
 `/opt/ml/` is rewritten to the same place under the local base dir, and scripts should default their
 checkpoint dir to `$SAGEMAKER_BASE_DIR/checkpoints` (which is `/opt/ml/checkpoints` in a real container).
+
+Over 400 lines on purpose: it is one contract (the `/opt/ml` layout, the toolkit's process and its end,
+the CreateTrainingJob mapping), read top to bottom; serving is already apart (`hfpipe.local.endpoint`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ for SageMaker), ``imports`` (values for the template's ``Fn::ImportValue``, e.g.
 bucket exports) and ``time_scale`` (Wait states and Retry intervals take that many times their
 seconds: 0 in the tests, so the real stack's 5 s / 60 s retries and poll waits cost nothing).
 
+Over 400 lines on purpose: the template resolution, the moto hooks and the handler invocation are one
+stand-in for AWS's control plane, and each hook is a few lines next to the reason it exists.
+
 Example::
 
     with LocalEngine(template, training=my_training, endpoint=my_endpoint) as engine:
