@@ -45,7 +45,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -417,12 +417,6 @@ class LocalEngine:
             "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         }
 
-    def training_job(self, name: str) -> Any:
-        """moto's job object (to set states or read what was sent)."""
-        from moto.sagemaker.models import sagemaker_backends
-
-        return sagemaker_backends[ACCOUNT][self.region].training_jobs[name]
-
 
 def _load_lambda_package(lambda_dir: Path | None) -> None:
     """Make the handlers' package (lambda/pipeline/pipeline_lambdas) importable by its name, as the Lambda
@@ -472,10 +466,3 @@ class _Injected(Exception):
 def _request_of(kwargs: dict[str, Any]) -> dict[str, Any]:
     """moto's snake_case create_training_job arguments back to the API's field names."""
     return {"".join(p.capitalize() for p in k.split("_")): v for k, v in kwargs.items() if v is not None}
-
-
-@contextlib.contextmanager
-def engine_for(template: dict[str, Any], **kwargs: Any) -> Iterator[LocalEngine]:
-    """``with engine_for(template, ...) as engine`` (same as ``LocalEngine``)."""
-    with LocalEngine(template, **kwargs) as engine:
-        yield engine
