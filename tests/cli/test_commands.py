@@ -356,7 +356,10 @@ def recording_sagemaker(monkeypatch: pytest.MonkeyPatch) -> StopRecordingSageMak
 def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     deployed: Deployed, recording_sagemaker: StopRecordingSageMaker, capsys: Any
 ) -> None:
-    arn, plan = deployed.start("stop-1", running=True, wait=False)
+    # A long poll (60 s, 1.2 s on the engine's clock): the stop lands in the Wait state. moto's interpreter
+    # may otherwise be inside the DescribeTrainingJob call, fail it and end the execution FAILED instead of
+    # ABORTED, which AWS never does.
+    arn, plan = deployed.start("stop-1", running=True, wait=False, poll_seconds=60)
     job_name = plan["training_job_name"]
     deployed.wait_for_state(arn, "WaitForTraining")
     # a model this execution created, and one of another execution that must stay
