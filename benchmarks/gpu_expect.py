@@ -132,7 +132,12 @@ class LoraSetting:
 
 
 def bloom_dims(config: dict[str, Any]) -> dict[str, int]:
-    return {"L": config["n_layer"], "h": config["hidden_size"], "a": config["n_head"], "V": config["vocab_size"]}
+    return {
+        "L": config["n_layer"],
+        "h": config["hidden_size"],
+        "a": config["n_head"],
+        "V": config["vocab_size"],
+    }
 
 
 def bloom_memory(config: dict[str, Any], setting: LoraSetting, seq_len: int, lora_r: int) -> dict[str, float]:
@@ -147,7 +152,7 @@ def bloom_memory(config: dict[str, Any], setting: LoraSetting, seq_len: int, lor
         # Int8 weights + one fp32 scale per output row (SCB).
         base = n_blocks * 1.0 + L * 4 * (3 * h + h + 4 * h + h)
     elif setting.quantization == "nf4":
-        absmax = n_blocks / 64 * (1 + 4 / 256 + 0.0) if setting.double_quant else n_blocks / 64 * 4
+        absmax = n_blocks / 64 * (1 + 4 / 256) if setting.double_quant else n_blocks / 64 * 4
         base = n_blocks * 0.5 + absmax
     elif setting.quantization == "none":
         base = n_blocks * 2.0
@@ -157,10 +162,9 @@ def bloom_memory(config: dict[str, Any], setting: LoraSetting, seq_len: int, lor
     n_lora = L * lora_r * (h + 3 * h)
     states = n_lora * (8.0 + (8.0 if setting.optimizer == "adamw" else 0.0))
     per_layer = seq_len * (43 * h + 6 * a * seq_len)  # bytes one block keeps for its backward
-    if setting.checkpointing:
-        activations = L * seq_len * 4 * h + 2.0 * per_layer
-    else:
-        activations = float(L * per_layer)
+    # Checkpointing: each block's input (fp32) plus one block recomputed, its activations and their gradients.
+    ckpt = L * seq_len * 4 * h + 2.0 * per_layer
+    activations = ckpt if setting.checkpointing else float(L * per_layer)
     logits = 12.0 * seq_len * V
     out = {"weights": weights, "states": states, "activations": activations, "logits": logits}
     out["total"] = sum(out.values())

@@ -144,7 +144,12 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 # --tiny: the same families, 2 layers of width 64 (CPU, seconds); BLOOM with gpu_lora's tiny config.
 TINY_SIZES: dict[str, dict[str, Any]] = {
     "bert": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
-    "roberta": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128},
+    "roberta": {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+    },
     "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128},
     "bloom": {k: gpu_lora.TINY_CONFIG[k] for k in ("vocab_size", "hidden_size", "n_layer", "n_head")},
 }
@@ -168,7 +173,11 @@ FIT_OVERRIDES: dict[str, Any] = {
 }
 # Dropped because they name the hub (the data comes from a file) or need several processes (one runs here).
 FIT_DROPPED = ("dataset_name", "dataset_config_name", "fsdp", "validation_split_name")
-CLM_OVERRIDES: dict[str, Any] = {"validation_split_percentage": 0, "rouge_eval_samples": 0, "merge_adapter": False}
+CLM_OVERRIDES: dict[str, Any] = {
+    "validation_split_percentage": 0,
+    "rouge_eval_samples": 0,
+    "merge_adapter": False,
+}
 
 
 def _architecture_name(hyperparameters: dict[str, Any]) -> str:
@@ -216,7 +225,9 @@ class FitCase:
             fl = gpu_lora.flops_per_token(self.config, self.seq_len, r, setting.checkpointing)
             model_fl, hw_fl = fl["model"], fl["hardware"]
         else:
-            memory = gpu_expect.encoder_memory(self.config, self.head, self.batch, self.seq_len, self.num_labels)
+            memory = gpu_expect.encoder_memory(
+                self.config, self.head, self.batch, self.seq_len, self.num_labels
+            )
             model_fl = hw_fl = gpu_expect.encoder_flops_per_token(self.config, self.seq_len)
         return {
             "memory": memory,
@@ -352,7 +363,9 @@ def prepare_data(case: FitCase, dest: Path, steps: int) -> Path:
     return path
 
 
-def fit_hyperparameters(case: FitCase, model_dir: Path, train_file: Path, work: Path, steps: int) -> dict[str, Any]:
+def fit_hyperparameters(
+    case: FitCase, model_dir: Path, train_file: Path, work: Path, steps: int
+) -> dict[str, Any]:
     """The recipe's hyperparameters with the fit run's overrides (FIT_OVERRIDES, FIT_DROPPED)."""
     hp = {k: v for k, v in case.hyperparameters.items() if k not in FIT_DROPPED}
     hp.update(FIT_OVERRIDES)
@@ -414,12 +427,21 @@ def _install_probe(row: dict[str, Any], out: Path, device: str) -> None:
             _write(out, row)
 
     original = transformers.Trainer.__init__
+    original_step = transformers.Trainer.training_step
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         self.add_callback(FitProbe())
 
+    def training_step(self: Any, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # The shapes that reach the model: batch x tokens must be the recipe's batch x sequence length.
+        ids = inputs.get("input_ids")
+        if ids is not None and len(row["batch_shapes"]) < 8:
+            row["batch_shapes"].append(list(ids.shape))
+        return original_step(self, model, inputs, *args, **kwargs)
+
     transformers.Trainer.__init__ = init  # type: ignore[method-assign]
+    transformers.Trainer.training_step = training_step  # type: ignore[method-assign]
 
 
 def child(spec: dict[str, Any]) -> int:
@@ -438,6 +460,7 @@ def child(spec: dict[str, Any]) -> int:
         "seq_len": case.seq_len,
         "status": "preparing",
         "step_seconds": [],
+        "batch_shapes": [],
         "error": "",
     }
     _write(out, row)
@@ -515,14 +538,19 @@ def run_case(recipe: str, work: Path, out: Path, steps: int, tiny: bool, timeout
     spec_path = out.with_suffix(".spec.json")
     spec_path.write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "benchmarks.gpu_fit", "--child", str(spec_path)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=max(timeout, 1), check=False)
         code: int | str = proc.returncode
     except subprocess.TimeoutExpired:
         code = "timeout"
-    row: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"recipe": recipe, "step_seconds": []}
+    row: dict[str, Any] = (
+        json.loads(out.read_text()) if out.exists() else {"recipe": recipe, "step_seconds": []}
+    )
     row["wall_seconds"] = round(time.perf_counter() - t0, 2)
     if code == "timeout":
         row.update(status="timeout", error=f"stopped after its {timeout:.0f} s cap ({row.get('status')})")
@@ -557,7 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[gpu_fit] {recipe}: {rows[-1]['verdict']} {rows[-1].get('error', '')}", file=sys.stderr)
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(rows, indent=1, default=str))
-    print(json.dumps([{k: r.get(k) for k in ("recipe", "verdict", "peak_reserved_gib", "error")} for r in rows]))
+    print(
+        json.dumps([{k: r.get(k) for k in ("recipe", "verdict", "peak_reserved_gib", "error")} for r in rows])
+    )
     return 0 if all(r.get("status") in ("ok", "oom") for r in rows) else 1
 
 

@@ -319,7 +319,8 @@ def is_oom(exc: BaseException) -> bool:
 
     text = str(exc).lower()
     return isinstance(exc, torch.OutOfMemoryError) or any(
-        marker in text for marker in ("out of memory", "cublas_status_alloc_failed", "cuda_error_out_of_memory")
+        marker in text
+        for marker in ("out of memory", "cublas_status_alloc_failed", "cuda_error_out_of_memory")
     )
 
 
@@ -355,7 +356,8 @@ def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dic
     if capped:
         set_memory_cap(opts.memory_cap_gib, device)
         torch.cuda.reset_peak_memory_stats(device)
-    model = optimizer = None
+    model: Any = None
+    optimizer: Any = None
     gen = torch.Generator().manual_seed(opts.seed)
 
     def setup() -> tuple[Any, Any, Any, list[Any]]:
@@ -363,7 +365,9 @@ def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dic
         params = [p for p in m.parameters() if p.requires_grad]
         if not params:
             raise RuntimeError(f"{setting.name}: LoRA left no trainable parameters")
-        ids = torch.randint(0, m.config.vocab_size, (opts.batch_size, opts.block_size), generator=gen).to(device)
+        ids = torch.randint(0, m.config.vocab_size, (opts.batch_size, opts.block_size), generator=gen).to(
+            device
+        )
         return m, make_optimizer(setting, params), ids, params
 
     autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)

@@ -83,7 +83,9 @@ def report(folder: Path, pins: dict[str, str] | None = None) -> dict[str, Any]:
             row["installable"] = ok
             if not ok:
                 tags = "-".join(whl.name[:-4].split("-")[-3:])
-                row["reason"] = f"wheel tags {tags} do not include this Python ({sys.implementation.cache_tag})"
+                row["reason"] = (
+                    f"wheel tags {tags} do not include this Python ({sys.implementation.cache_tag})"
+                )
         rows.append(row)
     total = sum(r.get("bytes", 0) for r in rows)
     return {"folder": str(folder), "python": sys.version.split()[0], "wheels": rows, "total_bytes": total}
@@ -108,7 +110,9 @@ def main(argv: list[str]) -> int:
         if row["file"]:
             print(f"{row['bytes'] / 2**20:8.2f} MiB  {row['file']}")
     total = rep["total_bytes"]
-    print(f"{total / 2**20:8.2f} MiB  total ({total} bytes, {len(rep['wheels'])} wheels), limit {MAX_MIB:g} MiB")
+    print(
+        f"{total / 2**20:8.2f} MiB  total ({total} bytes, {len(rep['wheels'])} wheels), limit {MAX_MIB:g} MiB"
+    )
     if missing:
         print(f"gpu_wheels: not in {folder}: {', '.join(missing)}", file=sys.stderr)
         return 1
