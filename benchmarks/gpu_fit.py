@@ -532,22 +532,34 @@ def verdict(row: dict[str, Any]) -> str:
     return "fits" if row["cap_gib"] - peak >= 1.0 else "tight (< 1 GiB left)"
 
 
+def run_process(cmd: list[str], timeout: float) -> int | str:
+    """Run `cmd` from the repository root with it first on PYTHONPATH; "timeout" when it outlives `timeout`.
+
+    The command gets a process group of its own, killed whole at the timeout: a child it started (gpu_lora's
+    one process per setting) must not go on holding the GPU while the next step runs.
+    """
+    import signal
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=max(timeout, 1))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return "timeout"
+
+
 def run_case(recipe: str, work: Path, out: Path, steps: int, tiny: bool, timeout: float) -> dict[str, Any]:
     """One recipe's fit run in a child process; a timeout keeps what the child wrote so far."""
     spec = {"recipe": recipe, "tiny": tiny, "work": str(work), "out": str(out), "steps": steps}
     spec_path = out.with_suffix(".spec.json")
     spec_path.write_text(json.dumps(spec))
-    cmd = [sys.executable, "-m", "benchmarks.gpu_fit", "--child", str(spec_path)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=max(timeout, 1), check=False)
-        code: int | str = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = "timeout"
+    code = run_process([sys.executable, "-m", "benchmarks.gpu_fit", "--child", str(spec_path)], timeout)
     row: dict[str, Any] = (
         json.loads(out.read_text()) if out.exists() else {"recipe": recipe, "step_seconds": []}
     )

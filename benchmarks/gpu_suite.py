@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 import traceback
@@ -166,18 +164,9 @@ class Suite:
         return self.results
 
     def _child(self, args: list[str], timeout: float) -> int | str:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        }
         if timeout <= 1:
             return "skipped"
-        try:
-            return subprocess.run(
-                [sys.executable, *args], cwd=ROOT, env=env, timeout=timeout, check=False
-            ).returncode
-        except subprocess.TimeoutExpired:
-            return "timeout"
+        return gpu_fit.run_process([sys.executable, *args], timeout)
 
     def step_environment(self) -> None:
         t0, path = time.perf_counter(), self.work / "environment.json"
