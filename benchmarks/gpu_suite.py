@@ -51,6 +51,9 @@ FIT_STEPS = (4, 2)
 LORA_RESERVE = (180.0, 20.0)
 # The LoRA recipe's instance: ml.g5.2xlarge, one A10G.
 LORA_CAP_GIB = gpu_fit.instance_gpu("ml.g5.2xlarge")[1]
+# gpu_lora settings in the order they run: the baseline first, then the likely fastest, so that a budget that
+# runs out skips the least informative ones.
+LORA_ORDER = ("original-int8-ckpt", "bf16-no-ckpt", "bf16-ckpt", "nf4-ckpt", "int8-no-ckpt", "nf4-no-ckpt")
 PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "datasets", "tokenizers", "huggingface_hub")
 
 
@@ -153,14 +156,21 @@ class Suite:
 
     def write(self) -> None:
         (self.out / "results.json").write_text(json.dumps(self.results, indent=1, default=str) + "\n")
-        (self.out / "results.md").write_text(render(self.results) + "\n")
+        (self.out / "results.md").write_text(safe_render(self.results) + "\n")
 
     def run(self) -> dict[str, Any]:
-        self.step_environment()
-        for recipe in gpu_fit.RECIPES:
-            self.step_fit(recipe)
-        self.step_lora()
-        print(render(self.results), flush=True)
+        steps: list[tuple[str, Any]] = [("environment", self.step_environment)]
+        steps += [(f"fit:{r}", lambda r=r: self.step_fit(r)) for r in gpu_fit.RECIPES]
+        steps.append(("lora", self.step_lora))
+        for name, step in steps:
+            t0 = time.perf_counter()
+            try:
+                step()
+            except Exception as exc:
+                # A bug in one step must not cost the others their GPU time.
+                traceback.print_exc()
+                self.record(name, t0, f"error: {gpu_lora._error_text(exc)}")
+        print(safe_render(self.results), flush=True)
         return self.results
 
     def _child(self, args: list[str], timeout: float) -> int | str:
@@ -202,6 +212,8 @@ class Suite:
             f"{max(left - 15, 0):.0f}",
             "--memory-cap-gib",
             f"{LORA_CAP_GIB:g}",
+            "--settings",
+            ",".join(LORA_ORDER),
         ]
         if (model_dir / "config.json").exists():
             args += ["--model-dir", str(model_dir)]
@@ -299,6 +311,14 @@ def lora_expectations(run: dict[str, Any]) -> str:
     return markdown_table(headers, rows)
 
 
+def safe_render(results: dict[str, Any]) -> str:
+    """render(), or what went wrong in it: the JSON beside it keeps every figure either way."""
+    try:
+        return render(results)
+    except Exception:
+        return "# GPU run\n\nrendering failed; the figures are in results.json:\n\n" + traceback.format_exc()
+
+
 def render(results: dict[str, Any]) -> str:
     lines = ["# GPU run" + (" (CPU rehearsal, tiny models)" if results.get("tiny") else ""), ""]
     env = results.get("environment") or {}
@@ -312,11 +332,11 @@ def render(results: dict[str, Any]) -> str:
         ]
     install = results.get("install") or {}
     if install:
-        skipped = [
-            f"{w['name']} ({w.get('reason')})" for w in install.get("wheels", []) if not w.get("installable")
-        ]
+        wheels = install.get("wheels", [])
+        done = ", ".join(f"{w['name']} {w['version']}" for w in wheels if w.get("installable"))
+        skipped = [f"{w['name']} ({w.get('reason')})" for w in wheels if not w.get("installable")]
         lines += [
-            f"Wheels installed from {install.get('folder')}: not installable here: {skipped or 'none'}",
+            f"Wheels installed from {install.get('folder')}: {done}; not installable here: {skipped or 'none'}",
             "",
         ]
     lines += ["## Fit: each recipe's script, full-size architecture, GPU memory capped to its instance's", ""]

@@ -6,6 +6,7 @@ is installed:
     python benchmarks/gpu_wheels.py check .whl            # every pin downloaded, total under the limit
     python benchmarks/gpu_wheels.py installable .whl      # the files this Python can install (one a line)
     python benchmarks/gpu_wheels.py report .whl           # which pins this Python can install, and why not
+    python benchmarks/gpu_wheels.py installable .whl bitsandbytes datasets   # only these pins
 
 scripts/gpu_wheels.sh downloads the set and runs `check`; benchmarks/gpu_run.sh installs `installable`.
 """
@@ -92,11 +93,16 @@ def report(folder: Path, pins: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("check", "installable", "report"):
+    if len(argv) < 2 or argv[0] not in ("check", "installable", "report"):
         print(__doc__, file=sys.stderr)
         return 2
-    command, folder = argv[0], Path(argv[1])
-    rep = report(folder)
+    command, folder, only = argv[0], Path(argv[1]), [normalize(n) for n in argv[2:]]
+    pins = read_pins()
+    unknown = sorted(set(only) - set(pins))
+    if unknown:
+        print(f"gpu_wheels: not pinned in {PINS.name}: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    rep = report(folder, {n: v for n, v in pins.items() if not only or n in only})
     if command == "installable":
         for row in rep["wheels"]:
             if row["installable"]:

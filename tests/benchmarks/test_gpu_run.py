@@ -181,7 +181,8 @@ def test_rehearsal_runs_each_recipe_script_at_its_own_shapes(rehearsal: dict[str
 def test_rehearsal_measures_every_lora_setting_against_the_original(rehearsal: dict[str, Any]) -> None:
     lora = rehearsal["results"]["lora"]
     rows = {r["setting"]: r for r in lora["rows"]}
-    assert list(rows) == [s.name for s in gpu_lora.SETTINGS]
+    assert list(rows) == list(gpu_suite.LORA_ORDER)
+    assert sorted(gpu_suite.LORA_ORDER) == sorted(s.name for s in gpu_lora.SETTINGS)
     assert all(r["status"] == "ok" and r["tokens_per_s"] > 0 for r in rows.values()), rows
     assert lora["memory_cap_gib"] == gpu_suite.LORA_CAP_GIB == 24.0
     md = rehearsal["markdown"]
@@ -317,3 +318,33 @@ def test_a_script_out_of_memory_is_a_result(tmp_path: Path, monkeypatch: pytest.
     # The model folder was prepared before the script ran: config, weights, tokenizer.
     model_dir = tmp_path / "models" / "distilbert-base-uncased-tiny"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in model_dir.iterdir()}
+
+
+def _fake_wheels(folder: Path, pins: dict[str, str], size: int = 1024) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, version in pins.items():
+        (folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"0" * size)
+
+
+def test_wheel_check_names_what_is_missing_or_too_large(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pins = gpu_wheels.read_pins()
+    _fake_wheels(tmp_path, pins)
+    (tmp_path / "transformers-4.0.0-py3-none-any.whl").write_bytes(b"0" * 10**6)  # not the pinned version
+    assert gpu_wheels.main(["check", str(tmp_path)]) == 0
+    assert f"{len(pins)} wheels" in capsys.readouterr().out
+    assert gpu_wheels.main(["installable", str(tmp_path), "bitsandbytes", "datasets"]) == 0
+    assert [Path(line).name.split("-")[0] for line in capsys.readouterr().out.split()] == [
+        "bitsandbytes",
+        "datasets",
+    ]
+    assert gpu_wheels.main(["installable", str(tmp_path), "torch"]) == 2
+    assert "not pinned in gpu_wheels.txt: torch" in capsys.readouterr().err
+    monkeypatch.setattr(gpu_wheels, "MAX_MIB", 0.001)
+    assert gpu_wheels.main(["check", str(tmp_path)]) == 1
+    assert "over the 0.001 MiB limit" in capsys.readouterr().err
+    (tmp_path / "peft-0.17.1-py3-none-any.whl").unlink()
+    assert gpu_wheels.main(["check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "not in" in err and "peft==0.17.1" in err, err
