@@ -46,9 +46,23 @@ def read_pins(path: Path = PINS) -> dict[str, str]:
     return pins
 
 
+def _packaging() -> Any:
+    """`packaging`, or the copy pip vendors when it is not installed on its own."""
+    import importlib
+
+    for base in ("packaging", "pip._vendor.packaging"):
+        try:
+            importlib.import_module(f"{base}.tags")
+            importlib.import_module(f"{base}.utils")
+            return importlib.import_module(base)
+        except ImportError:
+            continue
+    raise ImportError("neither packaging nor pip's vendored copy is importable")
+
+
 def wheel_files(folder: Path, pins: dict[str, str]) -> dict[str, Path]:
     """{normalized name: wheel file} for the pinned name and version (other files in the folder are ignored)."""
-    from packaging.utils import parse_wheel_filename
+    parse_wheel_filename = _packaging().utils.parse_wheel_filename
 
     found: dict[str, Path] = {}
     for whl in sorted(folder.glob("*.whl")):
@@ -61,11 +75,9 @@ def wheel_files(folder: Path, pins: dict[str, str]) -> dict[str, Path]:
 
 def compatible(whl: Path) -> bool:
     """Whether this interpreter and platform can install the wheel (pip's own tag rule)."""
-    from packaging.tags import sys_tags
-    from packaging.utils import parse_wheel_filename
-
-    supported = set(sys_tags())
-    return any(tag in supported for tag in parse_wheel_filename(whl.name)[3])
+    packaging = _packaging()
+    supported = set(packaging.tags.sys_tags())
+    return any(tag in supported for tag in packaging.utils.parse_wheel_filename(whl.name)[3])
 
 
 def report(folder: Path, pins: dict[str, str] | None = None) -> dict[str, Any]:
