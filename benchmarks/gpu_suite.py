@@ -88,7 +88,51 @@ def environment() -> dict[str, Any]:
         except Exception as exc:
             env["packages"][name] = {"error": gpu_lora._error_text(exc)}
     env["bitsandbytes_check"] = _bnb_check()
+    if torch.cuda.is_available():
+        env["memory_cap_check"] = _cap_check()
+        env["matmul_bf16_tflops"] = _matmul_tflops()
     return env
+
+
+def _cap_check() -> dict[str, Any]:
+    """The fit runs' mechanism, checked on this GPU: under a 1 GiB cap, 0.5 GiB allocates and 2 GiB raises
+    torch.OutOfMemoryError (what a smaller GPU would do)."""
+    import torch
+
+    out: dict[str, Any] = {}
+    try:
+        gpu_lora.set_memory_cap(1.0, "cuda:0")
+        small = torch.empty(2**29, dtype=torch.uint8, device="cuda:0")
+        out["0.5 GiB under a 1 GiB cap"] = "allocated"
+        del small
+        try:
+            big = torch.empty(2**31, dtype=torch.uint8, device="cuda:0")
+            out["2 GiB under a 1 GiB cap"] = "allocated: THE CAP DOES NOT HOLD"
+            del big
+        except torch.OutOfMemoryError:
+            out["2 GiB under a 1 GiB cap"] = "OutOfMemoryError"
+    except Exception as exc:
+        out["error"] = gpu_lora._error_text(exc)
+    finally:
+        gpu_lora.set_memory_cap(None, "cuda:0")
+        torch.cuda.empty_cache()
+    return out
+
+
+def _matmul_tflops(n: int = 8192, repeats: int = 10) -> float:
+    """bf16 n x n x n matrix products, TFLOP/s: the rate this GPU reaches in practice, beside its datasheet."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return round(2 * n**3 * repeats / (time.perf_counter() - t0) / 1e12, 1)
 
 
 def _bnb_check() -> dict[str, Any]:
@@ -277,8 +321,9 @@ def fit_table(rows: list[dict[str, Any]]) -> str:
     return markdown_table(headers, out)
 
 
-def lora_expectations(run: dict[str, Any]) -> str:
-    """Per LoRA setting: expected vs measured memory, and the tokens/s bound at 100 % of the bf16 peak."""
+def lora_expectations(run: dict[str, Any], matmul_tflops: float | None = None) -> str:
+    """Per LoRA setting: expected vs measured memory; tokens/s against the bound at 100 % of the datasheet bf16
+    peak, and the model FLOP rate as a share of the bf16 matmul rate measured on this GPU in the same run."""
     headers = (
         "setting",
         "expected GiB",
@@ -287,6 +332,7 @@ def lora_expectations(run: dict[str, Any]) -> str:
         "measured / expected",
         "tokens/s at 100 % MFU",
         "tokens/s",
+        "% of measured matmul rate",
     )
     peak_tflops = run.get("peak_bf16_tflops")
     rows = []
@@ -306,6 +352,9 @@ def lora_expectations(run: dict[str, Any]) -> str:
                 f"{measured * GIB / exp:.2f}" if measured else "",
                 f"{peak_tflops * 1e12 / fl['model']:.0f}" if peak_tflops else "",
                 f"{r['tokens_per_s']:.0f}" if r.get("tokens_per_s") else "",
+                f"{100 * r['tokens_per_s'] * fl['model'] / (matmul_tflops * 1e12):.1f}"
+                if r.get("tokens_per_s") and matmul_tflops
+                else "",
             ]
         )
     return markdown_table(headers, rows)
@@ -327,7 +376,13 @@ def render(results: dict[str, Any]) -> str:
         lines += [
             f"Python {env.get('python')}, torch {env.get('torch')} (CUDA {env.get('torch_cuda')}), "
             f"GPU: {env.get('gpu', 'none')} {env.get('gpu_memory_gib', '')} GiB; {pk}; bitsandbytes: "
-            f"{json.dumps(env.get('bitsandbytes_check'))}",
+            f"{json.dumps(env.get('bitsandbytes_check'))}"
+            + (
+                f"; memory cap: {json.dumps(env['memory_cap_check'])}; bf16 matmul 8192^3: "
+                f"{env.get('matmul_bf16_tflops')} TFLOP/s measured"
+                if "memory_cap_check" in env
+                else ""
+            ),
             "",
         ]
     install = results.get("install") or {}
@@ -347,7 +402,14 @@ def render(results: dict[str, Any]) -> str:
             f"## Speed: LoRA settings, first loaded and warmed up under {LORA_CAP_GIB:g} GiB, then timed uncapped",
             "",
         ]
-        lines += [gpu_lora.render(lora), "", "### Measured vs expected", "", lora_expectations(lora), ""]
+        lines += [
+            gpu_lora.render(lora),
+            "",
+            "### Measured vs expected",
+            "",
+            lora_expectations(lora, env.get("matmul_bf16_tflops")),
+            "",
+        ]
     elif lora:
         lines += [f"## Speed: no result ({lora.get('error')})", ""]
     steps = ", ".join(f"{s['step']} {s['seconds']} s ({s['status']})" for s in results.get("steps", []))
