@@ -133,6 +133,7 @@ TABLE_HEADERS = (
     "vs original",
     "s/step",
     "peak GiB",
+    "fit under cap",
     "MFU %",
     "HFU %",
     "loss",
@@ -276,6 +277,9 @@ class Options:
     model_dir: str | None = None
     seed: int = 0
     threads: int | None = None
+    # GiB the CUDA caching allocator may hold while loading and for the first (warm-up) steps: does the
+    # setting fit the GPU of the recipe's instance (24 GiB: ml.g5.2xlarge's A10G)? None: no cap.
+    memory_cap_gib: float | None = None
 
 
 def resolve_device(device: str) -> str:
@@ -309,18 +313,63 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:300]
 
 
-def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dict[str, Any]:
-    """Load, warm up, time. Everything it allocates dies with its frame."""
+def is_oom(exc: BaseException) -> bool:
+    """A CUDA out-of-memory error, however the library that hit it reports it (torch, cuBLAS, bitsandbytes)."""
     import torch
 
-    model = load_model(setting, model_dir, device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise RuntimeError(f"{setting.name}: LoRA left no trainable parameters")
-    optimizer = make_optimizer(setting, params)
+    text = str(exc).lower()
+    return isinstance(exc, torch.OutOfMemoryError) or any(
+        marker in text
+        for marker in ("out of memory", "cublas_status_alloc_failed", "cuda_error_out_of_memory")
+    )
+
+
+def set_memory_cap(cap_gib: float | None, device: str) -> float | None:
+    """Cap what this process's CUDA caching allocator may hold to `cap_gib` GiB (None: the whole GPU).
+
+    torch.cuda.set_per_process_memory_fraction takes a fraction of the device's total memory; an allocation
+    past it raises torch.OutOfMemoryError as on a smaller GPU. The CUDA context (a few hundred MiB) is
+    outside the allocator and not counted. Returns the fraction set, None on CPU (no cap there).
+    """
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = 1.0 if cap_gib is None else min(1.0, cap_gib * 2**30 / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return fraction
+
+
+def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dict[str, Any]:
+    """Load, warm up, time. Everything it allocates dies with its frame.
+
+    With `opts.memory_cap_gib` on a GPU, loading and the warm-up steps run under that cap (the fit
+    question: peak memory, or out of memory); the cap is then lifted and the timed steps run uncapped, so a
+    setting that does not fit the small GPU still gets its speed measured on this one.
+    """
+    import torch
+
+    cuda = device.startswith("cuda")
+    fit: dict[str, Any] = {"fit_cap_gib": opts.memory_cap_gib if cuda else None}
+    capped = cuda and opts.memory_cap_gib is not None
+    if capped:
+        set_memory_cap(opts.memory_cap_gib, device)
+        torch.cuda.reset_peak_memory_stats(device)
+    model: Any = None
+    optimizer: Any = None
     gen = torch.Generator().manual_seed(opts.seed)
-    vocab = model.config.vocab_size
-    ids = torch.randint(0, vocab, (opts.batch_size, opts.block_size), generator=gen).to(device)
+
+    def setup() -> tuple[Any, Any, Any, list[Any]]:
+        m = load_model(setting, model_dir, device)
+        params = [p for p in m.parameters() if p.requires_grad]
+        if not params:
+            raise RuntimeError(f"{setting.name}: LoRA left no trainable parameters")
+        ids = torch.randint(0, m.config.vocab_size, (opts.batch_size, opts.block_size), generator=gen).to(
+            device
+        )
+        return m, make_optimizer(setting, params), ids, params
+
     autocast = torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
 
     def step() -> float:
@@ -331,11 +380,35 @@ def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dic
         optimizer.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    if device.startswith("cuda"):
+    try:
+        model, optimizer, ids, params = setup()
+        for _ in range(max(opts.warmup_steps, 1 if capped else 0)):
+            step()
+        _sync(device)
+        fit["fit_status"] = "fits" if capped else "not capped"
+    except Exception as exc:
+        if not (capped and is_oom(exc)):
+            raise
+        fit.update(fit_status="oom", fit_error=_error_text(exc))
+    if capped:
+        fit["fit_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        fit["fit_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+        set_memory_cap(None, device)
+        if fit["fit_status"] == "oom":
+            # Start again without the cap for the speed figures: whatever the failed step held is freed.
+            if optimizer is not None:
+                optimizer.zero_grad(set_to_none=True)
+            model = optimizer = None
+            _free_memory()
+            model, optimizer, ids, params = setup()
+            for _ in range(opts.warmup_steps):
+                step()
+            _sync(device)
+    if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    for _ in range(opts.warmup_steps):
-        step()
-    _sync(device)
+        if capped:
+            step()  # the peak of an uncapped step
+            _sync(device)
     t0 = time.perf_counter()
     done, loss = 0, math.nan
     while done < opts.steps:
@@ -346,7 +419,7 @@ def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dic
             break
     _sync(device)
     elapsed = time.perf_counter() - t0
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.startswith("cuda") else None
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None
     return {
         "tokens_per_s": done * opts.batch_size * opts.block_size / elapsed,
         "step_s": elapsed / done,
@@ -354,6 +427,7 @@ def _train(setting: Setting, opts: Options, model_dir: Path, device: str) -> dic
         "peak_mem_gib": peak,
         "loss": loss,
         "trainable_params": sum(p.numel() for p in params),
+        **fit,
     }
 
 
@@ -422,6 +496,7 @@ def _child_args(opts: Options, setting: Setting, model_dir: Path, out: Path) -> 
         "--seed",
         str(opts.seed),
         *(["--threads", str(opts.threads)] if opts.threads else []),
+        *(["--memory-cap-gib", str(opts.memory_cap_gib)] if opts.memory_cap_gib is not None else []),
     ]
     return [*args, "--tiny"] if opts.tiny else args
 
@@ -473,6 +548,7 @@ def _run_benchmark(opts: Options) -> dict[str, Any]:
         "warmup_steps": opts.warmup_steps,
         "steps": opts.steps,
         "isolated": isolate,
+        "memory_cap_gib": opts.memory_cap_gib,
         "lora": LORA,
         "rows": [],
     }
@@ -530,6 +606,7 @@ def table_rows(run: dict[str, Any]) -> list[list[Any]]:
                 None if not (tps and base) else f"{tps / base:.2f}x",
                 r.get("step_s"),
                 r.get("peak_mem_gib"),
+                _fit_cell(r),
                 pct["mfu"],
                 pct["hfu"],
                 r.get("loss"),
@@ -537,6 +614,15 @@ def table_rows(run: dict[str, Any]) -> list[list[Any]]:
             ]
         )
     return rows
+
+
+def _fit_cell(row: dict[str, Any]) -> str:
+    """'fits, 18.3 GiB of 24' / 'OOM at 23.9 GiB of 24' / '' (no cap: CPU, or not asked)."""
+    status, cap = row.get("fit_status"), row.get("fit_cap_gib")
+    if status not in ("fits", "oom") or cap is None:
+        return ""
+    peak = row.get("fit_peak_gib") or 0.0
+    return f"fits, {peak:.1f} GiB of {cap:g}" if status == "fits" else f"OOM at {peak:.1f} GiB of {cap:g}"
 
 
 def render(run: dict[str, Any]) -> str:
@@ -640,6 +726,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
     p.add_argument("--json-out", help="also write the run as JSON here")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument(
+        "--memory-cap-gib",
+        type=float,
+        help="load and warm up under this GPU memory cap (fit check, e.g. 24 for an A10G), then time uncapped",
+    )
     a = p.parse_args(argv)
     for name in ("block_size", "batch_size", "warmup_steps", "steps"):
         v = getattr(a, name)
@@ -661,6 +752,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]
         model_dir=a.model_dir,
         seed=a.seed,
         threads=a.threads,
+        memory_cap_gib=a.memory_cap_gib,
     )
     return opts, a
 
