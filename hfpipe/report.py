@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -176,9 +177,21 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     if report.get("checkpoint_s3_uri"):
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
     if report.get("endpoint_name"):
-        state = "deleted" if report.get("endpoint_deleted") else "kept (delete it with `hfpipe cleanup`)"
-        summary.add_row("endpoint", f"{report['endpoint_name']} ({state})")
+        name = report["endpoint_name"]
+        if report.get("endpoint_status"):
+            price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
+            cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
+            cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
+            env = report.get("endpoint_env", "ENV")
+            state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
+        else:
+            state = "deleted" if report.get("endpoint_deleted") else "kept (delete it with `hfpipe cleanup`)"
+        summary.add_row("endpoint", f"{name} ({state})")
     parts: list[RenderableType] = [summary]
+    tail = report.get("log_tail")
+    if tail:
+        # Text, not markup: a traceback's [brackets] are not styles.
+        parts.append(Panel(Text("\n".join(tail)), title="last lines of the training log", title_align="left"))
     metrics = report.get("final_metrics") or {}
     if metrics:
         table = Table(title="final metrics", title_justify="left")

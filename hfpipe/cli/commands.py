@@ -75,6 +75,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         aws.validate_execution_name(args.name)
     # Validation first: a bad recipe or --set fails here, before credentials or AWS are looked at.
     loaded = recipes.load(args.recipe, args.sets)
+    if args.keep_endpoint and not loaded.resolved["deploy"]:
+        raise HfpipeError(
+            f"--keep-endpoint: recipe {loaded.name!r} sets deploy: false, so it creates no endpoint to keep"
+        )
     name = args.name or default_execution_name(loaded.name)
     clients = _clients(args)
     environment = aws.resolve_environment(clients, args.env)
@@ -86,7 +90,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(recipes.execution_input(loaded)),
+            input=json.dumps(recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -99,6 +103,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     console.print(f"started {name} (recipe {loaded.name})")
     console.print(f"execution: {arn}")
     console.print(f"console:   {aws.console_url(arn, clients.region)}")
+    if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
+        console.print(
+            f"the endpoint stays up after the smoke test (billed per hour): `hfpipe invoke {name} --env "
+            f"{args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
+        )
     if args.watch:
         return _watch(clients, arn, console, args.interval)
     console.print(f"follow it with: hfpipe watch {name} --env {args.env}")
@@ -135,6 +144,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
     report = build_report(clients, snap)
+    _add_endpoint_and_log(clients, report, snap)
     console = _console()
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -157,6 +167,34 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_endpoint_and_log(clients: aws.Clients, report: dict[str, Any], snap: Any) -> None:
+    """An endpoint still up gets its status and cost; a failed job's report, the last lines of its log."""
+    from hfpipe.cli.endpoints import endpoint_of
+    from hfpipe.core import logs as core_logs
+
+    env = (snap.plan or {}).get("env")
+    if (
+        report.get("endpoint_name")
+        and env
+        and snap.endpoint_status not in (None, "deleted", "not created yet")
+    ):
+        info = endpoint_of(clients.sagemaker, str(report["endpoint_name"]), env)
+        if info is not None:
+            report["endpoint_deleted"] = False
+            report["endpoint_status"] = info.status
+            report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
+            report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
+            report["endpoint_env"] = env
+    job = snap.training_job or {}
+    if job.get("TrainingJobStatus") == "Failed" and not report.get("log_tail"):
+        try:
+            tail = core_logs.log_tail(clients.logs, job["TrainingJobName"])
+        except Exception:
+            tail = []  # the report must not fail because the log is unreadable
+        if tail:
+            report["log_tail"] = core_logs.format_lines(tail)
+
+
 def _when(value: Any) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else "-"
 
@@ -177,6 +215,30 @@ def cmd_list(args: argparse.Namespace) -> int:
             executions.extend(page["executions"])
     except Exception as exc:
         raise aws.aws_error(exc, "listing executions") from None
+    from hfpipe.cli.endpoints import describe_cost, find_endpoints
+
+    # The endpoints still up, by the execution that created them (tags): what the executions cost now.
+    up = {
+        e.execution: e
+        for e in _call("listing endpoints", find_endpoints, sagemaker=clients.sagemaker, env=args.env)
+    }
+    executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
+    executions = executions[: args.max]
+    if args.json:
+        from hfpipe.cli.endpoints import as_json
+
+        records = [
+            {
+                "name": e["name"],
+                "status": e["status"],
+                "started": e["startDate"].isoformat() if isinstance(e.get("startDate"), datetime) else None,
+                "stopped": e["stopDate"].isoformat() if isinstance(e.get("stopDate"), datetime) else None,
+                "endpoint": as_json(up[e["name"]]) if e["name"] in up else None,
+            }
+            for e in executions
+        ]
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        return 0
     console = _console()
     if not executions:
         console.print(
@@ -185,15 +247,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"executions in {args.env}", title_justify="left")
-    for column in ("name", "status", "started (UTC)", "stopped (UTC)"):
+    for column in ("name", "status", "started (UTC)", "stopped (UTC)", "endpoint up"):
         table.add_column(column)
-    executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
-    for execution in executions[: args.max]:
+    for execution in executions:
+        endpoint = up.get(execution["name"])
         table.add_row(
             execution["name"],
             execution["status"],
             _when(execution.get("startDate")),
             _when(execution.get("stopDate")),
+            f"{endpoint.name} ({endpoint.status}, {describe_cost(endpoint)})" if endpoint else "-",
         )
     console.print(table)
     return 0
@@ -324,6 +387,30 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
     console.print(f"uploaded {count} file{'s' if count != 1 else ''} to {uri}")
     console.print(f"use it in a recipe as a channel: {json.dumps({'training': uri})}")
     return 0
+
+
+# --- invoke / endpoints / logs ------------------------------------------------------------------------
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Send requests to an endpoint or the local server (see hfpipe.cli.invoke)."""
+    from hfpipe.cli.invoke import cmd_invoke as run
+
+    return run(args, _console())
+
+
+def cmd_endpoints(args: argparse.Namespace) -> int:
+    """List the environment's endpoints with their cost, or delete one (see hfpipe.cli.endpoints)."""
+    from hfpipe.cli.endpoints import cmd_endpoints as run
+
+    return run(args, _console())
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """Print or follow an execution's training log (see hfpipe.cli.logs)."""
+    from hfpipe.cli.logs import cmd_logs as run
+
+    return run(args)
 
 
 # --- local ----------------------------------------------------------------------------------------------
