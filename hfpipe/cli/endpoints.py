@@ -20,8 +20,9 @@ from typing import Any
 
 from rich.table import Table
 
-from hfpipe import aws, contract
-from hfpipe.aws import HfpipeError
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import cost
 
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hfpipe import aws, contract
-from hfpipe.aws import HfpipeError
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
 
 TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
 DEFAULT_PORT = 8080  # the port a SageMaker inference container listens on

@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hfpipe import aws
-from hfpipe.aws import HfpipeError
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import logs as core_logs
 
 _SINCE = re.compile(r"^(\d+)([smhdw])$")
