@@ -80,13 +80,22 @@ def read_events(logs: Any, job_name: str, start_ms: int | None = None) -> Iterat
     FilterLogEvents with `logStreamNamePrefix` reads all the job's streams at once and sorts them by time;
     paging follows `nextToken` until the service stops returning one.
     """
-    kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": stream_prefix(job_name)}
+    kwargs: dict[str, Any] = {
+        "logGroupName": LOG_GROUP,
+        "logStreamNamePrefix": stream_prefix(job_name),
+        # AWS ignores this flag since 2019 and always interleaves the streams by time (FilterLogEvents, API
+        # reference); moto interleaves only when asked, so ask.
+        "interleaved": True,
+    }
     if start_ms is not None:
         kwargs["startTime"] = int(start_ms)
     try:
         while True:
             page = logs.filter_log_events(**kwargs)
             for event in page.get("events", []):
+                # AWS applies the prefix; checked here as well because moto's FilterLogEvents ignores it.
+                if not str(event.get("logStreamName", "")).startswith(kwargs["logStreamNamePrefix"]):
+                    continue
                 yield LogLine(
                     int(event.get("timestamp", 0)),
                     host_of(event.get("logStreamName", "")),

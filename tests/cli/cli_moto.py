@@ -135,6 +135,7 @@ class Deployed:
         self.s3 = clients.s3
         self.ssm = clients.ssm
         self.cloudwatch = clients.cloudwatch
+        self.logs = clients.logs
         self.data_bucket = f"hfpipe-{env}-data"
         self.s3.create_bucket(
             Bucket=self.data_bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
