@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 from datetime import UTC, datetime, timedelta
@@ -367,15 +368,11 @@ def write_log(
     deployed: Deployed, job: str, host: str, lines: list[tuple[int, str]], epoch: int = 1764547200
 ) -> None:
     client = deployed.logs
-    try:
+    with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):
         client.create_log_group(logGroupName=logs.LOG_GROUP)
-    except client.exceptions.ResourceAlreadyExistsException:
-        pass
     stream = logs.stream_name(job, host, epoch)
-    try:
+    with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):
         client.create_log_stream(logGroupName=logs.LOG_GROUP, logStreamName=stream)
-    except client.exceptions.ResourceAlreadyExistsException:
-        pass
     client.put_log_events(
         logGroupName=logs.LOG_GROUP,
         logStreamName=stream,
@@ -473,7 +470,7 @@ def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: di
 
 
 def test_logs_before_the_job_logged(deployed: Deployed, capsys: Any) -> None:
-    _, plan = deployed.start("quiet-1")
+    _, _plan = deployed.start("quiet-1")
     code, out, err = run(capsys, "logs", "quiet-1", "--env", "dev")
     assert (code, out) == (0, "")
     assert err == (
