@@ -169,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", required=True)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free port)")
     p.set_defaults(func=commands.cmd_local)
     return parser
 

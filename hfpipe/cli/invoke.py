@@ -31,13 +31,10 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER
+from hfpipe.local.serve import HOST as LOCAL_HOST
 
 TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
-DEFAULT_PORT = 8080  # the port a SageMaker inference container listens on
-LOCAL_HOST = "127.0.0.1"
-# Headers `hfpipe local --serve` adds to its /ping answer so `invoke --local` can check requests first.
-ENTRY_POINT_HEADER = "X-Hfpipe-Entry-Point"
-RECIPE_HEADER = "X-Hfpipe-Recipe"
 SUMMARIZATION_HANDLER = "inference_clm"
 
 
@@ -98,7 +95,7 @@ def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
             continue
         try:
             requests.append(json.loads(line))
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise HfpipeError(
                 f"{origin} line {number} is not JSON ({err.msg}); give one JSON request, or one per line"
             ) from None
@@ -119,7 +116,7 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
     if args.parameters:
         try:
             parameters = json.loads(args.parameters)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise HfpipeError(f"--parameters {args.parameters!r} is not JSON ({err.msg})") from None
         if not isinstance(parameters, dict):
             raise HfpipeError(
@@ -139,7 +136,7 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
     elif args.data:
         try:
             requests, sources = [json.loads(args.data)], ["--data"]
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise HfpipeError(f"--data is not JSON ({err.msg}): {args.data[:80]!r}") from None
     elif args.file:
         path = Path(args.file)
@@ -309,12 +306,12 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
                 Body=body,
             )
         except botocore.exceptions.ClientError as exc:
-            err = exc.response.get("Error", {})
-            if err.get("Code") == "ModelError":
+            error = exc.response.get("Error", {})
+            if error.get("Code") == "ModelError":
                 # The container answered with an error: its message is the handler's (see the log stream
                 # named in the message for the traceback).
                 raise HfpipeError(
-                    f"endpoint {target.name} refused the request: {err.get('Message', '')}"
+                    f"endpoint {target.name} refused the request: {error.get('Message', '')}"
                 ) from None
             raise aws.aws_error(exc, f"invoking endpoint {target.name}") from None
         except botocore.exceptions.BotoCoreError as exc:
