@@ -372,7 +372,8 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         summaries = _summaries(answer)
         if summaries:
             for summary in summaries:
-                console.print(f"summary: {summary}", markup=False)
+                # A tiny random model may stop at once: say so rather than print nothing.
+                console.print(f"summary: {summary or '(empty)'}", markup=False)
         else:
             console.print(json.dumps(answer, indent=2), markup=False)
     return 0

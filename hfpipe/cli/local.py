@@ -101,11 +101,21 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     console.print(
         f"send it requests with: hfpipe invoke --local --port {port} --data JSON (or --dialogue FILE)"
     )
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C (also where a shell started us with SIGINT ignored, as it does for background jobs) and a plain
+    # `kill` both stop serving the same way.
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.serve(endpoint, entry_point=loaded.resolved["training"]["entry_point"], recipe=loaded.name)
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how a user stops serving: not an error
+        pass  # how a user stops serving: not an error
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         endpoint.close()
     console.print("stopped serving")
     return 0

@@ -88,6 +88,14 @@ def render(snap: Snapshot) -> Panel:
     if snap.failure:
         table.add_row("failure", Text(snap.failure, style="red"))
     title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
+    if snap.log_tail:
+        # Text, not markup: log lines carry their own [brackets].
+        log = Text("\n".join(snap.log_tail), style="dim", no_wrap=True, overflow="ellipsis")
+        return Panel(
+            Group(table, Text(""), Text("training log (last lines)", style="bold"), log),
+            title=title,
+            expand=False,
+        )
     return Panel(table, title=title, expand=False)
 
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hfpipe.core import prices
+from hfpipe.core.logs import format_lines, log_tail
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
@@ -80,9 +81,23 @@ def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
     sns.publish(TopicArn=topic_arn, Subject=subject, Message=json.dumps(report, indent=2, default=str))
 
 
+def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
+    """A failed training job's report gets the last lines of its log: the script's own traceback."""
+    if report.get("training_job_status") != "Failed":
+        return
+    try:
+        tail = log_tail(logs_client, report["training_job_name"])
+    except Exception as err:  # the report must go out even when the log cannot be read
+        LOG.warning(json.dumps({"message": "training log unreadable", "error": str(err)}))
+        return
+    if tail:
+        report["log_tail"] = format_lines(tail)
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
     report = build_report(event)
+    add_log_tail(aws.client("logs"), report)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
     aws.log_json(
         LOG, "report", **{k: report[k] for k in ("execution_name", "training_job_status", "cost_usd")}
