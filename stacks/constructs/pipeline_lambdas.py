@@ -203,8 +203,15 @@ class PipelineLambdas(Construct):
         self.roles["report"].add_to_policy(
             iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
         )
+        training_streams = f"{training_logs}:log-stream:*"
         self.roles["report"].add_to_policy(
-            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[f"{training_logs}:log-stream:*"])
+            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[training_streams])
+        )
+        acknowledge(
+            self.roles["report"],
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, training_streams)}]",
+            "SageMaker names a training job's log streams <job>/algo-<n>-<epoch> at run time; the grant is "
+            "read-only (GetLogEvents) and limited to the streams of the /aws/sagemaker/TrainingJobs log group.",
         )
         cleanup = self.roles["cleanup"]
         # Cleanup reads a resource (and its tags) before it decides; the delete itself is tag-conditioned.

@@ -504,3 +504,50 @@ def test_report_of_a_failed_job_carries_its_log_tail(deployed: Deployed, capsys:
     assert report["log_tail"][-1] == "torch.OutOfMemoryError: CUDA"
     code, out, _ = run(capsys, "report", "oom-1", "--env", "dev")
     assert "last lines of the training log" in out and "torch.OutOfMemoryError: CUDA" in out
+
+
+def test_report_lambda_adds_the_log_tail_of_a_failed_job(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    report_lambda = importlib.import_module("pipeline_lambdas.report")
+    t = now_ms(-60)
+    write_log(deployed, "oom-2-train", "algo-1", [(t + i, f"step {i}") for i in range(25)])
+    write_log(deployed, "oom-2-train", "algo-2", [(t + 30, "Traceback (most recent call last):")])
+    write_log(deployed, "oom-2-train", "algo-2", [(t + 31, "torch.OutOfMemoryError: CUDA out of memory")])
+    report = {
+        "training_job_name": "oom-2-train",
+        "training_job_status": "Failed",
+        "cause": "training job oom-2-train Failed: AlgorithmError: ExecuteUserScriptError",
+    }
+    report_lambda.add_log_tail(deployed.logs, report)
+    assert len(report["log_tail"]) == logs.TAIL_LINES
+    assert report["log_tail"][-2:] == [
+        "[algo-2] Traceback (most recent call last):",
+        "[algo-2] torch.OutOfMemoryError: CUDA out of memory",
+    ]
+    assert report["cause"].startswith(
+        "training job oom-2-train Failed: AlgorithmError: ExecuteUserScriptError\n"
+        "last lines of the training log:\n[algo-1] step 7\n"
+    )
+    assert report["cause"].endswith("[algo-2] torch.OutOfMemoryError: CUDA out of memory")
+
+    completed = {"training_job_name": "oom-2-train", "training_job_status": "Completed", "cause": None}
+    report_lambda.add_log_tail(deployed.logs, completed)
+    assert "log_tail" not in completed
+    unreadable = {"training_job_name": "x", "training_job_status": "Failed", "cause": "c"}
+    report_lambda.add_log_tail(None, unreadable)  # no client at all: the report still goes out as it was
+    assert unreadable == {"training_job_name": "x", "training_job_status": "Failed", "cause": "c"}
+
+
+def test_watch_shows_the_last_lines_of_the_log(
+    deployed: Deployed, two_instance_job: dict[str, Any], capsys: Any
+) -> None:
+    code, out, err = run(capsys, "watch", "ddp-1", "--env", "dev")
+    assert (code, err) == (0, "")
+    assert "training log (last lines)" in out
+    view = out.split("training log (last lines)", 1)[1]
+    assert view.index("[algo-1] algo-1 starts") < view.index("[algo-2] [rank1] done")  # oldest first

@@ -81,17 +81,26 @@ def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
     sns.publish(TopicArn=topic_arn, Subject=subject, Message=json.dumps(report, indent=2, default=str))
 
 
+# The tail also goes into the Fail state's cause (Step Functions keeps at most 32,768 characters of it).
+CAUSE_TAIL_CHARS = 4000
+
+
 def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
-    """A failed training job's report gets the last lines of its log: the script's own traceback."""
+    """A failed training job's report gets the last lines of its log (the script's own traceback): as
+    `log_tail` for SNS and `hfpipe report`, and appended to `cause`, which the execution fails with."""
     if report.get("training_job_status") != "Failed":
         return
     try:
-        tail = log_tail(logs_client, report["training_job_name"])
+        tail = format_lines(log_tail(logs_client, report["training_job_name"]))
     except Exception as err:  # the report must go out even when the log cannot be read
         LOG.warning(json.dumps({"message": "training log unreadable", "error": str(err)}))
         return
-    if tail:
-        report["log_tail"] = format_lines(tail)
+    if not tail:
+        return
+    report["log_tail"] = tail
+    if report.get("cause"):
+        text = "\n".join(tail)[-CAUSE_TAIL_CHARS:]
+        report["cause"] = f"{report['cause']}\nlast lines of the training log:\n{text}"
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
