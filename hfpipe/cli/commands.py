@@ -139,7 +139,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
     report = build_report(clients, snap)
-    _add_endpoint_and_log(clients, report, snap)
+    _add_endpoint(clients, report, snap)
     console = _console()
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -162,10 +162,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_endpoint_and_log(clients: aws.Clients, report: dict[str, Any], snap: Any) -> None:
-    """An endpoint still up gets its status and cost; a failed job's report, the last lines of its log."""
+def _add_endpoint(clients: aws.Clients, report: dict[str, Any], snap: Any) -> None:
+    """An endpoint still up gets its status and cost."""
     from hfpipe.cli.endpoints import endpoint_of
-    from hfpipe.core import logs as core_logs
 
     env = (snap.plan or {}).get("env")
     if (
@@ -180,14 +179,6 @@ def _add_endpoint_and_log(clients: aws.Clients, report: dict[str, Any], snap: An
             report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
             report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
             report["endpoint_env"] = env
-    job = snap.training_job or {}
-    if job.get("TrainingJobStatus") == "Failed" and not report.get("log_tail"):
-        try:
-            tail = core_logs.log_tail(clients.logs, job["TrainingJobName"])
-        except Exception:
-            tail = []  # the report must not fail because the log is unreadable
-        if tail:
-            report["log_tail"] = core_logs.format_lines(tail)
 
 
 def _when(value: Any) -> str:

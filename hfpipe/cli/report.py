@@ -65,6 +65,17 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     report["execution_status"] = snap.status
     if snap.failure:
         report["failure"] = snap.failure
+    job = snap.training_job or {}
+    if job.get("TrainingJobStatus") == "Failed" and not report.get("log_tail"):
+        # A failed execution has no output: read the tail the Report Lambda put in its SNS message again.
+        from hfpipe.core import logs
+
+        try:
+            tail = logs.format_lines(logs.log_tail(clients.logs, job["TrainingJobName"]))
+        except Exception:  # the report must not fail because the log is unreadable
+            tail = []
+        if tail:
+            report["log_tail"] = tail
     return report
 
 
@@ -89,7 +100,9 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     )
     summary.add_row("status", Text(str(status), style=style))
     if report.get("failure"):
-        summary.add_row("failure", Text(str(report["failure"]), style="red"))
+        from hfpipe.core.logs import cause_without_tail
+
+        summary.add_row("failure", Text(cause_without_tail(str(report["failure"])), style="red"))
     summary.add_row("recipe", _fmt(report.get("recipe_name")))
     summary.add_row(
         "training job", f"{_fmt(report.get('training_job_name'))} ({_fmt(report.get('training_job_status'))})"

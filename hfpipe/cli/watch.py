@@ -86,7 +86,9 @@ def render(snap: Snapshot) -> Panel:
     if plan.get("endpoint_name") and plan.get("deploy", True):
         table.add_row("endpoint", Text.assemble(plan["endpoint_name"], "  ", _styled(snap.endpoint_status)))
     if snap.failure:
-        table.add_row("failure", Text(snap.failure, style="red"))
+        from hfpipe.core.logs import cause_without_tail
+
+        table.add_row("failure", Text(cause_without_tail(snap.failure), style="red"))
     title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
     if snap.log_tail:
         # Text, not markup: log lines carry their own [brackets].

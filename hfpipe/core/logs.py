@@ -21,6 +21,8 @@ from typing import Any
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TAIL_LINES = 20
+# Between a failure cause and the log tail the Report Lambda appends to it; views cut the cause there.
+CAUSE_TAIL_MARKER = "\nlast lines of the training log:\n"
 _HOST = re.compile(r"/(algo-\d+)(?:-\d+)?$")
 
 
@@ -137,6 +139,11 @@ def log_tail(logs: Any, job_name: str, lines: int = TAIL_LINES) -> list[LogLine]
         )
     tail.sort(key=lambda line: line.timestamp)
     return tail[-lines:]
+
+
+def cause_without_tail(cause: str) -> str:
+    """A failure cause without the log tail appended to it (views show the tail on its own)."""
+    return cause.split(CAUSE_TAIL_MARKER, 1)[0]
 
 
 def format_lines(lines: list[LogLine], with_host: bool | None = None) -> list[str]:

@@ -551,3 +551,45 @@ def test_watch_shows_the_last_lines_of_the_log(
     assert "training log (last lines)" in out
     view = out.split("training log (last lines)", 1)[1]
     assert view.index("[algo-1] algo-1 starts") < view.index("[algo-2] [rank1] done")  # oldest first
+
+
+def test_invoke_an_endpoint_still_creating(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
+    sagemaker_backend().endpoints["keep-1-endpoint"].endpoint_status = "Creating"
+    code, _, err = run(capsys, "invoke", "keep-1", "--env", "dev", "--data", '{"inputs": "x"}')
+    assert (code, err) == (
+        1,
+        "error: endpoint keep-1-endpoint is Creating, not InService: wait for it (`hfpipe endpoints --env dev`)\n",
+    )
+    assert invoked() == []
+
+
+def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    import os
+
+    old, new = tmp_path / "tiny-lora-20261201-000000", tmp_path / "tiny-lora-20261201-010000"
+    for run_dir, text in ((old, "old run\n"), (new, "step 1\n[rank0] step 2\n")):
+        run_dir.mkdir()
+        (run_dir / "training.log").write_text(text)
+    os.utime(old / "training.log", (1, 1))
+    # the newest run by default, a named one on request
+    assert run(capsys, "logs", "--local", "--out", str(tmp_path)) == (0, "step 1\n[rank0] step 2\n", "")
+    assert run(capsys, "logs", old.name, "--local", "--out", str(tmp_path)) == (0, "old run\n", "")
+    code, out, _ = run(capsys, "logs", "--local", "--out", str(tmp_path), "--json")
+    assert [json.loads(line)["message"] for line in out.splitlines()] == ["step 1", "[rank0] step 2"]
+
+    # --follow ends once the run has written its report (and says when the job did not complete)
+    (new / "report.json").write_text(json.dumps({"training_job_status": "Failed"}))
+    code, out, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--follow", "--interval", "0.01")
+    assert (code, out) == (1, "step 1\n[rank0] step 2\n")
+    assert err == f"training job of {new.name} ended Failed\n"
+
+    code, _, err = run(capsys, "logs", "nope", "--local", "--out", str(tmp_path))
+    assert code == 1
+    assert err == (
+        f"error: no local run 'nope' with a training.log; local runs in {tmp_path}: {old.name}, {new.name}\n"
+    )
+    code, _, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--since", "1h")
+    assert (code, err) == (
+        1,
+        "error: --since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)\n",
+    )

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from hfpipe.core import prices
-from hfpipe.core.logs import format_lines, log_tail
+from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
@@ -100,7 +100,7 @@ def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
     report["log_tail"] = tail
     if report.get("cause"):
         text = "\n".join(tail)[-CAUSE_TAIL_CHARS:]
-        report["cause"] = f"{report['cause']}\nlast lines of the training log:\n{text}"
+        report["cause"] = f"{report['cause']}{CAUSE_TAIL_MARKER}{text}"
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
