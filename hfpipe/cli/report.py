@@ -134,8 +134,12 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
             cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
             env = report.get("endpoint_env", "ENV")
             state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
+        elif report.get("endpoint_deleted"):
+            state = "deleted"
         else:
-            state = "deleted" if report.get("endpoint_deleted") else "kept (delete it with `hfpipe cleanup`)"
+            price = report.get("endpoint_price_per_hour_usd")
+            billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
+            state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env ENV`"
         summary.add_row("endpoint", f"{name} ({state})")
     parts: list[RenderableType] = [summary]
     tail = report.get("log_tail")

@@ -593,3 +593,23 @@ def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any)
         1,
         "error: --since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)\n",
     )
+
+
+def test_report_lambda_prices_a_kept_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    report_lambda = importlib.import_module("pipeline_lambdas.report")
+    from cli_moto import plan_for
+
+    plan = {**plan_for("keep-9", keep_endpoint=True), "serving_instance_count": 2, "checkpoint_s3_uri": None}
+    training = {"TrainingJobStatus": "Completed", "TrainingTimeInSeconds": 60, "BillableTimeInSeconds": 60}
+    smoke = {"ok": True, "latency_ms": 10.0, "response": [{"generated_text": "x"}]}
+    kept = report_lambda.build_report({"plan": plan, "training": training, "smoke": smoke})
+    assert kept["endpoint_deleted"] is False
+    assert kept["endpoint_price_per_hour_usd"] == pytest.approx(2 * 2.03)  # 2 x ml.g5.4xlarge
+    deleted = report_lambda.build_report(
+        {"plan": plan, "training": training, "smoke": smoke, "cleanup": {"endpoint_deleted": True}}
+    )
+    assert "endpoint_price_per_hour_usd" not in deleted

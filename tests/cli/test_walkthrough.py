@@ -90,6 +90,7 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
             port = match.group(1) if match else None
         assert port, "".join(printed)
         assert any("smoke test" in line for line in printed)
+        assert any("training log (last lines)" in line for line in printed)  # the live view's log tail
 
         code = main([*read_log[1:], "--out", str(out_dir)])
         log, _ = capsys.readouterr()

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hfpipe.core import prices
+from hfpipe.core.cost import endpoint_price_per_hour
 from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
@@ -46,6 +47,11 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "smoke_test": smoke,
         "evaluation_gate": gate,
     }
+    if smoke and not report["endpoint_deleted"] and plan.get("serving_instance_type"):
+        # A kept endpoint is billed per instance-hour until it is deleted: say how much.
+        report["endpoint_price_per_hour_usd"] = endpoint_price_per_hour(
+            plan["serving_instance_type"], int(plan.get("serving_instance_count") or 1)
+        )
     caught = event.get("error")
     if caught:
         report["outcome"] = "failed"
