@@ -204,10 +204,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     from hfpipe.cli.endpoints import describe_cost, find_endpoints
 
     # The endpoints still up, by the execution that created them (tags): what the executions cost now.
-    up = {
-        e.execution: e
-        for e in _call("listing endpoints", find_endpoints, sagemaker=clients.sagemaker, env=args.env)
-    }
+    try:
+        found = _call("listing endpoints", find_endpoints, sagemaker=clients.sagemaker, env=args.env)
+    except HfpipeError as exc:  # the executions are still worth listing
+        print(f"warning: {exc}; the endpoint column is empty", file=sys.stderr)
+        found = []
+    up = {e.execution: e for e in found}
     executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
     executions = executions[: args.max]
     if args.json:

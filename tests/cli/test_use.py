@@ -613,3 +613,27 @@ def test_report_lambda_prices_a_kept_endpoint(monkeypatch: pytest.MonkeyPatch) -
         {"plan": plan, "training": training, "smoke": smoke, "cleanup": {"endpoint_deleted": True}}
     )
     assert "endpoint_price_per_hour_usd" not in deleted
+
+
+def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
+    """InvokeEndpoint's ModelError (HTTP 424; the container answered 4xx/5xx) becomes a one-line error with
+    the container's message. Stubbed: moto's InvokeEndpoint always answers."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from hfpipe.cli import aws
+    from hfpipe.cli.invoke import Target, send
+
+    clients = aws.Clients(boto3.Session(region_name=REGION))
+    message = (
+        'Received client error (400) from primary with message "parameters.seed is not supported". See '
+        f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}#logEventViewer:group="
+        "/aws/sagemaker/Endpoints/keep-1-ep in account 123456789012 for more information."
+    )
+    with Stubber(clients.runtime) as stub:
+        stub.add_client_error(
+            "invoke_endpoint", service_error_code="ModelError", service_message=message, http_status_code=424
+        )
+        with pytest.raises(aws.HfpipeError) as caught:
+            send(clients, Target(name="keep-1-ep", handler=None), {"inputs": "x"})
+    assert str(caught.value) == f"endpoint keep-1-ep refused the request: {message}"
