@@ -139,7 +139,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
     report = build_report(clients, snap)
-    _add_endpoint(clients, report, snap)
+    from hfpipe.cli.endpoints import add_to_report
+
+    add_to_report(clients.sagemaker, report, snap)
     console = _console()
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -162,25 +164,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_endpoint(clients: aws.Clients, report: dict[str, Any], snap: Any) -> None:
-    """An endpoint still up gets its status and cost."""
-    from hfpipe.cli.endpoints import endpoint_of
-
-    env = (snap.plan or {}).get("env")
-    if (
-        report.get("endpoint_name")
-        and env
-        and snap.endpoint_status not in (None, "deleted", "not created yet")
-    ):
-        info = endpoint_of(clients.sagemaker, str(report["endpoint_name"]), env)
-        if info is not None:
-            report["endpoint_deleted"] = False
-            report["endpoint_status"] = info.status
-            report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
-            report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
-            report["endpoint_env"] = env
-
-
 def _when(value: Any) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else "-"
 
@@ -201,31 +184,13 @@ def cmd_list(args: argparse.Namespace) -> int:
             executions.extend(page["executions"])
     except Exception as exc:
         raise aws.aws_error(exc, "listing executions") from None
-    from hfpipe.cli.endpoints import describe_cost, find_endpoints
+    from hfpipe.cli.endpoints import by_execution, describe_cost, execution_records
 
-    # The endpoints still up, by the execution that created them (tags): what the executions cost now.
-    try:
-        found = _call("listing endpoints", find_endpoints, sagemaker=clients.sagemaker, env=args.env)
-    except HfpipeError as exc:  # the executions are still worth listing
-        print(f"warning: {exc}; the endpoint column is empty", file=sys.stderr)
-        found = []
-    up = {e.execution: e for e in found}
+    up = by_execution(clients.sagemaker, args.env)  # the endpoints still up, by the execution that made them
     executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
     executions = executions[: args.max]
     if args.json:
-        from hfpipe.cli.endpoints import as_json
-
-        records = [
-            {
-                "name": e["name"],
-                "status": e["status"],
-                "started": e["startDate"].isoformat() if isinstance(e.get("startDate"), datetime) else None,
-                "stopped": e["stopDate"].isoformat() if isinstance(e.get("stopDate"), datetime) else None,
-                "endpoint": as_json(up[e["name"]]) if e["name"] in up else None,
-            }
-            for e in executions
-        ]
-        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        sys.stdout.write(json.dumps(execution_records(executions, up), indent=2) + "\n")
         return 0
     console = _console()
     if not executions:

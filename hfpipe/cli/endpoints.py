@@ -108,6 +108,53 @@ def endpoint_of(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
         return None
 
 
+def add_to_report(sagemaker: Any, report: dict[str, Any], snap: Any) -> None:
+    """An execution's report gets its endpoint's status, price and cost so far while it is up."""
+    env = (snap.plan or {}).get("env")
+    if not report.get("endpoint_name") or not env:
+        return
+    if snap.endpoint_status in (None, "deleted", "not created yet"):
+        return
+    info = endpoint_of(sagemaker, str(report["endpoint_name"]), env)
+    if info is not None:
+        report["endpoint_deleted"] = False
+        report["endpoint_status"] = info.status
+        report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
+        report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
+        report["endpoint_env"] = env
+
+
+def by_execution(sagemaker: Any, env: str) -> dict[str, EndpointInfo]:
+    """The environment's endpoints by the execution that created them; {} (with a warning) when unreadable."""
+    try:
+        found = find_endpoints(sagemaker, env)
+    except Exception as exc:  # the executions are still worth listing
+        print(
+            f"warning: {aws.aws_error(exc, 'listing endpoints')}; the endpoint column is empty",
+            file=sys.stderr,
+        )
+        return {}
+    return {e.execution: e for e in found}
+
+
+def execution_records(executions: list[dict[str, Any]], up: dict[str, EndpointInfo]) -> list[dict[str, Any]]:
+    """`hfpipe list --json`: each execution with the endpoint it left up (or null)."""
+
+    def when(value: Any) -> str | None:
+        return value.isoformat() if isinstance(value, datetime) else None
+
+    return [
+        {
+            "name": e["name"],
+            "status": e["status"],
+            "started": when(e.get("startDate")),
+            "stopped": when(e.get("stopDate")),
+            "endpoint": as_json(up[e["name"]]) if e["name"] in up else None,
+        }
+        for e in executions
+    ]
+
+
 def find_endpoints(sagemaker: Any, env: str, now: datetime | None = None) -> list[EndpointInfo]:
     """Every endpoint tagged for this environment by the pipeline, oldest first."""
     now = now or datetime.now(UTC)

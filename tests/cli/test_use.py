@@ -637,3 +637,20 @@ def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
         with pytest.raises(aws.HfpipeError) as caught:
             send(clients, Target(name="keep-1-ep", handler=None), {"inputs": "x"})
     assert str(caught.value) == f"endpoint keep-1-ep refused the request: {message}"
+
+
+def test_list_when_endpoints_cannot_be_read(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from hfpipe.cli import endpoints
+
+    def denied(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("AccessDenied on sagemaker:ListTags")
+
+    monkeypatch.setattr(endpoints, "find_endpoints", denied)
+    deployed.start("run-1")
+    code, out, err = run(capsys, "list", "--env", "dev")
+    assert code == 0 and "run-1" in out
+    assert err == (
+        "warning: listing endpoints failed: AccessDenied on sagemaker:ListTags; the endpoint column is empty\n"
+    )
