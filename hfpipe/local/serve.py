@@ -1,8 +1,10 @@
 """A trained model served on this machine over HTTP, under SageMaker's inference-container contract.
 
 SageMaker talks to a model container over HTTP: `GET /ping` must answer 200 once the model is loaded, and
-`POST /invocations` carries InvokeEndpoint's body with its Content-Type and Accept headers (Amazon SageMaker
-Developer Guide, "Use your own inference code with hosting services": how containers serve requests). The
+`POST /invocations` carries InvokeEndpoint's body with its Content-Type and Accept headers, on port 8080
+(Amazon SageMaker Developer Guide, "Custom Inference Code with Hosting Services": how your container should
+respond to inference and to health check (ping) requests,
+https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html). The
 Hugging Face inference toolkit answers every request through the model's `code/inference.py`
 (`hfpipe.local.endpoint.LocalEndpoint` here) and turns any exception of the handler into a 400 whose message
 is the exception's text (handler_service.py: `raise PredictionException(str(e), 400)`); a missing Accept or
