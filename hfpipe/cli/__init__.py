@@ -1,9 +1,9 @@
 """hfpipe: the command-line tool of the pipelines (console script `hfpipe = hfpipe.cli:main`).
 
     hfpipe recipes                      list the recipes; `recipes show NAME` prints one, resolved
-    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--watch]
+    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--keep-endpoint] [--watch]
     hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
-    hfpipe list --env dev               recent executions
+    hfpipe list --env dev               recent executions and the endpoints they left up
     hfpipe stop EXECUTION [--env dev]   stop the execution, its training job and its endpoint
     hfpipe cleanup --env dev [--older-than 7d] [--yes]
     hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
@@ -11,9 +11,11 @@
     hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
+    hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
-that did not succeed); 2 bad command-line usage; 130 interrupted.
+that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage; 130
+interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
 """
 
 from __future__ import annotations
