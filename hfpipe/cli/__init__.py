@@ -1,16 +1,21 @@
 """hfpipe: the command-line tool of the pipelines (console script `hfpipe = hfpipe.cli:main`).
 
     hfpipe recipes                      list the recipes; `recipes show NAME` prints one, resolved
-    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--watch]
+    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--keep-endpoint] [--watch]
     hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
-    hfpipe list --env dev               recent executions
+    hfpipe list --env dev               recent executions and the endpoints they left up
     hfpipe stop EXECUTION [--env dev]   stop the execution, its training job and its endpoint
     hfpipe cleanup --env dev [--older-than 7d] [--yes]
     hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
     hfpipe data upload PATH --env dev [--name N]
+    hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
+    hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
+    hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
+    hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
-that did not succeed); 2 bad command-line usage; 130 interrupted.
+that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage; 130
+interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", help="execution name (default: <recipe>-<UTC time>)")
     p.add_argument("--watch", action="store_true", help="watch the execution until it ends")
+    p.add_argument(
+        "--keep-endpoint",
+        action="store_true",
+        help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
+    )
     p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
     _common(p)
     p.set_defaults(func=commands.cmd_start)
@@ -89,10 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("list", help="recent executions of an environment")
+    p = sub.add_parser("list", help="recent executions of an environment, and the endpoints they left up")
     p.add_argument("--env", required=True)
     p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"])
     p.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
+    p.add_argument("--json", action="store_true", help="print the executions as JSON")
     _common(p)
     p.set_defaults(func=commands.cmd_list)
 
@@ -113,10 +124,59 @@ def build_parser() -> argparse.ArgumentParser:
     _common(up)
     up.set_defaults(func=commands.cmd_data_upload)
 
+    p = sub.add_parser("invoke", help="send requests to an endpoint (or to `hfpipe local --serve`)")
+    p.add_argument(
+        "endpoint",
+        nargs="?",
+        metavar="EXECUTION|ENDPOINT",
+        help="the execution that created the endpoint, or the endpoint's name (with --env)",
+    )
+    p.add_argument("--env", help="environment of the execution or endpoint")
+    p.add_argument("--data", metavar="JSON", help="one request, as JSON")
+    p.add_argument("--file", metavar="PATH", help="a JSON request, or one request per line (JSON lines)")
+    p.add_argument("--dialogue", metavar="FILE", help="a chat to summarize (summarization recipes)")
+    p.add_argument(
+        "--parameters", metavar="JSON", help="generation/pipeline parameters, e.g. '{\"top_p\": 0.9}'"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON line per answer, with its latency")
+    p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
+    p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
+    _common(p)
+    p.set_defaults(func=commands.cmd_invoke)
+
+    p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
+    p.add_argument("action", nargs="?", choices=["list", "delete"], default="list")
+    p.add_argument("name", nargs="?", help="endpoint name (for `delete`)")
+    p.add_argument("--env", required=True)
+    p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
+    p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    _common(p)
+    p.set_defaults(func=commands.cmd_endpoints)
+
+    p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
+    p.add_argument(
+        "execution", nargs="?", metavar="EXECUTION", help="execution ARN, or its name together with --env"
+    )
+    p.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the training job ends")
+    p.add_argument("--since", metavar="AGE", help="only lines from the last AGE: 30s, 10m, 2h, 1d")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
+    p.add_argument("--json", action="store_true", help="one JSON object per log line")
+    p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
+    p.add_argument("--out", default=".hfpipe/local", help="folder of the local runs (with --local)")
+    _common(p)
+    p.set_defaults(func=commands.cmd_logs)
+
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument("--recipe", required=True)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free port)")
     p.set_defaults(func=commands.cmd_local)
     return parser
 

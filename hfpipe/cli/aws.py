@@ -65,6 +65,14 @@ class Clients:
     def s3(self) -> Any:
         return self.client("s3")
 
+    @property
+    def logs(self) -> Any:
+        return self.client("logs")
+
+    @property
+    def runtime(self) -> Any:
+        return self.client("sagemaker-runtime")
+
 
 _shared_loader: Any = None
 

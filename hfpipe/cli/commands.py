@@ -70,6 +70,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         aws.validate_execution_name(args.name)
     # Validation first: a bad recipe or --set fails here, before credentials or AWS are looked at.
     loaded = recipes.load(args.recipe, args.sets)
+    if args.keep_endpoint and not loaded.resolved["deploy"]:
+        raise HfpipeError(
+            f"--keep-endpoint: recipe {loaded.name!r} sets deploy: false, so it creates no endpoint to keep"
+        )
     name = args.name or default_execution_name(loaded.name)
     clients = _clients(args)
     environment = aws.resolve_environment(clients, args.env)
@@ -81,7 +85,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(recipes.execution_input(loaded)),
+            input=json.dumps(recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -94,6 +98,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     console.print(f"started {name} (recipe {loaded.name})")
     console.print(f"execution: {arn}")
     console.print(f"console:   {aws.console_url(arn, clients.region)}")
+    if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
+        console.print(
+            f"the endpoint stays up after the smoke test (billed per hour): `hfpipe invoke {name} --env "
+            f"{args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
+        )
     if args.watch:
         return _watch(clients, arn, console, args.interval)
     console.print(f"follow it with: hfpipe watch {name} --env {args.env}")
@@ -130,6 +139,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
     report = build_report(clients, snap)
+    from hfpipe.cli.endpoints import add_to_report
+
+    add_to_report(clients.sagemaker, report, snap)
     console = _console()
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -172,6 +184,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             executions.extend(page["executions"])
     except Exception as exc:
         raise aws.aws_error(exc, "listing executions") from None
+    from hfpipe.cli.endpoints import by_execution, describe_cost, execution_records
+
+    up = by_execution(clients.sagemaker, args.env)  # the endpoints still up, by the execution that made them
+    executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
+    executions = executions[: args.max]
+    if args.json:
+        sys.stdout.write(json.dumps(execution_records(executions, up), indent=2) + "\n")
+        return 0
     console = _console()
     if not executions:
         console.print(
@@ -180,15 +200,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"executions in {args.env}", title_justify="left")
-    for column in ("name", "status", "started (UTC)", "stopped (UTC)"):
+    for column in ("name", "status", "started (UTC)", "stopped (UTC)", "endpoint up"):
         table.add_column(column)
-    executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
-    for execution in executions[: args.max]:
+    for execution in executions:
+        endpoint = up.get(execution["name"])
         table.add_row(
             execution["name"],
             execution["status"],
             _when(execution.get("startDate")),
             _when(execution.get("stopDate")),
+            f"{endpoint.name} ({endpoint.status}, {describe_cost(endpoint)})" if endpoint else "-",
         )
     console.print(table)
     return 0
@@ -312,6 +333,30 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
     console.print(f"uploaded {count} file{'s' if count != 1 else ''} to {uri}")
     console.print(f"use it in a recipe as a channel: {json.dumps({'training': uri})}")
     return 0
+
+
+# --- invoke / endpoints / logs ------------------------------------------------------------------------
+
+
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Send requests to an endpoint or the local server (see hfpipe.cli.invoke)."""
+    from hfpipe.cli.invoke import cmd_invoke as run
+
+    return run(args, _console())
+
+
+def cmd_endpoints(args: argparse.Namespace) -> int:
+    """List the environment's endpoints with their cost, or delete one (see hfpipe.cli.endpoints)."""
+    from hfpipe.cli.endpoints import cmd_endpoints as run
+
+    return run(args, _console())
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """Print or follow an execution's training log (see hfpipe.cli.logs)."""
+    from hfpipe.cli.logs import cmd_logs as run
+
+    return run(args)
 
 
 # --- local ----------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class Snapshot:
     endpoint_status: str | None = None
     failure: str | None = None
     output: Any = None
+    log_tail: list[str] = field(default_factory=list)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -120,6 +121,19 @@ def _client_error_code(exc: Exception) -> str | None:
     return None
 
 
+LIVE_LOG_LINES = 8
+
+
+def training_log_tail(clients: aws.Clients, job_name: str, lines: int = LIVE_LOG_LINES) -> list[str]:
+    """The last lines of the job's CloudWatch log for the view ([] when there is none or it is unreadable)."""
+    from hfpipe.core import logs
+
+    try:
+        return logs.format_lines(logs.log_tail(clients.logs, job_name, lines))
+    except Exception:  # a live view must not die because CloudWatch Logs is slow or denied
+        return []
+
+
 def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = None) -> Snapshot:
     """Read the execution, its history, the training job, its metrics and the endpoint once."""
     import json
@@ -163,6 +177,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
     if snap.training_job:
         snap.metrics = latest_metrics(clients, snap.training_job)
         snap.cost_so_far_usd = cost.training_cost_so_far(snap.training_job, snap.plan, snap.now)
+        snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
 
     endpoint = snap.plan.get("endpoint_name")
     if endpoint and snap.plan.get("deploy", True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -18,7 +19,6 @@ from hfpipe.cli.aws import Clients, HfpipeError
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
     from hfpipe.cli import recipes
-    from hfpipe.core.names import default_execution_name
     from hfpipe.local.checkout import LocalModeError, checkout_root
     from hfpipe.local.run import FIXTURES
 
@@ -31,6 +31,31 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise HfpipeError(
             f"recipe {loaded.name!r} has no local fixtures; `hfpipe local` runs: {', '.join(sorted(FIXTURES))}"
         )
+    server = None
+    if args.serve:
+        from hfpipe.local.serve import ModelServer, PortInUseError
+
+        if not 0 <= args.port < 65536:
+            raise HfpipeError(f"--port {args.port} must be between 0 (any free port) and 65535")
+        if not loaded.resolved["deploy"]:
+            raise HfpipeError(
+                f"--serve: recipe {loaded.name!r} sets deploy: false, so there is no model to serve"
+            )
+        try:  # bound now: a taken port fails before a run of minutes, not after it
+            server = ModelServer(args.port)
+        except PortInUseError as exc:
+            raise HfpipeError(str(exc)) from None
+    try:
+        return _run(args, loaded, console, server)
+    finally:
+        if server is not None:
+            server.server_close()
+
+
+def _run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -> int:
+    from hfpipe.cli import recipes
+    from hfpipe.core.names import default_execution_name
+
     name = default_execution_name(loaded.name)
     out = Path(args.out).resolve() / name
     out.mkdir(parents=True, exist_ok=True)
@@ -61,4 +86,41 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise HfpipeError(str(exc)) from None
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")
     console.print(f"output: {out} ({time.monotonic() - started:.0f} s)")
-    return 0 if snap.status == "SUCCEEDED" else 1
+    if snap.status != "SUCCEEDED":
+        return 1
+    if server is not None:
+        return _serve(server, out, loaded, console)
+    return 0
+
+
+def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
+    """Serve the run's model.tar.gz through its own code/inference.py until Ctrl-C."""
+    from hfpipe.local.endpoint import LocalEndpoint
+
+    model = out / "model.tar.gz"
+    if not model.is_file():
+        raise HfpipeError(f"the run left no {model} to serve")
+    endpoint = LocalEndpoint(model, workdir=out / "serving")
+    port = server.server_address[1]
+    console.print(f"serving {model} on {server.url} (GET /ping, POST /invocations); Ctrl-C stops it")
+    console.print(
+        f"send it requests with: hfpipe invoke --local --port {port} --data JSON (or --dialogue FILE)"
+    )
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C (also where a shell started us with SIGINT ignored, as it does for background jobs) and a plain
+    # `kill` both stop serving the same way.
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.serve(endpoint, entry_point=loaded.resolved["training"]["entry_point"], recipe=loaded.name)
+    except KeyboardInterrupt:
+        pass  # how a user stops serving: not an error
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        endpoint.close()
+    console.print("stopped serving")
+    return 0

@@ -102,11 +102,16 @@ def check_images(loaded: Loaded, image_catalog: str | None) -> None:
         raise HfpipeError(f"recipe {loaded.ref!r} cannot run in this environment: {err}") from None
 
 
-def execution_input(loaded: Loaded) -> dict[str, Any]:
-    """The state machine input: the recipe as read plus the overrides; the Plan Lambda validates again."""
+def execution_input(loaded: Loaded, keep_endpoint: bool = False) -> dict[str, Any]:
+    """The state machine input: the recipe as read plus the overrides; the Plan Lambda validates again.
+
+    `keep_endpoint` is the input's own `keep_endpoint` field (Plan turns it into serving.keep_endpoint).
+    """
     execution: dict[str, Any] = {"recipe": loaded.raw}
     if loaded.overrides:
         execution["overrides"] = loaded.overrides
+    if keep_endpoint:
+        execution["keep_endpoint"] = True
     return execution
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -61,6 +62,17 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     report["execution_status"] = snap.status
     if snap.failure:
         report["failure"] = snap.failure
+    job = snap.training_job or {}
+    if job.get("TrainingJobStatus") == "Failed" and not report.get("log_tail"):
+        # A failed execution has no output: read the tail the Report Lambda put in its SNS message again.
+        from hfpipe.core import logs
+
+        try:
+            tail = logs.format_lines(logs.log_tail(clients.logs, job["TrainingJobName"]))
+        except Exception:  # the report must not fail because the log is unreadable
+            tail = []
+        if tail:
+            report["log_tail"] = tail
     return report
 
 
@@ -85,7 +97,9 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     )
     summary.add_row("status", Text(str(status), style=style))
     if report.get("failure"):
-        summary.add_row("failure", Text(str(report["failure"]), style="red"))
+        from hfpipe.core.logs import cause_without_tail
+
+        summary.add_row("failure", Text(cause_without_tail(str(report["failure"])), style="red"))
     summary.add_row("recipe", _fmt(report.get("recipe_name")))
     summary.add_row(
         "training job", f"{_fmt(report.get('training_job_name'))} ({_fmt(report.get('training_job_status'))})"
@@ -110,9 +124,25 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     if report.get("checkpoint_s3_uri"):
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
     if report.get("endpoint_name"):
-        state = "deleted" if report.get("endpoint_deleted") else "kept (delete it with `hfpipe cleanup`)"
-        summary.add_row("endpoint", f"{report['endpoint_name']} ({state})")
+        name = report["endpoint_name"]
+        if report.get("endpoint_status"):
+            price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
+            cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
+            cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
+            env = report.get("endpoint_env", "ENV")
+            state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
+        elif report.get("endpoint_deleted"):
+            state = "deleted"
+        else:
+            price = report.get("endpoint_price_per_hour_usd")
+            billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
+            state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env ENV`"
+        summary.add_row("endpoint", f"{name} ({state})")
     parts: list[RenderableType] = [summary]
+    tail = report.get("log_tail")
+    if tail:
+        # Text, not markup: a traceback's [brackets] are not styles.
+        parts.append(Panel(Text("\n".join(tail)), title="last lines of the training log", title_align="left"))
     metrics = report.get("final_metrics") or {}
     if metrics:
         table = Table(title="final metrics", title_justify="left")

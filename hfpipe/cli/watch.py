@@ -86,8 +86,18 @@ def render(snap: Snapshot) -> Panel:
     if plan.get("endpoint_name") and plan.get("deploy", True):
         table.add_row("endpoint", Text.assemble(plan["endpoint_name"], "  ", _styled(snap.endpoint_status)))
     if snap.failure:
-        table.add_row("failure", Text(snap.failure, style="red"))
+        from hfpipe.core.logs import cause_without_tail
+
+        table.add_row("failure", Text(cause_without_tail(snap.failure), style="red"))
     title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
+    if snap.log_tail:
+        # Text, not markup: log lines carry their own [brackets].
+        log = Text("\n".join(snap.log_tail), style="dim", no_wrap=True, overflow="ellipsis")
+        return Panel(
+            Group(table, Text(""), Text("training log (last lines)", style="bold"), log),
+            title=title,
+            expand=False,
+        )
     return Panel(table, title=title, expand=False)
 
 

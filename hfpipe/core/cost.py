@@ -1,5 +1,6 @@
-"""What a training job costs: billable seconds x instances x price per instance-hour, and managed spot's
-savings. One rule for the Report Lambda, `hfpipe report`, `hfpipe watch` and the plan's estimate."""
+"""What a training job costs (billable seconds x instances x price per instance-hour), managed spot's savings,
+and what an endpoint costs per instance-hour. One rule for the Report Lambda, `hfpipe report`, `hfpipe watch`,
+`hfpipe list`, `hfpipe endpoints` and the plan's estimate."""
 
 from __future__ import annotations
 
@@ -60,3 +61,25 @@ def training_cost_so_far(job: dict[str, Any], plan: dict[str, Any], now: datetim
         end = as_utc(job.get("TrainingEndTime")) or now
         billable = max(0.0, (end - start).total_seconds())
     return cost_usd(plan.get("price_per_hour_usd"), count, billable)
+
+
+# Real-time endpoints are billed per instance-hour for as long as they exist, whether or not they are used;
+# the prices are the on-demand list prices of `hfpipe.core.prices`. The clock starts at the endpoint's
+# CreationTime, which includes the minutes it spends Creating, so the figure is an upper bound.
+
+
+def endpoint_price_per_hour(instance_type: str, instance_count: int) -> float | None:
+    """USD per hour for `instance_count` instances of `instance_type` (None when the price is unknown)."""
+    price = price_per_hour(instance_type)
+    return None if price is None else price * instance_count
+
+
+def endpoint_cost_so_far(
+    instance_type: str, instance_count: int, created: datetime, now: datetime
+) -> float | None:
+    """USD since `created` at the on-demand price (None when the price is unknown)."""
+    per_hour = endpoint_price_per_hour(instance_type, instance_count)
+    if per_hour is None:
+        return None
+    hours = max(0.0, (now - created).total_seconds()) / 3600.0
+    return round(per_hour * hours, 4)

@@ -1,8 +1,8 @@
 """Serve a model.tar.gz on this machine under the SageMaker inference-container contract.
 
 `LocalEndpoint` extracts a `model.tar.gz` and answers requests through its `code/inference.py`
-(`model_fn`, `input_fn`, `predict_fn`, `output_fn`), with JSON defaults for the handlers a module leaves out,
-as the Hugging Face inference toolkit does.
+(`model_fn`, `input_fn`, `predict_fn`, `output_fn`), with the Hugging Face inference toolkit's own defaults
+(JSON and CSV) for the handlers a module leaves out.
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ class LocalEndpoint:
                 raise LocalContainerError("code/inference.py defines no predict_fn(data, model)")
             prediction = _call(h.predict_fn, data, self.model)
             out = (
-                _call(h.output_fn, prediction, accept) if hasattr(h, "output_fn") else json.dumps(prediction)
+                _call(h.output_fn, prediction, accept)
+                if hasattr(h, "output_fn")
+                else _default_output(prediction, accept)
             )
         return out.encode() if isinstance(out, str) else bytes(out)
 
@@ -117,12 +119,67 @@ class LocalEndpoint:
         self.close()
 
 
+# What the Hugging Face inference toolkit decodes and encodes when a handler has no input_fn / output_fn
+# (sagemaker-huggingface-inference-toolkit, decoder_encoder.py: `_decoder_map`, `_encoder_map`). Its NPY,
+# image and audio decoders serve vision and speech models; the text handlers here take JSON or CSV.
+JSON = "application/json"
+CSV = "text/csv"
+CSV_HEADERS = ("question", "context", "inputs")
+
+
+def media_type(header: str | None) -> str | None:
+    """The bare media type of a Content-Type / Accept header: 'application/json; charset=utf-8' -> 'application/json'."""
+    if not header:
+        return None
+    return header.split(";")[0].strip().lower() or None
+
+
 def _default_input(body: bytes | str, content_type: str) -> Any:
     text = body.decode() if isinstance(body, bytes) else body
-    if content_type.split(";")[0].strip() == "application/json":
+    kind = media_type(content_type)
+    if kind == JSON:
         return json.loads(text)
-    if content_type.startswith("text/"):
-        return {"inputs": text}
+    if kind == CSV:
+        # As the toolkit's decode_csv: a header row naming question/context/inputs is required.
+        lines = text.splitlines()
+        if not lines or not any(h in lines[0].lower() for h in CSV_HEADERS):
+            raise LocalContainerError(
+                f"text/csv needs a header row with one of the columns {list(CSV_HEADERS)}, as the Hugging Face "
+                "inference toolkit's default handler reads it"
+            )
+        import csv
+        import io
+
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if rows and "inputs" in rows[0]:
+            return {"inputs": [row["inputs"] for row in rows]}
+        return {"inputs": rows}
     raise LocalContainerError(
-        f"content_type {content_type!r} is not supported; use application/json or text/plain"
+        f"content_type {content_type!r} is not supported by the handler's default input_fn (the Hugging Face "
+        "inference toolkit's decoder); use application/json or text/csv"
+    )
+
+
+def _default_output(prediction: Any, accept: str) -> str:
+    kind = media_type(accept)
+    if kind in (None, "*/*", JSON):
+        # The toolkit's encode_json: no ASCII escaping, no spaces.
+        return json.dumps(prediction, ensure_ascii=False, separators=(",", ":"))
+    if kind == CSV:
+        import csv
+        import io
+
+        rows = prediction if isinstance(prediction, list) else [prediction]
+        if not rows or not all(isinstance(r, dict) for r in rows):
+            raise LocalContainerError(
+                f"accept {accept!r}: the prediction {prediction!r} is not rows of objects"
+            )
+        stream = io.StringIO()
+        writer = csv.DictWriter(stream, list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows(rows)
+        return stream.getvalue()
+    raise LocalContainerError(
+        f"accept {accept!r} is not supported by the handler's default output_fn (the Hugging Face inference "
+        "toolkit's encoder); use application/json or text/csv"
     )

@@ -4,11 +4,12 @@ training-container contract (`hfpipe.local.container`), InvokeEndpoint is answer
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from hfpipe.local.checkout import checkout_root
 
@@ -70,13 +71,14 @@ class LocalRuntime:
         job.training_end_time = None
         job.final_metric_data_list = []
         log_path = self.workdir / "training.log"
-        with log_path.open("w") as log:
+        with log_path.open("w") as file, CloudWatchLog(self.sagemaker, name, job.training_start_time) as log:
+            log.also_to(file)
             result = run_training_job_request(
                 request,
                 job_dir / "run",
                 channel_paths=channels,
                 source_dir=checkout_root() / "training_code",
-                stream=log,
+                stream=cast("IO[str]", log),
             )
         self.jobs[name] = result
         job.training_end_time = datetime.now(UTC)
@@ -129,3 +131,64 @@ def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, fl
             except (ValueError, IndexError):
                 continue
     return metrics
+
+
+class CloudWatchLog:
+    """A text stream that sends each line to the job's CloudWatch log stream, as SageMaker does.
+
+    Log group /aws/sagemaker/TrainingJobs, stream `<job>/algo-1-<epoch>` (`hfpipe.core.logs`), in the
+    engine's moto account: `hfpipe watch`'s log lines and the failure report's tail read it there. Lines are
+    sent at most once a second (or every 100 lines, and at the end), so a chatty script does not make one
+    call per line and the live view still sees them within a second.
+    """
+
+    BATCH = 100
+
+    def __init__(self, sagemaker: Any, job_name: str, started: datetime) -> None:
+        import boto3
+
+        from hfpipe.core import logs
+
+        self.client = boto3.client("logs", region_name=sagemaker.meta.region_name)
+        self.group = logs.LOG_GROUP
+        self.stream = logs.stream_name(job_name, "algo-1", int(started.timestamp()))
+        self.pending: list[dict[str, Any]] = []
+        self.files: list[Any] = []
+        self.lock = threading.Lock()
+        self.sent_ms = 0
+
+    def __enter__(self) -> CloudWatchLog:
+        with contextlib.suppress(self.client.exceptions.ResourceAlreadyExistsException):
+            self.client.create_log_group(logGroupName=self.group)
+        self.client.create_log_stream(logGroupName=self.group, logStreamName=self.stream)
+        return self
+
+    def also_to(self, file: Any) -> None:
+        self.files.append(file)
+
+    def write(self, text: str) -> int:
+        for file in self.files:
+            file.write(text)
+        now = int(datetime.now(UTC).timestamp() * 1000)
+        with self.lock:
+            self.pending.extend(
+                {"timestamp": now, "message": line} for line in text.splitlines() if line.strip()
+            )
+            if len(self.pending) >= self.BATCH or now - self.sent_ms >= 1000:
+                self._flush()
+                self.sent_ms = now
+        return len(text)
+
+    def flush(self) -> None:
+        for file in self.files:
+            file.flush()
+        with self.lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.client.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.flush()

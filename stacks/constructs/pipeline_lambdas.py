@@ -21,6 +21,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from hfpipe import contract
+from hfpipe.core.logs import LOG_GROUP as TRAINING_LOG_GROUP
 from stacks.nag import acknowledge, rendered
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -189,6 +190,28 @@ class PipelineLambdas(Construct):
         # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
         iam.Grant.add_to_principal(
             grantee=self.roles["report"], actions=["sns:Publish"], resource_arns=[topic.topic_arn]
+        )
+        # A failed job's report carries the last lines of its log (hfpipe.core.logs.log_tail): the streams of
+        # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
+        # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
+        training_logs = arn(
+            service="logs",
+            resource="log-group",
+            resource_name=TRAINING_LOG_GROUP,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.roles["report"].add_to_policy(
+            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
+        )
+        training_streams = f"{training_logs}:log-stream:*"
+        self.roles["report"].add_to_policy(
+            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[training_streams])
+        )
+        acknowledge(
+            self.roles["report"],
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, training_streams)}]",
+            "SageMaker names a training job's log streams <job>/algo-<n>-<epoch> at run time; the grant is "
+            "read-only (GetLogEvents) and limited to the streams of the /aws/sagemaker/TrainingJobs log group.",
         )
         cleanup = self.roles["cleanup"]
         # Cleanup reads a resource (and its tags) before it decides; the delete itself is tag-conditioned.

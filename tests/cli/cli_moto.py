@@ -46,6 +46,7 @@ class Environment:
         self.s3 = clients.s3
         self.ssm = clients.ssm
         self.cloudwatch = clients.cloudwatch
+        self.logs = clients.logs
         self.data_bucket = DATA_BUCKET
         for bucket in (DATA_BUCKET, ARTIFACTS_BUCKET):
             if bucket not in {b["Name"] for b in self.s3.list_buckets()["Buckets"]}:

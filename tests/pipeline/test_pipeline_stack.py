@@ -69,7 +69,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
         },
         "gate": set(),
         "smoke_test": {"sagemaker:InvokeEndpoint"},
-        "report": {"sns:Publish"},
+        "report": {"sns:Publish", "logs:DescribeLogStreams", "logs:GetLogEvents"},
         "cleanup": {
             "sagemaker:DescribeEndpoint",
             "sagemaker:DescribeEndpointConfig",

@@ -215,9 +215,14 @@ def test_local_endpoint_serves_through_inference_py(tmp_path):
     tarball = lc.pack_dir(model, tmp_path / "model.tar.gz")
     with le.LocalEndpoint(tarball) as endpoint:
         assert endpoint.predict({"inputs": "ab"}) == [{"generated_text": "ababab"}]
-        assert json.loads(endpoint.invoke("xy", content_type="text/plain")) == [{"generated_text": "xyxyxy"}]
-        with pytest.raises(lc.LocalContainerError, match="content_type"):
-            endpoint.invoke(b"\x00", content_type="application/x-npy")
+        # The toolkit's default decoders: JSON, and CSV with a header row (a column of inputs).
+        assert json.loads(endpoint.invoke("inputs\nxy\n", content_type="text/csv")) == [
+            {"generated_text": ["xy", "xy", "xy"]}
+        ]
+        assert endpoint.invoke('{"inputs": "a"}', accept="text/csv") == b"generated_text\r\naaa\r\n"
+        for content_type in ("text/plain", "application/x-npy"):
+            with pytest.raises(lc.LocalContainerError, match="content_type"):
+                endpoint.invoke(b"xy", content_type=content_type)
 
 
 def test_local_endpoint_without_handler_is_refused(tmp_path):

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hfpipe.core import cost as costs
+from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
@@ -45,6 +46,11 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "smoke_test": smoke,
         "evaluation_gate": gate,
     }
+    if smoke and not report["endpoint_deleted"] and plan.get("serving_instance_type"):
+        # A kept endpoint is billed per instance-hour until it is deleted: say how much.
+        report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
+            plan["serving_instance_type"], int(plan.get("serving_instance_count") or 1)
+        )
     caught = event.get("error")
     if caught:
         report["outcome"] = "failed"
@@ -80,9 +86,32 @@ def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
     sns.publish(TopicArn=topic_arn, Subject=subject, Message=json.dumps(report, indent=2, default=str))
 
 
+# The tail also goes into the Fail state's cause (Step Functions keeps at most 32,768 characters of it).
+CAUSE_TAIL_CHARS = 4000
+
+
+def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
+    """A failed training job's report gets the last lines of its log (the script's own traceback): as
+    `log_tail` for SNS and `hfpipe report`, and appended to `cause`, which the execution fails with."""
+    if report.get("training_job_status") != "Failed":
+        return
+    try:
+        tail = format_lines(log_tail(logs_client, report["training_job_name"]))
+    except Exception as err:  # the report must go out even when the log cannot be read
+        LOG.warning(json.dumps({"message": "training log unreadable", "error": str(err)}))
+        return
+    if not tail:
+        return
+    report["log_tail"] = tail
+    if report.get("cause"):
+        text = "\n".join(tail)[-CAUSE_TAIL_CHARS:]
+        report["cause"] = f"{report['cause']}{CAUSE_TAIL_MARKER}{text}"
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
     report = build_report(event)
+    add_log_tail(aws.client("logs"), report)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
     aws.log_json(
         LOG, "report", **{k: report[k] for k in ("execution_name", "training_job_status", "cost_usd")}

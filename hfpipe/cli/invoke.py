@@ -1,0 +1,379 @@
+"""`hfpipe invoke`: send requests to an environment's endpoint, or to `hfpipe local --serve`, and print the answers.
+
+    hfpipe invoke EXECUTION|ENDPOINT --env dev --data '{"inputs": "..."}'
+    hfpipe invoke EXECUTION --env dev --dialogue chat.txt          (summarization recipes)
+    hfpipe invoke EXECUTION --env dev --file requests.jsonl        (one request per line: a batch)
+    cat requests.jsonl | hfpipe invoke EXECUTION --env dev         (the same from standard input)
+    hfpipe invoke --local [--port 8080] --dialogue chat.txt
+
+Every request is checked before anything is sent with the `parse_request` of the inference handler the
+model serves (`training_code/inference_*.py`, the one the recipe's entry point copies into the model as
+`code/inference.py`), so a malformed request fails here with the handler's own message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib.util
+import json
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER
+from hfpipe.local.serve import HOST as LOCAL_HOST
+
+TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
+SUMMARIZATION_HANDLER = "inference_clm"
+
+
+# --- the handler contract -----------------------------------------------------------------------------
+
+
+def handler_name(entry_point: str) -> str:
+    """The inference handler module a training entry point copies into the model (named in its source)."""
+    path = TRAINING_CODE / entry_point
+    if not path.is_file():
+        raise HfpipeError(f"entry point {entry_point!r} is not a file in {TRAINING_CODE}")
+    names = set(re.findall(r"\b(inference_\w+)(?:\.py\b|\s*$)", path.read_text(), flags=re.M))
+    if len(names) != 1:
+        raise HfpipeError(
+            f"entry point {entry_point!r} names {sorted(names) or 'no'} inference handler(s); expected one"
+        )
+    return names.pop()
+
+
+@functools.cache
+def handler_module(name: str) -> ModuleType:
+    """training_code/<name>.py loaded as a module (only its pure request parsing is used here)."""
+    spec = importlib.util.spec_from_file_location(f"hfpipe_handler_{name}", TRAINING_CODE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "parse_request", None)):
+        raise HfpipeError(f"training_code/{name}.py has no parse_request(data) to check requests with")
+    return module
+
+
+def check_requests(requests: list[Any], handler: str, sources: list[str]) -> None:
+    """Each request through the handler's own parse_request; the first it refuses is an error."""
+    module = handler_module(handler)
+    for request, source in zip(requests, sources, strict=True):
+        try:
+            module.parse_request(request)
+        except (ValueError, KeyError, TypeError) as err:
+            message = err.args[0] if isinstance(err, KeyError) and err.args else err
+            raise HfpipeError(
+                f"{source} is not a request the endpoint accepts: {message} "
+                f"(checked with training_code/{handler}.py; nothing was sent)"
+            ) from None
+
+
+# --- the requests ---------------------------------------------------------------------------------------
+
+
+def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
+    """One JSON document, or else one request per non-empty line (JSON lines)."""
+    try:
+        return [json.loads(text)], [origin]
+    except ValueError:
+        pass
+    requests, sources = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            requests.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise HfpipeError(
+                f"{origin} line {number} is not JSON ({err.msg}); give one JSON request, or one per line"
+            ) from None
+        sources.append(f"{origin} line {number}")
+    if not requests:
+        raise HfpipeError(f"{origin} holds no request: give one JSON request, or one per line")
+    return requests, sources
+
+
+def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """The requests from --data, --file, --dialogue or standard input, and where each came from."""
+    given = [opt for opt in ("data", "file", "dialogue") if getattr(args, opt)]
+    if len(given) > 1:
+        raise HfpipeError(
+            f"give one of --data, --file, --dialogue (got {', '.join('--' + g for g in given)})"
+        )
+    parameters = None
+    if args.parameters:
+        try:
+            parameters = json.loads(args.parameters)
+        except json.JSONDecodeError as err:
+            raise HfpipeError(f"--parameters {args.parameters!r} is not JSON ({err.msg})") from None
+        if not isinstance(parameters, dict):
+            raise HfpipeError(
+                f"--parameters {args.parameters!r} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'"
+            )
+    if args.dialogue:
+        path = Path(args.dialogue)
+        if not path.is_file():
+            raise HfpipeError(f"--dialogue {args.dialogue!r}: no such file")
+        text = path.read_text().strip()
+        if not text:
+            raise HfpipeError(
+                f"--dialogue {args.dialogue!r} is empty: give a chat, one 'Name: message' per line"
+            )
+        requests: list[Any] = [{"dialogue": text}]
+        sources = [f"--dialogue {args.dialogue}"]
+    elif args.data:
+        try:
+            requests, sources = [json.loads(args.data)], ["--data"]
+        except json.JSONDecodeError as err:
+            raise HfpipeError(f"--data is not JSON ({err.msg}): {args.data[:80]!r}") from None
+    elif args.file:
+        path = Path(args.file)
+        if not path.is_file():
+            raise HfpipeError(f"--file {args.file!r}: no such file")
+        requests, sources = _json_documents(path.read_text(), f"--file {args.file}")
+    else:
+        if sys.stdin.isatty():
+            raise HfpipeError(
+                "no request: pass --data JSON, --file PATH, --dialogue FILE, or pipe JSON lines to stdin"
+            )
+        requests, sources = _json_documents(sys.stdin.read(), "stdin")
+    if parameters is not None:
+        for request in requests:
+            if not isinstance(request, dict):
+                raise HfpipeError("--parameters needs requests that are JSON objects")
+            request["parameters"] = {**(request.get("parameters") or {}), **parameters}
+    return requests, sources
+
+
+# --- where the requests go ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """An endpoint to send requests to: a SageMaker endpoint, or the local server."""
+
+    name: str
+    handler: str | None
+    url: str | None = None  # the local server's base URL
+
+
+def _entry_point_of_plan(plan: dict[str, Any]) -> str | None:
+    hyperparameters = (plan.get("training_job_request") or {}).get("HyperParameters") or {}
+    program = hyperparameters.get("sagemaker_program")
+    if program:
+        try:
+            return str(json.loads(program))
+        except ValueError:
+            return str(program)
+    return None
+
+
+def _entry_point_of_recipe(recipe_name: str | None) -> str | None:
+    from hfpipe.core import recipes as core_recipes
+    from hfpipe.core.schema import RecipeError
+
+    if not recipe_name or recipe_name not in core_recipes.available_recipes():
+        return None
+    try:
+        return str(core_recipes.resolve_recipe(recipe_name=recipe_name)["training"]["entry_point"])
+    except RecipeError:
+        return None
+
+
+def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+    return tags
+
+
+def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
+    import botocore.exceptions
+
+    try:
+        return dict(sagemaker.describe_endpoint(EndpointName=name))
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in {"ValidationException", "ResourceNotFound"}:
+            return None
+        raise aws.aws_error(exc, f"reading endpoint {name}") from None
+
+
+def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
+    """An endpoint by its name (tagged for `env`) or by the execution that created it."""
+    plan: dict[str, Any] | None = None
+    endpoint = _describe_endpoint(clients.sagemaker, ref) if env and not ref.startswith("arn:") else None
+    if endpoint is None:
+        desc = aws.resolve_execution(clients, ref, env)
+        events = list(aws.execution_history(clients.sfn, desc["executionArn"]))
+        plan = aws.find_plan(events, json.loads(desc["input"]) if desc.get("input") else None)
+        if not plan or not plan.get("endpoint_name") or not plan.get("deploy", True):
+            raise HfpipeError(
+                f"execution {desc['name']!r} deploys no endpoint (its recipe sets deploy: false)"
+            )
+        name = str(plan["endpoint_name"])
+        endpoint = _describe_endpoint(clients.sagemaker, name)
+        if endpoint is None:
+            raise HfpipeError(
+                f"endpoint {name} of execution {desc['name']!r} does not exist ({desc['status']}): the pipeline "
+                "deletes it after the smoke test unless it is kept; start with `hfpipe start ... --keep-endpoint`"
+            )
+        env = env or plan.get("env")
+    name = str(endpoint["EndpointName"])
+    tags = _tags(clients.sagemaker, endpoint["EndpointArn"])
+    # One environment never touches another's resources, nor endpoints hfpipe did not create.
+    if tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT or (env and tags.get(contract.TAG_ENV) != env):
+        owner = tags.get(contract.TAG_ENV)
+        whose = f"environment {owner!r}" if owner else "no hfpipe environment"
+        raise HfpipeError(f"endpoint {name} belongs to {whose} (tag {contract.TAG_ENV}), not {env!r}")
+    status = endpoint.get("EndpointStatus")
+    if status != "InService":
+        raise HfpipeError(
+            f"endpoint {name} is {status}, not InService: wait for it (`hfpipe endpoints --env {env}`)"
+        )
+    if plan is None and tags.get(contract.TAG_EXECUTION):
+        try:
+            desc = aws.resolve_execution(clients, tags[contract.TAG_EXECUTION], env)
+            events = list(aws.execution_history(clients.sfn, desc["executionArn"]))
+            plan = aws.find_plan(events, json.loads(desc["input"]) if desc.get("input") else None)
+        except HfpipeError:
+            plan = None  # the execution's history has expired; the recipe tag still names the handler
+    entry_point = (plan and _entry_point_of_plan(plan)) or _entry_point_of_recipe(
+        (plan or {}).get("recipe_name") or tags.get(contract.TAG_RECIPE)
+    )
+    return Target(name=name, handler=handler_name(entry_point) if entry_point else None)
+
+
+def local_target(port: int) -> Target:
+    """The server `hfpipe local --serve` runs, after a GET /ping that says it is up and what it serves."""
+    url = f"http://{LOCAL_HOST}:{port}"
+    try:
+        with urllib.request.urlopen(f"{url}/ping", timeout=10) as response:
+            entry_point = response.headers.get(ENTRY_POINT_HEADER)
+            recipe = response.headers.get(RECIPE_HEADER) or "local"
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise HfpipeError(
+            f"nothing answers on {url}/ping ({reason}): start it with "
+            f"`hfpipe local --recipe tiny-lora --serve --port {port}`, or pass the --port it prints"
+        ) from None
+    return Target(
+        name=f"{recipe} on {url}", handler=handler_name(entry_point) if entry_point else None, url=url
+    )
+
+
+def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any, float]:
+    """One request as application/json; returns the decoded answer and the round trip in milliseconds."""
+    body = json.dumps(request).encode()
+    started = time.perf_counter()
+    if target.url is not None:
+        http_request = urllib.request.Request(
+            f"{target.url}/invocations",
+            data=body,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(http_request, timeout=600) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode(errors="replace")
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = json.loads(detail).get("message", detail)
+            raise HfpipeError(f"{target.name} answered {err.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise HfpipeError(f"{target.name} did not answer: {getattr(err, 'reason', err)}") from None
+    else:
+        import botocore.exceptions
+
+        assert clients is not None
+        try:
+            response = clients.runtime.invoke_endpoint(
+                EndpointName=target.name,
+                ContentType="application/json",
+                Accept="application/json",
+                Body=body,
+            )
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get("Error", {})
+            if error.get("Code") == "ModelError":
+                # The container answered with an error: its message is the handler's (see the log stream
+                # named in the message for the traceback).
+                raise HfpipeError(
+                    f"endpoint {target.name} refused the request: {error.get('Message', '')}"
+                ) from None
+            raise aws.aws_error(exc, f"invoking endpoint {target.name}") from None
+        except botocore.exceptions.BotoCoreError as exc:
+            raise aws.aws_error(exc, f"invoking endpoint {target.name}") from None
+        raw = response["Body"].read()
+    latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
+    try:
+        return json.loads(raw), latency_ms
+    except (ValueError, UnicodeDecodeError):
+        return raw.decode(errors="replace"), latency_ms
+
+
+# --- the command ------------------------------------------------------------------------------------------
+
+
+def _summaries(answer: Any) -> list[str]:
+    items = answer if isinstance(answer, list) else [answer]
+    return [str(i["summary"]) for i in items if isinstance(i, dict) and "summary" in i]
+
+
+def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
+    """Check the requests with the endpoint's handler, send them one by one, print answers and latency."""
+    if args.local:
+        if args.endpoint:
+            raise HfpipeError(
+                f"--local talks to `hfpipe local --serve`; drop the endpoint name {args.endpoint!r}"
+            )
+        if not 0 < args.port < 65536:
+            raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
+        clients = None
+        # Requests that cannot be read fail before the server or AWS is looked at.
+        requests, sources = read_requests(args)
+        target = local_target(args.port)
+    else:
+        if not args.endpoint:
+            raise HfpipeError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
+        if args.env:
+            aws.validate_env_name(args.env)
+        requests, sources = read_requests(args)
+        clients = aws.clients_factory(args.profile, args.region)
+        target = resolve_target(clients, args.endpoint, args.env)
+    if args.dialogue and target.handler not in (None, SUMMARIZATION_HANDLER):
+        raise HfpipeError(
+            f"--dialogue is for the summarization recipes (handler {SUMMARIZATION_HANDLER}.py); {target.name} "
+            f"serves {target.handler}.py: send its request shape with --data or --file"
+        )
+    if target.handler:
+        check_requests(requests, target.handler, sources)
+    for index, request in enumerate(requests, start=1):
+        answer, latency_ms = send(clients, target, request)
+        if args.json:
+            record = {"request": index, "endpoint": target.name, "latency_ms": latency_ms, "response": answer}
+            sys.stdout.write(json.dumps(record) + "\n")
+            sys.stdout.flush()
+            continue
+        label = f"request {index}/{len(requests)}" if len(requests) > 1 else "answer"
+        console.print(f"{label} from {target.name} in {latency_ms:.1f} ms")
+        summaries = _summaries(answer)
+        if summaries:
+            for summary in summaries:
+                # A tiny random model may stop at once: say so rather than print nothing.
+                console.print(f"summary: {summary or '(empty)'}", markup=False)
+        else:
+            console.print(json.dumps(answer, indent=2), markup=False)
+    return 0

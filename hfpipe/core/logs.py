@@ -1,0 +1,153 @@
+"""A training job's CloudWatch log: where SageMaker writes it, reading it, and its last lines.
+
+SageMaker sends what a training container prints to the log group `/aws/sagemaker/TrainingJobs`, one log
+stream per instance named `[training-job-name]/algo-[instance-number-in-cluster]-[epoch_timestamp]`
+(Amazon SageMaker Developer Guide, "Log groups and streams that Amazon SageMaker AI sends to Amazon
+CloudWatch Logs", https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html). The SageMaker
+Python SDK's `logs_for_job` finds a job's streams the same way: DescribeLogStreams with the prefix
+`<job-name>/`. The log group only exists once the account's first job has logged, and a stream only once
+its container has printed something, so "not there yet" is a state, not an error.
+
+Stdlib only: the functions take a CloudWatch Logs client (boto3's, or moto's in tests and local mode),
+so the Report Lambda and the command share them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TAIL_LINES = 20
+# Between a failure cause and the log tail the Report Lambda appends to it; views cut the cause there.
+CAUSE_TAIL_MARKER = "\nlast lines of the training log:\n"
+_HOST = re.compile(r"/(algo-\d+)(?:-\d+)?$")
+
+
+def stream_prefix(job_name: str) -> str:
+    """The prefix every log stream of one training job starts with."""
+    return f"{job_name}/"
+
+
+def stream_name(job_name: str, host: str, epoch_seconds: int) -> str:
+    """The stream SageMaker names for one instance (`host` is algo-N) started at `epoch_seconds`."""
+    return f"{job_name}/{host}-{epoch_seconds}"
+
+
+def host_of(log_stream_name: str) -> str:
+    """algo-N of a stream name (the whole name when it does not follow SageMaker's pattern)."""
+    match = _HOST.search(log_stream_name)
+    return match.group(1) if match else log_stream_name
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log event: when (milliseconds since the epoch), which instance, what it printed."""
+
+    timestamp: int
+    host: str
+    message: str
+    event_id: str = ""
+
+
+def _not_found(exc: Exception) -> bool:
+    response = getattr(exc, "response", None)
+    return isinstance(response, dict) and response.get("Error", {}).get("Code") == "ResourceNotFoundException"
+
+
+def log_streams(logs: Any, job_name: str) -> list[str]:
+    """The job's log stream names (one per instance that has logged), sorted; [] before any exists."""
+    names: list[str] = []
+    kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": stream_prefix(job_name)}
+    try:
+        while True:
+            page = logs.describe_log_streams(**kwargs)
+            names.extend(s["logStreamName"] for s in page.get("logStreams", []))
+            token = page.get("nextToken")
+            if not token or token == kwargs.get("nextToken"):
+                break
+            kwargs["nextToken"] = token
+    except Exception as exc:
+        if _not_found(exc):
+            return []
+        raise
+    return sorted(names)
+
+
+def read_events(logs: Any, job_name: str, start_ms: int | None = None) -> Iterator[LogLine]:
+    """Every event of every instance of the job from `start_ms` on, interleaved by time (FilterLogEvents).
+
+    FilterLogEvents with `logStreamNamePrefix` reads all the job's streams at once and sorts them by time;
+    paging follows `nextToken` until the service stops returning one.
+    """
+    kwargs: dict[str, Any] = {
+        "logGroupName": LOG_GROUP,
+        "logStreamNamePrefix": stream_prefix(job_name),
+        # AWS ignores this flag since 2019 and always interleaves the streams by time (FilterLogEvents, API
+        # reference); moto interleaves only when asked, so ask.
+        "interleaved": True,
+    }
+    if start_ms is not None:
+        kwargs["startTime"] = int(start_ms)
+    try:
+        while True:
+            page = logs.filter_log_events(**kwargs)
+            for event in page.get("events", []):
+                # AWS applies the prefix; checked here as well because moto's FilterLogEvents ignores it.
+                if not str(event.get("logStreamName", "")).startswith(kwargs["logStreamNamePrefix"]):
+                    continue
+                yield LogLine(
+                    int(event.get("timestamp", 0)),
+                    host_of(event.get("logStreamName", "")),
+                    str(event.get("message", "")).rstrip("\n"),
+                    str(event.get("eventId", "")),
+                )
+            token = page.get("nextToken")
+            if not token or token == kwargs.get("nextToken"):
+                return
+            kwargs["nextToken"] = token
+    except Exception as exc:
+        if _not_found(exc):
+            return
+        raise
+
+
+def log_tail(logs: Any, job_name: str, lines: int = TAIL_LINES) -> list[LogLine]:
+    """The job's last `lines` log lines over all its instances, oldest first ([] when it has no log).
+
+    GetLogEvents with startFromHead=false returns a stream's latest events, so this reads at most
+    `lines` events per instance however long the log is.
+    """
+    if lines <= 0:
+        return []
+    tail: list[LogLine] = []
+    for stream in log_streams(logs, job_name):
+        try:
+            page = logs.get_log_events(
+                logGroupName=LOG_GROUP, logStreamName=stream, startFromHead=False, limit=lines
+            )
+        except Exception as exc:
+            if _not_found(exc):
+                continue
+            raise
+        host = host_of(stream)
+        tail.extend(
+            LogLine(int(e.get("timestamp", 0)), host, str(e.get("message", "")).rstrip("\n"))
+            for e in page.get("events", [])
+        )
+    tail.sort(key=lambda line: line.timestamp)
+    return tail[-lines:]
+
+
+def cause_without_tail(cause: str) -> str:
+    """A failure cause without the log tail appended to it (views show the tail on its own)."""
+    return cause.split(CAUSE_TAIL_MARKER, 1)[0]
+
+
+def format_lines(lines: list[LogLine], with_host: bool | None = None) -> list[str]:
+    """Lines as text; prefixed with `[algo-N]` when they come from more than one instance."""
+    if with_host is None:
+        with_host = len({line.host for line in lines}) > 1
+    return [f"[{line.host}] {line.message}" if with_host else line.message for line in lines]

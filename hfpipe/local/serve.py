@@ -1,0 +1,130 @@
+"""A trained model served on this machine over HTTP, under SageMaker's inference-container contract.
+
+SageMaker talks to a model container over HTTP: `GET /ping` must answer 200 once the model is loaded, and
+`POST /invocations` carries InvokeEndpoint's body with its Content-Type and Accept headers, on port 8080
+(Amazon SageMaker Developer Guide, "Custom Inference Code with Hosting Services": how your container should
+respond to inference and to health check (ping) requests,
+https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html). The
+Hugging Face inference toolkit answers every request through the model's `code/inference.py`
+(`hfpipe.local.endpoint.LocalEndpoint` here) and turns any exception of the handler into a 400 whose message
+is the exception's text (handler_service.py: `raise PredictionException(str(e), 400)`); a missing Accept or
+`*/*` means JSON. `hfpipe local --serve` runs this on 127.0.0.1 until Ctrl-C; `hfpipe invoke --local`
+talks to it.
+
+Standard library only (http.server's ThreadingHTTPServer): pings answer while a request is generating;
+the handler itself is called one request at a time, as a single model worker would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 8080  # the port SageMaker's model containers listen on
+# Extra headers on the /ping answer, so a client can check its requests with the same handler first.
+ENTRY_POINT_HEADER = "X-Hfpipe-Entry-Point"
+RECIPE_HEADER = "X-Hfpipe-Recipe"
+
+
+class PortInUseError(OSError):
+    """The port is taken; the message says which and what to do."""
+
+
+class ModelServer(ThreadingHTTPServer):
+    """The HTTP server; bound at construction, so a taken port fails before anything long starts."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = DEFAULT_PORT, host: str = HOST) -> None:
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as exc:
+            raise PortInUseError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port (0 picks a free one)"
+            ) from None
+        self.endpoint: LocalEndpoint | None = None
+        self.ping_headers: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def serve(
+        self, endpoint: LocalEndpoint, entry_point: str | None = None, recipe: str | None = None
+    ) -> None:
+        """Answer requests through `endpoint` until `shutdown()` (or Ctrl-C in the calling thread)."""
+        self.endpoint = endpoint
+        self.ping_headers = {
+            k: v for k, v in ((ENTRY_POINT_HEADER, entry_point), (RECIPE_HEADER, recipe)) if v is not None
+        }
+        self.serve_forever(poll_interval=0.2)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ModelServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per request on stderr would bury the command's own output
+
+    def _send(self, status: int, body: bytes = b"", content_type: str = JSON, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        body = json.dumps({"code": int(status), "type": status.phrase, "message": message}).encode()
+        self._send(int(status), body)
+
+    def do_GET(self) -> None:
+        if self.path.split("?")[0] != "/ping":
+            self._error(
+                HTTPStatus.NOT_FOUND, f"{self.path}: the container serves GET /ping and POST /invocations"
+            )
+            return
+        if self.server.endpoint is None:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the model is still loading")
+            return
+        self._send(200, b"", "text/plain", **self.server.ping_headers)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.path.split("?")[0] != "/invocations":
+            self._error(
+                HTTPStatus.NOT_FOUND, f"{self.path}: the container serves GET /ping and POST /invocations"
+            )
+            return
+        endpoint = self.server.endpoint
+        if endpoint is None:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the model is still loading")
+            return
+        content_type = self.headers.get("Content-Type") or JSON
+        accept = self.headers.get("Accept") or JSON
+        if media_type(accept) == "*/*":
+            accept = JSON
+        try:
+            with self.server.lock:
+                answer = endpoint.invoke(body, content_type=content_type, accept=accept)
+        except Exception as exc:  # the toolkit answers 400 with the handler's message, whatever it raised
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            return
+        self._send(200, answer, str(media_type(accept)))
+
+    def do_PUT(self) -> None:
+        self._error(HTTPStatus.METHOD_NOT_ALLOWED, "the container serves GET /ping and POST /invocations")
+
+    do_DELETE = do_PUT

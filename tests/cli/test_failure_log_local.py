@@ -1,0 +1,45 @@
+"""A training job that fails in local mode: its traceback reaches the failure cause, report.json and the view,
+through the same CloudWatch log stream and Report Lambda code the AWS pipeline uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfpipe.cli import main
+from hfpipe.core import logs
+
+pytestmark = pytest.mark.slow
+
+
+def test_failed_local_run_reports_the_tail_of_its_log(tmp_path: Path, capsys: Any) -> None:
+    code = main(
+        [
+            "local",
+            "--recipe",
+            "tiny-lora",
+            "--out",
+            str(tmp_path),
+            "--set",
+            "training.hyperparameters.lora_target_modules=no_such_module",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 1
+    [run_dir] = [p for p in tmp_path.iterdir() if p.name.startswith("tiny-lora-")]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["training_job_status"] == "Failed"
+    assert len(report["log_tail"]) == logs.TAIL_LINES
+    assert any("Target modules {'no_such_module'} not found" in line for line in report["log_tail"])
+    # The Report Lambda appended the same lines to the cause the execution failed with.
+    cause, tail = report["failure"].split(logs.CAUSE_TAIL_MARKER)
+    assert "not found in the base model" in tail and "not found in the base model" not in cause
+    assert "last lines of the training log" in out and "not found in the base model" in out
+
+    code = main(["logs", "--local", "--out", str(tmp_path)])
+    log, _ = capsys.readouterr()
+    assert code == 0
+    assert "ValueError: Target modules {'no_such_module'} not found in the base model" in log

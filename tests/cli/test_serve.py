@@ -1,0 +1,201 @@
+"""The local endpoint over HTTP: SageMaker's container contract, the real summarization handler, invoke --local."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfpipe.cli import main
+from hfpipe.local.endpoint import LocalEndpoint
+from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER, ModelServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BLOOM with the summarization handler as code/inference.py, as run_clm.py leaves it."""
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    model = build_tiny_bloom(tmp_path_factory.mktemp("serve") / "model")
+    (model / "code").mkdir(exist_ok=True)
+    shutil.copyfile(ROOT / "training_code" / "inference_clm.py", model / "code" / "inference.py")
+    return model
+
+
+@pytest.fixture
+def server(model_dir: Path) -> Iterator[ModelServer]:
+    """The server on a free port in a thread; stopped (shutdown + close) after the test."""
+    endpoint = LocalEndpoint(model_dir)
+    srv = ModelServer(port=0)
+    thread = threading.Thread(
+        target=srv.serve, args=(endpoint,), kwargs={"entry_point": "run_clm.py", "recipe": "tiny-lora"}
+    )
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+def request(
+    srv: ModelServer, method: str, path: str, body: bytes | None = None, **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=60)
+    try:
+        conn.request(method, path, body=body, headers={k.replace("_", "-"): v for k, v in headers.items()})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def test_ping_and_invocations_through_the_handler(server: ModelServer) -> None:
+    status, headers, body = request(server, "GET", "/ping")
+    assert (status, body) == (200, b"")
+    assert headers[ENTRY_POINT_HEADER] == "run_clm.py" and headers[RECIPE_HEADER] == "tiny-lora"
+
+    payload = {"dialogue": DIALOGUE, "parameters": {"max_new_tokens": 4, "do_sample": False}}
+    status, headers, body = request(
+        server, "POST", "/invocations", json.dumps(payload).encode(), Content_Type="application/json"
+    )
+    assert status == 200, body
+    assert headers["Content-Type"] == "application/json"
+    [answer] = json.loads(body)
+    assert set(answer) == {"generated_text", "summary"}
+    assert answer["generated_text"].startswith(
+        "Summarize the chat dialogue:"
+    )  # the template ran on the server
+
+    # Accept */* is JSON, a charset parameter is fine, and text/csv is the toolkit's other default decoder.
+    status, _, body = request(
+        server,
+        "POST",
+        "/invocations",
+        b'inputs\n"Amanda: hi"\n',
+        Content_Type="text/csv; charset=utf-8",
+        Accept="*/*",
+    )
+    # The CSV decoder gives {"inputs": [...]}: a list, which this handler refuses with its own message.
+    assert status == 400
+    assert json.loads(body)["message"] == "the prompt must be a non-empty string"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        (
+            b'{"dialogue": "A: hi", "parameters": {"temprature": 1}}',
+            {"Content_Type": "application/json"},
+            400,
+            "parameters.temprature is not supported; accepted: ['do_sample', 'max_new_tokens', "
+            "'no_repeat_ngram_size', 'num_beams', 'repetition_penalty', 'temperature', 'top_k', 'top_p']",
+        ),
+        (
+            b"{nope",
+            {"Content_Type": "application/json"},
+            400,
+            "Expecting property name enclosed in double quotes",
+        ),
+        (
+            b"Amanda: hi",
+            {"Content_Type": "text/plain"},
+            400,
+            "content_type 'text/plain' is not supported by the handler's default input_fn",
+        ),
+        (
+            b'{"inputs": "x", "parameters": {"max_new_tokens": 1}}',
+            {"Content_Type": "application/json", "Accept": "application/xml"},
+            400,
+            "accept 'application/xml' is not supported by the handler's default output_fn",
+        ),
+    ],
+)
+def test_bad_requests_get_400_with_the_handlers_message(
+    server: ModelServer, body: bytes, headers: dict[str, str], status: int, message: str
+) -> None:
+    got, response_headers, answer = request(server, "POST", "/invocations", body, **headers)
+    assert got == status
+    assert response_headers["Content-Type"] == "application/json"
+    error = json.loads(answer)
+    assert error["code"] == status
+    assert message in error["message"]
+
+
+def test_other_paths_and_methods(server: ModelServer) -> None:
+    assert request(server, "GET", "/invocations")[0] == 404
+    assert request(server, "POST", "/ping", b"{}")[0] == 404
+    assert request(server, "PUT", "/invocations", b"{}")[0] == 405
+
+
+def test_a_taken_port_is_refused_before_anything_runs(server: ModelServer, capsys: Any) -> None:
+    port = server.server_address[1]
+    code = main(["local", "--recipe", "tiny-lora", "--serve", "--port", str(port), "--out", "/nonexistent/x"])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port} (")
+    assert err.endswith("pass another --port (0 picks a free one)\n")
+
+
+def test_invoke_local(server: ModelServer, tmp_path: Path, capsys: Any) -> None:
+    port = str(server.server_address[1])
+    chat = tmp_path / "chat.txt"
+    chat.write_text(DIALOGUE)
+    code = main(
+        [
+            "invoke",
+            "--local",
+            "--port",
+            port,
+            "--dialogue",
+            str(chat),
+            "--parameters",
+            '{"max_new_tokens": 4}',
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    first, second = out.splitlines()
+    assert first.startswith(f"answer from tiny-lora on http://127.0.0.1:{port} in ")
+    assert second.startswith("summary: ")
+
+    code = main(["invoke", "--local", "--port", port, "--json", "--data", '{"inputs": "Amanda: hi"}'])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    record = json.loads(out)
+    assert record["request"] == 1 and record["latency_ms"] > 0
+    assert "generated_text" in record["response"][0]
+
+    # checked with the handler the server names in its /ping answer: nothing is sent
+    code = main(
+        ["invoke", "--local", "--port", port, "--data", '{"dialogue": "A: hi", "parameters": {"seed": 1}}']
+    )
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err.startswith(
+        "error: --data is not a request the endpoint accepts: parameters.seed is not supported"
+    )
+
+
+def test_invoke_local_with_nothing_serving(capsys: Any) -> None:
+    srv = ModelServer(port=0)  # bound, then closed: a port nothing listens on
+    port = srv.server_address[1]
+    srv.server_close()
+    code = main(["invoke", "--local", "--port", str(port), "--data", "{}"])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err.startswith(f"error: nothing answers on http://127.0.0.1:{port}/ping (")
+    assert err.endswith(
+        f"start it with `hfpipe local --recipe tiny-lora --serve --port {port}`, or pass the --port it prints\n"
+    )

@@ -1,0 +1,656 @@
+"""Using what was trained, against a moto account: invoke, endpoints (list, cost, delete), logs, keep-endpoint."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+from cli_moto import ACCOUNT, REGION, ROLE, Deployed, Environment, sagemaker_backend, tags_for
+from moto.backends import get_backend
+
+from hfpipe.cli import main
+from hfpipe.core import cost, logs
+
+DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def deploy_endpoint(
+    deployed: Deployed,
+    plan: dict[str, Any],
+    instance_type: str = "ml.g4dn.xlarge",  # moto refuses the newer types
+    tags: Any = None,
+) -> None:
+    """The model, endpoint config and endpoint an execution with keep_endpoint leaves, tagged like Plan does."""
+    sm = deployed.sagemaker
+    tags = tags if tags is not None else tags_for(plan)
+    sm.create_model(
+        ModelName=plan["model_name"],
+        PrimaryContainer={
+            "Image": "example.invalid/hf-inference:latest",
+            "ModelDataUrl": "s3://a/model.tar.gz",
+        },
+        ExecutionRoleArn=ROLE,
+        Tags=tags,
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=plan["endpoint_config_name"],
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": plan["model_name"],
+                "InitialInstanceCount": 1,
+                "InstanceType": instance_type,
+            }
+        ],
+        Tags=tags,
+    )
+    sm.create_endpoint(
+        EndpointName=plan["endpoint_name"], EndpointConfigName=plan["endpoint_config_name"], Tags=tags
+    )
+
+
+def endpoint_answers(*bodies: Any) -> None:
+    """Queue what moto's InvokeEndpoint answers (its documented moto-api hook)."""
+    results = [{"Body": json.dumps(b), "ContentType": "application/json"} for b in bodies]
+    response = requests.post(
+        "http://motoapi.amazonaws.com/moto-api/static/sagemaker/endpoint-results",
+        json={"account_id": ACCOUNT, "region": REGION, "results": results},
+        timeout=5,
+    )
+    assert response.status_code == 201
+
+
+def invoked() -> list[bytes]:
+    """The request bodies moto's InvokeEndpoint received, oldest first.
+
+    moto keys each answer by base64(JSON of the request's Accept, Body and x-amzn-sagemaker-* headers),
+    filed under the endpoint name it parses from the request (None in this moto version: the name is in
+    the URL path), so the bodies of all endpoints are read.
+    """
+    results = get_backend("sagemaker-runtime")[ACCOUNT][REGION].results
+    return [json.loads(base64.b64decode(key))["Body"].encode() for keys in results.values() for key in keys]
+
+
+@pytest.fixture
+def kept(deployed: Deployed) -> dict[str, Any]:
+    """A succeeded tiny-lora execution whose endpoint was kept."""
+    _, plan = deployed.start("keep-1", keep_endpoint=True)
+    deploy_endpoint(deployed, plan)
+    return plan
+
+
+# --- invoke ------------------------------------------------------------------------------------------
+
+
+def test_invoke_by_execution_with_a_dialogue(kept: dict[str, Any], tmp_path: Any, capsys: Any) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(DIALOGUE)
+    endpoint_answers([{"generated_text": "...", "summary": "Amanda will bring Jerry cookies tomorrow."}])
+    code, out, err = run(
+        capsys,
+        "invoke",
+        "keep-1",
+        "--env",
+        "dev",
+        "--dialogue",
+        str(chat),
+        "--parameters",
+        '{"max_new_tokens": 32}',
+    )
+    assert (code, err) == (0, "")
+    first, second = out.splitlines()
+    assert first.startswith("answer from keep-1-endpoint in ") and first.endswith(" ms")
+    assert second == "summary: Amanda will bring Jerry cookies tomorrow."
+    [body] = invoked()
+    assert json.loads(body) == {"dialogue": DIALOGUE.strip(), "parameters": {"max_new_tokens": 32}}
+
+
+def test_invoke_by_endpoint_name_as_json_lines_from_stdin(
+    kept: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    lines = [{"inputs": "Amanda: hi\nJerry: hello"}, {"dialogue": "Tom: late again\nAnn: ok"}]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(x) for x in lines) + "\n\n"))
+    endpoint_answers([{"generated_text": "a"}], [{"generated_text": "b", "summary": "Tom is late."}])
+    code, out, err = run(capsys, "invoke", "keep-1-endpoint", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["request"] for r in records] == [1, 2]
+    assert [r["response"] for r in records] == [
+        [{"generated_text": "a"}],
+        [{"generated_text": "b", "summary": "Tom is late."}],
+    ]
+    assert all(r["endpoint"] == "keep-1-endpoint" and r["latency_ms"] >= 0 for r in records)
+    assert [json.loads(b) for b in invoked()] == lines
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--data", '{"dialogue": "A: hi", "parameters": {"temprature": 0.7}}'],
+            "--data is not a request the endpoint accepts: parameters.temprature is not supported; accepted: "
+            "['do_sample', 'max_new_tokens', 'no_repeat_ngram_size', 'num_beams', 'repetition_penalty', "
+            "'temperature', 'top_k', 'top_p'] (checked with training_code/inference_clm.py; nothing was sent)",
+        ),
+        (
+            ["--data", '{"text": "hi"}'],
+            '--data is not a request the endpoint accepts: the request needs "inputs" (a prompt) or '
+            "\"dialogue\"; got keys ['text'] (checked with training_code/inference_clm.py; nothing was sent)",
+        ),
+        (
+            ["--data", "{nope"],
+            "--data is not JSON (Expecting property name enclosed in double quotes): '{nope'",
+        ),
+        (
+            ["--data", "{}", "--dialogue", "x.txt"],
+            "give one of --data, --file, --dialogue (got --data, --dialogue)",
+        ),
+    ],
+)
+def test_invoke_checks_the_request_with_the_handler_before_sending(
+    kept: dict[str, Any], capsys: Any, argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "invoke", "keep-1", "--env", "dev", *argv)
+    assert (code, out) == (1, "")
+    assert err == f"error: {message}\n"
+    assert invoked() == []
+
+
+def test_invoke_file_with_a_bad_line(kept: dict[str, Any], tmp_path: Any, capsys: Any) -> None:
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"inputs": "a"}\n{"inputs": ""}\n')
+    code, _, err = run(capsys, "invoke", "keep-1", "--env", "dev", "--file", str(batch))
+    assert code == 1
+    assert err == (
+        f"error: --file {batch} line 2 is not a request the endpoint accepts: the prompt must be a non-empty "
+        "string (checked with training_code/inference_clm.py; nothing was sent)\n"
+    )
+    assert invoked() == []  # not even the good first line
+
+
+def test_invoke_an_execution_whose_endpoint_was_deleted(deployed: Deployed, capsys: Any) -> None:
+    deployed.start("gone-1")
+    code, _, err = run(capsys, "invoke", "gone-1", "--env", "dev", "--data", '{"inputs": "x"}')
+    assert code == 1
+    assert err == (
+        "error: endpoint gone-1-endpoint of execution 'gone-1' does not exist (SUCCEEDED): the pipeline deletes "
+        "it after the smoke test unless it is kept; start with `hfpipe start ... --keep-endpoint`\n"
+    )
+
+
+def test_invoke_refuses_another_environments_endpoint(deployed: Deployed, capsys: Any) -> None:
+    other = Environment("prod")
+    _, plan = other.start("prod-1", keep_endpoint=True)
+    deploy_endpoint(other, plan)
+    code, _, err = run(capsys, "invoke", "prod-1-endpoint", "--env", "dev", "--data", '{"inputs": "x"}')
+    assert code == 1
+    assert (
+        err == "error: endpoint prod-1-endpoint belongs to environment 'prod' (tag hfpipe:env), not 'dev'\n"
+    )
+    assert invoked() == []
+
+
+def test_invoke_dialogue_on_a_qa_endpoint(deployed: Deployed, tmp_path: Any, capsys: Any) -> None:
+    _, plan = deployed.start(
+        "qa-1",
+        recipe_name="tiny-qa",
+        training_job_request={"HyperParameters": {"sagemaker_program": '"run_qa.py"'}},
+    )
+    deploy_endpoint(deployed, plan)
+    chat = tmp_path / "chat.txt"
+    chat.write_text(DIALOGUE)
+    code, _, err = run(capsys, "invoke", "qa-1", "--env", "dev", "--dialogue", str(chat))
+    assert code == 1
+    assert err == (
+        "error: --dialogue is for the summarization recipes (handler inference_clm.py); qa-1-endpoint serves "
+        "inference_qa.py: send its request shape with --data or --file\n"
+    )
+    code, _, err = run(
+        capsys, "invoke", "qa-1", "--env", "dev", "--data", '{"question": "Who?", "context": ""}'
+    )
+    assert code == 1
+    assert "request field 'context' must be a non-empty string; got ''" in err
+
+
+def test_invoke_needs_a_target(capsys: Any) -> None:
+    code, _, err = run(capsys, "invoke", "--data", "{}")
+    assert code == 1
+    assert err == "error: hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local\n"
+
+
+# --- endpoints ---------------------------------------------------------------------------------------
+
+
+def test_endpoints_lists_this_environments_with_cost(
+    deployed: Deployed, kept: dict[str, Any], capsys: Any
+) -> None:
+    other = Environment("prod")
+    _, plan = other.start("prod-1", keep_endpoint=True)
+    deploy_endpoint(other, plan)
+    untagged = {
+        **kept,
+        "model_name": "mine-model",
+        "endpoint_config_name": "mine-config",
+        "endpoint_name": "mine",
+    }
+    deploy_endpoint(deployed, untagged, tags=[])
+    code, out, err = run(capsys, "endpoints", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    [record] = json.loads(out)
+    assert record["name"] == "keep-1-endpoint"
+    assert record["execution"] == "keep-1" and record["recipe"] == "tiny-lora"
+    assert (record["instance_type"], record["instance_count"]) == ("ml.g4dn.xlarge", 1)
+    assert record["price_per_hour_usd"] == 0.736
+    created = datetime.fromisoformat(record["created"])
+    assert (
+        0
+        <= record["cost_so_far_usd"]
+        <= cost.endpoint_cost_so_far("ml.g4dn.xlarge", 1, created, datetime.now(UTC))
+    )
+
+    code, out, _ = run(capsys, "endpoints", "--env", "dev")
+    assert code == 0
+    assert "keep-1-endpoint" in out and "0.736" in out
+    assert "prod-1" not in out and "mine" not in out
+    assert "1 endpoint up: 0.736 USD/h together" in out
+
+
+def test_endpoint_cost_rule() -> None:
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    assert cost.endpoint_price_per_hour("ml.g5.4xlarge", 2) == pytest.approx(4.06)
+    assert cost.endpoint_cost_so_far(
+        "ml.g5.4xlarge", 1, start, start + timedelta(minutes=90)
+    ) == pytest.approx(3.045)
+    assert cost.endpoint_cost_so_far("ml.unknown.xlarge", 1, start, start + timedelta(hours=1)) is None
+
+
+def test_endpoints_delete(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
+    code, out, err = run(capsys, "endpoints", "delete", "keep-1-endpoint", "--env", "dev")
+    assert (code, err) == (
+        1,
+        "error: not deleting without confirmation: stdin is not a terminal; pass --yes to confirm\n",
+    )
+    code, out, err = run(capsys, "endpoints", "delete", "keep-1-endpoint", "--env", "dev", "--yes")
+    assert (code, err) == (0, "")
+    assert "deleted endpoint keep-1-endpoint (0.736 USD/h, " in out
+    assert "deleted endpoint config keep-1-config" in out and "deleted model keep-1-model" in out
+    backend = sagemaker_backend()
+    assert not backend.endpoints and not backend.endpoint_configs and not backend._models
+    assert run(capsys, "endpoints", "--env", "dev") == (0, "no endpoints up in environment 'dev'\n", "")
+
+
+def test_endpoints_delete_refuses_another_environments(deployed: Deployed, capsys: Any) -> None:
+    other = Environment("prod")
+    _, plan = other.start("prod-1", keep_endpoint=True)
+    deploy_endpoint(other, plan)
+    code, out, err = run(capsys, "endpoints", "delete", "prod-1-endpoint", "--env", "dev", "--yes")
+    assert (code, out) == (1, "")
+    assert err == (
+        "error: endpoint prod-1-endpoint belongs to environment 'prod' (tags hfpipe:env, hfpipe:managed-by), "
+        "not 'dev': nothing deleted\n"
+    )
+    assert "prod-1-endpoint" in sagemaker_backend().endpoints
+    code, _, err = run(capsys, "endpoints", "delete", "nope", "--env", "dev", "--yes")
+    assert (code, err) == (
+        1,
+        f"error: no endpoint 'nope' in {REGION}: list them with `hfpipe endpoints --env dev`\n",
+    )
+
+
+# --- list / report / start ----------------------------------------------------------------------------
+
+
+def test_list_shows_the_endpoints_up(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
+    deployed.start("gone-1")
+    code, out, err = run(capsys, "list", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    records = {r["name"]: r for r in json.loads(out)}
+    assert records["gone-1"]["endpoint"] is None
+    assert records["keep-1"]["endpoint"]["name"] == "keep-1-endpoint"
+    assert records["keep-1"]["endpoint"]["price_per_hour_usd"] == 0.736
+    code, out, _ = run(capsys, "list", "--env", "dev")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if "keep-1 " in line]
+    assert "keep-1-endpoint (InService, 0.736 USD/h, " in row and " so far)" in row
+
+
+def test_report_shows_the_endpoint_up_and_its_cost(
+    deployed: Deployed, kept: dict[str, Any], capsys: Any
+) -> None:
+    code, out, err = run(capsys, "report", "keep-1", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["endpoint_deleted"] is False
+    assert report["endpoint_status"] == "InService"
+    assert report["endpoint_price_per_hour_usd"] == 0.736
+    code, out, _ = run(capsys, "report", "keep-1", "--env", "dev")
+    assert "keep-1-endpoint (up: InService, 0.736 USD/h, " in out
+    assert "`hfpipe endpoints delete keep-1-endpoint --env dev`" in out
+
+
+def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
+    code, out, err = run(
+        capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "k-1", "--keep-endpoint"
+    )
+    assert (code, err) == (0, "")
+    assert "the endpoint stays up after the smoke test (billed per hour)" in out
+    arn = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:hfpipe-dev:k-1"
+    sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
+    assert sent["keep_endpoint"] is True
+    # the Plan Lambda's rule: the input field becomes serving.keep_endpoint
+    from hfpipe.core.plan import build_plan  # noqa: F401 - the field is in its accepted input
+
+    code, _, err = run(
+        capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"
+    )
+    assert (code, err) == (
+        1,
+        "error: --keep-endpoint: recipe 'tiny-lora' sets deploy: false, so it creates no endpoint to keep\n",
+    )
+
+
+# --- logs --------------------------------------------------------------------------------------------
+
+
+def write_log(
+    deployed: Deployed, job: str, host: str, lines: list[tuple[int, str]], epoch: int = 1764547200
+) -> None:
+    client = deployed.logs
+    with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):
+        client.create_log_group(logGroupName=logs.LOG_GROUP)
+    stream = logs.stream_name(job, host, epoch)
+    with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):
+        client.create_log_stream(logGroupName=logs.LOG_GROUP, logStreamName=stream)
+    client.put_log_events(
+        logGroupName=logs.LOG_GROUP,
+        logStreamName=stream,
+        logEvents=[{"timestamp": t, "message": m} for t, m in lines],
+    )
+
+
+def now_ms(offset_s: float = 0) -> int:
+    return int((datetime.now(UTC).timestamp() + offset_s) * 1000)
+
+
+@pytest.fixture
+def two_instance_job(deployed: Deployed) -> dict[str, Any]:
+    _, plan = deployed.start("ddp-1")
+    deployed.create_training_job(plan)
+    t = now_ms(-3600)
+    write_log(
+        deployed, plan["training_job_name"], "algo-1", [(t, "algo-1 starts"), (t + 2000, "{'loss': 2.5}")]
+    )
+    write_log(
+        deployed,
+        plan["training_job_name"],
+        "algo-2",
+        [(t + 1000, "algo-2 starts"), (t + 3000, "[rank1] done")],
+    )
+    # another job whose name starts the same: not this job's (the prefix ends with '/')
+    write_log(deployed, plan["training_job_name"] + "x", "algo-1", [(t + 1500, "other job")])
+    return plan
+
+
+def test_logs_every_instance_interleaved(
+    deployed: Deployed, two_instance_job: dict[str, Any], capsys: Any
+) -> None:
+    code, out, err = run(capsys, "logs", "ddp-1", "--env", "dev")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "[algo-1] algo-1 starts",
+        "[algo-2] algo-2 starts",
+        "[algo-1] {'loss': 2.5}",
+        "[algo-2] [rank1] done",
+    ]
+    code, out, _ = run(capsys, "logs", "ddp-1", "--env", "dev", "--json")
+    first = json.loads(out.splitlines()[0])
+    assert first["host"] == "algo-1" and first["message"] == "algo-1 starts"
+    assert datetime.fromisoformat(first["timestamp"]) < datetime.now(UTC)
+
+
+def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys: Any) -> None:
+    write_log(deployed, "ddp-1-train", "algo-1", [(now_ms(-60), "recent line")])
+    code, out, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "10m")
+    assert (code, out, err) == (0, "[algo-1] recent line\n", "")
+    code, _, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "ten")
+    assert (code, err) == (
+        1,
+        "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 30s, 10m, 2h)\n",
+    )
+
+
+def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: dict[str, Any]) -> None:
+    from hfpipe.cli import aws
+    from hfpipe.cli.logs import follow_cloudwatch
+
+    job = sagemaker_backend().training_jobs["ddp-1-train"]
+    job.training_job_status = "InProgress"
+    seen: list[str] = []
+    polls = 0
+
+    def sleep(_: float) -> None:
+        nonlocal polls
+        polls += 1
+        if polls == 1:  # new lines arrive between polls, one with the timestamp already seen
+            write_log(deployed, "ddp-1-train", "algo-1", [(now_ms(), "{'loss': 1.9}")])
+        if polls == 2:
+            write_log(deployed, "ddp-1-train", "algo-2", [(now_ms(), "Training complete")])
+            job.training_job_status = "Failed"
+
+    status = follow_cloudwatch(
+        aws.make_clients(region=REGION),
+        "ddp-1-train",
+        start_ms=None,
+        follow=True,
+        interval=0.01,
+        emit=lambda line: seen.append(line.message),
+        sleep=sleep,
+    )
+    assert status == "Failed"
+    assert seen == [
+        "algo-1 starts",
+        "algo-2 starts",
+        "{'loss': 2.5}",
+        "[rank1] done",
+        "{'loss': 1.9}",
+        "Training complete",
+    ]
+
+
+def test_logs_before_the_job_logged(deployed: Deployed, capsys: Any) -> None:
+    _, _plan = deployed.start("quiet-1")
+    code, out, err = run(capsys, "logs", "quiet-1", "--env", "dev")
+    assert (code, out) == (0, "")
+    assert err == (
+        "training job quiet-1-train has no log lines yet (/aws/sagemaker/TrainingJobs, streams quiet-1-train/*)\n"
+    )
+
+
+def test_log_tail_over_instances(deployed: Deployed, two_instance_job: dict[str, Any]) -> None:
+    tail = logs.log_tail(deployed.logs, "ddp-1-train", lines=3)
+    assert logs.format_lines(tail) == [
+        "[algo-2] algo-2 starts",
+        "[algo-1] {'loss': 2.5}",
+        "[algo-2] [rank1] done",
+    ]
+    assert logs.log_tail(deployed.logs, "never-ran", lines=3) == []
+    assert logs.host_of("job/algo-12-1764547200") == "algo-12"
+
+
+def test_report_of_a_failed_job_carries_its_log_tail(deployed: Deployed, capsys: Any) -> None:
+    _, plan = deployed.start("oom-1", fail=True)
+    deployed.create_training_job(plan)
+    sagemaker_backend().training_jobs["oom-1-train"].training_job_status = "Failed"
+    lines = [(now_ms(-100 + i), f"step {i}") for i in range(30)] + [
+        (now_ms(-50), "torch.OutOfMemoryError: CUDA")
+    ]
+    write_log(deployed, "oom-1-train", "algo-1", lines)
+    code, out, _ = run(capsys, "report", "oom-1", "--env", "dev", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert len(report["log_tail"]) == logs.TAIL_LINES
+    assert report["log_tail"][-1] == "torch.OutOfMemoryError: CUDA"
+    code, out, _ = run(capsys, "report", "oom-1", "--env", "dev")
+    assert "last lines of the training log" in out and "torch.OutOfMemoryError: CUDA" in out
+
+
+def test_report_lambda_adds_the_log_tail_of_a_failed_job(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    report_lambda = importlib.import_module("pipeline_lambdas.report")
+    t = now_ms(-60)
+    write_log(deployed, "oom-2-train", "algo-1", [(t + i, f"step {i}") for i in range(25)])
+    write_log(deployed, "oom-2-train", "algo-2", [(t + 30, "Traceback (most recent call last):")])
+    write_log(deployed, "oom-2-train", "algo-2", [(t + 31, "torch.OutOfMemoryError: CUDA out of memory")])
+    report = {
+        "training_job_name": "oom-2-train",
+        "training_job_status": "Failed",
+        "cause": "training job oom-2-train Failed: AlgorithmError: ExecuteUserScriptError",
+    }
+    report_lambda.add_log_tail(deployed.logs, report)
+    assert len(report["log_tail"]) == logs.TAIL_LINES
+    assert report["log_tail"][-2:] == [
+        "[algo-2] Traceback (most recent call last):",
+        "[algo-2] torch.OutOfMemoryError: CUDA out of memory",
+    ]
+    assert report["cause"].startswith(
+        "training job oom-2-train Failed: AlgorithmError: ExecuteUserScriptError\n"
+        "last lines of the training log:\n[algo-1] step 7\n"
+    )
+    assert report["cause"].endswith("[algo-2] torch.OutOfMemoryError: CUDA out of memory")
+
+    completed = {"training_job_name": "oom-2-train", "training_job_status": "Completed", "cause": None}
+    report_lambda.add_log_tail(deployed.logs, completed)
+    assert "log_tail" not in completed
+    unreadable = {"training_job_name": "x", "training_job_status": "Failed", "cause": "c"}
+    report_lambda.add_log_tail(None, unreadable)  # no client at all: the report still goes out as it was
+    assert unreadable == {"training_job_name": "x", "training_job_status": "Failed", "cause": "c"}
+
+
+def test_watch_shows_the_last_lines_of_the_log(
+    deployed: Deployed, two_instance_job: dict[str, Any], capsys: Any
+) -> None:
+    code, out, err = run(capsys, "watch", "ddp-1", "--env", "dev")
+    assert (code, err) == (0, "")
+    assert "training log (last lines)" in out
+    view = out.split("training log (last lines)", 1)[1]
+    assert view.index("[algo-1] algo-1 starts") < view.index("[algo-2] [rank1] done")  # oldest first
+
+
+def test_invoke_an_endpoint_still_creating(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
+    sagemaker_backend().endpoints["keep-1-endpoint"].endpoint_status = "Creating"
+    code, _, err = run(capsys, "invoke", "keep-1", "--env", "dev", "--data", '{"inputs": "x"}')
+    assert (code, err) == (
+        1,
+        "error: endpoint keep-1-endpoint is Creating, not InService: wait for it (`hfpipe endpoints --env dev`)\n",
+    )
+    assert invoked() == []
+
+
+def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    import os
+
+    old, new = tmp_path / "tiny-lora-20261201-000000", tmp_path / "tiny-lora-20261201-010000"
+    for run_dir, text in ((old, "old run\n"), (new, "step 1\n[rank0] step 2\n")):
+        run_dir.mkdir()
+        (run_dir / "training.log").write_text(text)
+    os.utime(old / "training.log", (1, 1))
+    # the newest run by default, a named one on request
+    assert run(capsys, "logs", "--local", "--out", str(tmp_path)) == (0, "step 1\n[rank0] step 2\n", "")
+    assert run(capsys, "logs", old.name, "--local", "--out", str(tmp_path)) == (0, "old run\n", "")
+    code, out, _ = run(capsys, "logs", "--local", "--out", str(tmp_path), "--json")
+    assert [json.loads(line)["message"] for line in out.splitlines()] == ["step 1", "[rank0] step 2"]
+
+    # --follow ends once the run has written its report (and says when the job did not complete)
+    (new / "report.json").write_text(json.dumps({"training_job_status": "Failed"}))
+    code, out, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--follow", "--interval", "0.01")
+    assert (code, out) == (1, "step 1\n[rank0] step 2\n")
+    assert err == f"training job of {new.name} ended Failed\n"
+
+    code, _, err = run(capsys, "logs", "nope", "--local", "--out", str(tmp_path))
+    assert code == 1
+    assert err == (
+        f"error: no local run 'nope' with a training.log; local runs in {tmp_path}: {old.name}, {new.name}\n"
+    )
+    code, _, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--since", "1h")
+    assert (code, err) == (
+        1,
+        "error: --since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)\n",
+    )
+
+
+def test_report_lambda_prices_a_kept_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    report_lambda = importlib.import_module("pipeline_lambdas.report")
+    from cli_moto import plan_for
+
+    plan = {**plan_for("keep-9", keep_endpoint=True), "serving_instance_count": 2, "checkpoint_s3_uri": None}
+    training = {"TrainingJobStatus": "Completed", "TrainingTimeInSeconds": 60, "BillableTimeInSeconds": 60}
+    smoke = {"ok": True, "latency_ms": 10.0, "response": [{"generated_text": "x"}]}
+    kept = report_lambda.build_report({"plan": plan, "training": training, "smoke": smoke})
+    assert kept["endpoint_deleted"] is False
+    assert kept["endpoint_price_per_hour_usd"] == pytest.approx(2 * 2.03)  # 2 x ml.g5.4xlarge
+    deleted = report_lambda.build_report(
+        {"plan": plan, "training": training, "smoke": smoke, "cleanup": {"endpoint_deleted": True}}
+    )
+    assert "endpoint_price_per_hour_usd" not in deleted
+
+
+def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
+    """InvokeEndpoint's ModelError (HTTP 424; the container answered 4xx/5xx) becomes a one-line error with
+    the container's message. Stubbed: moto's InvokeEndpoint always answers."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from hfpipe.cli import aws
+    from hfpipe.cli.invoke import Target, send
+
+    clients = aws.Clients(boto3.Session(region_name=REGION))
+    message = (
+        'Received client error (400) from primary with message "parameters.seed is not supported". See '
+        f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}#logEventViewer:group="
+        "/aws/sagemaker/Endpoints/keep-1-ep in account 123456789012 for more information."
+    )
+    with Stubber(clients.runtime) as stub:
+        stub.add_client_error(
+            "invoke_endpoint", service_error_code="ModelError", service_message=message, http_status_code=424
+        )
+        with pytest.raises(aws.HfpipeError) as caught:
+            send(clients, Target(name="keep-1-ep", handler=None), {"inputs": "x"})
+    assert str(caught.value) == f"endpoint keep-1-ep refused the request: {message}"
+
+
+def test_list_when_endpoints_cannot_be_read(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from hfpipe.cli import endpoints
+
+    def denied(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("AccessDenied on sagemaker:ListTags")
+
+    monkeypatch.setattr(endpoints, "find_endpoints", denied)
+    deployed.start("run-1")
+    code, out, err = run(capsys, "list", "--env", "dev")
+    assert code == 0 and "run-1" in out
+    assert err == (
+        "warning: listing endpoints failed: AccessDenied on sagemaker:ListTags; the endpoint column is empty\n"
+    )

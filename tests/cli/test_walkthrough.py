@@ -1,0 +1,169 @@
+"""The README's BLOOMZ walk-through, step by step: locally end to end (train, serve, logs, invoke, Ctrl-C), and
+its AWS commands against a moto account (start --keep-endpoint, logs --follow, endpoints, invoke, delete).
+
+The commands run here are read from the README's walk-through section, so the two cannot drift apart; only
+the port (a free one), the output folder and the moto account differ.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_moto import Deployed, sagemaker_backend
+
+from hfpipe.cli import main
+from hfpipe.core import logs, names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def walkthrough_blocks() -> list[list[list[str]]]:
+    """The walk-through's bash blocks, each as its commands (argv lists; comments and the printf dropped)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Walk-through: summarize dialogues with BLOOMZ", 1)[1].split("\n## ", 1)[0]
+    blocks = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+        commands = []
+        for line in block.splitlines():
+            if line.startswith("hfpipe "):
+                commands.append(shlex.split(line, comments=True))
+        blocks.append(commands)
+    return blocks
+
+
+def chat_file(tmp_path: Path) -> Path:
+    readme_block = (ROOT / "README.md").read_text().split("## Walk-through", 1)[1]
+    [printf] = re.findall(r"^printf '(.*)' > chat.txt$", readme_block, flags=re.M)
+    chat = tmp_path / "chat.txt"
+    chat.write_text(printf.replace("\\n", "\n"))
+    return chat
+
+
+def test_the_walkthrough_has_the_steps_it_promises() -> None:
+    local, on_aws = walkthrough_blocks()
+    assert [c[1] for c in local] == ["local", "logs", "invoke"]
+    assert "--serve" in local[0] and "--local" in local[2] and "--dialogue" in local[2]
+    assert [c[1] for c in on_aws] == ["start", "logs", "endpoints", "invoke", "endpoints"]
+    assert "--keep-endpoint" in on_aws[0]
+    # the endpoint it deletes is the one the pipeline names for that execution
+    execution = on_aws[0][on_aws[0].index("--name") + 1]
+    assert on_aws[4][2:4] == ["delete", names.derive_names(execution)["endpoint_name"]]
+
+
+@pytest.mark.slow
+def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
+    """Train tiny-lora, serve it, read its log, summarize the README's chat over HTTP, stop with Ctrl-C."""
+    (serve, read_log, invoke), _ = walkthrough_blocks()
+    chat = chat_file(tmp_path)
+    out_dir = tmp_path / "runs"
+    argv = [a for a in serve[1:]]
+    argv[argv.index("--port") + 1] = "0"  # any free port; the server prints the one it got
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hfpipe.cli", *argv, "--out", str(out_dir)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    printed: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 600
+        port = None
+        while port is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            printed.append(line)
+            match = re.search(r"^serving .* on http://127\.0\.0\.1:(\d+) ", line)
+            port = match.group(1) if match else None
+        assert port, "".join(printed)
+        assert any("smoke test" in line for line in printed)
+        assert any("training log (last lines)" in line for line in printed)  # the live view's log tail
+
+        code = main([*read_log[1:], "--out", str(out_dir)])
+        log, _ = capsys.readouterr()
+        assert code == 0
+        assert "Reporting training SUCCESS" in log and "train_loss" in log
+
+        args = [a for a in invoke[1:]]
+        args[args.index("--port") + 1] = port
+        args[args.index("--dialogue") + 1] = str(chat)
+        code = main(args)
+        answer, err = capsys.readouterr()
+        assert (code, err) == (0, "")
+        first, second = answer.splitlines()
+        assert re.match(rf"answer from tiny-lora on http://127\.0\.0\.1:{port} in \d+\.\d ms$", first)
+        assert second.startswith("summary: ")
+
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, "".join(printed) + rest
+    assert rest.strip().endswith("stopped serving")
+
+
+def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any) -> None:
+    """The AWS block against moto: the stand-in state machine plays the pipeline (see cli_moto)."""
+    from test_use import deploy_endpoint, endpoint_answers, invoked, write_log
+
+    _, (start, follow, endpoints, invoke, delete) = walkthrough_blocks()
+    chat = chat_file(tmp_path)
+    code = main(start[1:])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert "the endpoint stays up after the smoke test (billed per hour)" in out and "report: bloomz-1" in out
+
+    # What the pipeline leaves behind for a kept endpoint: the job, its log, the endpoint (names from its plan).
+    from hfpipe.cli import aws
+
+    clients = aws.make_clients()
+    desc = aws.resolve_execution(clients, "bloomz-1", "dev")
+    plan = aws.find_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
+    assert plan is not None
+    plan = {**plan, "env": "dev", "model_name": "bloomz-1-model", "endpoint_config_name": "bloomz-1-config"}
+    deployed.create_training_job(plan)
+    sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status = "Completed"
+    now = int(time.time() * 1000)
+    write_log(
+        deployed, plan["training_job_name"], "algo-1", [(now, "{'train_loss': 1.42}"), (now + 1, "done")]
+    )
+    deploy_endpoint(deployed, plan)
+
+    assert main(follow[1:]) == 0
+    assert capsys.readouterr().out == "{'train_loss': 1.42}\ndone\n"
+
+    assert main(endpoints[1:]) == 0
+    listed = capsys.readouterr().out
+    assert plan["endpoint_name"] in listed and "USD/h together" in listed
+
+    endpoint_answers([{"generated_text": "...", "summary": "Amanda will bring Jerry cookies."}])
+    args = [a for a in invoke[1:]]
+    args[args.index("--dialogue") + 1] = str(chat)
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1] == "summary: Amanda will bring Jerry cookies."
+    assert len(invoked()) == 1
+
+    # the README deletes bloomz-1-ep (the real naming rule); the stand-in pipeline named it from its plan
+    code = main([*delete[1:3], plan["endpoint_name"], *delete[4:], "--yes"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert f"deleted endpoint {plan['endpoint_name']}" in out
+    assert not sagemaker_backend().endpoints
+    assert logs.LOG_GROUP == "/aws/sagemaker/TrainingJobs"
