@@ -61,27 +61,71 @@ def default_quotas(value: float = 100.0) -> Callable[[str], float]:
 
 
 class FakeQuotas:
-    """The Service Quotas calls the Plan function makes, answered from a function of the quota name."""
+    """Service Quotas as the Plan function sees it, in AWS's shape: ``ListServiceQuotas`` returns only
+    the quotas with an applied value (``value_for(name)`` not None), ``ListAWSDefaultServiceQuotas``
+    every quota with its default (``default``), both paginated with ``NextToken`` (``page_size`` per page).
+    """
 
-    def __init__(self, value_for: Callable[[str], float | None], names: list[str] | None = None):
+    def __init__(
+        self,
+        value_for: Callable[[str], float | None],
+        names: list[str] | None = None,
+        *,
+        default: float = 0.0,
+        page_size: int = 50,
+    ):
         self.value_for = value_for
         self.names = names
+        self.default = default
+        self.page_size = page_size
 
-    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]:
-        """One page: every quota name asked about so far, plus the standard ones for known types."""
+    def _names(self) -> list[str]:
         from hfpipe.core.prices import PRICES_USD_PER_HOUR
 
-        names = self.names or [
+        return self.names or [
             f"{t} for {use}"
             for t in PRICES_USD_PER_HOUR
             for use in ("training job usage", "spot training job usage", "endpoint usage")
         ]
-        quotas = []
-        for n in names:
-            v = self.value_for(n)
-            if v is not None:
-                quotas.append({"QuotaName": n, "Value": v, "ServiceCode": "sagemaker"})
-        return {"Quotas": quotas}
+
+    def _page(self, quotas: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
+        start = int(token or 0)
+        page: dict[str, Any] = {"Quotas": quotas[start : start + self.page_size]}
+        if start + self.page_size < len(quotas):
+            page["NextToken"] = str(start + self.page_size)
+        return page
+
+    def _quota(self, index: int, name: str, value: float) -> dict[str, Any]:
+        return {"ServiceCode": "sagemaker", "QuotaName": name, "QuotaCode": f"L-{index:08X}", "Value": value}
+
+    def list_service_quotas(self, ServiceCode: str, NextToken: str | None = None, **_: Any) -> dict[str, Any]:
+        applied = [(i, n, self.value_for(n)) for i, n in enumerate(self._names())]
+        return self._page([self._quota(i, n, v) for i, n, v in applied if v is not None], NextToken)
+
+    def list_aws_default_service_quotas(
+        self, ServiceCode: str, NextToken: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        quotas = [self._quota(i, n, self.default) for i, n in enumerate(self._names())]
+        return self._page(quotas, NextToken)
+
+    def get_paginator(self, operation_name: str) -> Any:
+        return _FakePaginator(getattr(self, operation_name))
+
+
+class _FakePaginator:
+    """botocore's paginate() over a NextToken operation."""
+
+    def __init__(self, operation: Callable[..., dict[str, Any]]):
+        self.operation = operation
+
+    def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        token = None
+        while True:
+            page = self.operation(**kwargs, **({"NextToken": token} if token else {}))
+            yield page
+            token = page.get("NextToken")
+            if not token:
+                return
 
 
 class _Runtime:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hfpipe.core import names, prices, request
+from hfpipe.core import names, prices, quotas, request
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -29,10 +29,14 @@ class QuotaTooLowError(Exception):
     """An account quota is below what the recipe needs; the message names quota, applied and needed."""
 
 
-class QuotaClient(Protocol):
-    """The part of boto3's service-quotas client the quota check uses."""
+class QuotaLookupThrottled(Exception):
+    """Service Quotas kept throttling the quota check; the state machine retries Plan."""
 
-    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]: ...
+
+class QuotaClient(Protocol):
+    """The part of boto3's service-quotas client the quota check uses (its paginators)."""
+
+    def get_paginator(self, operation_name: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -156,30 +160,29 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
 
 
 def check_quotas(client: QuotaClient, needed: dict[str, int]) -> dict[str, float]:
-    """Compare the applied SageMaker quotas with what is needed; raise QuotaTooLowError naming the first
-    short one. Returns the applied values looked at."""
-    applied: dict[str, float] = {}
-    token: str | None = None
-    while True:
-        kwargs: dict[str, Any] = {"ServiceCode": "sagemaker"}
-        if token:
-            kwargs["NextToken"] = token
-        page = client.list_service_quotas(**kwargs)
-        for q in page.get("Quotas", []):
-            if q.get("QuotaName") in needed:
-                applied[q["QuotaName"]] = float(q.get("Value", 0))
-        token = page.get("NextToken")
-        if not token:
-            break
+    """Compare the SageMaker quotas that apply (applied value, else the AWS default; see core.quotas)
+    with what is needed; raise QuotaTooLowError naming the first short one. Returns the values looked at.
+
+    Service Quotas throttling that outlasts botocore's retries becomes QuotaLookupThrottled, which the
+    state machine retries with backoff.
+    """
+    try:
+        values = quotas.lookup_quotas(client, "sagemaker", list(needed))
+    except quotas.UnknownQuotaError as err:
+        raise QuotaTooLowError(str(err)) from err
+    except Exception as err:
+        if quotas.is_throttling(err):
+            raise QuotaLookupThrottled(f"Service Quotas throttled the quota check: {err}") from err
+        raise
     for name, count in needed.items():
-        if name not in applied:
-            raise QuotaTooLowError(f"quota {name!r}: not found in this account/region; needed {count}")
-        if applied[name] < count:
+        quota = values[name]
+        if quota.value < count:
+            source = "applied value" if quota.applied else "AWS default value (no increase applied)"
             raise QuotaTooLowError(
-                f"quota {name!r}: applied value {applied[name]:g} < needed {count}; request an increase "
+                f"quota {name!r}: {source} {quota.value:g} < needed {count}; request an increase "
                 "(the QuotaStack does this for the quotas in cdk.json)"
             )
-    return applied
+    return {name: q.value for name, q in values.items()}
 
 
 def build_plan(
