@@ -41,3 +41,9 @@ def stack_name(env: str, part: str) -> str:
 # lifecycle rule, so a training job's CheckpointConfig.S3Uri must live under it.
 ARTIFACTS_CHECKPOINTS_PREFIX = "checkpoints/"
 ARTIFACTS_OUTPUT_PREFIX = "training-output/"
+# OutputDataConfig.S3OutputPath of every training job (model.tar.gz, output.tar.gz); with the checkpoints
+# prefix, the only keys the SageMaker execution role may write.
+ARTIFACTS_MODELS_PREFIX = "models/"
+# Launch keeps each waiting task's token here (tokens are up to 2,048 characters, SageMaker tag values
+# at most 256), keyed by training job name; OnTrainingEvent reads it to complete the task.
+ARTIFACTS_TASK_TOKENS_PREFIX = "task-tokens/"

@@ -145,6 +145,8 @@ class QuotaRequestProvider(Construct):
 
     def _acknowledge_framework(self, stack: Stack) -> None:
         framework = self.provider.node.find_child("framework-onEvent")
+        assert isinstance(framework, lambda_.Function) and isinstance(framework.role, iam.Role)
+        function_depends_on_policy_only(framework, framework.role)
         acknowledge(
             framework,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",

@@ -197,10 +197,17 @@ def test_execution_role_is_scoped(synthesized, env):
     assert by_sid["ReadData"]["Resource"] == {
         "Fn::Join": ["", [{"Fn::ImportValue": f"Hfpipe-{env}-Data-DataBucketArn"}, "/*"]]
     }
-    assert "s3:PutObject" in by_sid["ReadWriteArtifacts"]["Action"]
-    assert by_sid["ReadWriteArtifacts"]["Resource"] == {
-        "Fn::Join": ["", [{"Fn::ImportValue": f"Hfpipe-{env}-Data-ArtifactsBucketArn"}, "/*"]]
-    }
+    artifacts = {"Fn::ImportValue": f"Hfpipe-{env}-Data-ArtifactsBucketArn"}
+    assert by_sid["ReadArtifacts"]["Action"] == "s3:GetObject"
+    assert by_sid["ReadArtifacts"]["Resource"] == {"Fn::Join": ["", [artifacts, "/*"]]}
+    # Writes only under the prefixes a job's request names: models/ (S3OutputPath), checkpoints/.
+    assert "s3:PutObject" in by_sid["WriteJobOutputs"]["Action"]
+    assert by_sid["WriteJobOutputs"]["Resource"] == [
+        {"Fn::Join": ["", [artifacts, "/models/*"]]},
+        {"Fn::Join": ["", [artifacts, "/checkpoints/*"]]},
+    ]
+    writes = [s for s in role_statements if "s3:PutObject" in as_list(s["Action"])]
+    assert writes == [by_sid["WriteJobOutputs"]]
     assert by_sid["SageMakerMetrics"]["Condition"] == {
         "StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}
     }
@@ -249,16 +256,25 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
         (r["Properties"]["ServiceCode"], r["Properties"]["QuotaName"], r["Properties"]["DesiredValue"])
         for r in requests.values()
     ) == sorted((q.service_code, q.name, q.value) for q in config.quotas)
-    (function,) = resources(template, "AWS::Lambda::Function").values()
-    assert function["Properties"]["Handler"] == "quota_request.handler"
+    functions = resources(template, "AWS::Lambda::Function").values()
+    (function,) = [f for f in functions if f["Properties"]["Handler"] == "quota_request.handler"]
     assert function["Properties"]["Runtime"] == "python3.14"
+    assert function["Properties"]["LoggingConfig"]["LogFormat"] == "JSON"
+    # No reserved concurrency: Lambda keeps 10 unreserved, so accounts limited to 10 refuse any.
+    assert all("ReservedConcurrentExecutions" not in f["Properties"] for f in functions)
+    # custom_resources.Provider: the custom resources' service token is the framework function, which
+    # invokes the handler and answers CloudFormation.
+    (framework,) = [f for f in functions if f is not function]
+    for request in requests.values():
+        token = request["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+        assert template["Resources"][token] is framework
     actions = {a for s in statements(template) for a in as_list(s["Action"])}
-    assert actions == {
-        "logs:CreateLogStream",
-        "logs:PutLogEvents",
+    assert actions >= {
         "servicequotas:GetServiceQuota",
         "servicequotas:RequestServiceQuotaIncrease",
+        "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
+        "servicequotas:GetAWSDefaultServiceQuota",
         "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
     }
     status_outputs = [k for k in template["Outputs"] if k.endswith("Status")]

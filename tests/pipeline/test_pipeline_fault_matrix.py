@@ -20,9 +20,10 @@ def run(engine, recipe_name="tiny-qa", **inp):
 
 
 def left(engine, name):
-    """SageMaker resources of one execution still present (by the derived names)."""
+    """SageMaker resources of one execution still present (by the derived names: env-execution-...)."""
     res = engine.sagemaker_resources()
-    return {kind: [n for n in names if n == name or n.startswith(name + "-")] for kind, names in res.items()}
+    base = f"dev-{name}"
+    return {kind: [n for n in names if n == base or n.startswith(base + "-")] for kind, names in res.items()}
 
 
 NOTHING_DEPLOYED = {"models": [], "endpoint_configs": [], "endpoints": []}

@@ -45,12 +45,24 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "smoke_test": smoke,
         "evaluation_gate": gate,
     }
+    endpoint = event.get("endpoint") or {}
+    if endpoint.get("FailureReason"):
+        report["endpoint_failure_reason"] = endpoint["FailureReason"]
+    cleanup_error = event.get("cleanup_error")
+    if cleanup_error:
+        # Clean-up itself failed: both errors are reported, the original one stays the execution's.
+        report["cleanup_error"] = {
+            "error": cleanup_error.get("Error"),
+            "cause": _cause_text(cleanup_error.get("Cause", "")),
+        }
     caught = event.get("error")
     if caught:
         report["outcome"] = "failed"
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.
         report["error"] = str(caught.get("Error", "Error")).replace("States.", "States")
         report["cause"] = _cause_text(caught.get("Cause", ""))
+        if report.get("endpoint_failure_reason"):
+            report["cause"] += f": {report['endpoint_failure_reason']}"
     elif status in ("Failed", "Stopped"):
         report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
@@ -82,6 +94,7 @@ def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
+    aws.bind(event)
     report = build_report(event)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
     aws.log_json(
