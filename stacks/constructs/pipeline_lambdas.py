@@ -89,7 +89,7 @@ class PipelineLambdas(Construct):
         "smoke_test": "pipeline_lambdas.smoke_test.handler",
         "report": "pipeline_lambdas.report.handler",
         "cleanup": "pipeline_lambdas.cleanup.handler",
-        "on_training_event": "pipeline_lambdas.training_event.handler",
+        "on_training_event": "pipeline_lambdas.on_training_event.handler",
     }
 
     def __init__(

@@ -52,9 +52,9 @@ def test_happy_path_keep_endpoint_leaves_tagged_endpoint(fresh):
     name, r = run(fresh, keep_endpoint=True)
     assert r.status == "SUCCEEDED", r.cause
     got = left(fresh, name)
-    assert got["endpoints"] == [f"{name}-ep"] and got["models"] == [f"{name}-model"]
+    assert got["endpoints"] == [f"dev-{name}-ep"] and got["models"] == [f"dev-{name}-model"]
     sm = fresh.client("sagemaker")
-    arn = sm.describe_endpoint(EndpointName=f"{name}-ep")["EndpointArn"]
+    arn = sm.describe_endpoint(EndpointName=f"dev-{name}-ep")["EndpointArn"]
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
     assert tags[contract.TAG_EXECUTION] == name and tags[contract.TAG_MANAGED_BY] == "hfpipe"
     assert r.output["report"]["endpoint_deleted"] is False
@@ -77,7 +77,7 @@ def test_training_job_carries_spot_request(fresh):
     assert (
         seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
     )
-    assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/{name}/"
+    assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/dev-{name}/"
 
 
 @pytest.mark.parametrize(
@@ -182,9 +182,13 @@ def test_throttled_launch_then_success(fresh):
 
 def test_launch_retried_after_job_created_makes_no_second_job(fresh):
     fresh.after_errors["launch"] = ["Lambda.ServiceException"]
+    before = len(fresh.invocations)
     name, r = run(fresh, deploy=False)
     assert r.status == "SUCCEEDED", r.cause
-    assert r.output["launch"]["created"] is False  # the retry found the job the first attempt made
+    # The retry found the job the first attempt made (tagged with this env and execution) and, as it had
+    # already ended, completed the waiting task itself.
+    assert [k for k, _ in fresh.invocations[before:]].count("launch") == 2
+    assert r.output["training"]["TrainingJobStatus"] == "Completed"
     assert_only_job(fresh, name)
 
 
@@ -196,7 +200,7 @@ def test_endpoint_failed_is_cleaned_up(fresh):
     fresh.on_endpoint = failed
     name, r = run(fresh)
     assert (r.status, r.error) == ("FAILED", "EndpointFailed")
-    assert f"{name}-ep is Failed" in r.cause
+    assert f"dev-{name}-ep is Failed" in r.cause
     assert "CleanupOnError" in r.states
     assert_only_job(fresh, name)
 
@@ -283,5 +287,5 @@ def test_training_plugin_gets_the_request_as_sent(fresh):
     assert r.status == "SUCCEEDED", r.cause
     [request] = seen
     assert request["AlgorithmSpecification"]["MetricDefinitions"] == wanted
-    described = fresh.client("sagemaker").describe_training_job(TrainingJobName=name)
+    described = fresh.client("sagemaker").describe_training_job(TrainingJobName=f"dev-{name}")
     assert described["AlgorithmSpecification"]["MetricDefinitions"] == wanted

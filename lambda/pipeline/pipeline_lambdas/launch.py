@@ -19,7 +19,7 @@ from typing import Any
 
 from hfpipe import contract
 from pipeline_lambdas import aws
-from pipeline_lambdas import training_event
+from pipeline_lambdas import on_training_event as training_event
 
 LOG = aws.logger(__name__)
 
