@@ -36,7 +36,7 @@ TRAINING_WAIT_MARGIN_SECONDS = 2 * 3600
 #: Time for everything but the two waits: Lambdas (at most 15 minutes each), Retry back-offs, clean-up.
 OTHER_STATES_SECONDS = 6 * 3600
 EVENTS_PER_ENDPOINT_POLL = 13
-MAX_ENDPOINT_POLLS = 500
+MAX_ENDPOINT_POLLS = 360
 #: Every state outside the endpoint loop visited once on the longest path (success with deploy, gate,
 #: smoke test and endpoint deletion, or a failure through clean-up and the failure report), counted with
 #: the per-state numbers above, plus every retry the Retry policies allow on that path (3 events each).
