@@ -510,6 +510,12 @@ class LocalEngine:
                 with engine._lock:
                     engine._delivering.discard(arn)
 
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service_aws_sdk as aws_sdk,
+        )
+
+        # The AWS SDK integration names SageMaker's errors "SageMaker.<Exception>" (moto: "sagemaker.").
+        self._stack.enter_context(mock.patch.dict(aws_sdk._SERVICE_ERROR_NAMES, {"sagemaker": "SageMaker"}))
         for target, name, value in (
             (unsupported.StateTaskServiceUnsupported, "_from_error", from_error),
             (StepFunctionResponse, "send_task_failure", send_task_failure),
