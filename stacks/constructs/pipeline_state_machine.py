@@ -365,7 +365,9 @@ class PipelineStateMachine(Construct):
                 "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
                 "before the resource exists.",
             )
-        for function in lambdas.functions.values():
+        for key, function in lambdas.functions.items():
+            if key == "on_training_event":  # invoked by EventBridge, not by the state machine
+                continue
             acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",

@@ -55,10 +55,10 @@ def test_watch_a_pipeline_run_to_its_report(engine: Any) -> None:
     console = Console(record=True, width=160)
     snap = watch(clients, arn, console, interval=0.2)
     assert snap.status == "SUCCEEDED"
-    assert snap.plan is not None and snap.plan["training_job_name"] == "view-ok"
-    assert snap.plan["endpoint_name"] == "view-ok-ep"
+    assert snap.plan is not None and snap.plan["training_job_name"] == "dev-view-ok"
+    assert snap.plan["endpoint_name"] == "dev-view-ok-ep"
     text = console.export_text()
-    assert "view-ok-ep  deleted" in text
+    assert "dev-view-ok-ep  deleted" in text
     assert "report: view-ok" in text
     assert "SageMaker" in text  # the smoke test's answer
 

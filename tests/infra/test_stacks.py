@@ -202,9 +202,9 @@ def test_execution_role_is_scoped(synthesized, env):
     assert by_sid["ReadArtifacts"]["Resource"] == {"Fn::Join": ["", [artifacts, "/*"]]}
     # Writes only under the prefixes a job's request names: models/ (S3OutputPath), checkpoints/.
     assert "s3:PutObject" in by_sid["WriteJobOutputs"]["Action"]
-    assert by_sid["WriteJobOutputs"]["Resource"] == [
-        {"Fn::Join": ["", [artifacts, "/models/*"]]},
-        {"Fn::Join": ["", [artifacts, "/checkpoints/*"]]},
+    assert sorted(flat(r) for r in by_sid["WriteJobOutputs"]["Resource"]) == [
+        f"${{Fn::ImportValue:Hfpipe-{env}-Data-ArtifactsBucketArn}}/checkpoints/*",
+        f"${{Fn::ImportValue:Hfpipe-{env}-Data-ArtifactsBucketArn}}/models/*",
     ]
     writes = [s for s in role_statements if "s3:PutObject" in as_list(s["Action"])]
     assert writes == [by_sid["WriteJobOutputs"]]
