@@ -400,7 +400,9 @@ class LocalEngine:
         )
         for api in ("create_model", "create_endpoint_config", "describe_endpoint"):
             self._stack.enter_context(
-                mock.patch.object(SageMakerModelBackend, api, self._injecting(api, getattr(SageMakerModelBackend, api)))
+                mock.patch.object(
+                    SageMakerModelBackend, api, self._injecting(api, getattr(SageMakerModelBackend, api))
+                )
             )
         self._install_aws_behaviours()
         if str(LAMBDA_DIR) not in sys.path:
@@ -479,7 +481,10 @@ class LocalEngine:
                 event_type=HistoryEventType.TaskFailed,
                 event_details=EventDetails(
                     taskFailedEventDetails=TaskFailedEventDetails(
-                        error=error, cause=cause, resource=task._get_sfn_resource(), resourceType=task._get_sfn_resource_type()
+                        error=error,
+                        cause=cause,
+                        resource=task._get_sfn_resource(),
+                        resourceType=task._get_sfn_resource_type(),
                     )
                 ),
             )
@@ -488,7 +493,9 @@ class LocalEngine:
             from moto.core.responses import EmptyResult
 
             response.stepfunction_backend.send_task_failure(
-                response._get_param("taskToken"), error=response._get_param("error"), cause=response._get_param("cause")
+                response._get_param("taskToken"),
+                error=response._get_param("error"),
+                cause=response._get_param("cause"),
             )
             return EmptyResult()
 
@@ -553,7 +560,9 @@ class LocalEngine:
         job = self.client("sagemaker").describe_training_job(TrainingJobName=name)
         if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"):
             job.pop("ResponseMetadata", None)
-            self.put_event("aws.sagemaker", "SageMaker Training Job State Change", job, [job["TrainingJobArn"]])
+            self.put_event(
+                "aws.sagemaker", "SageMaker Training Job State Change", job, [job["TrainingJobArn"]]
+            )
 
     def _execution_ended(self, execution: Any) -> None:
         """Step Functions' "Step Functions Execution Status Change" event for an execution that ended."""
@@ -567,7 +576,9 @@ class LocalEngine:
             "startDate": int(execution.start_date.timestamp() * 1000),
             "stopDate": int(execution.stop_date.timestamp() * 1000) if execution.stop_date else None,
             "input": json.dumps(execution.input_data) if execution.input_data is not None else None,
-            "output": json.dumps(execution.output) if getattr(execution, "output", None) is not None else None,
+            "output": json.dumps(execution.output)
+            if getattr(execution, "output", None) is not None
+            else None,
             "error": getattr(execution, "error", None),
             "cause": getattr(execution, "cause", None),
         }
@@ -634,7 +645,9 @@ class LocalEngine:
         self._machine_alias[arn] = self.state_machine_arn
         return str(arn)
 
-    def start(self, execution_input: dict[str, Any], *, name: str, state_machine_arn: str | None = None) -> str:
+    def start(
+        self, execution_input: dict[str, Any], *, name: str, state_machine_arn: str | None = None
+    ) -> str:
         """Start an execution; returns its ARN."""
         return str(
             self.client("stepfunctions").start_execution(

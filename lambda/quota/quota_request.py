@@ -198,5 +198,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
         return on_event(event, client)
     except (UnknownQuotaError, ValueError, ClientError) as error:
-        LOGGER.error("quota request failed", extra={"request_type": event.get("RequestType"), "error": str(error)})
+        LOGGER.error(
+            "quota request failed", extra={"request_type": event.get("RequestType"), "error": str(error)}
+        )
         raise

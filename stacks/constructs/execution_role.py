@@ -117,7 +117,9 @@ class SageMakerExecutionRole(Construct):
         # CheckpointConfig.S3Uri (checkpoints/, which SageMaker's checkpoint sync also prunes).
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="ReadArtifacts", actions=["s3:GetObject"], resources=[artifacts_bucket.arn_for_objects("*")]
+                sid="ReadArtifacts",
+                actions=["s3:GetObject"],
+                resources=[artifacts_bucket.arn_for_objects("*")],
             )
         )
         self.role.add_to_policy(

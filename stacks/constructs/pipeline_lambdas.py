@@ -149,7 +149,9 @@ class PipelineLambdas(Construct):
                 # Longer than the smoke test's latency limit (limits.MAX_SMOKE_LATENCY_MS), so a slow
                 # endpoint fails the latency check rather than timing the Lambda out.
                 timeout=cdk.Duration.seconds(
-                    limits.SMOKE_TEST_TIMEOUT_SECONDS if key == "smoke_test" else limits.LAMBDA_TIMEOUT_SECONDS
+                    limits.SMOKE_TEST_TIMEOUT_SECONDS
+                    if key == "smoke_test"
+                    else limits.LAMBDA_TIMEOUT_SECONDS
                 ),
                 memory_size=256,
                 log_group=log_group,
@@ -182,7 +184,9 @@ class PipelineLambdas(Construct):
             "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
             "permissions (Service Authorization Reference, Service Quotas); the Plan Lambda only reads quotas.",
         )
-        tokens = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"
+        tokens = (
+            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"
+        )
         tokens_rendered = (
             rendered(stack, f"arn:{stack.partition}:s3:::")
             + rendered_value(stack, artifacts_bucket_name)
@@ -203,14 +207,20 @@ class PipelineLambdas(Construct):
         )
         # Launch's idempotency check reads the job and its tags (adopted only when this env and execution's).
         launch.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], resources=[job_arn])
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], resources=[job_arn]
+            )
         )
         launch.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[tokens]))
         launch.add_to_policy(complete_task)
         grant_pass_role(launch)
         on_event = self.roles["on_training_event"]
-        on_event.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject", "s3:DeleteObject"], resources=[tokens]))
-        on_event.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn]))
+        on_event.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:DeleteObject"], resources=[tokens])
+        )
+        on_event.add_to_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
+        )
         on_event.add_to_policy(complete_task)
         for key in ("launch", "on_training_event"):
             acknowledge(

@@ -9,8 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, CustomResource, DockerImage, Duration, ILocalBundling
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import (
+    AssetHashType,
+    BundlingOptions,
+    CustomResource,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    RemovalPolicy,
+    Stack,
+)
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -138,7 +146,9 @@ class QuotaRequestProvider(Construct):
             self,
             "Provider",
             on_event_handler=self.function,
-            log_group=logs.LogGroup(self, "FrameworkLogGroup", retention=log_retention, removal_policy=removal_policy),
+            log_group=logs.LogGroup(
+                self, "FrameworkLogGroup", retention=log_retention, removal_policy=removal_policy
+            ),
         )
         self.service_token = self.provider.service_token
         self._acknowledge_framework(stack)

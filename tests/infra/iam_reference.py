@@ -62,13 +62,18 @@ class Finding:
 def render(value: Any, template: dict[str, Any], region: str) -> str:
     """A CloudFormation string expression with intrinsics replaced by plausible concrete values."""
     resources = template["Resources"]
-    pseudo = {"AWS::Partition": "aws", "AWS::Region": region, "AWS::AccountId": ACCOUNT,
-              "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "stack"}
+    pseudo = {
+        "AWS::Partition": "aws",
+        "AWS::Region": region,
+        "AWS::AccountId": ACCOUNT,
+        "AWS::URLSuffix": "amazonaws.com",
+        "AWS::StackName": "stack",
+    }
     if isinstance(value, str):
         return value
     if isinstance(value, (int, float)):
         return str(value)
-    (key, arg), = value.items()
+    ((key, arg),) = value.items()
     if key == "Fn::Join":
         sep, parts = arg
         return sep.join(render(p, template, region) for p in parts)
@@ -133,7 +138,9 @@ def _key_known(key: str, allowed: list[str]) -> bool:
     return False
 
 
-def check_statement(statement: dict[str, Any], template: dict[str, Any], region: str) -> list[tuple[str, str]]:
+def check_statement(
+    statement: dict[str, Any], template: dict[str, Any], region: str
+) -> list[tuple[str, str]]:
     """(action, problem) pairs for one policy statement."""
     problems: list[tuple[str, str]] = []
     actions = statement.get("Action", [])
@@ -156,11 +163,15 @@ def check_statement(statement: dict[str, Any], template: dict[str, Any], region:
             formats = {t: service["resources"][t.rstrip("*")]["arn"] for t in types}
             specific = [a for a in arns if a != "*"]
             if not types and specific and not pattern.endswith("*"):
-                problems.append((action, f"supports no resource-level permissions; Resource must be '*', got {specific}"))
+                problems.append(
+                    (action, f"supports no resource-level permissions; Resource must be '*', got {specific}")
+                )
                 continue
             matched = [t for t, raw in formats.items() if any(arn_matches(a, raw) for a in arns)]
             if types and not matched and not pattern.endswith("*"):
-                problems.append((action, f"none of {arns} is one of its resource types {sorted(formats.values())}"))
+                problems.append(
+                    (action, f"none of {arns} is one of its resource types {sorted(formats.values())}")
+                )
                 continue
             allowed = [k for v in privilege["resource_types"].values() for k in v["condition_keys"]]
             for t in matched:
@@ -172,7 +183,9 @@ def check_statement(statement: dict[str, Any], template: dict[str, Any], region:
                     if not _key_known(key, list(service["conditions"])):
                         problems.append((action, f"condition key {key} is not defined by {prefix}"))
                 elif not _key_known(key, allowed):
-                    problems.append((action, f"does not support condition key {key} (supports {sorted(set(allowed))})"))
+                    problems.append(
+                        (action, f"does not support condition key {key} (supports {sorted(set(allowed))})")
+                    )
     return problems
 
 
@@ -182,8 +195,13 @@ def policy_documents(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]
     for logical, resource in template["Resources"].items():
         props = resource.get("Properties", {})
         rtype = resource["Type"]
-        if rtype in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::S3::BucketPolicy",
-                     "AWS::SNS::TopicPolicy", "AWS::SQS::QueuePolicy"):
+        if rtype in (
+            "AWS::IAM::Policy",
+            "AWS::IAM::ManagedPolicy",
+            "AWS::S3::BucketPolicy",
+            "AWS::SNS::TopicPolicy",
+            "AWS::SQS::QueuePolicy",
+        ):
             found.append((logical, props["PolicyDocument"]))
         if rtype == "AWS::IAM::Role":
             found.extend((logical, p["PolicyDocument"]) for p in props.get("Policies", []))

@@ -8,7 +8,18 @@ from iam_reference import check_statement, check_template
 
 from hfpipe.contract import stack_name
 
-ARN = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":servicequotas:eu-west-1:", {"Ref": "AWS::AccountId"}, ":sagemaker/*"]]}
+ARN = {
+    "Fn::Join": [
+        "",
+        [
+            "arn:",
+            {"Ref": "AWS::Partition"},
+            ":servicequotas:eu-west-1:",
+            {"Ref": "AWS::AccountId"},
+            ":sagemaker/*",
+        ],
+    ]
+}
 EMPTY: dict = {"Resources": {}}
 
 
@@ -28,7 +39,10 @@ def test_every_policy_of_every_environment_matches_the_reference(synthesized):
     ("statement", "problem"),
     [
         # ListServiceQuotas has no resource types: an ARN makes the statement grant nothing.
-        ({"Effect": "Allow", "Action": "servicequotas:ListServiceQuotas", "Resource": ARN}, "Resource must be '*'"),
+        (
+            {"Effect": "Allow", "Action": "servicequotas:ListServiceQuotas", "Resource": ARN},
+            "Resource must be '*'",
+        ),
         ({"Effect": "Allow", "Action": "sagemaker:CreateTrainingJobs", "Resource": "*"}, "not an action"),
         # A bucket ARN for an object action: no resource type matches.
         ({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::bucket"}, "none of"),
@@ -54,7 +68,9 @@ def test_tag_and_global_condition_keys_pass_where_the_reference_lists_them():
         "Effect": "Allow",
         "Action": ["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
         "Resource": "arn:aws:sagemaker:eu-west-1:123456789012:training-job/*",
-        "Condition": {"StringEquals": {"aws:RequestTag/hfpipe:env": "dev", "aws:SourceAccount": "123456789012"}},
+        "Condition": {
+            "StringEquals": {"aws:RequestTag/hfpipe:env": "dev", "aws:SourceAccount": "123456789012"}
+        },
     }
     assert check_statement(ok, EMPTY, "eu-west-1") == []
 

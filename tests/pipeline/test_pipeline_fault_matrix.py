@@ -310,8 +310,10 @@ def test_native_task_throttled_or_out_of_capacity_is_retried(fresh, api, state, 
     name, r = run(fresh)
     assert r.status == "SUCCEEDED", r.cause
     attempts = [e for e in r.history if e["type"] == "TaskFailed"]
-    named = "SageMaker.ResourceLimitExceededException" if code == "ResourceLimitExceeded" else (
-        "SageMaker.AmazonSageMakerException"
+    named = (
+        "SageMaker.ResourceLimitExceededException"
+        if code == "ResourceLimitExceeded"
+        else ("SageMaker.AmazonSageMakerException")
     )
     assert [e["taskFailedEventDetails"]["error"] for e in attempts] == [named]
     assert_only_job(fresh, name)
@@ -325,7 +327,9 @@ def test_native_task_refused_is_retried_a_few_times_then_cleaned_up(fresh, api, 
     assert (r.status, r.error) == ("FAILED", "SageMaker.AmazonSageMakerException"), r.cause
     failed = [e for e in r.history if e["type"] == "TaskFailed"]
     # The first try and CATCH_ALL_ATTEMPTS (3) retries, then the Catch.
-    assert [e["taskFailedEventDetails"]["error"] for e in failed] == ["SageMaker.AmazonSageMakerException"] * 4
+    assert [e["taskFailedEventDetails"]["error"] for e in failed] == [
+        "SageMaker.AmazonSageMakerException"
+    ] * 4
     assert f"Error Code: {code}" in r.cause
     assert "CleanupOnError" in r.states
     assert_only_job(fresh, name)
@@ -367,7 +371,7 @@ def test_retry_lists_name_each_integrations_errors(template):
 def test_cleanup_failure_is_reported_with_the_original_error(fresh):
     fresh.endpoint = lambda n, body: []  # the smoke test fails
     fresh.after_errors["cleanup"] = ["AccessDeniedException"] * 8  # and so does clean-up (every retry)
-    name, r = run(fresh)
+    _, r = run(fresh)
     assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
     assert r.states[-3:] == ["CleanupOnError", "ReportError", "PipelineFailed"]
     # The report (ReportError's answer) carries both the original error and clean-up's own.
@@ -387,7 +391,7 @@ def test_endpoint_failure_reason_reaches_the_report(fresh):
         ep.failure_reason = "The primary container for production variant AllTraffic did not pass the ping"
 
     fresh.on_endpoint = failed
-    name, r = run(fresh)
+    _, r = run(fresh)
     assert (r.status, r.error) == ("FAILED", "EndpointFailed")
     assert "did not pass the ping" in r.cause
 

@@ -18,13 +18,15 @@ ENDPOINT_TIMEOUT = limits.MAX_ENDPOINT_POLLS * 10  # 360 polls of 10 s: the most
 
 
 def definition(template):
-    (machine,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    (machine,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
     parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
     return json.loads("".join(p if isinstance(p, str) else "0" for p in parts)), machine["Properties"]
 
 
 def test_launch_waits_for_the_training_event_with_a_timeout_from_the_plan(template):
-    states, props = definition(template)
+    states, _props = definition(template)
     launch = states["States"]["Launch"]
     assert launch["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
     assert launch["TimeoutSecondsPath"] == "$.plan.training_wait_seconds"
@@ -85,7 +87,9 @@ def test_plan_derives_the_waits_from_the_job_limits():
     assert plan["training_wait_seconds"] == spot_wait + limits.TRAINING_WAIT_MARGIN_SECONDS
     # A requested 1 s poll is stretched so the endpoint wait fits MAX_ENDPOINT_POLLS polls.
     assert (plan["poll_seconds"], plan["endpoint_max_polls"]) == (10, limits.MAX_ENDPOINT_POLLS)
-    longest = limits.worst_case_seconds(plan["training_wait_seconds"], plan["poll_seconds"], plan["endpoint_max_polls"])
+    longest = limits.worst_case_seconds(
+        plan["training_wait_seconds"], plan["poll_seconds"], plan["endpoint_max_polls"]
+    )
     assert longest == limits.EXECUTION_TIMEOUT_SECONDS
 
 
@@ -95,7 +99,7 @@ def test_plan_refuses_a_run_that_cannot_finish_before_the_execution_timeout():
 
 
 def test_plan_refuses_a_latency_limit_no_endpoint_can_be_held_to():
-    with pytest.raises(RecipeError, match="recipe.serving.max_latency_ms: 90000"):
+    with pytest.raises(RecipeError, match=r"recipe\.serving\.max_latency_ms: 90000"):
         plan_of({"serving.max_latency_ms": 90000})
 
 
@@ -131,11 +135,18 @@ def test_longest_allowed_execution_fits_the_history_limit(fresh):
     assert r.states.count("DescribeEndpoint") == limits.MAX_ENDPOINT_POLLS
     assert "CleanupOnError" in r.states
     counted = aws_event_count(r.history)
-    print(f"longest execution: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)")
+    print(
+        f"longest execution: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)"
+    )
     assert counted <= limits.worst_case_history_events(limits.MAX_ENDPOINT_POLLS) < limits.HISTORY_EVENT_LIMIT
     # Nothing it created is left: only the training job record.
     left = fresh.sagemaker_resources()
-    assert not [n for names in (left["models"], left["endpoint_configs"], left["endpoints"]) for n in names if name in n]
+    assert not [
+        n
+        for names in (left["models"], left["endpoint_configs"], left["endpoints"])
+        for n in names
+        if name in n
+    ]
 
 
 def test_a_lost_training_event_ends_in_the_task_timeout_and_clean_up(fresh):

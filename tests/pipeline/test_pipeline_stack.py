@@ -100,7 +100,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "sagemaker:StopTrainingJob",
         },
     }
-    for key, (props, _) in functions.items():
+    for props, _ in functions.values():
         assert props["Runtime"] == "python3.14" and "Environment" in props
         # Lambda's JSON log format; timeouts above the smoke test's latency limit (60 s at most).
         assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": props["LoggingConfig"]["LogGroup"]}

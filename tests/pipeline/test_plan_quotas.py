@@ -34,7 +34,9 @@ def client():
 
 
 def test_applied_values_on_a_second_page_are_read(client):
-    client.stubber.add_response("list_service_quotas", {"Quotas": [q(SERVE, 1.0)], "NextToken": "page-2"}, FIRST)
+    client.stubber.add_response(
+        "list_service_quotas", {"Quotas": [q(SERVE, 1.0)], "NextToken": "page-2"}, FIRST
+    )
     client.stubber.add_response("list_service_quotas", {"Quotas": [q(TRAIN, 2.0)]}, SECOND)
     assert check_quotas(client, {TRAIN: 1, SERVE: 1}) == {TRAIN: 2.0, SERVE: 1.0}
 

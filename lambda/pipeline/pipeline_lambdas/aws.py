@@ -46,8 +46,8 @@ def execution_name_of(event: Any) -> str:
     """The execution an event belongs to: a state machine task's plan, or an EventBridge event's detail."""
     if not isinstance(event, dict):
         return ""
-    plan = event.get("plan") if isinstance(event.get("plan"), dict) else {}
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+    plan: dict[str, Any] = event["plan"] if isinstance(event.get("plan"), dict) else {}
+    detail: dict[str, Any] = event["detail"] if isinstance(event.get("detail"), dict) else {}
     return str(plan.get("execution_name") or event.get("execution_name") or detail.get("name") or "")
 
 

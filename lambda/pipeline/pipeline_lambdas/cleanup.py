@@ -76,7 +76,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     aws.bind(event)
     if execution_end.is_execution_status_change(event):
         return execution_end.on_execution_end(
-            event, aws.client("sagemaker"), aws.client("sns"), os.environ.get("TOPIC_ARN"), os.environ["HFPIPE_ENV"]
+            event,
+            aws.client("sagemaker"),
+            aws.client("sns"),
+            os.environ.get("TOPIC_ARN"),
+            os.environ["HFPIPE_ENV"],
         )
     result = cleanup(aws.client("sagemaker"), event["plan"])
     aws.log_json(LOG, "cleanup", **result)

@@ -51,11 +51,14 @@ def failure_report(detail: dict[str, Any], cleaned: dict[str, Any]) -> dict[str,
         execution_input = json.loads(detail.get("input") or "{}")
     except ValueError:
         execution_input = {}
-    status = detail.get("status")
-    default_error = {"TIMED_OUT": "ExecutionTimedOut", "ABORTED": "ExecutionAborted"}.get(status, "ExecutionFailed")
+    status = str(detail.get("status"))
+    default_error = {"TIMED_OUT": "ExecutionTimedOut", "ABORTED": "ExecutionAborted"}.get(
+        status, "ExecutionFailed"
+    )
     return {
         "execution_name": detail.get("name"),
-        "recipe_name": (execution_input.get("recipe_name") if isinstance(execution_input, dict) else None) or "-",
+        "recipe_name": (execution_input.get("recipe_name") if isinstance(execution_input, dict) else None)
+        or "-",
         "outcome": "failed",
         "execution_status": status,
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.

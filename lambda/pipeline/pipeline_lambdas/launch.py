@@ -55,9 +55,14 @@ def token_key(training_job_name: str) -> str:
 
 
 def _adoptable(sagemaker: Any, job: dict[str, Any], plan: dict[str, Any]) -> None:
-    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])}
+    tags = {
+        t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
+    }
     expected = {contract.TAG_ENV: plan["env"], contract.TAG_EXECUTION: plan["execution_name"]}
-    if any(tags.get(k) != v for k, v in expected.items()) or tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT:
+    if (
+        any(tags.get(k) != v for k, v in expected.items())
+        or tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT
+    ):
         raise TrainingJobNameTaken(
             f"training job {job['TrainingJobName']} exists with tags "
             f"{ {k: tags.get(k) for k in (*expected, contract.TAG_MANAGED_BY)} }; it is adopted only when "

@@ -94,7 +94,12 @@ def on_event(event: dict[str, Any], sagemaker: Any, s3: Any, sfn: Any, bucket: s
         stored = json.loads(s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read())
     except Exception as err:
         if _code(err) in ("NoSuchKey", "404"):
-            return {"training_job_name": name, "status": status, "completed": False, "reason": "no waiting task"}
+            return {
+                "training_job_name": name,
+                "status": status,
+                "completed": False,
+                "reason": "no waiting task",
+            }
         raise
     aws.bind(event, stored.get("execution_name", ""))
     job = sagemaker.describe_training_job(TrainingJobName=name)
@@ -107,7 +112,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: an EventBridge "SageMaker Training Job State Change" event."""
     aws.bind(event, "")
     result = on_event(
-        event, aws.client("sagemaker"), aws.client("s3"), aws.client("stepfunctions"), os.environ["ARTIFACTS_BUCKET"]
+        event,
+        aws.client("sagemaker"),
+        aws.client("s3"),
+        aws.client("stepfunctions"),
+        os.environ["ARTIFACTS_BUCKET"],
     )
     aws.log_json(LOG, "training job event", **result)
     return result
