@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hfpipe import contract
-from hfpipe.core import limits, names, prices, quotas, request
+from hfpipe.core import cost, limits, names, prices, quotas, request
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -267,7 +267,9 @@ def build_plan(
     n = names.derive_names(execution_name, config.env)
     checkpoint = t["checkpoint_s3_uri"]
     if checkpoint == "auto":
-        checkpoint = f"s3://{config.artifacts_bucket}/checkpoints/{n['training_job_name']}/"
+        checkpoint = (
+            f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}{n['training_job_name']}/"
+        )
     checkpoints_root = f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}"
     if checkpoint and not checkpoint.startswith(checkpoints_root):
         # The execution role writes only under the prefixes jobs use (models/, checkpoints/).
@@ -288,9 +290,8 @@ def build_plan(
         checkpoint_s3_uri=checkpoint,
         tags=tags,
     )
-    hours = t["expected_hours"] if t["expected_hours"] is not None else t["max_run_seconds"] / 3600.0
     price = prices.price_per_hour(t["instance_type"])
-    estimate = prices.estimate_cost(t["instance_type"], t["instance_count"], hours * 3600.0)
+    estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
     return {
         "execution_name": execution_name,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from hfpipe.local.checkout import checkout_root
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -75,7 +75,7 @@ class LocalRuntime:
                 request,
                 job_dir / "run",
                 channel_paths=channels,
-                source_dir=ROOT / "training_code",
+                source_dir=checkout_root() / "training_code",
                 stream=log,
             )
         self.jobs[name] = result
