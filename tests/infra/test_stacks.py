@@ -367,9 +367,7 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
     )
     assert len(handler) == 1
     (framework_id,) = set(template.find_resources("AWS::Lambda::Function")) - set(handler)
-    template.all_resources_properties(
-        RESOURCE_TYPE, {"ServiceToken": {"Fn::GetAtt": [framework_id, "Arn"]}}
-    )
+    template.all_resources_properties(RESOURCE_TYPE, {"ServiceToken": {"Fn::GetAtt": [framework_id, "Arn"]}})
     # No reserved concurrency: Lambda keeps 10 unreserved, so accounts limited to 10 refuse any.
     template.all_resources_properties(
         "AWS::Lambda::Function", {"ReservedConcurrentExecutions": Match.absent()}
