@@ -218,6 +218,16 @@ class PipelineLambdas(Construct):
         on_event.add_to_policy(
             iam.PolicyStatement(actions=["s3:GetObject", "s3:DeleteObject"], resources=[tokens])
         )
+        # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
+        # listing is limited to the token prefix, so a duplicate event finds "no waiting task".
+        on_event.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:{stack.partition}:s3:::{artifacts_bucket_name}"],
+                conditions={"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
+            )
+        )
         on_event.add_to_policy(
             iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
         )

@@ -74,6 +74,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
         },
         "on_training_event": {
             "sagemaker:DescribeTrainingJob",
+            "s3:ListBucket",
             "s3:GetObject",
             "s3:DeleteObject",
             "states:SendTaskSuccess",
