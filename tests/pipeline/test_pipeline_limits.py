@@ -158,3 +158,21 @@ def test_a_lost_training_event_ends_in_the_task_timeout_and_clean_up(fresh):
         fresh.drop_training_events, fresh.timeout_scale = False, 1.0
     assert (r.status, r.error) == ("FAILED", "StatesTimeout"), r.cause
     assert "CleanupOnError" in r.states and "CreateModel" not in r.states
+
+
+def test_state_machine_logs_to_a_vended_logs_group(template):
+    (machine,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
+    group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    name = template["Resources"][group_id]["Properties"]["LogGroupName"]
+    assert name == "/aws/vendedlogs/states/hfpipe-dev-pipeline"
+
+
+def test_infra_docs_say_what_each_stack_needs_to_deploy(repo_root):
+    text = (repo_root / "docs" / "infra.md").read_text()
+    section = text.split("## What a real `cdk deploy` needs, per stack", 1)[1].split("\n## ", 1)[0]
+    for needed in ("cdk bootstrap", "Hfpipe-<env>-Data", "Hfpipe-<env>-Quota", "Hfpipe-<env>-Pipeline"):
+        assert needed in section, needed
+    assert "reserved concurrency" in section and "quotas" in section.lower()
