@@ -85,15 +85,15 @@ class QuotaRequestProvider(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
         self.log_group.grant_write(self.role)
-        # GetServiceQuota, RequestServiceQuotaIncrease and ListRequestedServiceQuotaChangeHistoryByQuota
-        # on "*", limited to the configured services by the servicequotas:service condition key, which
-        # the Service Authorization Reference lists for these three actions
-        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_servicequotas.html).
+        # The look-up (hfpipe.core.quotas) reads the two lists, which support no resource-level
+        # permissions; requesting an increase and reading a quota's request history are limited to the
+        # configured services by servicequotas:service, the condition key the Service Authorization
+        # Reference lists for them (https://docs.aws.amazon.com/service-authorization/latest/reference/
+        # list_servicequotas.html). GetServiceQuota is not needed: ListServiceQuotas has every applied value.
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="ReadAndRaiseQuotas",
+                sid="RaiseQuotas",
                 actions=[
-                    "servicequotas:GetServiceQuota",
                     "servicequotas:RequestServiceQuotaIncrease",
                     "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
                 ],
@@ -104,21 +104,17 @@ class QuotaRequestProvider(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListQuotas",
-                actions=[
-                    "servicequotas:ListServiceQuotas",
-                    "servicequotas:ListAWSDefaultServiceQuotas",
-                    "servicequotas:GetAWSDefaultServiceQuota",
-                ],
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
                 resources=["*"],
             )
         )
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "ListServiceQuotas, ListAWSDefaultServiceQuotas and GetAWSDefaultServiceQuota support no "
-            "resource-level permissions; GetServiceQuota, RequestServiceQuotaIncrease and "
-            "ListRequestedServiceQuotaChangeHistoryByQuota are limited by the servicequotas:service "
-            "condition to the configured services (Service Authorization Reference, Service Quotas).",
+            "ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level permissions; "
+            "RequestServiceQuotaIncrease and ListRequestedServiceQuotaChangeHistoryByQuota are limited by "
+            "the servicequotas:service condition to the configured services (Service Authorization "
+            "Reference, Service Quotas).",
         )
         self.function = lambda_.Function(
             self,
