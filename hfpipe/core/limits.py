@@ -56,7 +56,13 @@ LAMBDA_TIMEOUT_SECONDS = 120
 
 
 def training_wait_seconds(max_run_seconds: int, max_wait_seconds: int | None) -> int:
-    """The Launch task's timeout: the job's own limit (MaxWait with spot, else MaxRuntime) plus a margin."""
+    """The Launch task's timeout: the job's own limit (MaxWait with spot, else MaxRuntime) plus a margin.
+
+    MaxWaitTimeInSeconds already includes the run: it is "the amount of time spent waiting for Spot
+    capacity plus the amount of time the job can run" (StoppingCondition,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html), so the two
+    are not added.
+    """
     limit = max_wait_seconds if max_wait_seconds is not None else max_run_seconds
     return int(limit) + TRAINING_WAIT_MARGIN_SECONDS
 
