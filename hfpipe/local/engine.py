@@ -715,12 +715,6 @@ class LocalEngine:
             "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         }
 
-    def training_job(self, name: str) -> Any:
-        """moto's job object (to set states or read what was sent)."""
-        from moto.sagemaker.models import sagemaker_backends
-
-        return sagemaker_backends[ACCOUNT][self.region].training_jobs[name]
-
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
 #: (the SDK's exception classes); anything else is the SDK's base class, AmazonSageMakerException
@@ -799,10 +793,3 @@ class _Injected(Exception):
 def _request_of(kwargs: dict[str, Any]) -> dict[str, Any]:
     """moto's snake_case create_training_job arguments back to the API's field names."""
     return {"".join(p.capitalize() for p in k.split("_")): v for k, v in kwargs.items() if v is not None}
-
-
-@contextlib.contextmanager
-def engine_for(template: dict[str, Any], **kwargs: Any) -> Iterator[LocalEngine]:
-    """``with engine_for(template, ...) as engine`` (same as ``LocalEngine``)."""
-    with LocalEngine(template, **kwargs) as engine:
-        yield engine
