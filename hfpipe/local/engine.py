@@ -193,6 +193,8 @@ class LocalEngine:
         self.timeout_scale = 1.0
         #: Training-job state-change events are not delivered (a lost event: the Launch task times out).
         self.drop_training_events = False
+        #: Execution status-change events reach their rule's target this long after the status changed.
+        self.event_delay_s = 0.2
         #: Every event put on the local event bus, and the Lambda answers of the rules it matched.
         self.events: list[dict[str, Any]] = []
         self.deliveries: list[tuple[str, str, Any]] = []
@@ -453,6 +455,7 @@ class LocalEngine:
           moto reports every one as ``States.Runtime``;
         - ``SendTaskFailure`` keeps its ``cause`` (moto's response handler drops it);
         - task timeouts scale with ``timeout_scale``;
+        - StopExecution also ends a task waiting for its token;
         - an execution that ends puts a "Step Functions Execution Status Change" event on the bus.
         """
         from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSecondsPath
@@ -508,18 +511,40 @@ class LocalEngine:
         def timeout_seconds(timeout: Any, env: Any) -> int:
             return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
 
+        from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+        original_stop = ExecutionWorker.stop
+
+        def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+            # StopExecution ends an execution at once, a task waiting for its token included; moto's
+            # waiting task would otherwise sit out its whole timeout before the execution ends.
+            from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+
+            original_stop(worker, stop_date, error, cause)
+            # Release the waiting task without an error (an error would run its Catch): the program
+            # loop then sees the execution stopped and ends it ABORTED before any further state.
+            for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+                if endpoint.get_outcome() is None:
+                    endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
         original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
 
         def terminated(comm: Any) -> None:
             arn = comm.execution.exec_arn
             with engine._lock:
                 engine._delivering.add(arn)
-            try:
-                original_terminated(comm)
-                engine._execution_ended(comm.execution)
-            finally:
-                with engine._lock:
-                    engine._delivering.discard(arn)
+            original_terminated(comm)
+
+            def deliver() -> None:
+                # EventBridge delivers asynchronously, a moment after the status changed.
+                time.sleep(engine.event_delay_s)
+                try:
+                    engine._execution_ended(comm.execution)
+                finally:
+                    with engine._lock:
+                        engine._delivering.discard(arn)
+
+            threading.Thread(target=deliver, daemon=True).start()
 
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
             state_task_service_aws_sdk as aws_sdk,
@@ -532,6 +557,7 @@ class LocalEngine:
             (StepFunctionResponse, "send_task_failure", send_task_failure),
             (TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
             (parser_execution.BaseExecutionWorkerCommunication, "terminated", terminated),
+            (ExecutionWorker, "stop", stop),
         ):
             self._stack.enter_context(mock.patch.object(target, name, value))
 
@@ -557,7 +583,7 @@ class LocalEngine:
                     answer = json.loads(self._invoke(logical, json.dumps(event).encode(), headers))
                     self.deliveries.append((detail_type, logical, answer))
 
-    def _training_job_ended(self, name: str) -> None:
+    def training_job_ended(self, name: str) -> None:
         """SageMaker's "SageMaker Training Job State Change" event for a job that has ended locally."""
         if self.drop_training_events:
             return
@@ -625,7 +651,7 @@ class LocalEngine:
             if key == "launch" and isinstance(result, dict) and result.get("created"):
                 # The job ran to its end inside CreateTrainingJob (the training plug-in); SageMaker would
                 # now send its state-change event.
-                self._training_job_ended(result["training_job_name"])
+                self.training_job_ended(result["training_job_name"])
             pending = self.after_errors.get(key)
             if pending:
                 error = pending.pop(0)
