@@ -42,4 +42,9 @@ def stack_name(env: str, part: str) -> str:
 # checkpoints/<training job name>/). Training jobs write their model.tar.gz and output.tar.gz under the
 # output prefix (OutputDataConfig.S3OutputPath; SageMaker adds <training job name>/output/).
 ARTIFACTS_CHECKPOINTS_PREFIX = "checkpoints/"
+# OutputDataConfig.S3OutputPath of every training job (model.tar.gz, output.tar.gz); with the checkpoints
+# prefix, the only keys the SageMaker execution role may write.
 ARTIFACTS_OUTPUT_PREFIX = "models/"
+# Launch keeps each waiting task's token here (tokens are up to 2,048 characters, SageMaker tag values
+# at most 256), keyed by training job name; OnTrainingEvent reads it to complete the task.
+ARTIFACTS_TASK_TOKENS_PREFIX = "task-tokens/"

@@ -30,6 +30,7 @@ from hfpipe.contract import (
 )
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.execution_role import SageMakerExecutionRole
+from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
 from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.source_asset import SourcedirAsset
@@ -89,6 +90,10 @@ class PipelineStack(Stack):
         self.log_group = logs.LogGroup(
             self,
             "PipelineLogGroup",
+            # Step Functions writes through CloudWatch Logs' vended-log delivery; a group under
+            # /aws/vendedlogs/ keeps the log resource policy from growing per group
+            # (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
+            log_group_name=f"/aws/vendedlogs/states/hfpipe-{config.name}-pipeline",
             retention=retention_days(config.log_retention_days),
             removal_policy=self._removal_policy,
         )
@@ -127,6 +132,13 @@ class PipelineStack(Stack):
             log_group=self.log_group,
         )
         self.state_machine = self.pipeline.state_machine
+        self.pipeline_events = PipelineEvents(
+            self,
+            "PipelineEvents",
+            env_name=self.config.name,
+            lambdas=self.pipeline_lambdas,
+            state_machine=self.state_machine,
+        )
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:
         """A role for one Lambda function with no permissions yet; grant each one it needs explicitly."""

@@ -1,7 +1,10 @@
-"""Resource names derived from the Step Functions execution name.
+"""Resource names derived from the environment and the Step Functions execution name.
 
 The same execution always gets the same names, which is what makes Launch idempotent: a retried or
-repeated launch finds the job it created instead of creating a second one.
+repeated launch finds the job it created instead of creating a second one. SageMaker names are unique
+per account and region, not per environment, and two environments may share an account and region;
+execution names are only unique per state machine. So the environment is part of every name: `dev` and
+`prod` executions both called `run-1` get `dev-run-1` and `prod-run-1`.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ def base_name(execution_name: str) -> str:
     return f"{head}-{digest}" if head else digest
 
 
-def derive_names(execution_name: str) -> dict[str, str]:
-    """Names of the training job, model, endpoint config and endpoint of one execution."""
-    base = base_name(execution_name)
+def derive_names(execution_name: str, env: str) -> dict[str, str]:
+    """Names of the training job, model, endpoint config and endpoint of one execution of ``env``."""
+    if not env:
+        raise ValueError("env: empty; expected the environment name from cdk.json")
+    base = base_name(f"{env}-{execution_name}")
     names = {"training_job_name": base}
     names.update({f"{kind}_name": base + suffix for kind, suffix in _SUFFIXES.items()})
     for value in names.values():

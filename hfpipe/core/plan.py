@@ -7,12 +7,11 @@ dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeErro
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hfpipe import contract
-from hfpipe.core import cost, names, prices, request
+from hfpipe.core import cost, limits, names, prices, quotas, request
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -30,10 +29,14 @@ class QuotaTooLowError(Exception):
     """An account quota is below what the recipe needs; the message names quota, applied and needed."""
 
 
-class QuotaClient(Protocol):
-    """The part of boto3's service-quotas client the quota check uses."""
+class QuotaLookupThrottled(Exception):
+    """Service Quotas kept throttling the quota check; the state machine retries Plan."""
 
-    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]: ...
+
+class QuotaClient(Protocol):
+    """The part of boto3's service-quotas client the quota check uses (its paginators)."""
+
+    def get_paginator(self, operation_name: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -157,30 +160,65 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
 
 
 def check_quotas(client: QuotaClient, needed: dict[str, int]) -> dict[str, float]:
-    """Compare the applied SageMaker quotas with what is needed; raise QuotaTooLowError naming the first
-    short one. Returns the applied values looked at."""
-    applied: dict[str, float] = {}
-    token: str | None = None
-    while True:
-        kwargs: dict[str, Any] = {"ServiceCode": "sagemaker"}
-        if token:
-            kwargs["NextToken"] = token
-        page = client.list_service_quotas(**kwargs)
-        for q in page.get("Quotas", []):
-            if q.get("QuotaName") in needed:
-                applied[q["QuotaName"]] = float(q.get("Value", 0))
-        token = page.get("NextToken")
-        if not token:
-            break
+    """Compare the SageMaker quotas that apply (applied value, else the AWS default; see core.quotas)
+    with what is needed; raise QuotaTooLowError naming the first short one. Returns the values looked at.
+
+    Service Quotas throttling that outlasts botocore's retries becomes QuotaLookupThrottled, which the
+    state machine retries with backoff.
+    """
+    try:
+        values = quotas.lookup_quotas(client, "sagemaker", list(needed))
+    except quotas.UnknownQuotaError as err:
+        raise QuotaTooLowError(str(err)) from err
+    except Exception as err:
+        if quotas.is_throttling(err):
+            raise QuotaLookupThrottled(f"Service Quotas throttled the quota check: {err}") from err
+        raise
     for name, count in needed.items():
-        if name not in applied:
-            raise QuotaTooLowError(f"quota {name!r}: not found in this account/region; needed {count}")
-        if applied[name] < count:
+        quota = values[name]
+        if quota.value < count:
+            source = "applied value" if quota.applied else "AWS default value (no increase applied)"
             raise QuotaTooLowError(
-                f"quota {name!r}: applied value {applied[name]:g} < needed {count}; request an increase "
+                f"quota {name!r}: {source} {quota.value:g} < needed {count}; request an increase "
                 "(the QuotaStack does this for the quotas in cdk.json)"
             )
-    return applied
+    return {name: q.value for name, q in values.items()}
+
+
+def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[str, int]:
+    """Derive the waits from the recipe so the execution fits Step Functions' limits, or refuse it.
+
+    Returns ``poll_seconds`` and ``endpoint_max_polls`` (the endpoint wait: at most
+    limits.MAX_ENDPOINT_POLLS polls, so its history stays bounded) and ``training_wait_seconds`` (the
+    Launch task's timeout, from the job's own MaxRuntime/MaxWait). RecipeError when the longest possible
+    execution would outlast the state machine's timeout or its 25,000-event history.
+    """
+    t, s = recipe["training"], recipe["serving"]
+    if s["max_latency_ms"] > limits.MAX_SMOKE_LATENCY_MS:
+        raise RecipeError(
+            f"recipe.serving.max_latency_ms: {s['max_latency_ms']} is above what a SageMaker real-time "
+            f"endpoint may take to answer; accepted: up to {limits.MAX_SMOKE_LATENCY_MS}"
+        )
+    max_wait = t["spot"]["max_wait_seconds"] if t["spot"]["enabled"] else None
+    training_wait = limits.training_wait_seconds(t["max_run_seconds"], max_wait)
+    poll, polls = limits.endpoint_polling(s["endpoint_timeout_seconds"], requested_poll_seconds)
+    longest = limits.worst_case_seconds(training_wait, poll, polls if recipe["deploy"] else 0)
+    if longest > limits.EXECUTION_TIMEOUT_SECONDS:
+        field_name, value = (
+            ("training.spot.max_wait_seconds", max_wait)
+            if max_wait is not None
+            else ("training.max_run_seconds", t["max_run_seconds"])
+        )
+        raise RecipeError(
+            f"recipe.{field_name}: {value} with serving.endpoint_timeout_seconds "
+            f"{s['endpoint_timeout_seconds']} could run {longest} s, longer than the state machine's "
+            f"execution timeout ({limits.EXECUTION_TIMEOUT_SECONDS} s); accepted: training wait + endpoint "
+            f"wait + {limits.OTHER_STATES_SECONDS} s within it"
+        )
+    events = limits.worst_case_history_events(polls)
+    if events > limits.HISTORY_EVENT_LIMIT:  # cannot happen with MAX_ENDPOINT_POLLS; kept as the rule
+        raise RecipeError(f"serving.endpoint_timeout_seconds: {polls} polls would exceed the history limit")
+    return {"poll_seconds": poll, "endpoint_max_polls": polls, "training_wait_seconds": training_wait}
 
 
 def build_plan(
@@ -224,12 +262,20 @@ def build_plan(
         else None
     )
     check_quotas(quota_client, quota_names(recipe, deploy))
+    waits = check_limits(recipe, poll)
 
-    n = names.derive_names(execution_name)
+    n = names.derive_names(execution_name, config.env)
     checkpoint = t["checkpoint_s3_uri"]
     if checkpoint == "auto":
         checkpoint = (
             f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}{n['training_job_name']}/"
+        )
+    checkpoints_root = f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}"
+    if checkpoint and not checkpoint.startswith(checkpoints_root):
+        # The execution role writes only under the prefixes jobs use (models/, checkpoints/).
+        raise RecipeError(
+            f"recipe.training.checkpoint_s3_uri: {checkpoint!r} is outside the environment's checkpoint "
+            f"prefix; accepted: 'auto' or a URI under {checkpoints_root}"
         )
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
     job_request = request.build_training_job_request(
@@ -263,9 +309,9 @@ def build_plan(
         "estimated_hours": hours,
         "deploy": deploy,
         "keep_endpoint": bool(s["keep_endpoint"]),
-        "poll_seconds": poll,
-        # Counted down by the endpoint wait loop: the overall limit on waiting for InService.
-        "endpoint_max_polls": max(1, math.ceil(s["endpoint_timeout_seconds"] / poll)),
+        # The endpoint wait loop's interval and count (counted down: the overall limit on InService);
+        # the Launch task's timeout. See check_limits.
+        **waits,
         "checkpoint_s3_uri": checkpoint,
         "image_uri": image_uri,
         "inference_image_uri": inference_image_uri,

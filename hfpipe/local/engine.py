@@ -41,11 +41,14 @@ import importlib
 import importlib.util
 import io
 import json
+import math
 import os
 import re
 import sys
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,27 +67,71 @@ def default_quotas(value: float = 100.0) -> Callable[[str], float]:
 
 
 class FakeQuotas:
-    """The Service Quotas calls the Plan function makes, answered from a function of the quota name."""
+    """Service Quotas as the Plan function sees it, in AWS's shape: ``ListServiceQuotas`` returns only
+    the quotas with an applied value (``value_for(name)`` not None), ``ListAWSDefaultServiceQuotas``
+    every quota with its default (``default``), both paginated with ``NextToken`` (``page_size`` per page).
+    """
 
-    def __init__(self, value_for: Callable[[str], float | None], names: list[str] | None = None):
+    def __init__(
+        self,
+        value_for: Callable[[str], float | None],
+        names: list[str] | None = None,
+        *,
+        default: float = 0.0,
+        page_size: int = 50,
+    ):
         self.value_for = value_for
         self.names = names
+        self.default = default
+        self.page_size = page_size
 
-    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]:
-        """One page: every quota name asked about so far, plus the standard ones for known types."""
+    def _names(self) -> list[str]:
         from hfpipe.core.prices import PRICES_USD_PER_HOUR
 
-        names = self.names or [
+        return self.names or [
             f"{t} for {use}"
             for t in PRICES_USD_PER_HOUR
             for use in ("training job usage", "spot training job usage", "endpoint usage")
         ]
-        quotas = []
-        for n in names:
-            v = self.value_for(n)
-            if v is not None:
-                quotas.append({"QuotaName": n, "Value": v, "ServiceCode": "sagemaker"})
-        return {"Quotas": quotas}
+
+    def _page(self, quotas: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
+        start = int(token or 0)
+        page: dict[str, Any] = {"Quotas": quotas[start : start + self.page_size]}
+        if start + self.page_size < len(quotas):
+            page["NextToken"] = str(start + self.page_size)
+        return page
+
+    def _quota(self, index: int, name: str, value: float) -> dict[str, Any]:
+        return {"ServiceCode": "sagemaker", "QuotaName": name, "QuotaCode": f"L-{index:08X}", "Value": value}
+
+    def list_service_quotas(self, ServiceCode: str, NextToken: str | None = None, **_: Any) -> dict[str, Any]:
+        applied = [(i, n, self.value_for(n)) for i, n in enumerate(self._names())]
+        return self._page([self._quota(i, n, v) for i, n, v in applied if v is not None], NextToken)
+
+    def list_aws_default_service_quotas(
+        self, ServiceCode: str, NextToken: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        quotas = [self._quota(i, n, self.default) for i, n in enumerate(self._names())]
+        return self._page(quotas, NextToken)
+
+    def get_paginator(self, operation_name: str) -> Any:
+        return _FakePaginator(getattr(self, operation_name))
+
+
+class _FakePaginator:
+    """botocore's paginate() over a NextToken operation."""
+
+    def __init__(self, operation: Callable[..., dict[str, Any]]):
+        self.operation = operation
+
+    def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        token = None
+        while True:
+            page = self.operation(**kwargs, **({"NextToken": token} if token else {}))
+            yield page
+            token = page.get("NextToken")
+            if not token:
+                return
 
 
 class _Runtime:
@@ -108,6 +155,7 @@ class Execution:
     error: str | None
     cause: str | None
     states: list[str] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TemplateError(ValueError):
@@ -126,6 +174,7 @@ class LocalEngine:
         on_endpoint: Callable[[Any], None] | None = None,
         quotas: Callable[[str], float | None] | None = None,
         create_training_job_errors: list[str] | None = None,
+        sagemaker_errors: dict[str, list[str]] | None = None,
         after_handler_errors: dict[str, list[str]] | None = None,
         imports: dict[str, str] | None = None,
         region: str = "us-east-1",
@@ -139,6 +188,19 @@ class LocalEngine:
         self.on_endpoint = on_endpoint
         self.quotas = FakeQuotas(quotas or default_quotas())
         self.create_errors = list(create_training_job_errors or [])
+        self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
+        #: Task timeouts (TimeoutSeconds/TimeoutSecondsPath) take this many times their seconds.
+        self.timeout_scale = 1.0
+        #: Training-job state-change events are not delivered (a lost event: the Launch task times out).
+        self.drop_training_events = False
+        #: Execution status-change events reach their rule's target this long after the status changed.
+        self.event_delay_s = 0.2
+        #: Every event put on the local event bus, and the Lambda answers of the rules it matched.
+        self.events: list[dict[str, Any]] = []
+        self.deliveries: list[tuple[str, str, Any]] = []
+        self._machine_alias: dict[str, str] = {}
+        self._delivering: set[str] = set()
+        self._lock = threading.Lock()
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}
         self.imports = imports or {}
         self.region = region
@@ -231,6 +293,12 @@ class LocalEngine:
 
     def _create_resources(self) -> None:
         iam, s3, sns = self.client("iam"), self.client("s3"), self.client("sns")
+        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        for export, value in self.imports.items():
+            # The DataStack's buckets exist in AWS before this stack; make the imported ones here.
+            if export.endswith("BucketName") and value not in existing:
+                where = {} if self.region == "us-east-1" else {"LocationConstraint": self.region}
+                s3.create_bucket(Bucket=value, **({"CreateBucketConfiguration": where} if where else {}))
         trust = json.dumps({"Version": "2012-10-17", "Statement": []})
         for logical, res in self.resources.items():
             if res["Type"] == "AWS::IAM::Role":
@@ -260,6 +328,16 @@ class LocalEngine:
         self.state_machine_arn = sfn.create_state_machine(
             name="hfpipe-local", definition=definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
         )["stateMachineArn"]
+        self.physical[machines[0]] = self.state_machine_arn
+        # EventBridge rules of the template: (pattern, target function logical IDs), resolved.
+        self.rules = [
+            (
+                self.resolve(res["Properties"]["EventPattern"]),
+                [t["Arn"]["Fn::GetAtt"][0] for t in res["Properties"].get("Targets", [])],
+            )
+            for res in self.resources.values()
+            if res["Type"] == "AWS::Events::Rule"
+        ]
 
     # -- hooks into moto ------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
@@ -293,6 +371,7 @@ class LocalEngine:
             return job
 
         def create_endpoint(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            engine._inject("create_endpoint")
             ep = original_create_endpoint(backend, *args, **kwargs)
             if engine.on_endpoint:
                 engine.on_endpoint(ep)
@@ -326,6 +405,13 @@ class LocalEngine:
         self._stack.enter_context(
             mock.patch.object(SageMakerModelBackend, "create_endpoint", create_endpoint)
         )
+        for api in ("create_model", "create_endpoint_config", "describe_endpoint"):
+            self._stack.enter_context(
+                mock.patch.object(
+                    SageMakerModelBackend, api, self._injecting(api, getattr(SageMakerModelBackend, api))
+                )
+            )
+        self._install_aws_behaviours()
         _load_lambda_package(self.lambda_dir)
         aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         self._stack.enter_context(
@@ -336,10 +422,197 @@ class LocalEngine:
                     "sagemaker-runtime": _Runtime(self._serve),
                     # One client per service for every handler call (they are thread-safe): making a
                     # boto3 client costs more than the call it makes against moto.
-                    **{service: self.client(service) for service in ("sagemaker", "sns")},
+                    **{
+                        service: self.client(service)
+                        for service in ("sagemaker", "sns", "s3", "stepfunctions")
+                    },
                 },
             )
         )
+
+    def _inject(self, api: str) -> None:
+        pending = self.sagemaker_errors.get(api)
+        if pending:
+            from moto.core.exceptions import JsonRESTError
+
+            code = pending.pop(0)
+            raise JsonRESTError(code, f"{code} injected by the local engine")
+
+    def _injecting(self, api: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        engine = self
+
+        def call(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            engine._inject(api)
+            return original(backend, *args, **kwargs)
+
+        return call
+
+    def _install_aws_behaviours(self) -> None:
+        """Where moto's interpreter and AWS differ, play AWS's part (see docs/pipeline.md):
+
+        - the optimized SageMaker integration's errors are named as AWS names them
+          (``SageMaker.<Exception>`` for modeled exceptions, else ``SageMaker.AmazonSageMakerException``);
+          moto reports every one as ``States.Runtime``;
+        - ``SendTaskFailure`` keeps its ``cause`` (moto's response handler drops it);
+        - task timeouts scale with ``timeout_scale``;
+        - StopExecution also ends a task waiting for its token;
+        - an execution that ends puts a "Step Functions Execution Status Change" event on the bus.
+        """
+        from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSecondsPath
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service_unsupported as unsupported,
+        )
+        from moto.stepfunctions.parser.backend import execution as parser_execution
+        from moto.stepfunctions.responses import StepFunctionResponse
+
+        engine = self
+        original_from_error = unsupported.StateTaskServiceUnsupported._from_error
+
+        def from_error(task: Any, env: Any, ex: Exception) -> Any:
+            from botocore.exceptions import ClientError
+
+            if not isinstance(ex, ClientError) or task._get_boto_service_name() != "sagemaker":
+                return original_from_error(task, env, ex)
+            from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+            from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import (
+                CustomErrorName,
+            )
+            from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+            from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+            error = sagemaker_optimized_error_name(ex.response["Error"]["Code"])
+            cause = f"{ex.response['Error'].get('Message', '')} (Service: AmazonSageMaker; Error Code: {ex.response['Error']['Code']})"
+            return FailureEvent(
+                env=env,
+                error_name=CustomErrorName(error),
+                event_type=HistoryEventType.TaskFailed,
+                event_details=EventDetails(
+                    taskFailedEventDetails=TaskFailedEventDetails(
+                        error=error,
+                        cause=cause,
+                        resource=task._get_sfn_resource(),
+                        resourceType=task._get_sfn_resource_type(),
+                    )
+                ),
+            )
+
+        def send_task_failure(response: Any) -> Any:
+            from moto.core.responses import EmptyResult
+
+            response.stepfunction_backend.send_task_failure(
+                response._get_param("taskToken"),
+                error=response._get_param("error"),
+                cause=response._get_param("cause"),
+            )
+            return EmptyResult()
+
+        original_seconds = TimeoutSecondsPath._eval_seconds
+
+        def timeout_seconds(timeout: Any, env: Any) -> int:
+            return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
+
+        from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+        original_stop = ExecutionWorker.stop
+
+        def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+            # StopExecution ends an execution at once, a task waiting for its token included; moto's
+            # waiting task would otherwise sit out its whole timeout before the execution ends.
+            from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+
+            original_stop(worker, stop_date, error, cause)
+            # Release the waiting task without an error (an error would run its Catch): the program
+            # loop then sees the execution stopped and ends it ABORTED before any further state.
+            for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+                if endpoint.get_outcome() is None:
+                    endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
+        original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+
+        def terminated(comm: Any) -> None:
+            arn = comm.execution.exec_arn
+            with engine._lock:
+                engine._delivering.add(arn)
+            original_terminated(comm)
+
+            def deliver() -> None:
+                # EventBridge delivers asynchronously, a moment after the status changed.
+                time.sleep(engine.event_delay_s)
+                try:
+                    engine._execution_ended(comm.execution)
+                finally:
+                    with engine._lock:
+                        engine._delivering.discard(arn)
+
+            threading.Thread(target=deliver, daemon=True).start()
+
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service_aws_sdk as aws_sdk,
+        )
+
+        # The AWS SDK integration names SageMaker's errors "SageMaker.<Exception>" (moto: "sagemaker.").
+        self._stack.enter_context(mock.patch.dict(aws_sdk._SERVICE_ERROR_NAMES, {"sagemaker": "SageMaker"}))
+        for target, name, value in (
+            (unsupported.StateTaskServiceUnsupported, "_from_error", from_error),
+            (StepFunctionResponse, "send_task_failure", send_task_failure),
+            (TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+            (parser_execution.BaseExecutionWorkerCommunication, "terminated", terminated),
+            (ExecutionWorker, "stop", stop),
+        ):
+            self._stack.enter_context(mock.patch.object(target, name, value))
+
+    # -- the event bus ----------------------------------------------------------------------------------
+    def put_event(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
+        """Put one event on the local bus: every rule of the template it matches invokes its targets."""
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": detail_type,
+            "source": source,
+            "account": ACCOUNT,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": self.region,
+            "resources": resources,
+            "detail": json.loads(json.dumps(detail, default=str)),
+        }
+        self.events.append(event)
+        for pattern, targets in self.rules:
+            if event_matches(pattern, event):
+                for logical in targets:
+                    headers: dict[str, str] = {}
+                    answer = json.loads(self._invoke(logical, json.dumps(event).encode(), headers))
+                    self.deliveries.append((detail_type, logical, answer))
+
+    def training_job_ended(self, name: str) -> None:
+        """SageMaker's "SageMaker Training Job State Change" event for a job that has ended locally."""
+        if self.drop_training_events:
+            return
+        job = self.client("sagemaker").describe_training_job(TrainingJobName=name)
+        if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"):
+            job.pop("ResponseMetadata", None)
+            self.put_event(
+                "aws.sagemaker", "SageMaker Training Job State Change", job, [job["TrainingJobArn"]]
+            )
+
+    def _execution_ended(self, execution: Any) -> None:
+        """Step Functions' "Step Functions Execution Status Change" event for an execution that ended."""
+        detail = {
+            "executionArn": execution.exec_arn,
+            "stateMachineArn": self._machine_alias.get(
+                execution.state_machine_arn, execution.state_machine_arn
+            ),
+            "name": execution.name,
+            "status": execution.exec_status.value,
+            "startDate": int(execution.start_date.timestamp() * 1000),
+            "stopDate": int(execution.stop_date.timestamp() * 1000) if execution.stop_date else None,
+            "input": json.dumps(execution.input_data) if execution.input_data is not None else None,
+            "output": json.dumps(execution.output)
+            if getattr(execution, "output", None) is not None
+            else None,
+            "error": getattr(execution, "error", None),
+            "cause": getattr(execution, "cause", None),
+        }
+        self.put_event("aws.states", "Step Functions Execution Status Change", detail, [execution.exec_arn])
 
     def _scale_time(self) -> None:
         """Wait states and Retry intervals take ``time_scale`` times as long (tests: 0, no waiting)."""
@@ -375,6 +648,10 @@ class LocalEngine:
             with mock.patch.dict(os.environ, env):
                 handler = getattr(importlib.import_module(module_name), func_name)
                 result = handler(event, None)
+            if key == "launch" and isinstance(result, dict) and result.get("created"):
+                # The job ran to its end inside CreateTrainingJob (the training plug-in); SageMaker would
+                # now send its state-change event.
+                self.training_job_ended(result["training_job_name"])
             pending = self.after_errors.get(key)
             if pending:
                 error = pending.pop(0)
@@ -386,24 +663,71 @@ class LocalEngine:
         return json.dumps(result, default=str).encode()
 
     # -- running --------------------------------------------------------------------------------------
-    def run(self, execution_input: dict[str, Any], *, name: str, timeout_s: float = 120.0) -> Execution:
-        """Start an execution and wait for it to end; returns its status, output, error and states."""
+    def state_machine_with_timeout(self, seconds: int) -> str:
+        """The same definition with the execution timeout (TimeoutSeconds) set to ``seconds``; its events
+        name the template's state machine, as the rule expects."""
+        definition = {**self.definition, "TimeoutSeconds": seconds}
+        arn = self.client("stepfunctions").create_state_machine(
+            name=f"hfpipe-local-timeout-{seconds}-{uuid.uuid4().hex[:6]}",
+            definition=json.dumps(definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
+        )["stateMachineArn"]
+        self._machine_alias[arn] = self.state_machine_arn
+        return str(arn)
+
+    def start(
+        self, execution_input: dict[str, Any], *, name: str, state_machine_arn: str | None = None
+    ) -> str:
+        """Start an execution; returns its ARN."""
+        return str(
+            self.client("stepfunctions").start_execution(
+                stateMachineArn=state_machine_arn or self.state_machine_arn,
+                name=name,
+                input=json.dumps(execution_input),
+            )["executionArn"]
+        )
+
+    def wait(self, arn: str, *, timeout_s: float = 120.0) -> Execution:
+        """Wait for an execution to end (and its status-change event to be handled); its end state."""
         sfn = self.client("stepfunctions")
-        arn = sfn.start_execution(
-            stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(execution_input)
-        )["executionArn"]
         deadline = time.monotonic() + timeout_s
         while True:
             desc = sfn.describe_execution(executionArn=arn)
-            if desc["status"] != "RUNNING":
+            with self._lock:
+                delivering = arn in self._delivering
+            if desc["status"] != "RUNNING" and not delivering:
                 break
             if time.monotonic() > deadline:
-                raise TimeoutError(f"execution {name} still RUNNING after {timeout_s} s")
+                raise TimeoutError(f"execution {arn} still RUNNING after {timeout_s} s")
             time.sleep(0.05)
-        history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        history = self.history(arn)
         states = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
         output = json.loads(desc["output"]) if desc.get("output") else None
-        return Execution(arn, desc["status"], output, desc.get("error"), desc.get("cause"), states)
+        return Execution(arn, desc["status"], output, desc.get("error"), desc.get("cause"), states, history)
+
+    def history(self, arn: str) -> list[dict[str, Any]]:
+        """Every history event of an execution, all pages."""
+        sfn = self.client("stepfunctions")
+        events: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+        while True:
+            page = sfn.get_execution_history(**kwargs)
+            events.extend(page["events"])
+            if not page.get("nextToken"):
+                return events
+            kwargs["nextToken"] = page["nextToken"]
+
+    def run(
+        self,
+        execution_input: dict[str, Any],
+        *,
+        name: str,
+        timeout_s: float = 120.0,
+        state_machine_arn: str | None = None,
+    ) -> Execution:
+        """Start an execution and wait for it to end; returns its status, output, error and states."""
+        arn = self.start(execution_input, name=name, state_machine_arn=state_machine_arn)
+        return self.wait(arn, timeout_s=timeout_s)
 
     def sagemaker_resources(self) -> dict[str, list[str]]:
         """Names of the training jobs, models, endpoint configs and endpoints in moto now."""
@@ -416,6 +740,35 @@ class LocalEngine:
             ],
             "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         }
+
+
+#: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
+#: (the SDK's exception classes); anything else is the SDK's base class, AmazonSageMakerException
+#: (https://docs.aws.amazon.com/step-functions/latest/dg/connect-sagemaker.html retries exactly
+#: SageMaker.AmazonSageMakerException and SageMaker.ResourceLimitExceededException).
+SAGEMAKER_MODELED = ("ResourceLimitExceeded", "ResourceInUse", "ResourceNotFound", "Conflict")
+
+
+def sagemaker_optimized_error_name(code: str) -> str:
+    """The Step Functions error name of a SageMaker error code in the optimized integration."""
+    base = code.removesuffix("Exception")
+    return f"SageMaker.{base}Exception" if base in SAGEMAKER_MODELED else "SageMaker.AmazonSageMakerException"
+
+
+def event_matches(pattern: Any, event: Any) -> bool:
+    """EventBridge pattern matching, the parts the templates use: lists of values, ``prefix``, nesting
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns.html)."""
+    if isinstance(pattern, dict):
+        return isinstance(event, dict) and all(
+            key in event and event_matches(value, event[key]) for key, value in pattern.items()
+        )
+    for candidate in pattern:
+        if isinstance(candidate, dict) and "prefix" in candidate:
+            if isinstance(event, str) and event.startswith(candidate["prefix"]):
+                return True
+        elif candidate == event:
+            return True
+    return False
 
 
 def _load_lambda_package(lambda_dir: Path | None) -> None:

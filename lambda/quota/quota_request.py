@@ -8,36 +8,34 @@ the result (attributes `Status`, `QuotaCode`, `AppliedValue`, `DesiredValue`, `R
 `RequestStatus`, `Reason`) says where things stand. Delete does nothing: a granted quota stays.
 
 A quota name that does not exist fails the deploy (it is a typo in cdk.json, named in the message).
-Pure functions take a boto3 `service-quotas` client; `handler` is the thin Lambda entry point, which
-answers CloudFormation on the pre-signed `ResponseURL` itself (stdlib only).
+Pure functions take a boto3 `service-quotas` client; `handler` is the `onEvent` handler of CDK's
+`custom_resources.Provider`, which answers CloudFormation, retries and times out for it: the handler
+returns `PhysicalResourceId` and `Data`, or raises (the Provider reports FAILED with the message).
+The quota look-up (applied value, else the AWS default) is hfpipe.core.quotas, shared with Plan.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
-import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from hfpipe.core.quotas import UnknownQuotaError, is_throttling, lookup_quotas
+
+# Lambda's JSON log format (LoggingFormat.JSON on the function) turns each record into one JSON object;
+# `extra` fields become keys of it.
 LOGGER = logging.getLogger(__name__)
 LOGGER.setLevel(logging.INFO)
 
 OPEN_REQUEST_STATUSES = frozenset({"PENDING", "CASE_OPENED"})
-THROTTLING_CODES = frozenset({"ThrottlingException", "TooManyRequestsException", "Throttling"})
 
 # Status values reported to CloudFormation (and the stack outputs).
 SATISFIED = "SATISFIED"  # applied value already >= target
 REQUESTED = "REQUESTED"  # this deploy opened an increase request
 REQUEST_OPEN = "REQUEST_OPEN"  # a request was already open; none added
 UNVERIFIED = "UNVERIFIED"  # Service Quotas throttled us; the next deploy checks again
-
-
-class UnknownQuotaError(ValueError):
-    """No quota of that name exists for the service."""
 
 
 @dataclass(frozen=True)
@@ -67,36 +65,10 @@ def _pascal(snake: str) -> str:
     return "".join(part.capitalize() for part in snake.split("_"))
 
 
-def _is_throttling(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") in THROTTLING_CODES
-
-
-def find_quota(client: Any, service_code: str, quota_name: str) -> tuple[str, float]:
-    """(quota code, AWS default value) of the quota called `quota_name`; UnknownQuotaError if none."""
-    names: list[str] = []
-    for page in client.get_paginator("list_aws_default_service_quotas").paginate(ServiceCode=service_code):
-        for quota in page.get("Quotas", []):
-            if quota["QuotaName"] == quota_name:
-                return quota["QuotaCode"], float(quota["Value"])
-            names.append(quota["QuotaName"])
-    close = difflib.get_close_matches(quota_name, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(repr(n) for n in close)}?" if close else ""
-    raise UnknownQuotaError(
-        f"QuotaName: {quota_name!r} is not a quota of service {service_code!r}; accepted: a quota name as "
-        f"the Service Quotas console lists it, such as 'ml.g5.2xlarge for training job usage'{hint}"
-    )
-
-
-def applied_value(client: Any, service_code: str, quota_code: str, default: float) -> float:
-    """The value that applies to this account: the applied quota, or the AWS default if none is set."""
-    try:
-        return float(
-            client.get_service_quota(ServiceCode=service_code, QuotaCode=quota_code)["Quota"]["Value"]
-        )
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "NoSuchResourceException":
-            return default
-        raise
+def find_quota(client: Any, service_code: str, quota_name: str) -> tuple[str, float, bool]:
+    """(quota code, value that applies, whether an applied value exists); UnknownQuotaError if none."""
+    quota = lookup_quotas(client, service_code, [quota_name])[quota_name]
+    return quota.code, quota.value, quota.applied
 
 
 def open_request(client: Any, service_code: str, quota_code: str) -> dict[str, Any] | None:
@@ -123,9 +95,8 @@ def ensure_quota(client: Any, service_code: str, quota_name: str, desired_value:
         status="", service_code=service_code, quota_name=quota_name, desired_value=desired_value
     )
     try:
-        quota_code, default = find_quota(client, service_code, quota_name)
+        quota_code, current, _ = find_quota(client, service_code, quota_name)
         state = QuotaState(**{**asdict(state), "quota_code": quota_code})
-        current = applied_value(client, service_code, quota_code, default)
         state = QuotaState(**{**asdict(state), "applied_value": current})
         if current >= desired_value:
             return QuotaState(**{**asdict(state), "status": SATISFIED})
@@ -153,7 +124,7 @@ def ensure_quota(client: Any, service_code: str, quota_name: str, desired_value:
             }
         )
     except ClientError as error:
-        if not _is_throttling(error):
+        if not is_throttling(error):
             raise
         return QuotaState(
             **{
@@ -204,71 +175,30 @@ def _properties(event: dict[str, Any]) -> tuple[str, str, float]:
 
 
 def on_event(event: dict[str, Any], client: Any) -> dict[str, Any]:
-    """The CloudFormation response body (without the echo fields) for one custom-resource event."""
+    """The Provider framework's answer for one custom-resource event; raises to fail the resource."""
     request_type = event.get("RequestType")
     if request_type == "Delete":
         # Quota increases cannot be handed back; leave them, never fail a stack deletion.
-        return {
-            "Status": "SUCCESS",
-            "PhysicalResourceId": event.get("PhysicalResourceId", "none"),
-            "Reason": "quota increases are kept",
-            "Data": {},
-        }
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", "none"), "Data": {}}
+    service_code, quota_name, desired = _properties(event)
     try:
-        service_code, quota_name, desired = _properties(event)
-        physical_id = physical_resource_id(service_code, quota_name)
         state = ensure_quota(client, service_code, quota_name, desired)
-    except (UnknownQuotaError, ValueError, ClientError) as error:
-        LOGGER.error(json.dumps({"event": request_type, "error": str(error)}))
-        return {
-            "Status": "FAILED",
-            "PhysicalResourceId": event.get("PhysicalResourceId", "failed"),
-            "Reason": str(error)[:1000],
-            "Data": {},
-        }
-    LOGGER.info(json.dumps({"event": request_type, **asdict(state)}))
-    return {
-        "Status": "SUCCESS",
-        "PhysicalResourceId": physical_id,
-        "Reason": state.reason or state.status,
-        "Data": state.attributes(),
-    }
+    except UnknownQuotaError as error:
+        raise UnknownQuotaError(f"QuotaName: {error}") from error
+    LOGGER.info("quota checked", extra={"request_type": request_type, **asdict(state)})
+    return {"PhysicalResourceId": physical_resource_id(service_code, quota_name), "Data": state.attributes()}
 
 
-def respond(event: dict[str, Any], body: dict[str, Any]) -> None:
-    """PUT the response to CloudFormation's pre-signed URL."""
-    payload = {
-        **body,
-        "StackId": event["StackId"],
-        "RequestId": event["RequestId"],
-        "LogicalResourceId": event["LogicalResourceId"],
-    }
-    data = json.dumps(payload).encode()
-    request = urllib.request.Request(
-        event["ResponseURL"],
-        data=data,
-        method="PUT",
-        headers={"Content-Type": "", "Content-Length": str(len(data))},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        response.read()
-
-
-def handler(event: dict[str, Any], context: Any) -> None:
-    """Lambda entry point: compute the result, then always answer CloudFormation (a crash would hang it)."""
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (the Provider's onEvent): an exception here is reported FAILED by the Provider."""
     import boto3
     from botocore.config import Config
 
+    client = boto3.client("service-quotas", config=Config(retries={"mode": "standard", "max_attempts": 6}))
     try:
-        client = boto3.client(
-            "service-quotas", config=Config(retries={"mode": "standard", "max_attempts": 6})
+        return on_event(event, client)
+    except (UnknownQuotaError, ValueError, ClientError) as error:
+        LOGGER.error(
+            "quota request failed", extra={"request_type": event.get("RequestType"), "error": str(error)}
         )
-        body = on_event(event, client)
-    except Exception as error:  # answer FAILED rather than leave the stack waiting an hour
-        LOGGER.exception("unexpected error")
-        body = {
-            "Status": "FAILED",
-            "PhysicalResourceId": event.get("PhysicalResourceId", "failed"),
-            "Reason": str(error),
-        }
-    respond(event, body)
+        raise

@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, ARTIFACTS_OUTPUT_PREFIX
 from stacks.image_catalog import sdk_table
 from stacks.nag import acknowledge, rendered, rendered_value
 
@@ -96,21 +97,38 @@ class SageMakerExecutionRole(Construct):
                 sid="ReadData", actions=["s3:GetObject"], resources=[data_bucket.arn_for_objects("*")]
             )
         )
-        # Model artifacts and outputs are written, checkpoints are written, read back on a spot resume
-        # and pruned by SageMaker's checkpoint sync.
+        # Jobs read model artifacts (CreateModel) and checkpoints (a spot resume) back; they write only
+        # under the two prefixes a job's request names: OutputDataConfig.S3OutputPath (models/) and
+        # CheckpointConfig.S3Uri (checkpoints/, which SageMaker's checkpoint sync also prunes).
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="ReadWriteArtifacts",
+                sid="ReadArtifacts",
+                actions=["s3:GetObject"],
+                resources=[artifacts_bucket.arn_for_objects("*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="WriteJobOutputs",
                 actions=[
-                    "s3:GetObject",
                     "s3:PutObject",
                     "s3:DeleteObject",
                     "s3:AbortMultipartUpload",
                     "s3:ListMultipartUploadParts",
                 ],
-                resources=[artifacts_bucket.arn_for_objects("*")],
+                resources=[
+                    artifacts_bucket.arn_for_objects(f"{prefix}*")
+                    for prefix in (ARTIFACTS_OUTPUT_PREFIX, ARTIFACTS_CHECKPOINTS_PREFIX)
+                ],
             )
         )
+        for prefix in (ARTIFACTS_OUTPUT_PREFIX, ARTIFACTS_CHECKPOINTS_PREFIX):
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::{rendered_value(Stack.of(self), artifacts_bucket.bucket_arn)}/{prefix}*]",
+                "Training jobs write their model artifacts and checkpoints under keys named per job at run "
+                "time; writes are limited to these two prefixes of this environment's artifacts bucket.",
+            )
         for bucket in (data_bucket, artifacts_bucket):
             acknowledge(
                 self.role,

@@ -21,8 +21,9 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from hfpipe import contract
+from hfpipe.core import limits
 from hfpipe.core.logs import LOG_GROUP as TRAINING_LOG_GROUP
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered, rendered_value
 from stacks.template_hygiene import function_depends_on_policy_only
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,7 @@ class PipelineLambdas(Construct):
         "smoke_test": "pipeline_lambdas.smoke_test.handler",
         "report": "pipeline_lambdas.report.handler",
         "cleanup": "pipeline_lambdas.cleanup.handler",
+        "on_training_event": "pipeline_lambdas.on_training_event.handler",
     }
 
     def __init__(
@@ -123,6 +125,9 @@ class PipelineLambdas(Construct):
                 "DEFAULT_POLL_SECONDS": str(default_poll_seconds),
             },
             "report": {"TOPIC_ARN": topic.topic_arn},
+            "cleanup": {"TOPIC_ARN": topic.topic_arn},
+            "launch": {"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            "on_training_event": {"ARTIFACTS_BUCKET": artifacts_bucket_name},
         }
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}
@@ -142,9 +147,17 @@ class PipelineLambdas(Construct):
                 handler=handler,
                 code=code,
                 role=role,
-                timeout=cdk.Duration.seconds(60),
+                # Longer than the smoke test's latency limit (limits.MAX_SMOKE_LATENCY_MS), so a slow
+                # endpoint fails the latency check rather than timing the Lambda out.
+                timeout=cdk.Duration.seconds(
+                    limits.SMOKE_TEST_TIMEOUT_SECONDS
+                    if key == "smoke_test"
+                    else limits.LAMBDA_TIMEOUT_SECONDS
+                ),
                 memory_size=256,
                 log_group=log_group,
+                # Lambda's JSON log format: one JSON object per line, execution_name in each (aws.logger).
+                logging_format=lambda_.LoggingFormat.JSON,
                 environment={**common_env, **env.get(key, {})},
                 description=f"hfpipe {env_name} pipeline: {key}",
             )
@@ -159,14 +172,31 @@ class PipelineLambdas(Construct):
         owned = owned_by(env_name, "aws:ResourceTag")
 
         self.roles["plan"].add_to_policy(
-            # ListServiceQuotas has no resource-level permissions.
-            iam.PolicyStatement(actions=["servicequotas:ListServiceQuotas"], resources=["*"])
+            # Applied values, then the AWS defaults of quotas that have none (core.quotas); neither list
+            # action has resource-level permissions.
+            iam.PolicyStatement(
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                resources=["*"],
+            )
         )
         acknowledge(
             self.roles["plan"],
             "AwsSolutions-IAM5[Resource::*]",
-            "servicequotas:ListServiceQuotas supports no resource-level permissions (Service "
-            "Authorization Reference, Service Quotas); the Plan Lambda only reads applied quota values.",
+            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions (Service Authorization Reference, Service Quotas); the Plan Lambda only reads quotas.",
+        )
+        tokens = (
+            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"
+        )
+        tokens_rendered = (
+            rendered(stack, f"arn:{stack.partition}:s3:::")
+            + rendered_value(stack, artifacts_bucket_name)
+            + f"/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"
+        )
+        # SendTaskSuccess/SendTaskFailure take the task token, not an ARN: they support no resource-level
+        # permissions (Service Authorization Reference, Step Functions).
+        complete_task = iam.PolicyStatement(
+            actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=["*"]
         )
         launch = self.roles["launch"]
         launch.add_to_policy(
@@ -176,11 +206,46 @@ class PipelineLambdas(Construct):
                 conditions=created_here,
             )
         )
-        # Launch's idempotency check reads the job before its tags are known to exist.
+        # Launch's idempotency check reads the job and its tags (adopted only when this env and execution's).
         launch.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], resources=[job_arn]
+            )
+        )
+        launch.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[tokens]))
+        launch.add_to_policy(complete_task)
+        grant_pass_role(launch)
+        on_event = self.roles["on_training_event"]
+        on_event.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:DeleteObject"], resources=[tokens])
+        )
+        # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
+        # listing is limited to the token prefix, so a duplicate event finds "no waiting task".
+        on_event.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:{stack.partition}:s3:::{artifacts_bucket_name}"],
+                conditions={"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
+            )
+        )
+        on_event.add_to_policy(
             iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
         )
-        grant_pass_role(launch)
+        on_event.add_to_policy(complete_task)
+        for key in ("launch", "on_training_event"):
+            acknowledge(
+                self.roles[key],
+                "AwsSolutions-IAM5[Resource::*]",
+                "states:SendTaskSuccess and SendTaskFailure support no resource-level permissions (the task "
+                "token names the task); Service Authorization Reference, Step Functions.",
+            )
+            acknowledge(
+                self.roles[key],
+                f"AwsSolutions-IAM5[Resource::{tokens_rendered}]",
+                "Task tokens are kept per training job (named at run time) under the task-tokens/ prefix of "
+                "this environment's artifacts bucket only.",
+            )
         self.roles["smoke_test"].add_to_policy(
             iam.PolicyStatement(
                 actions=["sagemaker:InvokeEndpoint"], resources=[endpoint_arn], conditions=owned
@@ -188,9 +253,10 @@ class PipelineLambdas(Construct):
         )
         # sns:Publish only: the topic uses the AWS managed key (alias/aws/sns), whose key policy already
         # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
-        iam.Grant.add_to_principal(
-            grantee=self.roles["report"], actions=["sns:Publish"], resource_arns=[topic.topic_arn]
-        )
+        for key in ("report", "cleanup"):  # Cleanup reports abnormal ends (execution_end.py)
+            iam.Grant.add_to_principal(
+                grantee=self.roles[key], actions=["sns:Publish"], resource_arns=[topic.topic_arn]
+            )
         # A failed job's report carries the last lines of its log (hfpipe.core.logs.log_tail): the streams of
         # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
         # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
@@ -239,7 +305,12 @@ class PipelineLambdas(Construct):
                 conditions=owned,
             )
         )
-        wildcards = {"launch": [job_arn], "smoke_test": [endpoint_arn], "cleanup": [job_arn, *hosting]}
+        wildcards = {
+            "launch": [job_arn],
+            "smoke_test": [endpoint_arn],
+            "cleanup": [job_arn, *hosting],
+            "on_training_event": [job_arn],
+        }
         for key, resources in wildcards.items():
             for resource in resources:
                 acknowledge(
@@ -277,6 +348,11 @@ class PipelineLambdas(Construct):
     def report(self) -> lambda_.Function:
         """Report function."""
         return self.functions["report"]
+
+    @property
+    def on_training_event(self) -> lambda_.Function:
+        """OnTrainingEvent function (EventBridge: SageMaker training-job state changes)."""
+        return self.functions["on_training_event"]
 
     @property
     def cleanup(self) -> lambda_.Function:

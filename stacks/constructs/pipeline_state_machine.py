@@ -18,17 +18,35 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from hfpipe.core import limits
 from stacks.constructs.pipeline_lambdas import PassRoleGrant, PipelineLambdas, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
 
 J = sfn.JsonPath
-THROTTLING_ERRORS = ["ThrottlingException", "SageMaker.ThrottlingException", "SageMaker.SageMakerException"]
+#: Lambda service errors (CDK's retry_on_service_exceptions covers the first three, plus
+#: Lambda.ClientExecutionTimeoutException) and Invoke throttling.
+LAMBDA_THROTTLING_ERRORS = ["Lambda.TooManyRequestsException"]
+#: Optimized SageMaker integration (createModel, createEndpointConfig, createEndpoint).
+SAGEMAKER_OPTIMIZED_ERRORS = ["SageMaker.AmazonSageMakerException"]
+#: AWS SDK SageMaker integration (describeEndpoint, describeTrainingJob).
+SAGEMAKER_SDK_ERRORS = ["SageMaker.SageMakerException"]
+#: Capacity, named the same by both SageMaker integrations.
+SAGEMAKER_CAPACITY_ERRORS = ["SageMaker.ResourceLimitExceededException"]
+#: Raised by our own Lambdas (launch.py, core/plan.py): their class names are the error names.
+LAUNCH_THROTTLING_ERRORS = ["ThrottlingException"]
+LAUNCH_CAPACITY_ERRORS = ["CapacityError"]
+PLAN_THROTTLING_ERRORS = ["QuotaLookupThrottled"]
+#: A training job that ended Failed or Stopped (OnTrainingEvent's SendTaskFailure).
+TRAINING_FAILED_ERRORS = ["TrainingJobFailed", "TrainingJobStopped"]
 # The states that take Retry and Catch fields (Task states, CDK's or hand-written).
 Retryable: TypeAlias = sfn.TaskStateBase | sfn.CustomState
 RETRY_INTERVAL = cdk.Duration.seconds(5)
 CAPACITY_RETRY_INTERVAL = cdk.Duration.seconds(60)
-EXECUTION_TIMEOUT = cdk.Duration.days(7)
-CAPACITY_ERRORS = ["CapacityError", "SageMaker.ResourceLimitExceededException"]
+#: Catch-alls carry validation and access errors too: a few attempts only.
+CATCH_ALL_ATTEMPTS = 3
+THROTTLING_ATTEMPTS = 6
+CAPACITY_ATTEMPTS = 5
+EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
 
 
 class PipelineStateMachine(Construct):
@@ -50,16 +68,17 @@ class PipelineStateMachine(Construct):
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
-        def retry_aws(state: Retryable) -> None:
-            state.add_retry(errors=THROTTLING_ERRORS, interval=retry_interval, backoff_rate=2, max_attempts=6)
-            state.add_retry(
-                errors=CAPACITY_ERRORS, interval=capacity_retry_interval, backoff_rate=2, max_attempts=5
-            )
+        def retry(state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration) -> None:
+            state.add_retry(errors=errors, interval=interval, backoff_rate=2, max_attempts=attempts)
+
+        def retry_sagemaker(state: Retryable, catch_all: list[str]) -> None:
+            retry(state, catch_all, CATCH_ALL_ATTEMPTS, retry_interval)
+            retry(state, SAGEMAKER_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
 
         def invoke(
             cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
         ) -> tasks.LambdaInvoke:
-            return tasks.LambdaInvoke(
+            state = tasks.LambdaInvoke(
                 self,
                 cid,
                 lambda_function=lambdas.functions[fn_key],
@@ -69,13 +88,19 @@ class PipelineStateMachine(Construct):
                 result_path=result_path if result_path else J.DISCARD,
                 retry_on_service_exceptions=True,
             )
+            retry(state, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
+            return state
 
         def fail(cid: str) -> sfn.Fail:
             return sfn.Fail(self, cid, error_path="$.report.error", cause_path="$.report.cause")
 
         # Errors after Launch: clean up what this execution created, report, fail with the original error.
+        # Clean-up's own failure is caught too: the report then carries both errors.
+        report_error = invoke("ReportError", "report", "$.report")
+        report_error.next(fail("PipelineFailed"))
         cleanup_on_error = invoke("CleanupOnError", "cleanup", "$.cleanup")
-        cleanup_on_error.next(invoke("ReportError", "report", "$.report")).next(fail("PipelineFailed"))
+        cleanup_on_error.add_catch(report_error, errors=["States.ALL"], result_path="$.cleanup_error")
+        cleanup_on_error.next(report_error)
 
         def catch(state: Retryable) -> None:
             state.add_catch(cleanup_on_error, errors=["States.ALL"], result_path="$.error")
@@ -88,33 +113,42 @@ class PipelineStateMachine(Construct):
                 {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
             ),
         )
-        launch = invoke(
-            "Launch", "launch", "$.launch", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")})
-        )
-        launch.add_retry(
-            errors=["ThrottlingException"], interval=retry_interval, backoff_rate=2, max_attempts=6
-        )
-        launch.add_retry(
-            errors=["CapacityError"], interval=capacity_retry_interval, backoff_rate=2, max_attempts=5
-        )
-        catch(launch)
-
-        wait_training = sfn.Wait(
-            self, "WaitForTraining", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds")
-        )
-        describe_training = tasks.CallAwsService(
+        retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
+        # Launch creates the job and returns; the task waits for OnTrainingEvent (EventBridge, SageMaker's
+        # training-job state change), whose SendTaskSuccess output (the job description) lands in
+        # $.training. Its timeout comes from the job's own limits (Plan: MaxRuntime or MaxWait + margin),
+        # so a lost event still ends in clean-up (States.Timeout, caught below).
+        launch = tasks.LambdaInvoke(
             self,
-            "DescribeTrainingJob",
+            "Launch",
+            lambda_function=lambdas.functions["launch"],
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object({"plan": J.object_at("$.plan"), "task_token": J.task_token}),
+            result_path="$.training",
+            task_timeout=sfn.Timeout.at("$.plan.training_wait_seconds"),
+            retry_on_service_exceptions=True,
+        )
+        retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
+        retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
+        retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
+
+        # A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the report.
+        describe_failed = tasks.CallAwsService(
+            self,
+            "DescribeFailedTraining",
             service="sagemaker",
             action="describeTrainingJob",
             parameters={"TrainingJobName": J.string_at("$.plan.training_job_name")},
             iam_resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
             result_path="$.training",
         )
-        retry_aws(describe_training)
-        catch(describe_training)
+        retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
+        catch(describe_failed)
+        launch.add_catch(describe_failed, errors=TRAINING_FAILED_ERRORS, result_path="$.error")
+        catch(launch)
 
         report_training_failed = invoke("ReportTrainingFailure", "report", "$.report")
+        describe_failed.next(report_training_failed)
         report_training_failed.next(fail("TrainingFailed"))
 
         gate = invoke("Gate", "gate", "$.gate_result")
@@ -137,7 +171,7 @@ class PipelineStateMachine(Construct):
                     "ResultPath": f"$.created.{api}",
                 },
             )
-            retry_aws(state)
+            retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
             catch(state)
             return state
 
@@ -190,10 +224,10 @@ class PipelineStateMachine(Construct):
             action="describeEndpoint",
             parameters={"EndpointName": J.string_at("$.plan.endpoint_name")},
             iam_resources=[stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")],
-            result_selector={"EndpointStatus": J.string_at("$.EndpointStatus")},
+            # The whole description: FailureReason (present only when Failed) reaches the report.
             result_path="$.endpoint",
         )
-        retry_aws(describe_endpoint)
+        retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
         catch(describe_endpoint)
         count_down = sfn.Pass(
             self,
@@ -276,25 +310,7 @@ class PipelineStateMachine(Construct):
             .when(sfn.Condition.boolean_equals("$.plan.gate.enabled", True), gate)
             .otherwise(deploy_choice)
         )
-        definition = (
-            plan.next(launch)
-            .next(wait_training)
-            .next(describe_training)
-            .next(
-                sfn.Choice(self, "TrainingStatus?")
-                .when(
-                    sfn.Condition.string_equals("$.training.TrainingJobStatus", "Completed"), after_training
-                )
-                .when(
-                    sfn.Condition.or_(
-                        sfn.Condition.string_equals("$.training.TrainingJobStatus", "Failed"),
-                        sfn.Condition.string_equals("$.training.TrainingJobStatus", "Stopped"),
-                    ),
-                    report_training_failed,
-                )
-                .otherwise(wait_training)
-            )
-        )
+        definition = plan.next(launch).next(after_training)
 
         self.state_machine = sfn.StateMachine(
             self,
@@ -349,7 +365,9 @@ class PipelineStateMachine(Construct):
                 "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
                 "before the resource exists.",
             )
-        for function in lambdas.functions.values():
+        for key, function in lambdas.functions.items():
+            if key == "on_training_event":  # invoked by EventBridge, not by the state machine
+                continue
             acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",

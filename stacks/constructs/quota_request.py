@@ -1,22 +1,54 @@
-"""Service-quota increase requests as custom resources, backed by one Lambda (lambda/quota)."""
+"""Service-quota increase requests as custom resources: CDK's `custom_resources.Provider` framework
+around one Lambda (lambda/quota), which returns its result; the framework answers CloudFormation."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+import jsii
+from aws_cdk import (
+    AssetHashType,
+    BundlingOptions,
+    CustomResource,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    RemovalPolicy,
+    Stack,
+)
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from stacks.config import QuotaTarget
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered_value
 from stacks.template_hygiene import function_depends_on_policy_only
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent.parent / "lambda" / "quota"
+ROOT = Path(__file__).resolve().parent.parent.parent
+HANDLER_DIR = ROOT / "lambda" / "quota"
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 RESOURCE_TYPE = "Custom::ServiceQuotaRequest"
+
+
+def bundle_into(output_dir: str | Path) -> None:
+    """The quota handler plus hfpipe/core (its quota look-up is the one Plan uses)."""
+    out = Path(output_dir)
+    shutil.copytree(HANDLER_DIR, out, dirs_exist_ok=True, ignore=_IGNORE)
+    (out / "hfpipe").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "hfpipe" / "__init__.py", out / "hfpipe" / "__init__.py")
+    shutil.copytree(ROOT / "hfpipe" / "core", out / "hfpipe" / "core", dirs_exist_ok=True, ignore=_IGNORE)
+
+
+@jsii.implements(ILocalBundling)
+class _LocalBundling:
+    def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
+        bundle_into(output_dir)
+        return True
 
 
 def quota_construct_id(quota: QuotaTarget) -> str:
@@ -53,39 +85,36 @@ class QuotaRequestProvider(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
         self.log_group.grant_write(self.role)
-        quota_arns = [
-            f"arn:{stack.partition}:servicequotas:{stack.region}:{stack.account}:{code}/*"
-            for code in service_codes
-        ]
+        # The look-up (hfpipe.core.quotas) reads the two lists, which support no resource-level
+        # permissions; requesting an increase and reading a quota's request history are limited to the
+        # configured services by servicequotas:service, the condition key the Service Authorization
+        # Reference lists for them (https://docs.aws.amazon.com/service-authorization/latest/reference/
+        # list_servicequotas.html). GetServiceQuota is not needed: ListServiceQuotas has every applied value.
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="ReadAndRaiseQuotas",
-                actions=["servicequotas:GetServiceQuota", "servicequotas:RequestServiceQuotaIncrease"],
-                resources=quota_arns,
+                sid="RaiseQuotas",
+                actions=[
+                    "servicequotas:RequestServiceQuotaIncrease",
+                    "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
+                ],
+                resources=["*"],
+                conditions={"StringEquals": {"servicequotas:service": service_codes}},
             )
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListQuotas",
-                actions=[
-                    "servicequotas:ListAWSDefaultServiceQuotas",
-                    "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
-                ],
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
                 resources=["*"],
             )
         )
-        for arn in quota_arns:
-            acknowledge(
-                self.role,
-                f"AwsSolutions-IAM5[Resource::{rendered(stack, arn)}]",
-                "Quota codes (L-...) are resolved from the quota names at deploy time, so the resource is "
-                "limited to the configured services' quotas in this account and region, not to single codes.",
-            )
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "servicequotas:ListAWSDefaultServiceQuotas and ListRequestedServiceQuotaChangeHistoryByQuota "
-            "support no resource-level permissions (Service Authorization Reference, Service Quotas).",
+            "ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level permissions; "
+            "RequestServiceQuotaIncrease and ListRequestedServiceQuotaChangeHistoryByQuota are limited by "
+            "the servicequotas:service condition to the configured services (Service Authorization "
+            "Reference, Service Quotas).",
         )
         self.function = lambda_.Function(
             self,
@@ -94,14 +123,53 @@ class QuotaRequestProvider(Construct):
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.ARM_64,
             handler="quota_request.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["**/__pycache__", "**/*.pyc"]),
+            code=lambda_.Code.from_asset(
+                str(HANDLER_DIR),
+                asset_hash_type=AssetHashType.OUTPUT,
+                bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_LocalBundling()),
+            ),
             role=self.role,
             log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
             timeout=Duration.minutes(2),
-            # One deploy raises a handful of quotas; more concurrency only adds throttling.
-            reserved_concurrent_executions=2,
+            # No reserved concurrency: Lambda keeps at least 10 unreserved executions per account, so a
+            # reservation fails to deploy in accounts whose concurrency limit is 10, as new ones often have
+            # (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html).
         )
         function_depends_on_policy_only(self.function, self.role)
+        # CDK's Provider framework answers CloudFormation (the pre-signed URL), retries and times out.
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.function,
+            log_group=logs.LogGroup(
+                self, "FrameworkLogGroup", retention=log_retention, removal_policy=removal_policy
+            ),
+        )
+        self.service_token = self.provider.service_token
+        self._acknowledge_framework(stack)
+
+    def _acknowledge_framework(self, stack: Stack) -> None:
+        framework = self.provider.node.find_child("framework-onEvent")
+        assert isinstance(framework, lambda_.Function) and isinstance(framework.role, iam.Role)
+        function_depends_on_policy_only(framework, framework.role)
+        acknowledge(
+            framework,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's custom_resources.Provider framework function: the AWS managed basic execution policy "
+            "(CloudWatch Logs only) is how the framework's role is built.",
+        )
+        acknowledge(
+            framework,
+            f"AwsSolutions-IAM5[Resource::{rendered_value(stack, self.function.function_arn)}:*]",
+            "CDK's Provider framework grant: lambda:InvokeFunction on the quota handler's versions and "
+            "aliases only.",
+        )
+        acknowledge(
+            framework,
+            "AwsSolutions-L1",
+            "The Provider framework function's Node.js runtime is chosen by the CDK version pinned here.",
+        )
 
 
 class QuotaRequest(Construct):
@@ -115,7 +183,7 @@ class QuotaRequest(Construct):
         self.resource = CustomResource(
             self,
             "Resource",
-            service_token=provider.function.function_arn,
+            service_token=provider.service_token,
             resource_type=RESOURCE_TYPE,
             properties={
                 "ServiceCode": quota.service_code,

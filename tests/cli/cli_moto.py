@@ -26,7 +26,7 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/hfpipe-test"
 
 def plan_for(name: str, env: str = "dev") -> dict[str, Any]:
     """The names and tags part of the plan the Plan Lambda makes for execution `name`."""
-    return {"execution_name": name, "recipe_name": "tiny-lora", "env": env, **derive_names(name)}
+    return {"execution_name": name, "recipe_name": "tiny-lora", "env": env, **derive_names(name, env)}
 
 
 def tags_for(plan: dict[str, Any]) -> list[dict[str, str]]:
@@ -129,10 +129,11 @@ class Deployed(Environment):
         **execution_input: Any,
     ) -> tuple[str, dict[str, Any]]:
         """Start an execution of `recipe`; returns its ARN and the plan the Plan Lambda made."""
+        job_name = derive_names(name, self.env)["training_job_name"]
         if fail:
-            self._failing[name] = "AlgorithmError: CUDA out of memory"
+            self._failing[job_name] = "AlgorithmError: CUDA out of memory"
         if running:
-            self._running.add(name)
+            self._running.add(job_name)
         arn = self.sfn.start_execution(
             stateMachineArn=self.state_machine_arn,
             name=name,
@@ -159,6 +160,8 @@ class Deployed(Environment):
         """End a running training job as SageMaker would."""
         job = self.job(name)
         job.training_job_status = job.secondary_status = status
+        # SageMaker's state-change event, which completes the Launch task waiting on the job.
+        self._engine.training_job_ended(name)
 
     def wait(self, arn: str, timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout

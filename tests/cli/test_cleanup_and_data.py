@@ -71,7 +71,8 @@ def leftovers(environment: Environment) -> Environment:
     return environment
 
 
-KEEP = {f"{x}-{k}" for x in ("prod-run", "hand-made") for k in ("ep", "config", "model")}
+# Names carry their environment (hfpipe.core.names): prod's run is prod-prod-run-*, the hand-made one dev-.
+KEEP = {f"{x}-{k}" for x in ("prod-prod-run", "dev-hand-made") for k in ("ep", "config", "model")}
 
 
 def test_cleanup_yes_deletes_only_this_environments_tagged_resources(
@@ -80,9 +81,9 @@ def test_cleanup_yes_deletes_only_this_environments_tagged_resources(
     s3_before = leftovers.s3.list_buckets()["Buckets"]
     code, out, err = run(capsys, "cleanup", "--env", "dev", "--yes")
     assert (code, err) == (0, "")
-    assert "deleted endpoint mine-ep" in out
-    assert "deleted endpoint config mine-config" in out
-    assert "deleted model mine-model" in out
+    assert "deleted endpoint dev-mine-ep" in out
+    assert "deleted endpoint config dev-mine-config" in out
+    assert "deleted model dev-mine-model" in out
     assert out.splitlines()[-1] == "deleted 3 resources (S3 data and artifacts are never touched)"
     assert names(leftovers) == KEEP
     assert leftovers.s3.list_buckets()["Buckets"] == s3_before
@@ -99,12 +100,12 @@ def test_cleanup_asks_first(leftovers: Environment, capsys: Any, monkeypatch: py
     assert code == 1
     assert "Delete these 3 resources? [y/N]" in out
     assert out.splitlines()[-1].endswith("nothing deleted")
-    assert "mine-ep" in names(leftovers)
+    assert "dev-mine-ep" in names(leftovers)
 
     monkeypatch.setattr("sys.stdin", Tty("y\n"))
     code, out, _ = run(capsys, "cleanup", "--env", "dev")
     assert code == 0
-    assert "mine-ep" not in names(leftovers)
+    assert "dev-mine-ep" not in names(leftovers)
 
 
 def test_cleanup_without_terminal_needs_yes(
@@ -114,26 +115,28 @@ def test_cleanup_without_terminal_needs_yes(
     code, _, err = run(capsys, "cleanup", "--env", "dev")
     assert code == 1
     assert err == "error: not deleting without confirmation: stdin is not a terminal; pass --yes to confirm\n"
-    assert "mine-ep" in names(leftovers)
+    assert "dev-mine-ep" in names(leftovers)
 
 
 def test_cleanup_dry_run(leftovers: Environment, capsys: Any) -> None:
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--dry-run")
     assert code == 0
     assert out.splitlines()[-1] == "dry run: 3 resources would be deleted"
-    assert "mine-model" in out and "prod-run" not in out and "hand-made" not in out
-    assert "mine-ep" in names(leftovers)
+    assert "dev-mine-model" in out and "prod-run" not in out and "hand-made" not in out
+    assert "dev-mine-ep" in names(leftovers)
 
 
 def test_cleanup_older_than(leftovers: Environment, capsys: Any) -> None:
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--older-than", "2h", "--yes")
     assert (code, out) == (0, "nothing to clean up in environment 'dev' older than 2h\n")
     backend = get_backend("sagemaker")["123456789012"]["eu-west-1"]
-    backend.endpoints["mine-ep"].creation_time = datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=3)
+    backend.endpoints["dev-mine-ep"].creation_time = datetime.now(UTC).replace(tzinfo=None) - timedelta(
+        hours=3
+    )
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--older-than", "2h", "--yes")
     assert code == 0
-    assert "deleted endpoint mine-ep" in out
-    assert "mine-model" in names(leftovers)  # created just now
+    assert "deleted endpoint dev-mine-ep" in out
+    assert "dev-mine-model" in names(leftovers)  # created just now
 
 
 @pytest.mark.parametrize("age", ["7", "2y", "0d", "-1h", "h"])

@@ -198,7 +198,7 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
 
     arn, plan = deployed.start("live-1", running=True, wait=False)
     job_name = plan["training_job_name"]
-    deployed.wait_for_state(arn, "WaitForTraining")
+    deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
     deployed.cloudwatch.put_metric_data(
         Namespace="/aws/sagemaker/TrainingJobs",
         MetricData=[
@@ -361,7 +361,7 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     # ABORTED, which AWS never does.
     arn, plan = deployed.start("stop-1", running=True, wait=False, poll_seconds=60)
     job_name = plan["training_job_name"]
-    deployed.wait_for_state(arn, "WaitForTraining")
+    deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
     # a model this execution created, and one of another execution that must stay
     for name, execution in (("stop-1", "stop-1"), ("other", "other-exec")):
         deployed.sagemaker.create_model(

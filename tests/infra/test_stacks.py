@@ -258,9 +258,24 @@ def test_execution_role_is_scoped(synthesized, env):
                         ),
                         Match.object_like(
                             {
-                                "Sid": "ReadWriteArtifacts",
-                                "Action": Match.array_with(["s3:PutObject"]),
+                                "Sid": "ReadArtifacts",
+                                "Action": "s3:GetObject",
                                 "Resource": {"Fn::Join": ["", [artifacts_arn, "/*"]]},
+                            }
+                        ),
+                        # Writes only under the prefixes a job's request names: models/ (S3OutputPath)
+                        # and checkpoints/ (CheckpointConfig).
+                        Match.object_like(
+                            {
+                                "Sid": "WriteJobOutputs",
+                                "Action": Match.array_with(["s3:PutObject"]),
+                                # (CDK orders a statement's resources.)
+                                "Resource": Match.array_equals(
+                                    [
+                                        {"Fn::Join": ["", [artifacts_arn, "/checkpoints/*"]]},
+                                        {"Fn::Join": ["", [artifacts_arn, "/models/*"]]},
+                                    ]
+                                ),
                             }
                         ),
                         Match.object_like(
@@ -291,6 +306,8 @@ def test_execution_role_is_scoped(synthesized, env):
                 assert "*" not in action, statement
             if statement["Resource"] == "*":
                 assert statement["Sid"] in {"SageMakerMetrics", "EcrLogin"}, statement
+            if "s3:PutObject" in as_list(statement["Action"]):
+                assert statement.get("Sid") == "WriteJobOutputs", statement
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -335,16 +352,34 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
         template.has_resource_properties(
             RESOURCE_TYPE, {"ServiceCode": q.service_code, "QuotaName": q.name, "DesiredValue": q.value}
         )
-    template.resource_count_is("AWS::Lambda::Function", 1)
-    template.has_resource_properties(
-        "AWS::Lambda::Function", {"Handler": "quota_request.handler", "Runtime": "python3.14"}
+    # The quota handler (JSON logs) and CDK's custom_resources.Provider framework function, which the
+    # custom resources' service token names and which answers CloudFormation.
+    template.resource_count_is("AWS::Lambda::Function", 2)
+    handler = template.find_resources(
+        "AWS::Lambda::Function",
+        {
+            "Properties": {
+                "Handler": "quota_request.handler",
+                "Runtime": "python3.14",
+                "LoggingConfig": {"LogFormat": "JSON"},
+            }
+        },
+    )
+    assert len(handler) == 1
+    (framework_id,) = set(template.find_resources("AWS::Lambda::Function")) - set(handler)
+    template.all_resources_properties(RESOURCE_TYPE, {"ServiceToken": {"Fn::GetAtt": [framework_id, "Arn"]}})
+    # No reserved concurrency: Lambda keeps 10 unreserved, so accounts limited to 10 refuse any.
+    template.all_resources_properties(
+        "AWS::Lambda::Function", {"ReservedConcurrentExecutions": Match.absent()}
     )
     actions = {a for s in policy_statements(template.to_json()) for a in as_list(s["Action"])}
     assert actions == {
         "logs:CreateLogStream",
         "logs:PutLogEvents",
-        "servicequotas:GetServiceQuota",
+        "lambda:InvokeFunction",  # the Provider framework invoking the handler
+        "lambda:GetFunction",
         "servicequotas:RequestServiceQuotaIncrease",
+        "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
     }

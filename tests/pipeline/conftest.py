@@ -47,4 +47,7 @@ def fresh(engine):
     engine.on_endpoint = None
     engine.quotas.value_for = lambda name: 100.0
     engine.create_errors.clear()
+    engine.sagemaker_errors.clear()
     engine.after_errors.clear()
+    engine.drop_training_events = False
+    engine.timeout_scale = 1.0

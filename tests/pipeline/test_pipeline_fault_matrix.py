@@ -4,6 +4,7 @@ what SageMaker resources are left (only the training job record may remain; noth
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -20,9 +21,10 @@ def run(engine, recipe_name="tiny-qa", **inp):
 
 
 def left(engine, name):
-    """SageMaker resources of one execution still present (by the derived names)."""
+    """SageMaker resources of one execution still present (by the derived names: env-execution-...)."""
     res = engine.sagemaker_resources()
-    return {kind: [n for n in names if n == name or n.startswith(name + "-")] for kind, names in res.items()}
+    base = f"dev-{name}"
+    return {kind: [n for n in names if n == base or n.startswith(base + "-")] for kind, names in res.items()}
 
 
 NOTHING_DEPLOYED = {"models": [], "endpoint_configs": [], "endpoints": []}
@@ -51,9 +53,9 @@ def test_happy_path_keep_endpoint_leaves_tagged_endpoint(fresh):
     name, r = run(fresh, keep_endpoint=True)
     assert r.status == "SUCCEEDED", r.cause
     got = left(fresh, name)
-    assert got["endpoints"] == [f"{name}-ep"] and got["models"] == [f"{name}-model"]
+    assert got["endpoints"] == [f"dev-{name}-ep"] and got["models"] == [f"dev-{name}-model"]
     sm = fresh.client("sagemaker")
-    arn = sm.describe_endpoint(EndpointName=f"{name}-ep")["EndpointArn"]
+    arn = sm.describe_endpoint(EndpointName=f"dev-{name}-ep")["EndpointArn"]
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
     assert tags[contract.TAG_EXECUTION] == name and tags[contract.TAG_MANAGED_BY] == "hfpipe"
     assert r.output["report"]["endpoint_deleted"] is False
@@ -76,7 +78,7 @@ def test_training_job_carries_spot_request(fresh):
     assert (
         seen["StoppingCondition"]["MaxWaitTimeInSeconds"] >= seen["StoppingCondition"]["MaxRuntimeInSeconds"]
     )
-    assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/{name}/"
+    assert seen["CheckpointConfig"]["S3Uri"] == f"s3://hfpipe-test-artifacts/checkpoints/dev-{name}/"
 
 
 @pytest.mark.parametrize(
@@ -181,9 +183,13 @@ def test_throttled_launch_then_success(fresh):
 
 def test_launch_retried_after_job_created_makes_no_second_job(fresh):
     fresh.after_errors["launch"] = ["Lambda.ServiceException"]
+    before = len(fresh.invocations)
     name, r = run(fresh, deploy=False)
     assert r.status == "SUCCEEDED", r.cause
-    assert r.output["launch"]["created"] is False  # the retry found the job the first attempt made
+    # The retry found the job the first attempt made (tagged with this env and execution) and, as it had
+    # already ended, completed the waiting task itself.
+    assert [k for k, _ in fresh.invocations[before:]].count("launch") == 2
+    assert r.output["training"]["TrainingJobStatus"] == "Completed"
     assert_only_job(fresh, name)
 
 
@@ -195,7 +201,7 @@ def test_endpoint_failed_is_cleaned_up(fresh):
     fresh.on_endpoint = failed
     name, r = run(fresh)
     assert (r.status, r.error) == ("FAILED", "EndpointFailed")
-    assert f"{name}-ep is Failed" in r.cause
+    assert f"dev-{name}-ep is Failed" in r.cause
     assert "CleanupOnError" in r.states
     assert_only_job(fresh, name)
 
@@ -282,5 +288,135 @@ def test_training_plugin_gets_the_request_as_sent(fresh):
     assert r.status == "SUCCEEDED", r.cause
     [request] = seen
     assert request["AlgorithmSpecification"]["MetricDefinitions"] == wanted
-    described = fresh.client("sagemaker").describe_training_job(TrainingJobName=name)
+    described = fresh.client("sagemaker").describe_training_job(TrainingJobName=f"dev-{name}")
     assert described["AlgorithmSpecification"]["MetricDefinitions"] == wanted
+
+
+# --- error names as AWS documents them, per integration (stacks/constructs/pipeline_state_machine.py) -----
+# Optimized SageMaker integration (CreateModel, CreateEndpointConfig, CreateEndpoint): modeled exceptions
+# are SageMaker.<Name>Exception, the rest (throttling, validation, access) SageMaker.AmazonSageMakerException.
+# AWS SDK integration (DescribeEndpoint): unmodeled errors are SageMaker.SageMakerException.
+NATIVE_TASKS = [
+    ("create_model", "CreateModel"),
+    ("create_endpoint_config", "CreateEndpointConfig"),
+    ("create_endpoint", "CreateEndpoint"),
+]
+
+
+@pytest.mark.parametrize(("api", "state"), NATIVE_TASKS)
+@pytest.mark.parametrize("code", ["ThrottlingException", "ResourceLimitExceeded"])
+def test_native_task_throttled_or_out_of_capacity_is_retried(fresh, api, state, code):
+    fresh.sagemaker_errors[api] = [code]
+    name, r = run(fresh)
+    assert r.status == "SUCCEEDED", r.cause
+    attempts = [e for e in r.history if e["type"] == "TaskFailed"]
+    named = (
+        "SageMaker.ResourceLimitExceededException"
+        if code == "ResourceLimitExceeded"
+        else ("SageMaker.AmazonSageMakerException")
+    )
+    assert [e["taskFailedEventDetails"]["error"] for e in attempts] == [named]
+    assert_only_job(fresh, name)
+
+
+@pytest.mark.parametrize(("api", "state"), NATIVE_TASKS)
+@pytest.mark.parametrize("code", ["ValidationException", "AccessDeniedException"])
+def test_native_task_refused_is_retried_a_few_times_then_cleaned_up(fresh, api, state, code):
+    fresh.sagemaker_errors[api] = [code] * 10
+    name, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "SageMaker.AmazonSageMakerException"), r.cause
+    failed = [e for e in r.history if e["type"] == "TaskFailed"]
+    # The first try and CATCH_ALL_ATTEMPTS (3) retries, then the Catch.
+    assert [e["taskFailedEventDetails"]["error"] for e in failed] == [
+        "SageMaker.AmazonSageMakerException"
+    ] * 4
+    assert f"Error Code: {code}" in r.cause
+    assert "CleanupOnError" in r.states
+    assert_only_job(fresh, name)
+    fresh.sagemaker_errors.clear()
+
+
+def test_describe_endpoint_errors_carry_the_sdk_integration_name(fresh):
+    # Exactly the task's attempts (1 + 3 retries): Cleanup's own DescribeEndpoint then succeeds.
+    fresh.sagemaker_errors["describe_endpoint"] = ["AccessDeniedException"] * 4
+    name, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "SageMaker.SageMakerException"), r.cause
+    assert "CleanupOnError" in r.states
+    assert_only_job(fresh, name)
+    fresh.sagemaker_errors.clear()
+
+
+def test_retry_lists_name_each_integrations_errors(template):
+    from test_pipeline_limits import definition
+
+    states = definition(template)[0]["States"]
+    for _, state in NATIVE_TASKS:
+        assert [r["ErrorEquals"] for r in states[state]["Retry"]] == [
+            ["SageMaker.AmazonSageMakerException"],
+            ["SageMaker.ResourceLimitExceededException"],
+        ]
+    assert [r["ErrorEquals"] for r in states["DescribeEndpoint"]["Retry"]] == [
+        ["SageMaker.SageMakerException"],
+        ["SageMaker.ResourceLimitExceededException"],
+    ]
+    lambda_errors = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException"}
+    for key, state in states.items():
+        retried = [e for r in state.get("Retry", []) for e in r["ErrorEquals"]]
+        assert "States.ALL" not in retried, key
+        if state.get("Resource", "").split(":states:::")[-1].startswith("lambda:invoke"):
+            assert lambda_errors | {"Lambda.TooManyRequestsException"} <= set(retried), key
+
+
+# --- the failure path never loses the cause ----------------------------------------------------------------
+def test_cleanup_failure_is_reported_with_the_original_error(fresh):
+    fresh.endpoint = lambda n, body: []  # the smoke test fails
+    fresh.after_errors["cleanup"] = ["AccessDeniedException"] * 8  # and so does clean-up (every retry)
+    _, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    assert r.states[-3:] == ["CleanupOnError", "ReportError", "PipelineFailed"]
+    # The report (ReportError's answer) carries both the original error and clean-up's own.
+    (report,) = [
+        json.loads(e["lambdaFunctionSucceededEventDetails"]["output"])
+        for e in r.history
+        if e["type"] == "LambdaFunctionSucceeded"
+        and '"cleanup_error"' in e["lambdaFunctionSucceededEventDetails"]["output"]
+    ]
+    assert report["error"] == "SmokeTestFailed"
+    assert report["cleanup_error"]["error"] == "AccessDeniedException"
+
+
+def test_endpoint_failure_reason_reaches_the_report(fresh):
+    def failed(ep):
+        ep.endpoint_status = "Failed"
+        ep.failure_reason = "The primary container for production variant AllTraffic did not pass the ping"
+
+    fresh.on_endpoint = failed
+    _, r = run(fresh)
+    assert (r.status, r.error) == ("FAILED", "EndpointFailed")
+    assert "did not pass the ping" in r.cause
+
+
+# --- one environment never touches another's resources ----------------------------------------------------
+def test_launch_refuses_a_job_of_another_environment_with_the_planned_name(fresh):
+    from hfpipe import contract
+
+    name = f"taken-{next(_ids)}"
+    sm = fresh.client("sagemaker")
+    theirs = {
+        "TrainingJobName": f"dev-{name}",
+        "AlgorithmSpecification": {"TrainingImage": "x", "TrainingInputMode": "File"},
+        "RoleArn": "arn:aws:iam::123456789012:role/other",
+        "OutputDataConfig": {"S3OutputPath": "s3://other/models/"},
+        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+        "Tags": [
+            {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
+            {"Key": contract.TAG_ENV, "Value": "prod"},
+            {"Key": contract.TAG_EXECUTION, "Value": name},
+        ],
+    }
+    sm.create_training_job(**theirs)
+    r = fresh.run({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=name)
+    assert (r.status, r.error) == ("FAILED", "TrainingJobNameTaken"), r.cause
+    assert "hfpipe:env=dev" in r.cause
+    assert sm.describe_training_job(TrainingJobName=f"dev-{name}")["RoleArn"].endswith("role/other")

@@ -12,6 +12,7 @@ from aws_cdk.assertions import Capture, Match
 
 import app as cdk_app
 from hfpipe import contract
+from hfpipe.core import limits
 from stacks.config import load_environments
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
 from stacks.image_catalog import build_catalog
@@ -60,17 +61,30 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
     assert {k: actions(s) - logs for k, (_, s) in functions.items()} == {
-        "plan": {"servicequotas:ListServiceQuotas"},
+        "plan": {"servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"},
         "launch": {
             "sagemaker:CreateTrainingJob",
             "sagemaker:AddTags",
             "sagemaker:DescribeTrainingJob",
+            "sagemaker:ListTags",
             "iam:PassRole",
+            "s3:PutObject",
+            "states:SendTaskSuccess",
+            "states:SendTaskFailure",
+        },
+        "on_training_event": {
+            "sagemaker:DescribeTrainingJob",
+            "s3:ListBucket",
+            "s3:GetObject",
+            "s3:DeleteObject",
+            "states:SendTaskSuccess",
+            "states:SendTaskFailure",
         },
         "gate": set(),
         "smoke_test": {"sagemaker:InvokeEndpoint"},
         "report": {"sns:Publish", "logs:DescribeLogStreams", "logs:GetLogEvents"},
         "cleanup": {
+            "sns:Publish",
             "sagemaker:DescribeEndpoint",
             "sagemaker:DescribeEndpointConfig",
             "sagemaker:DescribeModel",
@@ -84,6 +98,9 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     }
     for props, _ in functions.values():
         assert props["Runtime"] == "python3.14" and "Environment" in props
+        # Lambda's JSON log format; timeouts above the smoke test's latency limit (60 s at most).
+        assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": props["LoggingConfig"]["LogGroup"]}
+        assert props["Timeout"] > limits.MAX_SMOKE_LATENCY_MS / 1000
 
 
 @pytest.mark.parametrize("env", ENVS)

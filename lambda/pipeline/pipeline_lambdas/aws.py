@@ -6,30 +6,56 @@ one: hfpipe.local.engine puts a Service Quotas fake there, because moto has no S
 
 from __future__ import annotations
 
-import json
+import contextvars
 import logging
 import os
 from typing import Any
 
 OVERRIDES: dict[str, Any] = {}
+_EXECUTION: contextvars.ContextVar[str] = contextvars.ContextVar("execution_name", default="")
 
 
-def client(service: str) -> Any:
+def client(service: str, config: Any = None) -> Any:
     """A boto3 client for ``service`` in the Lambda's region (or the override for it)."""
     if service in OVERRIDES:
         return OVERRIDES[service]
     import boto3
 
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"))
+    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
+
+
+class _ExecutionName(logging.Filter):
+    """Puts the execution name on every record; Lambda's JSON log format writes it as a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.execution_name = _EXECUTION.get()
+        return True
 
 
 def logger(name: str) -> logging.Logger:
-    """A logger that writes one JSON object per line (structured logs in CloudWatch)."""
+    """A logger for a handler module: Lambda's JSON log format (``LoggingFormat.JSON`` on the function)
+    writes each record as one JSON object, with ``execution_name`` and the ``extra`` fields as keys."""
     log = logging.getLogger(name)
     log.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
+    if not any(isinstance(f, _ExecutionName) for f in log.filters):
+        log.addFilter(_ExecutionName())
     return log
 
 
+def execution_name_of(event: Any) -> str:
+    """The execution an event belongs to: a state machine task's plan, or an EventBridge event's detail."""
+    if not isinstance(event, dict):
+        return ""
+    plan: dict[str, Any] = event["plan"] if isinstance(event.get("plan"), dict) else {}
+    detail: dict[str, Any] = event["detail"] if isinstance(event.get("detail"), dict) else {}
+    return str(plan.get("execution_name") or event.get("execution_name") or detail.get("name") or "")
+
+
+def bind(event: Any, execution_name: str | None = None) -> None:
+    """Name the execution every following log line of this invocation belongs to."""
+    _EXECUTION.set(execution_name if execution_name is not None else execution_name_of(event))
+
+
 def log_json(log: logging.Logger, message: str, **fields: Any) -> None:
-    """Log ``message`` with ``fields`` as one JSON line."""
-    log.info(json.dumps({"message": message, **fields}, default=str))
+    """Log ``message`` with ``fields`` (under ``details``, clear of LogRecord's own attribute names)."""
+    log.info(message, extra={"details": fields})

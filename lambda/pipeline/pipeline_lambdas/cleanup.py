@@ -8,6 +8,7 @@ deleted: its record and artifacts stay).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hfpipe.core import cleanup as rule
@@ -46,7 +47,18 @@ def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"plan": <plan>}."""
+    """Event: {"plan": <plan>} from the state machine, or an EventBridge execution status change."""
+    from pipeline_lambdas import execution_end
+
+    aws.bind(event)
+    if execution_end.is_execution_status_change(event):
+        return execution_end.on_execution_end(
+            event,
+            aws.client("sagemaker"),
+            aws.client("sns"),
+            os.environ.get("TOPIC_ARN"),
+            os.environ["HFPIPE_ENV"],
+        )
     result = cleanup(aws.client("sagemaker"), event["plan"])
     aws.log_json(LOG, "cleanup", **result)
     return result

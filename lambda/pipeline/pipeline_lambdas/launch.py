@@ -1,14 +1,25 @@
-"""Launch: CreateTrainingJob from the plan, idempotently.
+"""Launch: CreateTrainingJob from the plan, idempotently, as a ``.waitForTaskToken`` task.
 
-The job name is derived from the execution name, so a retried Lambda or a repeated launch finds the
-job it created (DescribeTrainingJob first; ResourceInUse on a race) and never creates a second one.
+The state machine passes the task token; Launch keeps it in the artifacts bucket under
+``task-tokens/<job name>`` (a token is up to 2,048 characters, a SageMaker tag value at most 256, so it
+cannot ride on the job) and returns. The task then waits: OnTrainingEvent completes it when SageMaker
+reports the job Completed, Failed or Stopped, and the task's timeout (from the job's own limits) ends it
+if that event never comes.
+
+The job name is derived from the environment and the execution name, so a retried Lambda or a repeated
+launch finds the job it created and never creates a second one. An existing job with that name is
+adopted only when its tags say this environment and this execution; anything else is refused.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
+from hfpipe import contract
 from pipeline_lambdas import aws
+from pipeline_lambdas import on_training_event as training_event
 
 LOG = aws.logger(__name__)
 
@@ -19,6 +30,10 @@ class ThrottlingException(Exception):
 
 class CapacityError(Exception):
     """SageMaker had no capacity (ResourceLimitExceeded / CapacityError); retried with backoff."""
+
+
+class TrainingJobNameTaken(Exception):
+    """A job with the planned name exists but was not created by this environment and execution."""
 
 
 _RETRYABLE = {
@@ -34,30 +49,86 @@ def _code(err: Exception) -> str:
     return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
 
-def launch(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """Create the plan's training job unless it exists; return its name, ARN and whether it was created."""
-    name = plan["training_job_name"]
+def token_key(training_job_name: str) -> str:
+    """Where the waiting task's token of a job is kept in the artifacts bucket."""
+    return f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}{training_job_name}.json"
+
+
+def _adoptable(sagemaker: Any, job: dict[str, Any], plan: dict[str, Any]) -> None:
+    tags = {
+        t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
+    }
+    expected = {contract.TAG_ENV: plan["env"], contract.TAG_EXECUTION: plan["execution_name"]}
+    if (
+        any(tags.get(k) != v for k, v in expected.items())
+        or tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT
+    ):
+        raise TrainingJobNameTaken(
+            f"training job {job['TrainingJobName']} exists with tags "
+            f"{ {k: tags.get(k) for k in (*expected, contract.TAG_MANAGED_BY)} }; it is adopted only when "
+            f"tagged {contract.TAG_MANAGED_BY}={contract.PROJECT}, {contract.TAG_ENV}={plan['env']}, "
+            f"{contract.TAG_EXECUTION}={plan['execution_name']}"
+        )
+
+
+def _existing(sagemaker: Any, name: str) -> dict[str, Any] | None:
     try:
-        found = sagemaker.describe_training_job(TrainingJobName=name)
-        return {"training_job_name": name, "training_job_arn": found["TrainingJobArn"], "created": False}
+        return dict(sagemaker.describe_training_job(TrainingJobName=name))
     except Exception as err:
         if _code(err) not in ("ValidationException", "ResourceNotFound"):
             raise
-    try:
-        created = sagemaker.create_training_job(**plan["training_job_request"])
-    except Exception as err:
-        code = _code(err)
-        if code == "ResourceInUse":
-            found = sagemaker.describe_training_job(TrainingJobName=name)
-            return {"training_job_name": name, "training_job_arn": found["TrainingJobArn"], "created": False}
-        if code in _RETRYABLE:
-            raise _RETRYABLE[code](f"CreateTrainingJob {name}: {err}") from err
-        raise
-    return {"training_job_name": name, "training_job_arn": created["TrainingJobArn"], "created": True}
+        return None
+
+
+def launch(
+    sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: dict[str, Any], task_token: str
+) -> dict[str, Any]:
+    """Keep the token, create the plan's training job unless this execution already has it.
+
+    An adopted job that has already ended gets no new state-change event, so Launch completes the
+    task itself (the event handler's rule, training_event.complete).
+    """
+    name = plan["training_job_name"]
+    found = _existing(sagemaker, name)
+    if found is not None:
+        _adoptable(sagemaker, found, plan)
+    # The token goes first: an event for the job can only come after the job exists.
+    s3.put_object(
+        Bucket=bucket,
+        Key=token_key(name),
+        Body=json.dumps({"task_token": task_token, "execution_name": plan["execution_name"]}).encode(),
+        ContentType="application/json",
+    )
+    created = False
+    if found is None:
+        try:
+            sagemaker.create_training_job(**plan["training_job_request"])
+            created = True
+        except Exception as err:
+            code = _code(err)
+            if code == "ResourceInUse":
+                _adoptable(sagemaker, sagemaker.describe_training_job(TrainingJobName=name), plan)
+            elif code in _RETRYABLE:
+                raise _RETRYABLE[code](f"CreateTrainingJob {name}: {err}") from err
+            else:
+                raise
+    if not created:
+        job = sagemaker.describe_training_job(TrainingJobName=name)
+        if job["TrainingJobStatus"] in training_event.FINAL_STATUSES:
+            training_event.complete(sfn, task_token, job)
+    return {"training_job_name": name, "created": created}
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"plan": <plan>}."""
-    result = launch(aws.client("sagemaker"), event["plan"])
+    """Event: {"plan": <plan>, "task_token": <$$.Task.Token>}."""
+    aws.bind(event)
+    result = launch(
+        aws.client("sagemaker"),
+        aws.client("s3"),
+        aws.client("stepfunctions"),
+        os.environ["ARTIFACTS_BUCKET"],
+        event["plan"],
+        event["task_token"],
+    )
     aws.log_json(LOG, "launched", **result)
     return result

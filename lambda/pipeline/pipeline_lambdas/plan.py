@@ -29,6 +29,7 @@ def config_from_env(env: dict[str, str] | None = None) -> PlanConfig:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"input": <execution input>, "execution_name": <$$.Execution.Name>}."""
+    aws.bind(event)
     plan = build_plan(
         event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas")
     )

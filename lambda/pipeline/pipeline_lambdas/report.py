@@ -46,6 +46,16 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "smoke_test": smoke,
         "evaluation_gate": gate,
     }
+    endpoint = event.get("endpoint") or {}
+    if endpoint.get("FailureReason"):
+        report["endpoint_failure_reason"] = endpoint["FailureReason"]
+    cleanup_error = event.get("cleanup_error")
+    if cleanup_error:
+        # Clean-up itself failed: both errors are reported, the original one stays the execution's.
+        report["cleanup_error"] = {
+            "error": cleanup_error.get("Error"),
+            "cause": _cause_text(cleanup_error.get("Cause", "")),
+        }
     if smoke and not report["endpoint_deleted"] and plan.get("serving_instance_type"):
         # A kept endpoint is billed per instance-hour until it is deleted: say how much.
         report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
@@ -57,6 +67,8 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.
         report["error"] = str(caught.get("Error", "Error")).replace("States.", "States")
         report["cause"] = _cause_text(caught.get("Cause", ""))
+        if report.get("endpoint_failure_reason"):
+            report["cause"] += f": {report['endpoint_failure_reason']}"
     elif status in ("Failed", "Stopped"):
         report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
@@ -110,6 +122,7 @@ def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
+    aws.bind(event)
     report = build_report(event)
     add_log_tail(aws.client("logs"), report)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)

@@ -55,6 +55,15 @@ def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>}."""
-    result = smoke_test(aws.client("sagemaker-runtime"), event["plan"])
+    from botocore.config import Config
+
+    aws.bind(event)
+    # One attempt, read timeout just above the latency limit (botocore's default is 60 s with retries):
+    # a slow endpoint fails with its latency, within the Lambda's own timeout.
+    read_timeout = event["plan"]["max_latency_ms"] / 1000.0 + 10
+    runtime = aws.client(
+        "sagemaker-runtime", Config(read_timeout=read_timeout, retries={"total_max_attempts": 1})
+    )
+    result = smoke_test(runtime, event["plan"])
     aws.log_json(LOG, "smoke test passed", latency_ms=result["latency_ms"])
     return result

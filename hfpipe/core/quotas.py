@@ -1,0 +1,90 @@
+"""Service Quotas look-ups as AWS answers them: the one rule Plan and the quota custom resource share.
+
+``ListServiceQuotas`` "lists the applied quota values ... For some quotas, only the default values are
+available. If the applied quota value is not available for a quota, the quota is not retrieved"
+(https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html), so a
+quota missing from it is not missing from the account: its value is the AWS default, which
+``ListAWSDefaultServiceQuotas`` / ``GetAWSDefaultServiceQuota`` return
+(https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_GetAWSDefaultServiceQuota.html).
+Both list calls are paginated (``NextToken``, at most 100 per page); the look-up goes through botocore's
+paginators, so every page is read. Throttling is ``TooManyRequestsException`` (the API reference's
+error list for these operations); botocore retries it first, and what still fails is raised.
+
+Pure apart from the client it is given (boto3 ``service-quotas``, or anything with ``get_paginator``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: Error codes Service Quotas uses for throttling (API reference, "Errors" of each operation).
+THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
+
+
+class UnknownQuotaError(ValueError):
+    """No quota of that name exists for the service (neither applied nor default)."""
+
+
+class QuotaPaginatorClient(Protocol):
+    """The part of boto3's service-quotas client the look-up uses."""
+
+    def get_paginator(self, operation_name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class QuotaValue:
+    """One quota as it applies to the account: ``applied`` False when only the AWS default exists."""
+
+    name: str
+    code: str
+    value: float
+    applied: bool
+
+
+def _pages(client: QuotaPaginatorClient, operation: str, service_code: str) -> Any:
+    for page in client.get_paginator(operation).paginate(ServiceCode=service_code):
+        yield from page.get("Quotas", [])
+
+
+def lookup_quotas(client: QuotaPaginatorClient, service_code: str, names: list[str]) -> dict[str, QuotaValue]:
+    """The value that applies to each named quota: the applied value, else the AWS default.
+
+    Raises UnknownQuotaError naming the first name the service has neither applied nor by default.
+    """
+    wanted = set(names)
+    found: dict[str, QuotaValue] = {}
+    for quota in _pages(client, "list_service_quotas", service_code):
+        if quota.get("QuotaName") in wanted:
+            found[quota["QuotaName"]] = QuotaValue(
+                quota["QuotaName"], quota.get("QuotaCode", ""), float(quota["Value"]), True
+            )
+    missing = wanted - set(found)
+    if missing:
+        seen: list[str] = []
+        for quota in _pages(client, "list_aws_default_service_quotas", service_code):
+            name = quota.get("QuotaName", "")
+            seen.append(name)
+            if name in missing:
+                found[name] = QuotaValue(name, quota.get("QuotaCode", ""), float(quota["Value"]), False)
+        for name in names:
+            if name not in found:
+                close = difflib.get_close_matches(name, seen, n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(repr(n) for n in close)}?" if close else ""
+                raise UnknownQuotaError(
+                    f"quota {name!r} is not a quota of service {service_code!r} (neither applied nor an AWS "
+                    f"default); accepted: a quota name as the Service Quotas console lists it, such as "
+                    f"'ml.g5.2xlarge for training job usage'{hint}"
+                )
+    return {name: found[name] for name in names}
+
+
+def error_code(error: BaseException) -> str:
+    """The AWS error code of a botocore ClientError (empty for anything else)."""
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def is_throttling(error: BaseException) -> bool:
+    """Whether an error is Service Quotas throttling (after botocore's own retries)."""
+    return error_code(error) in THROTTLING_CODES

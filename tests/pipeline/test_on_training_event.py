@@ -1,0 +1,108 @@
+"""OnTrainingEvent and Launch's token hand-over, against moto S3 and a Step Functions stand-in that answers
+as AWS does once a task is no longer waiting (TaskTimedOut / InvalidToken, SendTaskSuccess reference)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from pipeline_lambdas import on_training_event as handler
+from pipeline_lambdas.launch import token_key
+
+BUCKET = "artifacts"
+
+
+class Sfn:
+    def __init__(self, gone: str | None = None):
+        self.calls: list[tuple[str, dict]] = []
+        self.gone = gone
+
+    def _call(self, name, **kwargs):
+        if self.gone:
+            raise ClientError({"Error": {"Code": self.gone, "Message": "gone"}}, name)
+        self.calls.append((name, kwargs))
+
+    def send_task_success(self, **kwargs):
+        self._call("send_task_success", **kwargs)
+
+    def send_task_failure(self, **kwargs):
+        self._call("send_task_failure", **kwargs)
+
+
+class SageMaker:
+    def __init__(self, job):
+        self.job = job
+
+    def describe_training_job(self, TrainingJobName):
+        return self.job
+
+
+def event(name, status):
+    return {
+        "source": "aws.sagemaker",
+        "detail-type": "SageMaker Training Job State Change",
+        "detail": {"TrainingJobName": name, "TrainingJobStatus": status},
+    }
+
+
+@pytest.fixture
+def s3():
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+def keep_token(s3, name):
+    s3.put_object(
+        Bucket=BUCKET, Key=token_key(name), Body=json.dumps({"task_token": "tok", "execution_name": "e"})
+    )
+
+
+def test_completed_job_succeeds_the_task_with_its_description(s3):
+    keep_token(s3, "dev-e")
+    job = {"TrainingJobName": "dev-e", "TrainingJobStatus": "Completed", "HyperParameters": {"x": "1"}}
+    sfn = Sfn()
+    result = handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, sfn, BUCKET)
+    assert result["completed"] is True
+    ((call, kwargs),) = sfn.calls
+    assert call == "send_task_success" and kwargs["taskToken"] == "tok"
+    assert json.loads(kwargs["output"]) == {"TrainingJobName": "dev-e", "TrainingJobStatus": "Completed"}
+    # The token is used once: a repeated event finds no waiting task.
+    again = handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, sfn, BUCKET)
+    assert (again["completed"], again["reason"]) == (False, "no waiting task")
+
+
+def test_failed_job_fails_the_task_with_its_failure_reason(s3):
+    keep_token(s3, "dev-f")
+    job = {"TrainingJobName": "dev-f", "TrainingJobStatus": "Failed", "FailureReason": "AlgorithmError: OOM"}
+    sfn = Sfn()
+    handler.on_event(event("dev-f", "Failed"), SageMaker(job), s3, sfn, BUCKET)
+    ((call, kwargs),) = sfn.calls
+    assert (call, kwargs["error"]) == ("send_task_failure", "TrainingJobFailed")
+    assert kwargs["cause"] == "training job dev-f Failed: AlgorithmError: OOM"
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "InvalidToken"])
+def test_a_task_no_longer_waiting_is_not_an_error(s3, code):
+    keep_token(s3, "dev-g")
+    job = {"TrainingJobName": "dev-g", "TrainingJobStatus": "Stopped"}
+    result = handler.on_event(event("dev-g", "Stopped"), SageMaker(job), s3, Sfn(gone=code), BUCKET)
+    assert result["completed"] is False
+
+
+def test_other_errors_are_raised(s3):
+    keep_token(s3, "dev-h")
+    job = {"TrainingJobName": "dev-h", "TrainingJobStatus": "Completed"}
+    with pytest.raises(ClientError, match="AccessDenied"):
+        handler.on_event(
+            event("dev-h", "Completed"), SageMaker(job), s3, Sfn(gone="AccessDeniedException"), BUCKET
+        )
+
+
+def test_states_that_are_not_final_are_ignored(s3):
+    result = handler.on_event(event("dev-i", "InProgress"), SageMaker({}), s3, Sfn(), BUCKET)
+    assert result["completed"] is False and result["reason"] == "not final"

@@ -1,0 +1,178 @@
+"""No execution outgrows Step Functions: the wait design on the synthesized definition, Plan's limits, and
+the longest execution the schema allows, run on the local engine with its history events counted as
+AWS counts them (hfpipe.core.limits documents the per-state numbers used)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from hfpipe.core import limits
+from hfpipe.core.schema import RecipeError
+
+_ids = itertools.count()
+LONGEST_MAX_RUN = 2_419_200  # the schema's maximum for training.max_run_seconds (SageMaker's 28 days)
+ENDPOINT_TIMEOUT = limits.MAX_ENDPOINT_POLLS * 10  # 360 polls of 10 s: the most polls Plan allows
+
+
+def definition(template):
+    (machine,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "0" for p in parts)), machine["Properties"]
+
+
+def test_launch_waits_for_the_training_event_with_a_timeout_from_the_plan(template):
+    states, _props = definition(template)
+    launch = states["States"]["Launch"]
+    assert launch["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
+    assert launch["TimeoutSecondsPath"] == "$.plan.training_wait_seconds"
+    assert launch["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
+    # No polling for training: no Wait state, no DescribeTrainingJob loop.
+    assert "WaitForTraining" not in states["States"] and "DescribeTrainingJob" not in states["States"]
+    assert states["TimeoutSeconds"] == limits.EXECUTION_TIMEOUT_SECONDS
+    # The event routing: this environment's jobs that ended -> OnTrainingEvent.
+    rules = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+    patterns = {r["EventPattern"]["detail-type"][0]: r["EventPattern"] for r in rules}
+    training = patterns["SageMaker Training Job State Change"]
+    assert training["source"] == ["aws.sagemaker"]
+    assert training["detail"] == {
+        "TrainingJobStatus": ["Completed", "Failed", "Stopped"],
+        "TrainingJobName": [{"prefix": "dev-"}],
+    }
+    ended = patterns["Step Functions Execution Status Change"]
+    assert ended["detail"]["status"] == ["TIMED_OUT", "ABORTED", "FAILED"]
+
+
+def plan_of(recipe_overrides, poll=1):
+    from hfpipe.core.plan import PlanConfig, build_plan
+    from hfpipe.local.engine import FakeQuotas, default_quotas
+    from stacks.image_catalog import build_catalog
+
+    config = PlanConfig(
+        env="dev",
+        region="eu-west-1",
+        role_arn="arn:aws:iam::123456789012:role/x",
+        sourcedir_uri="s3://b/sourcedir.tar.gz",
+        data_bucket="data",
+        artifacts_bucket="artifacts",
+        image_catalog=build_catalog("eu-west-1"),
+    )
+    event = {"recipe_name": "tiny-spot", "overrides": recipe_overrides, "poll_seconds": poll}
+    return build_plan(event, "limits-1", config, FakeQuotas(default_quotas()))
+
+
+def longest_overrides(extra_seconds=0):
+    """The longest spot job the plan accepts: training wait + endpoint wait + the rest == the timeout."""
+    max_wait = (
+        limits.EXECUTION_TIMEOUT_SECONDS
+        - limits.OTHER_STATES_SECONDS
+        - limits.TRAINING_WAIT_MARGIN_SECONDS
+        - ENDPOINT_TIMEOUT
+        + extra_seconds
+    )
+    return {
+        "training.max_run_seconds": LONGEST_MAX_RUN,
+        "training.spot.max_wait_seconds": max_wait,
+        "serving.endpoint_timeout_seconds": ENDPOINT_TIMEOUT,
+    }
+
+
+def test_plan_derives_the_waits_from_the_job_limits():
+    plan = plan_of(longest_overrides())
+    spot_wait = plan["training_job_request"]["StoppingCondition"]["MaxWaitTimeInSeconds"]
+    assert plan["training_wait_seconds"] == spot_wait + limits.TRAINING_WAIT_MARGIN_SECONDS
+    # A requested 1 s poll is stretched so the endpoint wait fits MAX_ENDPOINT_POLLS polls.
+    assert (plan["poll_seconds"], plan["endpoint_max_polls"]) == (10, limits.MAX_ENDPOINT_POLLS)
+    longest = limits.worst_case_seconds(
+        plan["training_wait_seconds"], plan["poll_seconds"], plan["endpoint_max_polls"]
+    )
+    assert longest == limits.EXECUTION_TIMEOUT_SECONDS
+
+
+def test_plan_refuses_a_run_that_cannot_finish_before_the_execution_timeout():
+    with pytest.raises(RecipeError, match=r"recipe.training.spot.max_wait_seconds: \d+ .* execution timeout"):
+        plan_of(longest_overrides(extra_seconds=1))
+
+
+def test_plan_refuses_a_latency_limit_no_endpoint_can_be_held_to():
+    with pytest.raises(RecipeError, match=r"recipe\.serving\.max_latency_ms: 90000"):
+        plan_of({"serving.max_latency_ms": 90000})
+
+
+#: Events per state as Step Functions records them (hfpipe.core.limits, the HistoryEvent types).
+EVENTS_PER_STATE = {"Task": 5, "Pass": 2, "Choice": 2, "Wait": 2, "Succeed": 2, "Fail": 1}
+
+
+def aws_event_count(history):
+    """History events of an execution as AWS records them: per state entered, +1 for each
+    .waitForTaskToken task (TaskSubmitted), +3 per retried attempt, +2 for the execution."""
+    entered = [e["type"].removesuffix("StateEntered") for e in history if e["type"].endswith("StateEntered")]
+    count = 2 + sum(EVENTS_PER_STATE[t] for t in entered)
+    count += sum(1 for e in history if e["type"] == "TaskSubmitted")
+    task_states = entered.count("Task")
+    attempts = sum(1 for e in history if e["type"] == "TaskScheduled") + sum(
+        1 for e in history if e["type"] == "LambdaFunctionScheduled"
+    )
+    return count + 3 * max(0, attempts - task_states)
+
+
+@pytest.mark.slow
+def test_longest_allowed_execution_fits_the_history_limit(fresh):
+    """The longest recipe the schema and Plan allow: a 28-day spot job waiting the longest MaxWait, then
+    an endpoint that never comes InService for every allowed poll, then clean-up and the failure report."""
+    fresh.on_endpoint = lambda ep: setattr(ep, "endpoint_status", "Creating")
+    name = f"longest-{next(_ids)}"
+    r = fresh.run(
+        {"recipe_name": "tiny-spot", "overrides": longest_overrides(), "poll_seconds": 1},
+        name=name,
+        timeout_s=600,
+    )
+    assert (r.status, r.error) == ("FAILED", "EndpointWaitTimeout"), r.cause
+    assert r.states.count("DescribeEndpoint") == limits.MAX_ENDPOINT_POLLS
+    assert "CleanupOnError" in r.states
+    counted = aws_event_count(r.history)
+    print(
+        f"longest execution: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)"
+    )
+    assert counted <= limits.worst_case_history_events(limits.MAX_ENDPOINT_POLLS) < limits.HISTORY_EVENT_LIMIT
+    # Nothing it created is left: only the training job record.
+    left = fresh.sagemaker_resources()
+    assert not [
+        n
+        for names in (left["models"], left["endpoint_configs"], left["endpoints"])
+        for n in names
+        if name in n
+    ]
+
+
+def test_a_lost_training_event_ends_in_the_task_timeout_and_clean_up(fresh):
+    fresh.drop_training_events = True
+    fresh.timeout_scale = 1e-4  # the ~2 h training wait of tiny-qa becomes 1 s
+    try:
+        r = fresh.run({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=f"lost-{next(_ids)}", timeout_s=60)
+    finally:
+        fresh.drop_training_events, fresh.timeout_scale = False, 1.0
+    assert (r.status, r.error) == ("FAILED", "StatesTimeout"), r.cause
+    assert "CleanupOnError" in r.states and "CreateModel" not in r.states
+
+
+def test_state_machine_logs_to_a_vended_logs_group(template):
+    (machine,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
+    group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    name = template["Resources"][group_id]["Properties"]["LogGroupName"]
+    assert name == "/aws/vendedlogs/states/hfpipe-dev-pipeline"
+
+
+def test_infra_docs_say_what_each_stack_needs_to_deploy(repo_root):
+    text = (repo_root / "docs" / "infra.md").read_text()
+    section = text.split("## What a real `cdk deploy` needs, per stack", 1)[1].split("\n## ", 1)[0]
+    for needed in ("cdk bootstrap", "Hfpipe-<env>-Data", "Hfpipe-<env>-Quota", "Hfpipe-<env>-Pipeline"):
+        assert needed in section, needed
+    assert "reserved concurrency" in section and "quotas" in section.lower()
