@@ -87,6 +87,10 @@ class Deployed(Environment):
     What cannot run here is the engine's plug-ins: training (`start(..., fail=True)` fails the job as
     SageMaker would; `running=True` leaves it InProgress until `finish_training`) and the endpoint, which
     answers in the shape the recipe's smoke test expects.
+
+    The engine's moto account lives as long as the module; its SageMaker resources, CloudWatch logs and
+    the answers queued for InvokeEndpoint are emptied for each environment deployed, so a test sees only
+    the jobs, endpoints and log lines of its own executions.
     """
 
     _count = 0
@@ -104,6 +108,8 @@ class Deployed(Environment):
         engine.training = self._training
         engine.endpoint = _answer
         engine.create_errors.clear()
+        for service in ("sagemaker", "sagemaker-runtime", "logs"):
+            get_backend(service)[ACCOUNT][REGION].reset()
 
     def _training(self, request: dict[str, Any], job: Any) -> None:
         name = request["TrainingJobName"]

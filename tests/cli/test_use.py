@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from cli_moto import ACCOUNT, REGION, ROLE, Deployed, Environment, sagemaker_backend, tags_for
+from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
 from moto.backends import get_backend
 
 from hfpipe.cli import main
@@ -32,7 +32,9 @@ def deploy_endpoint(
     instance_type: str = "ml.g4dn.xlarge",  # moto refuses the newer types
     tags: Any = None,
 ) -> None:
-    """The model, endpoint config and endpoint an execution with keep_endpoint leaves, tagged like Plan does."""
+    """A model, endpoint config and endpoint named and tagged as the pipeline's rules name and tag those of
+    execution `plan` (another environment's, or untagged ones): what this environment's pipeline did not
+    create."""
     sm = deployed.sagemaker
     tags = tags if tags is not None else tags_for(plan)
     sm.create_model(
@@ -85,8 +87,16 @@ def invoked() -> list[bytes]:
 
 @pytest.fixture
 def kept(deployed: Deployed) -> dict[str, Any]:
-    """A succeeded tiny-lora execution whose endpoint was kept."""
+    """A succeeded tiny-lora execution whose endpoint the pipeline kept (its plan)."""
     _, plan = deployed.start("keep-1", keep_endpoint=True)
+    assert plan["keep_endpoint"] is True
+    assert list(sagemaker_backend().endpoints) == [plan["endpoint_name"]]
+    return plan
+
+
+def other_environments_endpoint(deployed: Deployed) -> dict[str, Any]:
+    """The endpoint prod's pipeline keeps for its execution prod-1, in the same account and region."""
+    plan = plan_for("prod-1", "prod")
     deploy_endpoint(deployed, plan)
     return plan
 
@@ -111,7 +121,7 @@ def test_invoke_by_execution_with_a_dialogue(kept: dict[str, Any], tmp_path: Any
     )
     assert (code, err) == (0, "")
     first, second = out.splitlines()
-    assert first.startswith("answer from keep-1-endpoint in ") and first.endswith(" ms")
+    assert first.startswith(f"answer from {kept['endpoint_name']} in ") and first.endswith(" ms")
     assert second == "summary: Amanda will bring Jerry cookies tomorrow."
     [body] = invoked()
     assert json.loads(body) == {"dialogue": DIALOGUE.strip(), "parameters": {"max_new_tokens": 32}}
@@ -123,7 +133,7 @@ def test_invoke_by_endpoint_name_as_json_lines_from_stdin(
     lines = [{"inputs": "Amanda: hi\nJerry: hello"}, {"dialogue": "Tom: late again\nAnn: ok"}]
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(x) for x in lines) + "\n\n"))
     endpoint_answers([{"generated_text": "a"}], [{"generated_text": "b", "summary": "Tom is late."}])
-    code, out, err = run(capsys, "invoke", "keep-1-endpoint", "--env", "dev", "--json")
+    code, out, err = run(capsys, "invoke", kept["endpoint_name"], "--env", "dev", "--json")
     assert (code, err) == (0, "")
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["request"] for r in records] == [1, 2]
@@ -131,7 +141,7 @@ def test_invoke_by_endpoint_name_as_json_lines_from_stdin(
         [{"generated_text": "a"}],
         [{"generated_text": "b", "summary": "Tom is late."}],
     ]
-    assert all(r["endpoint"] == "keep-1-endpoint" and r["latency_ms"] >= 0 for r in records)
+    assert all(r["endpoint"] == kept["endpoint_name"] and r["latency_ms"] >= 0 for r in records)
     assert [json.loads(b) for b in invoked()] == lines
 
 
@@ -181,41 +191,34 @@ def test_invoke_file_with_a_bad_line(kept: dict[str, Any], tmp_path: Any, capsys
 
 
 def test_invoke_an_execution_whose_endpoint_was_deleted(deployed: Deployed, capsys: Any) -> None:
-    deployed.start("gone-1")
+    _, plan = deployed.start("gone-1")
     code, _, err = run(capsys, "invoke", "gone-1", "--env", "dev", "--data", '{"inputs": "x"}')
     assert code == 1
     assert err == (
-        "error: endpoint gone-1-endpoint of execution 'gone-1' does not exist (SUCCEEDED): the pipeline deletes "
-        "it after the smoke test unless it is kept; start with `hfpipe start ... --keep-endpoint`\n"
+        f"error: endpoint {plan['endpoint_name']} of execution 'gone-1' does not exist (SUCCEEDED): the "
+        "pipeline deletes it after the smoke test unless it is kept; start with `hfpipe start ... "
+        "--keep-endpoint`\n"
     )
 
 
 def test_invoke_refuses_another_environments_endpoint(deployed: Deployed, capsys: Any) -> None:
-    other = Environment("prod")
-    _, plan = other.start("prod-1", keep_endpoint=True)
-    deploy_endpoint(other, plan)
-    code, _, err = run(capsys, "invoke", "prod-1-endpoint", "--env", "dev", "--data", '{"inputs": "x"}')
+    prod = other_environments_endpoint(deployed)
+    name = prod["endpoint_name"]
+    code, _, err = run(capsys, "invoke", name, "--env", "dev", "--data", '{"inputs": "x"}')
     assert code == 1
-    assert (
-        err == "error: endpoint prod-1-endpoint belongs to environment 'prod' (tag hfpipe:env), not 'dev'\n"
-    )
+    assert err == f"error: endpoint {name} belongs to environment 'prod' (tag hfpipe:env), not 'dev'\n"
     assert invoked() == []
 
 
 def test_invoke_dialogue_on_a_qa_endpoint(deployed: Deployed, tmp_path: Any, capsys: Any) -> None:
-    _, plan = deployed.start(
-        "qa-1",
-        recipe_name="tiny-qa",
-        training_job_request={"HyperParameters": {"sagemaker_program": '"run_qa.py"'}},
-    )
-    deploy_endpoint(deployed, plan)
+    _, plan = deployed.start("qa-1", recipe="tiny-qa", keep_endpoint=True)
     chat = tmp_path / "chat.txt"
     chat.write_text(DIALOGUE)
     code, _, err = run(capsys, "invoke", "qa-1", "--env", "dev", "--dialogue", str(chat))
     assert code == 1
     assert err == (
-        "error: --dialogue is for the summarization recipes (handler inference_clm.py); qa-1-endpoint serves "
-        "inference_qa.py: send its request shape with --data or --file\n"
+        "error: --dialogue is for the summarization recipes (handler inference_clm.py); "
+        f"{plan['endpoint_name']} serves inference_qa.py: send its request shape with --data or --file\n"
     )
     code, _, err = run(
         capsys, "invoke", "qa-1", "--env", "dev", "--data", '{"question": "Who?", "context": ""}'
@@ -236,9 +239,7 @@ def test_invoke_needs_a_target(capsys: Any) -> None:
 def test_endpoints_lists_this_environments_with_cost(
     deployed: Deployed, kept: dict[str, Any], capsys: Any
 ) -> None:
-    other = Environment("prod")
-    _, plan = other.start("prod-1", keep_endpoint=True)
-    deploy_endpoint(other, plan)
+    prod = other_environments_endpoint(deployed)
     untagged = {
         **kept,
         "model_name": "mine-model",
@@ -249,22 +250,20 @@ def test_endpoints_lists_this_environments_with_cost(
     code, out, err = run(capsys, "endpoints", "--env", "dev", "--json")
     assert (code, err) == (0, "")
     [record] = json.loads(out)
-    assert record["name"] == "keep-1-endpoint"
+    assert record["name"] == kept["endpoint_name"]
     assert record["execution"] == "keep-1" and record["recipe"] == "tiny-lora"
-    assert (record["instance_type"], record["instance_count"]) == ("ml.g4dn.xlarge", 1)
-    assert record["price_per_hour_usd"] == 0.736
+    # tiny-lora serves on one ml.m5.large (its recipe), at 0.115 USD/h (the price table)
+    serving = (kept["serving_instance_type"], kept["serving_instance_count"])
+    assert (record["instance_type"], record["instance_count"]) == serving == ("ml.m5.large", 1)
+    assert record["price_per_hour_usd"] == 0.115
     created = datetime.fromisoformat(record["created"])
-    assert (
-        0
-        <= record["cost_so_far_usd"]
-        <= cost.endpoint_cost_so_far("ml.g4dn.xlarge", 1, created, datetime.now(UTC))
-    )
+    assert 0 <= record["cost_so_far_usd"] <= cost.endpoint_cost_so_far(*serving, created, datetime.now(UTC))
 
     code, out, _ = run(capsys, "endpoints", "--env", "dev")
     assert code == 0
-    assert "keep-1-endpoint" in out and "0.736" in out
-    assert "prod-1" not in out and "mine" not in out
-    assert "1 endpoint up: 0.736 USD/h together" in out
+    assert kept["endpoint_name"] in out and "0.115" in out
+    assert prod["endpoint_name"] not in out and "mine" not in out
+    assert "1 endpoint up: 0.115 USD/h together" in out
 
 
 def test_endpoint_cost_rule() -> None:
@@ -277,31 +276,31 @@ def test_endpoint_cost_rule() -> None:
 
 
 def test_endpoints_delete(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
-    code, out, err = run(capsys, "endpoints", "delete", "keep-1-endpoint", "--env", "dev")
+    name = kept["endpoint_name"]
+    code, out, err = run(capsys, "endpoints", "delete", name, "--env", "dev")
     assert (code, err) == (
         1,
         "error: not deleting without confirmation: stdin is not a terminal; pass --yes to confirm\n",
     )
-    code, out, err = run(capsys, "endpoints", "delete", "keep-1-endpoint", "--env", "dev", "--yes")
+    code, out, err = run(capsys, "endpoints", "delete", name, "--env", "dev", "--yes")
     assert (code, err) == (0, "")
-    assert "deleted endpoint keep-1-endpoint (0.736 USD/h, " in out
-    assert "deleted endpoint config keep-1-config" in out and "deleted model keep-1-model" in out
+    assert f"deleted endpoint {name} (0.115 USD/h, " in out
+    assert f"deleted endpoint config {kept['endpoint_config_name']}" in out
+    assert f"deleted model {kept['model_name']}" in out
     backend = sagemaker_backend()
     assert not backend.endpoints and not backend.endpoint_configs and not backend._models
     assert run(capsys, "endpoints", "--env", "dev") == (0, "no endpoints up in environment 'dev'\n", "")
 
 
 def test_endpoints_delete_refuses_another_environments(deployed: Deployed, capsys: Any) -> None:
-    other = Environment("prod")
-    _, plan = other.start("prod-1", keep_endpoint=True)
-    deploy_endpoint(other, plan)
-    code, out, err = run(capsys, "endpoints", "delete", "prod-1-endpoint", "--env", "dev", "--yes")
+    name = other_environments_endpoint(deployed)["endpoint_name"]
+    code, out, err = run(capsys, "endpoints", "delete", name, "--env", "dev", "--yes")
     assert (code, out) == (1, "")
     assert err == (
-        "error: endpoint prod-1-endpoint belongs to environment 'prod' (tags hfpipe:env, hfpipe:managed-by), "
+        f"error: endpoint {name} belongs to environment 'prod' (tags hfpipe:env, hfpipe:managed-by), "
         "not 'dev': nothing deleted\n"
     )
-    assert "prod-1-endpoint" in sagemaker_backend().endpoints
+    assert name in sagemaker_backend().endpoints
     code, _, err = run(capsys, "endpoints", "delete", "nope", "--env", "dev", "--yes")
     assert (code, err) == (
         1,
@@ -318,12 +317,12 @@ def test_list_shows_the_endpoints_up(deployed: Deployed, kept: dict[str, Any], c
     assert (code, err) == (0, "")
     records = {r["name"]: r for r in json.loads(out)}
     assert records["gone-1"]["endpoint"] is None
-    assert records["keep-1"]["endpoint"]["name"] == "keep-1-endpoint"
-    assert records["keep-1"]["endpoint"]["price_per_hour_usd"] == 0.736
+    assert records["keep-1"]["endpoint"]["name"] == kept["endpoint_name"]
+    assert records["keep-1"]["endpoint"]["price_per_hour_usd"] == 0.115
     code, out, _ = run(capsys, "list", "--env", "dev")
     assert code == 0
     [row] = [line for line in out.splitlines() if "keep-1 " in line]
-    assert "keep-1-endpoint (InService, 0.736 USD/h, " in row and " so far)" in row
+    assert f"{kept['endpoint_name']} (InService, 0.115 USD/h, " in row and " so far)" in row
 
 
 def test_report_shows_the_endpoint_up_and_its_cost(
@@ -334,10 +333,10 @@ def test_report_shows_the_endpoint_up_and_its_cost(
     report = json.loads(out)
     assert report["endpoint_deleted"] is False
     assert report["endpoint_status"] == "InService"
-    assert report["endpoint_price_per_hour_usd"] == 0.736
+    assert report["endpoint_price_per_hour_usd"] == 0.115
     code, out, _ = run(capsys, "report", "keep-1", "--env", "dev")
-    assert "keep-1-endpoint (up: InService, 0.736 USD/h, " in out
-    assert "`hfpipe endpoints delete keep-1-endpoint --env dev`" in out
+    assert f"{kept['endpoint_name']} (up: InService, 0.115 USD/h, " in out
+    assert f"`hfpipe endpoints delete {kept['endpoint_name']} --env dev`" in out
 
 
 def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
@@ -346,7 +345,8 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     )
     assert (code, err) == (0, "")
     assert "the endpoint stays up after the smoke test (billed per hour)" in out
-    arn = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:hfpipe-dev:k-1"
+    # the execution of the environment's state machine (its ARN from SSM), named as asked
+    arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":k-1"
     sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
     assert sent["keep_endpoint"] is True
     # the Plan Lambda's rule: the input field becomes serving.keep_endpoint
@@ -386,8 +386,7 @@ def now_ms(offset_s: float = 0) -> int:
 
 @pytest.fixture
 def two_instance_job(deployed: Deployed) -> dict[str, Any]:
-    _, plan = deployed.start("ddp-1")
-    deployed.create_training_job(plan)
+    _, plan = deployed.start("ddp-1")  # the job its Launch created, Completed
     t = now_ms(-3600)
     write_log(
         deployed, plan["training_job_name"], "algo-1", [(t, "algo-1 starts"), (t + 2000, "{'loss': 2.5}")]
@@ -421,7 +420,7 @@ def test_logs_every_instance_interleaved(
 
 
 def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys: Any) -> None:
-    write_log(deployed, "ddp-1-train", "algo-1", [(now_ms(-60), "recent line")])
+    write_log(deployed, two_instance_job["training_job_name"], "algo-1", [(now_ms(-60), "recent line")])
     code, out, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "10m")
     assert (code, out, err) == (0, "[algo-1] recent line\n", "")
     code, _, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "ten")
@@ -435,7 +434,8 @@ def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: di
     from hfpipe.cli import aws
     from hfpipe.cli.logs import follow_cloudwatch
 
-    job = sagemaker_backend().training_jobs["ddp-1-train"]
+    name = two_instance_job["training_job_name"]
+    job = deployed.job(name)
     job.training_job_status = "InProgress"
     seen: list[str] = []
     polls = 0
@@ -444,14 +444,14 @@ def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: di
         nonlocal polls
         polls += 1
         if polls == 1:  # new lines arrive between polls, one with the timestamp already seen
-            write_log(deployed, "ddp-1-train", "algo-1", [(now_ms(), "{'loss': 1.9}")])
+            write_log(deployed, name, "algo-1", [(now_ms(), "{'loss': 1.9}")])
         if polls == 2:
-            write_log(deployed, "ddp-1-train", "algo-2", [(now_ms(), "Training complete")])
+            write_log(deployed, name, "algo-2", [(now_ms(), "Training complete")])
             job.training_job_status = "Failed"
 
     status = follow_cloudwatch(
         aws.make_clients(region=REGION),
-        "ddp-1-train",
+        name,
         start_ms=None,
         follow=True,
         interval=0.01,
@@ -470,16 +470,15 @@ def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: di
 
 
 def test_logs_before_the_job_logged(deployed: Deployed, capsys: Any) -> None:
-    _, _plan = deployed.start("quiet-1")
+    _, plan = deployed.start("quiet-1")
+    job = plan["training_job_name"]
     code, out, err = run(capsys, "logs", "quiet-1", "--env", "dev")
     assert (code, out) == (0, "")
-    assert err == (
-        "training job quiet-1-train has no log lines yet (/aws/sagemaker/TrainingJobs, streams quiet-1-train/*)\n"
-    )
+    assert err == f"training job {job} has no log lines yet (/aws/sagemaker/TrainingJobs, streams {job}/*)\n"
 
 
 def test_log_tail_over_instances(deployed: Deployed, two_instance_job: dict[str, Any]) -> None:
-    tail = logs.log_tail(deployed.logs, "ddp-1-train", lines=3)
+    tail = logs.log_tail(deployed.logs, two_instance_job["training_job_name"], lines=3)
     assert logs.format_lines(tail) == [
         "[algo-2] algo-2 starts",
         "[algo-1] {'loss': 2.5}",
@@ -490,13 +489,12 @@ def test_log_tail_over_instances(deployed: Deployed, two_instance_job: dict[str,
 
 
 def test_report_of_a_failed_job_carries_its_log_tail(deployed: Deployed, capsys: Any) -> None:
-    _, plan = deployed.start("oom-1", fail=True)
-    deployed.create_training_job(plan)
-    sagemaker_backend().training_jobs["oom-1-train"].training_job_status = "Failed"
+    _, plan = deployed.start("oom-1", fail=True)  # the job fails; the execution with it
+    assert deployed.job(plan["training_job_name"]).training_job_status == "Failed"
     lines = [(now_ms(-100 + i), f"step {i}") for i in range(30)] + [
         (now_ms(-50), "torch.OutOfMemoryError: CUDA")
     ]
-    write_log(deployed, "oom-1-train", "algo-1", lines)
+    write_log(deployed, plan["training_job_name"], "algo-1", lines)
     code, out, _ = run(capsys, "report", "oom-1", "--env", "dev", "--json")
     assert code == 0
     report = json.loads(out)
@@ -554,11 +552,12 @@ def test_watch_shows_the_last_lines_of_the_log(
 
 
 def test_invoke_an_endpoint_still_creating(deployed: Deployed, kept: dict[str, Any], capsys: Any) -> None:
-    sagemaker_backend().endpoints["keep-1-endpoint"].endpoint_status = "Creating"
+    name = kept["endpoint_name"]
+    sagemaker_backend().endpoints[name].endpoint_status = "Creating"
     code, _, err = run(capsys, "invoke", "keep-1", "--env", "dev", "--data", '{"inputs": "x"}')
     assert (code, err) == (
         1,
-        "error: endpoint keep-1-endpoint is Creating, not InService: wait for it (`hfpipe endpoints --env dev`)\n",
+        f"error: endpoint {name} is Creating, not InService: wait for it (`hfpipe endpoints --env dev`)\n",
     )
     assert invoked() == []
 
@@ -595,23 +594,20 @@ def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any)
     )
 
 
-def test_report_lambda_prices_a_kept_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-    from pathlib import Path
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
-    report_lambda = importlib.import_module("pipeline_lambdas.report")
-    from cli_moto import plan_for
-
-    plan = {**plan_for("keep-9", keep_endpoint=True), "serving_instance_count": 2, "checkpoint_s3_uri": None}
-    training = {"TrainingJobStatus": "Completed", "TrainingTimeInSeconds": 60, "BillableTimeInSeconds": 60}
-    smoke = {"ok": True, "latency_ms": 10.0, "response": [{"generated_text": "x"}]}
-    kept = report_lambda.build_report({"plan": plan, "training": training, "smoke": smoke})
+def test_report_lambda_prices_a_kept_endpoint(deployed: Deployed) -> None:
+    """The Report Lambda's report (the execution's output) prices the endpoint the pipeline kept."""
+    arn, plan = deployed.start(
+        "keep-9", recipe="bloomz-7b1-lora-samsum", keep_endpoint=True, overrides={"serving.instance_count": 2}
+    )
+    kept = json.loads(deployed.sfn.describe_execution(executionArn=arn)["output"])["report"]
+    assert (plan["serving_instance_type"], plan["serving_instance_count"]) == ("ml.g5.4xlarge", 2)
     assert kept["endpoint_deleted"] is False
     assert kept["endpoint_price_per_hour_usd"] == pytest.approx(2 * 2.03)  # 2 x ml.g5.4xlarge
-    deleted = report_lambda.build_report(
-        {"plan": plan, "training": training, "smoke": smoke, "cleanup": {"endpoint_deleted": True}}
+    arn, _ = deployed.start(
+        "gone-9", recipe="bloomz-7b1-lora-samsum", overrides={"serving.instance_count": 2}
     )
+    deleted = json.loads(deployed.sfn.describe_execution(executionArn=arn)["output"])["report"]
+    assert deleted["endpoint_deleted"] is True
     assert "endpoint_price_per_hour_usd" not in deleted
 
 

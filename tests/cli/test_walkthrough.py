@@ -54,9 +54,10 @@ def test_the_walkthrough_has_the_steps_it_promises() -> None:
     assert "--serve" in local[0] and "--local" in local[2] and "--dialogue" in local[2]
     assert [c[1] for c in on_aws] == ["start", "logs", "endpoints", "invoke", "endpoints"]
     assert "--keep-endpoint" in on_aws[0]
-    # the endpoint it deletes is the one the pipeline names for that execution
-    execution = on_aws[0][on_aws[0].index("--name") + 1]
-    assert on_aws[4][2:4] == ["delete", names.derive_names(execution)["endpoint_name"]]
+    # the endpoint it deletes is the one the pipeline names for that execution of that environment
+    start = on_aws[0]
+    execution, env = start[start.index("--name") + 1], start[start.index("--env") + 1]
+    assert on_aws[4][2:4] == ["delete", names.derive_names(execution, env)["endpoint_name"]]
 
 
 @pytest.mark.slow
@@ -118,8 +119,9 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any) -> None:
-    """The AWS block against moto: the stand-in state machine plays the pipeline (see cli_moto)."""
-    from test_use import deploy_endpoint, endpoint_answers, invoked, write_log
+    """The AWS block against moto: the real pipeline runs the recipe and keeps its endpoint (see cli_moto);
+    every command is the README's, the delete confirmed with --yes."""
+    from test_use import endpoint_answers, invoked, write_log
 
     _, (start, follow, endpoints, invoke, delete) = walkthrough_blocks()
     chat = chat_file(tmp_path)
@@ -128,21 +130,21 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     assert (code, err) == (0, "")
     assert "the endpoint stays up after the smoke test (billed per hour)" in out and "report: bloomz-1" in out
 
-    # What the pipeline leaves behind for a kept endpoint: the job, its log, the endpoint (names from its plan).
+    # What the pipeline left: the completed job and the kept endpoint (names from its plan); the job's log
+    # lines are what training would have written.
     from hfpipe.cli import aws
 
     clients = aws.make_clients()
     desc = aws.resolve_execution(clients, "bloomz-1", "dev")
+    assert desc["status"] == "SUCCEEDED"
     plan = aws.find_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
-    assert plan is not None
-    plan = {**plan, "env": "dev", "model_name": "bloomz-1-model", "endpoint_config_name": "bloomz-1-config"}
-    deployed.create_training_job(plan)
-    sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status = "Completed"
+    assert plan is not None and plan["keep_endpoint"] is True
+    assert deployed.job(plan["training_job_name"]).training_job_status == "Completed"
+    assert list(sagemaker_backend().endpoints) == [plan["endpoint_name"]]
     now = int(time.time() * 1000)
     write_log(
         deployed, plan["training_job_name"], "algo-1", [(now, "{'train_loss': 1.42}"), (now + 1, "done")]
     )
-    deploy_endpoint(deployed, plan)
 
     assert main(follow[1:]) == 0
     assert capsys.readouterr().out == "{'train_loss': 1.42}\ndone\n"
@@ -160,8 +162,9 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     assert out.splitlines()[1] == "summary: Amanda will bring Jerry cookies."
     assert len(invoked()) == 1
 
-    # the README deletes bloomz-1-ep (the real naming rule); the stand-in pipeline named it from its plan
-    code = main([*delete[1:3], plan["endpoint_name"], *delete[4:], "--yes"])
+    # the README's delete is the endpoint the pipeline named in its plan
+    assert delete[3] == plan["endpoint_name"]
+    code = main([*delete[1:], "--yes"])
     out, err = capsys.readouterr()
     assert (code, err) == (0, "")
     assert f"deleted endpoint {plan['endpoint_name']}" in out
