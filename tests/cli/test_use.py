@@ -15,6 +15,7 @@ from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backen
 from moto.backends import get_backend
 
 from hfpipe.cli import main
+from hfpipe.cli.aws import find_plan
 from hfpipe.core import cost, logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
@@ -349,8 +350,12 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":k-1"
     sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
     assert sent["keep_endpoint"] is True
-    # the Plan Lambda's rule: the input field becomes serving.keep_endpoint
-    from hfpipe.core.plan import build_plan  # noqa: F401 - the field is in its accepted input
+    # the Plan Lambda turns the input field into serving.keep_endpoint, and the pipeline keeps the endpoint
+    # it names in its plan
+    assert deployed.wait(arn) == "SUCCEEDED"
+    plan = find_plan(deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
+    assert plan is not None and plan["keep_endpoint"] is True
+    assert list(sagemaker_backend().endpoints) == [plan["endpoint_name"]]
 
     code, _, err = run(
         capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"
