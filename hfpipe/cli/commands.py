@@ -241,14 +241,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
     # A stopped execution never reaches its Cleanup state, so do its work here.
     env = plan.get("env") or args.env
     if env and not args.keep_endpoint:
-        for resource in cleanup.find_resources(clients.sagemaker, env, execution=desc["name"]):
-            _call(
-                f"deleting {resource.kind} {resource.name}",
-                cleanup.delete,
-                sagemaker=clients.sagemaker,
-                resource=resource,
-            )
-            console.print(f"deleted {resource.kind} {resource.name}")
+        found = _call(
+            "listing SageMaker resources",
+            cleanup.find_resources,
+            sagemaker=clients.sagemaker,
+            env=env,
+            execution=desc["name"],
+        )
+        cleanup.delete_all(clients.sagemaker, found, console)
     return 0
 
 
@@ -278,7 +278,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     for column in ("kind", "name", "execution", "created (UTC)"):
         table.add_column(column)
     for resource in found:
-        table.add_row(resource.kind, resource.name, resource.execution, _when(resource.created))
+        table.add_row(resource.kind.name, resource.name, resource.execution, _when(resource.created))
     console.print(table)
     if args.dry_run:
         console.print(f"dry run: {len(found)} resources would be deleted")
@@ -292,14 +292,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in {"y", "yes"}:
             console.print("nothing deleted")
             return 1
-    for resource in found:
-        _call(
-            f"deleting {resource.kind} {resource.name}",
-            cleanup.delete,
-            sagemaker=clients.sagemaker,
-            resource=resource,
-        )
-        console.print(f"deleted {resource.kind} {resource.name}")
+    cleanup.delete_all(clients.sagemaker, found, console)
     console.print(f"deleted {len(found)} resources (S3 data and artifacts are never touched)")
     return 0
 

@@ -16,8 +16,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import cost
 from hfpipe.core import plan as core_plan
-from hfpipe.core import prices
 from hfpipe.core import recipes as core_recipes
 from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
 
@@ -111,10 +111,8 @@ def execution_input(loaded: Loaded) -> dict[str, Any]:
 
 
 def _cost(recipe: dict[str, Any]) -> str:
-    t = recipe["training"]
-    hours = t["expected_hours"] if t["expected_hours"] is not None else t["max_run_seconds"] / 3600.0
-    cost = prices.estimate_cost(t["instance_type"], t["instance_count"], hours * 3600.0)
-    return "-" if cost is None else f"{cost:.2f} USD ({hours:g} h)"
+    usd, hours = cost.expected_training_cost(recipe["training"])
+    return "-" if usd is None else f"{usd:.2f} USD ({hours:g} h)"
 
 
 def recipes_table() -> Table:

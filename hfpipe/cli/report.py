@@ -28,9 +28,6 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
     billable = job.get("BillableTimeInSeconds")
     training = job.get("TrainingTimeInSeconds")
     spot = bool(job.get("EnableManagedSpotTraining", plan.get("spot", False)))
-    savings = None
-    if spot and billable and training:
-        savings = round(100.0 * (1.0 - float(billable) / float(training)), 1)
     return {
         "execution_name": snap.execution_name,
         "recipe_name": plan.get("recipe_name"),
@@ -43,7 +40,7 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "training_seconds": training,
         "price_per_hour_usd": plan.get("price_per_hour_usd"),
         "cost_usd": cost.training_cost_so_far(job, plan, snap.now) if job else None,
-        "spot_savings_percent": savings,
+        "spot_savings_percent": cost.spot_savings_percent(spot, training, billable),
         "final_metrics": {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
         or dict(snap.metrics),
         "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),

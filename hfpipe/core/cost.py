@@ -1,12 +1,49 @@
-"""Cost of a training job: billable seconds x instances x price."""
+"""What a training job costs: billable seconds x instances x price per instance-hour, and managed spot's
+savings. One rule for the Report Lambda, `hfpipe report`, `hfpipe watch` and the plan's estimate."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from hfpipe.core.prices import price_per_hour
+
+
+def cost_usd(price_per_hour_usd: float | None, instance_count: int, seconds: float) -> float | None:
+    """USD for ``instance_count`` instances for ``seconds`` at the given hourly price (None: price unknown)."""
+    if price_per_hour_usd is None:
+        return None
+    return round(float(price_per_hour_usd) * instance_count * float(seconds) / 3600.0, 4)
+
+
+def estimate_cost(instance_type: str, instance_count: int, seconds: float) -> float | None:
+    """USD for ``instance_count`` instances of ``instance_type`` for ``seconds`` (None for an unknown price)."""
+    return cost_usd(price_per_hour(instance_type), instance_count, seconds)
+
+
+def expected_training_cost(training: Mapping[str, Any]) -> tuple[float | None, float]:
+    """(USD, hours) a recipe's resolved ``training`` section expects: ``expected_hours``, else its max run."""
+    hours = training["expected_hours"]
+    if hours is None:
+        hours = training["max_run_seconds"] / 3600.0
+    return estimate_cost(training["instance_type"], training["instance_count"], hours * 3600.0), float(hours)
+
+
+def spot_savings_percent(
+    spot: bool, training_seconds: float | None, billable_seconds: float | None
+) -> float | None:
+    """Managed spot's savings as SageMaker reports them, 1 - billable / training time, in percent.
+
+    None for an on-demand job, and until both times are known.
+    """
+    if not spot or not training_seconds or billable_seconds is None:
+        return None
+    return round(100.0 * (1.0 - float(billable_seconds) / float(training_seconds)), 1)
+
 
 def as_utc(value: Any) -> datetime | None:
+    """A datetime with a time zone (naive ones are UTC, as boto3 and moto return them); None otherwise."""
     if not isinstance(value, datetime):
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -14,15 +51,12 @@ def as_utc(value: Any) -> datetime | None:
 
 def training_cost_so_far(job: dict[str, Any], plan: dict[str, Any], now: datetime) -> float | None:
     """Billable seconds x instances x price: from BillableTimeInSeconds once known, else the running clock."""
-    price = plan.get("price_per_hour_usd")
-    if price is None:
-        return None
     count = int(job.get("ResourceConfig", {}).get("InstanceCount") or plan.get("instance_count") or 1)
     billable = job.get("BillableTimeInSeconds")
     if billable is None:
         start = as_utc(job.get("TrainingStartTime"))
         if start is None:
-            return 0.0
+            return None if plan.get("price_per_hour_usd") is None else 0.0
         end = as_utc(job.get("TrainingEndTime")) or now
         billable = max(0.0, (end - start).total_seconds())
-    return float(billable) * count * float(price) / 3600.0
+    return cost_usd(plan.get("price_per_hour_usd"), count, billable)

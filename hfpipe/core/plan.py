@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hfpipe.core import names, prices, request
+from hfpipe.core import cost, names, prices, request
 from hfpipe.core import validate as rules
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
@@ -296,9 +296,8 @@ def build_plan(
             f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
             "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
         )
-    hours = t["expected_hours"] if t["expected_hours"] is not None else t["max_run_seconds"] / 3600.0
     price = prices.price_per_hour(t["instance_type"])
-    estimate = prices.estimate_cost(t["instance_type"], t["instance_count"], hours * 3600.0)
+    estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
     return {
         "execution_name": execution_name,

@@ -1,5 +1,5 @@
-"""On-demand prices (USD per instance-hour, us-east-1, SageMaker training/hosting list prices) and the
-cost estimate. Prices change; the table is a planning aid and the report says which price it used."""
+"""On-demand prices (USD per instance-hour, us-east-1, SageMaker training/hosting list prices). Prices
+change; the table is a planning aid and the report says which price it used. Costs: `hfpipe.core.cost`."""
 
 from __future__ import annotations
 
@@ -25,18 +25,3 @@ PRICES_USD_PER_HOUR: dict[str, float] = {
 def price_per_hour(instance_type: str) -> float | None:
     """The on-demand price of one instance-hour, or None when the table does not know the type."""
     return PRICES_USD_PER_HOUR.get(instance_type)
-
-
-def estimate_cost(instance_type: str, instance_count: int, seconds: float) -> float | None:
-    """USD for ``instance_count`` instances for ``seconds`` (None for an unknown price)."""
-    price = price_per_hour(instance_type)
-    if price is None:
-        return None
-    return round(price * instance_count * seconds / 3600.0, 4)
-
-
-def spot_savings_percent(training_seconds: float, billable_seconds: float) -> float:
-    """Savings of managed spot, computed the way SageMaker reports it: 1 - billable / training time."""
-    if training_seconds <= 0:
-        return 0.0
-    return round(100.0 * (1.0 - billable_seconds / training_seconds), 1)

@@ -1,57 +1,34 @@
 """Cleanup: delete the endpoint, endpoint config and model this execution created; nothing else.
 
-A resource is deleted only when its name is the plan's and its hfpipe:execution tag is this
-execution's name; S3 objects (artifacts, checkpoints, data) are never touched. A training job still
-running after a failure is stopped (it is not deleted: its record and artifacts stay).
+Which resources may go is `hfpipe.core.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
+the plan's names, tagged by hfpipe for this environment and this execution. S3 objects (artifacts,
+checkpoints, data) are never touched. A training job still running after a failure is stopped (it is not
+deleted: its record and artifacts stay).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hfpipe import contract
+from hfpipe.core import cleanup as rule
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
-
-_KINDS = (
-    ("endpoint", "describe_endpoint", "EndpointName", "EndpointArn", "delete_endpoint"),
-    (
-        "endpoint_config",
-        "describe_endpoint_config",
-        "EndpointConfigName",
-        "EndpointConfigArn",
-        "delete_endpoint_config",
-    ),
-    ("model", "describe_model", "ModelName", "ModelArn", "delete_model"),
-)
-
-
-def _owned(sagemaker: Any, arn: str, execution_name: str) -> bool:
-    tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
-    return (
-        tags.get(contract.TAG_EXECUTION) == execution_name
-        and tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT
-    )
 
 
 def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
     """Delete what this execution created; return what was deleted and what was left (and why)."""
     deleted: list[str] = []
     skipped: list[str] = []
-    for kind, describe, key, arn_key, delete in _KINDS:
-        name = plan[f"{kind}_name"]
-        try:
-            found = getattr(sagemaker, describe)(**{key: name})
-        except Exception as err:
-            if "Could not find" in str(err) or "ValidationException" in str(err):
-                continue
-            raise
-        if not _owned(sagemaker, found[arn_key], plan["execution_name"]):
-            skipped.append(f"{kind} {name}: not tagged with this execution")
+    endpoint_deleted = False
+    for kind, name, deletable in rule.planned_resources(sagemaker, plan):
+        label = f"{kind.plan_key.removesuffix('_name')} {name}"
+        if not deletable:
+            skipped.append(f"{label}: not tagged with this environment and execution")
             continue
-        getattr(sagemaker, delete)(**{key: name})
-        deleted.append(f"{kind} {name}")
+        rule.delete(sagemaker, kind, name)
+        deleted.append(label)
+        endpoint_deleted = endpoint_deleted or kind.name == "endpoint"
     stopped = False
     try:
         job = sagemaker.describe_training_job(TrainingJobName=plan["training_job_name"])
@@ -64,7 +41,7 @@ def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
         "deleted": deleted,
         "skipped": skipped,
         "training_job_stopped": stopped,
-        "endpoint_deleted": any(d.startswith("endpoint ") for d in deleted),
+        "endpoint_deleted": endpoint_deleted,
     }
 
 

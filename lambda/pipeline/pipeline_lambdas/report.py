@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from hfpipe.core import prices
+from hfpipe.core import cost as costs
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
@@ -19,7 +19,7 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
     smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
     training_s = float(training.get("TrainingTimeInSeconds") or 0)
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
-    cost = prices.estimate_cost(plan["instance_type"], plan["instance_count"], billable_s)
+    cost = costs.estimate_cost(plan["instance_type"], plan["instance_count"], billable_s)
     status = training.get("TrainingJobStatus", "Unknown")
     report: dict[str, Any] = {
         "execution_name": plan["execution_name"],
@@ -36,7 +36,7 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         "price_per_hour_usd": plan["price_per_hour_usd"],
         "cost_usd": cost,
         "estimated_cost_usd": plan["estimated_cost_usd"],
-        "spot_savings_percent": prices.spot_savings_percent(training_s, billable_s) if plan["spot"] else 0.0,
+        "spot_savings_percent": costs.spot_savings_percent(plan["spot"], training_s, billable_s),
         "final_metrics": final_metrics(training),
         "model_artifacts": (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
         "checkpoint_s3_uri": plan["checkpoint_s3_uri"],
