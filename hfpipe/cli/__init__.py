@@ -4,7 +4,7 @@
     hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--watch]
     hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
     hfpipe list --env dev               recent executions
-    hfpipe stop EXECUTION [--env dev]   stop the execution, its training job and its endpoint
+    hfpipe stop EXECUTION [--env dev] [--yes]  stop the execution, its training job and its endpoint
     hfpipe cleanup --env dev [--older-than 7d] [--yes]
     hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
     hfpipe data upload PATH --env dev [--name N]
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from hfpipe import __version__
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core.validate import RecipeError
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--keep-endpoint", action="store_true", help="leave an endpoint the execution already created"
             )
+            p.add_argument(
+                "--yes", action="store_true", help="delete its endpoint/config/model without asking (CI)"
+            )
         if name == "report":
             p.add_argument(
                 "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
@@ -130,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return int(args.func(args))
-    except HfpipeError as exc:
+    except (HfpipeError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -371,7 +371,7 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
         )
     deployed.wait_for_state(arn, "Train")
 
-    code, out, err = run(capsys, "stop", "stop-1", "--env", "dev")
+    code, out, err = run(capsys, "stop", "stop-1", "--env", "dev", "--yes")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         "stopped execution stop-1",
