@@ -7,7 +7,7 @@
     hfpipe stop EXECUTION [--env dev] [--yes]  stop the execution, its training job and its endpoint
     hfpipe cleanup --env dev [--older-than 7d] [--yes]
     hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
-    hfpipe data upload PATH --env dev [--name N]
+    hfpipe data upload PATH --env dev [--name N] [--recipe NAME]
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
 that did not succeed); 2 bad command-line usage; 130 interrupted.
@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("path", metavar="PATH")
     up.add_argument("--env", required=True)
     up.add_argument("--name", help="prefix in the data bucket (default: <file name>-<UTC time>)")
+    up.add_argument(
+        "--recipe", help="check that the records hold what this recipe's training script reads first"
+    )
     _common(up)
     up.set_defaults(func=commands.cmd_data_upload)
 

@@ -367,8 +367,12 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
 
     aws.validate_env_name(args.env)
     path = Path(args.path)
-    name = data.validate_name(args.name) if args.name else data.default_name(path)
-    data.collect_files(path)  # bad input fails before credentials or the environment are looked at
+    name = data.validate_name(args.name) if args.name is not None else data.default_name(path)
+    files = data.collect_files(path)  # bad input fails before credentials or the environment are looked at
+    if args.recipe is not None:
+        from hfpipe.cli import recipes
+
+        data.check_records(files, recipes.load(args.recipe, []).resolved, args.recipe)
     clients = _clients(args)
     bucket = aws.resolve_environment(clients, args.env).data_bucket
     uri, count = data.upload(clients.s3, bucket, path, name)
