@@ -38,9 +38,10 @@ def load_recipe(name_or_path: str) -> dict[str, Any]:
         if not path.is_file():
             raise RecipeError(f"recipe: {name_or_path!r} is not a known recipe; known: {available_recipes()}")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
         raise RecipeError(f"recipe: cannot read {str(path)!r}: {err}") from err
+    data = rules.loads(text, f"recipe {str(path)!r}")
     if not isinstance(data, dict):
         raise RecipeError(f"recipe: {str(path)!r} must hold a JSON object")
     return data
