@@ -66,7 +66,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     from hfpipe.cli import recipes
 
     aws.validate_env_name(args.env)
-    if args.name:
+    if args.name is not None:  # `--name ""` (an unset variable) is an error, not the default name
         aws.validate_execution_name(args.name)
     if args.watch:
         _interval(args.interval)  # checked before the execution starts: a retry must not start a second run

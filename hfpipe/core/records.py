@@ -6,7 +6,8 @@ before it goes to S3 (stdlib only).
   ``{"text": [...], "answer_start": [...]}`` (training_code/qa_utils.py load_squad_json).
 - text-classification (run_classification.py): a text column and an optional pair column (``premise`` /
   ``hypothesis`` with ``task_name: mnli``, else ``text`` / ``text_pair``, or the ``text_column`` /
-  ``text_pair_column`` hyperparameters) and an integer ``label_column`` (default ``label``).
+  ``text_pair_column`` or ``text_column_names: "a,b"`` hyperparameters) and an integer label column
+  (``label_column`` / ``label_column_name``, default ``label``).
 - summarization / text-generation (run_clm.py): every field of the recipe's ``prompt_template`` (default:
   the samsum ``dialogue`` and ``summary``) as a string.
 """
@@ -34,7 +35,12 @@ def expected_columns(recipe: dict[str, Any]) -> dict[str, str]:
         mnli = hp.get("task_name") == "mnli"
         first = hp.get("text_column") or ("premise" if mnli else "text")
         second = hp.get("text_pair_column") or ("hypothesis" if mnli else None)
-        columns = {str(first): "string", str(hp.get("label_column") or "label"): "integer"}
+        names = hp.get("text_column_names")  # the transformers example script's spelling: "a,b"
+        if isinstance(names, str) and names.strip():
+            first, _, pair = names.partition(",")
+            second = pair.strip() or None
+        label = hp.get("label_column") or hp.get("label_column_name") or "label"
+        columns = {str(first).strip(): "string", str(label): "integer"}
         if second:
             columns[str(second)] = "string"
         return columns

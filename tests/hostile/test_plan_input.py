@@ -61,6 +61,7 @@ def plan(event: Any, cfg: PlanConfig | None = None) -> dict[str, Any]:
 RECIPE = load_recipe("tiny-qa")
 
 # (execution input, fragments of the error)
+# fmt: off
 INPUT_CASES: list[tuple[Any, list[str]]] = [
     ([], ["input", "expected a JSON object", "list"]),
     ("tiny-qa", ["input", "expected a JSON object", "str"]),
@@ -69,10 +70,7 @@ INPUT_CASES: list[tuple[Any, list[str]]] = [
     ({}, ["input", "give either 'recipe'", "'recipe_name'"]),
     # recipe names given to the Lambda are names, never paths
     ({"recipe_name": "/etc/passwd"}, ["input.recipe_name", "'/etc/passwd'", "lower-case letters"]),
-    (
-        {"recipe_name": "/var/task/recipes/tiny-qa.json"},
-        ["input.recipe_name", "tiny-qa.json'", "not a recipe name"],
-    ),
+    ({"recipe_name": "/var/task/recipes/tiny-qa.json"}, ["input.recipe_name", "tiny-qa.json'", "not a recipe name"]),
     ({"recipe_name": "../recipes/tiny-qa"}, ["input.recipe_name", "'../recipes/tiny-qa'", "accepted"]),
     ({"recipe_name": "tiny-qa.json"}, ["input.recipe_name", "'tiny-qa.json'", "accepted"]),
     ({"recipe_name": "Tiny-QA"}, ["input.recipe_name", "'Tiny-QA'", "accepted"]),
@@ -80,63 +78,24 @@ INPUT_CASES: list[tuple[Any, list[str]]] = [
     ({"recipe_name": 5}, ["input.recipe_name", "5", "accepted"]),
     ({"recipe_name": ["tiny-qa"]}, ["input.recipe_name", "['tiny-qa']", "accepted"]),
     ({"recipe_name": "no-such-recipe"}, ["recipe", "'no-such-recipe' is not a known recipe", "known"]),
-    (
-        {"recipe": RECIPE, "recipe_name": "tiny-qa"},
-        ["input", "both 'recipe' and 'recipe_name'", "exactly one"],
-    ),
+    ({"recipe": RECIPE, "recipe_name": "tiny-qa"}, ["input", "both 'recipe' and 'recipe_name'", "exactly one"]),
     ({"recipe": 5}, ["input.recipe", "5", "a recipe object"]),
     ({"recipe": []}, ["input.recipe", "[]", "a recipe object"]),
     ({"recipe": "tiny-qa"}, ["input.recipe", "'tiny-qa'", "a recipe object"]),
     # overrides: an object or a list of key=value strings
-    (
-        {"recipe_name": "tiny-qa", "overrides": [1, 2]},
-        ["input.overrides[0]", "1", "'dotted.key=value' string"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": ["deploy=false", None]},
-        ["input.overrides[1]", "None", "accepted"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": "deploy=false"},
-        ["input.overrides", "'deploy=false'", "an object or a list"],
-    ),
+    ({"recipe_name": "tiny-qa", "overrides": [1, 2]}, ["input.overrides[0]", "1", "'dotted.key=value' string"]),
+    ({"recipe_name": "tiny-qa", "overrides": ["deploy=false", None]}, ["input.overrides[1]", "None", "accepted"]),
+    ({"recipe_name": "tiny-qa", "overrides": "deploy=false"}, ["input.overrides", "'deploy=false'", "an object or a list"]),
     ({"recipe_name": "tiny-qa", "overrides": 7}, ["input.overrides", "7", "an object or a list"]),
     ({"recipe_name": "tiny-qa", "overrides": {"training..x": 1}}, ["'training..x'", "no empty part"]),
     ({"recipe_name": "tiny-qa", "overrides": {"": 1}}, ["key ''", "no empty part"]),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"serving.max_latency_ms": math.nan}},
-        ["serving.max_latency_ms", "nan", "finite"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": ["serving.max_latency_ms=NaN"]},
-        ["serving.max_latency_ms", "'NaN'", "finite"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"training.channels.training": 3}},
-        ["recipe.training.channels.training", "3", "accepted"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"training.distribution": {"torch_distributed": False}}},
-        ["recipe.training.distribution.torch_distributed", "False"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"deploy.x": 1}},
-        ["recipe.deploy", "{'x': 1}", "type boolean"],
-    ),
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"training.metric_definitions": [{"Name": "f", "Regex": "f=(["}]},
-        },
-        ["recipe.training.metric_definitions[0].Regex", "does not compile"],
-    ),
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"training.hyperparameters": {f"h{i}": 1 for i in range(96)}},
-        },
-        ["recipe.training.hyperparameters", "101 hyperparameters", "at most 100"],
-    ),
+    ({"recipe_name": "tiny-qa", "overrides": {"serving.max_latency_ms": math.nan}}, ["serving.max_latency_ms", "nan", "finite"]),
+    ({"recipe_name": "tiny-qa", "overrides": ["serving.max_latency_ms=NaN"]}, ["serving.max_latency_ms", "'NaN'", "finite"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"training.channels.training": 3}}, ["recipe.training.channels.training", "3", "accepted"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"training.distribution": {"torch_distributed": False}}}, ["recipe.training.distribution.torch_distributed", "False"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"deploy.x": 1}}, ["recipe.deploy", "{'x': 1}", "type boolean"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.metric_definitions": [{"Name": "f", "Regex": "f=(["}]}, }, ["recipe.training.metric_definitions[0].Regex", "does not compile"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.hyperparameters": {f"h{i}": 1 for i in range(96)}}, }, ["recipe.training.hyperparameters", "101 hyperparameters", "at most 100"]),
     # top-level switches
     ({"recipe_name": "tiny-qa", "deploy": "no"}, ["recipe.deploy", "'no'", "type boolean"]),
     ({"recipe_name": "tiny-qa", "keep_endpoint": 1}, ["recipe.serving.keep_endpoint", "1", "type boolean"]),
@@ -146,58 +105,15 @@ INPUT_CASES: list[tuple[Any, list[str]]] = [
     ({"recipe_name": "tiny-qa", "poll_seconds": math.nan}, ["input.poll_seconds", "nan", "an integer"]),
     ({"recipe_name": "tiny-qa", "poll_seconds": 10**9}, ["input.poll_seconds", "1000000000", "to 3600"]),
     # URIs outside the environment
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"training.channels.training": "s3://hfpipe-prod-data/train/"},
-        },
-        [
-            "recipe.training.channels.training",
-            "'s3://hfpipe-prod-data/train/'",
-            "bucket 'hfpipe-prod-data'",
-            "accepted: buckets ['hfpipe-dev-artifacts', 'hfpipe-dev-data']",
-            "allowed_s3_buckets",
-        ],
-    ),
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"training.checkpoint_s3_uri": "s3://hfpipe-prod-artifacts/checkpoints/x/"},
-        },
-        ["recipe.training.checkpoint_s3_uri", "hfpipe-prod-artifacts", "not this environment's"],
-    ),
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"container.training.image_uri": f"{OTHER_REGISTRY}/evil:latest"},
-        },
-        [
-            "recipe.container.training.image_uri",
-            OTHER_REGISTRY,
-            "not in this environment's image catalog",
-            f"accepted: registries ['{REGISTRY}']",
-        ],
-    ),
-    (
-        {
-            "recipe_name": "tiny-qa",
-            "overrides": {"container.inference.image_uri": "docker.io/library/evil:1"},
-        },
-        ["recipe.container.inference.image_uri", "'docker.io'", "allowed_image_registries"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": "evil"}},
-        ["recipe.container.training.image_uri", "'evil'", "REGISTRY/REPOSITORY"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": f"{REGISTRY}/a b:1"}},
-        ["recipe.container.training.image_uri", "accepted: an image URI"],
-    ),
-    (
-        {"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": 5}},
-        ["recipe.container.training.image_uri", "5", "type string or null"],
-    ),
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.channels.training": "s3://hfpipe-prod-data/train/"}, }, ["recipe.training.channels.training", "'s3://hfpipe-prod-data/train/'", "bucket 'hfpipe-prod-data'", "accepted: buckets ['hfpipe-dev-artifacts', 'hfpipe-dev-data']", "allowed_s3_buckets"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.checkpoint_s3_uri": "s3://hfpipe-prod-artifacts/checkpoints/x/"}, }, ["recipe.training.checkpoint_s3_uri", "hfpipe-prod-artifacts", "not this environment's"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": f"{OTHER_REGISTRY}/evil:latest"}, }, ["recipe.container.training.image_uri", OTHER_REGISTRY, "not in this environment's image catalog", f"accepted: registries ['{REGISTRY}']"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"container.inference.image_uri": "docker.io/library/evil:1"}, }, ["recipe.container.inference.image_uri", "'docker.io'", "allowed_image_registries"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": "evil"}}, ["recipe.container.training.image_uri", "'evil'", "REGISTRY/REPOSITORY"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": f"{REGISTRY}/a b:1"}}, ["recipe.container.training.image_uri", "accepted: an image URI"]),
+    ({"recipe_name": "tiny-qa", "overrides": {"container.training.image_uri": 5}}, ["recipe.container.training.image_uri", "5", "type string or null"]),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(("event", "fragments"), INPUT_CASES, ids=[f"p{i}" for i in range(len(INPUT_CASES))])
