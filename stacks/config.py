@@ -108,6 +108,12 @@ def _whole_number(path: str, value: object, low: int, high: int, accepted: str) 
     return value
 
 
+def _names(path: str, value: object, pattern: re.Pattern[str], accepted: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.match(e) for e in value):
+        raise _rejected(path, value, accepted)
+    return tuple(value)
+
+
 def _check_keys(path: str, entry: Mapping[str, Any], known: Mapping[str, str]) -> None:
     for key in entry:
         if key not in known:
@@ -169,12 +175,10 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     if not isinstance(quotas_entry, list):
         raise _rejected(f"{path}.quotas", quotas_entry, _ENV_KEYS["quotas"])
     quotas = tuple(_parse_quota(f"{path}.quotas[{i}]", q) for i, q in enumerate(quotas_entry))
-    allowed: dict[str, tuple[str, ...]] = {}
-    for key, pattern in (("allowed_s3_buckets", _BUCKET), ("allowed_image_registries", _REGISTRY)):
-        entries = values[key]
-        if not isinstance(entries, list) or not all(isinstance(e, str) and pattern.match(e) for e in entries):
-            raise _rejected(f"{path}.{key}", entries, _ENV_KEYS[key])
-        allowed[key] = tuple(entries)
+    allowed = {
+        key: _names(f"{path}.{key}", values[key], pattern, _ENV_KEYS[key])
+        for key, pattern in (("allowed_s3_buckets", _BUCKET), ("allowed_image_registries", _REGISTRY))
+    }
     seen: set[tuple[str, str]] = set()
     for i, quota in enumerate(quotas):
         key = (quota.service_code, quota.name)
@@ -191,8 +195,9 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         removal_policy=removal_policy,
         log_retention_days=log_retention_days,
         quotas=quotas,
+        allowed_s3_buckets=allowed["allowed_s3_buckets"],
+        allowed_image_registries=allowed["allowed_image_registries"],
         **days,
-        **allowed,
     )
 
 

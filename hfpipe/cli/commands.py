@@ -83,7 +83,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(recipes.execution_input(loaded)),
+            input=json.dumps(recipes.execution_input(loaded), allow_nan=False),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
