@@ -84,7 +84,7 @@ CASES: list[tuple[str, Any, list[str]]] = [
     (CLM, gen(no_repeat_ngram_size=1000), ["'parameters.no_repeat_ngram_size'", "1000", "0 to 64"]),
     (CLM, gen(do_sample="true"), ["'parameters.do_sample'", "'true'", "true or false"]),
     (CLM, gen(do_sample=1), ["'parameters.do_sample'", "1", "true or false"]),
-    (CLM, gen(stop_sequence="x"), ["'parameters.stop_sequence'", "one of the parameters"]),
+    (CLM, gen(stop_sequence="x"), ["parameters.stop_sequence is not supported", "accepted: ['do_sample'"]),
     (CLM, {"inputs": "x", "parameters": "fast"}, ["'parameters'", "'fast'", "an object"]),
     (CLM, {"dialogue": None}, ["'dialogue'", "None", "non-empty string"]),
     (CLM, {"dialogue": 5}, ["'dialogue'", "5"]),
