@@ -94,7 +94,9 @@ class LocalRun:
         """Start an execution of the local state machine; returns its ARN."""
         return str(
             self.engine.client("stepfunctions").start_execution(
-                stateMachineArn=self.engine.state_machine_arn, name=name, input=json.dumps(execution_input, allow_nan=False)
+                stateMachineArn=self.engine.state_machine_arn,
+                name=name,
+                input=json.dumps(execution_input, allow_nan=False),
             )["executionArn"]
         )
 
