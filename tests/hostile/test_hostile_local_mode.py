@@ -146,3 +146,54 @@ def test_s3_keys_cannot_leave_the_channel_folder(tmp_path: Path, key: str) -> No
     with pytest.raises(ValueError, match="would leave the channel folder"):
         _download_prefix(S3(), "s3://bucket/train", tmp_path / "channel")
     assert not (tmp_path / "escape.txt").exists()
+
+
+def _processes_of(folder: Path) -> list[int]:
+    """Processes whose environment names `folder` (the training container's SM_* paths point into it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in environ and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_hfpipe_local_ends_training_and_marks_the_output(tmp_path: Path) -> None:
+    """The whole command, interrupted as a terminal would (SIGINT to the command) while the script trains."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    command = subprocess.Popen(
+        # long and quiet: a script that writes nothing would not notice its parent is gone (no broken pipe)
+        [sys.executable, "-m", "hfpipe.cli", "local", "--recipe", "tiny-qa", "--out", str(out)]
+        + [f"--set=training.hyperparameters.{k}" for k in ("max_steps=100000", "logging_steps=100000")]
+        + ["--set=training.hyperparameters.disable_tqdm=true"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not any("Invoking script" in p.read_text(errors="replace") for p in out.glob("*/training.log")):
+            assert command.poll() is None and time.monotonic() < deadline, "training never started"
+            time.sleep(0.2)
+        assert _processes_of(out), "no training process found"
+        command.send_signal(signal.SIGINT)
+        assert command.wait(timeout=120) == 130
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.stderr is not None and command.stderr.read().strip().endswith("interrupted")
+    deadline = time.monotonic() + 10
+    while _processes_of(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_of(out) == []
+    [marker] = out.glob("*/INTERRUPTED")
+    assert "training process group(s) stopped" in marker.read_text()
