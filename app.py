@@ -8,7 +8,9 @@
 cdk-nag's AwsSolutions checks run as a validation plugin: an unacknowledged finding stops synth.
 CDK's built-in "CloudFormation Validate" plugin is off unless `-c hfpipe:builtin-validation=true`:
 it only warns, repeats what the pinned cfn-lint checks (a test, zero errors and warnings) and takes
-most of the synth time (about 23 s of 26 s here).
+most of the synth time (about 23 s of 26 s here). `-c hfpipe:parts=Data,Pipeline` synthesizes only those
+stacks and `-c hfpipe:nag=false` leaves out cdk-nag: `hfpipe local` runs the app that way (the tests
+check the deployable environments with nag on).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from stacks.quota_stack import QuotaStack
 
 ROOT = Path(__file__).resolve().parent
 BUILTIN_VALIDATION_CONTEXT_KEY = "hfpipe:builtin-validation"
+PARTS_CONTEXT_KEY = "hfpipe:parts"
+NAG_CONTEXT_KEY = "hfpipe:nag"
 PARTS = ("Data", "Quota", "Pipeline")
 """The stacks of one environment (`hfpipe.contract.stack_name` parts), in deployment order."""
 
@@ -112,8 +116,13 @@ def build_app(
 
 def main() -> int:
     """Synthesize; a configuration error is printed as one line instead of a traceback."""
+    # `-c` values (and cdk.json's) are only readable from an App: ask a probe.
+    probe = cdk.App(context=cdk_json_context())
+    parts_value = probe.node.try_get_context(PARTS_CONTEXT_KEY)
+    parts = PARTS if parts_value is None else tuple(p.strip() for p in str(parts_value).split(","))
+    nag = probe.node.try_get_context(NAG_CONTEXT_KEY) not in (False, "false")
     try:
-        app = build_app(default_account=os.environ.get("CDK_DEFAULT_ACCOUNT"))
+        app = build_app(default_account=os.environ.get("CDK_DEFAULT_ACCOUNT"), parts=parts, nag=nag)
     except ConfigError as error:
         print(f"hfpipe: cdk.json: {error}", file=sys.stderr)
         return 1

@@ -38,6 +38,8 @@ def stack_name(env: str, part: str) -> str:
 
 
 # Key prefixes in the artifacts bucket. The checkpoints prefix carries the bucket's checkpoint expiry
-# lifecycle rule, so a training job's CheckpointConfig.S3Uri must live under it.
+# lifecycle rule, so a training job's CheckpointConfig.S3Uri must live under it ("auto" puts it at
+# checkpoints/<training job name>/). Training jobs write their model.tar.gz and output.tar.gz under the
+# output prefix (OutputDataConfig.S3OutputPath; SageMaker adds <training job name>/output/).
 ARTIFACTS_CHECKPOINTS_PREFIX = "checkpoints/"
-ARTIFACTS_OUTPUT_PREFIX = "training-output/"
+ARTIFACTS_OUTPUT_PREFIX = "models/"

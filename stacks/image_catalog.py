@@ -2,14 +2,17 @@
 
 Reads ``sagemaker/image_uri_config/huggingface.json`` as data (importing ``sagemaker`` takes
 seconds and is not needed for a table look-up) and composes the URIs exactly as
-``sagemaker.image_uris.retrieve`` does; tests/pipeline/test_image_catalog.py checks the two agree.
-The catalog shipped to the Lambdas is small: only the container versions the recipes name.
+``sagemaker.image_uris.retrieve`` does; tests/pipeline/test_recipes_vs_infra.py checks the two agree.
+The catalog shipped to the Lambdas is small: only the container versions the recipes name. The same
+table gives the execution role its ECR repositories (stacks/constructs/execution_role.py); it is read
+here, once per process.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,9 @@ from hfpipe.core.recipes import available_recipes, load_recipe
 _SCOPES = ("training", "inference")
 
 
-def _sdk_table() -> dict[str, Any]:
+@cache
+def sdk_table() -> dict[str, Any]:
+    """The SageMaker Python SDK's ``image_uri_config/huggingface.json`` (training and inference scopes)."""
     spec = importlib.util.find_spec("sagemaker")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the sagemaker package (2.x) is needed at synth time for its image tables")
@@ -72,7 +77,7 @@ def build_catalog(
             f"region: {region!r} is not a concrete region; image URIs are resolved at synth time, "
             "so set the environment's region in cdk.json"
         )
-    table = _sdk_table()
+    table = sdk_table()
     recipes = recipes if recipes is not None else [load_recipe(n) for n in available_recipes()]
     catalog: dict[str, dict[str, dict[str, str]]] = {s: {} for s in _SCOPES}
     for recipe in recipes:

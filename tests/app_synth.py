@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from aws_cdk import assertions
 
 import app as cdk_app
 from hfpipe.contract import stack_name
@@ -31,6 +33,7 @@ class Synthesized:
     templates: dict[str, dict[str, Any]]
     environments: dict[str, EnvironmentConfig]
     seconds: float
+    _assertions: dict[str, assertions.Template] = field(default_factory=dict, repr=False)
 
     def stack(self, name: str) -> Any:
         return self.app.node.find_child(name)
@@ -38,6 +41,13 @@ class Synthesized:
     def pipeline(self, env: str = ENV) -> dict[str, Any]:
         """The environment's PipelineStack template."""
         return self.templates[stack_name(env, "Pipeline")]
+
+    def assertions(self, env: str, part: str) -> assertions.Template:
+        """One stack's template for CDK's fine-grained assertions (`has_resource_properties`, `Match`)."""
+        name = stack_name(env, part)
+        if name not in self._assertions:
+            self._assertions[name] = assertions.Template.from_json(self.templates[name])
+        return self._assertions[name]
 
 
 def synthesize(outdir: Path) -> Synthesized:
@@ -76,3 +86,21 @@ def data_imports(env: str = ENV) -> dict[str, str]:
         f"{data}-ArtifactsBucketName": ARTIFACTS_BUCKET,
         f"{data}-ArtifactsBucketArn": f"arn:aws:s3:::{ARTIFACTS_BUCKET}",
     }
+
+
+def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of every AWS::IAM::Policy and role inline policy: for rules that hold for all of
+    them (a condition on every PassRole), which CDK's assertions express per resource only."""
+    found = []
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::IAM::Policy":
+            found.extend(props["PolicyDocument"]["Statement"])
+        for policy in props.get("Policies", []) if resource["Type"] == "AWS::IAM::Role" else []:
+            found.extend(policy["PolicyDocument"]["Statement"])
+    return found
+
+
+def as_list(value: Any) -> list[Any]:
+    """An IAM Action or Resource, one or many, as a list."""
+    return value if isinstance(value, list) else [value]

@@ -19,8 +19,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
     from hfpipe.cli import recipes
     from hfpipe.core.names import default_execution_name
+    from hfpipe.local.checkout import LocalModeError, checkout_root
     from hfpipe.local.run import FIXTURES
 
+    try:
+        checkout_root()
+    except LocalModeError as exc:
+        raise HfpipeError(str(exc)) from None
     loaded = recipes.load(args.recipe, args.sets)
     if loaded.name not in FIXTURES:
         raise HfpipeError(
@@ -46,8 +51,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     from hfpipe.cli.report import build_report
     from hfpipe.cli.watch import watch
+    from hfpipe.local.checkout import LocalModeError
     from hfpipe.local.run import LocalRun
-    from hfpipe.local.stacks import LocalModeError
 
     try:
         with LocalRun(

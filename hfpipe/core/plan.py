@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hfpipe import contract
 from hfpipe.core import cost, names, prices, request
 from hfpipe.core import validate as rules
 from hfpipe.core.recipes import resolve_recipe
@@ -277,7 +278,9 @@ def build_plan(
     n = names.derive_names(execution_name)
     checkpoint = t["checkpoint_s3_uri"]
     if checkpoint == "auto":
-        checkpoint = f"s3://{config.artifacts_bucket}/checkpoints/{n['training_job_name']}/"
+        checkpoint = (
+            f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}{n['training_job_name']}/"
+        )
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
     job_request = request.build_training_job_request(
         recipe=recipe,

@@ -1,13 +1,15 @@
 """The CreateTrainingJob request builder: one pure function from a plan's settings to the request the
-SageMaker Python SDK's ``HuggingFace`` estimator would send for the same settings.
+SageMaker Python SDK's ``HuggingFace`` estimator would send for the same settings, and the hyperparameter
+encoding the SDK and the training toolkit agree on (also used by local mode's training container).
 
-tests/pipeline/test_sdk_parity.py compares it field by field with the SDK (2.x) under moto; the
+tests/pipeline/test_pipeline_sdk_parity.py compares it field by field with the SDK (2.x) under moto; the
 intentional differences are listed in ``INTENTIONAL_DIFFERENCES`` and docs/pipeline.md.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import contract
@@ -28,14 +30,45 @@ INTENTIONAL_DIFFERENCES: dict[str, str] = {
 }
 
 
-def encode_hyperparameters(hyperparameters: dict[str, Any]) -> dict[str, str]:
+#: Distribution keys the training toolkit reads from the hyperparameters.
+TORCH_DISTRIBUTED_ENABLED = "sagemaker_torch_distributed_enabled"
+SMDDP_ENABLED = "sagemaker_distributed_dataparallel_enabled"
+MPI_ENABLED = "sagemaker_mpi_enabled"
+PYTORCH_XLA_ENABLED = "sagemaker_pytorch_xla_multi_worker_enabled"
+
+
+def encode_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
     """JSON-encode every value, as the SDK does (strings get quotes; the toolkit decodes them)."""
     return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
 
 
+def decode_hyperparameter(value: str) -> Any:
+    """The value an encoded hyperparameter stands for, as the toolkit reads it (not JSON: the string itself)."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def script_mode_hyperparameters(
+    entry_point: str, submit_directory: str, *, job_name: str | None = None, region: str | None = None
+) -> dict[str, str]:
+    """The framework keys the SDK adds for every script-mode estimator, encoded."""
+    keys: dict[str, Any] = {
+        "sagemaker_program": entry_point,
+        "sagemaker_submit_directory": submit_directory,
+        "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
+    }
+    if job_name is not None:
+        keys["sagemaker_job_name"] = job_name
+    if region is not None:
+        keys["sagemaker_region"] = region
+    return encode_hyperparameters(keys)
+
+
 _LAUNCHER_FLAGS = {
     "pytorchddp": "sagemaker_pytorch_ddp_enabled",
-    "torch_distributed": "sagemaker_torch_distributed_enabled",
+    "torch_distributed": TORCH_DISTRIBUTED_ENABLED,
 }
 
 
@@ -51,7 +84,7 @@ def distribution_hyperparameters(distribution: dict[str, Any] | None, instance_t
         return {_LAUNCHER_FLAGS[launcher]: True, "sagemaker_instance_type": instance_type}
     if "mpi" in distribution:
         mpi = distribution["mpi"]
-        out["sagemaker_mpi_enabled"] = mpi.get("enabled", False)
+        out[MPI_ENABLED] = mpi.get("enabled", False)
         if mpi.get("processes_per_host"):
             out["sagemaker_mpi_num_of_processes_per_host"] = mpi["processes_per_host"]
         out["sagemaker_mpi_custom_mpi_options"] = mpi.get("custom_mpi_options", "")
@@ -61,7 +94,7 @@ def distribution_hyperparameters(distribution: dict[str, Any] | None, instance_t
         if mp.get("enabled", False) and mp.get("parameters"):
             out["mp_parameters"] = mp["parameters"]
         ddp = smd.get("dataparallel", {}).get("enabled", False)
-        out["sagemaker_distributed_dataparallel_enabled"] = ddp
+        out[SMDDP_ENABLED] = ddp
         out["sagemaker_instance_type"] = instance_type
         if ddp:
             out["sagemaker_distributed_dataparallel_custom_mpi_options"] = smd["dataparallel"].get(
@@ -103,14 +136,8 @@ def build_training_job_request(
     hyperparameters = encode_hyperparameters(t["hyperparameters"])
     # The SDK adds these framework keys for every script-mode estimator.
     hyperparameters.update(
-        encode_hyperparameters(
-            {
-                "sagemaker_program": t["entry_point"],
-                "sagemaker_submit_directory": sourcedir_uri,
-                "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
-                "sagemaker_job_name": training_job_name,
-                "sagemaker_region": region,
-            }
+        script_mode_hyperparameters(
+            t["entry_point"], sourcedir_uri, job_name=training_job_name, region=region
         )
     )
     hyperparameters.update(
@@ -129,7 +156,7 @@ def build_training_job_request(
         "TrainingJobName": training_job_name,
         "AlgorithmSpecification": algorithm,
         "RoleArn": role_arn,
-        "OutputDataConfig": {"S3OutputPath": f"s3://{artifacts_bucket}/models/"},
+        "OutputDataConfig": {"S3OutputPath": f"s3://{artifacts_bucket}/{contract.ARTIFACTS_OUTPUT_PREFIX}"},
         "ResourceConfig": {
             "InstanceType": t["instance_type"],
             "InstanceCount": t["instance_count"],

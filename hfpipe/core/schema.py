@@ -1,7 +1,8 @@
 """The recipe schema: one JSON Schema (draft 2020-12 subset) shared by the CLI and the Plan Lambda.
 
-The schema is data (``RECIPE_SCHEMA``) so it can be written out as ``recipes/schema.json`` for editors
-and checked with the ``jsonschema`` library in the tests; the Lambda has no third-party packages, so
+The schema is data (``RECIPE_SCHEMA``), so editors and the ``jsonschema`` library can read it; the
+tests check that this validator accepts exactly what ``jsonschema`` does
+(tests/core/test_schema_agrees_with_jsonschema.py). The Lambda has no third-party packages, so
 ``validate`` here implements the subset the schema uses (type, properties, required,
 additionalProperties, enum, minimum, exclusiveMinimum, maximum, pattern, items, minItems) and fills
 defaults. Every property carries a ``description``: that is the documentation of the recipe format.
@@ -270,6 +271,9 @@ def _type_ok(value: Any, types: list[str]) -> bool:
             continue
         if isinstance(value, _TYPES[t]):
             return True
+        # JSON Schema: "integer" is any number with a zero fractional part, 1.0 included.
+        if t == "integer" and isinstance(value, float) and value.is_integer():
+            return True
     return False
 
 
@@ -279,6 +283,8 @@ def _check(value: Any, schema: dict[str, Any], path: str) -> Any:
         types = types if isinstance(types, list) else [types]
         if not _type_ok(value, types):
             raise RecipeError(f"{path}: {value!r} is not of type {' or '.join(types)}")
+        if isinstance(value, float) and "integer" in types and "number" not in types:
+            value = int(value)  # 1.0 counts as an integer; the request needs 1
     if value is None:
         return None
     if "enum" in schema and value not in schema["enum"]:

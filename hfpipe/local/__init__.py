@@ -3,5 +3,6 @@
 `engine` runs the synthesized state machine on moto with the Lambda handlers in-process; `container` runs a
 training job under the SageMaker training-container contract; `endpoint` serves a model.tar.gz through its
 inference handler; `stacks` synthesizes the app for a local environment; `runtime` plugs training and
-serving into the engine; `run` puts them together for `hfpipe local`.
+serving into the engine; `run` puts them together for `hfpipe local`; `checkout` finds the app, the
+Lambdas and the training code, which the installed package does not ship.
 """

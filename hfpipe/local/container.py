@@ -19,6 +19,9 @@ with `processes_per_host` processes on this one host.
 Paths: the toolkit reads everything under `SAGEMAKER_BASE_DIR`; a hyperparameter whose value starts with
 `/opt/ml/` is rewritten to the same place under the local base dir, and scripts should default their
 checkpoint dir to `$SAGEMAKER_BASE_DIR/checkpoints` (which is `/opt/ml/checkpoints` in a real container).
+
+Over 400 lines on purpose: it is one contract (the `/opt/ml` layout, the toolkit's process and its end,
+the CreateTrainingJob mapping), read top to bottom; serving is already apart (`hfpipe.local.endpoint`).
 """
 
 from __future__ import annotations
@@ -41,14 +44,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hfpipe.core import request
+from hfpipe.core.request import decode_hyperparameter, encode_hyperparameters, script_mode_hyperparameters
+
 CONTAINER_BASE_DIR = "/opt/ml"
 HOST_NAME = "algo-1"
-TORCH_DISTRIBUTED_PARAM = "sagemaker_torch_distributed_enabled"
+TORCH_DISTRIBUTED_PARAM = request.TORCH_DISTRIBUTED_ENABLED
 PROCESSES_PER_HOST_ENV = "HFPIPE_LOCAL_PROCESSES_PER_HOST"
 _UNSUPPORTED_DISTRIBUTIONS = {
-    "sagemaker_distributed_dataparallel_enabled": "SageMaker distributed data parallel needs its GPU library",
-    "sagemaker_mpi_enabled": "MPI runs need mpirun and the model-parallel library of the GPU images",
-    "sagemaker_pytorch_xla_multi_worker_enabled": "PyTorch XLA needs Trainium or GPU hosts",
+    request.SMDDP_ENABLED: "SageMaker distributed data parallel needs its GPU library",
+    request.MPI_ENABLED: "MPI runs need mpirun and the model-parallel library of the GPU images",
+    request.PYTORCH_XLA_ENABLED: "PyTorch XLA needs Trainium or GPU hosts",
 }
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,22 +99,10 @@ class LocalTrainingJob:
         return self.log_path.read_text(errors="replace")
 
 
-def encode_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
-    """JSON-encode each value, as the SageMaker Python SDK does before CreateTrainingJob."""
-    return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
-
-
 def _remap_container_path(value: Any, base_dir: Path) -> Any:
     if isinstance(value, str) and (value == CONTAINER_BASE_DIR or value.startswith(CONTAINER_BASE_DIR + "/")):
         return str(base_dir) + value[len(CONTAINER_BASE_DIR) :]
     return value
-
-
-def _decode(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError):
-        return value
 
 
 def _free_port() -> int:
@@ -145,7 +139,7 @@ def prepare_base_dir(
 ) -> Path:
     """Write the `/opt/ml` layout under `job_dir/opt_ml` and return it.
 
-    `hyperparameters` are JSON-encoded strings (see `encode_hyperparameters`). Channels are copied, as
+    `hyperparameters` are JSON-encoded strings (see `hfpipe.core.request.encode_hyperparameters`). Channels are copied, as
     SageMaker's File input mode copies S3 objects. The `checkpoints` folder is left alone if it exists,
     so a second run in the same job dir resumes like a restarted spot job.
     """
@@ -160,7 +154,10 @@ def prepare_base_dir(
     for marker in ("success", "failure"):
         (base / "output" / marker).unlink(missing_ok=True)
 
-    remapped = {k: json.dumps(_remap_container_path(_decode(v), base)) for k, v in hyperparameters.items()}
+    remapped = {
+        k: json.dumps(_remap_container_path(decode_hyperparameter(v), base))
+        for k, v in hyperparameters.items()
+    }
     (config / "hyperparameters.json").write_text(json.dumps(remapped, indent=2))
     (config / "resourceconfig.json").write_text(
         json.dumps(
@@ -420,11 +417,11 @@ def start_training(
         raise LocalContainerError(f"processes_per_host must be >= 1, got {processes_per_host}")
     hps: dict[str, str] = dict(encoded_hyperparameters or {})
     hps.update(encode_hyperparameters(hyperparameters or {}))
-    hps["sagemaker_program"] = json.dumps(entry_point)
-    hps["sagemaker_submit_directory"] = json.dumps(str(source))
-    hps.setdefault("sagemaker_container_log_level", "20")
+    framework = script_mode_hyperparameters(entry_point, str(source))
+    hps.setdefault("sagemaker_container_log_level", framework.pop("sagemaker_container_log_level"))
+    hps.update(framework)
     if distribution == "torch_distributed":
-        hps[TORCH_DISTRIBUTED_PARAM] = "true"
+        hps.update(encode_hyperparameters({TORCH_DISTRIBUTED_PARAM: True}))
     name = job_name or f"local-{uuid.uuid4().hex[:8]}"
     base = prepare_base_dir(
         job_path,
@@ -487,7 +484,7 @@ def run_training_job_request(
     unless `processes_per_host` says otherwise. `StoppingCondition.MaxRuntimeInSeconds` is enforced.
     """
     hps = dict(request.get("HyperParameters") or {})
-    program = _decode(hps.pop("sagemaker_program", '""'))
+    program = decode_hyperparameter(hps.pop("sagemaker_program", '""'))
     if not program:
         raise LocalContainerError(
             "HyperParameters.sagemaker_program is missing; it names the training script"
@@ -505,11 +502,11 @@ def run_training_job_request(
         if c.get("ContentType")
     }
     for key, reason in _UNSUPPORTED_DISTRIBUTIONS.items():
-        if _decode(hps.get(key, "false")) is True:
+        if decode_hyperparameter(hps.get(key, "false")) is True:
             raise LocalContainerError(f"HyperParameters.{key}=true cannot run locally: {reason}")
     resource = request.get("ResourceConfig") or {}
     instance_count = int(resource.get("InstanceCount", 1))
-    torch_distributed = _decode(hps.get(TORCH_DISTRIBUTED_PARAM, "false")) is True
+    torch_distributed = decode_hyperparameter(hps.get(TORCH_DISTRIBUTED_PARAM, "false")) is True
     nproc = processes_per_host or (instance_count if torch_distributed else 1)
     stopping = request.get("StoppingCondition") or {}
     proc = start_training(

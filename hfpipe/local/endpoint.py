@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from hfpipe.local.container import LocalContainerError
 
@@ -65,13 +66,13 @@ class LocalEndpoint:
             raise LocalContainerError(
                 f"{src}: no code/inference.py inside; the training script must copy it there"
             )
-        code_dir = str(script.parent)
-        if code_dir not in sys.path:
-            sys.path.insert(0, code_dir)
         spec = importlib.util.spec_from_file_location(f"hfpipe_endpoint_{uuid.uuid4().hex}", script)
         assert spec is not None and spec.loader is not None
         self.handler = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(self.handler)
+        # The inference toolkit runs the handler with code/ on its path, so a module next to
+        # inference.py imports; the same here, while the handler loads, then the path is as it was.
+        with mock.patch.object(sys, "path", [str(script.parent), *sys.path]):
+            spec.loader.exec_module(self.handler)
         if not hasattr(self.handler, "model_fn"):
             raise LocalContainerError(f"{script} defines no model_fn(model_dir)")
         started = time.monotonic()

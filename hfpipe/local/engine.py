@@ -23,6 +23,9 @@ for SageMaker), ``imports`` (values for the template's ``Fn::ImportValue``, e.g.
 bucket exports) and ``time_scale`` (Wait states and Retry intervals take that many times their
 seconds: 0 in the tests, so the real stack's 5 s / 60 s retries and poll waits cost nothing).
 
+Over 400 lines on purpose: the template resolution, the moto hooks and the handler invocation are one
+stand-in for AWS's control plane, and each hook is a few lines next to the reason it exists.
+
 Example::
 
     with LocalEngine(template, training=my_training, endpoint=my_endpoint) as engine:
@@ -35,20 +38,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import importlib.util
 import io
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parents[2]
-LAMBDA_DIR = ROOT / "lambda" / "pipeline"
+LAMBDA_PACKAGE = "pipeline_lambdas"
 ACCOUNT = "123456789012"
 
 TrainingPlugin = Callable[[dict[str, Any], Any], None]
@@ -127,6 +130,7 @@ class LocalEngine:
         imports: dict[str, str] | None = None,
         region: str = "us-east-1",
         time_scale: float = 1.0,
+        lambda_dir: Path | None = None,
     ) -> None:
         self.template = template
         self.resources: dict[str, Any] = template["Resources"]
@@ -141,6 +145,7 @@ class LocalEngine:
         if time_scale < 0:
             raise ValueError(f"time_scale: {time_scale!r}; accepted: a number >= 0 (0 skips waits)")
         self.time_scale = time_scale
+        self.lambda_dir = lambda_dir
         self.physical: dict[str, str] = {}
         self.invocations: list[tuple[str, str]] = []
         self._stack = contextlib.ExitStack()
@@ -321,9 +326,8 @@ class LocalEngine:
         self._stack.enter_context(
             mock.patch.object(SageMakerModelBackend, "create_endpoint", create_endpoint)
         )
-        if str(LAMBDA_DIR) not in sys.path:
-            sys.path.insert(0, str(LAMBDA_DIR))
-        aws = importlib.import_module("pipeline_lambdas.aws")
+        _load_lambda_package(self.lambda_dir)
+        aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         self._stack.enter_context(
             mock.patch.dict(
                 aws.OVERRIDES,
@@ -413,11 +417,24 @@ class LocalEngine:
             "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
         }
 
-    def training_job(self, name: str) -> Any:
-        """moto's job object (to set states or read what was sent)."""
-        from moto.sagemaker.models import sagemaker_backends
 
-        return sagemaker_backends[ACCOUNT][self.region].training_jobs[name]
+def _load_lambda_package(lambda_dir: Path | None) -> None:
+    """Make the handlers' package (lambda/pipeline/pipeline_lambdas) importable by its name, as the Lambda
+    runtime does from its task root, without touching sys.path: the package is loaded from its folder once
+    (a test that already imported it from the same folder keeps its module)."""
+    if LAMBDA_PACKAGE in sys.modules:
+        return
+    from hfpipe.local.checkout import checkout_root
+
+    folder = (lambda_dir or checkout_root() / "lambda" / "pipeline") / LAMBDA_PACKAGE
+    spec = importlib.util.spec_from_file_location(
+        LAMBDA_PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    if spec is None or spec.loader is None:
+        raise TemplateError(f"{folder}: not the pipeline Lambdas' package")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[LAMBDA_PACKAGE] = module
+    spec.loader.exec_module(module)
 
 
 def _check_ml_type(self: Any, instance_type: str) -> None:
@@ -449,10 +466,3 @@ class _Injected(Exception):
 def _request_of(kwargs: dict[str, Any]) -> dict[str, Any]:
     """moto's snake_case create_training_job arguments back to the API's field names."""
     return {"".join(p.capitalize() for p in k.split("_")): v for k, v in kwargs.items() if v is not None}
-
-
-@contextlib.contextmanager
-def engine_for(template: dict[str, Any], **kwargs: Any) -> Iterator[LocalEngine]:
-    """``with engine_for(template, ...) as engine`` (same as ``LocalEngine``)."""
-    with LocalEngine(template, **kwargs) as engine:
-        yield engine

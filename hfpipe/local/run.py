@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.local.engine import LocalEngine
-from hfpipe.local.runtime import LocalRuntime, _split, _upload_dir
+from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
 
 # --- fixtures: what each tiny recipe's channels hold -----------------------------------------------------
@@ -84,7 +84,7 @@ class LocalRun:
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 self.s3.create_bucket(Bucket=bucket)
             for channel, local in channels.items():
-                _upload_dir(self.s3, local, data.data_bucket, self.channel_prefixes[channel])
+                upload_dir(self.s3, local, data.data_bucket, self.channel_prefixes[channel])
         except BaseException:
             self.engine.__exit__(None, None, None)
             raise
@@ -121,7 +121,7 @@ class LocalRun:
         )
         artifacts = report.get("model_artifacts")
         if artifacts and report.get("training_job_status") == "Completed":
-            bucket, key = _split(artifacts)
+            bucket, key = split_s3_uri(artifacts)
             self.s3.download_file(bucket, key, str(out / "model.tar.gz"))
 
     def __exit__(self, *exc: Any) -> None:

@@ -10,21 +10,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from hfpipe.local.checkout import checkout_root
 
 
-def _split(uri: str) -> tuple[str, str]:
+def split_s3_uri(uri: str) -> tuple[str, str]:
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     return bucket, key
 
 
-def _upload_dir(s3: Any, folder: Path, bucket: str, prefix: str) -> None:
+def upload_dir(s3: Any, folder: Path, bucket: str, prefix: str) -> None:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         s3.upload_file(str(path), bucket, f"{prefix.rstrip('/')}/{path.relative_to(folder).as_posix()}")
 
 
-def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
-    bucket, prefix = _split(uri)
+def download_prefix(s3: Any, uri: str, dest: Path) -> Path:
+    bucket, prefix = split_s3_uri(uri)
     dest.mkdir(parents=True, exist_ok=True)
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
@@ -55,7 +55,7 @@ class LocalRuntime:
         name = request["TrainingJobName"]
         job_dir = self.workdir / "jobs" / name
         channels = {
-            c["ChannelName"]: _download_prefix(
+            c["ChannelName"]: download_prefix(
                 self.s3, c["DataSource"]["S3DataSource"]["S3Uri"], job_dir / "channels" / c["ChannelName"]
             )
             for c in request.get("InputDataConfig") or []
@@ -77,7 +77,7 @@ class LocalRuntime:
                 request,
                 job_dir / "run",
                 channel_paths=channels,
-                source_dir=ROOT / "training_code",
+                source_dir=checkout_root() / "training_code",
                 stream=log,
             )
         self.jobs[name] = result
@@ -91,7 +91,7 @@ class LocalRuntime:
             for name_, value in _final_metrics(result.logs(), definitions).items()
         ]
         if result.status == "Completed" and result.model_artifacts:
-            bucket, key = _split(job.model_artifacts["S3ModelArtifacts"])
+            bucket, key = split_s3_uri(job.model_artifacts["S3ModelArtifacts"])
             self.s3.upload_file(str(result.model_artifacts), bucket, key)
         job.training_job_status = job.secondary_status = result.status
         job.secondary_status_transitions[-1]["EndTime"] = job.training_end_time
@@ -109,7 +109,7 @@ class LocalRuntime:
                     "ProductionVariants"
                 ]
                 model = self.sagemaker.describe_model(ModelName=variants[0]["ModelName"])
-                bucket, key = _split(model["PrimaryContainer"]["ModelDataUrl"])
+                bucket, key = split_s3_uri(model["PrimaryContainer"]["ModelDataUrl"])
                 local = self.workdir / "endpoints" / endpoint_name / "model.tar.gz"
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self.s3.download_file(bucket, key, str(local))

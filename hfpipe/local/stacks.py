@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from hfpipe.local.checkout import LocalModeError, checkout_root
+
 LOCAL_ENV = "local"
 REGION = "us-east-1"
 
 
-class LocalModeError(RuntimeError):
-    """Local mode cannot stand in for what the template or the request asks; the message says why."""
-
-
-# A dedicated environment for local runs, validated by stacks/config.py like cdk.json's entries.
+# A dedicated environment for local runs, validated by stacks/config.py like cdk.json's entries;
+# the context keys are app.py's (CONTEXT_KEY, ENV_CONTEXT_KEY, PARTS_CONTEXT_KEY, NAG_CONTEXT_KEY).
 LOCAL_SETTINGS: dict[str, Any] = {
     "region": REGION,
     "removal_policy": "destroy",
@@ -41,52 +39,60 @@ TEMPLATE_INPUTS = (
 )
 
 
-def _template_inputs() -> list[Path]:
-    return sorted({p for g in TEMPLATE_INPUTS for p in ROOT.glob(g) if "__pycache__" not in p.parts})
+def _template_inputs(root: Path) -> list[Path]:
+    return sorted({p for g in TEMPLATE_INPUTS for p in root.glob(g) if "__pycache__" not in p.parts})
 
 
-def synth_stacks(cache_dir: Path) -> dict[str, dict[str, Any]]:
+def synth_stacks(cache_dir: Path, root: Path | None = None) -> dict[str, dict[str, Any]]:
     """The app's Data and Pipeline stacks for the local environment, by part name.
 
-    The real app (`app.build_app`), synthesized in this process for `LOCAL_SETTINGS` only, without
-    bundling (the handlers run from lambda/, the training code from training_code/) and without cdk-nag
-    (the tests check the deployable environments); cached by the hash of the code that shapes it.
+    The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for
+    `LOCAL_SETTINGS` only, through the context the CDK command line would pass (`CDK_CONTEXT_JSON`):
+    without bundling (the handlers run from lambda/, the training code from training_code/) and without
+    cdk-nag (the tests check the deployable environments); cached by the hash of the code that shapes it.
     """
+    root = root or checkout_root()
     digest = hashlib.sha256()
-    for path in _template_inputs():
-        digest.update(path.relative_to(ROOT).as_posix().encode())
+    for path in _template_inputs(root):
+        digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     cached = cache_dir / f"local-stacks-{digest.hexdigest()[:16]}.json"
     if cached.is_file():
         return dict(json.loads(cached.read_text()))
 
     import os
+    import subprocess
     import sys
     import tempfile
 
-    # app.py and stacks/ live next to the package in the checkout, not in the installed distribution.
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
-    import app as cdk_app
     from hfpipe.contract import stack_name
     from hfpipe.local.engine import ACCOUNT
-    from stacks.config import CONTEXT_KEY, ENV_CONTEXT_KEY
 
     context = {
-        **cdk_app.cdk_json_context(),
-        CONTEXT_KEY: {LOCAL_ENV: LOCAL_SETTINGS},
-        ENV_CONTEXT_KEY: LOCAL_ENV,
+        "hfpipe:environments": {LOCAL_ENV: LOCAL_SETTINGS},
+        "env": LOCAL_ENV,
+        "hfpipe:parts": ",".join(LOCAL_PARTS),
+        "hfpipe:nag": "false",
         "aws:cdk:bundling-stacks": [],  # no stack bundles its assets
     }
     with tempfile.TemporaryDirectory(prefix="hfpipe-local-cdk-") as outdir:
-        app = cdk_app.build_app(
-            context=context, outdir=outdir, default_account=ACCOUNT, parts=LOCAL_PARTS, nag=False
+        env = {
+            **os.environ,
+            "CDK_CONTEXT_JSON": json.dumps(context),
+            "CDK_OUTDIR": outdir,
+            "CDK_DEFAULT_ACCOUNT": ACCOUNT,
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+        }
+        proc = subprocess.run(
+            [sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, check=False
         )
-        assembly = app.synth()
+        if proc.returncode != 0:
+            raise LocalModeError(
+                f"synthesizing the app in {root} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+            )
         stacks = {
-            part: dict(assembly.get_stack_by_name(stack_name(LOCAL_ENV, part)).template)
+            part: json.loads((Path(outdir) / f"{stack_name(LOCAL_ENV, part)}.template.json").read_text())
             for part in LOCAL_PARTS
         }
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -8,11 +8,8 @@ the SageMaker Python SDK's own image tables at synth time (never hand-written ac
 
 from __future__ import annotations
 
-import importlib.util
-import json
 from collections.abc import Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import Stack
@@ -20,23 +17,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stacks.image_catalog import sdk_table
 from stacks.nag import acknowledge, rendered, rendered_value
 
-# Image tables of the SageMaker Python SDK that hold the Hugging Face training and inference containers;
-# the recipes run PyTorch only, so the TensorFlow repositories of the same tables are left out.
-HF_IMAGE_TABLES = ("huggingface.json",)
+# The recipes run PyTorch only, so the TensorFlow repositories of the same table are left out.
 HF_REPOSITORY_MARKER = "pytorch"
 
 SAGEMAKER_LOG_GROUP_PREFIXES = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/Endpoints/")
 SAGEMAKER_METRIC_NAMESPACE = "/aws/sagemaker/*"
-
-
-def _image_table_dir() -> Path:
-    # Read the JSON tables without importing `sagemaker` (slow, and it may print warnings at synth time).
-    spec = importlib.util.find_spec("sagemaker")
-    if spec is None or spec.origin is None:
-        raise RuntimeError("the sagemaker package is not installed; it is pinned in requirements.txt")
-    return Path(spec.origin).parent / "image_uri_config"
 
 
 def _registries(node: Any) -> Iterator[tuple[dict[str, str], str]]:
@@ -50,14 +38,11 @@ def _registries(node: Any) -> Iterator[tuple[dict[str, str], str]]:
 @cache
 def huggingface_dlc_repositories(region: str) -> tuple[tuple[str, str], ...]:
     """(registry account, repository) of every Hugging Face DLC the SDK knows in `region`, sorted."""
-    found: set[tuple[str, str]] = set()
-    for table in HF_IMAGE_TABLES:
-        data = json.loads((_image_table_dir() / table).read_text())
-        found.update(
-            (regs[region], repo)
-            for regs, repo in _registries(data)
-            if region in regs and HF_REPOSITORY_MARKER in repo
-        )
+    found = {
+        (regs[region], repo)
+        for regs, repo in _registries(sdk_table())
+        if region in regs and HF_REPOSITORY_MARKER in repo
+    }
     if not found:
         raise ValueError(
             f"region: {region!r} has no Hugging Face Deep Learning Containers in the SageMaker SDK's image "

@@ -1,8 +1,8 @@
 """Helpers for the hfpipe command tests: one deployed environment in a moto account.
 
-The "deployed" state machine is a stand-in made of Pass states that produce the Plan output and the
-report in the shapes contracts.md fixes, so the command is tested against the contract, not against
-the pipeline's implementation (which has its own tests). moto runs it (`execute_state_machine`).
+The environment runs the app's real state machine and Lambda handlers (the dev PipelineStack synthesized
+once per session, on `hfpipe.local.engine`), so the command is tested against what the pipeline really
+writes: the Plan output, the history, the Report Lambda's report, the resource names and tags.
 """
 
 from __future__ import annotations
@@ -11,123 +11,34 @@ import json
 import time
 from typing import Any
 
+from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, data_imports
 from moto.backends import get_backend
 
 from hfpipe import contract
-from hfpipe.cli.aws import make_clients
+from hfpipe.cli.aws import find_plan, make_clients
+from hfpipe.core import request
+from hfpipe.core.names import derive_names
+from hfpipe.local.engine import ACCOUNT, LocalEngine
 
-REGION = "eu-west-1"
-ACCOUNT = "123456789012"
+REGION = "eu-west-1"  # cdk.json's dev region, which the synthesized template is for
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/hfpipe-test"
 
 
-def plan_for(name: str, env: str = "dev", **extra: Any) -> dict[str, Any]:
-    plan = {
-        "execution_name": name,
-        "recipe_name": "tiny-lora",
-        "env": env,
-        "training_job_name": f"{name}-train",
-        "model_name": f"{name}-model",
-        "endpoint_config_name": f"{name}-config",
-        "endpoint_name": f"{name}-endpoint",
-        "instance_type": "ml.g5.2xlarge",
-        "instance_count": 1,
-        "serving_instance_type": "ml.g5.4xlarge",
-        "spot": False,
-        "price_per_hour_usd": 1.5,
-        "estimated_cost_usd": 0.5,
-        "deploy": True,
-        "keep_endpoint": False,
-        "poll_seconds": 1,
-        "training_job_request": {},
-    }
-    plan.update(extra)
-    return plan
+def plan_for(name: str, env: str = "dev") -> dict[str, Any]:
+    """The names and tags part of the plan the Plan Lambda makes for execution `name`."""
+    return {"execution_name": name, "recipe_name": "tiny-lora", "env": env, **derive_names(name)}
 
 
-def report_for(plan: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "execution_name": plan["execution_name"],
-        "recipe_name": plan["recipe_name"],
-        "training_job_name": plan["training_job_name"],
-        "training_job_status": "Completed",
-        "instance_type": plan["instance_type"],
-        "instance_count": 1,
-        "spot": False,
-        "billable_seconds": 1200,
-        "training_seconds": 1200,
-        "price_per_hour_usd": 1.5,
-        "cost_usd": 0.5,
-        "spot_savings_percent": None,
-        "final_metrics": {"eval_loss": 1.25, "eval_rougeL": 0.31},
-        "model_artifacts": f"s3://artifacts/{plan['training_job_name']}/output/model.tar.gz",
-        "checkpoint_s3_uri": None,
-        "endpoint_name": plan["endpoint_name"],
-        "endpoint_deleted": True,
-        "smoke_test": {
-            "ok": True,
-            "latency_ms": 812.5,
-            "response": [{"summary_text": "Amanda bakes cookies."}],
-        },
-    }
+def tags_for(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """The tags an execution puts on what it creates (the pipeline's own rule)."""
+    return request.resource_tags(plan["env"], plan["execution_name"], plan["recipe_name"])
 
 
-# The execution input carries the plan/report the stand-in states return, plus how long to "train". An
-# input without them (what `hfpipe start` sends: {"recipe": ..., "overrides": ...}) gets a plan built from
-# the execution's name and the recipe's name, as the Plan Lambda would.
-DEFINITION = {
-    "StartAt": "HasFakePlan",
-    "States": {
-        "HasFakePlan": {
-            "Type": "Choice",
-            "Choices": [{"Variable": "$.fake_plan", "IsPresent": True, "Next": "Plan"}],
-            "Default": "PlanFromRecipe",
-        },
-        "PlanFromRecipe": {
-            "Type": "Pass",
-            "Parameters": {
-                "fake_plan": {
-                    "execution_name.$": "$$.Execution.Name",
-                    "recipe_name.$": "$.recipe.name",
-                    "training_job_name.$": "States.Format('{}-train', $$.Execution.Name)",
-                    "endpoint_name.$": "States.Format('{}-endpoint', $$.Execution.Name)",
-                    "instance_type": "ml.g4dn.xlarge",
-                    "instance_count": 1,
-                    "price_per_hour_usd": 0.736,
-                    "deploy": True,
-                },
-                "fake_report": {
-                    "execution_name.$": "$$.Execution.Name",
-                    "recipe_name.$": "$.recipe.name",
-                    "cost_usd": 0.01,
-                    "final_metrics": {"eval_loss": 4.2},
-                },
-                "train_seconds": 0,
-                "fail": False,
-            },
-            "Next": "Plan",
-        },
-        "Plan": {"Type": "Pass", "InputPath": "$.fake_plan", "ResultPath": "$.plan", "Next": "Train"},
-        "Train": {"Type": "Wait", "SecondsPath": "$.train_seconds", "Next": "Outcome"},
-        "Outcome": {
-            "Type": "Choice",
-            "Choices": [{"Variable": "$.fail", "BooleanEquals": True, "Next": "ReportFailure"}],
-            "Default": "Report",
-        },
-        "ReportFailure": {
-            "Type": "Fail",
-            "Error": "TrainingJobFailed",
-            "Cause": "AlgorithmError: CUDA out of memory",
-        },
-        "Report": {"Type": "Pass", "InputPath": "$.fake_report", "ResultPath": "$.report", "End": True},
-    },
-}
+class Environment:
+    """An environment's SSM parameters and buckets in the current moto account: what `cdk deploy` leaves for
+    the command to read (clean-up and data upload need nothing more)."""
 
-
-class Deployed:
-    """One deployed environment in the moto account, and helpers to run executions on it."""
-
-    def __init__(self, env: str = "dev") -> None:
+    def __init__(self, env: str = "dev", state_machine_arn: str | None = None) -> None:
         self.env = env
         clients = make_clients(region=REGION)  # shares the command's parsed service models: faster tests
         self.sfn = clients.sfn
@@ -135,65 +46,120 @@ class Deployed:
         self.s3 = clients.s3
         self.ssm = clients.ssm
         self.cloudwatch = clients.cloudwatch
-        self.data_bucket = f"hfpipe-{env}-data"
-        self.s3.create_bucket(
-            Bucket=self.data_bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
+        self.data_bucket = DATA_BUCKET
+        for bucket in (DATA_BUCKET, ARTIFACTS_BUCKET):
+            if bucket not in {b["Name"] for b in self.s3.list_buckets()["Buckets"]}:
+                self.s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        self.state_machine_arn = (
+            state_machine_arn or f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hfpipe-{env}"
         )
-        self.state_machine_arn = self.sfn.create_state_machine(
-            name=f"hfpipe-{env}", definition=json.dumps(DEFINITION), roleArn=ROLE
-        )["stateMachineArn"]
         values = {
-            contract.SSM_DATA_BUCKET: self.data_bucket,
-            contract.SSM_ARTIFACTS_BUCKET: f"hfpipe-{env}-artifacts",
+            contract.SSM_DATA_BUCKET: DATA_BUCKET,
+            contract.SSM_ARTIFACTS_BUCKET: ARTIFACTS_BUCKET,
             contract.SSM_EXECUTION_ROLE_ARN: ROLE,
-            contract.SSM_SOURCEDIR_URI: f"s3://hfpipe-{env}-artifacts/code/sourcedir.tar.gz",
+            contract.SSM_SOURCEDIR_URI: f"s3://{ARTIFACTS_BUCKET}/code/sourcedir.tar.gz",
             contract.SSM_STATE_MACHINE_ARN: self.state_machine_arn,
             contract.SSM_NOTIFICATION_TOPIC_ARN: f"arn:aws:sns:{REGION}:{ACCOUNT}:hfpipe-{env}",
             contract.SSM_IMAGE_CATALOG: "{}",
         }
         for key, value in values.items():
-            self.ssm.put_parameter(Name=contract.ssm_parameter_name(env, key), Value=value, Type="String")
+            self.ssm.put_parameter(
+                Name=contract.ssm_parameter_name(env, key), Value=value, Type="String", Overwrite=True
+            )
 
-    def create_training_job(
-        self, plan: dict[str, Any], metric_names: tuple[str, ...] = ("loss", "eval_loss")
-    ) -> None:
-        self.sagemaker.create_training_job(
-            TrainingJobName=plan["training_job_name"],
-            AlgorithmSpecification={
-                "TrainingImage": "example.invalid/hf-training:latest",
-                "TrainingInputMode": "File",
-                "MetricDefinitions": [{"Name": n, "Regex": f"'{n}': ([0-9.]+)"} for n in metric_names],
-            },
-            RoleArn=ROLE,
-            OutputDataConfig={"S3OutputPath": "s3://artifacts/out"},
-            ResourceConfig={"InstanceType": plan["instance_type"], "InstanceCount": 1, "VolumeSizeInGB": 30},
-            StoppingCondition={"MaxRuntimeInSeconds": 3600},
-            Tags=tags_for(plan),
-        )
-        # moto replaces MetricDefinitions with a canned one; put back what a recipe would define.
-        job = sagemaker_backend().training_jobs[plan["training_job_name"]]
-        job.algorithm_specification["MetricDefinitions"] = [
-            {"Name": n, "Regex": f"'{n}': ([0-9.]+)"} for n in metric_names
-        ]
+
+def pipeline_engine(template: dict[str, Any]) -> LocalEngine:
+    """The app's real state machine and handlers on moto (one per test module: starting it takes seconds)."""
+    return LocalEngine(
+        template,
+        imports=data_imports(),
+        region=REGION,
+        # Poll waits of a second take 1/50 s: a live execution loops, a finished one ends at once.
+        time_scale=0.02,
+    )
+
+
+class Deployed(Environment):
+    """The environment deployed: a fresh copy of the app's real state machine (the dev PipelineStack
+    synthesized once per session) on the module's local engine, so each test sees only its executions.
+
+    What cannot run here is the engine's plug-ins: training (`start(..., fail=True)` fails the job as
+    SageMaker would; `running=True` leaves it InProgress until `finish_training`) and the endpoint, which
+    answers in the shape the recipe's smoke test expects.
+    """
+
+    _count = 0
+
+    def __init__(self, engine: LocalEngine, env: str = "dev") -> None:
+        Deployed._count += 1
+        sfn = engine.client("stepfunctions")
+        arn = sfn.create_state_machine(
+            name=f"hfpipe-{env}-{Deployed._count}", definition=json.dumps(engine.definition), roleArn=ROLE
+        )["stateMachineArn"]
+        super().__init__(env, arn)
+        self._engine = engine
+        self._running: set[str] = set()
+        self._failing: dict[str, str] = {}
+        engine.training = self._training
+        engine.endpoint = _answer
+        engine.create_errors.clear()
+
+    def _training(self, request: dict[str, Any], job: Any) -> None:
+        name = request["TrainingJobName"]
+        if name in self._failing:
+            job.training_job_status, job.secondary_status = "Failed", "Failed"
+            job.failure_reason = self._failing[name]
+        elif name in self._running:
+            job.training_job_status, job.secondary_status = "InProgress", "Training"
+            job.final_metric_data_list, job.billable_time_in_seconds = [], None
+        else:
+            job.final_metric_data_list = [
+                {"MetricName": "train_loss", "Value": 1.25, "Timestamp": job.creation_time},
+                {"MetricName": "eval_loss", "Value": 1.5, "Timestamp": job.creation_time},
+            ]
 
     def start(
-        self, name: str, train_seconds: int = 0, fail: bool = False, wait: bool = True, **plan_extra: Any
+        self,
+        name: str,
+        recipe: str = "tiny-lora",
+        fail: bool = False,
+        running: bool = False,
+        wait: bool = True,
+        **execution_input: Any,
     ) -> tuple[str, dict[str, Any]]:
-        plan = plan_for(name, self.env, **plan_extra)
-        body = {
-            "fake_plan": plan,
-            "fake_report": report_for(plan),
-            "train_seconds": train_seconds,
-            "fail": fail,
-        }
+        """Start an execution of `recipe`; returns its ARN and the plan the Plan Lambda made."""
+        if fail:
+            self._failing[name] = "AlgorithmError: CUDA out of memory"
+        if running:
+            self._running.add(name)
         arn = self.sfn.start_execution(
-            stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(body)
+            stateMachineArn=self.state_machine_arn,
+            name=name,
+            input=json.dumps({"recipe_name": recipe, "poll_seconds": 1, **execution_input}),
         )["executionArn"]
         if wait:
             self.wait(arn)
+        else:
+            self.wait_for_state(arn, "Launch")
+        events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        plan = find_plan(events)
+        assert plan is not None, f"execution {name} has no plan"
         return arn, plan
 
-    def wait(self, arn: str, timeout: float = 10.0) -> str:
+    def throttle_create_training_job(self, times: int) -> None:
+        """The next `times` CreateTrainingJob calls fail with ThrottlingException (Launch retries them)."""
+        self._engine.create_errors.extend(["ThrottlingException"] * times)
+
+    def job(self, name: str) -> Any:
+        """moto's training job (to set what its API cannot: status, times)."""
+        return sagemaker_backend().training_jobs[name]
+
+    def finish_training(self, name: str, status: str = "Completed") -> None:
+        """End a running training job as SageMaker would."""
+        job = self.job(name)
+        job.training_job_status = job.secondary_status = status
+
+    def wait(self, arn: str, timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status = self.sfn.describe_execution(executionArn=arn)["status"]
@@ -202,25 +168,23 @@ class Deployed:
             time.sleep(0.05)
         raise AssertionError(f"execution {arn} still running after {timeout} s")
 
-    def wait_for_state(self, arn: str, state: str, timeout: float = 10.0) -> None:
+    def wait_for_state(self, arn: str, state: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            events = self.sfn.get_execution_history(executionArn=arn)["events"]
+            events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
             if any(e.get("stateEnteredEventDetails", {}).get("name") == state for e in events):
                 return
             time.sleep(0.05)
         raise AssertionError(f"execution {arn} never entered {state}")
 
 
+def _answer(endpoint: str, body: Any) -> Any:
+    """What the endpoint of the recipe that sent `body` answers (the shape its smoke test expects)."""
+    if isinstance(body.get("inputs"), dict):  # question answering
+        return {"answer": "a SageMaker endpoint", "score": 0.71, "start": 32, "end": 52}
+    return [{"generated_text": "Amanda bakes cookies."}]
+
+
 def sagemaker_backend() -> Any:
-    """moto's SageMaker state, for what its API cannot set (job status, times, metric definitions)."""
+    """moto's SageMaker state, for what its API cannot set (job status, times)."""
     return get_backend("sagemaker")[ACCOUNT][REGION]
-
-
-def tags_for(plan: dict[str, Any]) -> list[dict[str, str]]:
-    return [
-        {"Key": contract.TAG_ENV, "Value": plan["env"]},
-        {"Key": contract.TAG_EXECUTION, "Value": plan["execution_name"]},
-        {"Key": contract.TAG_RECIPE, "Value": plan["recipe_name"]},
-        {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
-    ]

@@ -1,4 +1,4 @@
-"""Fixtures for the hfpipe command tests: fake credentials, a moto account, one deployed environment."""
+"""Fixtures for the hfpipe command tests: fake credentials, a moto account, one deployed environment\n(the app's real state machine and handlers on moto)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cli_moto import REGION, Deployed
+from cli_moto import REGION, Deployed, Environment, pipeline_engine
 from moto import mock_aws
+
+from hfpipe.local.engine import LocalEngine
 
 
 @pytest.fixture
@@ -31,5 +33,18 @@ def moto_account(aws_credentials: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def deployed(moto_account: None) -> Deployed:
-    return Deployed("dev")
+def environment(moto_account: None) -> Environment:
+    """The dev environment's parameters and buckets, nothing running (clean-up, data upload)."""
+    return Environment("dev")
+
+
+@pytest.fixture(scope="module")
+def engine(pipeline_template: dict[str, Any]) -> Iterator[LocalEngine]:
+    with pipeline_engine(pipeline_template) as running:
+        yield running
+
+
+@pytest.fixture
+def deployed(aws_credentials: None, engine: LocalEngine) -> Deployed:
+    """The dev environment deployed: the real PipelineStack's state machine and handlers on moto."""
+    return Deployed(engine, "dev")

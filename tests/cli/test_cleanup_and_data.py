@@ -1,4 +1,5 @@
-"""`hfpipe cleanup` and `hfpipe data upload` against a moto account."""
+"""`hfpipe cleanup` and `hfpipe data upload` against a moto account holding one environment's parameters
+and buckets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_moto import ROLE, Deployed, plan_for, tags_for
+from cli_moto import ROLE, Environment, plan_for, tags_for
 from moto.backends import get_backend
 
 from hfpipe.cli import main
@@ -27,16 +28,16 @@ class Tty(io.StringIO):
         return True
 
 
-def make_endpoint(deployed: Deployed, execution: str, env: str = "dev", managed: bool = True) -> None:
+def make_endpoint(environment: Environment, execution: str, env: str = "dev", managed: bool = True) -> None:
     plan = plan_for(execution, env)
     tags = tags_for(plan) if managed else [{"Key": "team", "Value": "other"}]
-    deployed.sagemaker.create_model(
+    environment.sagemaker.create_model(
         ModelName=plan["model_name"],
         ExecutionRoleArn=ROLE,
         PrimaryContainer={"Image": "example.invalid/inference"},
         Tags=tags,
     )
-    deployed.sagemaker.create_endpoint_config(
+    environment.sagemaker.create_endpoint_config(
         EndpointConfigName=plan["endpoint_config_name"],
         ProductionVariants=[
             {
@@ -48,13 +49,13 @@ def make_endpoint(deployed: Deployed, execution: str, env: str = "dev", managed:
         ],
         Tags=tags,
     )
-    deployed.sagemaker.create_endpoint(
+    environment.sagemaker.create_endpoint(
         EndpointName=plan["endpoint_name"], EndpointConfigName=plan["endpoint_config_name"], Tags=tags
     )
 
 
-def names(deployed: Deployed) -> set[str]:
-    sm = deployed.sagemaker
+def names(environment: Environment) -> set[str]:
+    sm = environment.sagemaker
     return (
         {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]}
         | {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]}
@@ -63,23 +64,23 @@ def names(deployed: Deployed) -> set[str]:
 
 
 @pytest.fixture
-def leftovers(deployed: Deployed) -> Deployed:
-    make_endpoint(deployed, "mine")
-    make_endpoint(deployed, "prod-run", env="prod")  # another environment: never touched
-    make_endpoint(deployed, "hand-made", managed=False)  # not the pipeline's: never touched
-    return deployed
+def leftovers(environment: Environment) -> Environment:
+    make_endpoint(environment, "mine")
+    make_endpoint(environment, "prod-run", env="prod")  # another environment: never touched
+    make_endpoint(environment, "hand-made", managed=False)  # not the pipeline's: never touched
+    return environment
 
 
-KEEP = {f"{x}-{k}" for x in ("prod-run", "hand-made") for k in ("endpoint", "config", "model")}
+KEEP = {f"{x}-{k}" for x in ("prod-run", "hand-made") for k in ("ep", "config", "model")}
 
 
 def test_cleanup_yes_deletes_only_this_environments_tagged_resources(
-    leftovers: Deployed, capsys: Any
+    leftovers: Environment, capsys: Any
 ) -> None:
     s3_before = leftovers.s3.list_buckets()["Buckets"]
     code, out, err = run(capsys, "cleanup", "--env", "dev", "--yes")
     assert (code, err) == (0, "")
-    assert "deleted endpoint mine-endpoint" in out
+    assert "deleted endpoint mine-ep" in out
     assert "deleted endpoint config mine-config" in out
     assert "deleted model mine-model" in out
     assert out.splitlines()[-1] == "deleted 3 resources (S3 data and artifacts are never touched)"
@@ -92,53 +93,51 @@ def test_cleanup_yes_deletes_only_this_environments_tagged_resources(
     )
 
 
-def test_cleanup_asks_first(leftovers: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cleanup_asks_first(leftovers: Environment, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", Tty("n\n"))
     code, out, _ = run(capsys, "cleanup", "--env", "dev")
     assert code == 1
     assert "Delete these 3 resources? [y/N]" in out
     assert out.splitlines()[-1].endswith("nothing deleted")
-    assert "mine-endpoint" in names(leftovers)
+    assert "mine-ep" in names(leftovers)
 
     monkeypatch.setattr("sys.stdin", Tty("y\n"))
     code, out, _ = run(capsys, "cleanup", "--env", "dev")
     assert code == 0
-    assert "mine-endpoint" not in names(leftovers)
+    assert "mine-ep" not in names(leftovers)
 
 
 def test_cleanup_without_terminal_needs_yes(
-    leftovers: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    leftovers: Environment, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     code, _, err = run(capsys, "cleanup", "--env", "dev")
     assert code == 1
     assert err == "error: not deleting without confirmation: stdin is not a terminal; pass --yes to confirm\n"
-    assert "mine-endpoint" in names(leftovers)
+    assert "mine-ep" in names(leftovers)
 
 
-def test_cleanup_dry_run(leftovers: Deployed, capsys: Any) -> None:
+def test_cleanup_dry_run(leftovers: Environment, capsys: Any) -> None:
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--dry-run")
     assert code == 0
     assert out.splitlines()[-1] == "dry run: 3 resources would be deleted"
     assert "mine-model" in out and "prod-run" not in out and "hand-made" not in out
-    assert "mine-endpoint" in names(leftovers)
+    assert "mine-ep" in names(leftovers)
 
 
-def test_cleanup_older_than(leftovers: Deployed, capsys: Any) -> None:
+def test_cleanup_older_than(leftovers: Environment, capsys: Any) -> None:
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--older-than", "2h", "--yes")
     assert (code, out) == (0, "nothing to clean up in environment 'dev' older than 2h\n")
     backend = get_backend("sagemaker")["123456789012"]["eu-west-1"]
-    backend.endpoints["mine-endpoint"].creation_time = datetime.now(UTC).replace(tzinfo=None) - timedelta(
-        hours=3
-    )
+    backend.endpoints["mine-ep"].creation_time = datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=3)
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--older-than", "2h", "--yes")
     assert code == 0
-    assert "deleted endpoint mine-endpoint" in out
+    assert "deleted endpoint mine-ep" in out
     assert "mine-model" in names(leftovers)  # created just now
 
 
 @pytest.mark.parametrize("age", ["7", "2y", "0d", "-1h", "h"])
-def test_cleanup_bad_older_than(deployed: Deployed, capsys: Any, age: str) -> None:
+def test_cleanup_bad_older_than(environment: Environment, capsys: Any, age: str) -> None:
     code, _, err = run(capsys, "cleanup", "--env", "dev", f"--older-than={age}")
     assert code == 1
     assert err == (
@@ -150,13 +149,13 @@ def test_cleanup_bad_older_than(deployed: Deployed, capsys: Any, age: str) -> No
 # --- data upload -----------------------------------------------------------------------------------
 
 
-def keys(deployed: Deployed) -> list[str]:
+def keys(environment: Environment) -> list[str]:
     return sorted(
-        o["Key"] for o in deployed.s3.list_objects_v2(Bucket=deployed.data_bucket).get("Contents", [])
+        o["Key"] for o in environment.s3.list_objects_v2(Bucket=environment.data_bucket).get("Contents", [])
     )
 
 
-def test_upload_jsonl(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_jsonl(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     path = tmp_path / "samsum-train.jsonl"
     path.write_text(
         '{"dialogue": "A: hi", "summary": "greeting"}\n{"dialogue": "B: bye", "summary": "farewell"}\n'
@@ -164,29 +163,29 @@ def test_upload_jsonl(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
     code, out, err = run(capsys, "data", "upload", str(path), "--env", "dev", "--name", "samsum-small")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        f"uploaded 1 file to s3://{deployed.data_bucket}/samsum-small/",
-        f'use it in a recipe as a channel: {{"training": "s3://{deployed.data_bucket}/samsum-small/"}}',
+        f"uploaded 1 file to s3://{environment.data_bucket}/samsum-small/",
+        f'use it in a recipe as a channel: {{"training": "s3://{environment.data_bucket}/samsum-small/"}}',
     ]
-    assert keys(deployed) == ["samsum-small/samsum-train.jsonl"]
-    body = deployed.s3.get_object(Bucket=deployed.data_bucket, Key="samsum-small/samsum-train.jsonl")[
+    assert keys(environment) == ["samsum-small/samsum-train.jsonl"]
+    body = environment.s3.get_object(Bucket=environment.data_bucket, Key="samsum-small/samsum-train.jsonl")[
         "Body"
     ].read()
     assert body == path.read_bytes()
 
 
-def test_upload_json_array_and_default_name(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_json_array_and_default_name(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     path = tmp_path / "My Data.json"
     path.write_text(json.dumps([{"text": "a", "label": 0}, {"text": "b", "label": 1}]))
     code, _, _ = run(capsys, "data", "upload", str(path), "--env", "dev")
     assert code == 0
-    [key] = keys(deployed)
+    [key] = keys(environment)
     prefix = key.split("/")[0]
     assert key == f"{prefix}/My Data.json"
     assert prefix.startswith("my-data-") and len(prefix) == len("my-data-20260101-000000")
     assert default_name(path, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "my-data-20260102-030405"
 
 
-def test_upload_parquet(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_parquet(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -194,11 +193,11 @@ def test_upload_parquet(deployed: Deployed, capsys: Any, tmp_path: Path) -> None
     pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), path)
     code, _, _ = run(capsys, "data", "upload", str(path), "--env", "dev", "--name", "pq")
     assert code == 0
-    assert keys(deployed) == ["pq/train.parquet"]
+    assert keys(environment) == ["pq/train.parquet"]
 
 
 @pytest.mark.slow
-def test_upload_save_to_disk_folder(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_save_to_disk_folder(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     import datasets
 
     folder = tmp_path / "mnli"
@@ -213,19 +212,19 @@ def test_upload_save_to_disk_folder(deployed: Deployed, capsys: Any, tmp_path: P
     expected = sorted(
         f"mnli-tiny/{p.relative_to(folder).as_posix()}" for p in folder.rglob("*") if p.is_file()
     )
-    assert keys(deployed) == expected
+    assert keys(environment) == expected
     assert "mnli-tiny/dataset_dict.json" in expected
-    assert f"to s3://{deployed.data_bucket}/mnli-tiny/" in out
+    assert f"to s3://{environment.data_bucket}/mnli-tiny/" in out
 
 
-def test_upload_never_overwrites(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_never_overwrites(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_text('{"text": "x"}\n')
     assert run(capsys, "data", "upload", str(path), "--env", "dev", "--name", "same")[0] == 0
     code, _, err = run(capsys, "data", "upload", str(path), "--env", "dev", "--name", "same")
     assert code == 1
     assert err == (
-        f"error: s3://{deployed.data_bucket}/same/ already holds data; choose another --name "
+        f"error: s3://{environment.data_bucket}/same/ already holds data; choose another --name "
         "(data sets are never overwritten)\n"
     )
 
@@ -249,17 +248,17 @@ def test_upload_never_overwrites(deployed: Deployed, capsys: Any, tmp_path: Path
     ],
 )
 def test_upload_bad_files(
-    deployed: Deployed, capsys: Any, tmp_path: Path, filename: str, content: str, message: str
+    environment: Environment, capsys: Any, tmp_path: Path, filename: str, content: str, message: str
 ) -> None:
     path = tmp_path / filename
     path.write_text(content)
     code, out, err = run(capsys, "data", "upload", str(path), "--env", "dev")
     assert (code, out) == (1, "")
     assert err == f"error: {path}: {message}\n"
-    assert keys(deployed) == []
+    assert keys(environment) == []
 
 
-def test_upload_plain_folder_and_missing_path(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_plain_folder_and_missing_path(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("[]")
     code, _, err = run(capsys, "data", "upload", str(tmp_path), "--env", "dev")
     assert code == 1
@@ -271,7 +270,7 @@ def test_upload_plain_folder_and_missing_path(deployed: Deployed, capsys: Any, t
     assert (code, err) == (1, f"error: {tmp_path / 'nope.json'}: no such file or folder\n")
 
 
-def test_upload_bad_name(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_bad_name(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_text('{"text": "x"}\n')
     code, _, err = run(capsys, "data", "upload", str(path), "--env", "dev", "--name", "../Up")
@@ -282,7 +281,7 @@ def test_upload_bad_name(deployed: Deployed, capsys: Any, tmp_path: Path) -> Non
     )
 
 
-def test_upload_unknown_environment(deployed: Deployed, capsys: Any, tmp_path: Path) -> None:
+def test_upload_unknown_environment(environment: Environment, capsys: Any, tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_text('{"text": "x"}\n')
     code, _, err = run(capsys, "data", "upload", str(path), "--env", "nope")

@@ -1,4 +1,4 @@
-"""The hfpipe command against a moto account: list, watch, report, stop, errors."""
+"""The hfpipe command against a moto account running the real pipeline: list, watch, report, stop, errors."""
 
 from __future__ import annotations
 
@@ -101,9 +101,10 @@ def test_stack_not_deployed(moto_account: None, capsys: Any) -> None:
 def test_environment_from_stack_outputs(moto_account: None, capsys: Any) -> None:
     """Without SSM parameters the stack outputs are used (output StateMachineArn <-> state-machine-arn)."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
-    from cli_moto import DEFINITION, ROLE
+    from cli_moto import ROLE
 
-    sm = sfn.create_state_machine(name="m", definition=json.dumps(DEFINITION), roleArn=ROLE)[
+    definition = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+    sm = sfn.create_state_machine(name="m", definition=json.dumps(definition), roleArn=ROLE)[
         "stateMachineArn"
     ]
     template = {
@@ -152,15 +153,15 @@ def test_list_empty_and_bad_max(deployed: Deployed, capsys: Any) -> None:
 
 def test_watch_finished_execution_prints_view_and_report(deployed: Deployed, capsys: Any) -> None:
     arn, plan = deployed.start("done-1")
-    deployed.create_training_job(plan)
+    output = json.loads(deployed.sfn.describe_execution(executionArn=arn)["output"])
     code, out, err = run(capsys, "watch", "done-1", "--env", "dev")
     assert (code, err) == (0, "")
     assert "SUCCEEDED" in out
-    assert "done-1-train" in out and "Completed" in out
+    assert f"{plan['training_job_name']} (Completed)" in out
     assert "report: done-1" in out
-    assert "0.5000 USD" in out  # the Report Lambda's cost_usd
-    assert "eval_loss" in out and "1.25" in out
-    assert "Amanda bakes cookies." in out
+    assert f"{output['report']['cost_usd']:.4f} USD" in out  # the Report Lambda's cost_usd
+    assert "eval_loss" in out and "1.5" in out
+    assert "Amanda bakes cookies." in out  # the smoke test's answer
     # the same by ARN, no --env needed
     assert run(capsys, "watch", arn)[0] == 0
 
@@ -171,7 +172,7 @@ def test_watch_failed_execution_exits_1_and_says_why(deployed: Deployed, capsys:
     assert code == 1
     assert err == ""
     assert "FAILED" in out
-    assert "TrainingJobFailed: AlgorithmError: CUDA out of memory" in out
+    assert "TrainingJobFailed" in out and "AlgorithmError: CUDA out of memory" in out
 
 
 def test_watch_unknown_execution(deployed: Deployed, capsys: Any) -> None:
@@ -195,80 +196,78 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
 
     from hfpipe.cli.watch import watch
 
-    arn, plan = deployed.start("live-1", train_seconds=2, wait=False)
-    deployed.create_training_job(plan)
-    job = sagemaker_backend().training_jobs[plan["training_job_name"]]
-    job.training_job_status, job.secondary_status = "InProgress", "Training"
-    job.final_metric_data_list = []
-    job.billable_time_in_seconds = None
+    arn, plan = deployed.start("live-1", running=True, wait=False)
+    job_name = plan["training_job_name"]
+    deployed.wait_for_state(arn, "WaitForTraining")
     deployed.cloudwatch.put_metric_data(
         Namespace="/aws/sagemaker/TrainingJobs",
         MetricData=[
             {
-                "MetricName": "loss",
+                "MetricName": "train_loss",
                 "Value": 2.5,
-                "Dimensions": [{"Name": "Host", "Value": f"{plan['training_job_name']}/algo-1"}],
+                "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-1"}],
             }
         ],
     )
-    deployed.wait_for_state(arn, "Train")
     console = Console(record=True, width=150, force_terminal=False)
     clients = aws.make_clients()
     views: list[str] = []
 
     def sleep(_: float) -> None:
         views.append(console.export_text(clear=False))
-        job.training_job_status, job.secondary_status = "Completed", "Completed"
+        deployed.finish_training(job_name)
         deployed.wait(arn)
 
     snap = watch(clients, arn, console, interval=1, sleep=sleep)
     assert snap.status == "SUCCEEDED"
     first = views[0]
-    assert "RUNNING" in first and "Train" in first
+    assert "RUNNING" in first
     assert "InProgress / Training" in first
-    assert "loss 2.5" in first
-    assert "cost so far" in first and "(estimate 0.50 USD)" in first
-    assert "live-1-endpoint  not created yet" in first
+    assert "train_loss 2.5" in first
+    assert "cost so far" in first and f"(estimate {plan['estimated_cost_usd']:.2f} USD)" in first
+    assert f"{plan['endpoint_name']}  not created yet" in first
     final = console.export_text()
     assert "report: live-1" in final and "SUCCEEDED" in final
 
 
-def test_report_json_is_the_contract_report(deployed: Deployed, capsys: Any) -> None:
-    _, plan = deployed.start("rep-1")
+def test_report_json_is_the_report_lambdas(deployed: Deployed, capsys: Any) -> None:
+    arn, plan = deployed.start("rep-1")
     code, out, err = run(capsys, "report", "rep-1", "--env", "dev", "--json")
     assert (code, err) == (0, "")
     report = json.loads(out)
-    from cli_moto import report_for
-
-    assert report == {**report_for(plan), "execution_status": "SUCCEEDED"}
+    output = json.loads(deployed.sfn.describe_execution(executionArn=arn)["output"])
+    assert report == {**output["report"], "execution_status": "SUCCEEDED"}
+    assert report["training_job_name"] == plan["training_job_name"] and report["smoke_test"]["ok"] is True
 
 
 def test_report_of_failed_execution_from_training_job(deployed: Deployed, capsys: Any) -> None:
-    """No Report Lambda output: the same keys come from DescribeTrainingJob and the plan."""
-    _, plan = deployed.start("rep-2", fail=True)
-    deployed.create_training_job(plan)
-    job = sagemaker_backend().training_jobs["rep-2-train"]
-    job.training_job_status, job.billable_time_in_seconds, job.training_time_in_seconds = "Failed", 900, 900
-    job.final_metric_data_list = [{"MetricName": "loss", "Value": 2.25}]
+    """Without a report in the execution's output, the same keys come from DescribeTrainingJob and the plan."""
+    arn, plan = deployed.start("rep-2", fail=True)
+    job = deployed.job(plan["training_job_name"])
+    job.billable_time_in_seconds = job.training_time_in_seconds = 900
+    job.final_metric_data_list = [{"MetricName": "train_loss", "Value": 2.25}]
+    assert deployed.sfn.describe_execution(executionArn=arn).get("output") is None
     code, out, _ = run(capsys, "report", "rep-2", "--env", "dev", "--json")
     assert code == 0
     report = json.loads(out)
     assert report["execution_status"] == "FAILED"
-    assert report["failure"] == "TrainingJobFailed: AlgorithmError: CUDA out of memory"
-    assert report["training_job_name"] == "rep-2-train"
+    assert "TrainingJobFailed" in report["failure"] and "CUDA out of memory" in report["failure"]
+    assert report["training_job_name"] == plan["training_job_name"]
     assert report["training_job_status"] == "Failed"
     assert report["billable_seconds"] == 900
-    assert report["cost_usd"] == pytest.approx(900 * 1.5 / 3600)  # billable x instances x price
-    assert report["final_metrics"] == {"loss": 2.25}
-    assert report["model_artifacts"] == "s3://artifacts/out/rep-2-train/output/model.tar.gz"
+    # billable x instances x price
+    assert report["cost_usd"] == pytest.approx(
+        900 * plan["instance_count"] * plan["price_per_hour_usd"] / 3600
+    )
+    assert report["final_metrics"] == {"train_loss": 2.25}
+    assert report["model_artifacts"] == job.model_artifacts["S3ModelArtifacts"]
 
 
 def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) -> None:
     from datetime import UTC, datetime, timedelta
 
     _, plan = deployed.start("plot-1")
-    deployed.create_training_job(plan)
-    job = sagemaker_backend().training_jobs[plan["training_job_name"]]
+    job = deployed.job(plan["training_job_name"])
     start = datetime.now(UTC) - timedelta(minutes=30)
     job.training_start_time, job.training_end_time = start, start + timedelta(minutes=20)
     host = [{"Name": "Host", "Value": f"{plan['training_job_name']}/algo-1"}]
@@ -277,7 +276,7 @@ def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) 
             Namespace="/aws/sagemaker/TrainingJobs",
             MetricData=[
                 {
-                    "MetricName": "loss",
+                    "MetricName": "train_loss",
                     "Value": 3.0 - 0.2 * minute,
                     "Dimensions": host,
                     "Timestamp": start + timedelta(minutes=minute * 2),
@@ -299,11 +298,10 @@ def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) 
 
 def test_report_plot_without_loss_metrics(deployed: Deployed, capsys: Any, tmp_path: Any) -> None:
     _, plan = deployed.start("plot-2")
-    deployed.create_training_job(plan)
     code, _, err = run(capsys, "report", "plot-2", "--env", "dev", "--plot", str(tmp_path / "x.png"))
     assert code == 1
     assert err == (
-        "error: training job plot-2-train has no loss metrics in CloudWatch (namespace "
+        f"error: training job {plan['training_job_name']} has no loss metrics in CloudWatch (namespace "
         "/aws/sagemaker/TrainingJobs); check the recipe's metric definitions\n"
     )
     assert not (tmp_path / "x.png").exists()
@@ -358,10 +356,13 @@ def recording_sagemaker(monkeypatch: pytest.MonkeyPatch) -> StopRecordingSageMak
 def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     deployed: Deployed, recording_sagemaker: StopRecordingSageMaker, capsys: Any
 ) -> None:
-    arn, plan = deployed.start("stop-1", train_seconds=30, wait=False)
-    deployed.create_training_job(plan)
-    sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status = "InProgress"
-    # an endpoint this execution created, and one of another execution that must stay
+    # A long poll (60 s, 1.2 s on the engine's clock): the stop lands in the Wait state. moto's interpreter
+    # may otherwise be inside the DescribeTrainingJob call, fail it and end the execution FAILED instead of
+    # ABORTED, which AWS never does.
+    arn, plan = deployed.start("stop-1", running=True, wait=False, poll_seconds=60)
+    job_name = plan["training_job_name"]
+    deployed.wait_for_state(arn, "WaitForTraining")
+    # a model this execution created, and one of another execution that must stay
     for name, execution in (("stop-1", "stop-1"), ("other", "other-exec")):
         deployed.sagemaker.create_model(
             ModelName=f"{name}-model",
@@ -369,32 +370,36 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
             PrimaryContainer={"Image": "example.invalid/i"},
             Tags=tags_for({**plan, "execution_name": execution}),
         )
-    deployed.wait_for_state(arn, "Train")
 
     code, out, err = run(capsys, "stop", "stop-1", "--env", "dev", "--yes")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         "stopped execution stop-1",
-        "stopping training job stop-1-train (SageMaker uploads what it has, then marks it Stopped)",
+        f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)",
         "deleted model stop-1-model",
     ]
-    assert recording_sagemaker.stopped == ["stop-1-train"]
+    assert recording_sagemaker.stopped == [job_name]
     assert deployed.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
-    assert [m["ModelName"] for m in deployed.sagemaker.list_models()["Models"]] == ["other-model"]
+    models = {m["ModelName"] for m in deployed.sagemaker.list_models()["Models"]}
+    assert "other-model" in models and "stop-1-model" not in models
 
     # stopping again is harmless
     assert run(capsys, "stop", arn) == (0, "execution stop-1 already ended (ABORTED); nothing to stop\n", "")
-    assert recording_sagemaker.stopped == ["stop-1-train"]
+    assert recording_sagemaker.stopped == [job_name]
 
 
 def test_stop_before_launch(
     deployed: Deployed, recording_sagemaker: StopRecordingSageMaker, capsys: Any
 ) -> None:
-    arn, _ = deployed.start("stop-2", train_seconds=30, wait=False)
-    deployed.wait_for_state(arn, "Train")
+    # CreateTrainingJob is throttled: Launch retries with backoff, and there is no job yet.
+    deployed.throttle_create_training_job(times=6)
+    _, plan = deployed.start("stop-2", wait=False)
     code, out, _ = run(capsys, "stop", "stop-2", "--env", "dev")
     assert code == 0
-    assert out.splitlines() == ["stopped execution stop-2", "training job stop-2-train was never launched"]
+    assert out.splitlines() == [
+        "stopped execution stop-2",
+        f"training job {plan['training_job_name']} was never launched",
+    ]
     assert recording_sagemaker.stopped == []
 
 

@@ -133,7 +133,7 @@ def test_start_sends_recipe_and_overrides_and_prints_the_console_link(
         "first-run",
     )
     assert (code, err) == (0, "")
-    arn = f"arn:aws:states:{REGION}:123456789012:execution:hfpipe-dev:first-run"
+    arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":first-run"
     assert out.splitlines() == [
         "started first-run (recipe tiny-lora)",
         f"execution: {arn}",
@@ -161,6 +161,9 @@ def test_start_derives_the_name(deployed: Deployed, capsys: Any) -> None:
 
 def test_start_same_name_twice(deployed: Deployed, capsys: Any) -> None:
     assert run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")[0] == 0
+    # While it runs, the same name and input start nothing new and succeed (StartExecution is idempotent
+    # then); once it has ended, the name is taken.
+    deployed.wait(deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":twice")
     code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")
     assert code == 1
     assert (
@@ -203,4 +206,4 @@ def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> N
     assert "started watched (recipe tiny-lora)" in out
     assert "report: watched" in out
     assert "SUCCEEDED" in out
-    assert "eval_loss" in out and "4.2" in out
+    assert "eval_loss" in out and "1.5" in out  # the final metrics the training job reported

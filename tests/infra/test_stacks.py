@@ -1,11 +1,13 @@
-"""Fine-grained assertions on the synthesized templates of every environment."""
+"""Fine-grained assertions on the synthesized templates of every environment, in CDK's own terms
+(`Template.has_resource_properties`, `all_resources_properties`, `Match`, `Capture`)."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 import pytest
+from app_synth import as_list, policy_statements
 from aws_cdk import assertions
-from infra_templates import as_list, flat, resources, statements
+from aws_cdk.assertions import Capture, Match
 
 import app as cdk_app
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, stack_name
@@ -17,31 +19,10 @@ from stacks.pipeline_stack import PipelineStack
 ENVS = ["dev", "prod"]
 
 
-def data(synthesized, env):
-    return synthesized.templates[stack_name(env, "Data")]
-
-
-def pipeline(synthesized, env):
-    return synthesized.templates[stack_name(env, "Pipeline")]
-
-
-def quota(synthesized, env):
-    return synthesized.templates[stack_name(env, "Quota")]
-
-
-def statements_of_role(template, role_id):
-    """The statements of the AWS::IAM::Policy resources attached to one role (by logical ID)."""
-    return [
-        statement
-        for policy in resources(template, "AWS::IAM::Policy").values()
-        if {"Ref": role_id} in policy["Properties"]["Roles"]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def bucket_ids(template):
-    # Logical IDs are the construct path plus an 8-hex-digit hash.
-    return {logical_id[:-8]: logical_id for logical_id in resources(template, "AWS::S3::Bucket")}
+def bucket_id(template: assertions.Template, construct_path: str) -> str:
+    """A bucket's logical ID by its construct path (the ID is the path plus an 8-hex-digit hash)."""
+    (found,) = [k for k in template.find_resources("AWS::S3::Bucket") if k[:-8] == construct_path]
+    return found
 
 
 def test_each_environment_has_three_stacks_named_by_the_contract(synthesized):
@@ -52,81 +33,132 @@ def test_each_environment_has_three_stacks_named_by_the_contract(synthesized):
 
 @pytest.mark.parametrize("env", ENVS)
 def test_buckets_block_public_access_encrypt_and_enforce_bucket_ownership(synthesized, env):
-    buckets = resources(data(synthesized, env), "AWS::S3::Bucket")
-    assert len(buckets) == 3
-    for bucket in buckets.values():
-        props = bucket["Properties"]
-        assert props["PublicAccessBlockConfiguration"] == {
-            "BlockPublicAcls": True,
-            "BlockPublicPolicy": True,
-            "IgnorePublicAcls": True,
-            "RestrictPublicBuckets": True,
-        }
-        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
-            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
-        ]
-        assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    template = synthesized.assertions(env, "Data")
+    template.resource_count_is("AWS::S3::Bucket", 3)
+    template.all_resources_properties(
+        "AWS::S3::Bucket",
+        {
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+                ]
+            },
+            "OwnershipControls": {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
+        },
+    )
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_every_bucket_policy_denies_plain_http_and_old_tls(synthesized, env):
-    template = data(synthesized, env)
-    policies = resources(template, "AWS::S3::BucketPolicy")
-    assert {p["Properties"]["Bucket"]["Ref"] for p in policies.values()} == set(
-        resources(template, "AWS::S3::Bucket")
+    template = synthesized.assertions(env, "Data")
+    template.resource_count_is("AWS::S3::BucketPolicy", 3)
+    deny = {"Effect": "Deny", "Action": "s3:*", "Principal": {"AWS": "*"}}
+    template.all_resources_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like({**deny, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}),
+                        Match.object_like({**deny, "Condition": {"NumericLessThan": {"s3:TlsVersion": 1.2}}}),
+                    ]
+                )
+            }
+        },
     )
-    for policy in policies.values():
-        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
-        conditions = [s["Condition"] for s in denies]
-        assert {"Bool": {"aws:SecureTransport": "false"}} in conditions
-        assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in conditions
-        for deny in denies:
-            assert deny["Action"] == "s3:*" and deny["Principal"] == {"AWS": "*"}
+    # One policy per bucket.
+    policed = Capture()
+    template.all_resources_properties("AWS::S3::BucketPolicy", {"Bucket": {"Ref": policed}})
+    buckets = []
+    while True:
+        buckets.append(policed.as_string())
+        if not policed.next():
+            break
+    assert sorted(buckets) == sorted(template.find_resources("AWS::S3::Bucket"))
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_versioning_lifecycle_and_access_logs(synthesized, env):
-    template = data(synthesized, env)
+    template = synthesized.assertions(env, "Data")
     config = synthesized.environments[env]
-    by_name = bucket_ids(template)
-    buckets = template["Resources"]
-    artifacts = buckets[by_name["BucketsArtifactsBucket"]]["Properties"]
-    data_bucket = buckets[by_name["BucketsDataBucket"]]["Properties"]
-    logs_bucket = buckets[by_name["BucketsAccessLogsBucket"]]["Properties"]
-    assert artifacts["VersioningConfiguration"] == {"Status": "Enabled"}
-    assert data_bucket["VersioningConfiguration"] == {"Status": "Enabled"}
-    assert "VersioningConfiguration" not in logs_bucket
-    rules = {r["Id"]: r for r in artifacts["LifecycleConfiguration"]["Rules"]}
-    assert rules["ExpireCheckpoints"] == {
-        "Id": "ExpireCheckpoints",
-        "Prefix": ARTIFACTS_CHECKPOINTS_PREFIX,
-        "ExpirationInDays": config.checkpoint_expiration_days,
-        "Status": "Enabled",
-    }
-    assert rules["AbortIncompleteMultipartUploads"]["AbortIncompleteMultipartUpload"] == {
-        "DaysAfterInitiation": 7
-    }
-    assert rules["ExpireNoncurrentVersions"]["NoncurrentVersionExpiration"] == {
-        "NoncurrentDays": config.noncurrent_version_expiration_days
-    }
-    for props in (data_bucket, logs_bucket):
-        assert "AbortIncompleteMultipartUploads" in {
-            r["Id"] for r in props["LifecycleConfiguration"]["Rules"]
-        }
-    for props in (artifacts, data_bucket):
-        assert props["LoggingConfiguration"]["DestinationBucketName"] == {
-            "Ref": by_name["BucketsAccessLogsBucket"]
-        }
+    logs_id = bucket_id(template, "BucketsAccessLogsBucket")
+    versioned = {"VersioningConfiguration": {"Status": "Enabled"}}
+    logged = {"LoggingConfiguration": Match.object_like({"DestinationBucketName": {"Ref": logs_id}})}
+    abort = Match.object_like({"Id": "AbortIncompleteMultipartUploads"})
+    template.has_resource(
+        "AWS::S3::Bucket",
+        {
+            "Properties": Match.object_like(
+                {
+                    **versioned,
+                    **logged,
+                    "LifecycleConfiguration": {
+                        # In the order the construct writes them (Match.array_with keeps order).
+                        "Rules": Match.array_with(
+                            [
+                                Match.object_like(
+                                    {
+                                        "Id": "AbortIncompleteMultipartUploads",
+                                        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+                                    }
+                                ),
+                                Match.object_like(
+                                    {
+                                        "Id": "ExpireNoncurrentVersions",
+                                        "NoncurrentVersionExpiration": {
+                                            "NoncurrentDays": config.noncurrent_version_expiration_days
+                                        },
+                                    }
+                                ),
+                                {
+                                    "Id": "ExpireCheckpoints",
+                                    "Prefix": ARTIFACTS_CHECKPOINTS_PREFIX,
+                                    "ExpirationInDays": config.checkpoint_expiration_days,
+                                    "Status": "Enabled",
+                                },
+                            ]
+                        )
+                    },
+                }
+            )
+        },
+    )
+    data_id = bucket_id(template, "BucketsDataBucket")
+    assert data_id in template.find_resources(
+        "AWS::S3::Bucket",
+        {
+            "Properties": Match.object_like(
+                {**versioned, **logged, "LifecycleConfiguration": {"Rules": Match.array_with([abort])}}
+            )
+        },
+    )
+    assert logs_id in template.find_resources(
+        "AWS::S3::Bucket",
+        {
+            "Properties": Match.object_like(
+                {
+                    "VersioningConfiguration": Match.absent(),
+                    "LifecycleConfiguration": {"Rules": Match.array_with([abort])},
+                }
+            )
+        },
+    )
 
 
 def test_prod_retains_and_protects_dev_auto_deletes(synthesized):
-    prod, dev = data(synthesized, "prod"), data(synthesized, "dev")
-    for bucket in resources(prod, "AWS::S3::Bucket").values():
-        assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Retain", "Retain")
-    assert resources(prod, "Custom::S3AutoDeleteObjects") == {}
-    for bucket in resources(dev, "AWS::S3::Bucket").values():
-        assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Delete", "Delete")
-    assert len(resources(dev, "Custom::S3AutoDeleteObjects")) == 3
+    prod, dev = synthesized.assertions("prod", "Data"), synthesized.assertions("dev", "Data")
+    retain = {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
+    delete = {"DeletionPolicy": "Delete", "UpdateReplacePolicy": "Delete"}
+    assert len(prod.find_resources("AWS::S3::Bucket", retain)) == 3
+    prod.resource_count_is("Custom::S3AutoDeleteObjects", 0)
+    assert len(dev.find_resources("AWS::S3::Bucket", delete)) == 3
+    dev.resource_count_is("Custom::S3AutoDeleteObjects", 3)
     manifest_protection = {
         name: synthesized.stack(name).termination_protection for name in synthesized.templates
     }
@@ -138,10 +170,10 @@ def test_prod_retains_and_protects_dev_auto_deletes(synthesized):
         stack_name("dev", "Pipeline"): False,
         stack_name("dev", "Quota"): False,
     }
-    for group in resources(pipeline(synthesized, "prod"), "AWS::Logs::LogGroup").values():
-        assert group["DeletionPolicy"] == "Retain"
-    for group in resources(pipeline(synthesized, "dev"), "AWS::Logs::LogGroup").values():
-        assert group["DeletionPolicy"] == "Delete"
+    for env, policy in (("prod", "Retain"), ("dev", "Delete")):
+        template = synthesized.assertions(env, "Pipeline")
+        groups = template.find_resources("AWS::Logs::LogGroup")
+        assert groups and groups == template.find_resources("AWS::Logs::LogGroup", {"DeletionPolicy": policy})
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -149,7 +181,7 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
     names = {
         p["Properties"]["Name"]
         for part in ("Data", "Pipeline")
-        for p in resources(synthesized.templates[stack_name(env, part)], "AWS::SSM::Parameter").values()
+        for p in synthesized.assertions(env, part).find_resources("AWS::SSM::Parameter").values()
     }
     assert names == {
         f"/hfpipe/{env}/{key}"
@@ -164,95 +196,150 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             "image-catalog",
         )
     }
-    assert {
+    pipeline = synthesized.assertions(env, "Pipeline")
+    for output in (
         "ExecutionRoleArn",
         "SourcedirUri",
         "NotificationTopicArn",
         "PipelineLogGroupName",
         "StateMachineArn",
         "ImageCatalog",
-    } <= set(pipeline(synthesized, env)["Outputs"])
-    assert {"DataBucketName", "ArtifactsBucketName"} <= set(data(synthesized, env)["Outputs"])
+    ):
+        pipeline.has_output(output, {"Value": Match.any_value()})
+    for output in ("DataBucketName", "ArtifactsBucketName"):
+        synthesized.assertions(env, "Data").has_output(output, {"Value": Match.any_value()})
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_execution_role_is_scoped(synthesized, env):
-    template = pipeline(synthesized, env)
+    template = synthesized.assertions(env, "Pipeline")
     region = synthesized.environments[env].region
     # The execution role is the one SageMaker assumes; the pipeline's Lambda and state machine roles are
     # checked in tests/pipeline.
-    ((role_id, role),) = [
-        (k, r)
-        for k, r in resources(template, "AWS::IAM::Role").items()
-        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
-        == "sagemaker.amazonaws.com"
+    trust = {
+        "Statement": [
+            Match.object_like(
+                {
+                    "Principal": {"Service": "sagemaker.amazonaws.com"},
+                    "Condition": {"StringEquals": Match.any_value(), "ArnLike": Match.any_value()},
+                }
+            )
+        ]
+    }
+    (role_id,) = template.find_resources(
+        "AWS::IAM::Role",
+        {
+            "Properties": {
+                "AssumeRolePolicyDocument": Match.object_like(trust),
+                "ManagedPolicyArns": Match.absent(),
+            }
+        },
+    )
+    data_arn = {"Fn::ImportValue": f"Hfpipe-{env}-Data-DataBucketArn"}
+    artifacts_arn = {"Fn::ImportValue": f"Hfpipe-{env}-Data-ArtifactsBucketArn"}
+    repositories = [
+        f"arn:aws:ecr:{region}:{account}:repository/{repo}"
+        for account, repo in huggingface_dlc_repositories(region)
     ]
-    role_statements = statements_of_role(template, role_id)
-    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    assert set(trust["Condition"]) == {"StringEquals", "ArnLike"}
-    assert "ManagedPolicyArns" not in role["Properties"]
-    by_sid = {s.get("Sid"): s for s in role_statements}
-    assert by_sid["ReadData"]["Action"] == "s3:GetObject"
-    assert by_sid["ReadData"]["Resource"] == {
-        "Fn::Join": ["", [{"Fn::ImportValue": f"Hfpipe-{env}-Data-DataBucketArn"}, "/*"]]
-    }
-    assert "s3:PutObject" in by_sid["ReadWriteArtifacts"]["Action"]
-    assert by_sid["ReadWriteArtifacts"]["Resource"] == {
-        "Fn::Join": ["", [{"Fn::ImportValue": f"Hfpipe-{env}-Data-ArtifactsBucketArn"}, "/*"]]
-    }
-    assert by_sid["SageMakerMetrics"]["Condition"] == {
-        "StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}
-    }
-    repositories = [flat(r).split(":", 2)[2] for r in by_sid["PullHuggingFaceContainers"]["Resource"]]
-    assert repositories == [
-        f"ecr:{region}:{account}:repository/{repo}" for account, repo in huggingface_dlc_repositories(region)
-    ]
+    sourcedir = Capture()
+    template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [{"Ref": role_id}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Sid": "ReadData",
+                                "Action": "s3:GetObject",
+                                "Resource": {"Fn::Join": ["", [data_arn, "/*"]]},
+                            }
+                        ),
+                        Match.object_like(
+                            {
+                                "Sid": "ReadWriteArtifacts",
+                                "Action": Match.array_with(["s3:PutObject"]),
+                                "Resource": {"Fn::Join": ["", [artifacts_arn, "/*"]]},
+                            }
+                        ),
+                        Match.object_like(
+                            {
+                                "Sid": "SageMakerMetrics",
+                                "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+                            }
+                        ),
+                        Match.object_like({"Sid": "PullHuggingFaceContainers", "Resource": repositories}),
+                        # The sourcedir: one object of the assets bucket, not the bucket.
+                        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": sourcedir},
+                    ]
+                )
+            },
+        },
+    )
     assert {repo for _, repo in huggingface_dlc_repositories(region)} >= {
         "huggingface-pytorch-training",
         "huggingface-pytorch-inference",
     }
-    # The sourcedir: one object of the assets bucket, not the bucket.
-    (sourcedir,) = [s for s in role_statements if "Sid" not in s]
-    assert sourcedir["Action"] == "s3:GetObject"
-    assert flat(sourcedir["Resource"]).endswith(".gz")
-    assert "assets" in flat(sourcedir["Resource"])
-    for statement in role_statements:
-        for action in as_list(statement["Action"]):
-            assert "*" not in action, statement
-        if statement["Resource"] == "*":
-            assert statement["Sid"] in {"SageMakerMetrics", "EcrLogin"}, statement
+    # arn:aws:s3:::cdk-...-assets-<account>-<region>/<hash>.gz
+    joined = sourcedir.as_object()["Fn::Join"][1]
+    assert joined[0] == "arn:aws:s3:::" and "assets" in joined[1]["Fn::Sub"] and joined[-1].endswith(".gz")
+    policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": role_id}]}})
+    for policy in policies.values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, statement
+            if statement["Resource"] == "*":
+                assert statement["Sid"] in {"SageMakerMetrics", "EcrLogin"}, statement
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_notification_topic_is_encrypted_and_tls_only(synthesized, env):
-    template = pipeline(synthesized, env)
-    (topic,) = resources(template, "AWS::SNS::Topic").values()
-    key = flat(topic["Properties"]["KmsMasterKeyId"])
-    assert key.endswith(f":kms:{synthesized.environments[env].region}:${{Ref:AWS::AccountId}}:alias/aws/sns")
-    (policy,) = resources(template, "AWS::SNS::TopicPolicy").values()
-    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
+    template = synthesized.assertions(env, "Pipeline")
+    config = synthesized.environments[env]
+    template.resource_count_is("AWS::SNS::Topic", 1)
+    template.has_resource_properties(
+        "AWS::SNS::Topic",
+        {
+            "KmsMasterKeyId": {
+                "Fn::Join": [
+                    "",
+                    [f"arn:aws:kms:{config.region}:", {"Ref": "AWS::AccountId"}, ":alias/aws/sns"],
+                ]
+            }
+        },
+    )
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": [
+                    Match.object_like(
+                        {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                    )
+                ]
+            }
+        },
+    )
     # The stack's log group and the pipeline Lambdas' log groups: all with the environment's retention.
-    groups = resources(template, "AWS::Logs::LogGroup").values()
-    assert len(groups) >= 1
-    for group in groups:
-        assert group["Properties"]["RetentionInDays"] == synthesized.environments[env].log_retention_days
+    assert template.find_resources("AWS::Logs::LogGroup")
+    template.all_resources_properties("AWS::Logs::LogGroup", {"RetentionInDays": config.log_retention_days})
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_one_quota_request_per_configured_quota(synthesized, env):
-    template = quota(synthesized, env)
+    template = synthesized.assertions(env, "Quota")
     config = synthesized.environments[env]
-    requests = resources(template, RESOURCE_TYPE)
-    assert sorted(
-        (r["Properties"]["ServiceCode"], r["Properties"]["QuotaName"], r["Properties"]["DesiredValue"])
-        for r in requests.values()
-    ) == sorted((q.service_code, q.name, q.value) for q in config.quotas)
-    (function,) = resources(template, "AWS::Lambda::Function").values()
-    assert function["Properties"]["Handler"] == "quota_request.handler"
-    assert function["Properties"]["Runtime"] == "python3.14"
-    actions = {a for s in statements(template) for a in as_list(s["Action"])}
+    template.resource_count_is(RESOURCE_TYPE, len(config.quotas))
+    for q in config.quotas:
+        template.has_resource_properties(
+            RESOURCE_TYPE, {"ServiceCode": q.service_code, "QuotaName": q.name, "DesiredValue": q.value}
+        )
+    template.resource_count_is("AWS::Lambda::Function", 1)
+    template.has_resource_properties(
+        "AWS::Lambda::Function", {"Handler": "quota_request.handler", "Runtime": "python3.14"}
+    )
+    actions = {a for s in policy_statements(template.to_json()) for a in as_list(s["Action"])}
     assert actions == {
         "logs:CreateLogStream",
         "logs:PutLogEvents",
@@ -261,7 +348,7 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
         "servicequotas:ListAWSDefaultServiceQuotas",
         "servicequotas:ListRequestedServiceQuotaChangeHistoryByQuota",
     }
-    status_outputs = [k for k in template["Outputs"] if k.endswith("Status")]
+    status_outputs = [k for k in template.find_outputs("*") if k.endswith("Status")]
     assert len(status_outputs) == len(config.quotas)
 
 
@@ -309,7 +396,7 @@ def test_pass_role_only_on_the_execution_role_and_only_to_sagemaker(synthesized)
     pass_roles = [
         s
         for t in templates
-        for s in statements(t)
+        for s in policy_statements(t)
         if "iam:PassRole" in as_list(s["Action"]) or s["Action"] == "iam:*"
     ]
     assert pass_roles
@@ -329,8 +416,15 @@ def test_pass_role_only_on_the_execution_role_and_only_to_sagemaker(synthesized)
 def test_pipeline_stack_exposes_what_the_state_machine_needs(synthesized):
     stack = synthesized.stack(stack_name("dev", "Pipeline"))
     assert isinstance(stack, PipelineStack)
-    for attribute in ("execution_role", "notification_topic", "log_group", "sourcedir"):
-        assert getattr(stack, attribute) is not None
+    template = synthesized.assertions("dev", "Pipeline")
+    # The attributes are the stack's own resources (not a look-up or an import).
+    for attribute, resource_type in (
+        ("execution_role", "AWS::IAM::Role"),
+        ("notification_topic", "AWS::SNS::Topic"),
+        ("log_group", "AWS::Logs::LogGroup"),
+    ):
+        logical_id = stack.get_logical_id(getattr(stack, attribute).node.default_child)
+        assert logical_id in template.find_resources(resource_type), attribute
     assert stack.resolve(stack.data_bucket.bucket_arn) == {"Fn::ImportValue": "Hfpipe-dev-Data-DataBucketArn"}
     assert stack.resolve(stack.artifacts_bucket.bucket_name) == {
         "Fn::ImportValue": "Hfpipe-dev-Data-ArtifactsBucketName"

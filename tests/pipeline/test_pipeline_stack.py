@@ -1,10 +1,14 @@
-"""The pipeline part of the real PipelineStack (cdk.json's environments): grants, outputs, parameters."""
+"""The pipeline part of the real PipelineStack (cdk.json's environments): grants, outputs, parameters;
+in CDK's assertion terms where a property of one resource is checked."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from app_synth import as_list, policy_statements
+from aws_cdk import assertions
+from aws_cdk.assertions import Capture, Match
 
 import app as cdk_app
 from hfpipe import contract
@@ -27,30 +31,21 @@ TAGGED_ACTIONS = {
 }
 
 
-def as_list(value):
-    return value if isinstance(value, list) else [value]
+def role_statements(template: assertions.Template, role_id: str) -> list[dict]:
+    """The statements of the AWS::IAM::Policy resources attached to one role."""
+    policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": role_id}]}})
+    return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
 
 
-def of_type(template, resource_type):
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
-
-
-def role_statements(template, role_id):
-    return [
-        s
-        for p in of_type(template, "AWS::IAM::Policy").values()
-        if {"Ref": role_id} in p["Properties"]["Roles"]
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def pipeline_functions(template):
+def pipeline_functions(template: assertions.Template) -> dict[str, tuple[dict, list[dict]]]:
     """Handler key (plan, launch, ...) -> (function properties, its role's statements)."""
+    functions = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": Match.string_like_regexp(r"^pipeline_lambdas\.")}}
+    )
     out = {}
-    for props in (r["Properties"] for r in of_type(template, "AWS::Lambda::Function").values()):
-        if props["Handler"].startswith("pipeline_lambdas."):
-            role_id = props["Role"]["Fn::GetAtt"][0]
-            out[props["Handler"].split(".")[1]] = (props, role_statements(template, role_id))
+    for props in (r["Properties"] for r in functions.values()):
+        role_id = props["Role"]["Fn::GetAtt"][0]
+        out[props["Handler"].split(".")[1]] = (props, role_statements(template, role_id))
     return out
 
 
@@ -60,7 +55,7 @@ def actions(statements):
 
 @pytest.mark.parametrize("env", ENVS)
 def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env):
-    functions = pipeline_functions(pipeline_app.pipeline(env))
+    functions = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))
     assert set(functions) == set(PipelineLambdas.HANDLERS)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -93,9 +88,8 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
 
 @pytest.mark.parametrize("env", ENVS)
 def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app, env):
-    template = pipeline_app.pipeline(env)
     seen = set()
-    for statement in role_statements_everywhere(template):
+    for statement in policy_statements(pipeline_app.pipeline(env)):
         tagged = TAGGED_ACTIONS & set(as_list(statement["Action"]))
         if not tagged:
             continue
@@ -113,36 +107,62 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
     assert seen == TAGGED_ACTIONS
 
 
-def role_statements_everywhere(template):
-    return [
-        s
-        for p in of_type(template, "AWS::IAM::Policy").values()
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
 @pytest.mark.parametrize("env", ENVS)
 def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
-    template = pipeline_app.pipeline(env)
-    ((machine_id, machine),) = of_type(template, "AWS::StepFunctions::StateMachine").items()
-    props = machine["Properties"]
-    assert props["StateMachineType"] == "STANDARD" and props["TracingConfiguration"] == {"Enabled": True}
-    (destination,) = props["LoggingConfiguration"]["Destinations"]
-    assert destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0].startswith(
-        "PipelineLogGroup"
+    template = pipeline_app.assertions(env, "Pipeline")
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    policies = Capture()
+    template.has_resource(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "Properties": Match.object_like(
+                {
+                    "StateMachineType": "STANDARD",
+                    "TracingConfiguration": {"Enabled": True},
+                    "LoggingConfiguration": Match.object_like(
+                        {
+                            "Destinations": [
+                                {
+                                    "CloudWatchLogsLogGroup": {
+                                        "LogGroupArn": {
+                                            "Fn::GetAtt": [
+                                                Match.string_like_regexp("^PipelineLogGroup"),
+                                                "Arn",
+                                            ]
+                                        }
+                                    }
+                                }
+                            ]
+                        }
+                    ),
+                }
+            ),
+            "DependsOn": policies,
+        },
     )
-    assert machine["DependsOn"] == [
-        k for k in of_type(template, "AWS::IAM::Policy") if k.startswith("PipelineStateMachineRole")
+    assert policies.as_array() == [
+        k for k in template.find_resources("AWS::IAM::Policy") if k.startswith("PipelineStateMachineRole")
     ]
-    parameters = {
-        p["Properties"]["Name"]: p["Properties"]["Value"]
-        for p in of_type(template, "AWS::SSM::Parameter").values()
-    }
-    assert parameters[contract.ssm_parameter_name(env, contract.SSM_STATE_MACHINE_ARN)] == {"Ref": machine_id}
-    assert template["Outputs"]["StateMachineArn"]["Value"] == {"Ref": machine_id}
+    (machine_id,) = template.find_resources("AWS::StepFunctions::StateMachine")
+    template.has_resource_properties(
+        "AWS::SSM::Parameter",
+        {
+            "Name": contract.ssm_parameter_name(env, contract.SSM_STATE_MACHINE_ARN),
+            "Value": {"Ref": machine_id},
+        },
+    )
+    template.has_output("StateMachineArn", {"Value": {"Ref": machine_id}})
     region = load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])[env].region
-    catalog = json.loads(parameters[contract.ssm_parameter_name(env, contract.SSM_IMAGE_CATALOG)])
-    assert catalog == build_catalog(region)
-    assert json.loads(template["Outputs"]["ImageCatalog"]["Value"]) == catalog
-    (plan, _) = pipeline_functions(template)["plan"]
-    assert json.loads(plan["Environment"]["Variables"]["IMAGE_CATALOG"]) == catalog
+    catalog = Match.serialized_json(build_catalog(region))
+    template.has_resource_properties(
+        "AWS::SSM::Parameter",
+        {"Name": contract.ssm_parameter_name(env, contract.SSM_IMAGE_CATALOG), "Value": catalog},
+    )
+    template.has_output("ImageCatalog", {"Value": catalog})
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "pipeline_lambdas.plan.handler",
+            "Environment": {"Variables": Match.object_like({"IMAGE_CATALOG": catalog})},
+        },
+    )

@@ -14,7 +14,7 @@ LOG = aws.logger(__name__)
 
 
 def build_report(event: dict[str, Any]) -> dict[str, Any]:
-    """The report of one execution from the state it reached (see contracts.md for the fields)."""
+    """The report of one execution from the state it reached (its keys are the report's contract with `hfpipe report`)."""
     plan, training = event["plan"], event.get("training") or {}
     smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
     training_s = float(training.get("TrainingTimeInSeconds") or 0)

@@ -1,0 +1,189 @@
+"""The layout is the architecture (docs/layers.md): dependencies point one way,
+
+    hfpipe/core (+ hfpipe/contract.py)  <-  lambda/, stacks/  <-  app.py  <-  hfpipe/local  <-  hfpipe/cli
+
+Every module of each layer is read (its imports, module-level and inside functions) and imported; none may
+import a layer above it or beside it. The core is stdlib only, because the Lambda bundle copies it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Layer -> the files in it (relative globs).
+LAYERS: dict[str, tuple[str, ...]] = {
+    "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py"),
+    "lambda": ("lambda/pipeline/pipeline_lambdas/*.py", "lambda/quota/*.py"),
+    "stacks": ("stacks/*.py", "stacks/constructs/*.py"),
+    "app": ("app.py",),
+    "fixtures": ("hfpipe/fixtures/*.py",),
+    "local": ("hfpipe/local/*.py",),
+    "cli": ("hfpipe/cli/*.py",),
+}
+# Layer -> the layers its modules may import (its own included).
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "lambda": {"core", "lambda"},
+    "stacks": {"core", "stacks"},
+    "app": {"core", "stacks", "app"},
+    "fixtures": {"fixtures"},
+    "local": {"core", "fixtures", "local"},
+    "cli": {"core", "local", "cli"},
+}
+# Where a module may change sys.path, and why (nowhere else outside tests).
+SYS_PATH_EDITS = {
+    "hfpipe/local/endpoint.py": "the inference toolkit runs a handler with its code/ folder on the path; "
+    "emulated while the handler loads, then restored",
+}
+MAX_LINES = 400
+# Modules longer than MAX_LINES; each says why at its top.
+LONG_MODULES = {"hfpipe/local/container.py", "hfpipe/local/engine.py"}
+
+
+def _files(layer: str) -> list[Path]:
+    return sorted({p for pattern in LAYERS[layer] for p in ROOT.glob(pattern)})
+
+
+def _layer_of(module: str) -> str | None:
+    """The layer an absolute module name belongs to (None: stdlib or a third-party package)."""
+    top = module.split(".")[0]
+    if module in ("hfpipe", "hfpipe.__version__") or module.startswith(("hfpipe.core", "hfpipe.contract")):
+        return "core"
+    for name in ("fixtures", "local", "cli"):
+        if module.startswith(f"hfpipe.{name}"):
+            return name
+    if top == "hfpipe":
+        return "unknown"  # a module outside every layer
+    if top in ("pipeline_lambdas", "quota_request"):
+        return "lambda"
+    if top == "stacks":
+        return "stacks"
+    if top == "app":
+        return "app"
+    return None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, wherever it is."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # `from hfpipe import contract` names a module too.
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names] or [
+                (node.lineno, module)
+            ]
+    return found
+
+
+def test_every_module_is_in_a_layer() -> None:
+    placed = {p for layer in LAYERS for p in _files(layer)}
+    code = {p for d in ("hfpipe", "lambda", "stacks") for p in (ROOT / d).rglob("*.py")} | {ROOT / "app.py"}
+    assert sorted(str(p.relative_to(ROOT)) for p in code - placed) == []
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_no_layer_imports_one_above_or_beside_it(layer: str) -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module} ({_layer_of(module)})"
+        for path in _files(layer)
+        for line, module in _imports(path)
+        if _layer_of(module) is not None and _layer_of(module) not in ALLOWED[layer]
+    ]
+    assert wrong == []
+
+
+def test_the_core_is_stdlib_only() -> None:
+    third_party = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in _files("core")
+        for line, module in _imports(path)
+        if _layer_of(module) is None and module.split(".")[0] not in sys.stdlib_module_names
+    ]
+    assert third_party == []
+
+
+def test_importing_each_layer_loads_nothing_above_it() -> None:
+    """At run time too: importing every module of a layer (in a fresh interpreter) loads no module of a
+    layer it may not import."""
+    script = """
+import importlib, json, sys
+names = sys.argv[1:]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps(sorted(sys.modules)))
+"""
+    for layer in ("core", "local", "cli"):
+        names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in _files(layer)]
+        names = [n.removesuffix(".__init__") for n in names if not n.endswith("__main__")]
+        out = subprocess.run(
+            [sys.executable, "-c", script, *names], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        loaded = json.loads(out)
+        above = sorted(m for m in loaded if _layer_of(m) not in (None, *ALLOWED[layer]))
+        assert above == [], layer
+        if layer == "core":
+            assert not [m for m in loaded if m.split(".")[0] in ("boto3", "botocore", "rich", "aws_cdk")]
+
+
+def _touches_sys_path(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "path"
+            and getattr(node.value, "id", None) == "sys"
+        ):
+            return True
+        if isinstance(node, ast.Call) and len(node.args) >= 2:  # mock.patch.object(sys, "path", ...)
+            target, attr = node.args[0], node.args[1]
+            if getattr(target, "id", None) == "sys" and getattr(attr, "value", None) == "path":
+                return True
+    return False
+
+
+def test_sys_path_is_left_alone_outside_tests() -> None:
+    edits = [
+        str(path.relative_to(ROOT))
+        for layer in LAYERS
+        for path in _files(layer)
+        if _touches_sys_path(ast.parse(path.read_text()))
+    ]
+    assert sorted(edits) == sorted(SYS_PATH_EDITS)
+
+
+def test_modules_are_short_or_say_why() -> None:
+    long = {
+        str(path.relative_to(ROOT))
+        for layer in LAYERS
+        for path in _files(layer)
+        if len(path.read_text().splitlines()) > MAX_LINES
+    }
+    assert long == LONG_MODULES
+    for name in LONG_MODULES:
+        docstring = ast.get_docstring(ast.parse((ROOT / name).read_text())) or ""
+        assert f"Over {MAX_LINES} lines" in docstring, name
+
+
+def test_the_wheel_lists_every_package() -> None:
+    """pyproject.toml names the packages one by one (for the recipes' package-dir); none may be missing."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "hfpipe").rglob("__init__.py")}
+    assert listed == on_disk | {"hfpipe.recipes"}
+    assert config["package-dir"] == {"hfpipe.recipes": "recipes"}

@@ -1,0 +1,151 @@
+"""The wheel built from this repository works outside it: built from a copy of the sources, installed into
+a fresh virtual environment, and run from an empty folder.
+
+The fresh environment gets the wheel and nothing else: its third-party packages (boto3, rich, moto) come
+from the test's own environment through a .pth file, so nothing is downloaded and the test stays quick.
+That environment's editable `hfpipe` is not visible there (a .pth file in a folder added by another .pth
+is not read), so the `hfpipe` that runs is the wheel's; the test checks that too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+from hfpipe.core.recipes import available_recipes
+
+pytestmark = pytest.mark.slow
+
+# What a built wheel needs from the checkout (pyproject.toml's packages and package-dir).
+SOURCES = ("pyproject.toml", "hfpipe", "recipes")
+
+
+@pytest.fixture(scope="module")
+def installed(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bin/ of a fresh virtual environment with the repository's wheel installed."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    src.mkdir()
+    for name in SOURCES:
+        path = repo_root / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(path, src / name)
+    dist = work / "dist"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(src)],
+        check=True,
+        capture_output=True,
+        env=_clean_env(),
+    )
+    [wheel] = dist.glob("hfpipe-*.whl")
+    env_dir = work / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        env=_clean_env(),
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(purelib) / "shared-test-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env_dir / "bin"
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without what points at the checkout (the suite runs with PYTHONPATH=.)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "HFPIPE_CHECKOUT")}
+
+
+def _run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        list(args), cwd=cwd, env={**_clean_env(), **(env or {})}, capture_output=True, text=True, check=False
+    )
+
+
+def test_hfpipe_recipes_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    where = _run(tmp_path, str(installed / "python"), "-c", "import hfpipe; print(hfpipe.__file__)")
+    assert where.stdout.startswith(str(installed.parent)), where  # the wheel's package, not the checkout's
+    proc = _run(tmp_path, str(installed / "hfpipe"), "recipes")
+    assert proc.returncode == 0, proc.stderr
+    for name in available_recipes():
+        assert name in proc.stdout
+    shown = _run(tmp_path, str(installed / "hfpipe"), "recipes", "show", "tiny-qa")
+    assert shown.returncode == 0 and "tiny-qa" in shown.stdout, shown.stderr
+
+
+# Run inside the fresh environment: a deployed environment in a moto account (its SSM parameters and a
+# state machine that moto records but does not run), then the installed command's `start`.
+START_SCRIPT = """
+import json, sys
+import boto3
+from moto import mock_aws
+from hfpipe import contract
+from hfpipe.cli import main
+
+with mock_aws():
+    region = "eu-west-1"
+    sfn = boto3.client("stepfunctions", region_name=region)
+    arn = sfn.create_state_machine(
+        name="hfpipe-dev", roleArn="arn:aws:iam::123456789012:role/sfn",
+        definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+    )["stateMachineArn"]
+    ssm = boto3.client("ssm", region_name=region)
+    values = {
+        contract.SSM_DATA_BUCKET: "data", contract.SSM_ARTIFACTS_BUCKET: "artifacts",
+        contract.SSM_EXECUTION_ROLE_ARN: "arn:aws:iam::123456789012:role/x",
+        contract.SSM_SOURCEDIR_URI: "s3://assets/sourcedir.tar.gz", contract.SSM_STATE_MACHINE_ARN: arn,
+        contract.SSM_NOTIFICATION_TOPIC_ARN: "arn:aws:sns:eu-west-1:123456789012:t",
+        contract.SSM_IMAGE_CATALOG: sys.argv[1],
+    }
+    for key, value in values.items():
+        ssm.put_parameter(Name=contract.ssm_parameter_name("dev", key), Value=value, Type="String")
+    code = main(["start", "--env", "dev", "--recipe", "tiny-qa", "--name", "from-the-wheel", "--region", region])
+    [execution] = sfn.list_executions(stateMachineArn=arn)["executions"]
+    described = sfn.describe_execution(executionArn=execution["executionArn"])
+    print(json.dumps({"code": code, "name": execution["name"], "input": json.loads(described["input"])}))
+"""
+
+
+def test_hfpipe_start_from_the_wheel_against_moto(installed: Path, tmp_path: Path) -> None:
+    from stacks.image_catalog import build_catalog
+
+    catalog = json.dumps(build_catalog("eu-west-1"))
+    script = tmp_path / "start.py"
+    script.write_text(START_SCRIPT)
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+    }
+    proc = _run(tmp_path, str(installed / "python"), str(script), catalog, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert "started from-the-wheel (recipe tiny-qa)" in lines[0]
+    result = json.loads(lines[-1])
+    assert result["code"] == 0 and result["name"] == "from-the-wheel"
+    assert result["input"]["recipe"]["name"] == "tiny-qa"
+
+
+def test_hfpipe_local_outside_a_checkout_says_what_it_needs(installed: Path, tmp_path: Path) -> None:
+    proc = _run(tmp_path, str(installed / "hfpipe"), "local", "--recipe", "tiny-qa", "--out", str(tmp_path))
+    assert proc.returncode == 1
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("error: `hfpipe local` needs a checkout of the hfpipe repository"), line
+    assert "HFPIPE_CHECKOUT" in line
