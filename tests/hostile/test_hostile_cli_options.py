@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_moto import ACCOUNT, Deployed, tags_for
+from cli_moto import ACCOUNT, Environment, tags_for
 
 Run = Callable[..., tuple[int, str, str]]
 START = ("start", "--env", "dev", "--recipe", "tiny-qa")
@@ -90,21 +90,21 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
 
 
 @pytest.fixture
-def kept(deployed: Deployed) -> Deployed:
+def kept(environment: Environment) -> Environment:
     """A model and a data object another run left: no refused command may touch them."""
-    deployed.sagemaker.create_model(
+    environment.sagemaker.create_model(
         ModelName="kept-model",
         ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
         PrimaryContainer={"Image": "example.invalid/i"},
         Tags=tags_for({"env": "dev", "execution_name": "old", "recipe_name": "tiny-qa"}),
     )
-    deployed.s3.put_object(Bucket=deployed.data_bucket, Key="kept/train.jsonl", Body=b'{"text": "x"}\n')
-    return deployed
+    environment.s3.put_object(Bucket=environment.data_bucket, Key="kept/train.jsonl", Body=b'{"text": "x"}\n')
+    return environment
 
 
 @pytest.mark.parametrize(("argv", "status", "fragments"), CASES, ids=[f"c{i}" for i in range(len(CASES))])
 def test_option_refused_without_side_effects(
-    kept: Deployed, cli: Any, tmp_path: Path, argv: tuple[str, ...], status: int, fragments: list[str]
+    kept: Environment, cli: Any, tmp_path: Path, argv: tuple[str, ...], status: int, fragments: list[str]
 ) -> None:
     plain = tmp_path / "samsum.jsonl"
     plain.write_text(json.dumps({"dialogue": "A: hi", "summary": "hello"}) + "\n")

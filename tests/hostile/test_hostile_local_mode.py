@@ -130,7 +130,7 @@ def test_channel_names_cannot_leave_the_input_folder(tmp_path: Path, name: str) 
 
 @pytest.mark.parametrize("key", ["train/../../escape.txt", "train/../x", "train/a/../../b"])
 def test_s3_keys_cannot_leave_the_channel_folder(tmp_path: Path, key: str) -> None:
-    from hfpipe.local.runtime import _download_prefix
+    from hfpipe.local.runtime import download_prefix
 
     class S3:
         def get_paginator(self, name: str) -> Any:
@@ -144,7 +144,7 @@ def test_s3_keys_cannot_leave_the_channel_folder(tmp_path: Path, key: str) -> No
             raise AssertionError(f"downloaded {key} to {target}")
 
     with pytest.raises(ValueError, match="would leave the channel folder"):
-        _download_prefix(S3(), "s3://bucket/train", tmp_path / "channel")
+        download_prefix(S3(), "s3://bucket/train", tmp_path / "channel")
     assert not (tmp_path / "escape.txt").exists()
 
 
