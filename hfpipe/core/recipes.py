@@ -103,4 +103,9 @@ def resolve_recipe(
         recipe = load_recipe(recipe_name)
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: {recipe!r} is not accepted; accepted: a JSON object")
-    return validate(apply_overrides(recipe, overrides))
+    # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
+    merged = apply_overrides(recipe, overrides)
+    rules.check_finite(merged, "recipe")
+    checked = validate(merged)
+    rules.recipe(checked)
+    return checked

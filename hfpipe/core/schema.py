@@ -14,7 +14,6 @@ import copy
 import re
 from typing import Any
 
-from hfpipe.core import validate as rules
 from hfpipe.core.validate import RecipeError
 
 __all__ = ["RECIPE_SCHEMA", "RecipeError", "validate"]
@@ -329,7 +328,5 @@ def validate(recipe: Any) -> dict[str, Any]:
     """
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: expected a JSON object, got {type(recipe).__name__}")
-    rules.check_finite(recipe, "recipe")
     checked: dict[str, Any] = _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")
-    rules.recipe(checked)
     return checked
