@@ -326,7 +326,7 @@ def recipe(r: dict[str, Any]) -> None:
             raise RecipeError(
                 f"{field}: {where!r} is not accepted; accepted: an s3:// URI or a key prefix in the data bucket"
             )
-        if where.startswith("s3://"):
+        if "://" in where:  # only s3:// (SageMaker also takes https:// URIs; the pipeline's buckets are s3)
             s3_uri(where, field)
         else:
             key_prefix(where.lstrip("/"), field)

@@ -51,6 +51,8 @@ RECIPE_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({f"{T}.channels": {"training": "s3://b/../x"}}, ["recipe.training.channels.training", "s3://b/../x"]),
     ({f"{T}.channels": {"training": "s3://data-bucket/a/../../x"}}, ["recipe.training.channels.training", "no '.' or '..' part"]),
     ({f"{T}.channels": {"training": "s3://" + "b" * 64 + "/x"}}, ["recipe.training.channels.training", "s3://BUCKET/KEY"]),
+    ({f"{T}.channels": {"training": "https://bucket.s3.amazonaws.com/x"}}, ["recipe.training.channels.training", "'https://bucket.s3.amazonaws.com/x'", "s3://BUCKET/KEY"]),
+    ({f"{T}.channels": {"training": "file:///etc"}}, ["recipe.training.channels.training", "'file:///etc'", "s3://BUCKET/KEY"]),
     ({f"{T}.channels": "fixtures/train"}, ["recipe.training.channels", "'fixtures/train'", "object"]),
     # entry points name a file inside the source directory
     ({f"{T}.entry_point": "../../x.py"}, ["recipe.training.entry_point", "'../../x.py'", "no '..' part"]),
