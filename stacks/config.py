@@ -37,7 +37,13 @@ _ENV_KEYS = {
     "checkpoint_expiration_days": "a whole number of days from 1 to 3650",
     "noncurrent_version_expiration_days": "a whole number of days from 1 to 3650",
     "quotas": "a list of objects with keys name, value, service_code (optional), used_by (optional)",
+    "allowed_s3_buckets": "a list of S3 bucket names outside this environment that recipes may read channels "
+    "from or write checkpoints to (optional; default none; the execution role must also be granted them)",
+    "allowed_image_registries": "a list of container registry hosts outside the image catalog, e.g. "
+    '"123456789012.dkr.ecr.eu-west-1.amazonaws.com", that recipes may name in image_uri (optional; default none)',
 }
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:\d+)?$")
 _QUOTA_KEYS = {
     "name": 'a Service Quotas quota name such as "ml.g5.2xlarge for training job usage"',
     "value": "a whole number from 1 to 10000",
@@ -50,6 +56,8 @@ _DEFAULTS: dict[str, Any] = {
     "checkpoint_expiration_days": 30,
     "noncurrent_version_expiration_days": 90,
     "quotas": [],
+    "allowed_s3_buckets": [],
+    "allowed_image_registries": [],
 }
 
 
@@ -79,6 +87,9 @@ class EnvironmentConfig:
     checkpoint_expiration_days: int
     noncurrent_version_expiration_days: int
     quotas: tuple[QuotaTarget, ...]
+    #: Outside the environment, yet accepted by the Plan in recipes (see `hfpipe.core.plan.check_ownership`).
+    allowed_s3_buckets: tuple[str, ...] = ()
+    allowed_image_registries: tuple[str, ...] = ()
 
     @property
     def retain(self) -> bool:
@@ -95,6 +106,12 @@ def _whole_number(path: str, value: object, low: int, high: int, accepted: str) 
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _rejected(path, value, accepted)
     return value
+
+
+def _names(path: str, value: object, pattern: re.Pattern[str], accepted: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.match(e) for e in value):
+        raise _rejected(path, value, accepted)
+    return tuple(value)
 
 
 def _check_keys(path: str, entry: Mapping[str, Any], known: Mapping[str, str]) -> None:
@@ -158,6 +175,10 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     if not isinstance(quotas_entry, list):
         raise _rejected(f"{path}.quotas", quotas_entry, _ENV_KEYS["quotas"])
     quotas = tuple(_parse_quota(f"{path}.quotas[{i}]", q) for i, q in enumerate(quotas_entry))
+    allowed = {
+        key: _names(f"{path}.{key}", values[key], pattern, _ENV_KEYS[key])
+        for key, pattern in (("allowed_s3_buckets", _BUCKET), ("allowed_image_registries", _REGISTRY))
+    }
     seen: set[tuple[str, str]] = set()
     for i, quota in enumerate(quotas):
         key = (quota.service_code, quota.name)
@@ -174,6 +195,8 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         removal_policy=removal_policy,
         log_retention_days=log_retention_days,
         quotas=quotas,
+        allowed_s3_buckets=allowed["allowed_s3_buckets"],
+        allowed_image_registries=allowed["allowed_image_registries"],
         **days,
     )
 

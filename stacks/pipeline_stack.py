@@ -122,6 +122,8 @@ class PipelineStack(Stack):
             grant_pass_role=self.grant_pass_execution_role,
             log_retention=retention_days(self.config.log_retention_days),
             removal_policy=self._removal_policy,
+            allowed_s3_buckets=self.config.allowed_s3_buckets,
+            allowed_image_registries=self.config.allowed_image_registries,
         )
         self.pipeline = PipelineStateMachine(
             self,

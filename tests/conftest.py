@@ -19,6 +19,11 @@ os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The inference handlers import their sibling `request_checks` as they do in <model_dir>/code/ on an
+# endpoint; tests load them by path from training_code/, so that folder is importable too (last, so it
+# shadows nothing).
+if str(REPO_ROOT / "training_code") not in sys.path:
+    sys.path.append(str(REPO_ROOT / "training_code"))
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
 
 

@@ -158,6 +158,7 @@ def install_handler(model_dir: str, handler: str) -> Path:
     target = Path(model_dir) / "code" / "inference.py"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
+    shutil.copyfile(source.parent / "request_checks.py", target.parent / "request_checks.py")
     return target
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import request_checks
+
 
 def model_fn(model_dir: str, context: Any = None) -> Any:
     """Load the fine-tuned model and tokenizer."""
@@ -67,6 +69,7 @@ def parse_request(data: Any) -> tuple[list[tuple[str, str | None]], bool]:
         batch = isinstance(data, list)
         items = data if batch else [data]
     pairs = [_pair(item) for item in items]
+    request_checks.check_classification(pairs)
     if any(p[1] is None for p in pairs) and not all(p[1] is None for p in pairs):
         raise ValueError("a batch must be all pairs or all single texts")
     return pairs, batch

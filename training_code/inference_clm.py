@@ -20,6 +20,8 @@ import os
 import string
 from typing import Any
 
+import request_checks
+
 DEFAULT_PROMPT_TEMPLATE = "Summarize the chat dialogue:\n{dialogue}\n---\nSummary:\n{summary}{eos_token}"
 DEFAULT_RESPONSE_FIELD = "summary"
 PROMPT_FILE = "hfpipe_prompt.json"
@@ -125,6 +127,7 @@ def parse_request(data: Any) -> tuple[str | dict[str, Any], dict[str, Any]]:
     """
     if not isinstance(data, dict):
         raise ValueError('the request must be a JSON object with "inputs" or "dialogue"')
+    request_checks.check_clm(data, DEFAULT_MAX_NEW_TOKENS)
     prompt: str | dict[str, Any]
     if isinstance(data.get("inputs"), dict):
         prompt = data["inputs"]

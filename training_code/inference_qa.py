@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import request_checks
+
 PASS_THROUGH = ("top_k", "max_answer_len", "doc_stride", "max_seq_len", "max_question_len")
 
 
@@ -70,6 +72,7 @@ def parse_request(data: Any) -> tuple[list[dict[str, Any]], bool]:
         items = data if batch else [data]
     for item in items:
         _check(item)
+    request_checks.check_qa(items)
     return items, batch
 
 

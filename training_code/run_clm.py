@@ -50,6 +50,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import inference_clm
+import request_checks
 
 logger = logging.getLogger("run_clm")
 
@@ -494,6 +495,7 @@ def write_serving_files(model_dir: str, data_args: DataTrainingArguments) -> Non
     code = os.path.join(model_dir, "code")
     os.makedirs(code, exist_ok=True)
     shutil.copyfile(inference_clm.__file__, os.path.join(code, "inference.py"))
+    shutil.copyfile(request_checks.__file__, os.path.join(code, "request_checks.py"))
     with open(os.path.join(model_dir, inference_clm.PROMPT_FILE), "w") as f:
         json.dump(
             {"prompt_template": data_args.prompt_template, "response_field": data_args.response_field}, f

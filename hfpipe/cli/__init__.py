@@ -4,10 +4,10 @@
     hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--keep-endpoint] [--watch]
     hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
     hfpipe list --env dev               recent executions and the endpoints they left up
-    hfpipe stop EXECUTION [--env dev]   stop the execution, its training job and its endpoint
+    hfpipe stop EXECUTION [--env dev] [--yes]  stop the execution, its training job and its endpoint
     hfpipe cleanup --env dev [--older-than 7d] [--yes]
     hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
-    hfpipe data upload PATH --env dev [--name N]
+    hfpipe data upload PATH --env dev [--name N] [--recipe NAME]
     hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from hfpipe import __version__
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core.validate import RecipeError
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--keep-endpoint", action="store_true", help="leave an endpoint the execution already created"
             )
+            p.add_argument(
+                "--yes", action="store_true", help="delete its endpoint/config/model without asking (CI)"
+            )
         if name == "report":
             p.add_argument(
                 "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
@@ -121,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("path", metavar="PATH")
     up.add_argument("--env", required=True)
     up.add_argument("--name", help="prefix in the data bucket (default: <file name>-<UTC time>)")
+    up.add_argument(
+        "--recipe", help="check that the records hold what this recipe's training script reads first"
+    )
     _common(up)
     up.set_defaults(func=commands.cmd_data_upload)
 
@@ -190,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return int(args.func(args))
-    except HfpipeError as exc:
+    except (HfpipeError, RecipeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

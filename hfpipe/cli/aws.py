@@ -340,6 +340,27 @@ def find_plan(events: list[dict[str, Any]], execution_input: Any = None) -> dict
     return pick(execution_input)
 
 
+#: The state machine's Plan task (stacks/constructs/pipeline_state_machine.py); its ResultPath is $.plan.
+PLAN_STATE = "Plan"
+
+
+def plan_from_history(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The plan the Plan task wrote, read only from that state's exit in the history.
+
+    Commands that stop or delete use this, never the execution input: until Plan has finished, `$.plan`
+    is whatever the caller sent, and a plan someone wrote there could name another environment's job.
+    Plan's ResultPath replaces `$.plan`, so its exit output holds only what the Plan Lambda returned.
+    """
+    for event in events:
+        details = event.get("stateExitedEventDetails")
+        if details and details.get("name") == PLAN_STATE:
+            doc = _as_json(details.get("output"))
+            plan = doc.get("plan") if isinstance(doc, dict) else None
+            if isinstance(plan, dict) and "training_job_name" in plan and "env" in plan:
+                return plan
+    return None
+
+
 def current_state(events: list[dict[str, Any]]) -> str | None:
     """The name of the state the execution last entered."""
     for event in reversed(events):

@@ -25,13 +25,17 @@ _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 def parse_duration(text: str) -> timedelta:
     """'30m', '12h', '7d', '2w' -> timedelta, or an error naming the value and the accepted forms."""
-    match = _DURATION.match(text.strip())
+    match = _DURATION.match(text)
+    error = HfpipeError(
+        f"--older-than {text!r} is not a duration: use a positive number followed by m, h, d or w "
+        "(e.g. 12h, 7d)"
+    )
     if not match or int(match.group(1)) == 0:
-        raise HfpipeError(
-            f"--older-than {text!r} is not a duration: use a positive number followed by m, h, d or w "
-            "(e.g. 12h, 7d)"
-        )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        raise error
+    age = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))}) if len(match.group(1)) < 9 else None
+    if age is None or age > timedelta(weeks=5200):
+        raise HfpipeError(f"--older-than {text!r} is too long; accepted: at most 5200w (100 years)")
+    return age
 
 
 def delete_all(sagemaker: Any, resources: Iterable[Resource], console: Console) -> int:

@@ -66,8 +66,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     from hfpipe.cli import recipes
 
     aws.validate_env_name(args.env)
-    if args.name:
+    if args.name is not None:  # `--name ""` (an unset variable) is an error, not the default name
         aws.validate_execution_name(args.name)
+    if args.watch:
+        _interval(args.interval)  # checked before the execution starts: a retry must not start a second run
     # Validation first: a bad recipe or --set fails here, before credentials or AWS are looked at.
     loaded = recipes.load(args.recipe, args.sets)
     if args.keep_endpoint and not loaded.resolved["deploy"]:
@@ -85,7 +87,9 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)),
+            input=json.dumps(
+                recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint), allow_nan=False
+            ),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -112,17 +116,26 @@ def cmd_start(args: argparse.Namespace) -> int:
 # --- watch / report / list / stop --------------------------------------------------------------------
 
 
+def _interval(value: float) -> float:
+    from hfpipe.core import validate
+
+    try:
+        return validate.number(value, "--interval", exclusive_minimum=0, maximum=3600)
+    except validate.RecipeError as err:
+        raise HfpipeError(f"{err} seconds between refreshes") from None
+
+
 def _watch(clients: aws.Clients, arn: str, console: Console, interval: float) -> int:
     from hfpipe.cli.watch import watch
 
-    if interval <= 0:
-        raise HfpipeError(f"--interval {interval} must be a positive number of seconds")
+    _interval(interval)
     snap = watch(clients, arn, console, interval=interval)
     return 0 if snap.status == "SUCCEEDED" else 1
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Live view of an execution until it ends (right away for a finished one), then its report."""
+    _interval(args.interval)
     clients = _clients(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     return _watch(clients, desc["executionArn"], _console(), args.interval)
@@ -133,8 +146,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from hfpipe.cli.execution import metric_series, snapshot
     from hfpipe.cli.report import build_report, plot_losses, render_report
 
-    if args.plot and not args.plot.lower().endswith(".png"):
-        raise HfpipeError(f"--plot {args.plot!r} must name a .png file")
+    if args.plot is not None:
+        plot = Path(args.plot)
+        if not args.plot.lower().endswith(".png") or plot.is_dir():
+            raise HfpipeError(f"--plot {args.plot!r} must name a .png file")
+        if not plot.parent.is_dir():
+            raise HfpipeError(
+                f"--plot {args.plot!r}: folder {str(plot.parent)!r} does not exist; create it first"
+            )
     clients = _clients(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
@@ -216,9 +235,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    """Stop the execution, then its training job; delete the endpoint/config/model it created."""
+    """Stop the execution, then its training job; delete the endpoint/config/model it created.
+
+    What is stopped or deleted comes only from what the pipeline wrote: the Plan state's output in the
+    execution history (never the execution input) and the resources' tags, which must name this
+    environment and this execution.
+    """
     from hfpipe.cli import cleanup
 
+    if args.env is not None:
+        aws.validate_env_name(args.env)
     clients = _clients(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     arn = desc["executionArn"]
@@ -226,6 +252,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if desc["status"] != "RUNNING":
         console.print(f"execution {desc['name']} already ended ({desc['status']}); nothing to stop")
         return 0
+    before = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
+    if before and args.env is not None and before["env"] != args.env:
+        raise HfpipeError(
+            f"execution {desc['name']!r} belongs to environment {before['env']!r}, not --env {args.env!r}; "
+            "nothing stopped"
+        )
     # The execution first, so it cannot go on to create an endpoint after its job is stopped.
     _call(
         "stopping the execution",
@@ -235,14 +267,20 @@ def cmd_stop(args: argparse.Namespace) -> int:
         cause="stopped with `hfpipe stop`",
     )
     console.print(f"stopped execution {desc['name']}")
-    events = list(aws.execution_history(clients.sfn, arn))
-    execution_input = json.loads(desc["input"]) if desc.get("input") else None
-    plan = aws.find_plan(events, execution_input)
+    plan = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
     if not plan:
-        console.print("no training job was launched")
+        console.print("its Plan had not finished: no training job was launched")
         return 0
+    env = plan["env"]
+    if args.env is not None and env != args.env:
+        raise HfpipeError(
+            f"execution {desc['name']!r} belongs to environment {env!r}, not --env {args.env!r}; "
+            "its training job and endpoint were left alone"
+        )
     job_name = plan["training_job_name"]
     import botocore.exceptions
+
+    from hfpipe.core.cleanup import may_delete, tags_of
 
     try:
         job = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
@@ -250,6 +288,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         job = None  # Plan ran but Launch did not: there is no job to stop
     if job is None:
         console.print(f"training job {job_name} was never launched")
+    elif not may_delete(
+        _call(
+            "reading the training job's tags", tags_of, sagemaker=clients.sagemaker, arn=job["TrainingJobArn"]
+        ),
+        env,
+        desc["name"],
+    ):
+        console.print(
+            f"not stopping training job {job_name}: its tags do not name environment {env!r} and execution "
+            f"{desc['name']!r} (the same name in another environment is not ours)"
+        )
     elif job["TrainingJobStatus"] == "InProgress":
         _call(
             f"stopping training job {job_name}", clients.sagemaker.stop_training_job, TrainingJobName=job_name
@@ -260,8 +309,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     else:
         console.print(f"training job {job_name} already {job['TrainingJobStatus']}")
     # A stopped execution never reaches its Cleanup state, so do its work here.
-    env = plan.get("env") or args.env
-    if env and not args.keep_endpoint:
+    if not args.keep_endpoint:
         found = _call(
             "listing SageMaker resources",
             cleanup.find_resources,
@@ -269,8 +317,25 @@ def cmd_stop(args: argparse.Namespace) -> int:
             env=env,
             execution=desc["name"],
         )
+        if (
+            found
+            and not args.yes
+            and not _confirm(f"Delete {', '.join(f'{r.kind.name} {r.name}' for r in found)}?")
+        ):
+            console.print(
+                f"left {len(found)} resources of execution {desc['name']}; delete them with "
+                f"`hfpipe cleanup --env {env}` or rerun with --yes"
+            )
+            return 0
         cleanup.delete_all(clients.sagemaker, found, console)
     return 0
+
+
+def _confirm(question: str) -> bool:
+    """Ask on a terminal; without one, the answer is no (pass --yes in scripts)."""
+    if not sys.stdin.isatty():
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
 
 
 # --- cleanup / data ----------------------------------------------------------------------------------
@@ -281,7 +346,8 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     from hfpipe.cli import cleanup
 
     aws.validate_env_name(args.env)
-    older_than = cleanup.parse_duration(args.older_than) if args.older_than else None
+    # `is not None`: an empty value (an unset variable in a script) is an error, never "no age filter".
+    older_than = cleanup.parse_duration(args.older_than) if args.older_than is not None else None
     clients = _clients(args)
     found = _call(
         "listing SageMaker resources",
@@ -291,7 +357,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         older_than=older_than,
     )
     console = _console()
-    age = f" older than {args.older_than}" if args.older_than else ""
+    age = f" older than {args.older_than}" if older_than is not None else ""
     if not found:
         console.print(f"nothing to clean up in environment {args.env!r}{age}")
         return 0
@@ -324,8 +390,12 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
 
     aws.validate_env_name(args.env)
     path = Path(args.path)
-    name = data.validate_name(args.name) if args.name else data.default_name(path)
-    data.collect_files(path)  # bad input fails before credentials or the environment are looked at
+    name = data.validate_name(args.name) if args.name is not None else data.default_name(path)
+    files = data.collect_files(path)  # bad input fails before credentials or the environment are looked at
+    if args.recipe is not None:
+        from hfpipe.cli import recipes
+
+        data.check_records(files, recipes.load(args.recipe, []).resolved, args.recipe)
     clients = _clients(args)
     bucket = aws.resolve_environment(clients, args.env).data_bucket
     uri, count = data.upload(clients.s3, bucket, path, name)

@@ -2,7 +2,14 @@
 
 Accepted: a .json file (an array of records or JSON lines, as the Hugging Face `json` loader reads it),
 a .jsonl file, a .parquet file, or a folder written by `datasets`' `save_to_disk`. The files are checked
-before anything is uploaded, so a typo does not leave half a data set in the bucket.
+before anything is uploaded, so a typo does not leave half a data set in the bucket; with `--recipe` the
+records are also checked against what that recipe's script reads (`hfpipe.core.records`).
+
+All or nothing: S3 has no rename and no multi-object transaction, so an upload that fails part-way first
+deletes what it wrote; if even that fails, running the same command again completes the set (a prefix that
+holds only files of this data set, some missing, is completed; one that holds anything else is refused).
+Files a `datasets` loader looks for first (dataset_dict.json, state.json, dataset_info.json) go last, so a
+half-written folder is never loadable as a data set.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import records as core_records
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -108,23 +116,109 @@ def collect_files(path: Path) -> list[tuple[Path, str]]:
     return [(p, p.relative_to(path).as_posix()) for p in files]
 
 
+_WRITTEN_LAST = ("dataset_info.json", "state.json", "dataset_dict.json")
+
+
+def _order(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    return sorted(files, key=lambda f: (Path(f[1]).name in _WRITTEN_LAST, f[1].count("/") == 0, f[1]))
+
+
 def upload(s3: Any, bucket: str, path: Path, name: str) -> tuple[str, int]:
-    """Upload to s3://bucket/name/ (which must be new); returns the channel URI and the file count."""
+    """Upload to s3://bucket/name/ (new, or an interrupted upload of the same files); returns the channel URI
+    and the file count."""
     import botocore.exceptions
 
-    validate_name(name)
-    files = collect_files(path)
-    prefix = f"{name}/"
-    try:
-        existing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
-        if existing:
-            raise HfpipeError(
-                f"s3://{bucket}/{prefix} already holds data; choose another --name (data sets are never overwritten)"
-            )
-        for local, key in files:
-            s3.upload_file(str(local), bucket, prefix + key)
-    except botocore.exceptions.ClientError as exc:
-        from hfpipe.cli.aws import aws_error
+    from hfpipe.cli.aws import aws_error
 
-        raise aws_error(exc, f"uploading to s3://{bucket}/{prefix}") from None
-    return f"s3://{bucket}/{prefix}", len(files)
+    validate_name(name)
+    files = _order(collect_files(path))
+    prefix = f"{name}/"
+    where = f"s3://{bucket}/{prefix}"
+    try:
+        existing: dict[str, int] = {}
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            existing.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    except botocore.exceptions.ClientError as exc:
+        raise aws_error(exc, f"listing {where}") from None
+    planned = {prefix + key: local.stat().st_size for local, key in files}
+    if existing:
+        foreign = sorted(set(existing) - set(planned))
+        complete = all(existing.get(k) == size for k, size in planned.items())
+        if foreign or complete:
+            raise HfpipeError(
+                f"{where} already holds data; choose another --name (data sets are never overwritten)"
+            )
+    # Only what is missing (or was cut short) is written: a retry completes an interrupted upload.
+    todo = [(local, key) for local, key in files if existing.get(prefix + key) != planned[prefix + key]]
+    written: list[str] = []
+    try:
+        for local, key in todo:
+            s3.upload_file(str(local), bucket, prefix + key)
+            written.append(prefix + key)
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError, OSError) as exc:
+        failure = aws_error(exc, f"uploading to {where}") if not isinstance(exc, OSError) else exc
+        try:
+            for key in written:
+                s3.delete_object(Bucket=bucket, Key=key)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+            raise HfpipeError(
+                f"{failure}; {len(written)} of {len(files)} files are in {where}: run the same command again "
+                "to complete the upload"
+            ) from None
+        left = len(existing)
+        tail = (
+            f"{where} holds {left} files of an earlier attempt: run the same command again to complete it"
+            if left
+            else f"nothing was left in {where}"
+        )
+        raise HfpipeError(f"{failure}; {tail}") from None
+    return where, len(files)
+
+
+def check_records(files: list[tuple[Path, str]], recipe: dict[str, Any], ref: str) -> int:
+    """Check that every record holds the columns the recipe's script reads; returns the records checked.
+
+    JSON and JSON lines are read record by record; parquet files and `save_to_disk` folders by their column
+    names (from the parquet schema / dataset_info.json features), since their rows need pyarrow to read."""
+    columns = core_records.expected_columns(recipe)
+    checked = 0
+    for local, key in files:
+        suffix = local.suffix.lower()
+        if suffix in (".json", ".jsonl") and Path(key).name not in _WRITTEN_LAST:
+            for number, record in enumerate(_records(local), start=1):
+                problem = core_records.record_problem(record, columns)
+                if problem:
+                    raise HfpipeError(
+                        f"{local}: record {number} does not fit recipe {ref!r} ({recipe['task']}): {problem}"
+                    )
+                checked += 1
+        elif suffix == ".parquet" or Path(key).name == "dataset_info.json":
+            found = _column_names(local)
+            missing = sorted(set(columns) - set(found))
+            if missing:
+                raise HfpipeError(
+                    f"{local}: columns {missing} are missing for recipe {ref!r} ({recipe['task']}); "
+                    f"accepted: columns {sorted(columns)}; found {sorted(found)}"
+                )
+    return checked
+
+
+def _records(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return core_records.squad_rows(doc)
+
+
+def _column_names(path: Path) -> list[str]:
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover - pyarrow comes with datasets
+            raise HfpipeError(f"{path}: checking a parquet file against a recipe needs pyarrow") from None
+        return list(pq.read_schema(path).names)
+    info = json.loads(path.read_text(encoding="utf-8"))
+    features = info.get("features") if isinstance(info, dict) else None
+    return list(features) if isinstance(features, dict) else []

@@ -57,8 +57,18 @@ def _run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -
     from hfpipe.core.names import default_execution_name
 
     name = default_execution_name(loaded.name)
+    if not args.out.strip():
+        raise HfpipeError("--out '' is not accepted; accepted: a folder path you can write to")
     out = Path(args.out).resolve() / name
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").touch()
+        (out / ".write-test").unlink()
+    except OSError as err:
+        raise HfpipeError(
+            f"--out {args.out!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
+            "accepted: a folder path you can write to (not a file)"
+        ) from None
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
 

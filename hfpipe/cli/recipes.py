@@ -42,7 +42,9 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
     for text in sets:
         try:
             key, value = core_recipes.parse_override(text)
-        except RecipeError:
+        except RecipeError as err:
+            if "dotted.key=value" not in str(err):  # a well-formed --set whose key or value is refused
+                raise HfpipeError(f"--set {text!r} is invalid: {err}") from None
             raise HfpipeError(
                 f"--set {text!r} is not KEY=VALUE: use a dotted recipe field, e.g. "
                 "--set training.hyperparameters.max_steps=10 (the value is read as JSON when it is JSON)"

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from hfpipe import contract
 from hfpipe.core import cost, limits, names, prices, quotas, request
+from hfpipe.core import validate as rules
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -51,6 +52,43 @@ class PlanConfig:
     artifacts_bucket: str
     image_catalog: dict[str, Any] = field(default_factory=dict)
     default_poll_seconds: int = DEFAULT_POLL_SECONDS
+    #: Buckets outside the environment that recipes may read channels from or write checkpoints to, and
+    #: image registries outside the image catalog's; from cdk.json (allowed_s3_buckets,
+    #: allowed_image_registries). Empty: only the environment's own buckets and the catalog's registries.
+    allowed_s3_buckets: tuple[str, ...] = ()
+    allowed_image_registries: tuple[str, ...] = ()
+
+    def catalog_registries(self) -> set[str]:
+        """The registry hosts of the image catalog's URIs (resolved from the SDK's tables at synth time)."""
+        return {
+            rules.image_registry(str(uri))
+            for scope in self.image_catalog.values()
+            if isinstance(scope, dict)
+            for by_processor in scope.values()
+            if isinstance(by_processor, dict)
+            for uri in by_processor.values()
+        }
+
+
+def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
+    """Channels, checkpoints and explicit images stay inside the environment unless its config allows more."""
+    t = recipe["training"]
+    own = (config.data_bucket, config.artifacts_bucket)
+    for name, where in t["channels"].items():
+        if where.startswith("s3://"):
+            rules.owned_bucket(where, f"recipe.training.channels.{name}", own, config.allowed_s3_buckets)
+    checkpoint = t["checkpoint_s3_uri"]
+    if checkpoint and checkpoint != "auto":
+        rules.owned_bucket(checkpoint, "recipe.training.checkpoint_s3_uri", own, config.allowed_s3_buckets)
+    for scope in ("training", "inference"):
+        uri = recipe["container"][scope].get("image_uri")
+        if uri is not None and (scope == "training" or recipe["deploy"]):
+            rules.owned_image(
+                uri,
+                f"recipe.container.{scope}.image_uri",
+                config.catalog_registries(),
+                config.allowed_image_registries,
+            )
 
 
 def processor_for(instance_type: str) -> str:
@@ -231,10 +269,21 @@ def build_plan(
     unknown = sorted(set(event) - allowed)
     if unknown:
         raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
+    if "recipe" in event and "recipe_name" in event:
+        raise RecipeError("input: both 'recipe' and 'recipe_name' given; accepted: exactly one of them")
+    if "recipe" in event and not isinstance(event["recipe"], dict):
+        raise RecipeError(f"input.recipe: {event['recipe']!r} is not accepted; accepted: a recipe object")
+    if "recipe_name" in event:
+        rules.recipe_name(event["recipe_name"], "input.recipe_name")
     overrides = event.get("overrides") or {}
     if isinstance(overrides, list):
         from hfpipe.core.recipes import parse_override
 
+        for i, item in enumerate(overrides):
+            if not isinstance(item, str):
+                raise RecipeError(
+                    f"input.overrides[{i}]: {item!r} is not accepted; accepted: a 'dotted.key=value' string"
+                )
         overrides = dict(parse_override(o) for o in overrides)
     if not isinstance(overrides, dict):
         raise RecipeError(f"input.overrides: {overrides!r} must be an object or a list of key=value")
@@ -245,6 +294,7 @@ def build_plan(
         overrides["serving.keep_endpoint"] = event["keep_endpoint"]
     recipe = resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
     check_rules(recipe)
+    check_ownership(recipe, config)
 
     poll = event.get("poll_seconds", config.default_poll_seconds)
     lo, hi = POLL_SECONDS_RANGE
@@ -290,6 +340,11 @@ def build_plan(
         checkpoint_s3_uri=checkpoint,
         tags=tags,
     )
+    if len(job_request["HyperParameters"]) > 100:
+        raise RecipeError(
+            f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
+            "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
+        )
     price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
@@ -316,7 +371,9 @@ def build_plan(
         "image_uri": image_uri,
         "inference_image_uri": inference_image_uri,
         "role_arn": config.role_arn,
-        "serving_environment": {k: str(v) for k, v in s["environment"].items()},
+        "serving_environment": rules.environment(
+            s["environment"], "recipe.serving.environment", max_len=1024
+        ),
         "sample_request": s["sample_request"],
         "expected_keys": s["expected_keys"],
         "max_latency_ms": s["max_latency_ms"],

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hfpipe.core import validate as rules
 from hfpipe.core.schema import RecipeError, validate
 
 #: recipes/ at the repository root; in the Lambda bundle it sits next to the handler package.
@@ -37,9 +38,10 @@ def load_recipe(name_or_path: str) -> dict[str, Any]:
         if not path.is_file():
             raise RecipeError(f"recipe: {name_or_path!r} is not a known recipe; known: {available_recipes()}")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
         raise RecipeError(f"recipe: cannot read {str(path)!r}: {err}") from err
+    data = rules.loads(text, f"recipe {str(path)!r}")
     if not isinstance(data, dict):
         raise RecipeError(f"recipe: {str(path)!r} must hold a JSON object")
     return data
@@ -48,13 +50,21 @@ def load_recipe(name_or_path: str) -> dict[str, Any]:
 def parse_override(text: str) -> tuple[str, Any]:
     """Split ``a.b.c=value``; the value is parsed as JSON when it is JSON (numbers, booleans, null,
     lists, objects), otherwise kept as a string."""
+    if not isinstance(text, str):
+        raise RecipeError(f"override: {text!r} is not accepted; accepted: a 'dotted.key=value' string")
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise RecipeError(f"override: {text!r} is not of the form dotted.key=value")
+    rules.override_key(key.strip(), f"override {text!r}")
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=rules.refuse_constant)
     except json.JSONDecodeError:
         value = raw
+    except ValueError:
+        raise RecipeError(
+            f"override {key.strip()}: {raw.strip()!r} is not accepted; accepted: a finite JSON number "
+            '(JSON has no NaN or Infinity), or a quoted string such as ""NaN""'
+        ) from None
     return key.strip(), value
 
 
@@ -66,7 +76,8 @@ def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any] | list[str
         return out
     items = [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())
     for key, value in items:
-        parts = key.split(".")
+        parts = rules.override_key(key, f"override {key!r}")
+        rules.check_finite(value, f"override {key}")
         node: Any = out
         for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)
@@ -90,4 +101,11 @@ def resolve_recipe(
         if not recipe_name:
             raise RecipeError("input: give either 'recipe' (an object) or 'recipe_name' (a bundled recipe)")
         recipe = load_recipe(recipe_name)
-    return validate(apply_overrides(recipe, overrides))
+    if not isinstance(recipe, dict):
+        raise RecipeError(f"recipe: {recipe!r} is not accepted; accepted: a JSON object")
+    # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
+    merged = apply_overrides(recipe, overrides)
+    rules.check_finite(merged, "recipe")
+    checked = validate(merged)
+    rules.recipe(checked)
+    return checked

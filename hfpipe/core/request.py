@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core import validate
 
 #: The SDK's default container log level (logging.INFO), sent as a hyperparameter.
 CONTAINER_LOG_LEVEL = 20
@@ -184,5 +185,9 @@ def build_training_job_request(
     if checkpoint_s3_uri:
         request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
     if t["environment"]:
-        request["Environment"] = {k: str(v) for k, v in t["environment"].items()}
+        # JSON spellings (true -> "true"), never Python's str() ("True", "None").
+        request["Environment"] = {
+            k: validate.environment_value(v, f"recipe.training.environment.{k}")
+            for k, v in t["environment"].items()
+        }
     return request

@@ -14,6 +14,10 @@ import copy
 import re
 from typing import Any
 
+from hfpipe.core.validate import RecipeError
+
+__all__ = ["RECIPE_SCHEMA", "RecipeError", "validate"]
+
 _INSTANCE_TYPE = {"type": "string", "pattern": r"^ml\.[a-z0-9]+\.[a-z0-9]+$"}
 _S3_OR_KEY = {"type": "string", "pattern": r"^(s3://[a-z0-9.\-]{3,63}/.*|[^/].*)$"}
 
@@ -259,10 +263,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-class RecipeError(ValueError):
-    """A recipe or an override failed validation; the message names the field, the value and what fits."""
-
-
 def _type_ok(value: Any, types: list[str]) -> bool:
     for t in types:
         # bool is an int in Python, never in JSON Schema.
@@ -328,4 +328,5 @@ def validate(recipe: Any) -> dict[str, Any]:
     """
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: expected a JSON object, got {type(recipe).__name__}")
-    return _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")
+    checked: dict[str, Any] = _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")
+    return checked

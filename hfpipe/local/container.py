@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -111,6 +112,12 @@ def _free_port() -> int:
 
 
 def _copy_channel(name: str, src: Path, dst: Path) -> None:
+    from hfpipe.core.validate import RecipeError, channel_name
+
+    try:
+        channel_name(name, "InputDataConfig.ChannelName")  # dst is rmtree'd: it must stay in input/data/
+    except RecipeError as err:
+        raise LocalContainerError(str(err)) from None
     if not src.exists():
         raise LocalContainerError(f"channel {name!r}: local path {str(src)!r} does not exist")
     if dst.exists():
@@ -252,6 +259,7 @@ class LocalTrainingProcess:
         )
         self._pump = threading.Thread(target=self._copy_output, args=(stream,), daemon=True)
         self._pump.start()
+        RUNNING.add(self)
 
     def _copy_output(self, stream: IO[str] | None) -> None:
         assert self._proc.stdout is not None
@@ -291,6 +299,7 @@ class LocalTrainingProcess:
         except subprocess.TimeoutExpired:
             self.stop()
         exit_code = self._proc.wait()
+        RUNNING.discard(self)
         self._pump.join()
         self._log.close()
         # The script's children may outlive the toolkit when it was killed; end the group.
@@ -305,7 +314,9 @@ class LocalTrainingProcess:
             status = "Completed"
         else:
             status = "Failed"
-            failure = failure or f"the training process exited with code {exit_code}; see {self.log_path}"
+            failure = failure_reason(
+                failure, self.log_path.read_text(errors="replace"), exit_code, self.log_path
+            )
         model_tar = output_tar = None
         if status == "Completed":
             model_tar = pack_dir(self.base_dir / "model", self.job_dir / "model.tar.gz")
@@ -323,6 +334,54 @@ class LocalTrainingProcess:
             training_seconds=elapsed,
             hyperparameters=self.hyperparameters,
         )
+
+
+#: Training processes started and not yet waited for; `stop_all` ends them (Ctrl-C in `hfpipe local`).
+RUNNING: set[LocalTrainingProcess] = set()
+
+
+def stop_all(grace_seconds: float = 10.0) -> int:
+    """Stop every running training process group (SIGTERM, then SIGKILL); returns how many there were."""
+    running = list(RUNNING)
+    for proc in running:
+        proc.stop(grace_seconds)
+        RUNNING.discard(proc)
+    return len(running)
+
+
+_TOOLKIT_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ sagemaker-training-toolkit ")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b(:.*)?$")
+
+
+def script_error(log: str) -> str | None:
+    """The script's own last word in a training log: the exception line of its last traceback, an
+    argparse-style `prog: error: ...` line, else its last line; the toolkit's own lines are skipped."""
+    lines = log.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.startswith("Invoking script with")), default=-1)
+    own = [
+        line.strip()
+        for line in lines[start + 1 :]
+        if line.strip()
+        and not _TOOLKIT_LINE.match(line)
+        and not line.startswith(("ExitCode ", "Command ", "ErrorMessage "))
+    ]
+    if start >= 0:
+        own = own[1:]  # the command line the toolkit printed after "Invoking script with ..."
+    for line in reversed(own):
+        if _EXCEPTION_LINE.match(line) or ": error: " in line:
+            return line
+    return own[-1] if own else None
+
+
+def failure_reason(failure: str | None, log: str, exit_code: int, log_path: Path) -> str:
+    """SageMaker's FailureReason shape with the script's own error in it: the toolkit's failure file says
+    `ErrorMessage ""` when the script printed its error rather than raising through the toolkit."""
+    cause = script_error(log)
+    if failure and cause and 'ErrorMessage ""' in failure:
+        return failure.replace('ErrorMessage ""', f"ErrorMessage {json.dumps(cause)}", 1)
+    if failure:
+        return failure
+    return f"{cause or 'the training process exited'} (exit code {exit_code}; full log: {log_path})"
 
 
 def start_training(

@@ -39,6 +39,9 @@ def _lora_fixtures(root: Path) -> dict[str, Path]:
     return {"model": build_tiny_bloom(root / "model"), **write_samsum(root)}
 
 
+#: Written into a run's output folder when it was interrupted: its outputs are incomplete.
+INTERRUPTED = "INTERRUPTED"
+
 # Recipe name -> builder of its channel folders (local paths by channel name).
 FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {
     "tiny-lora": _lora_fixtures,
@@ -91,7 +94,9 @@ class LocalRun:
         """Start an execution of the local state machine; returns its ARN."""
         return str(
             self.engine.client("stepfunctions").start_execution(
-                stateMachineArn=self.engine.state_machine_arn, name=name, input=json.dumps(execution_input)
+                stateMachineArn=self.engine.state_machine_arn,
+                name=name,
+                input=json.dumps(execution_input, allow_nan=False),
             )["executionArn"]
         )
 
@@ -120,5 +125,16 @@ class LocalRun:
             self.s3.download_file(bucket, key, str(out / "model.tar.gz"))
 
     def __exit__(self, *exc: Any) -> None:
+        from hfpipe.local.container import stop_all
+
+        if exc[0] is not None:
+            # Ctrl-C or an error here: the training processes run in their own process group (so a
+            # terminal's Ctrl-C does not reach them); end the whole tree, then say so in the output folder.
+            stopped = stop_all()
+            if issubclass(exc[0], KeyboardInterrupt):
+                (self.out / INTERRUPTED).write_text(
+                    f"interrupted (Ctrl-C); {stopped} training process group(s) stopped; this folder is "
+                    "incomplete\n"
+                )
         self.close_endpoints()
         self.engine.__exit__(*exc)

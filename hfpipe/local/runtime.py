@@ -31,6 +31,8 @@ def download_prefix(s3: Any, uri: str, dest: Path) -> Path:
         for obj in page.get("Contents", []):
             rel = obj["Key"][len(prefix) :].lstrip("/") or Path(obj["Key"]).name
             target = dest / rel
+            if ".." in Path(rel).parts:  # an S3 key is any string; a file must stay inside dest
+                raise ValueError(f"S3 key {obj['Key']!r} would leave the channel folder {dest}")
             target.parent.mkdir(parents=True, exist_ok=True)
             s3.download_file(bucket, obj["Key"], str(target))
     return dest

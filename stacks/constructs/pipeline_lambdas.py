@@ -110,6 +110,8 @@ class PipelineLambdas(Construct):
         default_poll_seconds: int = 60,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        allowed_s3_buckets: tuple[str, ...] = (),
+        allowed_image_registries: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -129,6 +131,11 @@ class PipelineLambdas(Construct):
             "launch": {"ARTIFACTS_BUCKET": artifacts_bucket_name},
             "on_training_event": {"ARTIFACTS_BUCKET": artifacts_bucket_name},
         }
+        # Only when cdk.json allows anything outside the environment (pipeline_lambdas/plan.py reads them).
+        if allowed_s3_buckets:
+            env["plan"]["ALLOWED_S3_BUCKETS"] = ",".join(allowed_s3_buckets)
+        if allowed_image_registries:
+            env["plan"]["ALLOWED_IMAGE_REGISTRIES"] = ",".join(allowed_image_registries)
         self.functions: dict[str, lambda_.Function] = {}
         self.roles: dict[str, iam.Role] = {}
         for key, handler in self.HANDLERS.items():

@@ -371,7 +371,7 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
             Tags=tags_for({**plan, "execution_name": execution}),
         )
 
-    code, out, err = run(capsys, "stop", "stop-1", "--env", "dev")
+    code, out, err = run(capsys, "stop", "stop-1", "--env", "dev", "--yes")
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         "stopped execution stop-1",

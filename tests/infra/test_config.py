@@ -80,7 +80,8 @@ def test_defaults_and_account_fallback():
         ),
         (
             {**DEV, "retention": 30},
-            "hfpipe:environments.dev.retention: unknown key; accepted: account, checkpoint_expiration_days, "
+            "hfpipe:environments.dev.retention: unknown key; accepted: account, allowed_image_registries, "
+            "allowed_s3_buckets, checkpoint_expiration_days, "
             "log_retention_days, noncurrent_version_expiration_days, quotas, region, removal_policy",
         ),
         (

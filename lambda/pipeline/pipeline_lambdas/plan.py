@@ -24,6 +24,9 @@ def config_from_env(env: dict[str, str] | None = None) -> PlanConfig:
         artifacts_bucket=e["ARTIFACTS_BUCKET"],
         image_catalog=json.loads(e.get("IMAGE_CATALOG", "{}")),
         default_poll_seconds=int(e.get("DEFAULT_POLL_SECONDS", "60")),
+        # Comma-separated; set by the stack only when cdk.json allows anything outside the environment.
+        allowed_s3_buckets=tuple(b for b in e.get("ALLOWED_S3_BUCKETS", "").split(",") if b),
+        allowed_image_registries=tuple(r for r in e.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
     )
 
 

@@ -1,0 +1,356 @@
+"""Input rules shared by every entrance: the recipe schema, `--set`, the Plan Lambda, the command, local mode.
+
+Stdlib only (the Lambdas import it). Every check raises ``RecipeError`` with one message that names the
+field, the value and what is accepted; the class name is also the Step Functions error name of the Plan
+state, so a bad input ends there with nothing created.
+
+The SageMaker limits below are the CreateTrainingJob / CreateModel shapes of the SageMaker API reference
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html), as botocore ships
+them in ``botocore/data/sagemaker/2017-07-24/service-2.json``:
+
+- ``ChannelName``: 1-64 characters, pattern ``[A-Za-z0-9\\.\\-_]+``
+- ``TrainingJobName``: 1-63 characters, pattern ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``
+- ``S3Uri``: at most 1024 characters, pattern ``(https|s3)://([^/]+)/?(.*)``
+- ``HyperParameters``: at most 100 entries; key at most 256, value at most 2500 characters
+- ``TrainingEnvironmentMap``: at most 100 entries; key ``[a-zA-Z_][a-zA-Z0-9_]*`` (at most 512), value at
+  most 512 characters; the model's ``EnvironmentMap``: the same key pattern, key and value at most 1024
+- ``MetricDefinitionList``: at most 40; ``MetricName`` 1-255 characters, ``MetricRegex`` 1-500
+- ``ContainerImage``: at most 255 characters, no white space
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class RecipeError(ValueError):
+    """A recipe or an override failed validation; the message names the field, the value and what fits."""
+
+
+# --- numbers -------------------------------------------------------------------------------------------
+
+
+def refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def loads(text: str | bytes, field: str) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python accepts them, JSON does not, and
+    Step Functions refuses an input that holds them)."""
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as err:
+        raise RecipeError(
+            f"{field}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
+    except ValueError as err:
+        raise RecipeError(
+            f"{field}: {err} is not accepted; accepted: finite numbers (JSON has no NaN or Infinity)"
+        ) from None
+
+
+def check_finite(value: Any, path: str) -> None:
+    """Refuse NaN and +-Infinity anywhere inside ``value`` (dicts and lists walked), naming where."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RecipeError(f"{path}: {value!r} is not accepted; accepted: a finite number")
+    if isinstance(value, Mapping):
+        for key, sub in value.items():
+            check_finite(sub, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, sub in enumerate(value):
+            check_finite(sub, f"{path}[{i}]")
+
+
+def number(
+    value: Any,
+    field: str,
+    *,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+    maximum: float | None = None,
+    integer: bool = False,
+) -> float:
+    """A finite number (an integer when ``integer``) within the bounds, or an error naming the field."""
+    kind = "a whole number" if integer else "a finite number"
+    bounds = []
+    if minimum is not None:
+        bounds.append(f">= {minimum:g}")
+    if exclusive_minimum is not None:
+        bounds.append(f"> {exclusive_minimum:g}")
+    if maximum is not None:
+        bounds.append(f"<= {maximum:g}")
+    accepted = kind + (f" {' and '.join(bounds)}" if bounds else "")
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and (not integer or float(value).is_integer())
+        and (minimum is None or value >= minimum)
+        and (exclusive_minimum is None or value > exclusive_minimum)
+        and (maximum is None or value <= maximum)
+    )
+    if not ok:
+        raise RecipeError(f"{field}: {value!r} is not accepted; accepted: {accepted}")
+    return float(value)
+
+
+# --- names that become paths -----------------------------------------------------------------------------
+
+CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+TRAINING_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+RECIPE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+ENV_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_PATH_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def channel_name(name: Any, field: str) -> str:
+    """A SageMaker channel name; '.' and '..' match AWS's pattern but would leave the channels folder
+    (/opt/ml/input/data/<name>), so they are refused too."""
+    if not isinstance(name, str) or not CHANNEL_NAME.match(name) or name in {".", ".."}:
+        raise RecipeError(
+            f"{field}: {name!r} is not a channel name; accepted: 1 to 64 letters, digits, '.', '-' or '_' "
+            "(SageMaker's ChannelName), other than '.' and '..'"
+        )
+    return name
+
+
+def relative_path(value: Any, field: str, *, suffix: str | None = None) -> str:
+    """A path that stays inside its folder: relative, '/'-separated, no '.', '..' or empty parts."""
+    accepted = "a relative path of letters, digits, '.', '-' and '_' separated by '/', with no '..' part" + (
+        f", ending in {suffix}" if suffix else ""
+    )
+    parts = value.split("/") if isinstance(value, str) else []
+    if (
+        not parts
+        or any(p in {"", ".", ".."} or not _PATH_PART.match(p) for p in parts)
+        or (suffix is not None and not value.endswith(suffix))
+    ):
+        raise RecipeError(f"{field}: {value!r} is not accepted; accepted: {accepted}")
+    return str(value)
+
+
+def key_prefix(value: Any, field: str) -> str:
+    """An S3 key prefix inside a bucket of ours: a relative path (a trailing '/' allowed)."""
+    if isinstance(value, str) and value.endswith("/"):
+        relative_path(value[:-1], field)
+        return value
+    return relative_path(value, field)
+
+
+def recipe_name(value: Any, field: str) -> str:
+    """A bundled recipe's name, never a path (the Plan Lambda reads recipes/<name>.json)."""
+    if not isinstance(value, str) or not RECIPE_NAME.match(value):
+        raise RecipeError(
+            f"{field}: {value!r} is not a recipe name; accepted: lower-case letters, digits and '-', at most "
+            "40 characters (a bundled recipe; send other recipes as the 'recipe' object)"
+        )
+    return value
+
+
+# --- URIs ------------------------------------------------------------------------------------------------
+
+_S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
+
+
+def s3_uri(value: Any, field: str) -> tuple[str, str]:
+    """(bucket, key) of an ``s3://bucket/key`` URI (at most 1024 characters, SageMaker's S3Uri)."""
+    match = _S3_URI.match(value) if isinstance(value, str) and len(value) <= 1024 else None
+    if not match:
+        raise RecipeError(
+            f"{field}: {value!r} is not accepted; accepted: an s3://BUCKET/KEY URI (at most 1024 characters)"
+        )
+    key = (match.group(2) or "/")[1:]
+    if any(part in {".", ".."} for part in key.split("/")):
+        raise RecipeError(f"{field}: {value!r} is not accepted; accepted: an S3 key with no '.' or '..' part")
+    return match.group(1), key
+
+
+def owned_bucket(value: str, field: str, own: Iterable[str], allowed: Iterable[str]) -> str:
+    """An S3 URI in one of the environment's buckets, or in a bucket its config allows."""
+    bucket, _ = s3_uri(value, field)
+    accepted = sorted({*own, *allowed})
+    if bucket not in accepted:
+        raise RecipeError(
+            f"{field}: {value!r} is in bucket {bucket!r}, which is not this environment's; accepted: "
+            f"buckets {accepted} (list other buckets in cdk.json allowed_s3_buckets)"
+        )
+    return value
+
+
+def image_registry(uri: str) -> str:
+    """The registry host of an image URI (``host/repository:tag``)."""
+    return uri.split("/", 1)[0]
+
+
+def owned_image(value: Any, field: str, own: Iterable[str], allowed: Iterable[str]) -> str:
+    """An image URI in a registry of the image catalog, or one the environment's config allows."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > 255
+        or re.search(r"\s", value)
+        or "/" not in value
+    ):
+        raise RecipeError(
+            f"{field}: {value!r} is not accepted; accepted: an image URI REGISTRY/REPOSITORY[:TAG|@DIGEST] "
+            "(at most 255 characters)"
+        )
+    registry = image_registry(value)
+    accepted = sorted({*own, *allowed})
+    if registry not in accepted:
+        raise RecipeError(
+            f"{field}: {value!r} is in registry {registry!r}, which is not in this environment's image catalog; "
+            f"accepted: registries {accepted} (list other registries in cdk.json allowed_image_registries)"
+        )
+    return value
+
+
+# --- recipe fields a JSON Schema subset cannot express ---------------------------------------------------
+
+
+def environment_value(value: Any, field: str) -> str:
+    """An environment value as the container sees it: strings as they are, numbers and booleans in their
+    JSON spelling (``true`` stays "true", never Python's "True")."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        return json.dumps(value)
+    raise RecipeError(f"{field}: {value!r} is not accepted; accepted: a string, a finite number or a boolean")
+
+
+def environment(env: Any, field: str, *, max_len: int) -> dict[str, str]:
+    """Check an environment map (SageMaker's key pattern and lengths) and return it encoded as strings."""
+    if not isinstance(env, Mapping):
+        raise RecipeError(f"{field}: {env!r} is not accepted; accepted: an object of NAME: value")
+    if len(env) > 100:
+        raise RecipeError(f"{field}: {len(env)} variables; accepted: at most 100")
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_KEY.match(key) or len(key) > max_len:
+            raise RecipeError(
+                f"{field}: variable name {key!r} is not accepted; accepted: a letter or '_' followed by "
+                f"letters, digits or '_' (at most {max_len} characters)"
+            )
+        encoded = environment_value(value, f"{field}.{key}")
+        if len(encoded) > max_len:
+            raise RecipeError(f"{field}.{key}: {len(encoded)} characters; accepted: at most {max_len}")
+        out[key] = encoded
+    return out
+
+
+def hyperparameters(hp: Mapping[str, Any], field: str) -> None:
+    """Names non-empty (at most 256 characters), values JSON-encodable in 2500 characters, no NaN."""
+    for key, value in hp.items():
+        if not isinstance(key, str) or not key.strip() or len(key) > 256 or key.startswith("sagemaker_"):
+            raise RecipeError(
+                f"{field}: name {key!r} is not accepted; accepted: a non-empty name of at most 256 characters, "
+                "not starting with 'sagemaker_' (those are the pipeline's own)"
+            )
+        if value is None:
+            raise RecipeError(
+                f"{field}.{key}: null is not accepted; accepted: a string, number, boolean, list or object "
+                "(leave the key out to use the script's default)"
+            )
+        if isinstance(value, str) and value.strip().lower().lstrip("+-") in {"nan", "inf", "infinity"}:
+            raise RecipeError(f"{field}.{key}: {value!r} is not accepted; accepted: a finite number")
+        if len(json.dumps(value)) > 2500:
+            raise RecipeError(f"{field}.{key}: longer than 2500 characters as JSON; accepted: at most 2500")
+
+
+def metric_definitions(definitions: list[dict[str, str]], field: str) -> None:
+    """At most 40, unique names of 1-255 characters, regexes of 1-500 characters that compile and capture
+    the value in group 1 (how SageMaker and local mode read it)."""
+    if len(definitions) > 40:
+        raise RecipeError(f"{field}: {len(definitions)} definitions; accepted: at most 40")
+    seen: set[str] = set()
+    for i, definition in enumerate(definitions):
+        name, regex = definition["Name"], definition["Regex"]
+        if not 1 <= len(name) <= 255 or name in seen:
+            raise RecipeError(
+                f"{field}[{i}].Name: {name!r} is not accepted; accepted: a unique name of 1 to 255 characters"
+            )
+        seen.add(name)
+        if not 1 <= len(regex) <= 500:
+            raise RecipeError(f"{field}[{i}].Regex: {regex!r} is not accepted; accepted: 1 to 500 characters")
+        try:
+            groups = re.compile(regex).groups
+        except re.error as err:
+            raise RecipeError(
+                f"{field}[{i}].Regex: {regex!r} does not compile ({err}); accepted: a regular expression "
+                "with one group around the value"
+            ) from None
+        if groups < 1:
+            raise RecipeError(
+                f"{field}[{i}].Regex: {regex!r} has no group; accepted: a regular expression with one group "
+                "around the value, e.g. 'eval_loss = ([0-9.e+-]+)'"
+            )
+
+
+_DISTRIBUTION_FLAGS = {"enabled": bool}
+
+
+def distribution(dist: Mapping[str, Any], field: str) -> None:
+    """Each distribution entry is an object whose `enabled` is a boolean (the SDK's shape)."""
+    for key, entry in dist.items():
+        if not isinstance(entry, Mapping):
+            raise RecipeError(
+                f'{field}.{key}: {entry!r} is not accepted; accepted: an object such as {{"enabled": true}}'
+            )
+        if "enabled" in entry and not isinstance(entry["enabled"], bool):
+            raise RecipeError(
+                f"{field}.{key}.enabled: {entry['enabled']!r} is not accepted; accepted: true or false"
+            )
+        if key == "smdistributed":
+            for sub, sub_entry in entry.items():
+                distribution({sub: sub_entry}, f"{field}.{key}")
+        if key == "mpi" and "processes_per_host" in entry:
+            number(entry["processes_per_host"], f"{field}.mpi.processes_per_host", minimum=1, integer=True)
+
+
+def recipe(r: dict[str, Any]) -> None:
+    """The rules on a schema-checked recipe that the JSON Schema subset cannot express."""
+    t, s = r["training"], r["serving"]
+    relative_path(t["entry_point"], "recipe.training.entry_point", suffix=".py")
+    if not isinstance(t["channels"], Mapping):
+        raise RecipeError(f"recipe.training.channels: {t['channels']!r} is not accepted; accepted: an object")
+    if len(t["channels"]) > 20:
+        raise RecipeError(f"recipe.training.channels: {len(t['channels'])} channels; accepted: at most 20")
+    for name, where in t["channels"].items():
+        field = f"recipe.training.channels.{name}"
+        channel_name(name, "recipe.training.channels")
+        if not isinstance(where, str):
+            raise RecipeError(
+                f"{field}: {where!r} is not accepted; accepted: an s3:// URI or a key prefix in the data bucket"
+            )
+        if "://" in where:  # only s3:// (SageMaker also takes https:// URIs; the pipeline's buckets are s3)
+            s3_uri(where, field)
+        else:
+            key_prefix(where.lstrip("/"), field)
+    hyperparameters(t["hyperparameters"], "recipe.training.hyperparameters")
+    environment(t["environment"], "recipe.training.environment", max_len=512)
+    environment(s["environment"], "recipe.serving.environment", max_len=1024)
+    metric_definitions(t["metric_definitions"], "recipe.training.metric_definitions")
+    distribution(t["distribution"] or {}, "recipe.training.distribution")
+    local = t["checkpoint_local_path"]
+    if not local.startswith("/opt/ml/") or ".." in local.split("/"):
+        raise RecipeError(
+            f"recipe.training.checkpoint_local_path: {local!r} is not accepted; accepted: a folder under "
+            "/opt/ml/ with no '..' part"
+        )
+    checkpoint = t["checkpoint_s3_uri"]
+    if checkpoint not in (None, "auto"):
+        s3_uri(checkpoint, "recipe.training.checkpoint_s3_uri")
+
+
+def override_key(key: Any, field: str) -> list[str]:
+    """The parts of a dotted override key; empty parts (``a..b``, ``a.``) are refused."""
+    if not isinstance(key, str) or not key or any(not p.strip() for p in key.split(".")):
+        raise RecipeError(
+            f"{field}: key {key!r} is not accepted; accepted: a dotted recipe field with no empty part, "
+            "e.g. training.hyperparameters.max_steps"
+        )
+    return [p.strip() for p in key.split(".")]

@@ -1,0 +1,126 @@
+"""`hfpipe stop` acts only on what the pipeline wrote: the Plan state's own output in the history (never the
+execution input) and resources whose tags name this environment and this execution; it asks before
+deleting. Runs on the app's real state machine and handlers (tests/cli/cli_moto.py); moto has no
+StopTrainingJob, so a stop that reached a job the command must leave alone would fail the command."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from cli_moto import ACCOUNT, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+def model(deployed: Deployed, name: str, env: str, execution: str) -> None:
+    deployed.sagemaker.create_model(
+        ModelName=name,
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
+        PrimaryContainer={"Image": "example.invalid/i"},
+        Tags=tags_for({"env": env, "execution_name": execution, "recipe_name": "tiny-lora"}),
+    )
+
+
+def models(deployed: Deployed) -> set[str]:
+    return {m["ModelName"] for m in deployed.sagemaker.list_models()["Models"]}
+
+
+def running(deployed: Deployed, name: str) -> tuple[str, dict[str, Any]]:
+    """An execution whose training job is InProgress, its poll Wait long enough for a stop to land there."""
+    arn, plan = deployed.start(name, running=True, wait=False, poll_seconds=60)
+    deployed.wait_for_state(arn, "WaitForTraining")
+    return arn, plan
+
+
+def test_stop_ignores_a_plan_forged_in_the_execution_input(deployed: Deployed, cli: Run) -> None:
+    """While Plan has not finished, $.plan is whatever the caller sent: here it names prod's job and model."""
+    prod = plan_for("prod-run", env="prod")
+    deployed.sagemaker.create_training_job(
+        TrainingJobName=prod["training_job_name"],
+        AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
+        RoleArn=ROLE,
+        OutputDataConfig={"S3OutputPath": "s3://prod-artifacts/models/"},
+        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        Tags=tags_for(prod),
+    )
+    sagemaker_backend().training_jobs[prod["training_job_name"]].training_job_status = "InProgress"
+    model(deployed, "prod-run-model-x", "prod", "prod-run")
+    slow_plan = {"StartAt": "Plan", "States": {"Plan": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+    machine = deployed.sfn.create_state_machine(name="slow", definition=json.dumps(slow_plan), roleArn=ROLE)
+    arn = deployed.sfn.start_execution(
+        stateMachineArn=machine["stateMachineArn"], name="prod-run", input=json.dumps({"plan": prod})
+    )["executionArn"]
+    code, out, err = cli("stop", arn, "--yes")
+    assert (code, err) == (0, ""), err
+    assert "its Plan had not finished: no training job was launched" in out
+    assert sagemaker_backend().training_jobs[prod["training_job_name"]].training_job_status == "InProgress"
+    assert "prod-run-model-x" in models(deployed)
+
+
+def test_stop_leaves_a_job_of_the_same_name_in_another_environment(deployed: Deployed, cli: Run) -> None:
+    arn, plan = running(deployed, "clash")
+    job = sagemaker_backend().training_jobs[plan["training_job_name"]]
+    # The same name, but the job is another environment's (names are unique per account, not per environment).
+    deployed.sagemaker.add_tags(ResourceArn=job.arn, Tags=[{"Key": "hfpipe:env", "Value": "prod"}])
+    model(deployed, "clash-prod-model", "prod", "clash")
+    code, out, err = cli("stop", "clash", "--env", "dev", "--yes")
+    assert (code, err) == (0, ""), err
+    assert (
+        f"not stopping training job {plan['training_job_name']}: its tags do not name environment 'dev'"
+        in out
+    )
+    assert job.training_job_status == "InProgress"
+    assert "clash-prod-model" in models(deployed)
+    assert deployed.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+
+
+def test_stop_refuses_an_execution_of_another_environment(deployed: Deployed, cli: Run) -> None:
+    arn, plan = running(deployed, "their-run")
+    model(deployed, "their-run-model-x", "dev", "their-run")
+    code, _, err = cli("stop", arn, "--env", "prod", "--yes")
+    assert code == 1
+    assert err == (
+        "error: execution 'their-run' belongs to environment 'dev', not --env 'prod'; nothing stopped\n"
+    )
+    assert deployed.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    assert sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status == "InProgress"
+    assert "their-run-model-x" in models(deployed)
+    deployed.sfn.stop_execution(executionArn=arn)  # end it here, not in the engine's background
+
+
+def stopping(plan: dict[str, Any]) -> None:
+    """The job already stopping (moto has no StopTrainingJob; the execution keeps polling it)."""
+    sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status = "Stopping"
+
+
+def test_stop_asks_before_deleting_and_a_script_without_yes_deletes_nothing(
+    deployed: Deployed, cli: Run
+) -> None:
+    _, plan = running(deployed, "mine")
+    stopping(plan)
+    model(deployed, "mine-model-x", "dev", "mine")
+    code, out, err = cli("stop", "mine", "--env", "dev")  # stdin is not a terminal under pytest
+    assert (code, err) == (0, ""), err
+    assert "left 1 resources of execution mine; delete them with `hfpipe cleanup --env dev`" in out
+    assert "mine-model-x" in models(deployed)
+
+
+def test_stop_with_yes_deletes_only_its_own_tagged_resources(deployed: Deployed, cli: Run) -> None:
+    _, plan = running(deployed, "own")
+    stopping(plan)
+    model(deployed, "own-model-x", "dev", "own")
+    model(deployed, "own-prod-model-x", "prod", "own")  # same execution name, other environment
+    model(deployed, "own-other-model-x", "dev", "other")
+    deployed.sagemaker.create_model(  # no tags: a user's own model
+        ModelName="own-users-model-x",
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
+        PrimaryContainer={"Image": "example.invalid/i"},
+    )
+    code, out, _ = cli("stop", "own", "--env", "dev", "--yes")
+    assert code == 0 and "deleted model own-model-x" in out
+    left = models(deployed)
+    assert "own-model-x" not in left
+    assert {"own-prod-model-x", "own-other-model-x", "own-users-model-x"} <= left
