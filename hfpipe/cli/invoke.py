@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from unittest import mock
 
 from hfpipe import contract
 from hfpipe.cli import aws
@@ -60,7 +61,10 @@ def handler_module(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"hfpipe_handler_{name}", TRAINING_CODE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # The handler imports its siblings (request_checks), found next to it in the model's code/ directory;
+    # here they are next to it in training_code/ (as hfpipe.local.endpoint loads it).
+    with mock.patch.object(sys, "path", [str(TRAINING_CODE), *sys.path]):
+        spec.loader.exec_module(module)
     if not callable(getattr(module, "parse_request", None)):
         raise HfpipeError(f"training_code/{name}.py has no parse_request(data) to check requests with")
     return module

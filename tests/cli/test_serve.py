@@ -89,7 +89,10 @@ def test_ping_and_invocations_through_the_handler(server: ModelServer) -> None:
     )
     # The CSV decoder gives {"inputs": [...]}: a list, which this handler refuses with its own message.
     assert status == 400
-    assert json.loads(body)["message"] == "the prompt must be a non-empty string"
+    assert json.loads(body)["message"] == (
+        "request field 'inputs': ['Amanda: hi'] is not accepted; accepted: a non-empty string of at most 20000 "
+        "characters"
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import io
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backen
 from moto.backends import get_backend
 
 from hfpipe.cli import main
-from hfpipe.cli.aws import find_plan
+from hfpipe.cli.aws import HfpipeError, find_plan
 from hfpipe.core import cost, logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
@@ -185,10 +186,27 @@ def test_invoke_file_with_a_bad_line(kept: dict[str, Any], tmp_path: Any, capsys
     code, _, err = run(capsys, "invoke", "keep-1", "--env", "dev", "--file", str(batch))
     assert code == 1
     assert err == (
-        f"error: --file {batch} line 2 is not a request the endpoint accepts: the prompt must be a non-empty "
-        "string (checked with training_code/inference_clm.py; nothing was sent)\n"
+        f"error: --file {batch} line 2 is not a request the endpoint accepts: request field 'inputs': '' is "
+        "not accepted; accepted: a non-empty string of at most 20000 characters (checked with "
+        "training_code/inference_clm.py; nothing was sent)\n"
     )
     assert invoked() == []  # not even the good first line
+
+
+def test_the_handler_loads_with_its_sibling_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler imports request_checks from its own folder; the command finds it without the suite's
+    sys.path (tests/conftest.py puts training_code/ there, a shell running `hfpipe invoke` does not)."""
+    from hfpipe.cli import invoke
+
+    training_code = str(invoke.TRAINING_CODE)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p.rstrip("/") != training_code])
+    monkeypatch.delitem(sys.modules, "request_checks", raising=False)
+    invoke.handler_module.cache_clear()
+    try:
+        with pytest.raises(HfpipeError, match=r"request field 'inputs': '' is not accepted"):
+            invoke.check_requests([{"inputs": ""}], "inference_clm", ["--data"])
+    finally:
+        invoke.handler_module.cache_clear()
 
 
 def test_invoke_an_execution_whose_endpoint_was_deleted(deployed: Deployed, capsys: Any) -> None:
