@@ -34,9 +34,12 @@ def test_failed_local_run_reports_the_tail_of_its_log(tmp_path: Path, capsys: An
     assert report["training_job_status"] == "Failed"
     assert len(report["log_tail"]) == logs.TAIL_LINES
     assert any("Target modules {'no_such_module'} not found" in line for line in report["log_tail"])
-    # The Report Lambda appended the same lines to the cause the execution failed with.
-    cause, tail = report["failure"].split(logs.CAUSE_TAIL_MARKER)
-    assert "not found in the base model" in tail and "not found in the base model" not in cause
+    # The failure reason names the script's error, as SageMaker's does; the Report Lambda appended the same
+    # last lines of the log to the cause the execution failed with.
+    cause, appended = report["failure"].split(logs.CAUSE_TAIL_MARKER)
+    assert "not found in the base model" in cause
+    assert "not found in the base model" in appended
+    assert "\n".join(report["log_tail"]).endswith(appended) and len(appended.splitlines()) > 1
     assert "last lines of the training log" in out and "not found in the base model" in out
 
     code = main(["logs", "--local", "--out", str(tmp_path)])
