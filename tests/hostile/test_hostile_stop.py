@@ -36,9 +36,14 @@ def running(deployed: Deployed, name: str) -> tuple[str, dict[str, Any]]:
     arn, plan = deployed.start(name, running=True, wait=False)
     deployed.wait_for_state(arn, "Launch")
     deadline = time.monotonic() + 30
-    while plan["training_job_name"] not in sagemaker_backend().training_jobs:
-        assert time.monotonic() < deadline, f"execution {name} never created its training job"
+    # TaskSubmitted: the Launch Lambda returned (the job exists) and the task waits for its token.
+    while not any(
+        e["type"] == "TaskSubmitted"
+        for e in deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    ):
+        assert time.monotonic() < deadline, f"execution {name} never reached the wait for its training job"
         time.sleep(0.05)
+    assert plan["training_job_name"] in sagemaker_backend().training_jobs
     return arn, plan
 
 
