@@ -140,6 +140,21 @@ def aws_error(exc: Exception, doing: str) -> HfpipeError:
     return HfpipeError(f"{doing} failed: {exc}")
 
 
+def clients_for(args: Any) -> Clients:
+    """The clients for a command's --profile and --region (through clients_factory, which tests replace)."""
+    return clients_factory(getattr(args, "profile", None), getattr(args, "region", None))
+
+
+def call(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """``fn(**kwargs)``; a botocore error becomes one line saying what failed."""
+    import botocore.exceptions
+
+    try:
+        return fn(**kwargs)
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise aws_error(exc, doing) from None
+
+
 def validate_env_name(env: str) -> str:
     """The environment name as the stacks accept it, or a one-line error."""
     if not _ENV_NAME.match(env):

@@ -26,19 +26,6 @@ def _console() -> Console:
     return Console(soft_wrap=True, highlight=False, width=width)
 
 
-def _clients(args: argparse.Namespace) -> aws.Clients:
-    return aws.clients_factory(getattr(args, "profile", None), getattr(args, "region", None))
-
-
-def _call(doing: str, fn: Any, **kwargs: Any) -> Any:
-    import botocore.exceptions
-
-    try:
-        return fn(**kwargs)
-    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-        raise aws.aws_error(exc, doing) from None
-
-
 # --- recipes / start ---------------------------------------------------------------------------------
 
 
@@ -77,7 +64,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             f"--keep-endpoint: recipe {loaded.name!r} sets deploy: false, so it creates no endpoint to keep"
         )
     name = args.name or default_execution_name(loaded.name)
-    clients = _clients(args)
+    clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
 
@@ -136,7 +123,7 @@ def _watch(clients: aws.Clients, arn: str, console: Console, interval: float) ->
 def cmd_watch(args: argparse.Namespace) -> int:
     """Live view of an execution until it ends (right away for a finished one), then its report."""
     _interval(args.interval)
-    clients = _clients(args)
+    clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     return _watch(clients, desc["executionArn"], _console(), args.interval)
 
@@ -154,7 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise HfpipeError(
                 f"--plot {args.plot!r}: folder {str(plot.parent)!r} does not exist; create it first"
             )
-    clients = _clients(args)
+    clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
     report = build_report(clients, snap)
@@ -169,7 +156,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
-        series = _call(
+        series = aws.call(
             "reading metrics from CloudWatch", metric_series, clients=clients, job=snap.training_job
         )
         try:
@@ -183,15 +170,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _when(value: Any) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else "-"
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     """Recent executions of an environment's state machine, newest first."""
     if args.max < 1:
         raise HfpipeError(f"--max {args.max} must be at least 1")
-    clients = _clients(args)
+    clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     kwargs: dict[str, Any] = {"stateMachineArn": environment.state_machine_arn}
     if args.status:
@@ -211,6 +194,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(execution_records(executions, up), indent=2) + "\n")
         return 0
+    from hfpipe.cli.cleanup import when
+
     console = _console()
     if not executions:
         console.print(
@@ -226,8 +211,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_row(
             execution["name"],
             execution["status"],
-            _when(execution.get("startDate")),
-            _when(execution.get("stopDate")),
+            when(execution.get("startDate")),
+            when(execution.get("stopDate")),
             f"{endpoint.name} ({endpoint.status}, {describe_cost(endpoint)})" if endpoint else "-",
         )
     console.print(table)
@@ -235,153 +220,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    """Stop the execution, then its training job; delete the endpoint/config/model it created.
+    """Stop an execution, its training job and what it created (see hfpipe.cli.cleanup)."""
+    from hfpipe.cli.cleanup import cmd_stop as run
 
-    What is stopped or deleted comes only from what the pipeline wrote: the Plan state's output in the
-    execution history (never the execution input) and the resources' tags, which must name this
-    environment and this execution.
-    """
-    from hfpipe.cli import cleanup
-
-    if args.env is not None:
-        aws.validate_env_name(args.env)
-    clients = _clients(args)
-    desc = aws.resolve_execution(clients, args.execution, args.env)
-    arn = desc["executionArn"]
-    console = _console()
-    if desc["status"] != "RUNNING":
-        console.print(f"execution {desc['name']} already ended ({desc['status']}); nothing to stop")
-        return 0
-    before = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
-    if before and args.env is not None and before["env"] != args.env:
-        raise HfpipeError(
-            f"execution {desc['name']!r} belongs to environment {before['env']!r}, not --env {args.env!r}; "
-            "nothing stopped"
-        )
-    # The execution first, so it cannot go on to create an endpoint after its job is stopped.
-    _call(
-        "stopping the execution",
-        clients.sfn.stop_execution,
-        executionArn=arn,
-        error="hfpipe.Stopped",
-        cause="stopped with `hfpipe stop`",
-    )
-    console.print(f"stopped execution {desc['name']}")
-    plan = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
-    if not plan:
-        console.print("its Plan had not finished: no training job was launched")
-        return 0
-    env = plan["env"]
-    if args.env is not None and env != args.env:
-        raise HfpipeError(
-            f"execution {desc['name']!r} belongs to environment {env!r}, not --env {args.env!r}; "
-            "its training job and endpoint were left alone"
-        )
-    job_name = plan["training_job_name"]
-    import botocore.exceptions
-
-    from hfpipe.core.cleanup import may_delete, tags_of
-
-    try:
-        job = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
-    except botocore.exceptions.ClientError:
-        job = None  # Plan ran but Launch did not: there is no job to stop
-    if job is None:
-        console.print(f"training job {job_name} was never launched")
-    elif not may_delete(
-        _call(
-            "reading the training job's tags", tags_of, sagemaker=clients.sagemaker, arn=job["TrainingJobArn"]
-        ),
-        env,
-        desc["name"],
-    ):
-        console.print(
-            f"not stopping training job {job_name}: its tags do not name environment {env!r} and execution "
-            f"{desc['name']!r} (the same name in another environment is not ours)"
-        )
-    elif job["TrainingJobStatus"] == "InProgress":
-        _call(
-            f"stopping training job {job_name}", clients.sagemaker.stop_training_job, TrainingJobName=job_name
-        )
-        console.print(
-            f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)"
-        )
-    else:
-        console.print(f"training job {job_name} already {job['TrainingJobStatus']}")
-    # A stopped execution never reaches its Cleanup state, so do its work here.
-    if not args.keep_endpoint:
-        found = _call(
-            "listing SageMaker resources",
-            cleanup.find_resources,
-            sagemaker=clients.sagemaker,
-            env=env,
-            execution=desc["name"],
-        )
-        if (
-            found
-            and not args.yes
-            and not _confirm(f"Delete {', '.join(f'{r.kind.name} {r.name}' for r in found)}?")
-        ):
-            console.print(
-                f"left {len(found)} resources of execution {desc['name']}; delete them with "
-                f"`hfpipe cleanup --env {env}` or rerun with --yes"
-            )
-            return 0
-        cleanup.delete_all(clients.sagemaker, found, console)
-    return 0
-
-
-def _confirm(question: str) -> bool:
-    """Ask on a terminal; without one, the answer is no (pass --yes in scripts)."""
-    if not sys.stdin.isatty():
-        return False
-    return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
+    return run(args, _console())
 
 
 # --- cleanup / data ----------------------------------------------------------------------------------
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """Delete the pipeline's endpoints, endpoint configs and models in an environment, after asking."""
-    from hfpipe.cli import cleanup
+    """Delete the pipeline's endpoints, configs and models in an environment (see hfpipe.cli.cleanup)."""
+    from hfpipe.cli.cleanup import cmd_cleanup as run
 
-    aws.validate_env_name(args.env)
-    # `is not None`: an empty value (an unset variable in a script) is an error, never "no age filter".
-    older_than = cleanup.parse_duration(args.older_than) if args.older_than is not None else None
-    clients = _clients(args)
-    found = _call(
-        "listing SageMaker resources",
-        cleanup.find_resources,
-        sagemaker=clients.sagemaker,
-        env=args.env,
-        older_than=older_than,
-    )
-    console = _console()
-    age = f" older than {args.older_than}" if older_than is not None else ""
-    if not found:
-        console.print(f"nothing to clean up in environment {args.env!r}{age}")
-        return 0
-    table = Table(title=f"hfpipe resources in {args.env}{age}", title_justify="left")
-    for column in ("kind", "name", "execution", "created (UTC)"):
-        table.add_column(column)
-    for resource in found:
-        table.add_row(resource.kind.name, resource.name, resource.execution, _when(resource.created))
-    console.print(table)
-    if args.dry_run:
-        console.print(f"dry run: {len(found)} resources would be deleted")
-        return 0
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise HfpipeError(
-                "not deleting without confirmation: stdin is not a terminal; pass --yes to confirm"
-            )
-        answer = input(f"Delete these {len(found)} resources? [y/N] ")
-        if answer.strip().lower() not in {"y", "yes"}:
-            console.print("nothing deleted")
-            return 1
-    cleanup.delete_all(clients.sagemaker, found, console)
-    console.print(f"deleted {len(found)} resources (S3 data and artifacts are never touched)")
-    return 0
+    return run(args, _console())
 
 
 def cmd_data_upload(args: argparse.Namespace) -> int:
@@ -396,7 +248,7 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
         from hfpipe.cli import recipes
 
         data.check_records(files, recipes.load(args.recipe, []).resolved, args.recipe)
-    clients = _clients(args)
+    clients = aws.clients_for(args)
     bucket = aws.resolve_environment(clients, args.env).data_bucket
     uri, count = data.upload(clients.s3, bucket, path, name)
     console = _console()

@@ -43,15 +43,22 @@ def config(**extra: Any) -> PlanConfig:
 
 
 class Quotas:
-    """Every quota at 100: the inputs here fail (or pass) on their own, never on a quota."""
+    """Every quota applied at 100: the inputs here fail (or pass) on their own, never on a quota.
 
-    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]:
+    Shaped as the look-up reads Service Quotas (hfpipe.core.quotas): botocore paginators of
+    ListServiceQuotas (the applied values) and ListAWSDefaultServiceQuotas (none needed here).
+    """
+
+    def get_paginator(self, operation_name: str) -> Any:
         names = [
             f"{t} for {k}"
             for t in ("ml.g4dn.xlarge", "ml.m5.large", "ml.p3.16xlarge", "ml.g5.xlarge")
             for k in ("training job usage", "spot training job usage", "endpoint usage")
         ]
-        return {"Quotas": [{"QuotaName": n, "Value": 100.0} for n in names]}
+        applied = operation_name == "list_service_quotas"
+        quotas = [{"QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": 100.0} for i, n in enumerate(names)]
+        pages = [{"Quotas": quotas if applied else []}]
+        return type("Paginator", (), {"paginate": lambda self, **kwargs: iter(pages)})()
 
 
 def plan(event: Any, cfg: PlanConfig | None = None) -> dict[str, Any]:

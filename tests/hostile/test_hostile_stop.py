@@ -6,10 +6,13 @@ StopTrainingJob, so a stop that reached a job the command must leave alone would
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from cli_moto import ACCOUNT, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
+import pytest
+from cli_moto import ACCOUNT, ROLE, Deployed, Environment, plan_for, sagemaker_backend, tags_for
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -28,9 +31,19 @@ def models(deployed: Deployed) -> set[str]:
 
 
 def running(deployed: Deployed, name: str) -> tuple[str, dict[str, Any]]:
-    """An execution whose training job is InProgress, its poll Wait long enough for a stop to land there."""
-    arn, plan = deployed.start(name, running=True, wait=False, poll_seconds=60)
-    deployed.wait_for_state(arn, "WaitForTraining")
+    """An execution whose training job is InProgress: its Launch task waits for the job's state-change
+    event (the event-driven wait), so a stop lands there once the job exists."""
+    arn, plan = deployed.start(name, running=True, wait=False)
+    deployed.wait_for_state(arn, "Launch")
+    deadline = time.monotonic() + 30
+    # TaskSubmitted: the Launch Lambda returned (the job exists) and the task waits for its token.
+    while not any(
+        e["type"] == "TaskSubmitted"
+        for e in deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    ):
+        assert time.monotonic() < deadline, f"execution {name} never reached the wait for its training job"
+        time.sleep(0.05)
+    assert plan["training_job_name"] in sagemaker_backend().training_jobs
     return arn, plan
 
 
@@ -63,7 +76,8 @@ def test_stop_ignores_a_plan_forged_in_the_execution_input(deployed: Deployed, c
 def test_stop_leaves_a_job_of_the_same_name_in_another_environment(deployed: Deployed, cli: Run) -> None:
     arn, plan = running(deployed, "clash")
     job = sagemaker_backend().training_jobs[plan["training_job_name"]]
-    # The same name, but the job is another environment's (names are unique per account, not per environment).
+    # The job's tags name another environment: its name carries "dev-" (hfpipe.core.names), but what stop
+    # trusts is the tags, and a job tagged for prod is not this environment's to stop.
     deployed.sagemaker.add_tags(ResourceArn=job.arn, Tags=[{"Key": "hfpipe:env", "Value": "prod"}])
     model(deployed, "clash-prod-model", "prod", "clash")
     code, out, err = cli("stop", "clash", "--env", "dev", "--yes")
@@ -124,3 +138,48 @@ def test_stop_with_yes_deletes_only_its_own_tagged_resources(deployed: Deployed,
     left = models(deployed)
     assert "own-model-x" not in left
     assert {"own-prod-model-x", "own-other-model-x", "own-users-model-x"} <= left
+
+
+class StopRecording:
+    """moto's SageMaker plus StopTrainingJob (moto has none): records the jobs it was asked to stop."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.stopped: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
+        self.stopped.append(TrainingJobName)
+        return {}
+
+
+@pytest.mark.parametrize(("tag_env", "stopped"), [("prod", False), ("dev", True)])
+def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environment(
+    environment: Environment, tag_env: str, stopped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hfpipe stop` leaves a job tagged for another environment; the Cleanup Lambda, which the stop's
+    ABORTED event reaches through the abnormal-end rule with names derived from the execution name alone,
+    must leave it too."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas.cleanup import cleanup
+    from pipeline_lambdas.execution_end import planned_names
+
+    names = planned_names("dev", "clash")
+    environment.sagemaker.create_training_job(
+        TrainingJobName=names["training_job_name"],
+        AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
+        RoleArn=ROLE,
+        OutputDataConfig={"S3OutputPath": "s3://prod-artifacts/models/"},
+        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        Tags=tags_for({"env": tag_env, "execution_name": "clash", "recipe_name": "tiny-lora"}),
+    )
+    sagemaker_backend().training_jobs[names["training_job_name"]].training_job_status = "InProgress"
+    sagemaker = StopRecording(environment.sagemaker)
+    result = cleanup(sagemaker, names)
+    assert sagemaker.stopped == ([names["training_job_name"]] if stopped else [])
+    assert result["training_job_stopped"] is stopped
+    refused = f"training job {names['training_job_name']}: not tagged with this environment and execution"
+    assert (refused in result["skipped"]) is not stopped

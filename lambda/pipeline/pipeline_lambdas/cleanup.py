@@ -33,7 +33,18 @@ def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
     stopped = False
     try:
         job = sagemaker.describe_training_job(TrainingJobName=plan["training_job_name"])
-        if job.get("TrainingJobStatus") == "InProgress":
+        # The abnormal-end rule gets here with names derived from the execution name alone: a job of that
+        # name is stopped only when its tags name this environment and execution (the same rule as the
+        # endpoint, config and model above, and as `hfpipe stop`).
+        if job.get("TrainingJobStatus") != "InProgress":
+            pass
+        elif not rule.may_delete(
+            rule.tags_of(sagemaker, job["TrainingJobArn"]), plan["env"], plan["execution_name"]
+        ):
+            skipped.append(
+                f"training job {plan['training_job_name']}: not tagged with this environment and execution"
+            )
+        else:
             sagemaker.stop_training_job(TrainingJobName=plan["training_job_name"])
             stopped = True
     except Exception as err:  # a job that never started or cannot be stopped must not block clean-up
