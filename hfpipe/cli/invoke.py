@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.util
 import json
 import re
 import sys
@@ -27,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from unittest import mock
 
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER
 from hfpipe.local.serve import HOST as LOCAL_HOST
 
@@ -58,13 +57,8 @@ def handler_name(entry_point: str) -> str:
 @functools.cache
 def handler_module(name: str) -> ModuleType:
     """training_code/<name>.py loaded as a module (only its pure request parsing is used here)."""
-    spec = importlib.util.spec_from_file_location(f"hfpipe_handler_{name}", TRAINING_CODE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # The handler imports its siblings (request_checks), found next to it in the model's code/ directory;
-    # here they are next to it in training_code/ (as hfpipe.local.endpoint loads it).
-    with mock.patch.object(sys, "path", [str(TRAINING_CODE), *sys.path]):
-        spec.loader.exec_module(module)
+    # The handler imports its siblings (request_checks), next to it here as in the model's code/ directory.
+    module = load_handler_module(TRAINING_CODE / f"{name}.py", f"hfpipe_handler_{name}")
     if not callable(getattr(module, "parse_request", None)):
         raise HfpipeError(f"training_code/{name}.py has no parse_request(data) to check requests with")
     return module

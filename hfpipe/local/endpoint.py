@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from unittest import mock
 
@@ -40,6 +41,18 @@ def _call(fn: Callable[..., Any], *args: Any, context: Any = None) -> Any:
     except (TypeError, ValueError):
         n_params = len(args)
     return fn(*args, context) if n_params > len(args) else fn(*args)
+
+
+def load_handler_module(script: Path, module_name: str) -> ModuleType:
+    """`script` loaded as module `module_name`. The inference toolkit runs the handler with code/ on its
+    path, so a module next to inference.py (request_checks) imports; the same here, while the handler
+    loads, then the path is as it was."""
+    spec = importlib.util.spec_from_file_location(module_name, script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with mock.patch.object(sys, "path", [str(script.parent), *sys.path]):
+        spec.loader.exec_module(module)
+    return module
 
 
 class LocalEndpoint:
@@ -66,13 +79,7 @@ class LocalEndpoint:
             raise LocalContainerError(
                 f"{src}: no code/inference.py inside; the training script must copy it there"
             )
-        spec = importlib.util.spec_from_file_location(f"hfpipe_endpoint_{uuid.uuid4().hex}", script)
-        assert spec is not None and spec.loader is not None
-        self.handler = importlib.util.module_from_spec(spec)
-        # The inference toolkit runs the handler with code/ on its path, so a module next to
-        # inference.py imports; the same here, while the handler loads, then the path is as it was.
-        with mock.patch.object(sys, "path", [str(script.parent), *sys.path]):
-            spec.loader.exec_module(self.handler)
+        self.handler = load_handler_module(script, f"hfpipe_endpoint_{uuid.uuid4().hex}")
         if not hasattr(self.handler, "model_fn"):
             raise LocalContainerError(f"{script} defines no model_fn(model_dir)")
         started = time.monotonic()
