@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import HfArgumentParser, TrainerCallback
+from transformers import HfArgumentParser, TrainerCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -41,54 +41,53 @@ class ContainerArguments:
     )
 
 
+def default_checkpoint_dir() -> str:
+    """`/opt/ml/checkpoints` in a container; under `$SAGEMAKER_BASE_DIR` when the toolkit runs elsewhere."""
+    base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
+    return os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR
+
+
+@dataclass
+class ContainerTrainingArguments(TrainingArguments):
+    """TrainingArguments with the training container's defaults, the same from flags and from a config file.
+
+    `output_dir` defaults to the checkpoint directory SageMaker syncs with S3, so checkpoints survive a spot
+    interruption. `use_cpu` is always true on a host without GPUs: Accelerate only sets up a multi-process
+    CPU group (gloo) when told the run is on CPU; otherwise every rank of a torchrun would train alone on the
+    whole data set (transformers 4.56, accelerate 1.x).
+    """
+
+    output_dir: str | None = field(  # type: ignore[assignment]
+        default_factory=default_checkpoint_dir,
+        metadata={
+            "help": "Checkpoints (synced to S3 by SageMaker); default $SAGEMAKER_BASE_DIR/checkpoints."
+        },
+    )
+    report_to: str | None = field(  # type: ignore[assignment]
+        default="none", metadata={"help": "Experiment trackers to report to (none, all, tensorboard, ...)."}
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log every N steps."})
+
+    def __post_init__(self) -> None:
+        # HfArgumentParser gives bool fields a plain False default, so the host decides here.
+        if not self.use_cpu and without_accelerator():
+            self.use_cpu = True
+        super().__post_init__()
+
+
 def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
     """Parse the script's dataclasses from the command line, or from one JSON/YAML file given alone.
 
-    `output_dir` defaults to the checkpoint directory SageMaker syncs with S3 (/opt/ml/checkpoints, i.e.
-    $SAGEMAKER_BASE_DIR/checkpoints when the toolkit runs from another base dir), so checkpoints survive a
-    spot interruption.
+    A lone config file is read by HfArgumentParser itself (`parse_json_file` / `parse_yaml_file`); the
+    container defaults live in the dataclasses (ContainerTrainingArguments), so a file and flags agree.
     """
-    argv = expand_config_file(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(dataclass_types)
-    if without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
-        # Accelerate only sets up a multi-process CPU group (gloo) when told the run is on CPU; otherwise
-        # every rank would train alone on the whole data set.
-        argv += ["--use_cpu", "True"]
-    if not _given(argv, "output_dir"):
-        base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
-        argv += [
-            "--output_dir",
-            os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR,
-        ]
-    return parser.parse_args_into_dataclasses(args=argv)
-
-
-def expand_config_file(argv: list[str]) -> list[str]:
-    """Turn a lone .json/.yaml argument into `--key value` flags, so file and flags share the defaults."""
-    if len(argv) != 1 or not argv[0].endswith((".json", ".yaml", ".yml")):
-        return argv
-    text = Path(argv[0]).read_text(encoding="utf-8")
-    if argv[0].endswith(".json"):
-        config = json.loads(text)
-    else:
-        import yaml
-
-        config = yaml.safe_load(text)
-    if not isinstance(config, dict):
-        raise ValueError(
-            f"{argv[0]}: expected a mapping of argument names to values, got {type(config).__name__}"
-        )
-    flags: list[str] = []
-    for key, value in config.items():
-        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-            flags += [f"--{key}", *(str(v) for v in value)]
-        else:
-            flags += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
-    return flags
-
-
-def _given(argv: list[str], name: str) -> bool:
-    return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return tuple(parser.parse_json_file(argv[0]))
+    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        return tuple(parser.parse_yaml_file(argv[0]))
+    return tuple(parser.parse_args_into_dataclasses(args=argv))
 
 
 def without_accelerator() -> bool:

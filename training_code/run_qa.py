@@ -35,7 +35,6 @@ from transformers import (
     AutoModelForQuestionAnswering,
     AutoTokenizer,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 
@@ -122,11 +121,22 @@ def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> dataset
     return datasets.DatasetDict(splits)
 
 
+ARGUMENT_TYPES = (
+    ModelArguments,
+    DataTrainingArguments,
+    encoder_utils.ContainerTrainingArguments,
+    encoder_utils.ContainerArguments,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Any, ...]:
+    """(model, data, training, container) arguments from flags or one JSON/YAML file."""
+    return encoder_utils.parse_arguments(ARGUMENT_TYPES, argv)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train and/or evaluate; returns the metrics."""
-    model_args, data_args, training_args, container_args = encoder_utils.parse_arguments(
-        (ModelArguments, DataTrainingArguments, TrainingArguments, encoder_utils.ContainerArguments), argv
-    )
+    model_args, data_args, training_args, container_args = parse_args(argv)
     encoder_utils.setup_logging(training_args)
     logger.info("training arguments: %s", training_args)
     set_seed(training_args.seed)
