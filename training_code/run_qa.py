@@ -199,7 +199,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc="validation windows",
             )
 
-    collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
+    collator = qa_utils.qa_collator(
+        tokenizer, data_args.pad_to_max_length, training_args.fp16 or training_args.bf16
+    )
 
     sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(

@@ -76,7 +76,14 @@ def test_loss_falls_and_metrics_are_printed_for_the_metric_definitions(int8_job)
     assert last < first - 0.05, losses
     logs = int8_job.logs()
     assert "quantization=int8, quantized layer types ['Linear8bitLt']" in logs
-    for name in ("eval_loss", "eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum", "train_packing_efficiency"):
+    for name in (
+        "eval_loss",
+        "eval_rouge1",
+        "eval_rouge2",
+        "eval_rougeL",
+        "eval_rougeLsum",
+        "train_packing_efficiency",
+    ):
         assert re.search(rf"^\s*{name}\s*=\s*[0-9.]+\s*$", logs, re.MULTILINE), name
     with tarfile.open(int8_job.output_artifacts) as tar:
         metrics = json.load(tar.extractfile("metrics.json"))  # type: ignore[arg-type]

@@ -175,7 +175,9 @@ def bloom_tokenizer(tmp_path_factory):
 def _recipe_template() -> str:
     from hfpipe.core.recipes import resolve_recipe
 
-    return resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["training"]["hyperparameters"]["prompt_template"]
+    return resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["training"]["hyperparameters"][
+        "prompt_template"
+    ]
 
 
 @pytest.mark.parametrize("template", ["recipe", "default", "eos twice"])
@@ -189,7 +191,10 @@ def test_every_packed_record_ends_with_exactly_one_eos(template, bloom_tokenizer
         "eos twice": inference_clm.DEFAULT_PROMPT_TEMPLATE + "{eos_token}",
     }
     raw = datasets.Dataset.from_list(
-        [{"dialogue": "Amanda: Hi.\nJerry: Hello!", "summary": "They greet."}, {"dialogue": "A: x", "summary": "y"}]
+        [
+            {"dialogue": "Amanda: Hi.\nJerry: Hello!", "summary": "They greet."},
+            {"dialogue": "A: x", "summary": "y"},
+        ]
     )
     data_args = run_clm.DataTrainingArguments(prompt_template=templates[template])
     tokenized = run_clm.tokenize(raw, bloom_tokenizer, data_args, TrainingArguments(output_dir="/tmp/unused"))
@@ -213,7 +218,9 @@ def test_the_endpoint_applies_the_training_template_to_a_dialogue():
 
     sample = resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["serving"]["sample_request"]
     text, kwargs = inference_clm.parse_request(sample)
-    assert inference_clm.as_prompt(text, template, "summary", "</s>").startswith("Summarize the chat dialogue:\n")
+    assert inference_clm.as_prompt(text, template, "summary", "</s>").startswith(
+        "Summarize the chat dialogue:\n"
+    )
     assert kwargs["max_new_tokens"] <= inference_clm.MAX_NEW_TOKENS_LIMIT
 
 
@@ -229,7 +236,9 @@ def test_from_pretrained_dtype_keyword_follows_the_transformers_version(monkeypa
 def test_rouge_lsum_scores_sentences_one_per_line():
     from rouge_score import rouge_scorer
 
-    assert run_clm.sentence_lines("Amanda baked. Jerry will eat! Ok?") == "Amanda baked.\nJerry will eat!\nOk?"
+    assert (
+        run_clm.sentence_lines("Amanda baked. Jerry will eat! Ok?") == "Amanda baked.\nJerry will eat!\nOk?"
+    )
     assert "rougeLsum" in run_clm.ROUGE_KEYS
     scorer = rouge_scorer.RougeScorer(["rougeL", "rougeLsum"])
     ref, pred = "amanda baked cookies. jerry will come.", "jerry will come. amanda baked cookies."
