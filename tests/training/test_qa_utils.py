@@ -220,9 +220,8 @@ class OracleQA:
 def test_an_oracle_scores_em_100_with_either_padding_side(padding_side, pad_to_max_length, tmp_path):
     """Training labels and evaluation logits line up with the answer whichever side the tokenizer pads."""
     import datasets
-    from transformers import Trainer, TrainingArguments
-
     import run_qa
+    from transformers import Trainer, TrainingArguments
 
     tokenizer = build_tokenizer("bert")
     tokenizer.padding_side = padding_side
