@@ -246,3 +246,28 @@ def test_rouge_lsum_scores_sentences_one_per_line():
     # Sentence order does not matter to rougeLsum, which is the point of reporting it for dialogue summaries.
     assert split["rougeLsum"].fmeasure == pytest.approx(1.0)
     assert split["rougeL"].fmeasure < 1.0
+
+
+def test_the_tiny_bloom_fits_every_quantization_paths_block_size(tmp_path):
+    """The CPU-packed 4-bit layout (taken on CPUs with AVX-512 BF16 at inference) must accept every quantized
+    layer; the repacking is plain torch, so this runs it on any CPU instead of depending on the one here."""
+    import copy
+
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu
+    from bitsandbytes.nn import Linear4bit
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    model_dir = build_tiny_bloom(tmp_path / "bloom")
+    config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, quantization_config=config, device_map={"": "cpu"}
+    )
+    layers = [m for m in model.modules() if isinstance(m, Linear4bit)]
+    assert len(layers) == 4 * model.config.n_layer  # query_key_value, dense, dense_h_to_4h, dense_4h_to_h
+    for layer in layers:
+        state = copy.deepcopy(layer.weight.quant_state)
+        assert layer.in_features % state.blocksize == 0, (layer.in_features, state.blocksize)
+        packed, _ = _convert_weight_packed_for_cpu(layer.weight.data.clone(), state)
+        assert packed.shape == (layer.out_features, layer.in_features // 2)
