@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from hfpipe import __version__
-from hfpipe.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

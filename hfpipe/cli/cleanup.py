@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError
 
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

@@ -12,8 +12,9 @@ from typing import Any
 from rich.console import Console, Group
 from rich.table import Table
 
-from hfpipe import aws
-from hfpipe.aws import HfpipeError
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core.names import default_execution_name
 
 
 def _console() -> Console:
@@ -57,12 +58,6 @@ def cmd_recipes(args: argparse.Namespace) -> int:
         raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
     console.print(recipes.show(recipes.load(args.name, args.sets)))
     return 0
-
-
-def default_execution_name(recipe_name: str, now: datetime | None = None) -> str:
-    """<recipe>-<UTC time>: unique per second, readable in the console, valid as an execution name."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return f"{recipe_name[:60]}-{stamp}"
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -109,7 +104,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def _watch(clients: aws.Clients, arn: str, console: Console, interval: float) -> int:
-    from hfpipe.watch import watch
+    from hfpipe.cli.watch import watch
 
     if interval <= 0:
         raise HfpipeError(f"--interval {interval} must be a positive number of seconds")
@@ -126,8 +121,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print an execution's report (or JSON); with --plot, write its loss curves to a PNG."""
-    from hfpipe.report import build_report, metric_series, plot_losses, render_report
-    from hfpipe.watch import snapshot
+    from hfpipe.cli.execution import metric_series, snapshot
+    from hfpipe.cli.report import build_report, plot_losses, render_report
 
     if args.plot and not args.plot.lower().endswith(".png"):
         raise HfpipeError(f"--plot {args.plot!r} must name a .png file")
@@ -330,7 +325,7 @@ def cmd_data_upload(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    """Run a recipe end to end on this machine (see hfpipe.cli.local)."""
+    """Run a recipe end to end on this machine (see hfpipe.cli.local and hfpipe.local)."""
     from hfpipe.cli.local import run
 
     return run(args, _console())

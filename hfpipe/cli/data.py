@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hfpipe.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -124,7 +124,7 @@ def upload(s3: Any, bucket: str, path: Path, name: str) -> tuple[str, int]:
         for local, key in files:
             s3.upload_file(str(local), bucket, prefix + key)
     except botocore.exceptions.ClientError as exc:
-        from hfpipe.aws import aws_error
+        from hfpipe.cli.aws import aws_error
 
         raise aws_error(exc, f"uploading to s3://{bucket}/{prefix}") from None
     return f"s3://{bucket}/{prefix}", len(files)

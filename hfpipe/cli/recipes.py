@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
 
-from hfpipe.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import plan as core_plan
 from hfpipe.core import prices
 from hfpipe.core import recipes as core_recipes

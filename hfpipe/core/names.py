@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC, datetime
 
 #: SageMaker names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
 MAX_SAGEMAKER_NAME = 63
@@ -37,3 +38,9 @@ def derive_names(execution_name: str) -> dict[str, str]:
     for value in names.values():
         assert _SAGEMAKER_NAME.match(value), value
     return names
+
+
+def default_execution_name(recipe_name: str, now: datetime | None = None) -> str:
+    """<recipe>-<UTC time>: unique per second, readable in the console, valid as an execution name."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{recipe_name[:60]}-{stamp}"

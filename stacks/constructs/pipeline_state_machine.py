@@ -4,7 +4,7 @@ Plan -> Launch -> poll training (Wait with seconds from $.plan.poll_seconds) -> 
 CreateEndpointConfig -> CreateEndpoint -> poll endpoint (bounded by $.plan.endpoint_max_polls) ->
 SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The same definition runs on moto's interpreter
-(hfpipe.local_engine), which is why it sticks to JSONPath and polling.
+(hfpipe.local.engine), which is why it sticks to JSONPath and polling.
 """
 
 from __future__ import annotations

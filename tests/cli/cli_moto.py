@@ -14,7 +14,7 @@ from typing import Any
 from moto.backends import get_backend
 
 from hfpipe import contract
-from hfpipe.aws import make_clients
+from hfpipe.cli.aws import make_clients
 
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"

@@ -10,8 +10,7 @@ import pytest
 from cli_moto import ACCOUNT, REGION, Deployed, sagemaker_backend, tags_for
 from moto.backends import get_backend
 
-from hfpipe import aws
-from hfpipe.cli import main
+from hfpipe.cli import aws, main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -194,7 +193,7 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
     """A live execution: the view shows job status, secondary status, loss and cost, then the report."""
     from rich.console import Console
 
-    from hfpipe.watch import watch
+    from hfpipe.cli.watch import watch
 
     arn, plan = deployed.start("live-1", train_seconds=2, wait=False)
     deployed.create_training_job(plan)

@@ -10,7 +10,7 @@ from cli_moto import REGION, Deployed
 
 from hfpipe import contract
 from hfpipe.cli import main
-from hfpipe.cli.commands import default_execution_name
+from hfpipe.core.names import default_execution_name
 from hfpipe.core.recipes import available_recipes, load_recipe
 
 

@@ -1,5 +1,5 @@
 """`watch` and `report` against the real pipeline: the app's synthesized PipelineStack (state machine
-and Lambda handlers) on moto (hfpipe.local_engine), the way `hfpipe local` drives them. Training and the
+and Lambda handlers) on moto (hfpipe.local.engine), the way `hfpipe local` drives them. Training and the
 endpoint are the engine's stand-ins here; this checks the command reads the real Plan output, history
 and report."""
 
@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hfpipe import aws
-from hfpipe.report import build_report
-from hfpipe.watch import snapshot, watch
+from hfpipe.cli import aws
+from hfpipe.cli.execution import snapshot
+from hfpipe.cli.report import build_report
+from hfpipe.cli.watch import watch
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def engine(pipeline_template: dict[str, Any]) -> Iterator[Any]:
     """The app's real dev PipelineStack (the session's synthesis) on moto, for this module only."""
     from app_synth import ENV, data_imports, region_of
 
-    from hfpipe.local_engine import LocalEngine
+    from hfpipe.local.engine import LocalEngine
 
     with LocalEngine(
         pipeline_template,

@@ -31,7 +31,7 @@ def template(pipeline_template: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def engine(template):
-    from hfpipe.local_engine import LocalEngine
+    from hfpipe.local.engine import LocalEngine
 
     # The template's own region (cdk.json), so the image catalog and ARNs agree; no waiting.
     with LocalEngine(template, imports=data_imports(), region=region_of(ENV), time_scale=0.0) as eng:

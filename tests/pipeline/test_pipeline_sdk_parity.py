@@ -15,7 +15,7 @@ import pytest
 
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.request import INTENTIONAL_DIFFERENCES
-from hfpipe.local_engine import FakeQuotas, default_quotas
+from hfpipe.local.engine import FakeQuotas, default_quotas
 from stacks.image_catalog import build_catalog
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe import local_container as lc
 from hfpipe.fixtures.encoders import build_encoder
 from hfpipe.fixtures.mnli import MNLI_LABELS, make_mnli, write_classification
+from hfpipe.local import container as lc
+from hfpipe.local import endpoint as le
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 
@@ -142,7 +143,7 @@ def test_mnli_trains_through_the_toolkit_evaluates_both_sets_and_serves_pairs(tm
     config = json.loads((job.model_dir / "config.json").read_text())
     assert [config["id2label"][str(i)] for i in range(3)] == list(HEAD_ORDER)
 
-    with lc.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
+    with le.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
         out = endpoint.predict(
             {"premise": "Ada visited the museum of Oslo.", "hypothesis": "Ada visited Oslo."}
         )
@@ -244,7 +245,7 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, s
 
     with tarfile.open(resumed.model_artifacts) as tar:
         assert {"model.safetensors", "code/inference.py"} <= set(tar.getnames())
-    with lc.LocalEndpoint(resumed.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
+    with le.LocalEndpoint(resumed.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
         out = endpoint.predict({"text": "The museum in Oslo was wonderful."})
         assert set(out["scores"]) == {"negative", "positive"}
         assert out["label"] in ("negative", "positive")

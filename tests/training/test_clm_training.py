@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe import local_container as lc
 from hfpipe.fixtures import samsum
+from hfpipe.local import container as lc
+from hfpipe.local import endpoint as le
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +98,7 @@ def test_adapter_and_merged_model_are_saved_and_agree(int8_job, tmp_path, fixtur
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = lc.extract_model(int8_job.model_artifacts, tmp_path / "model")  # type: ignore[arg-type]
+    model_dir = le.extract_model(int8_job.model_artifacts, tmp_path / "model")  # type: ignore[arg-type]
     for name in (
         "model.safetensors",
         "config.json",
@@ -124,7 +125,7 @@ def test_adapter_and_merged_model_are_saved_and_agree(int8_job, tmp_path, fixtur
 
 
 def test_endpoint_serves_both_request_shapes_from_model_tar_gz(int8_job):
-    with lc.LocalEndpoint(int8_job.model_artifacts) as endpoint:  # type: ignore[arg-type]
+    with le.LocalEndpoint(int8_job.model_artifacts) as endpoint:  # type: ignore[arg-type]
         dialogue = "Amanda: I have pizza. Do you want some?\nJerry: Sure!"
         prompt = f"Summarize the chat dialogue:\n{dialogue}\n---\nSummary:\n"
         by_prompt = endpoint.predict(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe import local_container as lc
+from hfpipe.local import container as lc
+from hfpipe.local import endpoint as le
 
 PROBE = textwrap.dedent(
     """
@@ -212,7 +213,7 @@ def test_local_endpoint_serves_through_inference_py(tmp_path):
         )
     )
     tarball = lc.pack_dir(model, tmp_path / "model.tar.gz")
-    with lc.LocalEndpoint(tarball) as endpoint:
+    with le.LocalEndpoint(tarball) as endpoint:
         assert endpoint.predict({"inputs": "ab"}) == [{"generated_text": "ababab"}]
         assert json.loads(endpoint.invoke("xy", content_type="text/plain")) == [{"generated_text": "xyxyxy"}]
         with pytest.raises(lc.LocalContainerError, match="content_type"):
@@ -223,4 +224,4 @@ def test_local_endpoint_without_handler_is_refused(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     with pytest.raises(lc.LocalContainerError, match=r"code/inference\.py"):
-        lc.LocalEndpoint(lc.pack_dir(model, tmp_path / "model.tar.gz"))
+        le.LocalEndpoint(lc.pack_dir(model, tmp_path / "model.tar.gz"))

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe import local_container as lc
 from hfpipe.fixtures.encoders import build_encoder
 from hfpipe.fixtures.squad import write_squad
+from hfpipe.local import container as lc
+from hfpipe.local import endpoint as le
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 
@@ -124,7 +125,7 @@ def test_two_process_data_parallel_run_splits_the_data_and_saves_one_model(
 
     # The served model answers with a span of the context.
     context = "The old library of Lisbon was founded in 1801 by Grace. It was mild."
-    with lc.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
+    with le.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
         answer = endpoint.predict({"question": "Who founded the library of Lisbon?", "context": context})
         assert set(answer) == {"answer", "score", "start", "end"}
         assert context[answer["start"] : answer["end"]] == answer["answer"]

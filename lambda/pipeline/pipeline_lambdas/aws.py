@@ -1,7 +1,7 @@
 """boto3 clients for the handlers, with one seam for tests and local mode.
 
 ``OVERRIDES`` maps a service name to a client (or a fake) that ``client`` returns instead of a real
-one: hfpipe.local_engine puts a Service Quotas fake there, because moto has no SageMaker quotas.
+one: hfpipe.local.engine puts a Service Quotas fake there, because moto has no SageMaker quotas.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ running, failed or stopped one the same keys are filled from the plan and Descri
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,77 +15,14 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hfpipe.core import cost
+
 if TYPE_CHECKING:
-    from hfpipe.aws import Clients
-    from hfpipe.watch import Snapshot
-
-# Where SageMaker puts the metrics a training job's MetricDefinitions extract from its logs.
-TRAINING_METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-LOSS_METRICS = ("loss", "train_loss", "eval_loss")
-
-
-def metric_names(job: dict[str, Any]) -> list[str]:
-    """The metric names a training job defines (regexes over its log, published to CloudWatch)."""
-    definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
-    return [d["Name"] for d in definitions if d.get("Name")]
-
-
-def metric_series(
-    clients: Clients, job: dict[str, Any], names: list[str] | None = None
-) -> dict[str, list[tuple[datetime, float]]]:
-    """Each metric's values over the job's run from CloudWatch, oldest first (host algo-1)."""
-    names = metric_names(job) if names is None else names
-    if not names:
-        return {}
-    job_name = job["TrainingJobName"]
-    start = job.get("TrainingStartTime") or job.get("CreationTime") or datetime.now(UTC) - timedelta(days=14)
-    end = job.get("TrainingEndTime") or datetime.now(UTC)
-    queries = [
-        {
-            "Id": f"m{i}",
-            "Label": name,
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": TRAINING_METRICS_NAMESPACE,
-                    "MetricName": name,
-                    "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-1"}],
-                },
-                "Period": 60,
-                "Stat": "Average",
-            },
-        }
-        for i, name in enumerate(names)
-    ]
-    series: dict[str, list[tuple[datetime, float]]] = {}
-    # GetMetricData takes at most 500 queries; a recipe defines a handful.
-    response = clients.cloudwatch.get_metric_data(
-        MetricDataQueries=queries,
-        StartTime=start - timedelta(minutes=1),
-        EndTime=end + timedelta(minutes=1),
-        ScanBy="TimestampAscending",
-    )
-    for result in response.get("MetricDataResults", []):
-        points = sorted(zip(result.get("Timestamps", []), result.get("Values", []), strict=False))
-        if points:
-            series[result.get("Label") or names[int(result["Id"][1:])]] = [(t, float(v)) for t, v in points]
-    return series
-
-
-def latest_metrics(clients: Clients, job: dict[str, Any]) -> dict[str, float]:
-    """The final metrics of a finished job, else the latest CloudWatch value of each defined metric."""
-    final = {m["MetricName"]: float(m["Value"]) for m in job.get("FinalMetricDataList", []) if "Value" in m}
-    if final:
-        return final
-    try:
-        series = metric_series(clients, job)
-    except Exception:  # a live view must not die because CloudWatch is slow or denied
-        return {}
-    return {name: points[-1][1] for name, points in series.items()}
+    from hfpipe.cli.aws import Clients
+    from hfpipe.cli.execution import Snapshot
 
 
 def _report_from_job(snap: Snapshot) -> dict[str, Any]:
-    from hfpipe.watch import training_cost_so_far
-
     plan = snap.plan or {}
     job = snap.training_job or {}
     billable = job.get("BillableTimeInSeconds")
@@ -105,7 +42,7 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "billable_seconds": billable,
         "training_seconds": training,
         "price_per_hour_usd": plan.get("price_per_hour_usd"),
-        "cost_usd": training_cost_so_far(job, plan, snap.now) if job else None,
+        "cost_usd": cost.training_cost_so_far(job, plan, snap.now) if job else None,
         "spot_savings_percent": savings,
         "final_metrics": {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
         or dict(snap.metrics),

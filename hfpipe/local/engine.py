@@ -9,11 +9,11 @@ AWS's control plane; that is the whole interface:
 ``training(request, job)``
     called after moto has created a training job (``request`` is a copy of the CreateTrainingJob
     request as sent, ``job`` moto's job object, whose AlgorithmSpecification is the request's). Tests set ``job.training_job_status = "Failed"``; ``hfpipe local``
-    runs the real training here (hfpipe.local_container) and uploads model.tar.gz to
+    runs the real training here (hfpipe.local.container) and uploads model.tar.gz to
     ``job.model_artifacts["S3ModelArtifacts"]``.
 ``endpoint(endpoint_name, body) -> answer``
     serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
-    ``hfpipe local`` serves through hfpipe.local_container.LocalEndpoint.
+    ``hfpipe local`` serves through hfpipe.local.endpoint.LocalEndpoint.
 
 Optional: ``on_endpoint(endpoint)`` after CreateEndpoint (set ``endpoint.endpoint_status``),
 ``create_training_job_errors`` (error codes CreateTrainingJob raises first, e.g. ThrottlingException),
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_DIR = ROOT / "lambda" / "pipeline"
 ACCOUNT = "123456789012"
 

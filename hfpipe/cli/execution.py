@@ -1,0 +1,177 @@
+"""What an execution is now: its status, plan, training job, metrics, cost so far and endpoint.
+
+`snapshot` gathers it from Step Functions, SageMaker and CloudWatch (clients are passed in, so `hfpipe local`
+points it at its own moto-backed clients); `hfpipe.cli.watch` shows it live, `hfpipe.cli.report` turns it
+into the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hfpipe.cli import aws
+from hfpipe.core import cost
+from hfpipe.core.cost import as_utc
+
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+
+
+@dataclass
+class Snapshot:
+    """Everything the live view shows at one moment."""
+
+    execution_arn: str
+    execution_name: str
+    status: str
+    started: datetime | None
+    stopped: datetime | None
+    state: str | None = None
+    plan: dict[str, Any] | None = None
+    training_job: dict[str, Any] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    cost_so_far_usd: float | None = None
+    endpoint_status: str | None = None
+    failure: str | None = None
+    output: Any = None
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def elapsed_seconds(self) -> float:
+        if self.started is None:
+            return 0.0
+        end = self.stopped or self.now
+        return max(0.0, (end - self.started).total_seconds())
+
+
+# Where SageMaker puts the metrics a training job's MetricDefinitions extract from its logs.
+TRAINING_METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+LOSS_METRICS = ("loss", "train_loss", "eval_loss")
+
+
+def metric_names(job: dict[str, Any]) -> list[str]:
+    """The metric names a training job defines (regexes over its log, published to CloudWatch)."""
+    definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
+    return [d["Name"] for d in definitions if d.get("Name")]
+
+
+def metric_series(
+    clients: aws.Clients, job: dict[str, Any], names: list[str] | None = None
+) -> dict[str, list[tuple[datetime, float]]]:
+    """Each metric's values over the job's run from CloudWatch, oldest first (host algo-1)."""
+    names = metric_names(job) if names is None else names
+    if not names:
+        return {}
+    job_name = job["TrainingJobName"]
+    start = job.get("TrainingStartTime") or job.get("CreationTime") or datetime.now(UTC) - timedelta(days=14)
+    end = job.get("TrainingEndTime") or datetime.now(UTC)
+    queries = [
+        {
+            "Id": f"m{i}",
+            "Label": name,
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": TRAINING_METRICS_NAMESPACE,
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-1"}],
+                },
+                "Period": 60,
+                "Stat": "Average",
+            },
+        }
+        for i, name in enumerate(names)
+    ]
+    series: dict[str, list[tuple[datetime, float]]] = {}
+    # GetMetricData takes at most 500 queries; a recipe defines a handful.
+    response = clients.cloudwatch.get_metric_data(
+        MetricDataQueries=queries,
+        StartTime=start - timedelta(minutes=1),
+        EndTime=end + timedelta(minutes=1),
+        ScanBy="TimestampAscending",
+    )
+    for result in response.get("MetricDataResults", []):
+        points = sorted(zip(result.get("Timestamps", []), result.get("Values", []), strict=False))
+        if points:
+            series[result.get("Label") or names[int(result["Id"][1:])]] = [(t, float(v)) for t, v in points]
+    return series
+
+
+def latest_metrics(clients: aws.Clients, job: dict[str, Any]) -> dict[str, float]:
+    """The final metrics of a finished job, else the latest CloudWatch value of each defined metric."""
+    final = {m["MetricName"]: float(m["Value"]) for m in job.get("FinalMetricDataList", []) if "Value" in m}
+    if final:
+        return final
+    try:
+        series = metric_series(clients, job)
+    except Exception:  # a live view must not die because CloudWatch is slow or denied
+        return {}
+    return {name: points[-1][1] for name, points in series.items()}
+
+
+def _client_error_code(exc: Exception) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("Error", {}).get("Code")
+    return None
+
+
+def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = None) -> Snapshot:
+    """Read the execution, its history, the training job, its metrics and the endpoint once."""
+    import json
+
+    import botocore.exceptions
+
+    try:
+        desc = clients.sfn.describe_execution(executionArn=execution_arn)
+        events = list(aws.execution_history(clients.sfn, execution_arn))
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise aws.aws_error(exc, f"reading execution {execution_arn}") from None
+    execution_input = json.loads(desc["input"]) if desc.get("input") else None
+    snap = Snapshot(
+        execution_arn=execution_arn,
+        execution_name=desc.get("name", execution_arn.rsplit(":", 1)[-1]),
+        status=desc["status"],
+        started=as_utc(desc.get("startDate")),
+        stopped=as_utc(desc.get("stopDate")),
+        state=aws.current_state(events),
+        plan=aws.find_plan(events, execution_input),
+        now=now or datetime.now(UTC),
+    )
+    if desc.get("output"):
+        try:
+            snap.output = json.loads(desc["output"])
+        except ValueError:
+            snap.output = desc["output"]
+    if snap.status in {"FAILED", "TIMED_OUT", "ABORTED"}:
+        snap.failure = aws.failure_of(events, desc)
+    if not snap.plan:
+        return snap
+
+    job_name = snap.plan.get("training_job_name")
+    if job_name:
+        try:
+            snap.training_job = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
+        except botocore.exceptions.ClientError as exc:
+            # Before Launch has run the job does not exist yet; that is a state, not an error.
+            if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+                raise aws.aws_error(exc, f"reading training job {job_name}") from None
+    if snap.training_job:
+        snap.metrics = latest_metrics(clients, snap.training_job)
+        snap.cost_so_far_usd = cost.training_cost_so_far(snap.training_job, snap.plan, snap.now)
+
+    endpoint = snap.plan.get("endpoint_name")
+    if endpoint and snap.plan.get("deploy", True):
+        try:
+            snap.endpoint_status = clients.sagemaker.describe_endpoint(EndpointName=endpoint)[
+                "EndpointStatus"
+            ]
+        except botocore.exceptions.ClientError as exc:
+            if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+                raise aws.aws_error(exc, f"reading endpoint {endpoint}") from None
+            snap.endpoint_status = "deleted" if snap.finished else "not created yet"
+    return snap

@@ -1,0 +1,126 @@
+"""The live view of one execution: state, training job, latest loss, elapsed time, cost so far, endpoint.
+
+`hfpipe.cli.execution.snapshot` gathers what the view shows; `render` turns it into a rich panel; `watch`
+refreshes it until the execution ends and then prints the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from hfpipe.cli import aws
+from hfpipe.cli.execution import Snapshot, snapshot
+from hfpipe.cli.report import build_report, render_report
+
+_STATUS_STYLE = {
+    "RUNNING": "yellow",
+    "InProgress": "yellow",
+    "SUCCEEDED": "green",
+    "Completed": "green",
+    "InService": "green",
+    "FAILED": "red",
+    "Failed": "red",
+    "TIMED_OUT": "red",
+    "ABORTED": "red",
+    "Stopped": "red",
+    "Stopping": "red",
+}
+
+
+def _styled(value: str | None) -> Text:
+    if value is None:
+        return Text("-", style="dim")
+    return Text(value, style=_STATUS_STYLE.get(value, ""))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def render(snap: Snapshot) -> Panel:
+    """The live view of one snapshot as a rich panel."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("execution", snap.execution_name)
+    table.add_row("status", _styled(snap.status))
+    table.add_row("state", snap.state or "-")
+    table.add_row("elapsed", _duration(snap.elapsed_seconds))
+    plan = snap.plan or {}
+    if plan:
+        table.add_row("recipe", str(plan.get("recipe_name", "-")))
+        spot = " (spot)" if plan.get("spot") else ""
+        table.add_row(
+            "instances", f"{plan.get('instance_count', 1)} x {plan.get('instance_type', '-')}{spot}"
+        )
+    job = snap.training_job
+    if plan.get("training_job_name"):
+        if job:
+            status = Text.assemble(
+                _styled(job.get("TrainingJobStatus")), " / ", Text(job.get("SecondaryStatus", "-"))
+            )
+        else:
+            status = Text("not launched yet", style="dim")
+        table.add_row("training job", Text.assemble(plan["training_job_name"], "  ", status))
+        if job and job.get("SecondaryStatusTransitions"):
+            last = job["SecondaryStatusTransitions"][-1]
+            if last.get("StatusMessage"):
+                table.add_row("", Text(last["StatusMessage"], style="dim"))
+    if snap.metrics:
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(snap.metrics.items()))
+        table.add_row("metrics", shown)
+    if snap.cost_so_far_usd is not None:
+        estimate = plan.get("estimated_cost_usd")
+        suffix = f" (estimate {float(estimate):.2f} USD)" if estimate is not None else ""
+        table.add_row("cost so far", f"{snap.cost_so_far_usd:.4f} USD{suffix}")
+    if plan.get("endpoint_name") and plan.get("deploy", True):
+        table.add_row("endpoint", Text.assemble(plan["endpoint_name"], "  ", _styled(snap.endpoint_status)))
+    if snap.failure:
+        table.add_row("failure", Text(snap.failure, style="red"))
+    title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
+    return Panel(table, title=title, expand=False)
+
+
+def watch(
+    clients: aws.Clients,
+    execution_arn: str,
+    console: Console,
+    interval: float = 10.0,
+    sleep: Callable[[float], None] = time.sleep,
+    max_polls: int | None = None,
+) -> Snapshot:
+    """Refresh the view until the execution ends (or `max_polls`), then print the report; returns the last view."""
+    snap = snapshot(clients, execution_arn)
+    polls = 1
+    if not snap.finished and console.is_terminal:
+        with Live(render(snap), console=console, refresh_per_second=4, transient=False) as live:
+            while not snap.finished and (max_polls is None or polls < max_polls):
+                sleep(interval)
+                snap = snapshot(clients, execution_arn)
+                polls += 1
+                live.update(render(snap))
+    else:
+        # Not a terminal (CI logs, pipes): print a view whenever the state changes instead of redrawing.
+        console.print(render(snap))
+        last = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
+        while not snap.finished and (max_polls is None or polls < max_polls):
+            sleep(interval)
+            snap = snapshot(clients, execution_arn)
+            polls += 1
+            key = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
+            if key != last:
+                console.print(render(snap))
+                last = key
+    if snap.finished:
+        console.print(Group(*render_report(build_report(clients, snap))))
+    return snap

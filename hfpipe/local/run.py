@@ -1,0 +1,124 @@
+"""One local run: the app's Data and Pipeline stacks stood up on moto (`hfpipe.local.stacks`), the state
+machine on moto's Step Functions interpreter with the Lambda handlers in this process (`hfpipe.local.engine`),
+training and serving on this machine (`hfpipe.local.runtime`), and the recipe's fixture data in the data
+bucket. `hfpipe local` (hfpipe.cli.local) starts the execution and watches it with the same view as on AWS.
+Output files (model.tar.gz, training log, metrics, report) land in the run's output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hfpipe.local.engine import LocalEngine
+from hfpipe.local.runtime import LocalRuntime, _split, _upload_dir
+from hfpipe.local.stacks import REGION, local_data, synth_stacks
+
+# --- fixtures: what each tiny recipe's channels hold -----------------------------------------------------
+
+
+def _qa_fixtures(root: Path) -> dict[str, Path]:
+    from hfpipe.fixtures.encoders import build_encoder
+    from hfpipe.fixtures.squad import write_squad
+
+    build_encoder("bert", root / "model")
+    paths = write_squad(root / "data")
+    for split in ("train", "validation"):
+        (root / split).mkdir(parents=True, exist_ok=True)
+        shutil.move(str(paths[split]), root / split / paths[split].name)
+    return {"model": root / "model", "training": root / "train", "validation": root / "validation"}
+
+
+def _lora_fixtures(root: Path) -> dict[str, Path]:
+    from hfpipe.fixtures.samsum import build_tiny_bloom, write_samsum
+
+    return {"model": build_tiny_bloom(root / "model"), **write_samsum(root)}
+
+
+# Recipe name -> builder of its channel folders (local paths by channel name).
+FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {
+    "tiny-lora": _lora_fixtures,
+    "tiny-qa": _qa_fixtures,
+}
+
+
+class LocalRun:
+    """A context manager: the pipeline stood up on moto with the recipe's fixtures in its data bucket."""
+
+    def __init__(
+        self, recipe_name: str, channel_prefixes: dict[str, str], out: Path, cache_dir: Path
+    ) -> None:
+        self.recipe_name = recipe_name
+        self.channel_prefixes = channel_prefixes
+        self.out = out
+        self.cache_dir = cache_dir
+        self.region = REGION
+        self.runtime: LocalRuntime | None = None
+
+    def __enter__(self) -> LocalRun:
+        stacks = synth_stacks(self.cache_dir)
+        data = local_data(stacks["Data"])
+        channels = FIXTURES[self.recipe_name](self.out / "fixtures")
+        # moto narrates every service integration and failure on stderr; the view already says what matters.
+        for logger in ("moto", "moto.stepfunctions"):
+            logging.getLogger(logger).setLevel(logging.CRITICAL)
+        engine_kwargs: dict[str, Any] = {
+            "training": lambda request, job: self.runtime.training(request, job) if self.runtime else None,
+            "endpoint": lambda endpoint, body: (
+                self.runtime.endpoint(endpoint, body) if self.runtime else None
+            ),
+            "region": REGION,
+            "imports": data.imports,
+        }
+        self.engine = LocalEngine(stacks["Pipeline"], **engine_kwargs).__enter__()
+        try:
+            self.s3 = self.engine.client("s3")
+            self.runtime = LocalRuntime(self.s3, self.engine.client("sagemaker"), self.out)
+            for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
+                self.s3.create_bucket(Bucket=bucket)
+            for channel, local in channels.items():
+                _upload_dir(self.s3, local, data.data_bucket, self.channel_prefixes[channel])
+        except BaseException:
+            self.engine.__exit__(None, None, None)
+            raise
+        return self
+
+    def start(self, name: str, execution_input: dict[str, Any]) -> str:
+        """Start an execution of the local state machine; returns its ARN."""
+        return str(
+            self.engine.client("stepfunctions").start_execution(
+                stateMachineArn=self.engine.state_machine_arn, name=name, input=json.dumps(execution_input)
+            )["executionArn"]
+        )
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Models, endpoint configs and endpoints still in the local account."""
+        return {
+            kind: names
+            for kind, names in self.engine.sagemaker_resources().items()
+            if kind != "training_jobs"
+        }
+
+    def close_endpoints(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+
+    def write_outputs(self, report: dict[str, Any]) -> None:
+        """report.json, metrics.json and model.tar.gz next to the training log and the fixtures."""
+        out = self.out
+        (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+        (out / "metrics.json").write_text(
+            json.dumps(report.get("final_metrics") or {}, indent=2, default=str)
+        )
+        artifacts = report.get("model_artifacts")
+        if artifacts and report.get("training_job_status") == "Completed":
+            bucket, key = _split(artifacts)
+            self.s3.download_file(bucket, key, str(out / "model.tar.gz"))
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close_endpoints()
+        self.engine.__exit__(*exc)

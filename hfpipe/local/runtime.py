@@ -1,0 +1,131 @@
+"""What happens outside the control plane in local mode: the training job runs on this machine under the
+training-container contract (`hfpipe.local.container`), InvokeEndpoint is answered through the model's own
+`code/inference.py` (`hfpipe.local.endpoint`); the engine calls these as its plug-ins."""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _split(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def _upload_dir(s3: Any, folder: Path, bucket: str, prefix: str) -> None:
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        s3.upload_file(str(path), bucket, f"{prefix.rstrip('/')}/{path.relative_to(folder).as_posix()}")
+
+
+def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
+    bucket, prefix = _split(uri)
+    dest.mkdir(parents=True, exist_ok=True)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) :].lstrip("/") or Path(obj["Key"]).name
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+    return dest
+
+
+class LocalRuntime:
+    """What happens outside the control plane: training on this machine, serving through the handler."""
+
+    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
+        self.s3 = s3
+        self.sagemaker = sagemaker
+        self.workdir = workdir
+        self.endpoints: dict[str, Any] = {}
+        self.jobs: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+    def training(self, request: dict[str, Any], job: Any) -> None:
+        """Run a CreateTrainingJob request here; fill moto's job like SageMaker would."""
+        from hfpipe.local.container import run_training_job_request
+
+        name = request["TrainingJobName"]
+        job_dir = self.workdir / "jobs" / name
+        channels = {
+            c["ChannelName"]: _download_prefix(
+                self.s3, c["DataSource"]["S3DataSource"]["S3Uri"], job_dir / "channels" / c["ChannelName"]
+            )
+            for c in request.get("InputDataConfig") or []
+        }
+        job.training_job_status, job.secondary_status = "InProgress", "Training"
+        job.training_start_time = datetime.now(UTC)
+        job.secondary_status_transitions = [
+            {
+                "Status": "Training",
+                "StartTime": job.training_start_time,
+                "StatusMessage": "Training on this machine",
+            }
+        ]
+        job.training_end_time = None
+        job.final_metric_data_list = []
+        log_path = self.workdir / "training.log"
+        with log_path.open("w") as log:
+            result = run_training_job_request(
+                request,
+                job_dir / "run",
+                channel_paths=channels,
+                source_dir=ROOT / "training_code",
+                stream=log,
+            )
+        self.jobs[name] = result
+        job.training_end_time = datetime.now(UTC)
+        seconds = max(1, round(result.training_seconds))
+        job.training_time_in_seconds = job.billable_time_in_seconds = seconds
+        # Scraped with the request's definitions, as SageMaker does (the engine hands over the request as sent).
+        definitions = request.get("AlgorithmSpecification", {}).get("MetricDefinitions", [])
+        job.final_metric_data_list = [
+            {"MetricName": name_, "Value": value, "Timestamp": job.training_end_time}
+            for name_, value in _final_metrics(result.logs(), definitions).items()
+        ]
+        if result.status == "Completed" and result.model_artifacts:
+            bucket, key = _split(job.model_artifacts["S3ModelArtifacts"])
+            self.s3.upload_file(str(result.model_artifacts), bucket, key)
+        job.training_job_status = job.secondary_status = result.status
+        job.secondary_status_transitions[-1]["EndTime"] = job.training_end_time
+        if result.failure_reason:
+            job.failure_reason = result.failure_reason
+
+    def endpoint(self, endpoint_name: str, body: Any) -> Any:
+        """Answer InvokeEndpoint through the deployed model's code/inference.py."""
+        from hfpipe.local.endpoint import LocalEndpoint
+
+        with self.lock:
+            if endpoint_name not in self.endpoints:
+                config = self.sagemaker.describe_endpoint(EndpointName=endpoint_name)["EndpointConfigName"]
+                variants = self.sagemaker.describe_endpoint_config(EndpointConfigName=config)[
+                    "ProductionVariants"
+                ]
+                model = self.sagemaker.describe_model(ModelName=variants[0]["ModelName"])
+                bucket, key = _split(model["PrimaryContainer"]["ModelDataUrl"])
+                local = self.workdir / "endpoints" / endpoint_name / "model.tar.gz"
+                local.parent.mkdir(parents=True, exist_ok=True)
+                self.s3.download_file(bucket, key, str(local))
+                self.endpoints[endpoint_name] = LocalEndpoint(local, workdir=local.parent)
+        return self.endpoints[endpoint_name].predict(body)
+
+    def close(self) -> None:
+        for endpoint in self.endpoints.values():
+            endpoint.close()
+
+
+def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:
+    """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them."""
+    metrics: dict[str, float] = {}
+    for definition in definitions:
+        for match in re.finditer(definition["Regex"], logs):
+            try:
+                metrics[definition["Name"]] = float(match.group(1))
+            except (ValueError, IndexError):
+                continue
+    return metrics
