@@ -69,8 +69,9 @@ class ContainerTrainingArguments(TrainingArguments):
     logging_steps: float = field(default=10, metadata={"help": "Log every N steps."})
 
     def __post_init__(self) -> None:
-        # HfArgumentParser gives bool fields a plain False default, so the host decides here.
-        if not self.use_cpu and without_accelerator():
+        # HfArgumentParser gives bool fields a plain False default, so the host decides here (use_cpu is
+        # transformers >= 4.34; the older containers run on GPUs only).
+        if without_accelerator() and not getattr(self, "use_cpu", True):
             self.use_cpu = True
         super().__post_init__()
 
@@ -196,6 +197,21 @@ def require_splits(raw: Any, training_args: Any) -> None:
         raise ValueError(
             "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
         )
+
+
+def tokenizer_argument(tokenizer: Any) -> dict[str, Any]:
+    """The Trainer's keyword for the tokenizer: `processing_class` (transformers >= 4.46) or `tokenizer`
+    (the seed-faithful recipes' container, transformers 4.28, where SageMaker DP/MP modes ship)."""
+    import inspect
+
+    from transformers import Trainer
+
+    name = (
+        "processing_class"
+        if "processing_class" in inspect.signature(Trainer.__init__).parameters
+        else "tokenizer"
+    )
+    return {name: tokenizer}
 
 
 def padding_collator(tokenizer: Any, pad_to_max_length: bool, training_args: Any) -> Any:

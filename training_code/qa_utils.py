@@ -175,13 +175,15 @@ class RightPaddingCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, features: list[dict[str, Any]]) -> Any:
-        return self.tokenizer.pad(
-            features,
-            padding=True,
-            pad_to_multiple_of=self.pad_to_multiple_of,
-            padding_side="right",
-            return_tensors="pt",
-        )
+        # The attribute, not pad(padding_side=...), which transformers before 4.45 (the seed-faithful
+        # recipes' container) does not have.
+        side, self.tokenizer.padding_side = self.tokenizer.padding_side, "right"
+        try:
+            return self.tokenizer.pad(
+                features, padding=True, pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt"
+            )
+        finally:
+            self.tokenizer.padding_side = side
 
 
 def qa_collator(tokenizer: Any, pad_to_max_length: bool, half_precision: bool = False) -> Any:

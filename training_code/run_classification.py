@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args=training_args,
         train_dataset=splits.get("train"),
         eval_dataset=splits.get("validation"),
-        processing_class=tokenizer,
+        **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
         compute_metrics=accuracy,
         callbacks=[sigterm],

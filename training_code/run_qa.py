@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        processing_class=tokenizer,
+        **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
         callbacks=[sigterm],
     )

@@ -140,3 +140,42 @@ def test_sample_request_gets_the_expected_answer_under_every_containers_transfor
         # Each environment must be the one the recipe's container runs, or this tests the wrong stack.
         assert result["transformers"] == wanted[scope], (scope, result["transformers"], wanted[scope])
         check_answer(result["answer"], recipe["serving"]["expected_keys"])
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"), [("bert-large-squad-smddp", "dp"), ("roberta-large-mnli-smp", "mp")]
+)
+def test_seed_faithful_recipes_put_the_trainer_in_its_sagemaker_mode(name, mode, tmp_path, monkeypatch):
+    """In a container that ships smdistributed, the toolkit's environment for these recipes turns on the
+    Trainer's SageMaker data / model parallel mode, and the classification script adds no FSDP on top."""
+    from sagemaker_training import params
+    from transformers.utils import import_utils
+
+    recipe = resolve_recipe(recipe_name=name)
+    t = recipe["training"]
+    sent = encode_hyperparameters(t["hyperparameters"])
+    sent.update(encode_hyperparameters(distribution_hyperparameters(t["distribution"], t["instance_type"])))
+    decoded = {k: json.loads(v) for k, v in sent.items()}
+    # sagemaker_training.environment: sagemaker_* keys the toolkit does not use itself are the framework
+    # parameters (SM_FRAMEWORK_PARAMS); every other hyperparameter is exported as SM_HP_<NAME>.
+    framework = {
+        k: v
+        for k, v in decoded.items()
+        if k.startswith("sagemaker_") and k not in params.SAGEMAKER_HYPERPARAMETERS
+    }
+    monkeypatch.setenv("SM_FRAMEWORK_PARAMS", json.dumps(framework))
+    if "mp_parameters" in decoded:
+        monkeypatch.setenv("SM_HP_MP_PARAMETERS", json.dumps(decoded["mp_parameters"]))
+    monkeypatch.setattr(import_utils, "_smdistributed_available", True)  # what those containers ship
+    assert import_utils.is_sagemaker_dp_enabled() is (mode == "dp")
+    assert import_utils.is_sagemaker_mp_enabled() is (mode == "mp")
+    if mode == "mp":
+        import run_classification as rc
+
+        assert decoded["mp_parameters"] == {
+            "partitions": 4, "microbatches": 4, "pipeline": "interleaved", "optimize": "speed", "ddp": True,
+        }  # fmt: skip
+        assert framework["sagemaker_mpi_num_of_processes_per_host"] == 8
+        monkeypatch.setattr(rc, "smdistributed_available", lambda: True)
+        mp_json = json.dumps(decoded["mp_parameters"])
+        assert rc.default_sharding("", "auto", mp_json, world_size=8) == ""  # the Trainer's own smp path
