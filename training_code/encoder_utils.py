@@ -1,9 +1,10 @@
-"""SageMaker training-container plumbing shared by `run_qa.py` and `run_classification.py`.
+"""SageMaker training-container plumbing shared by `run_qa.py`, `run_classification.py` and `run_clm.py`.
 
 Paths default to the container contract (`SM_CHANNEL_*`, `SM_MODEL_DIR`, `/opt/ml/checkpoints`), the model
-loads from the `model` channel when no `model_name_or_path` is given, resume picks the newest *complete*
-checkpoint, and a SIGTERM (what a spot interruption or StopTrainingJob sends) makes the Trainer write one
-more checkpoint at the end of the current step and stop.
+loads from the `model` channel when no `model_name_or_path` is given, and resume picks the newest *complete*
+checkpoint. Resume relies on periodic checkpoints: in the training container the SIGTERM of a spot
+interruption or StopTrainingJob never reaches the script (PID 1 is a bash without a trap and the toolkit
+forwards no signal), so a save-on-SIGTERM handler would never run.
 """
 
 from __future__ import annotations
@@ -13,20 +14,17 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import HfArgumentParser, TrainerCallback, TrainingArguments
+from transformers import HfArgumentParser, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_DIR = "/opt/ml/checkpoints"
 DATA_SUFFIXES = (".json", ".jsonl", ".csv")
-# Exit status of a process ended by SIGTERM; the run stopped early and must be started again.
-INTERRUPTED_EXIT_CODE = 128 + signal.SIGTERM
 
 
 @dataclass
@@ -161,34 +159,6 @@ def install_handler(model_dir: str, handler: str) -> Path:
     return target
 
 
-class StopOnSigterm(TrainerCallback):
-    """On SIGTERM, checkpoint at the end of the current step and stop training.
-
-    Spot reclaim and StopTrainingJob send SIGTERM and give the container time to finish; saving here means
-    the steps since the last periodic checkpoint are not lost. The signal handler only sets a flag, so a
-    save in progress is never cut short by it.
-    """
-
-    def __init__(self) -> None:
-        self.interrupted = False
-        self._previous: Any = None
-
-    def install(self) -> StopOnSigterm:
-        """Register the SIGTERM handler (main thread only); returns self."""
-        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-        return self
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
-        self.interrupted = True
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if self.interrupted:
-            control.should_save = True
-            control.should_training_stop = True
-        return control
-
-
 def require_splits(raw: Any, training_args: Any) -> None:
     """Fail before loading the model when do_train / do_eval has no data to work on."""
     if training_args.do_train and "train" not in raw:
@@ -240,22 +210,18 @@ def save_outputs(trainer: Any, model_dir: str, handler: str, metrics: dict[str, 
         Path(model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
 
 
-def train_resumable(trainer: Any, sigterm: StopOnSigterm, train_samples: int) -> dict[str, Any]:
+def train_resumable(trainer: Any, train_samples: int) -> dict[str, Any]:
     """Train from the newest complete checkpoint (or the one asked for), then log and save the metrics and state.
 
-    A run stopped by SIGTERM exits with INTERRUPTED_EXIT_CODE after its checkpoint, without a final model,
-    so the next start of the same job resumes instead of shipping a half-trained model.
+    Resume after a spot interruption or a stop relies on the periodic checkpoints (`save_strategy` steps or
+    epoch): in the real container no signal reaches the script before it is killed (see
+    hfpipe.local.container.LocalTrainingJob.stop for the path SIGTERM takes), so there is no last-moment save.
     """
     args = trainer.args
     checkpoint = args.resume_from_checkpoint or last_complete_checkpoint(args.output_dir)
     if checkpoint:
         logger.info("resuming from checkpoint %s", checkpoint)
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    if sigterm.interrupted:
-        logger.warning(
-            "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
-        )
-        sys.exit(INTERRUPTED_EXIT_CODE)
     metrics = dict(result.metrics)
     metrics["train_samples"] = train_samples
     metrics["global_step"] = trainer.state.global_step

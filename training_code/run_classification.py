@@ -404,7 +404,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
 
     collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
-    sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
         model=model,
         args=training_args,
@@ -413,12 +412,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
         compute_metrics=accuracy,
-        callbacks=[sigterm],
     )
 
     metrics: dict[str, Any] = {}
     if training_args.do_train:
-        train_metrics = encoder_utils.train_resumable(trainer, sigterm, len(splits["train"]))
+        train_metrics = encoder_utils.train_resumable(trainer, len(splits["train"]))
         metrics.update(train_metrics)
 
     if training_args.do_eval:

@@ -203,20 +203,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tokenizer, data_args.pad_to_max_length, training_args.fp16 or training_args.bf16
     )
 
-    sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
-        callbacks=[sigterm],
     )
 
     metrics: dict[str, Any] = {}
     if training_args.do_train:
         train_metrics = encoder_utils.train_resumable(
-            trainer, sigterm, len(train_dataset) if train_dataset is not None else 0
+            trainer, len(train_dataset) if train_dataset is not None else 0
         )
         metrics.update(train_metrics)
 
