@@ -19,18 +19,26 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
     from hfpipe.cli import recipes
     from hfpipe.core.names import default_execution_name
-    from hfpipe.local.run import FIXTURES
+    from hfpipe.core.recipes import apply_overrides
+    from hfpipe.local.substitute import for_this_machine, has_gpu
 
     loaded = recipes.load(args.recipe, args.sets)
-    if loaded.name not in FIXTURES:
-        raise HfpipeError(
-            f"recipe {loaded.name!r} has no local fixtures; `hfpipe local` runs: {', '.join(sorted(FIXTURES))}"
-        )
+    try:
+        # The recipe as it would run (with --set), then what this machine needs instead.
+        substitutions = for_this_machine(apply_overrides(loaded.raw, loaded.overrides), gpu=has_gpu())
+    except ValueError as err:
+        raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
     name = default_execution_name(loaded.name)
     out = Path(args.out).resolve() / name
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
+    lines = substitutions.lines()
+    console.print(
+        f"substituted for this machine ({len(lines)}):" if lines else "substituted for this machine: nothing"
+    )
+    for line in lines:
+        console.print(f"  - {line}", markup=False, highlight=False)
 
     import boto3
 
@@ -40,11 +48,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from hfpipe.local.stacks import LocalModeError
 
     try:
-        with LocalRun(
-            loaded.name, loaded.resolved["training"]["channels"], out, Path(args.out).resolve() / ".cache"
-        ) as local:
+        with LocalRun(substitutions, out, Path(args.out).resolve() / ".cache") as local:
             try:
-                execution_input = {**recipes.execution_input(loaded), "poll_seconds": 1}
+                # The overrides are in the substituted recipe already.
+                execution_input = {"recipe": substitutions.recipe, "poll_seconds": 1}
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
                 snap = watch(clients, arn, console, interval=0.5)

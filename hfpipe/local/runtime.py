@@ -38,7 +38,10 @@ def _download_prefix(s3: Any, uri: str, dest: Path) -> Path:
 class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
-    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
+    def __init__(self, s3: Any, sagemaker: Any, workdir: Path, substitutions: Any = None) -> None:
+        # hfpipe.local.substitute.Substitutions: how a request is run here (distribution launch); None runs
+        # requests as they are.
+        self.substitutions = substitutions
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
@@ -70,12 +73,17 @@ class LocalRuntime:
         job.training_end_time = None
         job.final_metric_data_list = []
         log_path = self.workdir / "training.log"
+        processes = None
+        if self.substitutions is not None:
+            processes = self.substitutions.processes_per_host(request)
+            request = self.substitutions.apply_to_request(request)
         with log_path.open("w") as log:
             result = run_training_job_request(
                 request,
                 job_dir / "run",
                 channel_paths=channels,
                 source_dir=ROOT / "training_code",
+                processes_per_host=processes,
                 stream=log,
             )
         self.jobs[name] = result
