@@ -505,7 +505,11 @@ def pytorch_container_main() -> None:
         user_entry_point=env.user_entry_point,
         args=env.to_cmd_args(),
         env_vars=env.to_env_vars(),
-        capture_error=False,
+        # True, as the PyTorch container's launcher passes it. It also matters for the exit status:
+        # entry_point.run hands (wait, capture_error) on positionally, and TorchDistributedRunner.run takes
+        # (capture_error, wait), so capture_error=False made torchrun runs not wait and report SUCCESS
+        # whatever the script did (sagemaker-training 5.1.4).
+        capture_error=True,
         runner_type=runner_type,
         extra_opts=extra,
     )

@@ -206,7 +206,7 @@ def for_this_machine(
         )
     if model_id:
         del hps["model_name_or_path"]
-        channels["model"] = f"{data_prefix}/{name}/model"
+        channels["model"] = f"{data_prefix}/{name}/model/"
         subs.add(
             "model_name_or_path", model_id, f"{TINY_NAMES[family]} (model channel)", "no hub downloads here"
         )
@@ -219,7 +219,8 @@ def for_this_machine(
             hps.pop(split, None)  # hub split names; the fixture channels are the splits
         channel_names = ["training", "validation"] + (["validation_mismatched"] if kind == "mnli" else [])
         for channel in channel_names:
-            channels[channel] = f"{data_prefix}/{name}/{channel}"
+            # A trailing slash: an S3 prefix "validation" would also take "validation_mismatched/...".
+            channels[channel] = f"{data_prefix}/{name}/{channel}/"
         real = dataset if not config else f"{dataset} ({config})"
         subs.add(
             "dataset_name",
