@@ -8,9 +8,11 @@ answered and nothing left behind.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -103,13 +105,19 @@ def out_root(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RECIPES)
-def test_every_recipe_runs_end_to_end_locally(name, out_root: Path, capsys: Any) -> None:
-    from hfpipe.cli import main
-
+def test_every_recipe_runs_end_to_end_locally(name, out_root: Path) -> None:
+    # As a user runs it: its own process (moto's in-memory account stays out of the other tests).
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "COLUMNS": "200"}
     started = time.monotonic()
-    code = main(["local", "--recipe", name, "--out", str(out_root)])
-    out, _ = capsys.readouterr()
-    assert code == 0, out[-4000:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfpipe.cli", "local", "--recipe", name, "--out", str(out_root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, (out + proc.stderr)[-4000:]
     [run_dir] = [p for p in out_root.iterdir() if p.name.startswith(f"{name}-")]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["execution_status"] == "SUCCEEDED"
