@@ -231,6 +231,18 @@ def train_resumable(trainer: Any, train_samples: int) -> dict[str, Any]:
     return metrics
 
 
+def end_process_group() -> None:
+    """Leave the distributed process group before the interpreter exits.
+
+    A gloo group torn down by interpreter exit instead can abort a rank with "terminate called without an
+    active exception" after all the work is done, and torchrun then fails the whole job.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def setup_logging(training_args: Any) -> None:
     """Log to stdout (CloudWatch) at the Trainer's level for this process."""
     import datasets

@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
+    encoder_utils.end_process_group()
     return metrics
 
 

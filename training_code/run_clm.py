@@ -624,6 +624,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             os.makedirs(out_data, exist_ok=True)
             with open(os.path.join(out_data, "metrics.json"), "w") as f:
                 json.dump(all_metrics, f, indent=2, sort_keys=True)
+    encoder_utils.end_process_group()
     return all_metrics
 
 
