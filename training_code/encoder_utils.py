@@ -240,6 +240,8 @@ def end_process_group() -> None:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        # Every rank arrives first: a rank leaving while another still saves made that one hang or abort.
+        dist.barrier()
         dist.destroy_process_group()
 
 
