@@ -23,5 +23,6 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.bootstrap-*
   touch "$stamp"
 fi
+"$ROOT/scripts/serving_venv.sh"
 export PATH="$ROOT/.venv/bin:$ROOT/node_modules/.bin:$PATH"
 export VIRTUAL_ENV="$ROOT/.venv"

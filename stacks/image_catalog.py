@@ -10,26 +10,63 @@ here, once per process.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core.plan import catalog_key
+from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
 from hfpipe.core.recipes import available_recipes, load_recipe
 
 _SCOPES = ("training", "inference")
 
 
-@cache
-def sdk_table() -> dict[str, Any]:
-    """The SageMaker Python SDK's ``image_uri_config/huggingface.json`` (training and inference scopes)."""
+def _sdk_dir() -> Path:
     spec = importlib.util.find_spec("sagemaker")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the sagemaker package (2.x) is needed at synth time for its image tables")
-    path = Path(next(iter(spec.submodule_search_locations))) / "image_uri_config" / "huggingface.json"
-    return json.loads(path.read_text())
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@cache
+def sdk_table() -> dict[str, Any]:
+    """The SageMaker Python SDK's ``image_uri_config/huggingface.json`` (training and inference scopes)."""
+    return json.loads((_sdk_dir() / "image_uri_config" / "huggingface.json").read_text())
+
+
+def _sdk_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """Module-level literal constants of an SDK module, read from its source (no import: seconds saved)."""
+    tree = ast.parse((_sdk_dir() / module).read_text())
+    found = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id in names:
+            found[target.id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
+    missing = sorted(set(names) - set(found))
+    if missing:
+        raise RuntimeError(f"sagemaker/{module} no longer defines {missing}; update stacks/image_catalog.py")
+    return found
+
+
+def distribution_rules() -> dict[str, list[str]]:
+    """The SDK's smdistributed data-parallel tables (sagemaker/fw_utils.py), as the Plan checks them.
+
+    `dataparallel_pytorch_versions` is SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS["pytorch"], the list the
+    HuggingFace estimator checks `pytorch_version` against, as written (it holds "1.7" and "1.7.1" but not
+    "1.13"); `dataparallel_instance_types` is SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES without local mode.
+    """
+    sdk = _sdk_constants(
+        "fw_utils.py",
+        ("SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS", "SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES"),
+    )
+    return {
+        "dataparallel_pytorch_versions": list(sdk["SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS"]["pytorch"]),
+        "dataparallel_instance_types": [
+            t for t in sdk["SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES"] if t.startswith("ml.")
+        ],
+    }
 
 
 def _domain(region: str) -> str:
@@ -61,17 +98,25 @@ def image_uri(
     if cfg is None or container["py_version"] not in cfg.get("py_versions", []):
         return None
     account = cfg["registries"].get(region)
-    suffix = cfg.get("container_version", {}).get(processor)
-    if account is None or suffix is None:
+    processors = table[scope].get("processors") or cfg.get("processors") or []
+    if account is None or processor not in processors:
         return None
-    tag = f"{container['pytorch_version']}-transformers{tv}-{processor}-{container['py_version']}-{suffix}"
+    # As sagemaker.image_uris.retrieve (_format_tag): the tag carries the versions as the caller wrote them
+    # ("4.26", not the alias target "4.26.0"; only the table look-ups go through the aliases), and the
+    # container version only where the table has one.
+    parts = (
+        f"{container['pytorch_version']}-transformers{container['transformers_version']}",
+        processor,
+        container["py_version"],
+        cfg.get("container_version", {}).get(processor),
+    )
+    tag = "-".join(p for p in parts if p)
     return f"{account}.dkr.ecr.{region}.{_domain(region)}/{cfg['repository']}:{tag}"
 
 
-def build_catalog(
-    region: str, recipes: list[dict[str, Any]] | None = None
-) -> dict[str, dict[str, dict[str, str]]]:
-    """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers."""
+def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers, plus the
+    SDK's distribution tables under "distribution" (see `distribution_rules`)."""
     if not region or region.startswith("${Token"):
         raise ValueError(
             f"region: {region!r} is not a concrete region; image URIs are resolved at synth time, "
@@ -79,7 +124,8 @@ def build_catalog(
         )
     table = sdk_table()
     recipes = recipes if recipes is not None else [load_recipe(n) for n in available_recipes()]
-    catalog: dict[str, dict[str, dict[str, str]]] = {s: {} for s in _SCOPES}
+    catalog: dict[str, Any] = {s: {} for s in _SCOPES}
+    catalog[DISTRIBUTION_KEY] = distribution_rules()
     for recipe in recipes:
         for scope in _SCOPES:
             container = recipe["container"][scope]

@@ -1,9 +1,10 @@
-"""SageMaker training-container plumbing shared by `run_qa.py` and `run_classification.py`.
+"""SageMaker training-container plumbing shared by `run_qa.py`, `run_classification.py` and `run_clm.py`.
 
 Paths default to the container contract (`SM_CHANNEL_*`, `SM_MODEL_DIR`, `/opt/ml/checkpoints`), the model
-loads from the `model` channel when no `model_name_or_path` is given, resume picks the newest *complete*
-checkpoint, and a SIGTERM (what a spot interruption or StopTrainingJob sends) makes the Trainer write one
-more checkpoint at the end of the current step and stop.
+loads from the `model` channel when no `model_name_or_path` is given, and resume picks the newest *complete*
+checkpoint. Resume relies on periodic checkpoints: in the training container the SIGTERM of a spot
+interruption or StopTrainingJob never reaches the script (PID 1 is a bash without a trap and the toolkit
+forwards no signal), so a save-on-SIGTERM handler would never run.
 """
 
 from __future__ import annotations
@@ -13,20 +14,17 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import HfArgumentParser, TrainerCallback
+from transformers import HfArgumentParser, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_DIR = "/opt/ml/checkpoints"
 DATA_SUFFIXES = (".json", ".jsonl", ".csv")
-# Exit status of a process ended by SIGTERM; the run stopped early and must be started again.
-INTERRUPTED_EXIT_CODE = 128 + signal.SIGTERM
 
 
 @dataclass
@@ -41,54 +39,54 @@ class ContainerArguments:
     )
 
 
+def default_checkpoint_dir() -> str:
+    """`/opt/ml/checkpoints` in a container; under `$SAGEMAKER_BASE_DIR` when the toolkit runs elsewhere."""
+    base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
+    return os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR
+
+
+@dataclass
+class ContainerTrainingArguments(TrainingArguments):
+    """TrainingArguments with the training container's defaults, the same from flags and from a config file.
+
+    `output_dir` defaults to the checkpoint directory SageMaker syncs with S3, so checkpoints survive a spot
+    interruption. `use_cpu` is always true on a host without GPUs: Accelerate only sets up a multi-process
+    CPU group (gloo) when told the run is on CPU; otherwise every rank of a torchrun would train alone on the
+    whole data set (transformers 4.56, accelerate 1.x).
+    """
+
+    output_dir: str | None = field(  # type: ignore[assignment]
+        default_factory=default_checkpoint_dir,
+        metadata={
+            "help": "Checkpoints (synced to S3 by SageMaker); default $SAGEMAKER_BASE_DIR/checkpoints."
+        },
+    )
+    report_to: str | None = field(  # type: ignore[assignment]
+        default="none", metadata={"help": "Experiment trackers to report to (none, all, tensorboard, ...)."}
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log every N steps."})
+
+    def __post_init__(self) -> None:
+        # HfArgumentParser gives bool fields a plain False default, so the host decides here (use_cpu is
+        # transformers >= 4.34; the older containers run on GPUs only).
+        if without_accelerator() and not getattr(self, "use_cpu", True):
+            self.use_cpu = True
+        super().__post_init__()
+
+
 def parse_arguments(dataclass_types: tuple[Any, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
     """Parse the script's dataclasses from the command line, or from one JSON/YAML file given alone.
 
-    `output_dir` defaults to the checkpoint directory SageMaker syncs with S3 (/opt/ml/checkpoints, i.e.
-    $SAGEMAKER_BASE_DIR/checkpoints when the toolkit runs from another base dir), so checkpoints survive a
-    spot interruption.
+    A lone config file is read by HfArgumentParser itself (`parse_json_file` / `parse_yaml_file`); the
+    container defaults live in the dataclasses (ContainerTrainingArguments), so a file and flags agree.
     """
-    argv = expand_config_file(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(dataclass_types)
-    if without_accelerator() and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _given(argv, "use_cpu"):
-        # Accelerate only sets up a multi-process CPU group (gloo) when told the run is on CPU; otherwise
-        # every rank would train alone on the whole data set.
-        argv += ["--use_cpu", "True"]
-    if not _given(argv, "output_dir"):
-        base_dir = os.environ.get("SAGEMAKER_BASE_DIR")
-        argv += [
-            "--output_dir",
-            os.path.join(base_dir, "checkpoints") if base_dir else DEFAULT_CHECKPOINT_DIR,
-        ]
-    return parser.parse_args_into_dataclasses(args=argv)
-
-
-def expand_config_file(argv: list[str]) -> list[str]:
-    """Turn a lone .json/.yaml argument into `--key value` flags, so file and flags share the defaults."""
-    if len(argv) != 1 or not argv[0].endswith((".json", ".yaml", ".yml")):
-        return argv
-    text = Path(argv[0]).read_text(encoding="utf-8")
-    if argv[0].endswith(".json"):
-        config = json.loads(text)
-    else:
-        import yaml
-
-        config = yaml.safe_load(text)
-    if not isinstance(config, dict):
-        raise ValueError(
-            f"{argv[0]}: expected a mapping of argument names to values, got {type(config).__name__}"
-        )
-    flags: list[str] = []
-    for key, value in config.items():
-        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-            flags += [f"--{key}", *(str(v) for v in value)]
-        else:
-            flags += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
-    return flags
-
-
-def _given(argv: list[str], name: str) -> bool:
-    return any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return tuple(parser.parse_json_file(argv[0]))
+    if len(argv) == 1 and argv[0].endswith((".yaml", ".yml")):
+        return tuple(parser.parse_yaml_file(argv[0]))
+    return tuple(parser.parse_args_into_dataclasses(args=argv))
 
 
 def without_accelerator() -> bool:
@@ -162,34 +160,6 @@ def install_handler(model_dir: str, handler: str) -> Path:
     return target
 
 
-class StopOnSigterm(TrainerCallback):
-    """On SIGTERM, checkpoint at the end of the current step and stop training.
-
-    Spot reclaim and StopTrainingJob send SIGTERM and give the container time to finish; saving here means
-    the steps since the last periodic checkpoint are not lost. The signal handler only sets a flag, so a
-    save in progress is never cut short by it.
-    """
-
-    def __init__(self) -> None:
-        self.interrupted = False
-        self._previous: Any = None
-
-    def install(self) -> StopOnSigterm:
-        """Register the SIGTERM handler (main thread only); returns self."""
-        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-        return self
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        logger.warning("SIGTERM received: saving a checkpoint at the end of this step, then stopping")
-        self.interrupted = True
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if self.interrupted:
-            control.should_save = True
-            control.should_training_stop = True
-        return control
-
-
 def require_splits(raw: Any, training_args: Any) -> None:
     """Fail before loading the model when do_train / do_eval has no data to work on."""
     if training_args.do_train and "train" not in raw:
@@ -198,6 +168,21 @@ def require_splits(raw: Any, training_args: Any) -> None:
         raise ValueError(
             "do_eval is set but there is no validation data (validation_file or 'validation' channel)"
         )
+
+
+def tokenizer_argument(tokenizer: Any) -> dict[str, Any]:
+    """The Trainer's keyword for the tokenizer: `processing_class` (transformers >= 4.46) or `tokenizer`
+    (the seed-faithful recipes' container, transformers 4.28, where SageMaker DP/MP modes ship)."""
+    import inspect
+
+    from transformers import Trainer
+
+    name = (
+        "processing_class"
+        if "processing_class" in inspect.signature(Trainer.__init__).parameters
+        else "tokenizer"
+    )
+    return {name: tokenizer}
 
 
 def padding_collator(tokenizer: Any, pad_to_max_length: bool, training_args: Any) -> Any:
@@ -226,22 +211,18 @@ def save_outputs(trainer: Any, model_dir: str, handler: str, metrics: dict[str, 
         Path(model_dir, "metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
 
 
-def train_resumable(trainer: Any, sigterm: StopOnSigterm, train_samples: int) -> dict[str, Any]:
+def train_resumable(trainer: Any, train_samples: int) -> dict[str, Any]:
     """Train from the newest complete checkpoint (or the one asked for), then log and save the metrics and state.
 
-    A run stopped by SIGTERM exits with INTERRUPTED_EXIT_CODE after its checkpoint, without a final model,
-    so the next start of the same job resumes instead of shipping a half-trained model.
+    Resume after a spot interruption or a stop relies on the periodic checkpoints (`save_strategy` steps or
+    epoch): in the real container no signal reaches the script before it is killed (see
+    hfpipe.local.container.LocalTrainingJob.stop for the path SIGTERM takes), so there is no last-moment save.
     """
     args = trainer.args
     checkpoint = args.resume_from_checkpoint or last_complete_checkpoint(args.output_dir)
     if checkpoint:
         logger.info("resuming from checkpoint %s", checkpoint)
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    if sigterm.interrupted:
-        logger.warning(
-            "stopped by SIGTERM at step %d; start the job again to resume", trainer.state.global_step
-        )
-        sys.exit(INTERRUPTED_EXIT_CODE)
     metrics = dict(result.metrics)
     metrics["train_samples"] = train_samples
     metrics["global_step"] = trainer.state.global_step
@@ -249,6 +230,20 @@ def train_resumable(trainer: Any, sigterm: StopOnSigterm, train_samples: int) ->
     trainer.save_metrics("train", metrics)
     trainer.save_state()
     return metrics
+
+
+def end_process_group() -> None:
+    """Leave the distributed process group before the interpreter exits.
+
+    A gloo group torn down by interpreter exit instead can abort a rank with "terminate called without an
+    active exception" after all the work is done, and torchrun then fails the whole job.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # Every rank arrives first: a rank leaving while another still saves made that one hang or abort.
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def setup_logging(training_args: Any) -> None:

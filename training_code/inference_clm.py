@@ -1,16 +1,27 @@
 """Inference handler for causal-LM summarization models, for the Hugging Face inference toolkit.
 
 `run_clm.py` copies this file to `<model_dir>/code/inference.py`, where the toolkit looks for it inside
-model.tar.gz. Requests (JSON):
+model.tar.gz, and saves the training prompt template next to the model (`hfpipe_prompt.json`). Requests (JSON):
 
-    {"inputs": "Summarize the chat dialogue:\\n...\\nSummary:\\n", "parameters": {"max_new_tokens": 64}}
-    {"dialogue": "Amanda: ...\\nJerry: ...", "parameters": {"do_sample": true, "top_p": 0.9}}
+    {"inputs": "Amanda: ...\nJerry: ...", "parameters": {"max_new_tokens": 64}}      # a dialogue
+    {"inputs": {"dialogue": "Amanda: ..."}, "parameters": {"do_sample": true, "top_p": 0.9}}
+    {"dialogue": "Amanda: ...\nJerry: ...", "parameters": {...}}
+    {"inputs": "Summarize the chat dialogue:\n...\n---\nSummary:\n"}                  # a full prompt
 
-The second shape applies the training prompt template (saved next to the model) on the server.
+A dialogue is rendered with the training template up to its response field, exactly as the model saw it in
+training, so the endpoint serves what was trained. A string `inputs` is taken as a dialogue unless it already
+starts with the template's fixed opening text (then it is a ready prompt, sent as is).
+
+Generation: greedy (`do_sample` false) unless the request says otherwise; `max_new_tokens` defaults to
+DEFAULT_MAX_NEW_TOKENS (128) and is capped at MAX_NEW_TOKENS_LIMIT (1024); only the parameters in
+GENERATION_PARAMETERS are accepted (others are refused naming the accepted ones). Generation stops at the
+model's EOS token, which training puts after every summary.
+
 Response: `[{"generated_text": prompt + continuation, "summary": continuation}]`, the toolkit's
 text-generation shape plus the extracted summary.
 
-Stdlib + torch + transformers only: it runs in the inference container without extra requirements.
+Stdlib + torch + transformers only: it runs in the inference container without extra requirements, under
+the inference container's transformers (4.51.3) as well as the training container's (4.56.2).
 """
 
 from __future__ import annotations
@@ -70,6 +81,28 @@ def render(template: str, record: dict[str, Any], eos_token: str = "") -> str:
     return template.format(**values)
 
 
+def dtype_keyword() -> str:
+    """`from_pretrained`'s dtype keyword: `dtype` from transformers 4.56 (where `torch_dtype` is deprecated),
+    `torch_dtype` before (4.51.3, the inference container's, refuses `dtype`)."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
+def as_prompt(prompt: str | dict[str, Any], template: str, response_field: str, eos_token: str) -> str:
+    """The text the model continues: a dialogue (string or record) rendered with the training template up
+    to its response field, or a string that already starts with the template's opening, as is."""
+    prefix = prompt_prefix(template, response_field)
+    if isinstance(prompt, dict):
+        return render(prefix, prompt, eos_token)
+    opening = prefix.split("{", 1)[0]
+    inputs = [f for f in template_fields(prefix) if f != "eos_token"]
+    if (opening and prompt.startswith(opening)) or len(inputs) != 1:
+        return prompt
+    return render(prefix, {inputs[0]: prompt}, eos_token)
+
+
 def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
     """Load the merged model (or an adapter over its base) and the tokenizer from `model_dir`."""
     import torch
@@ -80,12 +113,13 @@ def model_fn(model_dir: str, context: Any = None) -> dict[str, Any]:
         device_map: Any = "auto"
     else:
         dtype, device_map = torch.float32, None
+    kwargs = {dtype_keyword(): dtype, "device_map": device_map}
     if os.path.exists(os.path.join(model_dir, "adapter_config.json")):
         from peft import AutoPeftModelForCausalLM
 
-        model = AutoPeftModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map=device_map)
+        model = AutoPeftModelForCausalLM.from_pretrained(model_dir, **kwargs)
     else:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map=device_map)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt = {"prompt_template": DEFAULT_PROMPT_TEMPLATE, "response_field": DEFAULT_RESPONSE_FIELD}
@@ -150,12 +184,9 @@ def predict_fn(data: Any, model_bundle: dict[str, Any], context: Any = None) -> 
 
     prompt, kwargs = parse_request(data)
     model, tokenizer = model_bundle["model"], model_bundle["tokenizer"]
-    if isinstance(prompt, dict):
-        template = model_bundle["prompt_template"]
-        prefix = prompt_prefix(template, model_bundle["response_field"])
-        text = render(prefix, prompt, tokenizer.eos_token or "")
-    else:
-        text = prompt
+    text = as_prompt(
+        prompt, model_bundle["prompt_template"], model_bundle["response_field"], tokenizer.eos_token or ""
+    )
     encoded = tokenizer(text, return_tensors="pt").to(model.device)
     with torch.no_grad():
         output = model.generate(

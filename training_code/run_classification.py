@@ -1,11 +1,15 @@
 """Fine-tune an encoder for text or text-pair classification (MNLI, sentiment) with the Hugging Face Trainer.
 
 Serves two recipes: `roberta-large-mnli-mp` (premise/hypothesis pairs, 3 labels, sharded over the GPUs with
-FSDP) and `distilbert-spot` (single texts on managed spot: periodic checkpoints, automatic resume, a last
-checkpoint on SIGTERM). Locally:
+FSDP) and `distilbert-spot` (single texts on managed spot: periodic checkpoints, automatic resume). The
+data arguments carry the names of transformers' `run_classification.py` / `run_glue.py` (`task_name`,
+`dataset_name`, `text_column_names`, `label_column_name`, `validation_split_name`, ...); MNLI is evaluated on
+the matched and the mismatched validation sets (metrics `eval_accuracy` and `eval_accuracy_mm`), and a start
+checkpoint that already has a classification head for the same labels keeps its label order. Locally:
 
     python training_code/run_classification.py --model_name_or_path /tmp/tiny-roberta --task_name mnli \\
         --train_file /tmp/mnli/train.jsonl --validation_file /tmp/mnli/validation.jsonl \\
+        --validation_mismatched_file /tmp/mnli/validation_mismatched.jsonl \\
         --do_train --do_eval --max_seq_length 64 --max_steps 20 \\
         --output_dir /tmp/cls-ckpt --model_dir /tmp/cls-model --use_cpu
 
@@ -44,24 +48,27 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     EvalPrediction,
+    PretrainedConfig,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 
 logger = logging.getLogger(__name__)
 
+# GLUE tasks this script knows (run_glue.py's names): columns and label names in the data set's id order.
 TASKS = {
-    # GLUE MNLI: the hub data set, its columns and label names (in label-id order).
     "mnli": {
-        "dataset": ("glue", "mnli"),
         "columns": ("premise", "hypothesis"),
         "labels": ("entailment", "neutral", "contradiction"),
         "validation_split": "validation_matched",
+        # run_glue.py evaluates MNLI twice: matched, then mismatched with metric names ending in _mm.
+        "second_validation_split": "validation_mismatched",
     },
 }
+GLUE_DATASETS = ("glue", "nyu-mll/glue")
 MODEL_PARALLEL = ("auto", "fsdp", "smdistributed", "none")
 DEFAULT_FSDP = "full_shard auto_wrap"
+MISMATCHED = "validation_mismatched"
 
 
 @dataclass
@@ -78,46 +85,50 @@ class ModelArguments:
         default=False,
         metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
     )
-    model_parallel: str = field(
-        default="auto",
+    ignore_mismatched_sizes: bool = field(
+        default=False,
         metadata={
-            "help": "auto: FSDP when more than one process runs (or smdistributed when mp_parameters is given "
-            "and the library is present); fsdp; smdistributed; none (plain data parallel)."
+            "help": "Replace a start checkpoint's classification head whose size differs (run_glue.py)."
         },
     )
-
-    def __post_init__(self) -> None:
-        if self.model_parallel not in MODEL_PARALLEL:
-            raise ValueError(
-                f"model_parallel={self.model_parallel!r} is not valid; accepted: {', '.join(MODEL_PARALLEL)}"
-            )
 
 
 @dataclass
 class DataTrainingArguments:
-    """Which data, and which columns hold text and labels."""
+    """Which data, and which columns hold text and labels (the argument names of transformers'
+    examples/pytorch/text-classification/run_classification.py and run_glue.py)."""
 
     task_name: str | None = field(
-        default=None, metadata={"help": f"A known task ({', '.join(TASKS)}): sets columns and label names."}
+        default=None,
+        metadata={"help": f"A GLUE task ({', '.join(TASKS)}): sets columns, label names and splits."},
     )
-    dataset_name: str | None = field(
-        default=None, metadata={"help": "Hub data set (default for mnli: glue)."}
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub data set, e.g. stanfordnlp/imdb."})
+    dataset_config_name: str | None = field(
+        default=None, metadata={"help": "Hub data set configuration (for nyu-mll/glue: the task, e.g. mnli)."}
     )
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
     train_file: str | None = field(
         default=None, metadata={"help": "JSON lines / JSON / CSV; default: the 'training' channel."}
     )
     validation_file: str | None = field(
         default=None, metadata={"help": "Same format; default: the 'validation' or 'test' channel."}
     )
-    text_column: str | None = field(
-        default=None, metadata={"help": "First text column (default: premise or text)."}
-    )
-    text_pair_column: str | None = field(
+    validation_mismatched_file: str | None = field(
         default=None,
-        metadata={"help": "Second text column for pairs (default: hypothesis for mnli, none otherwise)."},
+        metadata={"help": "MNLI mismatched validation data; default: the 'validation_mismatched' channel."},
     )
-    label_column: str = field(default="label", metadata={"help": "Column with the integer label id."})
+    text_column_names: str | None = field(
+        default=None,
+        metadata={
+            "help": "Comma-separated text columns: one (single text) or two (a text pair, encoded as "
+            "run_glue.py encodes MNLI). Default: the task's columns, else 'sentence' or 'text'."
+        },
+    )
+    label_column_name: str = field(default="label", metadata={"help": "Column with the integer label id."})
+    train_split_name: str | None = field(default=None, metadata={"help": "Hub split to train on (train)."})
+    validation_split_name: str | None = field(
+        default=None,
+        metadata={"help": "Hub split to evaluate on (validation; validation_matched for mnli)."},
+    )
     class_names: str | None = field(
         default=None, metadata={"help": "Comma-separated names in label-id order, e.g. negative,positive."}
     )
@@ -134,21 +145,51 @@ class DataTrainingArguments:
     )
 
     def __post_init__(self) -> None:
+        if self.task_name is None and (self.dataset_name or "") in GLUE_DATASETS and self.dataset_config_name:
+            self.task_name = self.dataset_config_name
         if self.task_name is not None:
             self.task_name = self.task_name.lower()
             if self.task_name not in TASKS:
                 raise ValueError(f"task_name={self.task_name!r} is not known; accepted: {', '.join(TASKS)}")
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length={self.max_seq_length} is too small; use at least 8")
+        if self.text_column_names is not None and not 1 <= len(self.text_columns) <= 2:
+            raise ValueError(
+                f"text_column_names={self.text_column_names!r} must name one column or two (a pair)"
+            )
+
+    @property
+    def text_columns(self) -> list[str]:
+        """`text_column_names` as a list."""
+        return [c.strip() for c in (self.text_column_names or "").split(",") if c.strip()]
 
 
-def _flag_value(argv: list[str], name: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == f"--{name}" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-    return None
+@dataclass
+class ClassificationTrainingArguments(encoder_utils.ContainerTrainingArguments):
+    """Container TrainingArguments plus the choice of model parallelism (decided before the Trainer's set-up)."""
+
+    model_parallel: str = field(
+        default="auto",
+        metadata={
+            "help": "auto: FSDP when more than one process runs on GPUs (smdistributed when mp_parameters is "
+            "given and the library is present); fsdp; smdistributed; none (plain data parallel)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.model_parallel not in MODEL_PARALLEL:
+            raise ValueError(
+                f"model_parallel={self.model_parallel!r} is not valid; accepted: {', '.join(MODEL_PARALLEL)}"
+            )
+        # TrainingArguments derives its FSDP set-up in __post_init__, so the default goes in first.
+        self.fsdp = default_sharding(
+            self.fsdp,
+            self.model_parallel,
+            self.mp_parameters,
+            int(os.environ.get("WORLD_SIZE", "1")),
+            accelerator=not encoder_utils.without_accelerator(),
+        )
+        super().__post_init__()
 
 
 def smdistributed_available() -> bool:
@@ -160,51 +201,73 @@ def smdistributed_available() -> bool:
     )
 
 
-def with_default_sharding(argv: list[str], world_size: int, accelerator: bool = True) -> list[str]:
-    """Add `--fsdp "full_shard auto_wrap"` to a multi-process run that asked for no other parallelism.
+def default_sharding(
+    fsdp: Any, model_parallel: str, mp_parameters: str, world_size: int, accelerator: bool = True
+) -> Any:
+    """The `fsdp` setting: as given, or "full_shard auto_wrap" for a multi-process run that asked for nothing.
 
-    The flag is added before parsing because TrainingArguments derives its FSDP setup at construction.
-    Accelerate's FSDP needs GPUs (or another accelerator): on a CPU-only host (local runs of the tiny
-    recipes) the default stays plain data parallel, with a warning.
+    The SDK's smdistributed model-parallel settings arrive as `mp_parameters` (launched through MPI); where the
+    container ships `smdistributed.modelparallel`, the Trainer runs its own SageMaker model-parallel mode and
+    no FSDP is added. Accelerate's FSDP needs GPUs: on a CPU-only host the run stays plain data parallel.
     """
-    if world_size <= 1 or _flag_value(argv, "fsdp") is not None:
-        return argv
-    mode = _flag_value(argv, "model_parallel") or "auto"
-    mp_parameters = _flag_value(argv, "mp_parameters") or os.environ.get("SM_HP_MP_PARAMETERS")
-    if mode == "none":
-        return argv
-    if mode in ("auto", "smdistributed") and mp_parameters:
+    if fsdp or world_size <= 1 or model_parallel == "none":
+        return fsdp
+    if model_parallel in ("auto", "smdistributed") and mp_parameters:
         if smdistributed_available():
-            return argv
+            return fsdp
         logger.warning(
             "mp_parameters given but smdistributed.modelparallel is not in this container; sharding with FSDP"
         )
-    elif mode == "smdistributed":
+    elif model_parallel == "smdistributed":
         raise ValueError(
             "model_parallel='smdistributed' needs mp_parameters (the SDK's smdistributed settings)"
         )
     if not accelerator:
         logger.warning("no GPU on this host: FSDP is not available, training plain data parallel instead")
-        return argv
-    return [*argv, "--fsdp", DEFAULT_FSDP]
+        return fsdp
+    return DEFAULT_FSDP
+
+
+ARGUMENT_TYPES = (
+    ModelArguments,
+    DataTrainingArguments,
+    ClassificationTrainingArguments,
+    encoder_utils.ContainerArguments,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Any, ...]:
+    """(model, data, training, container) arguments from flags or one JSON/YAML file."""
+    return encoder_utils.parse_arguments(ARGUMENT_TYPES, argv)
 
 
 def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> datasets.DatasetDict:
-    """Train/validation splits from the hub (task or dataset_name) or from files/channels."""
+    """Splits `train`, `validation` (and `validation_mismatched` for MNLI) from the hub or files/channels."""
     task = TASKS.get(data_args.task_name or "")
-    train_file = encoder_utils.resolve_data_file(data_args.train_file, "training", "train")
-    validation_file = encoder_utils.resolve_data_file(data_args.validation_file, "validation", "test")
-    if data_args.dataset_name or (task and not train_file and not validation_file):
-        name, config = (
-            (data_args.dataset_name, data_args.dataset_config_name)
-            if data_args.dataset_name
-            else task["dataset"]  # type: ignore[index]
+    files = {
+        split: path
+        for split, path in (
+            ("train", encoder_utils.resolve_data_file(data_args.train_file, "training", "train")),
+            ("validation", encoder_utils.resolve_data_file(data_args.validation_file, "validation", "test")),
+            (MISMATCHED, encoder_utils.resolve_data_file(data_args.validation_mismatched_file, MISMATCHED)),
         )
-        raw = datasets.load_dataset(name, config, cache_dir=cache_dir)
-        if task and "validation" not in raw and task["validation_split"] in raw:
-            raw["validation"] = raw[task["validation_split"]]
+        if path and (task or split != MISMATCHED)
+    }
+    if data_args.dataset_name or (task and not files):
+        name = data_args.dataset_name or "nyu-mll/glue"
+        config = data_args.dataset_config_name or (data_args.task_name if name in GLUE_DATASETS else None)
+        hub = datasets.load_dataset(name, config, cache_dir=cache_dir)
+        train_split = data_args.train_split_name or "train"
+        validation_split = data_args.validation_split_name or (
+            task["validation_split"] if task else "validation"  # type: ignore[index]
+        )
+        raw = datasets.DatasetDict()
+        for split, source in (("train", train_split), ("validation", validation_split)):
+            if source in hub:
+                raw[split] = hub[source]
+        if task and task.get("second_validation_split") in hub:
+            raw[MISMATCHED] = hub[task["second_validation_split"]]  # type: ignore[index]
         return raw
-    files = {k: v for k, v in (("train", train_file), ("validation", validation_file)) if v}
     if not files:
         raise ValueError(
             "no data: set task_name/dataset_name, train_file/validation_file, or a 'training' channel"
@@ -216,17 +279,17 @@ def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> dataset
 def resolve_columns(data_args: DataTrainingArguments, columns: list[str]) -> tuple[str, str | None]:
     """The text (and optional pair) columns, checked against the data."""
     task = TASKS.get(data_args.task_name or "")
-    default_first, default_second = task["columns"] if task else ("text", None)  # type: ignore[misc]
-    first = data_args.text_column or default_first
-    second = data_args.text_pair_column or default_second
-    for name, value in (
-        ("text_column", first),
-        ("text_pair_column", second),
-        ("label_column", data_args.label_column),
-    ):
-        if value is not None and value not in columns:
-            raise ValueError(f"{name}={value!r} is not a column of the data; columns: {columns}")
-    return first, second
+    if data_args.text_columns:
+        names = data_args.text_columns
+    elif task:
+        names = list(task["columns"])
+    else:
+        names = ["sentence" if "sentence" in columns else "text"]
+    for value in [*names, data_args.label_column_name]:
+        if value not in columns:
+            name = "label_column_name" if value == data_args.label_column_name else "text_column_names"
+            raise ValueError(f"{name}: {value!r} is not a column of the data; columns: {columns}")
+    return names[0], names[1] if len(names) > 1 else None
 
 
 def resolve_label_names(data_args: DataTrainingArguments, train: datasets.Dataset | None) -> list[str]:
@@ -237,13 +300,34 @@ def resolve_label_names(data_args: DataTrainingArguments, train: datasets.Datase
     if task:
         return list(task["labels"])
     if train is not None:
-        feature = train.features.get(data_args.label_column)
+        feature = train.features.get(data_args.label_column_name)
         if isinstance(feature, datasets.ClassLabel):
             return list(feature.names)
-        ids = sorted(set(train[data_args.label_column]))
+        ids = sorted(set(train[data_args.label_column_name]))
         if ids and all(isinstance(i, int) for i in ids):
             return [f"LABEL_{i}" for i in range(max(ids) + 1)]
     raise ValueError("cannot tell the labels: set class_names (comma-separated, in label-id order)")
+
+
+def head_label_order(config: PretrainedConfig, label_names: list[str]) -> dict[int, int] | None:
+    """Data label id -> model label id, when the start checkpoint already has a head for these labels.
+
+    As run_glue.py does: a checkpoint whose label2id is not the default LABEL_i one (roberta-large-mnli:
+    CONTRADICTION, NEUTRAL, ENTAILMENT) keeps its order, and the data's ids are remapped to it; names are
+    compared case-insensitively. None when the checkpoint has no such head (a new head is trained).
+    """
+    default = PretrainedConfig(num_labels=config.num_labels).label2id
+    if config.label2id == default:
+        return None
+    by_name = {str(k).lower(): int(v) for k, v in config.label2id.items()}
+    if sorted(by_name) != sorted(n.lower() for n in label_names):
+        logger.warning(
+            "the model's labels %s do not match the data's %s; training a new head in the data's order",
+            sorted(config.label2id),
+            label_names,
+        )
+        return None
+    return {i: by_name[name.lower()] for i, name in enumerate(label_names)}
 
 
 def accuracy(prediction: EvalPrediction) -> dict[str, float]:
@@ -256,13 +340,7 @@ def accuracy(prediction: EvalPrediction) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train and/or evaluate; returns the metrics."""
-    argv = encoder_utils.expand_config_file(list(sys.argv[1:] if argv is None else argv))
-    argv = with_default_sharding(
-        argv, int(os.environ.get("WORLD_SIZE", "1")), accelerator=not encoder_utils.without_accelerator()
-    )
-    model_args, data_args, training_args, container_args = encoder_utils.parse_arguments(
-        (ModelArguments, DataTrainingArguments, TrainingArguments, encoder_utils.ContainerArguments), argv
-    )
+    model_args, data_args, training_args, container_args = parse_args(argv)
     encoder_utils.setup_logging(training_args)
     logger.info("training arguments: %s", training_args)
     set_seed(training_args.seed)
@@ -274,24 +352,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     first, second = resolve_columns(data_args, any_split.column_names)
     label_names = resolve_label_names(data_args, raw.get("train"))
 
-    config = AutoConfig.from_pretrained(
-        model_path,
-        num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)),
-        label2id={n: i for i, n in enumerate(label_names)},
-        cache_dir=model_args.cache_dir,
-        trust_remote_code=model_args.trust_remote_code,
-    )
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.tokenizer_name or model_path,
-        cache_dir=model_args.cache_dir,
-        trust_remote_code=model_args.trust_remote_code,
-    )
+    common = {"cache_dir": model_args.cache_dir, "trust_remote_code": model_args.trust_remote_code}
+    config = AutoConfig.from_pretrained(model_path, **common)
+    label_to_id = head_label_order(config, label_names)
+    if label_to_id is None:
+        config = AutoConfig.from_pretrained(
+            model_path,
+            num_labels=len(label_names),
+            id2label=dict(enumerate(label_names)),
+            label2id={n: i for i, n in enumerate(label_names)},
+            **common,
+        )
+    else:
+        logger.info("keeping the start checkpoint's label order %s", config.id2label)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_path, **common)
     model = AutoModelForSequenceClassification.from_pretrained(
-        model_path,
-        config=config,
-        cache_dir=model_args.cache_dir,
-        trust_remote_code=model_args.trust_remote_code,
+        model_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes, **common
     )
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
 
@@ -303,20 +379,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             max_length=max_seq_length,
             padding="max_length" if data_args.pad_to_max_length else False,
         )
-        out["labels"] = batch[data_args.label_column]
+        labels = batch[data_args.label_column_name]
+        out["labels"] = labels if label_to_id is None else [label_to_id[label] for label in labels]
         return out
 
+    wanted = [("train", training_args.do_train, data_args.max_train_samples)]
+    wanted += [(s, training_args.do_eval, data_args.max_eval_samples) for s in ("validation", MISMATCHED)]
     splits: dict[str, datasets.Dataset] = {}
     with training_args.main_process_first(desc="tokenizing"):
-        for split, wanted, limit in (
-            ("train", training_args.do_train, data_args.max_train_samples),
-            ("validation", training_args.do_eval, data_args.max_eval_samples),
-        ):
-            if not wanted:
+        for split, used, limit in wanted:
+            if not used or split not in raw:
                 continue
             ds = raw[split]
             # GLUE marks unlabelled rows with -1; they cannot be trained or scored.
-            ds = ds.filter(lambda row: row[data_args.label_column] >= 0)
+            ds = ds.filter(lambda row: row[data_args.label_column_name] >= 0)
             if limit is not None:
                 ds = ds.select(range(min(len(ds), limit)))
             splits[split] = ds.map(
@@ -328,29 +404,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
 
     collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
-    sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=splits.get("train"),
         eval_dataset=splits.get("validation"),
-        processing_class=tokenizer,
+        **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
         compute_metrics=accuracy,
-        callbacks=[sigterm],
     )
 
     metrics: dict[str, Any] = {}
     if training_args.do_train:
-        train_metrics = encoder_utils.train_resumable(trainer, sigterm, len(splits["train"]))
+        train_metrics = encoder_utils.train_resumable(trainer, len(splits["train"]))
         metrics.update(train_metrics)
 
     if training_args.do_eval:
         eval_metrics = trainer.evaluate()
         eval_metrics["eval_samples"] = len(splits["validation"])
+        if MISMATCHED in splits:
+            # run_glue.py's MNLI double evaluation: the mismatched set's metrics end in _mm.
+            mismatched = trainer.evaluate(eval_dataset=splits[MISMATCHED])
+            mismatched["eval_samples"] = len(splits[MISMATCHED])
+            eval_metrics.update({f"{k}_mm": v for k, v in mismatched.items()})
         metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
+    encoder_utils.end_process_group()
     return metrics
 
 

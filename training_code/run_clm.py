@@ -15,7 +15,7 @@ Inputs: a hub data set (`dataset_name`) or files from a channel (`train_file`, d
 Records are rendered with `prompt_template`, tokenized, and packed into `block_size` blocks.
 
 Outputs: checkpoints in `output_dir` (default `/opt/ml/checkpoints`, synced to S3 by SageMaker; the run
-resumes from the last complete one), metrics (`eval_loss`, `eval_rouge1/2/L`, ...) printed as
+resumes from the last complete one), metrics (`eval_loss`, `eval_rouge1/2/L/Lsum`, ...) printed as
 `key = value` lines and saved as JSON, the adapter in `<model_dir>/adapter`, and the merged model +
 tokenizer + `code/inference.py` in `model_dir` (default `$SM_MODEL_DIR`).
 """
@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -40,28 +41,23 @@ import transformers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    HfArgumentParser,
     Trainer,
     TrainingArguments,
     default_data_collator,
     set_seed,
 )
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import encoder_utils
 import inference_clm
 import request_checks
+from encoder_utils import last_complete_checkpoint
 
 logger = logging.getLogger("run_clm")
 
 QUANTIZATIONS = ("int8", "nf4", "none")
 DATA_EXTENSIONS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 LABEL_PAD = -100
-
-
-def default_checkpoint_dir() -> str:
-    """`/opt/ml/checkpoints` in a container; under `$SAGEMAKER_BASE_DIR` when the toolkit runs elsewhere."""
-    return os.path.join(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "checkpoints")
 
 
 @dataclass
@@ -309,11 +305,13 @@ def tokenize(
             f"prompt_template fields {missing} are not columns of the data; columns: {raw.column_names}"
         )
     eos = tokenizer.eos_token or ""
+    eos_id = tokenizer.eos_token_id
 
     def encode(batch: dict[str, list[Any]]) -> dict[str, Any]:
         rows = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
         texts = [inference_clm.render(data_args.prompt_template, row, eos) for row in rows]
-        return {"input_ids": tokenizer(texts, add_special_tokens=False)["input_ids"]}
+        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return {"input_ids": [with_one_eos(seq, eos_id) for seq in ids]}
 
     with training_args.main_process_first(desc="tokenizing"):
         return raw.map(
@@ -323,6 +321,19 @@ def tokenize(
             remove_columns=raw.column_names,
             desc="Rendering the prompt template and tokenizing",
         )
+
+
+def with_one_eos(ids: list[int], eos_id: int | None) -> list[int]:
+    """End a record with exactly one EOS token, whether or not the template wrote `{eos_token}`.
+
+    Packing concatenates records into fixed blocks; without an EOS between them one record runs into the
+    next and the model never learns where a summary stops.
+    """
+    if eos_id is None:
+        raise ValueError("the tokenizer has no eos_token; packed records need one to end each record")
+    while ids and ids[-1] == eos_id:
+        ids = ids[:-1]
+    return [*ids, eos_id]
 
 
 def packed_dataset(
@@ -413,35 +424,27 @@ def merge_dtype(model_args: ModelArguments) -> torch.dtype:
 
 
 # ---------------------------------------------------------------------------------------------- training
-def last_complete_checkpoint(output_dir: str) -> str | None:
-    """The newest `checkpoint-N` whose trainer_state.json was written (the Trainer writes it last).
+ROUGE_KEYS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
-    A spot interruption can kill the job while a checkpoint is half written; resuming from that one would fail.
-    """
-    if not os.path.isdir(output_dir):
-        return None
-    found = []
-    for name in os.listdir(output_dir):
-        path = os.path.join(output_dir, name)
-        if (
-            name.startswith(PREFIX_CHECKPOINT_DIR + "-")
-            and name.split("-")[-1].isdigit()
-            and os.path.isfile(os.path.join(path, "trainer_state.json"))
-        ):
-            found.append((int(name.split("-")[-1]), path))
-    return max(found)[1] if found else None
+
+def sentence_lines(text: str) -> str:
+    """One sentence per line: `rougeLsum` scores the longest common subsequence per sentence (newline-split),
+    which is how samsum results are usually reported (the `evaluate` summarization scripts split with nltk;
+    this splits after . ! ?, enough for dialogue summaries and without a download)."""
+    return "\n".join(s for s in _SENTENCE_END.split(text.strip()) if s)
 
 
 def rouge_scores(
     model: Any, tokenizer: Any, records: datasets.Dataset, data_args: DataTrainingArguments, batch_size: int
 ) -> dict[str, float]:
-    """ROUGE-1/2/L (F-measure, x100) of greedy summaries of `records` against their reference field."""
+    """ROUGE-1/2/L/Lsum (F-measure, x100) of greedy summaries of `records` against their reference field."""
     from rouge_score import rouge_scorer
 
     prefix = inference_clm.prompt_prefix(data_args.prompt_template, data_args.response_field)
     eos = tokenizer.eos_token or ""
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    totals = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_KEYS), use_stemmer=True)
+    totals = dict.fromkeys(ROUGE_KEYS, 0.0)
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # continuations start right after each prompt
     model.eval()
@@ -463,7 +466,9 @@ def rouge_scores(
                 )
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for row, text in zip(batch, texts, strict=True):
-                scores = scorer.score(str(row[data_args.response_field]), text.strip())
+                scores = scorer.score(
+                    sentence_lines(str(row[data_args.response_field])), sentence_lines(text)
+                )
                 for key in totals:
                     totals[key] += scores[key].fmeasure
                 n += 1
@@ -503,29 +508,10 @@ def write_serving_files(model_dir: str, data_args: DataTrainingArguments) -> Non
 
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, TrainingArguments]:
-    """Command-line arguments, or one .json/.yaml file holding them."""
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))  # type: ignore[arg-type]
-    defaults: dict[str, Any] = {
-        "output_dir": default_checkpoint_dir(),
-        "report_to": "none",
-        "logging_steps": 10,
-    }
-    if not torch.cuda.is_available():
-        # Without use_cpu, TrainingArguments under torchrun on a CPU host joins the process group but stays
-        # NOT_PARALLEL: every process trains alone on all the data (transformers 4.56, accelerate 1.x).
-        defaults["use_cpu"] = True
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        text = Path(argv[0]).read_text()
-        if argv[0].endswith(".json"):
-            values = json.loads(text)
-        else:
-            import yaml
-
-            values = yaml.safe_load(text)
-        parsed = parser.parse_dict({**defaults, **values})
-    else:
-        parser.set_defaults(**defaults)
-        parsed = parser.parse_args_into_dataclasses(args=argv)
+    """Command-line arguments, or one .json/.yaml file holding them (container defaults as in encoder_utils)."""
+    parsed = encoder_utils.parse_arguments(
+        (ModelArguments, DataTrainingArguments, encoder_utils.ContainerTrainingArguments), argv
+    )
     return parsed  # type: ignore[return-value]
 
 
@@ -640,6 +626,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             os.makedirs(out_data, exist_ok=True)
             with open(os.path.join(out_data, "metrics.json"), "w") as f:
                 json.dump(all_metrics, f, indent=2, sort_keys=True)
+    encoder_utils.end_process_group()
     return all_metrics
 
 

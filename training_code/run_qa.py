@@ -35,7 +35,6 @@ from transformers import (
     AutoModelForQuestionAnswering,
     AutoTokenizer,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 
@@ -122,11 +121,22 @@ def load_raw(data_args: DataTrainingArguments, cache_dir: str | None) -> dataset
     return datasets.DatasetDict(splits)
 
 
+ARGUMENT_TYPES = (
+    ModelArguments,
+    DataTrainingArguments,
+    encoder_utils.ContainerTrainingArguments,
+    encoder_utils.ContainerArguments,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Any, ...]:
+    """(model, data, training, container) arguments from flags or one JSON/YAML file."""
+    return encoder_utils.parse_arguments(ARGUMENT_TYPES, argv)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train and/or evaluate; returns the metrics."""
-    model_args, data_args, training_args, container_args = encoder_utils.parse_arguments(
-        (ModelArguments, DataTrainingArguments, TrainingArguments, encoder_utils.ContainerArguments), argv
-    )
+    model_args, data_args, training_args, container_args = parse_args(argv)
     encoder_utils.setup_logging(training_args)
     logger.info("training arguments: %s", training_args)
     set_seed(training_args.seed)
@@ -189,22 +199,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 desc="validation windows",
             )
 
-    collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
+    collator = qa_utils.qa_collator(
+        tokenizer, data_args.pad_to_max_length, training_args.fp16 or training_args.bf16
+    )
 
-    sigterm = encoder_utils.StopOnSigterm().install()
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        processing_class=tokenizer,
+        **encoder_utils.tokenizer_argument(tokenizer),
         data_collator=collator,
-        callbacks=[sigterm],
     )
 
     metrics: dict[str, Any] = {}
     if training_args.do_train:
         train_metrics = encoder_utils.train_resumable(
-            trainer, sigterm, len(train_dataset) if train_dataset is not None else 0
+            trainer, len(train_dataset) if train_dataset is not None else 0
         )
         metrics.update(train_metrics)
 
@@ -214,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_qa.py", metrics)
+    encoder_utils.end_process_group()
     return metrics
 
 

@@ -19,18 +19,20 @@ from hfpipe.cli.aws import Clients, HfpipeError
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
     from hfpipe.cli import recipes
+    from hfpipe.core.recipes import apply_overrides
     from hfpipe.local.checkout import LocalModeError, checkout_root
-    from hfpipe.local.run import FIXTURES
+    from hfpipe.local.substitute import for_this_machine, has_gpu
 
     try:
         checkout_root()
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     loaded = recipes.load(args.recipe, args.sets)
-    if loaded.name not in FIXTURES:
-        raise HfpipeError(
-            f"recipe {loaded.name!r} has no local fixtures; `hfpipe local` runs: {', '.join(sorted(FIXTURES))}"
-        )
+    try:
+        # The recipe as it would run (with --set), then what this machine needs instead.
+        substitutions = for_this_machine(apply_overrides(loaded.raw, loaded.overrides), gpu=has_gpu())
+    except ValueError as err:
+        raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
     server = None
     if args.serve:
         from hfpipe.local.serve import ModelServer, PortInUseError
@@ -46,14 +48,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except PortInUseError as exc:
             raise HfpipeError(str(exc)) from None
     try:
-        return _run(args, loaded, console, server)
+        return _run(args, loaded, substitutions, console, server)
     finally:
         if server is not None:
             server.server_close()
 
 
-def _run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -> int:
-    from hfpipe.cli import recipes
+def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Console, server: Any) -> int:
     from hfpipe.core.names import default_execution_name
 
     name = default_execution_name(loaded.name)
@@ -71,6 +72,12 @@ def _run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -
         ) from None
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
+    lines = substitutions.lines()
+    console.print(
+        f"substituted for this machine ({len(lines)}):" if lines else "substituted for this machine: nothing"
+    )
+    for line in lines:
+        console.print(f"  - {line}", markup=False, highlight=False)
 
     import boto3
 
@@ -80,11 +87,10 @@ def _run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -
     from hfpipe.local.run import LocalRun
 
     try:
-        with LocalRun(
-            loaded.name, loaded.resolved["training"]["channels"], out, Path(args.out).resolve() / ".cache"
-        ) as local:
+        with LocalRun(substitutions, out, Path(args.out).resolve() / ".cache") as local:
             try:
-                execution_input = {**recipes.execution_input(loaded), "poll_seconds": 1}
+                # The overrides are in the substituted recipe already.
+                execution_input = {"recipe": substitutions.recipe, "poll_seconds": 1}
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
                 snap = watch(clients, arn, console, interval=0.5)

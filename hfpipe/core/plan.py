@@ -16,10 +16,8 @@ from hfpipe.core import validate as rules
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
-#: Instance types on which smdistributed data parallel runs (the SDK's own list, fw_utils.py).
-SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge")
-#: PyTorch versions of the containers that ship SMDDP (the SDK's SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS).
-SMDDP_PYTORCH_VERSIONS = ("1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.2", "2.2.0")
+#: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
+DISTRIBUTION_KEY = "distribution"
 KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
 GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
@@ -148,18 +146,23 @@ def check_rules(recipe: dict[str, Any]) -> None:
         raise RecipeError(
             f"recipe.training.distribution: unknown key(s) {unknown}; accepted: {list(KNOWN_DISTRIBUTIONS)}"
         )
+    container = recipe["container"]["training"]
+    if not container.get("image_uri") and len(container["transformers_version"].split(".")) != len(
+        container["pytorch_version"].split(".")
+    ):
+        # The HuggingFace estimator's own rule (sagemaker/huggingface/estimator.py, _validate_args).
+        raise RecipeError(
+            f"recipe.container.training: transformers_version {container['transformers_version']!r} and "
+            f"pytorch_version {container['pytorch_version']!r} must both be full (4.28.1, 2.0.0) or both "
+            "short (4.28, 2.0) versions, as the SageMaker SDK requires"
+        )
     itype = t["instance_type"]
     smd = dist.get("smdistributed", {})
-    if smd.get("dataparallel", {}).get("enabled") and itype not in SMDDP_INSTANCE_TYPES:
+    if not isinstance(smd, dict) or len(smd) > 1 or set(smd) - {"dataparallel", "modelparallel"}:
+        # The SDK's validate_smdistributed: one strategy at a time, dataparallel or modelparallel.
         raise RecipeError(
-            f"recipe.training.instance_type: {itype!r} does not support smdistributed dataparallel; "
-            f"accepted: {list(SMDDP_INSTANCE_TYPES)} (or use torch_distributed)"
-        )
-    torch_version = recipe["container"]["training"]["pytorch_version"]
-    if smd.get("dataparallel", {}).get("enabled") and torch_version not in SMDDP_PYTORCH_VERSIONS:
-        raise RecipeError(
-            f"recipe.training.distribution: smdistributed dataparallel is not in PyTorch {torch_version} "
-            f"containers; accepted PyTorch versions: {list(SMDDP_PYTORCH_VERSIONS)} (or use torch_distributed)"
+            f"recipe.training.distribution.smdistributed: {smd!r} must name one strategy, "
+            "dataparallel or modelparallel"
         )
     if smd.get("modelparallel", {}).get("enabled") and not dist.get("mpi", {}).get("enabled"):
         raise RecipeError(
@@ -183,6 +186,37 @@ def check_rules(recipe: dict[str, Any]) -> None:
                 f"recipe.evaluation_gate.metric: {gate['metric']!r} is not a training.metric_definitions "
                 f"name; accepted: {metric_names}"
             )
+
+
+def check_distribution(recipe: dict[str, Any], catalog: dict[str, Any]) -> None:
+    """smdistributed data parallel where the SageMaker SDK accepts it: its PyTorch versions, as written (the
+    HuggingFace estimator checks `pytorch_version` against SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS), on
+    the instance types the library runs on; both tables come from the SDK through the image catalog. An
+    explicit image_uri skips the version check, as in the SDK."""
+    t = recipe["training"]
+    smd = (t["distribution"] or {}).get("smdistributed", {})
+    if not smd.get("dataparallel", {}).get("enabled"):
+        return
+    rules = catalog.get(DISTRIBUTION_KEY)
+    if not rules:
+        raise RecipeError(
+            "recipe.training.distribution: smdistributed dataparallel needs the SDK's tables, which this "
+            "environment's image catalog lacks; redeploy the pipeline stack"
+        )
+    itype = t["instance_type"]
+    if itype not in rules["dataparallel_instance_types"]:
+        raise RecipeError(
+            f"recipe.training.instance_type: {itype!r} does not support smdistributed dataparallel; "
+            f"accepted: {rules['dataparallel_instance_types']} (or use torch_distributed)"
+        )
+    container = recipe["container"]["training"]
+    version = container["pytorch_version"]
+    if not container.get("image_uri") and version not in rules["dataparallel_pytorch_versions"]:
+        raise RecipeError(
+            f"recipe.container.training.pytorch_version: smdistributed dataparallel is not in PyTorch {version} "
+            f"containers; accepted pytorch_version values (the SageMaker SDK's list, as written): "
+            f"{rules['dataparallel_pytorch_versions']} (or use torch_distributed)"
+        )
 
 
 def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
@@ -303,6 +337,7 @@ def build_plan(
 
     t, s = recipe["training"], recipe["serving"]
     deploy = bool(recipe["deploy"])
+    check_distribution(recipe, config.image_catalog)
     image_uri = resolve_image(
         config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
     )

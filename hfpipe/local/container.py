@@ -254,7 +254,7 @@ class LocalTrainingProcess:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            # Its own process group: stop() signals the toolkit, torchrun and the script together.
+            # Its own process group: stop() kills the toolkit, torchrun and the script together.
             start_new_session=True,
         )
         self._pump = threading.Thread(target=self._copy_output, args=(stream,), daemon=True)
@@ -279,13 +279,19 @@ class LocalTrainingProcess:
         return self._proc.poll()
 
     def stop(self, grace_seconds: float = 30.0) -> None:
-        """Send SIGTERM to the whole container, as SageMaker does on StopTrainingJob or a spot interruption.
+        """Stop the container as SageMaker does on StopTrainingJob or a spot interruption.
 
-        After `grace_seconds` anything left is killed (SageMaker waits 120 s).
+        SageMaker sends SIGTERM to the container's PID 1 and kills what is left after a grace period (120 s;
+        StopTrainingJob in the SageMaker API reference). In the Hugging Face / PyTorch training images PID 1
+        is `bash -m start_with_right_hostname.sh train`, a bash without a SIGTERM trap; the kernel does not
+        deliver a signal with the default action to a namespace's init process, so it is ignored, and the
+        sagemaker-training toolkit (`train`, bash's child) has no handler and forwards nothing to the script
+        (its source handles only SIGALRM, for timeouts). So nothing of the job sees the signal: the run goes
+        on through the grace period, then everything is killed. That is what happens here: the run is left
+        alone for `grace_seconds`, then its whole process group gets SIGKILL. Resume therefore relies on the
+        periodic checkpoints the job wrote (synced to S3 from /opt/ml/checkpoints as they are written).
         """
         self._stopped = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, signal.SIGTERM)
         try:
             self._proc.wait(timeout=grace_seconds)
         except subprocess.TimeoutExpired:
@@ -555,7 +561,11 @@ def pytorch_container_main() -> None:
         user_entry_point=env.user_entry_point,
         args=env.to_cmd_args(),
         env_vars=env.to_env_vars(),
-        capture_error=False,
+        # True, as the PyTorch container's launcher passes it. It also matters for the exit status:
+        # entry_point.run hands (wait, capture_error) on positionally, and TorchDistributedRunner.run takes
+        # (capture_error, wait), so capture_error=False made torchrun runs not wait and report SUCCESS
+        # whatever the script did (sagemaker-training 5.1.4).
+        capture_error=True,
         runner_type=runner_type,
         extra_opts=extra,
     )

@@ -1,7 +1,8 @@
 """One local run: the app's Data and Pipeline stacks stood up on moto (`hfpipe.local.stacks`), the state
 machine on moto's Step Functions interpreter with the Lambda handlers in this process (`hfpipe.local.engine`),
 training and serving on this machine (`hfpipe.local.runtime`), and the recipe's fixture data in the data
-bucket. `hfpipe local` (hfpipe.cli.local) starts the execution and watches it with the same view as on AWS.
+bucket; what could not exist here is substituted as `hfpipe.local.substitute` decides. `hfpipe local`
+(hfpipe.cli.local) starts the execution and watches it with the same view as on AWS.
 Output files (model.tar.gz, training log, metrics, report) land in the run's output folder.
 """
 
@@ -9,54 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hfpipe.local.engine import LocalEngine
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
-
-# --- fixtures: what each tiny recipe's channels hold -----------------------------------------------------
-
-
-def _qa_fixtures(root: Path) -> dict[str, Path]:
-    from hfpipe.fixtures.encoders import build_encoder
-    from hfpipe.fixtures.squad import write_squad
-
-    build_encoder("bert", root / "model")
-    paths = write_squad(root / "data")
-    for split in ("train", "validation"):
-        (root / split).mkdir(parents=True, exist_ok=True)
-        shutil.move(str(paths[split]), root / split / paths[split].name)
-    return {"model": root / "model", "training": root / "train", "validation": root / "validation"}
-
-
-def _lora_fixtures(root: Path) -> dict[str, Path]:
-    from hfpipe.fixtures.samsum import build_tiny_bloom, write_samsum
-
-    return {"model": build_tiny_bloom(root / "model"), **write_samsum(root)}
-
+from hfpipe.local.substitute import Substitutions
 
 #: Written into a run's output folder when it was interrupted: its outputs are incomplete.
 INTERRUPTED = "INTERRUPTED"
-
-# Recipe name -> builder of its channel folders (local paths by channel name).
-FIXTURES: dict[str, Callable[[Path], dict[str, Path]]] = {
-    "tiny-lora": _lora_fixtures,
-    "tiny-qa": _qa_fixtures,
-}
 
 
 class LocalRun:
     """A context manager: the pipeline stood up on moto with the recipe's fixtures in its data bucket."""
 
-    def __init__(
-        self, recipe_name: str, channel_prefixes: dict[str, str], out: Path, cache_dir: Path
-    ) -> None:
-        self.recipe_name = recipe_name
-        self.channel_prefixes = channel_prefixes
+    def __init__(self, substitutions: Substitutions, out: Path, cache_dir: Path) -> None:
+        self.substitutions = substitutions
+        self.recipe_name = substitutions.recipe["name"]
+        self.channel_prefixes: dict[str, str] = substitutions.recipe["training"].get("channels") or {}
         self.out = out
         self.cache_dir = cache_dir
         self.region = REGION
@@ -65,7 +37,7 @@ class LocalRun:
     def __enter__(self) -> LocalRun:
         stacks = synth_stacks(self.cache_dir)
         data = local_data(stacks["Data"])
-        channels = FIXTURES[self.recipe_name](self.out / "fixtures")
+        channels = self.substitutions.fixture_channels(self.out / "fixtures")
         # moto narrates every service integration and failure on stderr; the view already says what matters.
         for logger in ("moto", "moto.stepfunctions"):
             logging.getLogger(logger).setLevel(logging.CRITICAL)
@@ -80,7 +52,9 @@ class LocalRun:
         self.engine = LocalEngine(stacks["Pipeline"], **engine_kwargs).__enter__()
         try:
             self.s3 = self.engine.client("s3")
-            self.runtime = LocalRuntime(self.s3, self.engine.client("sagemaker"), self.out)
+            self.runtime = LocalRuntime(
+                self.s3, self.engine.client("sagemaker"), self.out, substitutions=self.substitutions
+            )
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 self.s3.create_bucket(Bucket=bucket)
             for channel, local in channels.items():

@@ -41,7 +41,10 @@ def download_prefix(s3: Any, uri: str, dest: Path) -> Path:
 class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
-    def __init__(self, s3: Any, sagemaker: Any, workdir: Path) -> None:
+    def __init__(self, s3: Any, sagemaker: Any, workdir: Path, substitutions: Any = None) -> None:
+        # hfpipe.local.substitute.Substitutions: how a request is run here (distribution launch); None runs
+        # requests as they are.
+        self.substitutions = substitutions
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
@@ -73,6 +76,10 @@ class LocalRuntime:
         job.training_end_time = None
         job.final_metric_data_list = []
         log_path = self.workdir / "training.log"
+        processes = None
+        if self.substitutions is not None:
+            processes = self.substitutions.processes_per_host(request)
+            request = self.substitutions.apply_to_request(request)
         with log_path.open("w") as file, CloudWatchLog(self.sagemaker, name, job.training_start_time) as log:
             log.also_to(file)
             result = run_training_job_request(
@@ -80,6 +87,7 @@ class LocalRuntime:
                 job_dir / "run",
                 channel_paths=channels,
                 source_dir=checkout_root() / "training_code",
+                processes_per_host=processes,
                 stream=cast("IO[str]", log),
             )
         self.jobs[name] = result

@@ -49,13 +49,18 @@ def test_local_tiny_lora_end_to_end(tmp_path: Path, capsys: Any) -> None:
     assert set(report["final_metrics"]) == {"train_loss", "eval_loss"}  # scraped from the log like SageMaker
 
 
-def test_local_recipe_without_fixtures(tmp_path: Path, capsys: Any) -> None:
-    code = main(["local", "--recipe", "bert-large-squad-ddp", "--out", str(tmp_path)])
+def test_local_recipe_without_a_local_stand_in(tmp_path: Path, capsys: Any) -> None:
+    code = main(
+        [
+            "local", "--recipe", "tiny-qa", "--out", str(tmp_path),
+            "--set", "training.hyperparameters.model_name_or_path=gpt2",
+        ]
+    )  # fmt: skip
     _, err = capsys.readouterr()
     assert code == 1
-    assert (
-        err
-        == "error: recipe 'bert-large-squad-ddp' has no local fixtures; `hfpipe local` runs: tiny-lora, tiny-qa\n"
+    assert err == (
+        "error: recipe 'tiny-qa' cannot run locally: model_name_or_path='gpt2': local mode has tiny stand-ins "
+        "for distilbert, roberta, bloom, bert only\n"
     )
 
 

@@ -242,7 +242,7 @@ def test_evaluation_gate_passes(fresh):
         "final_metric_data_list",
         [{"MetricName": "eval_accuracy", "Value": 0.9, "Timestamp": job.creation_time}],
     )
-    fresh.endpoint = lambda n, body: [{"label": "entailment", "score": 0.8}]
+    fresh.endpoint = lambda n, body: [{"label": "entailment", "scores": {"entailment": 0.8}}]
     _, r = run(fresh, "tiny-mnli")
     assert r.status == "SUCCEEDED", r.cause
     assert r.output["report"]["evaluation_gate"]["passed"] is True
@@ -263,7 +263,7 @@ def test_original_recipes_complete(fresh, recipe):
 
     fresh.training = train
     fresh.endpoint = lambda n, body: [
-        {"answer": "a", "score": 1.0, "label": "x", "generated_text": "summary"}
+        {"answer": "a", "score": 1.0, "label": "x", "scores": {"x": 1.0}, "generated_text": "summary"}
     ]
     name, r = run(fresh, recipe)
     assert r.status == "SUCCEEDED", r.cause

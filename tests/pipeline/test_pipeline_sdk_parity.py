@@ -22,7 +22,22 @@ pytestmark = pytest.mark.slow
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/hfpipe-execution"
 SOURCEDIR = "s3://artifacts-bucket/code/sourcedir.tar.gz"
-RECIPES = ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot", "bloomz-7b1-lora-samsum"]
+RECIPES = [
+    "bert-large-squad-ddp",
+    "roberta-large-mnli-mp",
+    "distilbert-spot",
+    "bloomz-7b1-lora-samsum",
+    "bert-large-squad-smddp",
+    "roberta-large-mnli-smp",
+]
+# The original samples' own estimator arguments (HuggingFace(transformers_version="4.6", pytorch_version="1.7",
+# py_version="py36", distribution=...)): the seed-faithful recipes with the seeds' container versions, short
+# version strings included, must give the SDK's request too.
+SEED_CONTAINERS = {
+    "container.training.transformers_version": "4.6",
+    "container.training.pytorch_version": "1.7",
+    "container.training.py_version": "py36",
+}
 
 
 def sdk_request(recipe: dict, job_name: str, checkpoint: str | None) -> dict:
@@ -73,13 +88,17 @@ def sdk_request(recipe: dict, job_name: str, checkpoint: str | None) -> dict:
         return captured
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return build_catalog(REGION)
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [(name, {}) for name in RECIPES]
+    + [(name, SEED_CONTAINERS) for name in ("bert-large-squad-smddp", "roberta-large-mnli-smp")],
+    ids=[*RECIPES, "bert-large-squad-smddp-seed-args", "roberta-large-mnli-smp-seed-args"],
+)
+def test_request_matches_sdk(name, overrides):
+    from hfpipe.core.recipes import resolve_recipe
 
-
-@pytest.mark.parametrize("name", RECIPES)
-def test_request_matches_sdk(name, catalog):
+    recipe = resolve_recipe(recipe_name=name, overrides=overrides)
+    catalog = build_catalog(REGION, [recipe])
     config = PlanConfig(
         env="dev",
         region=REGION,
@@ -89,11 +108,10 @@ def test_request_matches_sdk(name, catalog):
         artifacts_bucket="artifacts-bucket",
         image_catalog=catalog,
     )
-    plan = build_plan({"recipe_name": name}, f"{name}-sdk", config, FakeQuotas(default_quotas()))
+    event = {"recipe_name": name, "overrides": overrides}
+    plan = build_plan(event, f"{name}-sdk", config, FakeQuotas(default_quotas()))
     ours = plan["training_job_request"]
-    from hfpipe.core.recipes import resolve_recipe
-
-    sdk = sdk_request(resolve_recipe(recipe_name=name), plan["training_job_name"], plan["checkpoint_s3_uri"])
+    sdk = sdk_request(recipe, plan["training_job_name"], plan["checkpoint_s3_uri"])
 
     # Field by field: everything the SDK sends, we send identically, except the listed differences.
     for key in sorted(set(sdk) | set(ours)):

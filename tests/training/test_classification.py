@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -23,36 +24,41 @@ from encoder_utils import last_complete_checkpoint
 
 
 def test_sharding_defaults_to_fsdp_only_for_multi_process_runs(monkeypatch):
-    monkeypatch.delenv("SM_HP_MP_PARAMETERS", raising=False)
-    args = ["--do_train", "True"]
-    assert rc.with_default_sharding(args, world_size=1) == args
-    assert rc.with_default_sharding(args, world_size=2) == [*args, "--fsdp", "full_shard auto_wrap"]
-    explicit = [*args, "--fsdp", "shard_grad_op"]
-    assert rc.with_default_sharding(explicit, world_size=2) == explicit
-    plain = [*args, "--model_parallel", "none"]
-    assert rc.with_default_sharding(plain, world_size=2) == plain
+    assert rc.default_sharding("", "auto", "", world_size=1) == ""
+    assert rc.default_sharding("", "auto", "", world_size=2) == "full_shard auto_wrap"
+    assert rc.default_sharding("shard_grad_op", "auto", "", world_size=2) == "shard_grad_op"
+    assert rc.default_sharding("", "none", "", world_size=2) == ""
     # Accelerate has no FSDP without GPUs: CPU-only hosts stay plain data parallel.
-    assert rc.with_default_sharding(args, world_size=2, accelerator=False) == args
+    assert rc.default_sharding("", "auto", "", world_size=2, accelerator=False) == ""
+
+
+def test_default_sharding_is_applied_by_the_arguments_from_flags_and_from_a_file(tmp_path, monkeypatch):
+    # TrainingArguments exports its FSDP set-up as ACCELERATE_*/FSDP_* variables; keep them in this test.
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    monkeypatch.setattr(rc, "default_sharding", lambda fsdp, *a, **k: fsdp or "shard_grad_op")
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    config = tmp_path / "args.json"
+    config.write_text(json.dumps({"do_train": True, "use_cpu": True}))
+    for argv in (["--do_train", "True", "--use_cpu", "True"], [str(config)]):
+        training = rc.parse_args(argv)[2]
+        assert [o.value for o in training.fsdp] == ["shard_grad_op"], argv
 
 
 def test_legacy_smdistributed_settings_are_accepted(monkeypatch):
-    monkeypatch.delenv("SM_HP_MP_PARAMETERS", raising=False)
-    legacy = ["--mp_parameters", json.dumps({"partitions": 4, "microbatches": 4, "ddp": True})]
+    legacy = json.dumps({"partitions": 4, "microbatches": 4, "ddp": True})
     monkeypatch.setattr(rc, "smdistributed_available", lambda: True)
-    assert rc.with_default_sharding(legacy, world_size=8) == legacy  # the Trainer's own smp path
+    assert rc.default_sharding("", "auto", legacy, world_size=8) == ""  # the Trainer's own smp path
     monkeypatch.setattr(rc, "smdistributed_available", lambda: False)
-    assert rc.with_default_sharding(legacy, world_size=8)[-2:] == ["--fsdp", "full_shard auto_wrap"]
+    assert rc.default_sharding("", "auto", legacy, world_size=8) == "full_shard auto_wrap"
     with pytest.raises(ValueError, match="mp_parameters"):
-        rc.with_default_sharding(["--model_parallel", "smdistributed"], world_size=2)
+        rc.default_sharding("", "smdistributed", "", world_size=2)
     with pytest.raises(ValueError, match="model_parallel='pipeline'"):
-        rc.ModelArguments(model_parallel="pipeline")
+        rc.ClassificationTrainingArguments(output_dir="/tmp/x", model_parallel="pipeline")
 
 
 def test_bad_columns_and_tasks_are_named():
-    with pytest.raises(ValueError, match="text_pair_column='hypo'"):
-        rc.resolve_columns(
-            rc.DataTrainingArguments(text_column="premise", text_pair_column="hypo"), ["premise", "label"]
-        )
+    with pytest.raises(ValueError, match="text_column_names: 'hypo'"):
+        rc.resolve_columns(rc.DataTrainingArguments(text_column_names="premise,hypo"), ["premise", "label"])
     with pytest.raises(ValueError, match="task_name='qnli'"):
         rc.DataTrainingArguments(task_name="qnli")
     assert rc.resolve_columns(
@@ -61,6 +67,21 @@ def test_bad_columns_and_tasks_are_named():
         "premise",
         "hypothesis",
     )
+
+
+def test_a_start_checkpoint_with_a_head_keeps_its_label_order():
+    from transformers import PretrainedConfig
+
+    # roberta-large-mnli's head: CONTRADICTION, NEUTRAL, ENTAILMENT; the GLUE data: entailment 0 ... 2.
+    head = PretrainedConfig(
+        num_labels=3,
+        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
+    )
+    assert rc.head_label_order(head, list(MNLI_LABELS)) == {0: 2, 1: 1, 2: 0}
+    assert rc.head_label_order(PretrainedConfig(num_labels=3), list(MNLI_LABELS)) is None
+    other = PretrainedConfig(num_labels=2, id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    assert rc.head_label_order(other, list(MNLI_LABELS)) is None
 
 
 def test_mnli_fixture_is_deterministic_and_balanced():
@@ -85,40 +106,49 @@ def models(tmp_path_factory):
     return {kind: build_encoder(kind, root / kind) for kind in ("roberta", "distilbert")}
 
 
+HEAD_ORDER = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")  # roberta-large-mnli's label order
+
+
 @pytest.mark.slow
-def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, source_dir):
+def test_mnli_trains_through_the_toolkit_evaluates_both_sets_and_serves_pairs(tmp_path, source_dir):
+    from hfpipe.fixtures.serving import build_served_model
+
     data = write_classification(tmp_path / "mnli", "mnli", n_train=48, n_validation=12)
+    # A start checkpoint that already has an MNLI head, in another label order than the data's ids.
+    start = build_served_model("run_classification.py", tmp_path / "start", labels=HEAD_ORDER)
     job = lc.run_training(
         tmp_path / "job",
         entry_point="run_classification.py",
         source_dir=source_dir,
         hyperparameters={
             "task_name": "mnli",
+            "text_column_names": "premise,hypothesis",
+            "label_column_name": "label",
             "do_train": True,
             "do_eval": True,
             "max_seq_length": 48,
             "max_steps": 6,
             "per_device_train_batch_size": 8,
             "save_strategy": "no",
-            "report_to": "none",
             "disable_tqdm": True,
         },
-        channels={"training": data["train"], "validation": data["validation"], "model": models["roberta"]},
+        channels={**{k: v.parent for k, v in data.items()}, "model": start},
     )
     assert job.status == "Completed", job.logs()[-3000:]
     metrics = json.loads((job.model_dir / "metrics.json").read_text())
     assert metrics["global_step"] == 6
-    assert 0.0 <= metrics["eval_accuracy"] <= 1.0
-    assert metrics["eval_samples"] == 12
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and 0.0 <= metrics["eval_accuracy_mm"] <= 1.0
+    assert metrics["eval_samples"] == metrics["eval_samples_mm"] == 12
+    assert "keeping the start checkpoint's label order" in job.logs()
     config = json.loads((job.model_dir / "config.json").read_text())
-    assert [config["id2label"][str(i)] for i in range(3)] == list(MNLI_LABELS)
+    assert [config["id2label"][str(i)] for i in range(3)] == list(HEAD_ORDER)
 
     with le.LocalEndpoint(job.model_artifacts, workdir=tmp_path / "endpoint") as endpoint:
         out = endpoint.predict(
             {"premise": "Ada visited the museum of Oslo.", "hypothesis": "Ada visited Oslo."}
         )
-        assert out["label"] in MNLI_LABELS
-        assert set(out["scores"]) == set(MNLI_LABELS)
+        assert out["label"] in HEAD_ORDER
+        assert set(out["scores"]) == set(HEAD_ORDER)
         assert sum(out["scores"].values()) == pytest.approx(1.0, abs=1e-5)
         assert out["label"] == max(out["scores"], key=out["scores"].get)
         batch = endpoint.predict(
@@ -127,6 +157,31 @@ def test_mnli_trains_through_the_toolkit_and_serves_pairs(tmp_path, models, sour
         assert len(batch) == 2
         with pytest.raises(ValueError, match="'hypothesis'"):
             endpoint.predict({"premise": "Ada visited Oslo."})
+
+
+def test_labels_are_remapped_to_the_heads_order(tmp_path, monkeypatch):
+    """The data's ids become the head's ids in the tokenized features (run_glue.py's label_to_id)."""
+    data = write_classification(tmp_path / "mnli", "mnli", n_train=6, n_validation=3)
+    start = build_served_model_cached(tmp_path)
+    captured = {}
+    monkeypatch.setattr(
+        rc.encoder_utils,
+        "train_resumable",
+        lambda trainer, *a: captured.update(labels=list(trainer.train_dataset["labels"])) or {},
+    )
+    monkeypatch.setattr(rc.encoder_utils, "save_outputs", lambda *a: None)
+    rows = [json.loads(line) for line in data["train"].read_text().splitlines()]
+    rc.main([
+        "--model_name_or_path", str(start), "--task_name", "mnli", "--train_file", str(data["train"]),
+        "--do_train", "True", "--output_dir", str(tmp_path / "out"), "--model_dir", str(tmp_path / "model"),
+    ])  # fmt: skip
+    assert captured["labels"] == [{0: 2, 1: 1, 2: 0}[r["label"]] for r in rows]
+
+
+def build_served_model_cached(tmp_path):
+    from hfpipe.fixtures.serving import build_served_model
+
+    return build_served_model("run_classification.py", tmp_path / "start", labels=HEAD_ORDER)
 
 
 SPOT = {
@@ -159,12 +214,13 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, s
         "entry_point": "run_classification.py",
         "source_dir": source_dir,
         "hyperparameters": SPOT,
-        "channels": {"training": data["train"], "model": models["distilbert"]},
+        "channels": {"training": data["train"].parent, "model": models["distilbert"]},
     }
     reference = lc.run_training(tmp_path / "uninterrupted", **run)
     assert reference.status == "Completed", reference.logs()[-3000:]
 
-    # Stop the container (SIGTERM to every process) as soon as the first checkpoint is complete.
+    # Stop the container as soon as the first checkpoint is complete; as in SageMaker, no signal reaches the
+    # script, so the resume starts from that periodic checkpoint.
     proc = lc.start_training(tmp_path / "spot", **run)
     checkpoints = proc.base_dir / "checkpoints"
     deadline = time.monotonic() + 240
@@ -172,7 +228,7 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, s
         assert proc.poll() is None, "the run ended before writing a checkpoint"
         assert time.monotonic() < deadline, "no checkpoint within 240 s"
         time.sleep(0.05)
-    proc.stop()
+    proc.stop(grace_seconds=0)
     stopped = proc.wait()
     assert stopped.status == "Stopped"
     assert stopped.model_artifacts is None
@@ -196,23 +252,21 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, s
         assert out["label"] in ("negative", "positive")
 
 
-def test_config_file_expands_to_flags_with_the_same_defaults(tmp_path, monkeypatch):
-    from encoder_utils import expand_config_file, parse_arguments
-
+def test_config_file_is_read_by_hfargumentparser_with_the_same_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     config = tmp_path / "args.yaml"
-    config.write_text("task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: {partitions: 2}\n")
-    flags = expand_config_file([str(config)])
-    assert flags[:4] == ["--task_name", "mnli", "--max_seq_length", "64"]
-    _, data_args, training_args = parse_arguments(
-        (rc.ModelArguments, rc.DataTrainingArguments, rc.TrainingArguments), [str(config)]
+    config.write_text(
+        "task_name: mnli\nmax_seq_length: 64\ndo_train: true\nmp_parameters: '{\"partitions\": 2}'\n"
     )
+    _, data_args, training_args, _ = rc.parse_args([str(config)])
+    from_flags = rc.parse_args(["--task_name", "mnli", "--max_seq_length", "64", "--do_train", "True"])[2]
     assert data_args.task_name == "mnli" and data_args.max_seq_length == 64
     assert training_args.do_train is True
     assert json.loads(training_args.mp_parameters) == {"partitions": 2}
-    assert training_args.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    assert training_args.output_dir == from_flags.output_dir == str(tmp_path / "opt_ml" / "checkpoints")
+    assert training_args.report_to == from_flags.report_to == []
     bad = tmp_path / "bad.json"
-    bad.write_text("[1, 2]")
-    with pytest.raises(ValueError, match=r"bad\.json: expected a mapping"):
-        expand_config_file([str(bad)])
+    bad.write_text(json.dumps({"no_such_argument": 1}))
+    with pytest.raises(ValueError, match="no_such_argument"):
+        rc.parse_args([str(bad)])

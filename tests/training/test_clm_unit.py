@@ -161,3 +161,113 @@ def test_handler_passes_the_notebooks_sampling_parameters():
         {"do_sample": True, "top_p": 0.9, "temperature": 0.9, "max_new_tokens": 50}
     )
     assert kwargs == {"do_sample": True, "top_p": 0.9, "temperature": 0.9, "max_new_tokens": 50}
+
+
+@pytest.fixture(scope="module")
+def bloom_tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    return AutoTokenizer.from_pretrained(build_tiny_bloom(tmp_path_factory.mktemp("bloom")))
+
+
+def _recipe_template() -> str:
+    from hfpipe.core.recipes import resolve_recipe
+
+    return resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["training"]["hyperparameters"][
+        "prompt_template"
+    ]
+
+
+@pytest.mark.parametrize("template", ["recipe", "default", "eos twice"])
+def test_every_packed_record_ends_with_exactly_one_eos(template, bloom_tokenizer):
+    import datasets
+    from transformers import TrainingArguments
+
+    templates = {
+        "recipe": _recipe_template(),  # the seed's template, without {eos_token}
+        "default": inference_clm.DEFAULT_PROMPT_TEMPLATE,
+        "eos twice": inference_clm.DEFAULT_PROMPT_TEMPLATE + "{eos_token}",
+    }
+    raw = datasets.Dataset.from_list(
+        [
+            {"dialogue": "Amanda: Hi.\nJerry: Hello!", "summary": "They greet."},
+            {"dialogue": "A: x", "summary": "y"},
+        ]
+    )
+    data_args = run_clm.DataTrainingArguments(prompt_template=templates[template])
+    tokenized = run_clm.tokenize(raw, bloom_tokenizer, data_args, TrainingArguments(output_dir="/tmp/unused"))
+    eos = bloom_tokenizer.eos_token_id
+    for ids in tokenized["input_ids"]:
+        assert ids[-1] == eos and ids.count(eos) == 1, bloom_tokenizer.decode(ids)
+    packed = run_clm.pack_dataset(tokenized["input_ids"], block_size=8, pad_token_id=PAD)
+    assert _real_tokens(packed).count(eos) == len(raw)  # one record boundary per record
+
+
+def test_the_endpoint_applies_the_training_template_to_a_dialogue():
+    template = _recipe_template()
+    dialogue = "Amanda: I baked cookies.\nJerry: Sure!"
+    prompt = inference_clm.as_prompt(dialogue, template, "summary", "</s>")
+    assert prompt == "Summarize the chat dialogue:\nAmanda: I baked cookies.\nJerry: Sure!\n---\nSummary:\n"
+    assert inference_clm.as_prompt({"dialogue": dialogue}, template, "summary", "</s>") == prompt
+    # A ready prompt (starting with the template's opening) is sent as is.
+    assert inference_clm.as_prompt(prompt, template, "summary", "</s>") == prompt
+    # The recipe's sample request is a dialogue: the handler turns it into the training prompt.
+    from hfpipe.core.recipes import resolve_recipe
+
+    sample = resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["serving"]["sample_request"]
+    text, kwargs = inference_clm.parse_request(sample)
+    assert inference_clm.as_prompt(text, template, "summary", "</s>").startswith(
+        "Summarize the chat dialogue:\n"
+    )
+    assert kwargs["max_new_tokens"] <= inference_clm.MAX_NEW_TOKENS_LIMIT
+
+
+def test_from_pretrained_dtype_keyword_follows_the_transformers_version(monkeypatch):
+    import transformers
+
+    monkeypatch.setattr(transformers, "__version__", "4.51.3")
+    assert inference_clm.dtype_keyword() == "torch_dtype"  # 4.51.3 refuses dtype=
+    monkeypatch.setattr(transformers, "__version__", "4.56.2")
+    assert inference_clm.dtype_keyword() == "dtype"
+
+
+def test_rouge_lsum_scores_sentences_one_per_line():
+    from rouge_score import rouge_scorer
+
+    assert (
+        run_clm.sentence_lines("Amanda baked. Jerry will eat! Ok?") == "Amanda baked.\nJerry will eat!\nOk?"
+    )
+    assert "rougeLsum" in run_clm.ROUGE_KEYS
+    scorer = rouge_scorer.RougeScorer(["rougeL", "rougeLsum"])
+    ref, pred = "amanda baked cookies. jerry will come.", "jerry will come. amanda baked cookies."
+    split = scorer.score(run_clm.sentence_lines(ref), run_clm.sentence_lines(pred))
+    # Sentence order does not matter to rougeLsum, which is the point of reporting it for dialogue summaries.
+    assert split["rougeLsum"].fmeasure == pytest.approx(1.0)
+    assert split["rougeL"].fmeasure < 1.0
+
+
+def test_the_tiny_bloom_fits_every_quantization_paths_block_size(tmp_path):
+    """The CPU-packed 4-bit layout (taken on CPUs with AVX-512 BF16 at inference) must accept every quantized
+    layer; the repacking is plain torch, so this runs it on any CPU instead of depending on the one here."""
+    import copy
+
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu
+    from bitsandbytes.nn import Linear4bit
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    model_dir = build_tiny_bloom(tmp_path / "bloom")
+    config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, quantization_config=config, device_map={"": "cpu"}
+    )
+    layers = [m for m in model.modules() if isinstance(m, Linear4bit)]
+    assert len(layers) == 4 * model.config.n_layer  # query_key_value, dense, dense_h_to_4h, dense_4h_to_h
+    for layer in layers:
+        state = copy.deepcopy(layer.weight.quant_state)
+        assert layer.in_features % state.blocksize == 0, (layer.in_features, state.blocksize)
+        packed, _ = _convert_weight_packed_for_cpu(layer.weight.data.clone(), state)
+        assert packed.shape == (layer.out_features, layer.in_features // 2)

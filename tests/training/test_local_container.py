@@ -172,7 +172,26 @@ def test_torch_distributed_runs_two_gloo_processes(tmp_path, source_dir, train_c
     assert "torchrun" in job.logs()
 
 
-def test_stop_sends_sigterm_and_reports_stopped(tmp_path, train_channel):
+@pytest.mark.slow
+def test_a_failing_torch_distributed_script_fails_the_job(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "boom.py").write_text("raise SystemExit('rank failed on purpose')\n")
+    job = lc.run_training(
+        tmp_path / "job",
+        entry_point="boom.py",
+        source_dir=src,
+        distribution="torch_distributed",
+        processes_per_host=2,
+    )
+    assert job.status == "Failed", job.logs()[-2000:]
+    assert "Reporting training SUCCESS" not in job.logs()
+
+
+def test_stop_is_delivered_as_the_real_container_delivers_it(tmp_path, train_channel):
+    """StopTrainingJob / spot: SIGTERM goes to the container's PID 1 (a bash without a trap, which ignores
+    it), the toolkit forwards nothing, and after the grace period everything is killed. A script's SIGTERM
+    handler therefore never runs; the run is Stopped and only what it saved before counts."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "sleeper.py").write_text(
@@ -191,10 +210,12 @@ def test_stop_sends_sigterm_and_reports_stopped(tmp_path, train_channel):
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.stop()
+    begun = time.monotonic()
+    proc.stop(grace_seconds=1.0)
     job = proc.wait()
     assert job.status == "Stopped"
-    assert (job.output_data_dir / "got-sigterm").exists()
+    assert time.monotonic() - begun >= 1.0  # the grace period ran out; nothing ended the script earlier
+    assert not (job.output_data_dir / "got-sigterm").exists()
 
 
 def test_local_endpoint_serves_through_inference_py(tmp_path):

@@ -181,3 +181,89 @@ def test_load_squad_json_names_the_file_on_bad_input(tmp_path):
 def test_squad_fixture_is_deterministic():
     assert make_squad(5, seed=3) == make_squad(5, seed=3)
     assert make_squad(5, seed=3) != make_squad(5, seed=4)
+
+
+class OracleQA:
+    """A QA 'model' that knows every window's gold span and puts its logit peaks there, wherever the window
+    sits in the padded batch row it is given (found from the attention mask)."""
+
+    def __init__(self, gold: dict[tuple[int, ...], tuple[int, int]]) -> None:
+        self.gold = gold
+
+    def module(self):  # type: ignore[no-untyped-def]
+        import torch
+
+        gold = self.gold
+
+        class Oracle(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+            def forward(self, input_ids, attention_mask, **kwargs):  # type: ignore[no-untyped-def]
+                start = torch.full(input_ids.shape, -10.0)
+                end = torch.full(input_ids.shape, -10.0)
+                for i, (ids, mask) in enumerate(
+                    zip(input_ids.tolist(), attention_mask.tolist(), strict=True)
+                ):
+                    real = [k for k, m in enumerate(mask) if m]
+                    s, e = gold[tuple(ids[k] for k in real)]
+                    start[i, real[s]] = 10.0
+                    end[i, real[e]] = 10.0
+                return {"start_logits": start + 0 * self.dummy, "end_logits": end + 0 * self.dummy}
+
+        return Oracle()
+
+
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+@pytest.mark.parametrize("pad_to_max_length", [False, True])
+def test_an_oracle_scores_em_100_with_either_padding_side(padding_side, pad_to_max_length, tmp_path):
+    """Training labels and evaluation logits line up with the answer whichever side the tokenizer pads."""
+    import datasets
+    import run_qa
+    from transformers import Trainer, TrainingArguments
+
+    tokenizer = build_tokenizer("bert")
+    tokenizer.padding_side = padding_side
+    examples = datasets.Dataset.from_list(qa_utils.load_squad_json(write_squad(tmp_path)["validation"]))
+    window = {
+        "tokenizer": tokenizer,
+        "max_seq_length": 64,
+        "doc_stride": 32,
+        "pad_to_max_length": pad_to_max_length,
+    }
+    labelled = examples.map(
+        qa_utils.prepare_train_features, fn_kwargs=window, batched=True, remove_columns=examples.column_names
+    )
+    collator = qa_utils.qa_collator(tokenizer, pad_to_max_length)
+    # Training: in every collated batch the labels point at the gold tokens of the window as tokenized.
+    gold: dict[tuple[int, ...], tuple[int, int]] = {}
+    for i in range(0, len(labelled), 5):
+        rows = [labelled[j] for j in range(i, min(i + 5, len(labelled)))]
+        batch = collator([dict(r) for r in rows])
+        for row, ids, mask, s, e in zip(
+            rows, batch["input_ids"].tolist(), batch["attention_mask"].tolist(), batch["start_positions"],
+            batch["end_positions"], strict=True,
+        ):  # fmt: skip
+            real = [k for k, m in enumerate(mask) if m]
+            unpadded = tuple(ids[k] for k in real)
+            assert ids[int(s)] == row["input_ids"][row["start_positions"]]
+            assert ids[int(e)] == row["input_ids"][row["end_positions"]]
+            row_real = [k for k, m in enumerate(row["attention_mask"]) if m]
+            gold[unpadded] = (row_real.index(row["start_positions"]) if row["start_positions"] in row_real else 0,
+                              row_real.index(row["end_positions"]) if row["end_positions"] in row_real else 0)  # fmt: skip
+    # Evaluation: the oracle's peaks, read back through the Trainer and the post-processing, give EM 100.
+    features = examples.map(
+        qa_utils.prepare_validation_features,
+        fn_kwargs=window,
+        batched=True,
+        remove_columns=examples.column_names,
+    )
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_eval_batch_size=3, use_cpu=True, report_to="none"
+    )
+    trainer = Trainer(model=OracleQA(gold).module(), args=args, data_collator=collator)
+    data_args = run_qa.DataTrainingArguments(max_seq_length=64, doc_stride=32)
+    metrics = run_qa.evaluate(trainer, examples, features, data_args)
+    assert metrics["eval_exact_match"] == pytest.approx(100.0)
+    assert metrics["eval_f1"] == pytest.approx(100.0)

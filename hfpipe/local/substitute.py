@@ -1,0 +1,325 @@
+"""What `hfpipe local` substitutes so that any recipe runs on this machine, and nothing else.
+
+A recipe names things that cannot exist here: a hub model (bert-large, roberta-large, distilbert, a 7B BLOOM),
+a hub data set, GPUs (half precision, FSDP) and SageMaker's own distribution libraries (smdistributed data and
+model parallel, which need NVIDIA GPUs and the library). Local mode replaces exactly those:
+
+- the model becomes a tiny random-weight model of the same family (BERT, RoBERTa, DistilBERT, BLOOM) built from
+  a config (`hfpipe.fixtures`), delivered as the `model` channel the scripts read when no `model_name_or_path`
+  is given;
+- the data set becomes fixture channels in the real format (SQuAD JSON, MNLI pairs with a matched and a
+  mismatched validation set, IMDb-style texts, samsum dialogues);
+- training is capped at a few steps (`max_steps`);
+- half precision (fp16/bf16) is off without a GPU, and FSDP (Accelerate's needs a GPU) becomes plain DDP;
+- distribution runs as far as a CPU allows: torch_distributed as two gloo processes on this host;
+  smdistributed data parallel (SMDDP) and model parallel (SMP, launched through MPI) as the same two-process
+  gloo DDP, their parameters set aside;
+- an evaluation gate a random-weight model cannot pass is lowered so the pipeline goes on to the endpoint.
+
+Everything else is the recipe's own: its other hyperparameters, entry point, LoRA and quantization settings,
+spot and checkpoint settings, instance types (for the plan), and its serving settings and sample request.
+`Substitutions.lines()` says what was substituted; `hfpipe local` prints it before the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Steps a local run trains at most.
+LOCAL_MAX_STEPS = 4
+#: Processes a distributed recipe runs on this host (gloo).
+LOCAL_PROCESSES = 2
+# Hyperparameter and request keys of the SDK's distribution settings (hfpipe.core.request).
+SMDDP_KEY = "sagemaker_distributed_dataparallel_enabled"
+TORCH_DISTRIBUTED_KEY = "sagemaker_torch_distributed_enabled"
+MPI_KEYS = (
+    "sagemaker_mpi_enabled",
+    "sagemaker_mpi_num_of_processes_per_host",
+    "sagemaker_mpi_custom_mpi_options",
+)
+MODEL_FAMILIES = ("distilbert", "roberta", "bloom", "bert")  # first match in the model id wins
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """One setting local mode replaced: what the recipe says, what runs here, and why."""
+
+    setting: str
+    real: str
+    local: str
+    why: str
+
+    def line(self) -> str:
+        """One human-readable line."""
+        return f"{self.setting}: {self.real} -> {self.local} ({self.why})"
+
+
+@dataclass
+class Substitutions:
+    """The substitutions for one recipe: the recipe to run, its fixture channels, and the launch settings."""
+
+    recipe: dict[str, Any]
+    model_family: str
+    data_kind: str
+    items: list[Substitution] = field(default_factory=list)
+    distributed: bool = False
+
+    def lines(self) -> list[str]:
+        """Every substitution, one line each (empty when the recipe runs here as written)."""
+        return [s.line() for s in self.items]
+
+    def add(self, setting: str, real: Any, local: Any, why: str) -> None:
+        self.items.append(Substitution(setting, _show(real), _show(local), why))
+
+    def fixture_channels(self, root: Path) -> dict[str, Path]:
+        """Build the fixture folders of every channel the (substituted) recipe reads, by channel name."""
+        wanted = set(self.recipe["training"].get("channels") or {})
+        built = {"model": build_model(self.model_family, root / "model")} if "model" in wanted else {}
+        built.update(build_data(self.data_kind, root / "data"))
+        return {name: path for name, path in built.items() if name in wanted}
+
+    def processes_per_host(self, request: dict[str, Any]) -> int | None:
+        """How many processes the job runs here: two gloo processes for any distributed recipe."""
+        return LOCAL_PROCESSES if self.distributed else None
+
+    def apply_to_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The CreateTrainingJob request as run here: SageMaker's distribution libraries replaced by
+        torch_distributed (the SDK's own launcher key), everything else as the plan built it."""
+        out = copy.deepcopy(request)
+        hps = out.get("HyperParameters") or {}
+        smddp = json.loads(hps.get(SMDDP_KEY, "false")) is True
+        mpi = json.loads(hps.get("sagemaker_mpi_enabled", "false")) is True
+        if smddp or mpi:
+            for key in (SMDDP_KEY, "sagemaker_distributed_dataparallel_custom_mpi_options", *MPI_KEYS):
+                hps.pop(key, None)
+            hps.pop("mp_parameters", None)
+            hps[TORCH_DISTRIBUTED_KEY] = "true"
+        return out
+
+
+def has_gpu() -> bool:
+    """Whether torch sees a CUDA device here (half precision and FSDP stay as the recipe says)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _local_stack() -> tuple[str, str] | None:
+    """(transformers, torch) versions installed here, torch without its local build tag."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers"), version("torch").split("+")[0]
+    except PackageNotFoundError:
+        return None
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def model_family(model_id: str) -> str:
+    """The architecture family of a hub model id (bert-large-uncased -> bert)."""
+    lowered = model_id.lower()
+    for family in MODEL_FAMILIES:
+        if family in lowered:
+            return family
+    raise ValueError(
+        f"model_name_or_path={model_id!r}: local mode has tiny stand-ins for {', '.join(MODEL_FAMILIES)} only"
+    )
+
+
+def data_kind(recipe: dict[str, Any]) -> str:
+    """Which fixture data set has the format the recipe's data has."""
+    entry = recipe["training"]["entry_point"]
+    hps = recipe["training"]["hyperparameters"]
+    if entry == "run_qa.py":
+        return "squad"
+    if entry == "run_clm.py":
+        return "samsum"
+    if entry == "run_classification.py":
+        mnli = "mnli" in (hps.get("task_name"), hps.get("dataset_config_name"))
+        return "mnli" if mnli or "premise" in str(hps.get("text_column_names", "")) else "textcls"
+    raise ValueError(
+        f"training.entry_point={entry!r}: local mode has fixtures for run_qa, run_classification, run_clm"
+    )
+
+
+# A tiny-* recipe names no hub model: the family its full-size recipe uses.
+DEFAULT_FAMILY = {"squad": "bert", "samsum": "bloom", "mnli": "roberta", "textcls": "distilbert"}
+DATA_NAMES = {
+    "squad": "SQuAD v1.1 JSON fixture",
+    "samsum": "samsum-style dialogue fixture",
+    "mnli": "MNLI pair fixture (matched + mismatched validation)",
+    "textcls": "IMDb-style text fixture",
+}
+TINY_NAMES = {
+    "bert": "tiny random-weight BERT",
+    "roberta": "tiny random-weight RoBERTa",
+    "distilbert": "tiny random-weight DistilBERT",
+    "bloom": "tiny random-weight BLOOM",
+}
+
+
+def for_this_machine(
+    recipe: dict[str, Any], gpu: bool = False, data_prefix: str = "local-fixtures"
+) -> Substitutions:
+    """The recipe as `hfpipe local` runs it here, with every substitution recorded.
+
+    `recipe` is the recipe as read (before defaults); the result's `recipe` is what the execution input sends.
+    """
+    local = copy.deepcopy(recipe)
+    t = local["training"]
+    hps: dict[str, Any] = t.setdefault("hyperparameters", {})
+    kind = data_kind(local)
+    model_id = hps.get("model_name_or_path")
+    family = model_family(model_id) if model_id else DEFAULT_FAMILY[kind]
+    subs = Substitutions(local, family, kind)
+    channels: dict[str, str] = t.setdefault("channels", {})
+    name = local["name"]
+
+    subs.add(
+        "instance_type",
+        f"{t.get('instance_count', 1)} x {t['instance_type']}",
+        "this machine" + ("" if gpu else " (CPU)"),
+        "training runs here; the plan, quotas and cost still use the recipe's instances",
+    )
+    local_stack = _local_stack()
+    container = local["container"]["training"]
+    if (
+        local_stack
+        and (container.get("transformers_version"), container.get("pytorch_version")) != local_stack
+    ):
+        subs.add(
+            "container.training",
+            f"transformers {container.get('transformers_version')} / PyTorch {container.get('pytorch_version')} "
+            f"/ {container.get('py_version')}",
+            f"this environment's transformers {local_stack[0]} / torch {local_stack[1]}",
+            "the container image cannot run here",
+        )
+    if model_id:
+        del hps["model_name_or_path"]
+        channels["model"] = f"{data_prefix}/{name}/model/"
+        subs.add(
+            "model_name_or_path", model_id, f"{TINY_NAMES[family]} (model channel)", "no hub downloads here"
+        )
+    if hps.get("dataset_name"):
+        dataset = hps.pop("dataset_name")
+        config = hps.pop("dataset_config_name", None)
+        if kind == "mnli" and "task_name" not in hps:
+            hps["task_name"] = "mnli"  # what GLUE's mnli configuration selects in run_classification.py
+        for split in ("train_split_name", "validation_split_name"):
+            hps.pop(split, None)  # hub split names; the fixture channels are the splits
+        channel_names = ["training", "validation"] + (["validation_mismatched"] if kind == "mnli" else [])
+        for channel in channel_names:
+            # A trailing slash: an S3 prefix "validation" would also take "validation_mismatched/...".
+            channels[channel] = f"{data_prefix}/{name}/{channel}/"
+        real = dataset if not config else f"{dataset} ({config})"
+        subs.add(
+            "dataset_name",
+            real,
+            f"{DATA_NAMES[kind]} in channels {', '.join(channel_names)}",
+            "no hub downloads here",
+        )
+    steps = hps.get("max_steps")
+    if steps is None or int(steps) > LOCAL_MAX_STEPS or int(steps) <= 0:
+        epochs = hps.get("num_train_epochs")
+        real = (
+            f"max_steps {steps}"
+            if steps is not None
+            else f"num_train_epochs {epochs if epochs is not None else 3}"
+        )
+        hps["max_steps"] = LOCAL_MAX_STEPS
+        subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
+    if not gpu:
+        for precision in ("fp16", "bf16"):
+            if hps.get(precision) in (True, "true", "True"):
+                hps[precision] = False
+                subs.add(precision, "true", "false", "half precision needs a GPU")
+        if hps.get("fsdp"):
+            subs.add("fsdp", hps.pop("fsdp"), "plain DDP", "Accelerate's FSDP needs a GPU")
+    dist = t.get("distribution") or {}
+    smd = dist.get("smdistributed") or {}
+    if smd.get("dataparallel", {}).get("enabled"):
+        subs.distributed = True
+        subs.add(
+            "distribution",
+            "smdistributed dataparallel (SMDDP)",
+            f"torch_distributed, {LOCAL_PROCESSES} gloo processes",
+            "SMDDP needs NVIDIA GPUs and the library, which no CPU host has",
+        )
+    elif smd.get("modelparallel", {}).get("enabled"):
+        subs.distributed = True
+        params = smd["modelparallel"].get("parameters", {})
+        subs.add(
+            "distribution",
+            f"smdistributed modelparallel {json.dumps(params, sort_keys=True)} + mpi {json.dumps(dist.get('mpi', {}))}",
+            f"torch_distributed, {LOCAL_PROCESSES} gloo processes (data parallel; mp_parameters set aside)",
+            "SMP needs NVIDIA GPUs and the library, which no CPU host has",
+        )
+    elif any((dist.get(k) or {}).get("enabled") for k in ("torch_distributed", "pytorchddp")):
+        subs.distributed = True
+        count = t.get("instance_count", 1)
+        subs.add(
+            "distribution",
+            f"torch_distributed on {count} x {t['instance_type']}",
+            f"{LOCAL_PROCESSES} gloo processes on this host",
+            "no GPUs here: DDP over CPU processes",
+        )
+    gate = local.get("evaluation_gate")
+    if gate and gate.get("threshold") not in (None, 0, 0.0) and gate.get("higher_is_better", True):
+        subs.add(
+            f"evaluation_gate.{gate['metric']}",
+            f">= {gate['threshold']}",
+            ">= 0",
+            "a random-weight stand-in cannot reach the real model's score",
+        )
+        gate["threshold"] = 0.0
+    return subs
+
+
+def build_model(family: str, dest: Path) -> Path:
+    """A tiny random-weight model of `family` with its tokenizer, saved to `dest`."""
+    if family == "bloom":
+        from hfpipe.fixtures.samsum import build_tiny_bloom
+
+        return build_tiny_bloom(dest)
+    from hfpipe.fixtures.encoders import build_encoder
+
+    return build_encoder(family, dest)
+
+
+def build_data(kind: str, root: Path) -> dict[str, Path]:
+    """Fixture channel folders (`training`, `validation`, ...) in the real format of `kind`."""
+    if kind == "squad":
+        from hfpipe.fixtures.squad import write_squad
+
+        paths = write_squad(root / "raw")
+        out = {}
+        for channel, split in (("training", "train"), ("validation", "validation")):
+            folder = root / channel
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(paths[split]), folder / paths[split].name)
+            out[channel] = folder
+        return out
+    if kind == "samsum":
+        from hfpipe.fixtures.samsum import write_samsum
+
+        written = write_samsum(root)
+        return {"training": written["training"], "validation": written["validation"]}
+    from hfpipe.fixtures.mnli import write_classification
+
+    files = write_classification(root, kind)
+    names = {
+        "train": "training",
+        "validation": "validation",
+        "validation_mismatched": "validation_mismatched",
+    }
+    return {names[split]: path.parent for split, path in files.items()}

@@ -1,0 +1,132 @@
+"""`hfpipe local` substitutes only what cannot exist on this machine, says so, and runs every recipe.
+
+Unit part: for every recipe, everything but the listed substitutions is the recipe's own, and every change
+is reported. Slow part: `hfpipe local --recipe NAME` ends SUCCEEDED for every recipe in recipes/, smoke test
+answered and nothing left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hfpipe.core.recipes import available_recipes, load_recipe
+from hfpipe.local.substitute import LOCAL_MAX_STEPS, LOCAL_PROCESSES, for_this_machine
+
+RECIPES = available_recipes()
+# Hyperparameters local mode may change, and the line that must then say so.
+MAY_CHANGE = {
+    "model_name_or_path": "model_name_or_path",
+    "dataset_name": "dataset_name",
+    "dataset_config_name": "dataset_name",
+    "train_split_name": "dataset_name",
+    "validation_split_name": "dataset_name",
+    "task_name": "dataset_name",
+    "max_steps": "steps",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "fsdp": "fsdp",
+}
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_only_what_cannot_exist_here_is_substituted_and_each_is_said(name):
+    real = load_recipe(name)
+    subs = for_this_machine(real, gpu=False)
+    local = subs.recipe
+    said = {s.setting.split(".")[0] for s in subs.items}
+    real_hps, local_hps = real["training"]["hyperparameters"], local["training"]["hyperparameters"]
+    for key in set(real_hps) | set(local_hps):
+        if real_hps.get(key) != local_hps.get(key):
+            assert key in MAY_CHANGE, f"{name}: {key} changed but local mode may not change it"
+            assert MAY_CHANGE[key] in said, f"{name}: {key} changed without saying so: {subs.lines()}"
+    assert int(local_hps["max_steps"]) <= LOCAL_MAX_STEPS
+    assert not local_hps.get("fp16") and not local_hps.get("bf16") and not local_hps.get("fsdp")
+    assert "model_name_or_path" not in local_hps and "dataset_name" not in local_hps
+    # The rest of the recipe is its own: containers, instances, spot, checkpoints, distribution, serving.
+    for part in ("container", "serving", "task", "name"):
+        assert local.get(part) == real.get(part), part
+    for key in set(real["training"]) - {"hyperparameters", "channels"}:
+        assert local["training"][key] == real["training"][key], key
+    for channel, prefix in (real["training"].get("channels") or {}).items():
+        assert local["training"]["channels"][channel] == prefix
+    gate = real.get("evaluation_gate")
+    if gate and gate["threshold"] > 0:
+        assert local["evaluation_gate"]["threshold"] == 0.0 and "evaluation_gate" in said
+    if real["training"].get("distribution"):
+        assert subs.distributed and "distribution" in said
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_fixture_channels_cover_what_the_local_recipe_reads(name, tmp_path):
+    subs = for_this_machine(load_recipe(name), gpu=False)
+    channels = subs.fixture_channels(tmp_path)
+    assert set(channels) == set(subs.recipe["training"]["channels"])
+    for folder in channels.values():
+        assert any(p.is_file() for p in folder.rglob("*")), folder
+
+
+def test_sagemaker_distribution_libraries_become_two_gloo_processes():
+    from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
+
+    for name in ("bert-large-squad-smddp", "roberta-large-mnli-smp", "bert-large-squad-ddp"):
+        recipe = load_recipe(name)
+        t = recipe["training"]
+        hps = encode_hyperparameters(
+            {**t["hyperparameters"], **distribution_hyperparameters(t["distribution"], t["instance_type"])}
+        )
+        subs = for_this_machine(recipe, gpu=False)
+        request = {"HyperParameters": hps}
+        run = subs.apply_to_request(request)["HyperParameters"]
+        assert json.loads(run["sagemaker_torch_distributed_enabled"]) is True, name
+        assert "mp_parameters" not in run and "sagemaker_mpi_enabled" not in run, name
+        assert json.loads(run.get("sagemaker_distributed_dataparallel_enabled", "false")) is False, name
+        assert subs.processes_per_host(request) == LOCAL_PROCESSES
+        assert request["HyperParameters"] == hps  # the plan's request itself is left as built
+
+
+def test_a_gpu_keeps_half_precision_and_fsdp():
+    subs = for_this_machine(load_recipe("roberta-large-mnli-mp"), gpu=True)
+    hps = subs.recipe["training"]["hyperparameters"]
+    assert hps["fp16"] is True and hps["fsdp"] == "full_shard auto_wrap"
+
+
+@pytest.fixture(scope="module")
+def out_root(tmp_path_factory) -> Path:
+    """One --out for every run: the synthesized stacks are cached there once (each run has its own folder)."""
+    return tmp_path_factory.mktemp("local-runs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RECIPES)
+def test_every_recipe_runs_end_to_end_locally(name, out_root: Path) -> None:
+    # As a user runs it: its own process (moto's in-memory account stays out of the other tests).
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "COLUMNS": "200"}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfpipe.cli", "local", "--recipe", name, "--out", str(out_root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, (out + proc.stderr)[-4000:]
+    [run_dir] = [p for p in out_root.iterdir() if p.name.startswith(f"{name}-")]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["execution_status"] == "SUCCEEDED"
+    assert report["training_job_status"] == "Completed"
+    assert report["smoke_test"]["ok"] is True
+    assert report["endpoint_deleted"] is True
+    assert "left in the local account: 0 endpoints/configs/models" in out
+    for line in for_this_machine(load_recipe(name), gpu=False).lines():
+        assert line in out, line  # every substitution printed
+    if load_recipe(name)["training"].get("distribution"):
+        assert f"--nproc_per_node {LOCAL_PROCESSES}" in (run_dir / "training.log").read_text()
+    print(f"{name}: {time.monotonic() - started:.1f} s")
