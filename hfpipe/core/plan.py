@@ -2,13 +2,13 @@
 
 ``build_plan`` is pure apart from the Service Quotas client it is given, so the CLI can run it as a
 dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
-``QuotaTooLowError``; their class names become the Step Functions error names.
+``quotas.QuotaTooLowError``; their class names become the Step Functions error names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import cost, limits, names, prices, quotas, request
@@ -22,20 +22,6 @@ KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi"
 GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
 DEFAULT_POLL_SECONDS = 60
-
-
-class QuotaTooLowError(Exception):
-    """An account quota is below what the recipe needs; the message names quota, applied and needed."""
-
-
-class QuotaLookupThrottled(Exception):
-    """Service Quotas kept throttling the quota check; the state machine retries Plan."""
-
-
-class QuotaClient(Protocol):
-    """The part of boto3's service-quotas client the quota check uses (its paginators)."""
-
-    def get_paginator(self, operation_name: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -219,44 +205,6 @@ def check_distribution(recipe: dict[str, Any], catalog: dict[str, Any]) -> None:
         )
 
 
-def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
-    """Service Quotas quota name -> instances needed, for every instance type the plan will use."""
-    t = recipe["training"]
-    kind = "spot training job usage" if t["spot"]["enabled"] else "training job usage"
-    needed = {f"{t['instance_type']} for {kind}": t["instance_count"]}
-    if deploy:
-        s = recipe["serving"]
-        key = f"{s['instance_type']} for endpoint usage"
-        needed[key] = needed.get(key, 0) + s["instance_count"]
-    return needed
-
-
-def check_quotas(client: QuotaClient, needed: dict[str, int]) -> dict[str, float]:
-    """Compare the SageMaker quotas that apply (applied value, else the AWS default; see core.quotas)
-    with what is needed; raise QuotaTooLowError naming the first short one. Returns the values looked at.
-
-    Service Quotas throttling that outlasts botocore's retries becomes QuotaLookupThrottled, which the
-    state machine retries with backoff.
-    """
-    try:
-        values = quotas.lookup_quotas(client, "sagemaker", list(needed))
-    except quotas.UnknownQuotaError as err:
-        raise QuotaTooLowError(str(err)) from err
-    except Exception as err:
-        if quotas.is_throttling(err):
-            raise QuotaLookupThrottled(f"Service Quotas throttled the quota check: {err}") from err
-        raise
-    for name, count in needed.items():
-        quota = values[name]
-        if quota.value < count:
-            source = "applied value" if quota.applied else "AWS default value (no increase applied)"
-            raise QuotaTooLowError(
-                f"quota {name!r}: {source} {quota.value:g} < needed {count}; request an increase "
-                "(the QuotaStack does this for the quotas in cdk.json)"
-            )
-    return {name: q.value for name, q in values.items()}
-
-
 def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[str, int]:
     """Derive the waits from the recipe so the execution fits Step Functions' limits, or refuse it.
 
@@ -294,7 +242,7 @@ def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[st
 
 
 def build_plan(
-    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: QuotaClient
+    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
 ) -> dict[str, Any]:
     """Validate the execution input and return the plan (see docs/pipeline.md for its fields)."""
     if not isinstance(event, dict):
@@ -346,7 +294,7 @@ def build_plan(
         if deploy
         else None
     )
-    check_quotas(quota_client, quota_names(recipe, deploy))
+    quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
 
     n = names.derive_names(execution_name, config.env)

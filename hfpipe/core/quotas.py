@@ -88,3 +88,52 @@ def error_code(error: BaseException) -> str:
 def is_throttling(error: BaseException) -> bool:
     """Whether an error is Service Quotas throttling (after botocore's own retries)."""
     return error_code(error) in THROTTLING_CODES
+
+
+# --- the Plan's check: every instance type the plan will use has the quota it needs ---------------------
+
+
+class QuotaTooLowError(Exception):
+    """An account quota is below what the recipe needs; the message names quota, applied and needed."""
+
+
+class QuotaLookupThrottled(Exception):
+    """Service Quotas kept throttling the quota check; the state machine retries Plan."""
+
+
+def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
+    """Service Quotas quota name -> instances needed, for every instance type the plan will use."""
+    t = recipe["training"]
+    kind = "spot training job usage" if t["spot"]["enabled"] else "training job usage"
+    needed = {f"{t['instance_type']} for {kind}": t["instance_count"]}
+    if deploy:
+        s = recipe["serving"]
+        key = f"{s['instance_type']} for endpoint usage"
+        needed[key] = needed.get(key, 0) + s["instance_count"]
+    return needed
+
+
+def check_quotas(client: QuotaPaginatorClient, needed: dict[str, int]) -> dict[str, float]:
+    """Compare the SageMaker quotas that apply (applied value, else the AWS default; see core.quotas)
+    with what is needed; raise QuotaTooLowError naming the first short one. Returns the values looked at.
+
+    Service Quotas throttling that outlasts botocore's retries becomes QuotaLookupThrottled, which the
+    state machine retries with backoff.
+    """
+    try:
+        values = lookup_quotas(client, "sagemaker", list(needed))
+    except UnknownQuotaError as err:
+        raise QuotaTooLowError(str(err)) from err
+    except Exception as err:
+        if is_throttling(err):
+            raise QuotaLookupThrottled(f"Service Quotas throttled the quota check: {err}") from err
+        raise
+    for name, count in needed.items():
+        quota = values[name]
+        if quota.value < count:
+            source = "applied value" if quota.applied else "AWS default value (no increase applied)"
+            raise QuotaTooLowError(
+                f"quota {name!r}: {source} {quota.value:g} < needed {count}; request an increase "
+                "(the QuotaStack does this for the quotas in cdk.json)"
+            )
+    return {name: q.value for name, q in values.items()}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import app as cdk_app
-from hfpipe.core.plan import catalog_key, quota_names
+from hfpipe.core.plan import catalog_key
+from hfpipe.core.quotas import quota_names
 from hfpipe.core.recipes import available_recipes, load_recipe
 from hfpipe.core.schema import validate
 from stacks.config import load_environments
