@@ -154,6 +154,10 @@ def test_seed_faithful_recipes_put_the_trainer_in_its_sagemaker_mode(name, mode,
     """In a container that ships smdistributed, the toolkit's environment for these recipes turns on the
     Trainer's SageMaker data / model parallel mode, and the classification script adds no FSDP on top."""
     from sagemaker_training import params
+
+    # Imported before the patch below: transformers' trainer modules check for smdistributed at import time,
+    # and must keep seeing this machine (which has none) in the tests that follow.
+    from transformers import Trainer, TrainingArguments  # noqa: F401
     from transformers.utils import import_utils
 
     recipe = resolve_recipe(recipe_name=name)
