@@ -50,6 +50,8 @@ def toolkit_argv(recipe: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("name", RECIPES)
 def test_hyperparameters_parse_with_the_entry_points_own_parser(name, tmp_path, monkeypatch):
     recipe = resolve_recipe(recipe_name=name)
+    # TrainingArguments exports FSDP settings (fsdp in roberta-large-mnli-mp) as ACCELERATE_* variables.
+    monkeypatch.setattr(os, "environ", dict(os.environ))
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     script = importlib.import_module(recipe["training"]["entry_point"].removesuffix(".py"))
@@ -154,6 +156,10 @@ def test_seed_faithful_recipes_put_the_trainer_in_its_sagemaker_mode(name, mode,
     """In a container that ships smdistributed, the toolkit's environment for these recipes turns on the
     Trainer's SageMaker data / model parallel mode, and the classification script adds no FSDP on top."""
     from sagemaker_training import params
+
+    # Imported before the patch below: transformers' trainer modules check for smdistributed at import time,
+    # and must keep seeing this machine (which has none) in the tests that follow.
+    from transformers import Trainer, TrainingArguments  # noqa: F401
     from transformers.utils import import_utils
 
     recipe = resolve_recipe(recipe_name=name)
