@@ -198,3 +198,19 @@ def _answer(endpoint: str, body: Any) -> Any:
 def sagemaker_backend() -> Any:
     """moto's SageMaker state, for what its API cannot set (job status, times)."""
     return get_backend("sagemaker")[ACCOUNT][REGION]
+
+
+class StopRecordingSageMaker:
+    """moto's SageMaker, plus StopTrainingJob (which moto does not implement): records and applies it."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.stopped: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
+        self.stopped.append(TrainingJobName)
+        sagemaker_backend().training_jobs[TrainingJobName].training_job_status = "Stopping"
+        return {}

@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
-from cli_moto import ACCOUNT, REGION, Deployed, sagemaker_backend, tags_for
+from cli_moto import ACCOUNT, REGION, Deployed, StopRecordingSageMaker, tags_for
 from moto.backends import get_backend
 
 from hfpipe.cli import aws, main
@@ -316,22 +316,6 @@ def test_report_plot_needs_png(deployed: Deployed, capsys: Any) -> None:
 
 
 # --- stop -------------------------------------------------------------------------------------------
-
-
-class StopRecordingSageMaker:
-    """moto's SageMaker, plus StopTrainingJob (which moto does not implement): records and applies it."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-        self.stopped: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
-        self.stopped.append(TrainingJobName)
-        sagemaker_backend().training_jobs[TrainingJobName].training_job_status = "Stopping"
-        return {}
 
 
 @pytest.fixture

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_moto import ACCOUNT, ROLE, Deployed, Environment, plan_for, sagemaker_backend, tags_for
+from cli_moto import (
+    ACCOUNT,
+    ROLE,
+    Deployed,
+    Environment,
+    StopRecordingSageMaker,
+    plan_for,
+    sagemaker_backend,
+    tags_for,
+)
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -140,21 +149,6 @@ def test_stop_with_yes_deletes_only_its_own_tagged_resources(deployed: Deployed,
     assert {"own-prod-model-x", "own-other-model-x", "own-users-model-x"} <= left
 
 
-class StopRecording:
-    """moto's SageMaker plus StopTrainingJob (moto has none): records the jobs it was asked to stop."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-        self.stopped: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
-        self.stopped.append(TrainingJobName)
-        return {}
-
-
 @pytest.mark.parametrize(("tag_env", "stopped"), [("prod", False), ("dev", True)])
 def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environment(
     environment: Environment, tag_env: str, stopped: bool, monkeypatch: pytest.MonkeyPatch
@@ -177,7 +171,7 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
         Tags=tags_for({"env": tag_env, "execution_name": "clash", "recipe_name": "tiny-lora"}),
     )
     sagemaker_backend().training_jobs[names["training_job_name"]].training_job_status = "InProgress"
-    sagemaker = StopRecording(environment.sagemaker)
+    sagemaker = StopRecordingSageMaker(environment.sagemaker)
     result = cleanup(sagemaker, names)
     assert sagemaker.stopped == ([names["training_job_name"]] if stopped else [])
     assert result["training_job_stopped"] is stopped
