@@ -21,6 +21,8 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("inference", Path(model_dir) / "code" / "inference.py")
     assert spec is not None and spec.loader is not None
     handler = importlib.util.module_from_spec(spec)
+    # The inference toolkit puts code/ on the path, so the handler's sibling modules import.
+    sys.path.insert(0, str(Path(model_dir) / "code"))
     spec.loader.exec_module(handler)
     import transformers
 
