@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, data_imports
 from moto.backends import get_backend
 
@@ -214,3 +216,32 @@ class StopRecordingSageMaker:
         self.stopped.append(TrainingJobName)
         sagemaker_backend().training_jobs[TrainingJobName].training_job_status = "Stopping"
         return {}
+
+
+# --- fixtures shared by tests/cli and tests/hostile (imported by their conftest.py) -------------------
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Fake credentials and a region; no real config files, no instance metadata lookups."""
+    for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="module")
+def engine(pipeline_template: dict[str, Any]) -> Iterator[LocalEngine]:
+    with pipeline_engine(pipeline_template) as running:
+        yield running
+
+
+@pytest.fixture
+def deployed(aws_credentials: None, engine: LocalEngine) -> Deployed:
+    """The dev environment deployed: the real PipelineStack's state machine and handlers on moto."""
+    return Deployed(engine, "dev")
