@@ -246,6 +246,20 @@ def end_process_group() -> None:
         dist.destroy_process_group()
 
 
+def exit_after_distributed_run() -> None:
+    """End a rank of a finished distributed run without interpreter finalization.
+
+    On CPU (gloo), a rank whose work is saved and whose process group is destroyed was seen to hang in
+    interpreter exit, holding torchrun and the job open; everything is written by now, so the streams are
+    flushed and the process exits at once. A single-process run exits as usual.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
 def setup_logging(training_args: Any) -> None:
     """Log to stdout (CloudWatch) at the Trainer's level for this process."""
     import datasets

@@ -436,3 +436,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     main()
+    encoder_utils.exit_after_distributed_run()

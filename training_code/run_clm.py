@@ -632,3 +632,4 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 if __name__ == "__main__":
     main()
+    encoder_utils.exit_after_distributed_run()

@@ -258,3 +258,4 @@ def evaluate(
 
 if __name__ == "__main__":
     main()
+    encoder_utils.exit_after_distributed_run()
