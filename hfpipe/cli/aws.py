@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core import names
 
 # Stack states in which the stack's outputs and parameters can be trusted.
 _READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
-_ENV_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 _EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 
@@ -157,10 +157,10 @@ def call(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
 
 def validate_env_name(env: str) -> str:
     """The environment name as the stacks accept it, or a one-line error."""
-    if not _ENV_NAME.match(env):
+    problem = names.env_name_problem(env)
+    if problem:
         raise HfpipeError(
-            f"--env {env!r} is not a valid environment name: use a letter followed by letters, digits "
-            "or '-' (at most 32 characters), as in cdk.json"
+            f"--env {env!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
         )
     return env
 

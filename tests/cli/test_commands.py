@@ -62,8 +62,8 @@ def test_bad_environment_name(deployed: Deployed, capsys: Any) -> None:
     code, _, err = run(capsys, "list", "--env", "dev/../x")
     assert code == 1
     assert err == (
-        "error: --env 'dev/../x' is not a valid environment name: use a letter followed by letters, digits "
-        "or '-' (at most 32 characters), as in cdk.json\n"
+        "error: --env 'dev/../x' is not a valid environment name; accepted: a lower-case letter, then "
+        "lower-case letters or digits (no '-'), at most 16 characters, as in cdk.json\n"
     )
 
 
