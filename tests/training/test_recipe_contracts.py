@@ -184,7 +184,8 @@ def test_seed_faithful_recipes_put_the_trainer_in_its_sagemaker_mode(name, mode,
         import run_classification as rc
 
         assert decoded["mp_parameters"] == {
-            "partitions": 4, "microbatches": 4, "pipeline": "interleaved", "optimize": "speed", "ddp": True,
+            "partitions": 4, "microbatches": 4, "placement_strategy": "spread", "pipeline": "interleaved",
+            "optimize": "speed", "ddp": True,
         }  # fmt: skip
         assert framework["sagemaker_mpi_num_of_processes_per_host"] == 8
         monkeypatch.setattr(rc, "smdistributed_available", lambda: True)
