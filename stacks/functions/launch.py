@@ -62,8 +62,7 @@ class LaunchFunction(Construct):
                 actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], resources=[job_arn]
             )
         )
-        tokens = training_task.tokens_arn(self.role, artifacts_bucket_name)
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[tokens]))
+        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:PutObject"])
         training_task.grant_complete_task(self.role)
         grant_pass_role(self.role)
         acknowledge_run_time_names(self.role, [job_arn])

@@ -37,10 +37,7 @@ class OnTrainingEventFunction(Construct):
             runtime_module=self.RUNTIME_MODULE,
             environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
         )
-        tokens = training_task.tokens_arn(self.role, artifacts_bucket_name)
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject", "s3:DeleteObject"], resources=[tokens])
-        )
+        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"])
         # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
         # listing is limited to the token prefix, so a duplicate event finds "no waiting task".

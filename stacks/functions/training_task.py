@@ -12,22 +12,25 @@ from hfpipe import contract
 from stacks.nag import acknowledge, rendered, rendered_value
 
 
-def tokens_arn(role: iam.IRole, artifacts_bucket_name: str) -> str:
-    """The task tokens' objects: ``task-tokens/*`` of this environment's artifacts bucket.
-
-    The role acknowledges the ``*`` here (cdk-nag IAM5): tokens are kept per training job, named at run time.
-    """
+def grant_tokens(role: iam.IRole, artifacts_bucket_name: str, actions: list[str]) -> None:
+    """``actions`` on the task tokens' objects only: ``task-tokens/*`` of this environment's artifacts bucket
+    (training_task.token_key), with the acknowledgement of that ``*``."""
     stack = cdk.Stack.of(role)
+    prefix = contract.ARTIFACTS_TASK_TOKENS_PREFIX
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=actions, resources=[f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{prefix}*"]
+        )
+    )
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::"
         + rendered(stack, f"arn:{stack.partition}:s3:::")
         + rendered_value(stack, artifacts_bucket_name)
-        + f"/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*]",
+        + f"/{prefix}*]",
         "Task tokens are kept per training job (named at run time) under the task-tokens/ prefix of "
         "this environment's artifacts bucket only.",
     )
-    return f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"
 
 
 def grant_complete_task(role: iam.IRole) -> None:
