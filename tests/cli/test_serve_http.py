@@ -18,7 +18,6 @@ import pytest
 from hfpipe.local.serve import MAX_BODY_BYTES, ModelServer
 
 
-
 class Echo:
     """An endpoint that answers with the body it was given."""
 
