@@ -32,7 +32,10 @@ from hfpipe.core.validate import RecipeError
 def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("AWS")
     group.add_argument("--profile", help="AWS profile (default: AWS_PROFILE or the default profile)")
-    group.add_argument("--region", help="AWS region (default: AWS_REGION / the profile's region)")
+    group.add_argument(
+        "--region",
+        help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the profile's region)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
