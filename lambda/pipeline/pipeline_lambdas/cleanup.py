@@ -64,8 +64,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>} from the state machine, or an EventBridge execution status change."""
     from pipeline_lambdas import execution_end
 
-    aws.bind(event)
     if execution_end.is_execution_status_change(event):
+        aws.bind(event)
         return execution_end.on_execution_end(
             event,
             aws.client("sagemaker"),
@@ -73,6 +73,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             os.environ.get("TOPIC_ARN"),
             os.environ["HFPIPE_ENV"],
         )
-    result = cleanup(aws.client("sagemaker"), Plan.from_json(event["plan"]).names)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
+    result = cleanup(aws.client("sagemaker"), plan.names)
     aws.log_json(LOG, "cleanup", **result)
     return result

@@ -120,13 +120,14 @@ def launch(sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: Plan, task_toke
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>, "task_token": <$$.Task.Token>}."""
-    aws.bind(event)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
     result = launch(
         aws.client("sagemaker"),
         aws.client("s3"),
         aws.client("stepfunctions"),
         os.environ["ARTIFACTS_BUCKET"],
-        Plan.from_json(event["plan"]),
+        plan,
         event["task_token"],
     )
     aws.log_json(LOG, "launched", **result)

@@ -15,9 +15,12 @@ from pipeline_lambdas.gate import final_metrics
 LOG = aws.logger(__name__)
 
 
-def build_report(event: dict[str, Any]) -> dict[str, Any]:
-    """The report of one execution from the state it reached (its keys are the report's contract with `hfpipe report`)."""
-    plan, training = Plan.from_json(event["plan"]), event.get("training") or {}
+def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, Any]:
+    """The report of one execution from the state it reached (its keys are the report's contract with `hfpipe report`).
+
+    ``plan``: the event's plan when the caller has read it already."""
+    plan = plan or Plan.from_json(event["plan"])
+    training = event.get("training") or {}
     smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
     training_s = float(training.get("TrainingTimeInSeconds") or 0)
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
@@ -123,8 +126,9 @@ def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
-    aws.bind(event)
-    report = build_report(event)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
+    report = build_report(event, plan)
     add_log_tail(aws.client("logs"), report)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
     aws.log_json(

@@ -56,8 +56,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>}."""
     from botocore.config import Config
 
-    aws.bind(event)
     plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
     # One attempt, read timeout just above the latency limit (botocore's default is 60 s with retries):
     # a slow endpoint fails with its latency, within the Lambda's own timeout.
     read_timeout = plan.max_latency_ms / 1000.0 + 10
