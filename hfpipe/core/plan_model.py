@@ -42,7 +42,7 @@ class Gate:
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
-    """Everything an execution needs, decided once by the Plan task (docs/pipeline.md lists the fields)."""
+    """Everything an execution needs, decided once by the Plan task from the input and the environment."""
 
     schema_version: int = SCHEMA_VERSION
     execution_name: str
