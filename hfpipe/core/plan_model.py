@@ -39,6 +39,14 @@ class Gate:
     threshold: float | None
     higher_is_better: bool
 
+    def __post_init__(self) -> None:
+        # An enabled gate without its metric or threshold would have nothing to compare: not a gate.
+        for name in ("metric", "threshold"):
+            if self.enabled and getattr(self, name) is None:
+                raise PlanFormatError(
+                    f"plan.gate.{name}: null is not accepted when plan.gate.enabled is true"
+                )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:

@@ -88,6 +88,7 @@ def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
         ),
         ("nested type", _with(doc, ("gate", "enabled"), "yes"), r"^plan\.gate\.enabled: 'yes' is not"),
         ("nested missing", _with(doc, ("gate",), {"enabled": False}), r"^plan\.gate\.metric: missing"),
+        ("gate without metric", _with(doc, ("gate", "metric"), None), r"^plan\.gate\.metric: null is not"),
         ("list item", _with(doc, ("expected_keys",), ["a", 1]), r"^plan\.expected_keys\[1\]: 1 is not"),
         ("dict value", _with(doc, ("serving_environment",), {"A": 1}), r"^plan\.serving_environment\.A: 1"),
         ("tag value", _with(doc, ("tags",), [{"Key": "k", "Value": 3}]), r"^plan\.tags\[0\]\.Value: 3 is"),

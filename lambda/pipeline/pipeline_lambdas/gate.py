@@ -15,8 +15,9 @@ def final_metrics(training: dict[str, Any]) -> dict[str, float]:
 def evaluate(plan: Plan, training: dict[str, Any]) -> dict[str, Any]:
     """{"passed": bool, "reason": str, ...}; a missing metric does not pass."""
     gate = plan.gate
-    if not gate.enabled or gate.metric is None or gate.threshold is None:
+    if not gate.enabled:
         return {"passed": True, "reason": "no evaluation gate"}
+    assert gate.metric is not None and gate.threshold is not None  # Gate refuses an enabled gate without them
     metric, threshold = gate.metric, float(gate.threshold)
     higher = gate.higher_is_better
     value = final_metrics(training).get(metric)
