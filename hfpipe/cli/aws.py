@@ -2,7 +2,8 @@
 
 Everything the command needs to find (state machine, buckets, role) is read from the SSM parameters the
 stacks write (`hfpipe.contract.ssm_parameter_name`), with the stacks' outputs as a fallback, so the
-command never needs the CDK app or `cdk.json` at run time.
+command never needs the CDK app or `cdk.json` at run time. What an execution planned is read only from
+the Plan state's own exit in its history (`stored_plan`), as the typed `hfpipe.core.plan_model.Plan`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import names
+from hfpipe.core.plan_model import Plan, PlanFormatError
 
 # Stack states in which the stack's outputs and parameters can be trusted.
 _READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
@@ -345,51 +347,39 @@ def _as_json(text: str | None) -> Any:
         return None
 
 
-def find_plan(events: list[dict[str, Any]], execution_input: Any = None) -> dict[str, Any] | None:
-    """The Plan task's output (contracts: `$.plan`), from the history or the execution's own output."""
-
-    def pick(doc: Any) -> dict[str, Any] | None:
-        if isinstance(doc, dict):
-            plan = doc.get("plan")
-            if isinstance(plan, dict) and "training_job_name" in plan:
-                return plan
-            if "training_job_name" in doc and "execution_name" in doc:
-                return doc
-        return None
-
-    for event in events:
-        for key in (
-            "stateExitedEventDetails",
-            "taskSucceededEventDetails",
-            "lambdaFunctionSucceededEventDetails",
-        ):
-            details = event.get(key)
-            if details:
-                plan = pick(_as_json(details.get("output")))
-                if plan:
-                    return plan
-    return pick(execution_input)
-
-
 #: The state machine's Plan task (stacks/constructs/pipeline_state_machine.py); its ResultPath is $.plan.
 PLAN_STATE = "Plan"
 
 
-def plan_from_history(events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The plan the Plan task wrote, read only from that state's exit in the history.
+def stored_plan(events: list[dict[str, Any]]) -> Plan | None:
+    """The plan the pipeline stored: the Plan state's own exit in the history, read with ``Plan.from_json``.
 
-    Commands that stop or delete use this, never the execution input: until Plan has finished, `$.plan`
-    is whatever the caller sent, and a plan someone wrote there could name another environment's job.
-    Plan's ResultPath replaces `$.plan`, so its exit output holds only what the Plan Lambda returned.
+    Only there: until Plan has finished, `$.plan` is whatever the caller sent (a plan written into the
+    execution input could name another environment's job or endpoint), and every later state's output is
+    built on the input too. Plan's ResultPath replaces `$.plan`, so its exit holds only what the Plan
+    Lambda returned. None when Plan has not finished (still planning, it failed, or the execution was
+    stopped first); an HfpipeError when the stored plan is not one this hfpipe reads (another release
+    wrote it).
     """
     for event in events:
         details = event.get("stateExitedEventDetails")
         if details and details.get("name") == PLAN_STATE:
             doc = _as_json(details.get("output"))
-            plan = doc.get("plan") if isinstance(doc, dict) else None
-            if isinstance(plan, dict) and "training_job_name" in plan and "env" in plan:
-                return plan
+            if not isinstance(doc, dict) or "plan" not in doc:
+                return None
+            try:
+                return Plan.from_json(doc["plan"])
+            except PlanFormatError as err:
+                raise HfpipeError(f"the execution's stored plan cannot be read: {err}") from None
     return None
+
+
+def no_plan(desc: dict[str, Any], needed_for: str) -> HfpipeError:
+    """The error of a command that needs what only a plan says, for an execution whose Plan did not finish."""
+    return HfpipeError(
+        f"execution {desc.get('name')!r} ({desc.get('status')}) has no plan, because its Plan state did not "
+        f"finish (still planning, failed, or stopped before it): {needed_for}; see `hfpipe report`"
+    )
 
 
 def current_state(events: list[dict[str, Any]]) -> str | None:

@@ -67,7 +67,7 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
     """Stop the execution, then its training job; delete the endpoint/config/model it created.
 
     What is stopped or deleted comes only from what the pipeline wrote: the Plan state's output in the
-    execution history (never the execution input) and the resources' tags, which must name this
+    execution history (`aws.stored_plan`, never the execution input) and the resources' tags, which must name this
     environment and this execution.
     """
     if args.env is not None:
@@ -78,10 +78,10 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
     if desc["status"] != "RUNNING":
         console.print(f"execution {desc['name']} already ended ({desc['status']}); nothing to stop")
         return 0
-    before = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
-    if before and args.env is not None and before["env"] != args.env:
+    before = aws.stored_plan(list(aws.execution_history(clients.sfn, arn)))
+    if before and args.env is not None and before.env != args.env:
         raise HfpipeError(
-            f"execution {desc['name']!r} belongs to environment {before['env']!r}, not --env {args.env!r}; "
+            f"execution {desc['name']!r} belongs to environment {before.env!r}, not --env {args.env!r}; "
             "nothing stopped"
         )
     # The execution first, so it cannot go on to create an endpoint after its job is stopped.
@@ -93,17 +93,17 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
         cause="stopped with `hfpipe stop`",
     )
     console.print(f"stopped execution {desc['name']}")
-    plan = aws.plan_from_history(list(aws.execution_history(clients.sfn, arn)))
+    plan = aws.stored_plan(list(aws.execution_history(clients.sfn, arn)))
     if not plan:
         console.print("its Plan had not finished: no training job was launched")
         return 0
-    env = plan["env"]
+    env = plan.env
     if args.env is not None and env != args.env:
         raise HfpipeError(
             f"execution {desc['name']!r} belongs to environment {env!r}, not --env {args.env!r}; "
             "its training job and endpoint were left alone"
         )
-    job_name = plan["training_job_name"]
+    job_name = plan.training_job_name
     import botocore.exceptions
 
     from hfpipe.core.cleanup import may_delete, tags_of

@@ -110,7 +110,7 @@ def endpoint_of(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
 
 def add_to_report(sagemaker: Any, report: dict[str, Any], snap: Any) -> None:
     """An execution's report gets its endpoint's status, price and cost so far while it is up."""
-    env = (snap.plan or {}).get("env")
+    env = snap.plan.env if snap.plan else None
     if not report.get("endpoint_name") or not env:
         return
     if snap.endpoint_status in (None, "deleted", "not created yet"):

@@ -2,7 +2,8 @@
 
 `snapshot` gathers it from Step Functions, SageMaker and CloudWatch (clients are passed in, so `hfpipe local`
 points it at its own moto-backed clients); `hfpipe.cli.watch` shows it live, `hfpipe.cli.report` turns it
-into the report.
+into the report. The plan is the one the pipeline stored (`aws.stored_plan`: the Plan state's exit), never
+the execution input; an execution whose Plan did not finish has none, and so no job or endpoint to show.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from hfpipe.cli import aws
 from hfpipe.core import cost
 from hfpipe.core.cost import as_utc
+from hfpipe.core.plan_model import Plan
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 
@@ -28,7 +30,7 @@ class Snapshot:
     started: datetime | None
     stopped: datetime | None
     state: str | None = None
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
     training_job: dict[str, Any] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     cost_so_far_usd: float | None = None
@@ -145,7 +147,6 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         events = list(aws.execution_history(clients.sfn, execution_arn))
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         raise aws.aws_error(exc, f"reading execution {execution_arn}") from None
-    execution_input = json.loads(desc["input"]) if desc.get("input") else None
     snap = Snapshot(
         execution_arn=execution_arn,
         execution_name=desc.get("name", execution_arn.rsplit(":", 1)[-1]),
@@ -153,7 +154,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         started=as_utc(desc.get("startDate")),
         stopped=as_utc(desc.get("stopDate")),
         state=aws.current_state(events),
-        plan=aws.find_plan(events, execution_input),
+        plan=aws.stored_plan(events),
         now=now or datetime.now(UTC),
     )
     if desc.get("output"):
@@ -166,7 +167,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
     if not snap.plan:
         return snap
 
-    job_name = snap.plan.get("training_job_name")
+    job_name = snap.plan.training_job_name
     if job_name:
         try:
             snap.training_job = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
@@ -176,11 +177,13 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
                 raise aws.aws_error(exc, f"reading training job {job_name}") from None
     if snap.training_job:
         snap.metrics = latest_metrics(clients, snap.training_job)
-        snap.cost_so_far_usd = cost.training_cost_so_far(snap.training_job, snap.plan, snap.now)
+        snap.cost_so_far_usd = cost.training_cost_so_far(
+            snap.training_job, snap.plan.price_per_hour_usd, snap.plan.instance_count, snap.now
+        )
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
 
-    endpoint = snap.plan.get("endpoint_name")
-    if endpoint and snap.plan.get("deploy", True):
+    endpoint = snap.plan.endpoint_name
+    if snap.plan.deploy:
         try:
             snap.endpoint_status = clients.sagemaker.describe_endpoint(EndpointName=endpoint)[
                 "EndpointStatus"

@@ -30,6 +30,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER
 from hfpipe.local.serve import HOST as LOCAL_HOST
@@ -167,8 +168,8 @@ class Target:
     url: str | None = None  # the local server's base URL
 
 
-def _entry_point_of_plan(plan: dict[str, Any]) -> str | None:
-    hyperparameters = (plan.get("training_job_request") or {}).get("HyperParameters") or {}
+def _entry_point_of_plan(plan: Plan) -> str | None:
+    hyperparameters = plan.training_job_request.get("HyperParameters") or {}
     program = hyperparameters.get("sagemaker_program")
     if program:
         try:
@@ -210,24 +211,26 @@ def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
 
 def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
     """An endpoint by its name (tagged for `env`) or by the execution that created it."""
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
     endpoint = _describe_endpoint(clients.sagemaker, ref) if env and not ref.startswith("arn:") else None
     if endpoint is None:
         desc = aws.resolve_execution(clients, ref, env)
-        events = list(aws.execution_history(clients.sfn, desc["executionArn"]))
-        plan = aws.find_plan(events, json.loads(desc["input"]) if desc.get("input") else None)
-        if not plan or not plan.get("endpoint_name") or not plan.get("deploy", True):
+        # Only the plan the pipeline stored names the endpoint: never one written into the input.
+        plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
+        if plan is None:
+            raise aws.no_plan(desc, "it created no endpoint to invoke")
+        if not plan.deploy:
             raise HfpipeError(
                 f"execution {desc['name']!r} deploys no endpoint (its recipe sets deploy: false)"
             )
-        name = str(plan["endpoint_name"])
+        name = plan.endpoint_name
         endpoint = _describe_endpoint(clients.sagemaker, name)
         if endpoint is None:
             raise HfpipeError(
                 f"endpoint {name} of execution {desc['name']!r} does not exist ({desc['status']}): the pipeline "
                 "deletes it after the smoke test unless it is kept; start with `hfpipe start ... --keep-endpoint`"
             )
-        env = env or plan.get("env")
+        env = env or plan.env
     name = str(endpoint["EndpointName"])
     tags = _tags(clients.sagemaker, endpoint["EndpointArn"])
     # One environment never touches another's resources, nor endpoints hfpipe did not create.
@@ -243,12 +246,11 @@ def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
     if plan is None and tags.get(contract.TAG_EXECUTION):
         try:
             desc = aws.resolve_execution(clients, tags[contract.TAG_EXECUTION], env)
-            events = list(aws.execution_history(clients.sfn, desc["executionArn"]))
-            plan = aws.find_plan(events, json.loads(desc["input"]) if desc.get("input") else None)
+            plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
         except HfpipeError:
             plan = None  # the execution's history has expired; the recipe tag still names the handler
     entry_point = (plan and _entry_point_of_plan(plan)) or _entry_point_of_recipe(
-        (plan or {}).get("recipe_name") or tags.get(contract.TAG_RECIPE)
+        (plan.recipe_name if plan else None) or tags.get(contract.TAG_RECIPE)
     )
     return Target(name=name, handler=handler_name(entry_point) if entry_point else None)
 

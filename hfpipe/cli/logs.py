@@ -55,11 +55,10 @@ def _write(line: core_logs.LogLine, with_host: bool, as_json: bool) -> None:
 
 
 def training_job_of(clients: aws.Clients, desc: dict[str, Any]) -> str | None:
-    """The training job an execution launched (from its plan), or None before Plan has run."""
-    events = list(aws.execution_history(clients.sfn, desc["executionArn"]))
-    execution_input = json.loads(desc["input"]) if desc.get("input") else None
-    plan = aws.find_plan(events, execution_input)
-    return str(plan["training_job_name"]) if plan else None
+    """The training job an execution launched (from the plan the pipeline stored), or None while it has
+    no plan (Launch runs only after Plan has finished, so there is no job either)."""
+    plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
+    return plan.training_job_name if plan else None
 
 
 def _job_status(clients: aws.Clients, job_name: str) -> str | None:
@@ -131,9 +130,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         desc = aws.resolve_execution(clients, desc["executionArn"], None)
         job_name = training_job_of(clients, desc)
     if job_name is None:
-        raise HfpipeError(
-            f"execution {desc['name']!r} ({desc['status']}) launched no training job: it has no training log"
-        )
+        raise aws.no_plan(desc, "it launched no training job, so it has no training log")
     start_ms = int((datetime.now(UTC) - since).timestamp() * 1000) if since else None
     streams = core_logs.log_streams(clients.logs, job_name) if not args.follow else []
     with_host = len(streams) > 1 or (args.follow and _instance_count(clients, job_name) > 1)

@@ -24,29 +24,34 @@ if TYPE_CHECKING:
 
 
 def _report_from_job(snap: Snapshot) -> dict[str, Any]:
-    plan = snap.plan or {}
+    # No plan (Plan did not finish): no job was launched, so the plan's keys stay empty.
+    plan = snap.plan
     job = snap.training_job or {}
     billable = job.get("BillableTimeInSeconds")
     training = job.get("TrainingTimeInSeconds")
-    spot = bool(job.get("EnableManagedSpotTraining", plan.get("spot", False)))
+    spot = bool(job.get("EnableManagedSpotTraining", plan.spot if plan else False))
+    price = plan.price_per_hour_usd if plan else None
+    count = plan.instance_count if plan else None
     return {
         "execution_name": snap.execution_name,
-        "recipe_name": plan.get("recipe_name"),
-        "training_job_name": plan.get("training_job_name"),
+        "recipe_name": plan.recipe_name if plan else None,
+        "training_job_name": plan.training_job_name if plan else None,
         "training_job_status": job.get("TrainingJobStatus"),
-        "instance_type": job.get("ResourceConfig", {}).get("InstanceType", plan.get("instance_type")),
-        "instance_count": job.get("ResourceConfig", {}).get("InstanceCount", plan.get("instance_count")),
+        "instance_type": job.get("ResourceConfig", {}).get(
+            "InstanceType", plan.instance_type if plan else None
+        ),
+        "instance_count": job.get("ResourceConfig", {}).get("InstanceCount", count),
         "spot": spot,
         "billable_seconds": billable,
         "training_seconds": training,
-        "price_per_hour_usd": plan.get("price_per_hour_usd"),
-        "cost_usd": cost.training_cost_so_far(job, plan, snap.now) if job else None,
+        "price_per_hour_usd": price,
+        "cost_usd": cost.training_cost_so_far(job, price, count, snap.now) if job else None,
         "spot_savings_percent": cost.spot_savings_percent(spot, training, billable),
         "final_metrics": {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
         or dict(snap.metrics),
         "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
         "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"),
-        "endpoint_name": plan.get("endpoint_name") if plan.get("deploy", True) else None,
+        "endpoint_name": plan.endpoint_name if plan and plan.deploy else None,
         "endpoint_deleted": snap.endpoint_status == "deleted",
         "smoke_test": None,
     }

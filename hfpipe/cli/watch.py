@@ -56,22 +56,20 @@ def render(snap: Snapshot) -> Panel:
     table.add_row("status", _styled(snap.status))
     table.add_row("state", snap.state or "-")
     table.add_row("elapsed", _duration(snap.elapsed_seconds))
-    plan = snap.plan or {}
+    plan = snap.plan
     if plan:
-        table.add_row("recipe", str(plan.get("recipe_name", "-")))
-        spot = " (spot)" if plan.get("spot") else ""
-        table.add_row(
-            "instances", f"{plan.get('instance_count', 1)} x {plan.get('instance_type', '-')}{spot}"
-        )
+        table.add_row("recipe", plan.recipe_name)
+        spot = " (spot)" if plan.spot else ""
+        table.add_row("instances", f"{plan.instance_count} x {plan.instance_type}{spot}")
     job = snap.training_job
-    if plan.get("training_job_name"):
+    if plan:
         if job:
             status = Text.assemble(
                 _styled(job.get("TrainingJobStatus")), " / ", Text(job.get("SecondaryStatus", "-"))
             )
         else:
             status = Text("not launched yet", style="dim")
-        table.add_row("training job", Text.assemble(plan["training_job_name"], "  ", status))
+        table.add_row("training job", Text.assemble(plan.training_job_name, "  ", status))
         if job and job.get("SecondaryStatusTransitions"):
             last = job["SecondaryStatusTransitions"][-1]
             if last.get("StatusMessage"):
@@ -80,11 +78,11 @@ def render(snap: Snapshot) -> Panel:
         shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(snap.metrics.items()))
         table.add_row("metrics", shown)
     if snap.cost_so_far_usd is not None:
-        estimate = plan.get("estimated_cost_usd")
+        estimate = plan.estimated_cost_usd if plan else None
         suffix = f" (estimate {float(estimate):.2f} USD)" if estimate is not None else ""
         table.add_row("cost so far", f"{snap.cost_so_far_usd:.4f} USD{suffix}")
-    if plan.get("endpoint_name") and plan.get("deploy", True):
-        table.add_row("endpoint", Text.assemble(plan["endpoint_name"], "  ", _styled(snap.endpoint_status)))
+    if plan and plan.deploy:
+        table.add_row("endpoint", Text.assemble(plan.endpoint_name, "  ", _styled(snap.endpoint_status)))
     if snap.failure:
         from hfpipe.core.logs import cause_without_tail
 

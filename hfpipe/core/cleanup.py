@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.names import PlannedNames
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Kind:
     """One kind of SageMaker resource the pipeline creates, with the API names to find and delete it."""
 
     name: str  # as shown to the user: endpoint, endpoint config, model
-    plan_key: str  # the plan's name for it: endpoint_name, endpoint_config_name, model_name
+    plan_key: str  # its PlannedNames (and Plan) field: endpoint_name, endpoint_config_name, model_name
     describe: str
     list: str
     list_key: str
@@ -133,10 +134,13 @@ def find_resources(
     return found
 
 
-def planned_resources(sagemaker: Any, plan: Mapping[str, Any]) -> Iterator[tuple[Kind, str, bool]]:
-    """(kind, name, deletable) for each resource the plan names that exists; by name, without listing."""
+def planned_resources(sagemaker: Any, target: PlannedNames) -> Iterator[tuple[Kind, str, bool]]:
+    """(kind, name, deletable) for each resource ``target`` names that exists; by name, without listing.
+
+    ``target`` is a plan's names (``Plan.names``) or, where there is no plan, the names the environment's
+    rule gives the execution (``PlannedNames.derive``)."""
     for kind in KINDS:
-        name = plan[kind.plan_key]
+        name = str(getattr(target, kind.plan_key))
         try:
             found = getattr(sagemaker, kind.describe)(**{kind.name_key: name})
         except Exception as err:
@@ -144,7 +148,7 @@ def planned_resources(sagemaker: Any, plan: Mapping[str, Any]) -> Iterator[tuple
                 continue
             raise
         tags = tags_of(sagemaker, found[kind.arn_key])
-        yield kind, name, may_delete(tags, plan["env"], plan["execution_name"])
+        yield kind, name, may_delete(tags, target.env, target.execution_name)
 
 
 def delete(sagemaker: Any, kind: Kind, name: str) -> None:

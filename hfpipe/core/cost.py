@@ -50,17 +50,21 @@ def as_utc(value: Any) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def training_cost_so_far(job: dict[str, Any], plan: dict[str, Any], now: datetime) -> float | None:
-    """Billable seconds x instances x price: from BillableTimeInSeconds once known, else the running clock."""
-    count = int(job.get("ResourceConfig", {}).get("InstanceCount") or plan.get("instance_count") or 1)
+def training_cost_so_far(
+    job: dict[str, Any], price_per_hour_usd: float | None, planned_count: int | None, now: datetime
+) -> float | None:
+    """Billable seconds x instances x price: from BillableTimeInSeconds once known, else the running clock.
+
+    The price and planned instance count are the plan's (None when there is none); the job's own count wins."""
+    count = int(job.get("ResourceConfig", {}).get("InstanceCount") or planned_count or 1)
     billable = job.get("BillableTimeInSeconds")
     if billable is None:
         start = as_utc(job.get("TrainingStartTime"))
         if start is None:
-            return None if plan.get("price_per_hour_usd") is None else 0.0
+            return None if price_per_hour_usd is None else 0.0
         end = as_utc(job.get("TrainingEndTime")) or now
         billable = max(0.0, (end - start).total_seconds())
-    return cost_usd(plan.get("price_per_hour_usd"), count, billable)
+    return cost_usd(price_per_hour_usd, count, billable)
 
 
 # Real-time endpoints are billed per instance-hour for as long as they exist, whether or not they are used;

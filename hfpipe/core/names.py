@@ -5,12 +5,17 @@ repeated launch finds the job it created instead of creating a second one. SageM
 per account and region, not per environment, and two environments may share an account and region;
 execution names are only unique per state machine. So the environment is part of every name: `dev` and
 `prod` executions both called `run-1` get `dev-run-1` and `prod-run-1`.
+
+``PlannedNames`` is those names as a type: what clean-up needs to find what an execution created, from a
+plan (``Plan.names``) or, after an abnormal end that left no plan in reach, from the environment and the
+execution name alone (``PlannedNames.derive``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 #: SageMaker names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
@@ -57,6 +62,23 @@ def derive_names(execution_name: str, env: str) -> dict[str, str]:
     for value in names.values():
         assert _SAGEMAKER_NAME.match(value), value
     return names
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedNames:
+    """An execution's environment, name and the names of the SageMaker resources it may have created."""
+
+    env: str
+    execution_name: str
+    training_job_name: str
+    model_name: str
+    endpoint_config_name: str
+    endpoint_name: str
+
+    @classmethod
+    def derive(cls, execution_name: str, env: str) -> PlannedNames:
+        """The names the Plan task gives execution ``execution_name`` of ``env`` (the rule, not a plan)."""
+        return cls(env=env, execution_name=execution_name, **derive_names(execution_name, env))
 
 
 def default_execution_name(recipe_name: str, now: datetime | None = None) -> str:

@@ -1,7 +1,8 @@
 """The plan: from an execution input to everything the state machine needs, or a clear error.
 
-``build_plan`` is pure apart from the Service Quotas client it is given, so the CLI can run it as a
-dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
+``build_plan`` returns a ``hfpipe.core.plan_model.Plan``, the typed, versioned contract with the state
+machine, the Lambdas and the command. It is pure apart from the Service Quotas client it is given, so the
+CLI can run it as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
 ``quotas.QuotaTooLowError``; their class names become the Step Functions error names.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.core import cost, limits, names, prices, quotas, request
 from hfpipe.core import validate as rules
+from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -22,6 +24,8 @@ KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi"
 GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
 DEFAULT_POLL_SECONDS = 60
+#: The serving kind of a recipe that names none (the Hugging Face inference toolkit's handler).
+DEFAULT_SERVING_KIND = "hf-inference"
 
 
 @dataclass(frozen=True)
@@ -243,8 +247,8 @@ def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[st
 
 def build_plan(
     event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
-) -> dict[str, Any]:
-    """Validate the execution input and return the plan (see docs/pipeline.md for its fields)."""
+) -> Plan:
+    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan)."""
     if not isinstance(event, dict):
         raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
     allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
@@ -331,36 +335,44 @@ def build_plan(
     price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
-    return {
-        "execution_name": execution_name,
-        "recipe_name": recipe["name"],
-        "task": recipe["task"],
-        "env": config.env,
-        **n,
-        "instance_type": t["instance_type"],
-        "instance_count": t["instance_count"],
-        "serving_instance_type": s["instance_type"],
-        "serving_instance_count": s["instance_count"],
-        "spot": t["spot"]["enabled"],
-        "price_per_hour_usd": price,
-        "estimated_cost_usd": estimate,
-        "estimated_hours": hours,
-        "deploy": deploy,
-        "keep_endpoint": bool(s["keep_endpoint"]),
-        # The endpoint wait loop's interval and count (counted down: the overall limit on InService);
-        # the Launch task's timeout. See check_limits.
-        **waits,
-        "checkpoint_s3_uri": checkpoint,
-        "image_uri": image_uri,
-        "inference_image_uri": inference_image_uri,
-        "role_arn": config.role_arn,
-        "serving_environment": rules.environment(
-            s["environment"], "recipe.serving.environment", max_len=1024
+    return Plan(
+        execution_name=execution_name,
+        recipe_name=recipe["name"],
+        task=recipe["task"],
+        # Another part of the recipe schema adds serving.kind; a recipe without it serves as before.
+        serving_kind=str(s.get("kind", DEFAULT_SERVING_KIND)),
+        env=config.env,
+        training_job_name=n["training_job_name"],
+        model_name=n["model_name"],
+        endpoint_config_name=n["endpoint_config_name"],
+        endpoint_name=n["endpoint_name"],
+        instance_type=t["instance_type"],
+        instance_count=t["instance_count"],
+        serving_instance_type=s["instance_type"],
+        serving_instance_count=s["instance_count"],
+        spot=t["spot"]["enabled"],
+        price_per_hour_usd=price,
+        estimated_cost_usd=estimate,
+        estimated_hours=hours,
+        deploy=deploy,
+        keep_endpoint=bool(s["keep_endpoint"]),
+        poll_seconds=waits["poll_seconds"],
+        endpoint_max_polls=waits["endpoint_max_polls"],
+        training_wait_seconds=waits["training_wait_seconds"],
+        checkpoint_s3_uri=checkpoint,
+        image_uri=image_uri,
+        inference_image_uri=inference_image_uri,
+        role_arn=config.role_arn,
+        serving_environment=rules.environment(s["environment"], "recipe.serving.environment", max_len=1024),
+        sample_request=s["sample_request"],
+        expected_keys=s["expected_keys"],
+        max_latency_ms=s["max_latency_ms"],
+        gate=Gate(
+            enabled=bool(gate),
+            metric=gate["metric"] if gate else None,
+            threshold=gate["threshold"] if gate else None,
+            higher_is_better=bool(gate.get("higher_is_better", True)) if gate else True,
         ),
-        "sample_request": s["sample_request"],
-        "expected_keys": s["expected_keys"],
-        "max_latency_ms": s["max_latency_ms"],
-        "gate": {"enabled": bool(gate), **(gate or {})},
-        "tags": tags,
-        "training_job_request": job_request,
-    }
+        tags=tags,
+        training_job_request=job_request,
+    )

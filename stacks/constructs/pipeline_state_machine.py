@@ -1,10 +1,15 @@
-"""The pipeline state machine (Standard, JSONPath; no `.sync`, no JSONata), as DESIGN.md draws it.
+"""The pipeline state machine (Standard, JSONPath; no `.sync`, no JSONata), as docs/pipeline.md draws it.
 
-Plan -> Launch -> poll training (Wait with seconds from $.plan.poll_seconds) -> [Gate] -> CreateModel ->
-CreateEndpointConfig -> CreateEndpoint -> poll endpoint (bounded by $.plan.endpoint_max_polls) ->
+Plan -> Launch -> wait for the training job's end -> [Gate] -> CreateModel -> CreateEndpointConfig ->
+CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
-Cleanup (and a failure report) to Fail. The same definition runs on moto's interpreter
-(hfpipe.local.engine), which is why it sticks to JSONPath and polling.
+Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
+OnTrainingEvent), since a job may run for weeks; the endpoint wait polls DescribeEndpoint, at most 360
+times (an endpoint comes up in minutes, and the bound keeps the history far below 25,000 events). The same
+definition runs unchanged in local mode (hfpipe.local.engine plays AWS's part).
+
+The plan (hfpipe.core.plan_model.Plan) is kept at ``$.plan``; every path into it is built by ``Plan.path``
+from the plan's field names, so the state machine cannot read a field the plan does not have.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe.core import limits
+from hfpipe.core.plan_model import Plan
 from stacks.functions.common import PassRoleGrant, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
 
 J = sfn.JsonPath
+#: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
+P = Plan.path
 #: Lambda service errors (CDK's retry_on_service_exceptions covers the first three, plus
 #: Lambda.ClientExecutionTimeoutException) and Invoke throttling.
 LAMBDA_THROTTLING_ERRORS = ["Lambda.TooManyRequestsException"]
@@ -117,7 +125,7 @@ class PipelineStateMachine(Construct):
         plan = invoke(
             "Plan",
             "plan",
-            "$.plan",
+            P(),
             sfn.TaskInput.from_object(
                 {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
             ),
@@ -132,9 +140,9 @@ class PipelineStateMachine(Construct):
             "Launch",
             lambda_function=functions["launch"],
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object({"plan": J.object_at("$.plan"), "task_token": J.task_token}),
+            payload=sfn.TaskInput.from_object({"plan": J.object_at(P()), "task_token": J.task_token}),
             result_path="$.training",
-            task_timeout=sfn.Timeout.at("$.plan.training_wait_seconds"),
+            task_timeout=sfn.Timeout.at(P("training_wait_seconds")),
             retry_on_service_exceptions=True,
         )
         retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
@@ -147,7 +155,7 @@ class PipelineStateMachine(Construct):
             "DescribeFailedTraining",
             service="sagemaker",
             action="describeTrainingJob",
-            parameters={"TrainingJobName": J.string_at("$.plan.training_job_name")},
+            parameters={"TrainingJobName": J.string_at(P("training_job_name"))},
             iam_resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
             result_path="$.training",
         )
@@ -175,7 +183,7 @@ class PipelineStateMachine(Construct):
                 state_json={
                     "Type": "Task",
                     "Resource": f"arn:{stack.partition}:states:::sagemaker:{api}",
-                    "Parameters": {**parameters, "Tags.$": "$.plan.tags"},
+                    "Parameters": {**parameters, "Tags.$": P("tags")},
                     # Keep the ARN (an explicit path: a null ResultPath is not honoured by moto's interpreter).
                     "ResultPath": f"$.created.{api}",
                 },
@@ -188,12 +196,12 @@ class PipelineStateMachine(Construct):
             "CreateModel",
             "createModel",
             {
-                "ModelName.$": "$.plan.model_name",
-                "ExecutionRoleArn.$": "$.plan.role_arn",
+                "ModelName.$": P("model_name"),
+                "ExecutionRoleArn.$": P("role_arn"),
                 "PrimaryContainer": {
-                    "Image.$": "$.plan.inference_image_uri",
+                    "Image.$": P("inference_image_uri"),
                     "ModelDataUrl.$": "$.training.ModelArtifacts.S3ModelArtifacts",
-                    "Environment.$": "$.plan.serving_environment",
+                    "Environment.$": P("serving_environment"),
                 },
             },
         )
@@ -201,13 +209,13 @@ class PipelineStateMachine(Construct):
             "CreateEndpointConfig",
             "createEndpointConfig",
             {
-                "EndpointConfigName.$": "$.plan.endpoint_config_name",
+                "EndpointConfigName.$": P("endpoint_config_name"),
                 "ProductionVariants": [
                     {
                         "VariantName": "AllTraffic",
-                        "ModelName.$": "$.plan.model_name",
-                        "InstanceType.$": "$.plan.serving_instance_type",
-                        "InitialInstanceCount.$": "$.plan.serving_instance_count",
+                        "ModelName.$": P("model_name"),
+                        "InstanceType.$": P("serving_instance_type"),
+                        "InitialInstanceCount.$": P("serving_instance_count"),
                     }
                 ],
             },
@@ -215,23 +223,21 @@ class PipelineStateMachine(Construct):
         create_endpoint = sagemaker_task(
             "CreateEndpoint",
             "createEndpoint",
-            {"EndpointName.$": "$.plan.endpoint_name", "EndpointConfigName.$": "$.plan.endpoint_config_name"},
+            {"EndpointName.$": P("endpoint_name"), "EndpointConfigName.$": P("endpoint_config_name")},
         )
         start_endpoint_wait = sfn.Pass(
             self,
             "StartEndpointWait",
-            parameters={"left": J.number_at("$.plan.endpoint_max_polls")},
+            parameters={"left": J.number_at(P("endpoint_max_polls"))},
             result_path="$.endpoint_polls",
         )
-        wait_endpoint = sfn.Wait(
-            self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path("$.plan.poll_seconds")
-        )
+        wait_endpoint = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path(P("poll_seconds")))
         describe_endpoint = tasks.CallAwsService(
             self,
             "DescribeEndpoint",
             service="sagemaker",
             action="describeEndpoint",
-            parameters={"EndpointName": J.string_at("$.plan.endpoint_name")},
+            parameters={"EndpointName": J.string_at(P("endpoint_name"))},
             iam_resources=[stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")],
             # The whole description: FailureReason (present only when Failed) reaches the report.
             result_path="$.endpoint",
@@ -251,7 +257,7 @@ class PipelineStateMachine(Construct):
                 "Error": "EndpointFailed",
                 "Cause": J.format(
                     "endpoint {} is {}",
-                    J.string_at("$.plan.endpoint_name"),
+                    J.string_at(P("endpoint_name")),
                     J.string_at("$.endpoint.EndpointStatus"),
                 ),
             },
@@ -264,15 +270,15 @@ class PipelineStateMachine(Construct):
                 "Error": "EndpointWaitTimeout",
                 "Cause": J.format(
                     "endpoint {} not InService after {} polls",
-                    J.string_at("$.plan.endpoint_name"),
-                    J.string_at("$.plan.endpoint_max_polls"),
+                    J.string_at(P("endpoint_name")),
+                    J.string_at(P("endpoint_max_polls")),
                 ),
             },
             result_path="$.error",
         ).next(cleanup_on_error)
 
         smoke = invoke(
-            "SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at("$.plan")})
+            "SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at(P())})
         )
         catch(smoke)
         report_success = invoke("Report", "report", "$.report")
@@ -301,12 +307,12 @@ class PipelineStateMachine(Construct):
         )
         smoke.next(
             sfn.Choice(self, "KeepEndpoint?")
-            .when(sfn.Condition.boolean_equals("$.plan.keep_endpoint", True), report_success)
+            .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), report_success)
             .otherwise(cleanup_after_smoke)
         )
         deploy_choice = (
             sfn.Choice(self, "Deploy?")
-            .when(sfn.Condition.boolean_equals("$.plan.deploy", False), report_no_deploy)
+            .when(sfn.Condition.boolean_equals(P("deploy"), False), report_no_deploy)
             .otherwise(deploy)
         )
         gate.next(
@@ -316,7 +322,7 @@ class PipelineStateMachine(Construct):
         )
         after_training = (
             sfn.Choice(self, "GateEnabled?")
-            .when(sfn.Condition.boolean_equals("$.plan.gate.enabled", True), gate)
+            .when(sfn.Condition.boolean_equals(P("gate", "enabled"), True), gate)
             .otherwise(deploy_choice)
         )
         definition = plan.next(launch).next(after_training)

@@ -17,7 +17,7 @@ from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, data_imports
 from moto.backends import get_backend
 
 from hfpipe import contract
-from hfpipe.cli.aws import find_plan, make_clients
+from hfpipe.cli.aws import make_clients, stored_plan
 from hfpipe.core import request
 from hfpipe.core.names import derive_names
 from hfpipe.local.engine import ACCOUNT, LocalEngine
@@ -136,7 +136,8 @@ class Deployed(Environment):
         wait: bool = True,
         **execution_input: Any,
     ) -> tuple[str, dict[str, Any]]:
-        """Start an execution of `recipe`; returns its ARN and the plan the Plan Lambda made."""
+        """Start an execution of `recipe`; returns its ARN and the plan the Plan Lambda made (as the JSON the
+        pipeline stored, read back through the type)."""
         job_name = derive_names(name, self.env)["training_job_name"]
         if fail:
             self._failing[job_name] = "AlgorithmError: CUDA out of memory"
@@ -152,9 +153,9 @@ class Deployed(Environment):
         else:
             self.wait_for_state(arn, "Launch")
         events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-        plan = find_plan(events)
+        plan = stored_plan(events)
         assert plan is not None, f"execution {name} has no plan"
-        return arn, plan
+        return arn, plan.to_json()
 
     def throttle_create_training_job(self, times: int) -> None:
         """The next `times` CreateTrainingJob calls fail with ThrottlingException (Launch retries them)."""

@@ -16,7 +16,7 @@ from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backen
 from moto.backends import get_backend
 
 from hfpipe.cli import main
-from hfpipe.cli.aws import HfpipeError, find_plan
+from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core import cost, logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
@@ -371,9 +371,9 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     # the Plan Lambda turns the input field into serving.keep_endpoint, and the pipeline keeps the endpoint
     # it names in its plan
     assert deployed.wait(arn) == "SUCCEEDED"
-    plan = find_plan(deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
-    assert plan is not None and plan["keep_endpoint"] is True
-    assert list(sagemaker_backend().endpoints) == [plan["endpoint_name"]]
+    plan = stored_plan(deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
+    assert plan is not None and plan.keep_endpoint is True
+    assert list(sagemaker_backend().endpoints) == [plan.endpoint_name]
 
     code, _, err = run(
         capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"

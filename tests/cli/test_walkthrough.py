@@ -137,21 +137,19 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     clients = aws.make_clients()
     desc = aws.resolve_execution(clients, "bloomz-1", "dev")
     assert desc["status"] == "SUCCEEDED"
-    plan = aws.find_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
-    assert plan is not None and plan["keep_endpoint"] is True
-    assert deployed.job(plan["training_job_name"]).training_job_status == "Completed"
-    assert list(sagemaker_backend().endpoints) == [plan["endpoint_name"]]
+    plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
+    assert plan is not None and plan.keep_endpoint is True
+    assert deployed.job(plan.training_job_name).training_job_status == "Completed"
+    assert list(sagemaker_backend().endpoints) == [plan.endpoint_name]
     now = int(time.time() * 1000)
-    write_log(
-        deployed, plan["training_job_name"], "algo-1", [(now, "{'train_loss': 1.42}"), (now + 1, "done")]
-    )
+    write_log(deployed, plan.training_job_name, "algo-1", [(now, "{'train_loss': 1.42}"), (now + 1, "done")])
 
     assert main(follow[1:]) == 0
     assert capsys.readouterr().out == "{'train_loss': 1.42}\ndone\n"
 
     assert main(endpoints[1:]) == 0
     listed = capsys.readouterr().out
-    assert plan["endpoint_name"] in listed and "USD/h together" in listed
+    assert plan.endpoint_name in listed and "USD/h together" in listed
 
     endpoint_answers([{"generated_text": "...", "summary": "Amanda will bring Jerry cookies."}])
     args = [a for a in invoke[1:]]
@@ -163,10 +161,10 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     assert len(invoked()) == 1
 
     # the README's delete is the endpoint the pipeline named in its plan
-    assert delete[3] == plan["endpoint_name"]
+    assert delete[3] == plan.endpoint_name
     code = main([*delete[1:], "--yes"])
     out, err = capsys.readouterr()
     assert (code, err) == (0, "")
-    assert f"deleted endpoint {plan['endpoint_name']}" in out
+    assert f"deleted endpoint {plan.endpoint_name}" in out
     assert not sagemaker_backend().endpoints
     assert logs.LOG_GROUP == "/aws/sagemaker/TrainingJobs"

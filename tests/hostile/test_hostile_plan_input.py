@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan_model import Plan
 from hfpipe.core.recipes import load_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -61,7 +62,7 @@ class Quotas:
         return type("Paginator", (), {"paginate": lambda self, **kwargs: iter(pages)})()
 
 
-def plan(event: Any, cfg: PlanConfig | None = None) -> dict[str, Any]:
+def plan(event: Any, cfg: PlanConfig | None = None) -> Plan:
     return build_plan(event, "exec-1", cfg or config(), Quotas())
 
 
@@ -144,8 +145,8 @@ def test_allow_lists_widen_the_environment() -> None:
         plan(event)
     allowed = config(allowed_s3_buckets=("shared-datasets",), allowed_image_registries=(OTHER_REGISTRY,))
     result = plan(event, allowed)
-    assert result["image_uri"] == f"{OTHER_REGISTRY}/custom:1"
-    channels = {c["ChannelName"]: c for c in result["training_job_request"]["InputDataConfig"]}
+    assert result.image_uri == f"{OTHER_REGISTRY}/custom:1"
+    channels = {c["ChannelName"]: c for c in result.training_job_request["InputDataConfig"]}
     assert channels["training"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://shared-datasets/squad/"
 
 
@@ -161,8 +162,8 @@ def test_own_buckets_and_environment_spelling_accepted() -> None:
             },
         }
     )
-    assert result["training_job_request"]["Environment"] == {"FLAG": "true", "RATE": "0.5", "NAME": "x"}
-    assert result["serving_environment"] == {"SM_NUM_GPUS": "1", "TRUST": "false"}
+    assert result.training_job_request["Environment"] == {"FLAG": "true", "RATE": "0.5", "NAME": "x"}
+    assert result.serving_environment == {"SM_NUM_GPUS": "1", "TRUST": "false"}
 
 
 def test_lambda_reads_the_allow_lists_from_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:

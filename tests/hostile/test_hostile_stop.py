@@ -158,12 +158,13 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
     ABORTED event reaches through the abnormal-end rule with names derived from the execution name alone,
     must leave it too."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
-    from pipeline_lambdas.execution_end import planned_names
     from pipeline_lambdas.teardown import cleanup
 
-    names = planned_names("dev", "clash")
+    from hfpipe.core.names import PlannedNames
+
+    names = PlannedNames.derive("clash", "dev")
     environment.sagemaker.create_training_job(
-        TrainingJobName=names["training_job_name"],
+        TrainingJobName=names.training_job_name,
         AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
         RoleArn=ROLE,
         OutputDataConfig={"S3OutputPath": "s3://prod-artifacts/models/"},
@@ -171,10 +172,10 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
         StoppingCondition={"MaxRuntimeInSeconds": 3600},
         Tags=tags_for({"env": tag_env, "execution_name": "clash", "recipe_name": "tiny-lora"}),
     )
-    sagemaker_backend().training_jobs[names["training_job_name"]].training_job_status = "InProgress"
+    sagemaker_backend().training_jobs[names.training_job_name].training_job_status = "InProgress"
     sagemaker = StopRecordingSageMaker(environment.sagemaker)
     result = cleanup(sagemaker, names)
-    assert sagemaker.stopped == ([names["training_job_name"]] if stopped else [])
+    assert sagemaker.stopped == ([names.training_job_name] if stopped else [])
     assert result["training_job_stopped"] is stopped
-    refused = f"training job {names['training_job_name']}: not tagged with this environment and execution"
+    refused = f"training job {names.training_job_name}: not tagged with this environment and execution"
     assert (refused in result["skipped"]) is not stopped

@@ -29,7 +29,7 @@ def test_every_log_line_names_the_execution(caplog):
     import pipeline_lambdas.aws as aws
 
     log = aws.logger("pipeline_lambdas.test")
-    aws.bind({"plan": {"execution_name": "exec-42"}})
+    aws.bind({"plan": {"execution_name": "not-read"}}, "exec-42")  # a handler binds its typed plan's name
     with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         aws.log_json(log, "launched", training_job_name="dev-exec-42", created=True)
         log.warning("plain line")
@@ -40,3 +40,12 @@ def test_every_log_line_names_the_execution(caplog):
     with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         log.info("x")
     assert caplog.records[-1].execution_name == "from-eventbridge"
+    aws.bind({"input": {}, "execution_name": "planning"})  # the Plan task's own input
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
+        log.info("y")
+    assert caplog.records[-1].execution_name == "planning"
+    # An untyped plan is not read, not even for a log line: only a handler's parsed plan names it.
+    aws.bind({"plan": {"execution_name": "untyped"}})
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
+        log.info("z")
+    assert caplog.records[-1].execution_name == ""

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from hfpipe import contract
+from hfpipe.core.plan_model import Plan
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
@@ -268,11 +269,11 @@ def test_original_recipes_complete(fresh, recipe):
     name, r = run(fresh, recipe)
     assert r.status == "SUCCEEDED", r.cause
     rep = r.output["report"]
-    plan = r.output["plan"]
+    plan = Plan.from_json(r.output["plan"])  # the plan the execution kept is a plan of this schema
     assert rep["cost_usd"] == pytest.approx(
-        plan["price_per_hour_usd"] * plan["instance_count"] * 600 / 3600, abs=1e-3
+        plan.price_per_hour_usd * plan.instance_count * 600 / 3600, abs=1e-3
     )
-    assert rep["spot_savings_percent"] == (66.7 if plan["spot"] else None)
+    assert rep["spot_savings_percent"] == (66.7 if plan.spot else None)
     assert_only_job(fresh, name)
 
 

@@ -83,12 +83,12 @@ def longest_overrides(extra_seconds=0):
 
 def test_plan_derives_the_waits_from_the_job_limits():
     plan = plan_of(longest_overrides())
-    spot_wait = plan["training_job_request"]["StoppingCondition"]["MaxWaitTimeInSeconds"]
-    assert plan["training_wait_seconds"] == spot_wait + limits.TRAINING_WAIT_MARGIN_SECONDS
+    spot_wait = plan.training_job_request["StoppingCondition"]["MaxWaitTimeInSeconds"]
+    assert plan.training_wait_seconds == spot_wait + limits.TRAINING_WAIT_MARGIN_SECONDS
     # A requested 1 s poll is stretched so the endpoint wait fits MAX_ENDPOINT_POLLS polls.
-    assert (plan["poll_seconds"], plan["endpoint_max_polls"]) == (10, limits.MAX_ENDPOINT_POLLS)
+    assert (plan.poll_seconds, plan.endpoint_max_polls) == (10, limits.MAX_ENDPOINT_POLLS)
     longest = limits.worst_case_seconds(
-        plan["training_wait_seconds"], plan["poll_seconds"], plan["endpoint_max_polls"]
+        plan.training_wait_seconds, plan.poll_seconds, plan.endpoint_max_polls
     )
     assert longest == limits.EXECUTION_TIMEOUT_SECONDS
 

@@ -110,8 +110,8 @@ def test_request_matches_sdk(name, overrides):
     )
     event = {"recipe_name": name, "overrides": overrides}
     plan = build_plan(event, f"{name}-sdk", config, FakeQuotas(default_quotas()))
-    ours = plan["training_job_request"]
-    sdk = sdk_request(recipe, plan["training_job_name"], plan["checkpoint_s3_uri"])
+    ours = plan.training_job_request
+    sdk = sdk_request(recipe, plan.training_job_name, plan.checkpoint_s3_uri)
 
     # Field by field: everything the SDK sends, we send identically, except the listed differences.
     for key in sorted(set(sdk) | set(ours)):

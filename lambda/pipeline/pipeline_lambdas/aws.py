@@ -43,16 +43,17 @@ def logger(name: str) -> logging.Logger:
 
 
 def execution_name_of(event: Any) -> str:
-    """The execution an event belongs to: a state machine task's plan, or an EventBridge event's detail."""
+    """The execution an event without a plan belongs to: the Plan task's input, or an EventBridge event's
+    detail. Handlers that get a plan bind its ``execution_name`` (they read the plan only through the type)."""
     if not isinstance(event, dict):
         return ""
-    plan: dict[str, Any] = event["plan"] if isinstance(event.get("plan"), dict) else {}
     detail: dict[str, Any] = event["detail"] if isinstance(event.get("detail"), dict) else {}
-    return str(plan.get("execution_name") or event.get("execution_name") or detail.get("name") or "")
+    return str(event.get("execution_name") or detail.get("name") or "")
 
 
 def bind(event: Any, execution_name: str | None = None) -> None:
-    """Name the execution every following log line of this invocation belongs to."""
+    """Name the execution every following log line of this invocation belongs to (``execution_name``, else
+    the one ``event`` names)."""
     _EXECUTION.set(execution_name if execution_name is not None else execution_name_of(event))
 
 

@@ -6,9 +6,10 @@ machine's TIMED_OUT, ABORTED and FAILED ones to the Cleanup function, which hand
 these ends runs a Catch, so without this an endpoint already created would keep billing.
 
 The names of what an execution may have created follow from the environment and the execution name
-alone (hfpipe.core.names), so no plan is needed; the clean-up itself (tags of this environment and
-execution) is the Cleanup function's (teardown.py, shared with cleanup.py's state machine path). A failure
-report goes to the notification topic unless the state machine already sent one: its own Fail states never carry a ``States.`` error name (Report renames
+alone (``hfpipe.core.names.PlannedNames.derive``), so no plan is needed (nor read: none is in the event);
+the clean-up itself (tags of this environment and execution) is the Cleanup function's (teardown.py, shared
+with cleanup.py's state machine path). A failure report goes to the notification topic unless the state
+machine already sent one: its own Fail states never carry a ``States.`` error name (Report renames
 them), so a FAILED event with another name has been reported and cleaned up already; clean-up runs
 again anyway (it deletes nothing twice).
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hfpipe.core.names import derive_names
+from hfpipe.core.names import PlannedNames
 from pipeline_lambdas import aws
 from pipeline_lambdas.report import publish
 from pipeline_lambdas.teardown import cleanup
@@ -40,11 +41,6 @@ def needs_report(detail: dict[str, Any]) -> bool:
     return status in ("TIMED_OUT", "ABORTED") or (
         status == "FAILED" and str(detail.get("error") or "").startswith("States.")
     )
-
-
-def planned_names(env: str, execution_name: str) -> dict[str, Any]:
-    """What the Cleanup function needs of a plan: environment, execution and the derived names."""
-    return {"env": env, "execution_name": execution_name, **derive_names(execution_name, env)}
 
 
 def failure_report(detail: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +75,7 @@ def on_execution_end(
     if detail.get("status") not in ABNORMAL or not detail.get("name"):
         return {"execution_name": detail.get("name"), "ignored": True}
     aws.bind(event, detail["name"])
-    cleaned = cleanup(sagemaker, planned_names(env, detail["name"]))
+    cleaned = cleanup(sagemaker, PlannedNames.derive(detail["name"], env))
     report = failure_report(detail, cleaned)
     if needs_report(detail):
         publish(sns, topic_arn, report)

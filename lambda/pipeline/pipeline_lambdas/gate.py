@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfpipe.core.plan_model import Plan
+
 
 def final_metrics(training: dict[str, Any]) -> dict[str, float]:
     """FinalMetricDataList of a DescribeTrainingJob response as {name: value}."""
     return {m["MetricName"]: float(m["Value"]) for m in training.get("FinalMetricDataList") or []}
 
 
-def evaluate(plan: dict[str, Any], training: dict[str, Any]) -> dict[str, Any]:
+def evaluate(plan: Plan, training: dict[str, Any]) -> dict[str, Any]:
     """{"passed": bool, "reason": str, ...}; a missing metric does not pass."""
-    gate = plan["gate"]
-    if not gate.get("enabled"):
+    gate = plan.gate
+    if not gate.enabled:
         return {"passed": True, "reason": "no evaluation gate"}
-    metric, threshold = gate["metric"], float(gate["threshold"])
-    higher = gate.get("higher_is_better", True)
+    assert gate.metric is not None and gate.threshold is not None  # Gate refuses an enabled gate without them
+    metric, threshold = gate.metric, float(gate.threshold)
+    higher = gate.higher_is_better
     value = final_metrics(training).get(metric)
     if value is None:
         return {
@@ -40,4 +43,4 @@ def evaluate(plan: dict[str, Any], training: dict[str, Any]) -> dict[str, Any]:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>, "training": <DescribeTrainingJob>}."""
-    return evaluate(event["plan"], event["training"])
+    return evaluate(Plan.from_json(event["plan"]), event["training"])

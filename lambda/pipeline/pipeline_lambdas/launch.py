@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 
@@ -49,11 +50,11 @@ def _code(err: Exception) -> str:
     return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
 
-def _adoptable(sagemaker: Any, job: dict[str, Any], plan: dict[str, Any]) -> None:
+def _adoptable(sagemaker: Any, job: dict[str, Any], plan: Plan) -> None:
     tags = {
         t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
     }
-    expected = {contract.TAG_ENV: plan["env"], contract.TAG_EXECUTION: plan["execution_name"]}
+    expected = {contract.TAG_ENV: plan.env, contract.TAG_EXECUTION: plan.execution_name}
     if (
         any(tags.get(k) != v for k, v in expected.items())
         or tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT
@@ -61,8 +62,8 @@ def _adoptable(sagemaker: Any, job: dict[str, Any], plan: dict[str, Any]) -> Non
         raise TrainingJobNameTaken(
             f"training job {job['TrainingJobName']} exists with tags "
             f"{ {k: tags.get(k) for k in (*expected, contract.TAG_MANAGED_BY)} }; it is adopted only when "
-            f"tagged {contract.TAG_MANAGED_BY}={contract.PROJECT}, {contract.TAG_ENV}={plan['env']}, "
-            f"{contract.TAG_EXECUTION}={plan['execution_name']}"
+            f"tagged {contract.TAG_MANAGED_BY}={contract.PROJECT}, {contract.TAG_ENV}={plan.env}, "
+            f"{contract.TAG_EXECUTION}={plan.execution_name}"
         )
 
 
@@ -75,15 +76,13 @@ def _existing(sagemaker: Any, name: str) -> dict[str, Any] | None:
         return None
 
 
-def launch(
-    sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: dict[str, Any], task_token: str
-) -> dict[str, Any]:
+def launch(sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: Plan, task_token: str) -> dict[str, Any]:
     """Keep the token, create the plan's training job unless this execution already has it.
 
     An adopted job that has already ended gets no new state-change event, so Launch completes the
     task itself (the event handler's rule, training_task.complete).
     """
-    name = plan["training_job_name"]
+    name = plan.training_job_name
     found = _existing(sagemaker, name)
     if found is not None:
         _adoptable(sagemaker, found, plan)
@@ -91,13 +90,13 @@ def launch(
     s3.put_object(
         Bucket=bucket,
         Key=token_key(name),
-        Body=json.dumps({"task_token": task_token, "execution_name": plan["execution_name"]}).encode(),
+        Body=json.dumps({"task_token": task_token, "execution_name": plan.execution_name}).encode(),
         ContentType="application/json",
     )
     created = False
     if found is None:
         try:
-            sagemaker.create_training_job(**plan["training_job_request"])
+            sagemaker.create_training_job(**plan.training_job_request)
             created = True
         except Exception as err:
             code = _code(err)
@@ -116,13 +115,14 @@ def launch(
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>, "task_token": <$$.Task.Token>}."""
-    aws.bind(event)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
     result = launch(
         aws.client("sagemaker"),
         aws.client("s3"),
         aws.client("stepfunctions"),
         os.environ["ARTIFACTS_BUCKET"],
-        event["plan"],
+        plan,
         event["task_token"],
     )
     aws.log_json(LOG, "launched", **result)

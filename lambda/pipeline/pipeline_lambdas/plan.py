@@ -1,4 +1,8 @@
-"""Plan: validate the execution input, fill defaults, derive names, check quotas, estimate cost."""
+"""Plan: validate the execution input, fill defaults, derive names, check quotas, estimate cost.
+
+Returns the plan as JSON (``Plan.to_json``, with its ``schema_version``); the state machine keeps it at
+``$.plan`` and the other Lambdas and the command read it back with ``Plan.from_json``.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas")
     )
     aws.log_json(
-        LOG, "planned", **{k: plan[k] for k in ("execution_name", "recipe_name", "training_job_name")}
+        LOG,
+        "planned",
+        execution_name=plan.execution_name,
+        recipe_name=plan.recipe_name,
+        training_job_name=plan.training_job_name,
     )
-    return plan
+    return plan.to_json()

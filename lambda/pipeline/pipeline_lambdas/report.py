@@ -8,40 +8,44 @@ from typing import Any
 
 from hfpipe.core import cost as costs
 from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
+from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
 LOG = aws.logger(__name__)
 
 
-def build_report(event: dict[str, Any]) -> dict[str, Any]:
-    """The report of one execution from the state it reached (its keys are the report's contract with `hfpipe report`)."""
-    plan, training = event["plan"], event.get("training") or {}
+def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, Any]:
+    """The report of one execution from the state it reached (its keys are the report's contract with `hfpipe report`).
+
+    ``plan``: the event's plan when the caller has read it already."""
+    plan = plan or Plan.from_json(event["plan"])
+    training = event.get("training") or {}
     smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
     training_s = float(training.get("TrainingTimeInSeconds") or 0)
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
-    cost = costs.estimate_cost(plan["instance_type"], plan["instance_count"], billable_s)
+    cost = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
     status = training.get("TrainingJobStatus", "Unknown")
     report: dict[str, Any] = {
-        "execution_name": plan["execution_name"],
-        "recipe_name": plan["recipe_name"],
+        "execution_name": plan.execution_name,
+        "recipe_name": plan.recipe_name,
         "outcome": event.get("outcome", "succeeded"),
-        "training_job_name": plan["training_job_name"],
+        "training_job_name": plan.training_job_name,
         "training_job_status": status,
         "failure_reason": training.get("FailureReason"),
-        "instance_type": plan["instance_type"],
-        "instance_count": plan["instance_count"],
-        "spot": plan["spot"],
+        "instance_type": plan.instance_type,
+        "instance_count": plan.instance_count,
+        "spot": plan.spot,
         "billable_seconds": billable_s,
         "training_seconds": training_s,
-        "price_per_hour_usd": plan["price_per_hour_usd"],
+        "price_per_hour_usd": plan.price_per_hour_usd,
         "cost_usd": cost,
-        "estimated_cost_usd": plan["estimated_cost_usd"],
-        "spot_savings_percent": costs.spot_savings_percent(plan["spot"], training_s, billable_s),
+        "estimated_cost_usd": plan.estimated_cost_usd,
+        "spot_savings_percent": costs.spot_savings_percent(plan.spot, training_s, billable_s),
         "final_metrics": final_metrics(training),
         "model_artifacts": (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
-        "checkpoint_s3_uri": plan["checkpoint_s3_uri"],
-        "endpoint_name": plan["endpoint_name"] if smoke else None,
+        "checkpoint_s3_uri": plan.checkpoint_s3_uri,
+        "endpoint_name": plan.endpoint_name if smoke else None,
         "endpoint_deleted": bool(cleanup.get("endpoint_deleted")),
         "smoke_test": smoke,
         "evaluation_gate": gate,
@@ -56,10 +60,10 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
             "error": cleanup_error.get("Error"),
             "cause": _cause_text(cleanup_error.get("Cause", "")),
         }
-    if smoke and not report["endpoint_deleted"] and plan.get("serving_instance_type"):
+    if smoke and not report["endpoint_deleted"]:
         # A kept endpoint is billed per instance-hour until it is deleted: say how much.
         report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
-            plan["serving_instance_type"], int(plan.get("serving_instance_count") or 1)
+            plan.serving_instance_type, plan.serving_instance_count
         )
     caught = event.get("error")
     if caught:
@@ -73,7 +77,7 @@ def build_report(event: dict[str, Any]) -> dict[str, Any]:
         report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
         report["cause"] = (
-            f"training job {plan['training_job_name']} {status}: {training.get('FailureReason') or 'no reason given'}"
+            f"training job {plan.training_job_name} {status}: {training.get('FailureReason') or 'no reason given'}"
         )
     elif gate and not gate.get("passed", True):
         report["outcome"] = "gate-not-passed"
@@ -122,8 +126,9 @@ def add_log_tail(logs_client: Any, report: dict[str, Any]) -> None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan", "training", "smoke"?, "cleanup"?, "gate_result"?, "outcome"?}."""
-    aws.bind(event)
-    report = build_report(event)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
+    report = build_report(event, plan)
     add_log_tail(aws.client("logs"), report)
     publish(aws.client("sns"), os.environ.get("TOPIC_ARN"), report)
     aws.log_json(

@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
@@ -30,14 +31,14 @@ def check_answer(answer: Any, expected_keys: list[str]) -> None:
             )
 
 
-def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
+def smoke_test(runtime: Any, plan: Plan) -> dict[str, Any]:
     """Invoke the plan's endpoint once with its sample; return {ok, latency_ms, response}."""
     start = time.perf_counter()
     resp = runtime.invoke_endpoint(
-        EndpointName=plan["endpoint_name"],
+        EndpointName=plan.endpoint_name,
         ContentType="application/json",
         Accept="application/json",
-        Body=json.dumps(plan["sample_request"]).encode(),
+        Body=json.dumps(plan.sample_request).encode(),
     )
     raw = resp["Body"].read()
     latency_ms = round((time.perf_counter() - start) * 1000.0, 1)
@@ -45,11 +46,9 @@ def smoke_test(runtime: Any, plan: dict[str, Any]) -> dict[str, Any]:
         answer = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise SmokeTestFailed(f"smoke test: answer is not JSON: {raw[:200]!r}") from err
-    check_answer(answer, plan["expected_keys"])
-    if latency_ms > plan["max_latency_ms"]:
-        raise SmokeTestFailed(
-            f"smoke test: latency {latency_ms} ms > max_latency_ms {plan['max_latency_ms']}"
-        )
+    check_answer(answer, plan.expected_keys)
+    if latency_ms > plan.max_latency_ms:
+        raise SmokeTestFailed(f"smoke test: latency {latency_ms} ms > max_latency_ms {plan.max_latency_ms}")
     return {"ok": True, "latency_ms": latency_ms, "response": answer}
 
 
@@ -57,13 +56,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>}."""
     from botocore.config import Config
 
-    aws.bind(event)
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
     # One attempt, read timeout just above the latency limit (botocore's default is 60 s with retries):
     # a slow endpoint fails with its latency, within the Lambda's own timeout.
-    read_timeout = event["plan"]["max_latency_ms"] / 1000.0 + 10
+    read_timeout = plan.max_latency_ms / 1000.0 + 10
     runtime = aws.client(
         "sagemaker-runtime", Config(read_timeout=read_timeout, retries={"total_max_attempts": 1})
     )
-    result = smoke_test(runtime, event["plan"])
+    result = smoke_test(runtime, plan)
     aws.log_json(LOG, "smoke test passed", latency_ms=result["latency_ms"])
     return result

@@ -5,7 +5,8 @@ abnormal end of an execution (execution_end.py). Both import this module, neithe
 (tests/layout/test_import_cycles.py).
 
 Which resources may go is `hfpipe.core.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
-the plan's names, tagged by hfpipe for this environment and this execution. S3 objects (artifacts,
+the plan's names (``Plan.names``; after an abnormal end, the names derived from the environment and the
+execution name: ``PlannedNames.derive``), tagged by hfpipe for this environment and this execution. S3 objects (artifacts,
 checkpoints, data) are never touched. A training job still running after a failure is stopped (it is not
 deleted: its record and artifacts stay).
 """
@@ -15,17 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 from hfpipe.core import cleanup as rule
+from hfpipe.core.names import PlannedNames
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
 
 
-def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
+def cleanup(sagemaker: Any, target: PlannedNames) -> dict[str, Any]:
     """Delete what this execution created; return what was deleted and what was left (and why)."""
     deleted: list[str] = []
     skipped: list[str] = []
     endpoint_deleted = False
-    for kind, name, deletable in rule.planned_resources(sagemaker, plan):
+    for kind, name, deletable in rule.planned_resources(sagemaker, target):
         label = f"{kind.plan_key.removesuffix('_name')} {name}"
         if not deletable:
             skipped.append(f"{label}: not tagged with this environment and execution")
@@ -35,20 +37,20 @@ def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
         endpoint_deleted = endpoint_deleted or kind.name == "endpoint"
     stopped = False
     try:
-        job = sagemaker.describe_training_job(TrainingJobName=plan["training_job_name"])
+        job = sagemaker.describe_training_job(TrainingJobName=target.training_job_name)
         # The abnormal-end rule gets here with names derived from the execution name alone: a job of that
         # name is stopped only when its tags name this environment and execution (the same rule as the
         # endpoint, config and model above, and as `hfpipe stop`).
         if job.get("TrainingJobStatus") != "InProgress":
             pass
         elif not rule.may_delete(
-            rule.tags_of(sagemaker, job["TrainingJobArn"]), plan["env"], plan["execution_name"]
+            rule.tags_of(sagemaker, job["TrainingJobArn"]), target.env, target.execution_name
         ):
             skipped.append(
-                f"training job {plan['training_job_name']}: not tagged with this environment and execution"
+                f"training job {target.training_job_name}: not tagged with this environment and execution"
             )
         else:
-            sagemaker.stop_training_job(TrainingJobName=plan["training_job_name"])
+            sagemaker.stop_training_job(TrainingJobName=target.training_job_name)
             stopped = True
     except Exception as err:  # a job that never started or cannot be stopped must not block clean-up
         aws.log_json(LOG, "training job not stopped", error=str(err))

@@ -1,0 +1,144 @@
+"""The typed plan (hfpipe.core.plan_model): a plan survives JSON both ways; any other document is refused
+with one line naming the field; the state machine's JSONPaths into `$.plan` name only fields the plan has."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import pytest
+
+from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
+from hfpipe.local.engine import FakeQuotas, default_quotas
+from stacks.image_catalog import build_catalog
+
+CONFIG = PlanConfig(
+    env="dev",
+    region="eu-west-1",
+    role_arn="arn:aws:iam::123456789012:role/x",
+    sourcedir_uri="s3://artifacts/code/sourcedir.tar.gz",
+    data_bucket="data",
+    artifacts_bucket="artifacts",
+    image_catalog=build_catalog("eu-west-1"),
+)
+
+
+def built(recipe_name: str, **event: Any) -> Plan:
+    return build_plan({"recipe_name": recipe_name, **event}, "plan-1", CONFIG, FakeQuotas(default_quotas()))
+
+
+@pytest.fixture(scope="module")
+def gated() -> Plan:
+    return built("tiny-mnli")  # a recipe with an evaluation gate
+
+
+@pytest.mark.parametrize("recipe", ["tiny-lora", "tiny-mnli", "tiny-spot"])
+def test_a_built_plan_survives_json_both_ways(recipe: str) -> None:
+    plan = built(recipe)
+    doc = json.loads(json.dumps(plan.to_json()))  # what the state machine keeps and hands back
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert Plan.from_json(doc) == plan
+    assert Plan.from_json(doc).to_json() == doc
+
+
+def test_the_gate_is_typed_and_a_recipe_without_one_has_it_off(gated: Plan) -> None:
+    assert gated.gate.enabled is True and isinstance(gated.gate.metric, str)
+    assert isinstance(gated.gate.threshold, int | float)
+    assert built("tiny-lora").gate == Gate(enabled=False, metric=None, threshold=None, higher_is_better=True)
+
+
+def test_serving_kind_defaults_to_the_inference_toolkit(gated: Plan) -> None:
+    assert gated.serving_kind == "hf-inference"
+
+
+def test_names_are_the_plans_own(gated: Plan) -> None:
+    names = gated.names
+    assert (names.env, names.execution_name, names.endpoint_name) == ("dev", "plan-1", gated.endpoint_name)
+
+
+def _without(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != key}
+
+
+def _with(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    inner = out
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    return out
+
+
+def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    return [
+        ("another version", _with(doc, ("schema_version",), 2), r"^plan\.schema_version: 2 is not accepted"),
+        ("version as bool", _with(doc, ("schema_version",), True), r"^plan\.schema_version: True is not"),
+        ("no version", _without(doc, "schema_version"), r"^plan\.schema_version: missing"),
+        ("missing field", _without(doc, "endpoint_name"), r"^plan\.endpoint_name: missing"),
+        ("unknown field", {**doc, "endpoint_arn": "x"}, r"^plan\.endpoint_arn: unknown field"),
+        ("wrong type", _with(doc, ("instance_count",), "2"), r"^plan\.instance_count: '2' is not accepted; "),
+        ("bool for int", _with(doc, ("poll_seconds",), True), r"^plan\.poll_seconds: True is not accepted"),
+        (
+            "null not allowed",
+            _with(doc, ("env",), None),
+            r"^plan\.env: None is not accepted; accepted: a str",
+        ),
+        ("nested type", _with(doc, ("gate", "enabled"), "yes"), r"^plan\.gate\.enabled: 'yes' is not"),
+        ("nested missing", _with(doc, ("gate",), {"enabled": False}), r"^plan\.gate\.metric: missing"),
+        ("gate without metric", _with(doc, ("gate", "metric"), None), r"^plan\.gate\.metric: null is not"),
+        ("list item", _with(doc, ("expected_keys",), ["a", 1]), r"^plan\.expected_keys\[1\]: 1 is not"),
+        ("dict value", _with(doc, ("serving_environment",), {"A": 1}), r"^plan\.serving_environment\.A: 1"),
+        ("tag value", _with(doc, ("tags",), [{"Key": "k", "Value": 3}]), r"^plan\.tags\[0\]\.Value: 3 is"),
+        ("not an object", [doc], r"^plan: expected a JSON object, got list"),
+    ]
+
+
+def test_every_other_document_is_refused_naming_the_field(gated: Plan) -> None:
+    doc = gated.to_json()
+    for case, bad, message in _refusals(doc):
+        with pytest.raises(PlanFormatError) as raised:
+            Plan.from_json(bad)
+        text = str(raised.value)
+        assert re.search(message, text), (case, text)
+        assert "\n" not in text, case
+
+
+def test_path_names_fields_and_refuses_others() -> None:
+    assert Plan.path() == "$.plan"
+    assert Plan.path("endpoint_name") == "$.plan.endpoint_name"
+    assert Plan.path("gate", "enabled") == "$.plan.gate.enabled"
+    for parts in (("endpoint",), ("gate", "passed"), ("tags", "Key"), ("endpoint_name", "x")):
+        with pytest.raises(ValueError, match="is not a field of the plan"):
+            Plan.path(*parts)
+
+
+# A JSONPath into the plan as it appears in the definition: "$.plan" and its dotted field names.
+PLAN_PATH = re.compile(r"\$\.plan(?:\.[A-Za-z0-9_]+)*")
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+def definition(template: dict[str, Any]) -> dict[str, Any]:
+    (machine,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    return dict(json.loads("".join(p if isinstance(p, str) else "0" for p in parts)))
+
+
+def test_every_plan_path_of_the_state_machine_names_a_plan_field(pipeline_template: dict[str, Any]) -> None:
+    found = sorted({m for s in _strings(definition(pipeline_template)) for m in PLAN_PATH.findall(s)})
+    # The walk sees what the pipeline reads: the Launch timeout, the tags, the names, the gate switch.
+    assert {"$.plan", "$.plan.training_wait_seconds", "$.plan.tags", "$.plan.gate.enabled"} <= set(found)
+    for path in found:
+        parts = path.split(".")[2:]
+        assert Plan.path(*parts) == path  # ValueError names a path the plan does not have
