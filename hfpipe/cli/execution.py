@@ -35,6 +35,8 @@ class Snapshot:
     metrics: dict[str, float] = field(default_factory=dict)
     cost_so_far_usd: float | None = None
     endpoint_status: str | None = None
+    #: Whether the execution's CreateEndpoint state finished (else no endpoint of it ever existed).
+    endpoint_created: bool = False
     failure: str | None = None
     output: Any = None
     log_tail: list[str] = field(default_factory=list)
@@ -124,6 +126,8 @@ def _client_error_code(exc: Exception) -> str | None:
 
 
 LIVE_LOG_LINES = 8
+#: The state machine's CreateEndpoint task (stacks/constructs/pipeline_state_machine.py).
+CREATE_ENDPOINT_STATE = "CreateEndpoint"
 
 
 def training_log_tail(clients: aws.Clients, job_name: str, lines: int = LIVE_LOG_LINES) -> list[str]:
@@ -155,6 +159,9 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         stopped=as_utc(desc.get("stopDate")),
         state=aws.current_state(events),
         plan=aws.stored_plan(events),
+        endpoint_created=any(
+            (e.get("stateExitedEventDetails") or {}).get("name") == CREATE_ENDPOINT_STATE for e in events
+        ),
         now=now or datetime.now(UTC),
     )
     if desc.get("output"):
@@ -191,5 +198,8 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         except botocore.exceptions.ClientError as exc:
             if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
                 raise aws.aws_error(exc, f"reading endpoint {endpoint}") from None
-            snap.endpoint_status = "deleted" if snap.finished else "not created yet"
+            if snap.endpoint_created:
+                snap.endpoint_status = "deleted"
+            else:
+                snap.endpoint_status = "never created" if snap.finished else "not created yet"
     return snap

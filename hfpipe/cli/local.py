@@ -93,11 +93,13 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
                 execution_input = {"recipe": substitutions.recipe, "poll_seconds": 1}
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
-                snap = watch(clients, arn, console, interval=0.5)
+                snap = watch(clients, arn, console, interval=0.5, local=True)
                 left = local.leftovers()
             finally:
                 local.close_endpoints()
-            local.write_outputs(build_report(clients, snap))
+            report = build_report(clients, snap)
+            report["local_mode"] = True
+            local.write_outputs(report)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")

@@ -49,9 +49,12 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "spot_savings_percent": cost.spot_savings_percent(spot, training, billable),
         "final_metrics": {m["MetricName"]: m["Value"] for m in job.get("FinalMetricDataList", [])}
         or dict(snap.metrics),
-        "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+        # SageMaker names the artifact's URI before the job ends; only a completed job has written it.
+        "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts")
+        if job.get("TrainingJobStatus") == "Completed"
+        else None,
         "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"),
-        "endpoint_name": plan.endpoint_name if plan and plan.deploy else None,
+        "endpoint_name": plan.endpoint_name if plan and snap.endpoint_created else None,
         "endpoint_deleted": snap.endpoint_status == "deleted",
         "smoke_test": None,
     }
@@ -118,11 +121,14 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     summary.add_row("billable time", _fmt(report.get("billable_seconds"), " s"))
     cost = report.get("cost_usd")
     price = report.get("price_per_hour_usd")
-    summary.add_row(
-        "cost",
-        ("-" if cost is None else f"{float(cost):.4f} USD")
-        + ("" if price is None else f" at {float(price):.4g} USD/h per instance"),
+    aws_cost = ("-" if cost is None else f"{float(cost):.4f} USD") + (
+        "" if price is None else f" at {float(price):.4g} USD/h per instance"
     )
+    if report.get("local_mode"):
+        # A local run bills nothing; what it shows is the same job on the recipe's instances on AWS.
+        summary.add_row("cost", f"0 USD here; on AWS: {aws_cost} (the recipe's instances, this run's time)")
+    else:
+        summary.add_row("cost", aws_cost)
     if report.get("spot_savings_percent") is not None:
         summary.add_row("spot savings", f"{float(report['spot_savings_percent']):.1f} %")
     summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))

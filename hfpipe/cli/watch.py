@@ -47,8 +47,9 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
-def render(snap: Snapshot) -> Panel:
-    """The live view of one snapshot as a rich panel."""
+def render(snap: Snapshot, local: bool = False) -> Panel:
+    """The live view of one snapshot as a rich panel (`local`: a run of `hfpipe local`, which costs nothing
+    here; its cost line is what the recipe's instances would cost on AWS, and Ctrl-C ends the run)."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -80,14 +81,18 @@ def render(snap: Snapshot) -> Panel:
     if snap.cost_so_far_usd is not None:
         estimate = plan.estimated_cost_usd if plan else None
         suffix = f" (estimate {float(estimate):.2f} USD)" if estimate is not None else ""
-        table.add_row("cost so far", f"{snap.cost_so_far_usd:.4f} USD{suffix}")
+        label = "cost so far on AWS" if local else "cost so far"
+        table.add_row(label, f"{snap.cost_so_far_usd:.4f} USD{suffix}" + (" (here: 0 USD)" if local else ""))
     if plan and plan.deploy:
         table.add_row("endpoint", Text.assemble(plan.endpoint_name, "  ", _styled(snap.endpoint_status)))
     if snap.failure:
         from hfpipe.core.logs import cause_without_tail
 
         table.add_row("failure", Text(cause_without_tail(snap.failure), style="red"))
-    title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
+    if local:
+        title = "hfpipe local" + ("" if snap.finished else " (Ctrl-C stops the local run)")
+    else:
+        title = "hfpipe watch" + ("" if snap.finished else " (Ctrl-C stops watching, not the execution)")
     if snap.log_tail:
         # Text, not markup: log lines carry their own [brackets].
         log = Text("\n".join(snap.log_tail), style="dim", no_wrap=True, overflow="ellipsis")
@@ -106,20 +111,21 @@ def watch(
     interval: float = 10.0,
     sleep: Callable[[float], None] = time.sleep,
     max_polls: int | None = None,
+    local: bool = False,
 ) -> Snapshot:
     """Refresh the view until the execution ends (or `max_polls`), then print the report; returns the last view."""
     snap = snapshot(clients, execution_arn)
     polls = 1
     if not snap.finished and console.is_terminal:
-        with Live(render(snap), console=console, refresh_per_second=4, transient=False) as live:
+        with Live(render(snap, local), console=console, refresh_per_second=4, transient=False) as live:
             while not snap.finished and (max_polls is None or polls < max_polls):
                 sleep(interval)
                 snap = snapshot(clients, execution_arn)
                 polls += 1
-                live.update(render(snap))
+                live.update(render(snap, local))
     else:
         # Not a terminal (CI logs, pipes): print a view whenever the state changes instead of redrawing.
-        console.print(render(snap))
+        console.print(render(snap, local))
         last = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
         while not snap.finished and (max_polls is None or polls < max_polls):
             sleep(interval)
@@ -127,8 +133,10 @@ def watch(
             polls += 1
             key = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
             if key != last:
-                console.print(render(snap))
+                console.print(render(snap, local))
                 last = key
     if snap.finished:
-        console.print(Group(*render_report(build_report(clients, snap))))
+        report = build_report(clients, snap)
+        report["local_mode"] = local
+        console.print(Group(*render_report(report)))
     return snap

@@ -1,0 +1,70 @@
+"""What `hfpipe local` prints says what it is: the cost is AWS's for the recipe's instances (0 USD here), Ctrl-C
+ends the run, and a failed run's report lists no artifact or endpoint that never existed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console, Group
+
+from hfpipe.cli.execution import Snapshot
+from hfpipe.cli.report import _report_from_job, render_report
+from hfpipe.cli.watch import render
+
+
+def text(renderable: Any) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+REPORT = {"execution_name": "x", "cost_usd": 0.0123, "price_per_hour_usd": 0.736, "instance_count": 1}
+
+
+def test_a_local_report_labels_its_cost_as_the_aws_estimate() -> None:
+    local = text(Group(*render_report({**REPORT, "local_mode": True})))
+    assert "0 USD here; on AWS: 0.0123 USD at 0.736 USD/h per instance" in local
+    on_aws = text(Group(*render_report(REPORT)))
+    assert "0.0123 USD at 0.736 USD/h per instance" in on_aws and "here" not in on_aws
+
+
+def running() -> Snapshot:
+    snap = Snapshot("arn:aws:states:eu-west-1:1:execution:m:x", "x", "RUNNING", datetime.now(UTC), None)
+    snap.cost_so_far_usd = 0.5
+    return snap
+
+
+def test_the_live_view_says_what_ctrl_c_does_where_it_runs() -> None:
+    assert "Ctrl-C stops the local run" in text(render(running(), local=True))
+    assert "cost so far on AWS" in text(render(running(), local=True))
+    aws = text(render(running()))
+    assert "Ctrl-C stops watching, not the execution" in aws and "on AWS" not in aws
+
+
+def test_a_failed_run_reports_no_artifact_and_no_endpoint_that_never_existed(monkeypatch: Any) -> None:
+    from hfpipe.core.plan_model import Plan
+
+    plan = Plan.__new__(Plan)  # only the attributes the report reads
+    for key, value in {
+        "spot": False,
+        "price_per_hour_usd": 0.736,
+        "instance_count": 1,
+        "recipe_name": "tiny-qa",
+        "training_job_name": "dev-x",
+        "instance_type": "ml.g4dn.xlarge",
+        "endpoint_name": "dev-x-ep",
+        "deploy": True,
+    }.items():
+        object.__setattr__(plan, key, value)
+    snap = Snapshot("arn", "x", "FAILED", datetime.now(UTC), datetime.now(UTC), plan=plan)
+    snap.training_job = {
+        "TrainingJobStatus": "Failed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/models/dev-x/output/model.tar.gz"},
+    }
+    report = _report_from_job(snap)
+    assert report["model_artifacts"] is None and report["endpoint_name"] is None
+    snap.training_job["TrainingJobStatus"] = "Completed"
+    snap.endpoint_created = True
+    report = _report_from_job(snap)
+    assert report["model_artifacts"].endswith("model.tar.gz") and report["endpoint_name"] == "dev-x-ep"
