@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one recipe field before showing it (repeatable)",
     )
-    p.set_defaults(func=commands.cmd_recipes)
+    p.add_argument("--json", action="store_true", help="print JSON only (the list, or the resolved recipe)")
+    p.set_defaults(func=commands.cmd_recipes, command_parser=p)
 
     p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
     _common(p)
-    p.set_defaults(func=commands.cmd_start)
+    p.set_defaults(func=commands.cmd_start, command_parser=p)
 
     for name, help_text, func in (
         ("watch", "live view of an execution until it ends, then its report", commands.cmd_watch),
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument("--json", action="store_true", help="print the report as JSON")
         _common(p)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, command_parser=p)
 
     p = sub.add_parser("list", help="recent executions of an environment, and the endpoints they left up")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
     p.add_argument("--json", action="store_true", help="print the executions as JSON")
     _common(p)
-    p.set_defaults(func=commands.cmd_list)
+    p.set_defaults(func=commands.cmd_list, command_parser=p)
 
     p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
     _common(p)
-    p.set_defaults(func=commands.cmd_cleanup)
+    p.set_defaults(func=commands.cmd_cleanup, command_parser=p)
 
     p = sub.add_parser("data", help="data sets in the environment's data bucket")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
@@ -145,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--recipe", help="check that the records hold what this recipe's training script reads first"
     )
     _common(up)
-    up.set_defaults(func=commands.cmd_data_upload)
+    up.set_defaults(func=commands.cmd_data_upload, command_parser=up)
 
     p = sub.add_parser("invoke", help="send requests to an endpoint (or to `hfpipe local --serve`)")
     p.add_argument(
@@ -165,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
     p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
     _common(p)
-    p.set_defaults(func=commands.cmd_invoke)
+    p.set_defaults(func=commands.cmd_invoke, command_parser=p)
 
     p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
     p.add_argument("action", nargs="?", choices=["list", "delete"], default="list")
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
     _common(p)
-    p.set_defaults(func=commands.cmd_endpoints)
+    p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
     p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
     p.add_argument(
@@ -188,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
     p.add_argument("--out", default=".hfpipe/local", help="folder of the local runs (with --local)")
     _common(p)
-    p.set_defaults(func=commands.cmd_logs)
+    p.set_defaults(func=commands.cmd_logs, command_parser=p)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument(
@@ -209,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
     )
     p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free port)")
-    p.set_defaults(func=commands.cmd_local)
+    p.set_defaults(func=commands.cmd_local, command_parser=p)
     return parser
 
 
@@ -217,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (the console script exits with it)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if extra:
+            # The subcommand's own usage and error, not the top level's (`hfpipe start --bogus`).
+            args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse has printed usage and the problem
         return int(exc.code or 0)
     try:

@@ -39,11 +39,19 @@ def cmd_recipes(args: argparse.Namespace) -> int:
             raise HfpipeError(
                 f"`recipes list` takes no name (got {args.name!r}); use `hfpipe recipes show NAME`"
             )
+        if getattr(args, "json", False):
+            sys.stdout.write(json.dumps(recipes.recipes_summary(), indent=2) + "\n")
+            return 0
         console.print(recipes.recipes_table())
         return 0
     if not args.name:
         raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
-    console.print(recipes.show(recipes.load(args.name, args.sets)))
+    loaded = recipes.load(args.name, args.sets)
+    if getattr(args, "json", False):
+        # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
+        sys.stdout.write(json.dumps(loaded.resolved, indent=2) + "\n")
+        return 0
+    console.print(recipes.show(loaded))
     return 0
 
 

@@ -207,3 +207,30 @@ def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> N
     assert "report: watched" in out
     assert "SUCCEEDED" in out
     assert "eval_loss" in out and "1.5" in out  # the final metrics the training job reported
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["start", "--env", "dev", "--recipe", "tiny-qa", "--bogus"], "usage: hfpipe start"),
+        (["data", "upload", "x.jsonl", "--env", "dev", "--bogus"], "usage: hfpipe data upload"),
+        (["recipes", "--bogus"], "usage: hfpipe recipes"),
+    ],
+)
+def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: str, capsys: Any) -> None:
+    from hfpipe.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "error: unrecognized arguments: --bogus" in err
+
+
+def test_recipes_print_json_a_tool_can_read(capsys: Any) -> None:
+    from hfpipe.cli import main
+
+    assert main(["recipes", "show", "tiny-qa", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["task"] == "question-answering"
+    assert main(["recipes", "--json"]) == 0
+    listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed["tiny-qa"]["training"]["instance_type"] == "ml.g4dn.xlarge"
+    assert listed["distilbert-spot"]["training"]["spot"] is True
