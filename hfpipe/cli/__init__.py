@@ -12,6 +12,7 @@
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
+    hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
 that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage; 130
@@ -190,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=".hfpipe/local", help="folder of the local runs (with --local)")
     _common(p)
     p.set_defaults(func=commands.cmd_logs, command_parser=p)
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
+    p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
+    p.set_defaults(func=commands.cmd_completion, command_parser=p)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument(

@@ -297,3 +297,13 @@ def cmd_local(args: argparse.Namespace) -> int:
     from hfpipe.cli.local import run
 
     return run(args, _console())
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script for a shell, generated from the parser itself by shtab."""
+    import shtab
+
+    from hfpipe.cli import build_parser
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0

@@ -234,3 +234,29 @@ def test_recipes_print_json_a_tool_can_read(capsys: Any) -> None:
     listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert listed["tiny-qa"]["training"]["instance_type"] == "ml.g4dn.xlarge"
     assert listed["distilbert-spot"]["training"]["spot"] is True
+
+
+def test_bash_completion_completes_commands_and_options(tmp_path: Any, capsys: Any) -> None:
+    """The script shtab generates from the parser, loaded into a real bash, completes `hfpipe sta` and
+    `hfpipe start --rec`."""
+    import shutil
+    import subprocess
+
+    from hfpipe.cli import main
+
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "hfpipe.bash"
+    script.write_text(capsys.readouterr().out)
+    bash = shutil.which("bash")
+    assert bash, "bash is needed to check the completion script"
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        probe = (
+            f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE='{line}'; "
+            f"COMP_POINT={len(line)}; _shtab_hfpipe; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        )
+        return subprocess.run([bash, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+
+    assert "start" in complete("hfpipe", "sta")
+    assert "--recipe" in complete("hfpipe", "start", "--rec")
