@@ -188,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
     p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
-    p.add_argument("--out", default=".hfpipe/local", help="folder of the local runs (with --local)")
+    p.add_argument(
+        "--out", help="folder of the local runs (with --local; default: .hfpipe/local in the checkout)"
+    )
     _common(p)
     p.set_defaults(func=commands.cmd_logs, command_parser=p)
 
@@ -208,7 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one recipe field, e.g. --set training.hyperparameters.max_steps=8 (repeatable)",
     )
-    p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
+    p.add_argument(
+        "--out",
+        help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
+    )
     p.add_argument(
         "--serve",
         action="store_true",

@@ -68,3 +68,28 @@ def test_a_failed_run_reports_no_artifact_and_no_endpoint_that_never_existed(mon
     snap.endpoint_created = True
     report = _report_from_job(snap)
     assert report["model_artifacts"].endswith("model.tar.gz") and report["endpoint_name"] == "dev-x-ep"
+
+
+def test_logs_follow_ends_on_an_interrupted_local_run(tmp_path: Any, capsys: Any) -> None:
+    from hfpipe.cli import main
+    from hfpipe.local.outputs import INTERRUPTED, TRAINING_LOG
+
+    run_dir = tmp_path / "tiny-lora-20261201-000000"
+    run_dir.mkdir()
+    (run_dir / TRAINING_LOG).write_text("step 1\n")
+    (run_dir / INTERRUPTED).write_text("interrupted (Ctrl-C)\n")
+    code = main(["logs", "--local", "--out", str(tmp_path), "--follow", "--interval", "0.01"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "step 1\n")
+    assert err == f"local run {run_dir.name} was interrupted before it finished\n"
+
+
+def test_local_runs_default_to_the_checkouts_folder_from_any_subfolder(
+    monkeypatch: Any, tmp_path: Any
+) -> None:
+    from hfpipe.local.checkout import checkout_root
+    from hfpipe.local.outputs import RUNS_FOLDER, runs_folder
+
+    monkeypatch.chdir(checkout_root() / "docs")
+    assert runs_folder() == str(checkout_root() / RUNS_FOLDER)
+    assert runs_folder(str(tmp_path)) == str(tmp_path)
