@@ -95,7 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument(
-            "execution", metavar="EXECUTION", help="execution ARN, or its name together with --env"
+            "execution",
+            metavar="EXECUTION",
+            # `report --local` defaults to the newest local run.
+            nargs="?" if name == "report" else None,
+            help="execution ARN, or its name together with --env"
+            + (" (with --local: a local run's name; default: the newest)" if name == "report" else ""),
         )
         p.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
         if name == "watch":
@@ -112,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
             )
             p.add_argument("--json", action="store_true", help="print the report as JSON")
+            p.add_argument("--local", action="store_true", help="a local run's report (hfpipe local)")
+            p.add_argument(
+                "--out",
+                help="folder of the local runs (with --local; default: .hfpipe/local in the checkout)",
+            )
         _common(p)
         p.set_defaults(func=func, command_parser=p)
 

@@ -149,6 +149,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise HfpipeError(
                 f"--plot {args.plot!r}: folder {str(plot.parent)!r} does not exist; create it first"
             )
+    if args.local:
+        return _local_report(args)
+    if not args.execution:
+        raise HfpipeError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
@@ -306,4 +310,33 @@ def cmd_completion(args: argparse.Namespace) -> int:
     from hfpipe.cli import build_parser
 
     sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
+def _local_report(args: argparse.Namespace) -> int:
+    """`report --local`: the report a local run wrote, and its loss curves from the run's training log."""
+    from hfpipe.cli.logs import local_run_dir
+    from hfpipe.cli.report import local_loss_series, plot_losses, render_report
+    from hfpipe.local import outputs
+
+    run_dir = local_run_dir(Path(outputs.runs_folder(args.out)), args.execution)
+    report_file = run_dir / outputs.REPORT
+    if not report_file.is_file():
+        state = "was interrupted" if (run_dir / outputs.INTERRUPTED).exists() else "has not finished"
+        raise HfpipeError(f"local run {run_dir.name} {state}: it has no {outputs.REPORT} yet")
+    report = json.loads(report_file.read_text())
+    report["local_mode"] = True
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        _console().print(Group(*render_report(report)))
+    if args.plot:
+        series = local_loss_series((run_dir / outputs.TRAINING_LOG).read_text(errors="replace"))
+        try:
+            path = plot_losses(series, Path(args.plot), title=run_dir.name)
+        except ValueError:
+            raise HfpipeError(
+                f"local run {run_dir.name}: its training log has no loss lines to plot"
+            ) from None
+        _console().print(f"loss plot: {path}")
     return 0
