@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
     )
     p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the plan, the cost estimate and the CreateTrainingJob request; start nothing",
+    )
+    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     _common(p)
     p.set_defaults(func=commands.cmd_start, command_parser=p)
 

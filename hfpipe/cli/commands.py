@@ -75,6 +75,16 @@ def cmd_start(args: argparse.Namespace) -> int:
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
+    execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
+    if args.dry_run:
+        from hfpipe.cli import dryrun
+
+        plan, notes = dryrun.plan_for(clients, environment, execution_input, name)
+        if args.json:
+            sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
+        else:
+            dryrun.show(_console(), plan, notes)
+        return 0
 
     import botocore.exceptions
 
@@ -82,9 +92,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(
-                recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint), allow_nan=False
-            ),
+            input=json.dumps(execution_input, allow_nan=False),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
