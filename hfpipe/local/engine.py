@@ -60,7 +60,7 @@ from unittest import mock
 from hfpipe.local import moto_patches
 from hfpipe.local.bus import LocalBus, execution_status_change
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
-from hfpipe.local.hooks import SageMakerHooks, runtime_client
+from hfpipe.local.hooks import SessionHooks, runtime_client
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from hfpipe.local.template import ACCOUNT, Resolver, TemplateError
 
@@ -152,12 +152,13 @@ class LocalEngine:
         credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
         region = {"AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
         self._stack.enter_context(mock.patch.dict(os.environ, {**credentials, **region}))
+        # Lambda Invoke never reaches moto (hfpipe.local.hooks); should another call, no Docker container.
         config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
         self._stack.enter_context(mock_aws(config=config))  # type: ignore[arg-type]
         moto_patches.install(self._stack, self)
         if boto3.DEFAULT_SESSION is None:
             boto3.setup_default_session()
-        hooks = SageMakerHooks(self, self._pending_errors, self.region)
+        hooks = SessionHooks(self, self._pending_errors, self.region)
         hooks.register(boto3.DEFAULT_SESSION.events)  # type: ignore[union-attr]
         self._stack.callback(hooks.unregister)
         load_lambda_package(self.lambda_dir)
@@ -267,7 +268,7 @@ class LocalEngine:
 
     # -- Lambda ---------------------------------------------------------------------------------------
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
-        """Lambda's Invoke (moto_patches): the function is named by ARN, name or name:qualifier."""
+        """Lambda's Invoke (hfpipe.local.hooks): the function is named by ARN, name or name:qualifier."""
         return self._invoke(function_name.split(":function:")[-1].split(":")[0], body, response_headers)
 
     def _invoke(self, logical: str, body: Any, response_headers: dict[str, str]) -> bytes:

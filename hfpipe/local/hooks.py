@@ -1,9 +1,11 @@
-"""The engine's plug-ins on SageMaker's API, through botocore's event system rather than moto's internals.
+"""The engine's plug-ins on the AWS APIs, through botocore's event system rather than moto's internals.
 
-Registered on boto3's default session while the engine runs, so they see every SageMaker call made in this
-process through ``boto3.client``: the Lambda handlers' and the state machine's (moto's interpreter makes its
+Registered on boto3's default session while the engine runs, so they see every call made in this process
+through ``boto3.client``: the Lambda handlers' and the state machine's (moto's interpreter makes its
 service-integration clients that way):
 
+- ``before-call.lambda.Invoke``: the function runs in this process (``plugins.invoke``, the handler the
+  template names); moto never sees the call, as the engine creates no functions in moto;
 - ``before-call.sagemaker.<Operation>``: an error queued for the operation (``create_training_job_errors``,
   ``sagemaker_errors``) is the call's answer, an HTTP 400 with that error code, and moto never sees the
   request. The answer is final: botocore's own retries (which happen inside the request) do not see it, so
@@ -11,8 +13,10 @@ service-integration clients that way):
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
   plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it.
 
-``runtime_client`` is the sagemaker-runtime client the handlers get: InvokeEndpoint is answered by the
-``endpoint`` plug-in (moto's sagemaker-runtime answers canned results only), the same way.
+A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too. The hooks
+are unregistered when the engine stops. ``runtime_client`` is the sagemaker-runtime client the handlers
+get: InvokeEndpoint is answered by the ``endpoint`` plug-in (moto's sagemaker-runtime answers canned
+results only), the same way.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ _REQUEST = "hfpipe.local.hooks.request"
 _OK = {"HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0}
 
 
-class SageMakerHooks:
-    """The hooks of one engine: ``errors(method)`` is the list of error codes the next calls of a client
-    method (``create_model``) answer, consumed from the front; ``training`` and ``on_endpoint`` are looked
-    up on ``plugins`` at each call, so the caller may swap them while the engine runs."""
+class SessionHooks:
+    """The hooks of one engine: ``errors(method)`` is the list of error codes the next calls of a SageMaker
+    client method (``create_model``) answer, consumed from the front; ``invoke``, ``training`` and
+    ``on_endpoint`` are looked up on ``plugins`` at each call, so the caller may swap them while the engine
+    runs."""
 
     def __init__(self, plugins: Any, errors: Callable[[str], list[str] | None], region: str) -> None:
         self.plugins = plugins
@@ -46,6 +51,8 @@ class SageMakerHooks:
     def register(self, events: Any) -> None:
         """Register on an event emitter (a boto3 session's ``events``) until ``unregister``."""
         for name, handler in (
+            ("before-parameter-build.lambda.Invoke", _keep_request),
+            ("before-call.lambda.Invoke", self._invoke),
             ("before-parameter-build.sagemaker", _keep_request),
             ("before-call.sagemaker", self._inject),
             ("after-call.sagemaker.CreateTrainingJob", self._training_job_created),
@@ -58,6 +65,19 @@ class SageMakerHooks:
         for events, name, handler in self._registered:
             events.unregister(name, handler)
         self._registered.clear()
+
+    def _invoke(self, context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        from botocore.awsrequest import AWSResponse
+        from botocore.response import StreamingBody
+
+        request = context[_REQUEST]
+        headers: dict[str, str] = {}
+        payload = self.plugins.invoke(request["FunctionName"], request.get("Payload"), headers)
+        answer: dict[str, Any] = {"StatusCode": 200, "ExecutedVersion": "$LATEST", "ResponseMetadata": _OK}
+        if "x-amz-function-error" in headers:
+            answer["FunctionError"] = headers["x-amz-function-error"]
+        answer["Payload"] = StreamingBody(io.BytesIO(payload), len(payload))
+        return AWSResponse(None, 200, {}, None), answer
 
     def _inject(self, model: Any, **_: Any) -> tuple[Any, dict[str, Any]] | None:
         pending = self.errors(xform_name(model.name))

@@ -6,7 +6,6 @@ and move between its releases.
 What the engine needs that moto's supported surface (``mock_aws`` and its config, the backends' public
 methods, boto3 calls) does not offer, each target with its reason:
 
-- ``LambdaSimpleBackend.invoke``: a Lambda task runs the handler the template names, in this process;
 - ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
   validates the type itself); any ``ml.*`` type is accepted;
 - ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
@@ -15,7 +14,8 @@ methods, boto3 calls) does not offer, each target with its reason:
   every error of one as ``States.Runtime``; AWS names them ``SageMaker.<Modeled>Exception`` or
   ``SageMaker.AmazonSageMakerException`` (``sagemaker_optimized_error_name``);
 - ``StateTaskServiceAwsSdk._eval_service_task``: AWS hands an SDK task's result on as JSON (timestamps as
-  strings); moto keeps the SDK's datetimes;
+  strings); moto keeps the SDK's datetimes in the state data, and its own DescribeExecution then fails to
+  encode an output that holds one;
 - ``StepFunctionResponse.send_task_failure``: moto's handler drops SendTaskFailure's ``cause``;
 - ``ExecutionWorker.stop``: StopExecution ends a task waiting for its token at once (moto's waits out the
   task's timeout);
@@ -42,7 +42,6 @@ from hfpipe.local.checkout import LocalModeError
 MOTO_VERSION = "5.2.5"
 #: The patched targets, named in the version error.
 TARGETS = (
-    "LambdaSimpleBackend.invoke",
     "FakeEndpointConfig.validate_instance_type",
     "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
     "StateTaskServiceUnsupported._from_error",
@@ -93,8 +92,6 @@ class Engine(Protocol):
     time_scale: float
     timeout_scale: float
 
-    def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes: ...
-
     def execution_ending(self, arn: str) -> None: ...
 
     def execution_ended(self, execution: Any) -> None: ...
@@ -103,7 +100,7 @@ class Engine(Protocol):
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
     """Apply every patch until ``stack`` closes (after moto has started, before the first execution)."""
     check_moto_version()
-    for target, name, value in _lambda_and_sagemaker(engine) + _interpreter(engine) + _time(engine):
+    for target, name, value in _sagemaker() + _interpreter(engine) + _time(engine):
         patch = mock.patch.dict(target, value) if name is None else mock.patch.object(target, name, value)
         stack.enter_context(patch)
 
@@ -111,22 +108,15 @@ def install(stack: contextlib.ExitStack, engine: Engine) -> None:
 Patch = tuple[Any, "str | None", Any]
 
 
-def _lambda_and_sagemaker(engine: Engine) -> list[Patch]:
-    from moto.awslambda_simple.models import LambdaSimpleBackend
+def _sagemaker() -> list[Patch]:
     from moto.sagemaker.exceptions import ValidationError
     from moto.sagemaker.models import FakeEndpointConfig
-
-    def invoke(
-        backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
-    ) -> bytes:
-        return engine.invoke(function_name, body, response_headers)
 
     def validate_instance_type(config: Any, instance_type: str) -> None:
         if not str(instance_type).startswith("ml."):
             raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
 
     return [
-        (LambdaSimpleBackend, "invoke", invoke),
         (FakeEndpointConfig, "validate_instance_type", validate_instance_type),
     ]
 
