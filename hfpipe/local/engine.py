@@ -62,7 +62,7 @@ from hfpipe.local.bus import LocalBus, execution_status_change
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.hooks import SessionHooks, runtime_client
 from hfpipe.local.quotas import QuotaTable, default_quotas
-from hfpipe.local.template import ACCOUNT, Resolver, TemplateError
+from hfpipe.local.template import ACCOUNT, Resolver, TemplateError, split_environments
 
 __all__ = ["ACCOUNT", "Execution", "LocalEngine", "TemplateError"]
 
@@ -223,8 +223,15 @@ class LocalEngine:
         self.physical[machines[0]] = self.state_machine_arn
         deliver = lambda logical, event: json.loads(self._invoke(logical, json.dumps(event).encode(), {}))  # noqa: E731
         self.bus = LocalBus.of_template(self.resources, self.resolve, deliver, self.region)
+        self._set_environments()
         #: Every event put on the local bus; (detail-type, target function, its answer) of each delivery.
         self.events, self.deliveries = self.bus.events, self.bus.deliveries
+
+    def _set_environments(self) -> None:
+        """The functions' environment variables (hfpipe.local.template.split_environments): the shared ones
+        set once for the engine's life, a function's own ones per invocation (``_own_env``)."""
+        shared, self._own_env = split_environments(self.functions, self.resolve)
+        self._stack.enter_context(mock.patch.dict(os.environ, shared))
 
     # -- the event bus --------------------------------------------------------------------------------
     def put_event(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
@@ -278,10 +285,10 @@ class LocalEngine:
         module_name, func_name = props["Handler"].rsplit(".", 1)
         key = module_name.rsplit(".", 1)[-1]
         self.invocations.append((key, logical))
-        env = {k: str(self.resolve(v)) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        own = self._own_env[logical]
         event = json.loads(body) if body else {}
         try:
-            with mock.patch.dict(os.environ, env):
+            with mock.patch.dict(os.environ, own) if own else contextlib.nullcontext():
                 handler = getattr(importlib.import_module(module_name), func_name)
                 result = handler(event, None)
             if key == "launch" and isinstance(result, dict) and result.get("created"):

@@ -3,12 +3,14 @@
 The engine creates the template's roles, buckets, topics and state machine in moto and records their
 physical names here; ``resolve`` then replaces ``Ref``, ``Fn::GetAtt`` (``Arn``), ``Fn::Join``, ``Fn::Sub``
 and ``Fn::ImportValue`` with those values, as CloudFormation does at deploy time. Anything else it cannot
-stand for raises TemplateError naming the token.
+stand for raises TemplateError naming the token. ``split_environments`` resolves the Lambda functions'
+environment variables for the engine.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 #: moto's default account, which every local resource and ARN belongs to.
@@ -84,3 +86,25 @@ class Resolver:
             "AWS::SNS::Topic": name,
             "AWS::StepFunctions::StateMachine": name,
         }.get(rtype, name)
+
+
+def split_environments(
+    functions: dict[str, Any], resolve: Callable[[Any], Any]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """The Lambda functions' environment variables, resolved, split into the ones every function that has
+    them gives the same value (set once) and, per function, those whose value differs between functions.
+
+    The engine runs the handlers in threads of one process; changing os.environ per invocation
+    (mock.patch.dict empties it when it restores it) breaks whatever reads it meanwhile in another thread.
+    """
+    envs = {
+        logical: {k: str(resolve(v)) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        for logical, props in functions.items()
+    }
+    values: dict[str, set[str]] = {}
+    for env in envs.values():
+        for key, value in env.items():
+            values.setdefault(key, set()).add(value)
+    shared = {key: next(iter(found)) for key, found in values.items() if len(found) == 1}
+    own = {logical: {k: v for k, v in env.items() if k not in shared} for logical, env in envs.items()}
+    return shared, own

@@ -161,3 +161,19 @@ def test_the_templates_rules_deliver_only_what_they_match(fresh):
     assert delivery[0] == "Step Functions Execution Status Change"
     (targets,) = [t for pattern, t in fresh.bus.rules if pattern["source"] == ["aws.states"]]
     assert delivery[1] in targets and fresh.invocations[-1][1] == delivery[1]
+
+
+# --- the functions' environments ----------------------------------------------------------------------------
+def test_shared_variables_are_set_once_and_differing_ones_per_function():
+    from hfpipe.local.template import split_environments
+
+    def fn(**variables):
+        return {"Environment": {"Variables": variables}}
+
+    functions = {
+        "Plan": fn(HFPIPE_ENV="dev", LEVEL="INFO"),
+        "Report": fn(HFPIPE_ENV="dev", LEVEL="DEBUG", T={"Ref": "X"}),
+    }
+    shared, own = split_environments(functions, lambda v: "topic-arn" if v == {"Ref": "X"} else v)
+    assert shared == {"HFPIPE_ENV": "dev", "T": "topic-arn"}
+    assert own == {"Plan": {"LEVEL": "INFO"}, "Report": {"LEVEL": "DEBUG"}}
