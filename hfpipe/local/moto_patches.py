@@ -75,8 +75,8 @@ def check_moto_version() -> None:
     if found != MOTO_VERSION:
         raise MotoVersionError(
             f"local mode patches moto {MOTO_VERSION} internals ({', '.join(TARGETS)}); found moto {found}: "
-            "install the pinned moto from requirements-dev.txt (pip install -c constraints.txt "
-            "-r requirements-dev.txt)"
+            "install the pinned moto from requirements-dev.txt (pip install -r requirements-dev.txt "
+            "-c constraints.txt, or scripts/bootstrap.sh)"
         )
 
 
@@ -97,15 +97,21 @@ class Engine(Protocol):
     def execution_ended(self, execution: Any) -> None: ...
 
 
+#: (label in TARGETS, object, attribute or None for a dict's items, replacement)
+Patch = tuple[str, Any, "str | None", Any]
+
+
+def patches(engine: Engine) -> list[Patch]:
+    """Every patch, in the order of TARGETS (a test keeps the two equal)."""
+    check_moto_version()
+    return _sagemaker() + _interpreter(engine) + _time(engine)
+
+
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
     """Apply every patch until ``stack`` closes (after moto has started, before the first execution)."""
-    check_moto_version()
-    for target, name, value in _sagemaker() + _interpreter(engine) + _time(engine):
+    for _, target, name, value in patches(engine):
         patch = mock.patch.dict(target, value) if name is None else mock.patch.object(target, name, value)
         stack.enter_context(patch)
-
-
-Patch = tuple[Any, "str | None", Any]
 
 
 def _sagemaker() -> list[Patch]:
@@ -117,7 +123,12 @@ def _sagemaker() -> list[Patch]:
             raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
 
     return [
-        (FakeEndpointConfig, "validate_instance_type", validate_instance_type),
+        (
+            "FakeEndpointConfig.validate_instance_type",
+            FakeEndpointConfig,
+            "validate_instance_type",
+            validate_instance_type,
+        ),
     ]
 
 
@@ -173,12 +184,37 @@ def _interpreter(engine: Engine) -> list[Patch]:
         engine.execution_ended(comm.execution)
 
     return [
-        (aws_sdk._SERVICE_ERROR_NAMES, None, {"sagemaker": "SageMaker"}),
-        (unsupported.StateTaskServiceUnsupported, "_from_error", from_error),
-        (aws_sdk.StateTaskServiceAwsSdk, "_eval_service_task", eval_aws_sdk),
-        (StepFunctionResponse, "send_task_failure", send_task_failure),
-        (ExecutionWorker, "stop", stop),
-        (parser_execution.BaseExecutionWorkerCommunication, "terminated", terminated),
+        (
+            "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
+            aws_sdk._SERVICE_ERROR_NAMES,
+            None,
+            {"sagemaker": "SageMaker"},
+        ),
+        (
+            "StateTaskServiceUnsupported._from_error",
+            unsupported.StateTaskServiceUnsupported,
+            "_from_error",
+            from_error,
+        ),
+        (
+            "StateTaskServiceAwsSdk._eval_service_task",
+            aws_sdk.StateTaskServiceAwsSdk,
+            "_eval_service_task",
+            eval_aws_sdk,
+        ),
+        (
+            "StepFunctionResponse.send_task_failure",
+            StepFunctionResponse,
+            "send_task_failure",
+            send_task_failure,
+        ),
+        ("ExecutionWorker.stop", ExecutionWorker, "stop", stop),
+        (
+            "BaseExecutionWorkerCommunication.terminated",
+            parser_execution.BaseExecutionWorkerCommunication,
+            "terminated",
+            terminated,
+        ),
     ]
 
 
@@ -222,9 +258,9 @@ def _time(engine: Engine) -> list[Patch]:
         original_wait(function, env=env, wait_seconds=int(wait_seconds * engine.time_scale))
 
     return [
-        (TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
-        (WaitFunction, "_wait_interval", wait_interval),
-        (retrier_decl, "time", _ScaledSleep(engine)),
+        ("TimeoutSecondsPath._eval_seconds", TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+        ("WaitFunction._wait_interval", WaitFunction, "_wait_interval", wait_interval),
+        ("retrier_decl.time", retrier_decl, "time", _ScaledSleep(engine)),
     ]
 
 

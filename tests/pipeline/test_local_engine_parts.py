@@ -177,3 +177,19 @@ def test_shared_variables_are_set_once_and_differing_ones_per_function():
     shared, own = split_environments(functions, lambda v: "topic-arn" if v == {"Ref": "X"} else v)
     assert shared == {"HFPIPE_ENV": "dev", "T": "topic-arn"}
     assert own == {"Plan": {"LEVEL": "INFO"}, "Report": {"LEVEL": "DEBUG"}}
+
+
+def test_the_version_error_names_every_patched_target():
+    class Engine:
+        time_scale = timeout_scale = 1.0
+
+        def execution_ending(self, arn):
+            pass
+
+        def execution_ended(self, execution):
+            pass
+
+    patches = moto_patches.patches(Engine())
+    assert [label for label, *_ in patches] == list(moto_patches.TARGETS)
+    for label, target, name, _ in patches:  # each target exists in the installed moto
+        assert name is None or hasattr(target, name), label
