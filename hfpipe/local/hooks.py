@@ -73,7 +73,11 @@ class SessionHooks:
         request = context[_REQUEST]
         headers: dict[str, str] = {}
         payload = self.plugins.invoke(request["FunctionName"], request.get("Payload"), headers)
-        answer: dict[str, Any] = {"StatusCode": 200, "ExecutedVersion": "$LATEST", "ResponseMetadata": _OK}
+        answer: dict[str, Any] = {
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "ResponseMetadata": {**_OK},
+        }
         if "x-amz-function-error" in headers:
             answer["FunctionError"] = headers["x-amz-function-error"]
         answer["Payload"] = StreamingBody(io.BytesIO(payload), len(payload))
@@ -133,7 +137,7 @@ def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
         return AWSResponse(None, 200, {}, None), {
             "Body": StreamingBody(io.BytesIO(data), len(data)),
             "ContentType": "application/json",
-            "ResponseMetadata": _OK,
+            "ResponseMetadata": {**_OK},
         }
 
     client = boto3.client("sagemaker-runtime", region_name=region)
