@@ -29,10 +29,10 @@ def model_fn(model_dir: str, context: Any = None) -> Any:
 
 
 def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
-    """Decode a JSON request."""
-    if content_type != "application/json":
-        raise ValueError(f"content_type={content_type!r} is not supported; send application/json")
-    return json.loads(request_body)
+    """Decode a JSON request, or text/csv with a text[,text_pair] or premise,hypothesis header (one row per
+    item)."""
+    rows = request_checks.decode(request_body, content_type, ("text", "text_pair", "premise", "hypothesis"))
+    return rows[0] if content_type.startswith(request_checks.CSV) and len(rows) == 1 else rows
 
 
 def _pair(item: Any) -> tuple[str, str | None]:

@@ -69,3 +69,19 @@ def test_a_single_text_sent_to_a_pair_model_and_a_pair_to_a_single_model_are_ref
         handler.check_shape([("a text", None)], True)
     with pytest.raises(ValueError, match="this model classifies single texts"):
         handler.check_shape([("a", "b")], False)
+
+
+def test_every_handler_reads_text_csv_with_its_own_header() -> None:
+    clm, qa, cls = module("inference_clm"), module("inference_qa"), module("inference_classification")
+    prompt, _ = clm.parse_request(clm.input_fn(b'dialogue\n"Amanda: hi\nJerry: yo"\n', "text/csv"))
+    assert prompt == {"dialogue": "Amanda: hi\nJerry: yo"}
+    items, batch = qa.parse_request(qa.input_fn("question,context\nWho?,Ada.\nWhere?,Oslo.\n", "text/csv"))
+    assert batch and [i["question"] for i in items] == ["Who?", "Where?"]
+    pairs, _ = cls.parse_request(cls.input_fn("premise,hypothesis\nA b.,A.\n", "text/csv; charset=utf-8"))
+    assert pairs == [("A b.", "A.")]
+    with pytest.raises(ValueError, match=r"one row \(one dialogue\) per request"):
+        clm.input_fn("dialogue\na\nb\n", "text/csv")
+    with pytest.raises(ValueError, match=r"a header row naming \['question', 'context'\]"):
+        qa.input_fn("q,c\nWho?,Ada.\n", "text/csv")
+    with pytest.raises(ValueError, match="accepted: application/json, text/csv"):
+        cls.input_fn("hello", "text/plain")
