@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe import contract
+from hfpipe import contract, kinds
 from hfpipe.core import cost, limits, names, prices, quotas, request
 from hfpipe.core import validate as rules
 from hfpipe.core.recipes import resolve_recipe
@@ -86,24 +86,43 @@ def catalog_key(container: dict[str, Any]) -> str:
     return f"{container['transformers_version']}/{container['pytorch_version']}/{container['py_version']}"
 
 
-def resolve_image(catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str) -> str:
-    """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog."""
+def resolve_image(
+    catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str, key: str | None = None
+) -> str:
+    """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog; ``key``: the
+    serving kind's catalog key of the inference container (default: the Hugging Face versions)."""
     if container.get("image_uri"):
         return str(container["image_uri"])
-    key = catalog_key(container)
+    key = key or catalog_key(container)
+    part = (
+        "training" if scope == "training" else "inference"
+    )  # a serving kind's scope is for container.inference
     processor = processor_for(instance_type)
     by_processor = catalog.get(scope, {}).get(key)
     if not by_processor:
         raise RecipeError(
-            f"recipe.container.{scope}: versions {key} are not in the image catalog; "
-            f"available: {sorted(catalog.get(scope, {}))} (or set container.{scope}.image_uri)"
+            f"recipe.container.{part}: versions {key} are not in the image catalog; "
+            f"available: {sorted(catalog.get(scope, {}))} (or set container.{part}.image_uri)"
         )
     if processor not in by_processor:
         raise RecipeError(
-            f"recipe.container.{scope}: {key} has no {processor} image for {instance_type}; "
+            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; "
             f"processors: {sorted(by_processor)}"
         )
     return str(by_processor[processor])
+
+
+def resolve_inference_image(catalog: dict[str, Any], recipe: dict[str, Any]) -> str:
+    """The model's image, from where the recipe's serving kind keeps it in the catalog (hfpipe/kinds)."""
+    serving = kinds.serving_kind(recipe["serving"]["kind"])
+    container = recipe["container"]["inference"]
+    return resolve_image(
+        catalog,
+        serving.image_scope,
+        container,
+        recipe["serving"]["instance_type"],
+        serving.catalog_key(container),
+    )
 
 
 def check_rules(recipe: dict[str, Any]) -> None:
@@ -289,11 +308,7 @@ def build_plan(
     image_uri = resolve_image(
         config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
     )
-    inference_image_uri = (
-        resolve_image(config.image_catalog, "inference", recipe["container"]["inference"], s["instance_type"])
-        if deploy
-        else None
-    )
+    inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
 
@@ -355,7 +370,9 @@ def build_plan(
         "inference_image_uri": inference_image_uri,
         "role_arn": config.role_arn,
         "serving_environment": rules.environment(
-            s["environment"], "recipe.serving.environment", max_len=1024
+            {**kinds.serving_kind(s["kind"]).environment, **s["environment"]},
+            "recipe.serving.environment",
+            max_len=1024,
         ),
         "sample_request": s["sample_request"],
         "expected_keys": s["expected_keys"],

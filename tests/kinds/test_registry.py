@@ -1,0 +1,143 @@
+"""The task and serving kind registries (hfpipe/kinds) against the recipes, the training code and the
+rules that use them: every name a recipe may use resolves, every file a kind names exists and does what
+the kind says, and what no kind covers is refused by name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hfpipe import kinds
+from hfpipe.cli import invoke
+from hfpipe.cli.data import _records
+from hfpipe.core import records
+from hfpipe.core import validate as rules
+from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
+from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
+from hfpipe.local.substitute import TINY_NAMES, build_data, for_this_machine
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINING_CODE = ROOT / "training_code"
+TASKS = sorted(kinds.TASK_KINDS)
+SERVING = sorted(kinds.SERVING_KINDS)
+
+
+def test_the_schema_accepts_exactly_the_registered_kinds() -> None:
+    props = RECIPE_SCHEMA["properties"]
+    assert props["task"]["enum"] == list(kinds.TASK_KINDS)
+    serving = props["serving"]["properties"]["kind"]
+    assert serving["enum"] == list(kinds.SERVING_KINDS)
+    assert serving["default"] == kinds.DEFAULT_SERVING_KIND in kinds.SERVING_KINDS
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_every_recipe_resolves_to_a_task_kind_that_supports_its_serving_kind(name: str) -> None:
+    recipe = resolve_recipe(recipe_name=name)
+    task = kinds.task_kind(recipe["task"])
+    assert recipe["serving"]["kind"] in task.serving_kinds
+    # The recipe's script is its task kind's: the kind's handler is what that script installs.
+    assert recipe["training"]["entry_point"] == task.entry_point
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_task_kinds_files_exist_and_the_entry_point_installs_the_handler(task: str) -> None:
+    kind = kinds.task_kind(task)
+    entry = TRAINING_CODE / kind.entry_point
+    handler = TRAINING_CODE / f"{kind.handler}.py"
+    assert entry.is_file() and handler.is_file(), (entry, handler)
+    # The script names the handler it copies to code/inference.py ("inference_qa.py" or `import
+    # inference_clm`); a registry naming another handler than the script ships fails here.
+    assert re.search(rf"\b{kind.handler}\b", entry.read_text()), (
+        f"{entry.name} does not install {kind.handler}"
+    )
+    assert kinds.training_code_file(f"{kind.handler}.py").samefile(handler)
+
+
+@pytest.mark.parametrize(
+    ("task", "serving"), [(t, s) for t in TASKS for s in kinds.task_kind(t).serving_kinds]
+)
+def test_each_sample_request_passes_the_request_check_of_its_own_kinds(task: str, serving: str) -> None:
+    kind = kinds.task_kind(task)
+    module = invoke.handler_module(kinds.serving_kind(serving).request_checker(kind.handler))
+    assert callable(module.parse_request)
+    parsed = module.parse_request(dict(kind.sample_request))
+    assert parsed[0], f"{task}: {kind.sample_request!r} parsed to nothing"
+    # The check can fail: the same handler refuses a request without the fields it needs.
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        module.parse_request({"unexpected": "field"})
+
+
+@pytest.mark.parametrize("serving", SERVING)
+def test_each_serving_kind_names_a_local_endpoint_and_a_catalog_key(serving: str) -> None:
+    kind = kinds.serving_kind(serving)
+    assert issubclass(local_endpoint_class(serving), LocalEndpoint)
+    container = resolve_recipe(recipe_name="tiny-qa")["container"]["inference"]
+    assert kind.catalog_key(container).split("/") == [str(container[f]) for f in kind.image_key_fields]
+
+
+def test_an_unknown_task_is_refused_by_name_with_the_accepted_list() -> None:
+    with pytest.raises(kinds.KindError) as err:
+        kinds.task_kind("token-classification")
+    assert "'token-classification'" in str(err.value) and str(TASKS) in str(err.value)
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides={"task": "token-classification"})
+    assert str(err.value) == f"recipe.task: 'token-classification' is not one of {list(kinds.TASK_KINDS)}"
+    # The records checker no longer falls back to the causal-LM columns for a task it does not know.
+    with pytest.raises(kinds.KindError, match="token-classification"):
+        records.expected_columns({"task": "token-classification", "training": {"hyperparameters": {}}})
+    with pytest.raises(
+        ValueError, match=r"recipe.task: task 'token-classification' is not a known task kind"
+    ):
+        for_this_machine({**load_recipe("tiny-qa"), "task": "token-classification"})
+
+
+def test_an_unknown_serving_kind_is_refused_by_name() -> None:
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides={"serving.kind": "vllm"})
+    assert str(err.value) == f"recipe.serving.kind: 'vllm' is not one of {SERVING}"
+    with pytest.raises(
+        kinds.KindError, match=r"serving kind 'vllm' is not known; accepted: \['hf-inference'\]"
+    ):
+        kinds.serving_kind("vllm")
+
+
+def test_a_serving_kind_the_task_does_not_support_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A second serving kind that no task kind lists yet (the schema's enum is built at import, so the
+    # pair rule is checked where it runs: on the schema-checked recipe).
+    other = kinds.ServingKind(
+        "other-server", "test", "other", "huggingface", "inference", ("py_version",), None
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "other-server", other)
+    recipe = resolve_recipe(recipe_name="tiny-qa")
+    recipe["serving"]["kind"] = "other-server"
+    with pytest.raises(RecipeError) as err:
+        rules.recipe(recipe)
+    assert str(err.value) == (
+        "recipe.serving.kind: serving kind 'other-server' cannot serve task 'question-answering'; "
+        "accepted for question-answering: ['hf-inference']"
+    )
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: str, tmp_path: Path) -> None:
+    """The fixture rule (e.g. MNLI pairs or single texts) against the record rule of the same kind."""
+    recipe = resolve_recipe(recipe_name=name)
+    kind = kinds.task_kind(recipe["task"])
+    fixture = kind.fixture(recipe["training"]["hyperparameters"])
+    assert fixture.family in TINY_NAMES  # local mode has a tiny stand-in of that family
+    assert for_this_machine(load_recipe(name)).data_kind == fixture.name
+    channels = build_data(fixture.name, tmp_path)
+    assert set(fixture.channels) <= set(channels)
+    columns = records.expected_columns(recipe)
+    files = [p for p in channels["training"].rglob("*") if p.suffix in (".json", ".jsonl")]
+    assert files, channels["training"]
+    for path in files:
+        rows = list(_records(path))
+        assert rows, path
+        problems = {records.record_problem(row, columns) for row in rows}
+        assert problems == {None}, (name, fixture.name, path.name, problems)
