@@ -141,3 +141,34 @@ def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: 
         assert rows, path
         problems = {records.record_problem(row, columns) for row in rows}
         assert problems == {None}, (name, fixture.name, path.name, problems)
+
+
+def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) -> None:
+    """The Plan Lambda runs hfpipe.core, which imports hfpipe.kinds: the bundle must ship both."""
+    import subprocess
+    import sys
+
+    from stacks.constructs.pipeline_lambdas import bundle_into
+
+    bundle_into(tmp_path / "bundle")
+    script = (
+        "import pkgutil, sys; import pipeline_lambdas as p\n"
+        "for m in pkgutil.iter_modules(p.__path__): __import__('pipeline_lambdas.' + m.name)\n"
+        "import hfpipe.core.plan, hfpipe.kinds; print(hfpipe.kinds.__file__)"
+    )
+    # -I -S: only the bundle and the standard library, as in the Lambda runtime (no checkout, no site-packages).
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(tmp_path / 'bundle')!r})\n{script}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "bundle" / "hfpipe" / "kinds" / "__init__.py")
