@@ -1,9 +1,11 @@
 """Analytic expectations for the GPU run, written down before any measurement: FLOPs per token and GPU memory
 per recipe and per LoRA setting. benchmarks/gpu_suite.py prints each measurement next to its expectation.
 
-    python -m benchmarks.gpu_expect          # the tables of docs/bench.md
+    python -m benchmarks.gpu_expect_table    # the tables of docs/bench.md (benchmarks/gpu_expect_table.py)
 
-Pure arithmetic on the architectures' configs (no torch); units are bytes and FLOPs, tables in GiB.
+Pure arithmetic on the architectures' configs (no torch, no other benchmark module: gpu_fit.py and
+gpu_suite.py import this one, and the table of every recipe, which needs gpu_fit's cases, is
+gpu_expect_table.py's); units are bytes and FLOPs.
 
 Memory of a training step, at its peak (the backward pass of the first layers, or the loss for a large
 vocabulary), in four parts:
@@ -35,12 +37,7 @@ The caching allocator rounds and fragments: expect the measured peak (max_memory
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 GIB = 2**30
 
@@ -186,64 +183,3 @@ def recipe_lora_setting(hyperparameters: dict[str, Any]) -> LoraSetting:
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
-
-
-# ------------------------------------------------------------------------------------------- tables
-
-
-def expectation_rows() -> list[dict[str, Any]]:
-    """One row per recipe (full size, its own hyperparameters) and per gpu_lora setting."""
-    from benchmarks import gpu_fit, gpu_lora
-
-    rows = []
-    for case in gpu_fit.cases(tiny=False):
-        rows.append({"what": f"recipe {case.recipe}", **case.expected()})
-    for s in gpu_lora.SETTINGS:
-        setting = LoraSetting(s.quantization, s.checkpointing, s.optimizer, s.kbit_prepare)
-        mem = bloom_memory(gpu_lora.BLOOMZ_7B1_CONFIG, setting, 2048, gpu_lora.LORA["r"])
-        fl = gpu_lora.flops_per_token(gpu_lora.BLOOMZ_7B1_CONFIG, 2048, gpu_lora.LORA["r"], s.checkpointing)
-        rows.append(
-            {
-                "what": f"LoRA {s.name}",
-                "memory": mem,
-                "model_flops_per_token": fl["model"],
-                "hardware_flops_per_token": fl["hardware"],
-                "tokens_per_step": 2048,
-            }
-        )
-    return rows
-
-
-def markdown() -> str:
-    from benchmarks.common import markdown_table
-
-    headers = (
-        "what",
-        "weights GiB",
-        "grads+optimizer GiB",
-        "activations GiB",
-        "logits GiB",
-        "total GiB",
-        "model GFLOP/token",
-        "hardware GFLOP/token",
-    )
-    rows = []
-    for r in expectation_rows():
-        m = r["memory"]
-        rows.append(
-            [
-                r["what"],
-                f"{m['weights'] / GIB:.2f}",
-                f"{m['states'] / GIB:.2f}",
-                f"{m['activations'] / GIB:.2f}",
-                f"{m['logits'] / GIB:.2f}",
-                f"{m['total'] / GIB:.2f}",
-                f"{r['model_flops_per_token'] / 1e9:.3g}",
-                f"{r['hardware_flops_per_token'] / 1e9:.3g}",
-            ]
-        )
-    return markdown_table(headers, rows)
-
-
-if __name__ == "__main__":
-    print(markdown())

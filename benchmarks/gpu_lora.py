@@ -30,6 +30,9 @@ layers and the (tied) output projection; the embedding lookup, biases, layer nor
 not counted. Bloom's attention in transformers is eager (baddbmm over the full s x s scores, the causal mask
 applied afterwards), so attention is counted over all s positions, not s/2. MFU and HFU are against the GPU's
 dense bf16 peak (table below or --peak-tflops), also for int8 and NF4, whose matmuls run in other formats.
+
+Over 400 lines on purpose: the FLOPs accounting, the settings and the measurement loop are one
+measurement whose numbers must agree with each other; the docstring above is its specification.
 """
 
 from __future__ import annotations

@@ -6,4 +6,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 if [[ " $* " != *" --recipe "* ]]; then
   set -- --recipe tiny-lora "$@"
 fi
+echo "hfpipe: the command is .venv/bin/hfpipe; put it on PATH in any shell with: source .venv/bin/activate" >&2
 exec hfpipe local "$@"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Lint, type check and the whole test suite (slow tests included). Creates .venv on first run.
+# Lint, type check and the whole test suite (slow tests included). Creates .venv on first run, and
+# .venv-serving (the inference containers' transformers), which only the tests need.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/bootstrap.sh
+scripts/serving_venv.sh
 ruff check .
 ruff format --check .
 mypy stacks lambda hfpipe app.py

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hfpipe.core import names
+
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
 
@@ -25,7 +27,6 @@ LOG_RETENTION_DAYS = (
 
 REMOVAL_POLICIES = ("retain", "destroy")
 
-_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 
@@ -143,12 +144,9 @@ def _parse_quota(path: str, entry: object) -> QuotaTarget:
 def parse_environment(name: str, entry: object, *, default_account: str | None = None) -> EnvironmentConfig:
     """Validate one environment's settings; `default_account` is used when the entry names no account."""
     path = f"{CONTEXT_KEY}.{name}"
-    if not _ENV_NAME.match(name):
-        raise _rejected(
-            f"{CONTEXT_KEY}",
-            name,
-            "environment names of lowercase letters, digits and '-', starting with a letter, at most 16 characters",
-        )
+    problem = names.env_name_problem(name)
+    if problem:
+        raise _rejected(f"{CONTEXT_KEY}", name, f"environment names of {problem}")
     if not isinstance(entry, Mapping):
         raise _rejected(path, entry, "an object with keys " + ", ".join(_ENV_KEYS))
     _check_keys(path, entry, _ENV_KEYS)

@@ -102,7 +102,11 @@ class PipelineStack(Stack):
         self._add_outputs()
 
     def _add_state_machine(self) -> None:
-        """The pipeline Lambdas (each with its own empty `lambda_role`) and the state machine.
+        """The pipeline Lambdas, the state machine and the two event rules, wired together.
+
+        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
+        own empty `lambda_role` and grants itself what its handler calls; the state machine gets the six
+        functions it invokes, the event rules OnTrainingEvent and Cleanup.
 
         Image URIs are resolved here, at synth time, from the SageMaker SDK's tables for this
         environment's region; the catalog goes to the Plan Lambda and to an SSM parameter.
@@ -128,7 +132,7 @@ class PipelineStack(Stack):
         self.pipeline = PipelineStateMachine(
             self,
             "Pipeline",
-            lambdas=self.pipeline_lambdas,
+            functions={key: self.pipeline_lambdas.functions[key] for key in PipelineStateMachine.INVOKES},
             env_name=self.config.name,
             grant_pass_role=self.grant_pass_execution_role,
             log_group=self.log_group,
@@ -138,7 +142,8 @@ class PipelineStack(Stack):
             self,
             "PipelineEvents",
             env_name=self.config.name,
-            lambdas=self.pipeline_lambdas,
+            on_training_event=self.pipeline_lambdas.on_training_event.function,
+            cleanup=self.pipeline_lambdas.cleanup.function,
             state_machine=self.state_machine,
         )
 

@@ -16,7 +16,7 @@ class QuotaStack(Stack):
     """A `QuotaRequest` per entry of the environment's `quotas`, each quota's status as a stack output.
 
     Deploying never waits for AWS to grant an increase; the outputs show SATISFIED, REQUESTED,
-    REQUEST_OPEN or UNVERIFIED per quota.
+    REQUEST_OPEN, UNVERIFIED or REFUSED per quota (an AWS refusal is a status, never a failed deploy).
     """
 
     def __init__(

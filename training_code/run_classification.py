@@ -27,6 +27,10 @@ CPU-only host, where Accelerate has no FSDP, it stays plain data parallel). The 
 `smdistributed` model-parallel settings (the SDK passes them as `--mp_parameters` and launches through MPI)
 are accepted: where the container ships `smdistributed.modelparallel` the Trainer uses it; elsewhere the run
 falls back to FSDP with a warning.
+
+Over 400 lines on purpose: like transformers' own example scripts, one entry point holds its argument
+dataclasses, data loading and the Trainer set-up, so the container runs one file whose --help documents
+every argument; shared pieces live in encoder_utils.py.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Outputs: checkpoints in `output_dir` (default `/opt/ml/checkpoints`, synced to S
 resumes from the last complete one), metrics (`eval_loss`, `eval_rouge1/2/L/Lsum`, ...) printed as
 `key = value` lines and saved as JSON, the adapter in `<model_dir>/adapter`, and the merged model +
 tokenizer + `code/inference.py` in `model_dir` (default `$SM_MODEL_DIR`).
+
+Over 400 lines on purpose: like transformers' run_clm.py and TRL's sft.py, one entry point holds its
+argument dataclasses, prompt packing, quantization, LoRA, evaluation and merging, so the container runs one
+file whose --help documents every argument the recipe sets.
 """
 
 from __future__ import annotations

@@ -32,7 +32,10 @@ from hfpipe.core.validate import RecipeError
 def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("AWS")
     group.add_argument("--profile", help="AWS profile (default: AWS_PROFILE or the default profile)")
-    group.add_argument("--region", help="AWS region (default: AWS_REGION / the profile's region)")
+    group.add_argument(
+        "--region",
+        help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the profile's region)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
     p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     p.add_argument("name", nargs="?", help="recipe name or path (for `show`)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one recipe field before showing it (repeatable)",
+    )
     p.set_defaults(func=commands.cmd_recipes)
 
     p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
@@ -63,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one recipe field, e.g. --set hyperparameters.epochs=1 (repeatable)",
+        help="override one recipe field, e.g. --set training.hyperparameters.num_train_epochs=1 (repeatable)",
     )
     p.add_argument("--name", help="execution name (default: <recipe>-<UTC time>)")
     p.add_argument("--watch", action="store_true", help="watch the execution until it ends")
@@ -104,15 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
 
     p = sub.add_parser("list", help="recent executions of an environment, and the endpoints they left up")
-    p.add_argument("--env", required=True)
-    p.add_argument("--status", choices=["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"])
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
+    p.add_argument(
+        "--status",
+        choices=["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"],
+        help="only executions with this status",
+    )
     p.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
     p.add_argument("--json", action="store_true", help="print the executions as JSON")
     _common(p)
     p.set_defaults(func=commands.cmd_list)
 
     p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
-    p.add_argument("--env", required=True)
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--older-than", metavar="AGE", help="only resources older than AGE: 30m, 12h, 7d, 2w")
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
@@ -122,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("data", help="data sets in the environment's data bucket")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     up = data_sub.add_parser("upload", help="upload JSON, JSONL, parquet or a save_to_disk folder")
-    up.add_argument("path", metavar="PATH")
-    up.add_argument("--env", required=True)
+    up.add_argument(
+        "path", metavar="PATH", help="a .json, .jsonl or .parquet file, or a datasets save_to_disk folder"
+    )
+    up.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     up.add_argument("--name", help="prefix in the data bucket (default: <file name>-<UTC time>)")
     up.add_argument(
         "--recipe", help="check that the records hold what this recipe's training script reads first"
@@ -159,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
     p.add_argument("action", nargs="?", choices=["list", "delete"], default="list")
     p.add_argument("name", nargs="?", help="endpoint name (for `delete`)")
-    p.add_argument("--env", required=True)
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
     _common(p)
@@ -180,8 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_logs)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
-    p.add_argument("--recipe", required=True)
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one recipe field, e.g. --set training.hyperparameters.max_steps=8 (repeatable)",
+    )
     p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
     p.add_argument(
         "--serve",

@@ -8,16 +8,17 @@ command never needs the CDK app or `cdk.json` at run time.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core import names
 
 # Stack states in which the stack's outputs and parameters can be trusted.
 _READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
-_ENV_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 _EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 
@@ -90,11 +91,23 @@ def _botocore_session() -> Any:
     return session
 
 
+def resolve_region(region: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The region as the AWS CLI picks it: --region, then AWS_REGION, then AWS_DEFAULT_REGION; None leaves the
+    profile's `region` to botocore. botocore itself reads only AWS_DEFAULT_REGION, so AWS_REGION alone (what
+    the AWS CLI v2 and the SDKs read first) would otherwise be ignored."""
+    env = os.environ if environ is None else environ
+    for value in (region, env.get("AWS_REGION"), env.get("AWS_DEFAULT_REGION")):
+        if value and value.strip():
+            return value.strip()
+    return None
+
+
 def make_clients(profile: str | None = None, region: str | None = None) -> Clients:
     """A boto3 session with credentials and a region, or an HfpipeError saying how to get them."""
     import boto3
     import botocore.exceptions
 
+    region = resolve_region(region)
     try:
         session = boto3.Session(
             profile_name=profile, region_name=region, botocore_session=_botocore_session()
@@ -110,7 +123,10 @@ def make_clients(profile: str | None = None, region: str | None = None) -> Clien
             "or try the pipeline without an account: `hfpipe local --recipe tiny-lora`"
         )
     if not session.region_name:
-        raise HfpipeError("no AWS region set: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+        raise HfpipeError(
+            "no AWS region set: pass --region, set AWS_REGION or AWS_DEFAULT_REGION, or give the profile a region "
+            "(`aws configure set region eu-west-1`)"
+        )
     return Clients(session)
 
 
@@ -157,10 +173,10 @@ def call(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
 
 def validate_env_name(env: str) -> str:
     """The environment name as the stacks accept it, or a one-line error."""
-    if not _ENV_NAME.match(env):
+    problem = names.env_name_problem(env)
+    if problem:
         raise HfpipeError(
-            f"--env {env!r} is not a valid environment name: use a letter followed by letters, digits "
-            "or '-' (at most 32 characters), as in cdk.json"
+            f"--env {env!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
         )
     return env
 

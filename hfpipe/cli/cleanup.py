@@ -170,6 +170,8 @@ def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
     # `is not None`: an empty value (an unset variable in a script) is an error, never "no age filter".
     older_than = parse_duration(args.older_than) if args.older_than is not None else None
     clients = aws.clients_for(args)
+    # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
+    aws.resolve_environment(clients, args.env)
     found = aws.call(
         "listing SageMaker resources",
         find_resources,

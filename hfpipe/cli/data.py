@@ -5,9 +5,12 @@ a .jsonl file, a .parquet file, or a folder written by `datasets`' `save_to_disk
 before anything is uploaded, so a typo does not leave half a data set in the bucket; with `--recipe` the
 records are also checked against what that recipe's script reads (`hfpipe.core.records`).
 
-All or nothing: S3 has no rename and no multi-object transaction, so an upload that fails part-way first
-deletes what it wrote; if even that fails, running the same command again completes the set (a prefix that
-holds only files of this data set, some missing, is completed; one that holds anything else is refused).
+All or nothing: S3 has no rename and no multi-object transaction, so an upload that fails part-way (an S3
+error, boto3's transfer errors, a local read error) first deletes what it wrote; if even that fails, running
+the same command again completes the set. Never overwrites: a prefix that holds only files of this data set,
+each of the same size, some missing, is completed by writing the missing ones only (S3 writes an object
+whole or not at all, so a file of another size is not a cut-short upload but someone else's: refused, as is
+a prefix holding anything else). Only what lies inside the folder is uploaded: a symbolic link is refused.
 Files a `datasets` loader looks for first (dataset_dict.json, state.json, dataset_info.json) go last, so a
 half-written folder is never loadable as a data set.
 """
@@ -48,8 +51,17 @@ def default_name(path: Path, now: datetime | None = None) -> str:
     return f"{stem[:80]}-{stamp}"
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HfpipeError(
+            f"{path}: not UTF-8 text (byte {exc.start}); JSON data sets must be UTF-8: re-save the file as UTF-8"
+        ) from None
+
+
 def _check_json(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     try:
         doc = json.loads(text)
     except ValueError:
@@ -57,9 +69,13 @@ def _check_json(path: Path) -> None:
         return
     if not isinstance(doc, list | dict):
         raise HfpipeError(f"{path}: a JSON data set must be an array of records or JSON lines")
+    if not doc:
+        raise HfpipeError(f"{path}: the data set holds no records")
 
 
 def _check_jsonl(path: Path) -> None:
+    records = 0
+    _read_text(path)
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -74,17 +90,42 @@ def _check_jsonl(path: Path) -> None:
                 raise HfpipeError(
                     f"{path}: line {number} is not a JSON object (one record per line expected)"
                 )
+            records += 1
+    if not records:
+        raise HfpipeError(f"{path}: the data set holds no records")
+
+
+#: A parquet file: "PAR1", the row groups, the footer (file metadata), its length (4 bytes, little
+#: endian), "PAR1" (https://parquet.apache.org/docs/file-format/).
+_PARQUET_MAGIC = b"PAR1"
 
 
 def _check_parquet(path: Path) -> None:
+    size = path.stat().st_size
     head = tail = b""
-    if path.stat().st_size >= 8:
+    footer_len = 0
+    if size >= 12:
         with path.open("rb") as handle:
             head = handle.read(4)
-            handle.seek(-4, 2)
+            handle.seek(-8, 2)
+            footer_len = int.from_bytes(handle.read(4), "little")
             tail = handle.read(4)
-    if head != b"PAR1" or tail != b"PAR1":
+    if head != _PARQUET_MAGIC or tail != _PARQUET_MAGIC:
         raise HfpipeError(f"{path}: not a parquet file (no PAR1 magic bytes)")
+    if not 0 < footer_len <= size - 12:
+        raise HfpipeError(
+            f"{path}: not a parquet file (its footer length {footer_len} does not fit a {size}-byte file)"
+        )
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # the installed command may lack pyarrow: the layout check above is what it has
+        return
+    try:
+        metadata = pq.read_metadata(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for a corrupt footer
+        raise HfpipeError(f"{path}: not a readable parquet file ({exc})") from None
+    if metadata.num_rows == 0:
+        raise HfpipeError(f"{path}: the data set holds no records")
 
 
 _CHECKS = {".json": _check_json, ".jsonl": _check_jsonl, ".parquet": _check_parquet}
@@ -112,6 +153,13 @@ def collect_files(path: Path) -> list[tuple[Path, str]]:
             f"{path}: a folder must be written by `datasets` save_to_disk (state.json + dataset_info.json, or "
             "dataset_dict.json); upload single .json/.jsonl/.parquet files by path"
         )
+    links = sorted(p for p in path.rglob("*") if p.is_symlink())
+    if links:
+        # A link can point anywhere on this machine; only what the folder itself holds is uploaded.
+        raise HfpipeError(
+            f"{path}: {links[0]} is a symbolic link; upload a folder of plain files "
+            f"(copy the target in, e.g. `cp -rL`)"
+        )
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".lock"))
     return [(p, p.relative_to(path).as_posix()) for p in files]
 
@@ -126,9 +174,17 @@ def _order(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 def upload(s3: Any, bucket: str, path: Path, name: str) -> tuple[str, int]:
     """Upload to s3://bucket/name/ (new, or an interrupted upload of the same files); returns the channel URI
     and the file count."""
+    import boto3.exceptions
     import botocore.exceptions
 
     from hfpipe.cli.aws import aws_error
+
+    # boto3's managed transfer wraps S3's errors in its own (S3UploadFailedError is a Boto3Error).
+    transfer_errors = (
+        botocore.exceptions.ClientError,
+        botocore.exceptions.BotoCoreError,
+        boto3.exceptions.Boto3Error,
+    )
 
     validate_name(name)
     files = _order(collect_files(path))
@@ -143,24 +199,25 @@ def upload(s3: Any, bucket: str, path: Path, name: str) -> tuple[str, int]:
     planned = {prefix + key: local.stat().st_size for local, key in files}
     if existing:
         foreign = sorted(set(existing) - set(planned))
+        different = sorted(k for k, size in existing.items() if k in planned and planned[k] != size)
         complete = all(existing.get(k) == size for k, size in planned.items())
-        if foreign or complete:
+        if foreign or different or complete:
             raise HfpipeError(
                 f"{where} already holds data; choose another --name (data sets are never overwritten)"
             )
-    # Only what is missing (or was cut short) is written: a retry completes an interrupted upload.
-    todo = [(local, key) for local, key in files if existing.get(prefix + key) != planned[prefix + key]]
+    # Only what is missing is written: a retry completes an interrupted upload and overwrites nothing.
+    todo = [(local, key) for local, key in files if prefix + key not in existing]
     written: list[str] = []
     try:
         for local, key in todo:
             s3.upload_file(str(local), bucket, prefix + key)
             written.append(prefix + key)
-    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError, OSError) as exc:
-        failure = aws_error(exc, f"uploading to {where}") if not isinstance(exc, OSError) else exc
+    except (*transfer_errors, OSError) as exc:
+        failure = _upload_failure(exc, where)
         try:
             for key in written:
                 s3.delete_object(Bucket=bucket, Key=key)
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+        except transfer_errors:
             raise HfpipeError(
                 f"{failure}; {len(written)} of {len(files)} files are in {where}: run the same command again "
                 "to complete the upload"
@@ -173,6 +230,20 @@ def upload(s3: Any, bucket: str, path: Path, name: str) -> tuple[str, int]:
         )
         raise HfpipeError(f"{failure}; {tail}") from None
     return where, len(files)
+
+
+def _upload_failure(exc: BaseException, where: str) -> Exception:
+    """The one-line error of a failed upload: S3's own error where there is one."""
+    import botocore.exceptions
+
+    from hfpipe.cli.aws import aws_error
+
+    if isinstance(exc, botocore.exceptions.ClientError | botocore.exceptions.BotoCoreError):
+        return aws_error(exc, f"uploading to {where}")
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, botocore.exceptions.ClientError):
+        return aws_error(cause, f"uploading to {where}")
+    return HfpipeError(f"uploading to {where}: {exc}")
 
 
 def check_records(files: list[tuple[Path, str]], recipe: dict[str, Any], ref: str) -> int:

@@ -227,6 +227,8 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             "`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env ENV"
         )
     clients = aws.clients_factory(args.profile, args.region)
+    # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
+    aws.resolve_environment(clients, args.env)
     sagemaker = clients.sagemaker
     if args.action == "list":
         try:

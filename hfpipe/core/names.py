@@ -19,6 +19,20 @@ _SUFFIXES = {"model": "-model", "endpoint_config": "-config", "endpoint": "-ep"}
 _BASE_MAX = MAX_SAGEMAKER_NAME - max(len(s) for s in _SUFFIXES.values())
 _SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
+#: Environment names: a lower-case letter, then lower-case letters and digits, at most 16 in all. No dash:
+#: every name an execution gets is `<env>-<execution>` and execution names may hold dashes, so an
+#: environment `dev-eu` would share names (and the training rule's `dev-` prefix) with `dev`'s execution
+#: `eu-run`. Without a dash in either environment name, `<env>-` is never a prefix of another's names.
+ENV_NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
+ENV_NAME_ACCEPTED = "a lower-case letter, then lower-case letters or digits (no '-'), at most 16 characters"
+
+
+def env_name_problem(env: object) -> str | None:
+    """None for a valid environment name, else what is accepted (the callers raise their own error)."""
+    if isinstance(env, str) and ENV_NAME.fullmatch(env):
+        return None
+    return ENV_NAME_ACCEPTED
+
 
 def base_name(execution_name: str) -> str:
     """A SageMaker-safe base name for ``execution_name``: invalid characters become dashes; a name

@@ -12,7 +12,11 @@ is the exception's text (handler_service.py: `raise PredictionException(str(e), 
 talks to it.
 
 Standard library only (http.server's ThreadingHTTPServer): pings answer while a request is generating;
-the handler itself is called one request at a time, as a single model worker would.
+the handler itself is called one request at a time, as a single model worker would. As HTTP/1.1 asks of a
+server (RFC 9112, section 6), a body comes with a Content-Length or chunked; a Content-Length that is not a
+non-negative integer is a 400 and the connection closes (its framing is lost), a body over InvokeEndpoint's
+6 MB limit a 413, and the listen backlog takes a burst of clients (socketserver's default of 5 reset the
+sixth concurrent connection).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8080  # the port SageMaker's model containers listen on
+#: InvokeEndpoint's Body: at most 6,291,456 bytes (botocore's service model, sagemaker-runtime, "BodyBlob").
+MAX_BODY_BYTES = 6_291_456
 # Extra headers on the /ping answer, so a client can check its requests with the same handler first.
 ENTRY_POINT_HEADER = "X-Hfpipe-Entry-Point"
 RECIPE_HEADER = "X-Hfpipe-Recipe"
@@ -42,6 +48,7 @@ class ModelServer(ThreadingHTTPServer):
     """The HTTP server; bound at construction, so a taken port fails before anything long starts."""
 
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: concurrent clients wait instead of being reset
 
     def __init__(self, port: int = DEFAULT_PORT, host: str = HOST) -> None:
         try:
@@ -111,9 +118,61 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, b"", "text/plain", **self.server.ping_headers)
 
+    def _body(self) -> bytes | None:
+        """The request body (Content-Length or chunked); None after answering a malformed one."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._chunked()
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            return b""
+        if not raw.strip().isdigit():
+            self.close_connection = True  # the body's end is unknown: nothing more can be read safely
+            self._error(
+                HTTPStatus.BAD_REQUEST, f"Content-Length {raw!r}: accepted: a non-negative integer of bytes"
+            )
+            return None
+        length = int(raw)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._error(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"body of {length} bytes; accepted: at most {MAX_BODY_BYTES} (InvokeEndpoint's limit)",
+            )
+            return None
+        return self.rfile.read(length)
+
+    def _chunked(self) -> bytes | None:
+        body = bytearray()
+        while True:
+            line = self.rfile.readline(1024).split(b";")[0].strip()
+            try:
+                size = int(line, 16)
+            except ValueError:
+                size = -1
+            if size < 0:
+                self.close_connection = True
+                self._error(
+                    HTTPStatus.BAD_REQUEST, f"chunk size {line[:40]!r}: accepted: a hexadecimal number"
+                )
+                return None
+            if len(body) + size > MAX_BODY_BYTES:
+                self.close_connection = True
+                self._error(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                    f"chunked body over {MAX_BODY_BYTES} bytes (InvokeEndpoint's limit)",
+                )
+                return None
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailer fields, up to the empty line
+                    pass
+                return bytes(body)
+            body += self.rfile.read(size)
+            self.rfile.readline(1024)  # the CRLF after each chunk
+
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self._body()
+        if body is None:
+            return
         if self.path.split("?")[0] != "/invocations":
             self._error(
                 HTTPStatus.NOT_FOUND, f"{self.path}: the container serves GET /ping and POST /invocations"

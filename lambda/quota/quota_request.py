@@ -7,7 +7,12 @@ quota is open. AWS grants increases in hours or days, so a deploy never waits fo
 the result (attributes `Status`, `QuotaCode`, `AppliedValue`, `DesiredValue`, `RequestId`,
 `RequestStatus`, `Reason`) says where things stand. Delete does nothing: a granted quota stays.
 
-A quota name that does not exist fails the deploy (it is a typo in cdk.json, named in the message).
+Whatever AWS answers, the deploy goes on: a refused check or request (AccessDeniedException,
+DependencyAccessDeniedException, QuotaExceededException, IllegalArgumentException, NoSuchResourceException,
+InvalidResourceStateException, ServiceException: the errors the Service Quotas API reference lists for
+ListServiceQuotas and RequestServiceQuotaIncrease) is status REFUSED with AWS's code and message as the
+reason, and throttling is UNVERIFIED; the next deploy checks again. Only a quota name that does not exist
+fails the deploy: it is a typo in cdk.json, named in the message with the closest names.
 Pure functions take a boto3 `service-quotas` client; `handler` is the `onEvent` handler of CDK's
 `custom_resources.Provider`, which answers CloudFormation, retries and times out for it: the handler
 returns `PhysicalResourceId` and `Data`, or raises (the Provider reports FAILED with the message).
@@ -36,6 +41,7 @@ SATISFIED = "SATISFIED"  # applied value already >= target
 REQUESTED = "REQUESTED"  # this deploy opened an increase request
 REQUEST_OPEN = "REQUEST_OPEN"  # a request was already open; none added
 UNVERIFIED = "UNVERIFIED"  # Service Quotas throttled us; the next deploy checks again
+REFUSED = "REFUSED"  # AWS refused the check or the request (reason: its code and message)
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,16 @@ def ensure_quota(client: Any, service_code: str, quota_name: str, desired_value:
         )
     except ClientError as error:
         if not is_throttling(error):
-            raise
+            err = error.response.get("Error", {})
+            return QuotaState(
+                **{
+                    **asdict(state),
+                    "status": REFUSED,
+                    "reason": f"{error.operation_name}: {err.get('Code', 'Error')}: {err.get('Message', '')}"[
+                        :1000
+                    ],
+                }
+            )
         return QuotaState(
             **{
                 **asdict(state),

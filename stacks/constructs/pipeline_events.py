@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-
-from stacks.constructs.pipeline_lambdas import PipelineLambdas
 
 TRAINING_FINAL_STATUSES = ["Completed", "Failed", "Stopped"]
 EXECUTION_ABNORMAL_STATUSES = ["TIMED_OUT", "ABORTED", "FAILED"]
 
 
 class PipelineEvents(Construct):
-    """``training_rule`` and ``execution_end_rule`` of one environment's pipeline."""
+    """``training_rule`` (to ``on_training_event``) and ``execution_end_rule`` (to ``cleanup``) of one
+    environment's pipeline; the functions are the components' (stacks/functions/)."""
 
     def __init__(
         self,
@@ -33,7 +33,8 @@ class PipelineEvents(Construct):
         construct_id: str,
         *,
         env_name: str,
-        lambdas: PipelineLambdas,
+        on_training_event: lambda_.IFunction,
+        cleanup: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -49,7 +50,7 @@ class PipelineEvents(Construct):
                     "TrainingJobName": [{"prefix": f"{env_name}-"}],
                 },
             ),
-            targets=[targets.LambdaFunction(lambdas.on_training_event, retry_attempts=8)],
+            targets=[targets.LambdaFunction(on_training_event, retry_attempts=8)],
         )
         self.execution_end_rule = events.Rule(
             self,
@@ -63,5 +64,5 @@ class PipelineEvents(Construct):
                     "stateMachineArn": [state_machine.state_machine_arn],
                 },
             ),
-            targets=[targets.LambdaFunction(lambdas.cleanup, retry_attempts=8)],
+            targets=[targets.LambdaFunction(cleanup, retry_attempts=8)],
         )

@@ -9,17 +9,19 @@ Cleanup (and a failure report) to Fail. The same definition runs on moto's inter
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeAlias
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe.core import limits
-from stacks.constructs.pipeline_lambdas import PassRoleGrant, PipelineLambdas, owned_by
+from stacks.functions.common import PassRoleGrant, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
 
 J = sfn.JsonPath
@@ -50,14 +52,19 @@ EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
 
 
 class PipelineStateMachine(Construct):
-    """The fine-tuning pipeline of one environment; ``state_machine`` is the Step Functions resource."""
+    """The fine-tuning pipeline of one environment; ``state_machine`` is the Step Functions resource.
+
+    ``functions`` are the Lambdas it invokes (``INVOKES``), by the name of their runtime module.
+    """
+
+    INVOKES = ("plan", "launch", "gate", "smoke_test", "report", "cleanup")
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        lambdas: PipelineLambdas,
+        functions: Mapping[str, lambda_.IFunction],
         env_name: str,
         grant_pass_role: PassRoleGrant,
         log_group: logs.ILogGroup,
@@ -67,6 +74,8 @@ class PipelineStateMachine(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
+        if sorted(functions) != sorted(self.INVOKES):
+            raise ValueError(f"the state machine invokes {self.INVOKES}, given {tuple(functions)}")
 
         def retry(state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration) -> None:
             state.add_retry(errors=errors, interval=interval, backoff_rate=2, max_attempts=attempts)
@@ -81,7 +90,7 @@ class PipelineStateMachine(Construct):
             state = tasks.LambdaInvoke(
                 self,
                 cid,
-                lambda_function=lambdas.functions[fn_key],
+                lambda_function=functions[fn_key],
                 # No payload: the Lambda gets the whole state (plan, training, error, ...).
                 payload=payload,
                 payload_response_only=True,
@@ -121,7 +130,7 @@ class PipelineStateMachine(Construct):
         launch = tasks.LambdaInvoke(
             self,
             "Launch",
-            lambda_function=lambdas.functions["launch"],
+            lambda_function=functions["launch"],
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object({"plan": J.object_at("$.plan"), "task_token": J.task_token}),
             result_path="$.training",
@@ -346,14 +355,16 @@ class PipelineStateMachine(Construct):
             )
         )
         grant_pass_role(role)
-        self._acknowledge(role, lambdas, hosting)
+        self._acknowledge(role, functions, hosting)
         # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
         machine_resource = self.state_machine.node.default_child
         policy = role.node.find_child("DefaultPolicy").node.default_child
         assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
         machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
 
-    def _acknowledge(self, role: iam.IRole, lambdas: PipelineLambdas, hosting: list[str]) -> None:
+    def _acknowledge(
+        self, role: iam.IRole, functions: Mapping[str, lambda_.IFunction], hosting: list[str]
+    ) -> None:
         stack = cdk.Stack.of(self)
         job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
         for resource in (*hosting, job_arn):
@@ -365,9 +376,7 @@ class PipelineStateMachine(Construct):
                 "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
                 "before the resource exists.",
             )
-        for key, function in lambdas.functions.items():
-            if key == "on_training_event":  # invoked by EventBridge, not by the state machine
-                continue
+        for function in functions.values():
             acknowledge(
                 role,
                 f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",

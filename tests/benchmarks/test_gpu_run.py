@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import gpu_expect, gpu_fit, gpu_lora, gpu_suite, gpu_wheels
+from benchmarks import gpu_expect, gpu_expect_table, gpu_fit, gpu_lora, gpu_suite, gpu_wheels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -267,6 +267,14 @@ def test_lora_expectations_order_the_settings() -> None:
         "weights"
     ]
     assert weights == pytest.approx(2 * 7_069_016_064, rel=1e-3)  # bf16: 2 bytes per parameter
+
+
+def test_expectation_table_has_a_row_per_recipe_and_lora_setting() -> None:
+    rows = gpu_expect_table.expectation_rows()
+    expected = [f"recipe {r}" for r in gpu_fit.RECIPES] + [f"LoRA {s.name}" for s in gpu_lora.SETTINGS]
+    assert [r["what"] for r in rows] == expected
+    assert all(r["memory"]["total"] > 0 for r in rows)
+    assert len(gpu_expect_table.markdown().splitlines()) == 2 + len(expected)
 
 
 def test_verdicts() -> None:

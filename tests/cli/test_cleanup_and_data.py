@@ -290,3 +290,21 @@ def test_upload_unknown_environment(environment: Environment, capsys: Any, tmp_p
     code, _, err = run(capsys, "data", "upload", str(path), "--env", "nope")
     assert code == 1
     assert err.startswith("error: unknown environment 'nope': ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("endpoints", "--env", "dve"),
+        ("endpoints", "delete", "dve-x-ep", "--env", "dve", "--yes"),
+        ("cleanup", "--env", "neverdeployed", "--dry-run"),
+        ("cleanup", "--env", "neverdeployed", "--yes"),
+    ],
+)
+def test_a_mistyped_environment_is_unknown_not_empty(
+    environment: Environment, capsys: Any, argv: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert err.startswith(f"error: unknown environment '{argv[argv.index('--env') + 1]}': "), err
+    assert "nothing to clean up" not in out and "no endpoints up" not in out

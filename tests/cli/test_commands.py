@@ -45,7 +45,10 @@ def test_no_region(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     code, _, err = run(capsys, "list", "--env", "dev")
     assert code == 1
-    assert err == "error: no AWS region set: pass --region or set AWS_REGION / AWS_DEFAULT_REGION\n"
+    assert err == (
+        "error: no AWS region set: pass --region, set AWS_REGION or AWS_DEFAULT_REGION, or give the profile a "
+        "region (`aws configure set region eu-west-1`)\n"
+    )
 
 
 def test_unknown_environment(deployed: Deployed, capsys: Any) -> None:
@@ -62,8 +65,8 @@ def test_bad_environment_name(deployed: Deployed, capsys: Any) -> None:
     code, _, err = run(capsys, "list", "--env", "dev/../x")
     assert code == 1
     assert err == (
-        "error: --env 'dev/../x' is not a valid environment name: use a letter followed by letters, digits "
-        "or '-' (at most 32 characters), as in cdk.json\n"
+        "error: --env 'dev/../x' is not a valid environment name; accepted: a lower-case letter, then "
+        "lower-case letters or digits (no '-'), at most 16 characters, as in cdk.json\n"
     )
 
 
@@ -402,3 +405,30 @@ def test_stop_not_an_execution_arn(deployed: Deployed, capsys: Any) -> None:
     assert err == (
         f"error: '{deployed.state_machine_arn}' is not an execution ARN: expected arn:aws:states:...:execution:...\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flag", "environ", "expected"),
+    [
+        ("us-east-2", {"AWS_REGION": "eu-west-3", "AWS_DEFAULT_REGION": "ap-south-1"}, "us-east-2"),
+        (None, {"AWS_REGION": "eu-west-3", "AWS_DEFAULT_REGION": "ap-south-1"}, "eu-west-3"),
+        (None, {"AWS_DEFAULT_REGION": "ap-south-1"}, "ap-south-1"),
+        (None, {"AWS_REGION": " "}, None),
+        (None, {}, None),
+    ],
+)
+def test_region_is_resolved_as_the_aws_cli_does(flag: Any, environ: dict, expected: Any) -> None:
+    from hfpipe.cli.aws import resolve_region
+
+    assert resolve_region(flag, environ) == expected
+
+
+def test_aws_region_alone_reaches_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore reads only AWS_DEFAULT_REGION; the command must honour AWS_REGION too."""
+    from hfpipe.cli.aws import make_clients
+
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert make_clients().region == "eu-west-3"

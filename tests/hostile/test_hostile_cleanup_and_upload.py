@@ -217,3 +217,77 @@ def test_upload_checks_records_against_the_recipe(
     for fragment in fragments:
         assert fragment in err, (fragment, err)
     assert keys(environment) == []
+
+
+# --- data upload: every error path is all or nothing, nothing is overwritten, nothing leaves the folder ----
+
+
+class TransferFails(Flaky):
+    """boto3's managed transfer fails the way it does for real: S3UploadFailedError wrapping S3's error."""
+
+    def upload_file(self, local: str, bucket: str, key: str) -> None:
+        import boto3.exceptions
+
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise boto3.exceptions.S3UploadFailedError(
+                f"Failed to upload {local} to {bucket}/{key}: An error occurred (SlowDown) when calling the "
+                "PutObject operation (reached max retries: 4): Please reduce your request rate."
+            )
+        self.real.upload_file(local, bucket, key)
+        self.uploaded.append(key)
+
+
+def test_a_transfer_error_rolls_the_upload_back(environment: Environment, tmp_path: Path) -> None:
+    folder = dataset_folder(tmp_path)
+    flaky = TransferFails(environment.s3, fail_on=2)
+    with pytest.raises(HfpipeError) as err:
+        data.upload(flaky, environment.data_bucket, folder, "set")
+    assert f"uploading to s3://{environment.data_bucket}/set/" in str(err.value)
+    assert "SlowDown" in str(err.value) and "nothing was left" in str(err.value)
+    assert keys(environment) == []
+
+
+def test_a_file_of_another_size_under_the_prefix_is_never_overwritten(
+    environment: Environment, tmp_path: Path
+) -> None:
+    folder = dataset_folder(tmp_path)
+    # Someone else's state.json (the folder's is "{}"): S3 writes objects whole, so it is not a cut-short upload.
+    theirs = b'{"_fingerprint": "theirs"}'
+    environment.s3.put_object(Bucket=environment.data_bucket, Key="set/state.json", Body=theirs)
+    with pytest.raises(HfpipeError, match="already holds data; choose another --name"):
+        data.upload(environment.s3, environment.data_bucket, folder, "set")
+    assert keys(environment) == ["set/state.json"]
+    body = environment.s3.get_object(Bucket=environment.data_bucket, Key="set/state.json")["Body"].read()
+    assert body == theirs
+
+
+def test_a_symlink_out_of_the_folder_is_refused(environment: Environment, tmp_path: Path) -> None:
+    folder = dataset_folder(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not data")
+    (folder / "link.txt").symlink_to(secret)
+    with pytest.raises(HfpipeError, match=r"link.txt is a symbolic link; upload a folder of plain files"):
+        data.upload(environment.s3, environment.data_bucket, folder, "set")
+    assert keys(environment) == []
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "message"),
+    [
+        ("magic.parquet", b"PAR1PAR1", "not a parquet file (no PAR1 magic bytes)"),
+        ("footer.parquet", b"PAR1" + b"\0" * 8 + (999).to_bytes(4, "little") + b"PAR1", "footer length 999"),
+        ("none.json", b"[]", "the data set holds no records"),
+        ("blank.jsonl", b"\n\n", "the data set holds no records"),
+        ("latin.jsonl", '{"text": "caf\u00e9"}\n'.encode("latin-1"), "not UTF-8 text (byte 13)"),
+    ],
+)
+def test_files_that_only_look_like_data_are_refused(
+    environment: Environment, tmp_path: Path, filename: str, content: bytes, message: str
+) -> None:
+    path = tmp_path / filename
+    path.write_bytes(content)
+    with pytest.raises(HfpipeError) as err:
+        data.upload(environment.s3, environment.data_bucket, path, "set")
+    assert message in str(err.value) and str(path) in str(err.value)
+    assert keys(environment) == []

@@ -30,8 +30,8 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     ((*START, "--name", "a b"), 1, ["--name 'a b'", "1 to 80 letters"]),
     ((*START, "--name", "x" * 81), 1, ["--name", "1 to 80"]),
     ((*START, "--name", "../x"), 1, ["--name '../x'", "letters, digits"]),
-    (("start", "--env", "", "--recipe", "tiny-qa"), 1, ["--env ''", "a letter followed by"]),
-    (("start", "--env", "../prod", "--recipe", "tiny-qa"), 1, ["--env '../prod'", "a letter followed by"]),
+    (("start", "--env", "", "--recipe", "tiny-qa"), 1, ["--env ''", "then lower-case letters or digits"]),
+    (("start", "--env", "../prod", "--recipe", "tiny-qa"), 1, ["--env '../prod'", "then lower-case letters or digits"]),
     (("start", "--env", "dev", "--recipe", "/etc/passwd"), 1, ["unknown recipe '/etc/passwd'", "known recipes"]),
     (("start", "--env", "dev", "--recipe", "missing.json"), 1, ["recipe file 'missing.json' not found"]),
     ((*START, "--set", "serving.max_latency_ms=NaN"), 1, ["serving.max_latency_ms", "'NaN'", "finite JSON number"]),
@@ -66,10 +66,10 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     (("cleanup", "--env", "dev", "--older-than", "1.5d", "--yes"), 1, ["--older-than '1.5d'"]),
     (("cleanup", "--env", "dev", "--older-than", "999999999999w", "--yes"), 1, ["--older-than '999999999999w'", "at most 5200w"]),
     (("cleanup", "--env", "dev", "--older-than", "6000w", "--yes"), 1, ["--older-than '6000w' is too long"]),
-    (("cleanup", "--env", "", "--yes"), 1, ["--env ''", "a letter followed by"]),
+    (("cleanup", "--env", "", "--yes"), 1, ["--env ''", "then lower-case letters or digits"]),
     (("cleanup", "--env", "prod;rm", "--yes"), 1, ["--env 'prod;rm'"]),
     # stop
-    (("stop", "x", "--env", "bad env", "--yes"), 1, ["--env 'bad env'", "a letter followed by"]),
+    (("stop", "x", "--env", "bad env", "--yes"), 1, ["--env 'bad env'", "then lower-case letters or digits"]),
     (("stop", "arn:aws:states:eu-west-1:123456789012:stateMachine:hfpipe-dev", "--yes"), 1, ["is not an execution ARN"]),
     # data upload
     (("data", "upload", "no-such.jsonl", "--env", "dev"), 1, ["no-such.jsonl: no such file or folder"]),

@@ -158,8 +158,8 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
     ABORTED event reaches through the abnormal-end rule with names derived from the execution name alone,
     must leave it too."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
-    from pipeline_lambdas.cleanup import cleanup
     from pipeline_lambdas.execution_end import planned_names
+    from pipeline_lambdas.teardown import cleanup
 
     names = planned_names("dev", "clash")
     environment.sagemaker.create_training_job(

@@ -118,9 +118,17 @@ def test_bad_environment_name_and_missing_context():
     with pytest.raises(ConfigError) as raised:
         load_environments({"Dev_1": DEV})
     assert str(raised.value) == (
-        "hfpipe:environments: 'Dev_1' is not accepted; accepted: environment names of lowercase letters, digits "
-        "and '-', starting with a letter, at most 16 characters"
+        "hfpipe:environments: 'Dev_1' is not accepted; accepted: environment names of a lower-case letter, then "
+        "lower-case letters or digits (no '-'), at most 16 characters"
     )
+
+
+@pytest.mark.parametrize("name", ["dev-", "dev--eu", "dev-eu", "-dev", "Dev", "d" * 17, "1dev", ""])
+def test_environment_names_never_share_a_prefix(name):
+    """`<env>-` starts every resource name and the training rule's prefix: with a dash in an environment
+    name, `dev-eu`'s `run` and `dev`'s `eu-run` would be the same job."""
+    with pytest.raises(ConfigError, match="no '-'"):
+        load_environments({name: DEV})
     with pytest.raises(ConfigError) as raised:
         load_environments(None)
     assert str(raised.value) == (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 QUOTA_NAME = "ml.g5.2xlarge for training job usage"
@@ -164,15 +163,45 @@ def test_throttled_request_keeps_what_was_learned(quota, client):
     assert (state.status, state.quota_code, state.applied_value) == (quota.UNVERIFIED, QUOTA_CODE, 0.0)
 
 
-def test_other_api_errors_fail_with_the_message(quota, client, load_event):
+@pytest.mark.parametrize(
+    "code",
+    [
+        "AccessDeniedException",
+        "DependencyAccessDeniedException",
+        "IllegalArgumentException",
+        "NoSuchResourceException",
+        "ServiceException",
+    ],
+)
+def test_a_refused_check_never_fails_the_deploy(quota, client, load_event, code):
     client.stubber.add_client_error(
-        "list_service_quotas",
-        service_error_code="AccessDeniedException",
-        service_message="not allowed",
-        http_status_code=400,
+        "list_service_quotas", service_error_code=code, service_message="not allowed", http_status_code=400
     )
-    with pytest.raises(ClientError, match="AccessDeniedException"):
-        quota.on_event(load_event("quota_create.json"), client)
+    body = quota.on_event(load_event("quota_create.json"), client)
+    assert body["Data"]["Status"] == quota.REFUSED
+    assert body["Data"]["Reason"] == f"ListServiceQuotas: {code}: not allowed"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "AccessDeniedException",
+        "QuotaExceededException",
+        "IllegalArgumentException",
+        "InvalidResourceStateException",
+        "NoSuchResourceException",
+    ],
+)
+def test_a_refused_request_is_a_status_with_what_was_learned(quota, client, load_event, code):
+    stub_lookup(client, applied=0.0)
+    stub_history(client, [])
+    client.stubber.add_client_error(
+        "request_service_quota_increase", service_error_code=code, service_message="no", http_status_code=400
+    )
+    body = quota.on_event(load_event("quota_create.json"), client)
+    assert body["Data"]["Status"] == quota.REFUSED
+    assert (body["Data"]["QuotaCode"], body["Data"]["AppliedValue"]) == (QUOTA_CODE, "0.0")
+    assert body["Data"]["Reason"] == f"RequestServiceQuotaIncrease: {code}: no"
 
 
 def test_create_event_reports_attributes(quota, client, load_event):

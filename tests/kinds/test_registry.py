@@ -88,9 +88,7 @@ def test_an_unknown_task_is_refused_by_name_with_the_accepted_list() -> None:
     # The records checker no longer falls back to the causal-LM columns for a task it does not know.
     with pytest.raises(kinds.KindError, match="no-such-task"):
         records.expected_columns({"task": "no-such-task", "training": {"hyperparameters": {}}})
-    with pytest.raises(
-        ValueError, match=r"recipe.task: task 'no-such-task' is not a known task kind"
-    ):
+    with pytest.raises(ValueError, match=r"recipe.task: task 'no-such-task' is not a known task kind"):
         for_this_machine({**load_recipe("tiny-qa"), "task": "no-such-task"})
 
 
@@ -148,7 +146,7 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from stacks.constructs.pipeline_lambdas import bundle_into
+    from stacks.functions.common import bundle_into
 
     bundle_into(tmp_path / "bundle")
     script = (

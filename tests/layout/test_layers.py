@@ -25,7 +25,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "kinds": ("hfpipe/kinds/*.py",),
     "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py"),
     "lambda": ("lambda/pipeline/pipeline_lambdas/*.py", "lambda/quota/*.py"),
-    "stacks": ("stacks/*.py", "stacks/constructs/*.py"),
+    "stacks": ("stacks/*.py", "stacks/constructs/*.py", "stacks/functions/*.py"),
     "app": ("app.py",),
     "fixtures": ("hfpipe/fixtures/*.py",),
     "local": ("hfpipe/local/*.py",),

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from pipeline_lambdas import on_training_event as handler
-from pipeline_lambdas.launch import token_key
+from pipeline_lambdas.training_task import token_key
 
 BUCKET = "artifacts"
 

@@ -5,8 +5,8 @@
   the entry point's own HfArgumentParser (an unknown argument is an error there).
 - The sample request is answered by the handler the entry point installs, loaded from a model directory as
   training leaves it, under every transformers version a container of the recipe runs: the training
-  container's (this environment) and the inference container's (.venv-serving, built by scripts/bootstrap.sh
-  from requirements-serving.txt); the answer must carry the recipe's expected_keys, checked by the
+  container's (this environment) and the inference container's (.venv-serving, built by
+  scripts/serving_venv.sh from requirements-serving.txt; scripts/test.sh runs it); the answer must carry the recipe's expected_keys, checked by the
   SmokeTest Lambda's own check.
 """
 
@@ -139,7 +139,7 @@ def test_sample_request_gets_the_expected_answer_under_every_containers_transfor
     model_dir = build_served_model(entry, tmp_path / "model", prompt_template=template)
     wanted = {"inference": recipe["container"]["inference"]["transformers_version"]}
     for scope, python in (("training", Path(sys.executable)), ("inference", SERVING_PYTHON)):
-        assert python.exists(), f"{python} is missing: run scripts/bootstrap.sh (it builds .venv-serving)"
+        assert python.exists(), f"{python} is missing: run scripts/serving_venv.sh (scripts/test.sh runs it)"
         result = serve(python, model_dir, recipe["serving"]["sample_request"])
         # Each environment must be the one a container runs, or this tests the wrong stack. Serving: the
         # recipe's inference container. Training: this environment, the training stack the recipes' main
@@ -184,7 +184,8 @@ def test_seed_faithful_recipes_put_the_trainer_in_its_sagemaker_mode(name, mode,
         import run_classification as rc
 
         assert decoded["mp_parameters"] == {
-            "partitions": 4, "microbatches": 4, "pipeline": "interleaved", "optimize": "speed", "ddp": True,
+            "partitions": 4, "microbatches": 4, "placement_strategy": "spread", "pipeline": "interleaved",
+            "optimize": "speed", "ddp": True,
         }  # fmt: skip
         assert framework["sagemaker_mpi_num_of_processes_per_host"] == 8
         monkeypatch.setattr(rc, "smdistributed_available", lambda: True)

@@ -1,9 +1,9 @@
 """Cleanup: delete the endpoint, endpoint config and model this execution created; nothing else.
 
-Which resources may go is `hfpipe.core.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
-the plan's names, tagged by hfpipe for this environment and this execution. S3 objects (artifacts,
-checkpoints, data) are never touched. A training job still running after a failure is stopped (it is not
-deleted: its record and artifacts stay).
+The Cleanup function's handler, with two entry paths: ``{"plan": <plan>}`` from the state machine
+(teardown.cleanup), and an EventBridge execution status change of an abnormal end
+(execution_end.on_execution_end, which runs the same teardown and reports). Which resources may go is
+`hfpipe.core.cleanup`'s rule (teardown.py).
 """
 
 from __future__ import annotations
@@ -11,56 +11,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hfpipe.core import cleanup as rule
-from pipeline_lambdas import aws
+from pipeline_lambdas import aws, execution_end
+from pipeline_lambdas.teardown import cleanup
 
 LOG = aws.logger(__name__)
 
 
-def cleanup(sagemaker: Any, plan: dict[str, Any]) -> dict[str, Any]:
-    """Delete what this execution created; return what was deleted and what was left (and why)."""
-    deleted: list[str] = []
-    skipped: list[str] = []
-    endpoint_deleted = False
-    for kind, name, deletable in rule.planned_resources(sagemaker, plan):
-        label = f"{kind.plan_key.removesuffix('_name')} {name}"
-        if not deletable:
-            skipped.append(f"{label}: not tagged with this environment and execution")
-            continue
-        rule.delete(sagemaker, kind, name)
-        deleted.append(label)
-        endpoint_deleted = endpoint_deleted or kind.name == "endpoint"
-    stopped = False
-    try:
-        job = sagemaker.describe_training_job(TrainingJobName=plan["training_job_name"])
-        # The abnormal-end rule gets here with names derived from the execution name alone: a job of that
-        # name is stopped only when its tags name this environment and execution (the same rule as the
-        # endpoint, config and model above, and as `hfpipe stop`).
-        if job.get("TrainingJobStatus") != "InProgress":
-            pass
-        elif not rule.may_delete(
-            rule.tags_of(sagemaker, job["TrainingJobArn"]), plan["env"], plan["execution_name"]
-        ):
-            skipped.append(
-                f"training job {plan['training_job_name']}: not tagged with this environment and execution"
-            )
-        else:
-            sagemaker.stop_training_job(TrainingJobName=plan["training_job_name"])
-            stopped = True
-    except Exception as err:  # a job that never started or cannot be stopped must not block clean-up
-        aws.log_json(LOG, "training job not stopped", error=str(err))
-    return {
-        "deleted": deleted,
-        "skipped": skipped,
-        "training_job_stopped": stopped,
-        "endpoint_deleted": endpoint_deleted,
-    }
-
-
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"plan": <plan>} from the state machine, or an EventBridge execution status change."""
-    from pipeline_lambdas import execution_end
-
     aws.bind(event)
     if execution_end.is_execution_status_change(event):
         return execution_end.on_execution_end(

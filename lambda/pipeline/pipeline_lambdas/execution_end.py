@@ -6,9 +6,9 @@ machine's TIMED_OUT, ABORTED and FAILED ones to the Cleanup function, which hand
 these ends runs a Catch, so without this an endpoint already created would keep billing.
 
 The names of what an execution may have created follow from the environment and the execution name
-alone (hfpipe.core.names), so no plan is needed; the clean-up rule (tags of this environment and
-execution) is the Cleanup function's. A failure report goes to the notification topic unless the state
-machine already sent one: its own Fail states never carry a ``States.`` error name (Report renames
+alone (hfpipe.core.names), so no plan is needed; the clean-up itself (tags of this environment and
+execution) is the Cleanup function's (teardown.py, shared with cleanup.py's state machine path). A failure
+report goes to the notification topic unless the state machine already sent one: its own Fail states never carry a ``States.`` error name (Report renames
 them), so a FAILED event with another name has been reported and cleaned up already; clean-up runs
 again anyway (it deletes nothing twice).
 """
@@ -20,6 +20,8 @@ from typing import Any
 
 from hfpipe.core.names import derive_names
 from pipeline_lambdas import aws
+from pipeline_lambdas.report import publish
+from pipeline_lambdas.teardown import cleanup
 
 LOG = aws.logger(__name__)
 
@@ -73,9 +75,6 @@ def on_execution_end(
     event: dict[str, Any], sagemaker: Any, sns: Any, topic_arn: str | None, env: str
 ) -> dict[str, Any]:
     """Clean up after one abnormal end and report it; other statuses are ignored."""
-    from pipeline_lambdas.cleanup import cleanup
-    from pipeline_lambdas.report import publish
-
     detail = event.get("detail") or {}
     if detail.get("status") not in ABNORMAL or not detail.get("name"):
         return {"execution_name": detail.get("name"), "ignored": True}

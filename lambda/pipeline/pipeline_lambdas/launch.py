@@ -1,8 +1,8 @@
 """Launch: CreateTrainingJob from the plan, idempotently, as a ``.waitForTaskToken`` task.
 
 The state machine passes the task token; Launch keeps it in the artifacts bucket under
-``task-tokens/<job name>`` (a token is up to 2,048 characters, a SageMaker tag value at most 256, so it
-cannot ride on the job) and returns. The task then waits: OnTrainingEvent completes it when SageMaker
+``task-tokens/<job name>`` (training_task.token_key; a token is up to 2,048 characters, a SageMaker tag
+value at most 256, so it cannot ride on the job) and returns. The task then waits: OnTrainingEvent completes it when SageMaker
 reports the job Completed, Failed or Stopped, and the task's timeout (from the job's own limits) ends it
 if that event never comes.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from hfpipe import contract
 from pipeline_lambdas import aws
-from pipeline_lambdas import on_training_event as training_event
+from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 
 LOG = aws.logger(__name__)
 
@@ -47,11 +47,6 @@ _RETRYABLE = {
 
 def _code(err: Exception) -> str:
     return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
-
-
-def token_key(training_job_name: str) -> str:
-    """Where the waiting task's token of a job is kept in the artifacts bucket."""
-    return f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}{training_job_name}.json"
 
 
 def _adoptable(sagemaker: Any, job: dict[str, Any], plan: dict[str, Any]) -> None:
@@ -86,7 +81,7 @@ def launch(
     """Keep the token, create the plan's training job unless this execution already has it.
 
     An adopted job that has already ended gets no new state-change event, so Launch completes the
-    task itself (the event handler's rule, training_event.complete).
+    task itself (the event handler's rule, training_task.complete).
     """
     name = plan["training_job_name"]
     found = _existing(sagemaker, name)
@@ -114,8 +109,8 @@ def launch(
                 raise
     if not created:
         job = sagemaker.describe_training_job(TrainingJobName=name)
-        if job["TrainingJobStatus"] in training_event.FINAL_STATUSES:
-            training_event.complete(sfn, task_token, job)
+        if job["TrainingJobStatus"] in FINAL_STATUSES:
+            complete(sfn, task_token, job)
     return {"training_job_name": name, "created": created}
 
 

@@ -1,0 +1,178 @@
+"""What the pipeline's function components share: the code asset, the settings every function gets, and
+the IAM helpers more than one of them grants with.
+
+One asset, bundled locally (no Docker): lambda/pipeline/ plus a copy of hfpipe/core, hfpipe/contract.py
+and recipes/, so the Plan Lambda validates with the same schema and recipes as the CLI. ``pipeline_function``
+makes one function of it with the common settings (runtime, architecture, memory, JSON logs into its own
+log group, the environment name) and its own empty role; each component then grants that role what its
+handler calls.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, cast
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from hfpipe import contract
+from hfpipe.core import limits
+from stacks.nag import acknowledge, rendered
+from stacks.template_hygiene import function_depends_on_policy_only
+
+ROOT = Path(__file__).resolve().parents[2]
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+#: The handlers' package in the bundle (lambda/pipeline/pipeline_lambdas); hfpipe.local.engine finds the
+#: pipeline's functions in a template by this prefix of their Handler.
+HANDLER_PACKAGE = "pipeline_lambdas"
+
+RoleFactory = Callable[[str, str], iam.Role]
+PassRoleGrant = Callable[[iam.IGrantable], iam.Grant]
+
+
+def bundle_into(output_dir: str | Path) -> None:
+    """Write the Lambda code bundle (handlers + hfpipe core + recipes) into ``output_dir``."""
+    out = Path(output_dir)
+    shutil.copytree(ROOT / "lambda" / "pipeline", out, dirs_exist_ok=True, ignore=_IGNORE)
+    (out / "hfpipe").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "hfpipe" / "__init__.py", out / "hfpipe" / "__init__.py")
+    shutil.copy2(ROOT / "hfpipe" / "contract.py", out / "hfpipe" / "contract.py")
+    shutil.copytree(ROOT / "hfpipe" / "core", out / "hfpipe" / "core", dirs_exist_ok=True, ignore=_IGNORE)
+    shutil.copytree(ROOT / "hfpipe" / "kinds", out / "hfpipe" / "kinds", dirs_exist_ok=True, ignore=_IGNORE)
+    shutil.copytree(ROOT / "recipes", out / "hfpipe" / "recipes", dirs_exist_ok=True, ignore=_IGNORE)
+
+
+@jsii.implements(cdk.ILocalBundling)
+class _LocalBundling:
+    def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
+        bundle_into(output_dir)
+        return True
+
+
+def code_asset() -> lambda_.Code:
+    """The bundled code; hashed by output so an edit in hfpipe/core also changes the asset."""
+    return lambda_.Code.from_asset(
+        str(ROOT / "lambda" / "pipeline"),
+        asset_hash_type=cdk.AssetHashType.OUTPUT,
+        bundling=cdk.BundlingOptions(image=cdk.DockerImage.from_registry("unused"), local=_LocalBundling()),
+    )
+
+
+def handler_of(runtime_module: str) -> str:
+    """The Handler of the function whose code is lambda/pipeline/pipeline_lambdas/<runtime_module>.py."""
+    return f"{HANDLER_PACKAGE}.{runtime_module}.handler"
+
+
+class Component(Protocol):
+    """What each component of stacks/functions/ has: the runtime module it runs, its function and role."""
+
+    RUNTIME_MODULE: ClassVar[str]
+    function: lambda_.Function
+    role: iam.Role
+
+
+@dataclass(frozen=True)
+class FunctionSettings:
+    """What every pipeline function of one environment shares.
+
+    ``role_factory(construct_id, description)`` makes each function's role, empty (PipelineStack's
+    ``lambda_role``); ``code`` is one ``code_asset()`` for all of them (one upload).
+    """
+
+    env_name: str
+    code: lambda_.Code
+    role_factory: RoleFactory
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY
+
+
+def pipeline_function(
+    component: Construct,
+    settings: FunctionSettings,
+    *,
+    runtime_module: str,
+    environment: Mapping[str, str] | None = None,
+    timeout_seconds: int = limits.LAMBDA_TIMEOUT_SECONDS,
+) -> tuple[lambda_.Function, iam.Role]:
+    """The function of ``component`` (its ``Default`` child) and its role, which may write its logs only.
+
+    The construct IDs keep the logical IDs of the layout before the components (one construct holding all
+    functions): ``Default`` is left out of a logical ID, the role comes from the factory (at the stack's
+    root, ``<component id>Role``) and the log group is the component's sibling (``<component id>Logs``),
+    so a retained environment keeps its log groups and docs/ keep naming the same resources.
+    """
+    cid = component.node.id
+    parent = cast(Construct, component.node.scope)
+    role = settings.role_factory(f"{cid}Role", f"hfpipe {settings.env_name} pipeline {runtime_module} Lambda")
+    log_group = logs.LogGroup(
+        parent, f"{cid}Logs", retention=settings.log_retention, removal_policy=settings.removal_policy
+    )
+    log_group.grant_write(role)
+    function = lambda_.Function(
+        component,
+        "Default",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        architecture=lambda_.Architecture.ARM_64,
+        handler=handler_of(runtime_module),
+        code=settings.code,
+        role=role,
+        timeout=cdk.Duration.seconds(timeout_seconds),
+        memory_size=256,
+        log_group=log_group,
+        # Lambda's JSON log format: one JSON object per line, execution_name in each (aws.logger).
+        logging_format=lambda_.LoggingFormat.JSON,
+        environment={"HFPIPE_ENV": settings.env_name, "LOG_LEVEL": "INFO", **(environment or {})},
+        description=f"hfpipe {settings.env_name} pipeline: {runtime_module}",
+    )
+    # The log grant made the role's policy: the function now depends on it alone (cfn-lint W3005).
+    function_depends_on_policy_only(function, role)
+    return function, role
+
+
+def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
+    """An IAM condition: the hfpipe managed-by and env tags (``aws:RequestTag`` or ``aws:ResourceTag``).
+
+    Execution names (and so resource names) are chosen when an execution starts, so the resource
+    ARNs end in ``*``; the tags are what limits these actions to this environment's own resources.
+    """
+    return {
+        "StringEquals": {
+            f"{condition_key}/{contract.TAG_MANAGED_BY}": contract.PROJECT,
+            f"{condition_key}/{contract.TAG_ENV}": env_name,
+        }
+    }
+
+
+def grant_publish(role: iam.IRole, topic: sns.ITopic) -> None:
+    """sns:Publish on ``topic`` only (Report, and Cleanup's report of an abnormal end)."""
+    # Not topic.grant_publish: the topic uses the AWS managed key (alias/aws/sns), whose key policy already
+    # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
+    iam.Grant.add_to_principal(grantee=role, actions=["sns:Publish"], resource_arns=[topic.topic_arn])
+
+
+def sagemaker_arn(scope: Construct, resource: str) -> str:
+    """Every SageMaker ``resource`` (training-job, endpoint, ...) of this account and region."""
+    return cdk.Stack.of(scope).format_arn(service="sagemaker", resource=resource, resource_name="*")
+
+
+def acknowledge_run_time_names(role: iam.IRole, resources: list[str]) -> None:
+    """The cdk-nag acknowledgement of SageMaker ARNs ending in ``*`` that ``owned_by`` conditions."""
+    stack = cdk.Stack.of(role)
+    for resource in resources:
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
+            "SageMaker resource names derive from the Step Functions execution name, chosen at "
+            "start time; creating requires the request tags hfpipe:managed-by=hfpipe and "
+            "hfpipe:env=<env>, deleting/stopping/invoking requires those resource tags; only "
+            "Describe*/ListTags (read-only) are untagged.",
+        )

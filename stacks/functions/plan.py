@@ -1,0 +1,70 @@
+"""PlanFunction: lambda/pipeline/pipeline_lambdas/plan.py, which validates an execution's input and builds
+its plan (hfpipe.core.plan), including the quota check.
+
+Its environment carries what a plan is built from (execution role, sourcedir, buckets, image catalog);
+its only grant is reading Service Quotas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.functions.common import FunctionSettings, pipeline_function
+from stacks.nag import acknowledge
+
+
+class PlanFunction(Construct):
+    """The Plan function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "plan"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        execution_role: iam.IRole,
+        sourcedir_uri: str,
+        data_bucket_name: str,
+        artifacts_bucket_name: str,
+        image_catalog: dict[str, Any],
+        default_poll_seconds: int = 60,
+        allowed_s3_buckets: tuple[str, ...] = (),
+        allowed_image_registries: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        environment = {
+            "EXECUTION_ROLE_ARN": execution_role.role_arn,
+            "SOURCEDIR_URI": sourcedir_uri,
+            "DATA_BUCKET": data_bucket_name,
+            "ARTIFACTS_BUCKET": artifacts_bucket_name,
+            "IMAGE_CATALOG": cdk.Stack.of(self).to_json_string(image_catalog),
+            "DEFAULT_POLL_SECONDS": str(default_poll_seconds),
+        }
+        # Only when cdk.json allows anything outside the environment (pipeline_lambdas/plan.py reads them).
+        if allowed_s3_buckets:
+            environment["ALLOWED_S3_BUCKETS"] = ",".join(allowed_s3_buckets)
+        if allowed_image_registries:
+            environment["ALLOWED_IMAGE_REGISTRIES"] = ",".join(allowed_image_registries)
+        self.function, self.role = pipeline_function(
+            self, settings, runtime_module=self.RUNTIME_MODULE, environment=environment
+        )
+        # Applied values, then the AWS defaults of quotas that have none (core.quotas); neither list
+        # action has resource-level permissions.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                resources=["*"],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions (Service Authorization Reference, Service Quotas); the Plan Lambda only reads quotas.",
+        )

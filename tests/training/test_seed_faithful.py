@@ -1,0 +1,140 @@
+"""The seed-faithful recipes carry every setting of the originals, or say in their description why not.
+
+The originals are Hugging Face's SageMaker notebooks (huggingface/notebooks, sagemaker/03_distributed_training_
+data_parallelism and sagemaker/04_distributed_training_model_parallelism); their estimator settings are written
+down here once, as the notebooks pass them to the SDK's HuggingFace estimator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hfpipe.core.recipes import resolve_recipe
+
+NOTEBOOK_METRICS = [
+    {"Name": "train_runtime", "Regex": "train_runtime.*=\\D*(.*?)$"},
+    {"Name": "train_samples_per_second", "Regex": "train_samples_per_second.*=\\D*(.*?)$"},
+    {"Name": "epoch", "Regex": "epoch.*=\\D*(.*?)$"},
+    {"Name": "f1", "Regex": "f1.*=\\D*(.*?)$"},
+    {"Name": "exact_match", "Regex": "exact_match.*=\\D*(.*?)$"},
+]
+
+ORIGINALS: dict[str, dict[str, Any]] = {
+    "bert-large-squad-smddp": {
+        "training.instance_type": "ml.p3.16xlarge",
+        "training.instance_count": 2,
+        "training.volume_size_gb": 200,
+        "training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
+        "training.metric_definitions": NOTEBOOK_METRICS,
+        "container.training.transformers_version": "4.6",
+        "container.training.pytorch_version": "1.7",
+        "container.training.py_version": "py36",
+        "training.hyperparameters": {
+            "model_name_or_path": "bert-large-uncased-whole-word-masking",
+            "dataset_name": "squad",
+            "do_train": True,
+            "do_eval": True,
+            "fp16": True,
+            "per_device_train_batch_size": 4,
+            "per_device_eval_batch_size": 4,
+            "num_train_epochs": 2,
+            "max_seq_length": 384,
+            "max_steps": 100,
+            "pad_to_max_length": True,
+            "doc_stride": 128,
+            "output_dir": "/opt/ml/model",
+        },
+    },
+    "roberta-large-mnli-smp": {
+        "training.instance_type": "ml.p3dn.24xlarge",
+        "training.instance_count": 1,
+        "training.volume_size_gb": 400,
+        "training.distribution": {
+            "smdistributed": {
+                "modelparallel": {
+                    "enabled": True,
+                    "parameters": {
+                        "microbatches": 4,
+                        "placement_strategy": "spread",
+                        "pipeline": "interleaved",
+                        "optimize": "speed",
+                        "partitions": 4,
+                        "ddp": True,
+                    },
+                }
+            },
+            "mpi": {"enabled": True, "processes_per_host": 8},
+        },
+        "training.metric_definitions": NOTEBOOK_METRICS,
+        "container.training.transformers_version": "4.6",
+        "container.training.pytorch_version": "1.7",
+        "container.training.py_version": "py36",
+        "training.hyperparameters": {
+            "model_name_or_path": "roberta-large",
+            "task_name": "mnli",
+            "per_device_train_batch_size": 16,
+            "per_device_eval_batch_size": 16,
+            "do_train": True,
+            "do_eval": True,
+            "do_predict": True,
+            "num_train_epochs": 2,
+            "output_dir": "/opt/ml/model",
+            "max_steps": 500,
+        },
+    },
+}
+
+
+def _get(recipe: dict[str, Any], dotted: str) -> Any:
+    value: Any = recipe
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def differences(recipe: dict[str, Any], original: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(setting, original, recipe) for every setting of the original the recipe does not carry as written."""
+    found = []
+    for key, want in original.items():
+        have = _get(recipe, key)
+        if key == "training.hyperparameters":
+            for name in sorted(set(want) | set(have or {})):
+                if (have or {}).get(name) != want.get(name):
+                    found.append((name, want.get(name), (have or {}).get(name)))
+        elif have != want:
+            found.append((key, want, have))
+    return found
+
+
+def _named(setting: str) -> list[str]:
+    """How a description may name a setting: its key, or the words its value is written in."""
+    last = setting.split(".")[-1]
+    return {
+        "instance_type": ["ml.p3dn.24xlarge"],
+        "transformers_version": ["container"],
+        "pytorch_version": ["container"],
+        "py_version": ["container"],
+    }.get(last, [last])
+
+
+@pytest.mark.parametrize("name", sorted(ORIGINALS))
+def test_every_difference_from_the_original_is_stated_with_its_reason(name: str) -> None:
+    recipe = resolve_recipe(recipe_name=name)
+    description = recipe["description"]
+    unstated = [
+        d for d in differences(recipe, ORIGINALS[name]) if not any(w in description for w in _named(d[0]))
+    ]
+    assert unstated == [], f"{name} differs from the original without saying why"
+    assert "instead of" in description and "Differences" in description
+
+
+def test_the_check_catches_an_unstated_difference() -> None:
+    recipe = resolve_recipe(recipe_name="bert-large-squad-smddp")
+    recipe["training"]["hyperparameters"]["learning_rate"] = (
+        3e-5  # a setting the original left at its default
+    )
+    recipe["training"]["volume_size_gb"] = 100
+    found = {d[0] for d in differences(recipe, ORIGINALS["bert-large-squad-smddp"])}
+    assert {"learning_rate", "training.volume_size_gb"} <= found
