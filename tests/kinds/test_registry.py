@@ -4,8 +4,10 @@ the kind says, and what no kind covers is refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from hfpipe.cli import invoke
 from hfpipe.cli.data import _records
 from hfpipe.core import records
 from hfpipe.core import validate as rules
+from hfpipe.core.plan import PlanConfig, build_plan, processor_for
 from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
 from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
@@ -170,3 +173,53 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(tmp_path / "bundle" / "hfpipe" / "kinds" / "__init__.py")
+
+
+class _Quotas:
+    """Every quota the tiny recipes need, applied at 100 (ListServiceQuotas as the plan pages it)."""
+
+    def get_paginator(self, operation_name: str) -> Any:
+        names = [
+            f"{t} for {k}"
+            for t in ("ml.g4dn.xlarge", "ml.m5.large")
+            for k in ("training job usage", "spot training job usage", "endpoint usage")
+        ]
+        quotas = [{"QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": 100.0} for i, n in enumerate(names)]
+        pages = [{"Quotas": quotas if operation_name == "list_service_quotas" else []}]
+        return type("Paginator", (), {"paginate": lambda self, **kwargs: iter(pages)})()
+
+
+def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    recipe = resolve_recipe(recipe_name="tiny-qa")
+    training, inference = recipe["container"]["training"], recipe["container"]["inference"]
+    # The default kind moved to its own catalog scope, keyed by the Python tag alone, with an environment.
+    moved = dataclasses.replace(
+        kinds.serving_kind("hf-inference"),
+        image_scope="elsewhere",
+        image_key_fields=("py_version",),
+        environment={"HF_TASK": "question-answering", "SM_NUM_GPUS": "4"},
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", moved)
+    images = {p: f"{registry}/served-elsewhere:{p}" for p in ("cpu", "gpu")}
+    catalog = {
+        "training": {"/".join(training[f] for f in kinds.serving.HF_VERSION_FIELDS): images},
+        "inference": {},  # where hf-inference's images are otherwise: not looked at
+        "elsewhere": {inference["py_version"]: images},
+    }
+    config = PlanConfig(
+        env="dev",
+        region="eu-west-1",
+        role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
+        sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
+        data_bucket="hfpipe-dev-data",
+        artifacts_bucket="hfpipe-dev-artifacts",
+        image_catalog=catalog,
+    )
+    event = {"recipe_name": "tiny-qa", "overrides": {"serving.environment": {"SM_NUM_GPUS": "1"}}}
+    result = build_plan(event, "exec-1", config, _Quotas())
+    assert result["inference_image_uri"] == images[processor_for(recipe["serving"]["instance_type"])]
+    # The kind's environment first, the recipe's serving.environment over it.
+    assert result["serving_environment"] == {"HF_TASK": "question-answering", "SM_NUM_GPUS": "1"}
