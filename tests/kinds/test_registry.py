@@ -223,3 +223,26 @@ def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
     assert result["inference_image_uri"] == images[processor_for(recipe["serving"]["instance_type"])]
     # The kind's environment first, the recipe's serving.environment over it.
     assert result["serving_environment"] == {"HF_TASK": "question-answering", "SM_NUM_GPUS": "1"}
+
+
+def test_the_image_catalog_keys_a_serving_kinds_images_by_its_scope_and_refuses_a_table_it_cannot_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stacks.image_catalog import build_catalog
+
+    recipe = load_recipe("tiny-qa")
+    moved = dataclasses.replace(
+        kinds.serving_kind("hf-inference"), image_scope="elsewhere", image_key_fields=("py_version",)
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", moved)
+    catalog = build_catalog("eu-west-1", [recipe])
+    assert catalog["inference"] == {}
+    assert list(catalog["elsewhere"]) == [recipe["container"]["inference"]["py_version"]]
+    other = dataclasses.replace(moved, image_table="djl-lmi")
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", other)
+    with pytest.raises(ValueError) as err:
+        build_catalog("eu-west-1", [recipe])
+    assert str(err.value) == (
+        "recipe tiny-qa: serving kind 'hf-inference' reads the SDK's 'djl-lmi' image table, which "
+        "stacks/image_catalog.py cannot read; accepted: 'huggingface'"
+    )
