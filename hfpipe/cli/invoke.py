@@ -30,6 +30,7 @@ from typing import Any
 
 from hfpipe import contract, kinds
 from hfpipe.cli import aws
+from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import HOST as LOCAL_HOST
@@ -190,14 +191,6 @@ def _kinds_of_recipe(recipe_name: str | None) -> tuple[str, str] | None:
         return str(recipe["task"]), str(recipe["serving"]["kind"])
     except RecipeError:
         return None
-
-
-def recipe_kinds(ref: str) -> tuple[kinds.TaskKind, kinds.ServingKind]:
-    """The kinds of `--recipe NAME|PATH` (validated as `hfpipe start` would)."""
-    from hfpipe.cli import recipes
-
-    resolved = recipes.load(ref, []).resolved
-    return kinds_of(resolved["task"], resolved["serving"]["kind"])
 
 
 def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
@@ -368,8 +361,10 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS
     # is looked at.
     requests, sources = read_requests(args)
-    recipe = recipe_kinds(args.recipe) if args.recipe else None
-    if recipe is not None:
+    recipe = None
+    if args.recipe:  # validated as `hfpipe start` would
+        resolved = cli_recipes.load(args.recipe, []).resolved
+        recipe = kinds_of(resolved["task"], resolved["serving"]["kind"])
         _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
         check_requests(requests, recipe[1].request_checker(recipe[0].handler), sources)
     clients = None if args.local else aws.clients_factory(args.profile, args.region)
