@@ -94,9 +94,8 @@ def resolve_image(
     if container.get("image_uri"):
         return str(container["image_uri"])
     key = key or catalog_key(container)
-    part = (
-        "training" if scope == "training" else "inference"
-    )  # a serving kind's scope is for container.inference
+    # Every scope but training is a serving kind's, whose images are for container.inference.
+    part = "training" if scope == "training" else "inference"
     processor = processor_for(instance_type)
     by_processor = catalog.get(scope, {}).get(key)
     if not by_processor:
@@ -370,9 +369,7 @@ def build_plan(
         "inference_image_uri": inference_image_uri,
         "role_arn": config.role_arn,
         "serving_environment": rules.environment(
-            {**kinds.serving_kind(s["kind"]).environment, **s["environment"]},
-            "recipe.serving.environment",
-            max_len=1024,
+            s["environment"], "recipe.serving.environment", max_len=1024
         ),
         "sample_request": s["sample_request"],
         "expected_keys": s["expected_keys"],
