@@ -63,7 +63,9 @@ def _tracked_files() -> list[Path]:
     return [
         p
         for p in REPO.rglob("*")
-        if p.is_file() and not (set(p.relative_to(REPO).parts) & skip) and not p.name.startswith(".venv")
+        if p.is_file()
+        and not (set(p.relative_to(REPO).parts) & skip)
+        and not any(part.startswith(".venv") for part in p.relative_to(REPO).parts)
     ]
 
 
