@@ -179,7 +179,10 @@ def keep(sagemaker: Any, names: PlannedNames, console: Console) -> list[str]:
     the keep tag, so no clean-up deletes them; returns what was tagged."""
     kept: list[str] = []
     for item in step("reading the execution's endpoint", lambda: list(planned_resources(sagemaker, names))):
-        if not item.ours or item.kept:
+        if not item.ours:
+            continue
+        if item.kept:  # kept by an earlier run of this command (a rerun says so again)
+            kept.append(f"{item.kind.name} {item.name}")
             continue
         arn = step(
             f"reading {item.kind.name} {item.name}",
@@ -267,9 +270,17 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
                 f"`hfpipe endpoints delete {names.endpoint_name} --env {env}` deletes it)"
             )
     acted = _stop_job(clients.sagemaker, names, console)
+    # A run that succeeded with keep_endpoint: true kept its endpoint by the user's decision; stopping it
+    # afterwards (which stops nothing) does not undo that. `hfpipe endpoints delete` does.
+    kept_by_run = bool(plan and plan.keep_endpoint and desc["status"] == "SUCCEEDED")
+    if kept_by_run and not args.keep_endpoint:
+        console.print(
+            f"its endpoint {names.endpoint_name} was kept (keep_endpoint: true) and stays; "
+            f"`hfpipe endpoints delete {names.endpoint_name} --env {env}` deletes it"
+        )
     # A stopped execution never reaches its Cleanup state, so do its work here (the abnormal-end rule's
     # Lambda does it too; whichever comes second finds less, and neither minds).
-    if not args.keep_endpoint:
+    if not args.keep_endpoint and not kept_by_run:
         found = step(
             "listing SageMaker resources",
             find_resources,
@@ -288,7 +299,7 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
             )
             return 0
         acted += delete_all(clients.sagemaker, found, console, timeout_s)
-    if not running and not acted and not kept:
+    if not running and not acted and not kept and not kept_by_run:
         console.print("nothing left to stop or delete")
     return 0
 
