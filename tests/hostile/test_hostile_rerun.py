@@ -17,6 +17,7 @@ the teardown, not the pipeline (whose abnormal-end Lambda would otherwise clean 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,16 @@ def assert_nothing_billing(names: PlannedNames, kept: set[str]) -> None:
     assert kept <= left, f"touched: {kept - left}"
 
 
+def assert_ended(env: Environment, name: str) -> None:
+    """The execution was stopped (moto shows it once its worker thread ends: a moment later when busy)."""
+    arn = env.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+    deadline = time.monotonic() + 20
+    while env.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        assert time.monotonic() < deadline, f"execution {name} still RUNNING"
+        time.sleep(0.05)
+    assert env.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+
+
 def running_execution(env: Environment, name: str) -> str:
     return str(env.sfn.start_execution(stateMachineArn=env.state_machine_arn, name=name)["executionArn"])
 
@@ -272,8 +283,7 @@ def test_stop_every_interrupted_run_is_finished_by_a_rerun(
         faults.arm(None)
         code, _, err = cli("stop", name, "--env", "dev", "--yes")
         assert (code, err) == (0, ""), (n, faults.calls[:n], err)
-        arn = slow.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
-        assert slow.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+        assert_ended(slow, name)
         assert_nothing_billing(names, keep)
 
 
