@@ -179,9 +179,9 @@ def execution_resources(
 
 
 def bystanders(env: Environment) -> set[str]:
-    """Resources clean-up must never touch: prod's with the same execution names, and a user's untagged
+    """Resources clean-up must never touch: prod's (a training job InProgress too), and a user's untagged
     model. Returns their names."""
-    prod = execution_resources(env, "bystander", tag_env="prod", job=False)
+    prod = execution_resources(env, "bystander", tag_env="prod")
     env.sagemaker.create_model(
         ModelName="users-own-model",
         ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
@@ -202,6 +202,8 @@ def assert_nothing_billing(names: PlannedNames, kept: set[str]) -> None:
     left = existing()
     assert not {names.endpoint_name, names.endpoint_config_name, names.model_name} & left, left
     assert kept <= left, f"touched: {kept - left}"
+    prod_job = backend.training_jobs.get(PlannedNames.derive("bystander", "prod").training_job_name)
+    assert prod_job is None or prod_job.training_job_status == "InProgress", "prod's job was stopped"
 
 
 def assert_ended(env: Environment, name: str) -> None:
