@@ -125,3 +125,27 @@ def test_local_loss_series_reads_the_trainers_log_lines() -> None:
 
 
 REPORT_DOC = {"cost_usd": 0.01, "price_per_hour_usd": 0.736, "training_job_status": "Completed"}
+
+
+def test_progress_is_read_from_the_trainers_bar_in_the_log() -> None:
+    from hfpipe.core.logs import progress
+
+    assert progress(["starting", "{'loss': 2.0}"]) is None
+    lines = [
+        "[algo-1]  10%|#         | 2/20 [00:02<00:18,  1.00it/s]\r 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]",
+        "[algo-1] {'loss': 1.9, 'epoch': 0.4}",
+    ]
+    p = progress(lines)
+    assert p is not None and (p.step, p.total, p.eta) == (9, 20, "00:12")
+    assert p.steps_per_second == 1.1 and p.fraction == 0.45
+    slow = progress(["  5%|5         | 1/20 [00:04<01:16,  4.00s/it]", "  train_samples_per_second = 12.5"])
+    assert slow is not None and slow.steps_per_second == 0.25 and slow.samples_per_second == 12.5
+
+
+def test_the_live_view_shows_progress_while_training() -> None:
+    from hfpipe.core.logs import progress
+
+    snap = running()
+    snap.progress = progress([" 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]"])
+    shown = text(render(snap))
+    assert "9/20 steps (45%), ETA 00:12, 1.1 steps/s" in shown
