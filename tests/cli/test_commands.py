@@ -373,7 +373,12 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     assert "other-model" in models and "stop-1-model" not in models
 
     # stopping again is harmless
-    assert run(capsys, "stop", arn) == (0, "execution stop-1 already ended (ABORTED); nothing to stop\n", "")
+    assert run(capsys, "stop", arn) == (
+        0,
+        f"execution stop-1 already ended (ABORTED)\ntraining job {job_name} already Stopping\n"
+        "nothing left to stop or delete\n",
+        "",
+    )
     assert recording_sagemaker.stopped == [job_name]
 
 
