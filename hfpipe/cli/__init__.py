@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
-    p.set_defaults(func=commands.cmd_completion, command_parser=p)
+    p.set_defaults(func=commands.cmd_completion, command_parser=p, root_parser=parser)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument(

@@ -53,6 +53,7 @@ NOT_IN_REPOSITORY = {
     "run_glue.py",  # transformers' example scripts, whose argument names the training scripts keep
     "start_with_right_hostname.sh",  # the training images' entry point
     "handler.py",  # a generic Lambda module name, in a rule about bundles
+    "train.py",  # the spot-instances notebook's script, whose arguments docs/encoders.md maps
     "model.tar.gz",
     "output.tar.gz",
 }
