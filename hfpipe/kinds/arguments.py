@@ -5,10 +5,10 @@ anything is created (Plan, `hfpipe start`, `hfpipe recipes show`, local mode), n
 dataclasses each script hands to HfArgumentParser: its own and transformers' TrainingArguments, under the
 training container's transformers version) by
 
-    python -m hfpipe.kinds.arguments          # rewrites hfpipe/kinds/arguments.json from training_code/
+    python training_code/arguments_manifest.py > hfpipe/kinds/arguments.json
 
 and `tests/kinds/test_arguments.py` fails when the file is stale. Reading it is stdlib only (the Plan Lambda
-carries it); generating it imports the training scripts, so it needs the training stack (requirements-dev).
+carries it); generating it imports the training scripts, so that lives with them.
 An entry point that is not one of the project's scripts (a recipe's own code) is not checked, and the error
 of a misspelling elsewhere cannot be caught here: that is stated, not guessed.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import sys
 from functools import cache
 from pathlib import Path
 
@@ -48,39 +47,3 @@ def _close(name: str, known: list[str]) -> list[str]:
     """Up to three likely meant names: spelled alike, else containing what was typed (epochs ->
     num_train_epochs)."""
     return difflib.get_close_matches(name, known, n=3) or [k for k in known if name in k][:3]
-
-
-def generate(training_code: Path) -> dict[str, object]:
-    """The manifest, read from the scripts' parsers (imports the scripts and transformers)."""
-    import dataclasses
-    import importlib.util
-
-    import transformers
-
-    sys.path.insert(0, str(training_code))
-    try:
-        scripts: dict[str, list[str]] = {}
-        for path in sorted(training_code.glob("run_*.py")):
-            spec = importlib.util.spec_from_file_location(f"_manifest_{path.stem}", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-            spec.loader.exec_module(module)
-            types = getattr(module, "ARGUMENT_TYPES", None)
-            if types is None:
-                raise SystemExit(f"{path.name}: no ARGUMENT_TYPES (the dataclasses its parser reads)")
-            scripts[path.name] = sorted({f.name for t in types for f in dataclasses.fields(t) if f.init})
-    finally:
-        sys.path.remove(str(training_code))
-    return {"transformers": transformers.__version__, "entry_points": scripts}
-
-
-def main() -> None:
-    """Rewrite arguments.json from the checkout's training_code/."""
-    root = Path(__file__).resolve().parents[2]
-    MANIFEST.write_text(json.dumps(generate(root / "training_code"), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {MANIFEST}")
-
-
-if __name__ == "__main__":
-    main()
