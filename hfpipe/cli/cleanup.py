@@ -50,17 +50,19 @@ __all__ = [
     "when",
 ]
 
-_DURATION = re.compile(r"^(\d+)([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_duration(text: str, flag: str = "--older-than") -> timedelta:
-    """'30m', '12h', '7d', '2w' -> timedelta, or an error naming the flag, the value and the accepted forms."""
-    match = _DURATION.match(text)
+def parse_duration(text: str, flag: str = "--older-than", units: str = "mhdw") -> timedelta:
+    """'30m', '12h', '7d', '2w' (and '30s' where `units` has s) -> timedelta, at most 100 years, or an error
+    naming the flag, the value and the accepted forms (the one duration rule of the command's options)."""
+    match = _DURATION.fullmatch(text.strip())
     error = HfpipeError(
-        f"{flag} {text!r} is not a duration: use a positive number followed by m, h, d or w (e.g. 12h, 7d)"
+        f"{flag} {text!r} is not a duration: use a positive number followed by {', '.join(units[:-1])} or "
+        f"{units[-1]} (e.g. 12h, 7d)"
     )
-    if not match or int(match.group(1)) == 0:
+    if not match or match.group(2) not in units or int(match.group(1)) == 0:
         raise error
     age = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))}) if len(match.group(1)) < 9 else None
     if age is None or age > timedelta(weeks=5200):

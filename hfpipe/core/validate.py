@@ -45,6 +45,10 @@ def loads(text: str | bytes, field: str) -> Any:
     Step Functions refuses an input that holds them)."""
     try:
         return json.loads(text, parse_constant=refuse_constant)
+    except RecursionError:
+        raise RecipeError(
+            f"{field}: nested deeper than can be read; accepted: JSON nested at most a few hundred levels"
+        ) from None
     except json.JSONDecodeError as err:
         raise RecipeError(
             f"{field}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
