@@ -468,7 +468,7 @@ def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys
     code, _, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "ten")
     assert (code, err) == (
         1,
-        "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 30s, 10m, 2h)\n",
+        "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 12h, 7d)\n",
     )
 
 
