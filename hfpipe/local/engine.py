@@ -458,7 +458,10 @@ class LocalEngine:
         - StopExecution also ends a task waiting for its token;
         - an execution that ends puts a "Step Functions Execution Status Change" event on the bus.
         """
-        from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSecondsPath
+        from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import (
+            TimeoutSeconds,
+            TimeoutSecondsPath,
+        )
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
             state_task_service_unsupported as unsupported,
         )
@@ -507,9 +510,14 @@ class LocalEngine:
             return EmptyResult()
 
         original_seconds = TimeoutSecondsPath._eval_seconds
+        original_literal_seconds = TimeoutSeconds._eval_seconds
 
         def timeout_seconds(timeout: Any, env: Any) -> int:
             return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
+
+        def literal_timeout_seconds(timeout: Any, env: Any) -> int:
+            # A literal TimeoutSeconds (the Launch task's re-check interval) scales the same way.
+            return max(1, math.ceil(original_literal_seconds(timeout, env) * engine.timeout_scale))
 
         from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
@@ -556,6 +564,7 @@ class LocalEngine:
             (unsupported.StateTaskServiceUnsupported, "_from_error", from_error),
             (StepFunctionResponse, "send_task_failure", send_task_failure),
             (TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+            (TimeoutSeconds, "_eval_seconds", literal_timeout_seconds),
             (parser_execution.BaseExecutionWorkerCommunication, "terminated", terminated),
             (ExecutionWorker, "stop", stop),
         ):

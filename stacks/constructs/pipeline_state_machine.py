@@ -4,7 +4,8 @@ Plan -> Launch -> wait for the training job's end -> [Gate] -> CreateModel -> Cr
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
-OnTrainingEvent), since a job may run for weeks; the endpoint wait polls DescribeEndpoint, at most 360
+OnTrainingEvent), since a job may run for weeks, with an hourly re-check of the job by Launch in case the
+event is lost; the endpoint wait polls DescribeEndpoint, at most 360
 times (an endpoint comes up in minutes, and the bound keeps the history far below 25,000 events). The same
 definition runs unchanged in local mode (hfpipe.local.engine plays AWS's part).
 
@@ -48,6 +49,8 @@ LAUNCH_CAPACITY_ERRORS = ["CapacityError"]
 PLAN_THROTTLING_ERRORS = ["QuotaLookupThrottled"]
 #: A training job that ended Failed or Stopped (OnTrainingEvent's SendTaskFailure).
 TRAINING_FAILED_ERRORS = ["TrainingJobFailed", "TrainingJobStopped"]
+#: The Launch task's own timeout: retried, each retry a re-check of the job (Launch runs again).
+TRAINING_RECHECK_ERROR = "States.Timeout"
 # The states that take Retry and Catch fields (Task states, CDK's or hand-written).
 Retryable: TypeAlias = sfn.TaskStateBase | sfn.CustomState
 RETRY_INTERVAL = cdk.Duration.seconds(5)
@@ -133,8 +136,20 @@ class PipelineStateMachine(Construct):
         retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         # Launch creates the job and returns; the task waits for OnTrainingEvent (EventBridge, SageMaker's
         # training-job state change), whose SendTaskSuccess output (the job description) lands in
-        # $.training. Its timeout comes from the job's own limits (Plan: MaxRuntime or MaxWait + margin),
-        # so a lost event still ends in clean-up (States.Timeout, caught below).
+        # $.training. The event may be late or never come, so the task times out every
+        # TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again: Launch adopts the job
+        # this execution created and completes the task itself when DescribeTrainingJob says it ended, or
+        # fails it as TrainingWaitExceeded once the plan's training_wait_seconds (the job's own limit plus
+        # margin) has passed since the job's CreationTime. A finished job so ends its run within an hour.
+        # AWS: a Task state that runs longer than TimeoutSeconds fails with States.Timeout, an error name
+        # a Retrier may list (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html,
+        # "States.Timeout" and "Retrying after an error"); a retried attempt is a new TaskScheduled/
+        # TaskStarted/TaskSubmitted whose payload is evaluated again, $$.Task.Token included. The docs do
+        # not say in so many words whether that token is new; this design does not depend on it: each
+        # attempt's Launch stores the token it was given, and an answer to a token that is no longer
+        # waiting (TaskTimedOut/InvalidToken) is ignored (training_task.complete). moto's interpreter makes
+        # a new token per attempt (StateTaskServiceCallback: update_task_token).
+        # MaxAttempts is a literal: enough re-checks for the longest wait Plan accepts (limits).
         launch = tasks.LambdaInvoke(
             self,
             "Launch",
@@ -142,12 +157,18 @@ class PipelineStateMachine(Construct):
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object({"plan": J.object_at(P()), "task_token": J.task_token}),
             result_path="$.training",
-            task_timeout=sfn.Timeout.at(P("training_wait_seconds")),
+            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(limits.TRAINING_RECHECK_SECONDS)),
             retry_on_service_exceptions=True,
         )
         retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
+        launch.add_retry(
+            errors=[TRAINING_RECHECK_ERROR],
+            interval=cdk.Duration.seconds(1),
+            backoff_rate=1,
+            max_attempts=limits.TRAINING_RECHECKS,
+        )
 
         # A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the report.
         describe_failed = tasks.CallAwsService(
