@@ -30,9 +30,10 @@ from hfpipe.contract import (
 )
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.execution_role import SageMakerExecutionRole
+from stacks.constructs.failed_events import FailedEvents
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
-from stacks.constructs.pipeline_state_machine import PipelineStateMachine
+from stacks.constructs.pipeline_state_machine import PipelineStateMachine, state_machine_arn
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.image_catalog import build_catalog
 
@@ -112,6 +113,9 @@ class PipelineStack(Stack):
         environment's region; the catalog goes to the Plan Lambda and to an SSM parameter.
         """
         self.image_catalog = build_catalog(self.config.region)
+        self.failed_events = FailedEvents(
+            self, "FailedEvents", env_name=self.config.name, topic=self.notification_topic
+        )
         self.pipeline_lambdas = PipelineLambdas(
             self,
             "PipelineLambdas",
@@ -122,6 +126,8 @@ class PipelineStack(Stack):
             artifacts_bucket_name=self.artifacts_bucket.bucket_name,
             image_catalog=self.image_catalog,
             topic=self.notification_topic,
+            state_machine_arn=state_machine_arn(self, self.config.name),
+            failed_events=self.failed_events.queue,
             role_factory=self.lambda_role,
             grant_pass_role=self.grant_pass_execution_role,
             log_retention=retention_days(self.config.log_retention_days),
@@ -145,6 +151,7 @@ class PipelineStack(Stack):
             on_training_event=self.pipeline_lambdas.on_training_event.function,
             cleanup=self.pipeline_lambdas.cleanup.function,
             state_machine=self.state_machine,
+            failed_events=self.failed_events.queue,
         )
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:

@@ -326,7 +326,10 @@ class LocalEngine:
         self.definition = json.loads(definition)
         sfn = self.client("stepfunctions")
         self.state_machine_arn = sfn.create_state_machine(
-            name="hfpipe-local", definition=definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
+            # The template's fixed name, so the ARN the functions are given (built from it) is this one.
+            name=props.get("StateMachineName") or "hfpipe-local",
+            definition=definition,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
         )["stateMachineArn"]
         self.physical[machines[0]] = self.state_machine_arn
         # EventBridge rules of the template: (pattern, target function logical IDs), resolved.

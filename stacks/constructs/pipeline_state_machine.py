@@ -62,6 +62,27 @@ CAPACITY_ATTEMPTS = 5
 EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
 
 
+def state_machine_name(env_name: str) -> str:
+    """The state machine's physical name: fixed, so its ARN is known without referring to the resource."""
+    return f"hfpipe-{env_name}-pipeline"
+
+
+def state_machine_arn(scope: Construct, env_name: str) -> str:
+    """The ARN of ``env_name``'s state machine, built from its fixed name.
+
+    The Cleanup function checks an abnormal-end event's ``detail.stateMachineArn`` against it; a Ref to
+    the state machine would make a cycle (the state machine invokes Cleanup, so it depends on the
+    function). Built from the name it has no dependency at all, and needs no run-time lookup (an SSM
+    read would add a permission and a failure mode to every abnormal end).
+    """
+    return cdk.Stack.of(scope).format_arn(
+        service="states",
+        resource="stateMachine",
+        resource_name=state_machine_name(env_name),
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
 class PipelineStateMachine(Construct):
     """The fine-tuning pipeline of one environment; ``state_machine`` is the Step Functions resource.
 
@@ -352,6 +373,7 @@ class PipelineStateMachine(Construct):
             self,
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_name=state_machine_name(env_name),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=timeout,
             tracing_enabled=True,

@@ -22,6 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfpipe import contract
@@ -101,6 +102,7 @@ def pipeline_function(
     runtime_module: str,
     environment: Mapping[str, str] | None = None,
     timeout_seconds: int = limits.LAMBDA_TIMEOUT_SECONDS,
+    dead_letter_queue: sqs.IQueue | None = None,
 ) -> tuple[lambda_.Function, iam.Role]:
     """The function of ``component`` (its ``Default`` child) and its role, which may write its logs only.
 
@@ -108,6 +110,8 @@ def pipeline_function(
     functions): ``Default`` is left out of a logical ID, the role comes from the factory (at the stack's
     root, ``<component id>Role``) and the log group is the component's sibling (``<component id>Logs``),
     so a retained environment keeps its log groups and docs/ keep naming the same resources.
+    ``dead_letter_queue`` (functions invoked asynchronously) gets the events that failed every attempt;
+    CDK grants the role sqs:SendMessage on that queue only.
     """
     cid = component.node.id
     parent = cast(Construct, component.node.scope)
@@ -131,6 +135,7 @@ def pipeline_function(
         logging_format=lambda_.LoggingFormat.JSON,
         environment={"HFPIPE_ENV": settings.env_name, "LOG_LEVEL": "INFO", **(environment or {})},
         description=f"hfpipe {settings.env_name} pipeline: {runtime_module}",
+        dead_letter_queue=dead_letter_queue,
     )
     # The log grant made the role's policy: the function now depends on it alone (cfn-lint W3005).
     function_depends_on_policy_only(function, role)

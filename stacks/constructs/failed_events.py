@@ -1,0 +1,71 @@
+"""Where the events the pipeline could not handle go: one SQS queue per environment and an alarm on it.
+
+OnTrainingEvent and Cleanup are invoked asynchronously by EventBridge, so a failure has no caller to
+see it. Two things can drop an event:
+
+- EventBridge cannot invoke the function (throttled past the target's retries, permissions): the rule
+  target's dead-letter queue gets the event
+  (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html);
+- the function is invoked but fails every attempt of Lambda's asynchronous retries: the function's
+  dead-letter queue gets the event, with ErrorCode/ErrorMessage attributes
+  (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html).
+
+Both use this queue: SSE (SQS-managed keys), TLS only, kept 14 days (SQS's maximum), and an alarm to the
+environment's notification topic as soon as one message is visible. A lost training event costs at
+most an hour (Launch's re-check); a lost abnormal-end event leaves an endpoint billing until someone
+looks, which this alarm is for.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from stacks.nag import acknowledge
+
+RETENTION = cdk.Duration.days(14)
+
+
+class FailedEvents(Construct):
+    """``queue`` (the dead-letter queue of the event-driven functions and their rule targets) and
+    ``alarm`` (visible messages >= 1, to ``topic``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, env_name: str, topic: sns.ITopic) -> None:
+        super().__init__(scope, construct_id)
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=RETENTION,
+        )
+        acknowledge(
+            self.queue,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter queue of the OnTrainingEvent and Cleanup functions and of "
+            "their EventBridge rule targets (DeadLetterConfig of both functions and targets); nothing "
+            "consumes it to fail again, so it needs no dead-letter queue of its own.",
+        )
+        self.alarm = cloudwatch.Alarm(
+            self,
+            "Alarm",
+            alarm_name=f"hfpipe-{env_name}-failed-events",
+            alarm_description=(
+                f"hfpipe {env_name}: an EventBridge event the pipeline could not handle (a training job's end "
+                "or an execution's abnormal end) is in the failed-events queue; see its ErrorMessage "
+                "attribute, then `hfpipe cleanup` for an execution that may have left an endpoint."
+            ),
+            metric=self.queue.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(5), statistic="Maximum"
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            # No datapoints means no messages (SQS sends the metric only for active queues).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
