@@ -80,13 +80,23 @@ class PipelineStack(Stack):
         ).role
         self.sourcedir.grant_read(self.execution_role)
 
+        # A customer managed key, not alias/aws/sns: CloudWatch alarms (the failed-events alarm) can publish
+        # to an encrypted topic only when the key's policy lets cloudwatch.amazonaws.com use it, and the AWS
+        # managed key's policy cannot be changed ("Enable compatibility between event sources from AWS
+        # services and encrypted topics", https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html).
+        self.notification_key = kms.Key(
+            self,
+            "NotificationKey",
+            description=f"hfpipe {config.name}: server-side encryption of the notification topic",
+            enable_key_rotation=True,
+            removal_policy=self._removal_policy,
+        )
         self.notification_topic = sns.Topic(
             self,
             "NotificationTopic",
             display_name=f"hfpipe {config.name} pipeline notifications",
             enforce_ssl=True,
-            # The AWS managed key needs no key policy of ours and lets same-account publishers in.
-            master_key=kms.Alias.from_alias_name(self, "SnsManagedKey", "alias/aws/sns"),
+            master_key=self.notification_key,
         )
         self.log_group = logs.LogGroup(
             self,
@@ -114,7 +124,11 @@ class PipelineStack(Stack):
         """
         self.image_catalog = build_catalog(self.config.region)
         self.failed_events = FailedEvents(
-            self, "FailedEvents", env_name=self.config.name, topic=self.notification_topic
+            self,
+            "FailedEvents",
+            env_name=self.config.name,
+            topic=self.notification_topic,
+            topic_key=self.notification_key,
         )
         self.pipeline_lambdas = PipelineLambdas(
             self,

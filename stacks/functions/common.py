@@ -157,10 +157,16 @@ def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
 
 
 def grant_publish(role: iam.IRole, topic: sns.ITopic) -> None:
-    """sns:Publish on ``topic`` only (Report, and Cleanup's report of an abnormal end)."""
-    # Not topic.grant_publish: the topic uses the AWS managed key (alias/aws/sns), whose key policy already
-    # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
+    """sns:Publish on ``topic`` only (Report, and Cleanup's report of an abnormal end), and the use of its
+    key that SNS makes on the publisher's behalf: kms:GenerateDataKey and kms:Decrypt on that key only
+    (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html, the publisher's permissions)."""
+    # Not topic.grant_publish: it would grant the key's kms:Encrypt and kms:ReEncrypt* too.
     iam.Grant.add_to_principal(grantee=role, actions=["sns:Publish"], resource_arns=[topic.topic_arn])
+    key = topic.master_key
+    if key is not None:
+        iam.Grant.add_to_principal(
+            grantee=role, actions=["kms:GenerateDataKey", "kms:Decrypt"], resource_arns=[key.key_arn]
+        )
 
 
 def sagemaker_arn(scope: Construct, resource: str) -> str:

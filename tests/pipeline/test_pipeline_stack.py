@@ -83,9 +83,17 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
         },
         "gate": set(),
         "smoke_test": {"sagemaker:InvokeEndpoint"},
-        "report": {"sns:Publish", "logs:DescribeLogStreams", "logs:GetLogEvents"},
+        "report": {
+            "sns:Publish",
+            "kms:GenerateDataKey",
+            "kms:Decrypt",
+            "logs:DescribeLogStreams",
+            "logs:GetLogEvents",
+        },
         "cleanup": {
             "sns:Publish",
+            "kms:GenerateDataKey",
+            "kms:Decrypt",
             "sagemaker:DescribeEndpoint",
             "sagemaker:DescribeEndpointConfig",
             "sagemaker:DescribeModel",
@@ -244,3 +252,23 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
     assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     (topic_id,) = template.find_resources("AWS::SNS::Topic")
     assert props["AlarmActions"] == [{"Ref": topic_id}]
+    # CloudWatch may publish to the topic and use its key, for this alarm only.
+    alarm_arn = f"alarm:hfpipe-{env}-failed-events"
+    ((topic_policy),) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    ((key),) = template.find_resources("AWS::KMS::Key").values()
+    for statements, actions in (
+        (topic_policy["Properties"]["PolicyDocument"]["Statement"], ["sns:Publish"]),
+        (key["Properties"]["KeyPolicy"]["Statement"], ["kms:GenerateDataKey", "kms:Decrypt"]),
+    ):
+        (grant,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+        assert sorted(as_list(grant["Action"])) == sorted(actions)
+        assert json.dumps(grant["Condition"]["ArnLike"]["aws:SourceArn"]).endswith(f'{alarm_arn}"]]}}')
+        assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    # Publishers use the key only through SNS's two calls, on this key only.
+    for key_name in ("report", "cleanup"):
+        (_props, statements) = pipeline_functions(template)[key_name]
+        (use,) = [s for s in statements if "kms:Decrypt" in as_list(s["Action"])]
+        assert sorted(as_list(use["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+        assert use["Resource"] == {
+            "Fn::GetAtt": [next(iter(template.find_resources("AWS::KMS::Key"))), "Arn"]
+        }
