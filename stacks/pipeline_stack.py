@@ -33,8 +33,9 @@ from stacks.constructs.execution_role import SageMakerExecutionRole
 from stacks.constructs.failed_events import FailedEvents
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
-from stacks.constructs.pipeline_state_machine import PipelineStateMachine, state_machine_arn
+from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.source_asset import SourcedirAsset
+from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

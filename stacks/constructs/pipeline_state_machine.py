@@ -28,6 +28,7 @@ from constructs import Construct
 
 from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
+from stacks.constructs.state_machine_name import state_machine_name
 from stacks.functions.common import PassRoleGrant, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
 
@@ -60,27 +61,6 @@ CATCH_ALL_ATTEMPTS = 3
 THROTTLING_ATTEMPTS = 6
 CAPACITY_ATTEMPTS = 5
 EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
-
-
-def state_machine_name(env_name: str) -> str:
-    """The state machine's physical name: fixed, so its ARN is known without referring to the resource."""
-    return f"hfpipe-{env_name}-pipeline"
-
-
-def state_machine_arn(scope: Construct, env_name: str) -> str:
-    """The ARN of ``env_name``'s state machine, built from its fixed name.
-
-    The Cleanup function checks an abnormal-end event's ``detail.stateMachineArn`` against it; a Ref to
-    the state machine would make a cycle (the state machine invokes Cleanup, so it depends on the
-    function). Built from the name it has no dependency at all, and needs no run-time lookup (an SSM
-    read would add a permission and a failure mode to every abnormal end).
-    """
-    return cdk.Stack.of(scope).format_arn(
-        service="states",
-        resource="stateMachine",
-        resource_name=state_machine_name(env_name),
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
 
 
 class PipelineStateMachine(Construct):
@@ -155,22 +135,19 @@ class PipelineStateMachine(Construct):
             ),
         )
         retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        # Launch creates the job and returns; the task waits for OnTrainingEvent (EventBridge, SageMaker's
-        # training-job state change), whose SendTaskSuccess output (the job description) lands in
-        # $.training. The event may be late or never come, so the task times out every
-        # TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again: Launch adopts the job
-        # this execution created and completes the task itself when DescribeTrainingJob says it ended, or
-        # fails it as TrainingWaitExceeded once the plan's training_wait_seconds (the job's own limit plus
-        # margin) has passed since the job's CreationTime. A finished job so ends its run within an hour.
-        # AWS: a Task state that runs longer than TimeoutSeconds fails with States.Timeout, an error name
-        # a Retrier may list (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html,
-        # "States.Timeout" and "Retrying after an error"); a retried attempt is a new TaskScheduled/
-        # TaskStarted/TaskSubmitted whose payload is evaluated again, $$.Task.Token included. The docs do
-        # not say in so many words whether that token is new; this design does not depend on it: each
-        # attempt's Launch stores the token it was given, and an answer to a token that is no longer
-        # waiting (TaskTimedOut/InvalidToken) is ignored (training_task.complete). moto's interpreter makes
-        # a new token per attempt (StateTaskServiceCallback: update_task_token).
-        # MaxAttempts is a literal: enough re-checks for the longest wait Plan accepts (limits).
+        # Launch creates the job and returns; the task waits for OnTrainingEvent (SageMaker's training-job
+        # state change), whose SendTaskSuccess output (the job description) lands in $.training. The event
+        # may be late or never come: the task times out every TRAINING_RECHECK_SECONDS and its Retry on
+        # States.Timeout runs Launch again, which adopts this execution's job and completes the task itself
+        # when DescribeTrainingJob says it ended (or raises TrainingWaitExceeded past the plan's
+        # training_wait_seconds from the job's CreationTime). MaxAttempts covers the longest wait Plan
+        # accepts (limits.TRAINING_RECHECKS). AWS: a Task that runs past TimeoutSeconds fails with
+        # States.Timeout, which a Retrier may list
+        # (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html); a retried
+        # attempt evaluates its Parameters, $$.Task.Token included, again. The docs do not say in so many
+        # words that the token is new; the design does not depend on it: each attempt's Launch stores the
+        # token it was given, and an answer to a task no longer waiting (TaskTimedOut/InvalidToken) is
+        # ignored (training_task.complete). moto's interpreter makes a new token per attempt.
         launch = tasks.LambdaInvoke(
             self,
             "Launch",

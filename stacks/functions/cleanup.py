@@ -4,7 +4,7 @@ it). Both run teardown.py: delete the endpoint, endpoint config and model the ex
 its training job, each only when tagged for this environment and execution.
 
 EventBridge's events are acted on only when they are Step Functions' status changes of this environment's
-state machine: its ARN (built from its fixed name, pipeline_state_machine.state_machine_arn) is the
+state machine: its ARN (built from its fixed name, stacks/constructs/state_machine_name.py) is the
 function's ``STATE_MACHINE_ARN``.
 
 Asynchronous invocations that fail every attempt go to the environment's failed-events queue
