@@ -305,29 +305,17 @@ def validate_execution_name(name: str) -> str:
 
 
 def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, Any]:
-    """DescribeExecution for an ARN, or for a name within --env's state machine.
-
-    With --env, an ARN is accepted only when DescribeExecution says it ran on that environment's own
-    state machine: an execution of any other state machine (one with a state called "Plan" of its own
-    included) could write a plan that names this environment's jobs and endpoints, and the commands act
-    on what the stored plan names (``stored_plan``).
-    """
+    """DescribeExecution for an ARN, or for a name within --env's state machine. With --env, only an
+    execution of that environment's own state machine: another one (with a "Plan" state of its own) could
+    store a plan that names this environment's jobs and endpoints, which the commands act on."""
     import botocore.exceptions
 
-    machine: str | None = None
-    if ref.startswith("arn:"):
-        if ":execution:" not in ref:
-            raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
-        arn = ref
-        if env is not None:
-            machine = resolve_environment(clients, env).state_machine_arn
-    else:
-        if env is None:
-            raise HfpipeError(
-                f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine"
-            )
-        machine = resolve_environment(clients, env).state_machine_arn
-        arn = execution_arn_for(machine, ref)
+    if ref.startswith("arn:") and ":execution:" not in ref:
+        raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
+    if not ref.startswith("arn:") and env is None:
+        raise HfpipeError(f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine")
+    machine = resolve_environment(clients, env).state_machine_arn if env is not None else None
+    arn = ref if ref.startswith("arn:") or machine is None else execution_arn_for(machine, ref)
     try:
         desc = dict(clients.sfn.describe_execution(executionArn=arn))
     except botocore.exceptions.ClientError as exc:
@@ -367,7 +355,7 @@ def _as_json(text: str | None) -> Any:
 PLAN_STATE = "Plan"
 
 
-def stored_plan(events: list[dict[str, Any]], env: str | None = None) -> Plan | None:
+def stored_plan(events: list[dict[str, Any]]) -> Plan | None:
     """The plan the pipeline stored: the Plan state's own exit in the history, read with ``Plan.from_json``.
 
     Only there: until Plan has finished, `$.plan` is whatever the caller sent (a plan written into the
@@ -375,7 +363,7 @@ def stored_plan(events: list[dict[str, Any]], env: str | None = None) -> Plan | 
     built on the input too. Plan's ResultPath replaces `$.plan`, so its exit holds only what the Plan
     Lambda returned. None when Plan has not finished (still planning, it failed, or the execution was
     stopped first); an HfpipeError when the stored plan is not one this hfpipe reads (another release
-    wrote it), or, given ``env``, when it is another environment's plan.
+    wrote it).
     """
     for event in events:
         details = event.get("stateExitedEventDetails")
@@ -384,15 +372,9 @@ def stored_plan(events: list[dict[str, Any]], env: str | None = None) -> Plan | 
             if not isinstance(doc, dict) or "plan" not in doc:
                 return None
             try:
-                plan = Plan.from_json(doc["plan"])
+                return Plan.from_json(doc["plan"])
             except PlanFormatError as err:
                 raise HfpipeError(f"the execution's stored plan cannot be read: {err}") from None
-            if env is not None and plan.env != env:
-                raise HfpipeError(
-                    f"the execution's stored plan is environment {plan.env!r}'s, not {env!r}'s; "
-                    "hfpipe acts only on its own environment's plans"
-                )
-            return plan
     return None
 
 

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import TypeAlias
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -29,8 +28,8 @@ from constructs import Construct
 from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
-from stacks.functions.common import PassRoleGrant, owned_by
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.constructs.state_machine_role import grant_hosting
+from stacks.functions.common import PassRoleGrant
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
@@ -89,8 +88,10 @@ class PipelineStateMachine(Construct):
         if sorted(functions) != sorted(self.INVOKES):
             raise ValueError(f"the state machine invokes {self.INVOKES}, given {tuple(functions)}")
 
-        def retry(state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration) -> None:
-            state.add_retry(errors=errors, interval=interval, backoff_rate=2, max_attempts=attempts)
+        def retry(
+            state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration, backoff: float = 2
+        ) -> None:
+            state.add_retry(errors=errors, interval=interval, backoff_rate=backoff, max_attempts=attempts)
 
         def retry_sagemaker(state: Retryable, catch_all: list[str]) -> None:
             retry(state, catch_all, CATCH_ALL_ATTEMPTS, retry_interval)
@@ -135,19 +136,15 @@ class PipelineStateMachine(Construct):
             ),
         )
         retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        # Launch creates the job and returns; the task waits for OnTrainingEvent (SageMaker's training-job
-        # state change), whose SendTaskSuccess output (the job description) lands in $.training. The event
-        # may be late or never come: the task times out every TRAINING_RECHECK_SECONDS and its Retry on
-        # States.Timeout runs Launch again, which adopts this execution's job and completes the task itself
-        # when DescribeTrainingJob says it ended (or raises TrainingWaitExceeded past the plan's
-        # training_wait_seconds from the job's CreationTime). MaxAttempts covers the longest wait Plan
-        # accepts (limits.TRAINING_RECHECKS). AWS: a Task that runs past TimeoutSeconds fails with
-        # States.Timeout, which a Retrier may list
+        # Launch creates the job and returns; the task waits for OnTrainingEvent, whose SendTaskSuccess
+        # output (the job description) lands in $.training. For a late or lost event, the task times out
+        # every TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again, which completes
+        # the task itself once DescribeTrainingJob says the job ended (launch.py; docs/pipeline.md).
+        # AWS: a Task past its TimeoutSeconds fails with States.Timeout, which a Retrier may match
         # (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html); a retried
-        # attempt evaluates its Parameters, $$.Task.Token included, again. The docs do not say in so many
-        # words that the token is new; the design does not depend on it: each attempt's Launch stores the
-        # token it was given, and an answer to a task no longer waiting (TaskTimedOut/InvalidToken) is
-        # ignored (training_task.complete). moto's interpreter makes a new token per attempt.
+        # attempt evaluates its Parameters again, $$.Task.Token included. The docs do not say outright that
+        # the token is new, and nothing here depends on it: each attempt's Launch stores the token it got,
+        # and answering a task no longer waiting (TaskTimedOut/InvalidToken) is ignored.
         launch = tasks.LambdaInvoke(
             self,
             "Launch",
@@ -161,12 +158,7 @@ class PipelineStateMachine(Construct):
         retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
-        launch.add_retry(
-            errors=[TRAINING_RECHECK_ERROR],
-            interval=cdk.Duration.seconds(1),
-            backoff_rate=1,
-            max_attempts=limits.TRAINING_RECHECKS,
-        )
+        retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), backoff=1)
 
         # A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the report.
         describe_failed = tasks.CallAwsService(
@@ -356,64 +348,4 @@ class PipelineStateMachine(Construct):
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
-        role = self.state_machine.role
-        hosting = [
-            stack.format_arn(service="sagemaker", resource=r, resource_name="*")
-            for r in ("model", "endpoint-config", "endpoint")
-        ]
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateModel",
-                    "sagemaker:CreateEndpointConfig",
-                    "sagemaker:CreateEndpoint",
-                    "sagemaker:AddTags",
-                ],
-                resources=hosting,
-                conditions=owned_by(env_name, "aws:RequestTag"),
-            )
-        )
-        # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
-                resources=hosting,
-            )
-        )
-        grant_pass_role(role)
-        self._acknowledge(role, functions, hosting)
-        # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
-        machine_resource = self.state_machine.node.default_child
-        policy = role.node.find_child("DefaultPolicy").node.default_child
-        assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
-        machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
-
-    def _acknowledge(
-        self, role: iam.IRole, functions: Mapping[str, lambda_.IFunction], hosting: list[str]
-    ) -> None:
-        stack = cdk.Stack.of(self)
-        job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
-        for resource in (*hosting, job_arn):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
-                "SageMaker resource names derive from the Step Functions execution name, chosen at start "
-                "time; CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
-                "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
-                "before the resource exists.",
-            )
-        for function in functions.values():
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
-                "CDK's LambdaInvoke grant: lambda:InvokeFunction on this one function's versions and "
-                "aliases (the ARN qualifier), no other function.",
-            )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
-            "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
-            "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
-            "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
-        )
+        grant_hosting(self.state_machine, env_name, functions, grant_pass_role)

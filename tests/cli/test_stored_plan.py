@@ -70,13 +70,6 @@ def test_a_stored_plan_of_another_schema_is_refused_naming_the_field(plan: Plan)
         stored_plan([exited("Plan", {"plan": doc})])
 
 
-def test_a_stored_plan_of_another_environment_is_refused_when_the_environment_is_known(plan: Plan) -> None:
-    events = [exited("Plan", {"plan": plan.to_json()})]
-    assert stored_plan(events, env="dev") == plan
-    with pytest.raises(HfpipeError, match=r"environment 'dev''s, not 'prod''s"):
-        stored_plan(events, env="prod")
-
-
 def test_an_execution_of_another_state_machine_is_refused(environment, plan: Plan) -> None:
     """An ARN of another state machine, whose own state called "Plan" writes a plan naming this
     environment's resources, is not this environment's execution: resolve_execution refuses it."""
