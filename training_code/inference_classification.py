@@ -29,10 +29,10 @@ def model_fn(model_dir: str, context: Any = None) -> Any:
 
 
 def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
-    """Decode a JSON request."""
-    if content_type != "application/json":
-        raise ValueError(f"content_type={content_type!r} is not supported; send application/json")
-    return json.loads(request_body)
+    """Decode a JSON request, or text/csv with a text[,text_pair] or premise,hypothesis header (one row per
+    item)."""
+    rows = request_checks.decode(request_body, content_type, ("text", "text_pair", "premise", "hypothesis"))
+    return rows[0] if content_type.startswith(request_checks.CSV) and len(rows) == 1 else rows
 
 
 def _pair(item: Any) -> tuple[str, str | None]:
@@ -75,12 +75,28 @@ def parse_request(data: Any) -> tuple[list[tuple[str, str | None]], bool]:
     return pairs, batch
 
 
+def check_shape(pairs: list[tuple[str, str | None]], trained_on_pairs: bool | None) -> None:
+    """Refuse a single text for a model trained on pairs (MNLI) and a pair for a single-text model; a model
+    saved without that record (trained elsewhere) takes either."""
+    if trained_on_pairs is None:
+        return
+    singles = any(second is None for _, second in pairs)
+    if trained_on_pairs and singles:
+        raise ValueError(
+            "this model classifies text pairs: send premise and hypothesis (or text and text_pair); "
+            "a single text was sent"
+        )
+    if not trained_on_pairs and not singles:
+        raise ValueError("this model classifies single texts: send text alone; a text pair was sent")
+
+
 def predict_fn(data: Any, bundle: Any, context: Any = None) -> Any:
     """Classify one request object, or each object of a list, in one batch (either request shape)."""
     import torch
 
     pairs, batch = parse_request(data)
     model, tokenizer = bundle["model"], bundle["tokenizer"]
+    check_shape(pairs, getattr(model.config, "hfpipe_text_pair", None))
     firsts = [p[0] for p in pairs]
     seconds = [p[1] for p in pairs]
     encoded = tokenizer(

@@ -1,7 +1,8 @@
 """Inference handler for causal-LM summarization models, for the Hugging Face inference toolkit.
 
 `run_clm.py` copies this file to `<model_dir>/code/inference.py`, where the toolkit looks for it inside
-model.tar.gz, and saves the training prompt template next to the model (`hfpipe_prompt.json`). Requests (JSON):
+model.tar.gz, and saves the training prompt template next to the model (`hfpipe_prompt.json`). Requests (JSON,
+or text/csv with a `dialogue` or `inputs` header row and one row):
 
     {"inputs": "Amanda: ...\nJerry: ...", "parameters": {"max_new_tokens": 64}}      # a dialogue
     {"inputs": {"dialogue": "Amanda: ..."}, "parameters": {"do_sample": true, "top_p": 0.9}}
@@ -151,6 +152,19 @@ def generation_kwargs(parameters: Any) -> dict[str, Any]:
             f"parameters.max_new_tokens={kwargs['max_new_tokens']} must be between 1 and {MAX_NEW_TOKENS_LIMIT}"
         )
     return kwargs
+
+
+def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
+    """Decode a JSON request, or text/csv with a `dialogue` (or `inputs`) header and one row: generation
+    answers one request at a time, so a CSV of several rows is refused rather than run row after row."""
+    decoded = request_checks.decode(request_body, content_type, ("dialogue", "inputs"))
+    if not content_type.startswith(request_checks.CSV):
+        return decoded
+    if len(decoded) != 1:
+        raise request_checks.RequestError(
+            f"text/csv: {len(decoded)} rows; accepted: one row (one dialogue) per request"
+        )
+    return decoded[0]
 
 
 def parse_request(data: Any) -> tuple[str | dict[str, Any], dict[str, Any]]:

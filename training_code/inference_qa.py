@@ -30,10 +30,9 @@ def model_fn(model_dir: str, context: Any = None) -> Any:
 
 
 def input_fn(request_body: str | bytes, content_type: str = "application/json", context: Any = None) -> Any:
-    """Decode a JSON request."""
-    if content_type != "application/json":
-        raise ValueError(f"content_type={content_type!r} is not supported; send application/json")
-    return json.loads(request_body)
+    """Decode a JSON request, or text/csv with a question,context header (one row per question)."""
+    rows = request_checks.decode(request_body, content_type, ("question", "context"))
+    return rows[0] if content_type.startswith(request_checks.CSV) and len(rows) == 1 else rows
 
 
 def _check(item: Any) -> None:
@@ -76,12 +75,35 @@ def parse_request(data: Any) -> tuple[list[dict[str, Any]], bool]:
     return items, batch
 
 
+#: The question-answering pipeline's defaults (transformers QuestionAnsweringPipeline).
+DEFAULT_MAX_SEQ_LEN = 384
+DEFAULT_DOC_STRIDE = 128
+
+
+def check_question_fits(tokenizer: Any, question: str, kwargs: dict[str, Any]) -> None:
+    """A question must leave room for context in every window: with `max_seq_len` tokens a window and
+    `doc_stride` tokens of overlap, the fast tokenizer refuses a question of max_seq_len - doc_stride -
+    special tokens or more with a Rust panic (pyo3's PanicException, a BaseException that no `except
+    Exception` of the inference toolkit catches). Say so in the request's terms instead (a 400)."""
+    max_seq_len = int(kwargs.get("max_seq_len", min(DEFAULT_MAX_SEQ_LEN, tokenizer.model_max_length)))
+    doc_stride = int(kwargs.get("doc_stride", min(DEFAULT_DOC_STRIDE, max_seq_len // 2)))
+    limit = max_seq_len - doc_stride - tokenizer.num_special_tokens_to_add(pair=True) - 1
+    length = len(tokenizer(question, add_special_tokens=False)["input_ids"])
+    if length > limit:
+        raise ValueError(
+            f"question: {length} tokens; accepted: at most {limit} tokens with max_seq_len {max_seq_len} and "
+            f"doc_stride {doc_stride} (each window needs room for context); shorten the question or raise "
+            "max_seq_len"
+        )
+
+
 def predict_fn(data: Any, qa: Any, context: Any = None) -> Any:
     """Answer one request object, or each object of a list (either request shape)."""
     items, batch = parse_request(data)
     results = []
     for item in items:
         kwargs = {k: item[k] for k in PASS_THROUGH if k in item}
+        check_question_fits(qa.tokenizer, item["question"], kwargs)
         answer = qa(question=item["question"], context=item["context"], **kwargs)
         results.append(_plain(answer))
     return results if batch else results[0]

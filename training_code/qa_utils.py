@@ -286,7 +286,8 @@ def f1_score(prediction: str, truth: str) -> float:
 def squad_metrics(predictions: dict[str, str], references: dict[str, Sequence[str]]) -> dict[str, float]:
     """Official SQuAD v1.1 scores in percent: each question takes its best score over the gold answers.
 
-    `references` maps every question id to its gold answer texts; a question without prediction scores 0.
+    `references` maps every question id to its gold answer texts; a question without prediction (missing or
+    empty) scores 0.
     """
     if not references:
         raise ValueError("references is empty: no question to score")
@@ -295,6 +296,10 @@ def squad_metrics(predictions: dict[str, str], references: dict[str, Sequence[st
         if not truths:
             raise ValueError(f"references[{qid!r}] has no gold answer")
         prediction = predictions.get(qid, "")
+        if not prediction.strip():
+            # Unanswered scores 0, even where a gold answer normalizes to "" (an answer of only "the" or
+            # punctuation): an empty prediction found nothing, so it matches nothing.
+            continue
         em += max(exact_match_score(prediction, t) for t in truths)
         f1 += max(f1_score(prediction, t) for t in truths)
     n = len(references)

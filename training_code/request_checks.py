@@ -164,3 +164,36 @@ def check_clm(data: Any, default_max_new_tokens: int) -> None:
     for key, value in record.items():
         if key != "parameters":
             text(value, key)
+
+
+# --- request bodies --------------------------------------------------------------------------------------
+
+JSON = "application/json"
+CSV = "text/csv"
+
+
+def decode(
+    body: str | bytes, content_type: str | None, columns: tuple[str, ...]
+) -> list[dict[str, str]] | Any:
+    """A request body as the handlers read it: JSON as is; text/csv (a header row, then one row per item) as
+    a list of objects with the named `columns`, e.g. question,context or premise,hypothesis. Other media
+    types are refused naming the accepted ones."""
+    kind = (content_type or JSON).split(";")[0].strip().lower()
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    if kind == JSON:
+        import json
+
+        return json.loads(text)
+    if kind != CSV:
+        raise RequestError(f"content_type {content_type!r} is not accepted; accepted: {JSON}, {CSV}")
+    import csv
+    import io
+
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in reader.fieldnames or []]
+    if not any(c in header for c in columns):
+        raise RequestError(f"text/csv header {header}: accepted: a header row naming {list(columns)}")
+    rows = [{k.strip(): v for k, v in row.items() if k and k.strip() in columns} for row in reader]
+    if not rows:
+        raise RequestError("text/csv: no row after the header; accepted: one row per request item")
+    return rows

@@ -369,6 +369,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     else:
         logger.info("keeping the start checkpoint's label order %s", config.id2label)
+    # Saved with the model (config.json), so the endpoint's handler can refuse a single text sent to a pair
+    # model (and a pair sent to a single-text model), which would otherwise be answered as if it fit.
+    config.hfpipe_text_pair = second is not None
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_path, **common)
     model = AutoModelForSequenceClassification.from_pretrained(
         model_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes, **common

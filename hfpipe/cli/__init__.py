@@ -12,6 +12,7 @@
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
+    hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
 that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage; 130
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one recipe field before showing it (repeatable)",
     )
-    p.set_defaults(func=commands.cmd_recipes)
+    p.add_argument("--json", action="store_true", help="print JSON only (the list, or the resolved recipe)")
+    p.set_defaults(func=commands.cmd_recipes, command_parser=p)
 
     p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -83,8 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
     )
     p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the plan, the cost estimate and the CreateTrainingJob request; start nothing",
+    )
+    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     _common(p)
-    p.set_defaults(func=commands.cmd_start)
+    p.set_defaults(func=commands.cmd_start, command_parser=p)
 
     for name, help_text, func in (
         ("watch", "live view of an execution until it ends, then its report", commands.cmd_watch),
@@ -93,7 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument(
-            "execution", metavar="EXECUTION", help="execution ARN, or its name together with --env"
+            "execution",
+            metavar="EXECUTION",
+            # `report --local` defaults to the newest local run.
+            nargs="?" if name == "report" else None,
+            help="execution ARN, or its name together with --env"
+            + (" (with --local: a local run's name; default: the newest)" if name == "report" else ""),
         )
         p.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
         if name == "watch":
@@ -110,8 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
             )
             p.add_argument("--json", action="store_true", help="print the report as JSON")
+            p.add_argument("--local", action="store_true", help="a local run's report (hfpipe local)")
+            p.add_argument(
+                "--out",
+                help="folder of the local runs (with --local; default: .hfpipe/local in the checkout)",
+            )
         _common(p)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, command_parser=p)
 
     p = sub.add_parser("list", help="recent executions of an environment, and the endpoints they left up")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -123,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
     p.add_argument("--json", action="store_true", help="print the executions as JSON")
     _common(p)
-    p.set_defaults(func=commands.cmd_list)
+    p.set_defaults(func=commands.cmd_list, command_parser=p)
 
     p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
@@ -131,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
     _common(p)
-    p.set_defaults(func=commands.cmd_cleanup)
+    p.set_defaults(func=commands.cmd_cleanup, command_parser=p)
 
     p = sub.add_parser("data", help="data sets in the environment's data bucket")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
@@ -145,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--recipe", help="check that the records hold what this recipe's training script reads first"
     )
     _common(up)
-    up.set_defaults(func=commands.cmd_data_upload)
+    up.set_defaults(func=commands.cmd_data_upload, command_parser=up)
 
     p = sub.add_parser("invoke", help="send requests to an endpoint (or to `hfpipe local --serve`)")
     p.add_argument(
@@ -165,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
     p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
     _common(p)
-    p.set_defaults(func=commands.cmd_invoke)
+    p.set_defaults(func=commands.cmd_invoke, command_parser=p)
 
     p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
     p.add_argument("action", nargs="?", choices=["list", "delete"], default="list")
@@ -174,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
     _common(p)
-    p.set_defaults(func=commands.cmd_endpoints)
+    p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
     p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
     p.add_argument(
@@ -186,9 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
     p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
-    p.add_argument("--out", default=".hfpipe/local", help="folder of the local runs (with --local)")
+    p.add_argument(
+        "--out", help="folder of the local runs (with --local; default: .hfpipe/local in the checkout)"
+    )
     _common(p)
-    p.set_defaults(func=commands.cmd_logs)
+    p.set_defaults(func=commands.cmd_logs, command_parser=p)
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
+    p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
+    p.set_defaults(func=commands.cmd_completion, command_parser=p)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument(
@@ -202,14 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one recipe field, e.g. --set training.hyperparameters.max_steps=8 (repeatable)",
     )
-    p.add_argument("--out", default=".hfpipe/local", help="folder for model.tar.gz, metrics, report")
+    p.add_argument(
+        "--out",
+        help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
+    )
     p.add_argument(
         "--serve",
         action="store_true",
         help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
     )
     p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free port)")
-    p.set_defaults(func=commands.cmd_local)
+    p.set_defaults(func=commands.cmd_local, command_parser=p)
     return parser
 
 
@@ -217,7 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (the console script exits with it)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if extra:
+            # The subcommand's own usage and error, not the top level's (`hfpipe start --bogus`).
+            args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse has printed usage and the problem
         return int(exc.code or 0)
     try:

@@ -98,10 +98,10 @@ def resolve_region(region: str | None, environ: Mapping[str, str] | None = None)
     profile's `region` to botocore. botocore itself reads only AWS_DEFAULT_REGION, so AWS_REGION alone (what
     the AWS CLI v2 and the SDKs read first) would otherwise be ignored."""
     env = os.environ if environ is None else environ
-    for value in (region, env.get("AWS_REGION"), env.get("AWS_DEFAULT_REGION")):
-        if value and value.strip():
-            return value.strip()
-    return None
+    found = [
+        v.strip() for v in (region, env.get("AWS_REGION"), env.get("AWS_DEFAULT_REGION")) if v and v.strip()
+    ]
+    return found[0] if found else None
 
 
 def make_clients(profile: str | None = None, region: str | None = None) -> Clients:

@@ -39,11 +39,19 @@ def cmd_recipes(args: argparse.Namespace) -> int:
             raise HfpipeError(
                 f"`recipes list` takes no name (got {args.name!r}); use `hfpipe recipes show NAME`"
             )
+        if getattr(args, "json", False):
+            sys.stdout.write(json.dumps(recipes.recipes_summary(), indent=2) + "\n")
+            return 0
         console.print(recipes.recipes_table())
         return 0
     if not args.name:
         raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
-    console.print(recipes.show(recipes.load(args.name, args.sets)))
+    loaded = recipes.load(args.name, args.sets)
+    if getattr(args, "json", False):
+        # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
+        sys.stdout.write(json.dumps(loaded.resolved, indent=2) + "\n")
+        return 0
+    console.print(recipes.show(loaded))
     return 0
 
 
@@ -67,6 +75,16 @@ def cmd_start(args: argparse.Namespace) -> int:
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
+    execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
+    if args.dry_run:
+        from hfpipe.cli import dryrun
+
+        plan, notes = dryrun.plan_for(clients, environment, execution_input, name)
+        if args.json:
+            sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
+        else:
+            dryrun.show(_console(), plan, notes)
+        return 0
 
     import botocore.exceptions
 
@@ -74,9 +92,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = clients.sfn.start_execution(
             stateMachineArn=environment.state_machine_arn,
             name=name,
-            input=json.dumps(
-                recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint), allow_nan=False
-            ),
+            input=json.dumps(execution_input, allow_nan=False),
         )
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -141,6 +157,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise HfpipeError(
                 f"--plot {args.plot!r}: folder {str(plot.parent)!r} does not exist; create it first"
             )
+    if args.local:
+        return _local_report(args)
+    if not args.execution:
+        raise HfpipeError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
@@ -289,3 +309,42 @@ def cmd_local(args: argparse.Namespace) -> int:
     from hfpipe.cli.local import run
 
     return run(args, _console())
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script for a shell, generated from the parser itself by shtab."""
+    import shtab
+
+    from hfpipe.cli import build_parser
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
+def _local_report(args: argparse.Namespace) -> int:
+    """`report --local`: the report a local run wrote, and its loss curves from the run's training log."""
+    from hfpipe.cli.logs import local_run_dir
+    from hfpipe.cli.report import local_loss_series, plot_losses, render_report
+    from hfpipe.local import outputs
+
+    run_dir = local_run_dir(Path(outputs.runs_folder(args.out)), args.execution)
+    report_file = run_dir / outputs.REPORT
+    if not report_file.is_file():
+        state = "was interrupted" if (run_dir / outputs.INTERRUPTED).exists() else "has not finished"
+        raise HfpipeError(f"local run {run_dir.name} {state}: it has no {outputs.REPORT} yet")
+    report = json.loads(report_file.read_text())
+    report["local_mode"] = True
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        _console().print(Group(*render_report(report)))
+    if args.plot:
+        series = local_loss_series((run_dir / outputs.TRAINING_LOG).read_text(errors="replace"))
+        try:
+            path = plot_losses(series, Path(args.plot), title=run_dir.name)
+        except ValueError:
+            raise HfpipeError(
+                f"local run {run_dir.name}: its training log has no loss lines to plot"
+            ) from None
+        _console().print(f"loss plot: {path}")
+    return 0

@@ -15,6 +15,7 @@ from typing import Any
 from hfpipe.cli import aws
 from hfpipe.core import cost
 from hfpipe.core.cost import as_utc
+from hfpipe.core.logs import Progress, progress
 from hfpipe.core.plan_model import Plan
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
@@ -40,6 +41,8 @@ class Snapshot:
     failure: str | None = None
     output: Any = None
     log_tail: list[str] = field(default_factory=list)
+    #: Steps done of total, time left and speed, from the training log (the same way here and on AWS).
+    progress: Progress | None = None
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -188,6 +191,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
             snap.training_job, snap.plan.price_per_hour_usd, snap.plan.instance_count, snap.now
         )
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
+        snap.progress = progress(snap.log_tail)
 
     endpoint = snap.plan.endpoint_name
     if snap.plan.deploy:

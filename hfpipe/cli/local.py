@@ -58,6 +58,9 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
     from hfpipe.core.names import default_execution_name
 
     name = default_execution_name(loaded.name)
+    from hfpipe.local.outputs import runs_folder
+
+    args.out = runs_folder(args.out)
     if not args.out.strip():
         raise HfpipeError("--out '' is not accepted; accepted: a folder path you can write to")
     out = Path(args.out).resolve() / name

@@ -6,7 +6,7 @@
 The CloudWatch side reads `hfpipe.core.logs` (log group and stream naming as SageMaker documents them);
 `--follow` polls until the training job has ended, then reads once more so nothing printed at the end is
 lost. A local run writes `training.log` into `--out/<execution>/`; `--follow` tails it until the run has
-written its `report.json`.
+written its `report.json`, or ends when the run was interrupted (its folder holds `INTERRUPTED`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from typing import Any
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import logs as core_logs
+from hfpipe.local import outputs
 
 _SINCE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 JOB_ENDED = {"Completed", "Failed", "Stopped"}
-LOCAL_LOG = "training.log"
-LOCAL_DONE = "report.json"
+LOCAL_LOG = outputs.TRAINING_LOG
+LOCAL_DONE = outputs.REPORT
 
 
 def parse_since(text: str) -> timedelta:
@@ -186,12 +187,13 @@ def local_run_dir(out: Path, execution: str | None) -> Path:
 
 
 def _local_logs(args: argparse.Namespace) -> int:
-    run_dir = local_run_dir(Path(args.out), args.execution)
+    run_dir = local_run_dir(Path(outputs.runs_folder(args.out)), args.execution)
     log = run_dir / LOCAL_LOG
     with log.open("rb") as f:
         while True:
-            # Checked before reading: once the run has written its report, its log is complete.
-            done = (run_dir / LOCAL_DONE).exists()
+            # Checked before reading: once the run has written its report (or was interrupted), its log is
+            # complete.
+            done = (run_dir / LOCAL_DONE).exists() or (run_dir / outputs.INTERRUPTED).exists()
             while True:
                 start = f.tell()
                 raw = f.readline()
@@ -207,6 +209,9 @@ def _local_logs(args: argparse.Namespace) -> int:
             if not args.follow or done:
                 break
             time.sleep(args.interval)
+    if args.follow and (run_dir / outputs.INTERRUPTED).exists() and not (run_dir / LOCAL_DONE).exists():
+        print(f"local run {run_dir.name} was interrupted before it finished", file=sys.stderr)
+        return 1
     if args.follow and (run_dir / LOCAL_DONE).exists():
         report = json.loads((run_dir / LOCAL_DONE).read_text())
         status = report.get("training_job_status")

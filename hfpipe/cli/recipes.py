@@ -146,6 +146,36 @@ def recipes_table() -> Table:
     return table
 
 
+def recipes_summary() -> list[dict[str, Any]]:
+    """The bundled recipes as data (what `recipes_table` shows): for `hfpipe recipes --json`."""
+    out: list[dict[str, Any]] = []
+    for name in core_recipes.available_recipes():
+        try:
+            recipe = core_recipes.resolve_recipe(recipe_name=name)
+        except RecipeError as err:
+            out.append({"name": name, "error": str(err)})
+            continue
+        t, s = recipe["training"], recipe["serving"]
+        estimate, hours = cost.expected_training_cost(t)
+        out.append(
+            {
+                "name": name,
+                "task": recipe["task"],
+                "training": {
+                    "instance_type": t["instance_type"],
+                    "instance_count": t["instance_count"],
+                    "spot": t["spot"]["enabled"],
+                },
+                "serving": {"instance_type": s["instance_type"], "instance_count": s["instance_count"]}
+                if recipe["deploy"]
+                else None,
+                "estimated_cost_usd": estimate,
+                "expected_hours": hours,
+            }
+        )
+    return out
+
+
 def _fields(schema: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
     """(dotted path, schema) of every documented field, depth first."""
     out: list[tuple[str, dict[str, Any]]] = []

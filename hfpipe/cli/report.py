@@ -174,6 +174,32 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     return parts
 
 
+def local_loss_series(log: str) -> dict[str, list[tuple[Any, float]]]:
+    """Loss curves from a training log: the Trainer logs each step as a dict (`{'loss': 2.1, ...,
+    'epoch': 0.5}`, `{'eval_loss': ...}`); the x value is the logged line's index among them, since the
+    dicts carry the epoch, not the step."""
+    import ast
+
+    series: dict[str, list[tuple[Any, float]]] = {}
+    index = 0
+    for line in log.splitlines():
+        text = line.split("] ", 1)[-1].strip()  # a multi-process log prefixes lines with [rankN]
+        if not (text.startswith("{") and text.endswith("}") and "loss" in text):
+            continue
+        try:
+            logged = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            continue
+        if not isinstance(logged, dict):
+            continue
+        index += 1
+        for name in ("loss", "eval_loss"):
+            value = logged.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                series.setdefault(name, []).append((index, float(value)))
+    return {name: points for name, points in series.items() if points}
+
+
 def plot_losses(series: dict[str, list[tuple[Any, float]]], path: Path, title: str) -> Path:
     """Write the training/eval loss curves to a PNG; raises ValueError when there is no loss to plot."""
     import matplotlib

@@ -18,6 +18,7 @@ from rich.text import Text
 from hfpipe.cli import aws
 from hfpipe.cli.execution import Snapshot, snapshot
 from hfpipe.cli.report import build_report, render_report
+from hfpipe.core.logs import Progress
 
 _STATUS_STYLE = {
     "RUNNING": "yellow",
@@ -45,6 +46,23 @@ def _duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _progress(p: Progress) -> Table:
+    """A bar and the numbers: steps done of total, time left, steps (and samples or tokens) per second."""
+    from rich.progress_bar import ProgressBar
+
+    row = Table.grid(padding=(0, 1))
+    speed = f"{p.steps_per_second:.3g} steps/s"
+    if p.samples_per_second is not None:
+        speed += f", {p.samples_per_second:.4g} samples/s"
+    if p.tokens_per_second is not None:
+        speed += f", {p.tokens_per_second:.4g} tokens/s"
+    row.add_row(
+        ProgressBar(total=max(p.total, 1), completed=p.step, width=24),
+        f"{p.step}/{p.total} steps ({100 * p.fraction:.0f}%), ETA {p.eta}, {speed}",
+    )
+    return row
 
 
 def render(snap: Snapshot, local: bool = False) -> Panel:
@@ -78,6 +96,8 @@ def render(snap: Snapshot, local: bool = False) -> Panel:
     if snap.metrics:
         shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(snap.metrics.items()))
         table.add_row("metrics", shown)
+    if snap.progress is not None and not snap.finished:
+        table.add_row("progress", _progress(snap.progress))
     if snap.cost_so_far_usd is not None:
         estimate = plan.estimated_cost_usd if plan else None
         suffix = f" (estimate {float(estimate):.2f} USD)" if estimate is not None else ""

@@ -151,3 +151,58 @@ def format_lines(lines: list[LogLine], with_host: bool | None = None) -> list[st
     if with_host is None:
         with_host = len({line.host for line in lines}) > 1
     return [f"[{line.host}] {line.message}" if with_host else line.message for line in lines]
+
+
+# --- progress: what the Trainer's progress bar and its logged dicts say ------------------------------------
+
+#: tqdm's bar as the Trainer prints it: ` 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]` (or `s/it` when a step
+#: takes longer than a second). The log keeps each redraw, so the last one is the newest.
+_BAR = re.compile(
+    r"(?P<done>\d+)/(?P<total>\d+) \[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.]+)\s*(?P<unit>it/s|s/it)"
+)
+_SAMPLES = re.compile(r"'?train_samples_per_second'?\s*[=:]\s*([0-9.eE+-]+)")
+_TOKENS = re.compile(r"'?train_tokens_per_second'?\s*[=:]\s*([0-9.eE+-]+)")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a training job stands, read from its log: steps done of total, time left, speed."""
+
+    step: int
+    total: int
+    eta: str
+    steps_per_second: float
+    samples_per_second: float | None = None
+    tokens_per_second: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.total if self.total else 0.0
+
+
+def progress(lines: list[str]) -> Progress | None:
+    """The newest progress the log lines show, or None before the first step (or with the bar disabled)."""
+    bar = None
+    samples = tokens = None
+    for line in lines:
+        # A captured tqdm bar redraws with carriage returns: each piece is one state of the bar.
+        for piece in line.split("\r"):
+            found = list(_BAR.finditer(piece))
+            if found:
+                bar = found[-1]
+        if match := _SAMPLES.search(line):
+            samples = float(match.group(1))
+        if match := _TOKENS.search(line):
+            tokens = float(match.group(1))
+    if bar is None:
+        return None
+    rate = float(bar.group("rate"))
+    steps_per_second = rate if bar.group("unit") == "it/s" else (1.0 / rate if rate else 0.0)
+    return Progress(
+        step=int(bar.group("done")),
+        total=int(bar.group("total")),
+        eta=bar.group("left"),
+        steps_per_second=steps_per_second,
+        samples_per_second=samples,
+        tokens_per_second=tokens,
+    )

@@ -1,6 +1,10 @@
 """Local mode: the pipeline with no AWS account, split by what it emulates.
 
-`engine` runs the synthesized state machine on moto with the Lambda handlers in-process; `container` runs a
+`engine` runs the synthesized state machine on moto with the Lambda handlers in-process, with its parts:
+`template` (the template's tokens resolved to local resources), `moto_patches` (every change to moto's
+internals, for the pinned moto only), `hooks` (Lambda Invoke, SageMaker error injection and plug-ins through
+botocore's event system), `bus` (the template's EventBridge rules, matched by moto's own patterns) and
+`quotas` (Service Quotas answered from a table); `container` runs a
 training job under the SageMaker training-container contract; `endpoint` serves a model.tar.gz through its
 inference handler; `stacks` synthesizes the app for a local environment; `runtime` plugs training and
 serving into the engine; `run` puts them together for `hfpipe local`; `checkout` finds the app, the

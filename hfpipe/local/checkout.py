@@ -4,15 +4,20 @@ stacks/), the Lambda code (lambda/pipeline/) and the training code (training_cod
 The `hfpipe` wheel carries the command, the core rules and the recipes, which is all the AWS commands
 need. `hfpipe local` stands the whole pipeline up, so it needs a checkout of the repository: the one the
 package was imported from (a clone on PYTHONPATH or installed with `pip install -e .`), else
-`HFPIPE_CHECKOUT`, else the current folder or one above it.
+`HFPIPE_CHECKOUT`, else the current folder or one above it. `load_lambda_package` imports the Lambda
+handlers' package from there by its own name, as the Lambda runtime does.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 CHECKOUT_ENV = "HFPIPE_CHECKOUT"
+#: The pipeline Lambdas' package (lambda/pipeline/pipeline_lambdas), imported by this name as in Lambda.
+LAMBDA_PACKAGE = "pipeline_lambdas"
 # What local mode reads from the checkout.
 NEEDED = ("app.py", "cdk.json", "stacks", "lambda/pipeline", "training_code")
 
@@ -43,3 +48,20 @@ def checkout_root() -> Path:
         "`hfpipe local` needs a checkout of the hfpipe repository (app.py, cdk.json, stacks/, lambda/, "
         f"training_code/) and the CDK's Node.js packages: run it inside a clone, or set {CHECKOUT_ENV}=PATH"
     )
+
+
+def load_lambda_package(lambda_dir: Path | None) -> None:
+    """Make the handlers' package (lambda/pipeline/pipeline_lambdas) importable by its name, as the Lambda
+    runtime does from its task root, without touching sys.path: the package is loaded from its folder once
+    (a test that already imported it from the same folder keeps its module)."""
+    if LAMBDA_PACKAGE in sys.modules:
+        return
+    folder = (lambda_dir or checkout_root() / "lambda" / "pipeline") / LAMBDA_PACKAGE
+    spec = importlib.util.spec_from_file_location(
+        LAMBDA_PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    if spec is None or spec.loader is None:
+        raise LocalModeError(f"{folder}: not the pipeline Lambdas' package")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[LAMBDA_PACKAGE] = module
+    spec.loader.exec_module(module)

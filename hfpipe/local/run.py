@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.local.engine import LocalEngine
+from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
 from hfpipe.local.substitute import Substitutions
-
-#: Written into a run's output folder when it was interrupted: its outputs are incomplete.
-INTERRUPTED = "INTERRUPTED"
 
 
 class LocalRun:
@@ -89,14 +87,12 @@ class LocalRun:
     def write_outputs(self, report: dict[str, Any]) -> None:
         """report.json, metrics.json and model.tar.gz next to the training log and the fixtures."""
         out = self.out
-        (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-        (out / "metrics.json").write_text(
-            json.dumps(report.get("final_metrics") or {}, indent=2, default=str)
-        )
+        (out / REPORT).write_text(json.dumps(report, indent=2, default=str))
+        (out / METRICS).write_text(json.dumps(report.get("final_metrics") or {}, indent=2, default=str))
         artifacts = report.get("model_artifacts")
         if artifacts and report.get("training_job_status") == "Completed":
             bucket, key = split_s3_uri(artifacts)
-            self.s3.download_file(bucket, key, str(out / "model.tar.gz"))
+            self.s3.download_file(bucket, key, str(out / MODEL))
 
     def __exit__(self, *exc: Any) -> None:
         from hfpipe.local.container import stop_all

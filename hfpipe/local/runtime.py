@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from hfpipe.local.checkout import checkout_root
+from hfpipe.local.outputs import TRAINING_LOG
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -75,7 +76,7 @@ class LocalRuntime:
         ]
         job.training_end_time = None
         job.final_metric_data_list = []
-        log_path = self.workdir / "training.log"
+        log_path = self.workdir / TRAINING_LOG
         processes = None
         if self.substitutions is not None:
             processes = self.substitutions.processes_per_host(request)

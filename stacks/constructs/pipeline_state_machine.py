@@ -195,7 +195,7 @@ class PipelineStateMachine(Construct):
                     "Type": "Task",
                     "Resource": f"arn:{stack.partition}:states:::sagemaker:{api}",
                     "Parameters": {**parameters, "Tags.$": P("tags")},
-                    # Keep the ARN (an explicit path: a null ResultPath is not honoured by moto's interpreter).
+                    # Keep the ARN under $.created (what this execution made); the rest of the state stays.
                     "ResultPath": f"$.created.{api}",
                 },
             )

@@ -68,3 +68,84 @@ def test_a_failed_run_reports_no_artifact_and_no_endpoint_that_never_existed(mon
     snap.endpoint_created = True
     report = _report_from_job(snap)
     assert report["model_artifacts"].endswith("model.tar.gz") and report["endpoint_name"] == "dev-x-ep"
+
+
+def test_logs_follow_ends_on_an_interrupted_local_run(tmp_path: Any, capsys: Any) -> None:
+    from hfpipe.cli import main
+    from hfpipe.local.outputs import INTERRUPTED, TRAINING_LOG
+
+    run_dir = tmp_path / "tiny-lora-20261201-000000"
+    run_dir.mkdir()
+    (run_dir / TRAINING_LOG).write_text("step 1\n")
+    (run_dir / INTERRUPTED).write_text("interrupted (Ctrl-C)\n")
+    code = main(["logs", "--local", "--out", str(tmp_path), "--follow", "--interval", "0.01"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "step 1\n")
+    assert err == f"local run {run_dir.name} was interrupted before it finished\n"
+
+
+def test_local_runs_default_to_the_checkouts_folder_from_any_subfolder(
+    monkeypatch: Any, tmp_path: Any
+) -> None:
+    from hfpipe.local.checkout import checkout_root
+    from hfpipe.local.outputs import RUNS_FOLDER, runs_folder
+
+    monkeypatch.chdir(checkout_root() / "docs")
+    assert runs_folder() == str(checkout_root() / RUNS_FOLDER)
+    assert runs_folder(str(tmp_path)) == str(tmp_path)
+
+
+def test_report_reads_a_local_run_and_plots_its_log(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    from hfpipe.cli import main
+    from hfpipe.local.outputs import REPORT, TRAINING_LOG
+
+    run_dir = tmp_path / "tiny-qa-20261201-000000"
+    run_dir.mkdir()
+    (run_dir / REPORT).write_text(json.dumps({**REPORT_DOC, "execution_name": run_dir.name}))
+    (run_dir / TRAINING_LOG).write_text(
+        "step\n{'loss': 2.5, 'grad_norm': 1.0, 'epoch': 0.5}\n[rank0] {'loss': 2.0, 'epoch': 1.0}\n"
+        "{'eval_loss': 2.2, 'epoch': 1.0}\nnot a dict {'loss': x}\n"
+    )
+    plot = tmp_path / "loss.png"
+    assert main(["report", "--local", "--out", str(tmp_path), "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "0 USD here; on AWS" in out and f"loss plot: {plot}" in out
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert main(["report", run_dir.name, "--local", "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["execution_name"] == run_dir.name
+
+
+def test_local_loss_series_reads_the_trainers_log_lines() -> None:
+    from hfpipe.cli.report import local_loss_series
+
+    log = "{'loss': 2.5, 'epoch': 0.5}\n[rank1] {'loss': 2.0}\n{'eval_loss': 2.2}\n{'loss': 'nan?'}\n"
+    assert local_loss_series(log) == {"loss": [(1, 2.5), (2, 2.0)], "eval_loss": [(3, 2.2)]}
+
+
+REPORT_DOC = {"cost_usd": 0.01, "price_per_hour_usd": 0.736, "training_job_status": "Completed"}
+
+
+def test_progress_is_read_from_the_trainers_bar_in_the_log() -> None:
+    from hfpipe.core.logs import progress
+
+    assert progress(["starting", "{'loss': 2.0}"]) is None
+    lines = [
+        "[algo-1]  10%|#         | 2/20 [00:02<00:18,  1.00it/s]\r 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]",
+        "[algo-1] {'loss': 1.9, 'epoch': 0.4}",
+    ]
+    p = progress(lines)
+    assert p is not None and (p.step, p.total, p.eta) == (9, 20, "00:12")
+    assert p.steps_per_second == 1.1 and p.fraction == 0.45
+    slow = progress(["  5%|5         | 1/20 [00:04<01:16,  4.00s/it]", "  train_samples_per_second = 12.5"])
+    assert slow is not None and slow.steps_per_second == 0.25 and slow.samples_per_second == 12.5
+
+
+def test_the_live_view_shows_progress_while_training() -> None:
+    from hfpipe.core.logs import progress
+
+    snap = running()
+    snap.progress = progress([" 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]"])
+    shown = text(render(snap))
+    assert "9/20 steps (45%), ETA 00:12, 1.1 steps/s" in shown

@@ -87,12 +87,16 @@ def test_ping_and_invocations_through_the_handler(server: ModelServer) -> None:
         Content_Type="text/csv; charset=utf-8",
         Accept="*/*",
     )
-    # The CSV decoder gives {"inputs": [...]}: a list, which this handler refuses with its own message.
-    assert status == 400
-    assert json.loads(body)["message"] == (
-        "request field 'inputs': ['Amanda: hi'] is not accepted; accepted: a non-empty string of at most 20000 "
-        "characters"
-    )
+    # The handler's own input_fn reads a CSV with an `inputs` (or `dialogue`) header and one row.
+    assert status == 200, body
+    assert set(json.loads(body)[0]) == {"generated_text", "summary"}
+
+
+def test_a_csv_request_is_answered_as_documented(server: ModelServer) -> None:
+    body = b'dialogue\n"Amanda: I baked cookies.\nJerry: Sure!"\n'
+    status, _, answer = request(server, "POST", "/invocations", body, Content_Type="text/csv")
+    assert status == 200, answer
+    assert set(json.loads(answer)[0]) == {"generated_text", "summary"}
 
 
 @pytest.mark.parametrize(
@@ -115,7 +119,7 @@ def test_ping_and_invocations_through_the_handler(server: ModelServer) -> None:
             b"Amanda: hi",
             {"Content_Type": "text/plain"},
             400,
-            "content_type 'text/plain' is not supported by the handler's default input_fn",
+            "content_type 'text/plain' is not accepted; accepted: application/json, text/csv",
         ),
         (
             b'{"inputs": "x", "parameters": {"max_new_tokens": 1}}',

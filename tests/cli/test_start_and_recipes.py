@@ -207,3 +207,123 @@ def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> N
     assert "report: watched" in out
     assert "SUCCEEDED" in out
     assert "eval_loss" in out and "1.5" in out  # the final metrics the training job reported
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["start", "--env", "dev", "--recipe", "tiny-qa", "--bogus"], "usage: hfpipe start"),
+        (["data", "upload", "x.jsonl", "--env", "dev", "--bogus"], "usage: hfpipe data upload"),
+        (["recipes", "--bogus"], "usage: hfpipe recipes"),
+    ],
+)
+def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: str, capsys: Any) -> None:
+    from hfpipe.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "error: unrecognized arguments: --bogus" in err
+
+
+def test_recipes_print_json_a_tool_can_read(capsys: Any) -> None:
+    from hfpipe.cli import main
+
+    assert main(["recipes", "show", "tiny-qa", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["task"] == "question-answering"
+    assert main(["recipes", "--json"]) == 0
+    listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed["tiny-qa"]["training"]["instance_type"] == "ml.g4dn.xlarge"
+    assert listed["distilbert-spot"]["training"]["spot"] is True
+
+
+def test_bash_completion_completes_commands_and_options(tmp_path: Any, capsys: Any) -> None:
+    """The script shtab generates from the parser, loaded into a real bash, completes `hfpipe sta` and
+    `hfpipe start --rec`."""
+    import shutil
+    import subprocess
+
+    from hfpipe.cli import main
+
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "hfpipe.bash"
+    script.write_text(capsys.readouterr().out)
+    bash = shutil.which("bash")
+    assert bash, "bash is needed to check the completion script"
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        probe = (
+            f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE='{line}'; "
+            f"COMP_POINT={len(line)}; _shtab_hfpipe; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        )
+        return subprocess.run([bash, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+
+    assert "start" in complete("hfpipe", "sta")
+    assert "--recipe" in complete("hfpipe", "start", "--rec")
+
+
+# --- start --dry-run --------------------------------------------------------------------------------------
+
+
+class Quotas:
+    """Service Quotas as AWS answers it (applied values only in ListServiceQuotas), for the CLI's client."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def get_paginator(self, operation: str) -> Any:
+        quotas = [
+            {"QuotaName": n, "QuotaCode": f"L-{i:08d}", "Value": v}
+            for i, (n, v) in enumerate(self.values.items())
+        ]
+
+        class Pages:
+            def paginate(self, **_: Any) -> list[dict[str, Any]]:
+                return [{"Quotas": quotas}]
+
+        return Pages()
+
+
+def test_start_dry_run_shows_the_plan_and_request_and_starts_nothing(
+    deployed: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfpipe.cli import aws
+
+    real = aws.Clients.client
+    quotas = Quotas({"ml.g4dn.xlarge for training job usage": 1, "ml.m5.large for endpoint usage": 1})
+    monkeypatch.setattr(
+        aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
+    )
+    from stacks.image_catalog import build_catalog
+
+    # The environment's catalog as the Pipeline stack writes it (the shared fixture keeps "{}").
+    deployed.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_IMAGE_CATALOG),
+        Value=json.dumps(build_catalog(REGION)),
+        Type="String",
+        Overwrite=True,
+    )
+    argv = ["start", "--env", "dev", "--recipe", "tiny-qa", "--name", "dry-1", "--dry-run"]
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    assert (
+        "nothing was started or created" in out and "dev-dry-1" in out and "CreateTrainingJob request" in out
+    )
+    assert '"TrainingJobName": "dev-dry-1"' in out
+    code, out, _ = run(capsys, *argv, "--json")
+    plan = json.loads(out)
+    assert plan["training_job_request"]["TrainingJobName"] == "dev-dry-1" and plan["estimated_cost_usd"] > 0
+    assert all(
+        e["name"] != "dry-1"
+        for e in deployed.sfn.list_executions(stateMachineArn=deployed.state_machine_arn)["executions"]
+    )
+    # A quota too low stops the dry run with Plan's own message, as it would stop the execution.
+    quotas.values["ml.g4dn.xlarge for training job usage"] = 0
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and "ml.g4dn.xlarge for training job usage" in err
+    deployed.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_IMAGE_CATALOG),
+        Value="{}",
+        Type="String",
+        Overwrite=True,
+    )

@@ -12,7 +12,7 @@ import pytest
 from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.plan_model import Plan
-from hfpipe.local.engine import FakeQuotas, default_quotas
+from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 
@@ -27,7 +27,9 @@ def plan() -> Plan:
         artifacts_bucket="artifacts",
         image_catalog=build_catalog("eu-west-1"),
     )
-    return build_plan({"recipe_name": "tiny-lora"}, "run-1", config, FakeQuotas(default_quotas()))
+    return build_plan(
+        {"recipe_name": "tiny-lora"}, "run-1", config, QuotaTable(default_quotas()).client("eu-west-1")
+    )
 
 
 def exited(state: str, output: Any) -> dict[str, Any]:

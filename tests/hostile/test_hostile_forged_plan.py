@@ -19,7 +19,7 @@ from moto.backends import get_backend
 from hfpipe.core import logs
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.plan_model import Plan
-from hfpipe.local.engine import FakeQuotas, default_quotas
+from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 Run = Callable[..., tuple[int, str, str]]
@@ -37,7 +37,9 @@ def prod_plan() -> Plan:
         artifacts_bucket="hfpipe-prod-artifacts",
         image_catalog=build_catalog(REGION),
     )
-    return build_plan({"recipe_name": "tiny-lora"}, "prod-1", config, FakeQuotas(default_quotas()))
+    return build_plan(
+        {"recipe_name": "tiny-lora"}, "prod-1", config, QuotaTable(default_quotas()).client("eu-west-1")
+    )
 
 
 def prod_resources(deployed: Deployed, plan: Plan) -> None:

@@ -59,7 +59,7 @@ def test_launch_waits_for_the_training_event_and_rechecks_the_job_every_hour(tem
 
 def plan_of(recipe_overrides, poll=1):
     from hfpipe.core.plan import PlanConfig, build_plan
-    from hfpipe.local.engine import FakeQuotas, default_quotas
+    from hfpipe.local.quotas import QuotaTable, default_quotas
     from stacks.image_catalog import build_catalog
 
     config = PlanConfig(
@@ -72,7 +72,7 @@ def plan_of(recipe_overrides, poll=1):
         image_catalog=build_catalog("eu-west-1"),
     )
     event = {"recipe_name": "tiny-spot", "overrides": recipe_overrides, "poll_seconds": poll}
-    return build_plan(event, "limits-1", config, FakeQuotas(default_quotas()))
+    return build_plan(event, "limits-1", config, QuotaTable(default_quotas()).client("eu-west-1"))
 
 
 def longest_overrides(extra_seconds=0):

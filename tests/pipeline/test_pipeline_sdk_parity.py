@@ -15,7 +15,7 @@ import pytest
 
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.request import INTENTIONAL_DIFFERENCES
-from hfpipe.local.engine import FakeQuotas, default_quotas
+from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_request_matches_sdk(name, overrides):
         image_catalog=catalog,
     )
     event = {"recipe_name": name, "overrides": overrides}
-    plan = build_plan(event, f"{name}-sdk", config, FakeQuotas(default_quotas()))
+    plan = build_plan(event, f"{name}-sdk", config, QuotaTable(default_quotas()).client("eu-west-1"))
     ours = plan.training_job_request
     sdk = sdk_request(recipe, plan.training_job_name, plan.checkpoint_s3_uri)
 

@@ -12,7 +12,7 @@ import pytest
 
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
-from hfpipe.local.engine import FakeQuotas, default_quotas
+from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 CONFIG = PlanConfig(
@@ -27,7 +27,12 @@ CONFIG = PlanConfig(
 
 
 def built(recipe_name: str, **event: Any) -> Plan:
-    return build_plan({"recipe_name": recipe_name, **event}, "plan-1", CONFIG, FakeQuotas(default_quotas()))
+    return build_plan(
+        {"recipe_name": recipe_name, **event},
+        "plan-1",
+        CONFIG,
+        QuotaTable(default_quotas()).client("eu-west-1"),
+    )
 
 
 @pytest.fixture(scope="module")

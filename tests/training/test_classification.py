@@ -157,6 +157,10 @@ def test_mnli_trains_through_the_toolkit_evaluates_both_sets_and_serves_pairs(tm
         assert len(batch) == 2
         with pytest.raises(ValueError, match="'hypothesis'"):
             endpoint.predict({"premise": "Ada visited Oslo."})
+        # A single text sent to the pair model is refused, not answered as if it fit.
+        assert config["hfpipe_text_pair"] is True
+        with pytest.raises(ValueError, match="this model classifies text pairs"):
+            endpoint.predict({"inputs": "Ada visited Oslo."})
 
 
 def test_labels_are_remapped_to_the_heads_order(tmp_path, monkeypatch):

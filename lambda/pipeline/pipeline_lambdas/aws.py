@@ -1,7 +1,8 @@
 """boto3 clients for the handlers, with one seam for tests and local mode.
 
-``OVERRIDES`` maps a service name to a client (or a fake) that ``client`` returns instead of a real
-one: hfpipe.local.engine puts a Service Quotas fake there, because moto has no SageMaker quotas.
+``OVERRIDES`` maps a service name to a client that ``client`` returns instead of a new one: hfpipe.local.engine
+puts its clients there (one per service, made once), among them a Service Quotas client answered from a table
+(hfpipe.local.quotas), because moto has no SageMaker quotas.
 """
 
 from __future__ import annotations

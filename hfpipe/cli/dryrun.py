@@ -1,0 +1,118 @@
+"""`hfpipe start --dry-run`: the plan, the cost estimate and the exact CreateTrainingJob request, without
+starting anything.
+
+The plan is built by the same function the Plan Lambda runs (`hfpipe.core.plan.build_plan`), with the
+environment's settings read from its SSM parameters (role, buckets, training-code URI, image catalog) and
+the account's Service Quotas read with your credentials. Two things only the Plan Lambda knows are said
+rather than guessed: cdk.json's allow-lists for buckets and registries outside the environment (a recipe
+that names one is planned here as if allowed, and the note says so), and quotas your credentials cannot
+read (the dry run stops there and says so).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import quotas, validate
+from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan_model import Plan
+
+
+def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Buckets and registries the recipe names outside the environment (the Plan Lambda's allow-lists
+    decide those)."""
+    t = recipe["training"]
+    uris = [u for u in t["channels"].values() if isinstance(u, str) and u.startswith("s3://")]
+    if isinstance(t.get("checkpoint_s3_uri"), str) and t["checkpoint_s3_uri"].startswith("s3://"):
+        uris.append(t["checkpoint_s3_uri"])
+    buckets = sorted({u[5:].split("/", 1)[0] for u in uris} - set(own))
+    registries = sorted(
+        {
+            validate.image_registry(str(c["image_uri"]))
+            for c in recipe["container"].values()
+            if isinstance(c, dict) and c.get("image_uri")
+        }
+    )
+    return tuple(buckets), tuple(registries)
+
+
+def plan_for(
+    clients: aws.Clients, environment: aws.Environment, execution_input: dict[str, Any], name: str
+) -> tuple[Plan, list[str]]:
+    """The plan the Plan Lambda would make for this input, and notes on what only it can check."""
+    import botocore.exceptions
+
+    values = environment.values
+    own = (environment.data_bucket, environment.require(contract.SSM_ARTIFACTS_BUCKET))
+    recipe = execution_input.get("recipe") or {}
+    buckets, registries = _outside(recipe, own) if isinstance(recipe, dict) and recipe else ((), ())
+    notes = []
+    if buckets or registries:
+        notes.append(
+            f"outside the environment: {', '.join([*buckets, *registries])}; planned as allowed here, the Plan "
+            "Lambda refuses them unless cdk.json's allowed_s3_buckets / allowed_image_registries list them"
+        )
+    config = PlanConfig(
+        env=environment.name,
+        region=environment.region,
+        role_arn=environment.require(contract.SSM_EXECUTION_ROLE_ARN),
+        sourcedir_uri=environment.require(contract.SSM_SOURCEDIR_URI),
+        data_bucket=own[0],
+        artifacts_bucket=own[1],
+        image_catalog=json.loads(values.get(contract.SSM_IMAGE_CATALOG) or "{}"),
+        allowed_s3_buckets=buckets,
+        allowed_image_registries=registries,
+    )
+    try:
+        plan = build_plan(execution_input, name, config, clients.client("service-quotas"))
+    except (quotas.QuotaTooLowError, quotas.UnknownQuotaError) as exc:
+        # What the Plan state would fail with, before anything is created.
+        raise HfpipeError(f"{exc}") from None
+    except botocore.exceptions.ClientError as exc:
+        raise aws.aws_error(
+            exc, "dry run: reading the account's SageMaker quotas (the Plan Lambda's role can; yours may not)"
+        ) from None
+    return plan, notes
+
+
+def show(console: Console, plan: Plan, notes: list[str]) -> None:
+    """The plan's summary, then the request SageMaker would get."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("dry run", "nothing was started or created")
+    table.add_row("execution", plan.execution_name)
+    table.add_row("training job", plan.training_job_name)
+    table.add_row(
+        "instances", f"{plan.instance_count} x {plan.instance_type}" + (" (spot)" if plan.spot else "")
+    )
+    table.add_row(
+        "estimated cost",
+        f"{plan.estimated_cost_usd:.2f} USD ({plan.estimated_hours:g} h at {plan.price_per_hour_usd:g} USD/h "
+        "per instance, on-demand list price)",
+    )
+    table.add_row("training image", plan.image_uri)
+    if plan.deploy:
+        table.add_row(
+            "endpoint",
+            f"{plan.endpoint_name}: {plan.serving_instance_count} x {plan.serving_instance_type}, "
+            f"{plan.inference_image_uri}"
+            + (", kept" if plan.keep_endpoint else ", deleted after the smoke test"),
+        )
+    else:
+        table.add_row("endpoint", "none (deploy: false)")
+    for note in notes:
+        table.add_row("note", note)
+    console.print(table)
+    console.print("CreateTrainingJob request:")
+    console.print(
+        Syntax(json.dumps(plan.training_job_request, indent=2, default=str), "json", word_wrap=True)
+    )

@@ -1,0 +1,146 @@
+"""The engine's plug-ins on the AWS APIs, through botocore's event system rather than moto's internals.
+
+Registered on boto3's default session while the engine runs, so they see every call made in this process
+through ``boto3.client``: the Lambda handlers' and the state machine's (moto's interpreter makes its
+service-integration clients that way):
+
+- ``before-call.lambda.Invoke``: the function runs in this process (``plugins.invoke``, the handler the
+  template names); moto never sees the call, as the engine creates no functions in moto;
+- ``before-call.sagemaker.<Operation>``: an error queued for the operation (``create_training_job_errors``,
+  ``sagemaker_errors``) is the call's answer, an HTTP 400 with that error code, and moto never sees the
+  request. The answer is final: botocore's own retries (which happen inside the request) do not see it, so
+  one queued error is one failed call as the caller, a handler or a task, sees it;
+- ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
+  plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it.
+
+A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too. The hooks
+are unregistered when the engine stops. ``runtime_client`` is the sagemaker-runtime client the handlers
+get: InvokeEndpoint is answered by the ``endpoint`` plug-in (moto's sagemaker-runtime answers canned
+results only), the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from botocore import xform_name
+
+from hfpipe.local.template import ACCOUNT
+
+_REQUEST = "hfpipe.local.hooks.request"
+_OK = {"HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0}
+
+
+class SessionHooks:
+    """The hooks of one engine: ``errors(method)`` is the list of error codes the next calls of a SageMaker
+    client method (``create_model``) answer, consumed from the front; ``invoke``, ``training`` and
+    ``on_endpoint`` are looked up on ``plugins`` at each call, so the caller may swap them while the engine
+    runs."""
+
+    def __init__(self, plugins: Any, errors: Callable[[str], list[str] | None], region: str) -> None:
+        self.plugins = plugins
+        self.errors = errors
+        self.region = region
+        self._registered: list[tuple[Any, str, Callable[..., Any]]] = []
+
+    def register(self, events: Any) -> None:
+        """Register on an event emitter (a boto3 session's ``events``) until ``unregister``."""
+        for name, handler in (
+            ("before-parameter-build.lambda.Invoke", _keep_request),
+            ("before-call.lambda.Invoke", self._invoke),
+            ("before-parameter-build.sagemaker", _keep_request),
+            ("before-call.sagemaker", self._inject),
+            ("after-call.sagemaker.CreateTrainingJob", self._training_job_created),
+            ("after-call.sagemaker.CreateEndpoint", self._endpoint_created),
+        ):
+            events.register(name, handler)
+            self._registered.append((events, name, handler))
+
+    def unregister(self) -> None:
+        for events, name, handler in self._registered:
+            events.unregister(name, handler)
+        self._registered.clear()
+
+    def _invoke(self, context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        from botocore.awsrequest import AWSResponse
+        from botocore.response import StreamingBody
+
+        request = context[_REQUEST]
+        headers: dict[str, str] = {}
+        payload = self.plugins.invoke(request["FunctionName"], request.get("Payload"), headers)
+        answer: dict[str, Any] = {
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "ResponseMetadata": {**_OK},
+        }
+        if "x-amz-function-error" in headers:
+            answer["FunctionError"] = headers["x-amz-function-error"]
+        answer["Payload"] = StreamingBody(io.BytesIO(payload), len(payload))
+        return AWSResponse(None, 200, {}, None), answer
+
+    def _inject(self, model: Any, **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        pending = self.errors(xform_name(model.name))
+        if not pending:
+            return None
+        from botocore.awsrequest import AWSResponse
+
+        code = pending.pop(0)
+        error = {"Code": code, "Message": f"{code} injected by the local engine"}
+        return AWSResponse(None, 400, {}, None), {
+            "Error": error,
+            # The AWS SDK integration quotes the request ID in the task's cause.
+            "ResponseMetadata": {**_OK, "HTTPStatusCode": 400, "RequestId": str(uuid.uuid4())},
+        }
+
+    def _backend(self) -> Any:
+        from moto.backends import get_backend
+
+        return get_backend("sagemaker")[ACCOUNT][self.region]
+
+    def _training_job_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        if http_response.status_code >= 300:
+            return
+        # moto rewrites parts of the job in place (MetricDefinitions becomes a canned one); the job
+        # describes the request as sent, and the plug-in gets that request.
+        request = context[_REQUEST]
+        job = self._backend().training_jobs[request["TrainingJobName"]]
+        if "AlgorithmSpecification" in request:
+            job.algorithm_specification = copy.deepcopy(request["AlgorithmSpecification"])
+        if self.plugins.training:
+            self.plugins.training(copy.deepcopy(request), job)
+
+    def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        if http_response.status_code < 300 and self.plugins.on_endpoint:
+            self.plugins.on_endpoint(self._backend().endpoints[context[_REQUEST]["EndpointName"]])
+
+
+def _keep_request(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """The request as the caller sent it (a copy: later hooks must not see moto's changes)."""
+    context[_REQUEST] = copy.deepcopy(params)
+
+
+def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
+    """A sagemaker-runtime client whose InvokeEndpoint (a JSON body) is answered by ``serve(name, body)``."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+    from botocore.response import StreamingBody
+
+    def answer(context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        request = context[_REQUEST]
+        body = request["Body"]
+        data = json.dumps(serve(request["EndpointName"], json.loads(body))).encode()
+        return AWSResponse(None, 200, {}, None), {
+            "Body": StreamingBody(io.BytesIO(data), len(data)),
+            "ContentType": "application/json",
+            "ResponseMetadata": {**_OK},
+        }
+
+    client = boto3.client("sagemaker-runtime", region_name=region)
+    client.meta.events.register("before-parameter-build.sagemaker-runtime.InvokeEndpoint", _keep_request)
+    client.meta.events.register("before-call.sagemaker-runtime.InvokeEndpoint", answer)
+    return client

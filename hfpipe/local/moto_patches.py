@@ -1,0 +1,288 @@
+"""Every change local mode makes to moto's internals, in one place, for the one moto version they were
+written against (``MOTO_VERSION``, the pin in requirements-dev.txt and constraints.txt; a test keeps the
+three equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
+and move between its releases.
+
+What the engine needs that moto's supported surface (``mock_aws`` and its config, the backends' public
+methods, boto3 calls) does not offer, each target with its reason:
+
+- ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
+  validates the type itself); any ``ml.*`` type is accepted;
+- ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
+  ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
+- ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
+  every error of one as ``States.Runtime``; AWS names them ``SageMaker.<Modeled>Exception`` or
+  ``SageMaker.AmazonSageMakerException`` (``sagemaker_optimized_error_name``);
+- ``StateTaskServiceAwsSdk._eval_service_task``: AWS hands an SDK task's result on as JSON (timestamps as
+  strings); moto keeps the SDK's datetimes in the state data, and its own DescribeExecution then fails to
+  encode an output that holds one;
+- ``StepFunctionResponse.send_task_failure``: moto's handler drops SendTaskFailure's ``cause``;
+- ``ExecutionWorker.stop``: StopExecution ends a task waiting for its token at once (moto's waits out the
+  task's timeout);
+- ``BaseExecutionWorkerCommunication.terminated``: moto emits no "Step Functions Execution Status Change"
+  event; the engine puts one on its bus when an execution ends;
+- ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
+  ``retrier_decl.time``: task timeouts (from a path, or literal like the Launch task's re-check
+  interval), Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
+  the real definition's waits in no time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from importlib import metadata
+from typing import Any, Protocol
+from unittest import mock
+
+from hfpipe.local.checkout import LocalModeError
+
+#: The moto release these patches were written against: the pin of requirements-dev.txt / constraints.txt.
+MOTO_VERSION = "5.2.5"
+#: The patched targets, named in the version error.
+TARGETS = (
+    "FakeEndpointConfig.validate_instance_type",
+    "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
+    "StateTaskServiceUnsupported._from_error",
+    "StateTaskServiceAwsSdk._eval_service_task",
+    "StepFunctionResponse.send_task_failure",
+    "ExecutionWorker.stop",
+    "BaseExecutionWorkerCommunication.terminated",
+    "TimeoutSecondsPath._eval_seconds",
+    "TimeoutSeconds._eval_seconds",
+    "WaitFunction._wait_interval",
+    "retrier_decl.time",
+)
+
+#: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
+#: (the SDK's exception classes); anything else is the SDK's base class, AmazonSageMakerException
+#: (https://docs.aws.amazon.com/step-functions/latest/dg/connect-sagemaker.html retries exactly
+#: SageMaker.AmazonSageMakerException and SageMaker.ResourceLimitExceededException).
+SAGEMAKER_MODELED = ("ResourceLimitExceeded", "ResourceInUse", "ResourceNotFound", "Conflict")
+
+
+class MotoVersionError(LocalModeError):
+    """The installed moto is not the release local mode's patches were written for."""
+
+
+def installed_moto_version() -> str:
+    return metadata.version("moto")
+
+
+def check_moto_version() -> None:
+    """Raise MotoVersionError unless the installed moto is ``MOTO_VERSION``."""
+    found = installed_moto_version()
+    if found != MOTO_VERSION:
+        raise MotoVersionError(
+            f"local mode patches moto {MOTO_VERSION} internals ({', '.join(TARGETS)}); found moto {found}: "
+            "install the pinned moto from requirements-dev.txt (pip install -r requirements-dev.txt "
+            "-c constraints.txt, or scripts/bootstrap.sh)"
+        )
+
+
+def sagemaker_optimized_error_name(code: str) -> str:
+    """The Step Functions error name of a SageMaker error code in the optimized integration."""
+    base = code.removesuffix("Exception")
+    return f"SageMaker.{base}Exception" if base in SAGEMAKER_MODELED else "SageMaker.AmazonSageMakerException"
+
+
+class Engine(Protocol):
+    """What the patches call back into (hfpipe.local.engine.LocalEngine)."""
+
+    time_scale: float
+    timeout_scale: float
+
+    def execution_ending(self, arn: str) -> None: ...
+
+    def execution_ended(self, execution: Any) -> None: ...
+
+
+#: (label in TARGETS, object, attribute or None for a dict's items, replacement)
+Patch = tuple[str, Any, "str | None", Any]
+
+
+def patches(engine: Engine) -> list[Patch]:
+    """Every patch, in the order of TARGETS (a test keeps the two equal)."""
+    check_moto_version()
+    return _sagemaker() + _interpreter(engine) + _time(engine)
+
+
+def install(stack: contextlib.ExitStack, engine: Engine) -> None:
+    """Apply every patch until ``stack`` closes (after moto has started, before the first execution)."""
+    for _, target, name, value in patches(engine):
+        patch = mock.patch.dict(target, value) if name is None else mock.patch.object(target, name, value)
+        stack.enter_context(patch)
+
+
+def _sagemaker() -> list[Patch]:
+    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.models import FakeEndpointConfig
+
+    def validate_instance_type(config: Any, instance_type: str) -> None:
+        if not str(instance_type).startswith("ml."):
+            raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+    return [
+        (
+            "FakeEndpointConfig.validate_instance_type",
+            FakeEndpointConfig,
+            "validate_instance_type",
+            validate_instance_type,
+        ),
+    ]
+
+
+def _interpreter(engine: Engine) -> list[Patch]:
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as aws_sdk,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_unsupported as unsupported,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+    from moto.stepfunctions.parser.backend import execution as parser_execution
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original_from_error = unsupported.StateTaskServiceUnsupported._from_error
+    original_eval = aws_sdk.StateTaskServiceAwsSdk._eval_service_task
+    original_stop = ExecutionWorker.stop
+    original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+
+    def from_error(task: Any, env: Any, ex: Exception) -> Any:
+        from botocore.exceptions import ClientError
+
+        if not isinstance(ex, ClientError) or task._get_boto_service_name() != "sagemaker":
+            return original_from_error(task, env, ex)
+        return _sagemaker_failure(task, env, ex)
+
+    def eval_aws_sdk(task: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+        original_eval(task, env, *args, **kwargs)
+        env.stack.append(json.loads(json.dumps(env.stack.pop(), default=str)))
+
+    def send_task_failure(response: Any) -> Any:
+        response.stepfunction_backend.send_task_failure(
+            response._get_param("taskToken"),
+            error=response._get_param("error"),
+            cause=response._get_param("cause"),
+        )
+        return EmptyResult()
+
+    def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+        original_stop(worker, stop_date, error, cause)
+        # Release the waiting task without an error (an error would run its Catch): the program loop then
+        # sees the execution stopped and ends it ABORTED before any further state.
+        for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+            if endpoint.get_outcome() is None:
+                endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
+    def terminated(comm: Any) -> None:
+        # Marked first, so that a caller waiting for the end also waits for the event's delivery.
+        engine.execution_ending(comm.execution.exec_arn)
+        original_terminated(comm)
+        engine.execution_ended(comm.execution)
+
+    return [
+        (
+            "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
+            aws_sdk._SERVICE_ERROR_NAMES,
+            None,
+            {"sagemaker": "SageMaker"},
+        ),
+        (
+            "StateTaskServiceUnsupported._from_error",
+            unsupported.StateTaskServiceUnsupported,
+            "_from_error",
+            from_error,
+        ),
+        (
+            "StateTaskServiceAwsSdk._eval_service_task",
+            aws_sdk.StateTaskServiceAwsSdk,
+            "_eval_service_task",
+            eval_aws_sdk,
+        ),
+        (
+            "StepFunctionResponse.send_task_failure",
+            StepFunctionResponse,
+            "send_task_failure",
+            send_task_failure,
+        ),
+        ("ExecutionWorker.stop", ExecutionWorker, "stop", stop),
+        (
+            "BaseExecutionWorkerCommunication.terminated",
+            parser_execution.BaseExecutionWorkerCommunication,
+            "terminated",
+            terminated,
+        ),
+    ]
+
+
+def _sagemaker_failure(task: Any, env: Any, ex: Any) -> Any:
+    """The TaskFailed event of an optimized SageMaker task, named as AWS names it."""
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    code = ex.response["Error"]["Code"]
+    error = sagemaker_optimized_error_name(code)
+    cause = f"{ex.response['Error'].get('Message', '')} (Service: AmazonSageMaker; Error Code: {code})"
+    return FailureEvent(
+        env=env,
+        error_name=CustomErrorName(error),
+        event_type=HistoryEventType.TaskFailed,
+        event_details=EventDetails(
+            taskFailedEventDetails=TaskFailedEventDetails(
+                error=error,
+                cause=cause,
+                resource=task._get_sfn_resource(),
+                resourceType=task._get_sfn_resource_type(),
+            )
+        ),
+    )
+
+
+def _time(engine: Engine) -> list[Patch]:
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import (
+        TimeoutSeconds,
+        TimeoutSecondsPath,
+    )
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    original_seconds = TimeoutSecondsPath._eval_seconds
+    original_literal_seconds = TimeoutSeconds._eval_seconds
+    original_wait = WaitFunction._wait_interval
+
+    def timeout_seconds(timeout: Any, env: Any) -> int:
+        return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
+
+    def literal_timeout_seconds(timeout: Any, env: Any) -> int:
+        # A state's own TimeoutSeconds (the execution's is read elsewhere, unscaled).
+        return max(1, math.ceil(original_literal_seconds(timeout, env) * engine.timeout_scale))
+
+    def wait_interval(function: Any, env: Any, wait_seconds: int) -> None:
+        original_wait(function, env=env, wait_seconds=int(wait_seconds * engine.time_scale))
+
+    return [
+        ("TimeoutSecondsPath._eval_seconds", TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+        ("TimeoutSeconds._eval_seconds", TimeoutSeconds, "_eval_seconds", literal_timeout_seconds),
+        ("WaitFunction._wait_interval", WaitFunction, "_wait_interval", wait_interval),
+        ("retrier_decl.time", retrier_decl, "time", _ScaledSleep(engine)),
+    ]
+
+
+class _ScaledSleep:
+    """Stands in for the ``time`` module of moto's retrier: ``sleep`` scaled, the rest unchanged."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds * self.engine.time_scale)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)

@@ -1,0 +1,195 @@
+"""The local engine's parts on their own: the moto version guard, the Service Quotas answers' shape, the
+local event bus's matching (moto's EventBridge patterns), and on the session's engine, the template's own
+rules delivering what they match and nothing else."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ParamValidationError
+
+from hfpipe.core.quotas import check_quotas, lookup_quotas
+from hfpipe.local import moto_patches
+from hfpipe.local.bus import LocalBus, matches
+from hfpipe.local.quotas import QuotaTable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- the moto version guard ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("requirements", ["requirements-dev.txt", "constraints.txt"])
+def test_patched_moto_version_is_the_pinned_one(requirements):
+    pins = re.findall(r"^moto(?:\[[^\]]*\])?==(\S+)", (ROOT / requirements).read_text(), re.MULTILINE)
+    assert pins == [moto_patches.MOTO_VERSION]
+
+
+def test_the_installed_moto_is_accepted():
+    assert moto_patches.installed_moto_version() == moto_patches.MOTO_VERSION
+    moto_patches.check_moto_version()
+
+
+def test_another_moto_version_is_refused_before_anything_starts(monkeypatch):
+    from hfpipe.local.engine import LocalEngine
+
+    monkeypatch.setattr(moto_patches, "installed_moto_version", lambda: "9.9.9")
+    before = dict(os.environ)
+    with pytest.raises(moto_patches.MotoVersionError) as caught:
+        LocalEngine({"Resources": {}}).__enter__()
+    message = str(caught.value)
+    assert f"patches moto {moto_patches.MOTO_VERSION} internals" in message
+    assert "found moto 9.9.9" in message and "requirements-dev.txt" in message
+    assert all(target in message for target in moto_patches.TARGETS)  # each patched target is named
+    assert dict(os.environ) == before  # nothing was started (no credentials or region set)
+
+
+# --- Service Quotas answers, as AWS shapes them ------------------------------------------------------------
+NAMES = [f"ml.m5.{size} for endpoint usage" for size in ("large", "xlarge", "2xlarge", "4xlarge", "12xlarge")]
+APPLIED = {NAMES[0]: 2.0, NAMES[2]: 8.0, NAMES[4]: 1.0}
+
+
+@pytest.fixture
+def quotas_client():
+    return QuotaTable(APPLIED.get, NAMES, default=4.0, page_size=2).client("eu-west-1")
+
+
+def pages(client, operation):
+    return list(client.get_paginator(operation).paginate(ServiceCode="sagemaker"))
+
+
+def test_list_service_quotas_lists_only_applied_values_in_pages(quotas_client):
+    got = pages(quotas_client, "list_service_quotas")
+    assert [len(p["Quotas"]) for p in got] == [2, 1]
+    assert "NextToken" in got[0] and "NextToken" not in got[-1]
+    assert {q["QuotaName"]: q["Value"] for p in got for q in p["Quotas"]} == APPLIED
+
+
+def test_list_default_quotas_lists_every_quota_with_its_default(quotas_client):
+    got = pages(quotas_client, "list_aws_default_service_quotas")
+    assert [len(p["Quotas"]) for p in got] == [2, 2, 1]
+    assert [q["QuotaName"] for p in got for q in p["Quotas"]] == NAMES
+    assert {q["Value"] for p in got for q in p["Quotas"]} == {4.0}
+    first = quotas_client.list_aws_default_service_quotas(ServiceCode="sagemaker", MaxResults=1)
+    assert len(first["Quotas"]) == 1 and first["NextToken"]
+
+
+def test_a_default_only_quota_is_read_from_the_defaults(quotas_client):
+    values = lookup_quotas(quotas_client, "sagemaker", [NAMES[1], NAMES[2]])
+    assert (values[NAMES[1]].value, values[NAMES[1]].applied) == (4.0, False)
+    assert (values[NAMES[2]].value, values[NAMES[2]].applied) == (8.0, True)
+    assert check_quotas(quotas_client, {NAMES[3]: 3}) == {NAMES[3]: 4.0}
+
+
+def test_answers_are_checked_against_the_service_model():
+    client = QuotaTable(lambda name: "many", NAMES).client("eu-west-1")  # a string where AWS sends a number
+    with pytest.raises(ParamValidationError):
+        client.list_service_quotas(ServiceCode="sagemaker")
+
+
+def test_other_operations_are_refused(quotas_client):
+    with pytest.raises(NotImplementedError, match="GetServiceQuota"):
+        quotas_client.get_service_quota(ServiceCode="sagemaker", QuotaCode="L-00000000")
+
+
+# --- the bus: moto's EventBridge pattern matching ----------------------------------------------------------
+TRAINING_RULE = {
+    "source": ["aws.sagemaker"],
+    "detail-type": ["SageMaker Training Job State Change"],
+    "detail": {
+        "TrainingJobStatus": ["Completed", "Failed", "Stopped"],
+        "TrainingJobName": [{"prefix": "dev-"}],
+    },
+}
+
+
+def training_event(source="aws.sagemaker", detail_type="SageMaker Training Job State Change", **detail):
+    detail = {"TrainingJobName": "dev-run-1", "TrainingJobStatus": "Completed", **detail}
+    return {"source": source, "detail-type": detail_type, "detail": detail}
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        training_event(source="aws.states"),
+        training_event(detail_type="SageMaker Endpoint State Change"),
+        training_event(TrainingJobStatus="InProgress"),
+        training_event(TrainingJobName="prod-run-1"),
+        {"source": "aws.sagemaker", "detail-type": "SageMaker Training Job State Change", "detail": {}},
+    ],
+    ids=["source", "detail-type", "status", "name-prefix", "no-detail"],
+)
+def test_a_non_matching_event_is_not_delivered(event):
+    delivered = []
+    bus = LocalBus([(TRAINING_RULE, ["OnTrainingEvent"])], lambda t, e: delivered.append(t), "eu-west-1")
+    assert not matches(TRAINING_RULE, event)
+    bus.put(event["source"], event["detail-type"], event["detail"], [])
+    assert delivered == [] and bus.deliveries == []
+    assert len(bus.events) == 1  # put on the bus all the same
+
+
+def test_a_matching_event_is_delivered_to_each_target():
+    delivered = []
+    bus = LocalBus([(TRAINING_RULE, ["A", "B"])], lambda t, e: delivered.append(e) or t, "eu-west-1")
+    event = training_event(TrainingJobStatus="Failed")
+    bus.put(event["source"], event["detail-type"], event["detail"], ["arn:job"])
+    assert [d[1:] for d in bus.deliveries] == [("A", "A"), ("B", "B")]
+    assert delivered[0]["detail"]["TrainingJobStatus"] == "Failed" and delivered[0]["resources"] == [
+        "arn:job"
+    ]
+
+
+# --- the template's rules on the session's engine ----------------------------------------------------------
+@pytest.mark.slow
+def test_the_templates_rules_deliver_only_what_they_match(fresh):
+    before = len(fresh.deliveries)
+    ended = {"status": "SUCCEEDED", "stateMachineArn": fresh.state_machine_arn, "name": "x"}
+    fresh.put_event("aws.states", "Step Functions Execution Status Change", ended, [])  # a normal end
+    other = {**ended, "status": "FAILED", "stateMachineArn": "arn:aws:states:eu-west-1:1:stateMachine:other"}
+    fresh.put_event("aws.states", "Step Functions Execution Status Change", other, [])  # another machine
+    fresh.put_event(
+        "aws.sagemaker",
+        "SageMaker Training Job State Change",
+        training_event()["detail"] | {"TrainingJobStatus": "InProgress"},
+        [],
+    )
+    assert fresh.deliveries[before:] == []
+    failed = {**ended, "status": "FAILED", "executionArn": "arn:aws:states:::execution:hfpipe-local:ghost"}
+    fresh.put_event("aws.states", "Step Functions Execution Status Change", failed, [])
+    (delivery,) = fresh.deliveries[before:]
+    assert delivery[0] == "Step Functions Execution Status Change"
+    (targets,) = [t for pattern, t in fresh.bus.rules if pattern["source"] == ["aws.states"]]
+    assert delivery[1] in targets and fresh.invocations[-1][1] == delivery[1]
+
+
+# --- the functions' environments ----------------------------------------------------------------------------
+def test_shared_variables_are_set_once_and_differing_ones_per_function():
+    from hfpipe.local.template import split_environments
+
+    def fn(**variables):
+        return {"Environment": {"Variables": variables}}
+
+    functions = {
+        "Plan": fn(HFPIPE_ENV="dev", LEVEL="INFO"),
+        "Report": fn(HFPIPE_ENV="dev", LEVEL="DEBUG", T={"Ref": "X"}),
+    }
+    shared, own = split_environments(functions, lambda v: "topic-arn" if v == {"Ref": "X"} else v)
+    assert shared == {"HFPIPE_ENV": "dev", "T": "topic-arn"}
+    assert own == {"Plan": {"LEVEL": "INFO"}, "Report": {"LEVEL": "DEBUG"}}
+
+
+def test_the_version_error_names_every_patched_target():
+    class Engine:
+        time_scale = timeout_scale = 1.0
+
+        def execution_ending(self, arn):
+            pass
+
+        def execution_ended(self, execution):
+            pass
+
+    patches = moto_patches.patches(Engine())
+    assert [label for label, *_ in patches] == list(moto_patches.TARGETS)
+    for label, target, name, _ in patches:  # each target exists in the installed moto
+        assert name is None or hasattr(target, name), label
