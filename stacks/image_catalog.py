@@ -19,6 +19,7 @@ from typing import Any
 
 from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
 from hfpipe.core.recipes import available_recipes, load_recipe
+from hfpipe.kinds import serving_kind_of
 
 _SCOPES = ("training", "inference")
 
@@ -127,15 +128,29 @@ def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> d
     catalog: dict[str, Any] = {s: {} for s in _SCOPES}
     catalog[DISTRIBUTION_KEY] = distribution_rules()
     for recipe in recipes:
-        for scope in _SCOPES:
-            container = recipe["container"][scope]
+        # Training: the Hugging Face training DLC. Inference: where the recipe's serving kind says.
+        serving = serving_kind_of(recipe)
+        if serving.image_table != "huggingface":
+            # Only the SDK's huggingface table is read so far; a serving kind on another table adds its
+            # reader here (docs/extending.md).
+            raise ValueError(
+                f"recipe {recipe['name']}: serving kind {serving.name!r} reads the SDK's {serving.image_table!r} "
+                "image table, which stacks/image_catalog.py cannot read; accepted: 'huggingface'"
+            )
+        for part, scope, table_scope, key_of in (
+            ("training", "training", "training", catalog_key),
+            ("inference", serving.image_scope, serving.image_table_scope, serving.catalog_key),
+        ):
+            container = recipe["container"][part]
             if container.get("image_uri"):
                 continue
-            found = {p: uri for p in ("gpu", "cpu") if (uri := image_uri(table, scope, container, region, p))}
+            found = {
+                p: uri for p in ("gpu", "cpu") if (uri := image_uri(table, table_scope, container, region, p))
+            }
             if not found:
                 raise ValueError(
-                    f"recipe {recipe['name']}: container.{scope} {catalog_key(container)} is not in the "
-                    f"SageMaker SDK's huggingface {scope} table for {region}"
+                    f"recipe {recipe['name']}: container.{part} {key_of(container)} is not in the "
+                    f"SageMaker SDK's huggingface {table_scope} table for {region}"
                 )
-            catalog[scope][catalog_key(container)] = found
+            catalog.setdefault(scope, {})[key_of(container)] = found
     return catalog

@@ -181,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="one JSON line per answer, with its latency")
     p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
+    p.add_argument(
+        "--recipe",
+        metavar="NAME|PATH",
+        help="the recipe the model was trained with: requests are checked against its handler first",
+    )
     p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
     _common(p)
     p.set_defaults(func=commands.cmd_invoke, command_parser=p)

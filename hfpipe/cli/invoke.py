@@ -5,10 +5,12 @@
     hfpipe invoke EXECUTION --env dev --file requests.jsonl        (one request per line: a batch)
     cat requests.jsonl | hfpipe invoke EXECUTION --env dev         (the same from standard input)
     hfpipe invoke --local [--port 8080] --dialogue chat.txt
+    hfpipe invoke --local --recipe tiny-qa --data '{...}'          (checked against the recipe first)
 
-Every request is checked before anything is sent with the `parse_request` of the inference handler the
-model serves (`training_code/inference_*.py`, the one the recipe's entry point copies into the model as
-`code/inference.py`), so a malformed request fails here with the handler's own message.
+Every request is checked before anything is sent with the `parse_request` of the handler the model serves:
+the recipe's task kind names it (`training_code/inference_*.py`, its entry point's `code/inference.py`), its
+serving kind the module that checks requests (hfpipe/kinds). The handlers ship inside the installed package,
+so this works from the wheel too; with `--recipe` they are checked before any endpoint is looked at.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import argparse
 import contextlib
 import functools
 import json
-import re
 import sys
 import time
 import urllib.error
@@ -27,39 +28,36 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hfpipe import contract
+from hfpipe import contract, kinds
 from hfpipe.cli import aws
+from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
-from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER
 from hfpipe.local.serve import HOST as LOCAL_HOST
-
-TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
-SUMMARIZATION_HANDLER = "inference_clm"
-
+from hfpipe.local.serve import RECIPE_HEADER, SERVING_KIND_HEADER, TASK_HEADER
 
 # --- the handler contract -----------------------------------------------------------------------------
 
 
-def handler_name(entry_point: str) -> str:
-    """The inference handler module a training entry point copies into the model (named in its source)."""
-    path = TRAINING_CODE / entry_point
-    if not path.is_file():
-        raise HfpipeError(f"entry point {entry_point!r} is not a file in {TRAINING_CODE}")
-    names = set(re.findall(r"\b(inference_\w+)(?:\.py\b|\s*$)", path.read_text(), flags=re.M))
-    if len(names) != 1:
-        raise HfpipeError(
-            f"entry point {entry_point!r} names {sorted(names) or 'no'} inference handler(s); expected one"
-        )
-    return names.pop()
+def kinds_of(task: Any, serving: Any) -> tuple[kinds.TaskKind, kinds.ServingKind]:
+    """The task and serving kinds a model was trained and deployed with, or one error naming the unknown one."""
+    try:
+        return kinds.task_kind(task), kinds.serving_kind(serving or kinds.DEFAULT_SERVING_KIND)
+    except kinds.KindError as err:
+        raise HfpipeError(f"cannot check requests: {err}") from None
 
 
 @functools.cache
 def handler_module(name: str) -> ModuleType:
-    """training_code/<name>.py loaded as a module (only its pure request parsing is used here)."""
+    """training_code/<name>.py loaded as a module (only its pure request parsing is used here): the copy the
+    installed package ships, else the checkout's."""
+    try:
+        path = kinds.training_code_file(f"{name}.py")
+    except kinds.KindError as err:
+        raise HfpipeError(str(err)) from None
     # The handler imports its siblings (request_checks), next to it here as in the model's code/ directory.
-    module = load_handler_module(TRAINING_CODE / f"{name}.py", f"hfpipe_handler_{name}")
+    module = load_handler_module(path, f"hfpipe_handler_{name}")
     if not callable(getattr(module, "parse_request", None)):
         raise HfpipeError(f"training_code/{name}.py has no parse_request(data) to check requests with")
     return module
@@ -159,34 +157,39 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
 # --- where the requests go ------------------------------------------------------------------------------
 
 
+_DEFAULT_SERVING = kinds.serving_kind(kinds.DEFAULT_SERVING_KIND)
+
+
 @dataclass(frozen=True)
 class Target:
     """An endpoint to send requests to: a SageMaker endpoint, or the local server."""
 
     name: str
-    handler: str | None
+    task: kinds.TaskKind | None  # None: nothing says what it serves (its execution and recipe are gone)
+    serving: kinds.ServingKind = _DEFAULT_SERVING
     url: str | None = None  # the local server's base URL
 
-
-def _entry_point_of_plan(plan: Plan) -> str | None:
-    hyperparameters = plan.training_job_request.get("HyperParameters") or {}
-    program = hyperparameters.get("sagemaker_program")
-    if program:
-        try:
-            return str(json.loads(program))
-        except ValueError:
-            return str(program)
-    return None
+    @property
+    def handler(self) -> str | None:
+        """The training_code/ module whose parse_request checks requests to this endpoint."""
+        return self.serving.request_checker(self.task.handler) if self.task else None
 
 
-def _entry_point_of_recipe(recipe_name: str | None) -> str | None:
+def _target(name: str, task: str | None, serving: str | None, url: str | None = None) -> Target:
+    found = kinds_of(task, serving) if task else (None, _DEFAULT_SERVING)
+    return Target(name=name, task=found[0], serving=found[1], url=url)
+
+
+def _kinds_of_recipe(recipe_name: str | None) -> tuple[str, str] | None:
+    """(task, serving kind) of a bundled recipe, or None when it is not one (or no longer valid)."""
     from hfpipe.core import recipes as core_recipes
     from hfpipe.core.schema import RecipeError
 
     if not recipe_name or recipe_name not in core_recipes.available_recipes():
         return None
     try:
-        return str(core_recipes.resolve_recipe(recipe_name=recipe_name)["training"]["entry_point"])
+        recipe = core_recipes.resolve_recipe(recipe_name=recipe_name)
+        return str(recipe["task"]), str(recipe["serving"]["kind"])
     except RecipeError:
         return None
 
@@ -249,10 +252,13 @@ def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
             plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
         except HfpipeError:
             plan = None  # the execution's history has expired; the recipe tag still names the handler
-    entry_point = (plan and _entry_point_of_plan(plan)) or _entry_point_of_recipe(
-        (plan.recipe_name if plan else None) or tags.get(contract.TAG_RECIPE)
+    # The plan says what the model serves (its task and serving kind), else the recipe its tag names.
+    found = (
+        (plan.task, plan.serving_kind)
+        if plan is not None and plan.task
+        else _kinds_of_recipe((plan.recipe_name if plan else None) or tags.get(contract.TAG_RECIPE))
     )
-    return Target(name=name, handler=handler_name(entry_point) if entry_point else None)
+    return _target(name, *(found or (None, None)))
 
 
 def local_target(port: int) -> Target:
@@ -260,7 +266,8 @@ def local_target(port: int) -> Target:
     url = f"http://{LOCAL_HOST}:{port}"
     try:
         with urllib.request.urlopen(f"{url}/ping", timeout=10) as response:
-            entry_point = response.headers.get(ENTRY_POINT_HEADER)
+            task = response.headers.get(TASK_HEADER)
+            serving = response.headers.get(SERVING_KIND_HEADER)
             recipe = response.headers.get(RECIPE_HEADER) or "local"
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
@@ -268,9 +275,7 @@ def local_target(port: int) -> Target:
             f"nothing answers on {url}/ping ({reason}): start it with "
             f"`hfpipe local --recipe tiny-lora --serve --port {port}`, or pass the --port it prints"
         ) from None
-    return Target(
-        name=f"{recipe} on {url}", handler=handler_name(entry_point) if entry_point else None, url=url
-    )
+    return _target(f"{recipe} on {url}", task, serving, url)
 
 
 def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any, float]:
@@ -332,6 +337,15 @@ def _summaries(answer: Any) -> list[str]:
     return [str(i["summary"]) for i in items if isinstance(i, dict) and "summary" in i]
 
 
+def _check_dialogue(args: argparse.Namespace, task: kinds.TaskKind | None, name: str) -> None:
+    if args.dialogue and task is not None and not task.takes_dialogue:
+        takers = [k.name for k in kinds.TASK_KINDS.values() if k.takes_dialogue]
+        raise HfpipeError(
+            f"--dialogue is for the {', '.join(takers)} recipes; {name} serves {task.name} (handler "
+            f"{task.handler}.py): send its request shape with --data or --file"
+        )
+
+
 def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     """Check the requests with the endpoint's handler, send them one by one, print answers and latency."""
     if args.local:
@@ -341,23 +355,26 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
             )
         if not 0 < args.port < 65536:
             raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
-        clients = None
-        # Requests that cannot be read fail before the server or AWS is looked at.
-        requests, sources = read_requests(args)
-        target = local_target(args.port)
-    else:
-        if not args.endpoint:
-            raise HfpipeError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
-        if args.env:
-            aws.validate_env_name(args.env)
-        requests, sources = read_requests(args)
-        clients = aws.clients_factory(args.profile, args.region)
-        target = resolve_target(clients, args.endpoint, args.env)
-    if args.dialogue and target.handler not in (None, SUMMARIZATION_HANDLER):
+    elif not args.endpoint:
+        raise HfpipeError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
+    elif args.env:
+        aws.validate_env_name(args.env)
+    # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS
+    # is looked at.
+    requests, sources = read_requests(args)
+    recipe = None
+    if args.recipe:  # validated as `hfpipe start` would
+        resolved = cli_recipes.load(args.recipe, []).resolved
+        recipe = kinds_of(resolved["task"], resolved["serving"]["kind"])
+        _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
+        check_requests(requests, recipe[1].request_checker(recipe[0].handler), sources)
+    clients = None if args.local else aws.clients_factory(args.profile, args.region)
+    target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
+    if recipe is not None and target.task is not None and target.task != recipe[0]:
         raise HfpipeError(
-            f"--dialogue is for the summarization recipes (handler {SUMMARIZATION_HANDLER}.py); {target.name} "
-            f"serves {target.handler}.py: send its request shape with --data or --file"
+            f"--recipe {args.recipe!r} is a {recipe[0].name} recipe; {target.name} serves {target.task.name}"
         )
+    _check_dialogue(args, target.task, target.name)
     if target.handler:
         check_requests(requests, target.handler, sources)
     for index, request in enumerate(requests, start=1):

@@ -116,12 +116,14 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
 
 def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     """Serve the run's model.tar.gz through its own code/inference.py until Ctrl-C."""
-    from hfpipe.local.endpoint import LocalEndpoint
+    from hfpipe.local.endpoint import local_endpoint_class
 
     model = out / "model.tar.gz"
     if not model.is_file():
         raise HfpipeError(f"the run left no {model} to serve")
-    endpoint = LocalEndpoint(model, workdir=out / "serving")
+    recipe = loaded.resolved
+    # The serving kind names the class that emulates its server here.
+    endpoint = local_endpoint_class(recipe["serving"]["kind"])(model, workdir=out / "serving")
     port = server.server_address[1]
     console.print(f"serving {model} on {server.url} (GET /ping, POST /invocations); Ctrl-C stops it")
     console.print(
@@ -136,7 +138,13 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     # `kill` both stop serving the same way.
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        server.serve(endpoint, entry_point=loaded.resolved["training"]["entry_point"], recipe=loaded.name)
+        server.serve(
+            endpoint,
+            entry_point=recipe["training"]["entry_point"],
+            recipe=loaded.name,
+            task=recipe["task"],
+            serving_kind=recipe["serving"]["kind"],
+        )
     except KeyboardInterrupt:
         pass  # how a user stops serving: not an error
     finally:

@@ -97,9 +97,7 @@ def check_images(loaded: Loaded, image_catalog: str | None) -> None:
             catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
         )
         if recipe["deploy"]:
-            core_plan.resolve_image(
-                catalog, "inference", recipe["container"]["inference"], recipe["serving"]["instance_type"]
-            )
+            core_plan.resolve_inference_image(catalog, recipe)
     except RecipeError as err:
         raise HfpipeError(f"recipe {loaded.ref!r} cannot run in this environment: {err}") from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe import contract
+from hfpipe import contract, kinds
 from hfpipe.core import cost, limits, names, prices, quotas, request
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
@@ -90,24 +90,42 @@ def catalog_key(container: dict[str, Any]) -> str:
     return f"{container['transformers_version']}/{container['pytorch_version']}/{container['py_version']}"
 
 
-def resolve_image(catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str) -> str:
-    """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog."""
+def resolve_image(
+    catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str, key: str | None = None
+) -> str:
+    """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog; ``key``: the
+    serving kind's catalog key of the inference container (default: the Hugging Face versions)."""
     if container.get("image_uri"):
         return str(container["image_uri"])
-    key = catalog_key(container)
+    key = key or catalog_key(container)
+    # Every scope but training is a serving kind's, whose images are for container.inference.
+    part = "training" if scope == "training" else "inference"
     processor = processor_for(instance_type)
     by_processor = catalog.get(scope, {}).get(key)
     if not by_processor:
         raise RecipeError(
-            f"recipe.container.{scope}: versions {key} are not in the image catalog; "
-            f"available: {sorted(catalog.get(scope, {}))} (or set container.{scope}.image_uri)"
+            f"recipe.container.{part}: versions {key} are not in the image catalog; "
+            f"available: {sorted(catalog.get(scope, {}))} (or set container.{part}.image_uri)"
         )
     if processor not in by_processor:
         raise RecipeError(
-            f"recipe.container.{scope}: {key} has no {processor} image for {instance_type}; "
+            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; "
             f"processors: {sorted(by_processor)}"
         )
     return str(by_processor[processor])
+
+
+def resolve_inference_image(catalog: dict[str, Any], recipe: dict[str, Any]) -> str:
+    """The model's image, from where the recipe's serving kind keeps it in the catalog (hfpipe/kinds)."""
+    serving = kinds.serving_kind(recipe["serving"]["kind"])
+    container = recipe["container"]["inference"]
+    return resolve_image(
+        catalog,
+        serving.image_scope,
+        container,
+        recipe["serving"]["instance_type"],
+        serving.catalog_key(container),
+    )
 
 
 def check_rules(recipe: dict[str, Any]) -> None:
@@ -293,11 +311,7 @@ def build_plan(
     image_uri = resolve_image(
         config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
     )
-    inference_image_uri = (
-        resolve_image(config.image_catalog, "inference", recipe["container"]["inference"], s["instance_type"])
-        if deploy
-        else None
-    )
+    inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from hfpipe.core import validate as rules
 from hfpipe.core.schema import RecipeError, validate
+from hfpipe.kinds import serving_kind
 
 #: recipes/ at the repository root; in the Lambda bundle it sits next to the handler package.
 _CANDIDATE_DIRS = (
@@ -108,4 +109,7 @@ def resolve_recipe(
     rules.check_finite(merged, "recipe")
     checked = validate(merged)
     rules.recipe(checked)
+    # The serving kind's model environment is a default under the recipe's own (hfpipe/kinds/serving.py).
+    serving = checked["serving"]
+    serving["environment"] = {**serving_kind(serving["kind"]).environment, **serving["environment"]}
     return checked

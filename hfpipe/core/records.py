@@ -10,43 +10,24 @@ before it goes to S3 (stdlib only).
   (``label_column`` / ``label_column_name``, default ``label``).
 - summarization / text-generation (run_clm.py): every field of the recipe's ``prompt_template`` (default:
   the samsum ``dialogue`` and ``summary``) as a string.
+
+Which columns a task reads is its task kind's rule (hfpipe/kinds/tasks.py); this module reads and checks
+the records.
 """
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable
 from typing import Any
 
-DEFAULT_PROMPT_FIELDS = ("dialogue", "summary")
-
-
-def _template_fields(template: str) -> list[str]:
-    return [n for _, n, _, _ in string.Formatter().parse(template) if n and n != "eos_token"]
+from hfpipe.kinds import task_kind
 
 
 def expected_columns(recipe: dict[str, Any]) -> dict[str, str]:
-    """{column: kind} the recipe's script reads; kind is "string", "integer" or "answers"."""
-    task = recipe["task"]
-    hp = recipe["training"]["hyperparameters"]
-    if task == "question-answering":
-        return {"question": "string", "context": "string", "answers": "answers"}
-    if task == "text-classification":
-        mnli = hp.get("task_name") == "mnli"
-        first = hp.get("text_column") or ("premise" if mnli else "text")
-        second = hp.get("text_pair_column") or ("hypothesis" if mnli else None)
-        names = hp.get("text_column_names")  # the transformers example script's spelling: "a,b"
-        if isinstance(names, str) and names.strip():
-            first, _, pair = names.partition(",")
-            second = pair.strip() or None
-        label = hp.get("label_column") or hp.get("label_column_name") or "label"
-        columns = {str(first).strip(): "string", str(label): "integer"}
-        if second:
-            columns[str(second)] = "string"
-        return columns
-    template = hp.get("prompt_template")
-    fields = _template_fields(template) if isinstance(template, str) else list(DEFAULT_PROMPT_FIELDS)
-    return dict.fromkeys(fields, "string")
+    """{column: kind} the recipe's script reads; kind is "string", "integer" or "answers".
+
+    The rule is the recipe's task kind's (hfpipe/kinds/tasks.py); an unknown task is refused by name."""
+    return task_kind(recipe["task"]).record_columns(recipe["training"]["hyperparameters"])
 
 
 def squad_rows(doc: Any) -> Iterable[Any]:

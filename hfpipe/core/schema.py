@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from hfpipe.core.validate import RecipeError
+from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
 __all__ = ["RECIPE_SCHEMA", "RecipeError", "validate"]
 
@@ -60,8 +61,9 @@ RECIPE_SCHEMA: dict[str, Any] = {
         },
         "task": {
             "type": "string",
-            "enum": ["question-answering", "text-classification", "summarization", "text-generation"],
-            "description": "What the model does; selects the smoke test's answer check.",
+            "enum": list(TASK_KINDS),
+            "description": "What the model does (a task kind, hfpipe/kinds/tasks.py): selects the records the "
+            "data set must hold, the inference handler, local mode's fixtures and the serving kinds allowed.",
         },
         "container": {
             "type": "object",
@@ -207,6 +209,13 @@ RECIPE_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["instance_type", "sample_request"],
             "properties": {
+                "kind": {
+                    "type": "string",
+                    "enum": list(SERVING_KINDS),
+                    "default": DEFAULT_SERVING_KIND,
+                    "description": "How the model is served (a serving kind, hfpipe/kinds/serving.py): its image, "
+                    "packaging, environment and request checks; the task's kind must support it.",
+                },
                 "instance_type": {**_INSTANCE_TYPE, "description": "Endpoint instance type."},
                 "instance_count": {
                     "type": "integer",

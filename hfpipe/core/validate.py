@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hfpipe import kinds
+
 
 class RecipeError(ValueError):
     """A recipe or an override failed validation; the message names the field, the value and what fits."""
@@ -344,6 +346,11 @@ def recipe(r: dict[str, Any]) -> None:
     checkpoint = t["checkpoint_s3_uri"]
     if checkpoint not in (None, "auto"):
         s3_uri(checkpoint, "recipe.training.checkpoint_s3_uri")
+    try:
+        # The schema's enums hold each name; whether this task can be served this way is the kinds' rule.
+        kinds.task_kind(r["task"]).check_serving(s["kind"])
+    except kinds.KindError as err:
+        raise RecipeError(f"recipe.serving.kind: {err}") from None
 
 
 def override_key(key: Any, field: str) -> list[str]:

@@ -1,8 +1,8 @@
 """Where local mode finds what the installed package does not ship: the CDK app (app.py, cdk.json,
-stacks/), the Lambda code (lambda/pipeline/) and the training code (training_code/).
+stacks/) and the Lambda code (lambda/pipeline/), with the training code (training_code/) next to them.
 
-The `hfpipe` wheel carries the command, the core rules and the recipes, which is all the AWS commands
-need. `hfpipe local` stands the whole pipeline up, so it needs a checkout of the repository: the one the
+The `hfpipe` wheel carries the command, the core rules, the kind registries, the recipes and a copy of the
+training code (for `hfpipe invoke`'s request checks), which is all the AWS commands need. `hfpipe local` stands the whole pipeline up, so it needs a checkout of the repository: the one the
 package was imported from (a clone on PYTHONPATH or installed with `pip install -e .`), else
 `HFPIPE_CHECKOUT`, else the current folder or one above it. `load_lambda_package` imports the Lambda
 handlers' package from there by its own name, as the Lambda runtime does.

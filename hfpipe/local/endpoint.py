@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import inspect
 import json
@@ -22,6 +23,7 @@ from types import ModuleType
 from typing import Any
 from unittest import mock
 
+from hfpipe import kinds
 from hfpipe.local.container import LocalContainerError
 
 
@@ -53,6 +55,14 @@ def load_handler_module(script: Path, module_name: str) -> ModuleType:
     with mock.patch.object(sys, "path", [str(script.parent), *sys.path]):
         spec.loader.exec_module(module)
     return module
+
+
+def local_endpoint_class(serving_kind: str) -> type[LocalEndpoint]:
+    """The class that emulates a serving kind's server here ("module:Class" in hfpipe/kinds/serving.py)."""
+    module_name, _, class_name = kinds.serving_kind(serving_kind).local_endpoint.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    assert isinstance(cls, type) and issubclass(cls, LocalEndpoint), cls
+    return cls
 
 
 class LocalEndpoint:

@@ -111,7 +111,8 @@ class LocalRuntime:
 
     def endpoint(self, endpoint_name: str, body: Any) -> Any:
         """Answer InvokeEndpoint through the deployed model's code/inference.py."""
-        from hfpipe.local.endpoint import LocalEndpoint
+        from hfpipe.kinds import serving_kind_of
+        from hfpipe.local.endpoint import local_endpoint_class
 
         with self.lock:
             if endpoint_name not in self.endpoints:
@@ -124,7 +125,10 @@ class LocalRuntime:
                 local = self.workdir / "endpoints" / endpoint_name / "model.tar.gz"
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self.s3.download_file(bucket, key, str(local))
-                self.endpoints[endpoint_name] = LocalEndpoint(local, workdir=local.parent)
+                # The recipe's serving kind names the class that emulates its server here.
+                recipe = self.substitutions.recipe if self.substitutions is not None else {}
+                endpoint_class = local_endpoint_class(serving_kind_of(recipe).name)
+                self.endpoints[endpoint_name] = endpoint_class(local, workdir=local.parent)
         return self.endpoints[endpoint_name].predict(body)
 
     def close(self) -> None:

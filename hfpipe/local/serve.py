@@ -36,6 +36,8 @@ MAX_BODY_BYTES = 6_291_456
 # Extra headers on the /ping answer, so a client can check its requests with the same handler first.
 ENTRY_POINT_HEADER = "X-Hfpipe-Entry-Point"
 RECIPE_HEADER = "X-Hfpipe-Recipe"
+TASK_HEADER = "X-Hfpipe-Task"  # the task kind: its handler checks the requests (hfpipe.kinds)
+SERVING_KIND_HEADER = "X-Hfpipe-Serving-Kind"
 
 
 class PortInUseError(OSError):
@@ -65,13 +67,22 @@ class ModelServer(ThreadingHTTPServer):
         return f"http://{host!s}:{port}"
 
     def serve(
-        self, endpoint: LocalEndpoint, entry_point: str | None = None, recipe: str | None = None
+        self,
+        endpoint: LocalEndpoint,
+        entry_point: str | None = None,
+        recipe: str | None = None,
+        task: str | None = None,
+        serving_kind: str | None = None,
     ) -> None:
         """Answer requests through `endpoint` until `shutdown()` (or Ctrl-C in the calling thread)."""
         self.endpoint = endpoint
-        self.ping_headers = {
-            k: v for k, v in ((ENTRY_POINT_HEADER, entry_point), (RECIPE_HEADER, recipe)) if v is not None
-        }
+        headers = (
+            (ENTRY_POINT_HEADER, entry_point),
+            (RECIPE_HEADER, recipe),
+            (TASK_HEADER, task),
+            (SERVING_KIND_HEADER, serving_kind),
+        )
+        self.ping_headers = {k: v for k, v in headers if v is not None}
         self.serve_forever(poll_interval=0.2)
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hfpipe.kinds import Fixture, KindError, task_kind
+
 #: Steps a local run trains at most.
 LOCAL_MAX_STEPS = 4
 #: Processes a distributed recipe runs on this host (gloo).
@@ -136,30 +138,15 @@ def model_family(model_id: str) -> str:
     )
 
 
-def data_kind(recipe: dict[str, Any]) -> str:
-    """Which fixture data set has the format the recipe's data has."""
-    entry = recipe["training"]["entry_point"]
-    hps = recipe["training"]["hyperparameters"]
-    if entry == "run_qa.py":
-        return "squad"
-    if entry == "run_clm.py":
-        return "samsum"
-    if entry == "run_classification.py":
-        mnli = "mnli" in (hps.get("task_name"), hps.get("dataset_config_name"))
-        return "mnli" if mnli or "premise" in str(hps.get("text_column_names", "")) else "textcls"
-    raise ValueError(
-        f"training.entry_point={entry!r}: local mode has fixtures for run_qa, run_classification, run_clm"
-    )
+def fixture_of(recipe: dict[str, Any]) -> Fixture:
+    """The fixture data set with the format the recipe's data has: its task kind's rule
+    (hfpipe/kinds/tasks.py); an unknown task is refused by name."""
+    try:
+        return task_kind(recipe["task"]).fixture(recipe["training"]["hyperparameters"])
+    except KindError as err:
+        raise ValueError(f"recipe.task: {err}") from None
 
 
-# A tiny-* recipe names no hub model: the family its full-size recipe uses.
-DEFAULT_FAMILY = {"squad": "bert", "samsum": "bloom", "mnli": "roberta", "textcls": "distilbert"}
-DATA_NAMES = {
-    "squad": "SQuAD v1.1 JSON fixture",
-    "samsum": "samsum-style dialogue fixture",
-    "mnli": "MNLI pair fixture (matched + mismatched validation)",
-    "textcls": "IMDb-style text fixture",
-}
 TINY_NAMES = {
     "bert": "tiny random-weight BERT",
     "roberta": "tiny random-weight RoBERTa",
@@ -178,10 +165,11 @@ def for_this_machine(
     local = copy.deepcopy(recipe)
     t = local["training"]
     hps: dict[str, Any] = t.setdefault("hyperparameters", {})
-    kind = data_kind(local)
+    fixture = fixture_of(local)
     model_id = hps.get("model_name_or_path")
-    family = model_family(model_id) if model_id else DEFAULT_FAMILY[kind]
-    subs = Substitutions(local, family, kind)
+    # A tiny-* recipe names no hub model: the family its full-size recipe uses, as the fixture says.
+    family = model_family(model_id) if model_id else fixture.family
+    subs = Substitutions(local, family, fixture.name)
     channels: dict[str, str] = t.setdefault("channels", {})
     name = local["name"]
 
@@ -213,11 +201,11 @@ def for_this_machine(
     if hps.get("dataset_name"):
         dataset = hps.pop("dataset_name")
         config = hps.pop("dataset_config_name", None)
-        if kind == "mnli" and "task_name" not in hps:
-            hps["task_name"] = "mnli"  # what GLUE's mnli configuration selects in run_classification.py
+        for key, value in fixture.implied_hyperparameters.items():
+            hps.setdefault(key, value)  # what the hub configuration implied (GLUE mnli: task_name mnli)
         for split in ("train_split_name", "validation_split_name"):
             hps.pop(split, None)  # hub split names; the fixture channels are the splits
-        channel_names = ["training", "validation"] + (["validation_mismatched"] if kind == "mnli" else [])
+        channel_names = list(fixture.channels)
         for channel in channel_names:
             # A trailing slash: an S3 prefix "validation" would also take "validation_mismatched/...".
             channels[channel] = f"{data_prefix}/{name}/{channel}/"
@@ -225,7 +213,7 @@ def for_this_machine(
         subs.add(
             "dataset_name",
             real,
-            f"{DATA_NAMES[kind]} in channels {', '.join(channel_names)}",
+            f"{fixture.description} in channels {', '.join(channel_names)}",
             "no hub downloads here",
         )
     steps = hps.get("max_steps")

@@ -48,6 +48,7 @@ def bundle_into(output_dir: str | Path) -> None:
     shutil.copy2(ROOT / "hfpipe" / "__init__.py", out / "hfpipe" / "__init__.py")
     shutil.copy2(ROOT / "hfpipe" / "contract.py", out / "hfpipe" / "contract.py")
     shutil.copytree(ROOT / "hfpipe" / "core", out / "hfpipe" / "core", dirs_exist_ok=True, ignore=_IGNORE)
+    shutil.copytree(ROOT / "hfpipe" / "kinds", out / "hfpipe" / "kinds", dirs_exist_ok=True, ignore=_IGNORE)
     shutil.copytree(ROOT / "recipes", out / "hfpipe" / "recipes", dirs_exist_ok=True, ignore=_IGNORE)
 
 

@@ -14,7 +14,13 @@ import pytest
 
 from hfpipe.cli import main
 from hfpipe.local.endpoint import LocalEndpoint
-from hfpipe.local.serve import ENTRY_POINT_HEADER, RECIPE_HEADER, ModelServer
+from hfpipe.local.serve import (
+    ENTRY_POINT_HEADER,
+    RECIPE_HEADER,
+    SERVING_KIND_HEADER,
+    TASK_HEADER,
+    ModelServer,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)"
@@ -37,7 +43,14 @@ def server(model_dir: Path) -> Iterator[ModelServer]:
     endpoint = LocalEndpoint(model_dir)
     srv = ModelServer(port=0)
     thread = threading.Thread(
-        target=srv.serve, args=(endpoint,), kwargs={"entry_point": "run_clm.py", "recipe": "tiny-lora"}
+        target=srv.serve,
+        args=(endpoint,),
+        kwargs={
+            "entry_point": "run_clm.py",
+            "recipe": "tiny-lora",
+            "task": "summarization",
+            "serving_kind": "hf-inference",
+        },
     )
     thread.start()
     try:
@@ -65,6 +78,7 @@ def test_ping_and_invocations_through_the_handler(server: ModelServer) -> None:
     status, headers, body = request(server, "GET", "/ping")
     assert (status, body) == (200, b"")
     assert headers[ENTRY_POINT_HEADER] == "run_clm.py" and headers[RECIPE_HEADER] == "tiny-lora"
+    assert headers[TASK_HEADER] == "summarization" and headers[SERVING_KIND_HEADER] == "hf-inference"
 
     payload = {"dialogue": DIALOGUE, "parameters": {"max_new_tokens": 4, "do_sample": False}}
     status, headers, body = request(
@@ -192,6 +206,45 @@ def test_invoke_local(server: ModelServer, tmp_path: Path, capsys: Any) -> None:
     assert code == 1
     assert err.startswith(
         "error: --data is not a request the endpoint accepts: parameters.seed is not supported"
+    )
+
+
+def test_invoke_local_checks_against_the_recipe_before_looking_for_the_server(capsys: Any) -> None:
+    srv = ModelServer(port=0)  # bound, then closed: a port nothing listens on
+    port = str(srv.server_address[1])
+    srv.server_close()
+    bad = '{"inputs": {"question": "Who?", "context": ""}}'
+    code = main(["invoke", "--local", "--port", port, "--recipe", "tiny-qa", "--data", bad])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err == (
+        "error: --data is not a request the endpoint accepts: request field 'context' must be a non-empty "
+        "string; got '' (checked with training_code/inference_qa.py; nothing was sent)\n"
+    )
+    code = main(["invoke", "--local", "--port", port, "--recipe", "tiny-qa", "--dialogue", __file__])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err == (
+        "error: --dialogue is for the summarization recipes; recipe 'tiny-qa' serves question-answering "
+        "(handler inference_qa.py): send its request shape with --data or --file\n"
+    )
+    # A request the recipe's handler accepts goes on to the server (here: none).
+    code = main(
+        ["invoke", "--local", "--port", port, "--recipe", "tiny-qa", "--data", bad.replace('""', '"x"')]
+    )
+    _, err = capsys.readouterr()
+    assert code == 1 and err.startswith(f"error: nothing answers on http://127.0.0.1:{port}/ping (")
+
+
+def test_invoke_local_against_another_recipes_server(server: ModelServer, capsys: Any) -> None:
+    port = str(server.server_address[1])
+    data = '{"inputs": {"question": "Who?", "context": "Amanda."}}'
+    code = main(["invoke", "--local", "--port", port, "--recipe", "tiny-qa", "--data", data])
+    _, err = capsys.readouterr()
+    assert code == 1
+    assert err == (
+        f"error: --recipe 'tiny-qa' is a question-answering recipe; tiny-lora on http://127.0.0.1:{port} "
+        "serves summarization\n"
     )
 
 

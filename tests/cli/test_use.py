@@ -196,9 +196,10 @@ def test_invoke_file_with_a_bad_line(kept: dict[str, Any], tmp_path: Any, capsys
 def test_the_handler_loads_with_its_sibling_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     """The handler imports request_checks from its own folder; the command finds it without the suite's
     sys.path (tests/conftest.py puts training_code/ there, a shell running `hfpipe invoke` does not)."""
+    from hfpipe import kinds
     from hfpipe.cli import invoke
 
-    training_code = str(invoke.TRAINING_CODE)
+    training_code = str(kinds.training_code_file("request_checks.py").parent)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p.rstrip("/") != training_code])
     monkeypatch.delitem(sys.modules, "request_checks", raising=False)
     invoke.handler_module.cache_clear()
@@ -236,8 +237,8 @@ def test_invoke_dialogue_on_a_qa_endpoint(deployed: Deployed, tmp_path: Any, cap
     code, _, err = run(capsys, "invoke", "qa-1", "--env", "dev", "--dialogue", str(chat))
     assert code == 1
     assert err == (
-        "error: --dialogue is for the summarization recipes (handler inference_clm.py); "
-        f"{plan['endpoint_name']} serves inference_qa.py: send its request shape with --data or --file\n"
+        f"error: --dialogue is for the summarization recipes; {plan['endpoint_name']} serves "
+        "question-answering (handler inference_qa.py): send its request shape with --data or --file\n"
     )
     code, _, err = run(
         capsys, "invoke", "qa-1", "--env", "dev", "--data", '{"question": "Who?", "context": ""}'
@@ -654,7 +655,7 @@ def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
             "invoke_endpoint", service_error_code="ModelError", service_message=message, http_status_code=424
         )
         with pytest.raises(aws.HfpipeError) as caught:
-            send(clients, Target(name="keep-1-ep", handler=None), {"inputs": "x"})
+            send(clients, Target(name="keep-1-ep", task=None), {"inputs": "x"})
     assert str(caught.value) == f"endpoint keep-1-ep refused the request: {message}"
 
 

@@ -168,3 +168,38 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     assert f"deleted endpoint {plan.endpoint_name}" in out
     assert not sagemaker_backend().endpoints
     assert logs.LOG_GROUP == "/aws/sagemaker/TrainingJobs"
+
+
+def test_the_readme_commands_are_found_in_a_fresh_shell(tmp_path: Path) -> None:
+    """A new bash with nothing but what the README says (its `source .venv/bin/activate` line) finds `hfpipe`
+    and every subcommand the README and the walk-through show; nothing of this test process leaks in."""
+    import shutil
+
+    readme = (ROOT / "README.md").read_text()
+    setup = re.findall(r"^(source \S+)", readme, flags=re.M)
+    assert setup == ["source .venv/bin/activate"], setup
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", readme, flags=re.S))
+    shown = sorted({line.split()[1] for line in re.findall(r"^hfpipe [a-z]\S*.*$", blocks, flags=re.M)})
+    assert {"local", "logs", "invoke", "start", "endpoints"} <= set(shown)
+    checks = " && ".join(f"hfpipe {sub} --help >/dev/null" for sub in shown)
+    bash = shutil.which("bash")
+    assert bash
+    proc = subprocess.run(
+        [bash, "--noprofile", "--norc", "-c", f"{setup[0]} && command -v hfpipe && {checks}"],
+        cwd=ROOT,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith(".venv/bin/hfpipe")
+    # Without the README's line the command is not there: the check above is what makes it found.
+    bare = subprocess.run(
+        [bash, "--noprofile", "--norc", "-c", "command -v hfpipe"],
+        cwd=ROOT,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert bare.returncode != 0

@@ -1,9 +1,10 @@
 """The layout is the architecture (docs/layers.md): dependencies point one way,
 
-    hfpipe/core (+ hfpipe/contract.py)  <-  lambda/, stacks/  <-  app.py  <-  hfpipe/local  <-  hfpipe/cli
+    hfpipe/kinds  <-  hfpipe/core (+ hfpipe/contract.py)  <-  lambda/, stacks/  <-  app.py  <-  hfpipe/local  <-  hfpipe/cli
 
 Every module of each layer is read (its imports, module-level and inside functions) and imported; none may
-import a layer above it or beside it. The core is stdlib only, because the Lambda bundle copies it.
+import a layer above it or beside it. The core and the kinds are stdlib only, because the Lambda bundle
+copies them; every layer may use the kinds (hfpipe/kinds: the task and serving kind registries).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Layer -> the files in it (relative globs).
 LAYERS: dict[str, tuple[str, ...]] = {
+    "kinds": ("hfpipe/kinds/*.py",),
     "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py"),
     "lambda": ("lambda/pipeline/pipeline_lambdas/*.py", "lambda/quota/*.py"),
     "stacks": ("stacks/*.py", "stacks/constructs/*.py", "stacks/functions/*.py"),
@@ -31,13 +33,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 # Layer -> the layers its modules may import (its own included).
 ALLOWED: dict[str, set[str]] = {
-    "core": {"core"},
-    "lambda": {"core", "lambda"},
-    "stacks": {"core", "stacks"},
-    "app": {"core", "stacks", "app"},
-    "fixtures": {"fixtures"},
-    "local": {"core", "fixtures", "local"},
-    "cli": {"core", "local", "cli"},
+    "kinds": {"kinds"},
+    "core": {"core", "kinds"},
+    "lambda": {"core", "kinds", "lambda"},
+    "stacks": {"core", "kinds", "stacks"},
+    "app": {"core", "kinds", "stacks", "app"},
+    "fixtures": {"fixtures", "kinds"},
+    "local": {"core", "kinds", "fixtures", "local"},
+    "cli": {"core", "kinds", "local", "cli"},
 }
 # Where a module may change sys.path, and why (nowhere else outside tests).
 SYS_PATH_EDITS = {
@@ -56,6 +59,8 @@ def _files(layer: str) -> list[Path]:
 def _layer_of(module: str) -> str | None:
     """The layer an absolute module name belongs to (None: stdlib or a third-party package)."""
     top = module.split(".")[0]
+    if module == "hfpipe.kinds" or module.startswith("hfpipe.kinds."):
+        return "kinds"
     if module in ("hfpipe", "hfpipe.__version__") or module.startswith(("hfpipe.core", "hfpipe.contract")):
         return "core"
     for name in ("fixtures", "local", "cli"):
@@ -112,7 +117,8 @@ def test_no_layer_imports_one_above_or_beside_it(layer: str) -> None:
 def test_the_core_is_stdlib_only() -> None:
     third_party = [
         f"{path.relative_to(ROOT)}:{line} imports {module}"
-        for path in _files("core")
+        for layer in ("kinds", "core")
+        for path in _files(layer)
         for line, module in _imports(path)
         if _layer_of(module) is None and module.split(".")[0] not in sys.stdlib_module_names
     ]
@@ -129,16 +135,17 @@ for name in names:
     importlib.import_module(name)
 print(json.dumps(sorted(sys.modules)))
 """
-    for layer in ("core", "local", "cli"):
+    for layer in ("kinds", "core", "local", "cli"):
         names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in _files(layer)]
         names = [n.removesuffix(".__init__") for n in names if not n.endswith("__main__")]
         out = subprocess.run(
             [sys.executable, "-c", script, *names], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout
         loaded = json.loads(out)
-        above = sorted(m for m in loaded if _layer_of(m) not in (None, *ALLOWED[layer]))
+        # The bare `hfpipe` package (its version only) loads with any of its subpackages, hfpipe.kinds too.
+        above = sorted(m for m in loaded if m != "hfpipe" and _layer_of(m) not in (None, *ALLOWED[layer]))
         assert above == [], layer
-        if layer == "core":
+        if layer in ("kinds", "core"):
             assert not [m for m in loaded if m.split(".")[0] in ("boto3", "botocore", "rich", "aws_cdk")]
 
 
@@ -181,9 +188,10 @@ def test_modules_are_short_or_say_why() -> None:
 
 
 def test_the_wheel_lists_every_package() -> None:
-    """pyproject.toml names the packages one by one (for the recipes' package-dir); none may be missing."""
+    """pyproject.toml names the packages one by one (for the recipes' and training code's package-dir); none
+    may be missing."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "hfpipe").rglob("__init__.py")}
-    assert listed == on_disk | {"hfpipe.recipes"}
-    assert config["package-dir"] == {"hfpipe.recipes": "recipes"}
+    assert listed == on_disk | {"hfpipe.recipes", "hfpipe.training_code"}
+    assert config["package-dir"] == {"hfpipe.recipes": "recipes", "hfpipe.training_code": "training_code"}

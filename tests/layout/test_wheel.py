@@ -25,7 +25,7 @@ from hfpipe.core.recipes import available_recipes
 pytestmark = pytest.mark.slow
 
 # What a built wheel needs from the checkout (pyproject.toml's packages and package-dir).
-SOURCES = ("pyproject.toml", "hfpipe", "recipes")
+SOURCES = ("pyproject.toml", "hfpipe", "recipes", "training_code")
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +149,38 @@ def test_hfpipe_local_outside_a_checkout_says_what_it_needs(installed: Path, tmp
     [line] = proc.stderr.splitlines()
     assert line.startswith("error: `hfpipe local` needs a checkout of the hfpipe repository"), line
     assert "HFPIPE_CHECKOUT" in line
+
+
+def test_hfpipe_invoke_checks_a_request_with_the_wheels_handler(installed: Path, tmp_path: Path) -> None:
+    """`hfpipe invoke --recipe` checks requests with the handler the wheel ships (hfpipe/training_code/),
+    before it looks for a server: no checkout, nothing listening, and the handler's own message."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once closed: nothing may be contacted
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    bad = '{"inputs": {"question": "Who?", "context": ""}}'
+    proc = _run(
+        tmp_path,
+        str(installed / "hfpipe"),
+        "invoke",
+        "--local",
+        "--port",
+        port,
+        "--recipe",
+        "tiny-qa",
+        "--data",
+        bad,
+    )
+    assert (proc.returncode, proc.stderr) == (
+        1,
+        "error: --data is not a request the endpoint accepts: request field 'context' must be a non-empty "
+        "string; got '' (checked with training_code/inference_qa.py; nothing was sent)\n",
+    )
+    where = _run(
+        tmp_path,
+        str(installed / "python"),
+        "-c",
+        "from hfpipe import kinds; print(kinds.training_code_file('inference_qa.py'))",
+    )
+    assert where.stdout.startswith(str(installed.parent)), where  # the wheel's copy, not a checkout's

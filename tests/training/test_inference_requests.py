@@ -1,31 +1,28 @@
 """Every recipe's smoke-test request is one its model's inference handler accepts.
 
-The handler is the one the recipe's entry point installs as `code/inference.py`; `parse_request` is the
-handlers' pure request parsing (no model, no torch), so a recipe whose sample the endpoint would reject
-fails here instead of in the pipeline's SmokeTest state.
+The handler is the one the recipe's task kind names (hfpipe/kinds/tasks.py), which its entry point installs as
+`code/inference.py`; `parse_request` is the handlers' pure request parsing (no model, no torch), so a recipe
+whose sample the endpoint would reject fails here instead of in the pipeline's SmokeTest state.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from hfpipe import kinds
 from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
 
 TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
 
 
-def handler_of(entry_point: str) -> ModuleType:
-    """The inference handler module the entry point copies into the model (named in its source)."""
-    source = (TRAINING_CODE / entry_point).read_text()
-    names = set(re.findall(r"\b(inference_\w+)(?:\.py\b|\s*$)", source, flags=re.M))
-    assert len(names) == 1, f"{entry_point}: expected one inference handler named in it, found {names}"
-    (name,) = names
+def handler_of(task: str) -> ModuleType:
+    """The inference handler module of a task kind, loaded from training_code/."""
+    name = kinds.task_kind(task).handler
     spec = importlib.util.spec_from_file_location(f"handler_{name}", TRAINING_CODE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -34,7 +31,9 @@ def handler_of(entry_point: str) -> ModuleType:
 
 
 def handler(name: str) -> ModuleType:
-    return handler_of({"qa": "run_qa.py", "cls": "run_classification.py", "clm": "run_clm.py"}[name])
+    return handler_of(
+        {"qa": "question-answering", "cls": "text-classification", "clm": "summarization"}[name]
+    )
 
 
 @pytest.mark.parametrize("recipe_name", available_recipes())
@@ -42,11 +41,11 @@ def test_the_recipes_sample_request_is_accepted_by_its_handler(recipe_name: str)
     recipe = resolve_recipe(load_recipe(recipe_name))
     sample = recipe["serving"]["sample_request"]
     assert sample is not None, f"{recipe_name}: no serving.sample_request"
-    parsed = handler_of(recipe["training"]["entry_point"]).parse_request(sample)
+    parsed = handler_of(recipe["task"]).parse_request(sample)
     assert parsed[0], f"{recipe_name}: {sample!r} parsed to nothing"
 
 
-def test_handlers_per_entry_point() -> None:
+def test_handlers_per_task() -> None:
     assert handler("qa").__file__.endswith("inference_qa.py")
     assert handler("cls").__file__.endswith("inference_classification.py")
     assert handler("clm").__file__.endswith("inference_clm.py")

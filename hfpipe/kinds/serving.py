@@ -1,0 +1,90 @@
+"""Serving kinds: how a trained model is served (stdlib only; nothing of hfpipe imported).
+
+A serving kind says where its image comes from (the image catalog's scope and key, resolved from the
+SageMaker Python SDK's tables at synth time by stacks/image_catalog.py), how the model is packaged for it,
+the model environment it starts with, which module's `parse_request` checks a request before it is sent,
+and which class emulates it in local mode (named by string: this package imports nothing of hfpipe.local).
+A recipe picks one with `serving.kind`; its task kind lists the serving kinds it supports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: What a recipe without `serving.kind` is served by (every recipe before serving kinds existed).
+DEFAULT_SERVING_KIND = "hf-inference"
+
+
+class KindError(ValueError):
+    """An unknown task or serving kind, or a pair that does not go together; the message names them and
+    what is accepted. hfpipe.core turns it into a RecipeError naming the recipe field."""
+
+
+@dataclass(frozen=True)
+class ServingKind:
+    """One way of serving a model: image, packaging, environment, request contract, local emulation."""
+
+    name: str
+    description: str
+    #: The image catalog scope the Plan resolves the model's image in (catalog[scope][key][processor]).
+    image_scope: str
+    #: The SageMaker SDK table (sagemaker/image_uri_config/<table>.json) and its scope the catalog is
+    #: built from at synth time.
+    image_table: str
+    image_table_scope: str
+    #: recipe.container.inference fields whose values, joined by "/", key the catalog scope.
+    image_key_fields: tuple[str, ...]
+    #: How the model reaches the server: the training script puts the task kind's handler at this path
+    #: inside model.tar.gz (None: the server brings its own code).
+    handler_path: str | None
+    #: Model container environment before the recipe's serving.environment (which wins).
+    environment: Mapping[str, str] = field(default_factory=dict)
+    #: The training_code/ module whose `parse_request` checks a request; "{handler}" is the task kind's
+    #: handler module.
+    request_module: str = "{handler}"
+    #: "module:Class" that serves a model.tar.gz on this machine (hfpipe local, local --serve).
+    local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
+
+    def catalog_key(self, container: Mapping[str, Any]) -> str:
+        """The image catalog key of a recipe's container.inference for this kind."""
+        return "/".join(str(container[f]) for f in self.image_key_fields)
+
+    def request_checker(self, handler: str) -> str:
+        """The training_code/ module whose parse_request checks requests to a model with `handler`."""
+        return self.request_module.format(handler=handler)
+
+
+#: The Hugging Face DLC versions (recipe.container.*): the catalog keys of today's images.
+HF_VERSION_FIELDS = ("transformers_version", "pytorch_version", "py_version")
+
+SERVING_KINDS: dict[str, ServingKind] = {
+    kind.name: kind
+    for kind in (
+        ServingKind(
+            name=DEFAULT_SERVING_KIND,
+            description="the Hugging Face inference toolkit (Hugging Face PyTorch inference DLC) running the "
+            "task's handler as code/inference.py",
+            image_scope="inference",
+            image_table="huggingface",
+            image_table_scope="inference",
+            image_key_fields=HF_VERSION_FIELDS,
+            handler_path="code/inference.py",
+        ),
+    )
+}
+
+
+def serving_kind(name: Any) -> ServingKind:
+    """The serving kind named `name`; KindError naming it and the accepted kinds when unknown."""
+    kind = SERVING_KINDS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise KindError(f"serving kind {name!r} is not known; accepted: {sorted(SERVING_KINDS)}")
+    return kind
+
+
+def serving_kind_of(recipe: Mapping[str, Any]) -> ServingKind:
+    """The serving kind of a recipe, read or resolved (a recipe as read may leave serving.kind out)."""
+    serving = recipe.get("serving") or {}
+    return serving_kind(serving.get("kind", DEFAULT_SERVING_KIND) if isinstance(serving, Mapping) else None)

@@ -1,0 +1,192 @@
+"""Task kinds: what a recipe's `task` decides, in one place (stdlib only; nothing of hfpipe imported).
+
+A task kind names its training script and inference handler (both in training_code/), the records its
+script reads (so `hfpipe data upload` can check a data set), the fixture data and tiny model family local
+mode stands in with, a request its handler accepts, and the serving kinds that can serve it. Every other
+module asks `task_kind(recipe["task"])`; none guesses the kind from a file name or a handler's source.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hfpipe.kinds.serving import DEFAULT_SERVING_KIND, KindError, serving_kind
+
+Hyperparameters = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A local-mode stand-in data set in the task's real format (built by hfpipe.local.substitute.build_data
+    under `name`), and the tiny model family a recipe that names no hub model trains on it."""
+
+    name: str
+    description: str
+    family: str
+    channels: tuple[str, ...] = ("training", "validation")
+    #: Set when the fixture replaces the hub data set, unless the recipe sets them: what the hub
+    #: configuration implied (GLUE's mnli configuration selects task_name mnli in run_classification.py).
+    implied_hyperparameters: Mapping[str, str] = field(default_factory=dict)
+
+
+def _first_fixture(_: Hyperparameters) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One recipe `task`: everything that follows from it."""
+
+    name: str
+    description: str
+    #: The training script in training_code/ (the recipes' training.entry_point).
+    entry_point: str
+    #: The inference handler module in training_code/ that the entry point installs into the model.
+    handler: str
+    #: {column: "string" | "integer" | "answers"} the entry point reads, from the recipe's hyperparameters.
+    columns: Callable[[Hyperparameters], dict[str, str]]
+    #: Local-mode stand-ins; `pick_fixture` says which one has the format the recipe's data has.
+    fixtures: tuple[Fixture, ...]
+    #: A request body the handler accepts (tests/kinds checks it against the handler's parse_request).
+    sample_request: Mapping[str, Any]
+    serving_kinds: tuple[str, ...] = (DEFAULT_SERVING_KIND,)
+    pick_fixture: Callable[[Hyperparameters], int] = _first_fixture
+    #: Whether the handler reads {"dialogue": chat}, what `hfpipe invoke --dialogue FILE` sends.
+    takes_dialogue: bool = False
+
+    def record_columns(self, hyperparameters: Hyperparameters) -> dict[str, str]:
+        """The columns each record of the recipe's data set must hold, and their kind."""
+        return self.columns(hyperparameters)
+
+    def fixture(self, hyperparameters: Hyperparameters) -> Fixture:
+        """The local stand-in data set for a recipe with these hyperparameters."""
+        return self.fixtures[self.pick_fixture(hyperparameters)]
+
+    def check_serving(self, serving: str) -> None:
+        """KindError naming both kinds when this task cannot be served by `serving`."""
+        serving_kind(serving)  # an unknown serving kind is refused by its own name first
+        if serving not in self.serving_kinds:
+            raise KindError(
+                f"serving kind {serving!r} cannot serve task {self.name!r}; accepted for {self.name}: "
+                f"{list(self.serving_kinds)}"
+            )
+
+
+# --- the records each script reads (see training_code/qa_utils.py, run_classification.py, run_clm.py) ----
+
+
+def _qa_columns(_: Hyperparameters) -> dict[str, str]:
+    return {"question": "string", "context": "string", "answers": "answers"}
+
+
+def _classification_columns(hp: Hyperparameters) -> dict[str, str]:
+    mnli = hp.get("task_name") == "mnli"
+    first = hp.get("text_column") or ("premise" if mnli else "text")
+    second = hp.get("text_pair_column") or ("hypothesis" if mnli else None)
+    names = hp.get("text_column_names")  # the transformers example script's spelling: "a,b"
+    if isinstance(names, str) and names.strip():
+        first, _, pair = names.partition(",")
+        second = pair.strip() or None
+    label = hp.get("label_column") or hp.get("label_column_name") or "label"
+    columns = {str(first).strip(): "string", str(label): "integer"}
+    if second:
+        columns[str(second)] = "string"
+    return columns
+
+
+#: The samsum fields run_clm.py's default prompt template reads.
+DEFAULT_PROMPT_FIELDS = ("dialogue", "summary")
+
+
+def _prompt_columns(hp: Hyperparameters) -> dict[str, str]:
+    template = hp.get("prompt_template")
+    if isinstance(template, str):
+        fields = [n for _, n, _, _ in string.Formatter().parse(template) if n and n != "eos_token"]
+    else:
+        fields = list(DEFAULT_PROMPT_FIELDS)
+    return dict.fromkeys(fields, "string")
+
+
+def _classification_fixture(hp: Hyperparameters) -> int:
+    # Sentence pairs (GLUE MNLI) or single texts (IMDb-style): the fixture must have the recipe's columns.
+    mnli = "mnli" in (hp.get("task_name"), hp.get("dataset_config_name"))
+    return 0 if mnli or "premise" in str(hp.get("text_column_names", "")) else 1
+
+
+SAMSUM = Fixture("samsum", "samsum-style dialogue fixture", "bloom")
+CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
+
+TASK_KINDS: dict[str, TaskKind] = {
+    kind.name: kind
+    for kind in (
+        TaskKind(
+            name="question-answering",
+            description="extractive QA on SQuAD-style question/context/answers records",
+            entry_point="run_qa.py",
+            handler="inference_qa",
+            columns=_qa_columns,
+            fixtures=(Fixture("squad", "SQuAD v1.1 JSON fixture", "bert"),),
+            sample_request={
+                "inputs": {
+                    "question": "What does the pipeline deploy?",
+                    "context": "The pipeline trains a model and deploys it to a SageMaker endpoint.",
+                }
+            },
+        ),
+        TaskKind(
+            name="text-classification",
+            description="single-text or sentence-pair classification with an integer label",
+            entry_point="run_classification.py",
+            handler="inference_classification",
+            columns=_classification_columns,
+            fixtures=(
+                Fixture(
+                    "mnli",
+                    "MNLI pair fixture (matched + mismatched validation)",
+                    "roberta",
+                    ("training", "validation", "validation_mismatched"),
+                    {"task_name": "mnli"},
+                ),
+                Fixture("textcls", "IMDb-style text fixture", "distilbert"),
+            ),
+            pick_fixture=_classification_fixture,
+            sample_request={
+                "inputs": {
+                    "text": "A man is playing a guitar on stage.",
+                    "text_pair": "A person is performing music.",
+                }
+            },
+        ),
+        TaskKind(
+            name="summarization",
+            description="dialogue summarization by a causal LM trained on a prompt template",
+            entry_point="run_clm.py",
+            handler="inference_clm",
+            columns=_prompt_columns,
+            fixtures=(SAMSUM,),
+            sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
+            takes_dialogue=True,
+        ),
+        TaskKind(
+            # The same script and handler as summarization: a causal LM on any prompt template's fields.
+            name="text-generation",
+            description="a causal LM trained on a prompt template's fields, answering prompts",
+            entry_point="run_clm.py",
+            handler="inference_clm",
+            columns=_prompt_columns,
+            fixtures=(SAMSUM,),
+            sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
+        ),
+    )
+}
+
+
+def task_kind(name: Any) -> TaskKind:
+    """The task kind of a recipe's `task`; KindError naming it and the accepted tasks when unknown."""
+    kind = TASK_KINDS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise KindError(f"task {name!r} is not a known task kind; accepted: {sorted(TASK_KINDS)}")
+    return kind

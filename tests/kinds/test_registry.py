@@ -1,0 +1,248 @@
+"""The task and serving kind registries (hfpipe/kinds) against the recipes, the training code and the
+rules that use them: every name a recipe may use resolves, every file a kind names exists and does what
+the kind says, and what no kind covers is refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfpipe import kinds
+from hfpipe.cli import invoke
+from hfpipe.cli.data import _records
+from hfpipe.core import records
+from hfpipe.core import validate as rules
+from hfpipe.core.plan import PlanConfig, build_plan, processor_for
+from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
+from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
+from hfpipe.local.substitute import TINY_NAMES, build_data, for_this_machine
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINING_CODE = ROOT / "training_code"
+TASKS = sorted(kinds.TASK_KINDS)
+SERVING = sorted(kinds.SERVING_KINDS)
+
+
+def test_the_schema_accepts_exactly_the_registered_kinds() -> None:
+    props = RECIPE_SCHEMA["properties"]
+    assert props["task"]["enum"] == list(kinds.TASK_KINDS)
+    serving = props["serving"]["properties"]["kind"]
+    assert serving["enum"] == list(kinds.SERVING_KINDS)
+    assert serving["default"] == kinds.DEFAULT_SERVING_KIND in kinds.SERVING_KINDS
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_every_recipe_resolves_to_a_task_kind_that_supports_its_serving_kind(name: str) -> None:
+    recipe = resolve_recipe(recipe_name=name)
+    task = kinds.task_kind(recipe["task"])
+    assert recipe["serving"]["kind"] in task.serving_kinds
+    # The recipe's script is its task kind's: the kind's handler is what that script installs.
+    assert recipe["training"]["entry_point"] == task.entry_point
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_task_kinds_files_exist_and_the_entry_point_installs_the_handler(task: str) -> None:
+    kind = kinds.task_kind(task)
+    entry = TRAINING_CODE / kind.entry_point
+    handler = TRAINING_CODE / f"{kind.handler}.py"
+    assert entry.is_file() and handler.is_file(), (entry, handler)
+    # The script names the handler it copies to code/inference.py ("inference_qa.py" or `import
+    # inference_clm`); a registry naming another handler than the script ships fails here.
+    assert re.search(rf"\b{kind.handler}\b", entry.read_text()), (
+        f"{entry.name} does not install {kind.handler}"
+    )
+    assert kinds.training_code_file(f"{kind.handler}.py").samefile(handler)
+
+
+@pytest.mark.parametrize(
+    ("task", "serving"), [(t, s) for t in TASKS for s in kinds.task_kind(t).serving_kinds]
+)
+def test_each_sample_request_passes_the_request_check_of_its_own_kinds(task: str, serving: str) -> None:
+    kind = kinds.task_kind(task)
+    module = invoke.handler_module(kinds.serving_kind(serving).request_checker(kind.handler))
+    assert callable(module.parse_request)
+    parsed = module.parse_request(dict(kind.sample_request))
+    assert parsed[0], f"{task}: {kind.sample_request!r} parsed to nothing"
+    # The check can fail: the same handler refuses a request without the fields it needs.
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        module.parse_request({"unexpected": "field"})
+
+
+@pytest.mark.parametrize("serving", SERVING)
+def test_each_serving_kind_names_a_local_endpoint_and_a_catalog_key(serving: str) -> None:
+    kind = kinds.serving_kind(serving)
+    assert issubclass(local_endpoint_class(serving), LocalEndpoint)
+    container = resolve_recipe(recipe_name="tiny-qa")["container"]["inference"]
+    assert kind.catalog_key(container).split("/") == [str(container[f]) for f in kind.image_key_fields]
+
+
+def test_an_unknown_task_is_refused_by_name_with_the_accepted_list() -> None:
+    with pytest.raises(kinds.KindError) as err:
+        kinds.task_kind("no-such-task")
+    assert "'no-such-task'" in str(err.value) and str(TASKS) in str(err.value)
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides={"task": "no-such-task"})
+    assert str(err.value) == f"recipe.task: 'no-such-task' is not one of {list(kinds.TASK_KINDS)}"
+    # The records checker no longer falls back to the causal-LM columns for a task it does not know.
+    with pytest.raises(kinds.KindError, match="no-such-task"):
+        records.expected_columns({"task": "no-such-task", "training": {"hyperparameters": {}}})
+    with pytest.raises(ValueError, match=r"recipe.task: task 'no-such-task' is not a known task kind"):
+        for_this_machine({**load_recipe("tiny-qa"), "task": "no-such-task"})
+
+
+def test_an_unknown_serving_kind_is_refused_by_name() -> None:
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides={"serving.kind": "vllm"})
+    assert str(err.value) == f"recipe.serving.kind: 'vllm' is not one of {SERVING}"
+    with pytest.raises(
+        kinds.KindError, match=r"serving kind 'vllm' is not known; accepted: \['hf-inference'\]"
+    ):
+        kinds.serving_kind("vllm")
+
+
+def test_a_serving_kind_the_task_does_not_support_is_refused_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A second serving kind that no task kind lists yet (the schema's enum is built at import, so the
+    # pair rule is checked where it runs: on the schema-checked recipe).
+    other = kinds.ServingKind(
+        "other-server", "test", "other", "huggingface", "inference", ("py_version",), None
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "other-server", other)
+    recipe = resolve_recipe(recipe_name="tiny-qa")
+    recipe["serving"]["kind"] = "other-server"
+    with pytest.raises(RecipeError) as err:
+        rules.recipe(recipe)
+    assert str(err.value) == (
+        "recipe.serving.kind: serving kind 'other-server' cannot serve task 'question-answering'; "
+        "accepted for question-answering: ['hf-inference']"
+    )
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: str, tmp_path: Path) -> None:
+    """The fixture rule (e.g. MNLI pairs or single texts) against the record rule of the same kind."""
+    recipe = resolve_recipe(recipe_name=name)
+    kind = kinds.task_kind(recipe["task"])
+    fixture = kind.fixture(recipe["training"]["hyperparameters"])
+    assert fixture.family in TINY_NAMES  # local mode has a tiny stand-in of that family
+    assert for_this_machine(load_recipe(name)).data_kind == fixture.name
+    channels = build_data(fixture.name, tmp_path)
+    assert set(fixture.channels) <= set(channels)
+    columns = records.expected_columns(recipe)
+    files = [p for p in channels["training"].rglob("*") if p.suffix in (".json", ".jsonl")]
+    assert files, channels["training"]
+    for path in files:
+        rows = list(_records(path))
+        assert rows, path
+        problems = {records.record_problem(row, columns) for row in rows}
+        assert problems == {None}, (name, fixture.name, path.name, problems)
+
+
+def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) -> None:
+    """The Plan Lambda runs hfpipe.core, which imports hfpipe.kinds: the bundle must ship both."""
+    import subprocess
+    import sys
+
+    from stacks.functions.common import bundle_into
+
+    bundle_into(tmp_path / "bundle")
+    script = (
+        "import pkgutil, sys; import pipeline_lambdas as p\n"
+        "for m in pkgutil.iter_modules(p.__path__): __import__('pipeline_lambdas.' + m.name)\n"
+        "import hfpipe.core.plan, hfpipe.kinds; print(hfpipe.kinds.__file__)"
+    )
+    # -I -S: only the bundle and the standard library, as in the Lambda runtime (no checkout, no site-packages).
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(tmp_path / 'bundle')!r})\n{script}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "bundle" / "hfpipe" / "kinds" / "__init__.py")
+
+
+class _Quotas:
+    """Every quota the tiny recipes need, applied at 100 (ListServiceQuotas as the plan pages it)."""
+
+    def get_paginator(self, operation_name: str) -> Any:
+        names = [
+            f"{t} for {k}"
+            for t in ("ml.g4dn.xlarge", "ml.m5.large")
+            for k in ("training job usage", "spot training job usage", "endpoint usage")
+        ]
+        quotas = [{"QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": 100.0} for i, n in enumerate(names)]
+        pages = [{"Quotas": quotas if operation_name == "list_service_quotas" else []}]
+        return type("Paginator", (), {"paginate": lambda self, **kwargs: iter(pages)})()
+
+
+def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    recipe = resolve_recipe(recipe_name="tiny-qa")
+    training, inference = recipe["container"]["training"], recipe["container"]["inference"]
+    # The default kind moved to its own catalog scope, keyed by the Python tag alone, with an environment.
+    moved = dataclasses.replace(
+        kinds.serving_kind("hf-inference"),
+        image_scope="elsewhere",
+        image_key_fields=("py_version",),
+        environment={"HF_TASK": "question-answering", "SM_NUM_GPUS": "4"},
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", moved)
+    images = {p: f"{registry}/served-elsewhere:{p}" for p in ("cpu", "gpu")}
+    catalog = {
+        "training": {"/".join(training[f] for f in kinds.serving.HF_VERSION_FIELDS): images},
+        "inference": {},  # where hf-inference's images are otherwise: not looked at
+        "elsewhere": {inference["py_version"]: images},
+    }
+    config = PlanConfig(
+        env="dev",
+        region="eu-west-1",
+        role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
+        sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
+        data_bucket="hfpipe-dev-data",
+        artifacts_bucket="hfpipe-dev-artifacts",
+        image_catalog=catalog,
+    )
+    event = {"recipe_name": "tiny-qa", "overrides": {"serving.environment": {"SM_NUM_GPUS": "1"}}}
+    result = build_plan(event, "exec-1", config, _Quotas())
+    assert result["inference_image_uri"] == images[processor_for(recipe["serving"]["instance_type"])]
+    # The kind's environment first, the recipe's serving.environment over it.
+    assert result["serving_environment"] == {"HF_TASK": "question-answering", "SM_NUM_GPUS": "1"}
+
+
+def test_the_image_catalog_keys_a_serving_kinds_images_by_its_scope_and_refuses_a_table_it_cannot_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stacks.image_catalog import build_catalog
+
+    recipe = load_recipe("tiny-qa")
+    moved = dataclasses.replace(
+        kinds.serving_kind("hf-inference"), image_scope="elsewhere", image_key_fields=("py_version",)
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", moved)
+    catalog = build_catalog("eu-west-1", [recipe])
+    assert catalog["inference"] == {}
+    assert list(catalog["elsewhere"]) == [recipe["container"]["inference"]["py_version"]]
+    other = dataclasses.replace(moved, image_table="djl-lmi")
+    monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", other)
+    with pytest.raises(ValueError) as err:
+        build_catalog("eu-west-1", [recipe])
+    assert str(err.value) == (
+        "recipe tiny-qa: serving kind 'hf-inference' reads the SDK's 'djl-lmi' image table, which "
+        "stacks/image_catalog.py cannot read; accepted: 'huggingface'"
+    )
