@@ -154,3 +154,22 @@ def test_events_from_elsewhere_are_ignored(s3, change):
     # Nothing was touched: every token is still there.
     for name in ("dev-e", "prod-e", "devx-e"):
         s3.head_object(Bucket=BUCKET, Key=token_key(name))
+
+
+def test_a_token_replaced_by_a_recheck_meanwhile_is_the_one_answered(s3):
+    """The event read the token of an attempt that timed out; Launch's re-check stored its new attempt's
+    token before the answer. The handler answers the new token instead of leaving the task an hour."""
+    keep_token(s3, "dev-l")
+
+    class Racing(Sfn):
+        def send_task_success(self, **kwargs):
+            if kwargs["taskToken"] == "tok":  # the re-check replaced it just before
+                s3.put_object(Bucket=BUCKET, Key=token_key("dev-l"), Body=json.dumps({"task_token": "tok-2"}))
+                raise ClientError({"Error": {"Code": "TaskTimedOut", "Message": "gone"}}, "SendTaskSuccess")
+            self.calls.append(("send_task_success", kwargs))
+
+    sfn = Racing()
+    job = {"TrainingJobName": "dev-l", "TrainingJobStatus": "Completed"}
+    result = handler.on_event(event("dev-l", "Completed"), SageMaker(job), s3, sfn, BUCKET, ENV)
+    assert result["completed"] is True
+    assert [(c, k["taskToken"]) for c, k in sfn.calls] == [("send_task_success", "tok-2")]

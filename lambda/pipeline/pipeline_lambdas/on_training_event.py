@@ -52,6 +52,16 @@ def _foreign(event: Any, env: str) -> str | None:
     return None
 
 
+def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
+    """What Launch kept for the job's waiting task (token, execution name); None when nothing waits."""
+    try:
+        return dict(json.loads(s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()))
+    except Exception as err:
+        if _code(err) in ("NoSuchKey", "404"):
+            return None
+        raise
+
+
 def on_event(
     event: dict[str, Any], sagemaker: Any, s3: Any, sfn: Any, bucket: str, env: str
 ) -> dict[str, Any]:
@@ -65,17 +75,9 @@ def on_event(
     name, status = detail.get("TrainingJobName"), detail.get("TrainingJobStatus")
     if status not in FINAL_STATUSES or not name:
         return {"training_job_name": name, "status": status, "completed": False, "reason": "not final"}
-    try:
-        stored = json.loads(s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read())
-    except Exception as err:
-        if _code(err) in ("NoSuchKey", "404"):
-            return {
-                "training_job_name": name,
-                "status": status,
-                "completed": False,
-                "reason": "no waiting task",
-            }
-        raise
+    stored = _stored(s3, bucket, name)
+    if stored is None:
+        return {"training_job_name": name, "status": status, "completed": False, "reason": "no waiting task"}
     aws.bind(event, stored.get("execution_name", ""))
     job = sagemaker.describe_training_job(TrainingJobName=name)
     if job["TrainingJobStatus"] not in FINAL_STATUSES:
@@ -94,6 +96,12 @@ def on_event(
             "reason": "job not final yet",
         }
     done = complete(sfn, stored["task_token"], job)
+    if not done:
+        # The token read was no longer waiting: a re-check (Launch run again after the task's timeout) may
+        # have stored its new attempt's token since. Answer that one rather than leave it for an hour.
+        newer = _stored(s3, bucket, name)
+        if newer is not None and newer.get("task_token") != stored["task_token"]:
+            done = complete(sfn, newer["task_token"], job)
     s3.delete_object(Bucket=bucket, Key=token_key(name))
     return {"training_job_name": name, "status": job["TrainingJobStatus"], "completed": done}
 
