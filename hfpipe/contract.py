@@ -30,6 +30,11 @@ TAG_ENV = "hfpipe:env"
 TAG_EXECUTION = "hfpipe:execution"
 TAG_RECIPE = "hfpipe:recipe"
 TAG_MANAGED_BY = "hfpipe:managed-by"
+# A user's decision to keep an endpoint (`hfpipe stop --keep-endpoint`): put on the endpoint, its config and
+# its model, it makes clean-up (the Cleanup Lambda, `hfpipe stop`, `hfpipe cleanup`) leave them; only a
+# command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then.
+TAG_KEEP = "hfpipe:keep"
+TAG_KEEP_VALUE = "true"
 
 
 def stack_name(env: str, part: str) -> str:

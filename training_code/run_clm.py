@@ -511,11 +511,13 @@ def write_serving_files(model_dir: str, data_args: DataTrainingArguments) -> Non
         )
 
 
+#: The dataclasses the parser reads (hfpipe/kinds/arguments.json lists their fields).
+ARGUMENT_TYPES = (ModelArguments, DataTrainingArguments, encoder_utils.ContainerTrainingArguments)
+
+
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, TrainingArguments]:
     """Command-line arguments, or one .json/.yaml file holding them (container defaults as in encoder_utils)."""
-    parsed = encoder_utils.parse_arguments(
-        (ModelArguments, DataTrainingArguments, encoder_utils.ContainerTrainingArguments), argv
-    )
+    parsed = encoder_utils.parse_arguments(ARGUMENT_TYPES, argv)
     return parsed  # type: ignore[return-value]
 
 

@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--yes", action="store_true", help="delete its endpoint/config/model without asking (CI)"
             )
+            p.add_argument(
+                "--wait-timeout",
+                metavar="AGE",
+                help="how long to wait for an endpoint still Creating/Updating before deleting it (default 15m)",
+            )
         if name == "report":
             p.add_argument(
                 "--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png"
@@ -148,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than", metavar="AGE", help="only resources older than AGE: 30m, 12h, 7d, 2w")
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
+    p.add_argument(
+        "--wait-timeout",
+        metavar="AGE",
+        help="how long to wait for an endpoint still Creating/Updating before deleting it (default 15m)",
+    )
     _common(p)
     p.set_defaults(func=commands.cmd_cleanup, command_parser=p)
 
@@ -196,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
     p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    p.add_argument(
+        "--wait-timeout",
+        metavar="AGE",
+        help="how long to wait for an endpoint still Creating/Updating before deleting it (default 15m)",
+    )
     _common(p)
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
@@ -217,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
-    p.set_defaults(func=commands.cmd_completion, command_parser=p)
+    p.set_defaults(func=commands.cmd_completion, command_parser=p, root_parser=parser)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
     p.add_argument(

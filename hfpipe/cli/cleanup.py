@@ -11,48 +11,161 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.table import Table
 
+from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, aws_error
-from hfpipe.core.cleanup import Resource, delete, find_resources
+from hfpipe.core.cleanup import (
+    DEFAULT_WAIT_S,
+    DELETING,
+    NOT_DELETABLE_YET,
+    POLL_S,
+    NotDeletableYet,
+    Resource,
+    delete,
+    find_resources,
+    is_ours,
+    planned_resources,
+    tags_of,
+    wait_until_deletable,
+)
+from hfpipe.core.names import PlannedNames
+from hfpipe.core.plan_model import Plan
 
-__all__ = ["cmd_cleanup", "cmd_stop", "delete_all", "find_resources", "parse_duration", "when"]
+__all__ = [
+    "cmd_cleanup",
+    "cmd_stop",
+    "delete_all",
+    "find_resources",
+    "parse_duration",
+    "ready_to_delete",
+    "step",
+    "when",
+]
 
-_DURATION = re.compile(r"^(\d+)([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_duration(text: str) -> timedelta:
-    """'30m', '12h', '7d', '2w' -> timedelta, or an error naming the value and the accepted forms."""
-    match = _DURATION.match(text)
+def parse_duration(text: str, flag: str = "--older-than", units: str = "mhdw") -> timedelta:
+    """'30m', '12h', '7d', '2w' (and '30s' where `units` has s) -> timedelta, at most 100 years, or an error
+    naming the flag, the value and the accepted forms (the one duration rule of the command's options)."""
+    match = _DURATION.fullmatch(text.strip())
     error = HfpipeError(
-        f"--older-than {text!r} is not a duration: use a positive number followed by m, h, d or w "
-        "(e.g. 12h, 7d)"
+        f"{flag} {text!r} is not a duration: use a positive number followed by {', '.join(units[:-1])} or "
+        f"{units[-1]} (e.g. 12h, 7d)"
     )
-    if not match or int(match.group(1)) == 0:
+    if not match or match.group(2) not in units or int(match.group(1)) == 0:
         raise error
     age = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))}) if len(match.group(1)) < 9 else None
     if age is None or age > timedelta(weeks=5200):
-        raise HfpipeError(f"--older-than {text!r} is too long; accepted: at most 5200w (100 years)")
+        raise HfpipeError(f"{flag} {text!r} is too long; accepted: at most 5200w (100 years)")
     return age
 
 
-def delete_all(sagemaker: Any, resources: Iterable[Resource], console: Console) -> int:
-    """Delete each resource (in the order found: endpoints before their configs and models); returns the count."""
+def wait_timeout(args: argparse.Namespace) -> float:
+    """--wait-timeout in seconds (default 15 minutes: creating an endpoint rarely takes longer)."""
+    text = getattr(args, "wait_timeout", None)
+    if text is None:
+        return float(DEFAULT_WAIT_S)
+    return parse_duration(text, "--wait-timeout").total_seconds()
+
+
+# Module attributes, so tests can run the bounded wait on a fake clock.
+_sleep: Callable[[float], None] = time.sleep
+_clock: Callable[[], float] = time.monotonic
+
+_RERUN = "; run the same command again to finish (it carries on from what is left)"
+
+
+def step(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """``fn(**kwargs)``; an AWS error becomes one line saying what failed and that a rerun finishes the job."""
     import botocore.exceptions
 
+    try:
+        return fn(**kwargs)
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise HfpipeError(f"{aws_error(exc, doing)}{_RERUN}") from None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def ready_to_delete(
+    sagemaker: Any, name: str, status: str | None, timeout_s: float, console: Console
+) -> bool:
+    """Wait (within ``timeout_s``) until SageMaker lets endpoint ``name`` be deleted; False when it is gone
+    or already being deleted (nothing to call), True when DeleteEndpoint may be called now.
+
+    SageMaker refuses DeleteEndpoint while the endpoint is Creating, Updating, SystemUpdating or RollingBack
+    (``NOT_DELETABLE_YET``, with the AWS documentation). Past the bound the error says so and to rerun."""
+    if status == DELETING:
+        console.print(f"endpoint {name} is already being deleted")
+        return False
+    if status in NOT_DELETABLE_YET:
+        console.print(
+            f"endpoint {name} is {status}: SageMaker deletes no endpoint until that is done; waiting "
+            f"up to {_minutes(timeout_s)} (checking every {POLL_S:.0f} s)"
+        )
+
+        def progress(now: str, waited: float) -> None:
+            if waited > 0:
+                console.print(f"  endpoint {name} still {now} after {_minutes(waited)}")
+
+        try:
+            status = step(
+                f"reading endpoint {name}",
+                wait_until_deletable,
+                sagemaker=sagemaker,
+                name=name,
+                timeout_s=timeout_s,
+                progress=progress,
+                sleep=_sleep,
+                clock=_clock,
+            )
+        except NotDeletableYet as exc:
+            raise HfpipeError(
+                f"endpoint {name} is still {exc.status} after {_minutes(timeout_s)}: SageMaker refuses to "
+                "delete it until then; its endpoint config and model were left for it. Run the same command "
+                "again (or pass a longer --wait-timeout)"
+            ) from None
+        if status is None:
+            console.print(f"endpoint {name} is gone")
+            return False
+        if status == DELETING:
+            console.print(f"endpoint {name} is already being deleted")
+            return False
+    return status is not None
+
+
+def delete_all(
+    sagemaker: Any, resources: Iterable[Resource], console: Console, timeout_s: float = DEFAULT_WAIT_S
+) -> int:
+    """Delete each resource (in the order found: endpoints before their configs and models); returns the count.
+
+    An endpoint SageMaker will not delete yet is waited for (``ready_to_delete``); a resource already gone
+    counts as deleted, so a rerun after an interruption finishes the job."""
     count = 0
     for resource in resources:
-        try:
-            delete(sagemaker, resource.kind, resource.name)
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-            raise aws_error(exc, f"deleting {resource.kind.name} {resource.name}") from None
+        if resource.kind.name == "endpoint" and not ready_to_delete(
+            sagemaker, resource.name, resource.status or "", timeout_s, console
+        ):
+            continue
+        step(
+            f"deleting {resource.kind.name} {resource.name}",
+            delete,
+            sagemaker=sagemaker,
+            kind=resource.kind,
+            name=resource.name,
+        )
         console.print(f"deleted {resource.kind.name} {resource.name}")
         count += 1
     return count
@@ -63,85 +176,119 @@ def when(value: Any) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else "-"
 
 
+def keep(sagemaker: Any, names: PlannedNames, console: Console) -> list[str]:
+    """Tag the execution's endpoint, config and model (those tagged for its environment and execution) with
+    the keep tag, so no clean-up deletes them; returns what was tagged."""
+    kept: list[str] = []
+    for item in step("reading the execution's endpoint", lambda: list(planned_resources(sagemaker, names))):
+        if not item.ours:
+            continue
+        if item.kept:  # kept by an earlier run of this command (a rerun says so again)
+            kept.append(f"{item.kind.name} {item.name}")
+            continue
+        arn = step(
+            f"reading {item.kind.name} {item.name}",
+            lambda item=item: getattr(sagemaker, item.kind.describe)(**{item.kind.name_key: item.name})[
+                item.kind.arn_key
+            ],
+        )
+        step(
+            f"tagging {item.kind.name} {item.name} to keep it",
+            sagemaker.add_tags,
+            ResourceArn=arn,
+            Tags=[{"Key": contract.TAG_KEEP, "Value": contract.TAG_KEEP_VALUE}],
+        )
+        kept.append(f"{item.kind.name} {item.name}")
+    return kept
+
+
 def cmd_stop(args: argparse.Namespace, console: Console) -> int:
     """Stop the execution, then its training job; delete the endpoint/config/model it created.
 
     What is stopped or deleted comes only from what the pipeline wrote: the Plan state's output in the
-    execution history (`aws.stored_plan`, never the execution input) and the resources' tags, which must name this
-    environment and this execution.
+    execution history (`aws.stored_plan`, never the execution input; without one, with --env, the names the
+    environment's rule gives the execution) and the resources' tags, which must name this environment and
+    this execution. Not from the execution's status: an execution that already ended (a stop interrupted
+    after StopExecution, a failure whose clean-up was interrupted) still has its job stopped and its
+    endpoint deleted, so running the command again finishes what a throttled call left.
     """
     if args.env is not None:
         aws.validate_env_name(args.env)
+    timeout_s = wait_timeout(args)
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
-    arn = desc["executionArn"]
-    if desc["status"] != "RUNNING":
-        console.print(f"execution {desc['name']} already ended ({desc['status']}); nothing to stop")
-        return 0
-    before = aws.stored_plan(list(aws.execution_history(clients.sfn, arn)))
-    if before and args.env is not None and before.env != args.env:
+    arn, execution = desc["executionArn"], desc["name"]
+    running = desc["status"] == "RUNNING"
+    plan = _plan(clients, arn)
+    if plan and args.env is not None and plan.env != args.env:
         raise HfpipeError(
-            f"execution {desc['name']!r} belongs to environment {before.env!r}, not --env {args.env!r}; "
+            f"execution {execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
             "nothing stopped"
         )
-    # The execution first, so it cannot go on to create an endpoint after its job is stopped.
-    aws.call(
-        "stopping the execution",
-        clients.sfn.stop_execution,
-        executionArn=arn,
-        error="hfpipe.Stopped",
-        cause="stopped with `hfpipe stop`",
-    )
-    console.print(f"stopped execution {desc['name']}")
-    plan = aws.stored_plan(list(aws.execution_history(clients.sfn, arn)))
-    if not plan:
-        console.print("its Plan had not finished: no training job was launched")
-        return 0
-    env = plan.env
-    if args.env is not None and env != args.env:
-        raise HfpipeError(
-            f"execution {desc['name']!r} belongs to environment {env!r}, not --env {args.env!r}; "
-            "its training job and endpoint were left alone"
+    env = plan.env if plan else args.env
+    names = plan.names if plan else PlannedNames.derive(execution, env) if env else None
+    kept: list[str] = []
+    if running:
+        # Keep before StopExecution: the stop's ABORTED event runs the abnormal-end clean-up, which must find
+        # the keep tag already there.
+        if args.keep_endpoint and names is not None:
+            kept += keep(clients.sagemaker, names, console)
+        # The execution first, so it cannot go on to create an endpoint after its job is stopped.
+        step(
+            "stopping the execution",
+            clients.sfn.stop_execution,
+            executionArn=arn,
+            error="hfpipe.Stopped",
+            cause="stopped with `hfpipe stop`",
         )
-    job_name = plan.training_job_name
-    import botocore.exceptions
-
-    from hfpipe.core.cleanup import may_delete, tags_of
-
-    try:
-        job = clients.sagemaker.describe_training_job(TrainingJobName=job_name)
-    except botocore.exceptions.ClientError:
-        job = None  # Plan ran but Launch did not: there is no job to stop
-    if job is None:
-        console.print(f"training job {job_name} was never launched")
-    elif not may_delete(
-        aws.call(
-            "reading the training job's tags", tags_of, sagemaker=clients.sagemaker, arn=job["TrainingJobArn"]
-        ),
-        env,
-        desc["name"],
-    ):
-        console.print(
-            f"not stopping training job {job_name}: its tags do not name environment {env!r} and execution "
-            f"{desc['name']!r} (the same name in another environment is not ours)"
-        )
-    elif job["TrainingJobStatus"] == "InProgress":
-        aws.call(
-            f"stopping training job {job_name}", clients.sagemaker.stop_training_job, TrainingJobName=job_name
-        )
-        console.print(
-            f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)"
-        )
+        console.print(f"stopped execution {execution}")
+        plan = _plan(clients, arn)  # Plan may have finished meanwhile
+        if plan:
+            if args.env is not None and plan.env != args.env:
+                raise HfpipeError(
+                    f"execution {execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
+                    "its training job and endpoint were left alone"
+                )
+            env, names = plan.env, plan.names
+        if names is None or (plan is None and args.env is None):
+            console.print("its Plan had not finished: no training job was launched")
+            return 0
     else:
-        console.print(f"training job {job_name} already {job['TrainingJobStatus']}")
-    # A stopped execution never reaches its Cleanup state, so do its work here.
-    if not args.keep_endpoint:
-        found = aws.call(
+        console.print(f"execution {execution} already ended ({desc['status']})")
+        if names is None:
+            console.print(
+                "it stored no plan: pass --env ENV to look for what it may have created by the names "
+                "the environment gives it"
+            )
+            return 0
+    assert names is not None and env is not None
+    if args.keep_endpoint:
+        # Again after the stop: an endpoint created in the moment before it is kept too (and, for an
+        # execution that already ended, this is the only pass).
+        kept += [k for k in keep(clients.sagemaker, names, console) if k not in kept]
+        for resource in kept:
+            console.print(
+                f"kept {resource} (tagged {contract.TAG_KEEP}={contract.TAG_KEEP_VALUE}: clean-up leaves it; "
+                f"`hfpipe endpoints delete {names.endpoint_name} --env {env}` deletes it)"
+            )
+    acted = _stop_job(clients.sagemaker, names, console)
+    # A run that succeeded with keep_endpoint: true kept its endpoint by the user's decision; stopping it
+    # afterwards (which stops nothing) does not undo that. `hfpipe endpoints delete` does.
+    kept_by_run = bool(plan and plan.keep_endpoint and desc["status"] == "SUCCEEDED")
+    if kept_by_run and not args.keep_endpoint:
+        console.print(
+            f"its endpoint {names.endpoint_name} was kept (keep_endpoint: true) and stays; "
+            f"`hfpipe endpoints delete {names.endpoint_name} --env {env}` deletes it"
+        )
+    # A stopped execution never reaches its Cleanup state, so do its work here (the abnormal-end rule's
+    # Lambda does it too; whichever comes second finds less, and neither minds).
+    if not args.keep_endpoint and not kept_by_run:
+        found = step(
             "listing SageMaker resources",
             find_resources,
             sagemaker=clients.sagemaker,
             env=env,
-            execution=desc["name"],
+            execution=execution,
         )
         if (
             found
@@ -149,12 +296,58 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
             and not _confirm(f"Delete {', '.join(f'{r.kind.name} {r.name}' for r in found)}?")
         ):
             console.print(
-                f"left {len(found)} resources of execution {desc['name']}; delete them with "
+                f"left {len(found)} resources of execution {execution}; delete them with "
                 f"`hfpipe cleanup --env {env}` or rerun with --yes"
             )
             return 0
-        delete_all(clients.sagemaker, found, console)
+        acted += delete_all(clients.sagemaker, found, console, timeout_s)
+    if not running and not acted and not kept and not kept_by_run:
+        console.print("nothing left to stop or delete")
     return 0
+
+
+def _plan(clients: aws.Clients, arn: str) -> Plan | None:
+    return cast(
+        "Plan | None",
+        step(
+            "reading the execution's history",
+            lambda: aws.stored_plan(list(aws.execution_history(clients.sfn, arn))),
+        ),
+    )
+
+
+def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
+    """Stop the execution's training job when it is InProgress and tagged for its environment and execution;
+    1 when a stop was sent."""
+    import botocore.exceptions
+
+    job_name = names.training_job_name
+    try:
+        job = sagemaker.describe_training_job(TrainingJobName=job_name)
+    except botocore.exceptions.ClientError as exc:
+        # DescribeTrainingJob of a name never used: ValidationException "Requested resource not found"; any
+        # other error (throttled) must not pass for "never launched", or a running job would be left.
+        message = str(exc.response.get("Error", {}).get("Message", ""))
+        if not ("not found" in message.lower() or "Could not find" in message):
+            raise HfpipeError(f"{aws_error(exc, f'reading training job {job_name}')}{_RERUN}") from None
+        console.print(f"training job {job_name} was never launched")
+        return 0
+    except botocore.exceptions.BotoCoreError as exc:
+        raise HfpipeError(f"{aws_error(exc, f'reading training job {job_name}')}{_RERUN}") from None
+    status = job["TrainingJobStatus"]
+    if status != "InProgress":
+        console.print(f"training job {job_name} already {status}")
+        return 0
+    tags = step("reading the training job's tags", tags_of, sagemaker=sagemaker, arn=job["TrainingJobArn"])
+    if not is_ours(tags, names.env, names.execution_name):
+        console.print(
+            f"not stopping training job {job_name}: its tags do not name environment {names.env!r} and "
+            f"execution {names.execution_name!r} (the same name in another environment is not ours)"
+        )
+        return 0
+    step(f"stopping training job {job_name}", sagemaker.stop_training_job, TrainingJobName=job_name)
+    console.print(f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)")
+    return 1
 
 
 def _confirm(question: str) -> bool:
@@ -169,10 +362,11 @@ def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
     aws.validate_env_name(args.env)
     # `is not None`: an empty value (an unset variable in a script) is an error, never "no age filter".
     older_than = parse_duration(args.older_than) if args.older_than is not None else None
+    timeout_s = wait_timeout(args)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
     aws.resolve_environment(clients, args.env)
-    found = aws.call(
+    found = step(
         "listing SageMaker resources",
         find_resources,
         sagemaker=clients.sagemaker,
@@ -201,6 +395,6 @@ def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
         if answer.strip().lower() not in {"y", "yes"}:
             console.print("nothing deleted")
             return 1
-    delete_all(clients.sagemaker, found, console)
-    console.print(f"deleted {len(found)} resources (S3 data and artifacts are never touched)")
+    count = delete_all(clients.sagemaker, found, console, timeout_s)
+    console.print(f"deleted {count} resources (S3 data and artifacts are never touched)")
     return 0

@@ -315,9 +315,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
     """Print the completion script for a shell, generated from the parser itself by shtab."""
     import shtab
 
-    from hfpipe.cli import build_parser
-
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    sys.stdout.write(shtab.complete(args.root_parser, shell=args.shell))
     return 0
 
 

@@ -64,6 +64,8 @@ def _check_json(path: Path) -> None:
     text = _read_text(path)
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise HfpipeError(f"{path}: JSON nested deeper than can be read; records are flat objects") from None
     except ValueError:
         _check_jsonl(path)  # the json loader also reads JSON lines in a .json file
         return
@@ -82,6 +84,10 @@ def _check_jsonl(path: Path) -> None:
                 continue
             try:
                 record = json.loads(line)
+            except RecursionError:
+                raise HfpipeError(
+                    f"{path}: line {number} is nested deeper than can be read; records are flat objects"
+                ) from None
             except json.JSONDecodeError as exc:
                 raise HfpipeError(
                     f"{path}: line {number} is not JSON ({exc.msg}); fix it and retry"

@@ -5,8 +5,10 @@
 
 An endpoint counts only when it carries the pipeline's tags for this environment (`hfpipe:managed-by` =
 hfpipe and `hfpipe:env` = ENV); `delete` refuses any other. Deleting an endpoint also deletes the
-endpoint config and model behind it when they carry the same tags (they serve nothing without it);
-S3 data and model artifacts are never touched.
+endpoint config and model behind it when they carry the same tags (they serve nothing without it), also
+when the endpoint itself is already gone (a rerun after an interrupted delete finds them by the pipeline's
+names); it deletes a kept endpoint (`hfpipe:keep`) too, since it names it. An endpoint still Creating or
+Updating is waited for (--wait-timeout, default 15m). S3 data and model artifacts are never touched.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.cleanup import ready_to_delete, step, wait_timeout
 from hfpipe.core import cost
+from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
 
 
 @dataclass(frozen=True)
@@ -201,20 +205,6 @@ def table(env: str, endpoints: list[EndpointInfo]) -> Table:
     return out
 
 
-def _delete(sagemaker: Any, call: str, **kwargs: str) -> bool:
-    """One delete call; a resource that is already gone counts as deleted (returns False)."""
-    import botocore.exceptions
-
-    try:
-        getattr(sagemaker, call)(**kwargs)
-    except botocore.exceptions.ClientError as exc:
-        message = exc.response.get("Error", {}).get("Message", "")
-        if "Could not find" in message or "does not exist" in message:
-            return False
-        raise
-    return True
-
-
 def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     """List the environment's endpoints, or delete one of them after asking."""
     aws.validate_env_name(args.env)
@@ -251,57 +241,138 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     return _delete_one(clients, args, console)
 
 
+def _describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
+    """A Describe* answer, or None when the resource does not exist (other errors are raised)."""
+    from hfpipe.core.cleanup import is_not_found
+
+    try:
+        return cast("dict[str, Any]", call(**kwargs))
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+
+
+def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str) -> list[Resource]:
+    """The endpoint config and model(s) behind ``endpoint`` that are this environment's: from the endpoint's
+    own config when it still exists, else by the pipeline's names (`<base>-config`, `<base>-model` for an
+    endpoint `<base>-ep`, hfpipe.core.names), so a rerun after the endpoint went still finds them."""
+    from hfpipe.core.cleanup import KINDS
+
+    config_kind, model_kind = KINDS[1], KINDS[2]
+    base = endpoint.removesuffix("-ep") if endpoint.endswith("-ep") else None
+    config_name = config_name or (f"{base}-config" if base else None)
+    found: list[Resource] = []
+    models: list[str] = [f"{base}-model"] if base else []
+    if config_name:
+        config = step(
+            f"reading endpoint config {config_name}",
+            _describe_or_none,
+            call=sagemaker.describe_endpoint_config,
+            EndpointConfigName=config_name,
+        )
+        if config is not None:
+            for variant in config.get("ProductionVariants", []):
+                if variant.get("ModelName") and variant["ModelName"] not in models:
+                    models.append(variant["ModelName"])
+            tags = step(
+                f"reading the tags of endpoint config {config_name}",
+                tags_of,
+                sagemaker=sagemaker,
+                arn=config["EndpointConfigArn"],
+            )
+            if is_ours(tags, env):
+                found.append(Resource(config_kind, config_name, tags.get(contract.TAG_EXECUTION, "-"), None))
+    for model in models:
+        described = step(
+            f"reading model {model}",
+            _describe_or_none,
+            call=sagemaker.describe_model,
+            ModelName=model,
+        )
+        if described is None:
+            continue
+        tags = step(
+            f"reading the tags of model {model}", tags_of, sagemaker=sagemaker, arn=described["ModelArn"]
+        )
+        if is_ours(tags, env):
+            found.append(Resource(model_kind, model, tags.get(contract.TAG_EXECUTION, "-"), None))
+    return found
+
+
 def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
-    import botocore.exceptions
+    """Delete endpoint NAME and the config and model behind it, each when it is this environment's.
+
+    It works from what exists, so running it again after an interruption (a throttled call) finishes the job:
+    when the endpoint is gone, its config and model are found by the pipeline's names and deleted, and the
+    command says so. A user's keep tag (`hfpipe stop --keep-endpoint`) does not stop it: this command names the
+    endpoint. An endpoint SageMaker will not delete yet (Creating, Updating, ...) is waited for, within
+    --wait-timeout."""
+    from hfpipe.core.cleanup import KINDS
 
     sagemaker, name = clients.sagemaker, args.name
-    try:
-        endpoint = sagemaker.describe_endpoint(EndpointName=name)
-    except botocore.exceptions.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in {"ValidationException", "ResourceNotFound"}:
-            raise HfpipeError(
-                f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {args.env}`"
-            ) from None
-        raise aws.aws_error(exc, f"reading endpoint {name}") from None
-    try:
-        tags = _tags(sagemaker, endpoint["EndpointArn"])
-    except botocore.exceptions.ClientError as exc:
-        raise aws.aws_error(exc, f"reading the tags of endpoint {name}") from None
-    if not _ours(tags, args.env):
-        owner = tags.get(contract.TAG_ENV)
-        whose = f"environment {owner!r}" if owner else "no hfpipe environment"
-        raise HfpipeError(
-            f"endpoint {name} belongs to {whose} (tags {contract.TAG_ENV}, {contract.TAG_MANAGED_BY}), "
-            f"not {args.env!r}: nothing deleted"
+    timeout_s = wait_timeout(args)
+    endpoint = step(
+        f"reading endpoint {name}",
+        _describe_or_none,
+        call=sagemaker.describe_endpoint,
+        EndpointName=name,
+    )
+    info: EndpointInfo | None = None
+    if endpoint is not None:
+        tags = step(
+            f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
         )
-    info = describe(sagemaker, name, tags, datetime.now(UTC))
-    console.print(table(args.env, [info]))
+        if not _ours(tags, args.env):
+            owner = tags.get(contract.TAG_ENV)
+            whose = f"environment {owner!r}" if owner else "no hfpipe environment"
+            raise HfpipeError(
+                f"endpoint {name} belongs to {whose} (tags {contract.TAG_ENV}, {contract.TAG_MANAGED_BY}), "
+                f"not {args.env!r}: nothing deleted"
+            )
+        info = step(
+            f"reading endpoint {name}",
+            describe,
+            sagemaker=sagemaker,
+            name=name,
+            tags=tags,
+            now=datetime.now(UTC),
+        )
+    leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, args.env)
+    if info is None and not leftovers:
+        raise HfpipeError(
+            f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {args.env}`"
+        )
+    if info is not None:
+        console.print(table(args.env, [info]))
+        question = f"Delete endpoint {name} ({describe_cost(info)})?"
+    else:
+        console.print(
+            f"endpoint {name} is already gone; it left "
+            + ", ".join(f"{r.kind.name} {r.name}" for r in leftovers)
+        )
+        question = "Delete " + ", ".join(f"{r.kind.name} {r.name}" for r in leftovers) + "?"
     if not args.yes:
         if not sys.stdin.isatty():
             raise HfpipeError(
                 "not deleting without confirmation: stdin is not a terminal; pass --yes to confirm"
             )
-        answer = input(f"Delete endpoint {name} ({describe_cost(info)})? [y/N] ")
+        answer = input(f"{question} [y/N] ")
         if answer.strip().lower() not in {"y", "yes"}:
             console.print("nothing deleted")
             return 1
-    try:
-        _delete(sagemaker, "delete_endpoint", EndpointName=name)
+    if info is not None and ready_to_delete(sagemaker, name, info.status, timeout_s, console):
+        step(f"deleting endpoint {name}", delete, sagemaker=sagemaker, kind=KINDS[0], name=name)
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
-        # The config and model served only this endpoint; delete them when they are this environment's too.
-        if info.endpoint_config:
-            config = sagemaker.describe_endpoint_config(EndpointConfigName=info.endpoint_config)
-            if _ours(_tags(sagemaker, config["EndpointConfigArn"]), args.env):
-                models = [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
-                if _delete(sagemaker, "delete_endpoint_config", EndpointConfigName=info.endpoint_config):
-                    console.print(f"deleted endpoint config {info.endpoint_config}")
-                for model in models:
-                    arn = sagemaker.describe_model(ModelName=model)["ModelArn"]
-                    if _ours(_tags(sagemaker, arn), args.env) and _delete(
-                        sagemaker, "delete_model", ModelName=model
-                    ):
-                        console.print(f"deleted model {model}")
-    except botocore.exceptions.ClientError as exc:
-        raise aws.aws_error(exc, f"deleting endpoint {name}") from None
+    # The config and model served only this endpoint; they are deleted when they are this environment's too.
+    for resource in leftovers:
+        step(
+            f"deleting {resource.kind.name} {resource.name}",
+            delete,
+            sagemaker=sagemaker,
+            kind=resource.kind,
+            name=resource.name,
+        )
+        console.print(f"deleted {resource.kind.name} {resource.name}")
     console.print("S3 data and model artifacts are never touched")
     return 0

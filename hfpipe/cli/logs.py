@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -26,22 +25,16 @@ from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import logs as core_logs
 from hfpipe.local import outputs
 
-_SINCE = re.compile(r"^(\d+)([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 JOB_ENDED = {"Completed", "Failed", "Stopped"}
 LOCAL_LOG = outputs.TRAINING_LOG
 LOCAL_DONE = outputs.REPORT
 
 
 def parse_since(text: str) -> timedelta:
-    """'30s', '10m', '2h', '1d', '1w' -> timedelta, or an error naming the value and the accepted forms."""
-    match = _SINCE.match(text.strip())
-    if not match or int(match.group(1)) == 0:
-        raise HfpipeError(
-            f"--since {text!r} is not a duration: use a positive number followed by s, m, h, d or w "
-            "(e.g. 30s, 10m, 2h)"
-        )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    """'30s', '10m', '2h', '1d', '1w' -> timedelta (the command's one duration rule, seconds allowed)."""
+    from hfpipe.cli.cleanup import parse_duration
+
+    return parse_duration(text, "--since", units="smhdw")
 
 
 def _write(line: core_logs.LogLine, with_host: bool, as_json: bool) -> None:

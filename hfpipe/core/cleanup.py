@@ -2,16 +2,24 @@
 
 One rule, used by the Cleanup Lambda, `hfpipe stop` and `hfpipe cleanup`: a resource is the pipeline's to
 delete only when its tags say it was created by hfpipe (`hfpipe:managed-by`) for this environment
-(`hfpipe:env`) and, when an execution is named, by that execution (`hfpipe:execution`). Only endpoints,
-endpoint configs and models are ever deleted; S3 objects (data, artifacts, checkpoints) never are, and a
-training job is at most stopped (its record and artifacts stay).
+(`hfpipe:env`) and, when an execution is named, by that execution (`hfpipe:execution`), and no user chose
+to keep it (`hfpipe:keep`, put there by `hfpipe stop --keep-endpoint`; only `hfpipe endpoints delete NAME`,
+which names it, deletes a kept endpoint). Only endpoints, endpoint configs and models are ever deleted; S3
+objects (data, artifacts, checkpoints) never are, and a training job is at most stopped (its record and
+artifacts stay).
+
+Everything here works from what exists and how it is tagged, never from an execution's status, so an
+interrupted clean-up (a throttled call) is finished by running it again; every delete counts "already
+gone" as done. An endpoint SageMaker will not delete yet (``NOT_DELETABLE_YET``) is waited for
+(``wait_until_deletable``) by the commands; the Cleanup Lambda, with minutes at most, reports it instead.
 
 Stdlib only; the SageMaker client is passed in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,13 +77,85 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
-def may_delete(tags: Mapping[str, str], env: str, execution: str | None = None) -> bool:
-    """The clean-up rule: hfpipe created it, for environment ``env`` (and execution ``execution`` if given)."""
+def is_ours(tags: Mapping[str, str], env: str, execution: str | None = None) -> bool:
+    """hfpipe created it, for environment ``env`` (and execution ``execution`` if given)."""
     return (
         tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT
         and tags.get(contract.TAG_ENV) == env
         and (execution is None or tags.get(contract.TAG_EXECUTION) == execution)
     )
+
+
+def is_kept(tags: Mapping[str, str]) -> bool:
+    """A user chose to keep it (`hfpipe stop --keep-endpoint`): clean-up leaves it."""
+    return tags.get(contract.TAG_KEEP) == contract.TAG_KEEP_VALUE
+
+
+def may_delete(tags: Mapping[str, str], env: str, execution: str | None = None) -> bool:
+    """The clean-up rule: ours (``is_ours``) and not kept by a user (``is_kept``)."""
+    return is_ours(tags, env, execution) and not is_kept(tags)
+
+
+#: DescribeEndpoint's EndpointStatus values while which SageMaker will not delete the endpoint yet:
+#: Creating and Updating (CreateEndpoint/UpdateEndpoint is executing), SystemUpdating ("cannot be updated
+#: or deleted or re-scaled until it has completed") and RollingBack (returns to InService once done).
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeEndpoint.html#sagemaker-DescribeEndpoint-response-EndpointStatus
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DeleteEndpoint.html
+#: Its endpoint config must not be deleted meanwhile either ("You must not delete an EndpointConfig ...
+#: while the UpdateEndpoint or CreateEndpoint operations are being performed on the endpoint",
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DeleteEndpointConfig.html).
+NOT_DELETABLE_YET = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+#: DeleteEndpoint is already executing: nothing to call again (a second DeleteEndpoint would be refused).
+DELETING = "Deleting"
+#: How long the commands wait for an endpoint to become deletable (creating one takes minutes, rarely 15).
+DEFAULT_WAIT_S = 15 * 60
+POLL_S = 15.0
+
+
+class NotDeletableYet(Exception):
+    """The endpoint is still in a state SageMaker refuses DeleteEndpoint in (``NOT_DELETABLE_YET``)."""
+
+    def __init__(self, name: str, status: str) -> None:
+        super().__init__(f"endpoint {name} is still {status}")
+        self.name = name
+        self.status = status
+
+
+def endpoint_status(sagemaker: Any, name: str) -> str | None:
+    """DescribeEndpoint's EndpointStatus, or None when there is no such endpoint."""
+    try:
+        return str(sagemaker.describe_endpoint(EndpointName=name).get("EndpointStatus", ""))
+    except Exception as err:
+        if is_not_found(err):
+            return None
+        raise
+
+
+def wait_until_deletable(
+    sagemaker: Any,
+    name: str,
+    timeout_s: float = DEFAULT_WAIT_S,
+    poll_s: float = POLL_S,
+    progress: Callable[[str, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """Poll DescribeEndpoint until the endpoint leaves ``NOT_DELETABLE_YET``; its status then (None: gone).
+
+    ``progress(status, waited_s)`` is called before each wait. Past ``timeout_s`` it raises
+    ``NotDeletableYet``: the bound keeps a command (or a script calling it) from hanging on an endpoint
+    stuck in SystemUpdating; running the command again carries on."""
+    start = clock()
+    while True:
+        status = endpoint_status(sagemaker, name)
+        if status not in NOT_DELETABLE_YET:
+            return status
+        waited = clock() - start
+        if waited >= timeout_s:
+            raise NotDeletableYet(name, status or "")
+        if progress is not None:
+            progress(status or "", waited)
+        sleep(max(0.0, min(poll_s, timeout_s - waited)))
 
 
 def tags_of(sagemaker: Any, arn: str) -> dict[str, str]:
@@ -105,6 +185,7 @@ class Resource:
     name: str
     execution: str
     created: datetime | None
+    status: str | None = None  # an endpoint's EndpointStatus when listed (None for the other kinds)
 
 
 def find_resources(
@@ -128,14 +209,36 @@ def find_resources(
                 tags = tags_of(sagemaker, item[kind.arn_key])
                 if not may_delete(tags, env, execution):
                     continue
+                status = item.get("EndpointStatus")
                 found.append(
-                    Resource(kind, item[kind.name_key], tags.get(contract.TAG_EXECUTION, "-"), created)
+                    Resource(
+                        kind,
+                        item[kind.name_key],
+                        tags.get(contract.TAG_EXECUTION, "-"),
+                        created,
+                        str(status) if status is not None else None,
+                    )
                 )
     return found
 
 
-def planned_resources(sagemaker: Any, target: PlannedNames) -> Iterator[tuple[Kind, str, bool]]:
-    """(kind, name, deletable) for each resource ``target`` names that exists; by name, without listing.
+@dataclass(frozen=True)
+class Planned:
+    """One resource an execution's names point at that exists, with what clean-up needs to decide."""
+
+    kind: Kind
+    name: str
+    ours: bool  # tagged by hfpipe for this environment and execution
+    kept: bool  # a user chose to keep it (``is_kept``)
+    status: str | None  # an endpoint's EndpointStatus (None for the other kinds)
+
+    @property
+    def deletable(self) -> bool:
+        return self.ours and not self.kept
+
+
+def planned_resources(sagemaker: Any, target: PlannedNames) -> Iterator[Planned]:
+    """Each resource ``target`` names that exists, with its tags' verdict; by name, without listing.
 
     ``target`` is a plan's names (``Plan.names``) or, where there is no plan, the names the environment's
     rule gives the execution (``PlannedNames.derive``)."""
@@ -148,7 +251,13 @@ def planned_resources(sagemaker: Any, target: PlannedNames) -> Iterator[tuple[Ki
                 continue
             raise
         tags = tags_of(sagemaker, found[kind.arn_key])
-        yield kind, name, may_delete(tags, target.env, target.execution_name)
+        yield Planned(
+            kind,
+            name,
+            is_ours(tags, target.env, target.execution_name),
+            is_kept(tags),
+            str(found.get("EndpointStatus")) if kind.name == "endpoint" else None,
+        )
 
 
 def delete(sagemaker: Any, kind: Kind, name: str) -> None:

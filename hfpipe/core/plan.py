@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import cost, limits, names, prices, quotas, request
+from hfpipe.core import api_shapes, cost, limits, names, prices, quotas, request
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
@@ -349,7 +349,7 @@ def build_plan(
     price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
-    return Plan(
+    plan = Plan(
         execution_name=execution_name,
         recipe_name=recipe["name"],
         task=recipe["task"],
@@ -390,3 +390,5 @@ def build_plan(
         tags=tags,
         training_job_request=job_request,
     )
+    api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
+    return plan

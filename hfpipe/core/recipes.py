@@ -40,8 +40,12 @@ def load_recipe(name_or_path: str) -> dict[str, Any]:
             raise RecipeError(f"recipe: {name_or_path!r} is not a known recipe; known: {available_recipes()}")
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecipeError(f"recipe: cannot read {str(path)!r}: {err}") from err
+    except UnicodeDecodeError as err:
+        raise RecipeError(
+            f"recipe: {str(path)!r} is not UTF-8 text (byte {err.start}); accepted: a JSON file saved as UTF-8"
+        ) from None
+    except OSError as err:
+        raise RecipeError(f"recipe: cannot read {str(path)!r}: {err.strerror or err}") from None
     data = rules.loads(text, f"recipe {str(path)!r}")
     if not isinstance(data, dict):
         raise RecipeError(f"recipe: {str(path)!r} must hold a JSON object")

@@ -111,6 +111,8 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 "expected_hours": {
                     "type": ["number", "null"],
                     "exclusiveMinimum": 0,
+                    # 28 days: the longest MaxRuntime SageMaker accepts (CreateTrainingJob's StoppingCondition).
+                    "maximum": 672,
                     "default": None,
                     "description": "Expected training time, for the cost estimate; null: max_run_seconds.",
                 },
@@ -237,6 +239,7 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 "endpoint_timeout_seconds": {
                     "type": "integer",
                     "minimum": 1,
+                    "maximum": 86400,
                     "default": 3600,
                     "description": "Overall limit on waiting for the endpoint to become InService.",
                 },
@@ -304,7 +307,8 @@ def _check(value: Any, schema: dict[str, Any], path: str) -> Any:
             raise RecipeError(f"{path}: {value!r} is above the maximum {schema['maximum']}")
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
             raise RecipeError(f"{path}: {value!r} must be greater than {schema['exclusiveMinimum']}")
-    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+    # fullmatch: a pattern's `$` also matches before a trailing newline; SageMaker matches the whole value.
+    if isinstance(value, str) and "pattern" in schema and not re.fullmatch(schema["pattern"], value):
         raise RecipeError(f"{path}: {value!r} does not match {schema['pattern']}")
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):

@@ -45,6 +45,10 @@ def loads(text: str | bytes, field: str) -> Any:
     Step Functions refuses an input that holds them)."""
     try:
         return json.loads(text, parse_constant=refuse_constant)
+    except RecursionError:
+        raise RecipeError(
+            f"{field}: nested deeper than can be read; accepted: JSON nested at most a few hundred levels"
+        ) from None
     except json.JSONDecodeError as err:
         raise RecipeError(
             f"{field}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
@@ -55,10 +59,20 @@ def loads(text: str | bytes, field: str) -> Any:
         ) from None
 
 
+#: The largest integer any field may hold: SageMaker's and Step Functions' integers are 64-bit (a recipe's
+#: hyperparameters travel as strings, but a script parses them into 64-bit-or-smaller numbers too).
+MAX_INTEGER = 2**63 - 1
+
+
 def check_finite(value: Any, path: str) -> None:
-    """Refuse NaN and +-Infinity anywhere inside ``value`` (dicts and lists walked), naming where."""
+    """Refuse NaN and +-Infinity anywhere inside ``value`` (dicts and lists walked), and integers beyond 64
+    bits (Python would format a 5,000-digit one only to raise), naming where."""
     if isinstance(value, float) and not math.isfinite(value):
         raise RecipeError(f"{path}: {value!r} is not accepted; accepted: a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+        raise RecipeError(
+            f"{path}: a {value.bit_length()}-bit integer is not accepted; accepted: at most {MAX_INTEGER} in size"
+        )
     if isinstance(value, Mapping):
         for key, sub in value.items():
             check_finite(sub, f"{path}.{key}")
@@ -112,7 +126,7 @@ _PATH_PART = re.compile(r"^[A-Za-z0-9_.\-]+$")
 def channel_name(name: Any, field: str) -> str:
     """A SageMaker channel name; '.' and '..' match AWS's pattern but would leave the channels folder
     (/opt/ml/input/data/<name>), so they are refused too."""
-    if not isinstance(name, str) or not CHANNEL_NAME.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not CHANNEL_NAME.fullmatch(name) or name in {".", ".."}:
         raise RecipeError(
             f"{field}: {name!r} is not a channel name; accepted: 1 to 64 letters, digits, '.', '-' or '_' "
             "(SageMaker's ChannelName), other than '.' and '..'"
@@ -128,7 +142,7 @@ def relative_path(value: Any, field: str, *, suffix: str | None = None) -> str:
     parts = value.split("/") if isinstance(value, str) else []
     if (
         not parts
-        or any(p in {"", ".", ".."} or not _PATH_PART.match(p) for p in parts)
+        or any(p in {"", ".", ".."} or not _PATH_PART.fullmatch(p) for p in parts)
         or (suffix is not None and not value.endswith(suffix))
     ):
         raise RecipeError(f"{field}: {value!r} is not accepted; accepted: {accepted}")
@@ -145,7 +159,7 @@ def key_prefix(value: Any, field: str) -> str:
 
 def recipe_name(value: Any, field: str) -> str:
     """A bundled recipe's name, never a path (the Plan Lambda reads recipes/<name>.json)."""
-    if not isinstance(value, str) or not RECIPE_NAME.match(value):
+    if not isinstance(value, str) or not RECIPE_NAME.fullmatch(value):
         raise RecipeError(
             f"{field}: {value!r} is not a recipe name; accepted: lower-case letters, digits and '-', at most "
             "40 characters (a bundled recipe; send other recipes as the 'recipe' object)"
@@ -160,7 +174,7 @@ _S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
 
 def s3_uri(value: Any, field: str) -> tuple[str, str]:
     """(bucket, key) of an ``s3://bucket/key`` URI (at most 1024 characters, SageMaker's S3Uri)."""
-    match = _S3_URI.match(value) if isinstance(value, str) and len(value) <= 1024 else None
+    match = _S3_URI.fullmatch(value) if isinstance(value, str) and len(value) <= 1024 else None
     if not match:
         raise RecipeError(
             f"{field}: {value!r} is not accepted; accepted: an s3://BUCKET/KEY URI (at most 1024 characters)"
@@ -232,7 +246,7 @@ def environment(env: Any, field: str, *, max_len: int) -> dict[str, str]:
         raise RecipeError(f"{field}: {len(env)} variables; accepted: at most 100")
     out: dict[str, str] = {}
     for key, value in env.items():
-        if not isinstance(key, str) or not ENV_KEY.match(key) or len(key) > max_len:
+        if not isinstance(key, str) or not ENV_KEY.fullmatch(key) or len(key) > max_len:
             raise RecipeError(
                 f"{field}: variable name {key!r} is not accepted; accepted: a letter or '_' followed by "
                 f"letters, digits or '_' (at most {max_len} characters)"
@@ -261,6 +275,19 @@ def hyperparameters(hp: Mapping[str, Any], field: str) -> None:
             raise RecipeError(f"{field}.{key}: {value!r} is not accepted; accepted: a finite number")
         if len(json.dumps(value)) > 2500:
             raise RecipeError(f"{field}.{key}: longer than 2500 characters as JSON; accepted: at most 2500")
+
+
+def script_arguments(entry_point: str, hp: Mapping[str, Any], field: str) -> None:
+    """Every hyperparameter is an argument the project's script accepts (hfpipe/kinds/arguments.json, made
+    from the scripts' own parsers); a recipe's own entry point is not checked (nothing here knows it)."""
+    from hfpipe.kinds import arguments
+
+    for name, close in arguments.unknown(entry_point, list(hp)):
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise RecipeError(
+            f"{field}.{name}: not an argument of {entry_point}; {hint}accepted: the arguments of its parser "
+            f"(`python training_code/{entry_point} --help`; listed in hfpipe/kinds/arguments.json)"
+        )
 
 
 def metric_definitions(definitions: list[dict[str, str]], field: str) -> None:
@@ -333,6 +360,7 @@ def recipe(r: dict[str, Any]) -> None:
         else:
             key_prefix(where.lstrip("/"), field)
     hyperparameters(t["hyperparameters"], "recipe.training.hyperparameters")
+    script_arguments(t["entry_point"], t["hyperparameters"], "recipe.training.hyperparameters")
     environment(t["environment"], "recipe.training.environment", max_len=512)
     environment(s["environment"], "recipe.serving.environment", max_len=1024)
     metric_definitions(t["metric_definitions"], "recipe.training.metric_definitions")

@@ -312,6 +312,24 @@ def test_endpoints_delete(deployed: Deployed, kept: dict[str, Any], capsys: Any)
     assert run(capsys, "endpoints", "--env", "dev") == (0, "no endpoints up in environment 'dev'\n", "")
 
 
+def test_stop_after_a_keep_endpoint_run_leaves_the_kept_endpoint(
+    deployed: Deployed, kept: dict[str, Any], capsys: Any
+) -> None:
+    """`hfpipe stop` works on ended executions too (it finishes an interrupted stop), but a run that succeeded
+    with keep_endpoint: true kept its endpoint by the user's decision: only `endpoints delete` undoes it."""
+    name = kept["endpoint_name"]
+    code, out, err = run(capsys, "stop", "keep-1", "--env", "dev", "--yes")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "execution keep-1 already ended (SUCCEEDED)",
+        f"training job {kept['training_job_name']} already Completed",
+        f"its endpoint {name} was kept (keep_endpoint: true) and stays; "
+        f"`hfpipe endpoints delete {name} --env dev` deletes it",
+    ]
+    assert list(sagemaker_backend().endpoints) == [name]
+    assert {kept["model_name"]} == set(sagemaker_backend()._models)
+
+
 def test_endpoints_delete_refuses_another_environments(deployed: Deployed, capsys: Any) -> None:
     name = other_environments_endpoint(deployed)["endpoint_name"]
     code, out, err = run(capsys, "endpoints", "delete", name, "--env", "dev", "--yes")
@@ -450,7 +468,7 @@ def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys
     code, _, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "ten")
     assert (code, err) == (
         1,
-        "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 30s, 10m, 2h)\n",
+        "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 12h, 7d)\n",
     )
 
 

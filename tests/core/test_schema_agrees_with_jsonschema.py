@@ -22,7 +22,18 @@ from hypothesis import strategies as st
 from hfpipe.core.recipes import available_recipes, load_recipe
 from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError, validate
 
-VALIDATOR = jsonschema.Draft202012Validator(RECIPE_SCHEMA)
+
+def _whole_value_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    """JSON Schema's `pattern` with ECMA-262's `$` (end of the value): Python's `$` also matches before a
+    final newline, so the library's re.search would accept "tiny-qa\n" where SageMaker and the schema's
+    own dialect refuse it. The project's validator matches the whole value; so does this reference."""
+    if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+VALIDATOR = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _whole_value_pattern})(
+    RECIPE_SCHEMA
+)
 RECIPES = [load_recipe(name) for name in available_recipes()]
 
 JSON = st.recursive(
@@ -85,6 +96,8 @@ def _edges(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         pattern = schema["pattern"]
         anything.append(st.from_regex(pattern, fullmatch=True))
         anything.append(st.text(max_size=12).filter(lambda t: re.search(pattern, t) is None))
+        # A valid value with a trailing newline: Python's `$` would let it through.
+        anything.append(st.from_regex(pattern, fullmatch=True).map(lambda t: t + "\n"))
     if not edges:
         return st.one_of(anything)
     return st.booleans().flatmap(lambda edge: st.sampled_from(edges) if edge else st.one_of(anything))

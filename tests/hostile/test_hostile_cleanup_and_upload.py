@@ -291,3 +291,14 @@ def test_files_that_only_look_like_data_are_refused(
         data.upload(environment.s3, environment.data_bucket, path, "set")
     assert message in str(err.value) and str(path) in str(err.value)
     assert keys(environment) == []
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
+def test_json_nested_too_deep_is_one_line_naming_the_file(
+    environment: Environment, tmp_path: Path, name: str
+) -> None:
+    path = tmp_path / name
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(HfpipeError, match="nested deeper than can be read"):
+        data.upload(environment.s3, environment.data_bucket, path, "set")
+    assert keys(environment) == []

@@ -122,3 +122,28 @@ def test_option_refused_without_side_effects(
     keys = [o["Key"] for o in kept.s3.list_objects_v2(Bucket=kept.data_bucket).get("Contents", [])]
     assert keys == ["kept/train.jsonl"]
     assert plain.read_text().startswith('{"dialogue"')  # an --out pointing at it did not overwrite it
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["logs", "x", "--env", "dev", "--since", "99999999999d"], "--since '99999999999d' is too long"),
+        (["recipes", "show", "LATIN1"], "is not UTF-8 text (byte 13); accepted: a JSON file saved as UTF-8"),
+        (["recipes", "show", "DEEP"], "nested deeper than can be read"),
+    ],
+)
+def test_inputs_that_crashed_are_one_line_naming_the_field(
+    argv: list[str], message: str, tmp_path: Any, capsys: Any, monkeypatch: Any
+) -> None:
+    from hfpipe.cli import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    latin, deep = tmp_path / "latin.json", tmp_path / "deep.json"
+    latin.write_bytes('{"name": "caf\u00e9"}'.encode("latin-1"))
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    argv = [{"LATIN1": str(latin), "DEEP": str(deep)}.get(a, a) for a in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1

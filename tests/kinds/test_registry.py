@@ -220,9 +220,9 @@ def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
     )
     event = {"recipe_name": "tiny-qa", "overrides": {"serving.environment": {"SM_NUM_GPUS": "1"}}}
     result = build_plan(event, "exec-1", config, _Quotas())
-    assert result["inference_image_uri"] == images[processor_for(recipe["serving"]["instance_type"])]
+    assert result.inference_image_uri == images[processor_for(recipe["serving"]["instance_type"])]
     # The kind's environment first, the recipe's serving.environment over it.
-    assert result["serving_environment"] == {"HF_TASK": "question-answering", "SM_NUM_GPUS": "1"}
+    assert result.serving_environment == {"HF_TASK": "question-answering", "SM_NUM_GPUS": "1"}
 
 
 def test_the_image_catalog_keys_a_serving_kinds_images_by_its_scope_and_refuses_a_table_it_cannot_read(

@@ -53,6 +53,7 @@ NOT_IN_REPOSITORY = {
     "run_glue.py",  # transformers' example scripts, whose argument names the training scripts keep
     "start_with_right_hostname.sh",  # the training images' entry point
     "handler.py",  # a generic Lambda module name, in a rule about bundles
+    "train.py",  # the spot-instances notebook's script, whose arguments docs/encoders.md maps
     "model.tar.gz",
     "output.tar.gz",
 }
@@ -63,7 +64,9 @@ def _tracked_files() -> list[Path]:
     return [
         p
         for p in REPO.rglob("*")
-        if p.is_file() and not (set(p.relative_to(REPO).parts) & skip) and not p.name.startswith(".venv")
+        if p.is_file()
+        and not (set(p.relative_to(REPO).parts) & skip)
+        and not any(part.startswith(".venv") for part in p.relative_to(REPO).parts)
     ]
 
 

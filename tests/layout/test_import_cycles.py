@@ -178,9 +178,12 @@ def test_a_circle_put_back_is_found_and_named() -> None:
     graph = import_graph()
     graph["pipeline_lambdas.training_task"]["pipeline_lambdas.launch"] = ("training_task.py", 1)
     found = [describe(cycle, graph) for cycle in find_cycles(graph)]
-    launch = (ROOT / "lambda/pipeline/pipeline_lambdas/launch.py").read_text().splitlines()
-    line = 1 + next(
-        i for i, text in enumerate(launch) if text.startswith("from pipeline_lambdas.training_task")
+    line = next(
+        n
+        for n, text in enumerate(
+            (ROOT / "lambda/pipeline/pipeline_lambdas/launch.py").read_text().splitlines(), 1
+        )
+        if text.startswith("from pipeline_lambdas.training_task import")
     )
     assert found == [
         f"pipeline_lambdas.launch (lambda/pipeline/pipeline_lambdas/launch.py:{line}) -> "

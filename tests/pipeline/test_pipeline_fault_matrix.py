@@ -207,11 +207,35 @@ def test_endpoint_failed_is_cleaned_up(fresh):
     assert_only_job(fresh, name)
 
 
-def test_endpoint_wait_timeout_is_cleaned_up(fresh):
+def test_endpoint_wait_timeout_leaves_an_endpoint_still_creating_to_hfpipe_cleanup(fresh):
+    """SageMaker refuses DeleteEndpoint while the endpoint is Creating (EndpointStatus in
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeEndpoint.html), and its config must
+    not be deleted meanwhile; the Cleanup function, which runs for minutes at most, does not wait: it reports
+    the endpoint as not deletable yet and names the command that finishes it (teardown.py)."""
+    from moto.backends import get_backend
+    from pipeline_lambdas.teardown import cleanup
+
+    from hfpipe.core.names import PlannedNames
+    from hfpipe.local.engine import ACCOUNT
+
     fresh.on_endpoint = lambda ep: setattr(ep, "endpoint_status", "Creating")
     name, r = run(fresh, overrides={"serving.endpoint_timeout_seconds": 2})
     assert (r.status, r.error) == ("FAILED", "EndpointWaitTimeout")
     assert "not InService after 2 polls" in r.cause
+    assert left(fresh, name)["endpoints"] == [f"dev-{name}-ep"]
+    (cleaned,) = [
+        json.loads(e["lambdaFunctionSucceededEventDetails"]["output"])
+        for e in r.history
+        if e["type"] == "LambdaFunctionSucceeded"
+        and "not deletable yet" in e["lambdaFunctionSucceededEventDetails"]["output"]
+    ]
+    assert cleaned["skipped"][0] == (
+        f"endpoint dev-{name}-ep: not deletable yet (Creating); run `hfpipe cleanup --env dev`, "
+        "which waits until SageMaker allows it"
+    )
+    # Once SageMaker is done creating it, the same clean-up deletes it (as `hfpipe cleanup` does).
+    get_backend("sagemaker")[ACCOUNT][fresh.region].endpoints[f"dev-{name}-ep"].endpoint_status = "InService"
+    cleanup(fresh.client("sagemaker"), PlannedNames.derive(name, "dev"))
     assert_only_job(fresh, name)
 
 

@@ -1,0 +1,160 @@
+"""What SageMaker's API accepts, checked before anything is created: lengths, whole-value patterns, enums and
+ranges of every value the pipeline sends to CreateTrainingJob, CreateModel, CreateEndpointConfig and
+CreateEndpoint, from botocore's own service model (`api_shapes.json` beside this module, generated from it:
+`HFPIPE_UPDATE_SHAPES=1 pytest tests/core/test_api_shapes.py` rewrites it; the test fails when it is stale).
+
+Stdlib only (the Plan Lambda runs it). The service model writes its patterns in Java's dialect; the three
+that use Unicode classes (`\\p{L}`, `\\p{Z}`, `\\p{N}`, `\\p{Alnum}`) are translated to Python's equivalents
+here (`_PYTHON_CLASSES`), and every pattern must match the whole value, as the API matches it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hfpipe.core.schema import RecipeError
+
+if TYPE_CHECKING:
+    from hfpipe.core.plan_model import Plan
+
+SHAPES_FILE = Path(__file__).with_name("api_shapes.json")
+OPERATIONS = ("CreateTrainingJob", "CreateModel", "CreateEndpointConfig", "CreateEndpoint")
+
+# Java's Unicode classes as Python character-class contents: letters and numbers are what str.isalnum
+# counts (Python's \w without the underscore), separators the Zs/Zl/Zp code points.
+_PYTHON_CLASSES = {
+    r"\p{Alnum}": r"a-zA-Z0-9",
+    r"\p{L}": r"\w",
+    r"\p{N}": r"\d",
+    r"\p{Z}": " \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000",
+}
+
+
+@cache
+def _shapes() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SHAPES_FILE.read_text())
+    return data
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    for java, python in _PYTHON_CLASSES.items():
+        pattern = pattern.replace(java, python)
+    return re.compile(pattern, re.DOTALL)
+
+
+def problems(operation: str, request: Any) -> list[str]:
+    """Every way `request` breaks the operation's input shape (empty when SageMaker would take it)."""
+    shapes = _shapes()
+    return list(_walk(shapes, shapes["operations"][operation], request, operation))
+
+
+def _walk(shapes: dict[str, Any], name: str, value: Any, path: str) -> Any:
+    shape = shapes["shapes"][name]
+    kind = shape["type"]
+    if kind == "structure":
+        if not isinstance(value, dict):
+            yield f"{path}: expected an object"
+            return
+        for member in shape.get("required", []):
+            if member not in value:
+                yield f"{path}.{member}: required"
+        for key, sub in value.items():
+            if key not in shape["members"]:
+                yield f"{path}.{key}: not a field of {name}"
+            else:
+                yield from _walk(shapes, shape["members"][key], sub, f"{path}.{key}")
+    elif kind == "list":
+        if not isinstance(value, list):
+            yield f"{path}: expected a list"
+            return
+        yield from _bounds(shape, len(value), path, "items")
+        for i, item in enumerate(value):
+            yield from _walk(shapes, shape["member"], item, f"{path}[{i}]")
+    elif kind == "map":
+        if not isinstance(value, dict):
+            yield f"{path}: expected an object"
+            return
+        yield from _bounds(shape, len(value), path, "entries")
+        for key, item in value.items():
+            yield from _walk(shapes, shape["key"], key, f"{path} key {key!r}")
+            yield from _walk(shapes, shape["value"], item, f"{path}.{key}")
+    elif kind == "string":
+        if not isinstance(value, str):
+            yield f"{path}: expected a string"
+            return
+        yield from _bounds(shape, len(value), path, "characters")
+        if "enum" in shape and value not in shape["enum"]:
+            yield f"{path}: {value!r} is not one of {shape['enum']}"
+        if "pattern" in shape and not _compiled(shape["pattern"]).fullmatch(value):
+            yield f"{path}: {value[:80]!r} does not match the API's pattern {shape['pattern']}"
+    elif kind in ("integer", "long", "float", "double"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            yield f"{path}: expected a number"
+            return
+        if "min" in shape and value < shape["min"]:
+            yield f"{path}: {value} is below the API's minimum {shape['min']}"
+        if "max" in shape and value > shape["max"]:
+            yield f"{path}: {value} is above the API's maximum {shape['max']}"
+    elif kind == "boolean" and not isinstance(value, bool):
+        yield f"{path}: expected a boolean"
+
+
+def _bounds(shape: dict[str, Any], size: int, path: str, unit: str) -> Any:
+    if "min" in shape and size < shape["min"]:
+        yield f"{path}: {size} {unit}; accepted: at least {shape['min']}"
+    if "max" in shape and size > shape["max"]:
+        yield f"{path}: {size} {unit}; accepted: at most {shape['max']}"
+
+
+def pipeline_requests(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The requests an execution of this plan sends, as the state machine builds them from the plan
+    (stacks/constructs/pipeline_state_machine.py); the model's S3 URI is where SageMaker writes it."""
+    job = plan.training_job_request
+    out: dict[str, dict[str, Any]] = {"CreateTrainingJob": job}
+    if not plan.deploy:
+        return out
+    output = str(job.get("OutputDataConfig", {}).get("S3OutputPath", "s3://bucket/")).rstrip("/")
+    out["CreateModel"] = {
+        "ModelName": plan.model_name,
+        "ExecutionRoleArn": plan.role_arn,
+        "PrimaryContainer": {
+            "Image": plan.inference_image_uri,
+            "ModelDataUrl": f"{output}/{plan.training_job_name}/output/model.tar.gz",
+            "Environment": plan.serving_environment,
+        },
+        "Tags": plan.tags,
+    }
+    out["CreateEndpointConfig"] = {
+        "EndpointConfigName": plan.endpoint_config_name,
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": plan.model_name,
+                "InstanceType": plan.serving_instance_type,
+                "InitialInstanceCount": plan.serving_instance_count,
+            }
+        ],
+        "Tags": plan.tags,
+    }
+    out["CreateEndpoint"] = {
+        "EndpointName": plan.endpoint_name,
+        "EndpointConfigName": plan.endpoint_config_name,
+        "Tags": plan.tags,
+    }
+    return out
+
+
+def check_plan(plan: Plan) -> None:
+    """RecipeError naming the first value of the plan's requests that SageMaker's API would refuse."""
+    for operation, request in pipeline_requests(plan).items():
+        found = problems(operation, request)
+        if found:
+            raise RecipeError(
+                f"{found[0]}: SageMaker's {operation} would refuse this request, which the recipe's settings "
+                "made; accepted: what the API reference allows for that field"
+            )
