@@ -30,7 +30,7 @@ if ! (
     echo "bootstrap: [2/3] the hfpipe command (editable install)..." >&2
     .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
     echo "bootstrap: [3/3] the CDK command-line tool (npm ci)..." >&2
-    npm ci --no-audit --no-fund --loglevel=error >&2
+    npm ci --no-audit --no-fund --loglevel=error >/dev/null  # its summary line is noise; errors go to stderr
     rm -f .venv/.bootstrap-*
     touch "$stamp"
     echo "bootstrap: done in $((SECONDS - started)) s; to use hfpipe in this or a new shell: source .venv/bin/activate" >&2
