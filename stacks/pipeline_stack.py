@@ -30,10 +30,12 @@ from hfpipe.contract import (
 )
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.execution_role import SageMakerExecutionRole
+from stacks.constructs.failed_events import FailedEvents
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
 from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.source_asset import SourcedirAsset
+from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,13 +81,23 @@ class PipelineStack(Stack):
         ).role
         self.sourcedir.grant_read(self.execution_role)
 
+        # A customer managed key, not alias/aws/sns: CloudWatch alarms (the failed-events alarm) can publish
+        # to an encrypted topic only when the key's policy lets cloudwatch.amazonaws.com use it, and the AWS
+        # managed key's policy cannot be changed ("Enable compatibility between event sources from AWS
+        # services and encrypted topics", https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html).
+        self.notification_key = kms.Key(
+            self,
+            "NotificationKey",
+            description=f"hfpipe {config.name}: server-side encryption of the notification topic",
+            enable_key_rotation=True,
+            removal_policy=self._removal_policy,
+        )
         self.notification_topic = sns.Topic(
             self,
             "NotificationTopic",
             display_name=f"hfpipe {config.name} pipeline notifications",
             enforce_ssl=True,
-            # The AWS managed key needs no key policy of ours and lets same-account publishers in.
-            master_key=kms.Alias.from_alias_name(self, "SnsManagedKey", "alias/aws/sns"),
+            master_key=self.notification_key,
         )
         self.log_group = logs.LogGroup(
             self,
@@ -112,6 +124,13 @@ class PipelineStack(Stack):
         environment's region; the catalog goes to the Plan Lambda and to an SSM parameter.
         """
         self.image_catalog = build_catalog(self.config.region)
+        self.failed_events = FailedEvents(
+            self,
+            "FailedEvents",
+            env_name=self.config.name,
+            topic=self.notification_topic,
+            topic_key=self.notification_key,
+        )
         self.pipeline_lambdas = PipelineLambdas(
             self,
             "PipelineLambdas",
@@ -122,6 +141,8 @@ class PipelineStack(Stack):
             artifacts_bucket_name=self.artifacts_bucket.bucket_name,
             image_catalog=self.image_catalog,
             topic=self.notification_topic,
+            state_machine_arn=state_machine_arn(self, self.config.name),
+            failed_events=self.failed_events.queue,
             role_factory=self.lambda_role,
             grant_pass_role=self.grant_pass_execution_role,
             log_retention=retention_days(self.config.log_retention_days),
@@ -145,6 +166,7 @@ class PipelineStack(Stack):
             on_training_event=self.pipeline_lambdas.on_training_event.function,
             cleanup=self.pipeline_lambdas.cleanup.function,
             state_machine=self.state_machine,
+            failed_events=self.failed_events.queue,
         )
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:

@@ -305,21 +305,19 @@ def validate_execution_name(name: str) -> str:
 
 
 def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, Any]:
-    """DescribeExecution for an ARN, or for a name within --env's state machine."""
+    """DescribeExecution for an ARN, or for a name within --env's state machine. With --env, only an
+    execution of that environment's own state machine: another one (with a "Plan" state of its own) could
+    store a plan that names this environment's jobs and endpoints, which the commands act on."""
     import botocore.exceptions
 
-    if ref.startswith("arn:"):
-        if ":execution:" not in ref:
-            raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
-        arn = ref
-    else:
-        if env is None:
-            raise HfpipeError(
-                f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine"
-            )
-        arn = execution_arn_for(resolve_environment(clients, env).state_machine_arn, ref)
+    if ref.startswith("arn:") and ":execution:" not in ref:
+        raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
+    if not ref.startswith("arn:") and env is None:
+        raise HfpipeError(f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine")
+    machine = resolve_environment(clients, env).state_machine_arn if env is not None else None
+    arn = ref if ref.startswith("arn:") or machine is None else execution_arn_for(machine, ref)
     try:
-        return dict(clients.sfn.describe_execution(executionArn=arn))
+        desc = dict(clients.sfn.describe_execution(executionArn=arn))
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in {"ExecutionDoesNotExist", "InvalidArn"}:
             where = f" in environment {env!r}" if env and not ref.startswith("arn:") else ""
@@ -329,6 +327,12 @@ def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, 
         raise aws_error(exc, f"reading execution {ref}") from None
     except botocore.exceptions.BotoCoreError as exc:
         raise aws_error(exc, f"reading execution {ref}") from None
+    if machine is not None and desc.get("stateMachineArn") != machine:
+        raise HfpipeError(
+            f"execution {ref!r} ran on state machine {desc.get('stateMachineArn')!r}, not on environment "
+            f"{env!r}'s ({machine}); hfpipe reads only its own pipeline's executions"
+        )
+    return desc
 
 
 def execution_history(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:

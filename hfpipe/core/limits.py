@@ -17,8 +17,11 @@ https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.
 - each retried attempt adds TaskScheduled, TaskStarted, TaskFailed = 3; a caught error adds TaskFailed
   and TaskStateExited in place of TaskSucceeded and TaskStateExited
 
-Training waits for an event (Launch is a ``.waitForTaskToken`` task), so its history is constant however
-long the job runs. The endpoint wait polls: Wait (2) + DescribeEndpoint (5) + Choice (2) + Pass (2) +
+Training waits for an event (Launch is a ``.waitForTaskToken`` task) and re-checks the job every
+``TRAINING_RECHECK_SECONDS`` in case the event never comes: the task times out (States.Timeout), its
+Retry runs Launch again, which completes the task itself when the job has ended. Each re-check adds
+TaskTimedOut + TaskScheduled + TaskStarted + TaskSubmitted = 4 events, at most ``TRAINING_RECHECKS``
+of them. The endpoint wait polls: Wait (2) + DescribeEndpoint (5) + Choice (2) + Pass (2) +
 Choice (2) = 13 events per poll, bounded by ``MAX_ENDPOINT_POLLS``.
 """
 
@@ -31,10 +34,21 @@ HISTORY_EVENT_LIMIT = 25_000
 #: longest training job SageMaker runs, 28 days of MaxRuntimeInSeconds, plus spot waiting and deployment).
 EXECUTION_TIMEOUT_SECONDS = 35 * 24 * 3600
 #: Beyond StoppingCondition, a job spends time starting instances, downloading data and the image, and
-#: uploading the model; the Launch task's timeout adds this much so only a lost event reaches it.
+#: uploading the model; the training wait adds this much before Launch gives the job up as stuck.
 TRAINING_WAIT_MARGIN_SECONDS = 2 * 3600
 #: Time for everything but the two waits: Lambdas (at most 15 minutes each), Retry back-offs, clean-up.
 OTHER_STATES_SECONDS = 6 * 3600
+#: The Launch task's own timeout: how often the waiting task re-checks its job when no event came, so a
+#: finished job completes its run within this long of its end whatever happened to the event.
+TRAINING_RECHECK_SECONDS = 3600
+#: The longest training wait Plan accepts: a run that does not deploy, whose wait fills the execution
+#: timeout but for the other states (Plan refuses more, ``worst_case_seconds``).
+MAX_TRAINING_WAIT_SECONDS = EXECUTION_TIMEOUT_SECONDS - OTHER_STATES_SECONDS
+#: The Launch task's Retry on States.Timeout (MaxAttempts, a literal in the definition): enough re-checks
+#: for the longest wait; Launch itself ends a shorter plan's wait at its ``training_wait_seconds``.
+TRAINING_RECHECKS = math.ceil(MAX_TRAINING_WAIT_SECONDS / TRAINING_RECHECK_SECONDS)
+#: History events of one re-check: TaskTimedOut, TaskScheduled, TaskStarted, TaskSubmitted.
+EVENTS_PER_RECHECK = 4
 EVENTS_PER_ENDPOINT_POLL = 13
 MAX_ENDPOINT_POLLS = 360
 #: Every state outside the endpoint loop visited once on the longest path (success with deploy, gate,
@@ -56,7 +70,8 @@ LAMBDA_TIMEOUT_SECONDS = 120
 
 
 def training_wait_seconds(max_run_seconds: int, max_wait_seconds: int | None) -> int:
-    """The Launch task's timeout: the job's own limit (MaxWait with spot, else MaxRuntime) plus a margin.
+    """The longest Launch waits for its job: the job's own limit (MaxWait with spot, else MaxRuntime)
+    plus a margin, counted from the job's CreationTime; a re-check past it gives the job up as stuck.
 
     MaxWaitTimeInSeconds already includes the run: it is "the amount of time spent waiting for Spot
     capacity plus the amount of time the job can run" (StoppingCondition,
@@ -74,8 +89,14 @@ def endpoint_polling(endpoint_timeout_seconds: int, requested_poll_seconds: int)
 
 
 def worst_case_history_events(endpoint_polls: int) -> int:
-    """The most history events an execution with this many endpoint polls can record."""
-    return FIXED_PATH_EVENTS + RETRY_EVENTS + endpoint_polls * EVENTS_PER_ENDPOINT_POLL
+    """The most history events an execution with this many endpoint polls can record (every training
+    re-check included, as if no training event ever came)."""
+    return (
+        FIXED_PATH_EVENTS
+        + RETRY_EVENTS
+        + TRAINING_RECHECKS * EVENTS_PER_RECHECK
+        + endpoint_polls * EVENTS_PER_ENDPOINT_POLL
+    )
 
 
 def worst_case_seconds(training_wait: int, poll_seconds: int, endpoint_polls: int) -> int:

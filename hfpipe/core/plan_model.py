@@ -76,7 +76,7 @@ class Plan:
     #: The endpoint wait loop's interval and count (counted down: the overall limit on InService).
     poll_seconds: int
     endpoint_max_polls: int
-    #: The Launch task's timeout (the job's MaxRuntime or MaxWait plus a margin).
+    #: The longest Launch waits for its job (its MaxRuntime or MaxWait plus a margin, from CreationTime).
     training_wait_seconds: int
     checkpoint_s3_uri: str | None
     image_uri: str

@@ -218,7 +218,10 @@ class LocalEngine:
         definition = self.resolve(self.resources[machines[0]]["Properties"]["DefinitionString"])
         self.definition = json.loads(definition)
         self.state_machine_arn = self.client("stepfunctions").create_state_machine(
-            name="hfpipe-local", definition=definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
+            # The template's fixed name, so the ARN the functions are given (built from it) is this one.
+            name=self.resources[machines[0]]["Properties"].get("StateMachineName") or "hfpipe-local",
+            definition=definition,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
         )["stateMachineArn"]
         self.physical[machines[0]] = self.state_machine_arn
         deliver = lambda logical, event: json.loads(self._invoke(logical, json.dumps(event).encode(), {}))  # noqa: E731

@@ -21,8 +21,9 @@ methods, boto3 calls) does not offer, each target with its reason:
   task's timeout);
 - ``BaseExecutionWorkerCommunication.terminated``: moto emits no "Step Functions Execution Status Change"
   event; the engine puts one on its bus when an execution ends;
-- ``TimeoutSecondsPath._eval_seconds``, ``WaitFunction._wait_interval``, ``retrier_decl.time``: task
-  timeouts, Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
+- ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
+  ``retrier_decl.time``: task timeouts (from a path, or literal like the Launch task's re-check
+  interval), Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
   the real definition's waits in no time.
 """
 
@@ -50,6 +51,7 @@ TARGETS = (
     "ExecutionWorker.stop",
     "BaseExecutionWorkerCommunication.terminated",
     "TimeoutSecondsPath._eval_seconds",
+    "TimeoutSeconds._eval_seconds",
     "WaitFunction._wait_interval",
     "retrier_decl.time",
 )
@@ -245,20 +247,29 @@ def _sagemaker_failure(task: Any, env: Any, ex: Any) -> Any:
 
 def _time(engine: Engine) -> list[Patch]:
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSecondsPath
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import (
+        TimeoutSeconds,
+        TimeoutSecondsPath,
+    )
     from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
     original_seconds = TimeoutSecondsPath._eval_seconds
+    original_literal_seconds = TimeoutSeconds._eval_seconds
     original_wait = WaitFunction._wait_interval
 
     def timeout_seconds(timeout: Any, env: Any) -> int:
         return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
+
+    def literal_timeout_seconds(timeout: Any, env: Any) -> int:
+        # A state's own TimeoutSeconds (the execution's is read elsewhere, unscaled).
+        return max(1, math.ceil(original_literal_seconds(timeout, env) * engine.timeout_scale))
 
     def wait_interval(function: Any, env: Any, wait_seconds: int) -> None:
         original_wait(function, env=env, wait_seconds=int(wait_seconds * engine.time_scale))
 
     return [
         ("TimeoutSecondsPath._eval_seconds", TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+        ("TimeoutSeconds._eval_seconds", TimeoutSeconds, "_eval_seconds", literal_timeout_seconds),
         ("WaitFunction._wait_interval", WaitFunction, "_wait_interval", wait_interval),
         ("retrier_decl.time", retrier_decl, "time", _ScaledSleep(engine)),
     ]

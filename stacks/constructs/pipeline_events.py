@@ -9,18 +9,26 @@ and the state machine's abnormal ends to Cleanup.
   https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html) of this state machine with
   status TIMED_OUT, ABORTED or FAILED: Cleanup deletes what the execution created and sends the
   failure report when the state machine could not (lambda/pipeline/pipeline_lambdas/execution_end.py).
+
+Each target retries for up to a day and then puts the event in the environment's failed-events queue
+(stacks/constructs/failed_events.py; EventBridge's retry policy and dead-letter queues,
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html), where an alarm reports it.
 """
 
 from __future__ import annotations
 
+import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 TRAINING_FINAL_STATUSES = ["Completed", "Failed", "Stopped"]
 EXECUTION_ABNORMAL_STATUSES = ["TIMED_OUT", "ABORTED", "FAILED"]
+#: EventBridge's own default and maximum (24 h), written out: past it the event goes to the queue.
+MAX_EVENT_AGE = cdk.Duration.hours(24)
 
 
 class PipelineEvents(Construct):
@@ -36,8 +44,15 @@ class PipelineEvents(Construct):
         on_training_event: lambda_.IFunction,
         cleanup: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
+        failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
+
+        def target(function: lambda_.IFunction) -> targets.LambdaFunction:
+            return targets.LambdaFunction(
+                function, retry_attempts=8, max_event_age=MAX_EVENT_AGE, dead_letter_queue=failed_events
+            )
+
         self.training_rule = events.Rule(
             self,
             "TrainingJobStateChange",
@@ -50,7 +65,7 @@ class PipelineEvents(Construct):
                     "TrainingJobName": [{"prefix": f"{env_name}-"}],
                 },
             ),
-            targets=[targets.LambdaFunction(on_training_event, retry_attempts=8)],
+            targets=[target(on_training_event)],
         )
         self.execution_end_rule = events.Rule(
             self,
@@ -64,5 +79,5 @@ class PipelineEvents(Construct):
                     "stateMachineArn": [state_machine.state_machine_arn],
                 },
             ),
-            targets=[targets.LambdaFunction(cleanup, retry_attempts=8)],
+            targets=[target(cleanup)],
         )

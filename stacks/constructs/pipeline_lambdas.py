@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.functions.cleanup import CleanupFunction
@@ -51,6 +52,9 @@ class PipelineLambdas(Construct):
     ``role_factory(construct_id, description)`` makes each function's role, empty (PipelineStack's
     ``lambda_role``); ``grant_pass_role(grantee)`` grants iam:PassRole on the execution role only,
     conditioned on iam:PassedToService (PipelineStack's ``grant_pass_execution_role``), to Launch.
+    ``state_machine_arn`` is the ARN the state machine will have (built from its fixed name), which
+    Cleanup checks abnormal-end events against; ``failed_events`` is the dead-letter queue of the two
+    functions EventBridge invokes (OnTrainingEvent, Cleanup).
     """
 
     #: Runtime module -> the Handler of its function (hfpipe.local.engine finds the functions by it).
@@ -68,6 +72,8 @@ class PipelineLambdas(Construct):
         artifacts_bucket_name: str,
         image_catalog: dict[str, Any],
         topic: sns.ITopic,
+        state_machine_arn: str,
+        failed_events: sqs.IQueue,
         role_factory: RoleFactory,
         grant_pass_role: PassRoleGrant,
         default_poll_seconds: int = 60,
@@ -107,9 +113,20 @@ class PipelineLambdas(Construct):
         self.gate = GateFunction(self, "GateFunction", settings=settings)
         self.smoke_test = SmokeTestFunction(self, "SmokeTestFunction", settings=settings)
         self.report = ReportFunction(self, "ReportFunction", settings=settings, topic=topic)
-        self.cleanup = CleanupFunction(self, "CleanupFunction", settings=settings, topic=topic)
+        self.cleanup = CleanupFunction(
+            self,
+            "CleanupFunction",
+            settings=settings,
+            topic=topic,
+            state_machine_arn=state_machine_arn,
+            failed_events=failed_events,
+        )
         self.on_training_event = OnTrainingEventFunction(
-            self, "OnTrainingEventFunction", settings=settings, artifacts_bucket_name=artifacts_bucket_name
+            self,
+            "OnTrainingEventFunction",
+            settings=settings,
+            artifacts_bucket_name=artifacts_bucket_name,
+            failed_events=failed_events,
         )
         components: tuple[Component, ...] = (
             self.plan,

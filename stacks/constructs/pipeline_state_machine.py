@@ -4,7 +4,8 @@ Plan -> Launch -> wait for the training job's end -> [Gate] -> CreateModel -> Cr
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
-OnTrainingEvent), since a job may run for weeks; the endpoint wait polls DescribeEndpoint, at most 360
+OnTrainingEvent), since a job may run for weeks, with an hourly re-check of the job by Launch in case the
+event is lost; the endpoint wait polls DescribeEndpoint, at most 360
 times (an endpoint comes up in minutes, and the bound keeps the history far below 25,000 events). The same
 definition runs unchanged in local mode (hfpipe.local.engine plays AWS's part).
 
@@ -18,7 +19,6 @@ from collections.abc import Mapping
 from typing import TypeAlias
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -27,8 +27,9 @@ from constructs import Construct
 
 from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
-from stacks.functions.common import PassRoleGrant, owned_by
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.constructs.state_machine_name import state_machine_name
+from stacks.constructs.state_machine_role import grant_hosting
+from stacks.functions.common import PassRoleGrant
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
@@ -48,6 +49,8 @@ LAUNCH_CAPACITY_ERRORS = ["CapacityError"]
 PLAN_THROTTLING_ERRORS = ["QuotaLookupThrottled"]
 #: A training job that ended Failed or Stopped (OnTrainingEvent's SendTaskFailure).
 TRAINING_FAILED_ERRORS = ["TrainingJobFailed", "TrainingJobStopped"]
+#: The Launch task's own timeout: retried, each retry a re-check of the job (Launch runs again).
+TRAINING_RECHECK_ERROR = "States.Timeout"
 # The states that take Retry and Catch fields (Task states, CDK's or hand-written).
 Retryable: TypeAlias = sfn.TaskStateBase | sfn.CustomState
 RETRY_INTERVAL = cdk.Duration.seconds(5)
@@ -85,8 +88,10 @@ class PipelineStateMachine(Construct):
         if sorted(functions) != sorted(self.INVOKES):
             raise ValueError(f"the state machine invokes {self.INVOKES}, given {tuple(functions)}")
 
-        def retry(state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration) -> None:
-            state.add_retry(errors=errors, interval=interval, backoff_rate=2, max_attempts=attempts)
+        def retry(
+            state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration, backoff: float = 2
+        ) -> None:
+            state.add_retry(errors=errors, interval=interval, backoff_rate=backoff, max_attempts=attempts)
 
         def retry_sagemaker(state: Retryable, catch_all: list[str]) -> None:
             retry(state, catch_all, CATCH_ALL_ATTEMPTS, retry_interval)
@@ -131,10 +136,15 @@ class PipelineStateMachine(Construct):
             ),
         )
         retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        # Launch creates the job and returns; the task waits for OnTrainingEvent (EventBridge, SageMaker's
-        # training-job state change), whose SendTaskSuccess output (the job description) lands in
-        # $.training. Its timeout comes from the job's own limits (Plan: MaxRuntime or MaxWait + margin),
-        # so a lost event still ends in clean-up (States.Timeout, caught below).
+        # Launch creates the job and returns; the task waits for OnTrainingEvent, whose SendTaskSuccess
+        # output (the job description) lands in $.training. For a late or lost event, the task times out
+        # every TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again, which completes
+        # the task itself once DescribeTrainingJob says the job ended (launch.py; docs/pipeline.md).
+        # AWS: a Task past its TimeoutSeconds fails with States.Timeout, which a Retrier may match
+        # (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html); a retried
+        # attempt evaluates its Parameters again, $$.Task.Token included. The docs do not say outright that
+        # the token is new, and nothing here depends on it: each attempt's Launch stores the token it got,
+        # and answering a task no longer waiting (TaskTimedOut/InvalidToken) is ignored.
         launch = tasks.LambdaInvoke(
             self,
             "Launch",
@@ -142,12 +152,13 @@ class PipelineStateMachine(Construct):
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object({"plan": J.object_at(P()), "task_token": J.task_token}),
             result_path="$.training",
-            task_timeout=sfn.Timeout.at(P("training_wait_seconds")),
+            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(limits.TRAINING_RECHECK_SECONDS)),
             retry_on_service_exceptions=True,
         )
         retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
         retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
+        retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), backoff=1)
 
         # A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the report.
         describe_failed = tasks.CallAwsService(
@@ -331,69 +342,10 @@ class PipelineStateMachine(Construct):
             self,
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_name=state_machine_name(env_name),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=timeout,
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
-        role = self.state_machine.role
-        hosting = [
-            stack.format_arn(service="sagemaker", resource=r, resource_name="*")
-            for r in ("model", "endpoint-config", "endpoint")
-        ]
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateModel",
-                    "sagemaker:CreateEndpointConfig",
-                    "sagemaker:CreateEndpoint",
-                    "sagemaker:AddTags",
-                ],
-                resources=hosting,
-                conditions=owned_by(env_name, "aws:RequestTag"),
-            )
-        )
-        # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
-                resources=hosting,
-            )
-        )
-        grant_pass_role(role)
-        self._acknowledge(role, functions, hosting)
-        # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
-        machine_resource = self.state_machine.node.default_child
-        policy = role.node.find_child("DefaultPolicy").node.default_child
-        assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
-        machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
-
-    def _acknowledge(
-        self, role: iam.IRole, functions: Mapping[str, lambda_.IFunction], hosting: list[str]
-    ) -> None:
-        stack = cdk.Stack.of(self)
-        job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
-        for resource in (*hosting, job_arn):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
-                "SageMaker resource names derive from the Step Functions execution name, chosen at start "
-                "time; CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
-                "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
-                "before the resource exists.",
-            )
-        for function in functions.values():
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
-                "CDK's LambdaInvoke grant: lambda:InvokeFunction on this one function's versions and "
-                "aliases (the ARN qualifier), no other function.",
-            )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
-            "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
-            "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
-            "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
-        )
+        grant_hosting(self.state_machine, env_name, functions, grant_pass_role)

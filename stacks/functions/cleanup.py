@@ -3,14 +3,22 @@ state machine task, and EventBridge's abnormal end of an execution (execution_en
 it). Both run teardown.py: delete the endpoint, endpoint config and model the execution created and stop
 its training job, each only when tagged for this environment and execution.
 
+EventBridge's events are acted on only when they are Step Functions' status changes of this environment's
+state machine: its ARN (built from its fixed name, stacks/constructs/state_machine_name.py) is the
+function's ``STATE_MACHINE_ARN``.
+
+Asynchronous invocations that fail every attempt go to the environment's failed-events queue
+(stacks/constructs/failed_events.py).
+
 Its role may read those resources and their tags, delete or stop them only with this environment's tags,
-and publish the abnormal end's report to the notification topic.
+publish the abnormal end's report to the notification topic, and send to the failed-events queue.
 """
 
 from __future__ import annotations
 
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.functions.common import (
@@ -29,11 +37,23 @@ class CleanupFunction(Construct):
     RUNTIME_MODULE = "cleanup"
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, topic: sns.ITopic
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        topic: sns.ITopic,
+        state_machine_arn: str,
+        failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function, self.role = pipeline_function(
-            self, settings, runtime_module=self.RUNTIME_MODULE, environment={"TOPIC_ARN": topic.topic_arn}
+            self,
+            settings,
+            runtime_module=self.RUNTIME_MODULE,
+            environment={"TOPIC_ARN": topic.topic_arn, "STATE_MACHINE_ARN": state_machine_arn},
+            # EventBridge invokes it asynchronously: an abnormal end it failed on must not vanish.
+            dead_letter_queue=failed_events,
         )
         grant_publish(self.role, topic)  # the report of an abnormal end (execution_end.py)
         hosting = [sagemaker_arn(self, r) for r in ("endpoint", "endpoint-config", "model")]

@@ -22,6 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfpipe import contract
@@ -102,6 +103,7 @@ def pipeline_function(
     runtime_module: str,
     environment: Mapping[str, str] | None = None,
     timeout_seconds: int = limits.LAMBDA_TIMEOUT_SECONDS,
+    dead_letter_queue: sqs.IQueue | None = None,
 ) -> tuple[lambda_.Function, iam.Role]:
     """The function of ``component`` (its ``Default`` child) and its role, which may write its logs only.
 
@@ -109,6 +111,8 @@ def pipeline_function(
     functions): ``Default`` is left out of a logical ID, the role comes from the factory (at the stack's
     root, ``<component id>Role``) and the log group is the component's sibling (``<component id>Logs``),
     so a retained environment keeps its log groups and docs/ keep naming the same resources.
+    ``dead_letter_queue`` (functions invoked asynchronously) gets the events that failed every attempt;
+    CDK grants the role sqs:SendMessage on that queue only.
     """
     cid = component.node.id
     parent = cast(Construct, component.node.scope)
@@ -132,6 +136,7 @@ def pipeline_function(
         logging_format=lambda_.LoggingFormat.JSON,
         environment={"HFPIPE_ENV": settings.env_name, "LOG_LEVEL": "INFO", **(environment or {})},
         description=f"hfpipe {settings.env_name} pipeline: {runtime_module}",
+        dead_letter_queue=dead_letter_queue,
     )
     # The log grant made the role's policy: the function now depends on it alone (cfn-lint W3005).
     function_depends_on_policy_only(function, role)
@@ -153,10 +158,16 @@ def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
 
 
 def grant_publish(role: iam.IRole, topic: sns.ITopic) -> None:
-    """sns:Publish on ``topic`` only (Report, and Cleanup's report of an abnormal end)."""
-    # Not topic.grant_publish: the topic uses the AWS managed key (alias/aws/sns), whose key policy already
-    # lets same-account principals use it through SNS; grant_publish would add kms:* on key/*.
+    """sns:Publish on ``topic`` only (Report, and Cleanup's report of an abnormal end), and the use of its
+    key that SNS makes on the publisher's behalf: kms:GenerateDataKey and kms:Decrypt on that key only
+    (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html, the publisher's permissions)."""
+    # Not topic.grant_publish: it would grant the key's kms:Encrypt and kms:ReEncrypt* too.
     iam.Grant.add_to_principal(grantee=role, actions=["sns:Publish"], resource_arns=[topic.topic_arn])
+    key = topic.master_key
+    if key is not None:
+        iam.Grant.add_to_principal(
+            grantee=role, actions=["kms:GenerateDataKey", "kms:Decrypt"], resource_arns=[key.key_arn]
+        )
 
 
 def sagemaker_arn(scope: Construct, resource: str) -> str:

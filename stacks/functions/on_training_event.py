@@ -2,14 +2,18 @@
 SageMaker's training-job state changes (stacks/constructs/pipeline_events.py): it reads the waiting
 task's token that Launch kept, completes the task from the job's description, and deletes the token.
 
-Its role may read and delete task tokens, list the task-tokens/ prefix, describe training jobs and
-complete the waiting task.
+Asynchronous invocations that fail every attempt go to the environment's failed-events queue
+(stacks/constructs/failed_events.py).
+
+Its role may read and delete task tokens, list the task-tokens/ prefix, describe training jobs,
+complete the waiting task and send to the failed-events queue.
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfpipe import contract
@@ -28,7 +32,13 @@ class OnTrainingEventFunction(Construct):
     RUNTIME_MODULE = "on_training_event"
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, artifacts_bucket_name: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        artifacts_bucket_name: str,
+        failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function, self.role = pipeline_function(
@@ -36,6 +46,8 @@ class OnTrainingEventFunction(Construct):
             settings,
             runtime_module=self.RUNTIME_MODULE,
             environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            # EventBridge invokes it asynchronously: an event it failed on must leave a trace.
+            dead_letter_queue=failed_events,
         )
         training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"])
         # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey

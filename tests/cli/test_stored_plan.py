@@ -4,6 +4,7 @@ through the type; any other state's output, however plan-shaped, is not a plan."
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -69,3 +70,45 @@ def test_a_stored_plan_of_another_schema_is_refused_naming_the_field(plan: Plan)
         HfpipeError, match=r"^the execution's stored plan cannot be read: plan\.schema_version: 2 "
     ):
         stored_plan([exited("Plan", {"plan": doc})])
+
+
+def test_an_execution_of_another_state_machine_is_refused(environment, plan: Plan) -> None:
+    """An ARN of another state machine, whose own state called "Plan" writes a plan naming this
+    environment's resources, is not this environment's execution: resolve_execution refuses it."""
+    from cli_moto import REGION, ROLE
+
+    from hfpipe.cli.aws import execution_history, make_clients, resolve_execution
+
+    clients = make_clients(region=REGION)
+
+    def machine(name: str) -> str:
+        definition = {
+            "StartAt": "Plan",
+            "States": {
+                "Plan": {"Type": "Pass", "Result": plan.to_json(), "ResultPath": "$.plan", "End": True}
+            },
+        }
+        return str(
+            clients.sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=ROLE)[
+                "stateMachineArn"
+            ]
+        )
+
+    ours = machine(environment.state_machine_arn.rsplit(":", 1)[-1])
+    assert ours == environment.state_machine_arn
+    other = machine("someone-else")
+    forged = clients.sfn.start_execution(stateMachineArn=other, name="run-1", input="{}")["executionArn"]
+    mine = clients.sfn.start_execution(stateMachineArn=ours, name="run-1", input="{}")["executionArn"]
+    # The other machine's history does hold a "Plan" state's exit with a plan in it ...
+    for _ in range(100):
+        events = list(execution_history(clients.sfn, forged))
+        if stored_plan(events) is not None:
+            break
+        time.sleep(0.05)
+    assert stored_plan(events) == plan
+    # ... but with --env the command refuses the execution before reading it.
+    with pytest.raises(HfpipeError, match=r"ran on state machine .*someone-else.*not on environment 'dev'"):
+        resolve_execution(clients, forged, "dev")
+    assert resolve_execution(clients, mine, "dev")["executionArn"] == mine
+    # By name, --env finds only its own state machine's execution.
+    assert resolve_execution(clients, "run-1", "dev")["stateMachineArn"] == ours

@@ -509,11 +509,16 @@ def test_teardown_reports_an_endpoint_not_deletable_yet_and_the_command_finishes
 # --- 4. a user's decision to keep the endpoint survives the abnormal-end clean-up ----------------------
 
 
-def aborted(name: str) -> dict[str, Any]:
+def aborted(name: str, state_machine_arn: str) -> dict[str, Any]:
     return {
         "detail-type": "Step Functions Execution Status Change",
         "source": "aws.states",
-        "detail": {"name": name, "status": "ABORTED", "input": json.dumps({"recipe_name": "tiny-lora"})},
+        "detail": {
+            "name": name,
+            "status": "ABORTED",
+            "input": json.dumps({"recipe_name": "tiny-lora"}),
+            "stateMachineArn": state_machine_arn,
+        },
     }
 
 
@@ -533,7 +538,12 @@ def test_stop_keep_endpoint_survives_the_abnormal_end_cleanup(
     assert sagemaker_backend().training_jobs[names.training_job_name].training_job_status == "Stopping"
     # The stop's ABORTED event reaches the Cleanup Lambda through the abnormal-end rule.
     report = execution_end.on_execution_end(
-        aborted("keeper"), AwsLikeSageMaker(slow.sagemaker, Faults()), None, None, "dev"
+        aborted("keeper", slow.state_machine_arn),
+        AwsLikeSageMaker(slow.sagemaker, Faults()),
+        None,
+        None,
+        "dev",
+        slow.state_machine_arn,
     )
     assert report["endpoint_deleted"] is False
     assert report["cleanup"]["deleted"] == []

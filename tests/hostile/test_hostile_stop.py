@@ -104,10 +104,12 @@ def test_stop_leaves_a_job_of_the_same_name_in_another_environment(deployed: Dep
 def test_stop_refuses_an_execution_of_another_environment(deployed: Deployed, cli: Run) -> None:
     arn, plan = running(deployed, "their-run")
     model(deployed, "their-run-model-x", "dev", "their-run")
+    prod = Environment("prod")  # deployed too: the ARN is still not one of its executions
     code, _, err = cli("stop", arn, "--env", "prod", "--yes")
     assert code == 1
     assert err == (
-        "error: execution 'their-run' belongs to environment 'dev', not --env 'prod'; nothing stopped\n"
+        f"error: execution {arn!r} ran on state machine {deployed.state_machine_arn!r}, not on environment "
+        f"'prod''s ({prod.state_machine_arn}); hfpipe reads only its own pipeline's executions\n"
     )
     assert deployed.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
     assert sagemaker_backend().training_jobs[plan["training_job_name"]].training_job_status == "InProgress"

@@ -41,6 +41,7 @@ GETATT_ARN = {
     "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{n}",
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{n}",
     "AWS::SQS::Queue": "arn:{p}:sqs:{r}:{a}:{n}",
+    "AWS::KMS::Key": "arn:{p}:kms:{r}:{a}:key/{n}",
 }
 REF_IS_ARN = ("AWS::SNS::Topic", "AWS::StepFunctions::StateMachine")
 

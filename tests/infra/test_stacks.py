@@ -315,26 +315,22 @@ def test_notification_topic_is_encrypted_and_tls_only(synthesized, env):
     template = synthesized.assertions(env, "Pipeline")
     config = synthesized.environments[env]
     template.resource_count_is("AWS::SNS::Topic", 1)
-    template.has_resource_properties(
-        "AWS::SNS::Topic",
-        {
-            "KmsMasterKeyId": {
-                "Fn::Join": [
-                    "",
-                    [f"arn:aws:kms:{config.region}:", {"Ref": "AWS::AccountId"}, ":alias/aws/sns"],
-                ]
-            }
-        },
-    )
+    # Its own key (CloudWatch alarms cannot use the AWS managed alias/aws/sns key), rotated.
+    ((key_id, key),) = template.find_resources("AWS::KMS::Key").items()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]}})
     template.has_resource_properties(
         "AWS::SNS::TopicPolicy",
         {
             "PolicyDocument": {
-                "Statement": [
-                    Match.object_like(
-                        {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
-                    )
-                ]
+                # TLS only; the other statement admits the failed-events alarm (test_pipeline_stack).
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
             }
         },
     )

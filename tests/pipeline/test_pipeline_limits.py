@@ -25,11 +25,21 @@ def definition(template):
     return json.loads("".join(p if isinstance(p, str) else "0" for p in parts)), machine["Properties"]
 
 
-def test_launch_waits_for_the_training_event_with_a_timeout_from_the_plan(template):
+def test_launch_waits_for_the_training_event_and_rechecks_the_job_every_hour(template):
     states, _props = definition(template)
     launch = states["States"]["Launch"]
     assert launch["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
-    assert launch["TimeoutSecondsPath"] == "$.plan.training_wait_seconds"
+    # The task times out every hour and its Retry runs Launch again: a re-check of the job.
+    assert launch["TimeoutSeconds"] == limits.TRAINING_RECHECK_SECONDS == 3600
+    assert "TimeoutSecondsPath" not in launch
+    (recheck,) = [r for r in launch["Retry"] if r["ErrorEquals"] == ["States.Timeout"]]
+    assert recheck["MaxAttempts"] == limits.TRAINING_RECHECKS
+    assert recheck.get("BackoffRate", 2.0) == 1 and recheck["IntervalSeconds"] == 1
+    # Enough re-checks for the longest training wait Plan accepts, no more than the history allows.
+    assert limits.TRAINING_RECHECKS * limits.TRAINING_RECHECK_SECONDS >= limits.MAX_TRAINING_WAIT_SECONDS
+    assert (limits.TRAINING_RECHECKS - 1) * limits.TRAINING_RECHECK_SECONDS < limits.MAX_TRAINING_WAIT_SECONDS
+    # After the last re-check, States.Timeout goes to clean-up like any other error.
+    assert any(c["ErrorEquals"] == ["States.ALL"] and c["Next"] == "CleanupOnError" for c in launch["Catch"])
     assert launch["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
     # No polling for training: no Wait state, no DescribeTrainingJob loop.
     assert "WaitForTraining" not in states["States"] and "DescribeTrainingJob" not in states["States"]
@@ -139,24 +149,84 @@ def test_longest_allowed_execution_fits_the_history_limit(fresh):
         f"longest execution: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)"
     )
     assert counted <= limits.worst_case_history_events(limits.MAX_ENDPOINT_POLLS) < limits.HISTORY_EVENT_LIMIT
-    # Nothing it created is left: only the training job record.
+    # Nothing else it created is left: the endpoint is still Creating, which SageMaker will not delete yet,
+    # so clean-up leaves it and the config and model it uses for `hfpipe cleanup` (teardown.py).
     left = fresh.sagemaker_resources()
-    assert not [
+    assert [
         n
         for names in (left["models"], left["endpoint_configs"], left["endpoints"])
         for n in names
         if name in n
-    ]
+    ] == [f"dev-{name}-model", f"dev-{name}-config", f"dev-{name}-ep"]
+    endpoint = fresh.client("sagemaker").describe_endpoint(EndpointName=f"dev-{name}-ep")
+    assert endpoint["EndpointStatus"] == "Creating"
 
 
-def test_a_lost_training_event_ends_in_the_task_timeout_and_clean_up(fresh):
-    fresh.drop_training_events = True
-    fresh.timeout_scale = 1e-4  # the ~2 h training wait of tiny-qa becomes 1 s
+def lost_event_run(engine, training=None, recipe="tiny-qa", **inp):
+    """A run whose training-job event never comes; the Launch task's hourly timeout takes 1 s."""
+    engine.drop_training_events = True
+    engine.timeout_scale = 1 / limits.TRAINING_RECHECK_SECONDS
+    engine.training = training
+    name = f"lost-{next(_ids)}"
     try:
-        r = fresh.run({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=f"lost-{next(_ids)}", timeout_s=60)
+        r = engine.run({"recipe_name": recipe, "poll_seconds": 1, **inp}, name=name, timeout_s=120)
     finally:
-        fresh.drop_training_events, fresh.timeout_scale = False, 1.0
-    assert (r.status, r.error) == ("FAILED", "StatesTimeout"), r.cause
+        engine.drop_training_events, engine.timeout_scale, engine.training = False, 1.0, None
+    return name, r
+
+
+def test_a_lost_training_event_still_completes_the_run_after_the_recheck(fresh):
+    name, r = lost_event_run(fresh)
+    assert r.status == "SUCCEEDED", (r.error, r.cause)
+    assert r.output["training"]["TrainingJobStatus"] == "Completed"
+    assert "CreateModel" in r.states and "SmokeTest" in r.states
+    # One re-check: the first attempt timed out, the retried Launch found the job ended.
+    assert [e["type"] for e in r.history].count("TaskTimedOut") == 1
+    assert r.states.count("Launch") == 1  # retried inside the state
+    # No training event was delivered for this job.
+    assert not [e for e in fresh.events if e["source"] == "aws.sagemaker" and name in json.dumps(e)]
+
+
+def test_a_recheck_costs_the_history_events_the_limits_count(fresh):
+    """The per-re-check events limits.EVENTS_PER_RECHECK counts: the same run with and without the event."""
+    _name, lost = lost_event_run(fresh, deploy=False)
+    heard = fresh.run(
+        {"recipe_name": "tiny-qa", "poll_seconds": 1, "deploy": False}, name=f"heard-{next(_ids)}"
+    )
+    assert (lost.status, heard.status) == ("SUCCEEDED", "SUCCEEDED")
+    lost_types, heard_types = [e["type"] for e in lost.history], [e["type"] for e in heard.history]
+    # The re-check: the attempt's TaskTimedOut, then the retried attempt's Scheduled/Started/Submitted.
+    at = lost_types.index("TaskTimedOut")
+    recheck = lost_types[at : at + limits.EVENTS_PER_RECHECK]
+    assert recheck == ["TaskTimedOut", "TaskScheduled", "TaskStarted", "TaskSubmitted"]
+    rest = lost_types[:at] + lost_types[at + limits.EVENTS_PER_RECHECK :]
+    # moto records the callback's TaskSucceeded twice when it comes during the attempt's own Invoke (Launch
+    # completing the task itself); AWS records one per task (HistoryEvent types).
+    rest = [t for i, t in enumerate(rest) if not (t == "TaskSucceeded" and rest[i - 1] == "TaskSucceeded")]
+    assert rest == heard_types
+
+
+def test_a_job_that_failed_without_an_event_ends_as_training_job_failed(fresh):
+    def fail(request, job):
+        job.training_job_status = "Failed"
+        job.failure_reason = "AlgorithmError: CUDA out of memory"
+
+    _name, r = lost_event_run(fresh, training=fail)
+    assert (r.status, r.error) == ("FAILED", "TrainingJobFailed"), r.cause
+    assert "CUDA out of memory" in r.cause and "CreateModel" not in r.states
+
+
+def test_a_job_still_running_past_its_training_wait_is_given_up_and_stopped(fresh):
+    """The re-check bounds the wait by the plan's training_wait_seconds (the job's own limit + margin)."""
+    import datetime
+
+    def stuck(request, job):
+        job.training_job_status = "InProgress"
+        job.creation_time = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=30)
+
+    _name, r = lost_event_run(fresh, training=stuck)
+    assert (r.status, r.error) == ("FAILED", "TrainingWaitExceeded"), r.cause
+    assert "past the plan's training wait" in r.cause
     assert "CleanupOnError" in r.states and "CreateModel" not in r.states
 
 

@@ -79,12 +79,21 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "s3:DeleteObject",
             "states:SendTaskSuccess",
             "states:SendTaskFailure",
+            "sqs:SendMessage",
         },
         "gate": set(),
         "smoke_test": {"sagemaker:InvokeEndpoint"},
-        "report": {"sns:Publish", "logs:DescribeLogStreams", "logs:GetLogEvents"},
+        "report": {
+            "sns:Publish",
+            "kms:GenerateDataKey",
+            "kms:Decrypt",
+            "logs:DescribeLogStreams",
+            "logs:GetLogEvents",
+        },
         "cleanup": {
             "sns:Publish",
+            "kms:GenerateDataKey",
+            "kms:Decrypt",
             "sagemaker:DescribeEndpoint",
             "sagemaker:DescribeEndpointConfig",
             "sagemaker:DescribeModel",
@@ -94,6 +103,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "sagemaker:DeleteEndpointConfig",
             "sagemaker:DeleteModel",
             "sagemaker:StopTrainingJob",
+            "sqs:SendMessage",
         },
     }
     for props, _ in functions.values():
@@ -183,3 +193,82 @@ def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
             "Environment": {"Variables": Match.object_like({"IMAGE_CATALOG": catalog})},
         },
     )
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_cleanup_knows_its_state_machine_by_its_fixed_name(pipeline_app, env):
+    """Cleanup's STATE_MACHINE_ARN is the state machine's own ARN, built from its fixed name (no Ref: the
+    state machine invokes Cleanup, a Ref back would be a cycle)."""
+    template = pipeline_app.assertions(env, "Pipeline")
+    ((machine_id, machine),) = template.find_resources("AWS::StepFunctions::StateMachine").items()
+    name = machine["Properties"]["StateMachineName"]
+    assert name == f"hfpipe-{env}-pipeline"
+    cleanup_props, _ = pipeline_functions(template)["cleanup"]
+    arn = cleanup_props["Environment"]["Variables"]["STATE_MACHINE_ARN"]
+    pseudo = {"AWS::Partition": "aws", "AWS::Region": "r", "AWS::AccountId": "1"}
+    rendered = "".join(p if isinstance(p, str) else pseudo[p["Ref"]] for p in arn["Fn::Join"][1])
+    region = load_environments(cdk_app.cdk_json_context()["hfpipe:environments"])[env].region
+    assert rendered.replace(":r:", f":{region}:") == f"arn:aws:states:{region}:1:stateMachine:{name}"
+    assert machine_id not in json.dumps(arn)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env):
+    template = pipeline_app.assertions(env, "Pipeline")
+    ((queue_id, queue),) = template.find_resources("AWS::SQS::Queue").items()
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    queue_arn = {"Fn::GetAtt": [queue_id, "Arn"]}
+    # Both functions EventBridge invokes asynchronously have it as their dead-letter queue (CKV_AWS_116).
+    functions = pipeline_functions(template)
+    for key in ("on_training_event", "cleanup"):
+        props, statements = functions[key]
+        assert props["DeadLetterConfig"] == {"TargetArn": queue_arn}
+        (send,) = [s for s in statements if "sqs:SendMessage" in as_list(s["Action"])]
+        assert (as_list(send["Action"]), send["Resource"]) == (["sqs:SendMessage"], queue_arn)
+    # ... and both rule targets, which retry for a day first.
+    rules = template.find_resources("AWS::Events::Rule")
+    assert len(rules) == 2
+    for rule in rules.values():
+        (target,) = rule["Properties"]["Targets"]
+        assert target["DeadLetterConfig"] == {"Arn": queue_arn}
+        assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 8}
+    # The queue takes TLS only and, from EventBridge, only these rules' events.
+    ((policy),) = template.find_resources("AWS::SQS::QueuePolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in statements
+    )
+    from_events = [s for s in statements if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert {json.dumps(s["Condition"]["ArnEquals"]["aws:SourceArn"]) for s in from_events} == {
+        json.dumps({"Fn::GetAtt": [rule_id, "Arn"]}) for rule_id in rules
+    }
+    # One message visible is an alarm to the environment's notification topic.
+    ((alarm),) = template.find_resources("AWS::CloudWatch::Alarm").values()
+    props = alarm["Properties"]
+    assert (props["MetricName"], props["Namespace"]) == ("ApproximateNumberOfMessagesVisible", "AWS/SQS")
+    assert props["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    (topic_id,) = template.find_resources("AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic_id}]
+    # CloudWatch may publish to the topic and use its key, for this alarm only.
+    alarm_arn = f"alarm:hfpipe-{env}-failed-events"
+    ((topic_policy),) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    ((key),) = template.find_resources("AWS::KMS::Key").values()
+    for statements, actions in (
+        (topic_policy["Properties"]["PolicyDocument"]["Statement"], ["sns:Publish"]),
+        (key["Properties"]["KeyPolicy"]["Statement"], ["kms:GenerateDataKey", "kms:Decrypt"]),
+    ):
+        (grant,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+        assert sorted(as_list(grant["Action"])) == sorted(actions)
+        assert json.dumps(grant["Condition"]["ArnLike"]["aws:SourceArn"]).endswith(f'{alarm_arn}"]]}}')
+        assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    # Publishers use the key only through SNS's two calls, on this key only.
+    for key_name in ("report", "cleanup"):
+        (_props, statements) = pipeline_functions(template)[key_name]
+        (use,) = [s for s in statements if "kms:Decrypt" in as_list(s["Action"])]
+        assert sorted(as_list(use["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+        assert use["Resource"] == {
+            "Fn::GetAtt": [next(iter(template.find_resources("AWS::KMS::Key"))), "Arn"]
+        }

@@ -3,7 +3,8 @@
 The Cleanup function's handler, with two entry paths: ``{"plan": <plan>}`` from the state machine
 (teardown.cleanup on ``Plan.names``), and an EventBridge execution status change of an abnormal end
 (execution_end.on_execution_end, which runs the same teardown on the names derived from the environment
-and the execution name, ``PlannedNames.derive``, and reports). Which resources may go is
+and the execution name, ``PlannedNames.derive``, and reports; only for Step Functions' events about this
+environment's state machine, ``STATE_MACHINE_ARN``). Which resources may go is
 `hfpipe.core.cleanup`'s rule (teardown.py).
 """
 
@@ -29,6 +30,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             aws.client("sns"),
             os.environ.get("TOPIC_ARN"),
             os.environ["HFPIPE_ENV"],
+            os.environ["STATE_MACHINE_ARN"],
         )
     plan = Plan.from_json(event["plan"])
     aws.bind(event, plan.execution_name)

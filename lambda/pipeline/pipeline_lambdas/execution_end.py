@@ -12,6 +12,13 @@ with cleanup.py's state machine path). A failure report goes to the notification
 machine already sent one: its own Fail states never carry a ``States.`` error name (Report renames
 them), so a FAILED event with another name has been reported and cleaned up already; clean-up runs
 again anyway (it deletes nothing twice).
+
+Only Step Functions' own event about this environment's state machine is acted on: source ``aws.states``,
+detail-type "Step Functions Execution Status Change" and ``detail.stateMachineArn`` equal to the
+function's ``STATE_MACHINE_ARN`` (built from the state machine's fixed name). The rule matches the same;
+this check holds for anything else that may invoke the function (another rule, a direct Invoke).
+Anything else is ignored with a log line: it names no execution of ours, and clean-up and the report
+must not run on someone else's word.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pipeline_lambdas.teardown import cleanup
 
 LOG = aws.logger(__name__)
 
+SOURCE = "aws.states"
 DETAIL_TYPE = "Step Functions Execution Status Change"
 ABNORMAL = ("TIMED_OUT", "ABORTED", "FAILED")
 
@@ -67,10 +75,33 @@ def failure_report(detail: dict[str, Any], cleaned: dict[str, Any]) -> dict[str,
     }
 
 
+def foreign(event: dict[str, Any], state_machine_arn: str) -> str | None:
+    """Why ``event`` is not Step Functions' status change of ``state_machine_arn``; None when it is."""
+    if event.get("source") != SOURCE:
+        return f"source {event.get('source')!r} is not {SOURCE}"
+    if event.get("detail-type") != DETAIL_TYPE:
+        return f"detail-type {event.get('detail-type')!r} is not {DETAIL_TYPE!r}"
+    detail = event.get("detail")
+    machine = detail.get("stateMachineArn") if isinstance(detail, dict) else None
+    if not state_machine_arn or machine != state_machine_arn:
+        return f"state machine {machine!r} is not this environment's ({state_machine_arn!r})"
+    return None
+
+
 def on_execution_end(
-    event: dict[str, Any], sagemaker: Any, sns: Any, topic_arn: str | None, env: str
+    event: dict[str, Any],
+    sagemaker: Any,
+    sns: Any,
+    topic_arn: str | None,
+    env: str,
+    state_machine_arn: str,
 ) -> dict[str, Any]:
-    """Clean up after one abnormal end and report it; other statuses are ignored."""
+    """Clean up after one abnormal end of ``state_machine_arn``'s executions and report it; other
+    statuses, and events that are not Step Functions' about that state machine, are ignored."""
+    why = foreign(event, state_machine_arn)
+    if why is not None:
+        aws.log_json(LOG, "event ignored", reason=why)
+        return {"execution_name": None, "ignored": True, "reason": why}
     detail = event.get("detail") or {}
     if detail.get("status") not in ABNORMAL or not detail.get("name"):
         return {"execution_name": detail.get("name"), "ignored": True}

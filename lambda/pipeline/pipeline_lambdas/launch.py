@@ -3,8 +3,12 @@
 The state machine passes the task token; Launch keeps it in the artifacts bucket under
 ``task-tokens/<job name>`` (training_task.token_key; a token is up to 2,048 characters, a SageMaker tag
 value at most 256, so it cannot ride on the job) and returns. The task then waits: OnTrainingEvent completes it when SageMaker
-reports the job Completed, Failed or Stopped, and the task's timeout (from the job's own limits) ends it
-if that event never comes.
+reports the job Completed, Failed or Stopped. The event may be lost, so the task times out every
+``limits.TRAINING_RECHECK_SECONDS`` and the state machine runs Launch again (Retry on States.Timeout): a
+re-check. Launch then adopts its job, stores the new attempt's token, and completes the task itself when
+DescribeTrainingJob says the job ended; a job still running after the plan's ``training_wait_seconds``
+(its own MaxRuntime/MaxWait plus a margin, from its CreationTime) is given up (TrainingWaitExceeded, which
+the state machine catches: clean-up stops the job).
 
 The job name is derived from the environment and the execution name, so a retried Lambda or a repeated
 launch finds the job it created and never creates a second one. An existing job with that name is
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
@@ -31,6 +36,10 @@ class ThrottlingException(Exception):
 
 class CapacityError(Exception):
     """SageMaker had no capacity (ResourceLimitExceeded / CapacityError); retried with backoff."""
+
+
+class TrainingWaitExceeded(Exception):
+    """The job has run past the plan's training wait without ending; the state machine cleans up."""
 
 
 class TrainingJobNameTaken(Exception):
@@ -76,11 +85,20 @@ def _existing(sagemaker: Any, name: str) -> dict[str, Any] | None:
         return None
 
 
-def launch(sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: Plan, task_token: str) -> dict[str, Any]:
+def launch(
+    sagemaker: Any,
+    s3: Any,
+    sfn: Any,
+    bucket: str,
+    plan: Plan,
+    task_token: str,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Keep the token, create the plan's training job unless this execution already has it.
 
-    An adopted job that has already ended gets no new state-change event, so Launch completes the
-    task itself (the event handler's rule, training_task.complete).
+    An adopted job that has already ended gets no new state-change event (or its event was lost), so
+    Launch completes the task itself (the event handler's rule, training_task.complete); one still
+    running past the plan's training wait raises TrainingWaitExceeded.
     """
     name = plan.training_job_name
     found = _existing(sagemaker, name)
@@ -110,7 +128,25 @@ def launch(sagemaker: Any, s3: Any, sfn: Any, bucket: str, plan: Plan, task_toke
         job = sagemaker.describe_training_job(TrainingJobName=name)
         if job["TrainingJobStatus"] in FINAL_STATUSES:
             complete(sfn, task_token, job)
+        else:
+            _check_wait(job, plan, now)
     return {"training_job_name": name, "created": created}
+
+
+def _check_wait(job: dict[str, Any], plan: Plan, now: datetime | None) -> None:
+    """Refuse to wait on past the plan's training wait, counted from the job's CreationTime."""
+    started = job.get("CreationTime")
+    if not isinstance(started, datetime):
+        return
+    if started.tzinfo is None:  # boto3 gives aware datetimes; a naive one is UTC
+        started = started.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    waited = (now - started).total_seconds()
+    if waited > plan.training_wait_seconds:
+        raise TrainingWaitExceeded(
+            f"training job {job['TrainingJobName']} is {job['TrainingJobStatus']} after {int(waited)} s, "
+            f"past the plan's training wait of {plan.training_wait_seconds} s (its own limit plus a margin)"
+        )
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

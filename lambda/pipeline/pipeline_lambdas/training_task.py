@@ -12,6 +12,11 @@ For Completed, Failed and Stopped the waiting task gets:
 - Failed / Stopped: ``SendTaskFailure`` with error ``TrainingJobFailed`` / ``TrainingJobStopped`` and
   the job's ``FailureReason`` as the cause.
 
+Only DescribeTrainingJob's answer completes the task, never an event's word alone: SageMaker's reads are
+eventually consistent, so an event may say Completed while Describe still answers InProgress. Then the
+task is left waiting (``complete`` returns False and logs it); the next event, or Launch's hourly
+re-check (the task's timeout and Retry, pipeline_state_machine.py), completes it.
+
 A second completion is expected (SageMaker may send an event twice; Launch completes an adopted job's
 task itself): Step Functions answers it with TaskTimedOut or InvalidToken
 (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html), which is
@@ -70,8 +75,17 @@ def description(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def complete(sfn: Any, task_token: str, job: dict[str, Any]) -> bool:
-    """Complete the waiting task from the job's final state; False when the task is no longer waiting."""
+    """Complete the waiting task from the job's final state; False when the task is no longer waiting or
+    the description does not say a final status yet (the task is left waiting)."""
     status = job["TrainingJobStatus"]
+    if status not in FINAL_STATUSES:
+        aws.log_json(
+            LOG,
+            "job not final yet; task left waiting",
+            training_job_name=job.get("TrainingJobName"),
+            status=status,
+        )
+        return False
     try:
         if status == "Completed":
             sfn.send_task_success(taskToken=task_token, output=json.dumps(description(job)))

@@ -1,0 +1,86 @@
+"""The pipeline state machine's role: what its native SageMaker tasks create and read, PassRole, and the
+cdk-nag acknowledgements of the run-time names and of CDK's own grants (LambdaInvoke, tracing, logs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
+
+from stacks.functions.common import PassRoleGrant, owned_by
+from stacks.nag import acknowledge, rendered, rendered_value
+
+
+def grant_hosting(
+    machine: sfn.StateMachine,
+    env_name: str,
+    functions: Mapping[str, lambda_.IFunction],
+    grant_pass_role: PassRoleGrant,
+) -> None:
+    """CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags only with this environment's request tags,
+    the reads they make, PassRole; the machine depends on the role's policy only."""
+    stack = cdk.Stack.of(machine)
+    role = machine.role
+    hosting = [
+        stack.format_arn(service="sagemaker", resource=r, resource_name="*")
+        for r in ("model", "endpoint-config", "endpoint")
+    ]
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=[
+                "sagemaker:CreateModel",
+                "sagemaker:CreateEndpointConfig",
+                "sagemaker:CreateEndpoint",
+                "sagemaker:AddTags",
+            ],
+            resources=hosting,
+            conditions=owned_by(env_name, "aws:RequestTag"),
+        )
+    )
+    # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
+            resources=hosting,
+        )
+    )
+    grant_pass_role(role)
+    _acknowledge(stack, role, functions, hosting)
+    # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
+    machine_resource = machine.node.default_child
+    policy = role.node.find_child("DefaultPolicy").node.default_child
+    assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
+    machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
+
+
+def _acknowledge(
+    stack: cdk.Stack, role: iam.IRole, functions: Mapping[str, lambda_.IFunction], hosting: list[str]
+) -> None:
+    job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+    for resource in (*hosting, job_arn):
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
+            "SageMaker resource names derive from the Step Functions execution name, chosen at start "
+            "time; CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
+            "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
+            "before the resource exists.",
+        )
+    for function in functions.values():
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
+            "CDK's LambdaInvoke grant: lambda:InvokeFunction on this one function's versions and "
+            "aliases (the ARN qualifier), no other function.",
+        )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
+        "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
+        "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
+        "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
+    )
