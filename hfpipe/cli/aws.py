@@ -384,23 +384,3 @@ def no_plan(desc: dict[str, Any], needed_for: str) -> HfpipeError:
         f"execution {desc.get('name')!r} ({desc.get('status')}) has no plan, because its Plan state did not "
         f"finish (still planning, failed, or stopped before it): {needed_for}; see `hfpipe report`"
     )
-
-
-def current_state(events: list[dict[str, Any]]) -> str | None:
-    """The name of the state the execution last entered."""
-    for event in reversed(events):
-        details = event.get("stateEnteredEventDetails")
-        if details:
-            return str(details.get("name"))
-    return None
-
-
-def failure_of(events: list[dict[str, Any]], description: dict[str, Any]) -> str | None:
-    """Error and cause of a failed execution, from DescribeExecution or its last failure event."""
-    if description.get("error") or description.get("cause"):
-        return ": ".join(x for x in (description.get("error"), description.get("cause")) if x)
-    for event in reversed(events):
-        for key, details in event.items():
-            if key.endswith("FailedEventDetails") and isinstance(details, dict):
-                return ": ".join(str(x) for x in (details.get("error"), details.get("cause")) if x)
-    return None

@@ -143,6 +143,26 @@ def training_log_tail(clients: aws.Clients, job_name: str, lines: int = LIVE_LOG
         return []
 
 
+def current_state(events: list[dict[str, Any]]) -> str | None:
+    """The name of the state the execution last entered."""
+    for event in reversed(events):
+        details = event.get("stateEnteredEventDetails")
+        if details:
+            return str(details.get("name"))
+    return None
+
+
+def failure_of(events: list[dict[str, Any]], description: dict[str, Any]) -> str | None:
+    """Error and cause of a failed execution, from DescribeExecution or its last failure event."""
+    if description.get("error") or description.get("cause"):
+        return ": ".join(x for x in (description.get("error"), description.get("cause")) if x)
+    for event in reversed(events):
+        for key, details in event.items():
+            if key.endswith("FailedEventDetails") and isinstance(details, dict):
+                return ": ".join(str(x) for x in (details.get("error"), details.get("cause")) if x)
+    return None
+
+
 def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = None) -> Snapshot:
     """Read the execution, its history, the training job, its metrics and the endpoint once."""
     import json
@@ -160,7 +180,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         status=desc["status"],
         started=as_utc(desc.get("startDate")),
         stopped=as_utc(desc.get("stopDate")),
-        state=aws.current_state(events),
+        state=current_state(events),
         plan=aws.stored_plan(events),
         endpoint_created=any(
             (e.get("stateExitedEventDetails") or {}).get("name") == CREATE_ENDPOINT_STATE for e in events
@@ -173,7 +193,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
         except ValueError:
             snap.output = desc["output"]
     if snap.status in {"FAILED", "TIMED_OUT", "ABORTED"}:
-        snap.failure = aws.failure_of(events, desc)
+        snap.failure = failure_of(events, desc)
     if not snap.plan:
         return snap
 
