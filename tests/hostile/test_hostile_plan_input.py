@@ -103,7 +103,9 @@ INPUT_CASES: list[tuple[Any, list[str]]] = [
     ({"recipe_name": "tiny-qa", "overrides": {"training.distribution": {"torch_distributed": False}}}, ["recipe.training.distribution.torch_distributed", "False"]),
     ({"recipe_name": "tiny-qa", "overrides": {"deploy.x": 1}}, ["recipe.deploy", "{'x': 1}", "type boolean"]),
     ({ "recipe_name": "tiny-qa", "overrides": {"training.metric_definitions": [{"Name": "f", "Regex": "f=(["}]}, }, ["recipe.training.metric_definitions[0].Regex", "does not compile"]),
-    ({ "recipe_name": "tiny-qa", "overrides": {"training.hyperparameters": {f"h{i}": 1 for i in range(96)}}, }, ["recipe.training.hyperparameters", "101 hyperparameters", "at most 100"]),
+    # A recipe's own entry point (not one of the project's scripts, whose argument names are checked first).
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.entry_point": "own_train.py", "training.hyperparameters": {f"h{i}": 1 for i in range(96)}}, }, ["recipe.training.hyperparameters", "101 hyperparameters", "at most 100"]),
+    ({ "recipe_name": "tiny-qa", "overrides": {"training.hyperparameters": {"h0": 1}}, }, ["recipe.training.hyperparameters.h0", "not an argument of run_qa.py"]),
     # top-level switches
     ({"recipe_name": "tiny-qa", "deploy": "no"}, ["recipe.deploy", "'no'", "type boolean"]),
     ({"recipe_name": "tiny-qa", "keep_endpoint": 1}, ["recipe.serving.keep_endpoint", "1", "type boolean"]),
