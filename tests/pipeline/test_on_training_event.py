@@ -173,3 +173,13 @@ def test_a_token_replaced_by_a_recheck_meanwhile_is_the_one_answered(s3):
     result = handler.on_event(event("dev-l", "Completed"), SageMaker(job), s3, sfn, BUCKET, ENV)
     assert result["completed"] is True
     assert [(c, k["taskToken"]) for c, k in sfn.calls] == [("send_task_success", "tok-2")]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"task_token": 3}', b'{"execution_name": "e"}'])
+def test_a_corrupt_token_object_is_a_logged_no_op_not_a_crash(s3, body):
+    """Launch's hourly re-check stores a fresh token, so the run still finishes; the event is not retried."""
+    s3.put_object(Bucket=BUCKET, Key=token_key("dev-e"), Body=body)
+    job = {"TrainingJobName": "dev-e", "TrainingJobStatus": "Completed"}
+    sfn = Sfn()
+    result = handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, sfn, BUCKET, ENV)
+    assert result["completed"] is False and sfn.calls == []

@@ -55,11 +55,21 @@ def _foreign(event: Any, env: str) -> str | None:
 def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
     """What Launch kept for the job's waiting task (token, execution name); None when nothing waits."""
     try:
-        return dict(json.loads(s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()))
+        body = s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()
     except Exception as err:
         if _code(err) in ("NoSuchKey", "404"):
             return None
         raise
+    try:
+        stored = json.loads(body)
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict) or not isinstance(stored.get("task_token"), str):
+        # Not what Launch writes: nothing here can answer the task, and Launch's hourly re-check stores a
+        # fresh token (and completes an ended job itself), so the run still finishes; say why, once.
+        aws.log_json(LOG, "task token object unreadable", key=token_key(name), bucket=bucket)
+        return None
+    return stored
 
 
 def on_event(
