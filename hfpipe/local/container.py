@@ -297,6 +297,10 @@ class LocalTrainingProcess:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+            # SIGKILL cannot be caught, but its delivery is not instant on a loaded host: reap the toolkit
+            # here, so whoever stopped the run sees it ended (poll() not None) when stop() returns.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=30)
 
     def wait(self) -> LocalTrainingJob:
         """Wait for the run to end (stopping it at the max runtime) and pack its artifacts."""

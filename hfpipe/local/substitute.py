@@ -198,9 +198,12 @@ def for_this_machine(
         subs.add(
             "model_name_or_path", model_id, f"{TINY_NAMES[family]} (model channel)", "no hub downloads here"
         )
-    if hps.get("dataset_name"):
-        dataset = hps.pop("dataset_name")
-        config = hps.pop("dataset_config_name", None)
+    # The hub data set: named by dataset_name, or (run_glue.py's way, as the seed-faithful MNLI recipe has
+    # it) by a GLUE task_name alone when no training channel gives the data.
+    glue_task = hps.get("task_name") if not hps.get("dataset_name") and "training" not in channels else None
+    if hps.get("dataset_name") or glue_task:
+        dataset = hps.pop("dataset_name", None) or "nyu-mll/glue"
+        config = hps.pop("dataset_config_name", None) or glue_task
         for key, value in fixture.implied_hyperparameters.items():
             hps.setdefault(key, value)  # what the hub configuration implied (GLUE mnli: task_name mnli)
         for split in ("train_split_name", "validation_split_name"):
