@@ -39,6 +39,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _recipe_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+    """--recipe and --set, as start and local take them."""
+    parser.add_argument(
+        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
+    )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one recipe field, e.g. --set {example} (repeatable)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     from hfpipe.cli import commands
@@ -66,17 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
-    p.add_argument(
-        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
-    )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one recipe field, e.g. --set training.hyperparameters.num_train_epochs=1 (repeatable)",
-    )
+    _recipe_arguments(p, "training.hyperparameters.num_train_epochs=1")
     p.add_argument("--name", help="execution name (default: <recipe>-<UTC time>)")
     p.add_argument("--watch", action="store_true", help="watch the execution until it ends")
     p.add_argument(
@@ -235,17 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_completion, command_parser=p, root_parser=parser)
 
     p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
-    p.add_argument(
-        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
-    )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one recipe field, e.g. --set training.hyperparameters.max_steps=8 (repeatable)",
-    )
+    _recipe_arguments(p, "training.hyperparameters.max_steps=8")
     p.add_argument(
         "--out",
         help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",

@@ -8,25 +8,17 @@ import time
 from typing import Any
 
 import pytest
+from plan_config import dev_config
 
 from hfpipe.cli.aws import HfpipeError, stored_plan
-from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan import build_plan
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
-from stacks.image_catalog import build_catalog
 
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    config = PlanConfig(
-        env="dev",
-        region="eu-west-1",
-        role_arn="arn:aws:iam::123456789012:role/x",
-        sourcedir_uri="s3://artifacts/code/sourcedir.tar.gz",
-        data_bucket="data",
-        artifacts_bucket="artifacts",
-        image_catalog=build_catalog("eu-west-1"),
-    )
+    config = dev_config()
     return build_plan(
         {"recipe_name": "tiny-lora"}, "run-1", config, QuotaTable(default_quotas()).client("eu-west-1")
     )

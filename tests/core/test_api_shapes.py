@@ -14,6 +14,7 @@ import botocore.session
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plan_config import dev_config
 
 from hfpipe.core import api_shapes
 from hfpipe.core.plan import PlanConfig, build_plan
@@ -105,15 +106,7 @@ def botocore_problems(operation: str, request: dict[str, Any]) -> list[str]:
     return found
 
 
-CONFIG = PlanConfig(
-    env="dev",
-    region="eu-west-1",
-    role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
-    sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
-    data_bucket="hfpipe-dev-data",
-    artifacts_bucket="hfpipe-dev-artifacts",
-    image_catalog={},
-)
+CONFIG = dev_config(image_catalog={})
 QUOTAS = QuotaTable(default_quotas()).client("eu-west-1")
 IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hf:1"
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plan_config import dev_config
 
 from hfpipe import kinds
 from hfpipe.cli import invoke
 from hfpipe.cli.data import _records
 from hfpipe.core import records
 from hfpipe.core import validate as rules
-from hfpipe.core.plan import PlanConfig, build_plan, processor_for
+from hfpipe.core.plan import build_plan, processor_for
 from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
 from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
@@ -209,15 +210,7 @@ def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
         "inference": {},  # where hf-inference's images are otherwise: not looked at
         "elsewhere": {inference["py_version"]: images},
     }
-    config = PlanConfig(
-        env="dev",
-        region="eu-west-1",
-        role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
-        sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
-        data_bucket="hfpipe-dev-data",
-        artifacts_bucket="hfpipe-dev-artifacts",
-        image_catalog=catalog,
-    )
+    config = dev_config(image_catalog=catalog)
     event = {"recipe_name": "tiny-qa", "overrides": {"serving.environment": {"SM_NUM_GPUS": "1"}}}
     result = build_plan(event, "exec-1", config, _Quotas())
     assert result.inference_image_uri == images[processor_for(recipe["serving"]["instance_type"])]

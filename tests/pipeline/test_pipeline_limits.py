@@ -8,6 +8,7 @@ import itertools
 import json
 
 import pytest
+from plan_config import dev_config
 
 from hfpipe.core import limits
 from hfpipe.core.schema import RecipeError
@@ -58,19 +59,10 @@ def test_launch_waits_for_the_training_event_and_rechecks_the_job_every_hour(tem
 
 
 def plan_of(recipe_overrides, poll=1):
-    from hfpipe.core.plan import PlanConfig, build_plan
+    from hfpipe.core.plan import build_plan
     from hfpipe.local.quotas import QuotaTable, default_quotas
-    from stacks.image_catalog import build_catalog
 
-    config = PlanConfig(
-        env="dev",
-        region="eu-west-1",
-        role_arn="arn:aws:iam::123456789012:role/x",
-        sourcedir_uri="s3://b/sourcedir.tar.gz",
-        data_bucket="data",
-        artifacts_bucket="artifacts",
-        image_catalog=build_catalog("eu-west-1"),
-    )
+    config = dev_config()
     event = {"recipe_name": "tiny-spot", "overrides": recipe_overrides, "poll_seconds": poll}
     return build_plan(event, "limits-1", config, QuotaTable(default_quotas()).client("eu-west-1"))
 

@@ -9,21 +9,13 @@ import re
 from typing import Any
 
 import pytest
+from plan_config import dev_config
 
-from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan import build_plan
 from hfpipe.core.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
 from hfpipe.local.quotas import QuotaTable, default_quotas
-from stacks.image_catalog import build_catalog
 
-CONFIG = PlanConfig(
-    env="dev",
-    region="eu-west-1",
-    role_arn="arn:aws:iam::123456789012:role/x",
-    sourcedir_uri="s3://artifacts/code/sourcedir.tar.gz",
-    data_bucket="data",
-    artifacts_bucket="artifacts",
-    image_catalog=build_catalog("eu-west-1"),
-)
+CONFIG = dev_config()
 
 
 def built(recipe_name: str, **event: Any) -> Plan:
