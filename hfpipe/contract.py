@@ -37,6 +37,19 @@ TAG_KEEP = "hfpipe:keep"
 TAG_KEEP_VALUE = "true"
 
 
+def state_machine_name(env: str) -> str:
+    """The pipeline state machine's fixed physical name (stacks/constructs/state_machine_name.py): the
+    Cleanup function knows its ARN from it, and the command knows which environment an execution ARN ran in."""
+    return f"hfpipe-{env}-pipeline"
+
+
+def env_of_state_machine(name: str) -> str | None:
+    """The environment whose pipeline state machine has this name, or None for any other name."""
+    if name.startswith("hfpipe-") and name.endswith("-pipeline"):
+        return name.removeprefix("hfpipe-").removesuffix("-pipeline") or None
+    return None
+
+
 def stack_name(env: str, part: str) -> str:
     """CloudFormation stack name for one part (Data, Quota, Pipeline) of one environment."""
     return f"Hfpipe-{env}-{part}"

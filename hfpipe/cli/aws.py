@@ -314,6 +314,16 @@ def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, 
         raise HfpipeError(f"{ref!r} is not an execution ARN: expected arn:aws:states:...:execution:...")
     if not ref.startswith("arn:") and env is None:
         raise HfpipeError(f"execution {ref!r} is a name, not an ARN: add --env ENV to find its state machine")
+    if env is None:
+        # An ARN alone: the environment is the one whose pipeline ran it (arn:...:execution:<machine>:<name>),
+        # checked below like --env; an execution of any other state machine is not the pipeline's.
+        parts = ref.split(":")
+        env = contract.env_of_state_machine(parts[6]) if len(parts) >= 8 else None
+        if env is None or names.env_name_problem(env):
+            raise HfpipeError(
+                f"execution {ref!r} did not run on an hfpipe pipeline (state machine hfpipe-<env>-pipeline); "
+                "hfpipe reads only its own pipeline's executions"
+            )
     machine = resolve_environment(clients, env).state_machine_arn if env is not None else None
     arn = ref if ref.startswith("arn:") or machine is None else execution_arn_for(machine, ref)
     try:

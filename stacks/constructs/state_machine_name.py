@@ -10,10 +10,13 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from hfpipe import contract
+
 
 def state_machine_name(env_name: str) -> str:
-    """The state machine's physical name: fixed, so its ARN is known without referring to the resource."""
-    return f"hfpipe-{env_name}-pipeline"
+    """The state machine's physical name: fixed, so its ARN is known without referring to the resource
+    (the rule is hfpipe.contract's, which the command reads too)."""
+    return contract.state_machine_name(env_name)
 
 
 def state_machine_arn(scope: Construct, env_name: str) -> str:

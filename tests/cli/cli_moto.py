@@ -54,7 +54,8 @@ class Environment:
             if bucket not in {b["Name"] for b in self.s3.list_buckets()["Buckets"]}:
                 self.s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
         self.state_machine_arn = (
-            state_machine_arn or f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hfpipe-{env}"
+            state_machine_arn
+            or f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{contract.state_machine_name(env)}"
         )
         values = {
             contract.SSM_DATA_BUCKET: DATA_BUCKET,
@@ -100,9 +101,15 @@ class Deployed(Environment):
     def __init__(self, engine: LocalEngine, env: str = "dev") -> None:
         Deployed._count += 1
         sfn = engine.client("stepfunctions")
-        arn = sfn.create_state_machine(
-            name=f"hfpipe-{env}-{Deployed._count}", definition=json.dumps(engine.definition), roleArn=ROLE
-        )["stateMachineArn"]
+        # The pipeline's own name (the command knows an execution ARN's environment by it); a module that
+        # deployed before this one in the same moto account leaves one of that name, replaced here.
+        name = contract.state_machine_name(env)
+        for machine in sfn.list_state_machines()["stateMachines"]:
+            if machine["name"] == name:
+                sfn.delete_state_machine(stateMachineArn=machine["stateMachineArn"])
+        arn = sfn.create_state_machine(name=name, definition=json.dumps(engine.definition), roleArn=ROLE)[
+            "stateMachineArn"
+        ]
         super().__init__(env, arn)
         self._engine = engine
         self._running: set[str] = set()

@@ -104,3 +104,19 @@ def test_an_execution_of_another_state_machine_is_refused(environment, plan: Pla
     assert resolve_execution(clients, mine, "dev")["executionArn"] == mine
     # By name, --env finds only its own state machine's execution.
     assert resolve_execution(clients, "run-1", "dev")["stateMachineArn"] == ours
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:states:eu-west-1:123456789012:execution:some-other-machine:run-1",
+        "arn:aws:states:eu-west-1:123456789012:execution:hfpipe-Bad_Env-pipeline:run-1",
+    ],
+)
+def test_an_arn_alone_must_name_an_hfpipe_pipeline(arn: str) -> None:
+    """Without --env the environment is the one in the state machine's name; any other machine is refused
+    before anything is read."""
+    from hfpipe.cli.aws import HfpipeError, resolve_execution
+
+    with pytest.raises(HfpipeError, match="did not run on an hfpipe pipeline"):
+        resolve_execution(None, arn, None)  # type: ignore[arg-type]
