@@ -25,6 +25,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from hfpipe import contract
 from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
@@ -316,9 +317,29 @@ class PipelineStateMachine(Construct):
                 )
             )
         )
+        # A kept endpoint carries the user's decision as a tag, so no clean-up path (an abnormal end after
+        # this point, `hfpipe stop`, `hfpipe cleanup`) deletes it; only `hfpipe endpoints delete NAME` does.
+        # Tagged after the smoke test: a kept endpoint that failed it is cleaned up like any other. A failed
+        # tagging does not undo the run: the endpoint stays (the report says keep_tag_error).
+        tag_kept = sfn.CustomState(
+            self,
+            "TagKeptEndpoint",
+            state_json={
+                "Type": "Task",
+                "Resource": f"arn:{stack.partition}:states:::aws-sdk:sagemaker:addTags",
+                "Parameters": {
+                    "ResourceArn.$": "$.endpoint.EndpointArn",
+                    "Tags": [{"Key": contract.TAG_KEEP, "Value": "true"}],
+                },
+                "ResultPath": "$.keep_tag",
+            },
+        )
+        retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
+        tag_kept.add_catch(report_success, errors=["States.ALL"], result_path="$.keep_tag_error")
+        tag_kept.next(report_success)
         smoke.next(
             sfn.Choice(self, "KeepEndpoint?")
-            .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), report_success)
+            .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), tag_kept)
             .otherwise(cleanup_after_smoke)
         )
         deploy_choice = (

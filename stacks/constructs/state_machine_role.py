@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
+from hfpipe import contract
 from stacks.functions.common import PassRoleGrant, owned_by
 from stacks.nag import acknowledge, rendered, rendered_value
 
@@ -38,6 +39,17 @@ def grant_hosting(
             ],
             resources=hosting,
             conditions=owned_by(env_name, "aws:RequestTag"),
+        )
+    )
+    # TagKeptEndpoint: the keep tag alone, on this environment's own endpoints (resource tags).
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:AddTags"],
+            resources=[hosting[2]],
+            conditions={
+                **owned_by(env_name, "aws:ResourceTag"),
+                "ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_KEEP]},
+            },
         )
     )
     # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.

@@ -15,6 +15,7 @@ import requests
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
 from moto.backends import get_backend
 
+from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core import cost, logs
@@ -328,6 +329,32 @@ def test_stop_after_a_keep_endpoint_run_leaves_the_kept_endpoint(
     ]
     assert list(sagemaker_backend().endpoints) == [name]
     assert {kept["model_name"]} == set(sagemaker_backend()._models)
+
+
+def test_a_kept_endpoint_is_tagged_by_the_pipeline_and_survives_an_abnormal_end(
+    deployed: Deployed, kept: dict[str, Any]
+) -> None:
+    """keep_endpoint: true is the user's decision: after the smoke test the pipeline tags the endpoint
+    hfpipe:keep=true, so an abnormal end later (a failed Report, a timeout) leaves it, as `stop` does."""
+    from pipeline_lambdas import execution_end
+
+    name = kept["endpoint_name"]
+    endpoint = deployed.sagemaker.describe_endpoint(EndpointName=name)
+    tags = {
+        t["Key"]: t["Value"]
+        for t in deployed.sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"])["Tags"]
+    }
+    assert tags[contract.TAG_KEEP] == "true"
+    event = {
+        "source": "aws.states",
+        "detail-type": "Step Functions Execution Status Change",
+        "detail": {"status": "TIMED_OUT", "name": "keep-1", "stateMachineArn": deployed.state_machine_arn},
+    }
+    report = execution_end.on_execution_end(
+        event, deployed.sagemaker, None, None, "dev", deployed.state_machine_arn
+    )
+    assert report["endpoint_deleted"] is False
+    assert list(sagemaker_backend().endpoints) == [name]
 
 
 def test_endpoints_delete_refuses_another_environments(deployed: Deployed, capsys: Any) -> None:

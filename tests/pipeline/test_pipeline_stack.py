@@ -123,7 +123,12 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
         seen |= tagged
         # Either request tags (create) or resource tags (delete, stop, invoke), never neither.
         key = "aws:RequestTag" if any(a.startswith("sagemaker:Create") for a in tagged) else "aws:ResourceTag"
-        assert statement["Condition"] == {
+        condition = dict(statement["Condition"])
+        # The state machine's keep tag: AddTags of that one key on this environment's own endpoints.
+        keep_only = condition.pop("ForAllValues:StringEquals", None)
+        assert keep_only in (None, {"aws:TagKeys": [contract.TAG_KEEP]}), statement
+        assert keep_only is None or set(as_list(statement["Action"])) == {"sagemaker:AddTags"}, statement
+        assert condition == {
             "StringEquals": {
                 f"{key}/{contract.TAG_MANAGED_BY}": contract.PROJECT,
                 f"{key}/{contract.TAG_ENV}": env,
