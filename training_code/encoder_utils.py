@@ -250,8 +250,11 @@ def exit_after_distributed_run() -> None:
     """End a rank of a finished distributed run without interpreter finalization.
 
     On CPU (gloo), a rank whose work is saved and whose process group is destroyed was seen to hang in
-    interpreter exit, holding torchrun and the job open; everything is written by now, so the streams are
-    flushed and the process exits at once. A single-process run exits as usual.
+    interpreter exit, and in freeing the DDP reducer when the script's main() returned (its
+    ProcessGroupGloo destructor joins threads that wait on a peer which has already exited), holding
+    torchrun and the job open. The scripts call this at the end of main(), before anything is freed;
+    everything is written by then, so the streams are flushed and the process exits at once. A
+    single-process run (the tests call main() in-process) returns as usual.
     """
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         logging.shutdown()

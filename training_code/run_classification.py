@@ -438,6 +438,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
     encoder_utils.end_process_group()
+    # A rank of a distributed run ends here, while main() still holds the trainer: returning would free the
+    # DDP reducer, whose gloo group's destructor waits on a peer that has already gone (a hang seen here).
+    encoder_utils.exit_after_distributed_run()
     return metrics
 
 

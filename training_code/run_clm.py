@@ -633,6 +633,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             with open(os.path.join(out_data, "metrics.json"), "w") as f:
                 json.dump(all_metrics, f, indent=2, sort_keys=True)
     encoder_utils.end_process_group()
+    # A rank of a distributed run ends here, while main() still holds the trainer: returning would free the
+    # DDP reducer, whose gloo group's destructor waits on a peer that has already gone (a hang seen here).
+    encoder_utils.exit_after_distributed_run()
     return all_metrics
 
 
