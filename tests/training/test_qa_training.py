@@ -32,16 +32,17 @@ PROBE = textwrap.dedent(
 
     seen = []
     original = Trainer.training_step
+    out = Path(os.environ["SM_OUTPUT_DATA_DIR"]) / f"seen-rank{os.environ.get('RANK', '0')}.json"
 
     def recording_step(self, model, inputs, *args, **kwargs):
         for ids, mask in zip(inputs["input_ids"].tolist(), inputs["attention_mask"].tolist()):
             seen.append([i for i, m in zip(ids, mask) if m])
+        # Written as it goes: a rank of a distributed run exits at the end of run_qa.main().
+        out.write_text(json.dumps(seen))
         return original(self, model, inputs, *args, **kwargs)
 
     Trainer.training_step = recording_step
     run_qa.main()
-    out = Path(os.environ["SM_OUTPUT_DATA_DIR"]) / f"seen-rank{os.environ.get('RANK', '0')}.json"
-    out.write_text(json.dumps(seen))
     """
 )
 HPS = {
