@@ -25,7 +25,7 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.cleanup import ready_to_delete, step, wait_timeout
+from hfpipe.cli.cleanup import delete_all, ready_to_delete, step, wait_timeout
 from hfpipe.core import cost
 from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
 
@@ -365,14 +365,6 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         step(f"deleting endpoint {name}", delete, sagemaker=sagemaker, kind=KINDS[0], name=name)
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
     # The config and model served only this endpoint; they are deleted when they are this environment's too.
-    for resource in leftovers:
-        step(
-            f"deleting {resource.kind.name} {resource.name}",
-            delete,
-            sagemaker=sagemaker,
-            kind=resource.kind,
-            name=resource.name,
-        )
-        console.print(f"deleted {resource.kind.name} {resource.name}")
+    delete_all(sagemaker, leftovers, console, timeout_s)
     console.print("S3 data and model artifacts are never touched")
     return 0
