@@ -41,7 +41,10 @@ def grant_hosting(
             conditions=owned_by(env_name, "aws:RequestTag"),
         )
     )
-    # TagKeptEndpoint: the keep tag alone, on this environment's own endpoints (resource tags).
+    # TagKeptEndpoint: the keep tag alone, on this environment's own endpoints (resource tags). AddTags takes
+    # aws:TagKeys and aws:RequestTag, and the endpoint resource type aws:ResourceTag (Service Authorization
+    # Reference, Amazon SageMaker AI: https://docs.aws.amazon.com/service-authorization/latest/reference/
+    # list_amazonsagemaker.html; tests/infra/test_iam_reference.py checks them against the reference).
     role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["sagemaker:AddTags"],
