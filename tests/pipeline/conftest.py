@@ -38,10 +38,7 @@ def engine(template):
         yield eng
 
 
-@pytest.fixture
-def fresh(engine):
-    """The shared engine with its plug-ins reset to the defaults after the test."""
-    yield engine
+def _defaults(engine):
     engine.training = None
     engine.endpoint = lambda name, body: [{"answer": "pipeline", "score": 0.9}]
     engine.on_endpoint = None
@@ -51,3 +48,12 @@ def fresh(engine):
     engine.after_errors.clear()
     engine.drop_training_events = False
     engine.timeout_scale = 1.0
+
+
+@pytest.fixture
+def fresh(engine):
+    """The shared engine with its plug-ins at the defaults, before the test (whatever ran first, with -k or
+    alone) and after it."""
+    _defaults(engine)
+    yield engine
+    _defaults(engine)

@@ -192,10 +192,15 @@ def test_a_recheck_costs_the_history_events_the_limits_count(fresh):
     recheck = lost_types[at : at + limits.EVENTS_PER_RECHECK]
     assert recheck == ["TaskTimedOut", "TaskScheduled", "TaskStarted", "TaskSubmitted"]
     rest = lost_types[:at] + lost_types[at + limits.EVENTS_PER_RECHECK :]
-    # moto records the callback's TaskSucceeded twice when it comes during the attempt's own Invoke (Launch
-    # completing the task itself); AWS records one per task (HistoryEvent types).
-    rest = [t for i, t in enumerate(rest) if not (t == "TaskSucceeded" and rest[i - 1] == "TaskSucceeded")]
-    assert rest == heard_types
+
+    # moto may record the callback's TaskSucceeded twice when it comes during the attempt's own Invoke
+    # (Launch completing the task itself), and where the second lands depends on timing; AWS records one per
+    # task (HistoryEvent types). So: everything else event by event, and at most that one extra.
+    def others(types: list[str]) -> list[str]:
+        return [t for t in types if t != "TaskSucceeded"]
+
+    assert others(rest) == others(heard_types)
+    assert rest.count("TaskSucceeded") - heard_types.count("TaskSucceeded") in (0, 1)
 
 
 def test_a_job_that_failed_without_an_event_ends_as_training_job_failed(fresh):
