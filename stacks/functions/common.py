@@ -96,6 +96,12 @@ class FunctionSettings:
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY
 
 
+#: Lambda's asynchronous invocation settings for the functions EventBridge invokes: Lambda's own maximum
+#: retries (2, its default) and the event age past which it stops retrying (6 h, its default; at most 6 h).
+ASYNC_RETRY_ATTEMPTS = 2
+ASYNC_MAX_EVENT_AGE = cdk.Duration.hours(6)
+
+
 def pipeline_function(
     component: Construct,
     settings: FunctionSettings,
@@ -112,7 +118,11 @@ def pipeline_function(
     root, ``<component id>Role``) and the log group is the component's sibling (``<component id>Logs``),
     so a retained environment keeps its log groups and docs/ keep naming the same resources.
     ``dead_letter_queue`` (functions invoked asynchronously) gets the events that failed every attempt;
-    CDK grants the role sqs:SendMessage on that queue only.
+    CDK grants the role sqs:SendMessage on that queue only. Those functions' asynchronous retries are written
+    out rather than left at Lambda's defaults: EventBridge hands an event to Lambda once Lambda accepts it,
+    and a function error is then retried by Lambda alone, ASYNC_RETRY_ATTEMPTS times (backoff 1 min, then
+    2 min), for at most ASYNC_MAX_EVENT_AGE, before the event goes to the queue
+    (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html).
     """
     cid = component.node.id
     parent = cast(Construct, component.node.scope)
@@ -137,6 +147,8 @@ def pipeline_function(
         environment={"HFPIPE_ENV": settings.env_name, "LOG_LEVEL": "INFO", **(environment or {})},
         description=f"hfpipe {settings.env_name} pipeline: {runtime_module}",
         dead_letter_queue=dead_letter_queue,
+        retry_attempts=ASYNC_RETRY_ATTEMPTS if dead_letter_queue is not None else None,
+        max_event_age=ASYNC_MAX_EVENT_AGE if dead_letter_queue is not None else None,
     )
     # The log grant made the role's policy: the function now depends on it alone (cfn-lint W3005).
     function_depends_on_policy_only(function, role)

@@ -231,6 +231,22 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
         assert props["DeadLetterConfig"] == {"TargetArn": queue_arn}
         (send,) = [s for s in statements if "sqs:SendMessage" in as_list(s["Action"])]
         assert (as_list(send["Action"]), send["Resource"]) == (["sqs:SendMessage"], queue_arn)
+    # Lambda's own retries of a function error are written out (Lambda retries those, not EventBridge),
+    # for these two functions and no other.
+    function_ids = {
+        props["Handler"].split(".")[1]: logical_id
+        for logical_id, props in (
+            (i, r["Properties"]) for i, r in template.find_resources("AWS::Lambda::Function").items()
+        )
+        if props.get("Handler", "").startswith("pipeline_lambdas.")
+    }
+    invoke_configs = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
+    assert sorted(c["Properties"]["FunctionName"]["Ref"] for c in invoke_configs) == sorted(
+        function_ids[key] for key in ("on_training_event", "cleanup")
+    )
+    for config in invoke_configs:
+        assert config["Properties"]["MaximumRetryAttempts"] == 2
+        assert config["Properties"]["MaximumEventAgeInSeconds"] == 6 * 3600
     # ... and both rule targets, which retry for a day first.
     rules = template.find_resources("AWS::Events::Rule")
     assert len(rules) == 2
