@@ -6,6 +6,10 @@
 #
 # It changes no folder and leaves no shell option behind: the install runs in a subshell with its own
 # `set -euo pipefail`, and a failed install returns non-zero instead of closing the shell.
+#
+# What it installs: requirements-local.txt (the CDK app, the command, the training stack and moto, what
+# `hfpipe local` runs), or with HFPIPE_BOOTSTRAP=dev (scripts/test.sh) requirements-dev.txt, which adds the
+# test and lint tools; and node_modules (the pinned `cdk` command-line tool), installed while pip runs.
 # The inference containers' environment (.venv-serving) is the test suite's alone: scripts/test.sh builds it.
 _hfpipe_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
@@ -18,21 +22,54 @@ if ! (
   set -euo pipefail
   cd "$_hfpipe_root"
   PY="${PYTHON:-python3}"
-  stamp_src="$(cat requirements.txt requirements-dev.txt training_code/requirements.txt constraints.txt pyproject.toml package.json package-lock.json | sha256sum | cut -c1-16)"
-  stamp=".venv/.bootstrap-$stamp_src"
-  if [ ! -f "$stamp" ]; then
+  set_name="${HFPIPE_BOOTSTRAP:-local}"
+  case "$set_name" in
+    local) requirements=requirements-local.txt ;;
+    dev) requirements=requirements-dev.txt ;;
+    *) echo "bootstrap: HFPIPE_BOOTSTRAP=$set_name: accepted are local (the default) and dev" >&2; exit 2 ;;
+  esac
+  pinned="$(cat requirements.txt requirements-local.txt requirements-dev.txt training_code/requirements.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)"
+  node_pinned="$(cat package.json package-lock.json | sha256sum | cut -c1-16)"
+  # dev includes local: a dev stamp satisfies a local call.
+  stamp=".venv/.bootstrap-$set_name-$pinned"
+  dev_stamp=".venv/.bootstrap-dev-$pinned"
+  node_stamp="node_modules/.bootstrap-$node_pinned"
+  if [ ! -f "$stamp" ] && [ ! -f "$dev_stamp" ] || [ ! -f "$node_stamp" ]; then
     started=$SECONDS
-    echo "bootstrap: first run: creating .venv and node_modules from the pinned files (a few minutes)" >&2
-    [ -x .venv/bin/python ] || "$PY" -m venv .venv
-    echo "bootstrap: [1/3] Python packages (torch CPU build, transformers, CDK, test tools)..." >&2
-    # pip names every local index folder it skips; those lines say nothing about the install.
-    .venv/bin/python -m pip install -q -r requirements-dev.txt -c constraints.txt 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
-    echo "bootstrap: [2/3] the hfpipe command (editable install)..." >&2
-    .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
-    echo "bootstrap: [3/3] the CDK command-line tool (npm ci)..." >&2
-    npm ci --no-audit --no-fund --loglevel=error >/dev/null  # its summary line is noise; errors go to stderr
-    rm -f .venv/.bootstrap-*
-    touch "$stamp"
+    echo "bootstrap: creating .venv ($requirements) and node_modules from the pinned files (a minute or two)" >&2
+    npm_log="$(mktemp)"
+    if [ ! -f "$node_stamp" ]; then
+      # The CDK command-line tool, in the background while pip runs; its summary line is noise.
+      ( npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>"$npm_log" && touch "$node_stamp" ) &
+      npm_pid=$!
+    fi
+    if [ ! -f "$stamp" ] && [ ! -f "$dev_stamp" ]; then
+      [ -x .venv/bin/python ] || "$PY" -m venv .venv
+      echo "bootstrap: [1/2] Python packages ($requirements: torch CPU build, transformers, CDK, moto...)" >&2
+      # pip first, for torch and uv alone: pip finds this machine's CPU build of torch (its configured
+      # indexes and wheel folders); uv reads no pip configuration and would take PyPI's CUDA build. Then uv
+      # installs the rest in parallel and keeps the torch already there, which satisfies the pin.
+      # --no-compile (uv's default too): Python compiles what a command imports the first time it imports
+      # it; byte-compiling every installed module took half of pip's install (torch alone 12 of its 20 s).
+      # pip names every local index folder it skips; those lines say nothing about the install.
+      first="$(grep -E '^(torch|uv)==' requirements-local.txt | cut -d' ' -f1 | tr '\n' ' ')"
+      # shellcheck disable=SC2086
+      .venv/bin/python -m pip install -q --no-compile $first -c constraints.txt 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+      UV_LINK_MODE=copy .venv/bin/uv pip install -q --python .venv/bin/python -r "$requirements" -c constraints.txt
+      echo "bootstrap: [2/2] the hfpipe command (editable install)..." >&2
+      .venv/bin/python -m pip install -q --no-compile --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
+      rm -f .venv/.bootstrap-*
+      touch "$stamp"
+    fi
+    if [ -n "${npm_pid:-}" ]; then
+      echo "bootstrap: waiting for the CDK command-line tool (npm ci)..." >&2
+      if ! wait "$npm_pid"; then
+        cat "$npm_log" >&2
+        echo "bootstrap: npm ci failed" >&2
+        exit 1
+      fi
+    fi
+    rm -f "$npm_log"
     echo "bootstrap: done in $((SECONDS - started)) s; to use hfpipe in this or a new shell: source .venv/bin/activate" >&2
   fi
 ); then

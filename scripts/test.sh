@@ -3,7 +3,7 @@
 # .venv-serving (the inference containers' transformers), which only the tests need.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-source scripts/bootstrap.sh
+HFPIPE_BOOTSTRAP=dev source scripts/bootstrap.sh
 scripts/serving_venv.sh
 ruff check .
 ruff format --check .

@@ -1,6 +1,6 @@
-"""Every change local mode makes to moto's internals, in one place, for the one moto version they were
-written against (``MOTO_VERSION``, the pin in requirements-dev.txt and constraints.txt; a test keeps the
-three equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
+"""Every change local mode makes to moto's internals, in one place, for the one moto version they were written
+against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and constraints.txt; a test
+keeps them equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
 and move between its releases.
 
 What the engine needs that moto's supported surface (``mock_aws`` and its config, the backends' public
@@ -39,7 +39,8 @@ from unittest import mock
 
 from hfpipe.local.checkout import LocalModeError
 
-#: The moto release these patches were written against: the pin of requirements-dev.txt / constraints.txt.
+#: The moto release these patches were written against: the pin of requirements-local.txt,
+#: requirements-dev.txt and constraints.txt.
 MOTO_VERSION = "5.2.5"
 #: The patched targets, named in the version error.
 TARGETS = (
@@ -77,8 +78,8 @@ def check_moto_version() -> None:
     if found != MOTO_VERSION:
         raise MotoVersionError(
             f"local mode patches moto {MOTO_VERSION} internals ({', '.join(TARGETS)}); found moto {found}: "
-            "install the pinned moto from requirements-dev.txt (pip install -r requirements-dev.txt "
-            "-c constraints.txt, or scripts/bootstrap.sh)"
+            "install the pinned moto from requirements-local.txt (scripts/bootstrap.sh, or pip install "
+            "-r requirements-local.txt -c constraints.txt)"
         )
 
 

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- the moto version guard ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("requirements", ["requirements-dev.txt", "constraints.txt"])
+@pytest.mark.parametrize(
+    "requirements", ["requirements-local.txt", "requirements-dev.txt", "constraints.txt"]
+)
 def test_patched_moto_version_is_the_pinned_one(requirements):
     pins = re.findall(r"^moto(?:\[[^\]]*\])?==(\S+)", (ROOT / requirements).read_text(), re.MULTILINE)
     assert pins == [moto_patches.MOTO_VERSION]
@@ -40,7 +42,7 @@ def test_another_moto_version_is_refused_before_anything_starts(monkeypatch):
         LocalEngine({"Resources": {}}).__enter__()
     message = str(caught.value)
     assert f"patches moto {moto_patches.MOTO_VERSION} internals" in message
-    assert "found moto 9.9.9" in message and "requirements-dev.txt" in message
+    assert "found moto 9.9.9" in message and "requirements-local.txt" in message
     assert all(target in message for target in moto_patches.TARGETS)  # each patched target is named
     assert dict(os.environ) == before  # nothing was started (no credentials or region set)
 
