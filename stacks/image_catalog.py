@@ -19,6 +19,7 @@ from typing import Any
 
 from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
 from hfpipe.core.recipes import available_recipes, load_recipe
+from hfpipe.core.serving_fit import GPUS_KEY
 from hfpipe.kinds import serving_kind_of
 
 _SCOPES = ("training", "inference")
@@ -115,6 +116,48 @@ def image_uri(
     return f"{account}.dkr.ecr.{region}.{_domain(region)}/{cfg['repository']}:{tag}"
 
 
+#: Images the SageMaker SDK's tables do not list (the AWS vLLM DLC): repository and tags, with their source.
+DLC_IMAGES = Path(__file__).resolve().parent / "dlc_images.json"
+
+
+@cache
+def dlc_table() -> dict[str, Any]:
+    """stacks/dlc_images.json: {table scope: {"repository", "versions": {version: {processor: tag}}}}."""
+    return {k: v for k, v in json.loads(DLC_IMAGES.read_text()).items() if not k.startswith("_")}
+
+
+def dlc_registries() -> dict[str, str]:
+    """{region: account} of the AWS Deep Learning Containers' registries: the accounts the SDK's
+    huggingface inference entries name (one account per region for every DLC repository)."""
+    accounts: dict[str, str] = {}
+    for entry in sdk_table()["inference"]["versions"].values():
+        for cfg in entry.values():
+            if isinstance(cfg, dict) and isinstance(cfg.get("registries"), dict):
+                accounts.update(cfg["registries"])
+    return accounts
+
+
+def dlc_image_uri(table_scope: str, version: str, region: str, processor: str) -> str | None:
+    """One image URI of a pinned DLC table (dlc_images.json), or None when it has no such image."""
+    scope = dlc_table().get(table_scope)
+    tag = (scope or {}).get("versions", {}).get(version, {}).get(processor)
+    account = dlc_registries().get(region)
+    if scope is None or tag is None or account is None:
+        return None
+    return f"{account}.dkr.ecr.{region}.{_domain(region)}/{scope['repository']}:{tag}"
+
+
+def gpu_table(region: str) -> dict[str, list[int]]:
+    """{instance type: [GPU count, MiB per GPU]} in `region`, from the SDK's instance_gpu_info.json (what
+    the vllm serving kind's fit check reads, hfpipe/core/serving_fit.py); compact, as the Plan Lambda's
+    environment (4 KB in all) carries the catalog."""
+    info = json.loads((_sdk_dir() / "image_uri_config" / "instance_gpu_info.json").read_text())
+    return {
+        instance: [int(v["Count"]), int(v["TotalGpuMemoryInMiB"]) // int(v["Count"])]
+        for instance, v in sorted(info.get(region, {}).items())
+    }
+
+
 def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers, plus the
     SDK's distribution tables under "distribution" (see `distribution_rules`)."""
@@ -123,34 +166,52 @@ def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> d
             f"region: {region!r} is not a concrete region; image URIs are resolved at synth time, "
             "so set the environment's region in cdk.json"
         )
-    table = sdk_table()
+    sdk = sdk_table()
     recipes = recipes if recipes is not None else [load_recipe(n) for n in available_recipes()]
     catalog: dict[str, Any] = {s: {} for s in _SCOPES}
     catalog[DISTRIBUTION_KEY] = distribution_rules()
     for recipe in recipes:
         # Training: the Hugging Face training DLC. Inference: where the recipe's serving kind says.
         serving = serving_kind_of(recipe)
-        if serving.image_table != "huggingface":
-            # Only the SDK's huggingface table is read so far; a serving kind on another table adds its
-            # reader here (docs/extending.md).
+        if serving.image_table not in ("huggingface", "aws-dlc"):
+            # The SDK's huggingface table and the pinned DLC table are read; a serving kind on another table
+            # adds its reader here (docs/extending.md).
             raise ValueError(
-                f"recipe {recipe['name']}: serving kind {serving.name!r} reads the SDK's {serving.image_table!r} "
-                "image table, which stacks/image_catalog.py cannot read; accepted: 'huggingface'"
+                f"recipe {recipe['name']}: serving kind {serving.name!r} reads the {serving.image_table!r} "
+                "image table, which stacks/image_catalog.py cannot read; accepted: 'huggingface', 'aws-dlc'"
             )
-        for part, scope, table_scope, key_of in (
-            ("training", "training", "training", catalog_key),
-            ("inference", serving.image_scope, serving.image_table_scope, serving.catalog_key),
+        for part, scope, table, table_scope, key_of in (
+            ("training", "training", "huggingface", "training", catalog_key),
+            (
+                "inference",
+                serving.image_scope,
+                serving.image_table,
+                serving.image_table_scope,
+                serving.catalog_key,
+            ),
         ):
             container = recipe["container"][part]
             if container.get("image_uri"):
                 continue
+            key = key_of(container)
             found = {
-                p: uri for p in ("gpu", "cpu") if (uri := image_uri(table, table_scope, container, region, p))
+                p: uri
+                for p in ("gpu", "cpu")
+                if (
+                    uri := image_uri(sdk, table_scope, container, region, p)
+                    if table == "huggingface"
+                    else dlc_image_uri(table_scope, key, region, p)
+                )
             }
             if not found:
-                raise ValueError(
-                    f"recipe {recipe['name']}: container.{part} {key_of(container)} is not in the "
-                    f"SageMaker SDK's huggingface {table_scope} table for {region}"
+                where = (
+                    f"SageMaker SDK's huggingface {table_scope}"
+                    if table == "huggingface"
+                    else "dlc_images.json"
                 )
-            catalog.setdefault(scope, {})[key_of(container)] = found
+                raise ValueError(
+                    f"recipe {recipe['name']}: container.{part} {key} is not in the {where} table for {region}"
+                )
+            catalog.setdefault(scope, {})[key] = found
+    catalog[GPUS_KEY] = gpu_table(region)
     return catalog

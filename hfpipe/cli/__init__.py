@@ -195,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--parameters", metavar="JSON", help="generation/pipeline parameters, e.g. '{\"top_p\": 0.9}'"
     )
     p.add_argument("--json", action="store_true", help="one JSON line per answer, with its latency")
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the answer as it is generated, then time to first token and tokens/s (vllm serving kind)",
+    )
     p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
     p.add_argument(
         "--recipe",

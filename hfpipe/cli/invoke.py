@@ -24,14 +24,14 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.cli import aws
+from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.invoke_requests import read_requests
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import HOST as LOCAL_HOST
@@ -75,83 +75,6 @@ def check_requests(requests: list[Any], handler: str, sources: list[str]) -> Non
                 f"{source} is not a request the endpoint accepts: {message} "
                 f"(checked with training_code/{handler}.py; nothing was sent)"
             ) from None
-
-
-# --- the requests ---------------------------------------------------------------------------------------
-
-
-def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
-    """One JSON document, or else one request per non-empty line (JSON lines)."""
-    try:
-        return [json.loads(text)], [origin]
-    except ValueError:
-        pass
-    requests, sources = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            requests.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise HfpipeError(
-                f"{origin} line {number} is not JSON ({err.msg}); give one JSON request, or one per line"
-            ) from None
-        sources.append(f"{origin} line {number}")
-    if not requests:
-        raise HfpipeError(f"{origin} holds no request: give one JSON request, or one per line")
-    return requests, sources
-
-
-def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
-    """The requests from --data, --file, --dialogue or standard input, and where each came from."""
-    given = [opt for opt in ("data", "file", "dialogue") if getattr(args, opt)]
-    if len(given) > 1:
-        raise HfpipeError(
-            f"give one of --data, --file, --dialogue (got {', '.join('--' + g for g in given)})"
-        )
-    parameters = None
-    if args.parameters:
-        try:
-            parameters = json.loads(args.parameters)
-        except json.JSONDecodeError as err:
-            raise HfpipeError(f"--parameters {args.parameters!r} is not JSON ({err.msg})") from None
-        if not isinstance(parameters, dict):
-            raise HfpipeError(
-                f"--parameters {args.parameters!r} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'"
-            )
-    if args.dialogue:
-        path = Path(args.dialogue)
-        if not path.is_file():
-            raise HfpipeError(f"--dialogue {args.dialogue!r}: no such file")
-        text = path.read_text().strip()
-        if not text:
-            raise HfpipeError(
-                f"--dialogue {args.dialogue!r} is empty: give a chat, one 'Name: message' per line"
-            )
-        requests: list[Any] = [{"dialogue": text}]
-        sources = [f"--dialogue {args.dialogue}"]
-    elif args.data:
-        try:
-            requests, sources = [json.loads(args.data)], ["--data"]
-        except json.JSONDecodeError as err:
-            raise HfpipeError(f"--data is not JSON ({err.msg}): {args.data[:80]!r}") from None
-    elif args.file:
-        path = Path(args.file)
-        if not path.is_file():
-            raise HfpipeError(f"--file {args.file!r}: no such file")
-        requests, sources = _json_documents(path.read_text(), f"--file {args.file}")
-    else:
-        if sys.stdin.isatty():
-            raise HfpipeError(
-                "no request: pass --data JSON, --file PATH, --dialogue FILE, or pipe JSON lines to stdin"
-            )
-        requests, sources = _json_documents(sys.stdin.read(), "stdin")
-    if parameters is not None:
-        for request in requests:
-            if not isinstance(request, dict):
-                raise HfpipeError("--parameters needs requests that are JSON objects")
-            request["parameters"] = {**(request.get("parameters") or {}), **parameters}
-    return requests, sources
 
 
 # --- where the requests go ------------------------------------------------------------------------------
@@ -362,12 +285,24 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS
     # is looked at.
     requests, sources = read_requests(args)
+
+    def shaped(serving: kinds.ServingKind) -> list[Any]:  # the kind's request contract (OpenAI's for vllm)
+        if args.stream and not serving.speaks_openai:
+            raise HfpipeError(
+                f"--stream needs a serving kind that streams (vllm); this one is {serving.name}"
+            )
+        return (
+            [invoke_openai.openai_request(r, args.stream) for r in requests]
+            if serving.speaks_openai
+            else requests
+        )
+
     recipe = None
     if args.recipe:  # validated as `hfpipe start` would
         resolved = cli_recipes.load(args.recipe, []).resolved
         recipe = kinds_of(resolved["task"], resolved["serving"]["kind"])
         _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
-        check_requests(requests, recipe[1].request_checker(recipe[0].handler), sources)
+        check_requests(shaped(recipe[1]), recipe[1].request_checker(recipe[0].handler), sources)
     clients = None if args.local else aws.clients_factory(args.profile, args.region)
     target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
     if recipe is not None and target.task is not None and target.task != recipe[0]:
@@ -375,9 +310,22 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
             f"--recipe {args.recipe!r} is a {recipe[0].name} recipe; {target.name} serves {target.task.name}"
         )
     _check_dialogue(args, target.task, target.name)
+    requests = shaped(target.serving)
     if target.handler:
         check_requests(requests, target.handler, sources)
     for index, request in enumerate(requests, start=1):
+        if args.stream:
+            body = json.dumps(request).encode()
+            pieces = (
+                invoke_openai.local_stream(target.url, body, target.name)
+                if target.url is not None
+                else invoke_openai.endpoint_stream(clients.runtime if clients else None, target.name, body)
+            )
+            stats = invoke_openai.stream_answer(
+                pieces, lambda text: console.out(text, end="", highlight=False)
+            )
+            console.print(f"\n{stats.summary()}")
+            continue
         answer, latency_ms = send(clients, target, request)
         if args.json:
             record = {"request": index, "endpoint": target.name, "latency_ms": latency_ms, "response": answer}
@@ -386,7 +334,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
             continue
         label = f"request {index}/{len(requests)}" if len(requests) > 1 else "answer"
         console.print(f"{label} from {target.name} in {latency_ms:.1f} ms")
-        summaries = _summaries(answer)
+        summaries = _summaries(answer) or invoke_openai.answer_texts(answer)
         if summaries:
             for summary in summaries:
                 # A tiny random model may stop at once: say so rather than print nothing.

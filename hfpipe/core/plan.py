@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, limits, names, prices, quotas, request
+from hfpipe.core import api_shapes, cost, limits, names, prices, quotas, request, serving_fit
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
@@ -50,7 +50,8 @@ class PlanConfig:
         """The registry hosts of the image catalog's URIs (resolved from the SDK's tables at synth time)."""
         return {
             rules.image_registry(str(uri))
-            for scope in self.image_catalog.values()
+            for key, scope in self.image_catalog.items()
+            if key != serving_fit.GPUS_KEY
             if isinstance(scope, dict)
             for by_processor in scope.values()
             if isinstance(by_processor, dict)
@@ -312,6 +313,12 @@ def build_plan(
         config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
     )
     inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
+    # The serving kind's own server settings (vllm: SM_VLLM_*, checked to fit), under the recipe's.
+    kind_environment = (
+        serving_fit.vllm_environment(recipe, config.image_catalog)
+        if deploy and s.get("kind") == kinds.VLLM
+        else {}
+    )
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
 
@@ -377,7 +384,9 @@ def build_plan(
         image_uri=image_uri,
         inference_image_uri=inference_image_uri,
         role_arn=config.role_arn,
-        serving_environment=rules.environment(s["environment"], "recipe.serving.environment", max_len=1024),
+        serving_environment=rules.environment(
+            {**kind_environment, **s["environment"]}, "recipe.serving.environment", max_len=1024
+        ),
         sample_request=s["sample_request"],
         expected_keys=s["expected_keys"],
         max_latency_ms=s["max_latency_ms"],

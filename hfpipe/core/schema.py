@@ -40,6 +40,23 @@ _CONTAINER = {
     "required": ["transformers_version", "pytorch_version", "py_version"],
 }
 
+#: container.inference: the fields its serving kind keys the image by (hfpipe/kinds/serving.py
+#: image_key_fields) are required by the rules (hfpipe.core.validate), since they differ by kind.
+_INFERENCE_CONTAINER = {
+    **_CONTAINER,
+    "description": "The serving container: the Hugging Face inference DLC's versions (serving kind "
+    "hf-inference) or the AWS vLLM DLC's vllm_version (serving kind vllm), resolved to an image URI at synth "
+    "time (stacks/image_catalog.py); or image_uri.",
+    "properties": {
+        **_CONTAINER["properties"],  # type: ignore[dict-item]
+        "vllm_version": {
+            "type": "string",
+            "description": "vLLM version of the AWS vLLM DLC (serving kind vllm), e.g. 0.14.0.",
+        },
+    },
+    "required": [],
+}
+
 RECIPE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://github.com/hfpipe/hfpipe/recipes/schema.json",
@@ -70,7 +87,7 @@ RECIPE_SCHEMA: dict[str, Any] = {
             "description": "Training and inference containers.",
             "additionalProperties": False,
             "required": ["training", "inference"],
-            "properties": {"training": _CONTAINER, "inference": _CONTAINER},
+            "properties": {"training": _CONTAINER, "inference": _INFERENCE_CONTAINER},
         },
         "training": {
             "type": "object",
@@ -229,7 +246,47 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 "environment": {
                     "type": "object",
                     "default": {},
-                    "description": "Model container environment (e.g. HF_TASK, SM_NUM_GPUS).",
+                    "description": "Model container environment (e.g. HF_TASK, SM_NUM_GPUS); over what the "
+                    "serving kind sets.",
+                },
+                "server": {
+                    "type": "object",
+                    "default": {},
+                    "additionalProperties": False,
+                    "description": "Settings of the vllm serving kind's server, written as SM_VLLM_* variables "
+                    "(hfpipe/core/serving_fit.py); the Plan refuses a setting that cannot fit the instance.",
+                    "properties": {
+                        "max_model_len": {
+                            "type": "integer",
+                            "minimum": 16,
+                            "maximum": 131072,
+                            "description": "Longest prompt plus answer in tokens (default 2048).",
+                        },
+                        "dtype": {
+                            "type": "string",
+                            "enum": ["bfloat16", "float16", "float32"],
+                            "description": "Weights' data type on the GPU (default bfloat16).",
+                        },
+                        "gpu_memory_utilization": {
+                            "type": "number",
+                            "exclusiveMinimum": 0,
+                            "maximum": 0.98,
+                            "description": "Share of each GPU vLLM takes (default 0.9).",
+                        },
+                        "model": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["parameters", "layers", "kv_heads", "head_dim"],
+                            "description": "The served model's figures, for a model the fit check does not "
+                            "know (from its config.json).",
+                            "properties": {
+                                "parameters": {"type": "integer", "minimum": 1},
+                                "layers": {"type": "integer", "minimum": 1},
+                                "kv_heads": {"type": "integer", "minimum": 1},
+                                "head_dim": {"type": "integer", "minimum": 1},
+                            },
+                        },
+                    },
                 },
                 "keep_endpoint": {
                     "type": "boolean",

@@ -10,8 +10,10 @@ from pathlib import Path
 from hfpipe.kinds.serving import (
     DEFAULT_SERVING_KIND,
     SERVING_KINDS,
+    VLLM,
     KindError,
     ServingKind,
+    openai_sample_request,
     serving_kind,
     serving_kind_of,
 )
@@ -21,10 +23,12 @@ __all__ = [
     "DEFAULT_SERVING_KIND",
     "SERVING_KINDS",
     "TASK_KINDS",
+    "VLLM",
     "Fixture",
     "KindError",
     "ServingKind",
     "TaskKind",
+    "openai_sample_request",
     "serving_kind",
     "serving_kind_of",
     "task_kind",

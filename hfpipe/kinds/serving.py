@@ -46,6 +46,12 @@ class ServingKind:
     request_module: str = "{handler}"
     #: "module:Class" that serves a model.tar.gz on this machine (hfpipe local, local --serve).
     local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
+    #: Whether the kind serves a merged model only (the server loads weights from /opt/ml/model as they
+    #: are; it cannot load a LoRA adapter over a base from the hub).
+    needs_merged_model: bool = False
+    #: Whether requests are OpenAI chat/completion bodies (`openai_sample_request` is the task kind's
+    #: sample in that shape) rather than the task handler's own.
+    speaks_openai: bool = False
 
     def catalog_key(self, container: Mapping[str, Any]) -> str:
         """The image catalog key of a recipe's container.inference for this kind."""
@@ -58,6 +64,8 @@ class ServingKind:
 
 #: The Hugging Face DLC versions (recipe.container.*): the catalog keys of today's images.
 HF_VERSION_FIELDS = ("transformers_version", "pytorch_version", "py_version")
+#: The serving kind of the AWS vLLM deep learning container (SageMaker variant).
+VLLM = "vllm"
 
 SERVING_KINDS: dict[str, ServingKind] = {
     kind.name: kind
@@ -71,6 +79,27 @@ SERVING_KINDS: dict[str, ServingKind] = {
             image_table_scope="inference",
             image_key_fields=HF_VERSION_FIELDS,
             handler_path="code/inference.py",
+        ),
+        ServingKind(
+            # https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/: the SageMaker image
+            # serves vLLM's OpenAI-compatible API on port 8080 (/invocations takes chat and completion
+            # bodies), loads the model from /opt/ml/model and turns each SM_VLLM_* variable into the vLLM
+            # flag of the same name (SM_VLLM_MAX_MODEL_LEN=2048 -> --max-model-len 2048).
+            name=VLLM,
+            description="the AWS vLLM deep learning container (SageMaker variant): OpenAI-compatible chat "
+            "and completion requests, streaming, continuous batching, over the merged model",
+            image_scope=VLLM,
+            # Not in the SageMaker SDK's tables (it lists only the Neuron vLLM images): a pinned table
+            # (stacks/dlc_images.json) names the repository and tag; the registry accounts per region are
+            # the SDK's Deep Learning Containers accounts (stacks/image_catalog.py).
+            image_table="aws-dlc",
+            image_table_scope=VLLM,
+            image_key_fields=("vllm_version",),
+            handler_path=None,
+            request_module="openai_requests",
+            local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
+            needs_merged_model=True,
+            speaks_openai=True,
         ),
     )
 }
@@ -88,3 +117,12 @@ def serving_kind_of(recipe: Mapping[str, Any]) -> ServingKind:
     """The serving kind of a recipe, read or resolved (a recipe as read may leave serving.kind out)."""
     serving = recipe.get("serving") or {}
     return serving_kind(serving.get("kind", DEFAULT_SERVING_KIND) if isinstance(serving, Mapping) else None)
+
+
+def openai_sample_request(prompt: str, max_tokens: int = 8) -> dict[str, Any]:
+    """An OpenAI chat completion body asking for `prompt`, greedy, as a smoke test sends it."""
+    return {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }

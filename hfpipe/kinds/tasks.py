@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.kinds.serving import DEFAULT_SERVING_KIND, KindError, serving_kind
+from hfpipe.kinds.serving import DEFAULT_SERVING_KIND, VLLM, KindError, openai_sample_request, serving_kind
 
 Hyperparameters = Mapping[str, Any]
 
@@ -64,6 +64,13 @@ class TaskKind:
     def fixture(self, hyperparameters: Hyperparameters) -> Fixture:
         """The local stand-in data set for a recipe with these hyperparameters."""
         return self.fixtures[self.pick_fixture(hyperparameters)]
+
+    def request_for(self, serving: str) -> Mapping[str, Any]:
+        """The sample request in the serving kind's contract: the handler's own, or for a kind that speaks
+        OpenAI's API a chat completion asking for the sample's input."""
+        if serving_kind(serving).speaks_openai:
+            return openai_sample_request(str(self.sample_request["inputs"]))
+        return self.sample_request
 
     def check_serving(self, serving: str) -> None:
         """KindError naming both kinds when this task cannot be served by `serving`."""
@@ -168,6 +175,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
+            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
             takes_dialogue=True,
         ),
         TaskKind(
@@ -179,6 +187,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
+            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
         ),
     )
 }

@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, ARTIFACTS_OUTPUT_PREFIX
-from stacks.image_catalog import sdk_table
+from stacks.image_catalog import dlc_registries, dlc_table, sdk_table
 from stacks.nag import acknowledge, rendered, rendered_value
 
 # The recipes run PyTorch only, so the TensorFlow repositories of the same table are left out.
@@ -38,12 +38,17 @@ def _registries(node: Any) -> Iterator[tuple[dict[str, str], str]]:
 
 @cache
 def huggingface_dlc_repositories(region: str) -> tuple[tuple[str, str], ...]:
-    """(registry account, repository) of every Hugging Face DLC the SDK knows in `region`, sorted."""
+    """(registry account, repository) of every Hugging Face DLC the SDK knows in `region`, and of the
+    pinned DLC table's repositories (stacks/dlc_images.json), sorted."""
     found = {
         (regs[region], repo)
         for regs, repo in _registries(sdk_table())
         if region in regs and HF_REPOSITORY_MARKER in repo
     }
+    # The DLC repositories the SDK does not list (the AWS vLLM DLC), in the same per-region accounts.
+    account = dlc_registries().get(region)
+    if account is not None:
+        found |= {(account, scope["repository"]) for scope in dlc_table().values()}
     if not found:
         raise ValueError(
             f"region: {region!r} has no Hugging Face Deep Learning Containers in the SageMaker SDK's image "

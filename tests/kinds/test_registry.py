@@ -67,8 +67,8 @@ def test_each_sample_request_passes_the_request_check_of_its_own_kinds(task: str
     kind = kinds.task_kind(task)
     module = invoke.handler_module(kinds.serving_kind(serving).request_checker(kind.handler))
     assert callable(module.parse_request)
-    parsed = module.parse_request(dict(kind.sample_request))
-    assert parsed[0], f"{task}: {kind.sample_request!r} parsed to nothing"
+    parsed = module.parse_request(dict(kind.request_for(serving)))
+    assert parsed[0], f"{task}: {kind.request_for(serving)!r} parsed to nothing"
     # The check can fail: the same handler refuses a request without the fields it needs.
     with pytest.raises((ValueError, KeyError, TypeError)):
         module.parse_request({"unexpected": "field"})
@@ -78,7 +78,7 @@ def test_each_sample_request_passes_the_request_check_of_its_own_kinds(task: str
 def test_each_serving_kind_names_a_local_endpoint_and_a_catalog_key(serving: str) -> None:
     kind = kinds.serving_kind(serving)
     assert issubclass(local_endpoint_class(serving), LocalEndpoint)
-    container = resolve_recipe(recipe_name="tiny-qa")["container"]["inference"]
+    container = {f: f"v{i}" for i, f in enumerate(kind.image_key_fields)}
     assert kind.catalog_key(container).split("/") == [str(container[f]) for f in kind.image_key_fields]
 
 
@@ -98,12 +98,12 @@ def test_an_unknown_task_is_refused_by_name_with_the_accepted_list() -> None:
 
 def test_an_unknown_serving_kind_is_refused_by_name() -> None:
     with pytest.raises(RecipeError) as err:
-        resolve_recipe(recipe_name="tiny-qa", overrides={"serving.kind": "vllm"})
-    assert str(err.value) == f"recipe.serving.kind: 'vllm' is not one of {SERVING}"
+        resolve_recipe(recipe_name="tiny-qa", overrides={"serving.kind": "tgi"})
+    assert str(err.value) == f"recipe.serving.kind: 'tgi' is not one of {SERVING}"
     with pytest.raises(
-        kinds.KindError, match=r"serving kind 'vllm' is not known; accepted: \['hf-inference'\]"
+        kinds.KindError, match=r"serving kind 'tgi' is not known; accepted: \['hf-inference', 'vllm'\]"
     ):
-        kinds.serving_kind("vllm")
+        kinds.serving_kind("tgi")
 
 
 def test_a_serving_kind_the_task_does_not_support_is_refused_naming_both(
@@ -236,6 +236,6 @@ def test_the_image_catalog_keys_a_serving_kinds_images_by_its_scope_and_refuses_
     with pytest.raises(ValueError) as err:
         build_catalog("eu-west-1", [recipe])
     assert str(err.value) == (
-        "recipe tiny-qa: serving kind 'hf-inference' reads the SDK's 'djl-lmi' image table, which "
-        "stacks/image_catalog.py cannot read; accepted: 'huggingface'"
+        "recipe tiny-qa: serving kind 'hf-inference' reads the 'djl-lmi' image table, which "
+        "stacks/image_catalog.py cannot read; accepted: 'huggingface', 'aws-dlc'"
     )

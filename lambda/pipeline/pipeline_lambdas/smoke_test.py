@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from hfpipe import kinds
 from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
 
@@ -31,6 +32,23 @@ def check_answer(answer: Any, expected_keys: list[str]) -> None:
             )
 
 
+def check_openai_answer(answer: Any, request: Any) -> None:
+    """An OpenAI chat or text completion (vLLM's ChatCompletionResponse / CompletionResponse): its object
+    type, and a first choice with its text (a string) and a finish reason."""
+    chat = isinstance(request, dict) and "messages" in request
+    want = "chat.completion" if chat else "text_completion"
+    if not isinstance(answer, dict) or answer.get("object") != want:
+        raise SmokeTestFailed(f"smoke test: answer {str(answer)[:200]!r} is not a {want} object")
+    choices = answer.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    message = first.get("message") if first else None
+    text = (message.get("content") if isinstance(message, dict) else None) if chat else (first or {}).get("text")
+    # The text may be empty (a model may end at once with its end-of-sequence token, which vLLM still
+    # counts in usage.completion_tokens); the shape may not.
+    if not isinstance(text, str) or not (first or {}).get("finish_reason"):
+        raise SmokeTestFailed(f"smoke test: {want} {str(answer)[:200]!r} has no first choice with text")
+
+
 def smoke_test(runtime: Any, plan: Plan) -> dict[str, Any]:
     """Invoke the plan's endpoint once with its sample; return {ok, latency_ms, response}."""
     start = time.perf_counter()
@@ -46,6 +64,8 @@ def smoke_test(runtime: Any, plan: Plan) -> dict[str, Any]:
         answer = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise SmokeTestFailed(f"smoke test: answer is not JSON: {raw[:200]!r}") from err
+    if kinds.serving_kind(plan.serving_kind).speaks_openai:
+        check_openai_answer(answer, plan.sample_request)
     check_answer(answer, plan.expected_keys)
     if latency_ms > plan.max_latency_ms:
         raise SmokeTestFailed(f"smoke test: latency {latency_ms} ms > max_latency_ms {plan.max_latency_ms}")

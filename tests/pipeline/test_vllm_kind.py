@@ -1,0 +1,248 @@
+"""The vllm serving kind: its image, its server settings and the fit check, its request contract and the
+smoke test's check of an OpenAI answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pipeline_lambdas.smoke_test import SmokeTestFailed, check_openai_answer, smoke_test
+from plan_config import dev_config
+
+from hfpipe import kinds
+from hfpipe.core import serving_fit
+from hfpipe.core.plan import build_plan
+from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.schema import RecipeError
+from hfpipe.local.quotas import QuotaTable, default_quotas
+from stacks.image_catalog import build_catalog, dlc_registries, sdk_table
+
+BLOOMZ = "bloomz-7b1-lora-samsum"
+REGION = "eu-west-1"
+
+
+@pytest.fixture(scope="module")
+def config():
+    return dev_config(image_catalog=build_catalog(REGION))
+
+
+def plan_of(config, **overrides: Any):
+    event = {"recipe_name": BLOOMZ, "overrides": overrides}
+    return build_plan(event, "exec-1", config, QuotaTable(default_quotas()).client(REGION))
+
+
+def test_bloomz_serves_on_the_vllm_image_with_the_server_settings_as_sm_vllm_variables(config) -> None:
+    plan = plan_of(config)
+    assert plan.serving_kind == "vllm"
+    registry, _, rest = plan.inference_image_uri.partition("/")
+    # The DLC account of the region, as the SDK's own Hugging Face inference entries name it.
+    hf = sdk_table()["inference"]["versions"]["4.51.3"]["pytorch2.6.0"]["registries"][REGION]
+    assert registry == f"{hf}.dkr.ecr.{REGION}.amazonaws.com"
+    assert rest == "vllm:0.14.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
+    assert plan.serving_environment == {
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",  # ml.g5.4xlarge: one A10G
+        "SM_VLLM_MAX_MODEL_LEN": "2048",
+        "SM_VLLM_DTYPE": "bfloat16",
+        "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
+        "SM_VLLM_SERVED_MODEL_NAME": BLOOMZ,
+    }
+
+
+def test_tensor_parallel_spans_every_gpu_of_the_instance(config) -> None:
+    plan = plan_of(config, **{"serving.instance_type": "ml.g5.12xlarge"})
+    assert plan.serving_environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
+
+
+def test_the_recipes_own_environment_wins_over_the_kinds_settings(config) -> None:
+    plan = plan_of(
+        config, **{"serving.environment": {"SM_VLLM_ENFORCE_EAGER": "true", "SM_VLLM_DTYPE": "float16"}}
+    )
+    assert plan.serving_environment["SM_VLLM_ENFORCE_EAGER"] == "true"
+    assert plan.serving_environment["SM_VLLM_DTYPE"] == "float16"
+
+
+def test_the_fit_on_paper_is_the_one_docs_lora_md_works_through() -> None:
+    figures = serving_fit.KNOWN_MODELS["bigscience/bloomz-7b1"]
+    f = serving_fit.fit(figures, serving_fit.DEFAULT_SERVER, gpus=1, memory_mib=24_576)
+    assert figures.kv_bytes_per_token(2) == 480 * 1024  # 480 KiB per token
+    assert round(f.weights_mib / 1024, 2) == 13.17  # GiB of bf16 weights
+    assert round(f.share_mib / 1024, 2) == 20.24  # 0.9 of the usable 22.49 GiB
+    assert 12_000 <= f.max_tokens <= 12_300  # "~12,200 tokens"
+    assert int(f.concurrent_sequences(2048)) == 5
+
+
+def test_a_max_model_len_the_kv_cache_cannot_hold_is_refused_with_the_longest_that_fits(config) -> None:
+    with pytest.raises(RecipeError) as err:
+        plan_of(config, **{"serving.server.max_model_len": 16384})
+    message = str(err.value)
+    assert message.startswith("recipe.serving.server.max_model_len: 16384 tokens do not fit")
+    most = int(message.rsplit("at most ", 1)[1])
+    assert 12_000 <= most <= 12_300
+    # ... and that length itself is accepted.
+    assert plan_of(config, **{"serving.server.max_model_len": most}).serving_environment[
+        "SM_VLLM_MAX_MODEL_LEN"
+    ] == str(most)
+
+
+def test_weights_that_do_not_fit_the_gpu_share_are_refused_naming_the_instance(config) -> None:
+    with pytest.raises(
+        RecipeError, match=r"^recipe.serving.instance_type: ml.g4dn.xlarge \(1 x 16384 MiB\) cannot hold"
+    ):
+        plan_of(config, **{"serving.instance_type": "ml.g4dn.xlarge"})
+    # float32 doubles the weights: 26 GiB on a 24 GiB A10G.
+    with pytest.raises(RecipeError, match=r"^recipe.serving.instance_type: ml.g5.4xlarge"):
+        plan_of(config, **{"serving.server.dtype": "float32"})
+
+
+def test_an_instance_without_a_gpu_is_refused(config) -> None:
+    # The image has no CPU build: refused when the image is resolved, before the fit check.
+    with pytest.raises(
+        RecipeError, match=r"^recipe.container.inference: 0.14.0 has no cpu image for ml.m5.xlarge"
+    ):
+        plan_of(config, **{"serving.instance_type": "ml.m5.xlarge"})
+    # An instance the SDK's GPU table does not list is refused by the fit check, naming the field.
+    with pytest.raises(RecipeError, match=r"^recipe.serving.instance_type: 'ml.g9.xlarge' has no GPU"):
+        serving_fit.gpus_of(config.image_catalog, "ml.g9.xlarge")
+
+
+def test_a_model_the_fit_check_does_not_know_can_state_its_figures(config) -> None:
+    tiny = {"parameters": 1_000_000, "layers": 2, "kv_heads": 2, "head_dim": 8}
+    stated = {"serving.server.model": tiny, "training.hyperparameters.model_name_or_path": "my/own-model"}
+    assert plan_of(config, **stated).serving_environment["SM_VLLM_MAX_MODEL_LEN"] == "2048"
+    huge = {**tiny, "parameters": 20_000_000_000}
+    with pytest.raises(RecipeError, match="cannot hold the model's weights"):
+        plan_of(config, **{**stated, "serving.server.model": huge})
+
+
+def test_vllm_serves_only_a_merged_model(config) -> None:
+    with pytest.raises(RecipeError) as err:
+        plan_of(config, **{"training.hyperparameters.merge_adapter": False})
+    assert str(err.value).startswith("recipe.serving.kind: vllm serves the merged model from /opt/ml/model")
+
+
+def test_container_fields_and_server_settings_belong_to_their_kind() -> None:
+    hf = {"transformers_version": "4.51.3", "pytorch_version": "2.6.0", "py_version": "py312"}
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name=BLOOMZ, overrides={"container.inference.transformers_version": "4.51.3"})
+    assert str(err.value).startswith(
+        "recipe.container.inference.transformers_version: not a field of the vllm"
+    )
+    with pytest.raises(
+        RecipeError,
+        match=r"^recipe.container.inference: the vllm serving kind's image needs \['vllm_version'\]",
+    ):
+        resolve_recipe(recipe_name=BLOOMZ, overrides={"container.inference": {}})
+    # Back to the toolkit handler: the HF DLC versions, and no vllm server settings.
+    back = {"serving.kind": "hf-inference", "container.inference": hf, "serving.server": {}}
+    assert resolve_recipe(recipe_name=BLOOMZ, overrides=back)["serving"]["kind"] == "hf-inference"
+    with pytest.raises(
+        RecipeError, match=r"^recipe.serving.server: server settings are the vllm serving kind's"
+    ):
+        resolve_recipe(recipe_name=BLOOMZ, overrides={**back, "serving.server": {"max_model_len": 1024}})
+    with pytest.raises(
+        RecipeError, match=r"^recipe.container.inference.vllm_version: not a field of the hf-inference"
+    ):
+        resolve_recipe(
+            recipe_name=BLOOMZ, overrides={**back, "container.inference": {**hf, "vllm_version": "0.14.0"}}
+        )
+
+
+def test_the_vllm_image_comes_from_the_dlc_accounts_of_every_region_the_sdk_lists() -> None:
+    accounts = dlc_registries()
+    assert len(accounts) >= 30 and REGION in accounts
+    catalog = build_catalog("us-east-1")
+    (uri,) = catalog["vllm"]["0.14.0"].values()
+    assert uri.startswith(f"{accounts['us-east-1']}.dkr.ecr.us-east-1.amazonaws.com/vllm:")
+    assert catalog[serving_fit.GPUS_KEY]["ml.g5.4xlarge"] == [1, 24_576]
+
+
+# --- the request contract ---------------------------------------------------------------------------------
+
+
+def _parse(body: Any) -> Any:
+    from hfpipe.cli import invoke
+
+    return invoke.handler_module(kinds.serving_kind("vllm").request_checker("inference_clm")).parse_request(
+        body
+    )
+
+
+def test_openai_requests_are_checked_field_by_field() -> None:
+    kind, messages, params = _parse(
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True}
+    )
+    assert (kind, messages, params["max_tokens"], params["stream"]) == (
+        "chat",
+        [{"role": "user", "content": "hi"}],
+        5,
+        True,
+    )
+    assert _parse({"prompt": ["a", "b"], "temperature": 0})[0:2] == ("completion", ["a", "b"])
+    refused = {
+        "n": (
+            {"prompt": "a", "n": 2},
+            "request field 'n': 2 is not accepted; accepted: a whole number from 1 to 1",
+        ),
+        "both": ({"prompt": "a", "messages": []}, "exactly one of 'messages'"),
+        "role": ({"messages": [{"role": "robot", "content": "x"}]}, "request field 'messages[0].role'"),
+        "last": ({"messages": [{"role": "assistant", "content": "x"}]}, "whose last message is the user's"),
+        "unknown": ({"prompt": "a", "best_of": 3}, "request fields ['best_of'] are not accepted"),
+        "max_tokens": ({"prompt": "a", "max_tokens": 0}, "request field 'max_tokens'"),
+        "stream": ({"prompt": "a", "stream": "yes"}, "request field 'stream'"),
+    }
+    for name, (body, message) in refused.items():
+        with pytest.raises(ValueError) as err:
+            _parse(body)
+        assert message in str(err.value), name
+
+
+# --- the smoke test speaks the kind's contract -------------------------------------------------------------
+
+CHAT = {"messages": [{"role": "user", "content": "Amanda: hi"}], "max_tokens": 8}
+ANSWER = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": BLOOMZ,
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Amanda greets."}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
+}
+
+
+def test_the_smoke_test_checks_an_openai_answer_shape() -> None:
+    check_openai_answer(ANSWER, CHAT)
+    completion = {
+        "object": "text_completion",
+        "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+    }
+    check_openai_answer(completion, {"prompt": "a"})
+    bad = {
+        "toolkit shape": [{"generated_text": "x"}],
+        "completion for a chat": completion,
+        "content not text": {**ANSWER, "choices": [{"message": {"content": None}, "finish_reason": "stop"}]},
+        "no finish reason": {**ANSWER, "choices": [{"message": {"content": "x"}}]},
+        "no choices": {**ANSWER, "choices": []},
+    }
+    for name, answer in bad.items():
+        with pytest.raises(SmokeTestFailed):
+            check_openai_answer(answer, CHAT)
+            pytest.fail(name)
+
+
+def test_the_smoke_test_of_a_vllm_plan_refuses_the_toolkit_answer(config) -> None:
+    plan = plan_of(config)
+
+    class Runtime:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        def invoke_endpoint(self, **kwargs: Any) -> dict[str, Any]:
+            assert json.loads(kwargs["Body"]) == plan.sample_request
+            return {"Body": type("B", (), {"read": lambda _self: json.dumps(self.answer).encode()})()}
+
+    assert smoke_test(Runtime({**ANSWER, "usage": ANSWER["usage"]}), plan)["ok"]
+    with pytest.raises(SmokeTestFailed, match=r"is not a chat\.completion object"):
+        smoke_test(Runtime([{"generated_text": "Amanda greets."}]), plan)
