@@ -202,6 +202,21 @@ def _answer(endpoint: str, body: Any) -> Any:
     """What the endpoint of the recipe that sent `body` answers (the shape its smoke test expects)."""
     if isinstance(body.get("inputs"), dict):  # question answering
         return {"answer": "a SageMaker endpoint", "score": 0.71, "start": 32, "end": 52}
+    if "messages" in body:  # the vllm serving kind: an OpenAI chat completion, as vLLM answers it
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": endpoint,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Amanda bakes cookies."},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35},
+        }
     return [{"generated_text": "Amanda bakes cookies."}]
 
 

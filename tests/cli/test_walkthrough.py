@@ -7,6 +7,7 @@ the port (a free one), the output folder and the moto account differ.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_moto import Deployed, sagemaker_backend
+from cli_moto import Deployed, _answer, sagemaker_backend
 
 from hfpipe.cli import main
 from hfpipe.core import logs, names
@@ -151,14 +152,24 @@ def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any
     listed = capsys.readouterr().out
     assert plan.endpoint_name in listed and "USD/h together" in listed
 
-    endpoint_answers([{"generated_text": "...", "summary": "Amanda will bring Jerry cookies."}])
+    # bloomz-7b1-lora-samsum serves on the vllm kind: the dialogue goes as an OpenAI chat completion with the
+    # README's parameters as its fields, and the answer's message is what is printed.
+    answer = _answer(plan.endpoint_name, {"messages": []})
+    answer["choices"][0]["message"]["content"] = "Amanda will bring Jerry cookies."
+    endpoint_answers(answer)
     args = [a for a in invoke[1:]]
     args[args.index("--dialogue") + 1] = str(chat)
     code = main(args)
     out, err = capsys.readouterr()
     assert (code, err) == (0, "")
     assert out.splitlines()[1] == "summary: Amanda will bring Jerry cookies."
-    assert len(invoked()) == 1
+    (sent,) = invoked()
+    assert json.loads(sent) == {
+        "messages": [{"role": "user", "content": chat.read_text().strip()}],
+        "max_tokens": 64,
+        "top_p": 0.9,
+        "temperature": 0.7,
+    }
 
     # the README's delete is the endpoint the pipeline named in its plan
     assert delete[3] == plan.endpoint_name
