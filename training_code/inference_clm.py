@@ -82,6 +82,34 @@ def render(template: str, record: dict[str, Any], eos_token: str = "") -> str:
     return template.format(**values)
 
 
+def chat_template(template: str, response_field: str = DEFAULT_RESPONSE_FIELD) -> str | None:
+    """A Jinja chat template that renders the last user message into `template` up to its response field,
+    the prompt training used: saved with the tokenizer (`tokenizer.chat_template`), so a chat request to the
+    vLLM container (which applies the tokenizer's template) or to its local stand-in sees what the model was
+    trained on. None when that prefix has no single input field to put the message in.
+
+    The fixed text goes in as Jinja string literals written by json.dumps (Jinja reads backslash escapes as
+    Python does); `{eos_token}` becomes the `eos_token` variable transformers passes to every template.
+    """
+    prefix = prompt_prefix(template, response_field)
+    if len([f for f in template_fields(prefix) if f != "eos_token"]) != 1:
+        return None
+    parts = []
+    for literal, name, _, _ in string.Formatter().parse(prefix):
+        if literal:
+            parts.append("{{- " + json.dumps(literal) + " -}}")
+        if name == "eos_token":
+            parts.append("{{- eos_token -}}")
+        elif name:
+            parts.append("{{- ns.content -}}")
+    return (
+        "{%- set ns = namespace(content='') -%}"
+        "{%- for message in messages -%}"
+        "{%- if message['role'] == 'user' -%}{%- set ns.content = message['content'] -%}{%- endif -%}"
+        "{%- endfor -%}" + "".join(parts)
+    )
+
+
 def dtype_keyword() -> str:
     """`from_pretrained`'s dtype keyword: `dtype` from transformers 4.56 (where `torch_dtype` is deprecated),
     `torch_dtype` before (4.51.3, the inference container's, refuses `dtype`)."""

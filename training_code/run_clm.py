@@ -614,6 +614,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     if training_args.should_save:
         os.makedirs(model_dir, exist_ok=True)
+        # Saved with the tokenizer (adapter and merged model): a chat request renders the training prompt.
+        tokenizer.chat_template = inference_clm.chat_template(
+            data_args.prompt_template, data_args.response_field
+        )
         adapter_dir = os.path.join(model_dir, "adapter")
         trainer.model.save_pretrained(adapter_dir)
         tokenizer.save_pretrained(adapter_dir)

@@ -17,17 +17,27 @@ server (RFC 9112, section 6), a body comes with a Content-Length or chunked; a C
 non-negative integer is a 400 and the connection closes (its framing is lost), a body over InvokeEndpoint's
 6 MB limit a 413, and the listen backlog takes a burst of clients (socketserver's default of 5 reset the
 sixth concurrent connection).
+
+An `OpenAIEndpoint` (the `vllm` kind's stand-in, hfpipe.local.openai_endpoint) is served as the AWS vLLM
+container serves: `/ping` and `/invocations`, and as vLLM's OpenAI server also `/v1/chat/completions`,
+`/v1/completions`, `GET /v1/models` and `GET /health`; its errors have OpenAI's shape
+(`{"error": {"message", "type", "param", "code"}}`). A `"stream": true` body is answered with
+`text/event-stream` in chunked transfer coding (RFC 9112, section 7.1), each event written and flushed as
+the model generates it; the connection stays usable after the last chunk.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hfpipe.local import openai_protocol
 from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
+from hfpipe.local.openai_endpoint import OpenAIEndpoint
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8080  # the port SageMaker's model containers listen on
@@ -38,6 +48,7 @@ ENTRY_POINT_HEADER = "X-Hfpipe-Entry-Point"
 RECIPE_HEADER = "X-Hfpipe-Recipe"
 TASK_HEADER = "X-Hfpipe-Task"  # the task kind: its handler checks the requests (hfpipe.kinds)
 SERVING_KIND_HEADER = "X-Hfpipe-Serving-Kind"
+OPENAI_POST_ROUTES = ("/invocations", "/v1/chat/completions", "/v1/completions")
 
 
 class PortInUseError(OSError):
@@ -107,8 +118,66 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.dumps({"code": int(status), "type": status.phrase, "message": message}).encode()
         self._send(int(status), body)
 
+    def _openai_error(self, exc: openai_protocol.OpenAIError) -> None:
+        self._send(exc.status, json.dumps(exc.body()).encode())
+
+    def _stream(self, events: Iterator[bytes]) -> None:
+        """200 and the events in chunked transfer coding, each flushed as it comes. An error after the
+        status line is sent as vLLM sends it, one `data: {"error": ...}` event, then [DONE]."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            try:
+                for event in events:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                raise
+            except Exception as exc:
+                error = openai_protocol.OpenAIError(str(exc), status=500, err_type="InternalServerError")
+                for event in (openai_protocol.sse(error.body()), openai_protocol.DONE):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client left; generation stops with the generator
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()  # releases the endpoint's generation lock at once
+
+    def _openai_get(self, endpoint: OpenAIEndpoint, path: str) -> bool:
+        if path == "/health":
+            self._send(200, b"", "text/plain")
+        elif path == "/v1/models":
+            self._send(200, json.dumps(endpoint.models()).encode())
+        else:
+            return False
+        return True
+
+    def _openai_post(self, endpoint: OpenAIEndpoint, path: str, body: bytes) -> None:
+        try:
+            answer = endpoint.answer(path, body, self.headers.get("Content-Type") or JSON)
+        except openai_protocol.OpenAIError as exc:
+            self._openai_error(exc)
+            return
+        except ValueError as exc:  # vLLM's serving layer answers a ValueError as a 400 BadRequestError
+            self._openai_error(openai_protocol.OpenAIError(str(exc)))
+            return
+        if answer.stream is not None:
+            self._stream(answer.stream)
+        else:
+            self._send(200, answer.body, answer.content_type)
+
     def do_GET(self) -> None:
-        if self.path.split("?")[0] != "/ping":
+        path = self.path.split("?")[0]
+        endpoint = self.server.endpoint
+        if isinstance(endpoint, OpenAIEndpoint) and self._openai_get(endpoint, path):
+            return
+        if path != "/ping":
             self._error(
                 HTTPStatus.NOT_FOUND, f"{self.path}: the container serves GET /ping and POST /invocations"
             )
@@ -173,7 +242,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         if body is None:
             return
-        if self.path.split("?")[0] != "/invocations":
+        path = self.path.split("?")[0]
+        if isinstance(self.server.endpoint, OpenAIEndpoint) and path in OPENAI_POST_ROUTES:
+            self._openai_post(self.server.endpoint, path, body)
+            return
+        if path != "/invocations":
             self._error(
                 HTTPStatus.NOT_FOUND, f"{self.path}: the container serves GET /ping and POST /invocations"
             )

@@ -124,6 +124,25 @@ def test_adapter_and_merged_model_are_saved_and_agree(int8_job, tmp_path, fixtur
     assert (adapter_logits - base_logits).abs().max() > 1e-3  # the adapter learned something
 
 
+def test_the_vllm_stand_in_chats_with_the_trained_model_as_the_handler_summarizes(int8_job):
+    """model.tar.gz as the vLLM container gets it: the saved chat template makes a chat request the
+    training prompt, so the greedy chat answer is the handler's greedy summary of the same dialogue."""
+    from hfpipe.local.openai_endpoint import OpenAIEndpoint
+
+    dialogue = "Amanda: I have pizza. Do you want some?\nJerry: Sure!"
+    with le.LocalEndpoint(int8_job.model_artifacts) as handler:  # type: ignore[arg-type]
+        [summary] = handler.predict({"dialogue": dialogue, "parameters": {"max_new_tokens": 6}})
+    with OpenAIEndpoint(int8_job.model_artifacts) as vllm:  # type: ignore[arg-type]
+        answer = vllm.predict(
+            {"messages": [{"role": "user", "content": dialogue}], "max_tokens": 6, "temperature": 0}
+        )
+    content = answer["choices"][0]["message"]["content"]
+    prompt = f"Summarize the chat dialogue:\n{dialogue}\n---\nSummary:\n"
+    # generated_text is prompt + continuation (the handler strips only its "summary").
+    assert summary["generated_text"] == prompt + content
+    assert content.strip() == summary["summary"]
+
+
 def test_endpoint_serves_both_request_shapes_from_model_tar_gz(int8_job):
     with le.LocalEndpoint(int8_job.model_artifacts) as endpoint:  # type: ignore[arg-type]
         dialogue = "Amanda: I have pizza. Do you want some?\nJerry: Sure!"

@@ -224,6 +224,35 @@ def test_the_endpoint_applies_the_training_template_to_a_dialogue():
     assert kwargs["max_new_tokens"] <= inference_clm.MAX_NEW_TOKENS_LIMIT
 
 
+@pytest.mark.parametrize(
+    "template",
+    ["recipe", "default", 'Quote "{dialogue}" \\n {{braces}} caf\u00e9 {eos_token}->{summary}{eos_token}'],
+)
+def test_the_saved_chat_template_renders_the_training_prompt(template, bloom_tokenizer):
+    """vLLM's chat endpoint applies the tokenizer's chat template: the last user message must come out as
+    the prompt training used for that dialogue (quotes, backslashes, braces and non-ASCII text included)."""
+    template = {"recipe": _recipe_template(), "default": inference_clm.DEFAULT_PROMPT_TEMPLATE}.get(
+        template, template
+    )
+    dialogue = 'Amanda: "Cookies?" \\ {x} caf\u00e9\nJerry: Sure!'
+    messages = [
+        {"role": "system", "content": "ignored"},
+        {"role": "user", "content": "an earlier turn"},
+        {"role": "assistant", "content": "ignored"},
+        {"role": "user", "content": dialogue},
+    ]
+    rendered = bloom_tokenizer.apply_chat_template(
+        messages,
+        chat_template=inference_clm.chat_template(template, "summary"),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert rendered == inference_clm.as_prompt(dialogue, template, "summary", bloom_tokenizer.eos_token)
+    assert rendered.endswith(dialogue + "\n---\nSummary:\n") or "->" in template
+    # A prefix with two input fields has no single place for the message: no template, said as None.
+    assert inference_clm.chat_template("{title}: {dialogue}\n{summary}", "summary") is None
+
+
 def test_from_pretrained_dtype_keyword_follows_the_transformers_version(monkeypatch):
     import transformers
 

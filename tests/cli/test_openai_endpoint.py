@@ -1,0 +1,220 @@
+"""The `vllm` kind's local stand-in over HTTP, checked with the official `openai` client (its contract).
+
+The model is the tiny random BLOOM the other serving tests use, with the chat template run_clm.py saves
+(inference_clm.chat_template), served by OpenAIEndpoint behind ModelServer on a free port.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from hfpipe.local.openai_endpoint import OpenAIEndpoint
+from hfpipe.local.serve import ModelServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)"
+MAX_MODEL_LEN = 128
+GREEDY = {"temperature": 0, "max_tokens": 12}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BLOOM saved as run_clm.py saves the merged model: weights, tokenizer, chat template."""
+    import inference_clm
+    from transformers import AutoTokenizer
+
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    model = build_tiny_bloom(tmp_path_factory.mktemp("vllm") / "model")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = inference_clm.chat_template(inference_clm.DEFAULT_PROMPT_TEMPLATE)
+    tokenizer.save_pretrained(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path) -> Iterator[ModelServer]:
+    endpoint = OpenAIEndpoint(
+        model_dir,
+        environment={"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": "tiny"},
+    )
+    srv = ModelServer(port=0)
+    thread = threading.Thread(target=srv.serve, args=(endpoint,), kwargs={"serving_kind": "vllm"})
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def client(server: ModelServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def _chat(client: openai.OpenAI, **kwargs: object) -> openai.types.chat.ChatCompletion:
+    return client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "system", "content": "Summarize."}, {"role": "user", "content": DIALOGUE}],
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_models_and_health(client: openai.OpenAI, server: ModelServer) -> None:
+    [model] = client.models.list().data
+    assert (model.id, model.object, model.owned_by) == ("tiny", "model", "vllm")
+    assert model.model_extra and model.model_extra["max_model_len"] == MAX_MODEL_LEN
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+    conn.request("GET", "/health")
+    assert conn.getresponse().status == 200
+
+
+def test_chat_completion_renders_the_training_prompt(client: openai.OpenAI, model_dir: Path) -> None:
+    import inference_clm
+
+    answer = _chat(client, **GREEDY)
+    assert answer.object == "chat.completion" and answer.id.startswith("chatcmpl-")
+    assert answer.model == "tiny"
+    [choice] = answer.choices
+    assert choice.message.role == "assistant" and choice.finish_reason in ("stop", "length")
+    # The same greedy continuation as a completion of the training prompt: the chat template rendered it.
+    prompt = inference_clm.as_prompt(DIALOGUE, inference_clm.DEFAULT_PROMPT_TEMPLATE, "summary", "</s>")
+    completion = client.completions.create(model="tiny", prompt=prompt, **GREEDY)  # type: ignore[arg-type]
+    assert choice.message.content == completion.choices[0].text
+    assert answer.usage is not None and completion.usage is not None
+    assert answer.usage.prompt_tokens == completion.usage.prompt_tokens
+    assert answer.usage.total_tokens == answer.usage.prompt_tokens + answer.usage.completion_tokens
+    if choice.finish_reason == "length":
+        assert answer.usage.completion_tokens == GREEDY["max_tokens"]
+
+
+def test_completion_shape_length_and_stop(client: openai.OpenAI) -> None:
+    answer = client.completions.create(
+        model="tiny",
+        prompt=["Amanda: hi", "Jerry: ok"],
+        temperature=0,
+        max_tokens=5,
+        extra_body={"ignore_eos": True},
+    )
+    assert answer.object == "text_completion" and answer.id.startswith("cmpl-")
+    assert [c.index for c in answer.choices] == [0, 1]
+    assert all(c.finish_reason == "length" for c in answer.choices)
+    assert answer.usage is not None and answer.usage.completion_tokens == 10
+    # A stop string ends the text before it, finish_reason "stop" and vLLM's stop_reason naming it.
+    text = answer.choices[0].text
+    stop = text[2:4]
+    stopped = client.completions.create(
+        model="tiny",
+        prompt="Amanda: hi",
+        temperature=0,
+        max_tokens=5,
+        stop=[stop],
+        extra_body={"ignore_eos": True},
+    )
+    [choice] = stopped.choices
+    assert choice.text == text[: text.index(stop)]
+    assert (choice.finish_reason, (choice.model_extra or {})["stop_reason"]) == ("stop", stop)
+
+
+def test_streamed_chat_concatenates_to_the_greedy_answer(client: openai.OpenAI) -> None:
+    whole = _chat(client, **GREEDY).choices[0]
+    chunks = list(_chat(client, stream=True, stream_options={"include_usage": True}, **GREEDY))
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    *content, last, usage = chunks
+    assert content[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in [*content, last]) == whole.message.content
+    assert all(c.choices[0].finish_reason is None for c in content)
+    assert last.choices[0].finish_reason == whole.finish_reason
+    assert usage.choices == [] and usage.usage is not None
+    assert len(content) > 2  # streamed token by token, not in one piece
+
+
+def test_streamed_completion_concatenates_to_the_greedy_answer(client: openai.OpenAI) -> None:
+    kwargs = {"model": "tiny", "prompt": "Amanda: Where are you?\nJerry:", **GREEDY}
+    whole = client.completions.create(**kwargs)  # type: ignore[call-overload]
+    chunks = list(client.completions.create(stream=True, **kwargs))  # type: ignore[call-overload]
+    assert all(c.object == "text_completion" for c in chunks)
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason is not None
+    assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+
+
+def test_a_prompt_over_max_model_len_is_refused_as_vllm_refuses_it(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model="tiny", prompt=DIALOGUE * 20, max_tokens=16)
+    assert caught.value.status_code == 400
+    assert caught.value.param == "input_tokens" and caught.value.type == "BadRequestError"
+    message = caught.value.message
+    assert (
+        f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, you requested 16 "
+        in message
+    )
+    assert f"input tokens, for a total of at least {MAX_MODEL_LEN + 1} tokens." in message
+    with pytest.raises(
+        openai.BadRequestError, match=r"max_tokens=129 cannot be greater than max_model_len=128"
+    ):
+        client.completions.create(model="tiny", prompt="hi", max_tokens=MAX_MODEL_LEN + 1)
+
+
+def test_n_above_one_is_refused_naming_the_field(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _chat(client, n=2, max_tokens=4)
+    assert caught.value.param == "n" and "n=2" in caught.value.message
+
+
+def test_a_chat_request_to_a_model_without_a_chat_template_gets_vllms_answer(tmp_path: Path) -> None:
+    from hfpipe.fixtures.samsum import build_tiny_bloom
+
+    endpoint = OpenAIEndpoint(build_tiny_bloom(tmp_path / "plain"))
+    with pytest.raises(Exception, match="default chat template is no longer allowed") as caught:
+        endpoint.predict({"messages": [{"role": "user", "content": "hi"}]})
+    assert caught.value.body()["error"]["code"] == 400  # type: ignore[attr-defined]
+    assert (
+        endpoint.served_model_name == "/opt/ml/model" and endpoint.max_model_len == 2048
+    )  # BLOOM: no positions
+
+
+def _post(server: ModelServer, body: dict) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
+    conn.request("POST", "/invocations", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    return conn.getresponse()
+
+
+def test_invocations_routes_chat_and_streams_server_sent_events(
+    server: ModelServer, client: openai.OpenAI
+) -> None:
+    messages = [{"role": "user", "content": DIALOGUE}]
+    response = _post(server, {"messages": messages, **GREEDY})
+    assert response.status == 200 and response.getheader("Content-Type") == "application/json"
+    answer = json.loads(response.read())
+    assert answer["object"] == "chat.completion"
+    assert answer["choices"][0]["message"]["content"] == _chat(client, **GREEDY).choices[0].message.content
+
+    response = _post(server, {"messages": messages, "stream": True, **GREEDY})
+    assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
+    assert response.getheader("Transfer-Encoding") == "chunked"
+    events = response.read().decode().split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""]
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-2]]
+    assert all(e.startswith("data: ") for e in events[:-1])
+    assert (
+        "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        == answer["choices"][0]["message"]["content"]
+    )
+
+    response = _post(server, {"inputs": "a Hugging Face toolkit body"})
+    assert response.status == 400
+    assert json.loads(response.read())["error"]["message"].startswith(
+        "Cannot find suitable handler for request."
+    )
