@@ -218,7 +218,8 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
         except urllib.error.HTTPError as err:
             detail = err.read().decode(errors="replace")
             with contextlib.suppress(ValueError, AttributeError):
-                detail = json.loads(detail).get("message", detail)
+                body = json.loads(detail)  # the toolkit's {"message"}, or vLLM's {"error": {"message"}}
+                detail = invoke_openai.error_message(body) or body.get("message", detail)
             raise HfpipeError(f"{target.name} answered {err.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as err:
             raise HfpipeError(f"{target.name} did not answer: {getattr(err, 'reason', err)}") from None

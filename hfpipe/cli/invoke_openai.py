@@ -76,9 +76,22 @@ def sse_events(pieces: Iterable[bytes]) -> Iterator[dict[str, Any]]:
             if data.decode() == SSE_DONE:
                 return
             decoded = json.loads(data)
-            if isinstance(decoded, dict) and decoded.get("object") == "error":
-                raise HfpipeError(f"the server ended the stream with an error: {decoded.get('message')}")
+            message = error_message(decoded)
+            if message is not None:
+                raise HfpipeError(f"the server ended the stream with an error: {message}")
             yield decoded
+
+
+def error_message(body: Any) -> str | None:
+    """The message of vLLM's error body: {"error": {"message", ...}} (vLLM 0.10 and later, OpenAI's shape)
+    or the flat {"object": "error", "message", ...} of earlier releases; None for anything else."""
+    if not isinstance(body, dict):
+        return None
+    if isinstance(body.get("error"), dict):
+        return str(body["error"].get("message"))
+    if body.get("object") == "error":
+        return str(body.get("message"))
+    return None
 
 
 def delta_text(event: dict[str, Any]) -> str:
@@ -149,8 +162,8 @@ def local_stream(url: str, body: bytes, name: str) -> Iterator[bytes]:
                 yield piece
     except urllib.error.HTTPError as err:
         detail = err.read().decode(errors="replace")
-        with contextlib.suppress(ValueError, AttributeError):
-            detail = json.loads(detail).get("message", detail)
+        with contextlib.suppress(ValueError):
+            detail = error_message(json.loads(detail)) or detail
         raise HfpipeError(f"{name} answered {err.code}: {detail}") from None
     except (urllib.error.URLError, OSError) as err:
         raise HfpipeError(f"{name} did not answer: {getattr(err, 'reason', err)}") from None

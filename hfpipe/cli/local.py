@@ -13,7 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
+from hfpipe import kinds
 from hfpipe.cli.aws import Clients, HfpipeError
+from hfpipe.core import serving_fit
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -123,12 +125,22 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
         raise HfpipeError(f"the run left no {model} to serve")
     recipe = loaded.resolved
     # The serving kind names the class that emulates its server here.
-    endpoint = local_endpoint_class(recipe["serving"]["kind"])(model, workdir=out / "serving")
+    environment = dict(recipe["serving"]["environment"])
+    if recipe["serving"]["kind"] == kinds.VLLM:  # the server settings the Plan writes, on this one machine
+        environment = {**serving_fit.server_environment(recipe, gpus=1), **environment}
+    endpoint = local_endpoint_class(recipe["serving"]["kind"])(
+        model, workdir=out / "serving", environment=environment
+    )
     port = server.server_address[1]
     console.print(f"serving {model} on {server.url} (GET /ping, POST /invocations); Ctrl-C stops it")
     console.print(
         f"send it requests with: hfpipe invoke --local --port {port} --data JSON (or --dialogue FILE)"
     )
+    if kinds.serving_kind(recipe["serving"]["kind"]).speaks_openai:
+        console.print(
+            f"OpenAI-compatible, as the vLLM container: base_url {server.url}/v1 (chat/completions, completions, "
+            f'models), streaming with "stream": true; model name {environment["SM_VLLM_SERVED_MODEL_NAME"]!r}'
+        )
     import signal
 
     def stop(signum: int, frame: Any) -> None:

@@ -140,6 +140,12 @@ def vllm_environment(recipe: Mapping[str, Any], catalog: Mapping[str, Any]) -> d
                 f"cache left on {s['instance_type']} ({f.kv_cache_mib:,.0f} MiB per GPU at "
                 f"{f.kv_mib_per_token * 1024:,.0f} KiB per token); accepted: at most {f.max_tokens}"
             )
+    return server_environment(recipe, gpus)
+
+
+def server_environment(recipe: Mapping[str, Any], gpus: int) -> dict[str, str]:
+    """The SM_VLLM_* variables of a recipe's serving.server settings, tensor parallel over `gpus`."""
+    settings = server_settings(recipe)
     return {
         "SM_VLLM_TENSOR_PARALLEL_SIZE": str(gpus),
         "SM_VLLM_MAX_MODEL_LEN": str(settings["max_model_len"]),

@@ -46,6 +46,8 @@ class ServingKind:
     request_module: str = "{handler}"
     #: "module:Class" that serves a model.tar.gz on this machine (hfpipe local, local --serve).
     local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
+    #: (what stands in, why) when local mode cannot run the kind's own server, printed as a substitution.
+    local_stand_in: tuple[str, str] | None = None
     #: Whether the kind serves a merged model only (the server loads weights from /opt/ml/model as they
     #: are; it cannot load a LoRA adapter over a base from the hub).
     needs_merged_model: bool = False
@@ -100,6 +102,11 @@ SERVING_KINDS: dict[str, ServingKind] = {
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             speaks_openai=True,
+            local_stand_in=(
+                "a stand-in speaking its HTTP contract (/invocations, /v1, streaming) with transformers, "
+                "one request at a time (hfpipe.local.openai_endpoint)",
+                "vLLM's wheels need CUDA; its CPU backend is a source build",
+            ),
         ),
     )
 }

@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,7 +74,16 @@ class LocalEndpoint:
     `output_fn` default to JSON. This does not install `code/requirements.txt`.
     """
 
-    def __init__(self, model_data: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        model_data: str | os.PathLike[str],
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        environment: Mapping[str, str] | None = None,
+    ):
+        # `environment` is the model container's (CreateModel's Environment); the project's handlers read
+        # none of it (the toolkit's HF_TASK and the like matter only to models without code/inference.py).
+        del environment
         src = Path(model_data)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if src.is_dir():

@@ -128,7 +128,10 @@ class LocalRuntime:
                 # The recipe's serving kind names the class that emulates its server here.
                 recipe = self.substitutions.recipe if self.substitutions is not None else {}
                 endpoint_class = local_endpoint_class(serving_kind_of(recipe).name)
-                self.endpoints[endpoint_name] = endpoint_class(local, workdir=local.parent)
+                environment = model["PrimaryContainer"].get("Environment") or {}
+                self.endpoints[endpoint_name] = endpoint_class(
+                    local, workdir=local.parent, environment=environment
+                )
         return self.endpoints[endpoint_name].predict(body)
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hfpipe.kinds import Fixture, KindError, task_kind
+from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
 
 #: Steps a local run trains at most.
 LOCAL_MAX_STEPS = 4
@@ -191,6 +191,11 @@ def for_this_machine(
             f"/ {container.get('py_version')}",
             f"this environment's transformers {local_stack[0]} / torch {local_stack[1]}",
             "the container image cannot run here",
+        )
+    serving = serving_kind_of(local)
+    if serving.local_stand_in:
+        subs.add(
+            "serving.kind", f"{serving.name}: {serving.description.split(':')[0]}", *serving.local_stand_in
         )
     if model_id:
         del hps["model_name_or_path"]

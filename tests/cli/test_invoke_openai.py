@@ -61,9 +61,12 @@ def test_a_stream_stops_at_done_and_an_error_event_is_an_error() -> None:
         invoke_openai.delta_text(e)
         for e in invoke_openai.sse_events([chunk("a"), b"data: [DONE]\n\n", chunk("b")])
     ] == ["a"]
-    error = b'data: {"object": "error", "message": "This model\'s maximum context length is 64 tokens."}\n\n'
-    with pytest.raises(HfpipeError, match="maximum context length is 64 tokens"):
-        list(invoke_openai.sse_events([chunk("a"), error]))
+    for error in (
+        b'data: {"error": {"message": "This model\'s maximum context length is 64 tokens.", "code": 400}}\n\n',
+        b'data: {"object": "error", "message": "This model\'s maximum context length is 64 tokens."}\n\n',
+    ):
+        with pytest.raises(HfpipeError, match="maximum context length is 64 tokens"):
+            list(invoke_openai.sse_events([chunk("a"), error]))
 
 
 def test_completion_chunks_and_answers_are_read_too() -> None:
