@@ -314,11 +314,8 @@ def build_plan(
     )
     inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
     # The serving kind's own server settings (vllm: SM_VLLM_*, checked to fit), under the recipe's.
-    kind_environment = (
-        serving_fit.vllm_environment(recipe, config.image_catalog)
-        if deploy and s.get("kind") == kinds.VLLM
-        else {}
-    )
+    vllm = deploy and s.get("kind") == kinds.VLLM
+    kind_environment = serving_fit.vllm_environment(recipe, config.image_catalog) if vllm else {}
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
 

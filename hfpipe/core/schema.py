@@ -280,10 +280,8 @@ RECIPE_SCHEMA: dict[str, Any] = {
                             "description": "The served model's figures, for a model the fit check does not "
                             "know (from its config.json).",
                             "properties": {
-                                "parameters": {"type": "integer", "minimum": 1},
-                                "layers": {"type": "integer", "minimum": 1},
-                                "kv_heads": {"type": "integer", "minimum": 1},
-                                "head_dim": {"type": "integer", "minimum": 1},
+                                k: {"type": "integer", "minimum": 1}
+                                for k in ("parameters", "layers", "kv_heads", "head_dim")
                             },
                         },
                     },

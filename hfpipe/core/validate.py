@@ -379,30 +379,14 @@ def recipe(r: dict[str, Any]) -> None:
         kinds.task_kind(r["task"]).check_serving(s["kind"])
     except kinds.KindError as err:
         raise RecipeError(f"recipe.serving.kind: {err}") from None
-    inference_container(r["container"]["inference"], kinds.serving_kind(s["kind"]))
+    try:
+        kinds.serving_kind(s["kind"]).check_container(r["container"]["inference"])
+    except kinds.KindError as err:
+        raise RecipeError(f"recipe.container.inference{err}") from None
     if s["server"] and s["kind"] != kinds.VLLM:
         raise RecipeError(
             f"recipe.serving.server: server settings are the {kinds.VLLM} serving kind's; serving kind "
             f"{s['kind']!r} takes its settings from serving.environment"
-        )
-
-
-def inference_container(container: Mapping[str, Any], serving: kinds.ServingKind) -> None:
-    """container.inference holds the fields its serving kind's image is keyed by, and none that key
-    another kind's image (a vllm_version under hf-inference says the recipe meant another kind)."""
-    fields = serving.image_key_fields
-    others = {f for kind in kinds.SERVING_KINDS.values() for f in kind.image_key_fields} - set(fields)
-    for name in container:
-        if name in others:
-            raise RecipeError(
-                f"recipe.container.inference.{name}: not a field of the {serving.name} serving kind's "
-                f"container; accepted: {[*fields, 'image_uri']}"
-            )
-    missing = [name for name in fields if not container.get(name)]
-    if missing and not container.get("image_uri"):
-        raise RecipeError(
-            f"recipe.container.inference: the {serving.name} serving kind's image needs {missing} "
-            "(or image_uri)"
         )
 
 

@@ -59,6 +59,23 @@ class ServingKind:
         """The image catalog key of a recipe's container.inference for this kind."""
         return "/".join(str(container[f]) for f in self.image_key_fields)
 
+    def check_container(self, container: Mapping[str, Any]) -> None:
+        """KindError (".field: ..." or ": ...", after recipe.container.inference) unless container.inference
+        holds the fields this kind's image is keyed by and none that key another kind's image (a
+        vllm_version under hf-inference says the recipe meant another kind)."""
+        others = {f for kind in SERVING_KINDS.values() for f in kind.image_key_fields} - set(
+            self.image_key_fields
+        )
+        for name in container:
+            if name in others:
+                raise KindError(
+                    f".{name}: not a field of the {self.name} serving kind's container; accepted: "
+                    f"{[*self.image_key_fields, 'image_uri']}"
+                )
+        missing = [name for name in self.image_key_fields if not container.get(name)]
+        if missing and not container.get("image_uri"):
+            raise KindError(f": the {self.name} serving kind's image needs {missing} (or image_uri)")
+
     def request_checker(self, handler: str) -> str:
         """The training_code/ module whose parse_request checks requests to a model with `handler`."""
         return self.request_module.format(handler=handler)

@@ -56,6 +56,7 @@ NOT_IN_REPOSITORY = {
     "train.py",  # the spot-instances notebook's script, whose arguments docs/encoders.md maps
     "model.tar.gz",
     "output.tar.gz",
+    "instance_gpu_info.json",  # the SageMaker SDK's GPU table, in the installed sagemaker package
 }
 
 
