@@ -25,6 +25,7 @@ import pytest
 from hfpipe.core.recipes import available_recipes, resolve_recipe
 from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
 from hfpipe.fixtures.serving import build_served_model
+from hfpipe.kinds import serving_kind_of
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "training_code"))
@@ -110,6 +111,8 @@ def answer_cases() -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for name in RECIPES:
         r = resolve_recipe(recipe_name=name)
+        if serving_kind_of(r).handler_path is None:
+            continue  # its server brings its own code: test_sample_request_gets_an_openai_answer...
         key = json.dumps(
             [
                 r["training"]["entry_point"],
@@ -147,6 +150,37 @@ def test_sample_request_gets_the_expected_answer_under_every_containers_transfor
         expected = wanted[scope] if scope == "inference" else TRAINING_STACK
         assert result["transformers"] == expected, (scope, result["transformers"], expected)
         check_answer(result["answer"], recipe["serving"]["expected_keys"])
+
+
+OPENAI_RECIPES = [n for n in RECIPES if serving_kind_of(resolve_recipe(recipe_name=n)).speaks_openai]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", OPENAI_RECIPES)
+def test_sample_request_gets_an_openai_answer_from_the_vllm_stand_in(name, tmp_path):
+    """A recipe served by the vllm kind: its sample request, through the stand-in for the vLLM container, over
+    the model as run_clm.py saves it (weights, tokenizer and the chat template of the recipe's prompt)."""
+    import inference_clm
+    from pipeline_lambdas.smoke_test import check_answer, check_openai_answer
+    from transformers import AutoTokenizer
+
+    from hfpipe.core import serving_fit
+    from hfpipe.local.openai_endpoint import OpenAIEndpoint
+
+    recipe = resolve_recipe(recipe_name=name)
+    template = (
+        recipe["training"]["hyperparameters"].get("prompt_template") or inference_clm.DEFAULT_PROMPT_TEMPLATE
+    )
+    model_dir = build_served_model("run_clm.py", tmp_path / "model", prompt_template=template)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = inference_clm.chat_template(template)
+    tokenizer.save_pretrained(model_dir)
+    environment = {**serving_fit.server_environment(recipe, gpus=1), **recipe["serving"]["environment"]}
+    with OpenAIEndpoint(model_dir, environment=environment) as endpoint:
+        answer = endpoint.predict(recipe["serving"]["sample_request"])
+    check_openai_answer(answer, recipe["serving"]["sample_request"])
+    check_answer(answer, recipe["serving"]["expected_keys"])
+    assert answer["model"] == name  # SM_VLLM_SERVED_MODEL_NAME, as the Plan writes it
 
 
 @pytest.mark.parametrize(
