@@ -287,9 +287,21 @@ def test_original_recipes_complete(fresh, recipe):
         ]
 
     fresh.training = train
-    fresh.endpoint = lambda n, body: [
-        {"answer": "a", "score": 1.0, "label": "x", "scores": {"x": 1.0}, "generated_text": "summary"}
-    ]
+
+    def answer(endpoint, body):
+        if "messages" in body:  # the vllm serving kind (bloomz-7b1-lora-samsum): an OpenAI chat completion
+            return {
+                "object": "chat.completion",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "s"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+            }
+        return [
+            {"answer": "a", "score": 1.0, "label": "x", "scores": {"x": 1.0}, "generated_text": "summary"}
+        ]
+
+    fresh.endpoint = answer
     name, r = run(fresh, recipe)
     assert r.status == "SUCCEEDED", r.cause
     rep = r.output["report"]

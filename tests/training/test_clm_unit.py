@@ -216,7 +216,8 @@ def test_the_endpoint_applies_the_training_template_to_a_dialogue():
     # The recipe's sample request is a dialogue: the handler turns it into the training prompt.
     from hfpipe.core.recipes import resolve_recipe
 
-    sample = resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["serving"]["sample_request"]
+    # (tiny-lora: the same template, served by this handler; bloomz-7b1-lora-samsum serves on vLLM.)
+    sample = resolve_recipe(recipe_name="tiny-lora")["serving"]["sample_request"]
     text, kwargs = inference_clm.parse_request(sample)
     assert inference_clm.as_prompt(text, template, "summary", "</s>").startswith(
         "Summarize the chat dialogue:\n"
