@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import sys
@@ -91,6 +92,7 @@ class Target:
     task: kinds.TaskKind | None  # None: nothing says what it serves (its execution and recipe are gone)
     serving: kinds.ServingKind = _DEFAULT_SERVING
     url: str | None = None  # the local server's base URL
+    max_model_len: int | None = None  # the vllm kind's longest prompt + answer, where known
 
     @property
     def handler(self) -> str | None:
@@ -181,7 +183,9 @@ def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
         if plan is not None and plan.task
         else _kinds_of_recipe((plan.recipe_name if plan else None) or tags.get(contract.TAG_RECIPE))
     )
-    return _target(name, *(found or (None, None)))
+    target = _target(name, *(found or (None, None)))
+    known = (plan.serving_environment if plan is not None else {}).get("SM_VLLM_MAX_MODEL_LEN")
+    return dataclasses.replace(target, max_model_len=int(known)) if known and known.isdigit() else target
 
 
 def local_target(port: int) -> Target:
@@ -198,7 +202,8 @@ def local_target(port: int) -> Target:
             f"nothing answers on {url}/ping ({reason}): start it with "
             f"`hfpipe local --recipe tiny-lora --serve --port {port}`, or pass the --port it prints"
         ) from None
-    return _target(f"{recipe} on {url}", task, serving, url)
+    target = _target(f"{recipe} on {url}", task, serving, url)
+    return invoke_openai.with_served_limits(target) if target.serving.speaks_openai else target
 
 
 def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any, float]:
@@ -314,6 +319,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     requests = shaped(target.serving)
     if target.handler:
         check_requests(requests, target.handler, sources)
+    invoke_openai.check_limits(requests, sources, target.max_model_len)
     for index, request in enumerate(requests, start=1):
         if args.stream:
             body = json.dumps(request).encode()

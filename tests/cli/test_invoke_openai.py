@@ -119,3 +119,14 @@ def test_the_endpoint_stream_relays_payload_parts_and_fails_on_a_stream_error() 
     )
     with pytest.raises(HfpipeError, match="dev-ep: ModelStreamError: CUDA out of memory"):
         list(invoke_openai.endpoint_stream(failing, "dev-ep", body))
+
+
+def test_an_answer_longer_than_the_served_model_is_refused_before_sending() -> None:
+    invoke_openai.check_limits([{"prompt": "a", "max_tokens": 10}], ["--data"], 2048)
+    invoke_openai.check_limits(
+        [{"prompt": "a", "max_tokens": 4096}], ["--data"], None
+    )  # unknown: the server says
+    with pytest.raises(
+        HfpipeError, match=r"^--data: request field 'max_tokens': 2048 is not accepted; .* at most 2048"
+    ):
+        invoke_openai.check_limits([{"prompt": "a", "max_tokens": 2048}], ["--data"], 2048)

@@ -75,6 +75,12 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
         out, err = capsys.readouterr()
         assert (code, err) == (0, ""), out
         assert re.search(r"time to first token \d+ ms; \d+ tokens in \d+\.\d+ s", out), out
+        # The served model's length (its /v1/models answer) bounds a request before it is sent.
+        code = main(
+            ["invoke", "--local", "--port", port, "--data", '{"prompt": "Amanda:", "max_tokens": 4096}']
+        )
+        out, err = capsys.readouterr()
+        assert code != 0 and "at most 2048 tokens of prompt and answer together" in err, (out, err)
 
         # The README's snippet as written, with the port the server got and the chat file's path.
         script = snippet.replace("127.0.0.1:8081", f"127.0.0.1:{port}").replace('"chat.txt"', repr(str(chat)))
