@@ -42,7 +42,9 @@ def check_openai_answer(answer: Any, request: Any) -> None:
     choices = answer.get("choices")
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
     message = first.get("message") if first else None
-    text = (message.get("content") if isinstance(message, dict) else None) if chat else (first or {}).get("text")
+    text = (
+        (message.get("content") if isinstance(message, dict) else None) if chat else (first or {}).get("text")
+    )
     # The text may be empty (a model may end at once with its end-of-sequence token, which vLLM still
     # counts in usage.completion_tokens); the shape may not.
     if not isinstance(text, str) or not (first or {}).get("finish_reason"):
