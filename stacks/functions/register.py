@@ -63,15 +63,27 @@ class RegisterFunction(Construct):
             iam.PolicyStatement(actions=["sagemaker:DescribeModelPackageGroup"], resources=[group_arn])
         )
         # Creating with tags needs sagemaker:AddTags too (tag-on-create), conditioned like the creation.
+        tagged = owned_by(settings.env_name, "aws:RequestTag")
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateModelPackageGroup",
-                    "sagemaker:CreateModelPackage",
-                    "sagemaker:AddTags",
-                ],
+                actions=["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
                 resources=[group_arn, version_arn],
-                conditions=owned_by(settings.env_name, "aws:RequestTag"),
+                conditions=tagged,
+            )
+        )
+        # New versions only with the environment's approval status: a role of an environment that approves
+        # by hand cannot register an Approved version (sagemaker:ModelApprovalStatus, a condition key of
+        # CreateModelPackage in the Service Authorization Reference).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateModelPackage"],
+                resources=[group_arn, version_arn],
+                conditions={
+                    "StringEquals": {
+                        **tagged["StringEquals"],
+                        "sagemaker:ModelApprovalStatus": model_approval,
+                    }
+                },
             )
         )
         self.role.add_to_policy(

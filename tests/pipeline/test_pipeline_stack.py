@@ -134,7 +134,10 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
         seen |= tagged
         # Either request tags (create) or resource tags (delete, stop, invoke), never neither.
         key = "aws:RequestTag" if any(a.startswith("sagemaker:Create") for a in tagged) else "aws:ResourceTag"
-        condition = dict(statement["Condition"])
+        condition = json.loads(json.dumps(statement["Condition"]))
+        # The Register role creates versions only with the environment's approval status.
+        if set(as_list(statement["Action"])) == {"sagemaker:CreateModelPackage"}:
+            assert condition["StringEquals"].pop("sagemaker:ModelApprovalStatus") == "PendingManualApproval"
         # The state machine's keep tag: AddTags of that one key on this environment's own endpoints.
         keep_only = condition.pop("ForAllValues:StringEquals", None)
         assert keep_only in (None, {"aws:TagKeys": [contract.TAG_KEEP]}), statement
@@ -345,9 +348,22 @@ def test_register_role_is_limited_to_this_environments_groups_and_metrics_prefix
     assert got == {
         (("sagemaker:DescribeModelPackageGroup",), (group,), "null"),
         (
-            ("sagemaker:AddTags", "sagemaker:CreateModelPackage", "sagemaker:CreateModelPackageGroup"),
+            ("sagemaker:AddTags", "sagemaker:CreateModelPackageGroup"),
             tuple(sorted([group, version])),
             json.dumps(tagged, sort_keys=True),
+        ),
+        (
+            ("sagemaker:CreateModelPackage",),
+            tuple(sorted([group, version])),
+            json.dumps(
+                {
+                    "StringEquals": {
+                        **tagged["StringEquals"],
+                        "sagemaker:ModelApprovalStatus": "PendingManualApproval",
+                    }
+                },
+                sort_keys=True,
+            ),
         ),
         (("sagemaker:DescribeModelPackage", "sagemaker:ListModelPackages"), (version,), "null"),
         (("s3:PutObject",), (bucket,), "null"),

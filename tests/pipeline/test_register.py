@@ -4,6 +4,7 @@ what botocore's model of SageMaker accepts, and a failed registration fails the 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from typing import Any
@@ -186,3 +187,17 @@ def test_a_rerun_of_the_handler_returns_the_same_version(fresh):
         and again["model_package_arn"] == r.output["registered"]["model_package_arn"]
     )
     assert len(versions_of(fresh, name)) == 1
+
+
+def test_an_auto_approving_environment_registers_approved_versions(fresh):
+    name, r = run(fresh)
+    assert r.status == "SUCCEEDED", r.cause
+    other = dataclasses.replace(Plan.from_json(r.output["plan"]), execution_name=f"{name}-approved")
+    training = fresh.client("sagemaker").describe_training_job(TrainingJobName=other.training_job_name)
+    result = register.register(
+        other, training, fresh.client("sagemaker"), fresh.client("s3"), ARTIFACTS_BUCKET, "Approved"
+    )
+    assert result["created"] is True and result["version"] > r.output["registered"]["version"]
+    desc = fresh.client("sagemaker").describe_model_package(ModelPackageName=result["model_package_arn"])
+    assert desc["ModelApprovalStatus"] == "Approved"
+    assert desc["CustomerMetadataProperties"]["execution"] == f"{name}-approved"
