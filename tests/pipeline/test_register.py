@@ -201,3 +201,19 @@ def test_an_auto_approving_environment_registers_approved_versions(fresh):
     desc = fresh.client("sagemaker").describe_model_package(ModelPackageName=result["model_package_arn"])
     assert desc["ModelApprovalStatus"] == "Approved"
     assert desc["CustomerMetadataProperties"]["execution"] == f"{name}-approved"
+
+
+def test_the_definition_registers_between_smoke_test_and_keep_endpoint(engine):
+    states = engine.definition["States"]
+    assert states["SmokeTest"]["Next"] == "Register"
+    reg = states["Register"]
+    assert reg["Next"] == "KeepEndpoint?" and reg["ResultPath"] == "$.registered"
+    # Only the plan and the job's description go in; only the small result comes back (history stays small).
+    assert reg["Parameters"] == {"plan.$": "$.plan", "training.$": "$.training"}
+    assert reg["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "CleanupOnError"}
+    ]
+    retried = {e for r in reg["Retry"] for e in r["ErrorEquals"]}
+    assert "States.ALL" not in retried and "Lambda.TooManyRequestsException" in retried
+    # Nothing else leads to Register: a run that does not deploy or fails its smoke test never registers.
+    assert [k for k, s in states.items() if s.get("Next") == "Register"] == ["SmokeTest"]
