@@ -66,3 +66,13 @@ ARTIFACTS_OUTPUT_PREFIX = "models/"
 # Launch keeps each waiting task's token here (tokens are up to 2,048 characters, SageMaker tag values
 # at most 256), keyed by training job name; OnTrainingEvent reads it to complete the task.
 ARTIFACTS_TASK_TOKENS_PREFIX = "task-tokens/"
+# The Register step writes each registered version's statistics document (final metrics, cost, lineage) here,
+# at model-metrics/<execution>/metrics.json; the version's ModelMetrics points at it, and `hfpipe models`
+# reads it back. The Register function may write under this prefix only.
+ARTIFACTS_MODEL_METRICS_PREFIX = "model-metrics/"
+
+
+def model_package_group_name(env: str, recipe: str) -> str:
+    """The model package group of one recipe in one environment (hfpipe-<env>-<recipe>): the Register step
+    registers each deployed run's model there, and `hfpipe models` lists and decides on its versions."""
+    return f"{PROJECT}-{env}-{recipe}"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hfpipe.core import names
+from hfpipe.core import names, registry
 
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
@@ -42,6 +42,9 @@ _ENV_KEYS = {
     "from or write checkpoints to (optional; default none; the execution role must also be granted them)",
     "allowed_image_registries": "a list of container registry hosts outside the image catalog, e.g. "
     '"123456789012.dkr.ecr.eu-west-1.amazonaws.com", that recipes may name in image_uri (optional; default none)',
+    "model_approval": "the approval status of each model version a run registers: "
+    + " or ".join(f'"{s}"' for s in registry.APPROVAL_STATUSES)
+    + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:\d+)?$")
@@ -59,6 +62,7 @@ _DEFAULTS: dict[str, Any] = {
     "quotas": [],
     "allowed_s3_buckets": [],
     "allowed_image_registries": [],
+    "model_approval": registry.DEFAULT_APPROVAL,
 }
 
 
@@ -91,6 +95,8 @@ class EnvironmentConfig:
     #: Outside the environment, yet accepted by the Plan in recipes (see `hfpipe.core.plan.check_ownership`).
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
+    #: ModelApprovalStatus of the versions the Register step makes (hfpipe.core.registry.APPROVAL_STATUSES).
+    model_approval: str = registry.DEFAULT_APPROVAL
 
     @property
     def retain(self) -> bool:
@@ -177,6 +183,9 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         key: _names(f"{path}.{key}", values[key], pattern, _ENV_KEYS[key])
         for key, pattern in (("allowed_s3_buckets", _BUCKET), ("allowed_image_registries", _REGISTRY))
     }
+    model_approval = values["model_approval"]
+    if not isinstance(model_approval, str) or model_approval not in registry.APPROVAL_STATUSES:
+        raise _rejected(f"{path}.model_approval", model_approval, _ENV_KEYS["model_approval"])
     seen: set[tuple[str, str]] = set()
     for i, quota in enumerate(quotas):
         key = (quota.service_code, quota.name)
@@ -195,6 +204,7 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         quotas=quotas,
         allowed_s3_buckets=allowed["allowed_s3_buckets"],
         allowed_image_registries=allowed["allowed_image_registries"],
+        model_approval=model_approval,
         **days,
     )
 

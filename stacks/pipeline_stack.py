@@ -117,7 +117,7 @@ class PipelineStack(Stack):
         """The pipeline Lambdas, the state machine and the two event rules, wired together.
 
         Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
-        own empty `lambda_role` and grants itself what its handler calls; the state machine gets the six
+        own empty `lambda_role` and grants itself what its handler calls; the state machine gets the seven
         functions it invokes, the event rules OnTrainingEvent and Cleanup.
 
         Image URIs are resolved here, at synth time, from the SageMaker SDK's tables for this
@@ -149,6 +149,7 @@ class PipelineStack(Stack):
             removal_policy=self._removal_policy,
             allowed_s3_buckets=self.config.allowed_s3_buckets,
             allowed_image_registries=self.config.allowed_image_registries,
+            model_approval=self.config.model_approval,
         )
         self.pipeline = PipelineStateMachine(
             self,

@@ -10,6 +10,8 @@
     hfpipe data upload PATH --env dev [--name N] [--recipe NAME]
     hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
+    hfpipe models --env dev [--recipe NAME]   registered model versions; `models approve|reject RECIPE/N`,
+                                        `models compare A B`
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
@@ -223,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p)
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
+
+    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare")
+    p.add_argument("action", nargs="?", choices=["list", "approve", "reject", "compare"], default="list")
+    p.add_argument(
+        "refs", nargs="*", metavar="VERSION", help="RECIPE/N or a version ARN (one to decide, two to compare)"
+    )
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
+    p.add_argument("--recipe", help="only this recipe's versions (list)")
+    p.add_argument("--reason", help="the approval description (approve, reject)")
+    p.add_argument("--json", action="store_true", help="print JSON (list, compare)")
+    _common(p)
+    p.set_defaults(func=commands.cmd_models, command_parser=p)
 
     p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
     p.add_argument(

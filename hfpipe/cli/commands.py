@@ -294,6 +294,13 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     return run(args, _console())
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """List, approve, reject or compare the environment's model versions (see hfpipe.cli.models)."""
+    from hfpipe.cli.models import cmd_models as run
+
+    return run(args, _console())
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print or follow an execution's training log (see hfpipe.cli.logs)."""
     from hfpipe.cli.logs import cmd_logs as run

@@ -149,6 +149,11 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
             billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
             state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env ENV`"
         summary.add_row("endpoint", f"{name} ({state})")
+    if report.get("model_package_arn"):
+        # The Register step's version (hfpipe.core.registry): decided on with `hfpipe models`.
+        arn = str(report["model_package_arn"])
+        group, number = arn.rsplit("/", 2)[-2:]
+        summary.add_row("model version", f"{group}/{number} (`hfpipe models --env ENV`)")
     parts: list[RenderableType] = [summary]
     tail = report.get("log_tail")
     if tail:

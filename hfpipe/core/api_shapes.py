@@ -1,11 +1,12 @@
 """What SageMaker's API accepts, checked before anything is created: lengths, whole-value patterns, enums and
-ranges of every value the pipeline sends to CreateTrainingJob, CreateModel, CreateEndpointConfig and
-CreateEndpoint, from botocore's own service model (`api_shapes.json` beside this module, generated from it:
+ranges of every value the pipeline sends to CreateTrainingJob, CreateModel, CreateEndpointConfig,
+CreateEndpoint and the model registry's CreateModelPackageGroup, CreateModelPackage and UpdateModelPackage,
+from botocore's own service model (`api_shapes.json` beside this module, generated from it:
 `HFPIPE_UPDATE_SHAPES=1 pytest tests/core/test_api_shapes.py` rewrites it; the test fails when it is stale).
 
-Stdlib only (the Plan Lambda runs it). The service model writes its patterns in Java's dialect; the three
-that use Unicode classes (`\\p{L}`, `\\p{Z}`, `\\p{N}`, `\\p{Alnum}`) are translated to Python's equivalents
-here (`_PYTHON_CLASSES`), and every pattern must match the whole value, as the API matches it.
+Stdlib only (the Plan Lambda runs it). The service model writes its patterns in Java's dialect; the ones
+that use Unicode classes (`\\p{L}`, `\\p{Z}`, `\\p{N}`, `\\p{Alnum}`; `\\p{M}`, `\\p{S}`, `\\p{P}` in
+descriptions) are translated to Python's equivalents here (`_PYTHON_CLASSES`), and every pattern must match the whole value, as the API matches it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ if TYPE_CHECKING:
     from hfpipe.core.plan_model import Plan
 
 SHAPES_FILE = Path(__file__).with_name("api_shapes.json")
-OPERATIONS = ("CreateTrainingJob", "CreateModel", "CreateEndpointConfig", "CreateEndpoint")
+OPERATIONS = (
+    "CreateTrainingJob",
+    "CreateModel",
+    "CreateEndpointConfig",
+    "CreateEndpoint",
+    # The model registry (the Register step, `hfpipe models approve|reject`).
+    "CreateModelPackageGroup",
+    "CreateModelPackage",
+    "UpdateModelPackage",
+)
 
 # Java's Unicode classes as Python character-class contents: letters and numbers are what str.isalnum
 # counts (Python's \w without the underscore), separators the Zs/Zl/Zp code points.
@@ -31,6 +41,12 @@ _PYTHON_CLASSES = {
     r"\p{L}": r"\w",
     r"\p{N}": r"\d",
     r"\p{Z}": " \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000",
+    # Descriptions (EntityDescription): marks, symbols and punctuation. Narrower than Java's classes
+    # (combining diacritics; ASCII symbols and punctuation): a value these refuse, the API may still take,
+    # never the other way round.
+    r"\p{M}": "\u0300-\u036f",
+    r"\p{S}": r"$+<=>^`|~",
+    r"\p{P}": r"!-#%-*,-/:;?@\[-\]_{}",
 }
 
 
@@ -44,6 +60,9 @@ def _shapes() -> dict[str, Any]:
 def _compiled(pattern: str) -> re.Pattern[str]:
     for java, python in _PYTHON_CLASSES.items():
         pattern = pattern.replace(java, python)
+    # CustomerMetadataKey/Value end in `${1,128}`: a quantifier on the end anchor, which Java tolerates and
+    # Python refuses; the lengths are the shape's min/max, checked on their own.
+    pattern = re.sub(r"\$\{\d+,\d+\}$", "$", pattern)
     return re.compile(pattern, re.DOTALL)
 
 

@@ -1,4 +1,4 @@
-"""The pipeline's seven Lambda functions, composed: one component each from stacks/functions/.
+"""The pipeline's eight Lambda functions, composed: one component each from stacks/functions/.
 
 Each component (``stacks/functions/<name>.py`` for ``lambda/pipeline/pipeline_lambdas/<name>.py``) makes
 its function from the one shared code asset and grants its own role what its handler calls; this construct
@@ -18,6 +18,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from hfpipe.core import registry
 from stacks.functions.cleanup import CleanupFunction
 from stacks.functions.common import (
     Component,
@@ -31,6 +32,7 @@ from stacks.functions.gate import GateFunction
 from stacks.functions.launch import LaunchFunction
 from stacks.functions.on_training_event import OnTrainingEventFunction
 from stacks.functions.plan import PlanFunction
+from stacks.functions.register import RegisterFunction
 from stacks.functions.report import ReportFunction
 from stacks.functions.smoke_test import SmokeTestFunction
 
@@ -43,6 +45,7 @@ COMPONENTS: tuple[type[Component], ...] = (
     ReportFunction,
     CleanupFunction,
     OnTrainingEventFunction,
+    RegisterFunction,
 )
 
 
@@ -81,6 +84,7 @@ class PipelineLambdas(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         allowed_s3_buckets: tuple[str, ...] = (),
         allowed_image_registries: tuple[str, ...] = (),
+        model_approval: str = registry.DEFAULT_APPROVAL,
     ) -> None:
         super().__init__(scope, construct_id)
         settings = FunctionSettings(
@@ -128,6 +132,13 @@ class PipelineLambdas(Construct):
             artifacts_bucket_name=artifacts_bucket_name,
             failed_events=failed_events,
         )
+        self.register = RegisterFunction(
+            self,
+            "RegisterFunction",
+            settings=settings,
+            artifacts_bucket_name=artifacts_bucket_name,
+            model_approval=model_approval,
+        )
         components: tuple[Component, ...] = (
             self.plan,
             self.launch,
@@ -136,6 +147,7 @@ class PipelineLambdas(Construct):
             self.report,
             self.cleanup,
             self.on_training_event,
+            self.register,
         )
         assert [type(c) for c in components] == list(COMPONENTS)
         self.functions: dict[str, lambda_.Function] = {c.RUNTIME_MODULE: c.function for c in components}

@@ -2,7 +2,7 @@
 
 Plan -> Launch -> wait for the training job's end -> [Gate] -> CreateModel -> CreateEndpointConfig ->
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
-SmokeTest -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
+SmokeTest -> Register (a model package version) -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
 OnTrainingEvent), since a job may run for weeks, with an hourly re-check of the job by Launch in case the
 event is lost; the endpoint wait polls DescribeEndpoint, at most 360
@@ -69,7 +69,7 @@ class PipelineStateMachine(Construct):
     ``functions`` are the Lambdas it invokes (``INVOKES``), by the name of their runtime module.
     """
 
-    INVOKES = ("plan", "launch", "gate", "smoke_test", "report", "cleanup")
+    INVOKES = ("plan", "launch", "gate", "smoke_test", "register", "report", "cleanup")
 
     def __init__(
         self,
@@ -337,7 +337,18 @@ class PipelineStateMachine(Construct):
         retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
         tag_kept.add_catch(report_success, errors=["States.ALL"], result_path="$.keep_tag_error")
         tag_kept.next(report_success)
-        smoke.next(
+        # A model that passed the smoke test becomes a version in the recipe's model package group; a failed
+        # registration fails the run (Catch -> CleanupOnError). Only the version's ARN and number go into
+        # the state (the input is the plan and the job's description, already there).
+        register = invoke(
+            "Register",
+            "register",
+            "$.registered",
+            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
+        )
+        catch(register)
+        smoke.next(register)
+        register.next(
             sfn.Choice(self, "KeepEndpoint?")
             .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), tag_kept)
             .otherwise(cleanup_after_smoke)

@@ -4,6 +4,7 @@ endpoint through the model's own inference handler, the report and output files.
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,10 @@ def run_local(recipe: str, out_dir: Path, capsys: Any) -> tuple[Path, dict[str, 
 
 
 def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
-    run_dir, report, _ = run_local("tiny-qa", tmp_path, capsys)
+    run_dir, report, out = run_local("tiny-qa", tmp_path, capsys)
+    # The Register step ran on the local engine: the run's model is version 1 of the recipe's group.
+    assert re.search(r":model-package/hfpipe-[a-z0-9]+-tiny-qa/1$", report["model_package_arn"]), report
+    assert "model version" in out and "tiny-qa/1" in out
     # The stock recipe's sample, {"inputs": {"question", "context"}}: one object in, one answer out.
     assert set(report["smoke_test"]["response"]) == {"answer", "score", "start", "end"}
     assert (run_dir / "training.log").stat().st_size > 0

@@ -65,6 +65,12 @@ def test_defaults_and_account_fallback():
             "a string (optional; defaults to CDK_DEFAULT_ACCOUNT)",
         ),
         (
+            {**DEV, "model_approval": "Rejected"},
+            "hfpipe:environments.dev.model_approval: 'Rejected' is not accepted; accepted: the approval status of "
+            'each model version a run registers: "PendingManualApproval" or "Approved" (optional; default '
+            '"PendingManualApproval"; "Approved" approves every run that passed its smoke test)',
+        ),
+        (
             {**DEV, "removal_policy": "keep"},
             'hfpipe:environments.dev.removal_policy: \'keep\' is not accepted; accepted: "retain", "destroy"',
         ),
@@ -82,7 +88,7 @@ def test_defaults_and_account_fallback():
             {**DEV, "retention": 30},
             "hfpipe:environments.dev.retention: unknown key; accepted: account, allowed_image_registries, "
             "allowed_s3_buckets, checkpoint_expiration_days, "
-            "log_retention_days, noncurrent_version_expiration_days, quotas, region, removal_policy",
+            "log_retention_days, model_approval, noncurrent_version_expiration_days, quotas, region, removal_policy",
         ),
         (
             {**DEV, "quotas": {"name": "x"}},
@@ -112,6 +118,11 @@ def test_malformed_entries_name_the_key_and_what_is_accepted(entry, message):
     with pytest.raises(ConfigError) as raised:
         parse_environment("dev", entry)
     assert str(raised.value) == message
+
+
+def test_model_approval_defaults_to_pending_and_may_auto_approve():
+    assert parse_environment("dev", DEV).model_approval == "PendingManualApproval"
+    assert parse_environment("dev", {**DEV, "model_approval": "Approved"}).model_approval == "Approved"
 
 
 def test_bad_environment_name_and_missing_context():

@@ -29,6 +29,8 @@ TAGGED_ACTIONS = {
     "sagemaker:DeleteModel",
     "sagemaker:StopTrainingJob",
     "sagemaker:InvokeEndpoint",
+    "sagemaker:CreateModelPackageGroup",
+    "sagemaker:CreateModelPackage",
 }
 
 
@@ -105,6 +107,15 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "sagemaker:StopTrainingJob",
             "sqs:SendMessage",
         },
+        "register": {
+            "sagemaker:DescribeModelPackageGroup",
+            "sagemaker:CreateModelPackageGroup",
+            "sagemaker:CreateModelPackage",
+            "sagemaker:AddTags",
+            "sagemaker:ListModelPackages",
+            "sagemaker:DescribeModelPackage",
+            "s3:PutObject",
+        },
     }
     for props, _ in functions.values():
         assert props["Runtime"] == "python3.14" and "Environment" in props
@@ -123,7 +134,10 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
         seen |= tagged
         # Either request tags (create) or resource tags (delete, stop, invoke), never neither.
         key = "aws:RequestTag" if any(a.startswith("sagemaker:Create") for a in tagged) else "aws:ResourceTag"
-        condition = dict(statement["Condition"])
+        condition = json.loads(json.dumps(statement["Condition"]))
+        # The Register role creates versions only with the environment's approval status.
+        if set(as_list(statement["Action"])) == {"sagemaker:CreateModelPackage"}:
+            assert condition["StringEquals"].pop("sagemaker:ModelApprovalStatus") == "PendingManualApproval"
         # The state machine's keep tag: AddTags of that one key on this environment's own endpoints.
         keep_only = condition.pop("ForAllValues:StringEquals", None)
         assert keep_only in (None, {"aws:TagKeys": [contract.TAG_KEEP]}), statement
@@ -293,3 +307,64 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
         assert use["Resource"] == {
             "Fn::GetAtt": [next(iter(template.find_resources("AWS::KMS::Key"))), "Arn"]
         }
+
+
+def flat(value) -> str:
+    """A resource expression as text: Fn::Join joined, Refs as <Name>."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    if "Fn::ImportValue" in value:
+        return f"<{value['Fn::ImportValue']}>"
+    sep, parts = value["Fn::Join"]
+    return sep.join(flat(p) for p in parts)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_register_role_is_limited_to_this_environments_groups_and_metrics_prefix(pipeline_app, env):
+    props, statements = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))["register"]
+    assert props["Environment"]["Variables"]["MODEL_APPROVAL_STATUS"] == "PendingManualApproval"
+    got = {
+        (
+            tuple(sorted(as_list(s["Action"]))),
+            tuple(sorted(flat(r) for r in as_list(s["Resource"]))),
+            json.dumps(s.get("Condition"), sort_keys=True),
+        )
+        for s in statements
+        if not any(a.startswith("logs:") for a in as_list(s["Action"]))
+    }
+    sm = next(r for _, rs, _ in got for r in rs if ":sagemaker:" in r).split(":model-package")[0]
+    assert sm.endswith(":<AWS::AccountId>")
+    group, version = f"{sm}:model-package-group/hfpipe-{env}-*", f"{sm}:model-package/hfpipe-{env}-*/*"
+    tagged = {
+        "StringEquals": {
+            f"aws:RequestTag/{contract.TAG_MANAGED_BY}": contract.PROJECT,
+            f"aws:RequestTag/{contract.TAG_ENV}": env,
+        }
+    }
+    (bucket,) = {r for a, rs, _ in got if a == ("s3:PutObject",) for r in rs}
+    assert bucket == f"arn:aws:s3:::<Hfpipe-{env}-Data-ArtifactsBucketName>/model-metrics/*"
+    assert got == {
+        (("sagemaker:DescribeModelPackageGroup",), (group,), "null"),
+        (
+            ("sagemaker:AddTags", "sagemaker:CreateModelPackageGroup"),
+            tuple(sorted([group, version])),
+            json.dumps(tagged, sort_keys=True),
+        ),
+        (
+            ("sagemaker:CreateModelPackage",),
+            tuple(sorted([group, version])),
+            json.dumps(
+                {
+                    "StringEquals": {
+                        **tagged["StringEquals"],
+                        "sagemaker:ModelApprovalStatus": "PendingManualApproval",
+                    }
+                },
+                sort_keys=True,
+            ),
+        ),
+        (("sagemaker:DescribeModelPackage", "sagemaker:ListModelPackages"), (version,), "null"),
+        (("s3:PutObject",), (bucket,), "null"),
+    }

@@ -49,6 +49,8 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         "endpoint_deleted": bool(cleanup.get("endpoint_deleted")),
         "smoke_test": smoke,
         "evaluation_gate": gate,
+        # The model package version the Register step made (or found) for this run; null before it.
+        "model_package_arn": (event.get("registered") or {}).get("model_package_arn"),
     }
     endpoint = event.get("endpoint") or {}
     if endpoint.get("FailureReason"):

@@ -1,0 +1,136 @@
+"""Register: a run whose endpoint passed the smoke test becomes a model package version (hfpipe.core.registry).
+
+Idempotent: the group is made only when DescribeModelPackageGroup says it does not exist (and a concurrent
+creation's "already exists" is fine); the version is made only when none in the group carries this
+execution's description, so a retried or rerun step registers once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hfpipe.core import api_shapes, registry
+from hfpipe.core import cost as costs
+from hfpipe.core.plan_model import Plan
+from pipeline_lambdas import aws
+from pipeline_lambdas.gate import final_metrics
+
+LOG = aws.logger(__name__)
+
+
+class RegistrationRefused(Exception):
+    """A request SageMaker's API would refuse (botocore's model, hfpipe.core.api_shapes); nothing was sent."""
+
+
+def _error(err: Exception) -> tuple[str, str]:
+    response = getattr(err, "response", None) or {}
+    error = response.get("Error") or {}
+    return str(error.get("Code", "")), str(error.get("Message", ""))
+
+
+def _checked(operation: str, request: dict[str, Any]) -> dict[str, Any]:
+    found = api_shapes.problems(operation, request)
+    if found:
+        raise RegistrationRefused(f"{found[0]}: SageMaker's {operation} would refuse this request")
+    return request
+
+
+def ensure_group(sagemaker: Any, env: str, recipe: str) -> bool:
+    """Create the recipe's group unless it exists; True when this call created it.
+
+    CreateModelPackageGroup is not idempotent: for an existing name SageMaker answers ValidationException
+    ("Model Package Group already exists"), and DescribeModelPackageGroup answers ValidationException
+    ("... does not exist") for a missing one
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackageGroup.html,
+    CommonErrors: ValidationException is the code SageMaker uses for both)."""
+    request = _checked("CreateModelPackageGroup", registry.group_request(env, recipe))
+    name = request["ModelPackageGroupName"]
+    try:
+        sagemaker.describe_model_package_group(ModelPackageGroupName=name)
+        return False
+    except Exception as err:
+        code, message = _error(err)
+        if code != "ValidationException" or "does not exist" not in message:
+            raise
+    try:
+        sagemaker.create_model_package_group(**request)
+    except Exception as err:
+        code, message = _error(err)
+        if code in ("ValidationException", "ResourceInUse") and "already exists" in message.lower():
+            return False  # made by a concurrent run of this recipe in the meantime
+        raise
+    return True
+
+
+def existing_version(sagemaker: Any, group: str, execution_name: str) -> dict[str, Any] | None:
+    """The version of ``group`` this execution registered already, if any (by its description)."""
+    wanted = registry.description(execution_name)
+    for page in sagemaker.get_paginator("list_model_packages").paginate(ModelPackageGroupName=group):
+        for summary in page.get("ModelPackageSummaryList", []):
+            if summary.get("ModelPackageDescription") == wanted:
+                return dict(summary)
+    return None
+
+
+def register(
+    plan: Plan, training: dict[str, Any], sagemaker: Any, s3: Any, bucket: str, approval: str
+) -> dict[str, Any]:
+    """Register the run's model once; returns a small result for the state ($.registered)."""
+    group = registry.group_request(plan.env, plan.recipe_name)["ModelPackageGroupName"]
+    model_data_url = (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    if not model_data_url:
+        raise RegistrationRefused("training.ModelArtifacts.S3ModelArtifacts: missing; nothing to register")
+    created_group = ensure_group(sagemaker, plan.env, plan.recipe_name)
+    found = existing_version(sagemaker, group, plan.execution_name)
+    if found is not None:
+        return _result(group, found["ModelPackageArn"], found.get("ModelApprovalStatus"), created=False)
+    training_s = float(training.get("TrainingTimeInSeconds") or 0)
+    billable_s = float(training.get("BillableTimeInSeconds") or training_s)
+    cost_usd = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
+    properties = registry.metadata(plan, cost_usd=cost_usd, model_data_url=model_data_url)
+    key = registry.metrics_key(plan.execution_name)
+    request = _checked(
+        "CreateModelPackage",
+        registry.package_request(
+            plan,
+            model_data_url=model_data_url,
+            metrics_uri=f"s3://{bucket}/{key}",
+            approval=approval,
+            properties=properties,
+        ),
+    )
+    document = registry.statistics(plan, final_metrics(training), properties)
+    # Written first, so the version never points at a missing document; a rerun writes the same key again.
+    s3.put_object(
+        Bucket=bucket, Key=key, Body=json.dumps(document, indent=2).encode(), ContentType="application/json"
+    )
+    arn = sagemaker.create_model_package(**request)["ModelPackageArn"]
+    result = _result(group, arn, approval, created=True)
+    aws.log_json(LOG, "registered", created_group=created_group, **result)
+    return result
+
+
+def _result(group: str, arn: str, status: Any, *, created: bool) -> dict[str, Any]:
+    return {
+        "model_package_group": group,
+        "model_package_arn": arn,
+        "version": int(arn.rsplit("/", 1)[-1]),
+        "approval_status": status,
+        "created": created,
+    }
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"plan": <plan>, "training": <DescribeTrainingJob>}."""
+    plan = Plan.from_json(event["plan"])
+    aws.bind(event, plan.execution_name)
+    return register(
+        plan,
+        event.get("training") or {},
+        aws.client("sagemaker"),
+        aws.client("s3"),
+        os.environ["ARTIFACTS_BUCKET"],
+        os.environ.get("MODEL_APPROVAL_STATUS", registry.DEFAULT_APPROVAL),
+    )

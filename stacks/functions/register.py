@@ -1,0 +1,120 @@
+"""RegisterFunction: lambda/pipeline/pipeline_lambdas/register.py, which registers a run whose endpoint passed
+the smoke test as a version of the environment's model package group for its recipe (hfpipe-<env>-<recipe>,
+made when missing) with the run's metrics document, lineage and cost, approved or pending as the
+environment's ``model_approval`` says.
+
+Its role may read and create this environment's model package groups (hfpipe-<env>-*) and create, list and
+read the versions in them, tagged for this environment on creation, and write the metrics documents under
+model-metrics/ of the artifacts bucket; nothing else.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from hfpipe import contract
+from hfpipe.core import registry
+from stacks.functions.common import FunctionSettings, owned_by, pipeline_function
+from stacks.nag import acknowledge, rendered, rendered_value
+
+
+class RegisterFunction(Construct):
+    """The Register function (``function``) and its role (``role``).
+
+    ``model_approval``: the ModelApprovalStatus of new versions (registry.APPROVAL_STATUSES).
+    """
+
+    RUNTIME_MODULE = "register"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        artifacts_bucket_name: str,
+        model_approval: str = registry.DEFAULT_APPROVAL,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if model_approval not in registry.APPROVAL_STATUSES:
+            raise ValueError(
+                f"model_approval: {model_approval!r}; accepted: {', '.join(registry.APPROVAL_STATUSES)}"
+            )
+        self.function, self.role = pipeline_function(
+            self,
+            settings,
+            runtime_module=self.RUNTIME_MODULE,
+            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name, "MODEL_APPROVAL_STATUS": model_approval},
+        )
+        stack = cdk.Stack.of(self)
+        prefix = registry.group_prefix(settings.env_name)
+        # Group ARNs keep the name as given; version ARNs are model-package/<group>/<n>, in lower case
+        # (env and recipe names are lower case already). Service Authorization Reference, Amazon SageMaker:
+        # CreateModelPackage acts on both resource types, ListModelPackages on model-package.
+        group_arn = stack.format_arn(
+            service="sagemaker", resource="model-package-group", resource_name=f"{prefix}*"
+        )
+        version_arn = stack.format_arn(
+            service="sagemaker", resource="model-package", resource_name=f"{prefix}*/*"
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeModelPackageGroup"], resources=[group_arn])
+        )
+        # Creating with tags needs sagemaker:AddTags too (tag-on-create), conditioned like the creation.
+        tagged = owned_by(settings.env_name, "aws:RequestTag")
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
+                resources=[group_arn, version_arn],
+                conditions=tagged,
+            )
+        )
+        # New versions only with the environment's approval status: a role of an environment that approves
+        # by hand cannot register an Approved version (sagemaker:ModelApprovalStatus, a condition key of
+        # CreateModelPackage in the Service Authorization Reference).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:CreateModelPackage"],
+                resources=[group_arn, version_arn],
+                conditions={
+                    "StringEquals": {
+                        **tagged["StringEquals"],
+                        "sagemaker:ModelApprovalStatus": model_approval,
+                    }
+                },
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:ListModelPackages", "sagemaker:DescribeModelPackage"],
+                resources=[version_arn],
+            )
+        )
+        metrics = (
+            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*"
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[metrics]))
+        for resource, reason in (
+            (
+                group_arn,
+                "One model package group per recipe of this environment (hfpipe-<env>-<recipe>), made when a "
+                "recipe's first run registers; creating requires the hfpipe managed-by and env request tags.",
+            ),
+            (
+                version_arn,
+                "Versions are numbered by SageMaker at registration, inside this environment's groups only; "
+                "creating requires the hfpipe managed-by and env request tags, listing and reading are read-only.",
+            ),
+        ):
+            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::"
+            + rendered(stack, f"arn:{stack.partition}:s3:::")
+            + rendered_value(stack, artifacts_bucket_name)
+            + f"/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*]",
+            "Each registered version's metrics document is written at model-metrics/<execution>/metrics.json "
+            "(the execution is named at run time) of this environment's artifacts bucket only.",
+        )
