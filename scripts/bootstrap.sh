@@ -49,15 +49,14 @@ if ! (
       # pip first, for torch and uv alone: pip finds this machine's CPU build of torch (its configured
       # indexes and wheel folders); uv reads no pip configuration and would take PyPI's CUDA build. Then uv
       # installs the rest in parallel and keeps the torch already there, which satisfies the pin.
-      # Byte-code: pip's serial compile took half of its install (torch alone 12 of its 20 s), so pip
-      # compiles nothing and uv compiles the whole site-packages (torch included) on every core. Not
-      # compiling at all is slower: where PYTHONDONTWRITEBYTECODE is set (this machine and its CI set it),
-      # every process would compile torch and transformers again from source.
+      # No byte-code at install: pip's serial compile took half of its install (torch alone 12 of its
+      # 20 s) and uv's parallel one 27 s of 33 here; Python compiles what a command imports the first time
+      # it imports it, and keeps it (scripts/local.sh and scripts/test.sh let it: see there).
       # pip names every local index folder it skips; those lines say nothing about the install.
       first="$(grep -E '^(torch|uv)==' requirements-local.txt | cut -d' ' -f1 | tr '\n' ' ')"
       # shellcheck disable=SC2086
       .venv/bin/python -m pip install -q --no-compile $first -c constraints.txt 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
-      UV_LINK_MODE=copy .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -r "$requirements" -c constraints.txt
+      UV_LINK_MODE=copy .venv/bin/uv pip install -q --python .venv/bin/python -r "$requirements" -c constraints.txt
       echo "bootstrap: [2/2] the hfpipe command (editable install)..." >&2
       .venv/bin/python -m pip install -q --no-compile --no-deps --no-build-isolation -e . 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
       rm -f .venv/.bootstrap-*
