@@ -126,6 +126,7 @@ def dlc_table() -> dict[str, Any]:
     return {k: v for k, v in json.loads(DLC_IMAGES.read_text()).items() if not k.startswith("_")}
 
 
+@cache
 def dlc_registries() -> dict[str, str]:
     """{region: account} of the AWS Deep Learning Containers' registries: the accounts the SDK's
     huggingface inference entries name (one account per region for every DLC repository)."""

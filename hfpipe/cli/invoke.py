@@ -16,7 +16,6 @@ so this works from the wheel too; with `--recipe` they are checked before any en
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import json
@@ -221,10 +220,7 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
             with urllib.request.urlopen(http_request, timeout=600) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace")
-            with contextlib.suppress(ValueError, AttributeError):
-                body = json.loads(detail)  # the toolkit's {"message"}, or vLLM's {"error": {"message"}}
-                detail = invoke_openai.error_message(body) or body.get("message", detail)
+            detail = invoke_openai.http_error_detail(err)
             raise HfpipeError(f"{target.name} answered {err.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as err:
             raise HfpipeError(f"{target.name} did not answer: {getattr(err, 'reason', err)}") from None

@@ -82,6 +82,16 @@ def sse_events(pieces: Iterable[bytes]) -> Iterator[dict[str, Any]]:
             yield decoded
 
 
+def http_error_detail(err: urllib.error.HTTPError) -> str:
+    """The message of a server's error answer: vLLM's {"error": {"message"}}, the inference toolkit's
+    {"message"}, else the body as text."""
+    detail = err.read().decode(errors="replace")
+    with contextlib.suppress(ValueError, AttributeError):
+        body = json.loads(detail)
+        return error_message(body) or str(body.get("message", detail))
+    return detail
+
+
 def error_message(body: Any) -> str | None:
     """The message of vLLM's error body: {"error": {"message", ...}} (vLLM 0.10 and later, OpenAI's shape)
     or the flat {"object": "error", "message", ...} of earlier releases; None for anything else."""
@@ -161,25 +171,33 @@ def local_stream(url: str, body: bytes, name: str) -> Iterator[bytes]:
             while piece := response.read1(65536):
                 yield piece
     except urllib.error.HTTPError as err:
-        detail = err.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            detail = error_message(json.loads(detail)) or detail
-        raise HfpipeError(f"{name} answered {err.code}: {detail}") from None
+        raise HfpipeError(f"{name} answered {err.code}: {http_error_detail(err)}") from None
     except (urllib.error.URLError, OSError) as err:
         raise HfpipeError(f"{name} did not answer: {getattr(err, 'reason', err)}") from None
 
 
 def endpoint_stream(runtime: Any, endpoint: str, body: bytes) -> Iterator[bytes]:
-    """InvokeEndpointWithResponseStream's PayloadPart bytes; its error events end the stream with an error."""
+    """InvokeEndpointWithResponseStream's PayloadPart bytes. Its error events (ModelStreamError, e.g.
+    ModelInvocationTimeExceeded or StreamBroken; InternalStreamFailure: ResponseStream in the SageMaker API
+    reference, API_runtime_ResponseStream.html) end the stream with an error: botocore raises them as
+    EventStreamError while the stream is read (botocore/eventstream.py, `_parse_event`)."""
+    import botocore.exceptions
+
     response = runtime.invoke_endpoint_with_response_stream(
         EndpointName=endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
     )
-    for event in response["Body"]:
-        if "PayloadPart" in event:
-            yield event["PayloadPart"]["Bytes"]
-        for error in ("ModelStreamError", "InternalStreamFailure"):
-            if error in event:
-                raise HfpipeError(f"endpoint {endpoint}: {error}: {event[error].get('Message', '')}")
+    try:
+        for event in response["Body"]:
+            if "PayloadPart" in event:
+                yield event["PayloadPart"]["Bytes"]
+            for error in ("ModelStreamError", "InternalStreamFailure"):
+                if error in event:  # as an event, where a client delivers it so
+                    raise HfpipeError(f"endpoint {endpoint}: {error}: {event[error].get('Message', '')}")
+    except botocore.exceptions.EventStreamError as exc:
+        error = exc.response.get("Error", {})
+        raise HfpipeError(
+            f"endpoint {endpoint}: {error.get('Code', 'stream error')}: {error.get('Message', '')}"
+        ) from None
 
 
 def with_served_limits(target: Any) -> Any:

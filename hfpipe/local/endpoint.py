@@ -85,14 +85,7 @@ class LocalEndpoint:
         # none of it (the toolkit's HF_TASK and the like matter only to models without code/inference.py).
         del environment
         src = Path(model_data)
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if src.is_dir():
-            self.model_dir = src
-        else:
-            if workdir is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="hfpipe-endpoint-")
-                workdir = self._tmp.name
-            self.model_dir = extract_model(src, Path(workdir) / "model")
+        self._open_model(src, workdir)
         script = self.model_dir / "code" / "inference.py"
         if not script.is_file():
             raise LocalContainerError(
@@ -104,6 +97,18 @@ class LocalEndpoint:
         started = time.monotonic()
         self.model = _call(self.handler.model_fn, str(self.model_dir))
         self.load_seconds = time.monotonic() - started
+
+    def _open_model(self, src: Path, workdir: str | os.PathLike[str] | None) -> None:
+        """`model_dir`: `src` itself when a folder, else model.tar.gz extracted under `workdir` (or a
+        temporary folder that `close` removes)."""
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if src.is_dir():
+            self.model_dir = src
+            return
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="hfpipe-endpoint-")
+            workdir = self._tmp.name
+        self.model_dir = extract_model(src, Path(workdir) / "model")
 
     def invoke(
         self, body: bytes | str, content_type: str = "application/json", accept: str = "application/json"

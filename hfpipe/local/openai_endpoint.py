@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -37,7 +36,7 @@ from typing import Any
 
 from hfpipe.local import openai_protocol as op
 from hfpipe.local.container import LocalContainerError
-from hfpipe.local.endpoint import JSON, LocalEndpoint, extract_model, media_type
+from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
 
 #: Where SageMaker puts the model, and so the name vLLM serves it under by default.
 MODEL_PATH = "/opt/ml/model"
@@ -86,14 +85,7 @@ class OpenAIEndpoint(LocalEndpoint):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         src = Path(model_data)
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if src.is_dir():
-            self.model_dir = src
-        else:
-            if workdir is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="hfpipe-endpoint-")
-                workdir = self._tmp.name
-            self.model_dir = extract_model(src, Path(workdir) / "model")
+        self._open_model(src, workdir)
         if not (self.model_dir / "config.json").is_file():
             raise LocalContainerError(
                 f"{src}: no config.json at the root; the vLLM container serves the merged model's weights "

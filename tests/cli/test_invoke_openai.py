@@ -130,3 +130,19 @@ def test_an_answer_longer_than_the_served_model_is_refused_before_sending() -> N
         HfpipeError, match=r"^--data: request field 'max_tokens': 2048 is not accepted; .* at most 2048"
     ):
         invoke_openai.check_limits([{"prompt": "a", "max_tokens": 2048}], ["--data"], 2048)
+
+
+def test_a_stream_error_botocore_raises_while_reading_is_an_error_naming_it() -> None:
+    from botocore.exceptions import EventStreamError
+
+    def events():
+        yield {"PayloadPart": {"Bytes": chunk("a")}}
+        raise EventStreamError(
+            {"Error": {"Code": "ModelStreamError", "Message": "StreamBroken"}},
+            "InvokeEndpointWithResponseStream",
+        )
+
+    runtime = StreamingRuntime([])
+    runtime.events = events()  # type: ignore[assignment]
+    with pytest.raises(HfpipeError, match="dev-ep: ModelStreamError: StreamBroken"):
+        list(invoke_openai.endpoint_stream(runtime, "dev-ep", b"{}"))

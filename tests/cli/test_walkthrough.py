@@ -41,6 +41,31 @@ def walkthrough_blocks() -> list[list[list[str]]]:
     return blocks
 
 
+def start_serving(argv: list[str], out_dir: Path) -> tuple[subprocess.Popen[str], list[str], str | None]:
+    """`hfpipe local ... --serve` (argv without `hfpipe`) in a child process, read up to the line that gives
+    its address: the process, the lines it printed, and the port (None when it ended or took 10 minutes)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hfpipe.cli", *argv, "--out", str(out_dir)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    printed: list[str] = []
+    deadline, port = time.monotonic() + 600, None
+    while port is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        printed.append(line)
+        match = re.search(r"^serving .* on http://127\.0\.0\.1:(\d+) ", line)
+        port = match.group(1) if match else None
+    return proc, printed, port
+
+
 def chat_file(tmp_path: Path) -> Path:
     readme_block = (ROOT / "README.md").read_text().split("## Walk-through", 1)[1]
     [printf] = re.findall(r"^printf '(.*)' > chat.txt$", readme_block, flags=re.M)
@@ -69,27 +94,8 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
     out_dir = tmp_path / "runs"
     argv = [a for a in serve[1:]]
     argv[argv.index("--port") + 1] = "0"  # any free port; the server prints the one it got
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hfpipe.cli", *argv, "--out", str(out_dir)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    printed: list[str] = []
+    proc, printed, port = start_serving(argv, out_dir)
     try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 600
-        port = None
-        while port is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            printed.append(line)
-            match = re.search(r"^serving .* on http://127\.0\.0\.1:(\d+) ", line)
-            port = match.group(1) if match else None
         assert port, "".join(printed)
         assert any("smoke test" in line for line in printed)
         assert any("training log (last lines)" in line for line in printed)  # the live view's log tail

@@ -4,18 +4,16 @@ the server (chat and streaming), and stop with Ctrl-C. The commands and the snip
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_walkthrough import chat_file
+from test_walkthrough import chat_file, start_serving
 
 from hfpipe.cli import main
 
@@ -41,27 +39,9 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
     chat = chat_file(tmp_path)
     argv = serve[1:]
     argv[argv.index("--port") + 1] = "0"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hfpipe.cli", *argv, "--out", str(tmp_path / "runs")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    printed: list[str] = []
+    proc, printed, port = start_serving(argv, tmp_path / "runs")
     try:
-        assert proc.stdout is not None
-        deadline, port = time.monotonic() + 600, None
-        while port is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            printed.append(line)
-            match = re.search(r"^serving .* on http://127\.0\.0\.1:(\d+) ", line)
-            port = match.group(1) if match else None
-        assert port, "".join(printed)
+        assert proc.stdout is not None and port, "".join(printed)
         while not printed[-1].startswith("OpenAI-compatible") and len(printed) < 10_000:
             printed.append(proc.stdout.readline())  # the lines after the address: how to send requests
         text = "".join(printed)
@@ -87,10 +67,9 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
         ran = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
         )
+        # The client parsed the answer and every streamed chunk, or it would have raised (exit code 1). What
+        # the random-weight model says is noise, possibly only whitespace, so the text is not checked.
         assert ran.returncode == 0, ran.stderr
-        # The greedy chat answer is printed once, then the same tokens streamed (temperature defaults to 1
-        # in OpenAI's API, so the two texts may differ; both were parsed by the client without error).
-        assert ran.stdout.strip(), ran.stdout
 
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
