@@ -18,6 +18,8 @@ SSM_SOURCEDIR_URI = "sourcedir-uri"
 SSM_STATE_MACHINE_ARN = "state-machine-arn"
 SSM_NOTIFICATION_TOPIC_ARN = "notification-topic-arn"
 SSM_IMAGE_CATALOG = "image-catalog"
+SSM_DEPLOY_STATE_MACHINE_ARN = "deploy-state-machine-arn"
+SSM_PROMOTE_STATE_MACHINE_ARN = "promote-state-machine-arn"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:
@@ -35,6 +37,13 @@ TAG_MANAGED_BY = "hfpipe:managed-by"
 # command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then.
 TAG_KEEP = "hfpipe:keep"
 TAG_KEEP_VALUE = "true"
+# Named endpoints (`hfpipe deploy`): the endpoint's short name as declared in cdk.json ("endpoints"), put on the
+# endpoint and on every endpoint config and model a deploy made for it. A run's clean-up (Cleanup, `hfpipe stop`,
+# `hfpipe cleanup`) never deletes a resource carrying it; only `hfpipe endpoints delete NAME` naming it does.
+TAG_DEPLOYMENT = "hfpipe:deployment"
+# The model package version (ARN) a named endpoint serves, and the deploy execution that put it there.
+TAG_MODEL_VERSION = "hfpipe:model-version"
+TAG_DEPLOY_EXECUTION = "hfpipe:deploy-execution"
 
 
 def state_machine_name(env: str) -> str:
@@ -48,6 +57,35 @@ def env_of_state_machine(name: str) -> str | None:
     if name.startswith("hfpipe-") and name.endswith("-pipeline"):
         return name.removeprefix("hfpipe-").removesuffix("-pipeline") or None
     return None
+
+
+def deploy_state_machine_name(env: str) -> str:
+    """The deploy state machine's fixed physical name (`hfpipe deploy` starts it)."""
+    return f"hfpipe-{env}-deploy"
+
+
+def promote_state_machine_name(env: str) -> str:
+    """The promote state machine's fixed physical name (`hfpipe promote` starts it in the target environment)."""
+    return f"hfpipe-{env}-promote"
+
+
+def deployed_endpoint_name(env: str, name: str) -> str:
+    """The SageMaker endpoint of one named endpoint of an environment (cdk.json "endpoints"): hfpipe-<env>-<name>.
+    Endpoint names are unique per account and region, so the environment in the name keeps dev's and prod's
+    apart even where both share an account and region."""
+    return f"{PROJECT}-{env}-{name}"
+
+
+def endpoint_alarm_name(env: str, name: str, metric: str) -> str:
+    """The CloudWatch alarm the stack makes for one named endpoint and one metric ("5xx-errors",
+    "model-latency"); a deploy's AutoRollbackConfiguration names these."""
+    return f"{PROJECT}-{env}-{name}-{metric}"
+
+
+def deployment_parameter_name(env: str, name: str) -> str:
+    """The SSM parameter recording which version a named endpoint serves (written by the deploy's Record step,
+    read by `hfpipe endpoints`): /hfpipe/<env>/deployments/<name>."""
+    return ssm_parameter_name(env, f"deployments/{name}")
 
 
 def stack_name(env: str, part: str) -> str:
@@ -70,6 +108,9 @@ ARTIFACTS_TASK_TOKENS_PREFIX = "task-tokens/"
 # at model-metrics/<execution>/metrics.json; the version's ModelMetrics points at it, and `hfpipe models`
 # reads it back. The Register function may write under this prefix only.
 ARTIFACTS_MODEL_METRICS_PREFIX = "model-metrics/"
+# Promotion copies a source environment's approved model.tar.gz (and its metrics document) here:
+# promoted/<source env>/<recipe>/<source version>/, so the target never reads the source's bucket again.
+ARTIFACTS_PROMOTED_PREFIX = "promoted/"
 
 
 def model_package_group_name(env: str, recipe: str) -> str:

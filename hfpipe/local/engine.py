@@ -34,11 +34,9 @@ Where local mode cannot play AWS's part, it says so here and in the module that 
 - the interpreter is moto's, patched where it differs from AWS in what the pipeline relies on
   (hfpipe.local.moto_patches, which also refuses any other moto release than the pinned one).
 
-Example::
-
-    with LocalEngine(template, training=my_training, endpoint=my_endpoint) as engine:
-        result = engine.run({"recipe_name": "tiny-qa", "poll_seconds": 1}, name="demo-1")
-        print(result.status, result.output["report"])
+Example: ``with LocalEngine(template, training=t, endpoint=e) as engine: engine.run({"recipe_name": "tiny-qa"},
+name="demo-1")``. A template may hold several state machines (the pipeline's and the deploy one): all are
+created, by their template names (``state_machine_arns``); ``run`` starts the pipeline's unless told another.
 """
 
 from __future__ import annotations
@@ -213,17 +211,24 @@ class LocalEngine:
             and "pipeline_lambdas." in res["Properties"].get("Handler", "")
         }
         machines = [k for k, r in self.resources.items() if r["Type"] == "AWS::StepFunctions::StateMachine"]
-        if len(machines) != 1:
-            raise TemplateError(f"expected one state machine in the template, found {machines}")
-        definition = self.resolve(self.resources[machines[0]]["Properties"]["DefinitionString"])
-        self.definition = json.loads(definition)
-        self.state_machine_arn = self.client("stepfunctions").create_state_machine(
+        #: Every state machine of the template by its physical name (the pipeline's, the deploy one, ...).
+        self.state_machine_arns: dict[str, str] = {}
+        self.definitions: dict[str, dict[str, Any]] = {}
+        for logical in machines:
+            definition = self.resolve(self.resources[logical]["Properties"]["DefinitionString"])
             # The template's fixed name, so the ARN the functions are given (built from it) is this one.
-            name=self.resources[machines[0]]["Properties"].get("StateMachineName") or "hfpipe-local",
-            definition=definition,
-            roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
-        )["stateMachineArn"]
-        self.physical[machines[0]] = self.state_machine_arn
+            name = self.resources[logical]["Properties"].get("StateMachineName") or f"hfpipe-local-{logical}"
+            arn = self.client("stepfunctions").create_state_machine(
+                name=name, definition=definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn"
+            )["stateMachineArn"]
+            self.physical[logical] = arn
+            self.state_machine_arns[name] = arn
+            self.definitions[name] = json.loads(definition)
+        pipeline = [n for n in self.state_machine_arns if n.endswith("-pipeline")] or list(self.state_machine_arns)
+        if len(pipeline) != 1:  # none, or several without a pipeline among them
+            raise TemplateError(f"expected one pipeline state machine in the template, found {pipeline}")
+        self.state_machine_arn = self.state_machine_arns[pipeline[0]]
+        self.definition = self.definitions[pipeline[0]]
         deliver = lambda logical, event: json.loads(self._invoke(logical, json.dumps(event).encode(), {}))  # noqa: E731
         self.bus = LocalBus.of_template(self.resources, self.resolve, deliver, self.region)
         self._set_environments()
