@@ -9,6 +9,8 @@ endpoint config and model behind it when they carry the same tags (they serve no
 when the endpoint itself is already gone (a rerun after an interrupted delete finds them by the pipeline's
 names); it deletes a kept endpoint (`hfpipe:keep`) too, since it names it. An endpoint still Creating or
 Updating is waited for (--wait-timeout, default 15m). S3 data and model artifacts are never touched.
+A named endpoint (`hfpipe deploy`; NAME or hfpipe-<env>-NAME) is listed with the version it serves, and
+deleting it removes what hfpipe.cli.named_endpoints says.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, cast
 from rich.table import Table
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, named_endpoints
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.cleanup import delete_all, ready_to_delete, step, wait_timeout
 from hfpipe.core import cost
@@ -44,6 +46,9 @@ class EndpointInfo:
     price_per_hour_usd: float | None
     cost_so_far_usd: float | None
     endpoint_config: str | None
+    #: A named endpoint's name (cdk.json "endpoints") and the version it serves (RECIPE/N); None for a run's.
+    deployment: str | None = None
+    serves: str | None = None
 
 
 def _utc(value: Any) -> datetime | None:
@@ -91,7 +96,7 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
     return EndpointInfo(
         name=name,
         status=str(desc.get("EndpointStatus", "-")),
-        execution=tags.get(contract.TAG_EXECUTION, "-"),
+        execution=tags.get(contract.TAG_EXECUTION) or tags.get(contract.TAG_DEPLOY_EXECUTION, "-"),
         recipe=tags.get(contract.TAG_RECIPE, "-"),
         instance_type=instance_type,
         instance_count=count,
@@ -99,6 +104,8 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
         price_per_hour_usd=per_hour,
         cost_so_far_usd=so_far,
         endpoint_config=config_name,
+        deployment=named_endpoints.deployment_of(tags),
+        serves=named_endpoints.served_version(tags, tags.get(contract.TAG_ENV, "")),
     )
 
 
@@ -190,12 +197,14 @@ def as_json(info: EndpointInfo) -> dict[str, Any]:
 
 def table(env: str, endpoints: list[EndpointInfo]) -> Table:
     out = Table(title=f"endpoints in {env}", title_justify="left")
-    for column in ("name", "status", "execution", "instances", "USD/h", "so far (USD)", "created (UTC)"):
+    columns = ("name", "status", "serves", "execution", "instances", "USD/h", "so far (USD)", "created (UTC)")
+    for column in columns:
         out.add_column(column, justify="right" if column.startswith(("USD", "so far")) else "left")
     for e in endpoints:
         out.add_row(
             e.name,
             e.status,
+            e.serves or "-",
             e.execution,
             f"{e.instance_count} x {e.instance_type or '-'}",
             "-" if e.price_per_hour_usd is None else f"{e.price_per_hour_usd:.4g}",
@@ -310,7 +319,14 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
     --wait-timeout."""
     from hfpipe.core.cleanup import KINDS
 
-    sagemaker, name = clients.sagemaker, args.name
+    sagemaker = clients.sagemaker
+    name = step(
+        f"reading endpoint {args.name}",
+        named_endpoints.resolve_name,
+        sagemaker=sagemaker,
+        name=args.name,
+        env=args.env,
+    )
     timeout_s = wait_timeout(args)
     endpoint = step(
         f"reading endpoint {name}",
@@ -339,6 +355,15 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
             now=datetime.now(UTC),
         )
     leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, args.env)
+    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone).
+    deployment = info.deployment if info else named_endpoints.short_name(name, args.env)
+    if deployment:
+        seen = {(r.kind.name, r.name) for r in leftovers}
+        leftovers += [
+            r
+            for r in named_endpoints.leftovers(sagemaker, args.env, deployment)
+            if (r.kind.name, r.name) not in seen
+        ]
     if info is None and not leftovers:
         raise HfpipeError(
             f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {args.env}`"
@@ -366,5 +391,8 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
     # The config and model served only this endpoint; they are deleted when they are this environment's too.
     delete_all(sagemaker, leftovers, console, timeout_s)
+    if deployment and _describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None:
+        for removed in named_endpoints.forget(clients, args.env, name, deployment):
+            console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")
     return 0

@@ -3,10 +3,10 @@
 One rule, used by the Cleanup Lambda, `hfpipe stop` and `hfpipe cleanup`: a resource is the pipeline's to
 delete only when its tags say it was created by hfpipe (`hfpipe:managed-by`) for this environment
 (`hfpipe:env`) and, when an execution is named, by that execution (`hfpipe:execution`), and no user chose
-to keep it (`hfpipe:keep`, put there by `hfpipe stop --keep-endpoint`; only `hfpipe endpoints delete NAME`,
-which names it, deletes a kept endpoint). Only endpoints, endpoint configs and models are ever deleted; S3
-objects (data, artifacts, checkpoints) never are, and a training job is at most stopped (its record and
-artifacts stay).
+to keep it (`hfpipe:keep`, put there by `hfpipe stop --keep-endpoint`) and no `hfpipe deploy` made it for a
+named endpoint (`hfpipe:deployment`); only `hfpipe endpoints delete NAME`, which names it, deletes either.
+Only endpoints, endpoint configs and models are ever deleted; S3 objects (data, artifacts, checkpoints) never
+are, and a training job is at most stopped (its record and artifacts stay).
 
 Everything here works from what exists and how it is tagged, never from an execution's status, so an
 interrupted clean-up (a throttled call) is finished by running it again; every delete counts "already
@@ -91,9 +91,21 @@ def is_kept(tags: Mapping[str, str]) -> bool:
     return tags.get(contract.TAG_KEEP) == contract.TAG_KEEP_VALUE
 
 
+def is_deployed(tags: Mapping[str, str]) -> bool:
+    """Made by `hfpipe deploy` for a named endpoint (``hfpipe:deployment``): a run's clean-up leaves it; only
+    `hfpipe endpoints delete NAME`, which names the endpoint, deletes it."""
+    return bool(tags.get(contract.TAG_DEPLOYMENT))
+
+
+def is_protected(tags: Mapping[str, str]) -> bool:
+    """Clean-up leaves it: kept by a user (``is_kept``) or serving a named endpoint (``is_deployed``)."""
+    return is_kept(tags) or is_deployed(tags)
+
+
 def may_delete(tags: Mapping[str, str], env: str, execution: str | None = None) -> bool:
-    """The clean-up rule: ours (``is_ours``) and not kept by a user (``is_kept``)."""
-    return is_ours(tags, env, execution) and not is_kept(tags)
+    """The clean-up rule: ours (``is_ours``) and neither kept by a user nor a named endpoint's
+    (``is_protected``)."""
+    return is_ours(tags, env, execution) and not is_protected(tags)
 
 
 #: DescribeEndpoint's EndpointStatus values while which SageMaker will not delete the endpoint yet:
@@ -229,7 +241,7 @@ class Planned:
     kind: Kind
     name: str
     ours: bool  # tagged by hfpipe for this environment and execution
-    kept: bool  # a user chose to keep it (``is_kept``)
+    kept: bool  # a user chose to keep it, or it serves a named endpoint (``is_protected``)
     status: str | None  # an endpoint's EndpointStatus (None for the other kinds)
 
     @property
@@ -255,7 +267,7 @@ def planned_resources(sagemaker: Any, target: PlannedNames) -> Iterator[Planned]
             kind,
             name,
             is_ours(tags, target.env, target.execution_name),
-            is_kept(tags),
+            is_protected(tags),
             str(found.get("EndpointStatus")) if kind.name == "endpoint" else None,
         )
 

@@ -167,6 +167,14 @@ def parse_ref(ref: str, env: str) -> tuple[str, int]:
     return group, number
 
 
+def ref_of_arn(arn: str, env: str) -> str:
+    """RECIPE/N of a version ARN of ``env``'s groups (the way the commands name versions), else the ARN."""
+    match = _VERSION_ARN.match(arn)
+    if not match or not match.group(1).lower().startswith(group_prefix(env).lower()):
+        return arn
+    return f"{match.group(1)[len(group_prefix(env)) :]}/{match.group(2)}"
+
+
 def metric_differences(
     a: dict[str, float], b: dict[str, float]
 ) -> list[tuple[str, float | None, float | None, float | None]]:

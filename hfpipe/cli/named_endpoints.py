@@ -1,0 +1,115 @@
+"""Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them and what deleting one removes.
+
+A named endpoint is declared in cdk.json (an environment's "endpoints"), is called hfpipe-<env>-<name> in
+SageMaker, and every endpoint, endpoint config and model a deploy made for it carries ``hfpipe:deployment`` =
+<name> (hfpipe.contract.TAG_DEPLOYMENT). No run's clean-up deletes those (hfpipe.core.cleanup.is_protected);
+`hfpipe endpoints delete NAME` does, since it names the endpoint, and with the endpoint it removes every config
+and model deploys made for it (successive deploys leave the earlier ones, which serve nothing), its
+deployment record (the SSM parameter the deploy's Record step wrote) and its autoscaling target. The model
+package versions and their artifacts stay: they belong to the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli.cleanup import step
+from hfpipe.core import registry
+from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
+
+#: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID.
+VARIANT = "AllTraffic"
+
+
+def deployment_of(tags: dict[str, str]) -> str | None:
+    """The named endpoint a resource was deployed for, or None for a run's own."""
+    return tags.get(contract.TAG_DEPLOYMENT) or None
+
+
+def served_version(tags: dict[str, str], env: str) -> str | None:
+    """RECIPE/N of the version a named endpoint serves (its ``hfpipe:model-version`` tag), else None."""
+    arn = tags.get(contract.TAG_MODEL_VERSION)
+    return registry.ref_of_arn(arn, env) if arn else None
+
+
+def resolve_name(sagemaker: Any, name: str, env: str) -> str:
+    """The SageMaker name of NAME: as given when such an endpoint exists, else hfpipe-<env>-NAME when that one
+    does (a named endpoint called by the name cdk.json gives it), else as given."""
+    full = contract.deployed_endpoint_name(env, name)
+    if name == full:
+        return name
+    for candidate in (name, full):
+        try:
+            sagemaker.describe_endpoint(EndpointName=candidate)
+            return candidate
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+    return name
+
+
+def short_name(endpoint: str, env: str) -> str | None:
+    """NAME of hfpipe-<env>-NAME, or None for a name of another shape."""
+    prefix = contract.deployed_endpoint_name(env, "")
+    return endpoint.removeprefix(prefix) if endpoint.startswith(prefix) and endpoint != prefix else None
+
+
+def leftovers(sagemaker: Any, env: str, name: str) -> list[Resource]:
+    """Every endpoint config and model of this environment deploys made for named endpoint ``name``."""
+    found: list[Resource] = []
+    for kind in KINDS[1:]:
+        for page in sagemaker.get_paginator(kind.list).paginate():
+            for item in page[kind.list_key]:
+                tags = step(
+                    f"reading the tags of {kind.name} {item[kind.name_key]}",
+                    tags_of,
+                    sagemaker=sagemaker,
+                    arn=item[kind.arn_key],
+                )
+                if is_ours(tags, env) and deployment_of(tags) == name:
+                    found.append(
+                        Resource(
+                            kind, item[kind.name_key], tags.get(contract.TAG_DEPLOY_EXECUTION, "-"), None
+                        )
+                    )
+    return found
+
+
+def forget(clients: Any, env: str, endpoint: str, name: str) -> list[str]:
+    """After the endpoint is gone: its autoscaling target and its deployment record; what was removed."""
+    removed: list[str] = []
+    scaling = clients.client("application-autoscaling")
+    resource_id = f"endpoint/{endpoint}/variant/{VARIANT}"
+    targets = step(
+        f"reading the autoscaling target of {endpoint}",
+        scaling.describe_scalable_targets,
+        ServiceNamespace="sagemaker",
+        ResourceIds=[resource_id],
+    ).get("ScalableTargets", [])
+    for target in targets:
+        step(
+            f"deregistering the autoscaling target of {endpoint}",
+            scaling.deregister_scalable_target,
+            ServiceNamespace="sagemaker",
+            ResourceId=resource_id,
+            ScalableDimension=target["ScalableDimension"],
+        )
+        removed.append(f"autoscaling target {resource_id}")
+    parameter = contract.deployment_parameter_name(env, name)
+    if step(f"deleting deployment record {parameter}", _delete_parameter, ssm=clients.ssm, name=parameter):
+        removed.append(f"deployment record {parameter}")
+    return removed
+
+
+def _delete_parameter(ssm: Any, name: str) -> bool:
+    """DeleteParameter; False when it is gone already (a rerun after an interruption)."""
+    import botocore.exceptions
+
+    try:
+        ssm.delete_parameter(Name=name)
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
+            return False
+        raise
+    return True

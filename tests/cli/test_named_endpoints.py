@@ -1,0 +1,152 @@
+"""Lifecycle safety of named endpoints (`hfpipe deploy`): no run's clean-up deletes what a deploy made;
+`hfpipe endpoints` shows which version each serves; `hfpipe endpoints delete NAME` removes the endpoint, every
+config and model its deploys made, its deployment record and its autoscaling target, and nothing else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from cli_moto import REGION, ROLE, Environment
+from test_cleanup_and_data import make_endpoint, names, run
+
+from hfpipe import contract
+from hfpipe.local.engine import ACCOUNT
+
+GROUP = contract.model_package_group_name("dev", "tiny-lora")
+
+
+def version_arn(n: int, env: str = "dev") -> str:
+    group = contract.model_package_group_name(env, "tiny-lora")
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/{group}/{n}"
+
+
+def deploy_tags(name: str, version: int, execution: str, env: str = "dev") -> list[dict[str, str]]:
+    """The tags the deploy state machine puts on what it creates for named endpoint ``name``."""
+    return [
+        {"Key": contract.TAG_ENV, "Value": env},
+        {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
+        {"Key": contract.TAG_RECIPE, "Value": "tiny-lora"},
+        {"Key": contract.TAG_DEPLOYMENT, "Value": name},
+        {"Key": contract.TAG_MODEL_VERSION, "Value": version_arn(version, env)},
+        {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": execution},
+    ]
+
+
+def deploy(environment: Environment, name: str, versions: list[int], env: str = "dev") -> str:
+    """A named endpoint as successive deploys leave it: a config and model per deploy, the endpoint on the
+    last one, its record and an autoscaling target. Returns the endpoint's SageMaker name."""
+    sm = environment.sagemaker
+    endpoint = contract.deployed_endpoint_name(env, name)
+    for version in versions:
+        tags = deploy_tags(name, version, f"deploy-{name}-{version}", env)
+        model, config = f"{endpoint}-v{version}-model", f"{endpoint}-v{version}-config"
+        sm.create_model(
+            ModelName=model, ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "example.invalid/i"}, Tags=tags
+        )
+        sm.create_endpoint_config(
+            EndpointConfigName=config,
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": model,
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.m5.large",
+                }
+            ],
+            Tags=tags,
+        )
+    last = versions[-1]
+    sm.create_endpoint(
+        EndpointName=endpoint,
+        EndpointConfigName=f"{endpoint}-v{last}-config",
+        Tags=deploy_tags(name, last, f"deploy-{name}-{last}", env),
+    )
+    environment.ssm.put_parameter(
+        Name=contract.deployment_parameter_name(env, name),
+        Value=json.dumps({"model_version_arn": version_arn(last, env)}),
+        Type="String",
+    )
+    boto3.client("application-autoscaling", region_name=REGION).register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{endpoint}/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=1,
+        MaxCapacity=2,
+    )
+    return endpoint
+
+
+def scalable_targets() -> list[str]:
+    targets = boto3.client("application-autoscaling", region_name=REGION).describe_scalable_targets(
+        ServiceNamespace="sagemaker"
+    )["ScalableTargets"]
+    return sorted(t["ResourceId"] for t in targets)
+
+
+@pytest.fixture
+def named(environment: Environment) -> Environment:
+    make_endpoint(environment, "run-1")  # a run's endpoint: clean-up's to delete
+    deploy(environment, "summaries", [1, 2])
+    deploy(environment, "summaries", [1], env="prod")  # another environment's: never touched
+    return environment
+
+
+def deployed_names(env: str, versions: list[int]) -> set[str]:
+    endpoint = contract.deployed_endpoint_name(env, "summaries")
+    return {endpoint} | {f"{endpoint}-v{v}-{k}" for v in versions for k in ("model", "config")}
+
+
+def test_cleanup_never_deletes_what_a_deploy_made(named: Environment, capsys: Any) -> None:
+    code, out, err = run(capsys, "cleanup", "--env", "dev", "--yes")
+    assert (code, err) == (0, "")
+    assert "deleted endpoint dev-run-1-ep" in out
+    assert "summaries" not in out
+    assert names(named) == deployed_names("dev", [1, 2]) | deployed_names("prod", [1])
+
+
+def test_endpoints_shows_the_version_each_named_endpoint_serves(named: Environment, capsys: Any) -> None:
+    code, out, err = run(capsys, "endpoints", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    by_name = {e["name"]: e for e in json.loads(out)}
+    named_one = by_name[contract.deployed_endpoint_name("dev", "summaries")]
+    assert (named_one["deployment"], named_one["serves"]) == ("summaries", "tiny-lora/2")
+    assert named_one["execution"] == "deploy-summaries-2"
+    assert named_one["price_per_hour_usd"] > 0
+    assert (by_name["dev-run-1-ep"]["deployment"], by_name["dev-run-1-ep"]["serves"]) == (None, None)
+    code, out, _ = run(capsys, "endpoints", "--env", "dev")
+    row = next(line for line in out.splitlines() if "summaries" in line)
+    assert "tiny-lora/2" in row and "InService" in row
+
+
+def test_endpoints_delete_by_its_short_name_removes_all_its_deploys_left(
+    named: Environment, capsys: Any
+) -> None:
+    code, out, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert (code, err) == (0, ""), out
+    endpoint = contract.deployed_endpoint_name("dev", "summaries")
+    for gone in sorted(deployed_names("dev", [1, 2])):
+        assert gone in out
+    assert f"deleted deployment record {contract.deployment_parameter_name('dev', 'summaries')}" in out
+    assert f"deleted autoscaling target endpoint/{endpoint}/variant/AllTraffic" in out
+    # The run's endpoint and prod's named endpoint stay, with prod's record and autoscaling target.
+    assert names(named) == {"dev-run-1-ep", "dev-run-1-config", "dev-run-1-model"} | deployed_names(
+        "prod", [1]
+    )
+    prod_endpoint = contract.deployed_endpoint_name("prod", "summaries")
+    assert scalable_targets() == [f"endpoint/{prod_endpoint}/variant/AllTraffic"]
+    assert named.ssm.get_parameter(Name=contract.deployment_parameter_name("prod", "summaries"))
+    # A rerun finds nothing left and says so.
+    code, _, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert code == 1 and "no endpoint" in err
+
+
+def test_endpoints_delete_refuses_another_environments_named_endpoint(
+    named: Environment, capsys: Any
+) -> None:
+    prod_endpoint = contract.deployed_endpoint_name("prod", "summaries")
+    code, _, err = run(capsys, "endpoints", "delete", prod_endpoint, "--env", "dev", "--yes")
+    assert code == 1 and "belongs to environment 'prod'" in err
+    assert deployed_names("prod", [1]) <= names(named)
