@@ -12,6 +12,8 @@
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe models --env dev [--recipe NAME]   registered model versions; `models approve|reject RECIPE/N`,
                                         `models compare A B`
+    hfpipe deploy --env prod --model RECIPE/N --endpoint NAME   an approved version onto a named endpoint
+                                        (created, or updated blue/green with automatic rollback)
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
@@ -237,6 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON (list, compare)")
     _common(p)
     p.set_defaults(func=commands.cmd_models, command_parser=p)
+
+    p = sub.add_parser("deploy", help="put an approved model version on a named endpoint (blue/green)")
+    p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
+    p.add_argument("--model", required=True, metavar="VERSION", help="RECIPE/N or a version ARN, approved")
+    p.add_argument(
+        "--endpoint", required=True, metavar="NAME", help="an endpoint of the environment in cdk.json"
+    )
+    p.add_argument("--no-wait", action="store_true", help="start the deploy and return")
+    p.add_argument("--interval", type=float, default=15.0, help="seconds between looks at the endpoint")
+    _common(p)
+    p.set_defaults(func=commands.cmd_deploy, command_parser=p)
 
     p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
     p.add_argument(

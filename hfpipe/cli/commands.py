@@ -301,6 +301,13 @@ def cmd_models(args: argparse.Namespace) -> int:
     return run(args, _console())
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """Put an approved version on a named endpoint (see hfpipe.cli.deploy)."""
+    from hfpipe.cli.deploy import cmd_deploy as run
+
+    return run(args, _console())
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print or follow an execution's training log (see hfpipe.cli.logs)."""
     from hfpipe.cli.logs import cmd_logs as run

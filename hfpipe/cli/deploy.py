@@ -1,0 +1,143 @@
+"""`hfpipe deploy`: put an approved model version on a named endpoint, through the environment's deploy state
+machine; SageMaker's deployment guardrails do the update (blue/green, the environment's traffic shifting and
+bake time, automatic rollback on the endpoint's alarms).
+
+    hfpipe deploy --env prod --model tiny-lora/3 --endpoint summaries [--no-wait] [--interval 15]
+
+The version must be one of the environment's (RECIPE/N or a version ARN; another environment's is refused
+before anything is called: promote it first with `hfpipe promote`), and NAME one of the environment's
+endpoints in cdk.json (the state machine refuses others, and versions not approved). The command starts the
+execution, shows the endpoint's status as it changes, and ends with what serves now: exit 0 when the version
+serves, 1 when the deploy failed or was rolled back (the previous version still serves then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import registry
+
+#: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+#: Seconds between two looks at the execution and the endpoint (--interval).
+DEFAULT_INTERVAL_S = 15.0
+
+
+def execution_name(endpoint: str, version: str, now: datetime) -> str:
+    """deploy-<endpoint>-<recipe>-<n>-<UTC time>: what it did, readable in the console; at most 80 characters."""
+    recipe, _, number = version.rpartition("/")
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    head = re.sub(r"[^A-Za-z0-9-]", "-", f"deploy-{endpoint}-{recipe}")[: 80 - len(stamp) - len(number) - 2]
+    return f"{head}-{number}-{stamp}"
+
+
+def _endpoint_state(sagemaker: Any, endpoint: str) -> tuple[str, str | None, str | None] | None:
+    """(status, config, version it serves as RECIPE/N) of the endpoint, or None when it does not exist."""
+    from hfpipe.core.cleanup import is_not_found, tags_of
+
+    try:
+        desc = sagemaker.describe_endpoint(EndpointName=endpoint)
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    tags = tags_of(sagemaker, desc["EndpointArn"])
+    version = tags.get(contract.TAG_MODEL_VERSION)
+    env = tags.get(contract.TAG_ENV, "")
+    return (
+        str(desc.get("EndpointStatus")),
+        desc.get("EndpointConfigName"),
+        registry.ref_of_arn(version, env) if version else None,
+    )
+
+
+def _describe(state: tuple[str, str | None, str | None] | None) -> str:
+    if state is None:
+        return "absent"
+    status, config, version = state
+    return f"{status} (config {config or '-'}, serving {version or 'a version not recorded'})"
+
+
+def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
+    """Start the deploy execution and follow it to its end (see the module docstring)."""
+    aws.validate_env_name(args.env)
+    try:
+        group, number = registry.parse_ref(args.model, args.env)
+    except registry.RegistryRefError as exc:
+        raise HfpipeError(f"--model: {exc}") from None
+    if not _NAME.match(args.endpoint):
+        raise HfpipeError(
+            f"--endpoint: {args.endpoint!r} is not an endpoint name; accepted: a name declared under the "
+            "environment's \"endpoints\" in cdk.json (lower-case letters, digits and '-')"
+        )
+    clients = aws.clients_for(args)
+    environment = aws.resolve_environment(clients, args.env)
+    machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
+    version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
+    endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
+    before = aws.call(
+        f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
+    )
+    name = execution_name(args.endpoint, version, datetime.now(UTC))
+    arn = aws.call(
+        f"starting {contract.deploy_state_machine_name(args.env)}",
+        clients.sfn.start_execution,
+        stateMachineArn=machine,
+        name=name,
+        input=json.dumps({"version": args.model, "endpoint": args.endpoint}),
+    )["executionArn"]
+    console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
+    console.print(f"  endpoint now: {_describe(before)}")
+    console.print(f"  console: {aws.console_url(arn, clients.region)}")
+    if args.no_wait:
+        return 0
+    return _follow(clients, arn, args.env, endpoint, before, args.interval, console)
+
+
+def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:
+    """Print the endpoint's changes until the execution ends; the exit status the command returns."""
+    while True:
+        desc = aws.call("reading the deploy execution", clients.sfn.describe_execution, executionArn=arn)
+        state = aws.call(
+            f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
+        )
+        if state != last:
+            console.print(f"  endpoint: {_describe(state)}")
+            last = state
+        if desc["status"] != "RUNNING":
+            break
+        time.sleep(interval)
+    if desc["status"] == "SUCCEEDED":
+        output = json.loads(desc.get("output") or "{}")
+        record = output.get("deployment") or output
+        console.print(f"deployed: {endpoint} serves {_describe(state)}")
+        if record.get("previous_model_version_arn"):
+            previous = registry.ref_of_arn(str(record["previous_model_version_arn"]), env)
+            console.print(f"  previous version: {previous}")
+        if record.get("unchanged"):
+            console.print("  (it served this version already: nothing was changed)")
+        return 0
+    error, cause = desc.get("error") or desc["status"], _cause(desc.get("cause"))
+    print(f"error: deploy {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)
+    console.print(f"endpoint {endpoint} now: {_describe(state)}")
+    return 1
+
+
+def _cause(cause: str | None) -> str:
+    """A Lambda error's cause is its JSON error object; keep its message."""
+    if not cause:
+        return "no cause given"
+    try:
+        parsed = json.loads(cause)
+    except ValueError:
+        return cause
+    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else cause
