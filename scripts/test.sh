@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lint, type check and the whole test suite (slow tests included). Creates .venv on first run, and
-# .venv-serving (the inference containers' transformers), which only the tests need.
+# .venv-serving (the inference containers' transformers) and .venv-checkov (the template scanner), which only
+# the tests need.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 HFPIPE_BOOTSTRAP=dev source scripts/bootstrap.sh
@@ -9,6 +10,7 @@ HFPIPE_BOOTSTRAP=dev source scripts/bootstrap.sh
 # (the suite took 25 min instead of 13). The install compiles nothing (scripts/bootstrap.sh).
 unset PYTHONDONTWRITEBYTECODE
 scripts/serving_venv.sh
+scripts/checkov_venv.sh
 ruff check .
 ruff format --check .
 mypy stacks lambda hfpipe app.py

@@ -7,6 +7,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX
+from stacks import checkov
 from stacks.nag import acknowledge
 
 INCOMPLETE_UPLOAD_DAYS = 7
@@ -49,6 +50,7 @@ class PipelineBuckets(Construct):
             "AwsSolutions-S1",
             "This is the server access log bucket; logging its own accesses into itself would loop.",
         )
+        checkov.access_log_bucket(self.access_logs_bucket)
         noncurrent = s3.LifecycleRule(
             id="ExpireNoncurrentVersions",
             noncurrent_version_expiration=Duration.days(noncurrent_version_expiration_days),
