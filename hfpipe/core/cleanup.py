@@ -4,7 +4,7 @@ One rule, used by the Cleanup Lambda, `hfpipe stop` and `hfpipe cleanup`: a reso
 delete only when its tags say it was created by hfpipe (`hfpipe:managed-by`) for this environment
 (`hfpipe:env`) and, when an execution is named, by that execution (`hfpipe:execution`), and no user chose
 to keep it (`hfpipe:keep`, put there by `hfpipe stop --keep-endpoint`; only `hfpipe endpoints delete NAME`,
-which names it, deletes a kept endpoint). Only endpoints, endpoint configs and models are ever deleted; S3
+which names it, deletes a kept endpoint), and no deploy made it for a named endpoint (`hfpipe:deployment`). Only endpoints, endpoint configs and models are ever deleted; S3
 objects (data, artifacts, checkpoints) never are, and a training job is at most stopped (its record and
 artifacts stay).
 
@@ -91,9 +91,15 @@ def is_kept(tags: Mapping[str, str]) -> bool:
     return tags.get(contract.TAG_KEEP) == contract.TAG_KEEP_VALUE
 
 
+def is_deployed(tags: Mapping[str, str]) -> bool:
+    """A named endpoint's, or a config or model a deploy made for one (``hfpipe:deployment``): a run's clean-up
+    leaves it; only `hfpipe endpoints delete NAME`, which names it, deletes it."""
+    return contract.TAG_DEPLOYMENT in tags
+
+
 def may_delete(tags: Mapping[str, str], env: str, execution: str | None = None) -> bool:
-    """The clean-up rule: ours (``is_ours``) and not kept by a user (``is_kept``)."""
-    return is_ours(tags, env, execution) and not is_kept(tags)
+    """The clean-up rule: ours (``is_ours``), not kept by a user (``is_kept``), not a deploy's (``is_deployed``)."""
+    return is_ours(tags, env, execution) and not is_kept(tags) and not is_deployed(tags)
 
 
 #: DescribeEndpoint's EndpointStatus values while which SageMaker will not delete the endpoint yet:

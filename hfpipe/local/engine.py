@@ -224,7 +224,8 @@ class LocalEngine:
             self.physical[logical] = arn
             self.state_machine_arns[name] = arn
             self.definitions[name] = json.loads(definition)
-        pipeline = [n for n in self.state_machine_arns if n.endswith("-pipeline")] or list(self.state_machine_arns)
+        pipeline = [n for n in self.state_machine_arns if n.endswith("-pipeline")]
+        pipeline = pipeline or list(self.state_machine_arns)
         if len(pipeline) != 1:  # none, or several without a pipeline among them
             raise TemplateError(f"expected one pipeline state machine in the template, found {pipeline}")
         self.state_machine_arn = self.state_machine_arns[pipeline[0]]
