@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hfpipe.core import names, registry
+from hfpipe.core import deployments, names, registry
 
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
@@ -45,6 +45,8 @@ _ENV_KEYS = {
     "model_approval": "the approval status of each model version a run registers: "
     + " or ".join(f'"{s}"' for s in registry.APPROVAL_STATUSES)
     + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',
+    "endpoints": "an object {NAME: settings} of the named endpoints registered versions are deployed to "
+    "(optional; default none; docs/deploy.md lists the settings)",
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:\d+)?$")
@@ -63,6 +65,7 @@ _DEFAULTS: dict[str, Any] = {
     "allowed_s3_buckets": [],
     "allowed_image_registries": [],
     "model_approval": registry.DEFAULT_APPROVAL,
+    "endpoints": {},
 }
 
 
@@ -97,6 +100,8 @@ class EnvironmentConfig:
     allowed_image_registries: tuple[str, ...] = ()
     #: ModelApprovalStatus of the versions the Register step makes (hfpipe.core.registry.APPROVAL_STATUSES).
     model_approval: str = registry.DEFAULT_APPROVAL
+    #: The named endpoints a deploy may serve registered versions on (hfpipe.core.deployments), by name.
+    endpoints: tuple[deployments.EndpointSettings, ...] = ()
 
     @property
     def retain(self) -> bool:
@@ -186,6 +191,10 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     model_approval = values["model_approval"]
     if not isinstance(model_approval, str) or model_approval not in registry.APPROVAL_STATUSES:
         raise _rejected(f"{path}.model_approval", model_approval, _ENV_KEYS["model_approval"])
+    try:
+        endpoints = deployments.parse_endpoints(name, values["endpoints"], f"{path}.endpoints")
+    except deployments.EndpointSettingsError as err:
+        raise ConfigError(str(err)) from None
     seen: set[tuple[str, str]] = set()
     for i, quota in enumerate(quotas):
         key = (quota.service_code, quota.name)
@@ -205,6 +214,7 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         allowed_s3_buckets=allowed["allowed_s3_buckets"],
         allowed_image_registries=allowed["allowed_image_registries"],
         model_approval=model_approval,
+        endpoints=endpoints,
         **days,
     )
 

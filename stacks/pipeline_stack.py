@@ -20,7 +20,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from hfpipe import contract
 from hfpipe.contract import (
+    SSM_DEPLOY_STATE_MACHINE_ARN,
     SSM_EXECUTION_ROLE_ARN,
     SSM_IMAGE_CATALOG,
     SSM_NOTIFICATION_TOPIC_ARN,
@@ -29,6 +31,8 @@ from hfpipe.contract import (
     ssm_parameter_name,
 )
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.constructs.deploy_state_machine import DeployStateMachine
+from stacks.constructs.endpoint_alarms import EndpointAlarms
 from stacks.constructs.execution_role import SageMakerExecutionRole
 from stacks.constructs.failed_events import FailedEvents
 from stacks.constructs.pipeline_events import PipelineEvents
@@ -111,6 +115,7 @@ class PipelineStack(Stack):
         )
 
         self._add_state_machine()
+        self._add_deploy()
         self._add_outputs()
 
     def _add_state_machine(self) -> None:
@@ -150,6 +155,7 @@ class PipelineStack(Stack):
             allowed_s3_buckets=self.config.allowed_s3_buckets,
             allowed_image_registries=self.config.allowed_image_registries,
             model_approval=self.config.model_approval,
+            endpoints=self.config.endpoints,
         )
         self.pipeline = PipelineStateMachine(
             self,
@@ -169,6 +175,41 @@ class PipelineStack(Stack):
             state_machine=self.state_machine,
             failed_events=self.failed_events.queue,
         )
+
+    def _add_deploy(self) -> None:
+        """The named endpoints' rollback alarms and the deploy state machine (docs/deploy.md), which invokes
+        the deploy's three functions and the pipeline's SmokeTest; its ARN goes to SSM and an output."""
+        self.endpoint_alarms = EndpointAlarms(
+            self, "EndpointAlarms", env_name=self.config.name, endpoints=self.config.endpoints
+        )
+        # SageMaker asks that the role deploying may describe the rollback alarms; the models' role too, to
+        # be safe where the docs say "execution role" (stacks/constructs/endpoint_alarms.py).
+        self.endpoint_alarms.grant_describe(self.execution_role)
+        self.deploy_log_group = logs.LogGroup(
+            self,
+            "DeployLogGroup",
+            log_group_name=f"/aws/vendedlogs/states/{contract.deploy_state_machine_name(self.config.name)}",
+            retention=retention_days(self.config.log_retention_days),
+            removal_policy=self._removal_policy,
+        )
+        self.deploy = DeployStateMachine(
+            self,
+            "Deploy",
+            functions={key: self.pipeline_lambdas.functions[key] for key in DeployStateMachine.INVOKES},
+            env_name=self.config.name,
+            grant_pass_role=self.grant_pass_execution_role,
+            log_group=self.deploy_log_group,
+            alarms=self.endpoint_alarms,
+        )
+        arn = self.deploy.state_machine.state_machine_arn
+        ssm.StringParameter(
+            self,
+            "DeployStateMachineArnParameter",
+            parameter_name=ssm_parameter_name(self.config.name, SSM_DEPLOY_STATE_MACHINE_ARN),
+            string_value=arn,
+            description=f"hfpipe {self.config.name}: {SSM_DEPLOY_STATE_MACHINE_ARN}",
+        )
+        CfnOutput(self, "DeployStateMachineArn", value=arn)
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:
         """A role for one Lambda function with no permissions yet; grant each one it needs explicitly."""

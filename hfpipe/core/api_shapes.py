@@ -1,7 +1,7 @@
 """What SageMaker's API accepts, checked before anything is created: lengths, whole-value patterns, enums and
 ranges of every value the pipeline sends to CreateTrainingJob, CreateModel, CreateEndpointConfig,
-CreateEndpoint and the model registry's CreateModelPackageGroup, CreateModelPackage and UpdateModelPackage,
-from botocore's own service model (`api_shapes.json` beside this module, generated from it:
+CreateEndpoint, a deploy's UpdateEndpoint and the model registry's CreateModelPackageGroup, CreateModelPackage
+and UpdateModelPackage, from botocore's own service model (`api_shapes.json` beside this module, generated from it:
 `HFPIPE_UPDATE_SHAPES=1 pytest tests/core/test_api_shapes.py` rewrites it; the test fails when it is stale).
 
 Stdlib only (the Plan Lambda runs it). The service model writes its patterns in Java's dialect; the ones
@@ -32,6 +32,8 @@ OPERATIONS = (
     "CreateModelPackageGroup",
     "CreateModelPackage",
     "UpdateModelPackage",
+    # A registered version deployed to a named endpoint (the deploy's Prepare step; CreateModel & co above).
+    "UpdateEndpoint",
 )
 
 # Java's Unicode classes as Python character-class contents: letters and numbers are what str.isalnum

@@ -1,4 +1,5 @@
-"""The pipeline's eight Lambda functions, composed: one component each from stacks/functions/.
+"""The pipeline's eight Lambda functions and the deploy's three, composed: one component each from
+stacks/functions/.
 
 Each component (``stacks/functions/<name>.py`` for ``lambda/pipeline/pipeline_lambdas/<name>.py``) makes
 its function from the one shared code asset and grants its own role what its handler calls; this construct
@@ -18,7 +19,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from hfpipe.core import registry
+from hfpipe.core import deployments, registry
 from stacks.functions.cleanup import CleanupFunction
 from stacks.functions.common import (
     Component,
@@ -28,6 +29,9 @@ from stacks.functions.common import (
     code_asset,
     handler_of,
 )
+from stacks.functions.deploy_cleanup import DeployCleanupFunction
+from stacks.functions.deploy_prepare import DeployPrepareFunction
+from stacks.functions.deploy_record import DeployRecordFunction
 from stacks.functions.gate import GateFunction
 from stacks.functions.launch import LaunchFunction
 from stacks.functions.on_training_event import OnTrainingEventFunction
@@ -46,6 +50,10 @@ COMPONENTS: tuple[type[Component], ...] = (
     CleanupFunction,
     OnTrainingEventFunction,
     RegisterFunction,
+    # The deploy state machine's (stacks/constructs/deploy_state_machine.py); it also invokes SmokeTest.
+    DeployPrepareFunction,
+    DeployRecordFunction,
+    DeployCleanupFunction,
 )
 
 
@@ -55,6 +63,7 @@ class PipelineLambdas(Construct):
     ``role_factory(construct_id, description)`` makes each function's role, empty (PipelineStack's
     ``lambda_role``); ``grant_pass_role(grantee)`` grants iam:PassRole on the execution role only,
     conditioned on iam:PassedToService (PipelineStack's ``grant_pass_execution_role``), to Launch.
+    ``endpoints`` are the environment's named endpoints (cdk.json), which Prepare is given.
     ``state_machine_arn`` is the ARN the state machine will have (built from its fixed name), which
     Cleanup checks abnormal-end events against; ``failed_events`` is the dead-letter queue of the two
     functions EventBridge invokes (OnTrainingEvent, Cleanup).
@@ -85,6 +94,7 @@ class PipelineLambdas(Construct):
         allowed_s3_buckets: tuple[str, ...] = (),
         allowed_image_registries: tuple[str, ...] = (),
         model_approval: str = registry.DEFAULT_APPROVAL,
+        endpoints: tuple[deployments.EndpointSettings, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         settings = FunctionSettings(
@@ -139,6 +149,15 @@ class PipelineLambdas(Construct):
             artifacts_bucket_name=artifacts_bucket_name,
             model_approval=model_approval,
         )
+        self.deploy_prepare = DeployPrepareFunction(
+            self,
+            "DeployPrepareFunction",
+            settings=settings,
+            execution_role=execution_role,
+            endpoints=endpoints,
+        )
+        self.deploy_record = DeployRecordFunction(self, "DeployRecordFunction", settings=settings)
+        self.deploy_cleanup = DeployCleanupFunction(self, "DeployCleanupFunction", settings=settings)
         components: tuple[Component, ...] = (
             self.plan,
             self.launch,
@@ -148,6 +167,9 @@ class PipelineLambdas(Construct):
             self.cleanup,
             self.on_training_event,
             self.register,
+            self.deploy_prepare,
+            self.deploy_record,
+            self.deploy_cleanup,
         )
         assert [type(c) for c in components] == list(COMPONENTS)
         self.functions: dict[str, lambda_.Function] = {c.RUNTIME_MODULE: c.function for c in components}

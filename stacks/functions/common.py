@@ -199,3 +199,113 @@ def acknowledge_run_time_names(role: iam.IRole, resources: list[str]) -> None:
             "hfpipe:env=<env>, deleting/stopping/invoking requires those resource tags; only "
             "Describe*/ListTags (read-only) are untagged.",
         )
+
+
+def deploy_arn(scope: Construct, resource: str, env_name: str) -> str:
+    """Every SageMaker ``resource`` (endpoint, endpoint-config, model) a deploy of ``env_name`` names: their
+    names start with the named endpoints' prefix, hfpipe-<env>- (``contract.deployed_endpoint_name``), which
+    no pipeline run's names do (theirs start with <env>-)."""
+    prefix = contract.deployed_endpoint_name(env_name, "")
+    return cdk.Stack.of(scope).format_arn(service="sagemaker", resource=resource, resource_name=f"{prefix}*")
+
+
+def deployment_parameters_arn(scope: Construct, env_name: str) -> str:
+    """The SSM parameters of the environment's deployment records (``contract.deployment_parameter_name``)."""
+    path = contract.deployment_parameter_name(env_name, "*").lstrip("/")
+    return cdk.Stack.of(scope).format_arn(service="ssm", resource="parameter", resource_name=path)
+
+
+#: Application Auto Scaling's service-linked role for SageMaker variants, made at the first registration.
+SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
+SCALING_ROLE = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+
+
+def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> None:
+    """Application Auto Scaling on the named endpoints' variants: read and deregister (``register`` also:
+    register targets and put target tracking policies, with what AWS requires of such a caller on the
+    target service, CloudWatch and the service-linked role; "Application Auto Scaling identity-based policy
+    examples", https://docs.aws.amazon.com/autoscaling/application/userguide/security_iam_id-based-policy-examples.html).
+
+    Scalable targets have generated IDs: the actions that take a resource are on "*", limited to SageMaker
+    variants' instance counts by the service's own condition keys."""
+    stack = cdk.Stack.of(role)
+    scoped = {
+        "StringEquals": {
+            "application-autoscaling:service-namespace": "sagemaker",
+            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+        }
+    }
+    role.add_to_policy(
+        iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
+    )
+    actions = ["application-autoscaling:DeregisterScalableTarget"]
+    if register:
+        actions += [
+            "application-autoscaling:RegisterScalableTarget",
+            "application-autoscaling:PutScalingPolicy",
+        ]
+    role.add_to_policy(iam.PolicyStatement(actions=actions, resources=["*"], conditions=scoped))
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "Application Auto Scaling: DescribeScalableTargets supports no resource-level permissions; scalable "
+        "targets have generated IDs, so Register/Deregister/PutScalingPolicy are on * and limited by the "
+        "service-namespace (sagemaker) and scalable-dimension (variant DesiredInstanceCount) condition keys.",
+    )
+    if not register:
+        return
+    endpoints = [deploy_arn(role, r, env_name) for r in ("endpoint", "endpoint-config")]
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=[
+                "sagemaker:DescribeEndpoint",
+                "sagemaker:DescribeEndpointConfig",
+                "sagemaker:UpdateEndpointWeightsAndCapacities",
+            ],
+            resources=endpoints,
+        )
+    )
+    # Target tracking alarms are named TargetTracking-<ResourceId>-AlarmHigh|AlarmLow-<id>.
+    alarms = stack.format_arn(
+        service="cloudwatch",
+        resource="alarm",
+        resource_name=f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
+            resources=[alarms],
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["iam:CreateServiceLinkedRole"],
+            resources=[
+                stack.format_arn(
+                    service="iam",
+                    region="",
+                    resource="role",
+                    resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+                )
+            ],
+            conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
+        )
+    )
+    for resource, reason in (
+        (
+            endpoints[0],
+            "The environment's named endpoints (hfpipe-<env>-<name>, declared in cdk.json) and their configs "
+            "(hfpipe-<env>-<name>-v<n>-<hash>): names fixed by prefix, the rest chosen per deploy.",
+        ),
+        (
+            endpoints[1],
+            "The named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy execution): the "
+            "prefix is fixed, the rest is chosen at run time.",
+        ),
+        (
+            alarms,
+            "Application Auto Scaling names its target tracking alarms after the named endpoint's variant.",
+        ),
+    ):
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

@@ -194,6 +194,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             # The pipeline's: the state machine and the image catalog resolved at synth time.
             "state-machine-arn",
             "image-catalog",
+            # The deploy state machine's (docs/deploy.md).
+            "deploy-state-machine-arn",
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")
@@ -204,6 +206,7 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
         "PipelineLogGroupName",
         "StateMachineArn",
         "ImageCatalog",
+        "DeployStateMachineArn",
     ):
         pipeline.has_output(output, {"Value": Match.any_value()})
     for output in ("DataBucketName", "ArtifactsBucketName"):

@@ -20,7 +20,10 @@ ENDPOINT_TIMEOUT = limits.MAX_ENDPOINT_POLLS * 10  # 360 polls of 10 s: the most
 
 def definition(template):
     (machine,) = [
-        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"].endswith("-pipeline")
     ]
     parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
     return json.loads("".join(p if isinstance(p, str) else "0" for p in parts)), machine["Properties"]
@@ -229,7 +232,10 @@ def test_a_job_still_running_past_its_training_wait_is_given_up_and_stopped(fres
 
 def test_state_machine_logs_to_a_vended_logs_group(template):
     (machine,) = [
-        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"].endswith("-pipeline")
     ]
     destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
     group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]

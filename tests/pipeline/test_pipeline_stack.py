@@ -34,6 +34,22 @@ TAGGED_ACTIONS = {
 }
 
 
+#: Registering, scaling and deregistering a named endpoint's variant (stacks/functions/common.py).
+SCALING = {
+    "application-autoscaling:DescribeScalableTargets",
+    "application-autoscaling:RegisterScalableTarget",
+    "application-autoscaling:PutScalingPolicy",
+    "application-autoscaling:DeregisterScalableTarget",
+    "sagemaker:DescribeEndpoint",
+    "sagemaker:DescribeEndpointConfig",
+    "sagemaker:UpdateEndpointWeightsAndCapacities",
+    "cloudwatch:DescribeAlarms",
+    "cloudwatch:PutMetricAlarm",
+    "cloudwatch:DeleteAlarms",
+    "iam:CreateServiceLinkedRole",
+}
+
+
 def role_statements(template: assertions.Template, role_id: str) -> list[dict]:
     """The statements of the AWS::IAM::Policy resources attached to one role."""
     policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": role_id}]}})
@@ -116,6 +132,26 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "sagemaker:DescribeModelPackage",
             "s3:PutObject",
         },
+        # The deploy's (docs/deploy.md); Prepare and DeployCleanup deregister autoscaling, Record and
+        # DeployCleanup register it (with what Application Auto Scaling asks of its caller).
+        "deploy_prepare": {
+            "sagemaker:DescribeModelPackage",
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig",
+            "sagemaker:ListTags",
+            "ssm:GetParameter",
+            "application-autoscaling:DescribeScalableTargets",
+            "application-autoscaling:DeregisterScalableTarget",
+        },
+        "deploy_record": {"sagemaker:AddTags", "ssm:PutParameter", *SCALING},
+        "deploy_cleanup": {
+            "sagemaker:DescribeModel",
+            "sagemaker:ListTags",
+            "sagemaker:DeleteEndpoint",
+            "sagemaker:DeleteEndpointConfig",
+            "sagemaker:DeleteModel",
+            *SCALING,
+        },
     }
     for props, _ in functions.values():
         assert props["Runtime"] == "python3.14" and "Environment" in props
@@ -140,7 +176,11 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
             assert condition["StringEquals"].pop("sagemaker:ModelApprovalStatus") == "PendingManualApproval"
         # The state machine's keep tag: AddTags of that one key on this environment's own endpoints.
         keep_only = condition.pop("ForAllValues:StringEquals", None)
-        assert keep_only in (None, {"aws:TagKeys": [contract.TAG_KEEP]}), statement
+        # ... or the deploy's Record: the version, deploy execution and recipe on a named endpoint.
+        record_keys = [contract.TAG_MODEL_VERSION, contract.TAG_DEPLOY_EXECUTION, contract.TAG_RECIPE]
+        assert keep_only in (None, {"aws:TagKeys": [contract.TAG_KEEP]}, {"aws:TagKeys": record_keys}), (
+            statement
+        )
         assert keep_only is None or set(as_list(statement["Action"])) == {"sagemaker:AddTags"}, statement
         assert condition == {
             "StringEquals": {
@@ -156,7 +196,7 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
 @pytest.mark.parametrize("env", ENVS)
 def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
-    template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 2)  # the pipeline's and the deploy's
     policies = Capture()
     template.has_resource(
         "AWS::StepFunctions::StateMachine",
@@ -189,7 +229,9 @@ def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     assert policies.as_array() == [
         k for k in template.find_resources("AWS::IAM::Policy") if k.startswith("PipelineStateMachineRole")
     ]
-    (machine_id,) = template.find_resources("AWS::StepFunctions::StateMachine")
+    (machine_id,) = template.find_resources(
+        "AWS::StepFunctions::StateMachine", {"Properties": {"StateMachineName": f"hfpipe-{env}-pipeline"}}
+    )
     template.has_resource_properties(
         "AWS::SSM::Parameter",
         {
@@ -219,7 +261,9 @@ def test_cleanup_knows_its_state_machine_by_its_fixed_name(pipeline_app, env):
     """Cleanup's STATE_MACHINE_ARN is the state machine's own ARN, built from its fixed name (no Ref: the
     state machine invokes Cleanup, a Ref back would be a cycle)."""
     template = pipeline_app.assertions(env, "Pipeline")
-    ((machine_id, machine),) = template.find_resources("AWS::StepFunctions::StateMachine").items()
+    ((machine_id, machine),) = template.find_resources(
+        "AWS::StepFunctions::StateMachine", {"Properties": {"StateMachineName": f"hfpipe-{env}-pipeline"}}
+    ).items()
     name = machine["Properties"]["StateMachineName"]
     assert name == f"hfpipe-{env}-pipeline"
     cleanup_props, _ = pipeline_functions(template)["cleanup"]
@@ -280,7 +324,9 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
         json.dumps({"Fn::GetAtt": [rule_id, "Arn"]}) for rule_id in rules
     }
     # One message visible is an alarm to the environment's notification topic.
-    ((alarm),) = template.find_resources("AWS::CloudWatch::Alarm").values()
+    ((alarm),) = template.find_resources(
+        "AWS::CloudWatch::Alarm", {"Properties": {"AlarmName": f"hfpipe-{env}-failed-events"}}
+    ).values()
     props = alarm["Properties"]
     assert (props["MetricName"], props["Namespace"]) == ("ApproximateNumberOfMessagesVisible", "AWS/SQS")
     assert props["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]

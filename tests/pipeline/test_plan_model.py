@@ -126,7 +126,10 @@ def _strings(node: Any) -> list[str]:
 
 def definition(template: dict[str, Any]) -> dict[str, Any]:
     (machine,) = [
-        r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"].endswith("-pipeline")
     ]
     parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
     return dict(json.loads("".join(p if isinstance(p, str) else "0" for p in parts)))

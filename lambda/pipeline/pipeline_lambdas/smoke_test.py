@@ -1,12 +1,18 @@
-"""SmokeTest: send the recipe's sample request to the endpoint; check the answer's shape and latency."""
+"""SmokeTest: send the recipe's sample request to the endpoint; check the answer's shape and latency.
+
+Two callers, one test: the pipeline (``{"plan": <plan>}``, the run's endpoint) and the deploy state machine
+(``{"smoke": <SmokeSpec>}``, a named endpoint after a deploy; Prepare took the spec from the version's recipe).
+Both carry the fields ``smoke_test`` reads (``SmokeTarget``).
+"""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from hfpipe import kinds
+from hfpipe.core.deploy_requests import SmokeSpec
 from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
 
@@ -51,8 +57,23 @@ def check_openai_answer(answer: Any, request: Any) -> None:
         raise SmokeTestFailed(f"smoke test: {want} {str(answer)[:200]!r} has no first choice with text")
 
 
-def smoke_test(runtime: Any, plan: Plan) -> dict[str, Any]:
-    """Invoke the plan's endpoint once with its sample; return {ok, latency_ms, response}."""
+class SmokeTarget(Protocol):
+    """What the smoke test reads: a Plan, or a deploy's SmokeSpec."""
+
+    @property
+    def endpoint_name(self) -> str: ...
+    @property
+    def serving_kind(self) -> str: ...
+    @property
+    def sample_request(self) -> Any: ...
+    @property
+    def expected_keys(self) -> list[str]: ...
+    @property
+    def max_latency_ms(self) -> float: ...
+
+
+def smoke_test(runtime: Any, plan: SmokeTarget) -> dict[str, Any]:
+    """Invoke the endpoint once with its sample; return {ok, latency_ms, response}."""
     start = time.perf_counter()
     resp = runtime.invoke_endpoint(
         EndpointName=plan.endpoint_name,
@@ -75,10 +96,12 @@ def smoke_test(runtime: Any, plan: Plan) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"plan": <plan>}."""
+    """Event: {"plan": <plan>} (the pipeline) or {"smoke": <SmokeSpec>} (a deploy)."""
     from botocore.config import Config
 
-    plan = Plan.from_json(event["plan"])
+    plan: Plan | SmokeSpec = (
+        Plan.from_json(event["plan"]) if "plan" in event else SmokeSpec.from_json(event["smoke"])
+    )
     aws.bind(event, plan.execution_name)
     # One attempt, read timeout just above the latency limit (botocore's default is 60 s with retries):
     # a slow endpoint fails with its latency, within the Lambda's own timeout.

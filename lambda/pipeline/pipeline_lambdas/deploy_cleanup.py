@@ -1,0 +1,155 @@
+"""DeployCleanup: after a deploy failed, remove what it made that nothing serves from; never the live version.
+
+- The model and endpoint config named for this execution go when they exist, carry this environment's tags and
+  this deploy execution's (``TAG_DEPLOY_EXECUTION``), and the endpoint does not use the config (neither as its
+  config nor as the one an update is moving to; while the endpoint is Creating, Updating or RollingBack its
+  configs are left, and a rerun of the clean-up removes them).
+- The endpoint goes only when this deploy created it (``action`` create, and its tags name this execution): it
+  never served. An endpoint being updated is never deleted: the old version keeps serving, whether SageMaker
+  rolled the update back or the deploy put the old config back after a failed smoke test.
+- When Prepare deregistered the endpoint's autoscaling (an instance type change) and the old fleet serves
+  again, the declared autoscaling is put back (deploy_common.apply_scaling).
+
+Everything is decided from what exists and its tags, so a retried or repeated invocation finishes what an
+interrupted one left; every step is tried, and ``DeployCleanupIncomplete`` names the ones that failed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core import cleanup as rule
+from hfpipe.core.deployments import EndpointSettings
+from pipeline_lambdas import aws
+from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
+
+LOG = aws.logger(__name__)
+MODEL, CONFIG = rule.KINDS[2], rule.KINDS[1]
+
+
+class DeployCleanupIncomplete(Exception):
+    """Some step failed; running the clean-up again finishes it."""
+
+
+def _made_here(tags: dict[str, str], env: str, name: str, execution_name: str) -> bool:
+    return is_deploy_made(tags, env, name) and tags.get(contract.TAG_DEPLOY_EXECUTION) == execution_name
+
+
+def _in_use(endpoint: dict[str, Any] | None, config_name: str) -> bool:
+    if endpoint is None:
+        return False
+    if endpoint.get("EndpointStatus") in rule.NOT_DELETABLE_YET:
+        return True  # SageMaker may be moving to (or back from) any config now: leave them until it is done
+    pending = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    return config_name in (endpoint.get("EndpointConfigName"), pending)
+
+
+def cleanup(
+    prepared: dict[str, Any], execution_name: str, env: str, clients: dict[str, Any]
+) -> dict[str, Any]:
+    """Delete what this deploy made and nothing serves from; returns what was deleted and kept (and why)."""
+    sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
+    name, endpoint_name = prepared["name"], prepared["endpoint_name"]
+    deleted: list[str] = []
+    kept: list[str] = []
+    failed: list[str] = []
+    endpoint: dict[str, Any] | None = None
+    try:
+        endpoint = describe_endpoint(sagemaker, endpoint_name)
+        if endpoint is not None and prepared.get("action") == "create":
+            endpoint = _delete_new_endpoint(
+                sagemaker, autoscaling, endpoint, env, name, execution_name, deleted, kept
+            )
+        elif endpoint is not None:
+            kept.append(
+                f"endpoint {endpoint_name}: it serves the previous version ({endpoint.get('EndpointStatus')})"
+            )
+    except Exception as err:
+        failed.append(f"endpoint {endpoint_name}: {err}")
+        endpoint = {"EndpointStatus": "unknown"}  # keep its config and model: it may still use them
+    config_name, model_name = prepared.get("endpoint_config_name"), prepared.get("model_name")
+    config_kept = False
+    for kind, resource in ((CONFIG, config_name), (MODEL, model_name)):
+        if not resource or prepared.get("action") in ("none", "record"):
+            continue  # Prepare found the version serving: this execution made nothing
+        label = f"{kind.name} {resource}"
+        try:
+            found = getattr(sagemaker, kind.describe)(**{kind.name_key: resource})
+        except Exception as err:
+            if not rule.is_not_found(err):
+                failed.append(f"{label}: {err}")
+            continue
+        try:
+            if not _made_here(rule.tags_of(sagemaker, found[kind.arn_key]), env, name, execution_name):
+                kept.append(f"{label}: not tagged for this deploy execution")
+            elif kind is CONFIG and _in_use(endpoint, resource):
+                config_kept = True
+                kept.append(f"{label}: in use by endpoint {endpoint_name}")
+            elif kind is MODEL and config_kept:
+                kept.append(f"{label}: its endpoint config is in use")
+            else:
+                rule.delete(sagemaker, kind, resource)
+                deleted.append(label)
+        except Exception as err:
+            failed.append(f"{label}: {err}")
+    restored = None
+    if (
+        prepared.get("scaling_deregistered")
+        and endpoint is not None
+        and endpoint.get("EndpointStatus") == "InService"
+    ):
+        try:
+            settings = EndpointSettings.from_json(prepared["settings"])
+            restored = apply_scaling(autoscaling, endpoint_name, settings.autoscaling)
+        except Exception as err:
+            failed.append(f"autoscaling of {endpoint_name}: {err}")
+    result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
+    if failed:
+        aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
+        raise DeployCleanupIncomplete(
+            "; ".join(failed) + f" (done so far: {result}); rerunning the clean-up finishes it"
+        )
+    aws.log_json(LOG, "deploy cleanup", **result)
+    return result
+
+
+def _delete_new_endpoint(
+    sagemaker: Any,
+    autoscaling: Any,
+    endpoint: dict[str, Any],
+    env: str,
+    name: str,
+    execution_name: str,
+    deleted: list[str],
+    kept: list[str],
+) -> dict[str, Any] | None:
+    """Delete the endpoint this deploy created (it never served); the endpoint as it is now (None: gone)."""
+    label = f"endpoint {endpoint['EndpointName']}"
+    status = endpoint.get("EndpointStatus")
+    if not _made_here(rule.tags_of(sagemaker, endpoint["EndpointArn"]), env, name, execution_name):
+        kept.append(f"{label}: not created by this deploy execution")
+        return endpoint
+    if status in rule.NOT_DELETABLE_YET:
+        kept.append(
+            f"{label}: not deletable yet ({status}); `hfpipe endpoints delete {endpoint['EndpointName']} --env "
+            f"{env}` waits until SageMaker allows it"
+        )
+        return endpoint
+    if status != rule.DELETING:
+        remove_scaling(autoscaling, endpoint["EndpointName"])
+        rule.delete(sagemaker, rule.KINDS[0], endpoint["EndpointName"])
+    deleted.append(label)
+    return None
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}."""
+    aws.bind(event)
+    return cleanup(
+        event["deploy"],
+        str(event["execution_name"]),
+        os.environ["HFPIPE_ENV"],
+        {s: aws.client(s) for s in ("sagemaker", "application-autoscaling")},
+    )

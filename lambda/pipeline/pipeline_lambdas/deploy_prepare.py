@@ -1,0 +1,319 @@
+"""Prepare: decide what a deploy of a registered version to a named endpoint does, and build its requests.
+
+Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``. Refused, with nothing created,
+unless the version is of this environment's groups, exists, is Approved and declares a real-time instance
+type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and the endpoint,
+if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
+and has not failed. Each refusal is an exception class whose name is the execution's error.
+
+The result (``$.deploy``) says the ``action``: ``create`` (no endpoint yet), ``update`` (blue/green to the new
+config), ``none`` (the endpoint's live config already serves this version and its record says so: the record
+is the output) or ``record`` (it serves this version but its record or tags were not written: smoke test and
+Record again). Every request is built by hfpipe.core.deploy_requests and checked against botocore's shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core import api_shapes, deployments, registry
+from hfpipe.core import cleanup as rule
+from hfpipe.core import deploy_requests as requests
+from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.recipes import resolve_recipe
+from pipeline_lambdas import aws
+from pipeline_lambdas.deploy_common import (
+    describe_config,
+    describe_endpoint,
+    is_deploy_made,
+    remove_scaling,
+    scalable_target,
+)
+
+LOG = aws.logger(__name__)
+#: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
+BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
+
+
+class DeployRefused(Exception):
+    """Base of every refusal; nothing was created."""
+
+
+class InvalidDeployInput(DeployRefused):
+    """The execution input lacks "version" or "endpoint", or names one in a shape not accepted."""
+
+
+class UnknownEndpoint(DeployRefused):
+    """NAME is not declared in the environment's cdk.json ``endpoints``."""
+
+
+class VersionOfAnotherEnvironment(DeployRefused):
+    """The version belongs to another environment's model package group."""
+
+
+class VersionNotFound(DeployRefused):
+    """No such version in the group."""
+
+
+class VersionNotApproved(DeployRefused):
+    """The version's ModelApprovalStatus is not Approved."""
+
+
+class VersionNotDeployable(DeployRefused):
+    """The version names no real-time instance type, or its recipe has no smoke test here."""
+
+
+class EndpointNotManagedByDeploy(DeployRefused):
+    """An endpoint of that name exists but no deploy of this environment made it for NAME."""
+
+
+class EndpointBusy(DeployRefused):
+    """The endpoint is being created, updated, rolled back or deleted."""
+
+
+class EndpointFailedMustBeDeleted(DeployRefused):
+    """The endpoint is Failed: SageMaker allows only DeleteEndpoint on it."""
+
+
+class DeployRequestRefused(DeployRefused):
+    """A request SageMaker's API would refuse (botocore's shapes); nothing was sent."""
+
+
+def _checked(operation: str, request: dict[str, Any]) -> dict[str, Any]:
+    found = api_shapes.problems(operation, request)
+    if found:
+        raise DeployRequestRefused(f"{found[0]}: SageMaker's {operation} would refuse this request")
+    return request
+
+
+def version_arn(ref: str, env: str, role_arn: str, region: str) -> str:
+    """The version's ARN: as given, or built for <recipe>/<n> in this account (the execution role's) and
+    region (DescribeModelPackage needs the ARN of a versioned package)."""
+    try:
+        group, number = registry.parse_ref(ref, env)
+    except registry.RegistryRefError as err:
+        kind = VersionOfAnotherEnvironment if "is not environment" in str(err) else InvalidDeployInput
+        raise kind(str(err)) from None
+    if ref.startswith("arn:"):
+        return ref
+    partition, account = role_arn.split(":")[1], role_arn.split(":")[4]
+    return f"arn:{partition}:sagemaker:{region}:{account}:model-package/{group.lower()}/{number}"
+
+
+def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
+    return rule.tags_of(sagemaker, arn)
+
+
+def _stored_record(ssm: Any, env: str, name: str) -> dict[str, Any] | None:
+    try:
+        value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"]["Value"]
+    except Exception as err:
+        if "ParameterNotFound" in type(err).__name__ or "ParameterNotFound" in str(err):
+            return None
+        raise
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _check_endpoint(endpoint: dict[str, Any], tags: dict[str, str], env: str, name: str) -> None:
+    endpoint_name, status = endpoint["EndpointName"], endpoint.get("EndpointStatus", "")
+    if not is_deploy_made(tags, env, name):
+        raise EndpointNotManagedByDeploy(
+            f"endpoint {endpoint_name} exists but is not tagged {contract.TAG_DEPLOYMENT}={name}, "
+            f"{contract.TAG_ENV}={env}, {contract.TAG_MANAGED_BY}={contract.PROJECT}: a deploy never takes over "
+            "an endpoint it did not make; accepted: delete it, or declare another endpoint name in cdk.json"
+        )
+    if status == "Failed":
+        raise EndpointFailedMustBeDeleted(
+            f"endpoint {endpoint_name} is Failed ({endpoint.get('FailureReason', 'no reason given')}); SageMaker "
+            f"only deletes a failed endpoint: run `hfpipe endpoints delete {endpoint_name} --env {env}`, then "
+            "deploy again (it creates the endpoint anew)"
+        )
+    if status != "InService":
+        hint = (
+            "wait until SageMaker is done, then deploy again"
+            if status in BUSY
+            else "bring it back to one InService config by hand (or delete it), then deploy again"
+        )
+        raise EndpointBusy(f"endpoint {endpoint_name} is {status}; accepted: an InService endpoint ({hint})")
+
+
+def prepare(
+    event_input: Any,
+    execution_name: str,
+    env: str,
+    endpoints: dict[str, EndpointSettings],
+    role_arn: str,
+    clients: dict[str, Any],
+) -> dict[str, Any]:
+    """What this deploy does; ``clients`` has "sagemaker", "ssm" and "application-autoscaling"."""
+    sagemaker = clients["sagemaker"]
+    if not isinstance(event_input, dict) or not all(
+        isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
+    ):
+        raise InvalidDeployInput(
+            f"input {event_input!r}: not accepted; accepted: "
+            '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME"}'
+        )
+    name = event_input["endpoint"]
+    settings = endpoints.get(name)
+    if settings is None:
+        raise UnknownEndpoint(
+            f"endpoint {name!r}: not declared for environment {env}; accepted: "
+            f"{', '.join(sorted(endpoints)) or 'none declared'} (the keys of its cdk.json endpoints)"
+        )
+    arn = version_arn(event_input["version"], env, role_arn, sagemaker.meta.region_name)
+    try:
+        described = sagemaker.describe_model_package(ModelPackageName=arn)
+    except Exception as err:
+        if rule.is_not_found(err) or "not found" in str(err):
+            raise VersionNotFound(f"version {event_input['version']!r} ({arn}): not found") from None
+        raise
+    info = requests.version_info(env, described)
+    if not info.group.lower().startswith(registry.group_prefix(env)):
+        raise VersionOfAnotherEnvironment(
+            f"version {info.arn}: group {info.group} is not environment {env}'s"
+        )
+    if info.status != "Approved":
+        raise VersionNotApproved(
+            f"version {info.ref} ({info.arn}) is {info.status or 'without a status'}; accepted: an Approved "
+            f"version (`hfpipe models approve {info.ref} --env {env}`)"
+        )
+    if not info.instance_type:
+        raise VersionNotDeployable(
+            f"version {info.ref}: no SupportedRealtimeInferenceInstanceTypes to deploy on"
+        )
+    endpoint_name = settings.endpoint_name(env)
+    try:
+        smoke = requests.smoke_spec(resolve_recipe(recipe_name=info.recipe), endpoint_name, execution_name)
+    except Exception as err:
+        raise VersionNotDeployable(
+            f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
+        ) from None
+
+    endpoint = describe_endpoint(sagemaker, endpoint_name)
+    prepared: dict[str, Any] = {
+        "name": name,
+        "endpoint_name": endpoint_name,
+        "model_version_arn": info.arn,
+        "model_package_group": info.group,
+        "recipe": info.recipe,
+        "version": info.number,
+        "version_ref": info.ref,
+        "settings": settings.to_json(),
+        "smoke": smoke.to_json(),
+        "poll_seconds": deployments.POLL_SECONDS,
+        "max_polls": deployments.endpoint_polls(settings),
+        "rollback_max_polls": deployments.ROLLBACK_POLLS,
+        "previous": None,
+        "scaling_deregistered": False,
+    }
+    count = settings.instance_count
+    if endpoint is not None:
+        endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
+        _check_endpoint(endpoint, endpoint_tags, env, name)
+        live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
+        live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
+        variant = (live.get("ProductionVariants") or [{}])[0]
+        previous = {
+            "endpoint_config_name": endpoint["EndpointConfigName"],
+            "model_version_arn": live_tags.get(contract.TAG_MODEL_VERSION),
+            "model_name": variant.get("ModelName"),
+            "instance_type": variant.get("InstanceType"),
+        }
+        if previous["model_version_arn"] == info.arn:
+            return _already_serving(prepared, endpoint, endpoint_tags, live, live_tags, clients["ssm"], env)
+        prepared["previous"] = previous
+        target = scalable_target(clients["application-autoscaling"], endpoint_name)
+        if target is not None:
+            # The new fleet starts as large as the old one is now: auto scaling waits while the update runs.
+            current = max(
+                (v.get("CurrentInstanceCount") or 0) for v in endpoint.get("ProductionVariants") or [{}]
+            )
+            count = min(max(count, int(current)), int(target.get("MaxCapacity") or count))
+    model_name = requests.resource_name(endpoint_name, info.number, execution_name)
+    tags = requests.deploy_tags(env, name, info.recipe, info.arn, execution_name)
+    prepared.update(
+        action="create" if endpoint is None else "update",
+        model_name=model_name,
+        endpoint_config_name=model_name,
+        instance_type=info.instance_type,
+        instance_count=count,
+    )
+    built = {
+        "CreateModel": requests.model_request(model_name, role_arn, info.arn, tags),
+        "CreateEndpointConfig": requests.endpoint_config_request(
+            model_name, model_name, info.instance_type, count, tags
+        ),
+    }
+    if endpoint is None:
+        built["CreateEndpoint"] = requests.endpoint_request(endpoint_name, model_name, tags)
+    else:
+        built["UpdateEndpoint"] = requests.update_request(env, settings, model_name)
+        built["Rollback"] = requests.rollback_request(
+            endpoint_name, prepared["previous"]["endpoint_config_name"]
+        )
+    prepared["requests"] = {
+        op: _checked(op if op != "Rollback" else "UpdateEndpoint", r) for op, r in built.items()
+    }
+    # Last, once nothing can refuse any more: an instance type change needs the target deregistered first.
+    if endpoint is not None and prepared["previous"]["instance_type"] not in (None, info.instance_type):
+        prepared["scaling_deregistered"] = remove_scaling(clients["application-autoscaling"], endpoint_name)
+    aws.log_json(LOG, "deploy prepared", action=prepared["action"], version=info.arn, endpoint=endpoint_name)
+    return prepared
+
+
+def _already_serving(
+    prepared: dict[str, Any],
+    endpoint: dict[str, Any],
+    endpoint_tags: dict[str, str],
+    live: dict[str, Any],
+    live_tags: dict[str, str],
+    ssm: Any,
+    env: str,
+) -> dict[str, Any]:
+    """The live config serves this version: the stored record is the answer when it and the endpoint's tag
+    say so; otherwise an earlier deploy stopped before its Record, which this one repeats (after a smoke test)."""
+    variant = (live.get("ProductionVariants") or [{}])[0]
+    prepared.update(
+        model_name=variant.get("ModelName"),
+        endpoint_config_name=endpoint["EndpointConfigName"],
+        instance_type=variant.get("InstanceType"),
+        instance_count=variant.get("InitialInstanceCount"),
+        deployed_by=live_tags.get(contract.TAG_DEPLOY_EXECUTION),
+        requests={},
+    )
+    stored = _stored_record(ssm, env, prepared["name"])
+    version = prepared["model_version_arn"]
+    if (stored or {}).get("model_version_arn") == version == endpoint_tags.get(contract.TAG_MODEL_VERSION):
+        prepared.update(action="none", record=stored)
+        aws.log_json(LOG, "already serving", version=version, endpoint=endpoint["EndpointName"])
+        return prepared
+    if stored is not None:
+        # The stored record is this version's (its endpoint tag was not written) or the one before it.
+        same = stored.get("model_version_arn") == version
+        prepared["previous"] = {
+            "endpoint_config_name": stored.get("previous_endpoint_config" if same else "endpoint_config"),
+            "model_version_arn": stored.get("previous_version" if same else "model_version_arn"),
+        }
+    prepared["action"] = "record"
+    return prepared
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"input": <the execution input>, "execution_name": <name>}."""
+    aws.bind(event)
+    return prepare(
+        event.get("input"),
+        str(event["execution_name"]),
+        os.environ["HFPIPE_ENV"],
+        deployments.settings_from_json(os.environ.get("DEPLOY_ENDPOINTS", "{}")),
+        os.environ["EXECUTION_ROLE_ARN"],
+        {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")},
+    )

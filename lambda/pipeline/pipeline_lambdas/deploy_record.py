@@ -1,0 +1,90 @@
+"""Record: once the new version serves and passed its smoke test, say so where the command and the next deploy
+read it, and put the endpoint's declared autoscaling on it.
+
+1. the endpoint is checked to be InService on the deploy's config (nothing is recorded otherwise);
+2. the endpoint is tagged with the version (``TAG_MODEL_VERSION``), the deploy execution
+   (``TAG_DEPLOY_EXECUTION``) and the version's recipe (``TAG_RECIPE``);
+3. the deployment record (hfpipe.core.deploy_requests.deployment_record) is written, as JSON, to the SSM
+   parameter ``contract.deployment_parameter_name(env, NAME)``; it is also the step's result and the
+   execution's output;
+4. the variant's autoscaling becomes what cdk.json declares (deploy_common.apply_scaling).
+
+Every step writes the same values again on a rerun, so a retried invocation finishes what a failed one began.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core import deploy_requests as requests
+from hfpipe.core.deployments import EndpointSettings
+from pipeline_lambdas import aws
+from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint
+
+LOG = aws.logger(__name__)
+
+
+class NotServingTheNewVersion(Exception):
+    """The endpoint is not InService on this deploy's config: there is nothing to record."""
+
+
+def record(
+    prepared: dict[str, Any],
+    execution_name: str,
+    env: str,
+    clients: dict[str, Any],
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Tag, record and scale; returns the deployment record."""
+    sagemaker = clients["sagemaker"]
+    endpoint_name = prepared["endpoint_name"]
+    endpoint = describe_endpoint(sagemaker, endpoint_name)
+    if (
+        endpoint is None
+        or endpoint.get("EndpointStatus") != "InService"
+        or endpoint.get("EndpointConfigName") != prepared["endpoint_config_name"]
+    ):
+        state = (
+            "missing"
+            if endpoint is None
+            else f"{endpoint.get('EndpointStatus')} on {endpoint.get('EndpointConfigName')}"
+        )
+        raise NotServingTheNewVersion(
+            f"endpoint {endpoint_name} is {state}; expected InService on {prepared['endpoint_config_name']}"
+        )
+    deployed_at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    result = requests.deployment_record(prepared, prepared.get("deployed_by") or execution_name, deployed_at)
+    sagemaker.add_tags(
+        ResourceArn=endpoint["EndpointArn"],
+        Tags=[
+            {"Key": contract.TAG_MODEL_VERSION, "Value": result["model_version_arn"]},
+            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result["execution"]},
+            {"Key": contract.TAG_RECIPE, "Value": result["recipe"]},
+        ],
+    )
+    clients["ssm"].put_parameter(
+        Name=contract.deployment_parameter_name(env, prepared["name"]),
+        Description=f"hfpipe {env}: the model version endpoint {endpoint_name} serves (written by each deploy)",
+        Value=json.dumps(result, sort_keys=True),
+        Type="String",
+        Overwrite=True,
+    )
+    settings = EndpointSettings.from_json(prepared["settings"])
+    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, settings.autoscaling)
+    aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result)
+    return result
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Event: {"deploy": <Prepare's result>, "execution_name": <name>}."""
+    aws.bind(event)
+    return record(
+        event["deploy"],
+        str(event["execution_name"]),
+        os.environ["HFPIPE_ENV"],
+        {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")},
+    )

@@ -1,0 +1,59 @@
+"""DeployCleanupFunction: lambda/pipeline/pipeline_lambdas/deploy_cleanup.py, where every failed deploy ends: it
+deletes the model and endpoint config the execution made when no endpoint uses them, and an endpoint the
+execution created (never one it was updating), and puts back autoscaling Prepare took off the old fleet.
+
+Its role may read the environment's named endpoints, their configs and models (hfpipe-<env>-*) and their tags,
+delete them only with this environment's tags, and register, scale and deregister the endpoints' variants
+with Application Auto Scaling; nothing else.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.functions.common import (
+    FunctionSettings,
+    deploy_arn,
+    grant_endpoint_scaling,
+    owned_by,
+    pipeline_function,
+)
+from stacks.nag import acknowledge, rendered
+
+
+class DeployCleanupFunction(Construct):
+    """The DeployCleanup function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "deploy_cleanup"
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
+        super().__init__(scope, construct_id)
+        self.function, self.role = pipeline_function(self, settings, runtime_module=self.RUNTIME_MODULE)
+        env = settings.env_name
+        hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel", "sagemaker:ListTags"],
+                resources=hosting,
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:DeleteEndpoint",
+                    "sagemaker:DeleteEndpointConfig",
+                    "sagemaker:DeleteModel",
+                ],
+                resources=hosting,
+                conditions=owned_by(env, "aws:ResourceTag"),
+            )
+        )
+        grant_endpoint_scaling(self.role, env, register=True)
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{rendered(cdk.Stack.of(self), hosting[2])}]",
+            "The models of the named endpoints (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy execution): "
+            "read-only, or deleted only with this environment's hfpipe:managed-by and hfpipe:env tags.",
+        )

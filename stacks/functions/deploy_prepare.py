@@ -1,0 +1,92 @@
+"""DeployPrepareFunction: lambda/pipeline/pipeline_lambdas/deploy_prepare.py, the deploy state machine's first
+step: it reads the registered version and the named endpoint, refuses what may not be deployed, and builds the
+requests the state machine sends (create, or a blue/green update).
+
+Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints and their
+configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), and read and deregister the
+endpoints' scalable targets (an instance type change needs that before UpdateEndpoint); nothing else. The
+endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
+role) as ``EXECUTION_ROLE_ARN``.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from hfpipe.core import deployments, registry
+from stacks.functions.common import (
+    FunctionSettings,
+    deploy_arn,
+    deployment_parameters_arn,
+    grant_endpoint_scaling,
+    pipeline_function,
+)
+from stacks.nag import acknowledge, rendered
+
+
+class DeployPrepareFunction(Construct):
+    """The Prepare function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "deploy_prepare"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        execution_role: iam.IRole,
+        endpoints: tuple[deployments.EndpointSettings, ...],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function, self.role = pipeline_function(
+            self,
+            settings,
+            runtime_module=self.RUNTIME_MODULE,
+            environment={
+                "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
+                "EXECUTION_ROLE_ARN": execution_role.role_arn,
+            },
+        )
+        stack = cdk.Stack.of(self)
+        env = settings.env_name
+        versions = stack.format_arn(
+            service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
+        )
+        hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
+        parameters = deployment_parameters_arn(self, env)
+        for actions, resources in (
+            (["sagemaker:DescribeModelPackage"], [versions]),
+            (
+                ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:ListTags"],
+                hosting,
+            ),
+            (["ssm:GetParameter"], [parameters]),
+        ):
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+        grant_endpoint_scaling(self.role, env, register=False)
+        for resource, reason in (
+            (
+                versions,
+                "Reads (DescribeModelPackage) the versions of this environment's model package groups only "
+                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration.",
+            ),
+            (
+                hosting[0],
+                "Reads the environment's named endpoints (hfpipe-<env>-<name>, declared in cdk.json) and their "
+                "tags: read-only.",
+            ),
+            (
+                hosting[1],
+                "Reads the named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy) and their "
+                "tags: read-only.",
+            ),
+            (
+                parameters,
+                "Reads the deployment records of the environment's named endpoints, one SSM parameter per "
+                "endpoint under /hfpipe/<env>/deployments/.",
+            ),
+        ):
+            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

@@ -1,0 +1,156 @@
+"""cdk.json's named endpoints (``endpoints``): defaults, SageMaker's limits, and the exact messages a bad entry
+stops synth with (hfpipe.core.deployments, through stacks/config.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfpipe.core import deployments
+from hfpipe.core.deployments import Alarms, Autoscaling, EndpointSettings, Traffic
+from stacks.config import ConfigError, parse_environment
+
+DEV = {"region": "eu-west-1"}
+PATH = "hfpipe:environments.dev.endpoints"
+
+
+def endpoints(entry):
+    return parse_environment("dev", {**DEV, "endpoints": entry}).endpoints
+
+
+def test_none_by_default_and_a_platform_teams_defaults():
+    assert parse_environment("dev", DEV).endpoints == ()
+    (summaries,) = endpoints({"summaries": {}})
+    assert summaries == EndpointSettings(
+        name="summaries",
+        instance_count=1,
+        traffic=Traffic(type="CANARY", step_percent=10, wait_seconds=300),
+        bake_seconds=600,
+        alarms=Alarms(max_5xx_errors=1, max_model_latency_ms=10_000),
+        autoscaling=None,
+    )
+    assert summaries.endpoint_name("dev") == "hfpipe-dev-summaries"
+    assert EndpointSettings.from_json(summaries.to_json()) == summaries
+
+
+def test_traffic_types_their_defaults_and_deployment_config():
+    a, b, c = endpoints(
+        {
+            "a": {"traffic": {"type": "ALL_AT_ONCE"}, "bake_seconds": 0},
+            "b": {"traffic": {"type": "LINEAR"}},
+            "c": {"traffic": {"type": "CANARY", "step_percent": 50, "wait_seconds": 0}, "bake_seconds": 3600},
+        }
+    )
+    assert a.traffic == Traffic("ALL_AT_ONCE", None, 0) and b.traffic == Traffic("LINEAR", 20, 300)
+    assert deployments.traffic_routing(a.traffic) == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0}
+    assert deployments.traffic_routing(b.traffic)["LinearStepSize"] == {
+        "Type": "CAPACITY_PERCENT",
+        "Value": 20,
+    }
+    config = deployments.deployment_config("dev", c)
+    assert config == {
+        "BlueGreenUpdatePolicy": {
+            "TrafficRoutingConfiguration": {
+                "Type": "CANARY",
+                "WaitIntervalInSeconds": 0,
+                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+            },
+            "TerminationWaitInSeconds": 3600,
+            # The new fleet's start (3,600 s) + the canary's wait + the bake time.
+            "MaximumExecutionTimeoutInSeconds": 7200,
+        },
+        "AutoRollbackConfiguration": {
+            "Alarms": [{"AlarmName": "hfpipe-dev-c-5xx-errors"}, {"AlarmName": "hfpipe-dev-c-model-latency"}]
+        },
+    }
+    # Never below SageMaker's minimum of 600 s, never above its 28,800 s.
+    assert all(
+        deployments.MIN_DEPLOYMENT_SECONDS <= e.deployment_seconds <= deployments.MAX_DEPLOYMENT_SECONDS
+        for e in (a, b, c)
+    )
+
+
+def test_autoscaling_bounds_follow_instance_count():
+    (e,) = endpoints(
+        {"e": {"instance_count": 2, "autoscaling": {"max_instances": 4, "invocations_per_instance": 70}}}
+    )
+    assert e.autoscaling == Autoscaling(min_instances=2, max_instances=4, invocations_per_instance=70)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ([], f"{PATH}: [] is not accepted; accepted: an object {{NAME: settings}}, e.g. "),
+        (
+            {"Summaries": {}},
+            f"{PATH}: 'Summaries' is not accepted; accepted: endpoint names of lower-case letters, digits and '-' "
+            "(not first or last), so that the SageMaker endpoint hfpipe-dev-NAME has at most 63 characters",
+        ),
+        ({"x" * 53: {}}, f"{PATH}: '{'x' * 53}' is not accepted; accepted: endpoint names of"),
+        ({"s": {"size": 1}}, f"{PATH}.s.size: unknown key; accepted: alarms, autoscaling, bake_seconds,"),
+        (
+            {"s": {"instance_count": 0}},
+            f"{PATH}.s.instance_count: 0 is not accepted; accepted: a whole number",
+        ),
+        (
+            {"s": {"traffic": {"type": "BLUE"}}},
+            f"{PATH}.s.traffic.type: 'BLUE' is not accepted; accepted: \"ALL",
+        ),
+        (
+            {"s": {"traffic": {"type": "CANARY", "step_percent": 60}}},
+            f"{PATH}.s.traffic.step_percent: 60 is not accepted; accepted: for CANARY a whole percent from 1 to 50",
+        ),
+        (
+            {"s": {"traffic": {"type": "LINEAR", "step_percent": 5}}},
+            f"{PATH}.s.traffic.step_percent: 5 is not accepted; accepted: for CANARY",
+        ),
+        (
+            {"s": {"traffic": {"type": "ALL_AT_ONCE", "step_percent": 10}}},
+            f"{PATH}.s.traffic.step_percent: 10 is not accepted; accepted: no step_percent with ALL_AT_ONCE",
+        ),
+        ({"s": {"traffic": {"wait_seconds": 3601}}}, f"{PATH}.s.traffic.wait_seconds: 3601 is not accepted"),
+        ({"s": {"bake_seconds": -1}}, f"{PATH}.s.bake_seconds: -1 is not accepted; accepted: a whole number"),
+        ({"s": {"alarms": {"max_5xx_errors": 0}}}, f"{PATH}.s.alarms.max_5xx_errors: 0 is not accepted"),
+        (
+            {"s": {"alarms": {"max_model_latency_ms": 60001}}},
+            f"{PATH}.s.alarms.max_model_latency_ms: 60001 is not accepted",
+        ),
+        (
+            {"s": {"autoscaling": {"max_instances": 2}}},
+            f"{PATH}.s.autoscaling.invocations_per_instance: required; accepted: a whole number >= 1",
+        ),
+        (
+            {"s": {"instance_count": 3, "autoscaling": {"max_instances": 2, "invocations_per_instance": 5}}},
+            f"{PATH}.s.autoscaling.max_instances: 2 is not accepted; accepted: a whole number from instance_count "
+            "to 100 (required) (instance_count is 3)",
+        ),
+        (
+            # Ten waits of 3,600 s cannot fit SageMaker's 28,800 s deployment limit.
+            {"s": {"traffic": {"type": "LINEAR", "step_percent": 10, "wait_seconds": 3600}}},
+            f"{PATH}.s.traffic: 10 wait(s) of 3600 s + bake_seconds 600 + 3600 s for the new fleet to start = "
+            "40200 s; accepted: at most 28800 s in all",
+        ),
+    ],
+)
+def test_malformed_endpoints_name_the_key_and_what_is_accepted(entry, message):
+    with pytest.raises(ConfigError) as raised:
+        endpoints(entry)
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_cdk_json_declares_summaries_in_dev_and_prod(synthesized):
+    dev, prod = (synthesized.environments[e].endpoints for e in ("dev", "prod"))
+    assert [e.name for e in dev] == [e.name for e in prod] == ["summaries"]
+    assert dev[0].traffic.type == "ALL_AT_ONCE"
+    assert prod[0].traffic.type == "CANARY" and prod[0].bake_seconds > 0
+
+
+def test_a_deploys_resource_names_are_unique_per_execution_and_fit_sagemaker():
+    from hfpipe.core.deploy_requests import resource_name
+
+    env, name = "e" * 16, "n" * 39  # the longest environment and endpoint names accepted
+    (settings,) = parse_environment(env, {**DEV, "endpoints": {name: {}}}).endpoints
+    endpoint = settings.endpoint_name(env)
+    assert len(endpoint) == 63
+    names = {resource_name(endpoint, 12345, f"deploy-{i}") for i in range(50)}
+    assert len(names) == 50 and all(len(n) <= 63 and n.startswith("hfpipe-") for n in names)
+    assert resource_name("hfpipe-dev-summaries", 3, "x") == resource_name("hfpipe-dev-summaries", 3, "x")

@@ -1,0 +1,96 @@
+"""What the deploy tests share: registering a version (as the Register step makes one, on moto), running the
+deploy state machine, and reading what it left. ``wiped`` is the body of each module's ``clean`` fixture."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from hfpipe import contract
+
+_ids = itertools.count()
+ENV, NAME = "dev", "summaries"
+ENDPOINT = contract.deployed_endpoint_name(ENV, NAME)
+PARAMETER = contract.deployment_parameter_name(ENV, NAME)
+
+
+def register(engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None) -> str:
+    """A version in the recipe's group of dev, as the Register step makes one (moto); its ARN."""
+    sm = engine.client("sagemaker")
+    group = contract.model_package_group_name(ENV, recipe)
+    try:
+        sm.describe_model_package_group(ModelPackageGroupName=group)
+    except sm.exceptions.ClientError:
+        sm.create_model_package_group(ModelPackageGroupName=group)
+    spec = {
+        "Containers": [
+            {"Image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m"}
+        ],
+        "SupportedContentTypes": ["application/json"],
+        "SupportedResponseMIMETypes": ["application/json"],
+        "SupportedRealtimeInferenceInstanceTypes": ["ml.m5.large"] if types is None else types,
+    }
+    return str(
+        sm.create_model_package(
+            ModelPackageGroupName=group,
+            InferenceSpecification=spec,
+            ModelApprovalStatus=status,
+            CustomerMetadataProperties={"recipe": recipe, "execution": f"run-{next(_ids)}"},
+        )["ModelPackageArn"]
+    )
+
+
+def deploy(engine: Any, version: str, endpoint: str = NAME) -> tuple[str, Any]:
+    name = f"deploy-{next(_ids)}"
+    machine = engine.state_machine_arns[contract.deploy_state_machine_name(ENV)]
+    return name, engine.run({"version": version, "endpoint": endpoint}, name=name, state_machine_arn=machine)
+
+
+def named(engine: Any) -> dict[str, list[str]]:
+    """The named endpoint, and every config and model a deploy made for it, that exist now."""
+    return {
+        k: sorted(n for n in v if n.startswith(ENDPOINT)) for k, v in engine.sagemaker_resources().items()
+    }
+
+
+def tags(engine: Any, arn: str) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in engine.client("sagemaker").list_tags(ResourceArn=arn)["Tags"]}
+
+
+def state_input(r: Any, state: str) -> dict[str, Any]:
+    """The input of the last visit of ``state`` (the state data at that point)."""
+    (event, *_) = [
+        e for e in reversed(r.history) if e.get("stateEnteredEventDetails", {}).get("name") == state
+    ]
+    return dict(json.loads(event["stateEnteredEventDetails"]["input"]))
+
+
+def stored_record(engine: Any) -> dict[str, Any] | None:
+    try:
+        return json.loads(engine.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
+    except engine.client("ssm").exceptions.ParameterNotFound:
+        return None
+
+
+def wiped(fresh: Any) -> Iterator[Any]:
+    """No named endpoint, config, model or record before and after each test (the session's engine is shared)."""
+
+    def wipe() -> None:
+        sm = fresh.client("sagemaker")
+        left = named(fresh)
+        for endpoint in left["endpoints"]:
+            sm.delete_endpoint(EndpointName=endpoint)
+        for config in left["endpoint_configs"]:
+            sm.delete_endpoint_config(EndpointConfigName=config)
+        for model in left["models"]:
+            sm.delete_model(ModelName=model)
+        try:
+            fresh.client("ssm").delete_parameter(Name=PARAMETER)
+        except fresh.client("ssm").exceptions.ParameterNotFound:
+            pass
+
+    wipe()
+    yield fresh
+    wipe()

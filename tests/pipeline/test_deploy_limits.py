@@ -1,0 +1,111 @@
+"""No deploy outgrows Step Functions: the bounds hfpipe.core.deployments computes cover SageMaker's longest
+deployment and stay far below 25,000 history events, and the longest deploy the settings allow, run on the
+local engine, records no more events (counted as AWS counts them) than that bound."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from deploy_helpers import ENDPOINT, NAME, deploy, named, register, state_input, wiped
+from deploy_standin import Update, stand_in_updates
+from test_pipeline_limits import aws_event_count
+
+from hfpipe import contract
+from hfpipe.core import deployments
+from hfpipe.core.deployments import EndpointSettings, Traffic
+
+
+@pytest.fixture
+def clean(fresh):
+    yield from wiped(fresh)
+
+
+#: The longest deployment cdk.json may declare: ten linear steps and the bake time fill SageMaker's 28,800 s.
+LONGEST = EndpointSettings(
+    name=NAME, traffic=Traffic("LINEAR", 10, 2160), bake_seconds=deployments.MAX_WAIT_SECONDS
+)
+
+
+def definition(template):
+    (machine,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name("dev")
+    ]
+    parts = machine["DefinitionString"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "0" for p in parts))
+
+
+def test_the_bounds_cover_the_longest_deployment_and_fit_the_history():
+    assert LONGEST.deployment_seconds == deployments.MAX_DEPLOYMENT_SECONDS == 28_800
+    # Every poll of the longest blue/green deployment and of SageMaker's rollback after it.
+    assert deployments.endpoint_polls(LONGEST) == deployments.MAX_POLLS
+    assert deployments.MAX_POLLS * deployments.POLL_SECONDS >= 28_800 + deployments.ROLLBACK_SECONDS
+    worst = deployments.worst_case_history_events()
+    assert worst < 10_000 < 25_000  # far below Step Functions' limit
+    assert deployments.EXECUTION_TIMEOUT_SECONDS >= (
+        (deployments.MAX_POLLS + deployments.ROLLBACK_POLLS) * deployments.POLL_SECONDS
+    )
+    # No endpoint cdk.json may declare needs more polls than the bound counts.
+    shortest = EndpointSettings(name=NAME, traffic=Traffic("ALL_AT_ONCE", None, 0), bake_seconds=0)
+    assert deployments.endpoint_polls(shortest) == math.ceil(
+        (deployments.PROVISIONING_SECONDS + deployments.ROLLBACK_SECONDS) / deployments.POLL_SECONDS
+    )
+
+
+def test_the_definition_polls_as_the_bounds_count(template):
+    d = definition(template)
+    states = d["States"]
+    assert d["TimeoutSeconds"] == deployments.EXECUTION_TIMEOUT_SECONDS
+    # Both loops: Wait (from Prepare's poll_seconds) -> DescribeEndpoint -> Choice -> Count -> Choice.
+    for prefix, describe, choice, left in (
+        ("Endpoint", "DescribeEndpoint", "EndpointStatus?", "$.deploy.max_polls"),
+        ("Rollback", "DescribeRolledBack", "RolledBack?", "$.deploy.rollback_max_polls"),
+    ):
+        assert states[f"Start{prefix}Wait"]["Parameters"] == {"left.$": left}
+        assert states[f"WaitFor{prefix}"] == {
+            "Type": "Wait",
+            "SecondsPath": "$.deploy.poll_seconds",
+            "Next": describe,
+        }
+        assert states[describe]["Next"] == choice and states[choice]["Default"] == f"Count{prefix}Poll"
+        assert states[f"Count{prefix}Poll"]["Next"] == f"{prefix}WaitLeft?"
+    # The retries on the longest path, 3 events each, are what RETRY_EVENTS counts.
+    path = [
+        "Prepare",
+        "CreateModel",
+        "CreateEndpointConfig",
+        "UpdateEndpoint",
+        "SmokeTest",
+        "PutPreviousConfigBack",
+    ]
+    path += ["DescribeEndpoint", "DescribeRolledBack", "DeployCleanup"]
+    retries = sum(r.get("MaxAttempts", 3) for s in path for r in states[s].get("Retry", []))
+    assert 3 * retries <= deployments.RETRY_EVENTS
+
+
+@pytest.mark.slow
+def test_the_longest_deploy_fits_the_history_bound(clean, monkeypatch):
+    """The longest settings: a first deploy, then an update that comes InService on its last allowed poll, fails
+    its smoke test, and whose way back never ends; then clean-up and the failure."""
+    monkeypatch.setenv("DEPLOY_ENDPOINTS", deployments.settings_json((LONGEST,)))
+    _, first = deploy(clean, register(clean))
+    assert first.status == "SUCCEEDED", first.cause
+    clean.endpoint = lambda name, body: [{"generated_text": "not an answer"}]
+    polls = deployments.MAX_POLLS
+    with stand_in_updates(clean, Update(polls=polls), Update(polls=0, outcome="never")) as play:
+        _, r = deploy(clean, register(clean))
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    new = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
+    assert [q["EndpointConfigName"] for q in play.requests] == [new, first.output["endpoint_config"]]
+    assert r.states.count("DescribeEndpoint") == polls
+    assert r.states.count("DescribeRolledBack") == deployments.ROLLBACK_POLLS
+    assert r.states[-4:] == ["RollbackWaitLeft?", "RollbackWaitTimeout", "DeployCleanup", "DeployFailed"]
+    counted = aws_event_count(r.history)
+    print(f"longest deploy: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)")
+    assert counted <= deployments.worst_case_history_events() < 25_000
+    # The serving endpoint was never deleted; it is still updating back, so its configs stay.
+    assert named(clean)["endpoints"] == [ENDPOINT]
