@@ -57,7 +57,8 @@ class PipelineLambdas(Construct):
     conditioned on iam:PassedToService (PipelineStack's ``grant_pass_execution_role``), to Launch.
     ``state_machine_arn`` is the ARN the state machine will have (built from its fixed name), which
     Cleanup checks abnormal-end events against; ``failed_events`` is the dead-letter queue of the two
-    functions EventBridge invokes (OnTrainingEvent, Cleanup).
+    functions EventBridge invokes (OnTrainingEvent, Cleanup). ``promote_role_arns``: the Promote roles of
+    environments in other accounts that promote from this one (Register shares each group with them).
     """
 
     #: Runtime module -> the Handler of its function (hfpipe.local.engine finds the functions by it).
@@ -85,9 +86,11 @@ class PipelineLambdas(Construct):
         allowed_s3_buckets: tuple[str, ...] = (),
         allowed_image_registries: tuple[str, ...] = (),
         model_approval: str = registry.DEFAULT_APPROVAL,
+        promote_role_arns: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        settings = FunctionSettings(
+        #: What every function shares (the Promote function, where there is one, is made with it too).
+        self.settings = settings = FunctionSettings(
             env_name=env_name,
             code=code_asset(),
             role_factory=role_factory,
@@ -138,6 +141,7 @@ class PipelineLambdas(Construct):
             settings=settings,
             artifacts_bucket_name=artifacts_bucket_name,
             model_approval=model_approval,
+            promote_role_arns=promote_role_arns,
         )
         components: tuple[Component, ...] = (
             self.plan,

@@ -194,6 +194,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             # The pipeline's: the state machine and the image catalog resolved at synth time.
             "state-machine-arn",
             "image-catalog",
+            # An environment that promotes from another (cdk.json promote_from): its Promote state machine.
+            *(["promote-state-machine-arn"] if synthesized.environments[env].promote_from else []),
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")

@@ -59,6 +59,10 @@ def actions(statements):
 @pytest.mark.parametrize("env", ENVS)
 def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env):
     functions = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))
+    # Where the environment promotes from another (prod, in cdk.json), its Promote function too: its role is
+    # checked in tests/infra/test_promotion_stacks.py.
+    promote = functions.pop("promote", None)
+    assert (promote is not None) == (pipeline_app.environments[env].promote_from is not None)
     assert set(functions) == set(PipelineLambdas.HANDLERS)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -156,7 +160,9 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
 @pytest.mark.parametrize("env", ENVS)
 def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
-    template.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    # The pipeline's, and where the environment promotes from another (prod) its Promote state machine.
+    promotes = pipeline_app.environments[env].promote_from is not None
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 2 if promotes else 1)
     policies = Capture()
     template.has_resource(
         "AWS::StepFunctions::StateMachine",
@@ -189,7 +195,9 @@ def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     assert policies.as_array() == [
         k for k in template.find_resources("AWS::IAM::Policy") if k.startswith("PipelineStateMachineRole")
     ]
-    (machine_id,) = template.find_resources("AWS::StepFunctions::StateMachine")
+    (machine_id,) = template.find_resources(
+        "AWS::StepFunctions::StateMachine", {"Properties": {"StateMachineName": f"hfpipe-{env}-pipeline"}}
+    )
     template.has_resource_properties(
         "AWS::SSM::Parameter",
         {
@@ -219,7 +227,9 @@ def test_cleanup_knows_its_state_machine_by_its_fixed_name(pipeline_app, env):
     """Cleanup's STATE_MACHINE_ARN is the state machine's own ARN, built from its fixed name (no Ref: the
     state machine invokes Cleanup, a Ref back would be a cycle)."""
     template = pipeline_app.assertions(env, "Pipeline")
-    ((machine_id, machine),) = template.find_resources("AWS::StepFunctions::StateMachine").items()
+    # The pipeline's; prod (promote_from in cdk.json) has its Promote state machine too.
+    machines = template.find_resources("AWS::StepFunctions::StateMachine")
+    ((machine_id, machine),) = [(k, m) for k, m in machines.items() if "Promotion" not in k]
     name = machine["Properties"]["StateMachineName"]
     assert name == f"hfpipe-{env}-pipeline"
     cleanup_props, _ = pipeline_functions(template)["cleanup"]
