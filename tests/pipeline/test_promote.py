@@ -237,3 +237,21 @@ def test_the_target_registers_with_its_own_approval_status(promoting):
     )
     assert desc["ModelApprovalStatus"] == "Approved" and ":us-west-2:" in desc["ModelPackageArn"]
     assert r.output["image"] == catalog_image("us-west-2")
+
+
+def test_a_version_approved_after_registration_keeps_its_lineage(promoting):
+    # Registered pending, then approved (UpdateModelPackage) as `hfpipe models approve` does; moto drops the
+    # version's CustomerMetadataProperties there (AWS keeps them), the statistics document still has them.
+    arn = register_source_version(recipe="tiny-late", approval="PendingManualApproval", execution="reg-late")
+    import boto3
+
+    boto3.client("sagemaker", region_name=SOURCE_REGION).update_model_package(
+        ModelPackageArn=arn, ModelApprovalStatus="Approved"
+    )
+    r = run(promoting, {"version": "tiny-late/1"})
+    assert r.status == "SUCCEEDED", r.cause
+    desc = promoting.client("sagemaker").describe_model_package(
+        ModelPackageName=r.output["target"]["model_package_arn"]
+    )
+    meta = desc["CustomerMetadataProperties"]
+    assert (meta["execution"], meta["promoted_from"]) == ("reg-late", arn)

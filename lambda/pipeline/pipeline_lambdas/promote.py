@@ -152,8 +152,12 @@ def _promote(
     prefix = promotion.artifact_prefix(s.source_env, recipe, number)
     model_url = f"s3://{s.bucket}/{prefix}model.tar.gz"
     metrics_key = f"{prefix}metrics.json"
+    # Read before anything is written. The source's lineage: its version's metadata, else (moto drops it on
+    # UpdateModelPackage; AWS keeps it) what its statistics document repeats.
+    source_document = _source_metrics(clients, desc)
+    lineage = {**(source_document.get("metadata") or {}), **(desc.get("CustomerMetadataProperties") or {})}
     properties = promotion.metadata(
-        desc.get("CustomerMetadataProperties") or {},
+        {str(k): str(v) for k, v in lineage.items()},
         source_arn=source_arn,
         source_env=s.source_env,
         model_data_url=model_url,
@@ -199,7 +203,7 @@ def _promote(
         SourceClient=clients.source_s3,
         Config=TransferConfig(**copy_settings),
     )
-    document = promotion.statistics(_source_metrics(clients, desc), group, properties)
+    document = promotion.statistics(source_document, group, properties)
     clients.s3.put_object(
         Bucket=s.bucket,
         Key=metrics_key,
