@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hfpipe.core import deployments, names, registry
@@ -33,6 +33,8 @@ _ACCOUNT = re.compile(r"^\d{12}$")
 _ENV_KEYS = {
     "region": 'an AWS region name such as "eu-west-1"',
     "account": "a 12-digit AWS account ID as a string (optional; defaults to CDK_DEFAULT_ACCOUNT)",
+    "promote_from": "the name of another environment of cdk.json whose approved model versions `hfpipe promote` "
+    "copies into this one (optional; no cycles; an account on both environments or on neither)",
     "removal_policy": ", ".join(f'"{p}"' for p in REMOVAL_POLICIES),
     "log_retention_days": "one of " + ", ".join(str(d) for d in LOG_RETENTION_DAYS),
     "checkpoint_expiration_days": "a whole number of days from 1 to 3650",
@@ -69,6 +71,15 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class PromotionPeer:
+    """The other end of a promotion: the environment promoted from, or one that promotes from this one."""
+
+    name: str
+    region: str
+    account: str | None
+
+
 class ConfigError(ValueError):
     """A cdk.json context entry is missing or malformed; the message says which and what is accepted."""
 
@@ -95,6 +106,11 @@ class EnvironmentConfig:
     checkpoint_expiration_days: int
     noncurrent_version_expiration_days: int
     quotas: tuple[QuotaTarget, ...]
+    #: cdk.json ``promote_from``; ``promote_source`` is that environment and ``promoted_to`` those promoting from
+    #: this one (filled by ``load_environments``, which sees every environment).
+    promote_from: str | None = None
+    promote_source: PromotionPeer | None = None
+    promoted_to: tuple[PromotionPeer, ...] = ()
     #: Outside the environment, yet accepted by the Plan in recipes (see `hfpipe.core.plan.check_ownership`).
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
@@ -107,6 +123,10 @@ class EnvironmentConfig:
     def retain(self) -> bool:
         """True when stateful resources outlive their stack (and stacks get termination protection)."""
         return self.removal_policy == "retain"
+
+    def in_other_account(self, peer: PromotionPeer) -> bool:
+        """True when ``peer`` is deployed to another account than this environment (both name theirs)."""
+        return self.account is not None and peer.account is not None and self.account != peer.account
 
 
 def _rejected(path: str, value: object, accepted: str) -> ConfigError:
@@ -169,6 +189,11 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     account = entry.get("account", default_account)
     if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
         raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
+    promote_from = entry.get("promote_from")
+    if promote_from is not None and (
+        not isinstance(promote_from, str) or names.env_name_problem(promote_from)
+    ):
+        raise _rejected(f"{path}.promote_from", promote_from, _ENV_KEYS["promote_from"])
     values = {**_DEFAULTS, **entry}
     removal_policy = values["removal_policy"]
     if removal_policy not in REMOVAL_POLICIES:
@@ -211,6 +236,9 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         removal_policy=removal_policy,
         log_retention_days=log_retention_days,
         quotas=quotas,
+        promote_from=promote_from,
+        promote_source=None,  # load_environments links the environments
+        promoted_to=(),
         allowed_s3_buckets=allowed["allowed_s3_buckets"],
         allowed_image_registries=allowed["allowed_image_registries"],
         model_approval=model_approval,
@@ -232,9 +260,51 @@ def load_environments(context: object, *, default_account: str | None = None) ->
             context,
             'an object mapping environment names to settings, e.g. {"dev": {"region": "eu-west-1"}}',
         )
-    return {
+    environments = {
         name: parse_environment(name, entry, default_account=default_account)
         for name, entry in context.items()
+    }
+    return _link_promotions(environments, context)
+
+
+def _link_promotions(
+    environments: dict[str, EnvironmentConfig], context: Mapping[str, Any]
+) -> dict[str, EnvironmentConfig]:
+    """Check every ``promote_from`` against the other environments and fill in both ends of each promotion.
+
+    An account on one end only is refused: the other end's would then be CDK_DEFAULT_ACCOUNT, the account of
+    whoever deploys, which is the wrong one for the stacks of the environment not being deployed."""
+    peers = {n: PromotionPeer(n, e.region, e.account) for n, e in environments.items()}
+    links = {name: env.promote_from for name, env in environments.items() if env.promote_from is not None}
+    for name, source in links.items():
+        others = ", ".join(f'"{n}"' for n in sorted(environments) if n != name) or "none"
+        if source == name or source not in environments:
+            what = "the environment itself" if source == name else "not an environment of cdk.json"
+            raise ConfigError(
+                f"{CONTEXT_KEY}.{name}.promote_from: {source!r} is {what}; accepted: another environment: {others}"
+            )
+    for name, source in links.items():
+        path = f"{CONTEXT_KEY}.{name}.promote_from"
+        chain = [name, source]
+        while chain[-1] in links:
+            chain.append(links[chain[-1]])
+            if chain[-1] in chain[:-1]:
+                raise ConfigError(
+                    f"{path}: {source!r} makes a cycle ({' -> '.join(chain)}); accepted: promotions that end "
+                    "at an environment that promotes from none"
+                )
+        if ("account" in context[name]) != ("account" in context[source]):
+            raise ConfigError(
+                f"{path}: {source!r} and {name!r} do not both name an account; accepted: an account on both "
+                "environments (cross-account promotion), or on neither (both in the deploying account)"
+            )
+    return {
+        name: replace(
+            env,
+            promote_source=peers[links[name]] if name in links else None,
+            promoted_to=tuple(peers[n] for n in sorted(links) if links[n] == name),
+        )
+        for name, env in environments.items()
     }
 
 

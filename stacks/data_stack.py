@@ -12,6 +12,7 @@ from constructs import Construct
 from hfpipe.contract import SSM_ARTIFACTS_BUCKET, SSM_DATA_BUCKET, ssm_parameter_name
 from stacks.config import EnvironmentConfig
 from stacks.constructs.buckets import PipelineBuckets
+from stacks.constructs.promotion import share_artifacts
 from stacks.template_hygiene import fix_auto_delete_provider
 
 
@@ -35,6 +36,10 @@ class DataStack(Stack):
             access_log_expiration_days=config.log_retention_days,
         )
         fix_auto_delete_provider(self)
+        # An environment in another account that promotes from this one reads its approved models from here.
+        for target in config.promoted_to:
+            if config.in_other_account(target):
+                share_artifacts(buckets.artifacts_bucket, target)
         self.data_bucket: s3.Bucket = buckets.data_bucket
         self.artifacts_bucket: s3.Bucket = buckets.artifacts_bucket
         self.access_logs_bucket: s3.Bucket = buckets.access_logs_bucket

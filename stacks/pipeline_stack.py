@@ -30,6 +30,7 @@ from hfpipe.contract import (
     SSM_STATE_MACHINE_ARN,
     ssm_parameter_name,
 )
+from hfpipe.core import promotion
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.deploy_state_machine import DeployStateMachine
 from stacks.constructs.endpoint_alarms import EndpointAlarms
@@ -38,6 +39,7 @@ from stacks.constructs.failed_events import FailedEvents
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_lambdas import PipelineLambdas
 from stacks.constructs.pipeline_state_machine import PipelineStateMachine
+from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.image_catalog import build_catalog
@@ -116,6 +118,7 @@ class PipelineStack(Stack):
 
         self._add_state_machine()
         self._add_deploy()
+        self._add_promotion()
         self._add_outputs()
 
     def _add_state_machine(self) -> None:
@@ -156,6 +159,11 @@ class PipelineStack(Stack):
             allowed_image_registries=self.config.allowed_image_registries,
             model_approval=self.config.model_approval,
             endpoints=self.config.endpoints,
+            promote_role_arns=tuple(
+                promotion.role_arn(self.partition, str(t.account), t.name)
+                for t in self.config.promoted_to
+                if self.config.in_other_account(t)
+            ),
         )
         self.pipeline = PipelineStateMachine(
             self,
@@ -210,6 +218,25 @@ class PipelineStack(Stack):
             description=f"hfpipe {self.config.name}: {SSM_DEPLOY_STATE_MACHINE_ARN}",
         )
         CfnOutput(self, "DeployStateMachineArn", value=arn)
+
+    def _add_promotion(self) -> None:
+        """The Promote state machine, where cdk.json names an environment this one promotes from."""
+        source = self.config.promote_source
+        if source is None:
+            return
+        self.promotion = Promotion(
+            self,
+            "Promotion",
+            settings=self.pipeline_lambdas.settings,
+            source=source,
+            cross_account=self.config.in_other_account(source),
+            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
+            image_catalog=self.image_catalog,
+            model_approval=self.config.model_approval,
+            allowed_image_registries=self.config.allowed_image_registries,
+            log_retention=retention_days(self.config.log_retention_days),
+            removal_policy=self._removal_policy,
+        )
 
     def lambda_role(self, construct_id: str, description: str) -> iam.Role:
         """A role for one Lambda function with no permissions yet; grant each one it needs explicitly."""

@@ -55,9 +55,23 @@ def synthesize(outdir: Path) -> Synthesized:
 
     cdk-nag runs during synth: an unacknowledged finding fails here.
     """
-    context = cdk_app.cdk_json_context()
+    return _synthesize(outdir, cdk_app.cdk_json_context(), nag=True)
+
+
+def synthesize_environments(outdir: Path, environments: dict[str, Any], *, nag: bool = True) -> Synthesized:
+    """The app for other environments than cdk.json's (`environments`: the `hfpipe:environments` value), e.g.
+    a source and a target in two accounts; no bundling (the handlers run from lambda/ locally)."""
+    context = {
+        **cdk_app.cdk_json_context(),
+        "hfpipe:environments": environments,
+        "aws:cdk:bundling-stacks": [],
+    }
+    return _synthesize(outdir, context, nag=nag)
+
+
+def _synthesize(outdir: Path, context: dict[str, Any], *, nag: bool) -> Synthesized:
     started = time.perf_counter()
-    app = cdk_app.build_app(context=context, outdir=str(outdir), default_account=None)
+    app = cdk_app.build_app(context=context, outdir=str(outdir), default_account=None, nag=nag)
     app.synth()
     seconds = time.perf_counter() - started
     manifest = json.loads((outdir / "manifest.json").read_text())

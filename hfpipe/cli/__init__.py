@@ -15,6 +15,8 @@
     hfpipe deploy --env prod --model RECIPE/N --endpoint NAME   an approved version onto a named endpoint
                                         (created, or updated blue/green with automatic rollback)
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
+    hfpipe promote RECIPE/N --env prod [--watch]   copy an approved version of the environment prod
+                                        promotes from (cdk.json promote_from) into prod's registry
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
@@ -266,6 +268,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p)
     p.set_defaults(func=commands.cmd_logs, command_parser=p)
+
+    p = sub.add_parser(
+        "promote", help="copy an approved version of the source environment into this one (promote_from)"
+    )
+    p.add_argument(
+        "version", metavar="VERSION", help="RECIPE/N or a version ARN of the environment --env promotes from"
+    )
+    p.add_argument(
+        "--env", required=True, help="the target environment (its cdk.json entry names promote_from)"
+    )
+    p.add_argument("--watch", action="store_true", help="wait for the promotion and print the new version")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between checks with --watch")
+    p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
+    _common(p)
+    p.set_defaults(func=commands.cmd_promote, command_parser=p)
 
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")

@@ -315,6 +315,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_promote(args: argparse.Namespace) -> int:
+    """Promote a version of the source environment into --env (see hfpipe.cli.promote)."""
+    from hfpipe.cli.promote import cmd_promote as run
+
+    return run(args, _console())
+
+
 # --- local ----------------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import api_shapes, registry
+from hfpipe.core import api_shapes, promotion, registry
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,23 @@ class VersionInfo:
     cost_usd: float | None = None
     estimated_cost_usd: float | None = None
     approval_description: str | None = None
+    #: A promoted version's source version (ARN) and environment (``hfpipe promote``).
+    promoted_from: str | None = None
+    promoted_from_env: str | None = None
 
     @property
     def ref(self) -> str:
         """RECIPE/N: how the commands name it."""
         return f"{self.recipe}/{self.version}"
+
+    @property
+    def source(self) -> str | None:
+        """A promoted version's source as RECIPE/N (ENV), e.g. tiny-lora/3 (dev)."""
+        if not self.promoted_from:
+            return None
+        _, group, number = self.promoted_from.rsplit("/", 2)  # ...:model-package/<group>/<n>
+        env = self.promoted_from_env or "?"
+        return f"{group.removeprefix(registry.group_prefix(env))}/{number} ({env})"
 
 
 def _number(value: Any) -> float | None:
@@ -95,6 +107,8 @@ def describe_version(sagemaker: Any, s3: Any, env: str, arn: str) -> VersionInfo
         cost_usd=_number(meta.get("cost_usd")),
         estimated_cost_usd=_number(meta.get("estimated_cost_usd")),
         approval_description=desc.get("ApprovalDescription"),
+        promoted_from=meta.get(promotion.PROMOTED_FROM),
+        promoted_from_env=meta.get(promotion.PROMOTED_FROM_ENV),
     )
 
 
@@ -163,17 +177,21 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
     out = Table(
         title=f"model versions in {env} (groups {registry.group_prefix(env)}<recipe>)", title_justify="left"
     )
-    for column in ("version", "status", "metrics", "cost (USD)", "execution", "created (UTC)"):
+    # A "promoted from" column only where a version was promoted (hfpipe promote).
+    promoted = any(v.promoted_from for v in versions)
+    columns = ("version", "status", "metrics", "cost (USD)", "execution", "created (UTC)")
+    for column in (*columns, *(["promoted from"] if promoted else [])):
         out.add_column(column, justify="right" if column.startswith("cost") else "left")
     for v in versions:
-        out.add_row(
+        row = [
             v.ref,
             v.status,
             _metrics_text(v.metrics),
             _money(v.cost_usd),
             v.execution or "-",
             v.created.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if v.created else "-",
-        )
+        ]
+        out.add_row(*row, *([v.source or "-"] if promoted else []))
     return out
 
 

@@ -66,7 +66,8 @@ class PipelineLambdas(Construct):
     ``endpoints`` are the environment's named endpoints (cdk.json), which Prepare is given.
     ``state_machine_arn`` is the ARN the state machine will have (built from its fixed name), which
     Cleanup checks abnormal-end events against; ``failed_events`` is the dead-letter queue of the two
-    functions EventBridge invokes (OnTrainingEvent, Cleanup).
+    functions EventBridge invokes (OnTrainingEvent, Cleanup). ``promote_role_arns``: the Promote roles of
+    environments in other accounts that promote from this one (Register shares each group with them).
     """
 
     #: Runtime module -> the Handler of its function (hfpipe.local.engine finds the functions by it).
@@ -95,9 +96,11 @@ class PipelineLambdas(Construct):
         allowed_image_registries: tuple[str, ...] = (),
         model_approval: str = registry.DEFAULT_APPROVAL,
         endpoints: tuple[deployments.EndpointSettings, ...] = (),
+        promote_role_arns: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        settings = FunctionSettings(
+        #: What every function shares (the Promote function, where there is one, is made with it too).
+        self.settings = settings = FunctionSettings(
             env_name=env_name,
             code=code_asset(),
             role_factory=role_factory,
@@ -148,6 +151,7 @@ class PipelineLambdas(Construct):
             settings=settings,
             artifacts_bucket_name=artifacts_bucket_name,
             model_approval=model_approval,
+            promote_role_arns=promote_role_arns,
         )
         self.deploy_prepare = DeployPrepareFunction(
             self,

@@ -24,6 +24,8 @@ class RegisterFunction(Construct):
     """The Register function (``function``) and its role (``role``).
 
     ``model_approval``: the ModelApprovalStatus of new versions (registry.APPROVAL_STATUSES).
+    ``promote_role_arns``: the Promote roles of environments in other accounts promoting from this one, which
+    each group's resource policy lets read its versions (hfpipe.core.promotion.group_policy).
     """
 
     RUNTIME_MODULE = "register"
@@ -36,6 +38,7 @@ class RegisterFunction(Construct):
         settings: FunctionSettings,
         artifacts_bucket_name: str,
         model_approval: str = registry.DEFAULT_APPROVAL,
+        promote_role_arns: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         if model_approval not in registry.APPROVAL_STATUSES:
@@ -46,69 +49,24 @@ class RegisterFunction(Construct):
             self,
             settings,
             runtime_module=self.RUNTIME_MODULE,
-            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name, "MODEL_APPROVAL_STATUS": model_approval},
+            environment={
+                "ARTIFACTS_BUCKET": artifacts_bucket_name,
+                "MODEL_APPROVAL_STATUS": model_approval,
+                # Only where an environment in another account promotes from this one (register.share_group).
+                **({"PROMOTE_ROLE_ARNS": ",".join(promote_role_arns)} if promote_role_arns else {}),
+            },
         )
         stack = cdk.Stack.of(self)
-        prefix = registry.group_prefix(settings.env_name)
-        # Group ARNs keep the name as given; version ARNs are model-package/<group>/<n>, in lower case
-        # (env and recipe names are lower case already). Service Authorization Reference, Amazon SageMaker:
-        # CreateModelPackage acts on both resource types, ListModelPackages on model-package.
-        group_arn = stack.format_arn(
-            service="sagemaker", resource="model-package-group", resource_name=f"{prefix}*"
-        )
-        version_arn = stack.format_arn(
-            service="sagemaker", resource="model-package", resource_name=f"{prefix}*/*"
-        )
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeModelPackageGroup"], resources=[group_arn])
-        )
-        # Creating with tags needs sagemaker:AddTags too (tag-on-create), conditioned like the creation.
-        tagged = owned_by(settings.env_name, "aws:RequestTag")
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
-                resources=[group_arn, version_arn],
-                conditions=tagged,
+        group_arn = grant_registry(self.role, settings.env_name, model_approval)
+        if promote_role_arns:
+            # share_group: the group's resource policy for Promote roles of environments in other accounts.
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["sagemaker:PutModelPackageGroupPolicy"], resources=[group_arn])
             )
-        )
-        # New versions only with the environment's approval status: a role of an environment that approves
-        # by hand cannot register an Approved version (sagemaker:ModelApprovalStatus, a condition key of
-        # CreateModelPackage in the Service Authorization Reference).
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:CreateModelPackage"],
-                resources=[group_arn, version_arn],
-                conditions={
-                    "StringEquals": {
-                        **tagged["StringEquals"],
-                        "sagemaker:ModelApprovalStatus": model_approval,
-                    }
-                },
-            )
-        )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:ListModelPackages", "sagemaker:DescribeModelPackage"],
-                resources=[version_arn],
-            )
-        )
         metrics = (
             f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*"
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[metrics]))
-        for resource, reason in (
-            (
-                group_arn,
-                "One model package group per recipe of this environment (hfpipe-<env>-<recipe>), made when a "
-                "recipe's first run registers; creating requires the hfpipe managed-by and env request tags.",
-            ),
-            (
-                version_arn,
-                "Versions are numbered by SageMaker at registration, inside this environment's groups only; "
-                "creating requires the hfpipe managed-by and env request tags, listing and reading are read-only.",
-            ),
-        ):
-            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::"
@@ -118,3 +76,68 @@ class RegisterFunction(Construct):
             "Each registered version's metrics document is written at model-metrics/<execution>/metrics.json "
             "(the execution is named at run time) of this environment's artifacts bucket only.",
         )
+
+
+def grant_registry(role: iam.Role, env_name: str, model_approval: str) -> str:
+    """What registering a version in one of ``env_name``'s groups takes (the Register and Promote functions):
+    read and create the environment's groups (hfpipe-<env>-*), create versions in them with the environment's
+    tags and approval status, list and read their versions. Returns the groups' ARN pattern."""
+    stack = cdk.Stack.of(role)
+    prefix = registry.group_prefix(env_name)
+    # Group ARNs keep the name as given; version ARNs are model-package/<group>/<n>, in lower case
+    # (env and recipe names are lower case already). Service Authorization Reference, Amazon SageMaker:
+    # CreateModelPackage acts on both resource types, ListModelPackages on model-package.
+    group_arn = stack.format_arn(
+        service="sagemaker", resource="model-package-group", resource_name=f"{prefix}*"
+    )
+    version_arn = stack.format_arn(
+        service="sagemaker", resource="model-package", resource_name=f"{prefix}*/*"
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(actions=["sagemaker:DescribeModelPackageGroup"], resources=[group_arn])
+    )
+    # Creating with tags needs sagemaker:AddTags too (tag-on-create), conditioned like the creation.
+    tagged = owned_by(env_name, "aws:RequestTag")
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
+            resources=[group_arn, version_arn],
+            conditions=tagged,
+        )
+    )
+    # New versions only with the environment's approval status: a role of an environment that approves
+    # by hand cannot register an Approved version (sagemaker:ModelApprovalStatus, a condition key of
+    # CreateModelPackage in the Service Authorization Reference).
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:CreateModelPackage"],
+            resources=[group_arn, version_arn],
+            conditions={
+                "StringEquals": {
+                    **tagged["StringEquals"],
+                    "sagemaker:ModelApprovalStatus": model_approval,
+                }
+            },
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:ListModelPackages", "sagemaker:DescribeModelPackage"],
+            resources=[version_arn],
+        )
+    )
+    for resource, reason in (
+        (
+            group_arn,
+            "One model package group per recipe of this environment (hfpipe-<env>-<recipe>), made when a "
+            "recipe's first version is registered (by a run or a promotion); creating requires the hfpipe "
+            "managed-by and env request tags.",
+        ),
+        (
+            version_arn,
+            "Versions are numbered by SageMaker at registration, inside this environment's groups only; "
+            "creating requires the hfpipe managed-by and env request tags, listing and reading are read-only.",
+        ),
+    ):
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
+    return group_arn

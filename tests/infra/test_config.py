@@ -8,7 +8,13 @@ import json
 import pytest
 
 import app as cdk_app
-from stacks.config import ConfigError, load_environments, parse_environment, select_environments
+from stacks.config import (
+    ConfigError,
+    PromotionPeer,
+    load_environments,
+    parse_environment,
+    select_environments,
+)
 
 DEV = {"region": "eu-west-1"}
 
@@ -88,7 +94,8 @@ def test_defaults_and_account_fallback():
             {**DEV, "retention": 30},
             "hfpipe:environments.dev.retention: unknown key; accepted: account, allowed_image_registries, "
             "allowed_s3_buckets, checkpoint_expiration_days, endpoints, "
-            "log_retention_days, model_approval, noncurrent_version_expiration_days, quotas, region, removal_policy",
+            "log_retention_days, model_approval, noncurrent_version_expiration_days, promote_from, quotas, region, "
+            "removal_policy",
         ),
         (
             {**DEV, "quotas": {"name": "x"}},
@@ -190,3 +197,70 @@ def test_build_app_parts_need_data_for_pipeline_and_known_names(parts):
     assert str(err.value) == (
         f"parts: {sorted(parts)!r}; accepted: a subset of ['Data', 'Quota', 'Pipeline'] with Data for Pipeline"
     )
+
+
+def test_cdk_json_promotes_prod_from_dev(repo_root):
+    context = json.loads((repo_root / "cdk.json").read_text())["context"]
+    environments = load_environments(context["hfpipe:environments"])
+    assert environments["prod"].promote_from == "dev" and environments["dev"].promote_from is None
+    assert environments["prod"].promote_source == PromotionPeer("dev", "eu-west-1", None)
+    assert environments["dev"].promoted_to == (PromotionPeer("prod", "us-east-1", None),)
+    assert environments["prod"].promoted_to == ()
+
+
+def test_promotion_peers_know_each_others_region_and_account():
+    environments = load_environments(
+        {
+            "dev": {**DEV, "account": "111111111111"},
+            "stage": {"region": "eu-central-1", "account": "111111111111", "promote_from": "dev"},
+            "prod": {"region": "us-east-1", "account": "222222222222", "promote_from": "stage"},
+        }
+    )
+    dev, stage, prod = environments["dev"], environments["stage"], environments["prod"]
+    assert stage.promote_source == PromotionPeer("dev", "eu-west-1", "111111111111")
+    assert dev.promoted_to == (PromotionPeer("stage", "eu-central-1", "111111111111"),)
+    assert stage.promoted_to == (PromotionPeer("prod", "us-east-1", "222222222222"),)
+    assert not dev.in_other_account(dev.promoted_to[0])  # one account: nothing to share
+    assert prod.in_other_account(prod.promote_source) and stage.in_other_account(stage.promoted_to[0])
+
+
+@pytest.mark.parametrize(
+    ("environments", "message"),
+    [
+        (
+            {"dev": DEV, "prod": {"region": "us-east-1", "promote_from": "stage"}},
+            "hfpipe:environments.prod.promote_from: 'stage' is not an environment of cdk.json; accepted: "
+            'another environment: "dev"',
+        ),
+        (
+            {"dev": {**DEV, "promote_from": "dev"}},
+            "hfpipe:environments.dev.promote_from: 'dev' is the environment itself; accepted: another "
+            "environment: none",
+        ),
+        (
+            {
+                "dev": {**DEV, "promote_from": "prod"},
+                "stage": {"region": "eu-central-1", "promote_from": "dev"},
+                "prod": {"region": "us-east-1", "promote_from": "stage"},
+            },
+            "hfpipe:environments.dev.promote_from: 'prod' makes a cycle (dev -> prod -> stage -> dev); accepted: "
+            "promotions that end at an environment that promotes from none",
+        ),
+        (
+            {"dev": DEV, "prod": {"region": "us-east-1", "account": "222222222222", "promote_from": "dev"}},
+            "hfpipe:environments.prod.promote_from: 'dev' and 'prod' do not both name an account; accepted: an "
+            "account on both environments (cross-account promotion), or on neither (both in the deploying account)",
+        ),
+        (
+            {"dev": DEV, "prod": {"region": "us-east-1", "promote_from": ["dev"]}},
+            "hfpipe:environments.prod.promote_from: ['dev'] is not accepted; accepted: the name of another "
+            "environment of cdk.json whose approved model versions `hfpipe promote` copies into this one "
+            "(optional; no cycles; an account on both environments or on neither)",
+        ),
+    ],
+    ids=["unknown", "itself", "cycle", "one-account", "not-a-name"],
+)
+def test_promote_from_errors_name_the_key_and_what_is_accepted(environments, message):
+    with pytest.raises(ConfigError) as raised:
+        load_environments(environments)
+    assert str(raised.value) == message

@@ -196,6 +196,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             "image-catalog",
             # The deploy state machine's (docs/deploy.md).
             "deploy-state-machine-arn",
+            # An environment that promotes from another (cdk.json promote_from): its Promote state machine.
+            *(["promote-state-machine-arn"] if synthesized.environments[env].promote_from else []),
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")

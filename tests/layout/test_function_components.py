@@ -63,10 +63,13 @@ def test_every_module_names_its_runtime_file() -> None:
 
 def test_the_composition_handlers_are_the_components() -> None:
     from stacks.constructs.pipeline_lambdas import PipelineLambdas
+    from stacks.constructs.promotion import Promotion
 
-    assert {
-        name: f"pipeline_lambdas.{name}.handler" for name in _handler_modules()
-    } == PipelineLambdas.HANDLERS
+    # The pipeline's functions, and the Promote function of an environment that promotes from another.
+    assert {name: f"pipeline_lambdas.{name}.handler" for name in _handler_modules()} == {
+        **PipelineLambdas.HANDLERS,
+        **Promotion.HANDLERS,
+    }
 
 
 def _granting_calls(path) -> list[str]:

@@ -75,6 +75,10 @@ def actions(statements):
 @pytest.mark.parametrize("env", ENVS)
 def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env):
     functions = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))
+    # Where the environment promotes from another (prod, in cdk.json), its Promote function too: its role is
+    # checked in tests/infra/test_promotion_stacks.py.
+    promote = functions.pop("promote", None)
+    assert (promote is not None) == (pipeline_app.environments[env].promote_from is not None)
     assert set(functions) == set(PipelineLambdas.HANDLERS)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -196,7 +200,9 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
 @pytest.mark.parametrize("env", ENVS)
 def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
-    template.resource_count_is("AWS::StepFunctions::StateMachine", 2)  # the pipeline's and the deploy's
+    # The pipeline's and the deploy's, and where the environment promotes from another (prod) its Promote one.
+    promotes = pipeline_app.environments[env].promote_from is not None
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 3 if promotes else 2)
     policies = Capture()
     template.has_resource(
         "AWS::StepFunctions::StateMachine",

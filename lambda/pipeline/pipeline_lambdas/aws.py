@@ -16,13 +16,15 @@ OVERRIDES: dict[str, Any] = {}
 _EXECUTION: contextvars.ContextVar[str] = contextvars.ContextVar("execution_name", default="")
 
 
-def client(service: str, config: Any = None) -> Any:
-    """A boto3 client for ``service`` in the Lambda's region (or the override for it)."""
-    if service in OVERRIDES:
+def client(service: str, config: Any = None, region: str | None = None) -> Any:
+    """A boto3 client for ``service`` in the Lambda's region (or the override for it), or in ``region``
+    (another environment's, for promotion: never the override, which is the Lambda's region's)."""
+    own = os.environ.get("AWS_REGION")
+    if service in OVERRIDES and region in (None, own):
         return OVERRIDES[service]
     import boto3
 
-    return boto3.client(service, region_name=os.environ.get("AWS_REGION"), config=config)
+    return boto3.client(service, region_name=region or own, config=config)
 
 
 class _ExecutionName(logging.Filter):

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from hfpipe.core import api_shapes, registry
+from hfpipe.core import api_shapes, promotion, registry
 from hfpipe.core import cost as costs
 from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
@@ -66,7 +66,11 @@ def ensure_group(sagemaker: Any, env: str, recipe: str) -> bool:
 
 def existing_version(sagemaker: Any, group: str, execution_name: str) -> dict[str, Any] | None:
     """The version of ``group`` this execution registered already, if any (by its description)."""
-    wanted = registry.description(execution_name)
+    return described_version(sagemaker, group, registry.description(execution_name))
+
+
+def described_version(sagemaker: Any, group: str, wanted: str) -> dict[str, Any] | None:
+    """The version summary of ``group`` whose description is ``wanted``, if any."""
     for page in sagemaker.get_paginator("list_model_packages").paginate(ModelPackageGroupName=group):
         for summary in page.get("ModelPackageSummaryList", []):
             if summary.get("ModelPackageDescription") == wanted:
@@ -74,15 +78,36 @@ def existing_version(sagemaker: Any, group: str, execution_name: str) -> dict[st
     return None
 
 
+def share_group(sagemaker: Any, group: str, promote_roles: list[str]) -> None:
+    """Put the group's resource policy letting the Promote roles of environments in other accounts read its
+    versions (hfpipe.core.promotion.group_policy). Put at every registration, so a group made before an
+    environment started promoting from this one is shared at its next registration; the policy is the
+    Register step's own (a hand-made one is replaced)."""
+    arn = sagemaker.describe_model_package_group(ModelPackageGroupName=group)["ModelPackageGroupArn"]
+    policy = json.dumps(promotion.group_policy(arn, promote_roles), sort_keys=True)
+    sagemaker.put_model_package_group_policy(ModelPackageGroupName=group, ResourcePolicy=policy)
+
+
 def register(
-    plan: Plan, training: dict[str, Any], sagemaker: Any, s3: Any, bucket: str, approval: str
+    plan: Plan,
+    training: dict[str, Any],
+    sagemaker: Any,
+    s3: Any,
+    bucket: str,
+    approval: str,
+    promote_roles: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Register the run's model once; returns a small result for the state ($.registered)."""
+    """Register the run's model once; returns a small result for the state ($.registered).
+
+    ``promote_roles``: the Promote role ARNs of environments in other accounts that promote from this one
+    (``share_group``); none where every such environment shares this one's account."""
     group = registry.group_request(plan.env, plan.recipe_name)["ModelPackageGroupName"]
     model_data_url = (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if not model_data_url:
         raise RegistrationRefused("training.ModelArtifacts.S3ModelArtifacts: missing; nothing to register")
     created_group = ensure_group(sagemaker, plan.env, plan.recipe_name)
+    if promote_roles:
+        share_group(sagemaker, group, promote_roles)
     found = existing_version(sagemaker, group, plan.execution_name)
     if found is not None:
         return _result(group, found["ModelPackageArn"], found.get("ModelApprovalStatus"), created=False)
@@ -133,4 +158,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         aws.client("s3"),
         os.environ["ARTIFACTS_BUCKET"],
         os.environ.get("MODEL_APPROVAL_STATUS", registry.DEFAULT_APPROVAL),
+        [r for r in os.environ.get("PROMOTE_ROLE_ARNS", "").split(",") if r],
     )

@@ -1,0 +1,122 @@
+"""`hfpipe promote`: an approved version of the environment a target promotes from, into the target.
+
+    hfpipe promote RECIPE/N|VERSION_ARN --env TARGET [--watch] [--interval S] [--json]
+
+The target names its source in cdk.json (``promote_from``); its Pipeline stack then has a Promote state
+machine, whose ARN it writes to the SSM parameter /hfpipe/<target>/promote-state-machine-arn. The command starts
+an execution of it with {"version": VERSION}: VERSION is one of the SOURCE environment's versions (RECIPE/N
+names the source's group for RECIPE). With --watch it waits and prints the target's new version, e.g.
+
+    tiny-lora/3 (dev) -> tiny-lora/1 (prod), PendingManualApproval; approve with hfpipe models approve tiny-lora/1 --env prod
+
+Promoting a version twice gives the version the first promotion made. Run it with the target's region
+(--region, AWS_REGION or the profile's) and, across accounts, with the target account's credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+
+_REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
+
+
+def state_machine(environment: aws.Environment) -> str:
+    """The target's Promote state machine ARN, or an error saying how to get one."""
+    arn = environment.values.get(contract.SSM_PROMOTE_STATE_MACHINE_ARN)
+    if not arn:
+        parameter = contract.ssm_parameter_name(environment.name, contract.SSM_PROMOTE_STATE_MACHINE_ARN)
+        raise HfpipeError(
+            f"--env {environment.name!r} promotes from no environment: SSM parameter {parameter} is missing in "
+            f'{environment.region}; accepted: an environment with "promote_from" in cdk.json, deployed with '
+            f"`cdk deploy -c env={environment.name} --all`"
+        )
+    return arn
+
+
+def execution_name(ref: str, now: datetime | None = None, suffix: str | None = None) -> str:
+    """promote-<recipe>-<n>-<UTC time>-<random>: readable in the console, and unique per start (two starts in
+    one second would otherwise be refused: ExecutionAlreadyExists)."""
+    tail = re.sub(r"[^A-Za-z0-9-]+", "-", "/".join(ref.rsplit("/", 2)[-2:])).strip("-")[:48]
+    when = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"promote-{tail}-{when}-{suffix or uuid.uuid4().hex[:6]}"
+
+
+def _failure(desc: dict[str, Any]) -> HfpipeError:
+    cause = desc.get("cause") or ""
+    try:
+        message = json.loads(cause).get("errorMessage") or cause
+    except (ValueError, AttributeError):
+        message = cause
+    return HfpipeError(
+        f"promotion {desc.get('name')} {desc.get('status')} ({desc.get('error') or 'no error name'}): "
+        f"{message or 'no cause given'}"
+    )
+
+
+def wait(sfn: Any, arn: str, interval: float, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """DescribeExecution once the execution has ended."""
+    while True:
+        desc = dict(aws.call(f"reading execution {arn}", sfn.describe_execution, executionArn=arn))
+        if desc.get("status") != "RUNNING":
+            return desc
+        sleep(interval)
+
+
+def summary(output: dict[str, Any]) -> str:
+    """One line: source -> target version, its status, and what to do next."""
+    source, target = output["source"], output["target"]
+    line = (
+        f"{source['ref']} ({source['env']}) -> {target['ref']} ({target['env']}), {target['approval_status']}"
+    )
+    if not output.get("created", True):
+        line += ", already promoted (the version the first promotion made)"
+    if target["approval_status"] == "PendingManualApproval":
+        line += f"; approve with hfpipe models approve {target['ref']} --env {target['env']}"
+    return line
+
+
+def cmd_promote(args: argparse.Namespace, console: Any) -> int:
+    """Start the target's Promote state machine for one source version; with --watch, wait for the result."""
+    aws.validate_env_name(args.env)
+    if not _REF.match(args.version):
+        raise HfpipeError(
+            f"VERSION {args.version!r} is not accepted; accepted: RECIPE/N or a model package version ARN of "
+            f"the environment {args.env!r} promotes from"
+        )
+    clients = aws.clients_for(args)
+    machine = state_machine(aws.resolve_environment(clients, args.env))
+    name = execution_name(args.version)
+    arn = aws.call(
+        f"starting {machine}",
+        clients.sfn.start_execution,
+        stateMachineArn=machine,
+        name=name,
+        input=json.dumps({"version": args.version}),
+    )["executionArn"]
+    if not args.watch:
+        console.print(f"promoting {args.version} into {args.env}: execution {name}")
+        console.print(f"  {aws.console_url(arn, clients.region)}")
+        console.print("  add --watch to wait for the new version")
+        return 0
+    desc = wait(clients.sfn, arn, args.interval)
+    if desc.get("status") != "SUCCEEDED":
+        raise _failure(desc)
+    output = json.loads(desc.get("output") or "{}")
+    if args.json:
+        sys.stdout.write(json.dumps(output, indent=2) + "\n")
+        return 0
+    console.print(summary(output), soft_wrap=True)
+    console.print(f"  {output['target']['model_package_arn']}", soft_wrap=True)
+    return 0

@@ -1,0 +1,174 @@
+"""Promotion across environments: the target's Promote state machine, and what a source in another account
+grants it.
+
+In the target environment (cdk.json ``promote_from``), ``Promotion`` makes the Promote function
+(stacks/functions/promote.py), a Standard state machine named ``contract.promote_state_machine_name`` that
+runs it, its log group, and the SSM parameter the command finds it by (``SSM_PROMOTE_STATE_MACHINE_ARN``).
+
+    input   {"version": "<recipe>/<n>" | "<version ARN of the source environment>"}
+    output  {"source": {env, region, version_arn, ref}, "target": {env, model_package_group,
+             model_package_arn, version, ref, approval_status}, "image", "model_data_url", "created"}
+    errors  PromotionRefused (the input, or a version that may not be promoted; nothing written),
+            ThrottlingException (retried), anything else AWS answers (the task's error, e.g. AccessDenied)
+
+In a source environment that an environment in another account promotes from, ``share_artifacts`` adds the
+artifacts bucket's policy statement for the target's Promote role; the group policies are the source's
+Register step's (pipeline_lambdas/register.py, ``share_group``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from hfpipe import contract
+from hfpipe.core import promotion, registry
+from stacks.config import PromotionPeer
+from stacks.constructs.pipeline_state_machine import (
+    LAMBDA_THROTTLING_ERRORS,
+    LAUNCH_THROTTLING_ERRORS,
+    RETRY_INTERVAL,
+    THROTTLING_ATTEMPTS,
+)
+from stacks.functions.common import FunctionSettings, handler_of
+from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction
+from stacks.nag import acknowledge, rendered_value
+
+#: Every retry of the one task runs the whole copy again: room for all of them.
+EXECUTION_TIMEOUT = cdk.Duration.hours(3)
+
+
+class Promotion(Construct):
+    """The Promote function (``promote``), its state machine (``state_machine``) and the SSM parameter."""
+
+    #: Runtime module -> the Handler of its function (as PipelineLambdas.HANDLERS for the pipeline's).
+    HANDLERS = {PromoteFunction.RUNTIME_MODULE: handler_of(PromoteFunction.RUNTIME_MODULE)}
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        source: PromotionPeer,
+        cross_account: bool,
+        artifacts_bucket_name: str,
+        image_catalog: dict[str, Any],
+        model_approval: str = registry.DEFAULT_APPROVAL,
+        allowed_image_registries: tuple[str, ...] = (),
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        env = settings.env_name
+        self.promote = PromoteFunction(
+            self,
+            "PromoteFunction",
+            settings=settings,
+            source=source,
+            cross_account=cross_account,
+            artifacts_bucket_name=artifacts_bucket_name,
+            image_catalog=image_catalog,
+            model_approval=model_approval,
+            allowed_image_registries=allowed_image_registries,
+        )
+        task = tasks.LambdaInvoke(
+            self,
+            "Promote",
+            lambda_function=self.promote.function,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "input": sfn.JsonPath.object_at("$"),
+                    "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
+                }
+            ),
+            payload_response_only=True,
+            retry_on_service_exceptions=True,
+            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(TIMEOUT_SECONDS + 60)),
+        )
+        for errors in (LAMBDA_THROTTLING_ERRORS, LAUNCH_THROTTLING_ERRORS):
+            task.add_retry(
+                errors=errors, interval=RETRY_INTERVAL, backoff_rate=2, max_attempts=THROTTLING_ATTEMPTS
+            )
+        self.log_group = logs.LogGroup(
+            self,
+            "LogGroup",
+            log_group_name=f"/aws/vendedlogs/states/{contract.promote_state_machine_name(env)}",
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(task),
+            state_machine_name=contract.promote_state_machine_name(env),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=EXECUTION_TIMEOUT,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
+        )
+        stack = cdk.Stack.of(self)
+        # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (cfn-lint W3005).
+        machine = self.state_machine.node.default_child
+        policy = self.state_machine.role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(machine, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
+        machine.add_override("DependsOn", [stack.get_logical_id(policy)])
+        acknowledge(
+            self.state_machine.role,
+            f"AwsSolutions-IAM5[Resource::{rendered_value(stack, self.promote.function.function_arn)}:*]",
+            "CDK's LambdaInvoke grant: lambda:InvokeFunction on the Promote function's versions and aliases "
+            "(the ARN qualifier), no other function.",
+        )
+        acknowledge(
+            self.state_machine.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
+            "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
+            "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
+            "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
+        )
+        ssm.StringParameter(
+            self,
+            "StateMachineArnParameter",
+            parameter_name=contract.ssm_parameter_name(env, contract.SSM_PROMOTE_STATE_MACHINE_ARN),
+            string_value=self.state_machine.state_machine_arn,
+            description=f"hfpipe {env}: {contract.SSM_PROMOTE_STATE_MACHINE_ARN} (promotes from {source.name})",
+        )
+        cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
+
+
+def share_artifacts(bucket: s3.Bucket, target: PromotionPeer) -> None:
+    """Let ``target``'s Promote role, in another account, read this environment's training outputs and
+    metrics documents: the account as principal, the role by aws:PrincipalArn (S3 refuses a bucket policy
+    naming a role that does not exist yet, and the target may be deployed after this bucket)."""
+    if target.account is None:
+        raise ValueError(
+            f"target {target.name!r}: no account; cross-account sharing needs the target's account"
+        )
+    stack = cdk.Stack.of(bucket)
+    bucket.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid=f"PromoteTo{target.name.capitalize()}",
+            principals=[iam.AccountPrincipal(target.account)],
+            actions=["s3:GetObject"],
+            resources=[
+                bucket.arn_for_objects(f"{contract.ARTIFACTS_OUTPUT_PREFIX}*"),
+                bucket.arn_for_objects(f"{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*"),
+            ],
+            conditions={
+                "ArnEquals": {
+                    "aws:PrincipalArn": promotion.role_arn(stack.partition, target.account, target.name)
+                }
+            },
+        )
+    )
