@@ -83,11 +83,11 @@ def test_only_the_target_has_a_promote_state_machine(cross):
         r["Properties"]["StateMachineName"]
         for r in resources(prod, "AWS::StepFunctions::StateMachine").values()
     }
-    assert names == {"hfpipe-prod-pipeline", "hfpipe-prod-promote"}
+    assert names == {"hfpipe-prod-pipeline", "hfpipe-prod-deploy", "hfpipe-prod-promote"}
     assert {
         r["Properties"]["StateMachineName"]
         for r in resources(dev, "AWS::StepFunctions::StateMachine").values()
-    } == {"hfpipe-dev-pipeline"}
+    } == {"hfpipe-dev-pipeline", "hfpipe-dev-deploy"}
     params = {r["Properties"]["Name"] for r in resources(prod, "AWS::SSM::Parameter").values()}
     assert contract.ssm_parameter_name("prod", contract.SSM_PROMOTE_STATE_MACHINE_ARN) in params
     (machine,) = [
