@@ -120,11 +120,12 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
         output = json.loads(desc.get("output") or "{}")
         record = output.get("deployment") or output
         console.print(f"deployed: {endpoint} serves {_describe(state)}")
-        if record.get("previous_model_version_arn"):
-            previous = registry.ref_of_arn(str(record["previous_model_version_arn"]), env)
-            console.print(f"  previous version: {previous}")
-        if record.get("unchanged"):
-            console.print("  (it served this version already: nothing was changed)")
+        if record.get("execution") and record["execution"] != desc.get("name"):
+            console.print(
+                f"  it served this version already (deployed by {record['execution']}): nothing changed"
+            )
+        elif record.get("previous_version"):
+            console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
         return 0
     error, cause = desc.get("error") or desc["status"], _cause(desc.get("cause"))
     print(f"error: deploy {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)

@@ -1,0 +1,109 @@
+"""`hfpipe deploy` against the real deploy state machine on the local engine: it refuses another environment's
+version and a malformed endpoint name before calling anything, starts the deploy, follows the endpoint to the
+end and says what serves; a rerun says nothing changed; a refused deploy exits 1 with the state machine's
+error and creates nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from deploy_helpers import ENDPOINT, NAME, named, register, wiped
+
+from hfpipe import contract
+from hfpipe.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def clean(fresh: Any) -> Any:
+    yield from wiped(fresh)
+
+
+@pytest.fixture
+def deployed_env(clean: Any) -> Any:
+    """The environment's SSM parameters as `cdk deploy` leaves them (only those the command reads)."""
+    ssm = clean.client("ssm")
+    for key, arn in (
+        (contract.SSM_STATE_MACHINE_ARN, clean.state_machine_arn),
+        (
+            contract.SSM_DEPLOY_STATE_MACHINE_ARN,
+            clean.state_machine_arns[contract.deploy_state_machine_name("dev")],
+        ),
+    ):
+        ssm.put_parameter(
+            Name=contract.ssm_parameter_name("dev", key), Value=arn, Type="String", Overwrite=True
+        )
+    return clean
+
+
+def run(capsys: pytest.CaptureFixture[str], region: str, *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--region", region, "--interval", "0.01"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def ref(arn: str) -> str:
+    return "tiny-qa/" + arn.rsplit("/", 1)[-1]
+
+
+def test_deploy_creates_then_says_nothing_changed(deployed_env: Any, capsys: Any) -> None:
+    version = ref(register(deployed_env))
+    code, out, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--model", version, "--endpoint", NAME
+    )
+    assert (code, err) == (0, ""), out
+    assert f"deploying {version} to {NAME} ({ENDPOINT}) in dev" in out
+    assert "endpoint now: absent" in out
+    assert f"deployed: {ENDPOINT} serves InService" in out and f"serving {version})" in out
+    assert named(deployed_env)["endpoints"] == [ENDPOINT]
+    code, out, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--model", version, "--endpoint", NAME
+    )
+    assert (code, err) == (0, "")
+    assert "it served this version already" in out
+
+
+def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any) -> None:
+    version = ref(register(deployed_env, status="PendingManualApproval"))
+    code, out, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--model", version, "--endpoint", NAME
+    )
+    assert code == 1
+    assert "error: deploy failed: VersionNotApproved" in err and "PendingManualApproval" in err
+    assert f"endpoint {ENDPOINT} now: absent" in out
+    assert named(deployed_env)["endpoints"] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--model", "tiny-qa/1", "--endpoint", "Not_A_Name"],
+            "--endpoint: 'Not_A_Name' is not an endpoint name",
+        ),
+        (
+            [
+                "--model",
+                "arn:aws:sagemaker:eu-west-1:123456789012:model-package/hfpipe-prod-tiny-qa/1",
+                "--endpoint",
+                NAME,
+            ],
+            "--model: version",
+        ),
+        (["--model", "tiny-qa", "--endpoint", NAME], "--model: version 'tiny-qa': not accepted"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_runs(
+    deployed_env: Any, capsys: Any, argv: list[str], message: str
+) -> None:
+    before = deployed_env.client("stepfunctions").list_executions(
+        stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+    )["executions"]
+    code, _, err = run(capsys, deployed_env.region, "deploy", "--env", "dev", *argv)
+    assert code == 1 and message in err, err
+    after = deployed_env.client("stepfunctions").list_executions(
+        stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+    )["executions"]
+    assert after == before
