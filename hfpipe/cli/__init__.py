@@ -18,6 +18,7 @@
     hfpipe promote RECIPE/N --env prod [--watch]   copy an approved version of the environment prod
                                         promotes from (cdk.json promote_from) into prod's registry
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
+    hfpipe local up --env dev [--port N]   serve environment dev here; HFPIPE_LOCAL=1 sends commands to it
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
@@ -45,10 +46,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _recipe_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+def _recipe_arguments(parser: argparse.ArgumentParser, example: str, required: bool = True) -> None:
     """--recipe and --set, as start and local take them."""
     parser.add_argument(
-        "--recipe", required=True, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
+        "--recipe", required=required, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
     )
     parser.add_argument(
         "--set",
@@ -288,8 +289,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
     p.set_defaults(func=commands.cmd_completion, command_parser=p, root_parser=parser)
 
-    p = sub.add_parser("local", help="run a recipe end to end on this machine, no AWS account")
-    _recipe_arguments(p, "training.hyperparameters.max_steps=8")
+    p = sub.add_parser(
+        "local", help="run a recipe end to end on this machine, no AWS account; or serve an environment"
+    )
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["up", "down", "status"],
+        help="up: serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1); "
+        "down: stop it; status: the environments up",
+    )
+    _recipe_arguments(p, "training.hyperparameters.max_steps=8", required=False)  # not with up/down/status
+    p.add_argument("--env", help="with up/down: the environment of cdk.json to serve or stop")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.01,
+        help="with up: waits take this many times their seconds (default 0.01: a 300 s wait takes 3 s)",
+    )
     p.add_argument(
         "--out",
         help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
@@ -299,7 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
     )
-    p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free port)")
+    p.add_argument(
+        "--port",
+        type=int,
+        help="port for --serve (default 8080) or for up (default: any free port); 0: any free",
+    )
     p.set_defaults(func=commands.cmd_local, command_parser=p)
     return parser
 
@@ -312,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             # The subcommand's own usage and error, not the top level's (`hfpipe start --bogus`).
             args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "local" and args.action is None and args.recipe is None:
+            args.command_parser.error("the following arguments are required: --recipe")
     except SystemExit as exc:  # argparse has printed usage and the problem
         return int(exc.code or 0)
     try:

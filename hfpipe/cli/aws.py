@@ -1,4 +1,5 @@
-"""AWS access for the hfpipe command: clients, an environment's resources, executions, one-line errors.
+"""AWS access for the hfpipe command: clients, an environment's resources, executions, one-line errors
+(`Clients`, `HfpipeError` and `validate_env_name` live in hfpipe.cli.clients, shared with hfpipe.cli.local_world).
 
 Everything the command needs to find (state machine, buckets, role) is read from the SSM parameters the
 stacks write (`hfpipe.contract.ssm_parameter_name`), with the stacks' outputs as a fallback, so the
@@ -16,81 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.cli.clients import Clients, HfpipeError, _botocore_session, validate_env_name
 from hfpipe.core import names
 from hfpipe.core.plan_model import Plan, PlanFormatError
 
 # Stack states in which the stack's outputs and parameters can be trusted.
 _READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
 _EXECUTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-
-
-class HfpipeError(Exception):
-    """A failure the user can fix; its message is one line that says what to do."""
-
-
-class Clients:
-    """Lazily created boto3 clients of one session, so commands only pay for the services they use."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self._clients: dict[str, Any] = {}
-
-    @property
-    def region(self) -> str:
-        return str(self.session.region_name)
-
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self.session.client(service)
-        return self._clients[service]
-
-    @property
-    def sfn(self) -> Any:
-        return self.client("stepfunctions")
-
-    @property
-    def sagemaker(self) -> Any:
-        return self.client("sagemaker")
-
-    @property
-    def ssm(self) -> Any:
-        return self.client("ssm")
-
-    @property
-    def cloudformation(self) -> Any:
-        return self.client("cloudformation")
-
-    @property
-    def cloudwatch(self) -> Any:
-        return self.client("cloudwatch")
-
-    @property
-    def s3(self) -> Any:
-        return self.client("s3")
-
-    @property
-    def logs(self) -> Any:
-        return self.client("logs")
-
-    @property
-    def runtime(self) -> Any:
-        return self.client("sagemaker-runtime")
-
-
-_shared_loader: Any = None
-
-
-def _botocore_session() -> Any:
-    """A botocore session sharing one service-model loader per process (parsing the models is slow)."""
-    global _shared_loader
-    import botocore.loaders
-    import botocore.session
-
-    session = botocore.session.Session()
-    if _shared_loader is None:
-        _shared_loader = botocore.loaders.create_loader(session.get_config_variable("data_path"))
-    session.register_component("data_loader", _shared_loader)
-    return session
 
 
 def resolve_region(region: str | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -158,8 +91,13 @@ def aws_error(exc: Exception, doing: str) -> HfpipeError:
     return HfpipeError(f"{doing} failed: {exc}")
 
 
-def clients_for(args: Any) -> Clients:
-    """The clients for a command's --profile and --region (through clients_factory, which tests replace)."""
+def clients_for(args: Any, env: str | None = None) -> Clients:
+    """The clients for a command's --profile and --region (through clients_factory, which tests replace); with
+    HFPIPE_LOCAL=1, those of local environment `env` (default: --env) instead (hfpipe.cli.local_world)."""
+    from hfpipe.cli import local_world
+
+    if local_world.requested():
+        return local_world.clients_for(args, env)
     return clients_factory(getattr(args, "profile", None), getattr(args, "region", None))
 
 
@@ -171,16 +109,6 @@ def call(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         return fn(**kwargs)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         raise aws_error(exc, doing) from None
-
-
-def validate_env_name(env: str) -> str:
-    """The environment name as the stacks accept it, or a one-line error."""
-    problem = names.env_name_problem(env)
-    if problem:
-        raise HfpipeError(
-            f"--env {env!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
-        )
-    return env
 
 
 @dataclass(frozen=True)

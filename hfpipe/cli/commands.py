@@ -104,7 +104,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     console = _console()
     console.print(f"started {name} (recipe {loaded.name})")
     console.print(f"execution: {arn}")
-    console.print(f"console:   {aws.console_url(arn, clients.region)}")
+    if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+        console.print(f"console:   {aws.console_url(arn, clients.region)}")
     if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
         console.print(
             f"the endpoint stays up after the smoke test (billed per hour): `hfpipe invoke {name} --env "
@@ -326,10 +327,19 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    """Run a recipe end to end on this machine (see hfpipe.cli.local and hfpipe.local)."""
-    from hfpipe.cli.local import run
+    """Run a recipe end to end on this machine (see hfpipe.cli.local and hfpipe.local), or `local up|down|status`
+    (hfpipe.cli.local_world)."""
+    from hfpipe.cli import local, local_world
 
-    return run(args, _console())
+    if args.action is not None:
+        return local_world.run(args, _console())
+    if args.env is not None:
+        raise HfpipeError(
+            f"--env {args.env}: `hfpipe local --recipe` runs in a throwaway environment of its own; to serve "
+            f"{args.env} here: hfpipe local up --env {args.env}"
+        )
+    args.port = 8080 if args.port is None else args.port
+    return local.run(args, _console())
 
 
 def cmd_completion(args: argparse.Namespace) -> int:

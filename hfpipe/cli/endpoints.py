@@ -225,7 +225,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         raise HfpipeError(
             "`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env ENV"
         )
-    clients = aws.clients_factory(args.profile, args.region)
+    clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
     aws.resolve_environment(clients, args.env)
     sagemaker = clients.sagemaker

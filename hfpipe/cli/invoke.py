@@ -305,7 +305,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         recipe = kinds_of(resolved["task"], resolved["serving"]["kind"])
         _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
         check_requests(shaped(recipe[1]), recipe[1].request_checker(recipe[0].handler), sources)
-    clients = None if args.local else aws.clients_factory(args.profile, args.region)
+    clients = None if args.local else aws.clients_for(args)
     target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
     if recipe is not None and target.task is not None and target.task != recipe[0]:
         raise HfpipeError(

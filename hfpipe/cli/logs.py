@@ -156,7 +156,7 @@ def _instance_count(clients: aws.Clients, job_name: str) -> int:
 
 
 def _clients(args: argparse.Namespace) -> aws.Clients:
-    return aws.clients_factory(getattr(args, "profile", None), getattr(args, "region", None))
+    return aws.clients_for(args)
 
 
 # --- local mode ----------------------------------------------------------------------------------------

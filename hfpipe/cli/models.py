@@ -282,7 +282,7 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
 def cmd_models(args: argparse.Namespace, console: Any) -> int:
     """List the environment's model versions, approve or reject one, or compare two."""
     aws.validate_env_name(args.env)
-    clients = aws.clients_factory(args.profile, args.region)
+    clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
     aws.resolve_environment(clients, args.env)
     if args.action == "list":

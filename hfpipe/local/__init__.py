@@ -7,6 +7,8 @@ botocore's event system), `bus` (the template's EventBridge rules, matched by mo
 `quotas` (Service Quotas answered from a table); `container` runs a
 training job under the SageMaker training-container contract; `endpoint` serves a model.tar.gz through its
 inference handler; `stacks` synthesizes the app for a local environment; `runtime` plugs training and
-serving into the engine; `run` puts them together for `hfpipe local`; `checkout` finds the app, the
-Lambdas and the training code, which the installed package does not ship.
+serving into the engine; `run` puts them together for `hfpipe local`; `world` serves one environment of
+cdk.json the same way until stopped (`hfpipe local up`), recorded in `world_file` for the commands that
+reach it with HFPIPE_LOCAL=1; `checkout` finds the app, the Lambdas and the training code, which the
+installed package does not ship.
 """

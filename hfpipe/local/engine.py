@@ -119,6 +119,7 @@ class LocalEngine:
         self.drop_training_events = False
         #: Execution status-change events reach their rule's target this long after the status changed.
         self.event_delay_s = 0.2
+        self.world: Any = None  # the local world's part in moto_patches (hfpipe.local.world.LocalWorld)
         self.region = region
         self.lambda_dir = lambda_dir
         self.resolver = Resolver(self.resources, region, imports or {})

@@ -24,7 +24,17 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
   ``retrier_decl.time``: task timeouts (from a path, or literal like the Launch task's re-check
   interval), Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
-  the real definition's waits in no time.
+  the real definition's waits in no time; a scaled wait keeps its fraction of a second (moto's own wait
+  counts whole seconds only), so the local world's short waits (``hfpipe local up --time-scale``) are real;
+- ``SageMakerRuntimeResponse.invoke_endpoint``: moto answers InvokeEndpoint with canned results; in the local
+  world (the engine's ``world`` set: its commands' calls reach moto over HTTP), a call that reaches moto is
+  answered by the engine's ``endpoint`` plug-in, as the handlers' calls are (hfpipe.local.hooks.runtime_client):
+  an unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the handler's
+  message as the container's 400). Elsewhere moto's canned results stay (tests queue them);
+- ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
+  own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
+  UploadPartCopy source, in its source environment) is read from the world environment that holds it
+  (``world.foreign_object``), so a copy across environments is played as S3 plays it.
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ TARGETS = (
     "TimeoutSeconds._eval_seconds",
     "WaitFunction._wait_interval",
     "retrier_decl.time",
+    "SageMakerRuntimeResponse.invoke_endpoint",
+    "S3Backend.get_object",
 )
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
@@ -89,11 +101,23 @@ def sagemaker_optimized_error_name(code: str) -> str:
     return f"SageMaker.{base}Exception" if base in SAGEMAKER_MODELED else "SageMaker.AmazonSageMakerException"
 
 
+class World(Protocol):
+    """What the local world adds (hfpipe.local.world.LocalWorld)."""
+
+    def foreign_object(
+        self, bucket: str, key: str, version_id: str | None
+    ) -> tuple[bytes, dict[str, str]] | None:
+        """The body and user metadata of an object of another world environment's bucket; None: none has it."""
+
+
 class Engine(Protocol):
     """What the patches call back into (hfpipe.local.engine.LocalEngine)."""
 
     time_scale: float
     timeout_scale: float
+    world: World | None  # None outside the local world
+
+    def endpoint(self, endpoint_name: str, body: Any) -> Any: ...
 
     def execution_ending(self, arn: str) -> None: ...
 
@@ -107,7 +131,7 @@ Patch = tuple[str, Any, "str | None", Any]
 def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of TARGETS (a test keeps the two equal)."""
     check_moto_version()
-    return _sagemaker() + _interpreter(engine) + _time(engine)
+    return _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine)
 
 
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
@@ -266,7 +290,11 @@ def _time(engine: Engine) -> list[Patch]:
         return max(1, math.ceil(original_literal_seconds(timeout, env) * engine.timeout_scale))
 
     def wait_interval(function: Any, env: Any, wait_seconds: int) -> None:
-        original_wait(function, env=env, wait_seconds=int(wait_seconds * engine.time_scale))
+        scaled = wait_seconds * engine.time_scale
+        if scaled == int(scaled):
+            original_wait(function, env=env, wait_seconds=int(scaled))
+        else:  # moto's loop would wait its whole seconds again and again; StopExecution still ends it
+            env.program_state_event.wait(scaled)
 
     return [
         ("TimeoutSecondsPath._eval_seconds", TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
@@ -287,3 +315,58 @@ class _ScaledSleep:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
+
+
+def _world(engine: Engine) -> list[Patch]:
+    from urllib.parse import unquote
+
+    from moto.s3.models import FakeKey, S3Backend, s3_backends
+    from moto.sagemaker.models import sagemaker_backends
+    from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+    original = SageMakerRuntimeResponse.invoke_endpoint
+
+    def invoke_endpoint(response: Any) -> Any:
+        if engine.world is None:
+            return original(response)
+        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations
+        if name not in sagemaker_backends[response.current_account][response.region].endpoints:
+            message = f"Endpoint {name} of account {response.current_account} not found."
+            return (
+                400,
+                {"status": 400, "x-amzn-ErrorType": "ValidationError"},
+                json.dumps({"message": message}),
+            )
+        try:  # the body as JSON, as hfpipe.local.hooks.runtime_client reads it
+            answer = engine.endpoint(name, json.loads(response.body))
+        except Exception as err:  # the inference toolkit answers 400 with the handler's message
+            error = {
+                "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
+                "OriginalStatusCode": 400,
+                "OriginalMessage": str(err),
+                "Message": f'Received client error (400) from primary with message "{err}".',
+            }
+            return 424, {"status": 424, "x-amzn-ErrorType": "ModelError"}, json.dumps(error)
+        return 200, {"Content-Type": "application/json"}, json.dumps(answer)
+
+    original_get_object = S3Backend.get_object
+
+    def get_object(backend: Any, bucket_name: str, key_name: str, *args: Any, **kw: Any) -> Any:
+        if engine.world is None or bucket_name in s3_backends.bucket_accounts:  # every bucket of this moto
+            return original_get_object(backend, bucket_name, key_name, *args, **kw)
+        found = engine.world.foreign_object(bucket_name, key_name, args[0] if args else kw.get("version_id"))
+        if found is None:  # moto's own answer: NoSuchBucket
+            return original_get_object(backend, bucket_name, key_name, *args, **kw)
+        key = FakeKey(key_name, found[0], backend.account_id, "us-east-1", bucket_name=bucket_name)
+        key.set_metadata(found[1])
+        return key
+
+    return [
+        (
+            "SageMakerRuntimeResponse.invoke_endpoint",
+            SageMakerRuntimeResponse,
+            "invoke_endpoint",
+            invoke_endpoint,
+        ),
+        ("S3Backend.get_object", S3Backend, "get_object", get_object),
+    ]

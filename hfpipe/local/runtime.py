@@ -76,11 +76,12 @@ class LocalRuntime:
         ]
         job.training_end_time = None
         job.final_metric_data_list = []
-        log_path = self.workdir / TRAINING_LOG
+        log_path = self.training_log(name)
         processes = None
-        if self.substitutions is not None:
-            processes = self.substitutions.processes_per_host(request)
-            request = self.substitutions.apply_to_request(request)
+        substitutions = self.substitutions_for(request)
+        if substitutions is not None:
+            processes = substitutions.processes_per_host(request)
+            request = substitutions.apply_to_request(request)
         with log_path.open("w") as file, CloudWatchLog(self.sagemaker, name, job.training_start_time) as log:
             log.also_to(file)
             result = run_training_job_request(
@@ -126,13 +127,26 @@ class LocalRuntime:
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self.s3.download_file(bucket, key, str(local))
                 # The recipe's serving kind names the class that emulates its server here.
-                recipe = self.substitutions.recipe if self.substitutions is not None else {}
+                recipe = self.serving_recipe(model)
                 endpoint_class = local_endpoint_class(serving_kind_of(recipe).name)
                 environment = model["PrimaryContainer"].get("Environment") or {}
                 self.endpoints[endpoint_name] = endpoint_class(
                     local, workdir=local.parent, environment=environment
                 )
         return self.endpoints[endpoint_name].predict(body)
+
+    # Where a runtime serving several recipes (hfpipe.local.world) decides per job and per model.
+    def substitutions_for(self, request: dict[str, Any]) -> Any:
+        """How the CreateTrainingJob request runs here (hfpipe.local.substitute.Substitutions, or None: as is)."""
+        return self.substitutions
+
+    def serving_recipe(self, model: dict[str, Any]) -> dict[str, Any]:
+        """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind."""
+        return self.substitutions.recipe if self.substitutions is not None else {}
+
+    def training_log(self, job_name: str) -> Path:
+        """The file a job's output also goes to (next to the run's outputs: `hfpipe logs --local` reads it)."""
+        return self.workdir / TRAINING_LOG
 
     def close(self) -> None:
         for endpoint in self.endpoints.values():

@@ -1,5 +1,6 @@
-"""The app's stacks as local mode sees them: synthesized for a `local` environment, and what the
-DataStack would hold once deployed (bucket names, exports, SSM values) so the PipelineStack's imports resolve.
+"""The app's stacks as local mode sees them: synthesized for a `local` environment (`hfpipe local`) or for one
+environment of cdk.json made local-friendly (`hfpipe local up`, `local_environments`), and what the DataStack
+would hold once deployed (bucket names, exports, SSM values) so the PipelineStack's imports resolve.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ LOCAL_SETTINGS: dict[str, Any] = {
     "checkpoint_expiration_days": 1,
     "noncurrent_version_expiration_days": 1,
 }
+#: What an environment of cdk.json keeps in the local world (`local_environments`): where it is and what it
+#: decides (region, model approval, named endpoints, promotion source, ...); these keys take LOCAL_SETTINGS' values.
+LOCAL_FRIENDLY_KEYS = tuple(k for k in LOCAL_SETTINGS if k != "region")
 LOCAL_PARTS = ("Data", "Pipeline")
 # The code that shapes the templates: an edit in any of it invalidates the cache.
 TEMPLATE_INPUTS = (
@@ -43,20 +47,52 @@ def _template_inputs(root: Path) -> list[Path]:
     return sorted({p for g in TEMPLATE_INPUTS for p in root.glob(g) if "__pycache__" not in p.parts})
 
 
-def synth_stacks(cache_dir: Path, root: Path | None = None) -> dict[str, dict[str, Any]]:
-    """The app's Data and Pipeline stacks for the local environment, by part name.
+def local_environments(env: str, environments: dict[str, Any]) -> dict[str, Any]:
+    """cdk.json's environments (the `hfpipe:environments` context) with `env`'s settings made local-friendly.
 
-    The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for
-    `LOCAL_SETTINGS` only, through the context the CDK command line would pass (`CDK_CONTEXT_JSON`):
+    `env` keeps its region and every setting that decides what happens (model_approval, named endpoints,
+    promote_from, quotas, ...); its removal policy, log retention and expirations become LOCAL_SETTINGS'
+    (nothing outlives the local account anyway). The others stay as they are, so that what names them
+    (promote_from) still validates. Accounts named in cdk.json become moto's one account, where every local
+    resource lives.
+    """
+    from hfpipe.local.template import ACCOUNT
+
+    if env not in environments:
+        raise LocalModeError(
+            f"--env {env!r}: not an environment of cdk.json; accepted: {', '.join(sorted(environments))}"
+        )
+    out = {
+        name: {**entry, **({"account": ACCOUNT} if "account" in entry else {})}
+        for name, entry in environments.items()
+    }
+    out[env] = {**out[env], **{key: LOCAL_SETTINGS[key] for key in LOCAL_FRIENDLY_KEYS}}
+    return out
+
+
+def synth_stacks(
+    cache_dir: Path,
+    root: Path | None = None,
+    *,
+    env: str = LOCAL_ENV,
+    environments: dict[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The app's Data and Pipeline stacks for one environment, by part name.
+
+    The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for `env` (default:
+    the `local` environment of `LOCAL_SETTINGS`) with `environments` as the `hfpipe:environments` context
+    (default: `local` alone), through the context the CDK command line would pass (`CDK_CONTEXT_JSON`):
     without bundling (the handlers run from lambda/, the training code from training_code/) and without
-    cdk-nag (the tests check the deployable environments); cached by the hash of the code that shapes it.
+    cdk-nag (the tests check the deployable environments); cached by the hash of the code that shapes it
+    and of the environments.
     """
     root = root or checkout_root()
-    digest = hashlib.sha256()
+    environments = environments if environments is not None else {LOCAL_ENV: LOCAL_SETTINGS}
+    digest = hashlib.sha256(json.dumps([env, environments], sort_keys=True).encode())
     for path in _template_inputs(root):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
-    cached = cache_dir / f"local-stacks-{digest.hexdigest()[:16]}.json"
+    cached = cache_dir / f"local-stacks-{env}-{digest.hexdigest()[:16]}.json"
     if cached.is_file():
         return dict(json.loads(cached.read_text()))
 
@@ -69,14 +105,14 @@ def synth_stacks(cache_dir: Path, root: Path | None = None) -> dict[str, dict[st
     from hfpipe.local.engine import ACCOUNT
 
     context = {
-        "hfpipe:environments": {LOCAL_ENV: LOCAL_SETTINGS},
-        "env": LOCAL_ENV,
+        "hfpipe:environments": environments,
+        "env": env,
         "hfpipe:parts": ",".join(LOCAL_PARTS),
         "hfpipe:nag": "false",
         "aws:cdk:bundling-stacks": [],  # no stack bundles its assets
     }
     with tempfile.TemporaryDirectory(prefix="hfpipe-local-cdk-") as outdir:
-        env = {
+        child_env = {
             **os.environ,
             "CDK_CONTEXT_JSON": json.dumps(context),
             "CDK_OUTDIR": outdir,
@@ -85,14 +121,14 @@ def synth_stacks(cache_dir: Path, root: Path | None = None) -> dict[str, dict[st
             "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
         }
         proc = subprocess.run(
-            [sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, check=False
+            [sys.executable, "app.py"], cwd=root, env=child_env, capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
             raise LocalModeError(
                 f"synthesizing the app in {root} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
             )
         stacks = {
-            part: json.loads((Path(outdir) / f"{stack_name(LOCAL_ENV, part)}.template.json").read_text())
+            part: json.loads((Path(outdir) / f"{stack_name(env, part)}.template.json").read_text())
             for part in LOCAL_PARTS
         }
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -107,17 +143,18 @@ class LocalData:
     buckets: list[str]
     imports: dict[str, str]  # the DataStack's exports, for the Pipeline stack's Fn::ImportValue
     data_bucket: str
+    parameters: dict[str, str] = field(default_factory=dict)  # its SSM parameters, by name
 
 
-def local_data(data_template: dict[str, Any]) -> LocalData:
-    """Bucket names for the DataStack's buckets, and the values its exports and data-bucket SSM parameter
-    would have once deployed."""
+def local_data(data_template: dict[str, Any], env: str = LOCAL_ENV) -> LocalData:
+    """Bucket names for `env`'s DataStack's buckets, and the values its exports and SSM parameters would have
+    once deployed."""
     from hfpipe.contract import SSM_DATA_BUCKET, ssm_parameter_name
 
     resources = data_template["Resources"]
     names = {
         # Logical ids without CDK's hash suffix: hfpipe-local-bucketsdatabucket.
-        logical: f"hfpipe-{LOCAL_ENV}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
+        logical: f"hfpipe-{env}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
         for logical, res in resources.items()
         if res["Type"] == "AWS::S3::Bucket"
     }
@@ -136,10 +173,10 @@ def local_data(data_template: dict[str, Any]) -> LocalData:
         for out in data_template.get("Outputs", {}).values()
         if "Export" in out
     }
-    parameter = ssm_parameter_name(LOCAL_ENV, SSM_DATA_BUCKET)
-    [data_bucket] = [
-        value(res["Properties"]["Value"])
+    parameters = {
+        res["Properties"]["Name"]: value(res["Properties"]["Value"])
         for res in resources.values()
-        if res["Type"] == "AWS::SSM::Parameter" and res["Properties"].get("Name") == parameter
-    ]
-    return LocalData(buckets=sorted(names.values()), imports=imports, data_bucket=data_bucket)
+        if res["Type"] == "AWS::SSM::Parameter"
+    }
+    data_bucket = parameters[ssm_parameter_name(env, SSM_DATA_BUCKET)]
+    return LocalData(sorted(names.values()), imports, data_bucket, parameters)

@@ -184,6 +184,7 @@ def test_shared_variables_are_set_once_and_differing_ones_per_function():
 def test_the_version_error_names_every_patched_target():
     class Engine:
         time_scale = timeout_scale = 1.0
+        world = None
 
         def execution_ending(self, arn):
             pass

@@ -3,6 +3,11 @@
 ``OVERRIDES`` maps a service name to a client that ``client`` returns instead of a new one: hfpipe.local.engine
 puts its clients there (one per service, made once), among them a Service Quotas client answered from a table
 (hfpipe.local.quotas), because moto has no SageMaker quotas.
+
+``REGION_OVERRIDES`` maps another region to a function ``(service, config) -> client`` that ``client(service,
+region=R)`` calls instead of making a client for R: the local world (hfpipe.local.world) puts one there per
+region of the other environments of cdk.json, so that a handler reading another environment (a promotion's
+source) reaches that environment's own local server.
 """
 
 from __future__ import annotations
@@ -10,21 +15,30 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 OVERRIDES: dict[str, Any] = {}
+REGION_OVERRIDES: dict[str, Callable[[str, Any], Any]] = {}
 _EXECUTION: contextvars.ContextVar[str] = contextvars.ContextVar("execution_name", default="")
 
 
 def client(service: str, config: Any = None, region: str | None = None) -> Any:
-    """A boto3 client for ``service`` in the Lambda's region (or the override for it), or in ``region``
-    (another environment's, for promotion: never the override, which is the Lambda's region's)."""
+    """A boto3 client for ``service`` in the Lambda's region (or the override for it), or in ``region`` when
+    that is another region (another environment's, for promotion: what ``REGION_OVERRIDES`` gives for it, never
+    ``OVERRIDES``, which are the Lambda's region's)."""
     own = os.environ.get("AWS_REGION")
-    if service in OVERRIDES and region in (None, own):
+    if region is not None and region != own:
+        if region in REGION_OVERRIDES:
+            return REGION_OVERRIDES[region](service, config)
+        import boto3
+
+        return boto3.client(service, region_name=region, config=config)
+    if service in OVERRIDES:
         return OVERRIDES[service]
     import boto3
 
-    return boto3.client(service, region_name=region or own, config=config)
+    return boto3.client(service, region_name=own, config=config)
 
 
 class _ExecutionName(logging.Filter):

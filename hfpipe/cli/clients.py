@@ -1,0 +1,89 @@
+"""What every AWS-facing part of the command shares: `Clients` (lazily made boto3 clients of one session),
+`HfpipeError` (the one-line error) and `validate_env_name`. Re-exported by hfpipe.cli.aws, which makes the
+clients for AWS; hfpipe.cli.local_world makes them for an environment of the local world.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfpipe.core import names
+
+
+class HfpipeError(Exception):
+    """A failure the user can fix; its message is one line that says what to do."""
+
+
+class Clients:
+    """Lazily created boto3 clients of one session, so commands only pay for the services they use."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._clients: dict[str, Any] = {}
+
+    @property
+    def region(self) -> str:
+        return str(self.session.region_name)
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service)
+        return self._clients[service]
+
+    @property
+    def sfn(self) -> Any:
+        return self.client("stepfunctions")
+
+    @property
+    def sagemaker(self) -> Any:
+        return self.client("sagemaker")
+
+    @property
+    def ssm(self) -> Any:
+        return self.client("ssm")
+
+    @property
+    def cloudformation(self) -> Any:
+        return self.client("cloudformation")
+
+    @property
+    def cloudwatch(self) -> Any:
+        return self.client("cloudwatch")
+
+    @property
+    def s3(self) -> Any:
+        return self.client("s3")
+
+    @property
+    def logs(self) -> Any:
+        return self.client("logs")
+
+    @property
+    def runtime(self) -> Any:
+        return self.client("sagemaker-runtime")
+
+
+_shared_loader: Any = None
+
+
+def _botocore_session() -> Any:
+    """A botocore session sharing one service-model loader per process (parsing the models is slow)."""
+    global _shared_loader
+    import botocore.loaders
+    import botocore.session
+
+    session = botocore.session.Session()
+    if _shared_loader is None:
+        _shared_loader = botocore.loaders.create_loader(session.get_config_variable("data_path"))
+    session.register_component("data_loader", _shared_loader)
+    return session
+
+
+def validate_env_name(env: str) -> str:
+    """The environment name as the stacks accept it, or a one-line error."""
+    problem = names.env_name_problem(env)
+    if problem:
+        raise HfpipeError(
+            f"--env {env!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
+        )
+    return env
