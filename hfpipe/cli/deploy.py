@@ -97,7 +97,8 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     )["executionArn"]
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  endpoint now: {_describe(before)}")
-    console.print(f"  console: {aws.console_url(arn, clients.region)}")
+    if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+        console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
         return 0
     return _follow(clients, arn, args.env, endpoint, before, args.interval, console)

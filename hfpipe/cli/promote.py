@@ -107,7 +107,8 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     )["executionArn"]
     if not args.watch:
         console.print(f"promoting {args.version} into {args.env}: execution {name}")
-        console.print(f"  {aws.console_url(arn, clients.region)}")
+        if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+            console.print(f"  {aws.console_url(arn, clients.region)}")
         console.print("  add --watch to wait for the new version")
         return 0
     desc = wait(clients.sfn, arn, args.interval)
