@@ -14,6 +14,11 @@ Plug-ins let the caller decide what happens outside AWS's control plane; that is
     serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
     ``hfpipe local`` serves through hfpipe.local.endpoint.LocalEndpoint.
 
+``fleets``
+    optional: serves one fleet of an endpoint while an update shifts traffic (``start_fleet``, ``invoke_fleet``,
+    ``stop_fleet``; hfpipe.local.traffic); ``hfpipe local`` sets its LocalRuntime. Without it ``endpoint``
+    serves every fleet.
+
 Optional: ``on_endpoint(endpoint)`` after CreateEndpoint (set ``endpoint.endpoint_status``),
 ``create_training_job_errors`` (error codes CreateTrainingJob answers first, e.g. ThrottlingException),
 ``sagemaker_errors`` ({client method: [error codes]}, e.g. ``create_model``), ``after_handler_errors``
@@ -26,6 +31,10 @@ stack's 5 s / 60 s retries and poll waits cost nothing).
 Where local mode cannot play AWS's part, it says so here and in the module that does the playing:
 
 - SageMaker does not train or serve: the plug-ins do, in this process (hfpipe.local.runtime);
+- UpdateEndpoint's deployment guardrails (traffic shifting, bakes, rollback on alarms) are played by
+  hfpipe.local.guardrails; the template's alarms are made in moto's CloudWatch and evaluated here from the
+  metrics every invocation records (hfpipe.local.cloudwatch); with no users, the emulation sends stand-in
+  traffic during an update (the recipe's sample and fixture requests, hfpipe.local.standin);
 - SageMaker's and Step Functions' state-change events are put on a local bus (hfpipe.local.bus) by the
   engine: when a job created through the engine has ended inside CreateTrainingJob (``training_job_ended``),
   and when an execution ends; EventBridge's delivery retries and at-least-once duplicates are not played;
@@ -58,9 +67,13 @@ from unittest import mock
 from hfpipe.local import moto_patches
 from hfpipe.local.bus import LocalBus, execution_status_change
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
+from hfpipe.local.cloudwatch import create_alarms
+from hfpipe.local.guardrails import Guardrails
 from hfpipe.local.hooks import SessionHooks, runtime_client
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from hfpipe.local.template import ACCOUNT, Resolver, TemplateError, split_environments
+from hfpipe.local.traffic import Traffic
+from hfpipe.local.views import EngineViews
 
 __all__ = ["ACCOUNT", "Execution", "LocalEngine", "TemplateError"]
 
@@ -81,7 +94,7 @@ class Execution:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-class LocalEngine:
+class LocalEngine(EngineViews):
     """A context manager: moto started, resources created, state machine ready to ``run``."""
 
     def __init__(
@@ -91,6 +104,7 @@ class LocalEngine:
         training: TrainingPlugin | None = None,
         endpoint: EndpointPlugin | None = None,
         on_endpoint: Callable[[Any], None] | None = None,
+        fleets: Any = None,
         quotas: Callable[[str], float | None] | None = None,
         create_training_job_errors: list[str] | None = None,
         sagemaker_errors: dict[str, list[str]] | None = None,
@@ -107,6 +121,7 @@ class LocalEngine:
         self.training = training
         self.endpoint = endpoint or (lambda name, body: [{"echo": body}])
         self.on_endpoint = on_endpoint
+        self.fleets = fleets
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
         self.create_errors = list(create_training_job_errors or [])
@@ -160,11 +175,14 @@ class LocalEngine:
         hooks = SessionHooks(self, self._pending_errors, self.region)
         hooks.register(boto3.DEFAULT_SESSION.events)  # type: ignore[union-attr]
         self._stack.callback(hooks.unregister)
+        self.traffic = Traffic(self)
+        self.guardrails = Guardrails(self, self.traffic, self.region)
+        self._stack.callback(self.guardrails.close)  # before moto stops: updates under way end first
         load_lambda_package(self.lambda_dir)
         aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         clients = {
             "service-quotas": self.quotas.client(self.region),
-            "sagemaker-runtime": runtime_client(self.region, lambda name, body: self.endpoint(name, body)),
+            "sagemaker-runtime": runtime_client(self.region, self.traffic.invoke),
             # One client per service for every handler call (they are thread-safe): making a boto3 client
             # costs more than the call it makes against moto.
             **{service: self.client(service) for service in ("sagemaker", "sns", "s3", "stepfunctions")},
@@ -205,6 +223,10 @@ class LocalEngine:
                 self.physical[logical] = sns.create_topic(Name=logical)["TopicArn"]
             elif res["Type"] in ("AWS::Lambda::Function", "AWS::Logs::LogGroup"):
                 self.physical[logical] = logical
+        #: The template's CloudWatch alarms, made in moto (after the topics their actions may name).
+        self.alarm_names = create_alarms(
+            self.client("cloudwatch"), self.resources, self.resolve, self.physical
+        )
         self.functions = {
             logical: res["Properties"]
             for logical, res in self.resources.items()
@@ -357,18 +379,6 @@ class LocalEngine:
         output = json.loads(desc["output"]) if desc.get("output") else None
         return Execution(arn, desc["status"], output, desc.get("error"), desc.get("cause"), states, history)
 
-    def history(self, arn: str) -> list[dict[str, Any]]:
-        """Every history event of an execution, all pages."""
-        sfn = self.client("stepfunctions")
-        events: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
-        while True:
-            page = sfn.get_execution_history(**kwargs)
-            events.extend(page["events"])
-            if not page.get("nextToken"):
-                return events
-            kwargs["nextToken"] = page["nextToken"]
-
     def run(
         self,
         execution_input: dict[str, Any],
@@ -380,18 +390,6 @@ class LocalEngine:
         """Start an execution and wait for it to end; returns its status, output, error and states."""
         arn = self.start(execution_input, name=name, state_machine_arn=state_machine_arn)
         return self.wait(arn, timeout_s=timeout_s)
-
-    def sagemaker_resources(self) -> dict[str, list[str]]:
-        """Names of the training jobs, models, endpoint configs and endpoints in moto now."""
-        sm = self.client("sagemaker")
-        return {
-            "training_jobs": [j["TrainingJobName"] for j in sm.list_training_jobs()["TrainingJobSummaries"]],
-            "models": [m["ModelName"] for m in sm.list_models()["Models"]],
-            "endpoint_configs": [
-                c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]
-            ],
-            "endpoints": [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]],
-        }
 
 
 class _Injected(Exception):

@@ -9,14 +9,16 @@ service-integration clients that way):
 - ``before-call.sagemaker.<Operation>``: an error queued for the operation (``create_training_job_errors``,
   ``sagemaker_errors``) is the call's answer, an HTTP 400 with that error code, and moto never sees the
   request. The answer is final: botocore's own retries (which happen inside the request) do not see it, so
-  one queued error is one failed call as the caller, a handler or a task, sees it;
+  one queued error is one failed call as the caller, a handler or a task, sees it. Without one, UpdateEndpoint
+  (which moto lacks) is answered by ``plugins.guardrails`` (hfpipe.local.guardrails);
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
   plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it.
 
 A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too. The hooks
 are unregistered when the engine stops. ``runtime_client`` is the sagemaker-runtime client the handlers
 get: InvokeEndpoint is answered by the ``endpoint`` plug-in (moto's sagemaker-runtime answers canned
-results only), the same way.
+results only), the same way, through ``serve`` (hfpipe.local.traffic); a container's error answer is
+InvokeEndpoint's ModelError (HTTP 424, the container's status and message), as AWS answers it.
 """
 
 from __future__ import annotations
@@ -83,19 +85,22 @@ class SessionHooks:
         answer["Payload"] = StreamingBody(io.BytesIO(payload), len(payload))
         return AWSResponse(None, 200, {}, None), answer
 
-    def _inject(self, model: Any, **_: Any) -> tuple[Any, dict[str, Any]] | None:
-        pending = self.errors(xform_name(model.name))
-        if not pending:
-            return None
+    def _inject(self, model: Any, context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
         from botocore.awsrequest import AWSResponse
 
+        from hfpipe.local.guardrails import ApiError
+
+        pending = self.errors(xform_name(model.name))
+        if not pending:
+            if model.name != "UpdateEndpoint":
+                return None
+            try:
+                answer = self.plugins.guardrails.update_endpoint(copy.deepcopy(context[_REQUEST]))
+            except ApiError as err:
+                return _error(err.code, err.message)
+            return AWSResponse(None, 200, {}, None), {**answer, "ResponseMetadata": {**_OK}}
         code = pending.pop(0)
-        error = {"Code": code, "Message": f"{code} injected by the local engine"}
-        return AWSResponse(None, 400, {}, None), {
-            "Error": error,
-            # The AWS SDK integration quotes the request ID in the task's cause.
-            "ResponseMetadata": {**_OK, "HTTPStatusCode": 400, "RequestId": str(uuid.uuid4())},
-        }
+        return _error(code, f"{code} injected by the local engine")
 
     def _backend(self) -> Any:
         from moto.backends import get_backend
@@ -115,8 +120,26 @@ class SessionHooks:
             self.plugins.training(copy.deepcopy(request), job)
 
     def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
-        if http_response.status_code < 300 and self.plugins.on_endpoint:
-            self.plugins.on_endpoint(self._backend().endpoints[context[_REQUEST]["EndpointName"]])
+        if http_response.status_code >= 300:
+            return
+        endpoint = self._backend().endpoints[context[_REQUEST]["EndpointName"]]
+        # DescribeEndpoint fields moto lacks (hfpipe.local.guardrails sets them), absent until an update
+        # (moto leaves out None); made now, so that setting them later never resizes the object's __dict__
+        # while another thread's DescribeEndpoint encodes it.
+        endpoint.pending_deployment_summary = endpoint.last_deployment_config = None
+        if self.plugins.on_endpoint:
+            self.plugins.on_endpoint(endpoint)
+
+
+def _error(code: str, message: str) -> tuple[Any, dict[str, Any]]:
+    """An AWS error answer: HTTP 400 with this code and message."""
+    from botocore.awsrequest import AWSResponse
+
+    return AWSResponse(None, 400, {}, None), {
+        "Error": {"Code": code, "Message": message},
+        # The AWS SDK integration quotes the request ID in the task's cause.
+        "ResponseMetadata": {**_OK, "HTTPStatusCode": 400, "RequestId": str(uuid.uuid4())},
+    }
 
 
 def _keep_request(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
@@ -125,15 +148,21 @@ def _keep_request(params: dict[str, Any], context: dict[str, Any], **_: Any) -> 
 
 
 def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
-    """A sagemaker-runtime client whose InvokeEndpoint (a JSON body) is answered by ``serve(name, body)``."""
+    """A sagemaker-runtime client whose InvokeEndpoint (a JSON body) is answered by ``serve(name, body)``; an
+    InvocationError it raises (hfpipe.local.traffic) is the ModelError AWS answers."""
     import boto3
     from botocore.awsrequest import AWSResponse
     from botocore.response import StreamingBody
 
+    from hfpipe.local.traffic import InvocationError
+
     def answer(context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
         request = context[_REQUEST]
-        body = request["Body"]
-        data = json.dumps(serve(request["EndpointName"], json.loads(body))).encode()
+        name = request["EndpointName"]
+        try:
+            data = json.dumps(serve(name, json.loads(request["Body"]))).encode()
+        except InvocationError as err:
+            return _model_error(region, name, err.status, err.message)
         return AWSResponse(None, 200, {}, None), {
             "Body": StreamingBody(io.BytesIO(data), len(data)),
             "ContentType": "application/json",
@@ -144,3 +173,23 @@ def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
     client.meta.events.register("before-parameter-build.sagemaker-runtime.InvokeEndpoint", _keep_request)
     client.meta.events.register("before-call.sagemaker-runtime.InvokeEndpoint", answer)
     return client
+
+
+def _model_error(region: str, endpoint: str, status: int, message: str) -> tuple[Any, dict[str, Any]]:
+    """InvokeEndpoint's ModelError (HTTP 424) for a container that answered ``status``, in AWS's words."""
+    from botocore.awsrequest import AWSResponse
+
+    side = "client" if status < 500 else "server"
+    group = f"/aws/sagemaker/Endpoints/{endpoint}"
+    text = (
+        f'Received {side} error ({status}) from primary with message "{message}". See '
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logEventViewer:group={group} "
+        f"in account {ACCOUNT} for more information."
+    )
+    return AWSResponse(None, 424, {}, None), {
+        "Error": {"Code": "ModelError", "Message": text},
+        "OriginalStatusCode": status,
+        "OriginalMessage": message,
+        "LogStreamArn": f"arn:aws:logs:{region}:{ACCOUNT}:log-group:{group}",
+        "ResponseMetadata": {**_OK, "HTTPStatusCode": 424, "RequestId": str(uuid.uuid4())},
+    }

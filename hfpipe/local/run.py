@@ -53,6 +53,7 @@ class LocalRun:
             self.runtime = LocalRuntime(
                 self.s3, self.engine.client("sagemaker"), self.out, substitutions=self.substitutions
             )
+            self.engine.fleets = self.runtime  # an endpoint update serves the old and new config side by side
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 self.s3.create_bucket(Bucket=bucket)
             for channel, local in channels.items():

@@ -1,6 +1,8 @@
 """What happens outside the control plane in local mode: the training job runs on this machine under the
 training-container contract (`hfpipe.local.container`), InvokeEndpoint is answered through the model's own
-`code/inference.py` (`hfpipe.local.endpoint`); the engine calls these as its plug-ins."""
+`code/inference.py` (`hfpipe.local.endpoint`); the engine calls these as its plug-ins. An endpoint config's
+model may be a registered version's (`Containers=[{"ModelPackageName": ...}]`, hfpipe.local.standin): its
+container and recipe decide what is served, not this run's recipe."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ class LocalRuntime:
         self.s3 = s3
         self.sagemaker = sagemaker
         self.workdir = workdir
-        self.endpoints: dict[str, Any] = {}
+        #: The fleets up, by (endpoint name, endpoint config name).
+        self.endpoints: dict[tuple[str, str], Any] = {}
         self.jobs: dict[str, Any] = {}
         self.lock = threading.Lock()
 
@@ -111,29 +114,53 @@ class LocalRuntime:
             job.failure_reason = result.failure_reason
 
     def endpoint(self, endpoint_name: str, body: Any) -> Any:
-        """Answer InvokeEndpoint through the deployed model's code/inference.py."""
-        from hfpipe.kinds import serving_kind_of
-        from hfpipe.local.endpoint import local_endpoint_class
+        """Answer InvokeEndpoint through the endpoint's current model's code/inference.py."""
+        return self.invoke_fleet(endpoint_name, None, body)
 
+    # The engine's ``fleets`` plug-in (hfpipe.local.traffic): during an update the old and the new config's
+    # fleets of one endpoint serve side by side; the one that loses is stopped.
+    def start_fleet(self, endpoint_name: str, config_name: str) -> None:
+        """Bring up the fleet of one endpoint config: its model, served by its serving kind's local class."""
+        key = (endpoint_name, config_name)
         with self.lock:
-            if endpoint_name not in self.endpoints:
-                config = self.sagemaker.describe_endpoint(EndpointName=endpoint_name)["EndpointConfigName"]
-                variants = self.sagemaker.describe_endpoint_config(EndpointConfigName=config)[
-                    "ProductionVariants"
-                ]
-                model = self.sagemaker.describe_model(ModelName=variants[0]["ModelName"])
-                bucket, key = split_s3_uri(model["PrimaryContainer"]["ModelDataUrl"])
-                local = self.workdir / "endpoints" / endpoint_name / "model.tar.gz"
-                local.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(bucket, key, str(local))
-                # The recipe's serving kind names the class that emulates its server here.
-                recipe = self.serving_recipe(model)
-                endpoint_class = local_endpoint_class(serving_kind_of(recipe).name)
-                environment = model["PrimaryContainer"].get("Environment") or {}
-                self.endpoints[endpoint_name] = endpoint_class(
-                    local, workdir=local.parent, environment=environment
-                )
-        return self.endpoints[endpoint_name].predict(body)
+            if key not in self.endpoints:
+                self.endpoints[key] = self._load(endpoint_name, config_name)
+
+    def invoke_fleet(self, endpoint_name: str, config_name: str | None, body: Any) -> Any:
+        """Answer one request on a config's fleet (None: the endpoint's current config), started if needed."""
+        if config_name is None:
+            config_name = self.sagemaker.describe_endpoint(EndpointName=endpoint_name)["EndpointConfigName"]
+        fleet = self.endpoints.get((endpoint_name, config_name))
+        if fleet is None:
+            self.start_fleet(endpoint_name, config_name)
+            fleet = self.endpoints[(endpoint_name, config_name)]
+        return fleet.predict(body)
+
+    def stop_fleet(self, endpoint_name: str, config_name: str) -> None:
+        """Stop a config's fleet (its extracted model stays in the run's folder)."""
+        with self.lock:
+            fleet = self.endpoints.pop((endpoint_name, config_name), None)
+        if fleet is not None:
+            fleet.close()
+
+    def _load(self, endpoint_name: str, config_name: str) -> Any:
+        from hfpipe.kinds import serving_kind, serving_kind_of
+        from hfpipe.local.endpoint import local_endpoint_class
+        from hfpipe.local.standin import served_model
+
+        served = served_model(self.sagemaker, config_name)
+        bucket, key = split_s3_uri(served.container["ModelDataUrl"])
+        local = self.workdir / "endpoints" / endpoint_name / config_name / "model.tar.gz"
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self.s3.download_file(bucket, key, str(local))
+        # The serving kind of the version (Register records it) or of the recipe the model came from.
+        kind = (
+            served.package_metadata.get("serving_kind")
+            or serving_kind_of(self.serving_recipe(served.model)).name
+        )
+        endpoint_class = local_endpoint_class(serving_kind(kind).name)
+        environment = served.container.get("Environment") or {}
+        return endpoint_class(local, workdir=local.parent, environment=environment)
 
     # Where a runtime serving several recipes (hfpipe.local.world) decides per job and per model.
     def substitutions_for(self, request: dict[str, Any]) -> Any:
@@ -141,8 +168,18 @@ class LocalRuntime:
         return self.substitutions
 
     def serving_recipe(self, model: dict[str, Any]) -> dict[str, Any]:
-        """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind."""
-        return self.substitutions.recipe if self.substitutions is not None else {}
+        """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind. The
+        recipe a model names (hfpipe.local.standin.recipe_name_of: its tag, or its version's metadata), this
+        run's own (with its overrides) when it is the one named, or when the model names none."""
+        from hfpipe.core.recipes import resolve_recipe
+        from hfpipe.local.standin import recipe_name_of
+
+        own = self.substitutions.recipe if self.substitutions is not None else {}
+        name = recipe_name_of(self.sagemaker, model)
+        if name and name != own.get("name"):
+            with contextlib.suppress(Exception):  # a recipe file this checkout does not bundle: the run's own
+                return resolve_recipe(recipe_name=name)
+        return own
 
     def training_log(self, job_name: str) -> Path:
         """The file a job's output also goes to (next to the run's outputs: `hfpipe logs --local` reads it)."""

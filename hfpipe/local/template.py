@@ -85,6 +85,7 @@ class Resolver:
             "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
             "AWS::SNS::Topic": name,
             "AWS::StepFunctions::StateMachine": name,
+            "AWS::CloudWatch::Alarm": f"arn:aws:cloudwatch:{self.region}:{ACCOUNT}:alarm:{name}",
         }.get(rtype, name)
 
 

@@ -42,6 +42,7 @@ def _defaults(engine):
     engine.training = None
     engine.endpoint = lambda name, body: [{"answer": "pipeline", "score": 0.9}]
     engine.on_endpoint = None
+    engine.fleets = None
     engine.quotas.value_for = lambda name: 100.0
     engine.create_errors.clear()
     engine.sagemaker_errors.clear()
