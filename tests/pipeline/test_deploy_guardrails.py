@@ -1,0 +1,83 @@
+"""The real Deploy state machine (dev PipelineStack) against local mode's UpdateEndpoint emulation, with no
+test stand-in: the template's endpoint alarms are made in moto, a good version's update succeeds through the
+blue/green deployment, and a version whose fleet fails the stand-in traffic trips the 5xx alarm, so SageMaker's
+automatic rollback leaves the old version serving and the deploy fails with DeploymentRolledBack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from deploy_helpers import ENDPOINT, NAME, deploy, named, register, wiped
+
+from hfpipe import contract
+
+pytestmark = pytest.mark.slow
+ALARM_5XX = contract.endpoint_alarm_name("dev", NAME, "5xx-errors")
+
+
+class Fleets:
+    """Every fleet answers as a QA model; a ``broken`` version's worker dies on a long context (a 5XX)."""
+
+    def __init__(self) -> None:
+        self.broken: str | None = None
+        self.stopped: list[str] = []
+
+    def start_fleet(self, endpoint: str, config: str) -> None:
+        pass
+
+    def invoke_fleet(self, endpoint: str, config: str | None, body: Any) -> Any:
+        context = (body.get("inputs") or {}).get("context", "") if isinstance(body, dict) else ""
+        if config and self.broken and config.startswith(self.broken) and len(context) > 120:
+            raise _WorkerDied
+        return [{"answer": "pipeline", "score": 0.9}]
+
+    def stop_fleet(self, endpoint: str, config: str) -> None:
+        self.stopped.append(config)
+
+
+class _WorkerDied(BaseException):
+    pass
+
+
+@pytest.fixture
+def clean(fresh):
+    fresh.fleets = Fleets()
+    yield from wiped(fresh)
+    fresh.fleets = None
+
+
+def config_of(engine: Any) -> str:
+    return str(engine.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"])
+
+
+def test_the_templates_endpoint_alarms_exist_in_moto(fresh):
+    assert {ALARM_5XX, contract.endpoint_alarm_name("dev", NAME, "model-latency")} <= set(fresh.alarm_names)
+    (alarm,) = fresh.client("cloudwatch").describe_alarms(AlarmNames=[ALARM_5XX])["MetricAlarms"]
+    assert (alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == ("Invocation5XXErrors", "Sum", 60)
+    assert alarm["Dimensions"] == [
+        {"Name": "EndpointName", "Value": ENDPOINT},
+        {"Name": "VariantName", "Value": "AllTraffic"},
+    ]
+
+
+def test_an_update_succeeds_then_a_worse_version_is_rolled_back_by_its_alarm(clean):
+    _, first = deploy(clean, register(clean))
+    assert first.status == "SUCCEEDED", first.cause
+    _, second = deploy(clean, register(clean))
+    assert second.status == "SUCCEEDED", second.cause
+    assert "UpdateEndpoint" in second.states and config_of(clean) == second.output["endpoint_config"]
+    assert clean.guardrails.wait(ENDPOINT).outcome == "succeeded"
+    assert first.output["endpoint_config"] in clean.fleets.stopped  # the old fleet terminated
+
+    serving = config_of(clean)
+    worse = register(clean)
+    clean.fleets.broken = f"{ENDPOINT}-v{worse.rsplit('/', 1)[1]}-"  # the configs Prepare makes for it
+    _, third = deploy(clean, worse)
+    assert (third.status, third.error) == ("FAILED", "DeploymentRolledBack"), third.cause
+    assert f"was rolled back to {serving}" in third.cause and ALARM_5XX in third.cause
+    desc = clean.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    assert (desc["EndpointStatus"], desc["EndpointConfigName"]) == ("InService", serving)
+    assert [c for c in clean.fleets.stopped if c.startswith(clean.fleets.broken)]  # the new fleet stopped
+    assert clean.alarm_states(ALARM_5XX) == {ALARM_5XX: "ALARM"}
+    assert named(clean)["endpoints"] == [ENDPOINT]
