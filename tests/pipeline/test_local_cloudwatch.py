@@ -22,6 +22,7 @@ from hfpipe.local import cloudwatch
 from hfpipe.local.standin import standin_requests
 from hfpipe.local.template import Resolver
 
+pytestmark = pytest.mark.slow
 _ids = itertools.count()
 ROLE = "arn:aws:iam::123456789012:role/r"
 

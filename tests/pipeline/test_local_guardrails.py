@@ -15,6 +15,7 @@ from leftovers import removed_after
 
 from hfpipe import contract
 
+pytestmark = pytest.mark.slow
 _ids = itertools.count()
 ROLE = "arn:aws:iam::123456789012:role/r"
 
