@@ -182,7 +182,7 @@ class LocalEngine(EngineViews):
         aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         clients = {
             "service-quotas": self.quotas.client(self.region),
-            "sagemaker-runtime": runtime_client(self.region, self.traffic.invoke),
+            "sagemaker-runtime": runtime_client(self.region, self.traffic.invoke_raw),
             # One client per service for every handler call (they are thread-safe): making a boto3 client
             # costs more than the call it makes against moto.
             **{service: self.client(service) for service in ("sagemaker", "sns", "s3", "stepfunctions")},

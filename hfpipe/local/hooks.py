@@ -148,8 +148,8 @@ def _keep_request(params: dict[str, Any], context: dict[str, Any], **_: Any) -> 
 
 
 def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
-    """A sagemaker-runtime client whose InvokeEndpoint (a JSON body) is answered by ``serve(name, body)``; an
-    InvocationError it raises (hfpipe.local.traffic) is the ModelError AWS answers."""
+    """A sagemaker-runtime client whose InvokeEndpoint is answered by ``serve(name, body as sent)``
+    (hfpipe.local.traffic.Traffic.invoke_raw); an InvocationError it raises is the ModelError AWS answers."""
     import boto3
     from botocore.awsrequest import AWSResponse
     from botocore.response import StreamingBody
@@ -160,7 +160,7 @@ def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
         request = context[_REQUEST]
         name = request["EndpointName"]
         try:
-            data = json.dumps(serve(name, json.loads(request["Body"]))).encode()
+            data = json.dumps(serve(name, request["Body"])).encode()
         except InvocationError as err:
             return _model_error(region, name, err.status, err.message)
         return AWSResponse(None, 200, {}, None), {

@@ -28,9 +28,11 @@ methods, boto3 calls) does not offer, each target with its reason:
   counts whole seconds only), so the local world's short waits (``hfpipe local up --time-scale``) are real;
 - ``SageMakerRuntimeResponse.invoke_endpoint``: moto answers InvokeEndpoint with canned results; in the local
   world (the engine's ``world`` set: its commands' calls reach moto over HTTP), a call that reaches moto is
-  answered by the engine's ``endpoint`` plug-in, as the handlers' calls are (hfpipe.local.hooks.runtime_client):
-  an unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the handler's
-  message as the container's 400). Elsewhere moto's canned results stay (tests queue them);
+  answered as the handlers' calls are (hfpipe.local.hooks.runtime_client), through the engine's ``traffic``
+  (hfpipe.local.traffic: the fleet that serves it during an update, the CloudWatch metrics of its outcome): an
+  unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the container's
+  status and message: the toolkit's 400, a dead worker's 500). Elsewhere moto's canned results stay (tests
+  queue them);
 - ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
   own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
   UploadPartCopy source, in its source environment) is read from the world environment that holds it
@@ -117,7 +119,8 @@ class Engine(Protocol):
     timeout_scale: float
     world: World | None  # None outside the local world
 
-    def endpoint(self, endpoint_name: str, body: Any) -> Any: ...
+    @property
+    def traffic(self) -> Any: ...  # hfpipe.local.traffic.Traffic
 
     def execution_ending(self, arn: str) -> None: ...
 
@@ -337,14 +340,17 @@ def _world(engine: Engine) -> list[Patch]:
                 {"status": 400, "x-amzn-ErrorType": "ValidationError"},
                 json.dumps({"message": message}),
             )
-        try:  # the body as JSON, as hfpipe.local.hooks.runtime_client reads it
-            answer = engine.endpoint(name, json.loads(response.body))
-        except Exception as err:  # the inference toolkit answers 400 with the handler's message
+        from hfpipe.local.traffic import InvocationError
+
+        try:
+            answer = engine.traffic.invoke_raw(name, response.body)
+        except InvocationError as err:  # the container's answer: the toolkit's 400, a dead worker's 500
+            side = "client" if err.status < 500 else "server"
             error = {
-                "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
-                "OriginalStatusCode": 400,
-                "OriginalMessage": str(err),
-                "Message": f'Received client error (400) from primary with message "{err}".',
+                "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
+                "OriginalStatusCode": err.status,
+                "OriginalMessage": err.message,
+                "Message": f'Received {side} error ({err.status}) from primary with message "{err.message}".',
             }
             return 424, {"status": 424, "x-amzn-ErrorType": "ModelError"}, json.dumps(error)
         return 200, {"Content-Type": "application/json"}, json.dumps(answer)

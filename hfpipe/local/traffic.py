@@ -24,6 +24,7 @@ of the traffic, at most once to the old one.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import threading
 import time
@@ -76,6 +77,16 @@ class Traffic:
             else:
                 self._routes[endpoint] = _Route(old, new, share)
 
+    def invoke_raw(self, endpoint: str, raw: bytes | str) -> Any:
+        """An InvokeEndpoint call with its body as sent: one that is not JSON is the handler's 400 (the local
+        plug-ins take JSON; a handler's input_fn refuses what it cannot decode)."""
+        try:
+            body = json.loads(raw)
+        except ValueError as err:
+            self._record(endpoint, None, 400, 0.0)
+            raise InvocationError(400, f"the request body is not JSON: {err}") from None
+        return self.invoke(endpoint, body)
+
     def invoke(self, endpoint: str, body: Any) -> Any:
         """One InvokeEndpoint call; InvocationError when the container answered with an error."""
         config = None
@@ -118,10 +129,7 @@ class Traffic:
             raise
         except BaseException:  # the worker process died with the request
             status, message = 500, "Worker died."
-        latency_us = (time.perf_counter() - started) * 1e6
-        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
-            variant = self._variant(endpoint, config)
-            cloudwatch.record_invocation(self.client("cloudwatch"), endpoint, variant, status, latency_us)
+        self._record(endpoint, config, status, (time.perf_counter() - started) * 1e6)
         if status != 200:
             raise InvocationError(status, message)
         return answer
@@ -134,6 +142,11 @@ class Traffic:
         if method == "invoke_fleet":
             return self.engine.endpoint(endpoint, args[-1])
         return None
+
+    def _record(self, endpoint: str, config: str | None, status: int, latency_us: float) -> None:
+        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
+            variant = self._variant(endpoint, config)
+            cloudwatch.record_invocation(self.client("cloudwatch"), endpoint, variant, status, latency_us)
 
     def _variant(self, endpoint: str, config: str | None) -> str:
         """The variant a config serves (a config never changes: remembered by its name)."""

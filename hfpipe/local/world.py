@@ -208,6 +208,7 @@ class LocalWorld:
         self._stack.enter_context(self.engine)
         self.engine.world = self  # InvokeEndpoint over HTTP, other environments' S3 objects (moto_patches)
         self.runtime = WorldRuntime(self.engine, self.workdir, self.say)
+        self.engine.fleets = self.runtime  # an endpoint update serves the old and new config side by side
         self._stack.callback(self.runtime.close)
         # Last in, first out: training process groups end before the account they write to.
         self._stack.callback(stop_all)

@@ -97,6 +97,9 @@ def test_real_invocations_record_sagemakers_metrics_and_errors_answer_as_aws(fre
         runtime.invoke_endpoint(EndpointName=name, Body=b'{"raise": "value"}')
     with pytest.raises(ClientError) as server_error:
         runtime.invoke_endpoint(EndpointName=name, Body=b'{"raise": "panic"}')
+    with pytest.raises(ClientError) as not_json:
+        runtime.invoke_endpoint(EndpointName=name, Body=b"not json")
+    assert not_json.value.response["OriginalStatusCode"] == 400
     error = client_error.value.response
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == ("ModelError", 424)
     assert error["Error"]["Message"].startswith(
@@ -106,8 +109,8 @@ def test_real_invocations_record_sagemakers_metrics_and_errors_answer_as_aws(fre
     assert server_error.value.response["Error"]["Message"].startswith(
         'Received server error (500) from primary with message "Worker died.".'
     )
-    assert _sum(fresh, name, "Invocations") == 5
-    assert _sum(fresh, name, "Invocation4XXErrors") == 1
+    assert _sum(fresh, name, "Invocations") == 6
+    assert _sum(fresh, name, "Invocation4XXErrors") == 2
     assert _sum(fresh, name, "Invocation5XXErrors") == 1
     assert _sum(fresh, name, "ModelLatency", "Maximum") > 0
 
