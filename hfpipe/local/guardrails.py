@@ -78,7 +78,7 @@ class Step:
     share: float
     bake_s: int
     bake_field: str
-    capacity: str  # "canary" or "full", as the VariantStatus messages say
+    capacity: str  # "canary", "linear step" or "full": the VariantStatus messages name it
 
 
 @dataclass
