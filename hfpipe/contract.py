@@ -77,7 +77,7 @@ def deployed_endpoint_name(env: str, name: str) -> str:
 
 
 def endpoint_alarm_name(env: str, name: str, metric: str) -> str:
-    """The CloudWatch alarm the stack makes for one named endpoint and one metric ("5xx-errors",
+    """The CloudWatch alarm the stack makes for one named endpoint and one metric ("5xx-errors", "4xx-errors",
     "model-latency"); a deploy's AutoRollbackConfiguration names these."""
     return f"{PROJECT}-{env}-{name}-{metric}"
 

@@ -35,7 +35,11 @@ MIN_DEPLOYMENT_SECONDS, MAX_DEPLOYMENT_SECONDS = 600, 28_800  # MaximumExecution
 #: Time a new fleet may take to come up before traffic moves (large models download for many minutes).
 PROVISIONING_SECONDS = 3600
 #: The alarms' metrics: AWS/SageMaker per endpoint and variant, one-minute periods.
-ALARM_METRICS = {"5xx-errors": ("Invocation5XXErrors", "Sum"), "model-latency": ("ModelLatency", "Average")}
+ALARM_METRICS = {
+    "5xx-errors": ("Invocation5XXErrors", "Sum"),
+    "4xx-errors": ("Invocation4XXErrors", "Sum"),
+    "model-latency": ("ModelLatency", "Average"),
+}
 ALARM_PERIOD_SECONDS = 60
 MAX_MODEL_LATENCY_MS = 60_000  # a real-time endpoint answers within 60 s (InvokeEndpoint)
 MAX_INSTANCES = 100
@@ -49,7 +53,8 @@ _KEYS = {
     '(optional; default {"type": "CANARY", "step_percent": 10, "wait_seconds": 300})',
     "bake_seconds": "a whole number of seconds from 0 to 3600: how long the old fleet is kept after all "
     "traffic moved, with the alarms watching (optional; default 600)",
-    "alarms": 'an object {"max_5xx_errors": N, "max_model_latency_ms": N} (optional; defaults 1 and 10000)',
+    "alarms": 'an object {"max_5xx_errors": N, "max_4xx_errors": N, "max_model_latency_ms": N} (optional; '
+    "defaults 1, 1 and 10000)",
     "autoscaling": 'an object {"min_instances": N, "max_instances": N, "invocations_per_instance": N} '
     "(optional; default none)",
 }
@@ -62,6 +67,8 @@ _TRAFFIC_KEYS = {
 }
 _ALARM_KEYS = {
     "max_5xx_errors": "a whole number >= 1: more 5xx errors than this in one minute trips the alarm (default 1)",
+    "max_4xx_errors": "a whole number >= 1: more 4xx errors (requests the model refused) than this in one minute "
+    "trips the alarm (default 1; raise it where clients send requests the model may refuse)",
     "max_model_latency_ms": f"a whole number of milliseconds from 1 to {MAX_MODEL_LATENCY_MS}: a minute whose "
     "average ModelLatency is above it trips the alarm (default 10000)",
 }
@@ -95,9 +102,10 @@ class Traffic:
 
 @dataclass(frozen=True)
 class Alarms:
-    """Thresholds of the endpoint's two CloudWatch alarms, the deployments' automatic rollback triggers."""
+    """Thresholds of the endpoint's three CloudWatch alarms, the deployments' automatic rollback triggers."""
 
     max_5xx_errors: int = 1
+    max_4xx_errors: int = 1
     max_model_latency_ms: int = 10_000
 
 
@@ -204,6 +212,9 @@ def _alarms(path: str, entry: object) -> Alarms:
         max_5xx_errors=_whole(
             f"{path}.max_5xx_errors", data.get("max_5xx_errors", 1), 1, 10**9, _ALARM_KEYS["max_5xx_errors"]
         ),
+        max_4xx_errors=_whole(
+            f"{path}.max_4xx_errors", data.get("max_4xx_errors", 1), 1, 10**9, _ALARM_KEYS["max_4xx_errors"]
+        ),
         max_model_latency_ms=_whole(
             f"{path}.max_model_latency_ms",
             data.get("max_model_latency_ms", 10_000),
@@ -306,16 +317,21 @@ class AlarmSpec:
     description: str
 
 
-def alarm_specs(env: str, settings: EndpointSettings) -> tuple[AlarmSpec, AlarmSpec]:
-    """The 5xx-errors and model-latency alarms (GreaterThanThreshold, one minute, missing data not breaching).
+def alarm_specs(env: str, settings: EndpointSettings) -> tuple[AlarmSpec, ...]:
+    """The 5xx-errors, 4xx-errors and model-latency alarms (GreaterThanThreshold, one minute, missing data not
+    breaching). 4xx errors are requests the model refused (the inference toolkit answers a handler's error with
+    a 400): a version that cannot read what production sends trips it, as AWS's own deployment-guardrails
+    example monitors Invocation4XXErrors besides 5XX and latency.
     ModelLatency is in microseconds (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html)."""
     endpoint = settings.endpoint_name(env)
     limits = {
         "5xx-errors": settings.alarms.max_5xx_errors,
+        "4xx-errors": settings.alarms.max_4xx_errors,
         "model-latency": settings.alarms.max_model_latency_ms,
     }
     text = {
         "5xx-errors": f"more than {limits['5xx-errors']} 5xx error(s) in a minute",
+        "4xx-errors": f"more than {limits['4xx-errors']} 4xx error(s) in a minute",
         "model-latency": f"average model latency above {limits['model-latency']} ms in a minute",
     }
     specs = []
@@ -331,7 +347,7 @@ def alarm_specs(env: str, settings: EndpointSettings) -> tuple[AlarmSpec, AlarmS
                 "rolls back to the previous version (AutoRollbackConfiguration)",
             )
         )
-    return specs[0], specs[1]
+    return tuple(specs)
 
 
 def traffic_routing(traffic: Traffic) -> dict[str, Any]:
@@ -356,37 +372,3 @@ def deployment_config(env: str, settings: EndpointSettings) -> dict[str, Any]:
         },
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": a.name} for a in alarm_specs(env, settings)]},
     }
-
-
-# -- the deploy state machine's waits, bounded (as hfpipe.core.limits does for the pipeline) -------------
-
-#: DescribeEndpoint every minute while an endpoint is created or updated.
-POLL_SECONDS = 60
-#: After MaximumExecutionTimeoutInSeconds SageMaker rolls the update back; the poll waits this long more.
-ROLLBACK_SECONDS = 3600
-#: Polls of the longest deployment allowed: 28,800 s of blue/green, then its rollback.
-MAX_POLLS = math.ceil((MAX_DEPLOYMENT_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
-#: Polls of the deploy's own rollback after a failed smoke test (an all-at-once update to the old config).
-ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
-#: Wait (2) + DescribeEndpoint (5) + Choice (2) + Pass (2) + Choice (2), as hfpipe.core.limits counts them.
-EVENTS_PER_POLL = 13
-#: Every state outside the two poll loops on the longest path (Prepare, CreateModel, CreateEndpointConfig,
-#: UpdateEndpoint, SmokeTest, the rollback, DeployCleanup, the Fail, and the Pass/Choice states between), with
-#: the events hfpipe.core.limits counts per state, plus every retry their Retry policies allow (3 each).
-FIXED_PATH_EVENTS = 100
-RETRY_EVENTS = 3 * 100
-#: Lambdas (15 minutes at most each), Retry back-offs: everything but the two waits.
-OTHER_STATES_SECONDS = 2 * 3600
-#: The deploy state machine's TimeoutSeconds: both waits at their longest, and the rest.
-EXECUTION_TIMEOUT_SECONDS = (MAX_POLLS + ROLLBACK_POLLS) * POLL_SECONDS + OTHER_STATES_SECONDS
-
-
-def endpoint_polls(settings: EndpointSettings) -> int:
-    """Polls of one deploy's wait: its blue/green deployment at its longest, then SageMaker's rollback
-    (a new endpoint needs less: it has no traffic steps)."""
-    return math.ceil((settings.deployment_seconds + ROLLBACK_SECONDS) / POLL_SECONDS)
-
-
-def worst_case_history_events(polls: int = MAX_POLLS, rollback_polls: int = ROLLBACK_POLLS) -> int:
-    """The most history events a deploy execution can record: both poll loops used up, every retry taken."""
-    return FIXED_PATH_EVENTS + RETRY_EVENTS + (polls + rollback_polls) * EVENTS_PER_POLL

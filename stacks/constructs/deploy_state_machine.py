@@ -25,7 +25,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import deployments
+from hfpipe.core import deploy_limits
 from stacks.constructs.deploy_state_machine_role import grant_deploy
 from stacks.constructs.endpoint_alarms import EndpointAlarms
 from stacks.constructs.pipeline_state_machine import (
@@ -50,7 +50,7 @@ REQUESTS = "$.deploy.requests"
 STATUS = "$.endpoint.EndpointStatus"
 #: DescribeEndpoint statuses after which SageMaker changes nothing more by itself.
 FAILED = ("Failed", "UpdateRollbackFailed")
-EXECUTION_TIMEOUT = cdk.Duration.seconds(deployments.EXECUTION_TIMEOUT_SECONDS)
+EXECUTION_TIMEOUT = cdk.Duration.seconds(deploy_limits.EXECUTION_TIMEOUT_SECONDS)
 
 
 class DeployStateMachine(Construct):

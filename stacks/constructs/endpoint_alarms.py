@@ -1,6 +1,6 @@
 """The CloudWatch alarms of an environment's named endpoints: what a deploy's automatic rollback watches.
 
-For each endpoint cdk.json declares, two alarms (hfpipe.core.deployments.alarm_specs), named by
+For each endpoint cdk.json declares, three alarms (hfpipe.core.deployments.alarm_specs), named by
 ``contract.endpoint_alarm_name`` so a deploy's UpdateEndpoint can name them in its AutoRollbackConfiguration:
 Invocation5XXErrors (Sum) and ModelLatency (Average, microseconds) of AWS/SageMaker, per minute, on the
 endpoint's AllTraffic variant; missing data (no traffic, or no endpoint yet) is not breaching. They have no
@@ -23,7 +23,7 @@ from hfpipe.core import deployments
 
 
 class EndpointAlarms(Construct):
-    """``alarms``: {endpoint name: (5xx-errors alarm, model-latency alarm)}."""
+    """``alarms``: {endpoint name: (5xx-errors, 4xx-errors and model-latency alarms)}."""
 
     def __init__(
         self,

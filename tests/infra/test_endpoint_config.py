@@ -25,7 +25,7 @@ def test_none_by_default_and_a_platform_teams_defaults():
         instance_count=1,
         traffic=Traffic(type="CANARY", step_percent=10, wait_seconds=300),
         bake_seconds=600,
-        alarms=Alarms(max_5xx_errors=1, max_model_latency_ms=10_000),
+        alarms=Alarms(max_5xx_errors=1, max_4xx_errors=1, max_model_latency_ms=10_000),
         autoscaling=None,
     )
     assert summaries.endpoint_name("dev") == "hfpipe-dev-summaries"
@@ -59,7 +59,11 @@ def test_traffic_types_their_defaults_and_deployment_config():
             "MaximumExecutionTimeoutInSeconds": 7200,
         },
         "AutoRollbackConfiguration": {
-            "Alarms": [{"AlarmName": "hfpipe-dev-c-5xx-errors"}, {"AlarmName": "hfpipe-dev-c-model-latency"}]
+            "Alarms": [
+                {"AlarmName": "hfpipe-dev-c-5xx-errors"},
+                {"AlarmName": "hfpipe-dev-c-4xx-errors"},
+                {"AlarmName": "hfpipe-dev-c-model-latency"},
+            ]
         },
     }
     # Never below SageMaker's minimum of 600 s, never above its 28,800 s.

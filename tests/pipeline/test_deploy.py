@@ -231,6 +231,7 @@ def test_an_update_request_is_blue_green_with_the_alarms(clean):
             "AutoRollbackConfiguration": {
                 "Alarms": [
                     {"AlarmName": contract.endpoint_alarm_name(ENV, NAME, "5xx-errors")},
+                    {"AlarmName": contract.endpoint_alarm_name(ENV, NAME, "4xx-errors")},
                     {"AlarmName": contract.endpoint_alarm_name(ENV, NAME, "model-latency")},
                 ]
             },

@@ -13,7 +13,7 @@ from deploy_standin import Update, stand_in_updates
 from test_pipeline_limits import aws_event_count
 
 from hfpipe import contract
-from hfpipe.core import deployments
+from hfpipe.core import deploy_limits, deployments
 from hfpipe.core.deployments import EndpointSettings, Traffic
 
 
@@ -42,24 +42,24 @@ def definition(template):
 def test_the_bounds_cover_the_longest_deployment_and_fit_the_history():
     assert LONGEST.deployment_seconds == deployments.MAX_DEPLOYMENT_SECONDS == 28_800
     # Every poll of the longest blue/green deployment and of SageMaker's rollback after it.
-    assert deployments.endpoint_polls(LONGEST) == deployments.MAX_POLLS
-    assert deployments.MAX_POLLS * deployments.POLL_SECONDS >= 28_800 + deployments.ROLLBACK_SECONDS
-    worst = deployments.worst_case_history_events()
+    assert deploy_limits.endpoint_polls(LONGEST) == deploy_limits.MAX_POLLS
+    assert deploy_limits.MAX_POLLS * deploy_limits.POLL_SECONDS >= 28_800 + deploy_limits.ROLLBACK_SECONDS
+    worst = deploy_limits.worst_case_history_events()
     assert worst < 10_000 < 25_000  # far below Step Functions' limit
-    assert deployments.EXECUTION_TIMEOUT_SECONDS >= (
-        (deployments.MAX_POLLS + deployments.ROLLBACK_POLLS) * deployments.POLL_SECONDS
+    assert deploy_limits.EXECUTION_TIMEOUT_SECONDS >= (
+        (deploy_limits.MAX_POLLS + deploy_limits.ROLLBACK_POLLS) * deploy_limits.POLL_SECONDS
     )
     # No endpoint cdk.json may declare needs more polls than the bound counts.
     shortest = EndpointSettings(name=NAME, traffic=Traffic("ALL_AT_ONCE", None, 0), bake_seconds=0)
-    assert deployments.endpoint_polls(shortest) == math.ceil(
-        (deployments.PROVISIONING_SECONDS + deployments.ROLLBACK_SECONDS) / deployments.POLL_SECONDS
+    assert deploy_limits.endpoint_polls(shortest) == math.ceil(
+        (deployments.PROVISIONING_SECONDS + deploy_limits.ROLLBACK_SECONDS) / deploy_limits.POLL_SECONDS
     )
 
 
 def test_the_definition_polls_as_the_bounds_count(template):
     d = definition(template)
     states = d["States"]
-    assert d["TimeoutSeconds"] == deployments.EXECUTION_TIMEOUT_SECONDS
+    assert d["TimeoutSeconds"] == deploy_limits.EXECUTION_TIMEOUT_SECONDS
     # Both loops: Wait (from Prepare's poll_seconds) -> DescribeEndpoint -> Choice -> Count -> Choice.
     for prefix, describe, choice, left in (
         ("Endpoint", "DescribeEndpoint", "EndpointStatus?", "$.deploy.max_polls"),
@@ -84,7 +84,7 @@ def test_the_definition_polls_as_the_bounds_count(template):
     ]
     path += ["DescribeEndpoint", "DescribeRolledBack", "DeployCleanup"]
     retries = sum(r.get("MaxAttempts", 3) for s in path for r in states[s].get("Retry", []))
-    assert 3 * retries <= deployments.RETRY_EVENTS
+    assert 3 * retries <= deploy_limits.RETRY_EVENTS
 
 
 @pytest.mark.slow
@@ -95,17 +95,17 @@ def test_the_longest_deploy_fits_the_history_bound(clean, monkeypatch):
     _, first = deploy(clean, register(clean))
     assert first.status == "SUCCEEDED", first.cause
     clean.endpoint = lambda name, body: [{"generated_text": "not an answer"}]
-    polls = deployments.MAX_POLLS
+    polls = deploy_limits.MAX_POLLS
     with stand_in_updates(clean, Update(polls=polls), Update(polls=0, outcome="never")) as play:
         _, r = deploy(clean, register(clean))
     assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
     new = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
     assert [q["EndpointConfigName"] for q in play.requests] == [new, first.output["endpoint_config"]]
     assert r.states.count("DescribeEndpoint") == polls
-    assert r.states.count("DescribeRolledBack") == deployments.ROLLBACK_POLLS
+    assert r.states.count("DescribeRolledBack") == deploy_limits.ROLLBACK_POLLS
     assert r.states[-4:] == ["RollbackWaitLeft?", "RollbackWaitTimeout", "DeployCleanup", "DeployFailed"]
     counted = aws_event_count(r.history)
     print(f"longest deploy: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)")
-    assert counted <= deployments.worst_case_history_events() < 25_000
+    assert counted <= deploy_limits.worst_case_history_events() < 25_000
     # The serving endpoint was never deleted; it is still updating back, so its configs stay.
     assert named(clean)["endpoints"] == [ENDPOINT]

@@ -30,12 +30,13 @@ def definition(machine):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_each_named_endpoint_has_its_two_rollback_alarms(pipeline_app, env):
+def test_each_named_endpoint_has_its_three_rollback_alarms(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
     (settings,) = pipeline_app.environments[env].endpoints
     endpoint = contract.deployed_endpoint_name(env, settings.name)
     for metric, (metric_name, statistic), threshold in (
         ("5xx-errors", ("Invocation5XXErrors", "Sum"), settings.alarms.max_5xx_errors),
+        ("4xx-errors", ("Invocation4XXErrors", "Sum"), settings.alarms.max_4xx_errors),
         ("model-latency", ("ModelLatency", "Average"), settings.alarms.max_model_latency_ms * 1000),
     ):
         template.has_resource_properties(

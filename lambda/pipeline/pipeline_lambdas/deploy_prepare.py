@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, deployments, registry
+from hfpipe.core import api_shapes, deploy_limits, deployments, registry
 from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import EndpointSettings
@@ -208,9 +208,9 @@ def prepare(
         "version_ref": info.ref,
         "settings": settings.to_json(),
         "smoke": smoke.to_json(),
-        "poll_seconds": deployments.POLL_SECONDS,
-        "max_polls": deployments.endpoint_polls(settings),
-        "rollback_max_polls": deployments.ROLLBACK_POLLS,
+        "poll_seconds": deploy_limits.POLL_SECONDS,
+        "max_polls": deploy_limits.endpoint_polls(settings),
+        "rollback_max_polls": deploy_limits.ROLLBACK_POLLS,
         "previous": None,
         "scaling_deregistered": False,
     }

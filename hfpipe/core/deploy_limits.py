@@ -1,0 +1,41 @@
+"""The deploy state machine's waits, bounded (as hfpipe.core.limits does for the pipeline): how often it polls
+DescribeEndpoint, how many polls the longest deployment allowed needs, its execution timeout, and the most
+history events an execution can record (far below Step Functions' 25,000). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hfpipe.core.deployments import MAX_DEPLOYMENT_SECONDS, PROVISIONING_SECONDS, EndpointSettings
+
+#: DescribeEndpoint every minute while an endpoint is created or updated.
+POLL_SECONDS = 60
+#: After MaximumExecutionTimeoutInSeconds SageMaker rolls the update back; the poll waits this long more.
+ROLLBACK_SECONDS = 3600
+#: Polls of the longest deployment allowed: 28,800 s of blue/green, then its rollback.
+MAX_POLLS = math.ceil((MAX_DEPLOYMENT_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
+#: Polls of the deploy's own rollback after a failed smoke test (an all-at-once update to the old config).
+ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
+#: Wait (2) + DescribeEndpoint (5) + Choice (2) + Pass (2) + Choice (2), as hfpipe.core.limits counts them.
+EVENTS_PER_POLL = 13
+#: Every state outside the two poll loops on the longest path (Prepare, CreateModel, CreateEndpointConfig,
+#: UpdateEndpoint, SmokeTest, the rollback, DeployCleanup, the Fail, and the Pass/Choice states between), with
+#: the events hfpipe.core.limits counts per state, plus every retry their Retry policies allow (3 each).
+FIXED_PATH_EVENTS = 100
+RETRY_EVENTS = 3 * 100
+#: Lambdas (15 minutes at most each), Retry back-offs: everything but the two waits.
+OTHER_STATES_SECONDS = 2 * 3600
+#: The deploy state machine's TimeoutSeconds: both waits at their longest, and the rest.
+EXECUTION_TIMEOUT_SECONDS = (MAX_POLLS + ROLLBACK_POLLS) * POLL_SECONDS + OTHER_STATES_SECONDS
+
+
+def endpoint_polls(settings: EndpointSettings) -> int:
+    """Polls of one deploy's wait: its blue/green deployment at its longest, then SageMaker's rollback
+    (a new endpoint needs less: it has no traffic steps)."""
+    return math.ceil((settings.deployment_seconds + ROLLBACK_SECONDS) / POLL_SECONDS)
+
+
+def worst_case_history_events(polls: int = MAX_POLLS, rollback_polls: int = ROLLBACK_POLLS) -> int:
+    """The most history events a deploy execution can record: both poll loops used up, every retry taken."""
+    return FIXED_PATH_EVENTS + RETRY_EVENTS + (polls + rollback_polls) * EVENTS_PER_POLL
