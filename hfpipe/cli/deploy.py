@@ -18,6 +18,7 @@ import json
 import re
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,9 +34,10 @@ DEFAULT_INTERVAL_S = 15.0
 
 
 def execution_name(endpoint: str, version: str, now: datetime) -> str:
-    """deploy-<endpoint>-<recipe>-<n>-<UTC time>: what it did, readable in the console; at most 80 characters."""
+    """deploy-<endpoint>-<recipe>-<n>-<UTC time>-<4 hex>: what it did, readable in the console, unique even for
+    two deploys in one second (a rerun); at most 80 characters."""
     recipe, _, number = version.rpartition("/")
-    stamp = now.strftime("%Y%m%d-%H%M%S")
+    stamp = f"{now.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     head = re.sub(r"[^A-Za-z0-9-]", "-", f"deploy-{endpoint}-{recipe}")[: 80 - len(stamp) - len(number) - 2]
     return f"{head}-{number}-{stamp}"
 

@@ -61,7 +61,7 @@ def test_each_named_endpoint_has_its_three_rollback_alarms(pipeline_app, env):
             },
         )
     # With the pipeline's failed-events alarm, nothing else.
-    assert len(template.find_resources("AWS::CloudWatch::Alarm")) == 3
+    assert len(template.find_resources("AWS::CloudWatch::Alarm")) == 4
 
 
 @pytest.mark.parametrize("env", ENVS)
