@@ -141,11 +141,11 @@ def test_malformed_endpoints_name_the_key_and_what_is_accepted(entry, message):
     assert str(raised.value).startswith(message), str(raised.value)
 
 
-def test_cdk_json_declares_summaries_in_dev_and_prod(synthesized):
+def test_cdk_json_declares_summaries_and_classifier_in_dev_and_prod(synthesized):
     dev, prod = (synthesized.environments[e].endpoints for e in ("dev", "prod"))
-    assert [e.name for e in dev] == [e.name for e in prod] == ["summaries"]
-    assert dev[0].traffic.type == "ALL_AT_ONCE"
-    assert prod[0].traffic.type == "CANARY" and prod[0].bake_seconds > 0
+    assert [e.name for e in dev] == [e.name for e in prod] == ["classifier", "summaries"]  # sorted by name
+    assert all(e.traffic.type == "ALL_AT_ONCE" for e in dev)
+    assert all(e.traffic.type == "CANARY" and e.bake_seconds > 0 for e in prod)
 
 
 def test_a_deploys_resource_names_are_unique_per_execution_and_fit_sagemaker():

@@ -32,36 +32,38 @@ def definition(machine):
 @pytest.mark.parametrize("env", ENVS)
 def test_each_named_endpoint_has_its_three_rollback_alarms(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
-    (settings,) = pipeline_app.environments[env].endpoints
-    endpoint = contract.deployed_endpoint_name(env, settings.name)
-    for metric, (metric_name, statistic), threshold in (
-        ("5xx-errors", ("Invocation5XXErrors", "Sum"), settings.alarms.max_5xx_errors),
-        ("4xx-errors", ("Invocation4XXErrors", "Sum"), settings.alarms.max_4xx_errors),
-        ("model-latency", ("ModelLatency", "Average"), settings.alarms.max_model_latency_ms * 1000),
-    ):
-        template.has_resource_properties(
-            "AWS::CloudWatch::Alarm",
-            {
-                "AlarmName": contract.endpoint_alarm_name(env, settings.name, metric),
-                "Namespace": "AWS/SageMaker",
-                "MetricName": metric_name,
-                "Statistic": statistic,
-                "Period": 60,
-                "Dimensions": Match.array_with(
-                    [
-                        {"Name": "EndpointName", "Value": endpoint},
-                        {"Name": "VariantName", "Value": "AllTraffic"},
-                    ]
-                ),
-                "Threshold": threshold,
-                "ComparisonOperator": "GreaterThanThreshold",
-                "EvaluationPeriods": 1,
-                "TreatMissingData": "notBreaching",
-                "AlarmActions": Match.absent(),  # SageMaker reads them during a deployment; nothing else
-            },
-        )
+    declared = pipeline_app.environments[env].endpoints
+    assert declared
+    for settings in declared:
+        endpoint = contract.deployed_endpoint_name(env, settings.name)
+        for metric, (metric_name, statistic), threshold in (
+            ("5xx-errors", ("Invocation5XXErrors", "Sum"), settings.alarms.max_5xx_errors),
+            ("4xx-errors", ("Invocation4XXErrors", "Sum"), settings.alarms.max_4xx_errors),
+            ("model-latency", ("ModelLatency", "Average"), settings.alarms.max_model_latency_ms * 1000),
+        ):
+            template.has_resource_properties(
+                "AWS::CloudWatch::Alarm",
+                {
+                    "AlarmName": contract.endpoint_alarm_name(env, settings.name, metric),
+                    "Namespace": "AWS/SageMaker",
+                    "MetricName": metric_name,
+                    "Statistic": statistic,
+                    "Period": 60,
+                    "Dimensions": Match.array_with(
+                        [
+                            {"Name": "EndpointName", "Value": endpoint},
+                            {"Name": "VariantName", "Value": "AllTraffic"},
+                        ]
+                    ),
+                    "Threshold": threshold,
+                    "ComparisonOperator": "GreaterThanThreshold",
+                    "EvaluationPeriods": 1,
+                    "TreatMissingData": "notBreaching",
+                    "AlarmActions": Match.absent(),  # SageMaker reads them during a deployment; nothing else
+                },
+            )
     # With the pipeline's failed-events alarm, nothing else.
-    assert len(template.find_resources("AWS::CloudWatch::Alarm")) == 4
+    assert len(template.find_resources("AWS::CloudWatch::Alarm")) == 3 * len(declared) + 1
 
 
 @pytest.mark.parametrize("env", ENVS)
