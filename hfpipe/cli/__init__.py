@@ -96,7 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
     )
-    p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes with --watch")
+    p.add_argument(
+        "--interval",
+        type=float,
+        help="seconds between refreshes with --watch (default 10; 1 in a local world)",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -122,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
         if name == "watch":
-            p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes")
+            p.add_argument(
+                "--interval", type=float, help="seconds between refreshes (default 10; 1 in a local world)"
+            )
         if name == "stop":
             p.add_argument(
                 "--keep-endpoint", action="store_true", help="leave an endpoint the execution already created"
@@ -250,7 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint", required=True, metavar="NAME", help="an endpoint of the environment in cdk.json"
     )
     p.add_argument("--no-wait", action="store_true", help="start the deploy and return")
-    p.add_argument("--interval", type=float, default=15.0, help="seconds between looks at the endpoint")
+    p.add_argument(
+        "--interval",
+        type=float,
+        help="seconds between looks at the endpoint (default 15; 1 in a local world)",
+    )
     _common(p)
     p.set_defaults(func=commands.cmd_deploy, command_parser=p)
 
@@ -280,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--env", required=True, help="the target environment (its cdk.json entry names promote_from)"
     )
     p.add_argument("--watch", action="store_true", help="wait for the promotion and print the new version")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds between checks with --watch")
+    p.add_argument(
+        "--interval", type=float, help="seconds between checks with --watch (default 5; 1 in a local world)"
+    )
     p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
     _common(p)
     p.set_defaults(func=commands.cmd_promote, command_parser=p)

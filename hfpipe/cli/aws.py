@@ -210,6 +210,18 @@ def resolve_environment(clients: Clients, env: str) -> Environment:
     return Environment(env, clients.region, values)
 
 
+def poll_interval(value: float | None, clients: Any, default: float) -> float:
+    """--interval as given (more than 0, at most 3600 seconds), else ``default`` on AWS and 1 s in a local
+    world, whose waits take seconds."""
+    if value is not None:
+        if not 0 < value <= 3600:
+            raise HfpipeError(
+                f"--interval: {value!r} is not accepted; accepted: seconds, more than 0, at most 3600"
+            )
+        return value
+    return 1.0 if getattr(clients, "endpoint_url", None) is not None else default
+
+
 def console_url(execution_arn: str, region: str) -> str:
     """The Step Functions console page of one execution."""
     return (

@@ -112,7 +112,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             f"{args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
         )
     if args.watch:
-        return _watch(clients, arn, console, args.interval)
+        return _watch(clients, arn, console, aws.poll_interval(args.interval, clients, 10.0))
     console.print(f"follow it with: hfpipe watch {name} --env {args.env}")
     return 0
 
@@ -120,9 +120,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 # --- watch / report / list / stop --------------------------------------------------------------------
 
 
-def _interval(value: float) -> float:
+def _interval(value: float | None) -> float | None:
     from hfpipe.core import validate
 
+    if value is None:  # the default (hfpipe.cli.aws.poll_interval)
+        return None
     try:
         return validate.number(value, "--interval", exclusive_minimum=0, maximum=3600)
     except validate.RecipeError as err:
@@ -142,7 +144,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     _interval(args.interval)
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
-    return _watch(clients, desc["executionArn"], _console(), args.interval)
+    return _watch(clients, desc["executionArn"], _console(), aws.poll_interval(args.interval, clients, 10.0))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -82,6 +82,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
             "environment's \"endpoints\" in cdk.json (lower-case letters, digits and '-')"
         )
     clients = aws.clients_for(args)
+    interval = aws.poll_interval(args.interval, clients, DEFAULT_INTERVAL_S)  # checked before anything starts
     environment = aws.resolve_environment(clients, args.env)
     machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
@@ -103,7 +104,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
         return 0
-    return _follow(clients, arn, args.env, endpoint, before, args.interval, console)
+    return _follow(clients, arn, args.env, endpoint, before, interval, console)
 
 
 def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:

@@ -96,6 +96,7 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
             f"the environment {args.env!r} promotes from"
         )
     clients = aws.clients_for(args)
+    interval = aws.poll_interval(args.interval, clients, 5.0)  # checked before anything starts
     machine = state_machine(aws.resolve_environment(clients, args.env))
     name = execution_name(args.version)
     arn = aws.call(
@@ -111,7 +112,7 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
             console.print(f"  {aws.console_url(arn, clients.region)}")
         console.print("  add --watch to wait for the new version")
         return 0
-    desc = wait(clients.sfn, arn, args.interval)
+    desc = wait(clients.sfn, arn, interval)
     if desc.get("status") != "SUCCEEDED":
         raise _failure(desc)
     output = json.loads(desc.get("output") or "{}")

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import pytest
 from cli_moto import Environment, aws_credentials, deployed, engine
 from moto import mock_aws
+from world_helpers import world
 
-__all__ = ["aws_credentials", "deployed", "engine"]  # shared with tests/hostile (cli_moto)
+__all__ = ["aws_credentials", "deployed", "engine", "world"]  # shared with tests/hostile (cli_moto)
 
 
 @pytest.fixture

@@ -14,28 +14,21 @@ import importlib
 import json
 import os
 import re
-import signal
+import shlex
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
+from world_helpers import ENVIRONMENTS, ROOT, World, out
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.local import world_file
-
-ROOT = Path(__file__).resolve().parents[2]
-#: The environments the walk-through uses, as in cdk.json.
-ENVIRONMENTS = ("dev", "prod")
-#: Start-up here: synthesis (cached after the first), moto, the fixture models; two at once on two cores.
-UP_TIMEOUT_S = 240
-
 
 # --- the world file and the routing, without a world ------------------------------------------------------
 
@@ -146,110 +139,6 @@ def test_a_handler_reaches_another_region_through_its_override(monkeypatch: Any)
     assert lambda_aws.client("s3") == lambda_aws.client("s3", region="us-east-1") == "own s3"
     assert lambda_aws.client("s3", region="eu-west-1") == "dev's s3"
     assert lambda_aws.client("sagemaker", region="eu-west-2").meta.region_name == "eu-west-2"  # no override
-
-
-# --- a world of two environments, by hand ----------------------------------------------------------------
-
-
-def _environ(home: Path, route: bool = True) -> dict[str, str]:
-    environ = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-        "COLUMNS": "200",
-        world_file.HOME_ENV: str(home),
-    }
-    environ.pop(world_file.ROUTE_ENV, None)
-    if route:
-        environ[world_file.ROUTE_ENV] = "1"
-    return environ
-
-
-def hfpipe(
-    home: Path, *argv: str, route: bool = True, **environ: str | None
-) -> subprocess.CompletedProcess[str]:
-    """One `hfpipe` command in a subprocess, as typed in a terminal (with HFPIPE_LOCAL=1 unless told;
-    `environ` sets variables, None unsets one)."""
-    merged = {**_environ(home, route), **environ}
-    return subprocess.run(
-        [sys.executable, "-m", "hfpipe.cli", *argv],
-        cwd=ROOT,
-        env={key: value for key, value in merged.items() if value is not None},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
-class World:
-    """The environments up, each a `run(*argv)` that adds `--env ENV`; `hfpipe(*argv)` runs any command."""
-
-    def __init__(self, home: Path, logs: dict[str, Path]) -> None:
-        self.home = home
-        self.logs = logs
-        self.started_s: dict[str, float] = {}
-
-    def __getitem__(self, env: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-        return lambda *argv, **kw: hfpipe(self.home, *argv, "--env", env, **kw)
-
-    def hfpipe(self, *argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        return hfpipe(self.home, *argv, **kw)
-
-    def log(self, env: str) -> str:
-        return self.logs[env].read_text()
-
-    def live(self, env: str) -> world_file.Entry | None:
-        with mock.patch.dict(os.environ, {world_file.HOME_ENV: str(self.home)}):
-            return world_file.live(env)
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    home = tmp_path_factory.mktemp("world")
-    logs = {env: home / f"{env}.log" for env in ENVIRONMENTS}
-    started = time.monotonic()
-    procs = {
-        env: subprocess.Popen(
-            [sys.executable, "-m", "hfpipe.cli", "local", "up", "--env", env],
-            cwd=ROOT,
-            env=_environ(home, route=False),
-            stdout=logs[env].open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C in the test's terminal is the test's, not theirs
-        )
-        for env in ENVIRONMENTS
-    }
-    world = World(home, logs)
-    try:
-        pending = set(ENVIRONMENTS)
-        while pending:
-            for env in sorted(pending):
-                assert procs[env].poll() is None, (
-                    f"hfpipe local up --env {env} ended:\n{logs[env].read_text()}"
-                )
-                if world.live(env) is not None:
-                    pending.discard(env)
-                    world.started_s[env] = time.monotonic() - started
-            assert time.monotonic() - started < UP_TIMEOUT_S, {e: logs[e].read_text() for e in pending}
-            time.sleep(0.5)
-        yield world
-    finally:
-        for proc in procs.values():  # as `hfpipe local down` does
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for env, proc in procs.items():
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                pytest.fail(f"hfpipe local up --env {env} did not stop on SIGTERM:\n{logs[env].read_text()}")
-
-
-def out(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
 
 
 @pytest.mark.slow
@@ -365,3 +254,67 @@ def test_a_recipe_local_mode_would_change_fails_its_job_with_the_reason(world: W
         in world.log("dev")
     )
     assert "model_name_or_path: bert-base-uncased -> tiny random-weight BERT" in world.log("dev")
+
+
+# --- the README's lifecycle walk-through, command by command ----------------------------------------------
+
+
+def lifecycle_commands() -> list[tuple[list[str], str]]:
+    """The `hfpipe` commands of the README's "From dev to prod" block, with their comments; the block's
+    `hfpipe local up` lines are what the `world` fixture runs."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## From dev to prod: approve, deploy, promote, roll back", 1)[1].split(
+        "\n## ", 1
+    )[0]
+    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    commands = []
+    for line in block.splitlines():
+        if line.startswith("hfpipe "):
+            command, _, comment = line.partition("  # ")
+            commands.append((shlex.split(command)[1:], comment.strip()))
+    return commands
+
+
+def test_the_lifecycle_block_has_the_steps_the_issue_asks() -> None:
+    steps = [(argv[0], argv[1] if len(argv) > 1 else "") for argv, _ in lifecycle_commands()]
+    assert steps[:2] == [("local", "up"), ("local", "up")]
+    kinds = [argv[0] for argv, _ in lifecycle_commands()[2:]]
+    # train, approve, deploy in dev, promote, deploy in prod, a worse update rolled back, a better one.
+    assert kinds.count("start") == 3 and kinds.count("promote") == 3 and kinds.count("deploy") == 4
+    assert [c for argv, c in lifecycle_commands() if argv[0] == "deploy"][2].startswith("the 4xx alarm fires")
+
+
+@pytest.mark.slow
+def test_the_readme_lifecycle_by_hand(world: World) -> None:
+    """Train in dev, approve, deploy in dev, promote, deploy in prod, a worse version rolled back by its
+    alarm, a better one deployed blue/green: every command the README's, run as typed, in order."""
+    assert json.loads(out(world["dev"]("models", "--json", "--recipe", "tiny-mnli"))) == []
+    rolled_back_at = None
+    for argv, comment in lifecycle_commands()[2:]:
+        deploy_after_rollback = argv[0] == "deploy" and rolled_back_at is not None
+        if deploy_after_rollback:
+            # The README's advice: the 4xx alarm holds ALARM for its one-minute period after the errors.
+            time.sleep(max(0.0, 61 - (time.monotonic() - rolled_back_at)))
+        proc = world.hfpipe(*argv)
+        expected = 1 if comment.startswith("the 4xx alarm fires") else 0
+        assert proc.returncode == expected, (argv, proc.stdout, proc.stderr, world.log("prod")[-3000:])
+        if expected == 1:
+            rolled_back_at = time.monotonic()
+            assert (
+                "error: deploy failed: DeploymentRolledBack: endpoint hfpipe-prod-classifier" in proc.stderr
+            )
+            assert "hfpipe-prod-classifier-4xx-errors in ALARM" in proc.stderr
+            assert "serving tiny-mnli/1)" in proc.stdout
+        elif argv[0] == "endpoints" and len(argv) > 1 and argv[1] == "--env":
+            assert re.search(r"hfpipe-prod-classifier .*InService .*tiny-mnli/1 ", proc.stdout), proc.stdout
+        elif deploy_after_rollback:
+            assert "deployed: hfpipe-prod-classifier serves InService" in proc.stdout
+            assert "serving tiny-mnli/3)" in proc.stdout and "previous version: tiny-mnli/1" in proc.stdout
+        elif argv[0] == "invoke":
+            assert re.search(r'"label": "(entailment|neutral|contradiction)"', proc.stdout), proc.stdout
+    prod_versions = json.loads(out(world["prod"]("models", "--json", "--recipe", "tiny-mnli")))
+    assert [(v["ref"], v["promoted_from_env"]) for v in prod_versions] == [
+        (f"tiny-mnli/{n}", "dev") for n in (1, 2, 3)
+    ]
+    for env in ENVIRONMENTS:  # the README's last commands deleted both named endpoints
+        assert "classifier" not in out(world[env]("endpoints"))
