@@ -9,8 +9,7 @@ endpoint config and model behind it when they carry the same tags (they serve no
 when the endpoint itself is already gone (a rerun after an interrupted delete finds them by the pipeline's
 names); it deletes a kept endpoint (`hfpipe:keep`) too, since it names it. An endpoint still Creating or
 Updating is waited for (--wait-timeout, default 15m). S3 data and model artifacts are never touched.
-A named endpoint (`hfpipe deploy`; NAME or hfpipe-<env>-NAME) is listed with the version it serves, and
-deleting it removes what hfpipe.cli.named_endpoints says.
+Named endpoints (`hfpipe deploy`): hfpipe.cli.named_endpoints.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from rich.table import Table
 
@@ -234,13 +233,18 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             found = find_endpoints(sagemaker, args.env)
         except Exception as exc:
             raise aws.aws_error(exc, "listing endpoints") from None
+        records = named_endpoints.records(
+            clients.ssm, args.env
+        )  # what each named endpoint's deploys recorded
         if args.json:
-            sys.stdout.write(json.dumps([as_json(e) for e in found], indent=2) + "\n")
+            listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
+            sys.stdout.write(json.dumps(listed, indent=2) + "\n")
             return 0
         if not found:
             console.print(f"no endpoints up in environment {args.env!r}")
             return 0
         console.print(table(args.env, found))
+        named_endpoints.print_records(console, records, args.env)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)
         console.print(
             f"{len(found)} endpoint{'s' if len(found) != 1 else ''} up: {total:.4g} USD/h together; "
@@ -248,18 +252,6 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         )
         return 0
     return _delete_one(clients, args, console)
-
-
-def _describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
-    """A Describe* answer, or None when the resource does not exist (other errors are raised)."""
-    from hfpipe.core.cleanup import is_not_found
-
-    try:
-        return cast("dict[str, Any]", call(**kwargs))
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
 
 
 def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str) -> list[Resource]:
@@ -276,7 +268,7 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     if config_name:
         config = step(
             f"reading endpoint config {config_name}",
-            _describe_or_none,
+            named_endpoints.describe_or_none,
             call=sagemaker.describe_endpoint_config,
             EndpointConfigName=config_name,
         )
@@ -295,7 +287,7 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     for model in models:
         described = step(
             f"reading model {model}",
-            _describe_or_none,
+            named_endpoints.describe_or_none,
             call=sagemaker.describe_model,
             ModelName=model,
         )
@@ -330,7 +322,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
     timeout_s = wait_timeout(args)
     endpoint = step(
         f"reading endpoint {name}",
-        _describe_or_none,
+        named_endpoints.describe_or_none,
         call=sagemaker.describe_endpoint,
         EndpointName=name,
     )
@@ -391,7 +383,10 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
     # The config and model served only this endpoint; they are deleted when they are this environment's too.
     delete_all(sagemaker, leftovers, console, timeout_s)
-    if deployment and _describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None:
+    if (
+        deployment
+        and named_endpoints.describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None
+    ):
         for removed in named_endpoints.forget(clients, args.env, name, deployment):
             console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")

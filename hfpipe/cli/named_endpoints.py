@@ -1,4 +1,5 @@
-"""Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them and what deleting one removes.
+"""Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them (the version each serves, from its
+tags, and its deployment record: when, by which execution, after which version) and what deleting one removes.
 
 A named endpoint is declared in cdk.json (an environment's "endpoints"), is called hfpipe-<env>-<name> in
 SageMaker, and every endpoint, endpoint config and model a deploy made for it carries ``hfpipe:deployment`` =
@@ -11,9 +12,12 @@ package versions and their artifacts stay: they belong to the registry.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import sys
+from typing import Any, cast
 
 from hfpipe import contract
+from hfpipe.cli.aws import aws_error
 from hfpipe.cli.cleanup import step
 from hfpipe.core import registry
 from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
@@ -31,6 +35,48 @@ def served_version(tags: dict[str, str], env: str) -> str | None:
     """RECIPE/N of the version a named endpoint serves (its ``hfpipe:model-version`` tag), else None."""
     arn = tags.get(contract.TAG_MODEL_VERSION)
     return registry.ref_of_arn(arn, env) if arn else None
+
+
+def describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
+    """A Describe* answer, or None when the resource does not exist (other errors are raised)."""
+    from hfpipe.core.cleanup import is_not_found
+
+    try:
+        return cast("dict[str, Any]", call(**kwargs))
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+
+
+def records(ssm: Any, env: str) -> dict[str, dict[str, Any]]:
+    """The deployment records of the environment's named endpoints by name (the SSM parameters the deploy's
+    Record step writes, hfpipe.contract.deployment_parameter_name); {} when none can be read."""
+    prefix = contract.deployment_parameter_name(env, "")
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for page in ssm.get_paginator("get_parameters_by_path").paginate(Path=prefix.rstrip("/")):
+            for parameter in page.get("Parameters", []):
+                try:
+                    found[parameter["Name"].removeprefix(prefix)] = json.loads(parameter["Value"])
+                except ValueError:
+                    continue  # not a record this project wrote
+    except Exception as exc:  # the table is still worth showing
+        print(
+            f"warning: {aws_error(exc, f'reading {prefix}*')}; deployment records not shown", file=sys.stderr
+        )
+    return found
+
+
+def print_records(console: Any, found: dict[str, dict[str, Any]], env: str) -> None:
+    """One line per named endpoint's record: the version, when and by which execution, what it replaced."""
+    for name, record in sorted(found.items()):
+        version = registry.ref_of_arn(str(record.get("model_version_arn", "-")), env)
+        previous = record.get("previous_version")
+        after = f", after {registry.ref_of_arn(str(previous), env)}" if previous else ""
+        console.print(
+            f"{name}: {version} deployed {record.get('deployed_at', '-')} by {record.get('execution', '-')}{after}"
+        )
 
 
 def resolve_name(sagemaker: Any, name: str, env: str) -> str:

@@ -12,8 +12,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
 from stacks.constructs.endpoint_alarms import EndpointAlarms
+from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
 from stacks.functions.common import PassRoleGrant, deploy_arn, owned_by
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.nag import acknowledge, rendered
 
 
 def grant_deploy(
@@ -57,22 +58,5 @@ def grant_deploy(
             "deploy makes for them (hfpipe-<env>-<name>-v<n>-<hash>); creating requires the request tags "
             "hfpipe:managed-by and hfpipe:env, updating those resource tags; Describe* is read-only.",
         )
-    for function in functions.values():
-        acknowledge(
-            role,
-            f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
-            "CDK's LambdaInvoke grant: lambda:InvokeFunction on this one function's versions and "
-            "aliases (the ARN qualifier), no other function.",
-        )
-    acknowledge(
-        role,
-        "AwsSolutions-IAM5[Resource::*]",
-        "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
-        "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
-        "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
-        "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
-    )
-    resource = machine.node.default_child
-    policy = role.node.find_child("DefaultPolicy").node.default_child
-    assert isinstance(resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
-    resource.add_override("DependsOn", [stack.get_logical_id(policy)])
+    acknowledge_cdk_grants(role, functions.values())
+    depend_on_policy_only(machine)

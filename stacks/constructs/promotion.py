@@ -38,9 +38,9 @@ from stacks.constructs.pipeline_state_machine import (
     RETRY_INTERVAL,
     THROTTLING_ATTEMPTS,
 )
+from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
 from stacks.functions.common import FunctionSettings, handler_of
 from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction
-from stacks.nag import acknowledge, rendered_value
 
 #: Every retry of the one task runs the whole copy again: room for all of them.
 EXECUTION_TIMEOUT = cdk.Duration.hours(3)
@@ -117,26 +117,8 @@ class Promotion(Construct):
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
         )
-        stack = cdk.Stack.of(self)
-        # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (cfn-lint W3005).
-        machine = self.state_machine.node.default_child
-        policy = self.state_machine.role.node.find_child("DefaultPolicy").node.default_child
-        assert isinstance(machine, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
-        machine.add_override("DependsOn", [stack.get_logical_id(policy)])
-        acknowledge(
-            self.state_machine.role,
-            f"AwsSolutions-IAM5[Resource::{rendered_value(stack, self.promote.function.function_arn)}:*]",
-            "CDK's LambdaInvoke grant: lambda:InvokeFunction on the Promote function's versions and aliases "
-            "(the ARN qualifier), no other function.",
-        )
-        acknowledge(
-            self.state_machine.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
-            "GetSamplingTargets) and vended log delivery (logs:CreateLogDelivery, GetLogDelivery, "
-            "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
-            "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
-        )
+        depend_on_policy_only(self.state_machine)
+        acknowledge_cdk_grants(self.state_machine.role, [self.promote.function])
         ssm.StringParameter(
             self,
             "StateMachineArnParameter",

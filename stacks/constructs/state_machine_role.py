@@ -3,7 +3,7 @@ cdk-nag acknowledgements of the run-time names and of CDK's own grants (LambdaIn
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -64,11 +64,7 @@ def grant_hosting(
     )
     grant_pass_role(role)
     _acknowledge(stack, role, functions, hosting)
-    # Depend on the role's policy only; the RoleArn GetAtt already orders it after the role (W3005).
-    machine_resource = machine.node.default_child
-    policy = role.node.find_child("DefaultPolicy").node.default_child
-    assert isinstance(machine_resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
-    machine_resource.add_override("DependsOn", [stack.get_logical_id(policy)])
+    depend_on_policy_only(machine)
 
 
 def _acknowledge(
@@ -84,7 +80,14 @@ def _acknowledge(
             "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
             "before the resource exists.",
         )
-    for function in functions.values():
+    acknowledge_cdk_grants(role, functions.values())
+
+
+def acknowledge_cdk_grants(role: iam.IRole, functions: Iterable[lambda_.IFunction]) -> None:
+    """The cdk-nag acknowledgements of what CDK grants every state machine of the project's role: LambdaInvoke
+    on each invoked function's versions and aliases, X-Ray tracing and vended log delivery."""
+    stack = cdk.Stack.of(role)
+    for function in functions:
         acknowledge(
             role,
             f"AwsSolutions-IAM5[Resource::{rendered_value(stack, function.function_arn)}:*]",
@@ -99,3 +102,13 @@ def _acknowledge(
         "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
         "DescribeResourcePolicies, DescribeLogGroups) support no resource-level permissions.",
     )
+
+
+def depend_on_policy_only(machine: sfn.StateMachine) -> None:
+    """The state machine depends on its role's policy only; the RoleArn GetAtt already orders it after the
+    role (cfn-lint W3005)."""
+    stack = cdk.Stack.of(machine)
+    resource = machine.node.default_child
+    policy = machine.role.node.find_child("DefaultPolicy").node.default_child
+    assert isinstance(resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
+    resource.add_override("DependsOn", [stack.get_logical_id(policy)])

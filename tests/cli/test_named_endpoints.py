@@ -66,7 +66,14 @@ def deploy(environment: Environment, name: str, versions: list[int], env: str = 
     )
     environment.ssm.put_parameter(
         Name=contract.deployment_parameter_name(env, name),
-        Value=json.dumps({"model_version_arn": version_arn(last, env)}),
+        Value=json.dumps(
+            {
+                "model_version_arn": version_arn(last, env),
+                "previous_version": version_arn(versions[-2], env) if len(versions) > 1 else None,
+                "deployed_at": "2026-12-01T10:00:00+00:00",
+                "execution": f"deploy-{name}-{last}",
+            }
+        ),
         Type="String",
         Overwrite=True,  # the module's moto account may hold an earlier test's
     )
@@ -116,10 +123,16 @@ def test_endpoints_shows_the_version_each_named_endpoint_serves(named: Environme
     assert (named_one["deployment"], named_one["serves"]) == ("summaries", "tiny-lora/2")
     assert named_one["execution"] == "deploy-summaries-2"
     assert named_one["price_per_hour_usd"] > 0
+    assert named_one["deployment_record"]["previous_version"] == version_arn(1)
     assert (by_name["dev-run-1-ep"]["deployment"], by_name["dev-run-1-ep"]["serves"]) == (None, None)
+    assert by_name["dev-run-1-ep"]["deployment_record"] is None
     code, out, _ = run(capsys, "endpoints", "--env", "dev")
-    row = next(line for line in out.splitlines() if "summaries" in line)
+    row = next(line for line in out.splitlines() if "hfpipe-dev-summaries" in line)
     assert "tiny-lora/2" in row and "InService" in row
+    assert (
+        "summaries: tiny-lora/2 deployed 2026-12-01T10:00:00+00:00 by deploy-summaries-2, after tiny-lora/1"
+        in out
+    )
 
 
 def test_endpoints_delete_by_its_short_name_removes_all_its_deploys_left(
