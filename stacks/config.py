@@ -43,7 +43,7 @@ _ENV_KEYS = {
     "allowed_s3_buckets": "a list of S3 bucket names outside this environment that recipes may read channels "
     "from or write checkpoints to (optional; default none; the execution role must also be granted them)",
     "allowed_image_registries": "a list of container registry hosts outside the image catalog, e.g. "
-    '"123456789012.dkr.ecr.eu-west-1.amazonaws.com", that recipes may name in image_uri (optional; default none)',
+    '"<account>.dkr.ecr.eu-west-1.amazonaws.com" (your registry\'s host), that recipes may name in image_uri (optional; default none)',
     "model_approval": "the approval status of each model version a run registers: "
     + " or ".join(f'"{s}"' for s in registry.APPROVAL_STATUSES)
     + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',

@@ -76,17 +76,20 @@ def lambda_context() -> SimpleNamespace:
     """A stand-in for the Lambda context object with the attributes handlers read."""
     return SimpleNamespace(
         function_name="test-function",
-        aws_request_id="00000000-0000-0000-0000-000000000000",
+        aws_request_id="c0ffee00-0000-4000-8000-00000000c0de",
         get_remaining_time_in_millis=lambda: 60_000,
     )
 
 
 @pytest.fixture(scope="session")
 def load_event() -> Callable[[str], dict]:
-    """A JSON test event from tests/events/ by file name."""
+    """A JSON test event from tests/events/ by file name; ``${ACCOUNT}`` in it stands for the tests' account
+    (tests/accounts.py), so no account ID is written in the events."""
     import json
 
+    from accounts import ACCOUNT
+
     def load(name: str) -> dict:
-        return json.loads((EVENTS_DIR / name).read_text())
+        return json.loads((EVENTS_DIR / name).read_text().replace("${ACCOUNT}", ACCOUNT))
 
     return load

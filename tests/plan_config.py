@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from accounts import ACCOUNT
+
 from hfpipe.core.plan import PlanConfig
 
 
@@ -18,7 +20,7 @@ def dev_config(**changes: Any) -> PlanConfig:
     base = PlanConfig(
         env="dev",
         region="eu-west-1",
-        role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
+        role_arn=f"arn:aws:iam::{ACCOUNT}:role/hfpipe-dev-sagemaker",
         sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
         data_bucket="hfpipe-dev-data",
         artifacts_bucket="hfpipe-dev-artifacts",

@@ -13,8 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from moto.core import DEFAULT_ACCOUNT_ID
+
 #: moto's default account, which every local resource and ARN belongs to.
-ACCOUNT = "123456789012"
+ACCOUNT: str = DEFAULT_ACCOUNT_ID
 
 
 class TemplateError(ValueError):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from cli_moto import ROLE, Environment, plan_for, tags_for
 from moto.backends import get_backend
 
@@ -129,7 +130,7 @@ def test_cleanup_dry_run(leftovers: Environment, capsys: Any) -> None:
 def test_cleanup_older_than(leftovers: Environment, capsys: Any) -> None:
     code, out, _ = run(capsys, "cleanup", "--env", "dev", "--older-than", "2h", "--yes")
     assert (code, out) == (0, "nothing to clean up in environment 'dev' older than 2h\n")
-    backend = get_backend("sagemaker")["123456789012"]["eu-west-1"]
+    backend = get_backend("sagemaker")[ACCOUNT]["eu-west-1"]
     backend.endpoints["dev-mine-ep"].creation_time = datetime.now(UTC).replace(tzinfo=None) - timedelta(
         hours=3
     )

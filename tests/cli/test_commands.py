@@ -354,7 +354,7 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     for name, execution in (("stop-1", "stop-1"), ("other", "other-exec")):
         deployed.sagemaker.create_model(
             ModelName=f"{name}-model",
-            ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+            ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
             PrimaryContainer={"Image": "example.invalid/i"},
             Tags=tags_for({**plan, "execution_name": execution}),
         )

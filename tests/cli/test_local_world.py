@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from world_helpers import ENVIRONMENTS, ROOT, World, out
 
 from hfpipe.cli import aws
@@ -96,7 +97,7 @@ def test_hfpipe_local_routes_by_env_or_execution_arn(home: Path, listening: str,
     assert clients.region == "eu-west-1"
     assert clients.sagemaker.meta.endpoint_url == listening
     assert clients.session.get_credentials().access_key == "testing"
-    arn = "arn:aws:states:eu-west-1:123456789012:execution:hfpipe-dev-pipeline:run-1"
+    arn = f"arn:aws:states:eu-west-1:{ACCOUNT}:execution:hfpipe-dev-pipeline:run-1"
     by_arn = aws.clients_for(argparse.Namespace(env=None, execution=arn, profile=None, region=None))
     assert by_arn.sfn.meta.endpoint_url == listening
     assert aws.clients_for(argparse.Namespace(env="prod"), env="dev").s3.meta.endpoint_url == listening

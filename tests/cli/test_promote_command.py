@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, synthesize_environments
 from promote_moto import SOURCE_REGION, TARGET_REGION, promote_arn, register_source_version, target_engine
 
@@ -40,10 +41,10 @@ def deployed(engine: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Any
         values = {
             contract.SSM_DATA_BUCKET: DATA_BUCKET,
             contract.SSM_ARTIFACTS_BUCKET: ARTIFACTS_BUCKET,
-            contract.SSM_EXECUTION_ROLE_ARN: "arn:aws:iam::123456789012:role/x",
+            contract.SSM_EXECUTION_ROLE_ARN: f"arn:aws:iam::{ACCOUNT}:role/x",
             contract.SSM_SOURCEDIR_URI: f"s3://{ARTIFACTS_BUCKET}/code/sourcedir.tar.gz",
             contract.SSM_STATE_MACHINE_ARN: engine.state_machine_arn,
-            contract.SSM_NOTIFICATION_TOPIC_ARN: "arn:aws:sns:us-east-1:123456789012:t",
+            contract.SSM_NOTIFICATION_TOPIC_ARN: f"arn:aws:sns:us-east-1:{ACCOUNT}:t",
             contract.SSM_IMAGE_CATALOG: "{}",
         }
         if env == "prod":
@@ -82,7 +83,7 @@ def test_promote_prints_the_new_version_and_models_shows_its_source(deployed, ca
         "tiny-lora/1 (dev) -> tiny-lora/1 (prod), PendingManualApproval; approve with hfpipe models approve "
         "tiny-lora/1 --env prod"
     )
-    target = f"arn:aws:sagemaker:{TARGET_REGION}:123456789012:model-package/hfpipe-prod-tiny-lora/1"
+    target = f"arn:aws:sagemaker:{TARGET_REGION}:{ACCOUNT}:model-package/hfpipe-prod-tiny-lora/1"
     assert out.splitlines()[1].strip() == target
     # A second promotion of the same version: the version the first one made.
     code, out, _ = promote(capsys, source_arn, "--watch", "--json")
@@ -145,7 +146,7 @@ def test_execution_names_are_valid_for_refs_and_arns():
 
     now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert execution_name("tiny-lora/3", now, "a1b2c3") == "promote-tiny-lora-3-20250102-030405-a1b2c3"
-    arn = "arn:aws:sagemaker:eu-west-1:123456789012:model-package/hfpipe-dev-tiny-lora/12"
+    arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-lora/12"
     assert execution_name(arn, now, "a1b2c3") == "promote-hfpipe-dev-tiny-lora-12-20250102-030405-a1b2c3"
     assert len(execution_name("x" * 200 + "/1", now)) <= 80  # Step Functions' limit
     assert execution_name("tiny-lora/3", now) != execution_name("tiny-lora/3", now)  # two starts in a second

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from plan_config import dev_config
 
 from hfpipe.cli.aws import HfpipeError, stored_plan
@@ -109,8 +110,8 @@ def test_an_execution_of_another_state_machine_is_refused(environment, plan: Pla
 @pytest.mark.parametrize(
     "arn",
     [
-        "arn:aws:states:eu-west-1:123456789012:execution:some-other-machine:run-1",
-        "arn:aws:states:eu-west-1:123456789012:execution:hfpipe-Bad_Env-pipeline:run-1",
+        f"arn:aws:states:eu-west-1:{ACCOUNT}:execution:some-other-machine:run-1",
+        f"arn:aws:states:eu-west-1:{ACCOUNT}:execution:hfpipe-Bad_Env-pipeline:run-1",
     ],
 )
 def test_an_arn_alone_must_name_an_hfpipe_pipeline(arn: str) -> None:

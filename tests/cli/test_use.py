@@ -693,7 +693,7 @@ def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
     message = (
         'Received client error (400) from primary with message "parameters.seed is not supported". See '
         f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}#logEventViewer:group="
-        "/aws/sagemaker/Endpoints/keep-1-ep in account 123456789012 for more information."
+        f"/aws/sagemaker/Endpoints/keep-1-ep in account {ACCOUNT} for more information."
     )
     with Stubber(clients.runtime) as stub:
         stub.add_client_error(

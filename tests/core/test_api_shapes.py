@@ -12,6 +12,7 @@ from typing import Any
 
 import botocore.session
 import pytest
+from accounts import ACCOUNT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_config import dev_config
@@ -108,7 +109,7 @@ def botocore_problems(operation: str, request: dict[str, Any]) -> list[str]:
 
 CONFIG = dev_config(image_catalog={})
 QUOTAS = QuotaTable(default_quotas()).client("eu-west-1")
-IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hf:1"
+IMAGE = f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/hf:1"
 
 # Fields a recipe sets that reach the requests, and values of every kind for them (edges and junk).
 FIELDS = [
@@ -145,7 +146,7 @@ def test_whatever_plan_accepts_sagemakers_model_takes(
     overrides["container.training.image_uri"] = IMAGE
     overrides["container.inference.image_uri"] = IMAGE
     config = PlanConfig(
-        **{**CONFIG.__dict__, "allowed_image_registries": ("123456789012.dkr.ecr.eu-west-1.amazonaws.com",)}
+        **{**CONFIG.__dict__, "allowed_image_registries": (f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com",)}
     )
     try:
         plan = build_plan(

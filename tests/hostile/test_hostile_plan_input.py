@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT, ACCOUNT_A
 
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.plan_model import Plan
@@ -18,8 +19,8 @@ from hfpipe.core.recipes import load_recipe
 from hfpipe.core.schema import RecipeError
 
 REGION = "eu-west-1"
-REGISTRY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com"
-OTHER_REGISTRY = f"111111111111.dkr.ecr.{REGION}.amazonaws.com"
+REGISTRY = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
+OTHER_REGISTRY = f"{ACCOUNT_A}.dkr.ecr.{REGION}.amazonaws.com"
 CATALOG = {
     "training": {
         "4.56.2/2.8.0/py312": {p: f"{REGISTRY}/huggingface-pytorch-training:{p}" for p in ("cpu", "gpu")}
@@ -34,7 +35,7 @@ def config(**extra: Any) -> PlanConfig:
     return PlanConfig(
         env="dev",
         region=REGION,
-        role_arn="arn:aws:iam::123456789012:role/hfpipe-dev-sagemaker",
+        role_arn=f"arn:aws:iam::{ACCOUNT}:role/hfpipe-dev-sagemaker",
         sourcedir_uri="s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
         data_bucket="hfpipe-dev-data",
         artifacts_bucket="hfpipe-dev-artifacts",
@@ -179,7 +180,7 @@ def test_lambda_reads_the_allow_lists_from_its_environment(monkeypatch: pytest.M
     env = {
         "HFPIPE_ENV": "dev",
         "AWS_REGION": REGION,
-        "EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        "EXECUTION_ROLE_ARN": f"arn:aws:iam::{ACCOUNT}:role/r",
         "SOURCEDIR_URI": "s3://hfpipe-dev-artifacts/code/sourcedir.tar.gz",
         "DATA_BUCKET": "hfpipe-dev-data",
         "ARTIFACTS_BUCKET": "hfpipe-dev-artifacts",

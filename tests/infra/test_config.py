@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+from accounts import ACCOUNT, ACCOUNT_A, ACCOUNT_B
 
 import app as cdk_app
 from stacks.config import (
@@ -40,16 +41,16 @@ def test_cdk_json_defines_dev_and_prod_covering_the_recipes(repo_root):
 
 
 def test_defaults_and_account_fallback():
-    env = parse_environment("dev", DEV, default_account="123456789012")
+    env = parse_environment("dev", DEV, default_account=ACCOUNT)
     assert (env.region, env.account, env.removal_policy, env.log_retention_days) == (
         "eu-west-1",
-        "123456789012",
+        ACCOUNT,
         "retain",
         365,
     )
     assert env.quotas == ()
-    explicit = parse_environment("dev", {**DEV, "account": "111111111111"}, default_account="123456789012")
-    assert explicit.account == "111111111111"
+    explicit = parse_environment("dev", {**DEV, "account": ACCOUNT_A}, default_account=ACCOUNT)
+    assert explicit.account == ACCOUNT_A
     assert parse_environment("dev", DEV).account is None
 
 
@@ -66,8 +67,8 @@ def test_defaults_and_account_fallback():
             '"eu-west-1"',
         ),
         (
-            {**DEV, "account": 123456789012},
-            "hfpipe:environments.dev.account: 123456789012 is not accepted; accepted: a 12-digit AWS account ID as "
+            {**DEV, "account": int(ACCOUNT)},
+            f"hfpipe:environments.dev.account: {ACCOUNT} is not accepted; accepted: a 12-digit AWS account ID as "
             "a string (optional; defaults to CDK_DEFAULT_ACCOUNT)",
         ),
         (
@@ -211,15 +212,15 @@ def test_cdk_json_promotes_prod_from_dev(repo_root):
 def test_promotion_peers_know_each_others_region_and_account():
     environments = load_environments(
         {
-            "dev": {**DEV, "account": "111111111111"},
-            "stage": {"region": "eu-central-1", "account": "111111111111", "promote_from": "dev"},
-            "prod": {"region": "us-east-1", "account": "222222222222", "promote_from": "stage"},
+            "dev": {**DEV, "account": ACCOUNT_A},
+            "stage": {"region": "eu-central-1", "account": ACCOUNT_A, "promote_from": "dev"},
+            "prod": {"region": "us-east-1", "account": ACCOUNT_B, "promote_from": "stage"},
         }
     )
     dev, stage, prod = environments["dev"], environments["stage"], environments["prod"]
-    assert stage.promote_source == PromotionPeer("dev", "eu-west-1", "111111111111")
-    assert dev.promoted_to == (PromotionPeer("stage", "eu-central-1", "111111111111"),)
-    assert stage.promoted_to == (PromotionPeer("prod", "us-east-1", "222222222222"),)
+    assert stage.promote_source == PromotionPeer("dev", "eu-west-1", ACCOUNT_A)
+    assert dev.promoted_to == (PromotionPeer("stage", "eu-central-1", ACCOUNT_A),)
+    assert stage.promoted_to == (PromotionPeer("prod", "us-east-1", ACCOUNT_B),)
     assert not dev.in_other_account(dev.promoted_to[0])  # one account: nothing to share
     assert prod.in_other_account(prod.promote_source) and stage.in_other_account(stage.promoted_to[0])
 
@@ -247,7 +248,7 @@ def test_promotion_peers_know_each_others_region_and_account():
             "promotions that end at an environment that promotes from none",
         ),
         (
-            {"dev": DEV, "prod": {"region": "us-east-1", "account": "222222222222", "promote_from": "dev"}},
+            {"dev": DEV, "prod": {"region": "us-east-1", "account": ACCOUNT_B, "promote_from": "dev"}},
             "hfpipe:environments.prod.promote_from: 'dev' and 'prod' do not both name an account; accepted: an "
             "account on both environments (cross-account promotion), or on neither (both in the deploying account)",
         ),

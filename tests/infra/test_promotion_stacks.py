@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT_A, ACCOUNT_B
 from app_synth import as_list, synthesize_environments
 from iam_reference import check_statement, check_template
 
 from hfpipe import contract
 from hfpipe.core import promotion
 
-DEV, PROD = "111111111111", "222222222222"
+DEV, PROD = ACCOUNT_A, ACCOUNT_B
 
 
 def environments(dev_account: str | None, prod_account: str | None) -> dict[str, Any]:

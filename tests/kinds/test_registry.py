@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from plan_config import dev_config
 
 from hfpipe import kinds
@@ -193,7 +194,7 @@ class _Quotas:
 def test_the_plan_takes_the_models_image_and_environment_from_the_serving_kind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    registry = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+    registry = f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com"
     recipe = resolve_recipe(recipe_name="tiny-qa")
     training, inference = recipe["container"]["training"], recipe["container"]["inference"]
     # The default kind moved to its own catalog scope, keyed by the Python tag alone, with an environment.

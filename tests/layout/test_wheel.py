@@ -103,15 +103,15 @@ with mock_aws():
     region = "eu-west-1"
     sfn = boto3.client("stepfunctions", region_name=region)
     arn = sfn.create_state_machine(
-        name="hfpipe-dev", roleArn="arn:aws:iam::123456789012:role/sfn",
+        name="hfpipe-dev", roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
         definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
     )["stateMachineArn"]
     ssm = boto3.client("ssm", region_name=region)
     values = {
         contract.SSM_DATA_BUCKET: "data", contract.SSM_ARTIFACTS_BUCKET: "artifacts",
-        contract.SSM_EXECUTION_ROLE_ARN: "arn:aws:iam::123456789012:role/x",
+        contract.SSM_EXECUTION_ROLE_ARN: f"arn:aws:iam::{ACCOUNT}:role/x",
         contract.SSM_SOURCEDIR_URI: "s3://assets/sourcedir.tar.gz", contract.SSM_STATE_MACHINE_ARN: arn,
-        contract.SSM_NOTIFICATION_TOPIC_ARN: "arn:aws:sns:eu-west-1:123456789012:t",
+        contract.SSM_NOTIFICATION_TOPIC_ARN: f"arn:aws:sns:eu-west-1:{ACCOUNT}:t",
         contract.SSM_IMAGE_CATALOG: sys.argv[1],
     }
     for key, value in values.items():

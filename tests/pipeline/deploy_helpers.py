@@ -8,6 +8,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from accounts import ACCOUNT
+
 from hfpipe import contract
 
 _ids = itertools.count()
@@ -26,7 +28,7 @@ def register(engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", 
         sm.create_model_package_group(ModelPackageGroupName=group)
     spec = {
         "Containers": [
-            {"Image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m"}
+            {"Image": f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m"}
         ],
         "SupportedContentTypes": ["application/json"],
         "SupportedResponseMIMETypes": ["application/json"],

@@ -12,6 +12,7 @@ import json
 
 import botocore.session
 import pytest
+from accounts import ACCOUNT
 from botocore.stub import Stubber
 from deploy_helpers import (
     ENDPOINT,
@@ -244,7 +245,7 @@ def test_an_update_request_is_blue_green_with_the_alarms(clean):
     assert named(clean)["models"] == [r.output["model"]]  # Prepare created nothing
     # botocore's own validation of every request, as the state machine sends them.
     client = botocore.session.get_session().create_client("sagemaker", region_name="eu-west-1")
-    arn = "arn:aws:sagemaker:eu-west-1:123456789012:x/y"
+    arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:x/y"
     answers = {"CreateModel": {"ModelArn": arn}, "CreateEndpointConfig": {"EndpointConfigArn": arn}}
     with Stubber(client) as stub:
         for operation, request in requests.items():

@@ -5,9 +5,11 @@ error and creates nothing."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from deploy_helpers import ENDPOINT, NAME, named, register, wiped
 
 from hfpipe import contract
@@ -86,7 +88,7 @@ def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any
         (
             [
                 "--model",
-                "arn:aws:sagemaker:eu-west-1:123456789012:model-package/hfpipe-prod-tiny-qa/1",
+                f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-prod-tiny-qa/1",
                 "--endpoint",
                 NAME,
             ],
@@ -107,3 +109,15 @@ def test_bad_arguments_are_refused_before_anything_runs(
         stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
     )["executions"]
     assert after == before
+
+
+def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
+    from datetime import UTC, datetime
+
+    from hfpipe.cli.deploy import execution_name
+
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    name = execution_name("classifier", "tiny-mnli/3", now)
+    assert re.fullmatch(r"deploy-classifier-tiny-mnli-3-20250102-030405-[0-9a-f]{6}", name), name
+    assert execution_name("classifier", "tiny-mnli/3", now) != name  # two deploys in one second
+    assert len(execution_name("e" * 40, "r" * 200 + "/12", now)) <= 80

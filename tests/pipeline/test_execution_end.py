@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from accounts import ACCOUNT
 from pipeline_lambdas import cleanup, execution_end
 
-OURS = "arn:aws:states:eu-west-1:123456789012:stateMachine:hfpipe-dev-pipeline"
+OURS = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-pipeline"
 
 
 class Untouchable:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from accounts import ACCOUNT
 from moto import mock_aws
 from pipeline_lambdas import launch as handler
 from pipeline_lambdas.training_task import token_key
@@ -25,7 +26,7 @@ class SageMaker:
     def __init__(self, plan, status, age):
         self.job = {
             "TrainingJobName": plan.training_job_name,
-            "TrainingJobArn": f"arn:aws:sagemaker:eu-west-1:123456789012:training-job/{plan.training_job_name}",
+            "TrainingJobArn": f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:training-job/{plan.training_job_name}",
             "TrainingJobStatus": status,
             "CreationTime": datetime.now(UTC) - age,
         }

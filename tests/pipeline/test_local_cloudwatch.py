@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from botocore.exceptions import ClientError
 from leftovers import removed_after
 
@@ -24,7 +25,7 @@ from hfpipe.local.template import Resolver
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
-ROLE = "arn:aws:iam::123456789012:role/r"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/r"
 
 
 @pytest.fixture(autouse=True)
@@ -216,10 +217,10 @@ def test_the_templates_alarms_are_made_in_moto(fresh):
         },
     }
     resolver = Resolver(resources, fresh.region, {})
-    resolver.physical["Topic"] = "arn:aws:sns:us-east-1:123456789012:topic"
+    resolver.physical["Topic"] = f"arn:aws:sns:us-east-1:{ACCOUNT}:topic"
     assert cloudwatch.create_alarms(cw, resources, resolver.resolve, resolver.physical) == [name]
     (alarm,) = cw.describe_alarms(AlarmNames=[name])["MetricAlarms"]
-    assert alarm["AlarmActions"] == ["arn:aws:sns:us-east-1:123456789012:topic"]
+    assert alarm["AlarmActions"] == [f"arn:aws:sns:us-east-1:{ACCOUNT}:topic"]
     assert alarm["Dimensions"] == [{"Name": "EndpointName", "Value": "hfpipe-dev-x"}]
     assert resolver.resolve({"Ref": "EndpointErrors"}) == name
     assert resolver.resolve({"Fn::GetAtt": ["EndpointErrors", "Arn"]}).endswith(f":alarm:{name}")

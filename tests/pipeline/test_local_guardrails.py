@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from botocore.exceptions import ClientError
 from leftovers import removed_after
 
@@ -17,7 +18,7 @@ from hfpipe import contract
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
-ROLE = "arn:aws:iam::123456789012:role/r"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/r"
 
 
 class Fleets:

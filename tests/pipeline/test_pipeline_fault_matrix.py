@@ -7,6 +7,7 @@ import itertools
 import json
 
 import pytest
+from accounts import ACCOUNT
 
 from hfpipe import contract
 from hfpipe.core.plan_model import Plan
@@ -442,7 +443,7 @@ def test_launch_refuses_a_job_of_another_environment_with_the_planned_name(fresh
     theirs = {
         "TrainingJobName": f"dev-{name}",
         "AlgorithmSpecification": {"TrainingImage": "x", "TrainingInputMode": "File"},
-        "RoleArn": "arn:aws:iam::123456789012:role/other",
+        "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/other",
         "OutputDataConfig": {"S3OutputPath": "s3://other/models/"},
         "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
         "StoppingCondition": {"MaxRuntimeInSeconds": 60},

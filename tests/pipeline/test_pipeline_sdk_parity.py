@@ -12,6 +12,7 @@ import os
 from unittest import mock
 
 import pytest
+from accounts import ACCOUNT
 
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.request import INTENTIONAL_DIFFERENCES
@@ -20,7 +21,7 @@ from stacks.image_catalog import build_catalog
 
 pytestmark = pytest.mark.slow
 REGION = "us-east-1"
-ROLE = "arn:aws:iam::123456789012:role/hfpipe-execution"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/hfpipe-execution"
 SOURCEDIR = "s3://artifacts-bucket/code/sourcedir.tar.gz"
 RECIPES = [
     "bert-large-squad-ddp",

@@ -215,7 +215,9 @@ def test_refused_with_nothing_written(promoting, execution_input, fragments):
 
 
 def test_an_image_the_target_catalog_lacks_is_refused(promoting):
-    missing = f"763104351884.dkr.ecr.{SOURCE_REGION}.amazonaws.com/huggingface-pytorch-inference:0.0.1-gone"
+    # The source region's own registry (from the SDK's image tables), a tag no catalog has.
+    registry = catalog_image(SOURCE_REGION).split("/", 1)[0]
+    missing = f"{registry}/huggingface-pytorch-inference:0.0.1-gone"
     register_source_version(recipe="tiny-gone", image=missing)
     before = target_objects(promoting, ARTIFACTS_BUCKET)
     message = refused(run(promoting, {"version": "tiny-gone/1"}), "Image", "0.0.1-gone", "image catalog")

@@ -7,6 +7,8 @@ import json
 
 import botocore.session
 import pytest
+from accounts import ACCOUNT as OWN_ACCOUNT
+from accounts import ACCOUNT_A, ACCOUNT_B, ACCOUNT_C, ACCOUNT_D
 from botocore.stub import Stubber
 from pipeline_lambdas import promote, register
 
@@ -14,7 +16,7 @@ from hfpipe.core import api_shapes, promotion
 from hfpipe.core.promotion import PromotionRefused
 from stacks.image_catalog import build_catalog
 
-ACCOUNT = "111111111111"
+ACCOUNT = ACCOUNT_A  # the source environment's account
 SOURCE = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-lora/3"
 
 
@@ -28,8 +30,8 @@ def test_the_register_step_shares_the_group_with_promote_roles_of_other_accounts
     client = _sagemaker()
     group_arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package-group/hfpipe-dev-tiny-lora"
     roles = [
-        "arn:aws:iam::222222222222:role/hfpipe-prod-promote",
-        "arn:aws:iam::333333333333:role/hfpipe-qa-promote",
+        f"arn:aws:iam::{ACCOUNT_B}:role/hfpipe-prod-promote",
+        f"arn:aws:iam::{ACCOUNT_C}:role/hfpipe-qa-promote",
     ]
     with Stubber(client) as stub:
         stub.add_response(
@@ -52,7 +54,7 @@ def test_the_register_step_shares_the_group_with_promote_roles_of_other_accounts
         register.share_group(client, "hfpipe-dev-tiny-lora", roles)
     (statement,) = json.loads(policy)["Statement"]
     assert statement["Principal"] == {
-        "AWS": ["arn:aws:iam::222222222222:root", "arn:aws:iam::333333333333:root"]
+        "AWS": [f"arn:aws:iam::{ACCOUNT_B}:root", f"arn:aws:iam::{ACCOUNT_C}:root"]
     }
     assert statement["Action"] == "sagemaker:DescribeModelPackage"
     assert statement["Condition"] == {"ArnEquals": {"aws:PrincipalArn": roles}}
@@ -66,7 +68,7 @@ def test_the_version_reference_is_the_source_environments():
     assert promotion.source_version(SOURCE, "dev", **where) == SOURCE
     for ref, fragment in (
         (SOURCE.replace("hfpipe-dev-", "hfpipe-prod-"), "not a version of environment 'dev'"),
-        (SOURCE.replace(ACCOUNT, "999999999999"), "a version in region eu-west-1, account 999999999999"),
+        (SOURCE.replace(ACCOUNT, ACCOUNT_D), f"a version in region eu-west-1, account {ACCOUNT_D}"),
         ("tiny-lora/0", "not a version of environment 'dev'"),
         ("tiny-lora", "not a version of environment 'dev'"),
     ):
@@ -88,8 +90,8 @@ def test_images_map_onto_the_target_regions_catalog():
                 mapped = promotion.target_image(uri, target)
                 assert mapped in targets and ".us-east-1." in mapped
                 assert mapped.split("/", 1)[1] == uri.split("/", 1)[1]  # repository:tag
-    own = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/my-server:1"
-    assert promotion.target_image(own, target, ["123456789012.dkr.ecr.eu-west-1.amazonaws.com"]) == own
+    own = f"{OWN_ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/my-server:1"
+    assert promotion.target_image(own, target, [f"{OWN_ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com"]) == own
     with pytest.raises(PromotionRefused) as refused:
         promotion.target_image(own, target)
     assert str(refused.value).startswith("InferenceSpecification.Containers[0].Image '" + own + "'")

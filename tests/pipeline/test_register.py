@@ -11,6 +11,7 @@ from typing import Any
 
 import botocore.session
 import pytest
+from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET
 from botocore.stub import Stubber
 from pipeline_lambdas import register
@@ -128,7 +129,7 @@ def test_requests_are_what_botocore_accepts(fresh):
             properties=props,
         ),
         "UpdateModelPackage": {
-            "ModelPackageArn": "arn:aws:sagemaker:eu-west-1:123456789012:model-package/hfpipe-dev-tiny-qa/1",
+            "ModelPackageArn": f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/1",
             "ModelApprovalStatus": "Rejected",
             "ApprovalDescription": "eval_loss regressed",
         },
@@ -156,7 +157,9 @@ def test_a_group_made_meanwhile_is_fine_and_other_errors_are_not():
     """AWS's answers (moto overwrites an existing group instead): Describe says missing, Create says exists."""
     client = botocore.session.get_session().create_client("sagemaker", region_name="eu-west-1")
     request = registry.group_request("dev", "tiny-qa")
-    missing = f"ModelPackageGroup arn:aws:sagemaker:eu-west-1:123456789012:model-package-group/{GROUP} does not exist."
+    missing = (
+        f"ModelPackageGroup arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package-group/{GROUP} does not exist."
+    )
     with Stubber(client) as stub:
         stub.add_client_error("describe_model_package_group", "ValidationException", missing)
         stub.add_client_error(
