@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
@@ -219,7 +221,30 @@ def poll_interval(value: float | None, clients: Any, default: float) -> float:
                 f"--interval: {value!r} is not accepted; accepted: seconds, more than 0, at most 3600"
             )
         return value
-    return 1.0 if getattr(clients, "endpoint_url", None) is not None else default
+    return 1.0 if is_local_world(clients) else default
+
+
+def is_local_world(clients: Any) -> bool:
+    """The clients go to a local world environment (hfpipe.cli.local_world), not to AWS: no console there."""
+    return getattr(clients, "endpoint_url", None) is not None
+
+
+def unique_execution_name(head: str, now: datetime | None = None, suffix: str | None = None) -> str:
+    """<head>-<UTC time>-<6 hex>, at most 80 characters (Step Functions' limit): readable in the console and
+    unique per start, since two starts in one second would otherwise be refused (ExecutionAlreadyExists)."""
+    stamp = f"{(now or datetime.now(UTC)).strftime('%Y%m%d-%H%M%S')}-{suffix or uuid.uuid4().hex[:6]}"
+    return f"{re.sub(r'[^A-Za-z0-9-]+', '-', head).strip('-')[: 79 - len(stamp)]}-{stamp}"
+
+
+def cause_message(cause: str | None) -> str:
+    """An execution's cause: a Lambda error's is its JSON error object, of which the message is kept."""
+    if not cause:
+        return "no cause given"
+    try:
+        parsed = json.loads(cause)
+    except ValueError:
+        return cause
+    return str(parsed.get("errorMessage") or cause) if isinstance(parsed, dict) else cause
 
 
 def console_url(execution_arn: str, region: str) -> str:

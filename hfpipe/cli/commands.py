@@ -104,7 +104,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     console = _console()
     console.print(f"started {name} (recipe {loaded.name})")
     console.print(f"execution: {arn}")
-    if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+    if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"console:   {aws.console_url(arn, clients.region)}")
     if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
         console.print(

@@ -18,8 +18,7 @@ import json
 import re
 import sys
 import time
-import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
@@ -33,13 +32,11 @@ _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
 DEFAULT_INTERVAL_S = 15.0
 
 
-def execution_name(endpoint: str, version: str, now: datetime) -> str:
-    """deploy-<endpoint>-<recipe>-<n>-<UTC time>-<4 hex>: what it did, readable in the console, unique even for
-    two deploys in one second (a rerun); at most 80 characters."""
+def execution_name(endpoint: str, version: str, now: datetime | None = None) -> str:
+    """deploy-<endpoint>-<recipe>-<n>-<UTC time>-<6 hex>: what it did, readable in the console, unique even for
+    two deploys in one second (a rerun)."""
     recipe, _, number = version.rpartition("/")
-    stamp = f"{now.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    head = re.sub(r"[^A-Za-z0-9-]", "-", f"deploy-{endpoint}-{recipe}")[: 80 - len(stamp) - len(number) - 2]
-    return f"{head}-{number}-{stamp}"
+    return aws.unique_execution_name(f"deploy-{endpoint}-{recipe[:40]}-{number}", now)
 
 
 def _endpoint_state(sagemaker: Any, endpoint: str) -> tuple[str, str | None, str | None] | None:
@@ -90,7 +87,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     before = aws.call(
         f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
     )
-    name = execution_name(args.endpoint, version, datetime.now(UTC))
+    name = execution_name(args.endpoint, version)
     arn = aws.call(
         f"starting {contract.deploy_state_machine_name(args.env)}",
         clients.sfn.start_execution,
@@ -100,7 +97,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     )["executionArn"]
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  endpoint now: {_describe(before)}")
-    if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+    if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
         return 0
@@ -131,18 +128,7 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
         elif record.get("previous_version"):
             console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
         return 0
-    error, cause = desc.get("error") or desc["status"], _cause(desc.get("cause"))
+    error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
     print(f"error: deploy {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)
     console.print(f"endpoint {endpoint} now: {_describe(state)}")
     return 1
-
-
-def _cause(cause: str | None) -> str:
-    """A Lambda error's cause is its JSON error object; keep its message."""
-    if not cause:
-        return "no cause given"
-    try:
-        parsed = json.loads(cause)
-    except ValueError:
-        return cause
-    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else cause

@@ -20,9 +20,8 @@ import json
 import re
 import sys
 import time
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
@@ -49,19 +48,13 @@ def execution_name(ref: str, now: datetime | None = None, suffix: str | None = N
     """promote-<recipe>-<n>-<UTC time>-<random>: readable in the console, and unique per start (two starts in
     one second would otherwise be refused: ExecutionAlreadyExists)."""
     tail = re.sub(r"[^A-Za-z0-9-]+", "-", "/".join(ref.rsplit("/", 2)[-2:])).strip("-")[:48]
-    when = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return f"promote-{tail}-{when}-{suffix or uuid.uuid4().hex[:6]}"
+    return aws.unique_execution_name(f"promote-{tail}", now, suffix)
 
 
 def _failure(desc: dict[str, Any]) -> HfpipeError:
-    cause = desc.get("cause") or ""
-    try:
-        message = json.loads(cause).get("errorMessage") or cause
-    except (ValueError, AttributeError):
-        message = cause
     return HfpipeError(
         f"promotion {desc.get('name')} {desc.get('status')} ({desc.get('error') or 'no error name'}): "
-        f"{message or 'no cause given'}"
+        f"{aws.cause_message(desc.get('cause'))}"
     )
 
 
@@ -108,7 +101,7 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     )["executionArn"]
     if not args.watch:
         console.print(f"promoting {args.version} into {args.env}: execution {name}")
-        if getattr(clients, "endpoint_url", None) is None:  # a local world environment has no console
+        if not aws.is_local_world(clients):  # a local world environment has no console
             console.print(f"  {aws.console_url(arn, clients.region)}")
         console.print("  add --watch to wait for the new version")
         return 0
