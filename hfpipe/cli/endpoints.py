@@ -347,8 +347,12 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
             now=datetime.now(UTC),
         )
     leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, args.env)
-    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone).
-    deployment = info.deployment if info else named_endpoints.short_name(name, args.env)
+    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone), and
+    # after an interrupted delete what it still left (hfpipe.cli.named_endpoints.gone).
+    deployment, rest = (info.deployment if info else None), list[str]()
+    left_by_named = None if info or leftovers else named_endpoints.gone(clients, args.env, name)
+    if left_by_named:
+        name, deployment, rest = left_by_named
     if deployment:
         seen = {(r.kind.name, r.name) for r in leftovers}
         leftovers += [
@@ -356,7 +360,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
             for r in named_endpoints.leftovers(sagemaker, args.env, deployment)
             if (r.kind.name, r.name) not in seen
         ]
-    if info is None and not leftovers:
+    if info is None and not leftovers and not rest:
         raise HfpipeError(
             f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {args.env}`"
         )
@@ -366,9 +370,9 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
     else:
         console.print(
             f"endpoint {name} is already gone; it left "
-            + ", ".join(f"{r.kind.name} {r.name}" for r in leftovers)
+            + ", ".join([f"{r.kind.name} {r.name}" for r in leftovers] + rest)
         )
-        question = "Delete " + ", ".join(f"{r.kind.name} {r.name}" for r in leftovers) + "?"
+        question = "Delete " + ", ".join([f"{r.kind.name} {r.name}" for r in leftovers] + rest) + "?"
     if not args.yes:
         if not sys.stdin.isatty():
             raise HfpipeError(

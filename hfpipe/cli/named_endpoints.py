@@ -22,7 +22,9 @@ from hfpipe.cli.cleanup import step
 from hfpipe.core import registry
 from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
 
-#: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID.
+#: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID,
+#: endpoint/<endpoint>/variant/<variant> in namespace sagemaker
+#: (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-add-code-register.html).
 VARIANT = "AllTraffic"
 
 
@@ -120,6 +122,46 @@ def leftovers(sagemaker: Any, env: str, name: str) -> list[Resource]:
                         )
                     )
     return found
+
+
+def gone(clients: Any, env: str, given: str) -> tuple[str, str, list[str]] | None:
+    """For NAME or hfpipe-<env>-NAME whose endpoint no longer exists: (its SageMaker name, NAME, what a named
+    endpoint's interrupted delete left that is not a config or model: its autoscaling target, its record), when
+    it left anything at all, configs and models included; else None (not a named endpoint, or nothing left)."""
+    name = short_name(given, env) or given
+    endpoint = contract.deployed_endpoint_name(env, name)
+    rest = remaining(clients, env, endpoint, name)
+    return (endpoint, name, rest) if rest or leftovers(clients.sagemaker, env, name) else None
+
+
+def remaining(clients: Any, env: str, endpoint: str, name: str) -> list[str]:
+    """The autoscaling target and the deployment record of a named endpoint, those that exist."""
+    resource_id = f"endpoint/{endpoint}/variant/{VARIANT}"
+    scaling = clients.client("application-autoscaling")
+    found = []
+    if step(
+        f"reading the autoscaling target of {endpoint}",
+        scaling.describe_scalable_targets,
+        ServiceNamespace="sagemaker",
+        ResourceIds=[resource_id],
+    ).get("ScalableTargets"):
+        found.append(f"autoscaling target {resource_id}")
+    parameter = contract.deployment_parameter_name(env, name)
+    if step(f"reading deployment record {parameter}", _parameter_exists, ssm=clients.ssm, name=parameter):
+        found.append(f"deployment record {parameter}")
+    return found
+
+
+def _parameter_exists(ssm: Any, name: str) -> bool:
+    import botocore.exceptions
+
+    try:
+        ssm.get_parameter(Name=name)
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
+            return False
+        raise
+    return True
 
 
 def forget(clients: Any, env: str, endpoint: str, name: str) -> list[str]:

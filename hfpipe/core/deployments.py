@@ -322,7 +322,9 @@ def alarm_specs(env: str, settings: EndpointSettings) -> tuple[AlarmSpec, ...]:
     breaching). 4xx errors are requests the model refused (the inference toolkit answers a handler's error with
     a 400): a version that cannot read what production sends trips it, as AWS's own deployment-guardrails
     example monitors Invocation4XXErrors besides 5XX and latency.
-    ModelLatency is in microseconds (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html)."""
+    ModelLatency is in microseconds, Invocation4XXErrors and Invocation5XXErrors count the requests a model
+    answered with 4xx and 5xx statuses, per endpoint and variant
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html)."""
     endpoint = settings.endpoint_name(env)
     limits = {
         "5xx-errors": settings.alarms.max_5xx_errors,

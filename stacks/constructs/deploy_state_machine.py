@@ -251,7 +251,13 @@ class DeployStateMachine(Construct):
                 smoke,
             )
             # InService on another config after UpdateEndpoint: SageMaker rolled the update back (an alarm,
-            # or the deployment's own failure); the old version serves.
+            # or the deployment's own failure); the old version serves. UpdateEndpoint sets the status to
+            # Updating when it receives the request and keeps the old fleet (and EndpointConfigName) until
+            # traffic has moved (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html);
+            # if an alarm trips, SageMaker shifts all traffic back to the old fleet and the endpoint ends
+            # InService on the old configuration
+            # (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html). The
+            # first look comes a whole poll interval (60 s) after the request, not in the moment before it.
             .when(
                 C.string_equals(STATUS, "InService"),
                 with_reason(

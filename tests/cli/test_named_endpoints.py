@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import boto3
+import botocore.client
+import botocore.exceptions
 import pytest
 from cli_moto import REGION, ROLE, Environment
 from test_cleanup_and_data import make_endpoint, names, run
@@ -165,3 +167,37 @@ def test_endpoints_delete_refuses_another_environments_named_endpoint(
     code, _, err = run(capsys, "endpoints", "delete", prod_endpoint, "--env", "dev", "--yes")
     assert code == 1 and "belongs to environment 'prod'" in err
     assert deployed_names("prod", [1]) <= names(named)
+
+
+@pytest.mark.parametrize(
+    "operation",
+    ["DeleteEndpoint", "DeleteEndpointConfig", "DeleteModel", "DeregisterScalableTarget", "DeleteParameter"],
+)
+def test_a_delete_interrupted_at_any_call_is_finished_by_a_rerun(
+    named: Environment, capsys: Any, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """AWS refuses one call (throttling) half-way: the command stops with one line saying a rerun finishes the
+    job, and the rerun deletes what is left, the record and the autoscaling target too."""
+    original = botocore.client.BaseClient._make_api_call
+    refused: list[str] = []
+
+    def once(client: Any, name: str, params: dict[str, Any]) -> Any:
+        if name == operation and not refused:
+            refused.append(name)
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, name
+            )
+        return original(client, name, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", once)
+    code, _, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert refused == [operation]
+    assert code == 1 and "ThrottlingException" in err and "run the same command again to finish" in err, err
+    code, out, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert (code, err) == (0, ""), out
+    assert names(named) == {"dev-run-1-ep", "dev-run-1-config", "dev-run-1-model"} | deployed_names(
+        "prod", [1]
+    )
+    assert [t for t in scalable_targets() if "hfpipe-dev-summaries" in t] == []
+    with pytest.raises(named.ssm.exceptions.ParameterNotFound):
+        named.ssm.get_parameter(Name=contract.deployment_parameter_name("dev", "summaries"))
