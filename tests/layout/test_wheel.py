@@ -96,6 +96,7 @@ START_SCRIPT = """
 import json, sys
 import boto3
 from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from hfpipe import contract
 from hfpipe.cli import main
 
