@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -25,6 +28,62 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT / "training_code") not in sys.path:
     sys.path.append(str(REPO_ROOT / "training_code"))
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
+#: The slowest test files listed at the end of a run (`.ci/run` shows them, so a regression is visible).
+SLOWEST_FILES = 15
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One synthesis cache for the whole run: every `hfpipe local` run, `local up` world and local-stack test of
+    this run, in every worker (xdist workers inherit the variable), shares a folder made here, and removed at
+    the end; a new run starts from an empty one, so nothing depends on an earlier run."""
+    from hfpipe.local.stacks import CACHE_ENV
+
+    if hasattr(config, "workerinput") or os.environ.get(CACHE_ENV):
+        return
+    folder = tempfile.mkdtemp(prefix="hfpipe-tests-synth-")
+    os.environ[CACHE_ENV] = folder
+    config.stash[_OWN_CACHE] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_OWN_CACHE, None)
+    if folder:
+        from hfpipe.local.stacks import CACHE_ENV
+
+        os.environ.pop(CACHE_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Seconds per test file: setup, call and teardown of its tests (in the controller, every worker's)."""
+    _FILE_SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    seconds = _FILE_SECONDS
+    if not seconds or hasattr(config, "workerinput"):
+        return
+    terminalreporter.write_sep("=", f"slowest {SLOWEST_FILES} test files (seconds of setup, call, teardown)")
+    for path, total in sorted(seconds.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{total:8.1f} s  {path}")
+    terminalreporter.write_line(f"{sum(seconds.values()):8.1f} s  all {len(seconds)} files together")
+
+
+_FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_OWN_CACHE = pytest.StashKey[str]()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _each_module_starts_without_moto() -> None:
+    """moto's accounts belong to the process, and a mock started while another runs does not reset them: a
+    module that begins under a mock left running by an earlier one would see that module's resources (an
+    IAM role already there). Fail there, naming the cause, rather than in whichever test trips on it."""
+    from moto.core.models import MockAWS
+
+    assert MockAWS._nested_count == 0, (
+        "a moto mock is still running from an earlier module: a fixture that starts one must end it "
+        "within its module (scope='module' or narrower)"
+    )
 
 
 @pytest.fixture(scope="session")

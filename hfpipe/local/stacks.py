@@ -31,6 +31,10 @@ LOCAL_SETTINGS: dict[str, Any] = {
 #: decides (region, model approval, named endpoints, promotion source, ...); these keys take LOCAL_SETTINGS' values.
 LOCAL_FRIENDLY_KEYS = tuple(k for k in LOCAL_SETTINGS if k != "region")
 LOCAL_PARTS = ("Data", "Pipeline")
+#: A folder for the synthesized templates that several runs share (a test suite's workers, a CI job), instead
+#: of each run folder's own `.cache`: entries are named by the hash of what shapes them, so a shared folder
+#: never serves a stale template.
+CACHE_ENV = "HFPIPE_SYNTH_CACHE"
 # The code that shapes the templates: an edit in any of it invalidates the cache.
 TEMPLATE_INPUTS = (
     "app.py",
@@ -86,7 +90,10 @@ def synth_stacks(
     cdk-nag (the tests check the deployable environments); cached by the hash of the code that shapes it
     and of the environments.
     """
+    import os
+
     root = root or checkout_root()
+    cache_dir = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else cache_dir
     environments = environments if environments is not None else {LOCAL_ENV: LOCAL_SETTINGS}
     digest = hashlib.sha256(json.dumps([env, environments], sort_keys=True).encode())
     for path in _template_inputs(root):
@@ -95,7 +102,24 @@ def synth_stacks(
     cached = cache_dir / f"local-stacks-{env}-{digest.hexdigest()[:16]}.json"
     if cached.is_file():
         return dict(json.loads(cached.read_text()))
+    import fcntl
 
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # One synthesis per entry even when several processes ask at once (parallel tests, two `local up`): the
+    # first takes the lock and writes the entry, the others wait for it and read it.
+    with (cache_dir / f"{cached.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cached.is_file():
+            return dict(json.loads(cached.read_text()))
+        stacks = _synth(root, env, environments)
+        partial = cached.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(json.dumps(stacks))
+        partial.replace(cached)  # atomic: a reader sees the whole entry or none
+    return stacks
+
+
+def _synth(root: Path, env: str, environments: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """`python app.py` for `env` in a child process, as `cdk synth` runs it: its Data and Pipeline templates."""
     import os
     import subprocess
     import sys
@@ -131,8 +155,6 @@ def synth_stacks(
             part: json.loads((Path(outdir) / f"{stack_name(env, part)}.template.json").read_text())
             for part in LOCAL_PARTS
         }
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(stacks))
     return stacks
 
 
