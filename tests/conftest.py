@@ -38,6 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
     the end; a new run starts from an empty one, so nothing depends on an earlier run."""
     from hfpipe.local.stacks import CACHE_ENV
 
+    # The command sizes its tables to COLUMNS when set (as a terminal would); the tests read those tables, so
+    # they run without it whatever started them (a pytest-xdist worker was seen with COLUMNS=80).
+    os.environ.pop("COLUMNS", None)
     if hasattr(config, "workerinput") or os.environ.get(CACHE_ENV):
         return
     folder = tempfile.mkdtemp(prefix="hfpipe-tests-synth-")
@@ -52,6 +55,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         os.environ.pop(CACHE_ENV, None)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most slow tests first, each file's tests kept together and in the order the random
+    ordering gave them: scripts/test.sh hands whole files to the workers (`--dist loadfile`) in this order,
+    so the long files start early and the short ones fill the gaps, instead of one worker finishing a long
+    file alone at the end. Every worker collects the same order (the same random seed)."""
+    slow: defaultdict[str, int] = defaultdict(int)
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        path = item.nodeid.split("::", 1)[0]
+        first_seen.setdefault(path, index)
+        slow[path] += item.get_closest_marker("slow") is not None
+    items.sort(key=lambda item: (-slow[p := item.nodeid.split("::", 1)[0]], first_seen[p]))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -4,6 +4,7 @@ different tags), every PyTorch base version and alias, every Python version, GPU
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Any
@@ -37,7 +38,11 @@ def combinations(scope: str) -> list[tuple[str, str, str]]:
 def test_every_accepted_version_string_gives_the_sdks_image_uri(scope, monkeypatch):
     monkeypatch.setitem(os.environ, "SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
-    from sagemaker import image_uris
+    from sagemaker import image_uris, utils
+
+    # The SDK parses botocore's endpoints file (megabytes) again at every retrieve() to find the registry's
+    # DNS suffix; one parse serves every call here (the resolver is only read), 40 s -> a few.
+    monkeypatch.setattr(utils, "_botocore_resolver", functools.cache(utils._botocore_resolver))
 
     table = sdk_table()
     checked = 0
