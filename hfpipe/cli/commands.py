@@ -79,7 +79,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.dry_run:
         from hfpipe.cli import dryrun
 
-        plan, notes = dryrun.plan_for(clients, environment, execution_input, name)
+        plan, notes = dryrun.plan_for(clients, environment, execution_input, name, loaded.resolved)
         if args.json:
             sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
