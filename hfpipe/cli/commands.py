@@ -175,7 +175,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
-        console.print(Group(*render_report(report)))
+        console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
