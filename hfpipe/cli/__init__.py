@@ -22,7 +22,8 @@
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
-that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage; 130
+that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage (`hfpipe` or
+`hfpipe data` alone prints its help on stdout; a mistyped command, option or choice gets "did you mean"); 130
 interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
 """
 
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 
 from hfpipe import __version__
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.parser import Parser, actions
 from hfpipe.core.validate import RecipeError
 
 
@@ -65,15 +67,23 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     from hfpipe.cli import commands
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hfpipe",
         description="Hugging Face fine-tuning pipelines on Amazon SageMaker, as code.",
     )
     parser.add_argument("--version", action="version", version=f"hfpipe {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Not required: a bare `hfpipe` (or `hfpipe data`) prints its help (main).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.set_defaults(command_parser=parser)
 
     p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
-    p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    actions(
+        p,
+        {
+            "list": "the recipes with task, instances and estimated cost (the default)",
+            "show": "one recipe (NAME or a path), resolved with its defaults, and every documented field",
+        },
+    )
     p.add_argument("name", nargs="?", help="recipe name or path (for `show`)")
     p.add_argument(
         "--set",
@@ -180,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_cleanup, command_parser=p)
 
     p = sub.add_parser("data", help="data sets in the environment's data bucket")
-    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    p.set_defaults(command_parser=p)
+    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION")
     up = data_sub.add_parser("upload", help="upload JSON, JSONL, parquet or a save_to_disk folder")
     up.add_argument(
         "path", metavar="PATH", help="a .json, .jsonl or .parquet file, or a datasets save_to_disk folder"
@@ -224,7 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_invoke, command_parser=p)
 
     p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
-    p.add_argument("action", nargs="?", choices=["list", "delete"], default="list")
+    actions(
+        p,
+        {
+            "list": "the environment's endpoints, their status and cost (the default)",
+            "delete": "delete endpoint NAME with its config and model (asks first, unless --yes)",
+        },
+    )
     p.add_argument("name", nargs="?", help="endpoint name (for `delete`)")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
@@ -238,7 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
     p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare")
-    p.add_argument("action", nargs="?", choices=["list", "approve", "reject", "compare"], default="list")
+    actions(
+        p,
+        {
+            "list": "the environment's registered versions, newest first (the default)",
+            "approve": "approve VERSION, so it can be deployed or promoted",
+            "reject": "reject VERSION",
+            "compare": "two versions' metrics, cost and lineage side by side",
+        },
+    )
     p.add_argument(
         "refs", nargs="*", metavar="VERSION", help="RECIPE/N or a version ARN (one to decide, two to compare)"
     )
@@ -304,12 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "local", help="run a recipe end to end on this machine, no AWS account; or serve an environment"
     )
-    p.add_argument(
-        "action",
-        nargs="?",
-        choices=["up", "down", "status"],
-        help="up: serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1); "
-        "down: stop it; status: the environments up",
+    actions(
+        p,
+        {
+            "up": "serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1)",
+            "down": "stop the environment --env ENV serves",
+            "status": "the environments up on this machine",
+        },
+        default=None,  # none: run --recipe
     )
     _recipe_arguments(p, "training.hyperparameters.max_steps=8", required=False)  # not with up/down/status
     p.add_argument("--env", help="with up/down: the environment of cdk.json to serve or stop")
@@ -342,6 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if args.command is None or (args.command == "data" and args.data_command is None):
+            # `hfpipe` (or `hfpipe data`) alone: what there is to run, not one line.
+            args.command_parser.print_help()
+            return 2
         if extra:
             # The subcommand's own usage and error, not the top level's (`hfpipe start --bogus`).
             args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")

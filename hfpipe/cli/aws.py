@@ -297,7 +297,7 @@ def resolve_execution(clients: Clients, ref: str, env: str | None) -> dict[str, 
         if exc.response.get("Error", {}).get("Code") in {"ExecutionDoesNotExist", "InvalidArn"}:
             where = f" in environment {env!r}" if env and not ref.startswith("arn:") else ""
             raise HfpipeError(
-                f"unknown execution {ref!r}{where}: list executions with `hfpipe list --env ENV`"
+                f"unknown execution {ref!r}{where}: list executions with `hfpipe list --env {env or 'ENV'}`"
             ) from None
         raise aws_error(exc, f"reading execution {ref}") from None
     except botocore.exceptions.BotoCoreError as exc:

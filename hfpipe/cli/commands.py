@@ -79,7 +79,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.dry_run:
         from hfpipe.cli import dryrun
 
-        plan, notes = dryrun.plan_for(clients, environment, execution_input, name)
+        plan, notes = dryrun.plan_for(clients, environment, execution_input, name, loaded.resolved)
         if args.json:
             sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
@@ -175,7 +175,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
-        console.print(Group(*render_report(report)))
+        console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")

@@ -15,7 +15,6 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.table import Table
 
 from hfpipe import contract
@@ -27,8 +26,9 @@ from hfpipe.core.plan_model import Plan
 
 
 def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Buckets and registries the recipe names outside the environment (the Plan Lambda's allow-lists
-    decide those)."""
+    """Buckets and registries the resolved recipe names outside the environment (the Plan Lambda's
+    allow-lists decide those): the recipe with its defaults and overrides, since a field a file leaves out
+    (channels, checkpoint_s3_uri) has its default there."""
     t = recipe["training"]
     uris = [u for u in t["channels"].values() if isinstance(u, str) and u.startswith("s3://")]
     if isinstance(t.get("checkpoint_s3_uri"), str) and t["checkpoint_s3_uri"].startswith("s3://"):
@@ -45,15 +45,19 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
 
 
 def plan_for(
-    clients: aws.Clients, environment: aws.Environment, execution_input: dict[str, Any], name: str
+    clients: aws.Clients,
+    environment: aws.Environment,
+    execution_input: dict[str, Any],
+    name: str,
+    resolved: dict[str, Any],
 ) -> tuple[Plan, list[str]]:
-    """The plan the Plan Lambda would make for this input, and notes on what only it can check."""
+    """The plan the Plan Lambda would make for `execution_input` (what `start` sends), and notes on what only
+    it can check; `resolved`: the same recipe with its defaults and overrides (hfpipe.cli.recipes.Loaded)."""
     import botocore.exceptions
 
     values = environment.values
     own = (environment.data_bucket, environment.require(contract.SSM_ARTIFACTS_BUCKET))
-    recipe = execution_input.get("recipe") or {}
-    buckets, registries = _outside(recipe, own) if isinstance(recipe, dict) and recipe else ((), ())
+    buckets, registries = _outside(resolved, own)
     notes = []
     if buckets or registries:
         notes.append(
@@ -113,6 +117,5 @@ def show(console: Console, plan: Plan, notes: list[str]) -> None:
         table.add_row("note", note)
     console.print(table)
     console.print("CreateTrainingJob request:")
-    console.print(
-        Syntax(json.dumps(plan.training_job_request, indent=2, default=str), "json", word_wrap=True)
-    )
+    # Soft-wrapped: a long value stays on its line, so what is printed (or piped) is the request as JSON.
+    console.print_json(data=plan.training_job_request, default=str)

@@ -222,7 +222,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         )
     if args.action == "delete" and not args.name:
         raise HfpipeError(
-            "`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env ENV"
+            f"`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env {args.env}"
         )
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).

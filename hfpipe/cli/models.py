@@ -225,7 +225,7 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
 def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 1:
         raise HfpipeError(
-            f"`models {args.action}` takes one version: hfpipe models {args.action} RECIPE/N --env ENV"
+            f"`models {args.action}` takes one version: hfpipe models {args.action} RECIPE/N --env {args.env}"
         )
     sagemaker = clients.sagemaker
     arn = resolve(sagemaker, args.refs[0], args.env)
@@ -248,7 +248,7 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
 def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 2:
         raise HfpipeError(
-            "`models compare` takes two versions: hfpipe models compare RECIPE/N RECIPE/M --env ENV"
+            f"`models compare` takes two versions: hfpipe models compare RECIPE/N RECIPE/M --env {args.env}"
         )
     a, b = (
         describe_version(clients.sagemaker, clients.s3, args.env, resolve(clients.sagemaker, ref, args.env))

@@ -6,6 +6,7 @@ so the command validates exactly what the pipeline will; this module only adapts
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +59,12 @@ def _read(ref: str) -> dict[str, Any]:
         if not Path(ref).is_file():
             raise HfpipeError(f"recipe file {ref!r} not found")
     elif ref not in core_recipes.available_recipes():
-        known = ", ".join(core_recipes.available_recipes())
+        known = core_recipes.available_recipes()
+        close = difflib.get_close_matches(ref, known, n=1)
         raise HfpipeError(
-            f"unknown recipe {ref!r}: known recipes are {known}; or pass the path of a .json file"
+            f"unknown recipe {ref!r}: "
+            + (f"did you mean {close[0]}? " if close else "")
+            + f"known recipes are {', '.join(known)}; or pass the path of a .json file"
         )
     try:
         return core_recipes.load_recipe(ref)

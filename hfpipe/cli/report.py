@@ -94,8 +94,9 @@ def _fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def render_report(report: dict[str, Any]) -> list[RenderableType]:
-    """The report as rich tables: summary, final metrics, smoke test."""
+def render_report(report: dict[str, Any], env: str | None = None) -> list[RenderableType]:
+    """The report as rich tables: summary, final metrics, smoke test; `env`: the environment the execution
+    ran in, which the hints name (`hfpipe models --env ENV` without it)."""
     summary = Table(title=f"report: {report.get('execution_name')}", show_header=False, title_justify="left")
     summary.add_column(style="bold")
     summary.add_column()
@@ -134,26 +135,33 @@ def render_report(report: dict[str, Any]) -> list[RenderableType]:
     summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))
     if report.get("checkpoint_s3_uri"):
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
+    # A local run's environment is a throwaway one, gone with the run.
+    env = "ENV" if report.get("local_mode") or not env else env
     if report.get("endpoint_name"):
         name = report["endpoint_name"]
         if report.get("endpoint_status"):
             price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
             cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
             cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
-            env = report.get("endpoint_env", "ENV")
+            env = report.get("endpoint_env") or env
             state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
         elif report.get("endpoint_deleted"):
             state = "deleted"
         else:
             price = report.get("endpoint_price_per_hour_usd")
             billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
-            state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env ENV`"
+            state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
         summary.add_row("endpoint", f"{name} ({state})")
     if report.get("model_package_arn"):
         # The Register step's version (hfpipe.core.registry): decided on with `hfpipe models`.
         arn = str(report["model_package_arn"])
         group, number = arn.rsplit("/", 2)[-2:]
-        summary.add_row("model version", f"{group}/{number} (`hfpipe models --env ENV`)")
+        where = (
+            "in the run's own registry, which ended with the run"
+            if report.get("local_mode")
+            else f"`hfpipe models --env {env}`"
+        )
+        summary.add_row("model version", f"{group}/{number} ({where})")
     parts: list[RenderableType] = [summary]
     tail = report.get("log_tail")
     if tail:

@@ -158,5 +158,5 @@ def watch(
     if snap.finished:
         report = build_report(clients, snap)
         report["local_mode"] = local
-        console.print(Group(*render_report(report)))
+        console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     return snap

@@ -68,6 +68,11 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.DOTALL)
 
 
+def enum(shape: str) -> tuple[str, ...]:
+    """The values a string shape of the service model accepts (`TrainingInstanceType`, ...)."""
+    return tuple(_shapes()["shapes"][shape]["enum"])
+
+
 def problems(operation: str, request: Any) -> list[str]:
     """Every way `request` breaks the operation's input shape (empty when SageMaker would take it)."""
     shapes = _shapes()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hfpipe.core import acceptance
 from hfpipe.core import validate as rules
 from hfpipe.core.schema import RecipeError, validate
 from hfpipe.kinds import serving_kind
@@ -113,6 +114,7 @@ def resolve_recipe(
     rules.check_finite(merged, "recipe")
     checked = validate(merged)
     rules.recipe(checked)
+    acceptance.check(checked)  # what the training script's parser and SageMaker's enums accept
     # The serving kind's model environment is a default under the recipe's own (hfpipe/kinds/serving.py).
     serving = checked["serving"]
     serving["environment"] = {**serving_kind(serving["kind"]).environment, **serving["environment"]}

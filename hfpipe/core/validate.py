@@ -277,19 +277,6 @@ def hyperparameters(hp: Mapping[str, Any], field: str) -> None:
             raise RecipeError(f"{field}.{key}: longer than 2500 characters as JSON; accepted: at most 2500")
 
 
-def script_arguments(entry_point: str, hp: Mapping[str, Any], field: str) -> None:
-    """Every hyperparameter is an argument the project's script accepts (hfpipe/kinds/arguments.json, made
-    from the scripts' own parsers); a recipe's own entry point is not checked (nothing here knows it)."""
-    from hfpipe.kinds import arguments
-
-    for name, close in arguments.unknown(entry_point, list(hp)):
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise RecipeError(
-            f"{field}.{name}: not an argument of {entry_point}; {hint}accepted: the arguments of its parser "
-            f"(`python training_code/{entry_point} --help`; listed in hfpipe/kinds/arguments.json)"
-        )
-
-
 def metric_definitions(definitions: list[dict[str, str]], field: str) -> None:
     """At most 40, unique names of 1-255 characters, regexes of 1-500 characters that compile and capture
     the value in group 1 (how SageMaker and local mode read it)."""
@@ -360,7 +347,6 @@ def recipe(r: dict[str, Any]) -> None:
         else:
             key_prefix(where.lstrip("/"), field)
     hyperparameters(t["hyperparameters"], "recipe.training.hyperparameters")
-    script_arguments(t["entry_point"], t["hyperparameters"], "recipe.training.hyperparameters")
     environment(t["environment"], "recipe.training.environment", max_len=512)
     environment(s["environment"], "recipe.serving.environment", max_len=1024)
     metric_definitions(t["metric_definitions"], "recipe.training.metric_definitions")

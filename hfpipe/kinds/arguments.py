@@ -3,7 +3,7 @@ anything is created (Plan, `hfpipe start`, `hfpipe recipes show`, local mode), n
 
 `arguments.json` beside this module is generated from the scripts' own parsers (the field names of the
 dataclasses each script hands to HfArgumentParser: its own and transformers' TrainingArguments, under the
-training container's transformers version) by
+training container's transformers version, each with the type the parser converts its value with) by
 
     python training_code/arguments_manifest.py > hfpipe/kinds/arguments.json
 
@@ -11,22 +11,33 @@ and `tests/kinds/test_arguments.py` fails when the file is stale. Reading it is 
 carries it); generating it imports the training scripts, so that lives with them.
 An entry point that is not one of the project's scripts (a recipe's own code) is not checked, and the error
 of a misspelling elsewhere cannot be caught here: that is stated, not guessed.
+
+A value is checked as the script will read it: the training toolkit passes each hyperparameter on the command
+line as `str(value)` of its JSON value (an object as `k=v,k2=v2`; sagemaker_training.mapping.to_cmd_args),
+and the parser converts that word with the field's type (`int`, `float`, transformers' `string_to_bool`, a
+choice); a converter the manifest marks "other" (a dict, accelerate's ParallelismConfig) is not checked.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 MANIFEST = Path(__file__).with_name("arguments.json")
 
 
+#: string_to_bool's words (transformers.hf_argparser), compared lower-cased.
+_TRUE, _FALSE = ("yes", "true", "t", "y", "1"), ("no", "false", "f", "n", "0")
+
+
 @cache
-def _manifest() -> dict[str, list[str]]:
+def _manifest() -> dict[str, dict[str, dict[str, Any]]]:
     data = json.loads(MANIFEST.read_text())
-    return {str(k): list(v) for k, v in data["entry_points"].items()}
+    return {str(k): dict(v) for k, v in data["entry_points"].items()}
 
 
 def accepted(entry_point: str) -> frozenset[str] | None:
@@ -41,6 +52,56 @@ def unknown(entry_point: str, names: list[str]) -> list[tuple[str, list[str]]]:
     if known is None:
         return []
     return [(n, _close(n, sorted(known))) for n in names if n not in known]
+
+
+def command_line_word(value: Any) -> str:
+    """The word the script's parser gets for a hyperparameter's JSON value (the toolkit's to_cmd_args)."""
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def _converts(spec: Mapping[str, Any], word: str) -> bool:
+    kind = spec["type"]
+    try:
+        if kind == "int":
+            int(word)
+        elif kind == "float":
+            float(word)
+    except ValueError:
+        return False
+    if kind == "bool":
+        return word.lower() in _TRUE + _FALSE
+    if kind == "choice":
+        return word in spec["choices"]
+    return True  # str, and converters not checked here
+
+
+def expected(spec: Mapping[str, Any]) -> str:
+    """What a value of this argument may be, in words."""
+    described = {
+        "int": "int (a whole number, e.g. 8)",
+        "float": "float (a number, e.g. 2e-05)",
+        "bool": "bool (true or false)",
+        "str": "str",
+    }.get(spec["type"])
+    if described is None:
+        described = f"one of {', '.join(spec.get('choices') or [])}"
+    return described + (" (or several, space-separated)" if spec.get("nargs") == "+" else "")
+
+
+def mistyped(entry_point: str, hp: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """(name, value, the type expected) for each hyperparameter the script's parser would refuse as typed;
+    [] for a script not the project's (names it does not know are `unknown`'s)."""
+    specs = _manifest().get(entry_point) or {}
+    found = []
+    for name, value in hp.items():
+        spec, word = specs.get(name), command_line_word(value)
+        if spec is None or _converts(spec, word):
+            continue
+        close = difflib.get_close_matches(word, spec.get("choices") or [], n=1)
+        found.append((name, value, expected(spec) + (f"; did you mean {close[0]}?" if close else "")))
+    return found
 
 
 def _close(name: str, known: list[str]) -> list[str]:

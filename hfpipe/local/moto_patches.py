@@ -36,7 +36,10 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
   own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
   UploadPartCopy source, in its source environment) is read from the world environment that holds it
-  (``world.foreign_object``), so a copy across environments is played as S3 plays it.
+  (``world.foreign_object``), so a copy across environments is played as S3 plays it;
+- ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
+  HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.quotas), which its Plan Lambda
+  reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ TARGETS = (
     "retrier_decl.time",
     "SageMakerRuntimeResponse.invoke_endpoint",
     "S3Backend.get_object",
+    "ServiceQuotasResponse.call_action",
 )
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
@@ -118,6 +122,7 @@ class Engine(Protocol):
     time_scale: float
     timeout_scale: float
     world: World | None  # None outside the local world
+    quotas: Any  # hfpipe.local.quotas.QuotaTable: the account's SageMaker quotas
 
     @property
     def traffic(self) -> Any: ...  # hfpipe.local.traffic.Traffic
@@ -134,7 +139,7 @@ Patch = tuple[str, Any, "str | None", Any]
 def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of TARGETS (a test keeps the two equal)."""
     check_moto_version()
-    return _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine)
+    return _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
 
 
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
@@ -376,3 +381,20 @@ def _world(engine: Engine) -> list[Patch]:
         ),
         ("S3Backend.get_object", S3Backend, "get_object", get_object),
     ]
+
+
+def _quotas(engine: Engine) -> list[Patch]:
+    from moto.servicequotas.responses import ServiceQuotasResponse
+
+    from hfpipe.local.quotas import OPERATIONS
+
+    original = ServiceQuotasResponse.call_action
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        params = json.loads(response.body or "{}") if operation in OPERATIONS else {}
+        if params.get("ServiceCode") != "sagemaker":  # moto's own answer (its vpc defaults)
+            return original(response)
+        return 200, {}, json.dumps(engine.quotas.answer(operation, params))
+
+    return [("ServiceQuotasResponse.call_action", ServiceQuotasResponse, "call_action", call_action)]

@@ -191,14 +191,19 @@ class LocalRuntime:
 
 
 def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:
-    """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them."""
+    """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them: in each log
+    line on its own (a CloudWatch event; the regexes of Hugging Face's SageMaker notebooks end in `$`, the end
+    of a line), a value that is not a number skipped
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/automatic-model-tuning-define-metrics-variables.html)."""
     metrics: dict[str, float] = {}
-    for definition in definitions:
-        for match in re.finditer(definition["Regex"], logs):
-            try:
-                metrics[definition["Name"]] = float(match.group(1))
-            except (ValueError, IndexError):
-                continue
+    patterns = [(definition["Name"], re.compile(definition["Regex"])) for definition in definitions]
+    for line in logs.splitlines():
+        for name, pattern in patterns:
+            for match in pattern.finditer(line):
+                try:
+                    metrics[name] = float(match.group(1))
+                except (ValueError, IndexError):
+                    continue
     return metrics
 
 

@@ -183,7 +183,7 @@ def test_watch_unknown_execution(deployed: Deployed, capsys: Any) -> None:
     assert (code, out) == (1, "")
     assert (
         err
-        == "error: unknown execution 'nope' in environment 'dev': list executions with `hfpipe list --env ENV`\n"
+        == "error: unknown execution 'nope' in environment 'dev': list executions with `hfpipe list --env dev`\n"
     )
 
 
@@ -402,7 +402,7 @@ def test_stop_unknown_execution_arn(deployed: Deployed, capsys: Any) -> None:
     arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":ghost"
     code, _, err = run(capsys, "stop", arn)
     assert code == 1
-    assert err == f"error: unknown execution '{arn}': list executions with `hfpipe list --env ENV`\n"
+    assert err == f"error: unknown execution '{arn}': list executions with `hfpipe list --env dev`\n"
 
 
 def test_stop_not_an_execution_arn(deployed: Deployed, capsys: Any) -> None:

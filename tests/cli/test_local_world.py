@@ -27,6 +27,7 @@ import pytest
 from accounts import ACCOUNT
 from world_helpers import ENVIRONMENTS, ROOT, World, out
 
+from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.local import world_file
@@ -255,6 +256,38 @@ def test_a_recipe_local_mode_would_change_fails_its_job_with_the_reason(world: W
         in world.log("dev")
     )
     assert "model_name_or_path: bert-base-uncased -> tiny random-weight BERT" in world.log("dev")
+
+
+@pytest.mark.slow
+def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(world: World) -> None:
+    import boto3
+
+    from hfpipe.core.recipes import available_recipes
+
+    dev = world["dev"]
+    planned = {}
+    for recipe in available_recipes():  # the world's Service Quotas answer as its Plan Lambda's do
+        argv = ("start", "--recipe", recipe, "--name", f"dry-{recipe}", "--dry-run", "--json")
+        planned[recipe] = json.loads(out(dev(*argv)))
+        assert planned[recipe]["training_job_request"]["TrainingJobName"] == f"dev-dry-{recipe}"
+    # One of them sent (its job refused at once here: a hub model): its Plan state stored the same plan.
+    sent = dev(
+        "start", "--recipe", "distilbert-spot", "--name", "dry-distilbert-spot", "--watch", "--interval", "1"
+    )
+    assert sent.returncode == 1, sent.stdout + sent.stderr
+    found = world.live("dev")
+    assert found is not None
+    sfn = boto3.client(
+        "stepfunctions", region_name=found.region, endpoint_url=found.url, **world_file.CREDENTIALS
+    )
+    [machine] = [
+        m
+        for m in sfn.list_state_machines()["stateMachines"]
+        if m["name"] == contract.state_machine_name("dev")
+    ]
+    arn = aws.execution_arn_for(machine["stateMachineArn"], "dry-distilbert-spot")
+    stored = aws.stored_plan(list(aws.execution_history(sfn, arn)))
+    assert stored is not None and stored.to_json() == planned["distilbert-spot"]
 
 
 # --- the README's lifecycle walk-through, command by command ----------------------------------------------

@@ -196,3 +196,37 @@ def test_the_version_error_names_every_patched_target():
     assert [label for label, *_ in patches] == list(moto_patches.TARGETS)
     for label, target, name, _ in patches:  # each target exists in the installed moto
         assert name is None or hasattr(target, name), label
+
+
+@pytest.mark.parametrize("recipe", ["roberta-large-mnli-smp", "bert-large-squad-smddp", "distilbert-spot"])
+def test_local_metrics_are_read_per_log_line_as_sagemaker_reads_them(
+    recipe: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lines transformers' Trainer prints (its own log_metrics and metrics_format), then more log: each
+    recipe's regexes, those ending in `$` too, find their values in the line that holds them."""
+    from types import SimpleNamespace
+
+    from transformers.trainer_pt_utils import log_metrics, metrics_format
+
+    from hfpipe.core.recipes import resolve_recipe
+    from hfpipe.local.runtime import _final_metrics
+
+    trainer = SimpleNamespace(is_world_process_zero=lambda: True)
+    trainer.metrics_format = lambda metrics: metrics_format(trainer, metrics)
+    print("{'loss': 0.9, 'learning_rate': 4e-05, 'epoch': 0.5}")
+    log_metrics(
+        trainer,
+        "train",
+        {"epoch": 1.0, "train_loss": 0.61, "train_runtime": 83.2, "train_samples_per_second": 12.5},
+    )
+    log_metrics(trainer, "eval", {"epoch": 1.0, "eval_loss": 0.42, "eval_accuracy": 0.875, "eval_f1": 88.25})
+    print("2026-01-01 00:00:00,000 sagemaker-training-toolkit INFO     Reporting training SUCCESS")
+    log = capsys.readouterr().out
+    definitions = resolve_recipe(recipe_name=recipe)["training"]["metric_definitions"]
+    found = _final_metrics(log, definitions)
+    expected = {
+        "roberta-large-mnli-smp": {"epoch": 1.0, "train_samples_per_second": 12.5, "f1": 88.25},
+        "bert-large-squad-smddp": {"epoch": 1.0, "train_samples_per_second": 12.5, "f1": 88.25},
+        "distilbert-spot": {"train_loss": 0.61, "eval_loss": 0.42, "eval_accuracy": 0.875},
+    }[recipe]
+    assert found == expected

@@ -1,0 +1,63 @@
+"""A recipe's values checked against what will read them, before anything is created: the project's training
+scripts' parsers (every hyperparameter one of their arguments, its value one they convert; hfpipe/kinds/arguments.py)
+and SageMaker's instance type enums (botocore's service model, as hfpipe/core/api_shapes.json carries it).
+
+Run by `hfpipe.core.recipes.resolve_recipe` after the schema and `hfpipe.core.validate`, so the command,
+local mode and the Plan Lambda refuse the same values with the same one line. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from hfpipe.core import api_shapes
+from hfpipe.core.validate import RecipeError
+from hfpipe.kinds import arguments
+
+
+def check(recipe: dict[str, Any]) -> None:
+    """Every rule of this module on a schema-checked recipe."""
+    t, s = recipe["training"], recipe["serving"]
+    instance_type(
+        t["instance_type"], "recipe.training.instance_type", "TrainingInstanceType", "CreateTrainingJob"
+    )
+    if recipe["deploy"]:
+        instance_type(
+            s["instance_type"],
+            "recipe.serving.instance_type",
+            "ProductionVariantInstanceType",
+            "CreateEndpointConfig",
+        )
+    script_arguments(t["entry_point"], t["hyperparameters"], "recipe.training.hyperparameters")
+
+
+def script_arguments(entry_point: str, hp: Mapping[str, Any], field: str) -> None:
+    """Every hyperparameter is an argument the project's script accepts, with a value its parser converts
+    (hfpipe/kinds/arguments.json, made from the scripts' own parsers); a recipe's own entry point is not
+    checked (nothing here knows it)."""
+    for name, close in arguments.unknown(entry_point, list(hp)):
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise RecipeError(
+            f"{field}.{name}: not an argument of {entry_point}; {hint}accepted: the arguments of its parser "
+            f"(`python training_code/{entry_point} --help`; listed in hfpipe/kinds/arguments.json)"
+        )
+    for name, value, expected in arguments.mistyped(entry_point, hp):
+        raise RecipeError(
+            f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
+        )
+
+
+def instance_type(value: str, field: str, shape: str, operation: str) -> None:
+    """An instance type SageMaker's `operation` takes (the enum `shape`), with the close ones when it is not:
+    a typo fails here, not at the quota look-up, which knows no quota for a type that does not exist."""
+    accepted = api_shapes.enum(shape)
+    if value in accepted:
+        return
+    close = difflib.get_close_matches(value, accepted, n=3)
+    raise RecipeError(
+        f"{field}: {value!r} is not an instance type {operation} takes; "
+        + (f"did you mean {' or '.join(close)}? " if close else "")
+        + f"accepted: one of the {len(accepted)} values of SageMaker's {shape} (botocore's service model)"
+    )

@@ -1,0 +1,79 @@
+"""`hfpipe start --dry-run` is `start` without its last call: for every shipped recipe it prints, as exact JSON,
+the plan and the CreateTrainingJob request the pipeline's own Plan state makes for the same start."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cli_moto import Deployed
+
+from hfpipe import contract
+from hfpipe.cli import main
+from hfpipe.cli.aws import execution_arn_for, stored_plan
+from hfpipe.core.recipes import available_recipes
+from hfpipe.local.engine import LocalEngine
+
+#: What the Pipeline stack writes and the Plan Lambda reads from its own environment; the rest (the state
+#: machine of each test's deployment, the Data stack's buckets) the `deployed` fixture writes.
+STACK_KEYS = (contract.SSM_EXECUTION_ROLE_ARN, contract.SSM_SOURCEDIR_URI, contract.SSM_IMAGE_CATALOG)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def stack_parameters(engine: LocalEngine, template: dict[str, Any]) -> dict[str, str]:
+    """The SSM parameters the Pipeline stack writes (STACK_KEYS), resolved as the engine resolves them."""
+    wanted = {contract.ssm_parameter_name("dev", key) for key in STACK_KEYS}
+    found = {
+        str(engine.resolve(res["Properties"]["Name"])): str(engine.resolve(res["Properties"]["Value"]))
+        for res in template["Resources"].values()
+        if res["Type"] == "AWS::SSM::Parameter"
+    }
+    assert wanted <= set(found), sorted(found)
+    return {name: found[name] for name in wanted}
+
+
+@pytest.fixture
+def as_deployed(deployed: Deployed, engine: LocalEngine, pipeline_template: dict[str, Any]) -> Deployed:
+    """The environment with the parameters its stack writes. The account's Service Quotas, which the command
+    reads with the user's credentials, are the engine's (those its Plan Lambda reads)."""
+    for name, value in stack_parameters(engine, pipeline_template).items():
+        deployed.ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+    return deployed
+
+
+@pytest.mark.parametrize("recipe", available_recipes())
+def test_the_dry_run_prints_the_plan_start_makes_as_exact_json(
+    recipe: str, as_deployed: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"dry-{recipe}"
+    argv = ["start", "--env", "dev", "--recipe", recipe, "--name", name]
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: long values must not be folded into the JSON
+    code, out, err = run(capsys, *argv, "--dry-run")
+    assert (code, err) == (0, ""), err
+    assert "nothing was started or created" in out
+    shown = json.loads(out.split("CreateTrainingJob request:\n", 1)[1])  # the whole rest: exact JSON
+    code, out, err = run(capsys, *argv, "--dry-run", "--json")
+    assert (code, err) == (0, ""), err
+    planned = json.loads(out)
+    assert planned["training_job_request"] == shown
+    arn = execution_arn_for(as_deployed.state_machine_arn, name)
+    assert all(
+        e["name"] != name
+        for e in as_deployed.sfn.list_executions(stateMachineArn=as_deployed.state_machine_arn)["executions"]
+    )
+
+    # The same start, sent: the plan its Plan state stores is the one the dry run printed.
+    code, _, err = run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    as_deployed.wait_for_state(arn, "Launch")
+    events = as_deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    stored = stored_plan(events)
+    as_deployed.wait(arn)
+    assert stored is not None
+    assert stored.to_json() == planned

@@ -1,0 +1,158 @@
+"""Errors and help as people expect them: a mistyped option, command, choice, recipe or instance type gets the
+one meant; a bare `hfpipe` prints its help; every action of a command is described in its help; hints name
+the environment the user is in."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+from accounts import ACCOUNT
+
+from hfpipe.cli import build_parser, main
+from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.schema import RecipeError
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "message"),
+    [
+        (
+            ["local", "--recpie", "tiny-lora"],
+            "usage: hfpipe local",
+            "unrecognized arguments: --recpie; did you mean --recipe?",
+        ),
+        (
+            ["start", "--env", "dev", "--recipe", "tiny-qa", "--dry-run", "--jsn"],
+            "usage: hfpipe start",
+            "unrecognized arguments: --jsn; did you mean --json?",
+        ),
+        (["--verison"], "usage: hfpipe [-h]", "unrecognized arguments: --verison; did you mean --version?"),
+        (
+            ["data", "upload", "x.jsonl", "--env", "dev", "--nmae", "n"],
+            "usage: hfpipe data upload",
+            "unrecognized arguments: --nmae; did you mean --name?",
+        ),
+        (["strat", "--env", "dev"], "usage: hfpipe [-h]", "(choose from 'recipes', 'start', "),
+        (["models", "aprove", "--env", "dev"], "usage: hfpipe models", "did you mean 'approve'?"),
+        (["local", "upp", "--env", "dev"], "usage: hfpipe local", "did you mean 'up'?"),
+        (["strat"], "usage: hfpipe [-h]", "did you mean 'start'?"),
+    ],
+)
+def test_a_mistyped_option_command_or_choice_gets_the_one_meant(
+    argv: list[str], usage: str, message: str, capsys: Any
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(usage), err
+    assert message in err.splitlines()[-1], err
+
+
+def test_abbreviations_and_negative_numbers_are_still_read_as_argparse_reads_them(capsys: Any) -> None:
+    code, out, err = run(capsys, "recipes", "show", "tiny-qa", "--js")  # --json, abbreviated
+    assert (code, err) == (0, "")
+    assert json.loads(out)["name"] == "tiny-qa"
+    code, _, err = run(capsys, "watch", "x", "--env", "dev", "--interval", "-5")  # a value, not an option
+    assert code == 1 and err.startswith("error: --interval: -5.0 is not accepted"), err
+
+
+def test_a_mistyped_recipe_name_gets_the_one_meant(capsys: Any) -> None:
+    code, out, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lroa")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: unknown recipe 'tiny-lroa': did you mean tiny-lora? known recipes are ")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "training.instance_type=ml.g5.xlargee",
+            "recipe.training.instance_type: 'ml.g5.xlargee' is not an instance type CreateTrainingJob takes; "
+            "did you mean ml.g5.xlarge",
+        ),
+        (
+            "serving.instance_type=ml.g5.2xlarg",
+            "recipe.serving.instance_type: 'ml.g5.2xlarg' is not an instance type CreateEndpointConfig takes; "
+            "did you mean ml.g5.2xlarge",
+        ),
+    ],
+)
+def test_a_mistyped_instance_type_is_one_line_naming_the_field_and_close_types(
+    setting: str, message: str, capsys: Any
+) -> None:
+    # Before credentials or AWS are looked at: no fixture gives any here.
+    code, out, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", setting)
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1 and message in err, err
+    # The Plan Lambda refuses it with the same rule (hfpipe.core.validate), before the quota look-up.
+    with pytest.raises(RecipeError, match="did you mean"):
+        resolve_recipe(recipe_name="tiny-lora", overrides=[setting])
+
+
+@pytest.mark.parametrize(
+    ("argv", "listed"), [([], ["start", "local", "recipes", "models"]), (["data"], ["upload"])]
+)
+def test_a_bare_command_prints_its_help(argv: list[str], listed: list[str], capsys: Any) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (2, "")
+    assert out.startswith("usage: hfpipe") and len(out.splitlines()) > 5
+    assert all(f"    {name} " in out for name in listed), out
+
+
+def _commands_with_actions() -> list[tuple[str, str]]:
+    """(command, action) for every choice of every command's positional ACTION (`models approve`)."""
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    found = []
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            if action.dest == "action" and action.choices:
+                found.extend((name, str(choice)) for choice in action.choices)
+    return found
+
+
+@pytest.mark.parametrize(("command", "action"), _commands_with_actions())
+def test_every_action_of_a_command_is_described_in_its_help(command: str, action: str, capsys: Any) -> None:
+    code, out, err = run(capsys, command, action, "--help")
+    assert (code, err) == (0, "")
+    assert f"{action}:" in out, out
+
+
+def test_the_models_and_endpoints_hints_name_the_environment(capsys: Any, aws_credentials: None) -> None:
+    code, _, err = run(capsys, "endpoints", "delete", "--env", "prod")
+    assert (code, err) == (
+        1,
+        "error: `endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env prod\n",
+    )
+
+
+def test_the_reports_hints_name_the_environment() -> None:
+    from rich.console import Console
+
+    from hfpipe.cli.report import render_report
+
+    report = {
+        "execution_name": "run-1",
+        "execution_status": "SUCCEEDED",
+        "endpoint_name": "prod-run-1-ep",
+        "model_package_arn": f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-prod-tiny-lora/3",
+    }
+    console = Console(width=300, record=True)
+    for part in render_report(report, env="prod"):
+        console.print(part)
+    text = console.export_text()
+    assert "`hfpipe endpoints delete prod-run-1-ep --env prod`" in text
+    assert "hfpipe-prod-tiny-lora/3 (`hfpipe models --env prod`)" in text
+    assert "ENV" not in text
+    # A local run's account ended with it: no command can reach its registry.
+    for part in render_report({**report, "local_mode": True}, env="local"):
+        console.print(part)
+    assert "in the run's own registry, which ended with the run" in console.export_text()
