@@ -11,7 +11,7 @@
     hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe models --env dev [--recipe NAME]   registered model versions; `models approve|reject RECIPE/N`,
-                                        `models compare A B`
+                                        `models compare A B`, `models download RECIPE/N [--to DIR]`
     hfpipe deploy --env prod --model RECIPE/N --endpoint NAME   an approved version onto a named endpoint
                                         (created, or updated blue/green with automatic rollback)
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
@@ -19,6 +19,7 @@
                                         promotes from (cdk.json promote_from) into prod's registry
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
     hfpipe local up --env dev [--port N]   serve environment dev here; HFPIPE_LOCAL=1 sends commands to it
+    hfpipe local prune [--keep N]       remove old local runs under .hfpipe/local, keeping the newest N
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
@@ -237,14 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
-    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare")
-    p.add_argument("action", nargs="?", choices=["list", "approve", "reject", "compare"], default="list")
+    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare, download")
+    p.add_argument(
+        "action", nargs="?", choices=["list", "approve", "reject", "compare", "download"], default="list"
+    )
     p.add_argument(
         "refs", nargs="*", metavar="VERSION", help="RECIPE/N or a version ARN (one to decide, two to compare)"
     )
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--recipe", help="only this recipe's versions (list)")
     p.add_argument("--reason", help="the approval description (approve, reject)")
+    p.add_argument(
+        "--to", metavar="DIR", help="download: a new or empty folder for the model (default ./RECIPE-N)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON (list, compare)")
     _common(p)
     p.set_defaults(func=commands.cmd_models, command_parser=p)
@@ -307,9 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "action",
         nargs="?",
-        choices=["up", "down", "status"],
+        choices=["up", "down", "status", "prune"],
         help="up: serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1); "
-        "down: stop it; status: the environments up",
+        "down: stop it; status: the environments up; prune: remove old local runs under --out",
     )
     _recipe_arguments(p, "training.hyperparameters.max_steps=8", required=False)  # not with up/down/status
     p.add_argument("--env", help="with up/down: the environment of cdk.json to serve or stop")
@@ -322,6 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
+    )
+    p.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="with prune: keep the newest N local runs (default 5)",
     )
     p.add_argument(
         "--serve",
