@@ -360,6 +360,8 @@ def _download(clients: aws.Clients, args: argparse.Namespace, console: Any) -> i
 def cmd_models(args: argparse.Namespace, console: Any) -> int:
     """List the environment's model versions, approve or reject one, or compare two."""
     aws.validate_env_name(args.env)
+    if args.to is not None and args.action != "download":
+        raise HfpipeError(f"--to is an option of `models download`, not of `models {args.action}`")
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
     aws.resolve_environment(clients, args.env)

@@ -126,6 +126,8 @@ def test_download_never_overwrites(
     assert (tmp_path / "tiny-lora-1" / "config.json").is_file()
     code, _, err = run(capsys, "models", "download", "tiny-lora/7", "--env", "dev")
     assert code == 1 and "no version 7 in model package group hfpipe-dev-tiny-lora" in err
+    code, _, err = run(capsys, "models", "--env", "dev", "--to", str(taken))
+    assert (code, err) == (1, "error: --to is an option of `models download`, not of `models list`\n")
 
 
 # --- local prune --------------------------------------------------------------------------------------
