@@ -1,6 +1,12 @@
 """Loss curves: the recipes' metric definitions match the Trainer's per-step log line (SageMaker applies each
 regex to each log line), a local run logs often enough to draw one, and `report --plot` puts the training
-step of the Trainer's own log history on the x axis, or says what to change when there is nothing to plot."""
+step of the Trainer's own log history on the x axis, or says what to change when there is nothing to plot.
+
+A MetricDefinition's Regex "searches the output of a training job and gets the value of the metric" (its first
+group), SageMaker publishing each value to CloudWatch (SageMaker API reference, MetricDefinition; "Defining
+metrics and environment variables", https://docs.aws.amazon.com/sagemaker/latest/dg/
+automatic-model-tuning-define-metrics-variables.html): a regex that matches only the end-of-training summary
+gives one point per series, so each definition here is checked against single log lines."""
 
 from __future__ import annotations
 
