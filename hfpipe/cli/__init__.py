@@ -11,7 +11,7 @@
     hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
     hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
     hfpipe models --env dev [--recipe NAME]   registered model versions; `models approve|reject RECIPE/N`,
-                                        `models compare A B`
+                                        `models compare A B`, `models download RECIPE/N [--to DIR]`
     hfpipe deploy --env prod --model RECIPE/N --endpoint NAME   an approved version onto a named endpoint
                                         (created, or updated blue/green with automatic rollback)
     hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
@@ -19,6 +19,7 @@
                                         promotes from (cdk.json promote_from) into prod's registry
     hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
     hfpipe local up --env dev [--port N]   serve environment dev here; HFPIPE_LOCAL=1 sends commands to it
+    hfpipe local prune [--keep N]       remove old local runs under .hfpipe/local, keeping the newest N
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
@@ -254,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
-    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare")
+    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare, download")
     actions(
         p,
         {
@@ -262,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
             "approve": "approve VERSION, so it can be deployed or promoted",
             "reject": "reject VERSION",
             "compare": "two versions' metrics, cost and lineage side by side",
+            "download": "unpack VERSION's model into --to DIR (default ./RECIPE-N), with its metadata",
         },
     )
     p.add_argument(
@@ -270,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--recipe", help="only this recipe's versions (list)")
     p.add_argument("--reason", help="the approval description (approve, reject)")
+    p.add_argument(
+        "--to", metavar="DIR", help="download: a new or empty folder for the model (default ./RECIPE-N)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON (list, compare)")
     _common(p)
     p.set_defaults(func=commands.cmd_models, command_parser=p)
@@ -335,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
             "up": "serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1)",
             "down": "stop the environment --env ENV serves",
             "status": "the environments up on this machine",
+            "prune": "remove old local runs under --out, keeping the newest --keep N",
         },
         default=None,  # none: run --recipe
     )
@@ -349,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
+    )
+    p.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="with prune: keep the newest N local runs (default 5)",
     )
     p.add_argument(
         "--serve",

@@ -150,18 +150,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Print an execution's report (or JSON); with --plot, write its loss curves to a PNG."""
     from hfpipe.cli.execution import metric_series, snapshot
-    from hfpipe.cli.report import build_report, plot_losses, render_report
+    from hfpipe.cli.report import (
+        LOSS_DEFINITION,
+        build_report,
+        checkpoint_loss_series,
+        plot_losses,
+        render_report,
+    )
 
     if args.plot is not None:
-        plot = Path(args.plot)
-        if not args.plot.lower().endswith(".png") or plot.is_dir():
+        from hfpipe.cli.paths import output_file
+
+        if not args.plot.lower().endswith(".png"):
             raise HfpipeError(f"--plot {args.plot!r} must name a .png file")
-        if not plot.parent.is_dir():
-            raise HfpipeError(
-                f"--plot {args.plot!r}: folder {str(plot.parent)!r} does not exist; create it first"
-            )
+        output_file(args.plot, "--plot")
     if args.local:
-        return _local_report(args)
+        from hfpipe.cli.local_report import report_local
+
+        return report_local(args, _console())
     if not args.execution:
         raise HfpipeError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
     clients = aws.clients_for(args)
@@ -179,15 +185,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
-        series = aws.call(
-            "reading metrics from CloudWatch", metric_series, clients=clients, job=snap.training_job
-        )
+        series, xlabel = checkpoint_loss_series(clients.s3, snap.training_job), "training step"
+        if not series:
+            series, xlabel = (
+                aws.call(
+                    "reading metrics from CloudWatch", metric_series, clients=clients, job=snap.training_job
+                ),
+                "time",
+            )
         try:
-            path = plot_losses(series, Path(args.plot), title=snap.execution_name)
+            path = plot_losses(series, Path(args.plot), title=snap.execution_name, xlabel=xlabel)
         except ValueError:
             raise HfpipeError(
                 f"training job {snap.training_job['TrainingJobName']} has no loss metrics in CloudWatch "
-                "(namespace /aws/sagemaker/TrainingJobs); check the recipe's metric definitions"
+                "(namespace /aws/sagemaker/TrainingJobs): nothing to plot; give the recipe's "
+                "training.metric_definitions one for the Trainer's per-step line, "
+                f"{json.dumps(LOSS_DEFINITION)}, as the shipped recipes have"
             ) from None
         console.print(f"loss plot: {path}")
     return 0
@@ -333,6 +346,12 @@ def cmd_local(args: argparse.Namespace) -> int:
     (hfpipe.cli.local_world)."""
     from hfpipe.cli import local, local_world
 
+    if args.keep is not None and args.action != "prune":
+        raise HfpipeError("--keep is an option of `hfpipe local prune`: hfpipe local prune --keep N")
+    if args.action == "prune":
+        from hfpipe.cli.local_prune import prune
+
+        return prune(args, _console())
     if args.action is not None:
         return local_world.run(args, _console())
     if args.env is not None:
@@ -349,33 +368,4 @@ def cmd_completion(args: argparse.Namespace) -> int:
     import shtab
 
     sys.stdout.write(shtab.complete(args.root_parser, shell=args.shell))
-    return 0
-
-
-def _local_report(args: argparse.Namespace) -> int:
-    """`report --local`: the report a local run wrote, and its loss curves from the run's training log."""
-    from hfpipe.cli.logs import local_run_dir
-    from hfpipe.cli.report import local_loss_series, plot_losses, render_report
-    from hfpipe.local import outputs
-
-    run_dir = local_run_dir(Path(outputs.runs_folder(args.out)), args.execution)
-    report_file = run_dir / outputs.REPORT
-    if not report_file.is_file():
-        state = "was interrupted" if (run_dir / outputs.INTERRUPTED).exists() else "has not finished"
-        raise HfpipeError(f"local run {run_dir.name} {state}: it has no {outputs.REPORT} yet")
-    report = json.loads(report_file.read_text())
-    report["local_mode"] = True
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-    else:
-        _console().print(Group(*render_report(report)))
-    if args.plot:
-        series = local_loss_series((run_dir / outputs.TRAINING_LOG).read_text(errors="replace"))
-        try:
-            path = plot_losses(series, Path(args.plot), title=run_dir.name)
-        except ValueError:
-            raise HfpipeError(
-                f"local run {run_dir.name}: its training log has no loss lines to plot"
-            ) from None
-        _console().print(f"loss plot: {path}")
     return 0

@@ -139,6 +139,9 @@ _CHECKS = {".json": _check_json, ".jsonl": _check_jsonl, ".parquet": _check_parq
 
 def collect_files(path: Path) -> list[tuple[Path, str]]:
     """(local file, key relative to the new prefix) for everything to upload, after checking the format."""
+    from hfpipe.cli.paths import check_length
+
+    check_length(str(path), "PATH")
     if not path.exists():
         raise HfpipeError(f"{path}: no such file or folder")
     if path.is_file():

@@ -163,8 +163,11 @@ def failure_of(events: list[dict[str, Any]], description: dict[str, Any]) -> str
     return None
 
 
-def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = None) -> Snapshot:
-    """Read the execution, its history, the training job, its metrics and the endpoint once."""
+def snapshot(
+    clients: aws.Clients, execution_arn: str, now: datetime | None = None, previous: Snapshot | None = None
+) -> Snapshot:
+    """Read the execution, its history, the training job, its metrics and the endpoint once (`previous`:
+    the last view of it, whose training progress this one never goes back on)."""
     import json
 
     import botocore.exceptions
@@ -211,7 +214,7 @@ def snapshot(clients: aws.Clients, execution_arn: str, now: datetime | None = No
             snap.training_job, snap.plan.price_per_hour_usd, snap.plan.instance_count, snap.now
         )
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
-        snap.progress = progress(snap.log_tail)
+        snap.progress = progress(snap.log_tail, previous.progress if previous else None)
 
     endpoint = snap.plan.endpoint_name
     if snap.plan.deploy:

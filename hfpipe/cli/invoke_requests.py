@@ -6,16 +6,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.paths import argument_text, read_text
+from hfpipe.core import json_text
+from hfpipe.core.validate import RecipeError
+
+
+def _parse(text: str, origin: str) -> Any:
+    """json.loads, with a request nested deeper than the core's rule refused in one line."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise HfpipeError(
+            f"{origin} is nested deeper than can be read; accepted: JSON nested at most "
+            f"{json_text.MAX_NESTING} levels"
+        ) from None
+    try:
+        json_text.check_nesting(value, origin)
+    except RecipeError as err:
+        raise HfpipeError(str(err)) from None
+    return value
 
 
 def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
     """One JSON document, or else one request per non-empty line (JSON lines)."""
     try:
-        return [json.loads(text)], [origin]
+        return [_parse(text, origin)], [origin]
     except ValueError:
         pass
     requests, sources = [], []
@@ -23,7 +41,7 @@ def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
         if not line.strip():
             continue
         try:
-            requests.append(json.loads(line))
+            requests.append(_parse(line, f"{origin} line {number}"))
         except json.JSONDecodeError as err:
             raise HfpipeError(
                 f"{origin} line {number} is not JSON ({err.msg}); give one JSON request, or one per line"
@@ -44,7 +62,7 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
     parameters = None
     if args.parameters:
         try:
-            parameters = json.loads(args.parameters)
+            parameters = _parse(args.parameters, "--parameters")
         except json.JSONDecodeError as err:
             raise HfpipeError(f"--parameters {args.parameters!r} is not JSON ({err.msg})") from None
         if not isinstance(parameters, dict):
@@ -52,10 +70,7 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
                 f"--parameters {args.parameters!r} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'"
             )
     if args.dialogue:
-        path = Path(args.dialogue)
-        if not path.is_file():
-            raise HfpipeError(f"--dialogue {args.dialogue!r}: no such file")
-        text = path.read_text().strip()
+        text = read_text(args.dialogue, "--dialogue").strip()
         if not text:
             raise HfpipeError(
                 f"--dialogue {args.dialogue!r} is empty: give a chat, one 'Name: message' per line"
@@ -64,14 +79,12 @@ def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
         sources = [f"--dialogue {args.dialogue}"]
     elif args.data:
         try:
-            requests, sources = [json.loads(args.data)], ["--data"]
+            text = argument_text(args.data, "--data")
+            requests, sources = [_parse(text, "--data")], ["--data"]
         except json.JSONDecodeError as err:
             raise HfpipeError(f"--data is not JSON ({err.msg}): {args.data[:80]!r}") from None
     elif args.file:
-        path = Path(args.file)
-        if not path.is_file():
-            raise HfpipeError(f"--file {args.file!r}: no such file")
-        requests, sources = _json_documents(path.read_text(), f"--file {args.file}")
+        requests, sources = _json_documents(read_text(args.file, "--file"), f"--file {args.file}")
     else:
         if sys.stdin.isatty():
             raise HfpipeError(

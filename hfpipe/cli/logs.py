@@ -22,6 +22,7 @@ from typing import Any
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.paths import check_length
 from hfpipe.core import logs as core_logs
 from hfpipe.local import outputs
 
@@ -75,8 +76,11 @@ def follow_cloudwatch(
     interval: float,
     emit: Callable[[core_logs.LogLine], None],
     sleep: Callable[[float], None] = time.sleep,
+    execution_ended: Callable[[], bool] = lambda: False,
 ) -> str | None:
-    """Emit the job's log lines from `start_ms`; with `follow`, keep going until the job has ended.
+    """Emit the job's log lines from `start_ms`; with `follow`, keep going until the job has ended, or
+    while there is no job, until the execution has ended (one that failed before Launch created the job
+    never gets one).
 
     Returns the job's last known status. Events are read again from the last timestamp seen (CloudWatch
     may still add events with that timestamp), skipping the event ids already emitted.
@@ -85,8 +89,11 @@ def follow_cloudwatch(
     last_ms = start_ms
     status: str | None = None
     while True:
+        ended = False
         if follow:
             status = _job_status(clients, job_name)
+            # Read before the events, as the status: once it said "ended", the job never comes.
+            ended = status is None and execution_ended()
         try:
             for line in core_logs.read_events(clients.logs, job_name, last_ms):
                 if last_ms is not None and line.timestamp == last_ms and line.event_id in seen_at_last:
@@ -98,15 +105,16 @@ def follow_cloudwatch(
         except Exception as exc:
             raise aws.aws_error(exc, f"reading the log of training job {job_name}") from None
         # The status was read before the events: once it said "ended", everything was printed.
-        if not follow or status in JOB_ENDED:
+        if not follow or status in JOB_ENDED or ended:
             return status
         sleep(interval)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print (or follow) an execution's training log."""
-    if args.interval <= 0:
-        raise HfpipeError(f"--interval {args.interval} must be a positive number of seconds")
+    aws.poll_interval(
+        args.interval, None, args.interval
+    )  # the commands' one --interval rule (no NaN, no inf)
     if args.local:
         if args.since:
             raise HfpipeError(
@@ -135,9 +143,29 @@ def cmd_logs(args: argparse.Namespace) -> int:
         printed += 1
         _write(line, with_host, args.json)
 
+    arn = desc["executionArn"]
+    final: dict[str, str] = {}
+
+    def execution_ended() -> bool:
+        final["status"] = aws.resolve_execution(clients, arn, None)["status"]
+        return final["status"] != "RUNNING"
+
     status = follow_cloudwatch(
-        clients, job_name, start_ms=start_ms, follow=args.follow, interval=args.interval, emit=emit
+        clients,
+        job_name,
+        start_ms=start_ms,
+        follow=args.follow,
+        interval=args.interval,
+        emit=emit,
+        execution_ended=execution_ended,
     )
+    if args.follow and status is None:
+        print(
+            f"execution {desc['name']} ended {final.get('status', '?')} before its training job {job_name} "
+            "was created: there is no training log (`hfpipe report` says why)",
+            file=sys.stderr,
+        )
+        return 1
     if not printed:
         where = f"{core_logs.LOG_GROUP}, streams {core_logs.stream_prefix(job_name)}*"
         print(f"training job {job_name} has no log lines yet ({where})", file=sys.stderr)
@@ -162,26 +190,75 @@ def _clients(args: argparse.Namespace) -> aws.Clients:
 # --- local mode ----------------------------------------------------------------------------------------
 
 
-def local_run_dir(out: Path, execution: str | None) -> Path:
-    """The folder of one local run (`--out/<execution>`), or the newest run when no name is given."""
-    if execution:
-        run_dir = out / execution
-        if not (run_dir / LOCAL_LOG).is_file():
-            known = sorted(p.parent.name for p in out.glob(f"*/{LOCAL_LOG}"))
-            hint = f"; local runs in {out}: {', '.join(known)}" if known else f"; {out} holds no local runs"
-            raise HfpipeError(f"no local run {execution!r} with a {LOCAL_LOG}{hint}")
-        return run_dir
-    runs = sorted(out.glob(f"*/{LOCAL_LOG}"), key=lambda p: p.stat().st_mtime)
+def runs_out(out: str | None) -> Path:
+    """The folder of the local runs: `--out`, or the checkout's .hfpipe/local."""
+    folder = outputs.runs_folder(out)
+    check_length(folder, "--out")
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise HfpipeError(f"--out {folder!r} is a file; accepted: the folder `hfpipe local --out` wrote to")
+    return Path(folder)
+
+
+def _known(out: Path, runs: list[Path]) -> str:
     if not runs:
-        raise HfpipeError(
-            f"{out} holds no local runs: start one with `hfpipe local --recipe tiny-lora` (or pass --out)"
+        return (
+            f"; {out} holds no local runs: start one with `hfpipe local --recipe tiny-lora` (or pass --out)"
         )
-    return runs[-1].parent
+    return f"; local runs in {out}: {', '.join(r.name for r in runs)}"
+
+
+def local_run_dir(out: Path, execution: str | None, *, finished: bool = False) -> Path:
+    """The folder of one local run (`--out/<execution>`), or the newest run when no name is given (with
+    `finished`, the newest that wrote its report). A name is one folder name: it never leads out of `out`."""
+    runs = outputs.run_folders(out)
+    if execution is not None:
+        if not outputs.is_run_name(execution):
+            shown = (
+                execution if len(execution) <= 80 else f"{execution[:40]}... ({len(execution)} characters)"
+            )
+            raise HfpipeError(
+                f"local run {shown!r} is not a local run's name; accepted: the name of a run's folder in "
+                f"{out} ({outputs.RUN_NAME_FORM}){_known(out, runs)}"
+            )
+        run_dir = out / execution
+        if run_dir not in runs:
+            raise HfpipeError(f"no local run {execution!r}{_known(out, runs)}")
+        return run_dir
+    candidates = [r for r in runs if (r / LOCAL_DONE).is_file()] if finished else runs
+    if not candidates:
+        if runs:
+            raise HfpipeError(
+                f"no local run in {out} has finished (none has a {LOCAL_DONE}){_known(out, runs)}"
+            )
+        raise HfpipeError(_known(out, runs).removeprefix("; "))
+    return candidates[-1]
+
+
+def read_local_report(run_dir: Path) -> dict[str, Any]:
+    """A local run's report.json, or a one-line error when it cannot be read (a run cut short while writing
+    it, a file edited by hand)."""
+    where = f"local run {run_dir.name}: its {LOCAL_DONE}"
+    try:
+        report = json.loads((run_dir / LOCAL_DONE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise HfpipeError(f"{where} cannot be read ({type(err).__name__}); run the recipe again") from None
+    except json.JSONDecodeError as err:
+        raise HfpipeError(
+            f"{where} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}: cut short?); "
+            "run the recipe again"
+        ) from None
+    if not isinstance(report, dict):
+        raise HfpipeError(
+            f"{where} holds {type(report).__name__}, not the report object; run the recipe again"
+        )
+    return report
 
 
 def _local_logs(args: argparse.Namespace) -> int:
-    run_dir = local_run_dir(Path(outputs.runs_folder(args.out)), args.execution)
+    run_dir = local_run_dir(runs_out(args.out), args.execution)
     log = run_dir / LOCAL_LOG
+    if not log.is_file():
+        raise HfpipeError(f"local run {run_dir.name} has no {LOCAL_LOG} (its training never started)")
     with log.open("rb") as f:
         while True:
             # Checked before reading: once the run has written its report (or was interrupted), its log is
@@ -206,7 +283,7 @@ def _local_logs(args: argparse.Namespace) -> int:
         print(f"local run {run_dir.name} was interrupted before it finished", file=sys.stderr)
         return 1
     if args.follow and (run_dir / LOCAL_DONE).exists():
-        report = json.loads((run_dir / LOCAL_DONE).read_text())
+        report = read_local_report(run_dir)
         status = report.get("training_job_status")
         if status not in (None, "Completed"):
             print(f"training job of {run_dir.name} ended {status}", file=sys.stderr)

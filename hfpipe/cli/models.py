@@ -4,6 +4,7 @@
     hfpipe models approve RECIPE/N|VERSION_ARN --env dev [--reason TEXT]
     hfpipe models reject RECIPE/N|VERSION_ARN --env dev [--reason TEXT]
     hfpipe models compare A B --env dev [--json]
+    hfpipe models download RECIPE/N|VERSION_ARN --env dev [--to DIR]
 
 Only the environment's own groups (hfpipe-<env>-<recipe>) count: a version of another environment's group is
 refused before anything is called. Metrics, cost and lineage come from each version's statistics document
@@ -16,8 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tarfile
+import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -279,9 +283,85 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
     return 0
 
 
+#: What `models download` writes next to the unpacked model: the version it came from.
+VERSION_FILE = "hfpipe-version.json"
+
+
+def _download_dir(value: str | None, info: VersionInfo) -> Path:
+    from hfpipe.cli.paths import check_length
+
+    dest = value if value is not None else f"{info.recipe}-{info.version}"
+    check_length(dest, "--to")
+    path = Path(dest)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise HfpipeError(
+            f"--to {dest!r} exists and is not an empty folder; accepted: a new or empty folder (nothing there "
+            "is overwritten)"
+        )
+    return path
+
+
+def _download(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
+    if len(args.refs) != 1:
+        raise HfpipeError("`models download` takes one version: hfpipe models download RECIPE/N --env ENV")
+    arn = resolve(clients.sagemaker, args.refs[0], args.env)
+    info = describe_version(clients.sagemaker, clients.s3, args.env, arn)
+    desc = aws.call(
+        f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
+    )
+    container = ((desc.get("InferenceSpecification") or {}).get("Containers") or [{}])[0]
+    url = str(container.get("ModelDataUrl") or "")
+    if not url.startswith("s3://") or "/" not in url.removeprefix("s3://"):
+        raise HfpipeError(
+            f"version {info.ref} names no model.tar.gz (InferenceSpecification.Containers[0].ModelDataUrl is "
+            f"{url or 'not set'!r}): nothing to download"
+        )
+    dest = _download_dir(args.to, info)
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    from hfpipe.local.endpoint import extract_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "model.tar.gz"
+        aws.call(
+            f"downloading {url}", clients.s3.download_file, Bucket=bucket, Key=key, Filename=str(archive)
+        )
+        size = archive.stat().st_size
+        created = not dest.exists()
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                if VERSION_FILE in {m.name.removeprefix("./") for m in tar.getmembers()}:
+                    raise HfpipeError(
+                        f"{url} holds a file named {VERSION_FILE}, which download writes itself"
+                    )
+            extract_model(archive, dest)
+        except (tarfile.TarError, EOFError, OSError) as err:
+            if created and dest.is_dir() and not any(dest.iterdir()):
+                dest.rmdir()
+            raise HfpipeError(
+                f"{url} is not a model.tar.gz that unpacks safely into {str(dest)!r} ({err}); nothing written"
+            ) from None
+    record = {
+        **as_json(info),
+        "env": args.env,
+        "model_data_url": url,
+        "image": container.get("Image"),
+        "environment": container.get("Environment") or {},
+        "downloaded": datetime.now(UTC).isoformat(),
+    }
+    (dest / VERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    files = sum(1 for p in dest.rglob("*") if p.is_file())
+    console.print(
+        f"{info.ref} ({info.status}): {url} ({size / 1e6:.1f} MB) unpacked into {dest}, {files} files"
+    )
+    console.print(f"  the version's metadata: {dest / VERSION_FILE}")
+    return 0
+
+
 def cmd_models(args: argparse.Namespace, console: Any) -> int:
     """List the environment's model versions, approve or reject one, or compare two."""
     aws.validate_env_name(args.env)
+    if args.to is not None and args.action != "download":
+        raise HfpipeError(f"--to is an option of `models download`, not of `models {args.action}`")
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
     aws.resolve_environment(clients, args.env)
@@ -289,4 +369,6 @@ def cmd_models(args: argparse.Namespace, console: Any) -> int:
         return _list(clients, args, console)
     if args.action == "compare":
         return _compare(clients, args, console)
+    if args.action == "download":
+        return _download(clients, args, console)
     return _decide(clients, args, console)

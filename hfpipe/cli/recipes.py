@@ -56,6 +56,11 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
 
 def _read(ref: str) -> dict[str, Any]:
     if Path(ref).suffix:
+        from hfpipe.cli.paths import check_length
+
+        check_length(ref, "recipe file")
+        if Path(ref).is_dir():
+            raise HfpipeError(f"recipe file {ref!r} is a folder; accepted: a recipe's .json file")
         if not Path(ref).is_file():
             raise HfpipeError(f"recipe file {ref!r} not found")
     elif ref not in core_recipes.available_recipes():

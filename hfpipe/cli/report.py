@@ -7,6 +7,8 @@ running, failed or stopped one the same keys are filled from the plan and Descri
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,34 +189,78 @@ def render_report(report: dict[str, Any], env: str | None = None) -> list[Render
     return parts
 
 
+#: The loss series a plot draws: the Trainer's per-step training loss and its evaluation loss.
+LOSS_NAMES = ("loss", "eval_loss")
+#: What a run that logged no loss should change (the shipped recipes' per-step definition).
+LOSS_DEFINITION = {"Name": "loss", "Regex": "'loss': ([0-9.eE+-]+)"}
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def history_loss_series(state: Any) -> dict[str, list[tuple[Any, float]]]:
+    """Loss curves from the Trainer's own log history (trainer_state.json, written by `save_state`): each
+    entry carries the global step it was logged at, the x value."""
+    series: dict[str, list[tuple[Any, float]]] = {}
+    history = state.get("log_history") if isinstance(state, dict) else None
+    for entry in history if isinstance(history, list) else []:
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool):
+            continue
+        for name in LOSS_NAMES:
+            value = _number(entry.get(name))
+            if value is not None:
+                series.setdefault(name, []).append((step, value))
+    return series
+
+
+def checkpoint_loss_series(s3: Any, job: dict[str, Any]) -> dict[str, list[tuple[Any, float]]]:
+    """The loss curves of the Trainer's own log history, when the job synced its checkpoint folder to S3
+    (CheckpointConfig) and the script saved trainer_state.json there; {} otherwise."""
+    uri = str((job.get("CheckpointConfig") or {}).get("S3Uri") or "")
+    if not uri.startswith("s3://"):
+        return {}
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    key = f"{prefix.rstrip('/')}/trainer_state.json".lstrip("/")
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return history_loss_series(json.loads(body))
+    except Exception:  # no state saved (or not readable): CloudWatch's metrics are the curve
+        return {}
+
+
 def local_loss_series(log: str) -> dict[str, list[tuple[Any, float]]]:
-    """Loss curves from a training log: the Trainer logs each step as a dict (`{'loss': 2.1, ...,
-    'epoch': 0.5}`, `{'eval_loss': ...}`); the x value is the logged line's index among them, since the
-    dicts carry the epoch, not the step."""
+    """Loss curves from a training log, for a run that saved no trainer_state.json: the Trainer prints each
+    logged dict (`{'loss': 2.1, ..., 'epoch': 0.5}`, `{'eval_loss': ...}`) with the epoch, not the step, so
+    the x value is the epoch."""
     import ast
 
     series: dict[str, list[tuple[Any, float]]] = {}
-    index = 0
     for line in log.splitlines():
         text = line.split("] ", 1)[-1].strip()  # a multi-process log prefixes lines with [rankN]
         if not (text.startswith("{") and text.endswith("}") and "loss" in text):
             continue
         try:
             logged = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError):
             continue
-        if not isinstance(logged, dict):
+        epoch = _number(logged.get("epoch")) if isinstance(logged, dict) else None
+        if epoch is None:
             continue
-        index += 1
-        for name in ("loss", "eval_loss"):
-            value = logged.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                series.setdefault(name, []).append((index, float(value)))
-    return {name: points for name, points in series.items() if points}
+        for name in LOSS_NAMES:
+            value = _number(logged.get(name))
+            if value is not None:
+                series.setdefault(name, []).append((epoch, value))
+    return series
 
 
-def plot_losses(series: dict[str, list[tuple[Any, float]]], path: Path, title: str) -> Path:
-    """Write the training/eval loss curves to a PNG; raises ValueError when there is no loss to plot."""
+def plot_losses(
+    series: dict[str, list[tuple[Any, float]]], path: Path, title: str, xlabel: str | None = None
+) -> Path:
+    """Write the training/eval loss curves to a PNG (x: `xlabel`, or the time for CloudWatch's series);
+    raises ValueError when there is no loss to plot."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; must precede pyplot
@@ -229,7 +275,9 @@ def plot_losses(series: dict[str, list[tuple[Any, float]]], path: Path, title: s
             xs = [p[0] for p in points]
             ax.plot(xs, [p[1] for p in points], marker="o", markersize=3, label=name)
         ax.set_title(title)
-        ax.set_xlabel("time" if isinstance(next(iter(losses.values()))[0][0], datetime) else "step")
+        ax.set_xlabel(
+            xlabel or ("time" if isinstance(next(iter(losses.values()))[0][0], datetime) else "step")
+        )
         ax.set_ylabel("loss")
         ax.legend()
         ax.grid(True, alpha=0.3)

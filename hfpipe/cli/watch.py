@@ -140,7 +140,7 @@ def watch(
         with Live(render(snap, local), console=console, refresh_per_second=4, transient=False) as live:
             while not snap.finished and (max_polls is None or polls < max_polls):
                 sleep(interval)
-                snap = snapshot(clients, execution_arn)
+                snap = snapshot(clients, execution_arn, previous=snap)
                 polls += 1
                 live.update(render(snap, local))
     else:
@@ -149,7 +149,7 @@ def watch(
         last = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
         while not snap.finished and (max_polls is None or polls < max_polls):
             sleep(interval)
-            snap = snapshot(clients, execution_arn)
+            snap = snapshot(clients, execution_arn, previous=snap)
             polls += 1
             key = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
             if key != last:

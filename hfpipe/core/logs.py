@@ -155,11 +155,20 @@ def format_lines(lines: list[LogLine], with_host: bool | None = None) -> list[st
 
 # --- progress: what the Trainer's progress bar and its logged dicts say ------------------------------------
 
-#: tqdm's bar as the Trainer prints it: ` 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]` (or `s/it` when a step
-#: takes longer than a second). The log keeps each redraw, so the last one is the newest.
+#: A tqdm bar: ` 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]` (or `s/it` when a step takes longer than a
+#: second). The log keeps each redraw, so the last one is the newest. What precedes the percentage is the
+#: bar's description: tqdm writes `desc: ` before it ("Loading checkpoint shards: 50%|...", "Map: ..."),
+#: and the Trainer's training bar has none (transformers' ProgressCallback: `tqdm(total=state.max_steps)`).
 _BAR = re.compile(
-    r"(?P<done>\d+)/(?P<total>\d+) \[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.]+)\s*(?P<unit>it/s|s/it)"
+    r"(?P<head>[^\r]*?)\s*\d{1,3}%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+) "
+    r"\[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.]+)\s*(?P<unit>it/s|s/it)"
 )
+#: Prefixes a line may carry before the bar: `[algo-2] ` (hfpipe.core.logs.format_lines), `[rank0]: `
+#: or `[rank1] ` (torchrun's and the local container's per-process prefixes).
+_PREFIX = re.compile(r"^(?:\s*\[[^\]]*\]:?)*\s*")
+#: The Trainer's own count of the run's steps (`logger.info("  Total optimization steps = {max_steps:,}")`):
+#: the training bar's total. An evaluation bar counts evaluation batches, another total.
+_TOTAL = re.compile(r"Total optimization steps = (?P<total>[\d,]+)")
 _SAMPLES = re.compile(r"'?train_samples_per_second'?\s*[=:]\s*([0-9.eE+-]+)")
 _TOKENS = re.compile(r"'?train_tokens_per_second'?\s*[=:]\s*([0-9.eE+-]+)")
 
@@ -177,32 +186,61 @@ class Progress:
 
     @property
     def fraction(self) -> float:
-        return self.step / self.total if self.total else 0.0
+        return min(1.0, self.step / self.total) if self.total else 0.0
 
 
-def progress(lines: list[str]) -> Progress | None:
-    """The newest progress the log lines show, or None before the first step (or with the bar disabled)."""
-    bar = None
-    samples = tokens = None
+def _training_bars(lines: list[str]) -> Iterator[re.Match[str] | int]:
+    """The undescribed bars of the lines in order, and the totals the Trainer announces (as ints)."""
     for line in lines:
+        if match := _TOTAL.search(line):
+            yield int(match.group("total").replace(",", ""))
         # A captured tqdm bar redraws with carriage returns: each piece is one state of the bar.
         for piece in line.split("\r"):
-            found = list(_BAR.finditer(piece))
-            if found:
-                bar = found[-1]
+            for bar in _BAR.finditer(piece):
+                if not _PREFIX.sub("", bar.group("head")):  # no description: a Trainer bar
+                    yield bar
+
+
+def progress(lines: list[str], previous: Progress | None = None) -> Progress | None:
+    """The newest training progress the log lines show, or `previous` (the last view's) when they show
+    none: only the Trainer's training bar counts (its total is the Trainer's "Total optimization steps", or
+    the previous view's, or the first bar's), not an evaluation bar, a "Loading checkpoint shards" bar or a
+    data set's map. Never more steps than the total, never fewer than `previous` showed of the same total;
+    None before the first step (or with the bar disabled)."""
+    total = previous.total if previous else None
+    announced = [found for found in _training_bars(lines) if isinstance(found, int)]
+    if announced:
+        total = announced[-1]
+    bar = None
+    for found in _training_bars(lines):
+        if isinstance(found, int):
+            continue
+        if total is None:
+            total = int(found.group("total"))
+        if int(found.group("total")) == total:
+            bar = found
+    samples = tokens = None
+    for line in lines:
         if match := _SAMPLES.search(line):
             samples = float(match.group(1))
         if match := _TOKENS.search(line):
             tokens = float(match.group(1))
-    if bar is None:
-        return None
+    if bar is None or total is None:
+        return previous
     rate = float(bar.group("rate"))
     steps_per_second = rate if bar.group("unit") == "it/s" else (1.0 / rate if rate else 0.0)
+    step = min(int(bar.group("done")), total)
+    if previous is not None and previous.total == total and previous.step > step:
+        return previous  # an older redraw (or another process's bar) behind what was already shown
     return Progress(
-        step=int(bar.group("done")),
-        total=int(bar.group("total")),
+        step=step,
+        total=total,
         eta=bar.group("left"),
         steps_per_second=steps_per_second,
-        samples_per_second=samples,
-        tokens_per_second=tokens,
+        samples_per_second=samples
+        if samples is not None
+        else previous.samples_per_second
+        if previous
+        else None,
+        tokens_per_second=tokens if tokens is not None else previous.tokens_per_second if previous else None,
     )

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core import acceptance
+from hfpipe.core import acceptance, json_text
 from hfpipe.core import validate as rules
 from hfpipe.core.schema import RecipeError, validate
 from hfpipe.kinds import serving_kind
@@ -47,7 +47,7 @@ def load_recipe(name_or_path: str) -> dict[str, Any]:
         ) from None
     except OSError as err:
         raise RecipeError(f"recipe: cannot read {str(path)!r}: {err.strerror or err}") from None
-    data = rules.loads(text, f"recipe {str(path)!r}")
+    data = json_text.loads(text, f"recipe {str(path)!r}")
     if not isinstance(data, dict):
         raise RecipeError(f"recipe: {str(path)!r} must hold a JSON object")
     return data
@@ -63,14 +63,20 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise RecipeError(f"override: {text!r} is not of the form dotted.key=value")
     rules.override_key(key.strip(), f"override {text!r}")
     try:
-        value = json.loads(raw, parse_constant=rules.refuse_constant)
+        value = json.loads(raw, parse_constant=json_text.refuse_constant)
     except json.JSONDecodeError:
         value = raw
+    except RecursionError:
+        raise RecipeError(
+            f"override {key.strip()}: nested deeper than can be read; accepted: JSON nested at most "
+            f"{json_text.MAX_NESTING} levels"
+        ) from None
     except ValueError:
         raise RecipeError(
             f"override {key.strip()}: {raw.strip()!r} is not accepted; accepted: a finite JSON number "
             '(JSON has no NaN or Infinity), or a quoted string such as ""NaN""'
         ) from None
+    json_text.check_nesting(value, f"override {key.strip()}")
     return key.strip(), value
 
 
@@ -109,6 +115,11 @@ def resolve_recipe(
         recipe = load_recipe(recipe_name)
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: {recipe!r} is not accepted; accepted: a JSON object")
+    # Walked, copied and validated by recursive code: a value nested thousands deep is refused first.
+    json_text.check_nesting(recipe, "recipe")
+    if isinstance(overrides, dict):
+        for key, value in overrides.items():
+            json_text.check_nesting(value, f"override {key}")
     # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
     merged = apply_overrides(recipe, overrides)
     rules.check_finite(merged, "recipe")

@@ -36,29 +36,6 @@ class RecipeError(ValueError):
 # --- numbers -------------------------------------------------------------------------------------------
 
 
-def refuse_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def loads(text: str | bytes, field: str) -> Any:
-    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python accepts them, JSON does not, and
-    Step Functions refuses an input that holds them)."""
-    try:
-        return json.loads(text, parse_constant=refuse_constant)
-    except RecursionError:
-        raise RecipeError(
-            f"{field}: nested deeper than can be read; accepted: JSON nested at most a few hundred levels"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise RecipeError(
-            f"{field}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
-        ) from None
-    except ValueError as err:
-        raise RecipeError(
-            f"{field}: {err} is not accepted; accepted: finite numbers (JSON has no NaN or Infinity)"
-        ) from None
-
-
 #: The largest integer any field may hold: SageMaker's and Step Functions' integers are 64-bit (a recipe's
 #: hyperparameters travel as strings, but a script parses them into 64-bit-or-smaller numbers too).
 MAX_INTEGER = 2**63 - 1

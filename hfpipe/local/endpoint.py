@@ -28,11 +28,17 @@ from hfpipe.local.container import LocalContainerError
 
 
 def extract_model(model_data: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Path:
-    """Extract a model.tar.gz to `dest` (refusing members that escape it) and return `dest`."""
+    """Extract a model.tar.gz to `dest` and return `dest`. Every member is checked before anything is
+    written, with tarfile's "data" filter (PEP 706: no absolute or `..` names, no links leading out of
+    `dest`, no device files), so an archive with one bad member writes nothing; tarfile.FilterError names it.
+    """
     out = Path(dest)
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(model_data, "r:gz") as tar:
-        tar.extractall(out, filter="data")
+        members = tar.getmembers()
+        for member in members:
+            tarfile.data_filter(member, str(out.resolve()))
+        tar.extractall(out, members=members, filter="data")
     return out
 
 

@@ -9,7 +9,8 @@ model parallel, which need NVIDIA GPUs and the library). Local mode replaces exa
   is given;
 - the data set becomes fixture channels in the real format (SQuAD JSON, MNLI pairs with a matched and a
   mismatched validation set, IMDb-style texts, samsum dialogues);
-- training is capped at a few steps (`max_steps`);
+- training is capped at a few steps (`max_steps`), and logs its loss often enough to draw a curve
+  (`logging_steps`);
 - half precision (fp16/bf16) is off without a GPU, and FSDP (Accelerate's needs a GPU) becomes plain DDP;
 - distribution runs as far as a CPU allows: torch_distributed as two gloo processes on this host;
   smdistributed data parallel (SMDDP) and model parallel (SMP, launched through MPI) as the same two-process
@@ -34,6 +35,8 @@ from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
 
 #: Steps a local run trains at most.
 LOCAL_MAX_STEPS = 4
+#: Loss lines a local run logs at least (its logging_steps follows the step cap).
+LOCAL_LOG_POINTS = 4
 #: Processes a distributed recipe runs on this host (gloo).
 LOCAL_PROCESSES = 2
 # Hyperparameter and request keys of the SDK's distribution settings (hfpipe.core.request).
@@ -234,6 +237,7 @@ def for_this_machine(
         )
         hps["max_steps"] = LOCAL_MAX_STEPS
         subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
+    _log_often(hps, subs)
     if not gpu:
         for precision in ("fp16", "bf16"):
             if hps.get(precision) in (True, "true", "True"):
@@ -279,6 +283,28 @@ def for_this_machine(
         )
         gate["threshold"] = 0.0
     return subs
+
+
+def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:
+    """A run of a few steps logs its loss LOCAL_LOG_POINTS times (the scripts log every 10 steps, the
+    Trainer every 500 by default: a capped run would log none), so `hfpipe report --plot` has a curve."""
+    steps = int(hps["max_steps"])
+    every = max(1, steps // LOCAL_LOG_POINTS)
+    given = hps.get("logging_steps")
+    try:
+        value = float(given) if given is not None else None
+    except (TypeError, ValueError):
+        return  # the recipe's own value; Plan and the script's parser say what is wrong with it
+    # The Trainer reads a logging_steps below 1 as a fraction of the run's steps (TrainingArguments).
+    if value is not None and 0 < value <= every:  # as often or more often (a fraction of the run: < 1)
+        return
+    hps["logging_steps"] = every
+    subs.add(
+        "logging_steps",
+        given if given is not None else "the script's default",
+        every,
+        f"a {steps}-step run logs its loss every {every} step{'s' if every != 1 else ''}, for a loss curve",
+    )
 
 
 def build_model(family: str, dest: Path) -> Path:

@@ -306,7 +306,9 @@ def test_report_plot_without_loss_metrics(deployed: Deployed, capsys: Any, tmp_p
     assert code == 1
     assert err == (
         f"error: training job {plan['training_job_name']} has no loss metrics in CloudWatch (namespace "
-        "/aws/sagemaker/TrainingJobs); check the recipe's metric definitions\n"
+        "/aws/sagemaker/TrainingJobs): nothing to plot; give the recipe's training.metric_definitions one "
+        """for the Trainer's per-step line, {"Name": "loss", "Regex": "'loss': ([0-9.eE+-]+)"}, as the """
+        "shipped recipes have\n"
     )
     assert not (tmp_path / "x.png").exists()
 

@@ -48,9 +48,15 @@ def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_local_tiny_lora_end_to_end(tmp_path: Path, capsys: Any) -> None:
-    _, report, _ = run_local("tiny-lora", tmp_path, capsys)
+    run_dir, report, _ = run_local("tiny-lora", tmp_path, capsys)
     assert "generated_text" in report["smoke_test"]["response"][0]
-    assert set(report["final_metrics"]) == {"train_loss", "eval_loss"}  # scraped from the log like SageMaker
+    # scraped from the log like SageMaker: the last step's loss, and the summary's train_loss and eval_loss
+    assert set(report["final_metrics"]) == {"loss", "train_loss", "eval_loss"}
+    # logging_steps follows the step cap: each of the 2 steps is a point of the curve, at its step
+    from hfpipe.cli.local_report import local_series
+
+    series, xlabel = local_series(run_dir)
+    assert ([step for step, _ in series["loss"]], xlabel) == ([1, 2], "training step")
 
 
 def test_local_recipe_without_a_local_stand_in(tmp_path: Path, capsys: Any) -> None:

@@ -120,8 +120,12 @@ def test_report_reads_a_local_run_and_plots_its_log(tmp_path: Any, capsys: Any) 
 def test_local_loss_series_reads_the_trainers_log_lines() -> None:
     from hfpipe.cli.report import local_loss_series
 
-    log = "{'loss': 2.5, 'epoch': 0.5}\n[rank1] {'loss': 2.0}\n{'eval_loss': 2.2}\n{'loss': 'nan?'}\n"
-    assert local_loss_series(log) == {"loss": [(1, 2.5), (2, 2.0)], "eval_loss": [(3, 2.2)]}
+    # x is the epoch each dict prints (a line without one has no place on the axis)
+    log = (
+        "{'loss': 2.5, 'epoch': 0.5}\n[rank1] {'loss': 2.0, 'epoch': 1.0}\n{'eval_loss': 2.2, 'epoch': 1.0}\n"
+        "{'loss': 'nan?', 'epoch': 1.5}\n{'loss': 1.0}\n"
+    )
+    assert local_loss_series(log) == {"loss": [(0.5, 2.5), (1.0, 2.0)], "eval_loss": [(1.0, 2.2)]}
 
 
 REPORT_DOC = {"cost_usd": 0.01, "price_per_hour_usd": 0.736, "training_job_status": "Completed"}

@@ -653,9 +653,7 @@ def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any)
 
     code, _, err = run(capsys, "logs", "nope", "--local", "--out", str(tmp_path))
     assert code == 1
-    assert err == (
-        f"error: no local run 'nope' with a training.log; local runs in {tmp_path}: {old.name}, {new.name}\n"
-    )
+    assert err == (f"error: no local run 'nope'; local runs in {tmp_path}: {old.name}, {new.name}\n")
     code, _, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--since", "1h")
     assert (code, err) == (
         1,

@@ -37,6 +37,7 @@ MAY_CHANGE = {
     "validation_split_name": "dataset_name",
     "task_name": "dataset_name",
     "max_steps": "steps",
+    "logging_steps": "logging_steps",  # follows the step cap, so the capped run still draws a loss curve
     "fp16": "fp16",
     "bf16": "bf16",
     "fsdp": "fsdp",

@@ -1,0 +1,71 @@
+"""`hfpipe local prune [--keep N] [--out DIR]`: remove old local runs, keeping the newest N.
+
+Every `hfpipe local --recipe` leaves a folder under `--out` (default .hfpipe/local): its training log, model,
+report and fixtures. Only local run folders are removed (`hfpipe.local.outputs.is_run_folder`: a real folder
+named as an execution, holding what a run writes); the shared `.cache`, links, files and any other folder
+under `--out` are never touched, and neither is a run that may still be running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.local import outputs
+
+#: Runs kept when --keep is not given.
+DEFAULT_KEEP = 5
+#: An unfinished run (no report, not interrupted) whose log changed this recently may still be training.
+RUNNING_WITHIN_S = 3600
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _may_be_running(run: Path, now: float) -> bool:
+    finished = any((run / marker).exists() for marker in (outputs.REPORT, outputs.INTERRUPTED))
+    return not finished and now - outputs.last_written(run) < RUNNING_WITHIN_S
+
+
+def prune(args: argparse.Namespace, console: Console) -> int:
+    """Remove the local runs under --out but the newest --keep; print what went and what it freed."""
+    from hfpipe.cli.logs import runs_out
+
+    for option, value in (
+        ("--recipe", args.recipe),
+        ("--set", args.sets or None),
+        ("--serve", args.serve or None),
+        ("--env", args.env),
+    ):
+        if value is not None:
+            raise HfpipeError(
+                f"{option} is not an option of `hfpipe local prune`; it takes --keep N and --out DIR"
+            )
+    keep = DEFAULT_KEEP if args.keep is None else args.keep
+    if keep < 0:
+        raise HfpipeError(f"--keep {keep} is not accepted; accepted: a whole number of runs, 0 or more")
+    out = runs_out(args.out)
+    runs = outputs.run_folders(out)  # oldest first
+    old = runs[: max(0, len(runs) - keep)]
+    now = time.time()
+    removed = freed = 0
+    for run in old:
+        if _may_be_running(run, now):
+            console.print(f"kept {run.name}: it has no report and wrote its log in the last hour (running?)")
+            continue
+        size = _size(run)
+        shutil.rmtree(run)
+        removed, freed = removed + 1, freed + size
+        console.print(f"removed {run.name} ({size / 1e6:.1f} MB)")
+    left = len(runs) - removed
+    console.print(
+        f"{out}: removed {removed} local run{'s' if removed != 1 else ''} ({freed / 1e6:.1f} MB), "
+        f"{left} left (--keep {keep})"
+    )
+    return 0
