@@ -357,10 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder for the run's model.tar.gz, log, metrics and report (default: .hfpipe/local in the checkout)",
     )
     p.add_argument(
-        "--keep",
-        type=int,
-        metavar="N",
-        help="with prune: keep the newest N local runs (default 5)",
+        "--keep", type=int, metavar="N", help="with prune: keep the newest N local runs (default 5)"
     )
     p.add_argument(
         "--serve",
