@@ -14,4 +14,7 @@ scripts/checkov_venv.sh
 ruff check .
 ruff format --check .
 mypy stacks lambda hfpipe app.py
-pytest "$@"
+# In parallel on the machine's cores, whole files per worker (their module fixtures, a local world or an
+# engine, are set up once), in a new random order each run (pytest-randomly prints the seed; rerun an order
+# with -p randomly_seed=N). Arguments after these override them: -n 0 for one process, -p no:randomly.
+pytest -n auto --dist loadfile "$@"
