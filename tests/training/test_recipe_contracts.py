@@ -86,25 +86,6 @@ def test_classification_arguments_are_run_glue_names():
         rc.DataTrainingArguments(text_column_names="a,b,c")
 
 
-def serve(python: str | Path, model_dir: Path, request: Any) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
-    out = subprocess.run(
-        [
-            str(python),
-            str(ROOT / "tests" / "training" / "serve_once.py"),
-            str(model_dir),
-            json.dumps(request),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 def answer_cases() -> dict[str, list[str]]:
     """Recipes grouped by what the answer test needs (entry point, prompt template, request, keys, versions):
     recipes that would repeat another's check run once, under all their names."""
@@ -131,19 +112,56 @@ ANSWER_CASES = answer_cases()
 TRAINING_STACK = resolve_recipe(recipe_name="tiny-lora")["container"]["training"]["transformers_version"]
 
 
+def serve_all(python: Path, cases: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """serve_once.py --batch: every case's request in one process of `python` (one start of torch and
+    transformers for all of them); one result per case, in order."""
+    listing = folder / f"cases-{python.parent.parent.name}.json"
+    listing.write_text(json.dumps(cases))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    out = subprocess.run(
+        [str(python), str(ROOT / "tests" / "training" / "serve_once.py"), "--batch", str(listing)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"transformers"')]
+    assert len(results) == len(cases), out.stdout[-3000:] + out.stderr[-3000:]
+    return results
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each answer case's sample request through the handler its entry point installs, under both
+    environments: case -> scope -> serve_once's result."""
+    folder = tmp_path_factory.mktemp("answers")
+    cases = []
+    for case in sorted(ANSWER_CASES):
+        recipe = resolve_recipe(recipe_name=ANSWER_CASES[case][0])
+        entry = recipe["training"]["entry_point"]
+        template = recipe["training"]["hyperparameters"].get("prompt_template")
+        model_dir = build_served_model(entry, folder / case, prompt_template=template)
+        cases.append({"model_dir": str(model_dir), "body": json.dumps(recipe["serving"]["sample_request"])})
+    found: dict[str, dict[str, dict[str, Any]]] = {case: {} for case in sorted(ANSWER_CASES)}
+    for scope, python in (("training", Path(sys.executable)), ("inference", SERVING_PYTHON)):
+        assert python.exists(), f"{python} is missing: run scripts/serving_venv.sh (scripts/test.sh runs it)"
+        for case, result in zip(sorted(ANSWER_CASES), serve_all(python, cases, folder), strict=True):
+            found[case][scope] = result
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(ANSWER_CASES))
-def test_sample_request_gets_the_expected_answer_under_every_containers_transformers(case, tmp_path):
+def test_sample_request_gets_the_expected_answer_under_every_containers_transformers(case, answers):
     from pipeline_lambdas.smoke_test import check_answer
 
     recipe = resolve_recipe(recipe_name=ANSWER_CASES[case][0])
-    entry = recipe["training"]["entry_point"]
-    template = recipe["training"]["hyperparameters"].get("prompt_template")
-    model_dir = build_served_model(entry, tmp_path / "model", prompt_template=template)
     wanted = {"inference": recipe["container"]["inference"]["transformers_version"]}
-    for scope, python in (("training", Path(sys.executable)), ("inference", SERVING_PYTHON)):
-        assert python.exists(), f"{python} is missing: run scripts/serving_venv.sh (scripts/test.sh runs it)"
-        result = serve(python, model_dir, recipe["serving"]["sample_request"])
+    for scope in ("training", "inference"):
+        result = answers[case][scope]
+        assert "error" not in result, (scope, result.get("error"))
         # Each environment must be the one a container runs, or this tests the wrong stack. Serving: the
         # recipe's inference container. Training: this environment, the training stack the recipes' main
         # container pins (the seed-faithful recipes train on an older one, which never serves).
