@@ -227,6 +227,6 @@ def test_local_metrics_are_read_per_log_line_as_sagemaker_reads_them(
     expected = {
         "roberta-large-mnli-smp": {"epoch": 1.0, "train_samples_per_second": 12.5, "f1": 88.25},
         "bert-large-squad-smddp": {"epoch": 1.0, "train_samples_per_second": 12.5, "f1": 88.25},
-        "distilbert-spot": {"train_loss": 0.61, "eval_loss": 0.42, "eval_accuracy": 0.875},
+        "distilbert-spot": {"loss": 0.9, "train_loss": 0.61, "eval_loss": 0.42, "eval_accuracy": 0.875},
     }[recipe]
     assert found == expected

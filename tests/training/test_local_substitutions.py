@@ -106,6 +106,15 @@ def test_a_gpu_keeps_half_precision_and_fsdp():
     assert hps["fp16"] is True and hps["fsdp"] == "full_shard auto_wrap"
 
 
+@pytest.mark.parametrize("name", [n for n in RECIPES if n.startswith("tiny-")])
+def test_a_tiny_recipe_runs_here_as_written(name):
+    """The CPU-sized recipes need no change of their own settings (the local world runs them as written, and
+    refuses a recipe local mode would change): only the instance and the container are this machine's."""
+    subs = for_this_machine(load_recipe(name), gpu=False)
+    assert subs.recipe == load_recipe(name)
+    assert {s.setting.split(".")[0] for s in subs.items} <= {"instance_type", "container"}, subs.lines()
+
+
 def test_the_end_to_end_runs_cover_every_task_kind_and_spot():
     kinds = {load_recipe(name)["task"] for name in RECIPES}
     assert {load_recipe(name)["task"] for name in END_TO_END} == kinds
