@@ -111,7 +111,7 @@ def resolve_recipe(
     # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
     merged = apply_overrides(recipe, overrides)
     rules.check_finite(merged, "recipe")
-    checked = validate(merged)
+    checked = validate(merged, whole_integers=True)
     rules.recipe(checked)
     # The serving kind's model environment is a default under the recipe's own (hfpipe/kinds/serving.py).
     serving = checked["serving"]
