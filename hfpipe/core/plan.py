@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, limits, names, prices, quotas, request, serving_fit
+from hfpipe.core import api_shapes, cost, deployments, limits, names, prices, quotas, request, serving_fit
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
@@ -368,6 +368,14 @@ def build_plan(
         instance_count=t["instance_count"],
         serving_instance_type=s["instance_type"],
         serving_instance_count=s["instance_count"],
+        serving_production_variants=[
+            deployments.production_variant(
+                n["model_name"],
+                s["instance_type"],
+                s["instance_count"],
+                str(s.get("kind", DEFAULT_SERVING_KIND)),
+            )
+        ],
         spot=t["spot"]["enabled"],
         price_per_hour_usd=price,
         estimated_cost_usd=estimate,

@@ -33,6 +33,7 @@ from stacks.constructs.pipeline_state_machine import (
     CAPACITY_RETRY_INTERVAL,
     CATCH_ALL_ATTEMPTS,
     LAMBDA_THROTTLING_ERRORS,
+    PLAN_THROTTLING_ERRORS,
     RETRY_INTERVAL,
     SAGEMAKER_CAPACITY_ERRORS,
     SAGEMAKER_OPTIMIZED_ERRORS,
@@ -127,6 +128,8 @@ class DeployStateMachine(Construct):
         prepare = invoke(
             "Prepare", "deploy_prepare", DEPLOY, {"input": J.object_at("$"), "execution_name": execution}
         )
+        # Service Quotas throttling the fleet's quota check (hfpipe.core.quotas) is retried as the Plan's is.
+        retry(prepare, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         prepare.add_catch(fail("Refused"), errors=["States.ALL"], result_path="$.error")
 
         def sagemaker_task(cid: str, resource: str, request: str, fields: tuple[str, ...]) -> sfn.CustomState:
@@ -286,7 +289,8 @@ class DeployStateMachine(Construct):
                 "Type": "Task",
                 "Resource": f"arn:{stack.partition}:states:::aws-sdk:sagemaker:updateEndpoint",
                 "Parameters": {
-                    f"{f}.$": f"{REQUESTS}.Rollback.{f}" for f in ("EndpointName", "EndpointConfigName")
+                    f"{f}.$": f"{REQUESTS}.Rollback.{f}"
+                    for f in ("EndpointName", "EndpointConfigName", "RetainAllVariantProperties")
                 },
                 "ResultPath": "$.rollback",
             },

@@ -3,8 +3,9 @@ step: it reads the registered version and the named endpoint, refuses what may n
 requests the state machine sends (create, or a blue/green update).
 
 Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints and their
-configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), and read and deregister the
-endpoints' scalable targets (an instance type change needs that before UpdateEndpoint); nothing else. The
+configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), read the account's SageMaker quotas
+(the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
+instance type change needs that before UpdateEndpoint); nothing else. The
 endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
 role) as ``EXECUTION_ROLE_ARN``.
 """
@@ -67,6 +68,21 @@ class DeployPrepareFunction(Construct):
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         grant_endpoint_scaling(self.role, env, register=False)
+        # The fleet's endpoint-usage quota before anything starts (hfpipe.core.quotas: applied values, then
+        # the AWS defaults); neither list action has resource-level permissions.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                resources=["*"],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions (Service Authorization Reference, Service Quotas); Prepare only reads quotas. "
+            "Application Auto Scaling: as the autoscaling grant says.",
+        )
         for resource, reason in (
             (
                 versions,

@@ -241,6 +241,7 @@ def test_an_update_request_is_blue_green_with_the_alarms(clean):
     assert requests["Rollback"] == {
         "EndpointName": ENDPOINT,
         "EndpointConfigName": r.output["endpoint_config"],
+        "RetainAllVariantProperties": False,  # not autoscaled: the previous config as it was
     }
     assert named(clean)["models"] == [r.output["model"]]  # Prepare created nothing
     # botocore's own validation of every request, as the state machine sends them.

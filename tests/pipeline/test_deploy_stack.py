@@ -82,15 +82,11 @@ def test_prepare_gets_the_declared_endpoints_and_builds_their_deployment_config(
     }
     assert {a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]} < alarm_names
     policy = config["BlueGreenUpdatePolicy"]
-    if env == "prod":  # cdk.json: a 10% canary for 10 minutes, then 30 minutes' bake
+    if env == "prod":  # cdk.json: one instance, so all at once (no canary fits it), then 30 minutes' bake
         assert policy == {
-            "TrafficRoutingConfiguration": {
-                "Type": "CANARY",
-                "WaitIntervalInSeconds": 600,
-                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10},
-            },
+            "TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0},
             "TerminationWaitInSeconds": 1800,
-            "MaximumExecutionTimeoutInSeconds": 3600 + 600 + 1800,
+            "MaximumExecutionTimeoutInSeconds": 3600 + 1800,
         }
     else:
         assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0}

@@ -146,6 +146,9 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "ssm:GetParameter",
             "application-autoscaling:DescribeScalableTargets",
             "application-autoscaling:DeregisterScalableTarget",
+            # The endpoint-usage quota the fleets must fit before the deploy starts.
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         },
         "deploy_record": {"sagemaker:AddTags", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {
