@@ -22,13 +22,8 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import registry
-from hfpipe.core.deployments import (
-    VARIANT,
-    Autoscaling,
-    EndpointSettings,
-    deployment_config,
-    production_variant,
-)
+from hfpipe.core.deployments import Autoscaling, EndpointSettings, deployment_config
+from hfpipe.core.fleets import VARIANT, production_variant
 
 #: SageMaker model and endpoint config names (^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}).
 MAX_NAME = 63
@@ -115,7 +110,7 @@ def endpoint_config_request(
     serving_kind: str,
 ) -> dict[str, Any]:
     """CreateEndpointConfig: one variant, AllTraffic (a blue/green update keeps the variant name), with what
-    the version's serving kind needs of its host (deployments.production_variant)."""
+    the version's serving kind needs of its host (fleets.production_variant)."""
     return {
         "EndpointConfigName": name,
         "ProductionVariants": [production_variant(model_name, instance_type, instance_count, serving_kind)],

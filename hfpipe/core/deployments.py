@@ -9,16 +9,8 @@ SageMaker's limits these follow (API reference, ``TrafficRoutingConfig``, ``Capa
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html): a canary of at most
 50% of the new fleet, linear steps of 10% to 50%, a wait between steps of 0 to 3,600 s, a bake time
 (TerminationWaitInSeconds) of 0 to 3,600 s, and MaximumExecutionTimeoutInSeconds from 600 to 28,800 s,
-larger than the waiting it covers. A canary or a linear step is sized in the fleet's instances
-("CanarySize: Value must be less than or equal to 50% of the variant's total instance count", "LinearStepSize:
-Value must be 10-50% of the variant's total instance count"; CapacitySize: "the overall percentage of your
-fleet"): it is at least one instance, and one instance is at most half a fleet of two or more, so CANARY and
-LINEAR need a fleet of at least two instances; a one-instance fleet shifts ALL_AT_ONCE (with a bake). cdk.json
-is checked against ``instance_count`` (a deploy's new fleet is never smaller), and the deploy checks the fleet it
-resolves (``shifting_problem``).
-
-Stdlib only (and the kinds' registry, hfpipe/kinds): the stacks import it at synth time, the Lambda bundle
-copies it.
+larger than the waiting it covers. The instance counts canary and linear traffic shifting need: hfpipe.core.fleets.
+Stdlib only: the stacks import it at synth time, the Lambda bundle copies it.
 """
 
 from __future__ import annotations
@@ -31,32 +23,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.kinds import serving_kind
-
-#: The one production variant of a named endpoint (the pipeline's endpoints use the same name).
-VARIANT = "AllTraffic"
-
-
-def production_variant(
-    model_name: str, instance_type: str, instance_count: int, serving: str
-) -> dict[str, Any]:
-    """The ProductionVariant of every endpoint config the pipeline and the deploy write: one variant,
-    AllTraffic (a blue/green update keeps the variant name), with what the serving kind ``serving``
-    (hfpipe/kinds) needs of its host (InferenceAmiVersion)."""
-    return {
-        "VariantName": VARIANT,
-        "ModelName": model_name,
-        "InstanceType": instance_type,
-        "InitialInstanceCount": instance_count,
-        **serving_kind(serving).variant_fields(),
-    }
-
+from hfpipe.core.fleets import MIN_SHIFTING_INSTANCES, shifting_problem
 
 TRAFFIC_TYPES = ("ALL_AT_ONCE", "CANARY", "LINEAR")
 #: Step sizes SageMaker accepts, in percent of the new fleet (CapacitySize CAPACITY_PERCENT).
 STEP_PERCENT = {"CANARY": (1, 50), "LINEAR": (10, 50)}
-#: The smallest fleet CANARY and LINEAR can run on: a step of one instance is at most 50% of it.
-MIN_SHIFTING_INSTANCES = 2
 MAX_WAIT_SECONDS = 3600  # WaitIntervalInSeconds and TerminationWaitInSeconds
 MIN_DEPLOYMENT_SECONDS, MAX_DEPLOYMENT_SECONDS = 600, 28_800  # MaximumExecutionTimeoutInSeconds
 #: Time a new fleet may take to come up before traffic moves (large models download for many minutes).
@@ -225,20 +196,6 @@ def _whole(path: str, value: object, low: int, high: int, accepted: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _rejected(path, value, accepted)
     return value
-
-
-def shifting_problem(traffic_type: str, instances: int) -> str | None:
-    """Why a fleet of ``instances`` cannot shift traffic as ``traffic_type`` (None: it can). CANARY and LINEAR
-    move at least one instance's share per step, and SageMaker accepts a step of at most 50% of the fleet
-    (TrafficRoutingConfig's CanarySize and LinearStepSize), so they need MIN_SHIFTING_INSTANCES."""
-    if traffic_type in STEP_PERCENT and instances < MIN_SHIFTING_INSTANCES:
-        return (
-            f"{traffic_type} traffic shifting on a fleet of {instances} instance(s): SageMaker sizes a canary as "
-            "at most 50% and a linear step as 10-50% of the fleet's instances, and a step is at least one "
-            f"instance, so {traffic_type} needs at least {MIN_SHIFTING_INSTANCES}; accepted: ALL_AT_ONCE with a "
-            f"bake (bake_seconds) for this fleet, or at least {MIN_SHIFTING_INSTANCES} instances"
-        )
-    return None
 
 
 def _traffic(path: str, entry: object, instance_count: int) -> Traffic:

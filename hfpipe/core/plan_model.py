@@ -67,7 +67,7 @@ class Plan:
     instance_count: int
     serving_instance_type: str
     serving_instance_count: int
-    #: CreateEndpointConfig's ProductionVariants as sent (hfpipe.core.deployments.production_variant: the
+    #: CreateEndpointConfig's ProductionVariants as sent (hfpipe.core.fleets.production_variant: the
     #: serving kind's host image among them).
     serving_production_variants: list[dict[str, Any]]
     spot: bool

@@ -343,21 +343,14 @@ def _type_ok(value: Any, types: list[str]) -> bool:
     return False
 
 
-def _check(value: Any, schema: dict[str, Any], path: str, whole: bool = False) -> Any:
+def _check(value: Any, schema: dict[str, Any], path: str) -> Any:
     types = schema.get("type")
     if types is not None:
         types = types if isinstance(types, list) else [types]
         if not _type_ok(value, types):
             raise RecipeError(f"{path}: {value!r} is not of type {' or '.join(types)}")
         if isinstance(value, float) and "integer" in types and "number" not in types:
-            if whole:
-                # SageMaker's integer fields (InstanceCount, VolumeSizeInGB, ...) take no 1.0 (botocore
-                # validates an int): a recipe says 1.
-                raise RecipeError(
-                    f"{path}: {value!r} is not accepted; accepted: a whole number written without a decimal "
-                    f"point ({int(value)}): SageMaker types this field as an integer"
-                )
-            value = int(value)  # 1.0 counts as an integer in JSON Schema; the request needs 1
+            value = int(value)  # 1.0 counts as an integer; the request needs 1
     if value is None:
         return None
     if "enum" in schema and value not in schema["enum"]:
@@ -376,7 +369,7 @@ def _check(value: Any, schema: dict[str, Any], path: str, whole: bool = False) -
         if len(value) < schema.get("minItems", 0):
             raise RecipeError(f"{path}: needs at least {schema['minItems']} items")
         if "items" in schema:
-            return [_check(v, schema["items"], f"{path}[{i}]", whole) for i, v in enumerate(value)]
+            return [_check(v, schema["items"], f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict) and "properties" in schema:
         props: dict[str, Any] = schema["properties"]
         if schema.get("additionalProperties") is False:
@@ -389,21 +382,19 @@ def _check(value: Any, schema: dict[str, Any], path: str, whole: bool = False) -
         out = dict(value)
         for key, sub in props.items():
             if key in value:
-                out[key] = _check(value[key], sub, f"{path}.{key}", whole)
+                out[key] = _check(value[key], sub, f"{path}.{key}")
             elif "default" in sub:
-                out[key] = _check(copy.deepcopy(sub["default"]), sub, f"{path}.{key}", whole)
+                out[key] = _check(copy.deepcopy(sub["default"]), sub, f"{path}.{key}")
         return out
     return value
 
 
-def validate(recipe: Any, *, whole_integers: bool = False) -> dict[str, Any]:
+def validate(recipe: Any) -> dict[str, Any]:
     """Validate a recipe against ``RECIPE_SCHEMA`` and return a copy with every default filled in.
 
-    Raises RecipeError naming the first offending field (dotted path from ``recipe``). JSON Schema counts
-    1.0 as an integer (what ``jsonschema`` accepts, this accepts); ``whole_integers`` refuses it, as the
-    SageMaker fields these integers become do (hfpipe.core.recipes.resolve_recipe asks for that).
+    Raises RecipeError naming the first offending field (dotted path from ``recipe``).
     """
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: expected a JSON object, got {type(recipe).__name__}")
-    checked: dict[str, Any] = _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe", whole_integers)
+    checked: dict[str, Any] = _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")
     return checked

@@ -229,20 +229,13 @@ def owned_image(value: Any, field: str, own: Iterable[str], allowed: Iterable[st
 
 
 def environment_value(value: Any, field: str) -> str:
-    """An environment value as SageMaker types it: a string (botocore's EnvironmentValue and
-    TrainingEnvironmentValue are strings). Anything else is named as not a string, with the string that was
-    probably meant (``true`` -> "true"), rather than encoded behind the recipe's back."""
-    if isinstance(value, str):
-        return value
-    meant = json.dumps(value) if isinstance(value, bool | int | float) else None
-    hint = (
-        f' (e.g. "{meant}"; on the command line --set \'{field.removeprefix("recipe.")}="{meant}"\')'
-        if meant
-        else ""
-    )
-    raise RecipeError(
-        f"{field}: {value!r} is not a string; accepted: a string{hint}: SageMaker's environment values are strings"
-    )
+    """A string, as SageMaker types environment values (botocore's EnvironmentValue); anything else is named
+    as not a string, with the string probably meant (``true`` -> "true"), never encoded behind the recipe."""
+    if not isinstance(value, str):
+        meant = json.dumps(value) if isinstance(value, bool | int | float) else None
+        hint = f' (e.g. "{meant}": --set \'{field.removeprefix("recipe.")}="{meant}"\')' if meant else ""
+        raise RecipeError(f"{field}: {value!r} is not a string; accepted: a string{hint} (SageMaker's type)")
+    return value
 
 
 def environment(env: Any, field: str, *, max_len: int) -> dict[str, str]:

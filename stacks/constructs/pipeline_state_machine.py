@@ -222,7 +222,7 @@ class PipelineStateMachine(Construct):
             "createEndpointConfig",
             {
                 "EndpointConfigName.$": P("endpoint_config_name"),
-                # Built once by the Plan (hfpipe.core.deployments.production_variant), the serving kind's
+                # Built once by the Plan (hfpipe.core.fleets.production_variant), the serving kind's
                 # host image among them.
                 "ProductionVariants.$": P("serving_production_variants"),
             },

@@ -194,14 +194,15 @@ def test_environment_values_are_strings_as_sagemaker_types_them() -> None:
     for value, meant in ((True, "true"), (1.5, "1.5"), (0, "0"), (False, "false")):
         with pytest.raises(RecipeError) as err:
             validate.environment({"A": value}, "env", max_len=512)
-        assert str(err.value).startswith(
-            f'env.A: {value!r} is not a string; accepted: a string (e.g. "{meant}"'
+        assert str(err.value) == (
+            f'env.A: {value!r} is not a string; accepted: a string (e.g. "{meant}": --set \'env.A="{meant}"\') '
+            "(SageMaker's type)"
         )
     with pytest.raises(RecipeError) as err:
         resolve_recipe(recipe_name="tiny-qa", overrides=["training.environment.FLAG=true"])
     assert str(err.value) == (
-        'recipe.training.environment.FLAG: True is not a string; accepted: a string (e.g. "true"; on the '
-        "command line --set 'training.environment.FLAG=\"true\"'): SageMaker's environment values are strings"
+        'recipe.training.environment.FLAG: True is not a string; accepted: a string (e.g. "true": --set '
+        "'training.environment.FLAG=\"true\"') (SageMaker's type)"
     )
     quoted = resolve_recipe(recipe_name="tiny-qa", overrides=['training.environment.FLAG="true"'])
     assert quoted["training"]["environment"] == {"FLAG": "true"}

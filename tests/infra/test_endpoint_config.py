@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfpipe.core import deployments
+from hfpipe.core import deployments, fleets
 from hfpipe.core.deployments import Alarms, Autoscaling, EndpointSettings, Traffic
 from stacks.config import ConfigError, parse_environment
 
@@ -179,7 +179,7 @@ def test_cdk_jsons_deploys_would_be_accepted_by_aws(synthesized):
     of an update of the largest one."""
     for env in synthesized.environments.values():
         for e in env.endpoints:
-            assert deployments.shifting_problem(e.traffic.type, e.instance_count) is None, (env.name, e)
+            assert fleets.shifting_problem(e.traffic.type, e.instance_count) is None, (env.name, e)
             for quota in env.quotas:
                 if quota.name.endswith(" for endpoint usage"):
                     assert quota.value >= 2 * e.largest_fleet, (env.name, quota, e.name)
