@@ -16,6 +16,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hfpipe import contract
 from hfpipe.core import deployments, registry
 from stacks.functions.common import (
     FunctionSettings,
@@ -58,6 +59,22 @@ class DeployPrepareFunction(Construct):
         )
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
         parameters = deployment_parameters_arn(self, env)
+        # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
+        # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
+        # Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
+        machine = contract.deploy_state_machine_name(env)
+        machine_arn = stack.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=machine,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        executions = stack.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{machine}:*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         for actions, resources in (
             (["sagemaker:DescribeModelPackage"], [versions]),
             (
@@ -65,6 +82,8 @@ class DeployPrepareFunction(Construct):
                 hosting,
             ),
             (["ssm:GetParameter"], [parameters]),
+            (["states:ListExecutions"], [machine_arn]),
+            (["states:DescribeExecution"], [executions]),
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         grant_endpoint_scaling(self.role, env, register=False)
@@ -98,6 +117,11 @@ class DeployPrepareFunction(Construct):
                 hosting[1],
                 "Reads the named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy) and their "
                 "tags: read-only.",
+            ),
+            (
+                executions,
+                "Reads (DescribeExecution) the executions of this environment's deploy state machine only, to "
+                "refuse a deploy while another one of the same endpoint runs.",
             ),
             (
                 parameters,

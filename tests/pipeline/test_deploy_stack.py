@@ -117,7 +117,18 @@ def test_the_deploy_machine_logs_traces_is_published_and_sends_preparations_requ
     assert states["Prepare"]["Parameters"] == {
         "input.$": "$",
         "execution_name.$": "$$.Execution.Name",
+        "state_machine.$": "$$.StateMachine.Id",  # one deploy at a time: its running executions
     }
+    # The approval, re-checked by Prepare's function right before traffic moves and before the record.
+    for state, before, after in (
+        ("ApprovalBeforeTraffic", "traffic moves", "CreateOrUpdate?"),
+        ("ApprovalBeforeRecord", "the record is written", "Record"),
+    ):
+        assert states[state]["Parameters"] == {"recheck.$": "$.deploy", "before": before}
+        assert states[state]["Next"] == after and states[state]["ResultPath"] is None
+    assert states["CreateEndpointConfig"]["Next"] == "ApprovalBeforeTraffic"
+    assert states["SmokeTest"]["Next"] == "ApprovalBeforeRecord"
+    assert states["ApprovalBeforeRecord"]["Catch"][0]["Next"] == "PutPreviousBack?"
     assert states["Prepare"]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Refused"}
     ]

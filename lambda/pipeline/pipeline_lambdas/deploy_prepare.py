@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, deploy_limits, deployments, quotas, registry
+from hfpipe.core import api_shapes, deploy_limits, deployments, fleets, quotas, registry
 from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import EndpointSettings
@@ -32,6 +32,7 @@ from pipeline_lambdas.deploy_common import (
     remove_scaling,
     scalable_target,
 )
+from pipeline_lambdas.deploy_guards import other_deploy, recheck_approval
 
 LOG = aws.logger(__name__)
 #: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
@@ -85,6 +86,10 @@ class DeployRequestRefused(DeployRefused):
 
 class EndpointQuotaTooLow(DeployRefused):
     """The account's endpoint-usage quota for the instance type cannot hold the fleets the deploy runs."""
+
+
+class DeployInProgress(DeployRefused):
+    """Another execution of this deploy state machine for the same endpoint started first and still runs."""
 
 
 def _checked(operation: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +171,7 @@ def _check_fleet(
     its instance type holds it beside the old fleet (a blue/green update runs both until the bake ends).
     Other endpoints of the account that use the same type are SageMaker's to count (ResourceLimitExceeded)."""
     if endpoint is not None:
-        problem = deployments.shifting_problem(settings.traffic.type, count)
+        problem = fleets.shifting_problem(settings.traffic.type, count)
         if problem:
             raise DeployRequestRefused(
                 f"endpoint {endpoint['EndpointName']}: the new fleet resolves to {count} instance(s) "
@@ -178,9 +183,9 @@ def _check_fleet(
     try:
         quotas.check_quotas(service_quotas, {name: needed})
     except quotas.QuotaTooLowError as err:
-        fleets = "the new fleet beside the old one" if same_type else "the new fleet"
+        held = "the new fleet beside the old one" if same_type else "the new fleet"
         raise EndpointQuotaTooLow(
-            f"{err}: {fleets} ({needed} instance(s) of {instance_type}) must fit before the deploy starts; "
+            f"{err}: {held} ({needed} instance(s) of {instance_type}) must fit before the deploy starts; "
             "raise the quota (cdk.json quotas, the QuotaStack) or lower instance_count"
         ) from None
 
@@ -192,9 +197,10 @@ def prepare(
     endpoints: dict[str, EndpointSettings],
     role_arn: str,
     clients: dict[str, Any],
+    state_machine_arn: str | None = None,
 ) -> dict[str, Any]:
-    """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling" and
-    "service-quotas"."""
+    """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
+    "service-quotas" and (with ``state_machine_arn``, the deploy state machine's) "stepfunctions"."""
     sagemaker = clients["sagemaker"]
     if not isinstance(event_input, dict) or not all(
         isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
@@ -210,6 +216,13 @@ def prepare(
             f"endpoint {name!r}: not declared for environment {env}; accepted: "
             f"{', '.join(sorted(endpoints)) or 'none declared'} (the keys of its cdk.json endpoints)"
         )
+    if state_machine_arn:
+        first = other_deploy(clients["stepfunctions"], state_machine_arn, execution_name, name)
+        if first:
+            raise DeployInProgress(
+                f"endpoint {name!r}: deploy execution {first} is still running; accepted: one deploy at a time "
+                f"per endpoint: wait for it to end (`hfpipe deploy` follows it), then deploy again"
+            )
     arn = version_arn(event_input["version"], env, role_arn, sagemaker.meta.region_name)
     try:
         described = sagemaker.describe_model_package(ModelPackageName=arn)
@@ -353,13 +366,20 @@ def _already_serving(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"input": <the execution input>, "execution_name": <name>}."""
+    """Event: {"input": <the execution input>, "execution_name": <name>, "state_machine": <its ARN>}; or
+    {"recheck": <Prepare's result>, "before": "traffic moves" | "the record is written"}."""
     aws.bind(event)
+    if "recheck" in event:
+        return recheck_approval(aws.client("sagemaker"), event["recheck"], str(event["before"]))
     return prepare(
         event.get("input"),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
         deployments.settings_from_json(os.environ.get("DEPLOY_ENDPOINTS", "{}")),
         os.environ["EXECUTION_ROLE_ARN"],
-        {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling", "service-quotas")},
+        {
+            s: aws.client(s)
+            for s in ("sagemaker", "ssm", "application-autoscaling", "service-quotas", "stepfunctions")
+        },
+        event.get("state_machine"),
     )
