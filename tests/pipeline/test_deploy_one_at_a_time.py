@@ -142,6 +142,8 @@ def _execution(name: str, started: datetime.datetime) -> dict[str, Any]:
         ([("b", NAME, +5)], None),  # started after ours: it is the one refused (by its own Prepare)
         ([("a", NAME, 0)], "a"),  # the same second: the least name goes first
         ([("z", NAME, 0)], None),
+        # ListExecutions does not list this one yet (eventually consistent): a listed one started first.
+        ([("m", None, 0), ("b", NAME, -1)], "b"),
     ],
 )
 def test_which_deploy_goes_first(others, goes_first):
@@ -154,10 +156,11 @@ def test_which_deploy_goes_first(others, goes_first):
     client = boto3.client(
         "stepfunctions", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
-    listed = [_execution("m", ours)] + [
-        _execution(n, ours + datetime.timedelta(seconds=s)) for n, _, s in others
+    # ("m", None, 0) among ``others``: this execution itself is not listed.
+    listed = [_execution("m", ours)] * (("m", None, 0) not in others) + [
+        _execution(n, ours + datetime.timedelta(seconds=s)) for n, e, s in others if e
     ]
-    inputs = {"m": NAME, **{n: e for n, e, _ in others}}
+    inputs = {"m": NAME, **{n: e for n, e, _ in others if e}}
     with Stubber(client) as stub:
         stub.add_response(
             "list_executions", {"executions": listed}, {"stateMachineArn": machine, "statusFilter": "RUNNING"}

@@ -31,13 +31,9 @@ def other_deploy(stepfunctions: Any, state_machine_arn: str, execution_name: str
                 endpoint = None
             if endpoint == name or execution["name"] == execution_name:
                 running.append((execution["startDate"], execution["name"], execution["executionArn"]))
-    running.sort()
-    if running and running[0][1] != execution_name and any(r[1] == execution_name for r in running):
-        return f"{running[0][1]} (started {running[0][0]})"
-    if running and not any(r[1] == execution_name for r in running):
-        # This execution is not listed yet: every running one for the endpoint started before it.
-        return f"{running[0][1]} (started {running[0][0]})"
-    return None
+    # Not listed yet itself, this execution is the newest: any listed one goes first.
+    first = min(running, default=None)
+    return f"{first[1]} (started {first[0]})" if first and first[1] != execution_name else None
 
 
 def recheck_approval(sagemaker: Any, prepared: dict[str, Any], before: str) -> dict[str, Any]:
