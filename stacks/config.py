@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from hfpipe.core import deployments, names, registry
+from hfpipe.core import deployments, names, quotas, registry
 
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
@@ -229,6 +229,7 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
                 "with the largest value any recipe needs"
             )
         seen.add(key)
+    _check_endpoint_quotas(path, quotas, endpoints)
     return EnvironmentConfig(
         name=name,
         region=region,
@@ -245,6 +246,27 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         endpoints=endpoints,
         **days,
     )
+
+
+def _check_endpoint_quotas(
+    path: str, targets: tuple[QuotaTarget, ...], endpoints: tuple[deployments.EndpointSettings, ...]
+) -> None:
+    """Every endpoint-usage quota target covers a blue/green update of each named endpoint (both fleets at
+    once): nothing binds a named endpoint to a recipe, so a version served on any instance type listed here
+    may be deployed to any of them."""
+    if not endpoints:
+        return
+    widest = max(endpoints, key=lambda e: e.update_instances)
+    for i, quota in enumerate(targets):
+        if quota.service_code != "sagemaker" or not quota.name.endswith(quotas.ENDPOINT_USAGE):
+            continue
+        if quota.value < widest.update_instances:
+            raise ConfigError(
+                f"{path}.quotas[{i}].value: {quota.value!r} is not accepted for {quota.name!r}; accepted: at "
+                f"least {widest.update_instances}: a blue/green update of endpoint {widest.name!r} runs its new "
+                f"fleet beside the old one, {widest.largest_fleet} instance(s) each (instance_count, or "
+                "autoscaling.max_instances), and a version of any recipe may be deployed to it"
+            )
 
 
 def load_environments(context: object, *, default_account: str | None = None) -> dict[str, EnvironmentConfig]:

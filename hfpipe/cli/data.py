@@ -71,6 +71,20 @@ def _check_json(path: Path) -> None:
         return
     if not isinstance(doc, list | dict):
         raise HfpipeError(f"{path}: a JSON data set must be an array of records or JSON lines")
+    if isinstance(doc, list):
+        # Records are objects (the `json` loader makes each one a row): [1, 2, 3] holds none.
+        others = [(n, item) for n, item in enumerate(doc, start=1) if not isinstance(item, dict)]
+        if others and len(others) == len(doc):
+            raise HfpipeError(
+                f"{path}: the data set holds no records: its {len(doc)} item(s) are not JSON objects (item 1 "
+                f"is {json.dumps(doc[0])[:40]}); accepted: an array of records (objects) or JSON lines"
+            )
+        if others:
+            number, item = others[0]
+            raise HfpipeError(
+                f"{path}: item {number} ({json.dumps(item)[:40]}) is not a record (a JSON object); accepted: "
+                "an array of records or JSON lines"
+            )
     if not doc:
         raise HfpipeError(f"{path}: the data set holds no records")
 

@@ -157,14 +157,7 @@ def pipeline_requests(plan: Plan) -> dict[str, dict[str, Any]]:
     }
     out["CreateEndpointConfig"] = {
         "EndpointConfigName": plan.endpoint_config_name,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": plan.model_name,
-                "InstanceType": plan.serving_instance_type,
-                "InitialInstanceCount": plan.serving_instance_count,
-            }
-        ],
+        "ProductionVariants": plan.serving_production_variants,
         "Tags": plan.tags,
     }
     out["CreateEndpoint"] = {

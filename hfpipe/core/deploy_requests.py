@@ -22,7 +22,8 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import registry
-from hfpipe.core.deployments import VARIANT, Autoscaling, EndpointSettings, deployment_config
+from hfpipe.core.deployments import Autoscaling, EndpointSettings, deployment_config
+from hfpipe.core.fleets import VARIANT, production_variant
 
 #: SageMaker model and endpoint config names (^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}).
 MAX_NAME = 63
@@ -101,19 +102,18 @@ def model_request(name: str, role_arn: str, version_arn: str, tags: list[dict[st
 
 
 def endpoint_config_request(
-    name: str, model_name: str, instance_type: str, instance_count: int, tags: list[dict[str, str]]
+    name: str,
+    model_name: str,
+    instance_type: str,
+    instance_count: int,
+    tags: list[dict[str, str]],
+    serving_kind: str,
 ) -> dict[str, Any]:
-    """CreateEndpointConfig: one variant, AllTraffic (a blue/green update keeps the variant name)."""
+    """CreateEndpointConfig: one variant, AllTraffic (a blue/green update keeps the variant name), with what
+    the version's serving kind needs of its host (fleets.production_variant)."""
     return {
         "EndpointConfigName": name,
-        "ProductionVariants": [
-            {
-                "VariantName": VARIANT,
-                "ModelName": model_name,
-                "InstanceType": instance_type,
-                "InitialInstanceCount": instance_count,
-            }
-        ],
+        "ProductionVariants": [production_variant(model_name, instance_type, instance_count, serving_kind)],
         "Tags": tags,
     }
 
@@ -132,10 +132,19 @@ def update_request(env: str, settings: EndpointSettings, config_name: str) -> di
     }
 
 
-def rollback_request(endpoint_name: str, previous_config: str) -> dict[str, Any]:
+def rollback_request(endpoint_name: str, previous_config: str, autoscaled: bool = False) -> dict[str, Any]:
     """UpdateEndpoint back to the previous config after a failed smoke test: SageMaker's default blue/green,
-    all at once, so the old version serves again as soon as its fleet is up."""
-    return {"EndpointName": endpoint_name, "EndpointConfigName": previous_config}
+    all at once, so the old version serves again as soon as its fleet is up.
+
+    An autoscaled fleet keeps its live instance count rather than the previous config's InitialInstanceCount:
+    RetainAllVariantProperties "enables ... the retention of variant properties, such as the instance count"
+    (API reference, UpdateEndpoint; VariantProperty DesiredInstanceCount), the way the SDK's users keep an
+    autoscaled count (aws/sagemaker-python-sdk#3126). The new fleet started as large as the old one was."""
+    return {
+        "EndpointName": endpoint_name,
+        "EndpointConfigName": previous_config,
+        "RetainAllVariantProperties": autoscaled,  # false is the API's default: the config's count
+    }
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ SageMaker's limits these follow (API reference, ``TrafficRoutingConfig``, ``Capa
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html): a canary of at most
 50% of the new fleet, linear steps of 10% to 50%, a wait between steps of 0 to 3,600 s, a bake time
 (TerminationWaitInSeconds) of 0 to 3,600 s, and MaximumExecutionTimeoutInSeconds from 600 to 28,800 s,
-larger than the waiting it covers.
-
+larger than the waiting it covers. The instance counts canary and linear traffic shifting need: hfpipe.core.fleets.
 Stdlib only: the stacks import it at synth time, the Lambda bundle copies it.
 """
 
@@ -24,9 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.fleets import MIN_SHIFTING_INSTANCES, shifting_problem
 
-#: The one production variant of a named endpoint (the pipeline's endpoints use the same name).
-VARIANT = "AllTraffic"
 TRAFFIC_TYPES = ("ALL_AT_ONCE", "CANARY", "LINEAR")
 #: Step sizes SageMaker accepts, in percent of the new fleet (CapacitySize CAPACITY_PERCENT).
 STEP_PERCENT = {"CANARY": (1, 50), "LINEAR": (10, 50)}
@@ -45,12 +43,13 @@ MAX_MODEL_LATENCY_MS = 60_000  # a real-time endpoint answers within 60 s (Invok
 MAX_INSTANCES = 100
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_DEFAULT_STEP = {"CANARY": 10, "LINEAR": 20}
+_DEFAULT_STEP: dict[str, int | None] = {"CANARY": 10, "LINEAR": 20}
 _DEFAULT_WAIT = {"ALL_AT_ONCE": 0, "CANARY": 300, "LINEAR": 300}
 _KEYS = {
     "instance_count": f"a whole number of instances from 1 to {MAX_INSTANCES} (optional; default 1)",
     "traffic": 'an object {"type": "ALL_AT_ONCE" | "CANARY" | "LINEAR", "step_percent": N, "wait_seconds": N} '
-    '(optional; default {"type": "CANARY", "step_percent": 10, "wait_seconds": 300})',
+    '(optional; default {"type": "CANARY", "step_percent": 10, "wait_seconds": 300} for a fleet of at least 2 '
+    'instances, {"type": "ALL_AT_ONCE"} for one that can be 1 instance)',
     "bake_seconds": "a whole number of seconds from 0 to 3600: how long the old fleet is kept after all "
     "traffic moved, with the alarms watching (optional; default 600)",
     "alarms": 'an object {"max_5xx_errors": N, "max_4xx_errors": N, "max_model_latency_ms": N} (optional; '
@@ -59,7 +58,8 @@ _KEYS = {
     "(optional; default none)",
 }
 _TRAFFIC_KEYS = {
-    "type": " or ".join(f'"{t}"' for t in TRAFFIC_TYPES),
+    "type": " or ".join(f'"{t}"' for t in TRAFFIC_TYPES)
+    + f" (CANARY and LINEAR on a fleet of at least {MIN_SHIFTING_INSTANCES} instances)",
     "step_percent": "for CANARY a whole percent from 1 to 50 (default 10), for LINEAR from 10 to 50 "
     "(default 20); not for ALL_AT_ONCE",
     "wait_seconds": "a whole number of seconds from 0 to 3600 between traffic steps (default 300; 0 for "
@@ -86,11 +86,12 @@ class EndpointSettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Traffic:
-    """How traffic moves to the new fleet (SageMaker's TrafficRoutingConfig)."""
+    """How traffic moves to the new fleet (SageMaker's TrafficRoutingConfig); all at once by default, as a
+    one-instance fleet must (``shifting_problem``)."""
 
-    type: str = "CANARY"
-    step_percent: int | None = 10
-    wait_seconds: int = 300
+    type: str = "ALL_AT_ONCE"
+    step_percent: int | None = None
+    wait_seconds: int = 0
 
     @property
     def waits(self) -> int:
@@ -131,6 +132,18 @@ class EndpointSettings:
 
     def endpoint_name(self, env: str) -> str:
         return contract.deployed_endpoint_name(env, self.name)
+
+    @property
+    def largest_fleet(self) -> int:
+        """The most instances the endpoint's fleet can have: ``autoscaling.max_instances``, else its count."""
+        return self.autoscaling.max_instances if self.autoscaling else self.instance_count
+
+    @property
+    def update_instances(self) -> int:
+        """Instances a blue/green update can hold at once: the new fleet beside the old one until the bake
+        ends ("Blue/Green Deployments": SageMaker provisions the green fleet, then terminates the blue one),
+        each at most ``largest_fleet``; the account's endpoint-usage quota must allow them."""
+        return 2 * self.largest_fleet
 
     @property
     def deployment_seconds(self) -> int:
@@ -185,11 +198,19 @@ def _whole(path: str, value: object, low: int, high: int, accepted: str) -> int:
     return value
 
 
-def _traffic(path: str, entry: object) -> Traffic:
+def _traffic(path: str, entry: object, instance_count: int) -> Traffic:
+    """A deploy's new fleet has at least ``instance_count`` instances (as many as the old one when it
+    autoscaled above that), so the traffic type is checked against it."""
     data = _object(path, entry, _TRAFFIC_KEYS)
-    kind = data.get("type", "CANARY")
+    default = "CANARY" if instance_count >= MIN_SHIFTING_INSTANCES else "ALL_AT_ONCE"
+    kind = data.get("type", default)
     if kind not in TRAFFIC_TYPES:
         raise _rejected(f"{path}.type", kind, _TRAFFIC_KEYS["type"])
+    problem = shifting_problem(kind, instance_count)
+    if problem:
+        raise EndpointSettingsError(
+            f"{path}.type: {kind!r} is not accepted with instance_count {instance_count}: {problem}"
+        )
     step = data.get("step_percent", _DEFAULT_STEP.get(kind))
     if kind == "ALL_AT_ONCE" and step is not None:
         raise _rejected(f"{path}.step_percent", step, "no step_percent with ALL_AT_ONCE (one step of 100%)")
@@ -274,15 +295,18 @@ def parse_endpoint(env: str, name: object, entry: object, path: str) -> Endpoint
     bake = _whole(
         f"{where}.bake_seconds", data.get("bake_seconds", 600), 0, MAX_WAIT_SECONDS, _KEYS["bake_seconds"]
     )
+    scaling = (
+        _autoscaling(f"{where}.autoscaling", data["autoscaling"], count)
+        if data.get("autoscaling") is not None
+        else None
+    )
     settings = EndpointSettings(
         name=name,
         instance_count=count,
-        traffic=_traffic(f"{where}.traffic", data.get("traffic", {})),
+        traffic=_traffic(f"{where}.traffic", data.get("traffic", {}), count),
         bake_seconds=bake,
         alarms=_alarms(f"{where}.alarms", data.get("alarms", {})),
-        autoscaling=_autoscaling(f"{where}.autoscaling", data["autoscaling"], count)
-        if data.get("autoscaling") is not None
-        else None,
+        autoscaling=scaling,
     )
     t = settings.traffic
     waiting = PROVISIONING_SECONDS + t.waits * t.wait_seconds + bake

@@ -1,8 +1,8 @@
 """The plan: from an execution input to everything the state machine needs, or a clear error.
 
-``build_plan`` returns a ``hfpipe.core.plan_model.Plan``, the typed, versioned contract with the state
-machine, the Lambdas and the command. It is pure apart from the Service Quotas client it is given, so the
-CLI can run it as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
+``build_plan`` returns a ``hfpipe.core.plan_model.Plan``, the typed, versioned contract with the state machine,
+the Lambdas and the command. It is pure apart from the Service Quotas client it is given, so the CLI can run it
+as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
 ``quotas.QuotaTooLowError``; their class names become the Step Functions error names.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, limits, names, prices, quotas, request, serving_fit
+from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
@@ -40,9 +40,8 @@ class PlanConfig:
     artifacts_bucket: str
     image_catalog: dict[str, Any] = field(default_factory=dict)
     default_poll_seconds: int = DEFAULT_POLL_SECONDS
-    #: Buckets outside the environment that recipes may read channels from or write checkpoints to, and
-    #: image registries outside the image catalog's; from cdk.json (allowed_s3_buckets,
-    #: allowed_image_registries). Empty: only the environment's own buckets and the catalog's registries.
+    #: Buckets outside the environment recipes may read channels from or write checkpoints to, and image registries
+    #: outside the image catalog's (cdk.json allowed_s3_buckets, allowed_image_registries); empty: only its own.
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
 
@@ -318,7 +317,6 @@ def build_plan(
     kind_environment = serving_fit.vllm_environment(recipe, config.image_catalog) if vllm else {}
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
-
     n = names.derive_names(execution_name, config.env)
     checkpoint = t["checkpoint_s3_uri"]
     if checkpoint == "auto":
@@ -353,12 +351,13 @@ def build_plan(
     price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
+    kind_name = str(s.get("kind", DEFAULT_SERVING_KIND))  # a recipe without serving.kind serves as before
+    variant = fleets.production_variant(n["model_name"], s["instance_type"], s["instance_count"], kind_name)
     plan = Plan(
         execution_name=execution_name,
         recipe_name=recipe["name"],
         task=recipe["task"],
-        # Another part of the recipe schema adds serving.kind; a recipe without it serves as before.
-        serving_kind=str(s.get("kind", DEFAULT_SERVING_KIND)),
+        serving_kind=kind_name,
         env=config.env,
         training_job_name=n["training_job_name"],
         model_name=n["model_name"],
@@ -368,6 +367,7 @@ def build_plan(
         instance_count=t["instance_count"],
         serving_instance_type=s["instance_type"],
         serving_instance_count=s["instance_count"],
+        serving_production_variants=[variant],
         spot=t["spot"]["enabled"],
         price_per_hour_usd=price,
         estimated_cost_usd=estimate,

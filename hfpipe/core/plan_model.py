@@ -21,7 +21,7 @@ from hfpipe.core.names import PlannedNames
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: serving_production_variants
 #: Where the state machine keeps the plan (the Plan task's ResultPath).
 ROOT_PATH = "$.plan"
 
@@ -67,6 +67,9 @@ class Plan:
     instance_count: int
     serving_instance_type: str
     serving_instance_count: int
+    #: CreateEndpointConfig's ProductionVariants as sent (hfpipe.core.fleets.production_variant: the
+    #: serving kind's host image among them).
+    serving_production_variants: list[dict[str, Any]]
     spot: bool
     price_per_hour_usd: float | None
     estimated_cost_usd: float | None

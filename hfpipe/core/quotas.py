@@ -101,6 +101,14 @@ class QuotaLookupThrottled(Exception):
     """Service Quotas kept throttling the quota check; the state machine retries Plan."""
 
 
+def endpoint_quota_name(instance_type: str) -> str:
+    """The SageMaker quota that bounds the instances of ``instance_type`` serving endpoints in the account."""
+    return f"{instance_type}{ENDPOINT_USAGE}"
+
+
+ENDPOINT_USAGE = " for endpoint usage"
+
+
 def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
     """Service Quotas quota name -> instances needed, for every instance type the plan will use."""
     t = recipe["training"]
@@ -108,7 +116,7 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
     needed = {f"{t['instance_type']} for {kind}": t["instance_count"]}
     if deploy:
         s = recipe["serving"]
-        key = f"{s['instance_type']} for endpoint usage"
+        key = endpoint_quota_name(s["instance_type"])
         needed[key] = needed.get(key, 0) + s["instance_count"]
     return needed
 

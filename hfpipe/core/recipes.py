@@ -9,7 +9,7 @@ from typing import Any
 
 from hfpipe.core import acceptance, json_text
 from hfpipe.core import validate as rules
-from hfpipe.core.schema import RecipeError, validate
+from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError, validate
 from hfpipe.kinds import serving_kind
 
 #: recipes/ at the repository root; in the Lambda bundle it sits next to the handler package.
@@ -103,6 +103,26 @@ def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any] | list[str
     return out
 
 
+def whole_integers(value: Any, schema: dict[str, Any], path: str) -> None:
+    """RecipeError for a float where the schema says integer and not number: JSON Schema (and so the schema
+    check, as ``jsonschema``) counts 1.0 an integer, but the SageMaker fields these become (InstanceCount,
+    VolumeSizeInGB, ...) take none (botocore validates an int), so a recipe says 1."""
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    if isinstance(value, float) and "integer" in types and "number" not in types:
+        raise RecipeError(
+            f"{path}: {value!r} is not accepted; accepted: a whole number written without a decimal point "
+            f"({int(value) if value.is_integer() else round(value)}): SageMaker types this field as an integer"
+        )
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value:
+                whole_integers(value[key], sub, f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            whole_integers(item, schema["items"], f"{path}[{i}]")
+
+
 def resolve_recipe(
     recipe: dict[str, Any] | None = None,
     recipe_name: str | None = None,
@@ -123,6 +143,7 @@ def resolve_recipe(
     # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
     merged = apply_overrides(recipe, overrides)
     rules.check_finite(merged, "recipe")
+    whole_integers(merged, RECIPE_SCHEMA, "recipe")
     checked = validate(merged)
     rules.recipe(checked)
     acceptance.check(checked)  # what the training script's parser and SageMaker's enums accept

@@ -185,7 +185,7 @@ def build_training_job_request(
     if checkpoint_s3_uri:
         request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
     if t["environment"]:
-        # JSON spellings (true -> "true"), never Python's str() ("True", "None").
+        # Strings only, as SageMaker's Environment map holds (validate.environment_value names any other).
         request["Environment"] = {
             k: validate.environment_value(v, f"recipe.training.environment.{k}")
             for k, v in t["environment"].items()

@@ -206,13 +206,13 @@ def owned_image(value: Any, field: str, own: Iterable[str], allowed: Iterable[st
 
 
 def environment_value(value: Any, field: str) -> str:
-    """An environment value as the container sees it: strings as they are, numbers and booleans in their
-    JSON spelling (``true`` stays "true", never Python's "True")."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
-        return json.dumps(value)
-    raise RecipeError(f"{field}: {value!r} is not accepted; accepted: a string, a finite number or a boolean")
+    """A string, as SageMaker types environment values (botocore's EnvironmentValue); anything else is named
+    as not a string, with the string probably meant (``true`` -> "true"), never encoded behind the recipe."""
+    if not isinstance(value, str):
+        meant = json.dumps(value) if isinstance(value, bool | int | float) else None
+        hint = f' (e.g. "{meant}": --set \'{field.removeprefix("recipe.")}="{meant}"\')' if meant else ""
+        raise RecipeError(f"{field}: {value!r} is not a string; accepted: a string{hint} (SageMaker's type)")
+    return value
 
 
 def environment(env: Any, field: str, *, max_len: int) -> dict[str, str]:

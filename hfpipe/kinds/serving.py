@@ -54,6 +54,13 @@ class ServingKind:
     #: Whether requests are OpenAI chat/completion bodies (`openai_sample_request` is the task kind's
     #: sample in that shape) rather than the task handler's own.
     speaks_openai: bool = False
+    #: The host image (ProductionVariant InferenceAmiVersion, one of botocore's
+    #: ProductionVariantInferenceAmiVersion values) the kind's container needs; None: SageMaker's default.
+    inference_ami_version: str | None = None
+
+    def variant_fields(self) -> dict[str, str]:
+        """What every ProductionVariant serving this kind carries besides model, instance type and count."""
+        return {"InferenceAmiVersion": self.inference_ami_version} if self.inference_ami_version else {}
 
     def catalog_key(self, container: Mapping[str, Any]) -> str:
         """The image catalog key of a recipe's container.inference for this kind."""
@@ -119,6 +126,13 @@ SERVING_KINDS: dict[str, ServingKind] = {
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             speaks_openai=True,
+            # The image is a CUDA 12.9 build (stacks/dlc_images.json, "cu129"); the SageMaker deployment
+            # guide of the vLLM DLC (https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/)
+            # deploys it with inference_ami_version "al2-ami-sagemaker-inference-gpu-3-1": NVIDIA driver 550
+            # with the container toolkit's CUDA-compat mounting disabled (botocore's ProductionVariant
+            # InferenceAmiVersion documentation), so the image's own forward-compatibility libraries run
+            # CUDA 12.9 on that driver; the default host image's driver does not.
+            inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1",
             local_stand_in=(
                 "a stand-in speaking its HTTP contract (/invocations, /v1, streaming) with transformers, "
                 "one request at a time (hfpipe.local.openai_endpoint)",

@@ -10,7 +10,10 @@ DescribeEndpoint, DeploymentConfig, TrafficRoutingConfig, CapacitySize):
   words ("Could not find endpoint", "Could not find endpoint configuration", "Cannot update in-progress
   endpoint", as aws/amazon-sagemaker-operator-for-k8s matches them:
   controllers/sdkutil/clientwrapper/sagemaker_client.go); a canary above 50% and a linear step outside
-  10-50% of the new fleet's instance count are refused (CanarySize, LinearStepSize);
+  10-50% of the new fleet's instance count are refused (CanarySize, LinearStepSize), counted in instances: a
+  step is at least one instance, so a one-instance fleet takes neither a canary nor a linear step;
+- RetainAllVariantProperties keeps the variant's live instance count for the new fleet (VariantProperty
+  DesiredInstanceCount) unless ExcludeRetainedVariantProperties names it;
 - accepted, the endpoint is Updating, FailureReason cleared, PendingDeploymentSummary describes the new fleet
   (VariantStatus Creating, ActivatingTraffic, Baking with the messages of the "SageMaker endpoint deployment
   state change" event examples), LastDeploymentConfig is the deployment's configuration (RetainDeploymentConfig
@@ -28,7 +31,9 @@ DescribeEndpoint, DeploymentConfig, TrafficRoutingConfig, CapacitySize):
   aws/amazon-sagemaker-examples reuse it with RetainDeploymentConfig after a rollback). A new fleet that
   cannot start, or a timeout, rolls back the same way (aws-controllers-k8s/sagemaker-controller's e2e test
   test_endpoint.py: a failed update leaves the endpoint InService on its old config with a FailureReason,
-  which a later successful update clears). The FailureReason's words are local: AWS documents no wording.
+  which a later successful update clears). The new fleet's start counts against MaximumExecutionTimeoutInSeconds
+  (28,800 s, the API's maximum, without a DeploymentConfig): a fleet still starting when it is spent is
+  rolled back as a timeout, its start abandoned. The FailureReason's words are local: AWS documents no wording.
 - on success: InService, the new EndpointConfigName and its ProductionVariants, no PendingDeploymentSummary.
 
 Substituted: local mode has no users, so during each step and bake the emulation sends stand-in traffic itself
@@ -38,7 +43,7 @@ every invocation, stand-in or real, becomes the CloudWatch metrics the alarms re
 shape; their EndpointStatus beyond "UPDATING" is this emulation's upper-case spelling. moto's endpoint object
 describes every attribute it holds, so the fields moto lacks (PendingDeploymentSummary, LastDeploymentConfig)
 are attributes set on it, as hfpipe.local.hooks sets a training job's: no moto code is patched. Not played:
-RetainAllVariantProperties, RollingUpdatePolicy (refused), multi-variant configs (the first variant serves).
+RollingUpdatePolicy (refused), multi-variant configs (the first variant serves).
 """
 
 from __future__ import annotations
@@ -49,95 +54,21 @@ import json
 import math
 import re
 import threading
-from dataclasses import dataclass, field
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe.local import cloudwatch
+from hfpipe.local.deployment import ApiError, Deployment, Step, plan_steps, retains_count
 from hfpipe.local.template import ACCOUNT
 from hfpipe.local.traffic import Traffic
 
 IN_PROGRESS = ("Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting")
 #: Stand-in rounds (traffic, then alarm evaluation) per bake: one a minute of the bake, at most this many.
 MAX_ROUNDS = 5
-
-
-class ApiError(Exception):
-    """An AWS error answer to the call (hfpipe.local.hooks answers it with HTTP 400)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-@dataclass
-class Step:
-    """One traffic shift: the new fleet's instances and traffic share after it, and the bake that follows."""
-
-    instances: int
-    share: float
-    bake_s: int
-    bake_field: str
-    capacity: str  # "canary", "linear step" or "full": the VariantStatus messages name it
-
-
-@dataclass
-class Deployment:
-    """One UpdateEndpoint under way, and what it did (``log``: (stage, share of traffic on the new fleet))."""
-
-    endpoint: str
-    old_config: str
-    new_config: str
-    config: dict[str, Any]
-    steps: list[Step]
-    instance_count: int
-    instance_type: str
-    variant_name: str
-    clock_s: float = 0.0
-    log: list[tuple[str, float]] = field(default_factory=list)
-    outcome: str | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def alarms(self) -> list[str]:
-        return [
-            a["AlarmName"] for a in (self.config.get("AutoRollbackConfiguration") or {}).get("Alarms", [])
-        ]
-
-
-def _size(size: dict[str, Any], capacity: int) -> int:
-    """Instances of a CapacitySize: a count, or a percent of ``capacity`` (rounded down, at least one)."""
-    if size["Type"] == "INSTANCE_COUNT":
-        return int(size["Value"])
-    return max(1, capacity * int(size["Value"]) // 100)
-
-
-def plan_steps(config: dict[str, Any], capacity: int) -> list[Step]:
-    """The traffic shifts of a DeploymentConfig for a new fleet of ``capacity`` instances; ApiError when its
-    sizes break TrafficRoutingConfig's rules (CanarySize at most 50%, LinearStepSize 10% to 50% of it)."""
-    policy = config.get("BlueGreenUpdatePolicy") or {}
-    routing = policy.get("TrafficRoutingConfiguration") or {"Type": "ALL_AT_ONCE"}
-    wait, final = int(routing.get("WaitIntervalInSeconds", 0)), int(policy.get("TerminationWaitInSeconds", 0))
-    kind = routing["Type"]
-    last = Step(capacity, 1.0, final, "TerminationWaitInSeconds", "full")
-    if kind == "ALL_AT_ONCE":
-        return [last]
-    name, low, words = (
-        ("CanarySize", 0.0, "at most 50%") if kind == "CANARY" else ("LinearStepSize", 0.1, "10% to 50%")
-    )
-    if name not in routing:
-        raise ApiError("ValidationException", f"TrafficRoutingConfiguration.{name}: required for Type {kind}")
-    size = _size(routing[name], capacity)
-    asked = routing[name]["Value"] / 100 if routing[name]["Type"] == "CAPACITY_PERCENT" else size / capacity
-    if not low <= asked <= 0.5:
-        raise ApiError(
-            "ValidationException",
-            f"TrafficRoutingConfiguration.{name}: {routing[name]} is {size} of the new fleet's {capacity} "
-            f"instance(s); accepted: {words} of the variant's total instance count",
-        )
-    label = "canary" if kind == "CANARY" else "linear step"
-    counts = [size] if kind == "CANARY" else list(range(size, capacity, size))
-    return [Step(n, n / capacity, wait, "WaitIntervalInSeconds", label) for n in counts] + [last]
+#: Real seconds a new fleet may take to start when the scaled timeout is shorter (time_scale 0 makes every
+#: wait instant, but loading a model here takes real time).
+START_FLOOR_S = 600.0
 
 
 class Guardrails:
@@ -152,6 +83,8 @@ class Guardrails:
         self.deployments: dict[str, Deployment] = {}
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: Real seconds a new fleet may take to start at the least (START_FLOOR_S).
+        self.start_floor_s = START_FLOOR_S
 
     # -- UpdateEndpoint -------------------------------------------------------------------------------
     def update_endpoint(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -194,6 +127,9 @@ class Guardrails:
                         f"AutoRollbackConfiguration: alarm {alarm['AlarmName']!r} does not exist",
                     )
             capacity = sum(int(v.get("InitialInstanceCount", 1)) for v in variants)
+            retained = retains_count(request)
+            if retained:
+                capacity = sum(int(v.get("CurrentInstanceCount") or 0) for v in endpoint.production_variants)
             d = Deployment(
                 name,
                 endpoint.endpoint_config_name,
@@ -203,6 +139,7 @@ class Guardrails:
                 capacity,
                 str(variants[0].get("InstanceType", "")),
                 variants[0]["VariantName"],
+                retained=retained,
             )
             endpoint.endpoint_status, endpoint.failure_reason = "Updating", None
             endpoint.last_modified_time = datetime.now(UTC)
@@ -231,10 +168,9 @@ class Guardrails:
     # -- the deployment -------------------------------------------------------------------------------
     def _deploy(self, d: Deployment) -> None:
         try:
-            try:
-                self.traffic.fleet("start_fleet", d.endpoint, d.new_config)
-            except Exception as err:
-                self._roll_back(d, f"the new fleet ({d.new_config}) did not start: {err}")
+            reason = self._start(d)
+            if reason:
+                self._roll_back(d, reason)
                 return
             requests = self.traffic.standin_requests(d.new_config)
             for number, step in enumerate(d.steps, 1):
@@ -263,12 +199,44 @@ class Guardrails:
         finally:
             d.done.set()
 
+    def _start(self, d: Deployment) -> str | None:
+        """Start the new fleet within what MaximumExecutionTimeoutInSeconds leaves (scaled, at least
+        START_FLOOR_S real seconds); the rollback reason, or None. Its real start time is charged to the
+        deployment's clock as the waits are (seconds / time_scale)."""
+        scale = self.engine.time_scale
+        outcome: dict[str, BaseException | None] = {}
+
+        def start() -> None:
+            try:
+                self.traffic.fleet("start_fleet", d.endpoint, d.new_config)
+                outcome["error"] = None
+            except Exception as err:
+                outcome["error"] = err
+            if self._closing.is_set() or d.done.is_set():  # abandoned: stop what came up late
+                with contextlib.suppress(Exception):
+                    self.traffic.fleet("stop_fleet", d.endpoint, d.new_config)
+
+        thread = threading.Thread(target=start, name=f"start-{d.new_config}", daemon=True)
+        began = time.monotonic()
+        thread.start()
+        thread.join(max(self.start_floor_s, (d.timeout_s - d.clock_s) * scale))
+        if self._closing.is_set():
+            raise RuntimeError("the engine stopped during the update")
+        if thread.is_alive():
+            d.clock_s = d.timeout_s
+            return (
+                f"the new fleet ({d.new_config}) did not start within MaximumExecutionTimeoutInSeconds "
+                f"({d.timeout_s} s)"
+            )
+        d.clock_s += (time.monotonic() - began) / scale if scale else 0.0
+        if outcome.get("error") is not None:
+            return f"the new fleet ({d.new_config}) did not start: {outcome['error']}"
+        return None
+
     def _bake(self, d: Deployment, step: Step, stage: str, requests: list[Any]) -> str | None:
         """Stand-in traffic and alarm evaluation through one bake; the rollback reason, or None."""
         rounds = min(MAX_ROUNDS, max(1, math.ceil(step.bake_s / 60)))
-        limit = int(
-            (d.config.get("BlueGreenUpdatePolicy") or {}).get("MaximumExecutionTimeoutInSeconds") or 0
-        )
+        limit = d.timeout_s
         for _ in range(rounds):
             self.traffic.standin(d.endpoint, d.old_config, d.new_config, requests, step.share)
             reason = self._alarms(d, stage)
@@ -324,8 +292,12 @@ class Guardrails:
                     "VariantName": v["VariantName"],
                     "CurrentWeight": float(v.get("InitialVariantWeight", 1.0)),
                     "DesiredWeight": float(v.get("InitialVariantWeight", 1.0)),
-                    "CurrentInstanceCount": int(v.get("InitialInstanceCount", 1)),
-                    "DesiredInstanceCount": int(v.get("InitialInstanceCount", 1)),
+                    "CurrentInstanceCount": d.instance_count
+                    if d.retained
+                    else int(v.get("InitialInstanceCount", 1)),
+                    "DesiredInstanceCount": d.instance_count
+                    if d.retained
+                    else int(v.get("InitialInstanceCount", 1)),
                 }
                 for v in variants
             ]

@@ -88,7 +88,7 @@ class SessionHooks:
     def _inject(self, model: Any, context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
         from botocore.awsrequest import AWSResponse
 
-        from hfpipe.local.guardrails import ApiError
+        from hfpipe.local.deployment import ApiError
 
         pending = self.errors(xform_name(model.name))
         if not pending:

@@ -1,12 +1,13 @@
 """The deploy state machine (Standard, JSONPath), as docs/deploy.md draws it: a registered, approved version onto
 a named endpoint of this environment, created or updated blue/green with SageMaker's deployment guardrails.
 
-Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> Record] | CreateModel ->
-CreateEndpointConfig -> CreateOrUpdate? -> CreateEndpoint | UpdateEndpoint -> poll DescribeEndpoint (every
-``poll_seconds``, at most ``max_polls`` times, both from Prepare) -> SmokeTest -> Record -> Deployed. A refusal
-of Prepare ends at Refused with nothing created; every later error goes through DeployCleanup to DeployFailed.
-A failed smoke test after an update first puts the previous config back (UpdateEndpoint, then its own bounded
-poll), so the old version keeps serving. The polling bounds and the execution timeout come from
+Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> ApprovalBeforeRecord -> Record] |
+CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic -> CreateOrUpdate? -> CreateEndpoint |
+UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_polls`` times, both from Prepare)
+-> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
+endpoint running included) ends at Refused with nothing created; every later error goes through DeployCleanup
+to DeployFailed. A failed smoke test, or a version no longer Approved before the record, after an update first
+puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving. The polling bounds and the execution timeout come from
 hfpipe.core.deployments, which counts the history they can cost (far below 25,000 events).
 
 Every request is Prepare's (``$.deploy.requests``, checked against botocore's shapes there); this definition
@@ -33,6 +34,7 @@ from stacks.constructs.pipeline_state_machine import (
     CAPACITY_RETRY_INTERVAL,
     CATCH_ALL_ATTEMPTS,
     LAMBDA_THROTTLING_ERRORS,
+    PLAN_THROTTLING_ERRORS,
     RETRY_INTERVAL,
     SAGEMAKER_CAPACITY_ERRORS,
     SAGEMAKER_OPTIMIZED_ERRORS,
@@ -125,8 +127,18 @@ class DeployStateMachine(Construct):
             ).next(cleanup)
 
         prepare = invoke(
-            "Prepare", "deploy_prepare", DEPLOY, {"input": J.object_at("$"), "execution_name": execution}
+            "Prepare",
+            "deploy_prepare",
+            DEPLOY,
+            {
+                "input": J.object_at("$"),
+                "execution_name": execution,
+                # One deploy at a time per endpoint: Prepare lists this state machine's running executions.
+                "state_machine": J.string_at("$$.StateMachine.Id"),
+            },
         )
+        # Service Quotas throttling the fleet's quota check (hfpipe.core.quotas) is retried as the Plan's is.
+        retry(prepare, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         prepare.add_catch(fail("Refused"), errors=["States.ALL"], result_path="$.error")
 
         def sagemaker_task(cid: str, resource: str, request: str, fields: tuple[str, ...]) -> sfn.CustomState:
@@ -228,7 +240,19 @@ class DeployStateMachine(Construct):
         )
         catch(record)
         record.next(sfn.Succeed(self, "Deployed", output_path="$.record"))
-        smoke.next(record)
+
+        def approval(cid: str, before: str) -> tasks.LambdaInvoke:
+            """Prepare's re-check that the version is still Approved (VersionRejectedDuringDeploy if not)."""
+            return invoke(
+                cid,
+                "deploy_prepare",
+                sfn.JsonPath.DISCARD,
+                {"recheck": J.object_at(DEPLOY), "before": before},
+            )
+
+        # A version rejected while the update ran is not recorded: the previous config goes back (below).
+        approval_before_record = approval("ApprovalBeforeRecord", "the record is written")
+        smoke.next(approval_before_record).next(record)
 
         timed_out = error(
             "EndpointWaitTimedOut",
@@ -286,7 +310,8 @@ class DeployStateMachine(Construct):
                 "Type": "Task",
                 "Resource": f"arn:{stack.partition}:states:::aws-sdk:sagemaker:updateEndpoint",
                 "Parameters": {
-                    f"{f}.$": f"{REQUESTS}.Rollback.{f}" for f in ("EndpointName", "EndpointConfigName")
+                    f"{f}.$": f"{REQUESTS}.Rollback.{f}"
+                    for f in ("EndpointName", "EndpointConfigName", "RetainAllVariantProperties")
                 },
                 "ResultPath": "$.rollback",
             },
@@ -325,17 +350,20 @@ class DeployStateMachine(Construct):
             )
             .otherwise(rb_count)
         )
-        smoke.add_catch(
+        put_back = (
             sfn.Choice(self, "PutPreviousBack?")
             .when(C.string_equals("$.deploy.action", "update"), rollback)
-            .otherwise(cleanup),
-            errors=["States.ALL"],
-            result_path="$.error",
+            .otherwise(cleanup)
         )
+        smoke.add_catch(put_back, errors=["States.ALL"], result_path="$.error")
+        approval_before_record.add_catch(put_back, errors=["States.ALL"], result_path="$.error")
 
         create_endpoint.next(start_wait)
         update_endpoint.next(start_wait)
-        create_model.next(create_config).next(
+        # Right before traffic moves: a version rejected since Prepare creates no endpoint and starts no update.
+        approval_before_traffic = approval("ApprovalBeforeTraffic", "traffic moves")
+        catch(approval_before_traffic)
+        create_model.next(create_config).next(approval_before_traffic).next(
             sfn.Choice(self, "CreateOrUpdate?")
             .when(C.string_equals("$.deploy.action", "create"), create_endpoint)
             .otherwise(update_endpoint)

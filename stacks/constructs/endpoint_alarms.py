@@ -19,7 +19,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from hfpipe.core import deployments
+from hfpipe.core import deployments, fleets
 
 
 class EndpointAlarms(Construct):
@@ -46,7 +46,7 @@ class EndpointAlarms(Construct):
                     metric_name=spec.metric_name,
                     dimensions_map={
                         "EndpointName": settings.endpoint_name(env_name),
-                        "VariantName": deployments.VARIANT,
+                        "VariantName": fleets.VARIANT,
                     },
                     statistic=spec.statistic,
                     period=cdk.Duration.seconds(deployments.ALARM_PERIOD_SECONDS),

@@ -222,14 +222,9 @@ class PipelineStateMachine(Construct):
             "createEndpointConfig",
             {
                 "EndpointConfigName.$": P("endpoint_config_name"),
-                "ProductionVariants": [
-                    {
-                        "VariantName": "AllTraffic",
-                        "ModelName.$": P("model_name"),
-                        "InstanceType.$": P("serving_instance_type"),
-                        "InitialInstanceCount.$": P("serving_instance_count"),
-                    }
-                ],
+                # Built once by the Plan (hfpipe.core.fleets.production_variant), the serving kind's
+                # host image among them.
+                "ProductionVariants.$": P("serving_production_variants"),
             },
         )
         create_endpoint = sagemaker_task(

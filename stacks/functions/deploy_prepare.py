@@ -3,8 +3,9 @@ step: it reads the registered version and the named endpoint, refuses what may n
 requests the state machine sends (create, or a blue/green update).
 
 Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints and their
-configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), and read and deregister the
-endpoints' scalable targets (an instance type change needs that before UpdateEndpoint); nothing else. The
+configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), read the account's SageMaker quotas
+(the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
+instance type change needs that before UpdateEndpoint); nothing else. The
 endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
 role) as ``EXECUTION_ROLE_ARN``.
 """
@@ -15,6 +16,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hfpipe import contract
 from hfpipe.core import deployments, registry
 from stacks.functions.common import (
     FunctionSettings,
@@ -57,6 +59,22 @@ class DeployPrepareFunction(Construct):
         )
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
         parameters = deployment_parameters_arn(self, env)
+        # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
+        # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
+        # Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
+        machine = contract.deploy_state_machine_name(env)
+        machine_arn = stack.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=machine,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        executions = stack.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{machine}:*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         for actions, resources in (
             (["sagemaker:DescribeModelPackage"], [versions]),
             (
@@ -64,9 +82,26 @@ class DeployPrepareFunction(Construct):
                 hosting,
             ),
             (["ssm:GetParameter"], [parameters]),
+            (["states:ListExecutions"], [machine_arn]),
+            (["states:DescribeExecution"], [executions]),
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         grant_endpoint_scaling(self.role, env, register=False)
+        # The fleet's endpoint-usage quota before anything starts (hfpipe.core.quotas: applied values, then
+        # the AWS defaults); neither list action has resource-level permissions.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                resources=["*"],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions (Service Authorization Reference, Service Quotas); Prepare only reads quotas. "
+            "Application Auto Scaling: as the autoscaling grant says.",
+        )
         for resource, reason in (
             (
                 versions,
@@ -82,6 +117,11 @@ class DeployPrepareFunction(Construct):
                 hosting[1],
                 "Reads the named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy) and their "
                 "tags: read-only.",
+            ),
+            (
+                executions,
+                "Reads (DescribeExecution) the executions of this environment's deploy state machine only, to "
+                "refuse a deploy while another one of the same endpoint runs.",
             ),
             (
                 parameters,

@@ -58,9 +58,9 @@ def test_no_other_state_and_no_input_is_believed(plan: Plan) -> None:
 
 
 def test_a_stored_plan_of_another_schema_is_refused_naming_the_field(plan: Plan) -> None:
-    doc = {**plan.to_json(), "schema_version": 2}
+    doc = {**plan.to_json(), "schema_version": 1}
     with pytest.raises(
-        HfpipeError, match=r"^the execution's stored plan cannot be read: plan\.schema_version: 2 "
+        HfpipeError, match=r"^the execution's stored plan cannot be read: plan\.schema_version: 1 "
     ):
         stored_plan([exited("Plan", {"plan": doc})])
 

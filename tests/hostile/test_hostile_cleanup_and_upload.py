@@ -187,7 +187,6 @@ RECORD_CASES: list[tuple[str, str, str, list[str] | None]] = [
     ("tiny-mnli", "strlabel.jsonl", json.dumps({"premise": "p", "hypothesis": "h", "label": "entailment"}) + "\n", ["column 'label' is 'entailment'", "an integer label id"]),
     ("tiny-mnli", "boollabel.jsonl", json.dumps({"premise": "p", "hypothesis": "h", "label": True}) + "\n", ["column 'label' is True"]),
     ("tiny-mnli", "nohyp.jsonl", json.dumps({"premise": "p", "label": 1}) + "\n", ["column 'hypothesis' is None"]),
-    ("tiny-mnli", "list.json", json.dumps([["p", "h", 0]]), ["a record is list, not an object"]),
 ]
 # fmt: on
 
@@ -278,6 +277,14 @@ def test_a_symlink_out_of_the_folder_is_refused(environment: Environment, tmp_pa
         ("magic.parquet", b"PAR1PAR1", "not a parquet file (no PAR1 magic bytes)"),
         ("footer.parquet", b"PAR1" + b"\0" * 8 + (999).to_bytes(4, "little") + b"PAR1", "footer length 999"),
         ("none.json", b"[]", "the data set holds no records"),
+        # An array of numbers is JSON, but no records (objects): the loader would make no rows of them.
+        ("numbers.json", b"[1, 2, 3]", "the data set holds no records: its 3 item(s) are not JSON objects"),
+        ("mixed.json", b'[{"text": "a"}, 7]', "item 2 (7) is not a record (a JSON object)"),
+        (
+            "lists.json",
+            b'[["p", "h", 0]]',
+            'no records: its 1 item(s) are not JSON objects (item 1 is ["p", "h", 0])',
+        ),
         ("blank.jsonl", b"\n\n", "the data set holds no records"),
         ("latin.jsonl", '{"text": "caf\u00e9"}\n'.encode("latin-1"), "not UTF-8 text (byte 13)"),
     ],

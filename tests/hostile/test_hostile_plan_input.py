@@ -153,15 +153,15 @@ def test_allow_lists_widen_the_environment() -> None:
     assert channels["training"]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://shared-datasets/squad/"
 
 
-def test_own_buckets_and_environment_spelling_accepted() -> None:
+def test_own_buckets_and_string_environments_accepted() -> None:
     result = plan(
         {
             "recipe_name": "tiny-qa",
             "overrides": {
                 "training.channels.training": "s3://hfpipe-dev-data/squad/",
                 "training.checkpoint_s3_uri": "s3://hfpipe-dev-artifacts/checkpoints/x/",
-                "training.environment": {"FLAG": True, "RATE": 0.5, "NAME": "x"},
-                "serving.environment": {"SM_NUM_GPUS": 1, "TRUST": False},
+                "training.environment": {"FLAG": "true", "RATE": "0.5", "NAME": "x"},
+                "serving.environment": {"SM_NUM_GPUS": "1", "TRUST": "false"},
             },
         }
     )

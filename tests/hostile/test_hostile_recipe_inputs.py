@@ -74,7 +74,7 @@ RECIPE_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({f"{T}.environment": {"1BAD": "x"}}, ["recipe.training.environment", "'1BAD'", "a letter or '_'"]),
     ({f"{T}.environment": {"A-B": "x"}}, ["recipe.training.environment", "'A-B'", "accepted"]),
     ({f"{T}.environment": {"": "x"}}, ["recipe.training.environment", "''", "accepted"]),
-    ({f"{T}.environment": {"X": None}}, ["recipe.training.environment.X", "None", "a string, a finite number or a boolean"]),
+    ({f"{T}.environment": {"X": None}}, ["recipe.training.environment.X", "None is not a string", "accepted: a string"]),
     ({f"{T}.environment": {"X": [1]}}, ["recipe.training.environment.X", "[1]", "accepted"]),
     ({f"{T}.environment": {"X": {"a": 1}}}, ["recipe.training.environment.X", "{'a': 1}", "accepted"]),
     ({f"{T}.environment": {"X": "v" * 513}}, ["recipe.training.environment.X", "at most 512"]),
@@ -186,12 +186,40 @@ def test_nan_in_recipe_object_and_file_refused(where: tuple[str, ...], value: fl
     assert str(path) in str(err.value)
 
 
-# Accepted on purpose, and what they mean.
-def test_environment_values_keep_their_json_spelling() -> None:
+def test_environment_values_are_strings_as_sagemaker_types_them() -> None:
+    """botocore's EnvironmentValue is a string: true, 1.5 or 0 are named as not strings, with the string meant."""
     from hfpipe.core import validate
 
-    env = validate.environment({"A": True, "B": 1.5, "C": 0, "D": "true", "E": False}, "env", max_len=512)
-    assert env == {"A": "true", "B": "1.5", "C": "0", "D": "true", "E": "false"}
+    assert validate.environment({"D": "true", "E": ""}, "env", max_len=512) == {"D": "true", "E": ""}
+    for value, meant in ((True, "true"), (1.5, "1.5"), (0, "0"), (False, "false")):
+        with pytest.raises(RecipeError) as err:
+            validate.environment({"A": value}, "env", max_len=512)
+        assert str(err.value) == (
+            f'env.A: {value!r} is not a string; accepted: a string (e.g. "{meant}": --set \'env.A="{meant}"\') '
+            "(SageMaker's type)"
+        )
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides=["training.environment.FLAG=true"])
+    assert str(err.value) == (
+        'recipe.training.environment.FLAG: True is not a string; accepted: a string (e.g. "true": --set '
+        "'training.environment.FLAG=\"true\"') (SageMaker's type)"
+    )
+    quoted = resolve_recipe(recipe_name="tiny-qa", overrides=['training.environment.FLAG="true"'])
+    assert quoted["training"]["environment"] == {"FLAG": "true"}
+
+
+@pytest.mark.parametrize(
+    "override", ["training.instance_count=1.0", "training.volume_size_gb=30.0", "serving.instance_count=2.0"]
+)
+def test_integer_fields_refuse_a_float_naming_the_field(override: str) -> None:
+    field, _, value = override.partition("=")
+    with pytest.raises(RecipeError) as err:
+        resolve_recipe(recipe_name="tiny-qa", overrides=[override])
+    assert str(err.value) == (
+        f"recipe.{field}: {value} is not accepted; accepted: a whole number written without a decimal point "
+        f"({int(float(value))}): SageMaker types this field as an integer"
+    )
+    assert resolve_recipe(recipe_name="tiny-qa", overrides=[override.replace(".0", "")])
 
 
 def test_set_value_that_is_not_json_stays_a_string() -> None:

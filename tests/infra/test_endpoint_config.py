@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfpipe.core import deployments
+from hfpipe.core import deployments, fleets
 from hfpipe.core.deployments import Alarms, Autoscaling, EndpointSettings, Traffic
 from stacks.config import ConfigError, parse_environment
 
@@ -20,24 +20,32 @@ def endpoints(entry):
 def test_none_by_default_and_a_platform_teams_defaults():
     assert parse_environment("dev", DEV).endpoints == ()
     (summaries,) = endpoints({"summaries": {}})
+    # One instance: all at once with a bake (SageMaker cannot run a canary or linear steps on it).
     assert summaries == EndpointSettings(
         name="summaries",
         instance_count=1,
-        traffic=Traffic(type="CANARY", step_percent=10, wait_seconds=300),
+        traffic=Traffic(type="ALL_AT_ONCE", step_percent=None, wait_seconds=0),
         bake_seconds=600,
         alarms=Alarms(max_5xx_errors=1, max_4xx_errors=1, max_model_latency_ms=10_000),
         autoscaling=None,
     )
     assert summaries.endpoint_name("dev") == "hfpipe-dev-summaries"
     assert EndpointSettings.from_json(summaries.to_json()) == summaries
+    # Two instances or more: a 10% canary for 300 s.
+    (pair,) = endpoints({"pair": {"instance_count": 2}})
+    assert pair.traffic == Traffic(type="CANARY", step_percent=10, wait_seconds=300)
 
 
 def test_traffic_types_their_defaults_and_deployment_config():
     a, b, c = endpoints(
         {
             "a": {"traffic": {"type": "ALL_AT_ONCE"}, "bake_seconds": 0},
-            "b": {"traffic": {"type": "LINEAR"}},
-            "c": {"traffic": {"type": "CANARY", "step_percent": 50, "wait_seconds": 0}, "bake_seconds": 3600},
+            "b": {"instance_count": 5, "traffic": {"type": "LINEAR"}},
+            "c": {
+                "instance_count": 2,
+                "traffic": {"type": "CANARY", "step_percent": 50, "wait_seconds": 0},
+                "bake_seconds": 3600,
+            },
         }
     )
     assert a.traffic == Traffic("ALL_AT_ONCE", None, 0) and b.traffic == Traffic("LINEAR", 20, 300)
@@ -100,11 +108,23 @@ def test_autoscaling_bounds_follow_instance_count():
             f"{PATH}.s.traffic.type: 'BLUE' is not accepted; accepted: \"ALL",
         ),
         (
-            {"s": {"traffic": {"type": "CANARY", "step_percent": 60}}},
+            # SageMaker sizes a canary and a linear step in the fleet's instances: one instance takes neither.
+            {"s": {"traffic": {"type": "CANARY"}}},
+            f"{PATH}.s.traffic.type: 'CANARY' is not accepted with instance_count 1: CANARY traffic shifting on "
+            "a fleet of 1 instance(s): SageMaker sizes a canary as at most 50% and a linear step as 10-50% of the "
+            "fleet's instances, and a step is at least one instance, so CANARY needs at least 2; accepted: "
+            "ALL_AT_ONCE with a bake (bake_seconds) for this fleet, or at least 2 instances",
+        ),
+        (
+            {"s": {"instance_count": 1, "traffic": {"type": "LINEAR", "step_percent": 50}}},
+            f"{PATH}.s.traffic.type: 'LINEAR' is not accepted with instance_count 1: LINEAR traffic shifting",
+        ),
+        (
+            {"s": {"instance_count": 2, "traffic": {"type": "CANARY", "step_percent": 60}}},
             f"{PATH}.s.traffic.step_percent: 60 is not accepted; accepted: for CANARY a whole percent from 1 to 50",
         ),
         (
-            {"s": {"traffic": {"type": "LINEAR", "step_percent": 5}}},
+            {"s": {"instance_count": 2, "traffic": {"type": "LINEAR", "step_percent": 5}}},
             f"{PATH}.s.traffic.step_percent: 5 is not accepted; accepted: for CANARY",
         ),
         (
@@ -129,7 +149,12 @@ def test_autoscaling_bounds_follow_instance_count():
         ),
         (
             # Ten waits of 3,600 s cannot fit SageMaker's 28,800 s deployment limit.
-            {"s": {"traffic": {"type": "LINEAR", "step_percent": 10, "wait_seconds": 3600}}},
+            {
+                "s": {
+                    "instance_count": 10,
+                    "traffic": {"type": "LINEAR", "step_percent": 10, "wait_seconds": 3600},
+                }
+            },
             f"{PATH}.s.traffic: 10 wait(s) of 3600 s + bake_seconds 600 + 3600 s for the new fleet to start = "
             "40200 s; accepted: at most 28800 s in all",
         ),
@@ -145,7 +170,56 @@ def test_cdk_json_declares_summaries_and_classifier_in_dev_and_prod(synthesized)
     dev, prod = (synthesized.environments[e].endpoints for e in ("dev", "prod"))
     assert [e.name for e in dev] == [e.name for e in prod] == ["classifier", "summaries"]  # sorted by name
     assert all(e.traffic.type == "ALL_AT_ONCE" for e in dev)
-    assert all(e.traffic.type == "CANARY" and e.bake_seconds > 0 for e in prod)
+    # Prod's one-instance fleets: all at once, then a bake with the alarms watching.
+    assert all(e.traffic.type == "ALL_AT_ONCE" and e.bake_seconds > 0 for e in prod)
+
+
+def test_cdk_jsons_deploys_would_be_accepted_by_aws(synthesized):
+    """Every named endpoint's traffic shifting fits its fleet, and every endpoint-usage quota holds both fleets
+    of an update of the largest one."""
+    for env in synthesized.environments.values():
+        for e in env.endpoints:
+            assert fleets.shifting_problem(e.traffic.type, e.instance_count) is None, (env.name, e)
+            for quota in env.quotas:
+                if quota.name.endswith(" for endpoint usage"):
+                    assert quota.value >= 2 * e.largest_fleet, (env.name, quota, e.name)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"endpoints": {"s": {}}, "quotas": [{"name": "ml.g5.xlarge for endpoint usage", "value": 1}]},
+            "hfpipe:environments.dev.quotas[0].value: 1 is not accepted for 'ml.g5.xlarge for endpoint usage'; "
+            "accepted: at least 2: a blue/green update of endpoint 's' runs its new fleet beside the old one, 1 "
+            "instance(s) each (instance_count, or autoscaling.max_instances), and a version of any recipe may "
+            "be deployed to it",
+        ),
+        (
+            {
+                "endpoints": {
+                    "a": {},
+                    "b": {
+                        "instance_count": 2,
+                        "autoscaling": {"max_instances": 3, "invocations_per_instance": 10},
+                    },
+                },
+                "quotas": [
+                    {"name": "ml.g5.xlarge for training job usage", "value": 1},
+                    {"name": "ml.m5.large for endpoint usage", "value": 5},
+                ],
+            },
+            "hfpipe:environments.dev.quotas[1].value: 5 is not accepted for 'ml.m5.large for endpoint usage'; "
+            "accepted: at least 6: a blue/green update of endpoint 'b' runs its new fleet beside the old one, 3",
+        ),
+    ],
+)
+def test_endpoint_quotas_must_hold_both_fleets_of_an_update(entry, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_environment("dev", {**DEV, **entry})
+    assert str(raised.value).startswith(message), str(raised.value)
+    ok = dict(entry, quotas=[dict(q, value=6) for q in entry["quotas"]])
+    assert parse_environment("dev", {**DEV, **ok}).endpoints
 
 
 def test_a_deploys_resource_names_are_unique_per_execution_and_fit_sagemaker():

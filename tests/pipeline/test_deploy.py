@@ -78,14 +78,22 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
     version = register(clean)
     name, r = deploy(clean, version)
     assert r.status == "SUCCEEDED", (r.error, r.cause)
-    assert r.states[:5] == ["Prepare", "Action?", "CreateModel", "CreateEndpointConfig", "CreateOrUpdate?"]
-    assert r.states[5:] == [
+    assert r.states[:6] == [
+        "Prepare",
+        "Action?",
+        "CreateModel",
+        "CreateEndpointConfig",
+        "ApprovalBeforeTraffic",
+        "CreateOrUpdate?",
+    ]
+    assert r.states[6:] == [
         "CreateEndpoint",
         "StartEndpointWait",
         "WaitForEndpoint",
         "DescribeEndpoint",
         "EndpointStatus?",
         "SmokeTest",
+        "ApprovalBeforeRecord",
         "Record",
         "Deployed",
     ]
@@ -175,7 +183,7 @@ def test_a_lost_record_is_written_again_after_a_smoke_test(clean):
     before = named(clean)
     _, again = deploy(clean, version)
     assert again.status == "SUCCEEDED", again.cause
-    assert again.states == ["Prepare", "Action?", "SmokeTest", "Record", "Deployed"]
+    assert again.states == ["Prepare", "Action?", "SmokeTest", "ApprovalBeforeRecord", "Record", "Deployed"]
     assert again.output["execution"] == first_name  # the deploy that put the version there
     assert stored_record(clean) == again.output and named(clean) == before
 
@@ -241,6 +249,7 @@ def test_an_update_request_is_blue_green_with_the_alarms(clean):
     assert requests["Rollback"] == {
         "EndpointName": ENDPOINT,
         "EndpointConfigName": r.output["endpoint_config"],
+        "RetainAllVariantProperties": False,  # not autoscaled: the previous config as it was
     }
     assert named(clean)["models"] == [r.output["model"]]  # Prepare created nothing
     # botocore's own validation of every request, as the state machine sends them.

@@ -24,7 +24,10 @@ def clean(fresh):
 
 #: The longest deployment cdk.json may declare: ten linear steps and the bake time fill SageMaker's 28,800 s.
 LONGEST = EndpointSettings(
-    name=NAME, traffic=Traffic("LINEAR", 10, 2160), bake_seconds=deployments.MAX_WAIT_SECONDS
+    name=NAME,
+    instance_count=10,
+    traffic=Traffic("LINEAR", 10, 2160),
+    bake_seconds=deployments.MAX_WAIT_SECONDS,
 )
 
 

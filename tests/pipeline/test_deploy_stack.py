@@ -82,15 +82,11 @@ def test_prepare_gets_the_declared_endpoints_and_builds_their_deployment_config(
     }
     assert {a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]} < alarm_names
     policy = config["BlueGreenUpdatePolicy"]
-    if env == "prod":  # cdk.json: a 10% canary for 10 minutes, then 30 minutes' bake
+    if env == "prod":  # cdk.json: one instance, so all at once (no canary fits it), then 30 minutes' bake
         assert policy == {
-            "TrafficRoutingConfiguration": {
-                "Type": "CANARY",
-                "WaitIntervalInSeconds": 600,
-                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10},
-            },
+            "TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0},
             "TerminationWaitInSeconds": 1800,
-            "MaximumExecutionTimeoutInSeconds": 3600 + 600 + 1800,
+            "MaximumExecutionTimeoutInSeconds": 3600 + 1800,
         }
     else:
         assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0}
@@ -121,7 +117,18 @@ def test_the_deploy_machine_logs_traces_is_published_and_sends_preparations_requ
     assert states["Prepare"]["Parameters"] == {
         "input.$": "$",
         "execution_name.$": "$$.Execution.Name",
+        "state_machine.$": "$$.StateMachine.Id",  # one deploy at a time: its running executions
     }
+    # The approval, re-checked by Prepare's function right before traffic moves and before the record.
+    for state, before, after in (
+        ("ApprovalBeforeTraffic", "traffic moves", "CreateOrUpdate?"),
+        ("ApprovalBeforeRecord", "the record is written", "Record"),
+    ):
+        assert states[state]["Parameters"] == {"recheck.$": "$.deploy", "before": before}
+        assert states[state]["Next"] == after and states[state]["ResultPath"] is None
+    assert states["CreateEndpointConfig"]["Next"] == "ApprovalBeforeTraffic"
+    assert states["SmokeTest"]["Next"] == "ApprovalBeforeRecord"
+    assert states["ApprovalBeforeRecord"]["Catch"][0]["Next"] == "PutPreviousBack?"
     assert states["Prepare"]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Refused"}
     ]

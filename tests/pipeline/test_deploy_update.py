@@ -96,7 +96,11 @@ def test_a_failed_smoke_test_after_an_update_puts_the_previous_config_back(clean
         "StartRollbackWait",
     ]
     assert r.states[-4:] == ["DescribeRolledBack", "RolledBack?", "DeployCleanup", "DeployFailed"]
-    assert play.requests[1] == {"EndpointName": ENDPOINT, "EndpointConfigName": before["endpoint_config"]}
+    assert play.requests[1] == {
+        "EndpointName": ENDPOINT,
+        "EndpointConfigName": before["endpoint_config"],
+        "RetainAllVariantProperties": False,
+    }
     endpoint = clean.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
     assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
         "InService",

@@ -386,3 +386,79 @@ def _runtime() -> Any:
     from pipeline_lambdas import aws
 
     return aws.OVERRIDES["sagemaker-runtime"]
+
+
+@pytest.mark.parametrize(
+    ("routing", "words"),
+    [
+        # 10% of one instance is still one instance: all of the fleet, not at most half of it.
+        (
+            {"Type": "CANARY", "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10}},
+            "CanarySize: {'Type': 'CAPACITY_PERCENT', 'Value': 10} is 1 of the new fleet's 1 instance(s); "
+            "accepted: at most 50% of the variant's total instance count",
+        ),
+        (
+            {"Type": "LINEAR", "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 50}},
+            "LinearStepSize: {'Type': 'CAPACITY_PERCENT', 'Value': 50} is 1 of the new fleet's 1 instance(s); "
+            "accepted: 10% to 50%",
+        ),
+    ],
+)
+def test_a_one_instance_fleet_takes_neither_a_canary_nor_a_linear_step(eng, routing, words):
+    name, new, _ = named_endpoint(eng, instances=1)
+    with pytest.raises(ClientError) as refused:
+        eng.client("sagemaker").update_endpoint(
+            EndpointName=name, EndpointConfigName=new, DeploymentConfig=policy(routing)
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert words in refused.value.response["Error"]["Message"]
+    assert describe(eng, name)["EndpointStatus"] == "InService"
+    # All at once, with a bake, is what a one-instance fleet takes.
+    assert update(eng, name, new, policy({"Type": "ALL_AT_ONCE"}, bake=600)).outcome == "succeeded"
+
+
+def test_a_fleet_that_never_starts_is_rolled_back_at_the_execution_timeout(eng, monkeypatch):
+    """AWS counts the new fleet's start against MaximumExecutionTimeoutInSeconds and rolls back when it is
+    spent; here the fleet is held past it (time_scale 0: the timeout is the real floor, shortened)."""
+    monkeypatch.setattr(eng.guardrails, "start_floor_s", 0.2)
+    name, new, _ = named_endpoint(eng)
+    old = describe(eng, name)["EndpointConfigName"]
+    eng.fleets.hold = threading.Event()
+    try:
+        d = update(eng, name, new, policy({"Type": "ALL_AT_ONCE"}, MaximumExecutionTimeoutInSeconds=3600))
+    finally:
+        eng.fleets.hold.set()
+    assert d.outcome == (
+        f"rolled back: the new fleet ({new}) did not start within MaximumExecutionTimeoutInSeconds (3600 s)"
+    )
+    assert d.clock_s == 3600 and d.log == [("rolled back", 0.0)]
+    desc = describe(eng, name)
+    assert (desc["EndpointStatus"], desc["EndpointConfigName"]) == ("InService", old)
+    assert "did not start within MaximumExecutionTimeoutInSeconds" in desc["FailureReason"]
+    # The start that came up late is stopped.
+    deadline = time.monotonic() + 10
+    while eng.fleets.stopped.count(new) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert eng.fleets.stopped.count(new) >= 1 and old not in eng.fleets.stopped
+
+
+def test_retain_all_variant_properties_keeps_the_live_instance_count(eng):
+    """The deploy's way back for an autoscaled fleet: the previous config says 2, autoscaling made it 5."""
+    from moto.backends import get_backend
+
+    name, new, _ = named_endpoint(eng, instances=2)
+    endpoint = get_backend("sagemaker")[ACCOUNT][eng.region].endpoints[name]
+    for variant in endpoint.production_variants:
+        variant["CurrentInstanceCount"] = 5
+    eng.fleets.hold = threading.Event()
+    eng.client("sagemaker").update_endpoint(
+        EndpointName=name, EndpointConfigName=new, RetainAllVariantProperties=True
+    )
+    try:
+        (variant,) = describe(eng, name)["PendingDeploymentSummary"]["ProductionVariants"]
+        assert variant["DesiredInstanceCount"] == 5
+    finally:
+        eng.fleets.hold.set()
+    assert eng.guardrails.wait(name).outcome == "succeeded"
+    (served,) = describe(eng, name)["ProductionVariants"]
+    assert (served["CurrentInstanceCount"], served["DesiredInstanceCount"]) == (5, 5)

@@ -146,6 +146,12 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "ssm:GetParameter",
             "application-autoscaling:DescribeScalableTargets",
             "application-autoscaling:DeregisterScalableTarget",
+            # The endpoint-usage quota the fleets must fit before the deploy starts.
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
+            # One deploy at a time per endpoint: the deploy state machine's running executions.
+            "states:ListExecutions",
+            "states:DescribeExecution",
         },
         "deploy_record": {"sagemaker:AddTags", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {

@@ -71,7 +71,7 @@ def _with(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, A
 
 def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return [
-        ("another version", _with(doc, ("schema_version",), 2), r"^plan\.schema_version: 2 is not accepted"),
+        ("another version", _with(doc, ("schema_version",), 1), r"^plan\.schema_version: 1 is not accepted"),
         ("version as bool", _with(doc, ("schema_version",), True), r"^plan\.schema_version: True is not"),
         ("no version", _without(doc, "schema_version"), r"^plan\.schema_version: missing"),
         ("missing field", _without(doc, "endpoint_name"), r"^plan\.endpoint_name: missing"),

@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, deploy_limits, deployments, registry
+from hfpipe.core import api_shapes, deploy_limits, deployments, fleets, quotas, registry
 from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import EndpointSettings
@@ -32,6 +32,7 @@ from pipeline_lambdas.deploy_common import (
     remove_scaling,
     scalable_target,
 )
+from pipeline_lambdas.deploy_guards import other_deploy, recheck_approval
 
 LOG = aws.logger(__name__)
 #: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
@@ -79,7 +80,16 @@ class EndpointFailedMustBeDeleted(DeployRefused):
 
 
 class DeployRequestRefused(DeployRefused):
-    """A request SageMaker's API would refuse (botocore's shapes); nothing was sent."""
+    """A request SageMaker's API would refuse (botocore's shapes, the traffic shifting the fleet can take);
+    nothing was sent."""
+
+
+class EndpointQuotaTooLow(DeployRefused):
+    """The account's endpoint-usage quota for the instance type cannot hold the fleets the deploy runs."""
+
+
+class DeployInProgress(DeployRefused):
+    """Another execution of this deploy state machine for the same endpoint started first and still runs."""
 
 
 def _checked(operation: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +154,42 @@ def _check_endpoint(endpoint: dict[str, Any], tags: dict[str, str], env: str, na
         raise EndpointBusy(f"endpoint {endpoint_name} is {status}; accepted: an InService endpoint ({hint})")
 
 
+def _live_count(endpoint: dict[str, Any]) -> int:
+    """Instances the endpoint's fleet runs now (DescribeEndpoint's ProductionVariants)."""
+    return sum(int(v.get("CurrentInstanceCount") or 0) for v in endpoint.get("ProductionVariants") or [])
+
+
+def _check_fleet(
+    settings: EndpointSettings,
+    endpoint: dict[str, Any] | None,
+    previous: dict[str, Any] | None,
+    instance_type: str,
+    count: int,
+    service_quotas: Any,
+) -> None:
+    """The new fleet of ``count`` can shift traffic as declared, and the account's endpoint-usage quota for
+    its instance type holds it beside the old fleet (a blue/green update runs both until the bake ends).
+    Other endpoints of the account that use the same type are SageMaker's to count (ResourceLimitExceeded)."""
+    if endpoint is not None:
+        problem = fleets.shifting_problem(settings.traffic.type, count)
+        if problem:
+            raise DeployRequestRefused(
+                f"endpoint {endpoint['EndpointName']}: the new fleet resolves to {count} instance(s) "
+                f"(cdk.json instance_count {settings.instance_count}); {problem}"
+            )
+    same_type = endpoint is not None and (previous or {}).get("instance_type") == instance_type
+    needed = count + (_live_count(endpoint) if same_type and endpoint is not None else 0)
+    name = quotas.endpoint_quota_name(instance_type)
+    try:
+        quotas.check_quotas(service_quotas, {name: needed})
+    except quotas.QuotaTooLowError as err:
+        held = "the new fleet beside the old one" if same_type else "the new fleet"
+        raise EndpointQuotaTooLow(
+            f"{err}: {held} ({needed} instance(s) of {instance_type}) must fit before the deploy starts; "
+            "raise the quota (cdk.json quotas, the QuotaStack) or lower instance_count"
+        ) from None
+
+
 def prepare(
     event_input: Any,
     execution_name: str,
@@ -151,8 +197,10 @@ def prepare(
     endpoints: dict[str, EndpointSettings],
     role_arn: str,
     clients: dict[str, Any],
+    state_machine_arn: str | None = None,
 ) -> dict[str, Any]:
-    """What this deploy does; ``clients`` has "sagemaker", "ssm" and "application-autoscaling"."""
+    """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
+    "service-quotas" and (with ``state_machine_arn``, the deploy state machine's) "stepfunctions"."""
     sagemaker = clients["sagemaker"]
     if not isinstance(event_input, dict) or not all(
         isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
@@ -168,6 +216,13 @@ def prepare(
             f"endpoint {name!r}: not declared for environment {env}; accepted: "
             f"{', '.join(sorted(endpoints)) or 'none declared'} (the keys of its cdk.json endpoints)"
         )
+    if state_machine_arn:
+        first = other_deploy(clients["stepfunctions"], state_machine_arn, execution_name, name)
+        if first:
+            raise DeployInProgress(
+                f"endpoint {name!r}: deploy execution {first} is still running; accepted: one deploy at a time "
+                f"per endpoint: wait for it to end (`hfpipe deploy` follows it), then deploy again"
+            )
     arn = version_arn(event_input["version"], env, role_arn, sagemaker.meta.region_name)
     try:
         described = sagemaker.describe_model_package(ModelPackageName=arn)
@@ -215,6 +270,7 @@ def prepare(
         "scaling_deregistered": False,
     }
     count = settings.instance_count
+    target: dict[str, Any] | None = None
     if endpoint is not None:
         endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
         _check_endpoint(endpoint, endpoint_tags, env, name)
@@ -237,6 +293,9 @@ def prepare(
                 (v.get("CurrentInstanceCount") or 0) for v in endpoint.get("ProductionVariants") or [{}]
             )
             count = min(max(count, int(current)), int(target.get("MaxCapacity") or count))
+    _check_fleet(
+        settings, endpoint, prepared["previous"], info.instance_type, count, clients["service-quotas"]
+    )
     model_name = requests.resource_name(endpoint_name, info.number, execution_name)
     tags = requests.deploy_tags(env, name, info.recipe, info.arn, execution_name)
     prepared.update(
@@ -249,7 +308,7 @@ def prepare(
     built = {
         "CreateModel": requests.model_request(model_name, role_arn, info.arn, tags),
         "CreateEndpointConfig": requests.endpoint_config_request(
-            model_name, model_name, info.instance_type, count, tags
+            model_name, model_name, info.instance_type, count, tags, smoke.serving_kind
         ),
     }
     if endpoint is None:
@@ -257,7 +316,7 @@ def prepare(
     else:
         built["UpdateEndpoint"] = requests.update_request(env, settings, model_name)
         built["Rollback"] = requests.rollback_request(
-            endpoint_name, prepared["previous"]["endpoint_config_name"]
+            endpoint_name, prepared["previous"]["endpoint_config_name"], autoscaled=target is not None
         )
     prepared["requests"] = {
         op: _checked(op if op != "Rollback" else "UpdateEndpoint", r) for op, r in built.items()
@@ -307,13 +366,20 @@ def _already_serving(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"input": <the execution input>, "execution_name": <name>}."""
+    """Event: {"input": <the execution input>, "execution_name": <name>, "state_machine": <its ARN>}; or
+    {"recheck": <Prepare's result>, "before": "traffic moves" | "the record is written"}."""
     aws.bind(event)
+    if "recheck" in event:
+        return recheck_approval(aws.client("sagemaker"), event["recheck"], str(event["before"]))
     return prepare(
         event.get("input"),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
         deployments.settings_from_json(os.environ.get("DEPLOY_ENDPOINTS", "{}")),
         os.environ["EXECUTION_ROLE_ARN"],
-        {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")},
+        {
+            s: aws.client(s)
+            for s in ("sagemaker", "ssm", "application-autoscaling", "service-quotas", "stepfunctions")
+        },
+        event.get("state_machine"),
     )

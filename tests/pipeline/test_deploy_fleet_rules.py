@@ -1,0 +1,213 @@
+"""The guardrails' own rules at deploy time (Prepare called directly, on the session engine's moto): the traffic shifting the resolved
+fleet can take, the endpoint-usage quota holding both fleets of a blue/green update, and the way back keeping
+an autoscaled fleet's live instance count. The same rules in cdk.json: tests/infra/test_endpoint_config.py."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any
+
+import pytest
+from accounts import ACCOUNT
+from deploy_helpers import ENDPOINT, ENV, NAME, wiped
+
+from hfpipe import contract
+from hfpipe.core import deploy_requests as requests
+from hfpipe.core.deployments import Autoscaling, EndpointSettings, Traffic
+from hfpipe.local.quotas import QuotaTable
+
+REGION = "eu-west-1"  # dev's (cdk.json), the session engine's
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/execution"
+TYPE = "ml.m5.large"
+_ids = itertools.count()
+
+
+@pytest.fixture
+def clients(fresh):
+    """The session engine's moto clients, with no named endpoint, config, model, record or scalable target of
+    NAME before and after the test (deploy_helpers.wiped)."""
+    clients = {s: fresh.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")}
+
+    def deregister() -> None:
+        scaling = clients["application-autoscaling"]
+        # moto answers a missing target with ValidationException (AWS: ObjectNotFoundException).
+        with contextlib.suppress(
+            scaling.exceptions.ObjectNotFoundException, scaling.exceptions.ValidationException
+        ):
+            scaling.deregister_scalable_target(
+                ServiceNamespace=requests.SCALING_NAMESPACE,
+                ResourceId=requests.scaling_resource_id(ENDPOINT),
+                ScalableDimension=requests.SCALING_DIMENSION,
+            )
+
+    deregister()
+    for _ in wiped(fresh):
+        yield clients
+        deregister()
+
+
+def quotas(value: float) -> Any:
+    """Service Quotas answering ``value`` applied for every SageMaker quota."""
+    return QuotaTable(lambda _name: value).client(REGION)
+
+
+def version(sm: Any, recipe: str = "tiny-qa") -> str:
+    group = contract.model_package_group_name(ENV, recipe)
+    try:
+        sm.describe_model_package_group(ModelPackageGroupName=group)
+    except sm.exceptions.ClientError:
+        sm.create_model_package_group(ModelPackageGroupName=group)
+    spec = {
+        "Containers": [
+            {"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m"}
+        ],
+        "SupportedContentTypes": ["application/json"],
+        "SupportedResponseMIMETypes": ["application/json"],
+        "SupportedRealtimeInferenceInstanceTypes": [TYPE],
+    }
+    return str(
+        sm.create_model_package(
+            ModelPackageGroupName=group,
+            InferenceSpecification=spec,
+            ModelApprovalStatus="Approved",
+            CustomerMetadataProperties={"recipe": recipe},
+        )["ModelPackageArn"]
+    )
+
+
+def serving(clients: dict[str, Any], instances: int, scaled_to: int | None = None) -> None:
+    """The named endpoint, made by an earlier deploy, serving another version on ``instances``; with
+    ``scaled_to`` a registered scalable target whose fleet autoscaling grew to that many."""
+    sm = clients["sagemaker"]
+    old = version(sm)
+    config = f"{ENDPOINT}-v1-{next(_ids):08x}"
+    tags = requests.deploy_tags(ENV, NAME, "tiny-qa", old, "deploy-0")
+    sm.create_model(
+        ModelName=config, ExecutionRoleArn=ROLE, Containers=[{"ModelPackageName": old}], Tags=tags
+    )
+    sm.create_endpoint_config(
+        **requests.endpoint_config_request(config, config, TYPE, instances, tags, "hf-inference")
+    )
+    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=config, Tags=tags)
+    if scaled_to is not None:
+        clients["application-autoscaling"].register_scalable_target(
+            **requests.scalable_target_request(ENDPOINT, Autoscaling(1, 8, 100))
+        )
+        from moto.backends import get_backend
+
+        endpoint = get_backend("sagemaker")[ACCOUNT][REGION].endpoints[ENDPOINT]
+        for variant in endpoint.production_variants:
+            variant["CurrentInstanceCount"] = scaled_to
+
+
+def prepare(
+    clients: dict[str, Any], settings: EndpointSettings, quota: float = 100.0, recipe: str = "tiny-qa"
+) -> dict[str, Any]:
+    from pipeline_lambdas import deploy_prepare
+
+    arn = version(clients["sagemaker"], recipe)
+    return deploy_prepare.prepare(
+        {"version": arn, "endpoint": NAME},
+        f"deploy-{next(_ids)}",
+        ENV,
+        {NAME: settings},
+        ROLE,
+        {**clients, "service-quotas": quotas(quota)},
+    )
+
+
+def test_an_update_refuses_canary_or_linear_on_a_fleet_of_one(clients):
+    """Settings made before the rule (or a target capped at one instance): the fleet resolves to one instance,
+    which SageMaker cannot shift as a canary or in linear steps; refused before anything is created."""
+    from pipeline_lambdas import deploy_prepare
+
+    serving(clients, instances=1)
+    for traffic in (Traffic("CANARY", 10, 300), Traffic("LINEAR", 20, 300)):
+        with pytest.raises(deploy_prepare.DeployRequestRefused) as refused:
+            prepare(clients, EndpointSettings(name=NAME, instance_count=1, traffic=traffic))
+        message = str(refused.value)
+        assert message.startswith(f"endpoint {ENDPOINT}: the new fleet resolves to 1 instance(s)"), message
+        assert f"{traffic.type} needs at least 2; accepted: ALL_AT_ONCE with a bake" in message
+    configs = clients["sagemaker"].list_endpoint_configs(NameContains=ENDPOINT)["EndpointConfigs"]
+    assert [c["EndpointConfigName"] for c in configs] == [
+        clients["sagemaker"].describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+    ]
+    # All at once (the default for one instance) is accepted; a canary on two instances too.
+    assert prepare(clients, EndpointSettings(name=NAME))["action"] == "update"
+    two = EndpointSettings(name=NAME, instance_count=2, traffic=Traffic("CANARY", 50, 0))
+    assert prepare(clients, two)["instance_count"] == 2
+
+
+def test_the_endpoint_quota_must_hold_both_fleets_of_an_update(clients):
+    from pipeline_lambdas import deploy_prepare
+
+    serving(clients, instances=2)
+    settings = EndpointSettings(name=NAME, instance_count=2, traffic=Traffic("CANARY", 50, 0))
+    with pytest.raises(deploy_prepare.EndpointQuotaTooLow) as refused:
+        prepare(clients, settings, quota=3)
+    assert str(refused.value).startswith(
+        f"quota '{TYPE} for endpoint usage': applied value 3 < needed 4; request an increase"
+    )
+    assert "the new fleet beside the old one (4 instance(s) of ml.m5.large)" in str(refused.value)
+    assert prepare(clients, settings, quota=4)["action"] == "update"
+
+
+def test_a_first_deploy_needs_the_quota_for_its_one_fleet(clients):
+    from pipeline_lambdas import deploy_prepare
+
+    settings = EndpointSettings(name=NAME, instance_count=2, traffic=Traffic("CANARY", 50, 0))
+    with pytest.raises(deploy_prepare.EndpointQuotaTooLow) as refused:
+        prepare(clients, settings, quota=1)
+    assert "applied value 1 < needed 2" in str(refused.value)
+    assert prepare(clients, settings, quota=2)["action"] == "create"
+
+
+def test_the_way_back_keeps_an_autoscaled_fleets_live_count(clients):
+    """Autoscaling grew the fleet to 5: the new fleet starts with 5, and the way back after a failed smoke test
+    keeps the live count (RetainAllVariantProperties) instead of the previous config's initial 2."""
+    serving(clients, instances=2, scaled_to=5)
+    scaled = Autoscaling(min_instances=2, max_instances=8, invocations_per_instance=100)
+    prepared = prepare(clients, EndpointSettings(name=NAME, instance_count=2, autoscaling=scaled))
+    assert prepared["instance_count"] == 5
+    assert prepared["requests"]["Rollback"] == {
+        "EndpointName": ENDPOINT,
+        "EndpointConfigName": prepared["previous"]["endpoint_config_name"],
+        "RetainAllVariantProperties": True,
+    }
+
+
+def test_the_way_back_of_a_fixed_fleet_is_the_previous_config_as_it_was(clients):
+    serving(clients, instances=1)
+    prepared = prepare(clients, EndpointSettings(name=NAME))
+    assert prepared["requests"]["Rollback"]["RetainAllVariantProperties"] is False
+
+
+def test_the_definition_sends_the_way_backs_retention(template):
+    import json
+
+    (machine,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name(ENV)
+    ]
+    parts = machine["DefinitionString"]["Fn::Join"][1]
+    states = json.loads("".join(p if isinstance(p, str) else "0" for p in parts))["States"]
+    assert states["PutPreviousConfigBack"]["Parameters"]["RetainAllVariantProperties.$"] == (
+        "$.deploy.requests.Rollback.RetainAllVariantProperties"
+    )
+    assert any(r["ErrorEquals"] == ["QuotaLookupThrottled"] for r in states["Prepare"]["Retry"])
+
+
+def test_a_vllm_versions_endpoint_config_carries_the_kinds_host_image(clients):
+    """The deploy writes the serving kind's InferenceAmiVersion, as the pipeline does (test_host_image.py)."""
+    from hfpipe import kinds
+
+    prepared = prepare(clients, EndpointSettings(name=NAME), recipe="bloomz-7b1-lora-samsum")
+    (variant,) = prepared["requests"]["CreateEndpointConfig"]["ProductionVariants"]
+    assert variant["InferenceAmiVersion"] == kinds.serving_kind("vllm").inference_ami_version is not None
+    (variant,) = prepare(clients, EndpointSettings(name=NAME))["requests"]["CreateEndpointConfig"][
+        "ProductionVariants"
+    ]
+    assert "InferenceAmiVersion" not in variant
