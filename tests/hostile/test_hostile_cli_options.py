@@ -46,7 +46,7 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     ((*START, "--set", "training.channels.training=5"), 1, ["recipe.training.channels.training", "5"]),
     ((*START, "--set", "training.distribution=true"), 1, ["recipe.training.distribution", "True", "type object"]),
     ((*START, "--set", 'training.distribution={"mpi": true}'), 1, ["recipe.training.distribution.mpi", "True"]),
-    ((*START, "--set", "serving.instance_count=1.5"), 1, ["recipe.serving.instance_count", "1.5", "type integer"]),
+    ((*START, "--set", "serving.instance_count=1.5"), 1, ["recipe.serving.instance_count", "1.5", "SageMaker types this field as an integer"]),
     ((*START, "--set", "noequals"), 1, ["--set 'noequals' is not KEY=VALUE"]),
     # watch / report / list
     (("watch", "x", "--env", "dev", "--interval", "0"), 1, ["--interval: 0.0", "> 0"]),
