@@ -39,7 +39,13 @@ methods, boto3 calls) does not offer, each target with its reason:
   (``world.foreign_object``), so a copy across environments is played as S3 plays it;
 - ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
   HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.quotas), which its Plan Lambda
-  reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees.
+  reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees;
+- ``boto_client_for`` in the interpreter's task modules: moto builds a new boto3 client for every task it runs
+  (tens of milliseconds each: a third of a long execution's time); one client per region, service and
+  credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
+
+Over 400 lines: this is the one adapter to moto's internals, and keeping every target in it (with the list
+the version error names) is worth more than a split by size.
 """
 
 from __future__ import annotations
@@ -57,6 +63,18 @@ from hfpipe.local.checkout import LocalModeError
 #: The moto release these patches were written against: the pin of requirements-local.txt,
 #: requirements-dev.txt and constraints.txt.
 MOTO_VERSION = "5.2.5"
+#: The interpreter's modules that build a boto3 client per task (moto.stepfunctions.parser.asl.utils.boto_client),
+#: for the integrations the project's state machines use: Lambda, the AWS SDK (SageMaker, SSM, ...), SNS, events.
+_CLIENT_MODULES = tuple(
+    f"moto.stepfunctions.parser.asl.component.state.exec.state_task.{name}"
+    for name in (
+        "lambda_eval_utils",
+        "service.state_task_service_aws_sdk",
+        "service.state_task_service_sns",
+        "service.state_task_service_events",
+        "service.state_task_service_unsupported",
+    )
+)
 #: The patched targets, named in the version error.
 TARGETS = (
     "FakeEndpointConfig.validate_instance_type",
@@ -66,6 +84,7 @@ TARGETS = (
     "StepFunctionResponse.send_task_failure",
     "ExecutionWorker.stop",
     "BaseExecutionWorkerCommunication.terminated",
+    *(f"{module.rsplit('.', 1)[1]}.boto_client_for" for module in _CLIENT_MODULES),
     "TimeoutSecondsPath._eval_seconds",
     "TimeoutSeconds._eval_seconds",
     "WaitFunction._wait_interval",
@@ -250,6 +269,50 @@ def _interpreter(engine: Engine) -> list[Patch]:
             "terminated",
             terminated,
         ),
+        *_shared_clients(),
+    ]
+
+
+def _shared_clients() -> list[Patch]:
+    """One boto3 client per (region, service, credentials) for every task of the engine, not one per task.
+
+    A client copies its session's event handlers when it is built, so a handler registered on the session
+    later (a test's stand-in) would not reach a shared client: each client is kept with the session and the
+    registrations it was built under, and built again once either changed. botocore's emitter replaces its
+    lookup cache at every register and unregister, which marks them; without that mark, nothing is shared.
+    """
+    import importlib
+    import threading
+
+    import boto3
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    original, lock = boto_client.boto_client_for, threading.Lock()
+    clients: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+
+    def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        key = (region, service, json.dumps(state_credentials, sort_keys=True, default=str))
+        with lock:
+            kept = clients.get(key)
+            if kept and kept[0] is boto3.DEFAULT_SESSION and kept[1] is _registrations():
+                return kept[2]
+            client = original(region, service, state_credentials)  # sets up boto3's default session if none
+            if _registrations() is not None:
+                clients[key] = (boto3.DEFAULT_SESSION, _registrations(), client)
+            return client
+
+    def _registrations() -> Any:
+        events = getattr(boto3.DEFAULT_SESSION, "events", None)
+        return getattr(getattr(events, "_emitter", None), "_lookup_cache", None)
+
+    return [
+        (
+            f"{module.rsplit('.', 1)[1]}.boto_client_for",
+            importlib.import_module(module),
+            "boto_client_for",
+            client_for,
+        )
+        for module in _CLIENT_MODULES
     ]
 
 
