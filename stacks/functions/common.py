@@ -309,3 +309,21 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> 
         ),
     ):
         acknowledge(role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
+
+
+def grant_quota_reads(role: iam.Role, reader: str, also: str = "") -> None:
+    """Service Quotas' two list actions (hfpipe.core.quotas: applied values, then the AWS defaults of quotas
+    that have none); neither has resource-level permissions, so the acknowledgement says why (``also``: the
+    rest of the role's ``Resource::*`` acknowledgement, which is one per role)."""
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+            resources=["*"],
+        )
+    )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+        f"permissions (Service Authorization Reference, Service Quotas); {reader} only reads quotas.{also}",
+    )

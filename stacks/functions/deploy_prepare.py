@@ -23,6 +23,7 @@ from stacks.functions.common import (
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
+    grant_quota_reads,
     pipeline_function,
 )
 from stacks.nag import acknowledge, rendered
@@ -87,21 +88,8 @@ class DeployPrepareFunction(Construct):
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
         grant_endpoint_scaling(self.role, env, register=False)
-        # The fleet's endpoint-usage quota before anything starts (hfpipe.core.quotas: applied values, then
-        # the AWS defaults); neither list action has resource-level permissions.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
-                resources=["*"],
-            )
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
-            "permissions (Service Authorization Reference, Service Quotas); Prepare only reads quotas. "
-            "Application Auto Scaling: as the autoscaling grant says.",
-        )
+        # The fleet's endpoint-usage quota, read before anything starts.
+        grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
         for resource, reason in (
             (
                 versions,

@@ -13,8 +13,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.functions.common import FunctionSettings, pipeline_function
-from stacks.nag import acknowledge
+from stacks.functions.common import FunctionSettings, grant_quota_reads, pipeline_function
 
 
 class PlanFunction(Construct):
@@ -54,17 +53,4 @@ class PlanFunction(Construct):
         self.function, self.role = pipeline_function(
             self, settings, runtime_module=self.RUNTIME_MODULE, environment=environment
         )
-        # Applied values, then the AWS defaults of quotas that have none (core.quotas); neither list
-        # action has resource-level permissions.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
-                resources=["*"],
-            )
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
-            "permissions (Service Authorization Reference, Service Quotas); the Plan Lambda only reads quotas.",
-        )
+        grant_quota_reads(self.role, "the Plan Lambda")

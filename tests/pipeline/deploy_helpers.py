@@ -20,7 +20,11 @@ PARAMETER = contract.deployment_parameter_name(ENV, NAME)
 
 def register(engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None) -> str:
     """A version in the recipe's group of dev, as the Register step makes one (moto); its ARN."""
-    sm = engine.client("sagemaker")
+    return register_in(engine.client("sagemaker"), status=status, recipe=recipe, types=types)
+
+
+def register_in(sm: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None) -> str:
+    """The same through a SageMaker client of dev's region."""
     group = contract.model_package_group_name(ENV, recipe)
     try:
         sm.describe_model_package_group(ModelPackageGroupName=group)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
-from deploy_helpers import ENDPOINT, ENV, NAME, wiped
+from deploy_helpers import ENDPOINT, ENV, NAME, register_in, wiped
 
 from hfpipe import contract
 from hfpipe.core import deploy_requests as requests
@@ -52,35 +52,11 @@ def quotas(value: float) -> Any:
     return QuotaTable(lambda _name: value).client(REGION)
 
 
-def version(sm: Any, recipe: str = "tiny-qa") -> str:
-    group = contract.model_package_group_name(ENV, recipe)
-    try:
-        sm.describe_model_package_group(ModelPackageGroupName=group)
-    except sm.exceptions.ClientError:
-        sm.create_model_package_group(ModelPackageGroupName=group)
-    spec = {
-        "Containers": [
-            {"Image": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/x:1", "ModelDataUrl": "s3://b/m"}
-        ],
-        "SupportedContentTypes": ["application/json"],
-        "SupportedResponseMIMETypes": ["application/json"],
-        "SupportedRealtimeInferenceInstanceTypes": [TYPE],
-    }
-    return str(
-        sm.create_model_package(
-            ModelPackageGroupName=group,
-            InferenceSpecification=spec,
-            ModelApprovalStatus="Approved",
-            CustomerMetadataProperties={"recipe": recipe},
-        )["ModelPackageArn"]
-    )
-
-
 def serving(clients: dict[str, Any], instances: int, scaled_to: int | None = None) -> None:
     """The named endpoint, made by an earlier deploy, serving another version on ``instances``; with
     ``scaled_to`` a registered scalable target whose fleet autoscaling grew to that many."""
     sm = clients["sagemaker"]
-    old = version(sm)
+    old = register_in(sm)
     config = f"{ENDPOINT}-v1-{next(_ids):08x}"
     tags = requests.deploy_tags(ENV, NAME, "tiny-qa", old, "deploy-0")
     sm.create_model(
@@ -106,7 +82,7 @@ def prepare(
 ) -> dict[str, Any]:
     from pipeline_lambdas import deploy_prepare
 
-    arn = version(clients["sagemaker"], recipe)
+    arn = register_in(clients["sagemaker"], recipe=recipe)
     return deploy_prepare.prepare(
         {"version": arn, "endpoint": NAME},
         f"deploy-{next(_ids)}",
