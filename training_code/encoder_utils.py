@@ -135,9 +135,11 @@ _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
-    """Newest `checkpoint-N` under output_dir that holds trainer_state.json (written last by the Trainer).
+    """Newest `checkpoint-N` under output_dir whose trainer_state.json (written last by the Trainer) is whole.
 
-    A checkpoint cut off half-written by the end of the container is skipped instead of failing the resume.
+    A checkpoint cut off half-written by the end of the container is skipped instead of failing the resume,
+    including one cut off while its trainer_state.json was being written (the Trainer writes it in place, so
+    the file exists, empty or truncated, before it is whole: the resume would fail reading it).
     """
     if not os.path.isdir(output_dir):
         return None
@@ -145,9 +147,18 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     for name in os.listdir(output_dir):
         match = _CHECKPOINT_RE.match(name)
         path = os.path.join(output_dir, name)
-        if match and os.path.isfile(os.path.join(path, "trainer_state.json")):
+        if match and _whole_json(os.path.join(path, "trainer_state.json")):
             found.append((int(match.group(1)), path))
     return max(found)[1] if found else None
+
+
+def _whole_json(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            json.load(f)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def install_handler(model_dir: str, handler: str) -> Path:

@@ -127,6 +127,11 @@ def test_resume_skips_a_half_written_checkpoint(tmp_path):
     (tmp_path / "checkpoint-x").mkdir()
     assert run_clm.last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-10")
     assert run_clm.last_complete_checkpoint(str(tmp_path / "missing")) is None
+    # Cut off while the Trainer wrote its state in place: the file is there, empty or truncated.
+    for step, text in ((20, ""), (25, '{"global_step": 25, "log_hist')):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(text)
+    assert run_clm.last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-10")
 
 
 def test_channel_data_loads_in_every_supported_format(tmp_path):
