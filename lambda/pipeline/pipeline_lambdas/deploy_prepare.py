@@ -289,10 +289,7 @@ def prepare(
         target = scalable_target(clients["application-autoscaling"], endpoint_name)
         if target is not None:
             # The new fleet starts as large as the old one is now: auto scaling waits while the update runs.
-            current = max(
-                (v.get("CurrentInstanceCount") or 0) for v in endpoint.get("ProductionVariants") or [{}]
-            )
-            count = min(max(count, int(current)), int(target.get("MaxCapacity") or count))
+            count = min(max(count, _live_count(endpoint)), int(target.get("MaxCapacity") or count))
     _check_fleet(
         settings, endpoint, prepared["previous"], info.instance_type, count, clients["service-quotas"]
     )
