@@ -1,20 +1,22 @@
-"""Container image URIs resolved at synth time from the SageMaker Python SDK's own image tables.
+"""Container image URIs resolved at synth time through the SageMaker Python SDK's own
+``sagemaker.image_uris.retrieve``, the function the ``HuggingFace`` estimator and model call.
 
-Reads ``sagemaker/image_uri_config/huggingface.json`` as data (importing ``sagemaker`` takes
-seconds and is not needed for a table look-up) and composes the URIs exactly as
-``sagemaker.image_uris.retrieve`` does; tests/pipeline/test_recipes_vs_infra.py checks the two agree.
-The catalog shipped to the Lambdas is small: only the container versions the recipes name. The same
-table gives the execution role its ECR repositories (stacks/constructs/execution_role.py); it is read
-here, once per process.
+The SDK is imported once per synthesis (a few seconds; local mode caches what it synthesizes,
+hfpipe/local/stacks.py). The catalog shipped to the Lambdas is small: only the container versions the
+recipes name. The AWS vLLM Deep Learning Container is in none of the SDK's tables (it has a
+``huggingface-vllm-neuronx`` table for Inferentia and Trainium only), so its repository and tags are pinned
+in dlc_images.json, in the registry accounts the SDK lists for the Deep Learning Containers. The execution
+role pulls exactly the repositories of the catalog's URIs (stacks/constructs/execution_role.py).
 """
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import json
+import logging
+import os
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
@@ -23,33 +25,39 @@ from hfpipe.core.serving_fit import GPUS_KEY
 from hfpipe.kinds import serving_kind_of
 
 _SCOPES = ("training", "inference")
+#: The instance types `retrieve` is given to pick a processor: the SDK's own local-mode names, which map to
+#: "gpu" and "cpu" (sagemaker/image_uris.py, _processor) whatever instance family a recipe names.
+_PROCESSOR_INSTANCE = {"gpu": "local_gpu", "cpu": "local"}
 
 
-def _sdk_dir() -> Path:
-    spec = importlib.util.find_spec("sagemaker")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the sagemaker package (2.x) is needed at synth time for its image tables")
-    return Path(next(iter(spec.submodule_search_locations)))
+@cache
+def _sdk() -> dict[str, ModuleType]:
+    """The SDK's modules this file reads: image_uris (retrieve), fw_utils (distribution tables), and the
+    package itself (its image_uri_config folder). Its v2 deprecation banner and its config loader's INFO
+    lines (written to standard output, sagemaker/config/config_utils.py) are silenced."""
+    os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    for name in ("sagemaker", "sagemaker.config"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        import sagemaker
+        from sagemaker import fw_utils, image_uris
+    except ImportError as exc:  # pragma: no cover - the pinned requirements install it
+        raise RuntimeError(
+            "the sagemaker package (2.x) is needed at synth time for its image tables"
+        ) from exc
+    return {"sagemaker": sagemaker, "fw_utils": fw_utils, "image_uris": image_uris}
+
+
+def _sdk_config(name: str) -> dict[str, Any]:
+    folder = Path(str(_sdk()["sagemaker"].__file__)).parent / "image_uri_config"
+    return dict(json.loads((folder / name).read_text()))
 
 
 @cache
 def sdk_table() -> dict[str, Any]:
-    """The SageMaker Python SDK's ``image_uri_config/huggingface.json`` (training and inference scopes)."""
-    return json.loads((_sdk_dir() / "image_uri_config" / "huggingface.json").read_text())
-
-
-def _sdk_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
-    """Module-level literal constants of an SDK module, read from its source (no import: seconds saved)."""
-    tree = ast.parse((_sdk_dir() / module).read_text())
-    found = {}
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id in names:
-            found[target.id] = ast.literal_eval(node.value)  # type: ignore[attr-defined]
-    missing = sorted(set(names) - set(found))
-    if missing:
-        raise RuntimeError(f"sagemaker/{module} no longer defines {missing}; update stacks/image_catalog.py")
-    return found
+    """The SageMaker Python SDK's ``image_uri_config/huggingface.json``, read only for its registry accounts
+    (`dlc_registries`); URIs come from `image_uri`."""
+    return _sdk_config("huggingface.json")
 
 
 def distribution_rules() -> dict[str, list[str]]:
@@ -59,16 +67,36 @@ def distribution_rules() -> dict[str, list[str]]:
     HuggingFace estimator checks `pytorch_version` against, as written (it holds "1.7" and "1.7.1" but not
     "1.13"); `dataparallel_instance_types` is SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES without local mode.
     """
-    sdk = _sdk_constants(
-        "fw_utils.py",
-        ("SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS", "SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES"),
-    )
+    fw_utils = _sdk()["fw_utils"]
     return {
-        "dataparallel_pytorch_versions": list(sdk["SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS"]["pytorch"]),
+        "dataparallel_pytorch_versions": list(
+            fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS["pytorch"]
+        ),
         "dataparallel_instance_types": [
-            t for t in sdk["SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES"] if t.startswith("ml.")
+            t for t in fw_utils.SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES if t.startswith("ml.")
         ],
     }
+
+
+@cache
+def image_uri(
+    scope: str, transformers: str, pytorch: str, py: str, region: str, processor: str
+) -> str | None:
+    """The Hugging Face image `sagemaker.image_uris.retrieve` gives for these versions, or None where the SDK
+    has none (it raises ValueError for an unknown version, Python version, processor or region)."""
+    try:
+        uri = _sdk()["image_uris"].retrieve(
+            "huggingface",
+            region=region,
+            version=transformers,
+            py_version=py,
+            instance_type=_PROCESSOR_INSTANCE[processor],
+            image_scope=scope,
+            base_framework_version=f"pytorch{pytorch}",
+        )
+    except ValueError:
+        return None
+    return str(uri)
 
 
 def _domain(region: str) -> str:
@@ -79,41 +107,6 @@ def _domain(region: str) -> str:
     if region.startswith("us-isob-"):
         return "sc2s.sgov.gov"
     return "amazonaws.com"
-
-
-def image_uri(
-    table: dict[str, Any], scope: str, container: dict[str, Any], region: str, processor: str
-) -> str | None:
-    """One image URI from the SDK's huggingface table, or None when that combination does not exist."""
-    versions = table[scope]["versions"]
-    tv = (
-        table[scope]
-        .get("version_aliases", {})
-        .get(container["transformers_version"], container["transformers_version"])
-    )
-    entry = versions.get(tv)
-    if entry is None:
-        return None
-    base = f"pytorch{container['pytorch_version']}"
-    base = entry.get("version_aliases", {}).get(base, base)
-    cfg = entry.get(base)
-    if cfg is None or container["py_version"] not in cfg.get("py_versions", []):
-        return None
-    account = cfg["registries"].get(region)
-    processors = table[scope].get("processors") or cfg.get("processors") or []
-    if account is None or processor not in processors:
-        return None
-    # As sagemaker.image_uris.retrieve (_format_tag): the tag carries the versions as the caller wrote them
-    # ("4.26", not the alias target "4.26.0"; only the table look-ups go through the aliases), and the
-    # container version only where the table has one.
-    parts = (
-        f"{container['pytorch_version']}-transformers{container['transformers_version']}",
-        processor,
-        container["py_version"],
-        cfg.get("container_version", {}).get(processor),
-    )
-    tag = "-".join(p for p in parts if p)
-    return f"{account}.dkr.ecr.{region}.{_domain(region)}/{cfg['repository']}:{tag}"
 
 
 #: Images the SageMaker SDK's tables do not list (the AWS vLLM DLC): repository and tags, with their source.
@@ -152,7 +145,7 @@ def gpu_table(region: str) -> dict[str, list[int]]:
     """{instance type: [GPU count, MiB per GPU]} in `region`, from the SDK's instance_gpu_info.json (what
     the vllm serving kind's fit check reads, hfpipe/core/serving_fit.py); compact, as the Plan Lambda's
     environment (4 KB in all) carries the catalog."""
-    info = json.loads((_sdk_dir() / "image_uri_config" / "instance_gpu_info.json").read_text())
+    info = _sdk_config("instance_gpu_info.json")
     return {
         instance: [int(v["Count"]), int(v["TotalGpuMemoryInMiB"]) // int(v["Count"])]
         for instance, v in sorted(info.get(region, {}).items())
@@ -167,7 +160,6 @@ def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> d
             f"region: {region!r} is not a concrete region; image URIs are resolved at synth time, "
             "so set the environment's region in cdk.json"
         )
-    sdk = sdk_table()
     recipes = recipes if recipes is not None else [load_recipe(n) for n in available_recipes()]
     catalog: dict[str, Any] = {s: {} for s in _SCOPES}
     catalog[DISTRIBUTION_KEY] = distribution_rules()
@@ -199,7 +191,14 @@ def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> d
                 p: uri
                 for p in ("gpu", "cpu")
                 if (
-                    uri := image_uri(sdk, table_scope, container, region, p)
+                    uri := image_uri(
+                        table_scope,
+                        container["transformers_version"],
+                        container["pytorch_version"],
+                        container["py_version"],
+                        region,
+                        p,
+                    )
                     if table == "huggingface"
                     else dlc_image_uri(table_scope, key, region, p)
                 )

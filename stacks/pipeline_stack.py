@@ -82,8 +82,15 @@ class PipelineStack(Stack):
         self.sourcedir = SourcedirAsset(self, "Sourcedir", source=training_code_dir)
         self.sourcedir_uri: str = self.sourcedir.s3_uri
 
+        # Image URIs are resolved here, at synth time, through the SageMaker SDK for this environment's
+        # region; the catalog goes to the execution role (what it may pull), the Plan Lambda and SSM.
+        self.image_catalog = build_catalog(self.config.region)
         self.execution_role: iam.Role = SageMakerExecutionRole(
-            self, "SageMakerExecutionRole", data_bucket=data_bucket, artifacts_bucket=artifacts_bucket
+            self,
+            "SageMakerExecutionRole",
+            data_bucket=data_bucket,
+            artifacts_bucket=artifacts_bucket,
+            image_catalog=self.image_catalog,
         ).role
         self.sourcedir.grant_read(self.execution_role)
 
@@ -127,11 +134,7 @@ class PipelineStack(Stack):
         Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
         own empty `lambda_role` and grants itself what its handler calls; the state machine gets the seven
         functions it invokes, the event rules OnTrainingEvent and Cleanup.
-
-        Image URIs are resolved here, at synth time, from the SageMaker SDK's tables for this
-        environment's region; the catalog goes to the Plan Lambda and to an SSM parameter.
         """
-        self.image_catalog = build_catalog(self.config.region)
         self.failed_events = FailedEvents(
             self,
             "FailedEvents",

@@ -2,14 +2,14 @@
 
 Scoped to: reading the data bucket, reading/writing the artifacts bucket (model artifacts, outputs,
 checkpoints), reading the one sourcedir.tar.gz asset, writing the SageMaker log groups and metrics, and
-pulling the Hugging Face Deep Learning Container repositories of the environment's region, taken from
-the SageMaker Python SDK's own image tables at synth time (never hand-written account IDs).
+pulling the repositories of the environment's image catalog (the Deep Learning Containers its recipes name,
+resolved at synth time through the SageMaker Python SDK, stacks/image_catalog.py; never hand-written
+account IDs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from functools import cache
+import re
 from typing import Any
 
 from aws_cdk import Stack
@@ -18,42 +18,31 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, ARTIFACTS_OUTPUT_PREFIX
-from stacks.image_catalog import dlc_registries, dlc_table, sdk_table
 from stacks.nag import acknowledge, rendered, rendered_value
-
-# The recipes run PyTorch only, so the TensorFlow repositories of the same table are left out.
-HF_REPOSITORY_MARKER = "pytorch"
 
 SAGEMAKER_LOG_GROUP_PREFIXES = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/Endpoints/")
 SAGEMAKER_METRIC_NAMESPACE = "/aws/sagemaker/*"
 
 
-def _registries(node: Any) -> Iterator[tuple[dict[str, str], str]]:
-    if isinstance(node, dict):
-        if isinstance(node.get("registries"), dict) and isinstance(node.get("repository"), str):
-            yield node["registries"], node["repository"]
-        for value in node.values():
-            yield from _registries(value)
+#: An image URI as the catalog holds it: <account>.dkr.ecr.<region>.<domain>/<repository>:<tag>.
+_IMAGE_URI = re.compile(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.[a-z0-9.]+/(?P<repo>[^:@]+)[:@]"
+)
 
 
-@cache
-def huggingface_dlc_repositories(region: str) -> tuple[tuple[str, str], ...]:
-    """(registry account, repository) of every Hugging Face DLC the SDK knows in `region`, and of the
-    pinned DLC table's repositories (stacks/dlc_images.json), sorted."""
-    found = {
-        (regs[region], repo)
-        for regs, repo in _registries(sdk_table())
-        if region in regs and HF_REPOSITORY_MARKER in repo
-    }
-    # The DLC repositories the SDK does not list (the AWS vLLM DLC), in the same per-region accounts.
-    account = dlc_registries().get(region)
-    if account is not None:
-        found |= {(account, scope["repository"]) for scope in dlc_table().values()}
+def catalog_repositories(image_catalog: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """(registry account, region, repository) of every image URI in the environment's catalog
+    (stacks/image_catalog.py: {scope: {key: {processor: uri}}}), sorted: the only images its jobs and
+    endpoints run, unless a recipe names its own `image_uri` (whose repository the user grants)."""
+    found = set()
+    for scope in image_catalog.values():
+        for entry in scope.values() if isinstance(scope, dict) else ():
+            for uri in entry.values() if isinstance(entry, dict) else ():
+                match = _IMAGE_URI.match(uri) if isinstance(uri, str) else None
+                if match:
+                    found.add((match["account"], match["region"], match["repo"]))
     if not found:
-        raise ValueError(
-            f"region: {region!r} has no Hugging Face Deep Learning Containers in the SageMaker SDK's image "
-            "tables; accepted: a region where SageMaker offers them, such as 'us-east-1' or 'eu-west-1'"
-        )
+        raise ValueError("image catalog: no image URIs; the execution role would pull nothing")
     return tuple(sorted(found))
 
 
@@ -67,6 +56,7 @@ class SageMakerExecutionRole(Construct):
         *,
         data_bucket: s3.IBucket,
         artifacts_bucket: s3.IBucket,
+        image_catalog: dict[str, Any],
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -87,7 +77,7 @@ class SageMakerExecutionRole(Construct):
         )
         self._grant_buckets(data_bucket, artifacts_bucket)
         self._grant_logs_and_metrics(stack)
-        self._grant_image_pull(stack)
+        self._grant_image_pull(stack, image_catalog)
 
     def _grant_buckets(self, data_bucket: s3.IBucket, artifacts_bucket: s3.IBucket) -> None:
         self.role.add_to_policy(
@@ -182,12 +172,12 @@ class SageMakerExecutionRole(Construct):
             "and ecr:GetAuthorizationToken likewise has no resource type.",
         )
 
-    def _grant_image_pull(self, stack: Stack) -> None:
-        # The DLC registries are AWS-owned accounts listed by the SDK per region.
-        repositories = huggingface_dlc_repositories(stack.region)
+    def _grant_image_pull(self, stack: Stack, image_catalog: dict[str, Any]) -> None:
+        # The DLC registries are AWS-owned accounts the SDK lists per region; the repositories are those of
+        # the catalog's images, nothing else of those accounts.
         self.image_repository_arns = [
-            f"arn:{stack.partition}:ecr:{stack.region}:{account}:repository/{repository}"
-            for account, repository in repositories
+            f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}"
+            for account, region, repository in catalog_repositories(image_catalog)
         ]
         self.role.add_to_policy(
             iam.PolicyStatement(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from app_synth import as_list, policy_statements
@@ -11,7 +13,6 @@ from aws_cdk.assertions import Capture, Match
 
 import app as cdk_app
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, stack_name
-from stacks.constructs.execution_role import huggingface_dlc_repositories
 from stacks.constructs.quota_request import RESOURCE_TYPE
 from stacks.data_stack import DataStack
 from stacks.pipeline_stack import PipelineStack
@@ -242,10 +243,27 @@ def test_execution_role_is_scoped(synthesized, env):
     )
     data_arn = {"Fn::ImportValue": f"Hfpipe-{env}-Data-DataBucketArn"}
     artifacts_arn = {"Fn::ImportValue": f"Hfpipe-{env}-Data-ArtifactsBucketArn"}
-    repositories = [
-        f"arn:aws:ecr:{region}:{account}:repository/{repo}"
-        for account, repo in huggingface_dlc_repositories(region)
+    # What the role must pull, stated from the template's own image catalog (the SSM parameter the Plan and
+    # the command read), parsed here: every image a job or endpoint of this environment runs, and no other.
+    (catalog,) = [
+        json.loads(p["Properties"]["Value"])
+        for p in template.find_resources("AWS::SSM::Parameter").values()
+        if isinstance(p["Properties"]["Value"], str) and '"training"' in p["Properties"]["Value"]
     ]
+    uris = [
+        uri
+        for scope in ("training", "inference", "vllm")
+        for images in catalog[scope].values()
+        for uri in images.values()
+    ]
+    repositories = Match.array_equals(
+        sorted(
+            {
+                f"arn:aws:ecr:{region}:{host.split('.')[0]}:repository/{path.split(':')[0]}"
+                for host, path in (uri.split("/", 1) for uri in uris)
+            }
+        )
+    )
     sourcedir = Capture()
     template.has_resource_properties(
         "AWS::IAM::Policy",
@@ -297,9 +315,11 @@ def test_execution_role_is_scoped(synthesized, env):
             },
         },
     )
-    assert {repo for _, repo in huggingface_dlc_repositories(region)} >= {
+    # The recipes train on the Hugging Face PyTorch training DLC and serve on its inference DLC or the vLLM DLC.
+    assert {uri.split("/", 1)[1].split(":")[0] for uri in uris} == {
         "huggingface-pytorch-training",
         "huggingface-pytorch-inference",
+        "vllm",
     }
     # arn:aws:s3:::cdk-...-assets-<account>-<region>/<hash>.gz
     joined = sourcedir.as_object()["Fn::Join"][1]
