@@ -66,7 +66,9 @@ EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
 class PipelineStateMachine(Construct):
     """The fine-tuning pipeline of one environment; ``state_machine`` is the Step Functions resource.
 
-    ``functions`` are the Lambdas it invokes (``INVOKES``), by the name of their runtime module.
+    ``functions`` are the Lambdas it invokes (``INVOKES``), by the name of their runtime module. The
+    definition is built from small named pieces: the error path, plan and training, the gate, the endpoint
+    and its wait, and what follows the smoke test.
     """
 
     INVOKES = ("plan", "launch", "gate", "smoke_test", "register", "report", "cleanup")
@@ -85,279 +87,17 @@ class PipelineStateMachine(Construct):
         timeout: cdk.Duration = EXECUTION_TIMEOUT,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = cdk.Stack.of(self)
         if sorted(functions) != sorted(self.INVOKES):
             raise ValueError(f"the state machine invokes {self.INVOKES}, given {tuple(functions)}")
+        self._stack = cdk.Stack.of(self)
+        self._functions = functions
+        self._retry_interval = retry_interval
+        self._capacity_retry_interval = capacity_retry_interval
+        self._cleanup_on_error = self._error_path()
 
-        def retry(
-            state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration, backoff: float = 2
-        ) -> None:
-            state.add_retry(errors=errors, interval=interval, backoff_rate=backoff, max_attempts=attempts)
-
-        def retry_sagemaker(state: Retryable, catch_all: list[str]) -> None:
-            retry(state, catch_all, CATCH_ALL_ATTEMPTS, retry_interval)
-            retry(state, SAGEMAKER_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
-
-        def invoke(
-            cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
-        ) -> tasks.LambdaInvoke:
-            state = tasks.LambdaInvoke(
-                self,
-                cid,
-                lambda_function=functions[fn_key],
-                # No payload: the Lambda gets the whole state (plan, training, error, ...).
-                payload=payload,
-                payload_response_only=True,
-                result_path=result_path if result_path else J.DISCARD,
-                retry_on_service_exceptions=True,
-            )
-            retry(state, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-            return state
-
-        def fail(cid: str) -> sfn.Fail:
-            return sfn.Fail(self, cid, error_path="$.report.error", cause_path="$.report.cause")
-
-        # Errors after Launch: clean up what this execution created, report, fail with the original error.
-        # Clean-up's own failure is caught too: the report then carries both errors.
-        report_error = invoke("ReportError", "report", "$.report")
-        report_error.next(fail("PipelineFailed"))
-        cleanup_on_error = invoke("CleanupOnError", "cleanup", "$.cleanup")
-        cleanup_on_error.add_catch(report_error, errors=["States.ALL"], result_path="$.cleanup_error")
-        cleanup_on_error.next(report_error)
-
-        def catch(state: Retryable) -> None:
-            state.add_catch(cleanup_on_error, errors=["States.ALL"], result_path="$.error")
-
-        plan = invoke(
-            "Plan",
-            "plan",
-            P(),
-            sfn.TaskInput.from_object(
-                {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
-            ),
-        )
-        retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        # Launch creates the job and returns; the task waits for OnTrainingEvent, whose SendTaskSuccess
-        # output (the job description) lands in $.training. For a late or lost event, the task times out
-        # every TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again, which completes
-        # the task itself once DescribeTrainingJob says the job ended (launch.py; docs/pipeline.md).
-        # AWS: a Task past its TimeoutSeconds fails with States.Timeout, which a Retrier may match
-        # (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html); a retried
-        # attempt evaluates its Parameters again, $$.Task.Token included. The docs do not say outright that
-        # the token is new, and nothing here depends on it: each attempt's Launch stores the token it got,
-        # and answering a task no longer waiting (TaskTimedOut/InvalidToken) is ignored.
-        launch = tasks.LambdaInvoke(
-            self,
-            "Launch",
-            lambda_function=functions["launch"],
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object({"plan": J.object_at(P()), "task_token": J.task_token}),
-            result_path="$.training",
-            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(limits.TRAINING_RECHECK_SECONDS)),
-            retry_on_service_exceptions=True,
-        )
-        retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, retry_interval)
-        retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, capacity_retry_interval)
-        retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), backoff=1)
-
-        # A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the report.
-        describe_failed = tasks.CallAwsService(
-            self,
-            "DescribeFailedTraining",
-            service="sagemaker",
-            action="describeTrainingJob",
-            parameters={"TrainingJobName": J.string_at(P("training_job_name"))},
-            iam_resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
-            result_path="$.training",
-        )
-        retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
-        catch(describe_failed)
-        launch.add_catch(describe_failed, errors=TRAINING_FAILED_ERRORS, result_path="$.error")
-        catch(launch)
-
-        report_training_failed = invoke("ReportTrainingFailure", "report", "$.report")
-        describe_failed.next(report_training_failed)
-        report_training_failed.next(fail("TrainingFailed"))
-
-        gate = invoke("Gate", "gate", "$.gate_result")
-        catch(gate)
-        report_gate = invoke("ReportGateNotPassed", "report", "$.report")
-        report_gate.next(fail("EvaluationGateNotPassed"))
-        report_no_deploy = invoke("ReportTrainingOnly", "report", "$.report")
-        report_no_deploy.next(sfn.Succeed(self, "TrainedWithoutDeploy"))
-
-        # Native SageMaker service integrations (request/response), tagged like every other resource.
-        def sagemaker_task(cid: str, api: str, parameters: dict) -> sfn.CustomState:
-            state = sfn.CustomState(
-                self,
-                cid,
-                state_json={
-                    "Type": "Task",
-                    "Resource": f"arn:{stack.partition}:states:::sagemaker:{api}",
-                    "Parameters": {**parameters, "Tags.$": P("tags")},
-                    # Keep the ARN under $.created (what this execution made); the rest of the state stays.
-                    "ResultPath": f"$.created.{api}",
-                },
-            )
-            retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
-            catch(state)
-            return state
-
-        create_model = sagemaker_task(
-            "CreateModel",
-            "createModel",
-            {
-                "ModelName.$": P("model_name"),
-                "ExecutionRoleArn.$": P("role_arn"),
-                "PrimaryContainer": {
-                    "Image.$": P("inference_image_uri"),
-                    "ModelDataUrl.$": "$.training.ModelArtifacts.S3ModelArtifacts",
-                    "Environment.$": P("serving_environment"),
-                },
-            },
-        )
-        create_config = sagemaker_task(
-            "CreateEndpointConfig",
-            "createEndpointConfig",
-            {
-                "EndpointConfigName.$": P("endpoint_config_name"),
-                # Built once by the Plan (hfpipe.core.fleets.production_variant), the serving kind's
-                # host image among them.
-                "ProductionVariants.$": P("serving_production_variants"),
-            },
-        )
-        create_endpoint = sagemaker_task(
-            "CreateEndpoint",
-            "createEndpoint",
-            {"EndpointName.$": P("endpoint_name"), "EndpointConfigName.$": P("endpoint_config_name")},
-        )
-        start_endpoint_wait = sfn.Pass(
-            self,
-            "StartEndpointWait",
-            parameters={"left": J.number_at(P("endpoint_max_polls"))},
-            result_path="$.endpoint_polls",
-        )
-        wait_endpoint = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path(P("poll_seconds")))
-        describe_endpoint = tasks.CallAwsService(
-            self,
-            "DescribeEndpoint",
-            service="sagemaker",
-            action="describeEndpoint",
-            parameters={"EndpointName": J.string_at(P("endpoint_name"))},
-            iam_resources=[stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")],
-            # The whole description: FailureReason (present only when Failed) reaches the report.
-            result_path="$.endpoint",
-        )
-        retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
-        catch(describe_endpoint)
-        count_down = sfn.Pass(
-            self,
-            "CountEndpointPoll",
-            parameters={"left": J.math_add(J.number_at("$.endpoint_polls.left"), -1)},
-            result_path="$.endpoint_polls",
-        )
-        endpoint_error = sfn.Pass(
-            self,
-            "EndpointFailed",
-            parameters={
-                "Error": "EndpointFailed",
-                "Cause": J.format(
-                    "endpoint {} is {}",
-                    J.string_at(P("endpoint_name")),
-                    J.string_at("$.endpoint.EndpointStatus"),
-                ),
-            },
-            result_path="$.error",
-        ).next(cleanup_on_error)
-        endpoint_timeout = sfn.Pass(
-            self,
-            "EndpointWaitTimedOut",
-            parameters={
-                "Error": "EndpointWaitTimeout",
-                "Cause": J.format(
-                    "endpoint {} not InService after {} polls",
-                    J.string_at(P("endpoint_name")),
-                    J.string_at(P("endpoint_max_polls")),
-                ),
-            },
-            result_path="$.error",
-        ).next(cleanup_on_error)
-
-        smoke = invoke(
-            "SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at(P())})
-        )
-        catch(smoke)
-        report_success = invoke("Report", "report", "$.report")
-        report_success.next(sfn.Succeed(self, "Done"))
-        cleanup_after_smoke = invoke("DeleteEndpoint", "cleanup", "$.cleanup")
-        catch(cleanup_after_smoke)
-        cleanup_after_smoke.next(report_success)
-
-        deploy = (
-            create_model.next(create_config)
-            .next(create_endpoint)
-            .next(start_endpoint_wait)
-            .next(wait_endpoint)
-        )
-        wait_endpoint.next(describe_endpoint).next(
-            sfn.Choice(self, "EndpointStatus?")
-            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "InService"), smoke)
-            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "Failed"), endpoint_error)
-            .otherwise(
-                count_down.next(
-                    sfn.Choice(self, "EndpointWaitLeft?")
-                    .when(sfn.Condition.number_less_than_equals("$.endpoint_polls.left", 0), endpoint_timeout)
-                    .otherwise(wait_endpoint)
-                )
-            )
-        )
-        # A kept endpoint carries the user's decision as a tag, so no clean-up path (an abnormal end after
-        # this point, `hfpipe stop`, `hfpipe cleanup`) deletes it; only `hfpipe endpoints delete NAME` does.
-        # Tagged after the smoke test: a kept endpoint that failed it is cleaned up like any other. A failed
-        # tagging does not undo the run: the endpoint stays (the report says keep_tag_error).
-        tag_kept = sfn.CustomState(
-            self,
-            "TagKeptEndpoint",
-            state_json={
-                "Type": "Task",
-                "Resource": f"arn:{stack.partition}:states:::aws-sdk:sagemaker:addTags",
-                "Parameters": {
-                    "ResourceArn.$": "$.endpoint.EndpointArn",
-                    "Tags": [{"Key": contract.TAG_KEEP, "Value": "true"}],
-                },
-                "ResultPath": "$.keep_tag",
-            },
-        )
-        retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
-        tag_kept.add_catch(report_success, errors=["States.ALL"], result_path="$.keep_tag_error")
-        tag_kept.next(report_success)
-        # A model that passed the smoke test becomes a version in the recipe's model package group; a failed
-        # registration fails the run (Catch -> CleanupOnError). Only the version's ARN and number go into
-        # the state (the input is the plan and the job's description, already there).
-        register = invoke(
-            "Register",
-            "register",
-            "$.registered",
-            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
-        )
-        catch(register)
-        smoke.next(register)
-        register.next(
-            sfn.Choice(self, "KeepEndpoint?")
-            .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), tag_kept)
-            .otherwise(cleanup_after_smoke)
-        )
-        deploy_choice = (
-            sfn.Choice(self, "Deploy?")
-            .when(sfn.Condition.boolean_equals(P("deploy"), False), report_no_deploy)
-            .otherwise(deploy)
-        )
-        gate.next(
-            sfn.Choice(self, "GatePassed?")
-            .when(sfn.Condition.boolean_equals("$.gate_result.passed", False), report_gate)
-            .otherwise(deploy_choice)
-        )
+        plan, launch = self._plan_and_launch()
+        deploy_choice = self._deploy_choice(self._endpoint_and_smoke_test())
+        gate = self._gate(deploy_choice)
         after_training = (
             sfn.Choice(self, "GateEnabled?")
             .when(sfn.Condition.boolean_equals(P("gate", "enabled"), True), gate)
@@ -376,3 +116,302 @@ class PipelineStateMachine(Construct):
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         grant_hosting(self.state_machine, env_name, functions, grant_pass_role)
+
+    # -- building blocks ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _retry(
+        state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration, backoff: float = 2
+    ) -> None:
+        state.add_retry(errors=errors, interval=interval, backoff_rate=backoff, max_attempts=attempts)
+
+    def _retry_sagemaker(self, state: Retryable, catch_all: list[str]) -> None:
+        self._retry(state, catch_all, CATCH_ALL_ATTEMPTS, self._retry_interval)
+        self._retry(state, SAGEMAKER_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, self._capacity_retry_interval)
+
+    def _invoke(
+        self, cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
+    ) -> tasks.LambdaInvoke:
+        state = tasks.LambdaInvoke(
+            self,
+            cid,
+            lambda_function=self._functions[fn_key],
+            # No payload: the Lambda gets the whole state (plan, training, error, ...).
+            payload=payload,
+            payload_response_only=True,
+            result_path=result_path if result_path else J.DISCARD,
+            retry_on_service_exceptions=True,
+        )
+        self._retry(state, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, self._retry_interval)
+        return state
+
+    def _fail(self, cid: str) -> sfn.Fail:
+        return sfn.Fail(self, cid, error_path="$.report.error", cause_path="$.report.cause")
+
+    def _catch(self, state: Retryable) -> None:
+        state.add_catch(self._cleanup_on_error, errors=["States.ALL"], result_path="$.error")
+
+    def _error_path(self) -> tasks.LambdaInvoke:
+        """Errors after Launch: clean up what this execution created, report, fail with the original error.
+        Clean-up's own failure is caught too: the report then carries both errors."""
+        report_error = self._invoke("ReportError", "report", "$.report")
+        report_error.next(self._fail("PipelineFailed"))
+        cleanup_on_error = self._invoke("CleanupOnError", "cleanup", "$.cleanup")
+        cleanup_on_error.add_catch(report_error, errors=["States.ALL"], result_path="$.cleanup_error")
+        cleanup_on_error.next(report_error)
+        return cleanup_on_error
+
+    # -- plan and training -------------------------------------------------------------------------------
+
+    def _plan_and_launch(self) -> tuple[tasks.LambdaInvoke, tasks.LambdaInvoke]:
+        plan = self._invoke(
+            "Plan",
+            "plan",
+            P(),
+            sfn.TaskInput.from_object(
+                {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
+            ),
+        )
+        self._retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, self._retry_interval)
+        # Launch creates the job and returns; the task waits for OnTrainingEvent, whose SendTaskSuccess
+        # output (the job description) lands in $.training. For a late or lost event, the task times out
+        # every TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again, which completes
+        # the task itself once DescribeTrainingJob says the job ended (launch.py; docs/pipeline.md).
+        # AWS: a Task past its TimeoutSeconds fails with States.Timeout, which a Retrier may match
+        # (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html); a retried
+        # attempt evaluates its Parameters again, $$.Task.Token included. The docs do not say outright that
+        # the token is new, and nothing here depends on it: each attempt's Launch stores the token it got,
+        # and answering a task no longer waiting (TaskTimedOut/InvalidToken) is ignored.
+        launch = tasks.LambdaInvoke(
+            self,
+            "Launch",
+            lambda_function=self._functions["launch"],
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object({"plan": J.object_at(P()), "task_token": J.task_token}),
+            result_path="$.training",
+            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(limits.TRAINING_RECHECK_SECONDS)),
+            retry_on_service_exceptions=True,
+        )
+        interval = self._retry_interval
+        self._retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, interval)
+        self._retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, interval)
+        self._retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, self._capacity_retry_interval)
+        self._retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), 1)
+        launch.add_catch(self._training_failed(), errors=TRAINING_FAILED_ERRORS, result_path="$.error")
+        self._catch(launch)
+        return plan, launch
+
+    def _training_failed(self) -> tasks.CallAwsService:
+        """A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the
+        report, then fail."""
+        describe_failed = tasks.CallAwsService(
+            self,
+            "DescribeFailedTraining",
+            service="sagemaker",
+            action="describeTrainingJob",
+            parameters={"TrainingJobName": J.string_at(P("training_job_name"))},
+            iam_resources=[
+                self._stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+            ],
+            result_path="$.training",
+        )
+        self._retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
+        self._catch(describe_failed)
+        report_training_failed = self._invoke("ReportTrainingFailure", "report", "$.report")
+        describe_failed.next(report_training_failed)
+        report_training_failed.next(self._fail("TrainingFailed"))
+        return describe_failed
+
+    def _gate(self, deploy_choice: sfn.Choice) -> tasks.LambdaInvoke:
+        gate = self._invoke("Gate", "gate", "$.gate_result")
+        self._catch(gate)
+        report_gate = self._invoke("ReportGateNotPassed", "report", "$.report")
+        report_gate.next(self._fail("EvaluationGateNotPassed"))
+        gate.next(
+            sfn.Choice(self, "GatePassed?")
+            .when(sfn.Condition.boolean_equals("$.gate_result.passed", False), report_gate)
+            .otherwise(deploy_choice)
+        )
+        return gate
+
+    def _deploy_choice(self, deploy: sfn.IChainable) -> sfn.Choice:
+        report_no_deploy = self._invoke("ReportTrainingOnly", "report", "$.report")
+        report_no_deploy.next(sfn.Succeed(self, "TrainedWithoutDeploy"))
+        return (
+            sfn.Choice(self, "Deploy?")
+            .when(sfn.Condition.boolean_equals(P("deploy"), False), report_no_deploy)
+            .otherwise(deploy)
+        )
+
+    # -- the endpoint ------------------------------------------------------------------------------------
+
+    def _sagemaker_task(self, cid: str, api: str, parameters: dict) -> sfn.CustomState:
+        """A native SageMaker service integration (request/response), tagged like every other resource."""
+        state = sfn.CustomState(
+            self,
+            cid,
+            state_json={
+                "Type": "Task",
+                "Resource": f"arn:{self._stack.partition}:states:::sagemaker:{api}",
+                "Parameters": {**parameters, "Tags.$": P("tags")},
+                # Keep the ARN under $.created (what this execution made); the rest of the state stays.
+                "ResultPath": f"$.created.{api}",
+            },
+        )
+        self._retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
+        self._catch(state)
+        return state
+
+    def _endpoint_and_smoke_test(self) -> sfn.IChainable:
+        """CreateModel -> CreateEndpointConfig -> CreateEndpoint -> the wait, then the smoke test."""
+        create_model = self._sagemaker_task(
+            "CreateModel",
+            "createModel",
+            {
+                "ModelName.$": P("model_name"),
+                "ExecutionRoleArn.$": P("role_arn"),
+                "PrimaryContainer": {
+                    "Image.$": P("inference_image_uri"),
+                    "ModelDataUrl.$": "$.training.ModelArtifacts.S3ModelArtifacts",
+                    "Environment.$": P("serving_environment"),
+                },
+            },
+        )
+        create_config = self._sagemaker_task(
+            "CreateEndpointConfig",
+            "createEndpointConfig",
+            {
+                "EndpointConfigName.$": P("endpoint_config_name"),
+                # Built once by the Plan (hfpipe.core.fleets.production_variant), the serving kind's
+                # host image among them.
+                "ProductionVariants.$": P("serving_production_variants"),
+            },
+        )
+        create_endpoint = self._sagemaker_task(
+            "CreateEndpoint",
+            "createEndpoint",
+            {"EndpointName.$": P("endpoint_name"), "EndpointConfigName.$": P("endpoint_config_name")},
+        )
+        start_endpoint_wait = sfn.Pass(
+            self,
+            "StartEndpointWait",
+            parameters={"left": J.number_at(P("endpoint_max_polls"))},
+            result_path="$.endpoint_polls",
+        )
+        wait_endpoint = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.seconds_path(P("poll_seconds")))
+        self._endpoint_wait(wait_endpoint, self._smoke_test_and_after())
+        return (
+            create_model.next(create_config)
+            .next(create_endpoint)
+            .next(start_endpoint_wait)
+            .next(wait_endpoint)
+        )
+
+    def _endpoint_error(self, cid: str, error: str, cause: str, value: str) -> sfn.Pass:
+        return sfn.Pass(
+            self,
+            cid,
+            parameters={
+                "Error": error,
+                "Cause": J.format(cause, J.string_at(P("endpoint_name")), J.string_at(value)),
+            },
+            result_path="$.error",
+        ).next(self._cleanup_on_error)
+
+    def _endpoint_wait(self, wait_endpoint: sfn.Wait, in_service: sfn.IChainable) -> None:
+        """Poll DescribeEndpoint every plan poll_seconds, at most plan endpoint_max_polls times."""
+        describe_endpoint = tasks.CallAwsService(
+            self,
+            "DescribeEndpoint",
+            service="sagemaker",
+            action="describeEndpoint",
+            parameters={"EndpointName": J.string_at(P("endpoint_name"))},
+            iam_resources=[
+                self._stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")
+            ],
+            # The whole description: FailureReason (present only when Failed) reaches the report.
+            result_path="$.endpoint",
+        )
+        self._retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
+        self._catch(describe_endpoint)
+        count_down = sfn.Pass(
+            self,
+            "CountEndpointPoll",
+            parameters={"left": J.math_add(J.number_at("$.endpoint_polls.left"), -1)},
+            result_path="$.endpoint_polls",
+        )
+        endpoint_error = self._endpoint_error(
+            "EndpointFailed", "EndpointFailed", "endpoint {} is {}", "$.endpoint.EndpointStatus"
+        )
+        endpoint_timeout = self._endpoint_error(
+            "EndpointWaitTimedOut",
+            "EndpointWaitTimeout",
+            "endpoint {} not InService after {} polls",
+            P("endpoint_max_polls"),
+        )
+        wait_endpoint.next(describe_endpoint).next(
+            sfn.Choice(self, "EndpointStatus?")
+            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "InService"), in_service)
+            .when(sfn.Condition.string_equals("$.endpoint.EndpointStatus", "Failed"), endpoint_error)
+            .otherwise(
+                count_down.next(
+                    sfn.Choice(self, "EndpointWaitLeft?")
+                    .when(sfn.Condition.number_less_than_equals("$.endpoint_polls.left", 0), endpoint_timeout)
+                    .otherwise(wait_endpoint)
+                )
+            )
+        )
+
+    # -- after the endpoint is up ------------------------------------------------------------------------
+
+    def _smoke_test_and_after(self) -> tasks.LambdaInvoke:
+        """SmokeTest -> Register -> keep the endpoint (tagged) or delete it -> Report."""
+        smoke = self._invoke(
+            "SmokeTest", "smoke_test", "$.smoke", sfn.TaskInput.from_object({"plan": J.object_at(P())})
+        )
+        self._catch(smoke)
+        report_success = self._invoke("Report", "report", "$.report")
+        report_success.next(sfn.Succeed(self, "Done"))
+        cleanup_after_smoke = self._invoke("DeleteEndpoint", "cleanup", "$.cleanup")
+        self._catch(cleanup_after_smoke)
+        cleanup_after_smoke.next(report_success)
+        # A model that passed the smoke test becomes a version in the recipe's model package group; a failed
+        # registration fails the run (Catch -> CleanupOnError). Only the version's ARN and number go into
+        # the state (the input is the plan and the job's description, already there).
+        register = self._invoke(
+            "Register",
+            "register",
+            "$.registered",
+            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
+        )
+        self._catch(register)
+        smoke.next(register)
+        register.next(
+            sfn.Choice(self, "KeepEndpoint?")
+            .when(sfn.Condition.boolean_equals(P("keep_endpoint"), True), self._tag_kept(report_success))
+            .otherwise(cleanup_after_smoke)
+        )
+        return smoke
+
+    def _tag_kept(self, report_success: tasks.LambdaInvoke) -> sfn.CustomState:
+        """A kept endpoint carries the user's decision as a tag, so no clean-up path (an abnormal end after
+        this point, `hfpipe stop`, `hfpipe cleanup`) deletes it; only `hfpipe endpoints delete NAME` does.
+        Tagged after the smoke test: a kept endpoint that failed it is cleaned up like any other. A failed
+        tagging does not undo the run: the endpoint stays (the report says keep_tag_error)."""
+        tag_kept = sfn.CustomState(
+            self,
+            "TagKeptEndpoint",
+            state_json={
+                "Type": "Task",
+                "Resource": f"arn:{self._stack.partition}:states:::aws-sdk:sagemaker:addTags",
+                "Parameters": {
+                    "ResourceArn.$": "$.endpoint.EndpointArn",
+                    "Tags": [{"Key": contract.TAG_KEEP, "Value": "true"}],
+                },
+                "ResultPath": "$.keep_tag",
+            },
+        )
+        self._retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
+        tag_kept.add_catch(report_success, errors=["States.ALL"], result_path="$.keep_tag_error")
+        tag_kept.next(report_success)
+        return tag_kept
