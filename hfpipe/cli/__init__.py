@@ -33,11 +33,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from hfpipe import __version__
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Parser, actions
 from hfpipe.core.validate import RecipeError
+
+#: What add_subparsers returns (argparse's private class, named once).
+Subparsers = argparse._SubParsersAction
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +81,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.set_defaults(command_parser=parser)
 
+    for add in (
+        _add_recipes,
+        _add_start,
+        _add_watch_stop_report,
+        _add_list,
+        _add_cleanup,
+        _add_data,
+        _add_invoke,
+        _add_endpoints,
+        _add_models,
+        _add_deploy,
+        _add_logs,
+        _add_promote,
+        _add_completion,
+        _add_local,
+    ):
+        add(sub, commands)
+    # The completion script walks the whole parser.
+    sub.choices["completion"].set_defaults(root_parser=parser)
+    return parser
+
+
+def _add_recipes(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe recipes`."""
     p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
     actions(
         p,
@@ -97,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON only (the list, or the resolved recipe)")
     p.set_defaults(func=commands.cmd_recipes, command_parser=p)
 
+
+def _add_start(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe start`."""
     p = sub.add_parser("start", help="validate a recipe and start an execution in an environment")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     _recipe_arguments(p, "training.hyperparameters.num_train_epochs=1")
@@ -121,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_start, command_parser=p)
 
+
+def _add_watch_stop_report(sub: Subparsers, commands: ModuleType) -> None:
+    """watch, stop and report: one execution, by ARN or by name with --env."""
     for name, help_text, func in (
         ("watch", "live view of an execution until it ends, then its report", commands.cmd_watch),
         ("stop", "stop an execution, its training job and the endpoint it created", commands.cmd_stop),
@@ -165,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         p.set_defaults(func=func, command_parser=p)
 
+
+def _add_list(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe list`."""
     p = sub.add_parser("list", help="recent executions of an environment, and the endpoints they left up")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument(
@@ -177,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_list, command_parser=p)
 
+
+def _add_cleanup(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe cleanup`."""
     p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--older-than", metavar="AGE", help="only resources older than AGE: 30m, 12h, 7d, 2w")
@@ -190,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_cleanup, command_parser=p)
 
+
+def _add_data(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe data`."""
     p = sub.add_parser("data", help="data sets in the environment's data bucket")
     p.set_defaults(command_parser=p)
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION")
@@ -205,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(up)
     up.set_defaults(func=commands.cmd_data_upload, command_parser=up)
 
+
+def _add_invoke(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe invoke`."""
     p = sub.add_parser("invoke", help="send requests to an endpoint (or to `hfpipe local --serve`)")
     p.add_argument(
         "endpoint",
@@ -235,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_invoke, command_parser=p)
 
+
+def _add_endpoints(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe endpoints`."""
     p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
     actions(
         p,
@@ -255,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_endpoints, command_parser=p)
 
+
+def _add_models(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe models`."""
     p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare, download")
     actions(
         p,
@@ -279,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_models, command_parser=p)
 
+
+def _add_deploy(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe deploy`."""
     p = sub.add_parser("deploy", help="put an approved model version on a named endpoint (blue/green)")
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
     p.add_argument("--model", required=True, metavar="VERSION", help="RECIPE/N or a version ARN, approved")
@@ -294,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_deploy, command_parser=p)
 
+
+def _add_logs(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe logs`."""
     p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
     p.add_argument(
         "execution", nargs="?", metavar="EXECUTION", help="execution ARN, or its name together with --env"
@@ -310,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_logs, command_parser=p)
 
+
+def _add_promote(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe promote`."""
     p = sub.add_parser(
         "promote", help="copy an approved version of the source environment into this one (promote_from)"
     )
@@ -327,10 +388,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=commands.cmd_promote, command_parser=p)
 
+
+def _add_completion(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe completion`."""
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or tcsh)")
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
-    p.set_defaults(func=commands.cmd_completion, command_parser=p, root_parser=parser)
+    p.set_defaults(func=commands.cmd_completion, command_parser=p)
 
+
+def _add_local(sub: Subparsers, commands: ModuleType) -> None:
+    """`hfpipe local`."""
     p = sub.add_parser(
         "local", help="run a recipe end to end on this machine, no AWS account; or serve an environment"
     )
@@ -370,7 +437,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="port for --serve (default 8080) or for up (default: any free port); 0: any free",
     )
     p.set_defaults(func=commands.cmd_local, command_parser=p)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
