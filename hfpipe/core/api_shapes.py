@@ -6,7 +6,9 @@ and UpdateModelPackage, from botocore's own service model (`api_shapes.json` bes
 
 Stdlib only (the Plan Lambda runs it). The service model writes its patterns in Java's dialect; the ones
 that use Unicode classes (`\\p{L}`, `\\p{Z}`, `\\p{N}`, `\\p{Alnum}`; `\\p{M}`, `\\p{S}`, `\\p{P}` in
-descriptions) are translated to Python's equivalents here (`_PYTHON_CLASSES`), and every pattern must match the whole value, as the API matches it.
+descriptions) are translated to Python's equivalents here (`_PYTHON_CLASSES`), `.` stops at each of Java's
+line terminators (not only "\\n"), `\\w` and `\\d` are ASCII as in Java, and every pattern must match the
+whole value, as the API matches it (`_java_to_python`).
 """
 
 from __future__ import annotations
@@ -58,14 +60,50 @@ def _shapes() -> dict[str, Any]:
     return data
 
 
+#: Java's line terminators (java.util.regex.Pattern, "Line terminators"): what `.` does not match and what
+#: `$` may stand before, where Python's `re` knows only "\n".
+_LINE_TERMINATORS = "\n\r\u0085\u2028\u2029"
+#: Java's predefined classes are ASCII (Pattern, "Predefined character classes"); Python's are Unicode.
+_JAVA_ASCII = {"w": "a-zA-Z_0-9", "d": "0-9"}
+
+
+def _java_to_python(pattern: str) -> str:
+    r"""The pattern in Python's dialect with Java's meaning: `.` stops at every Java line terminator, `\w`
+    and `\d` are ASCII, and the Unicode classes become their Python equivalents."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and pattern.startswith("\\p{", i):
+            end = pattern.index("}", i) + 1
+            body = _PYTHON_CLASSES[pattern[i:end]]
+            out.append(body if in_class else f"[{body}]")
+            i = end
+        elif char == "\\" and i + 1 < len(pattern):
+            escaped = pattern[i + 1]
+            body = _JAVA_ASCII.get(escaped)
+            out.append(pattern[i : i + 2] if body is None else body if in_class else f"[{body}]")
+            i += 2
+        else:
+            if in_class and char == "]":
+                in_class = False
+            elif not in_class and char == "[":
+                in_class = True
+            elif not in_class and char == ".":
+                char = f"[^{_LINE_TERMINATORS}]"
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
-    for java, python in _PYTHON_CLASSES.items():
-        pattern = pattern.replace(java, python)
     # CustomerMetadataKey/Value end in `${1,128}`: a quantifier on the end anchor, which Java tolerates and
     # Python refuses; the lengths are the shape's min/max, checked on their own.
     pattern = re.sub(r"\$\{\d+,\d+\}$", "$", pattern)
-    return re.compile(pattern, re.DOTALL)
+    # Whole-value match, as Matcher.matches(): a value ending in a line terminator is refused unless the
+    # pattern itself takes it (Python's `$` would also stand before a final "\n"; fullmatch must consume it).
+    return re.compile(_java_to_python(pattern))
 
 
 def enum(shape: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import botocore.session
@@ -64,6 +65,13 @@ def test_the_shapes_are_botocores() -> None:
     assert json.loads(api_shapes.SHAPES_FILE.read_text()) == fresh
 
 
+def as_java_sees_it(value: str) -> str:
+    """The value with each of Java's line terminators (\\r, U+0085, U+2028, U+2029; java.util.regex.Pattern,
+    "Line terminators") written as \\n, the one `regex` knows: `.` then stops, and `$` stands, where Java's
+    would (no pattern of the model names one of them in a character class)."""
+    return value.translate({ord(c): "\n" for c in "\r\u0085\u2028\u2029"})
+
+
 def botocore_problems(operation: str, request: dict[str, Any]) -> list[str]:
     """Everything botocore's model says about the request: its own validator, then max lengths, enums and
     patterns (which botocore's client does not check; the service does)."""
@@ -96,7 +104,7 @@ def botocore_problems(operation: str, request: dict[str, Any]) -> list[str]:
                 found.append(f"{path}: too long")
             if getattr(shape, "enum", None) and value not in shape.enum:
                 found.append(f"{path}: not in enum")
-            if "pattern" in md and not regex.fullmatch(md["pattern"], value):
+            if "pattern" in md and not regex.fullmatch(md["pattern"], as_java_sees_it(value)):
                 found.append(f"{path}: pattern")
         elif (
             shape.type_name in ("integer", "long") and isinstance(value, int) and value > md.get("max", value)
@@ -188,3 +196,59 @@ def test_a_value_the_api_refuses_is_refused_by_plan_naming_it() -> None:
     assert "Environment" in str(err.value) or "environment" in str(err.value)
     bad = {"TrainingJobName": "x\n", "RoleArn": "r"}
     assert any("TrainingJobName" in p for p in api_shapes.problems("CreateTrainingJob", bad))
+
+
+#: Values that end in (or hold) a line terminator, where the model's pattern uses `.`: SageMaker matches its
+#: patterns with Java's semantics, so it refuses them; Plan must too, naming the request field.
+LINE_TERMINATED = [
+    ("MetricDefinitions[0].Name", {"training.metric_definitions": [{"Name": "loss\n", "Regex": "l=(\\S+)"}]}),
+    (
+        "MetricDefinitions[0].Name",
+        {"training.metric_definitions": [{"Name": "lo\u2028ss", "Regex": "l=(.+)"}]},
+    ),
+    (
+        "MetricDefinitions[0].Regex",
+        {"training.metric_definitions": [{"Name": "loss", "Regex": "l=(\\S+)\r"}]},
+    ),
+    (
+        "MetricDefinitions[0].Regex",
+        {"training.metric_definitions": [{"Name": "loss", "Regex": "l=(\\S+)\x85"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "overrides"), LINE_TERMINATED, ids=[repr(o) for _, o in LINE_TERMINATED])
+def test_a_value_with_a_java_line_terminator_is_refused_where_the_pattern_uses_a_dot(
+    field, overrides
+) -> None:
+    config = PlanConfig(**{**CONFIG.__dict__, "allowed_image_registries": (IMAGE.split("/")[0],)})
+    overrides = {**overrides, "container.training.image_uri": IMAGE, "container.inference.image_uri": IMAGE}
+    with pytest.raises(RecipeError, match=re.escape(field)):
+        build_plan({"recipe_name": "tiny-qa", "overrides": overrides}, "run-1", config, QUOTAS)
+
+
+@pytest.mark.parametrize(
+    ("operation", "request_", "field"),
+    [
+        ("CreateTrainingJob", {"CheckpointConfig": {"S3Uri": "s3://bucket/checkpoints\n"}}, "S3Uri"),
+        ("CreateTrainingJob", {"CheckpointConfig": {"S3Uri": "s3://bucket/ck\r"}}, "S3Uri"),
+        (
+            "CreateModel",
+            {"ModelName": "m", "PrimaryContainer": {"ModelDataUrl": "s3://b/m.tar.gz\u2029"}},
+            "ModelDataUrl",
+        ),
+    ],
+)
+def test_the_shape_check_refuses_what_javas_matcher_refuses(operation, request_, field) -> None:
+    assert [p for p in api_shapes.problems(operation, request_) if field in p and "pattern" in p]
+    assert botocore_problems(operation, request_) and any(
+        "pattern" in p for p in botocore_problems(operation, request_)
+    )
+
+
+def test_javas_predefined_classes_are_ascii() -> None:
+    # `\\w` in the model's region part of an ARN (the hub content ARN): Java's is [a-zA-Z_0-9], Python's
+    # is Unicode; a letter outside ASCII is refused as Java refuses it.
+    pattern = api_shapes._compiled(r"arn:aws:sagemaker:\w+(?:-\w+)+:x")
+    assert pattern.fullmatch("arn:aws:sagemaker:eu-west-1:x")
+    assert not pattern.fullmatch("arn:aws:sagemaker:eu-w\u00e9st-1:x")
