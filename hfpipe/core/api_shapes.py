@@ -80,9 +80,11 @@ def _java_to_python(pattern: str) -> str:
             out.append(body if in_class else f"[{body}]")
             i = end
         elif char == "\\" and i + 1 < len(pattern):
-            escaped = pattern[i + 1]
-            body = _JAVA_ASCII.get(escaped)
-            out.append(pattern[i : i + 2] if body is None else body if in_class else f"[{body}]")
+            ascii_class = _JAVA_ASCII.get(pattern[i + 1])
+            if ascii_class is None:
+                out.append(pattern[i : i + 2])
+            else:
+                out.append(ascii_class if in_class else f"[{ascii_class}]")
             i += 2
         else:
             if in_class and char == "]":
