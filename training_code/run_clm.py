@@ -521,9 +521,8 @@ def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, 
     return parsed  # type: ignore[return-value]
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """Train, evaluate, save the adapter and the merged model; returns the final metrics."""
-    model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+def configure(model_args: ModelArguments, training_args: TrainingArguments) -> None:
+    """Logging, bf16 where the GPU has it (auto_bf16) and the seed."""
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         level=logging.INFO if training_args.should_log else logging.WARNING,
@@ -537,15 +536,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         and torch.cuda.is_bf16_supported()
     ):
         training_args.bf16 = True
-    output_dir = str(training_args.output_dir)
-    model_dir = os.environ.get("SM_MODEL_DIR", os.path.join(output_dir, "model"))
     set_seed(training_args.seed)
 
-    model_path = resolve_model_path(model_args)
-    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
 
+def packed_splits(
+    tokenizer: Any, data_args: DataTrainingArguments, training_args: TrainingArguments
+) -> tuple[Any, Any, Any, float]:
+    """(train blocks, eval blocks or None, the raw eval split or None, packing efficiency)."""
     raw_train, raw_eval = load_raw_datasets(data_args, training_args.seed)
     train_tok = tokenize(raw_train, tokenizer, data_args, training_args)
     train_blocks, efficiency = packed_dataset(train_tok, data_args.block_size, tokenizer.pad_token_id)
@@ -565,16 +562,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         data_args.block_size,
         efficiency,
     )
+    return train_blocks, eval_blocks, raw_eval, efficiency
 
-    model = load_training_model(model_path, model_args, training_args)
-    logger.info("parallel_mode=%s world_size=%d", training_args.parallel_mode.value, training_args.world_size)
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_blocks,
-        eval_dataset=eval_blocks,
-        data_collator=default_data_collator,
-    )
+
+def train(
+    trainer: Trainer,
+    training_args: TrainingArguments,
+    data_args: DataTrainingArguments,
+    train_blocks: Any,
+    efficiency: float,
+) -> dict[str, float]:
+    """Train (resuming from the last complete checkpoint), log and save the training metrics and state."""
+    output_dir = str(training_args.output_dir)
     checkpoint = training_args.resume_from_checkpoint or last_complete_checkpoint(output_dir)
     if checkpoint:
         logger.info("resuming from %s", checkpoint)
@@ -597,40 +596,89 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
+    return metrics
 
-    all_metrics = dict(metrics)
-    if eval_blocks is not None:
-        eval_metrics = trainer.evaluate()
-        eval_metrics["eval_perplexity"] = math.exp(min(eval_metrics["eval_loss"], 50.0))
-        if data_args.rouge_eval_samples and raw_eval is not None:
-            sample = raw_eval.select(range(min(len(raw_eval), data_args.rouge_eval_samples)))
-            rouge = rouge_scores(
-                trainer.model, tokenizer, sample, data_args, training_args.per_device_eval_batch_size
-            )
-            eval_metrics.update({f"eval_{k}": v for k, v in rouge.items()})
-        trainer.log_metrics("eval", eval_metrics)
-        trainer.save_metrics("eval", eval_metrics)
-        all_metrics.update(eval_metrics)
 
-    if training_args.should_save:
-        os.makedirs(model_dir, exist_ok=True)
-        # Saved with the tokenizer (adapter and merged model): a chat request renders the training prompt.
-        tokenizer.chat_template = inference_clm.chat_template(
-            data_args.prompt_template, data_args.response_field
+def evaluate(
+    trainer: Trainer,
+    tokenizer: Any,
+    raw_eval: Any,
+    data_args: DataTrainingArguments,
+    training_args: TrainingArguments,
+) -> dict[str, float]:
+    """Eval loss and perplexity, and ROUGE on a sample of the eval split when asked for."""
+    eval_metrics = trainer.evaluate()
+    eval_metrics["eval_perplexity"] = math.exp(min(eval_metrics["eval_loss"], 50.0))
+    if data_args.rouge_eval_samples and raw_eval is not None:
+        sample = raw_eval.select(range(min(len(raw_eval), data_args.rouge_eval_samples)))
+        rouge = rouge_scores(
+            trainer.model, tokenizer, sample, data_args, training_args.per_device_eval_batch_size
         )
-        adapter_dir = os.path.join(model_dir, "adapter")
-        trainer.model.save_pretrained(adapter_dir)
-        tokenizer.save_pretrained(adapter_dir)
+        eval_metrics.update({f"eval_{k}": v for k, v in rouge.items()})
+    trainer.log_metrics("eval", eval_metrics)
+    trainer.save_metrics("eval", eval_metrics)
+    return dict(eval_metrics)
+
+
+def save_adapter(trainer: Trainer, tokenizer: Any, data_args: DataTrainingArguments, model_dir: str) -> str:
+    """The adapter and its tokenizer under model_dir/adapter; returns that folder."""
+    os.makedirs(model_dir, exist_ok=True)
+    # Saved with the tokenizer (adapter and merged model): a chat request renders the training prompt.
+    tokenizer.chat_template = inference_clm.chat_template(data_args.prompt_template, data_args.response_field)
+    adapter_dir = os.path.join(model_dir, "adapter")
+    trainer.model.save_pretrained(adapter_dir)
+    tokenizer.save_pretrained(adapter_dir)
+    return adapter_dir
+
+
+def save_served_model(
+    adapter_dir: str,
+    tokenizer: Any,
+    model_path: str,
+    model_args: ModelArguments,
+    data_args: DataTrainingArguments,
+    model_dir: str,
+) -> None:
+    """The merged model (or the adapter as the model) and the serving files, in model_dir."""
+    if model_args.merge_adapter:
+        save_merged_model(adapter_dir, model_path, model_args, tokenizer, model_dir)
+    else:
+        # Served as an adapter over its base (the handler loads both); the base must be reachable there.
+        for name in os.listdir(adapter_dir):
+            shutil.copy2(os.path.join(adapter_dir, name), os.path.join(model_dir, name))
+    write_serving_files(model_dir, data_args)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Train, evaluate, save the adapter and the merged model; returns the final metrics."""
+    model_args, data_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    configure(model_args, training_args)
+    model_dir = os.environ.get("SM_MODEL_DIR", os.path.join(str(training_args.output_dir), "model"))
+    model_path = resolve_model_path(model_args)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=model_args.trust_remote_code)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    train_blocks, eval_blocks, raw_eval, efficiency = packed_splits(tokenizer, data_args, training_args)
+
+    logger.info("parallel_mode=%s world_size=%d", training_args.parallel_mode.value, training_args.world_size)
+    trainer = Trainer(
+        model=load_training_model(model_path, model_args, training_args),
+        args=training_args,
+        train_dataset=train_blocks,
+        eval_dataset=eval_blocks,
+        data_collator=default_data_collator,
+    )
+    all_metrics = train(trainer, training_args, data_args, train_blocks, efficiency)
+    if eval_blocks is not None:
+        all_metrics.update(evaluate(trainer, tokenizer, raw_eval, data_args, training_args))
+    if training_args.should_save:
+        adapter_dir = save_adapter(trainer, tokenizer, data_args, model_dir)
         if model_args.merge_adapter:
-            del trainer, model
+            # The trainer (training model, optimizer, wrappers) goes before the merge loads the base again.
+            del trainer
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            save_merged_model(adapter_dir, model_path, model_args, tokenizer, model_dir)
-        else:
-            # Served as an adapter over its base (the handler loads both); the base must be reachable there.
-            for name in os.listdir(adapter_dir):
-                shutil.copy2(os.path.join(adapter_dir, name), os.path.join(model_dir, name))
-        write_serving_files(model_dir, data_args)
+        save_served_model(adapter_dir, tokenizer, model_path, model_args, data_args, model_dir)
         out_data = os.environ.get("SM_OUTPUT_DATA_DIR")
         if out_data:
             os.makedirs(out_data, exist_ok=True)

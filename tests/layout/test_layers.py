@@ -72,7 +72,6 @@ OVER_BUDGET = {
     "hfpipe/core/plan.py:build_plan": 135,
     "lambda/pipeline/pipeline_lambdas/deploy_prepare.py:prepare": 133,
     "hfpipe/local/substitute.py:for_this_machine": 125,
-    "training_code/run_clm.py:main": 120,
     "stacks/constructs/pipeline_lambdas.py:PipelineLambdas.__init__": 105,
     "hfpipe/cli/cleanup.py:cmd_stop": 102,
     "training_code/run_classification.py:main": 100,
