@@ -342,24 +342,22 @@ def accuracy(prediction: EvalPrediction) -> dict[str, float]:
     return {"accuracy": float((np.argmax(logits, axis=-1) == prediction.label_ids).mean())}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Train and/or evaluate; returns the metrics."""
-    model_args, data_args, training_args, container_args = parse_args(argv)
-    encoder_utils.setup_logging(training_args)
-    logger.info("training arguments: %s", training_args)
-    set_seed(training_args.seed)
+@dataclass
+class Columns:
+    """The text columns (`second` None for a single text) and the head's label order (None: the data's)."""
 
-    model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
-    raw = load_raw(data_args, model_args.cache_dir)
-    encoder_utils.require_splits(raw, training_args)
-    any_split = raw["train"] if "train" in raw else raw[next(iter(raw))]
-    first, second = resolve_columns(data_args, any_split.column_names)
-    label_names = resolve_label_names(data_args, raw.get("train"))
+    first: str
+    second: str | None
+    label_to_id: dict[int, int] | None
 
+
+def load_model(
+    model_args: ModelArguments, model_path: str, config: Any, label_names: list[str], columns: Columns
+) -> Any:
+    """(tokenizer, model): the start checkpoint (`config`, its own) with a head for the labels, in the
+    checkpoint's label order when it has a head for them."""
     common = {"cache_dir": model_args.cache_dir, "trust_remote_code": model_args.trust_remote_code}
-    config = AutoConfig.from_pretrained(model_path, **common)
-    label_to_id = head_label_order(config, label_names)
-    if label_to_id is None:
+    if columns.label_to_id is None:
         config = AutoConfig.from_pretrained(
             model_path,
             num_labels=len(label_names),
@@ -371,15 +369,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         logger.info("keeping the start checkpoint's label order %s", config.id2label)
     # Saved with the model (config.json), so the endpoint's handler can refuse a single text sent to a pair
     # model (and a pair sent to a single-text model), which would otherwise be answered as if it fit.
-    config.hfpipe_text_pair = second is not None
+    config.hfpipe_text_pair = columns.second is not None
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_path, **common)
     model = AutoModelForSequenceClassification.from_pretrained(
         model_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes, **common
     )
+    return tokenizer, model
+
+
+def tokenized_splits(
+    raw: Any,
+    tokenizer: Any,
+    columns: Columns,
+    data_args: DataTrainingArguments,
+    training_args: ClassificationTrainingArguments,
+) -> dict[str, datasets.Dataset]:
+    """The train, validation and mismatched splits the run uses, labelled rows only, tokenized."""
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
 
     def tokenize(batch: dict[str, list]) -> Any:
-        texts = (batch[first],) if second is None else (batch[first], batch[second])
+        texts = (
+            (batch[columns.first],)
+            if columns.second is None
+            else (batch[columns.first], batch[columns.second])
+        )
         out = tokenizer(
             *texts,
             truncation=True,
@@ -387,7 +400,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             padding="max_length" if data_args.pad_to_max_length else False,
         )
         labels = batch[data_args.label_column_name]
-        out["labels"] = labels if label_to_id is None else [label_to_id[label] for label in labels]
+        to_id = columns.label_to_id
+        out["labels"] = labels if to_id is None else [to_id[label] for label in labels]
         return out
 
     wanted = [("train", training_args.do_train, data_args.max_train_samples)]
@@ -409,32 +423,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 num_proc=data_args.preprocessing_num_workers,
                 desc=f"{split} tokens",
             )
+    return splits
 
-    collator = encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args)
+
+def evaluate(trainer: Trainer, splits: dict[str, datasets.Dataset]) -> dict[str, Any]:
+    """Validation metrics, and the mismatched set's with an _mm suffix (run_glue.py's MNLI double evaluation)."""
+    eval_metrics = trainer.evaluate()
+    eval_metrics["eval_samples"] = len(splits["validation"])
+    if MISMATCHED in splits:
+        mismatched = trainer.evaluate(eval_dataset=splits[MISMATCHED])
+        mismatched["eval_samples"] = len(splits[MISMATCHED])
+        eval_metrics.update({f"{k}_mm": v for k, v in mismatched.items()})
+    return dict(encoder_utils.record_eval(trainer, eval_metrics))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Train and/or evaluate; returns the metrics."""
+    model_args, data_args, training_args, container_args = parse_args(argv)
+    encoder_utils.setup_logging(training_args)
+    logger.info("training arguments: %s", training_args)
+    set_seed(training_args.seed)
+
+    model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
+    raw = load_raw(data_args, model_args.cache_dir)
+    encoder_utils.require_splits(raw, training_args)
+    any_split = raw["train"] if "train" in raw else raw[next(iter(raw))]
+    first, second = resolve_columns(data_args, any_split.column_names)
+    label_names = resolve_label_names(data_args, raw.get("train"))
+    common = {"cache_dir": model_args.cache_dir, "trust_remote_code": model_args.trust_remote_code}
+    config = AutoConfig.from_pretrained(model_path, **common)
+    columns = Columns(first, second, head_label_order(config, label_names))
+    tokenizer, model = load_model(model_args, model_path, config, label_names, columns)
+    splits = tokenized_splits(raw, tokenizer, columns, data_args, training_args)
+
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=splits.get("train"),
         eval_dataset=splits.get("validation"),
         **encoder_utils.tokenizer_argument(tokenizer),
-        data_collator=collator,
+        data_collator=encoder_utils.padding_collator(tokenizer, data_args.pad_to_max_length, training_args),
         compute_metrics=accuracy,
     )
-
     metrics: dict[str, Any] = {}
     if training_args.do_train:
-        train_metrics = encoder_utils.train_resumable(trainer, len(splits["train"]))
-        metrics.update(train_metrics)
-
+        metrics.update(encoder_utils.train_resumable(trainer, len(splits["train"])))
     if training_args.do_eval:
-        eval_metrics = trainer.evaluate()
-        eval_metrics["eval_samples"] = len(splits["validation"])
-        if MISMATCHED in splits:
-            # run_glue.py's MNLI double evaluation: the mismatched set's metrics end in _mm.
-            mismatched = trainer.evaluate(eval_dataset=splits[MISMATCHED])
-            mismatched["eval_samples"] = len(splits[MISMATCHED])
-            eval_metrics.update({f"{k}_mm": v for k, v in mismatched.items()})
-        metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
+        metrics.update(evaluate(trainer, splits))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
     encoder_utils.end_process_group()
