@@ -134,17 +134,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Any, ...]:
     return encoder_utils.parse_arguments(ARGUMENT_TYPES, argv)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Train and/or evaluate; returns the metrics."""
-    model_args, data_args, training_args, container_args = parse_args(argv)
-    encoder_utils.setup_logging(training_args)
-    logger.info("training arguments: %s", training_args)
-    set_seed(training_args.seed)
-
-    model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
-    raw = load_raw(data_args, model_args.cache_dir)
-    encoder_utils.require_splits(raw, training_args)
-
+def load_model(model_args: ModelArguments, model_path: str) -> Any:
+    """(tokenizer, model): a fast tokenizer (the windows need its offset mapping) and the QA model."""
     config = AutoConfig.from_pretrained(
         model_path, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
     )
@@ -162,14 +153,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cache_dir=model_args.cache_dir,
         trust_remote_code=model_args.trust_remote_code,
     )
-    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    return tokenizer, model
+
+
+def windowed_splits(raw: Any, tokenizer: Any, data_args: DataTrainingArguments, training_args: Any) -> Any:
+    """(train features or None, eval examples or None, eval features or None): the splits the run uses, cut
+    into max_seq_length windows doc_stride apart."""
     window = {
         "tokenizer": tokenizer,
-        "max_seq_length": max_seq_length,
+        "max_seq_length": min(data_args.max_seq_length, tokenizer.model_max_length),
         "doc_stride": data_args.doc_stride,
         "pad_to_max_length": data_args.pad_to_max_length,
     }
-
     train_dataset = eval_examples = eval_features = None
     with training_args.main_process_first(desc="tokenizing"):
         if training_args.do_train:
@@ -198,26 +193,36 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 num_proc=data_args.preprocessing_num_workers,
                 desc="validation windows",
             )
+    return train_dataset, eval_examples, eval_features
 
-    collator = qa_utils.qa_collator(
-        tokenizer, data_args.pad_to_max_length, training_args.fp16 or training_args.bf16
-    )
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Train and/or evaluate; returns the metrics."""
+    model_args, data_args, training_args, container_args = parse_args(argv)
+    encoder_utils.setup_logging(training_args)
+    logger.info("training arguments: %s", training_args)
+    set_seed(training_args.seed)
+
+    model_path = encoder_utils.resolve_model(model_args.model_name_or_path)
+    raw = load_raw(data_args, model_args.cache_dir)
+    encoder_utils.require_splits(raw, training_args)
+    tokenizer, model = load_model(model_args, model_path)
+    train_dataset, eval_examples, eval_features = windowed_splits(raw, tokenizer, data_args, training_args)
 
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         **encoder_utils.tokenizer_argument(tokenizer),
-        data_collator=collator,
+        data_collator=qa_utils.qa_collator(
+            tokenizer, data_args.pad_to_max_length, training_args.fp16 or training_args.bf16
+        ),
     )
-
     metrics: dict[str, Any] = {}
     if training_args.do_train:
-        train_metrics = encoder_utils.train_resumable(
-            trainer, len(train_dataset) if train_dataset is not None else 0
+        metrics.update(
+            encoder_utils.train_resumable(trainer, len(train_dataset) if train_dataset is not None else 0)
         )
-        metrics.update(train_metrics)
-
     if training_args.do_eval:
         assert eval_features is not None and eval_examples is not None
         eval_metrics = evaluate(trainer, eval_examples, eval_features, data_args)

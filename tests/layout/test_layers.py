@@ -74,7 +74,6 @@ OVER_BUDGET = {
     "hfpipe/local/substitute.py:for_this_machine": 125,
     "stacks/constructs/pipeline_lambdas.py:PipelineLambdas.__init__": 105,
     "hfpipe/cli/cleanup.py:cmd_stop": 102,
-    "training_code/run_qa.py:main": 95,
     "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/cli/report.py:render_report": 91,
     "stacks/functions/common.py:grant_endpoint_scaling": 89,
