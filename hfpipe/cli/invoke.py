@@ -63,6 +63,33 @@ def handler_module(name: str) -> ModuleType:
     return module
 
 
+def check_with_kind(
+    serving: kinds.ServingKind,
+    task: kinds.TaskKind | None,
+    requests: list[Any],
+    sources: list[str],
+    max_model_len: int | None = None,
+) -> None:
+    """Each request through the serving kind's own request contract (vllm: vLLM's rules, with the served
+    context length where known), else through the task handler's parse_request; the first refused is an
+    error, before anything is sent."""
+    contract_check = serving.request_contract
+    if contract_check is None:
+        if task is not None:
+            check_requests(requests, str(serving.request_checker(task.handler)), sources)
+        return
+    for request, source in zip(requests, sources, strict=True):
+        try:
+            contract_check(request, max_model_len)
+        except ValueError as err:
+            status = getattr(err, "status", None)
+            answer = f" (the endpoint would answer {status})" if status else ""
+            raise HfpipeError(
+                f"{source} is not a request the endpoint accepts{answer}: {getattr(err, 'message', err)} "
+                f"(the {serving.name} kind's request contract; nothing was sent)"
+            ) from None
+
+
 def check_requests(requests: list[Any], handler: str, sources: list[str]) -> None:
     """Each request through the handler's own parse_request; the first it refuses is an error."""
     module = handler_module(handler)
@@ -92,11 +119,6 @@ class Target:
     serving: kinds.ServingKind = _DEFAULT_SERVING
     url: str | None = None  # the local server's base URL
     max_model_len: int | None = None  # the vllm kind's longest prompt + answer, where known
-
-    @property
-    def handler(self) -> str | None:
-        """The training_code/ module whose parse_request checks requests to this endpoint."""
-        return self.serving.request_checker(self.task.handler) if self.task else None
 
 
 def _target(name: str, task: str | None, serving: str | None, url: str | None = None) -> Target:
@@ -304,7 +326,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         resolved = cli_recipes.load(args.recipe, []).resolved
         recipe = kinds_of(resolved["task"], resolved["serving"]["kind"])
         _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
-        check_requests(shaped(recipe[1]), recipe[1].request_checker(recipe[0].handler), sources)
+        check_with_kind(recipe[1], recipe[0], shaped(recipe[1]), sources)
     clients = None if args.local else aws.clients_for(args)
     target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
     if recipe is not None and target.task is not None and target.task != recipe[0]:
@@ -313,9 +335,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         )
     _check_dialogue(args, target.task, target.name)
     requests = shaped(target.serving)
-    if target.handler:
-        check_requests(requests, target.handler, sources)
-    invoke_openai.check_limits(requests, sources, target.max_model_len)
+    check_with_kind(target.serving, target.task, requests, sources, target.max_model_len)
     for index, request in enumerate(requests, start=1):
         if args.stream:
             body = json.dumps(request).encode()

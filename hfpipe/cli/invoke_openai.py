@@ -212,17 +212,3 @@ def with_served_limits(target: Any) -> Any:
     lengths = [m.get("max_model_len") for m in models if isinstance(m, dict)]
     known = [n for n in lengths if isinstance(n, int) and n > 0]
     return dataclasses.replace(target, max_model_len=min(known)) if known else target
-
-
-def check_limits(requests: list[Any], sources: list[str], max_model_len: int | None) -> None:
-    """Refuse, before sending, a request whose answer alone cannot fit the served model's length (vLLM
-    counts prompt and answer tokens against --max-model-len; the prompt's own tokens are counted there)."""
-    if max_model_len is None:
-        return
-    for request, source in zip(requests, sources, strict=True):
-        wanted = request.get("max_tokens") if isinstance(request, dict) else None
-        if isinstance(wanted, int) and wanted >= max_model_len:
-            raise HfpipeError(
-                f"{source}: request field 'max_tokens': {wanted} is not accepted; the model serves at most "
-                f"{max_model_len} tokens of prompt and answer together (SM_VLLM_MAX_MODEL_LEN); nothing was sent"
-            )

@@ -16,6 +16,7 @@ from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas,
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.sample_request import check as check_sample_request
 from hfpipe.core.schema import RecipeError
 
 #: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
@@ -24,8 +25,6 @@ KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi"
 GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
 DEFAULT_POLL_SECONDS = 60
-#: The serving kind of a recipe that names none (the Hugging Face inference toolkit's handler).
-DEFAULT_SERVING_KIND = "hf-inference"
 
 
 @dataclass(frozen=True)
@@ -351,7 +350,7 @@ def build_plan(
     price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
-    kind_name = str(s.get("kind", DEFAULT_SERVING_KIND))  # a recipe without serving.kind serves as before
+    kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
     variant = fleets.production_variant(n["model_name"], s["instance_type"], s["instance_count"], kind_name)
     plan = Plan(
         execution_name=execution_name,
@@ -396,5 +395,6 @@ def build_plan(
         tags=tags,
         training_job_request=job_request,
     )
+    check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
     return plan

@@ -2,16 +2,18 @@
 
 A serving kind says where its image comes from (the image catalog's scope and key, resolved from the
 SageMaker Python SDK's tables at synth time by stacks/image_catalog.py), how the model is packaged for it,
-the model environment it starts with, which module's `parse_request` checks a request before it is sent,
+the model environment it starts with, its request contract (its own, or the task handler's `parse_request`),
 and which class emulates it in local mode (named by string: this package imports nothing of hfpipe.local).
 A recipe picks one with `serving.kind`; its task kind lists the serving kinds it supports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from hfpipe.kinds import openai_contract
 
 #: What a recipe without `serving.kind` is served by (every recipe before serving kinds existed).
 DEFAULT_SERVING_KIND = "hf-inference"
@@ -42,8 +44,12 @@ class ServingKind:
     #: Model container environment before the recipe's serving.environment (which wins).
     environment: Mapping[str, str] = field(default_factory=dict)
     #: The training_code/ module whose `parse_request` checks a request; "{handler}" is the task kind's
-    #: handler module.
-    request_module: str = "{handler}"
+    #: handler module; None: the kind's own `request_contract` checks it.
+    request_module: str | None = "{handler}"
+    #: The kind's own request contract, shipped in this package: called with a request body and the served
+    #: model's context length (None: not known), it raises a ValueError naming the field (for vllm an
+    #: openai_contract.ContractError, with the server's status and error body). None: the task handler's.
+    request_contract: Callable[[Any, int | None], object] | None = None
     #: "module:Class" that serves a model.tar.gz on this machine (hfpipe local, local --serve).
     local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
     #: (what stands in, why) when local mode cannot run the kind's own server, printed as a substitution.
@@ -83,9 +89,10 @@ class ServingKind:
         if missing and not container.get("image_uri"):
             raise KindError(f": the {self.name} serving kind's image needs {missing} (or image_uri)")
 
-    def request_checker(self, handler: str) -> str:
-        """The training_code/ module whose parse_request checks requests to a model with `handler`."""
-        return self.request_module.format(handler=handler)
+    def request_checker(self, handler: str) -> str | None:
+        """The training_code/ module whose parse_request checks requests to a model with `handler`; None
+        when the kind's own request_contract does."""
+        return self.request_module.format(handler=handler) if self.request_module is not None else None
 
 
 #: The Hugging Face DLC versions (recipe.container.*): the catalog keys of today's images.
@@ -122,7 +129,10 @@ SERVING_KINDS: dict[str, ServingKind] = {
             image_table_scope=VLLM,
             image_key_fields=("vllm_version",),
             handler_path=None,
-            request_module="openai_requests",
+            # vLLM's OpenAI server's rules for the pinned version (hfpipe/kinds/openai_contract.py), used by
+            # `hfpipe invoke`, local mode's stand-in and Plan's check of the sample request.
+            request_module=None,
+            request_contract=openai_contract.check_request,
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             speaks_openai=True,

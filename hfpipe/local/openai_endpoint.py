@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hfpipe.kinds import openai_contract as contract
 from hfpipe.local import openai_protocol as op
 from hfpipe.local.container import LocalContainerError
-from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
+from hfpipe.local.endpoint import JSON, LocalEndpoint
 
 #: Where SageMaker puts the model, and so the name vLLM serves it under by default.
 MODEL_PATH = "/opt/ml/model"
@@ -52,8 +53,21 @@ MAX_LEN_KEYS = (
     "max_seq_length",
     "seq_len",
 )
-CHAT_ROUTE, COMPLETION_ROUTE = "/v1/chat/completions", "/v1/completions"
+CHAT_ROUTE, COMPLETION_ROUTE = contract.CHAT_ROUTE, contract.COMPLETION_ROUTE
+ROUTES = (contract.INVOCATIONS, CHAT_ROUTE, COMPLETION_ROUTE)
 EVENT_STREAM = "text/event-stream"
+#: The request fields the stand-in acts on (or that change nothing in its answer: user, request_id, ...).
+#: A request that sets another field of the contract to other than its default is answered 501, naming it:
+#: vLLM serves it, this stand-in does not (the type vLLM gives a NotImplementedError, serving_engine.py).
+IMPLEMENTED = frozenset(
+    {
+        *("messages", "prompt", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p"),
+        *("top_k", "seed", "stop", "stream", "stream_options", "ignore_eos", "skip_special_tokens"),
+        *("add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs"),
+        *("user", "request_id", "priority", "cache_salt", "tool_choice", "parallel_tool_calls"),
+        "include_reasoning",
+    }
+)
 
 
 @dataclass
@@ -98,6 +112,10 @@ class OpenAIEndpoint(LocalEndpoint):
         self.load_seconds = time.monotonic() - started
         self.max_model_len = _max_model_len(self.model.config.to_dict(), env.get("SM_VLLM_MAX_MODEL_LEN"))
         self.served_model_name = env.get("SM_VLLM_SERVED_MODEL_NAME") or MODEL_PATH
+        # What the contract also checks a request against: the served name, the context, the vocabulary
+        # (input_processor: the larger of the tokenizer's and the model's).
+        vocab = max(len(self.tokenizer), int(getattr(self.model.config, "vocab_size", 0) or 0))
+        self.served = contract.Served((self.served_model_name,), self.max_model_len, vocab)
         self._lock = threading.Lock()  # one generation at a time: the stand-in has no continuous batching
 
     # ------------------------------------------------------------------------------------------ the API
@@ -114,57 +132,43 @@ class OpenAIEndpoint(LocalEndpoint):
         answer = self.answer("/invocations", body, content_type)
         return answer.stream if answer.stream is not None else iter([answer.body])
 
-    def answer(self, path: str, body: bytes | str, content_type: str = JSON) -> Answer:
-        """POST `path` (/invocations, /v1/chat/completions, /v1/completions). Checks run before generation
-        starts, so a refusal is a plain error answer even for a streaming request."""
-        if media_type(content_type) != JSON:
-            raise op.OpenAIError(
-                "Unsupported Media Type: Only 'application/json' is allowed",
-                status=415,
-                err_type="Unsupported Media Type",
-            )
+    def answer(self, path: str, body: bytes | str, content_type: str | None = JSON) -> Answer:
+        """POST `path` (/invocations, /v1/chat/completions, /v1/completions). Every check of the request
+        contract, and the prompt's length and token ids, runs before generation starts: a refusal is an
+        error answer with vLLM's status and body, never a stream."""
+        if path not in ROUTES:
+            raise op.OpenAIError("Not Found", status=404, err_type="Not Found")
+        contract.check_content_type(content_type)
         try:
             request = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise op.OpenAIError(f"JSON decode error: {exc}") from None
-        if not isinstance(request, dict):
-            raise op.OpenAIError("the body must be a JSON object")
-        if path == "/invocations":
-            if "messages" in request:
-                path = CHAT_ROUTE
-            elif "prompt" in request:
-                path = COMPLETION_ROUTE
-            else:
-                raise op.OpenAIError(
-                    f"Cannot find suitable handler for request. Expected one of: {list(op.INVOCATION_TYPES)}"
-                )
-        if path == CHAT_ROUTE:
-            return self._chat(request)
-        if path == COMPLETION_ROUTE:
-            return self._completion(request)
-        raise op.OpenAIError(f"{path}: not found", status=404, err_type="NotFoundError")
+        except (ValueError, UnicodeDecodeError) as exc:  # routes.py invocations: an HTTPException(400)
+            raise op.OpenAIError(f"JSON decode error: {exc}", err_type="Bad Request") from None
+        checked = contract.check(request, path, self.served)
+        unimplemented = sorted(set(checked.set_fields()) - IMPLEMENTED)
+        if (request.get("stream_options") or {}).get("continuous_usage_stats"):
+            unimplemented.append("stream_options.continuous_usage_stats")
+        if unimplemented:
+            raise op.OpenAIError(
+                f"{unimplemented[0]}: this local stand-in of the vLLM container does not implement it (vLLM "
+                f"{contract.VLLM_VERSION} on the endpoint does); leave it out or at its default here",
+                param=unimplemented[0],
+                status=501,
+                err_type="NotImplementedError",
+            )
+        return self._chat(checked) if checked.kind == "chat" else self._completion(checked)
 
     def models(self) -> dict[str, Any]:
         """GET /v1/models."""
         return op.model_list(self.served_model_name, self.served_model_name, self.max_model_len)
 
     # -------------------------------------------------------------------------------------- the routes
-    def _check_model(self, request: dict[str, Any]) -> None:
-        model = request.get("model")
-        if model not in (None, "", self.served_model_name):
-            raise op.OpenAIError(
-                f"The model `{model}` does not exist.", param="model", status=404, err_type="NotFoundError"
-            )
-
-    def _chat(self, request: dict[str, Any]) -> Answer:
-        self._check_model(request)
-        sampling = op.parse_sampling(request, "max_completion_tokens")
-        messages = op.chat_messages(request)
+    def _chat(self, checked: contract.Checked) -> Answer:
+        request, sampling = checked.body, checked.sampling
         if not self.tokenizer.chat_template:
             raise op.no_chat_template_error()
         try:
             prompt = self.tokenizer.apply_chat_template(
-                messages,
+                checked.messages,
                 tokenize=False,
                 add_generation_prompt=request.get("add_generation_prompt", True),
                 continue_final_message=request.get("continue_final_message", False),
@@ -173,11 +177,12 @@ class OpenAIEndpoint(LocalEndpoint):
         except Exception as exc:  # jinja2 errors: vLLM answers 400 with the template's message
             raise op.OpenAIError(str(exc)) from None
         ids = self.tokenizer(prompt, add_special_tokens=request.get("add_special_tokens", False))["input_ids"]
-        max_tokens = self._budget(len(ids), sampling.max_tokens)
+        contract.check_token_ids(ids, self.served.vocab_size or len(self.tokenizer))
+        max_tokens = contract.check_length(len(ids), sampling.max_tokens, self.max_model_len)
         id_ = op.new_id("chatcmpl")
-        if request.get("stream"):
+        if checked.stream:
             return Answer(
-                stream=self._chat_events(id_, ids, sampling, max_tokens, request), content_type=EVENT_STREAM
+                stream=self._chat_events(id_, ids, sampling, max_tokens, checked), content_type=EVENT_STREAM
             )
         text, finish, stop_reason, n = self._run(ids, sampling, max_tokens)
         choice = {
@@ -191,7 +196,12 @@ class OpenAIEndpoint(LocalEndpoint):
         return Answer(body=_dumps(out))
 
     def _chat_events(
-        self, id_: str, ids: list[int], sampling: op.Sampling, max_tokens: int, request: dict[str, Any]
+        self,
+        id_: str,
+        ids: list[int],
+        sampling: contract.Sampling,
+        max_tokens: int,
+        checked: contract.Checked,
     ) -> Iterator[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None, stop_reason: Any = None) -> bytes:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -209,7 +219,7 @@ class OpenAIEndpoint(LocalEndpoint):
                 yield chunk({"content": delta} if delta else {}, finish, stop_reason)
             elif delta:
                 yield chunk({"content": delta})
-        if (request.get("stream_options") or {}).get("include_usage"):
+        if checked.include_usage:
             yield op.sse(
                 op.response(
                     "chat.completion.chunk",
@@ -222,19 +232,22 @@ class OpenAIEndpoint(LocalEndpoint):
             )
         yield op.DONE
 
-    def _completion(self, request: dict[str, Any]) -> Answer:
-        self._check_model(request)
-        sampling = op.parse_sampling(request)
+    def _completion(self, checked: contract.Checked) -> Answer:
+        request, sampling = checked.body, checked.sampling
         add_special = request.get("add_special_tokens", True)
         prompts = [
             p if isinstance(p, list) else self.tokenizer(p, add_special_tokens=add_special)["input_ids"]
-            for p in op.completion_prompts(request)
+            for p in checked.prompts
         ]
-        budgets = [self._budget(len(ids), sampling.max_tokens) for ids in prompts]
+        for ids in prompts:
+            contract.check_token_ids(ids, self.served.vocab_size or len(self.tokenizer))
+        budgets = [
+            contract.check_length(len(ids), sampling.max_tokens, self.max_model_len) for ids in prompts
+        ]
         id_ = op.new_id("cmpl")
-        if request.get("stream"):
+        if checked.stream:
             return Answer(
-                stream=self._completion_events(id_, prompts, budgets, sampling, request),
+                stream=self._completion_events(id_, prompts, budgets, sampling, checked),
                 content_type=EVENT_STREAM,
             )
         choices, completion_tokens = [], 0
@@ -258,8 +271,8 @@ class OpenAIEndpoint(LocalEndpoint):
         id_: str,
         prompts: list[list[int]],
         budgets: list[int],
-        sampling: op.Sampling,
-        request: dict[str, Any],
+        sampling: contract.Sampling,
+        checked: contract.Checked,
     ) -> Iterator[bytes]:
         total = 0
         for index, (ids, budget) in enumerate(zip(prompts, budgets, strict=True)):
@@ -275,28 +288,13 @@ class OpenAIEndpoint(LocalEndpoint):
                         )
                     )
             total += n
-        if (request.get("stream_options") or {}).get("include_usage"):
+        if checked.include_usage:
             use = op.usage(sum(len(ids) for ids in prompts), total)
             yield op.sse(op.response("text_completion", id_, self.served_model_name, [], use, chunk=True))
         yield op.DONE
 
     # ---------------------------------------------------------------------------------------- generation
-    def _budget(self, prompt_tokens: int, max_tokens: int | None) -> int:
-        """The tokens a request may generate, or vLLM's refusal when prompt + max_tokens does not fit."""
-        limit = self.max_model_len
-        if max_tokens is not None and max_tokens > limit:
-            raise op.validation_error(
-                f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
-                "Please request fewer output tokens.",
-                "max_tokens",
-                max_tokens,
-            )
-        if prompt_tokens + (max_tokens or 0) > limit or (max_tokens is None and prompt_tokens >= limit):
-            raise op.context_length_error(limit, max_tokens or 0, prompt_tokens)
-        # vLLM's get_max_tokens: without max_tokens, whatever the context leaves.
-        return max_tokens if max_tokens is not None else limit - prompt_tokens
-
-    def _run(self, ids: list[int], sampling: op.Sampling, max_tokens: int) -> tuple[str, str, Any, int]:
+    def _run(self, ids: list[int], sampling: contract.Sampling, max_tokens: int) -> tuple[str, str, Any, int]:
         text, finish, stop_reason, n = "", "length", None, 0
         for delta, end, reason, count in self._generate(ids, sampling, max_tokens):
             text, n = text + delta, count
@@ -305,7 +303,7 @@ class OpenAIEndpoint(LocalEndpoint):
         return text, finish, stop_reason, n
 
     def _generate(
-        self, ids: list[int], sampling: op.Sampling, max_tokens: int
+        self, ids: list[int], sampling: contract.Sampling, max_tokens: int
     ) -> Iterator[tuple[str, str | None, Any, int]]:
         """(new text, finish_reason or None, stop_reason, tokens generated so far) as tokens come.
 
@@ -345,11 +343,11 @@ class OpenAIEndpoint(LocalEndpoint):
                     sent = ready
                 inputs = torch.tensor([[token]])
 
-    def _decode(self, ids: list[int], sampling: op.Sampling) -> str:
+    def _decode(self, ids: list[int], sampling: contract.Sampling) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=sampling.skip_special_tokens))
 
 
-def _pick(logits: Any, sampling: op.Sampling, rng: Any) -> int:
+def _pick(logits: Any, sampling: contract.Sampling, rng: Any) -> int:
     """The next token: argmax when greedy, else sampled after temperature, top-k and top-p."""
     import torch
 

@@ -35,6 +35,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hfpipe.kinds import openai_contract
 from hfpipe.local import openai_protocol
 from hfpipe.local.endpoint import JSON, LocalEndpoint, media_type
 from hfpipe.local.openai_endpoint import OpenAIEndpoint
@@ -123,7 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, events: Iterator[bytes]) -> None:
         """200 and the events in chunked transfer coding, each flushed as it comes. An error after the
-        status line is sent as vLLM sends it, one `data: {"error": ...}` event, then [DONE]."""
+        status line is sent as vLLM sends it, one `data: {"error": ...}` event with the status vLLM gives
+        that error (openai_contract.error_for), then [DONE]."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -136,8 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 raise
-            except Exception as exc:
-                error = openai_protocol.OpenAIError(str(exc), status=500, err_type="InternalServerError")
+            except Exception as exc:  # vLLM's stream generators: the error's body as an event, then [DONE]
+                error = openai_contract.error_for(exc)
                 for event in (openai_protocol.sse(error.body()), openai_protocol.DONE):
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.write(b"0\r\n\r\n")
@@ -159,13 +161,12 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _openai_post(self, endpoint: OpenAIEndpoint, path: str, body: bytes) -> None:
+        # Every refusal, and any error before generation starts, is an HTTP answer with vLLM's status and
+        # body (a missing Content-Type too: vLLM's validate_json_request refuses it).
         try:
-            answer = endpoint.answer(path, body, self.headers.get("Content-Type") or JSON)
-        except openai_protocol.OpenAIError as exc:
-            self._openai_error(exc)
-            return
-        except ValueError as exc:  # vLLM's serving layer answers a ValueError as a 400 BadRequestError
-            self._openai_error(openai_protocol.OpenAIError(str(exc)))
+            answer = endpoint.answer(path, body, self.headers.get("Content-Type"))
+        except Exception as exc:
+            self._openai_error(openai_contract.error_for(exc))
             return
         if answer.stream is not None:
             self._stream(answer.stream)

@@ -122,14 +122,18 @@ def test_the_endpoint_stream_relays_payload_parts_and_fails_on_a_stream_error() 
 
 
 def test_an_answer_longer_than_the_served_model_is_refused_before_sending() -> None:
-    invoke_openai.check_limits([{"prompt": "a", "max_tokens": 10}], ["--data"], 2048)
-    invoke_openai.check_limits(
-        [{"prompt": "a", "max_tokens": 4096}], ["--data"], None
+    from hfpipe import kinds
+    from hfpipe.cli import invoke
+
+    vllm = kinds.serving_kind("vllm")
+    invoke.check_with_kind(vllm, None, [{"prompt": "a", "max_tokens": 10}], ["--data"], 2048)
+    invoke.check_with_kind(
+        vllm, None, [{"prompt": "a", "max_tokens": 4096}], ["--data"]
     )  # unknown: the server says
     with pytest.raises(
-        HfpipeError, match=r"^--data: request field 'max_tokens': 2048 is not accepted; .* at most 2048"
+        HfpipeError, match=r"^--data is not .* would answer 400\): 'max_tokens' .* too large: 2048"
     ):
-        invoke_openai.check_limits([{"prompt": "a", "max_tokens": 2048}], ["--data"], 2048)
+        invoke.check_with_kind(vllm, None, [{"prompt": "a", "max_tokens": 2048}], ["--data"], 2048)
 
 
 def test_a_stream_error_botocore_raises_while_reading_is_an_error_naming_it() -> None:

@@ -79,7 +79,13 @@ def test_each_task_kinds_files_exist_and_the_entry_point_installs_the_handler(ta
 )
 def test_each_sample_request_passes_the_request_check_of_its_own_kinds(task: str, serving: str) -> None:
     kind = kinds.task_kind(task)
-    module = invoke.handler_module(kinds.serving_kind(serving).request_checker(kind.handler))
+    contract = kinds.serving_kind(serving).request_contract
+    if contract is not None:  # the serving kind's own (vllm: vLLM's OpenAI server's rules)
+        assert contract(dict(kind.request_for(serving)), None)
+        with pytest.raises(ValueError):
+            contract({"unexpected": "field"}, None)
+        return
+    module = invoke.handler_module(str(kinds.serving_kind(serving).request_checker(kind.handler)))
     assert callable(module.parse_request)
     parsed = module.parse_request(dict(kind.request_for(serving)))
     assert parsed[0], f"{task}: {kind.request_for(serving)!r} parsed to nothing"

@@ -49,6 +49,35 @@ def test_bloomz_serves_on_the_vllm_image_with_the_server_settings_as_sm_vllm_var
     }
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"serving.sample_request.stream": True},
+            r"^recipe\.serving\.sample_request\.stream: true is not accepted",
+        ),
+        (
+            {"serving.sample_request": {"inputs": "Amanda: hi", "parameters": {"max_new_tokens": 8}}},
+            r"^recipe\.serving\.sample_request: vLLM 0\.14\.0 would answer 400: Cannot find suitable handler",
+        ),
+        (
+            {"serving.sample_request.max_tokens": 2000},
+            r"^recipe\.serving\.sample_request: .* context is 2048 tokens",
+        ),
+        # the recipe's own environment is the model's: a shorter context there holds the sample too
+        (
+            {"serving.environment": {"SM_VLLM_MAX_MODEL_LEN": "100"}},
+            r"^recipe\.serving\.sample_request: .* asks for 64 more; the model's context is 100",
+        ),
+        ({"serving.sample_request.model": "other"}, r"would answer 404: The model `other` does not exist"),
+    ],
+    ids=["stream", "toolkit body", "max_tokens", "environment", "model"],
+)
+def test_plan_refuses_a_sample_request_the_endpoint_would_refuse(config, overrides, message) -> None:
+    with pytest.raises(RecipeError, match=message):
+        plan_of(config, **overrides)
+
+
 def test_tensor_parallel_spans_every_gpu_of_the_instance(config) -> None:
     plan = plan_of(config, **{"serving.instance_type": "ml.g5.12xlarge"})
     assert plan.serving_environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
@@ -161,35 +190,32 @@ def test_the_vllm_image_comes_from_the_dlc_accounts_of_every_region_the_sdk_list
 
 
 def _parse(body: Any) -> Any:
-    from hfpipe.cli import invoke
-
-    return invoke.handler_module(kinds.serving_kind("vllm").request_checker("inference_clm")).parse_request(
-        body
-    )
+    contract = kinds.serving_kind("vllm").request_contract
+    assert contract is not None
+    return contract(body, None)
 
 
 def test_openai_requests_are_checked_field_by_field() -> None:
-    kind, messages, params = _parse(
-        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True}
-    )
-    assert (kind, messages, params["max_tokens"], params["stream"]) == (
+    """The vllm kind's contract (hfpipe/kinds/openai_contract.py); tests/kinds/test_request_contract_table.py
+    holds its table against invoke, the stand-in and Plan."""
+    checked = _parse({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True})
+    assert (checked.kind, checked.messages, checked.sampling.max_tokens, checked.stream) == (
         "chat",
         [{"role": "user", "content": "hi"}],
         5,
         True,
     )
-    assert _parse({"prompt": ["a", "b"], "temperature": 0})[0:2] == ("completion", ["a", "b"])
+    completion = _parse({"prompt": ["a", "b"], "temperature": 0})
+    assert (completion.kind, completion.prompts, completion.sampling.greedy) == (
+        "completion",
+        ["a", "b"],
+        True,
+    )
     refused = {
-        "n": (
-            {"prompt": "a", "n": 2},
-            "request field 'n': 2 is not accepted; accepted: a whole number from 1 to 1",
-        ),
-        "both": ({"prompt": "a", "messages": []}, "exactly one of 'messages'"),
-        "role": ({"messages": [{"role": "robot", "content": "x"}]}, "request field 'messages[0].role'"),
-        "last": ({"messages": [{"role": "assistant", "content": "x"}]}, "whose last message is the user's"),
-        "unknown": ({"prompt": "a", "best_of": 3}, "request fields ['best_of'] are not accepted"),
-        "max_tokens": ({"prompt": "a", "max_tokens": 0}, "request field 'max_tokens'"),
-        "stream": ({"prompt": "a", "stream": "yes"}, "request field 'stream'"),
+        "role": ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role: 'robot'"),
+        "unknown": ({"prompt": "a", "best_of": 3}, "best_of: not a field of vLLM 0.14.0's CompletionRequest"),
+        "max_tokens": ({"prompt": "a", "max_tokens": 0}, "max_tokens must be at least 1, got 0."),
+        "stream": ({"prompt": "a", "stream": "yes"}, "stream: 'yes' is not accepted"),
     }
     for name, (body, message) in refused.items():
         with pytest.raises(ValueError) as err:

@@ -39,10 +39,14 @@ def handler(name: str) -> ModuleType:
 @pytest.mark.parametrize("recipe_name", available_recipes())
 def test_the_recipes_sample_request_is_accepted_by_its_handler(recipe_name: str) -> None:
     """...by the request check of the recipe's serving kind: the task's handler, or for the vllm kind the
-    OpenAI request check (training_code/openai_requests.py)."""
+    kind's own request contract (hfpipe/kinds/openai_contract.py)."""
     recipe = resolve_recipe(load_recipe(recipe_name))
     sample = recipe["serving"]["sample_request"]
     assert sample is not None, f"{recipe_name}: no serving.sample_request"
+    contract = kinds.serving_kind_of(recipe).request_contract
+    if contract is not None:
+        assert contract(sample, None), f"{recipe_name}: {sample!r} checked to nothing"
+        return
     checker = kinds.serving_kind_of(recipe).request_checker(kinds.task_kind(recipe["task"]).handler)
     spec = importlib.util.spec_from_file_location(f"checker_{checker}", TRAINING_CODE / f"{checker}.py")
     assert spec is not None and spec.loader is not None
