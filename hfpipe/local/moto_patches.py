@@ -40,6 +40,11 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
   HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.quotas), which its Plan Lambda
   reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees;
+- ``ApplicationAutoScalingResponse.call_action``: moto drops RegisterScalableTarget's Tags and has no TagResource
+  nor ListTagsForResource; a target keeps the Tags it was created with (AWS applies them at creation only: "To
+  tag an existing scalable target, use the TagResource operation", the API reference), TagResource adds or
+  replaces tags on a registered target (ResourceNotFoundException for any other ARN), ListTagsForResource reads
+  them, so the deploy's tagging (the environment's IAM scoping of its targets) is played and can be read back;
 - ``boto_client_for`` in the interpreter's task modules: moto builds a new boto3 client for every task it runs
   (tens of milliseconds each: a third of a long execution's time); one client per region, service and
   credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
@@ -92,6 +97,7 @@ TARGETS = (
     "SageMakerRuntimeResponse.invoke_endpoint",
     "S3Backend.get_object",
     "ServiceQuotasResponse.call_action",
+    "ApplicationAutoScalingResponse.call_action",
 )
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
@@ -158,7 +164,14 @@ Patch = tuple[str, Any, "str | None", Any]
 def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of TARGETS (a test keeps the two equal)."""
     check_moto_version()
-    return _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
+    return (
+        _sagemaker()
+        + _interpreter(engine)
+        + _time(engine)
+        + _world(engine)
+        + _quotas(engine)
+        + _scaling_tags()
+    )
 
 
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
@@ -461,3 +474,44 @@ def _quotas(engine: Engine) -> list[Patch]:
         return 200, {}, json.dumps(engine.quotas.answer(operation, params))
 
     return [("ServiceQuotasResponse.call_action", ServiceQuotasResponse, "call_action", call_action)]
+
+
+def _scaling_tags() -> list[Patch]:
+    from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+
+    original = ApplicationAutoScalingResponse.call_action
+    operations = ("RegisterScalableTarget", "TagResource", "ListTagsForResource")
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        if operation not in operations:
+            return original(response)
+        params = json.loads(response.body or "{}")
+        targets = response.applicationautoscaling_backend.targets
+        if operation == "RegisterScalableTarget":
+            existed = params.get("ResourceId") in targets.get(params.get("ScalableDimension"), {})
+            answer = original(response)
+            target = targets.get(params.get("ScalableDimension"), {}).get(params.get("ResourceId"))
+            if target is not None and not existed:
+                target.hfpipe_tags = dict(params.get("Tags") or {})
+            return answer
+        arn = params.get("ResourceARN")
+        found = [t for by_id in targets.values() for t in by_id.values() if t.arn == arn]
+        if not found:
+            error = {"__type": "ResourceNotFoundException", "Message": f"No scalable target found for {arn}"}
+            headers = {"status": 400, "x-amzn-ErrorType": "ResourceNotFoundException"}
+            return 400, headers, json.dumps({**error, "ResourceName": arn})
+        tags = found[0].__dict__.setdefault("hfpipe_tags", {})
+        if operation == "TagResource":
+            tags.update(params.get("Tags") or {})
+            return 200, {}, "{}"
+        return 200, {}, json.dumps({"Tags": dict(tags)})
+
+    return [
+        (
+            "ApplicationAutoScalingResponse.call_action",
+            ApplicationAutoScalingResponse,
+            "call_action",
+            call_action,
+        )
+    ]

@@ -30,7 +30,7 @@ from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
 from stacks.constructs.state_machine_role import grant_hosting
-from stacks.functions.common import PassRoleGrant
+from stacks.functions.common import PassRoleGrant, run_arn
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
@@ -245,7 +245,7 @@ class PipelineStateMachine(Construct):
             service="sagemaker",
             action="describeEndpoint",
             parameters={"EndpointName": J.string_at(P("endpoint_name"))},
-            iam_resources=[stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")],
+            iam_resources=[run_arn(self, "endpoint", env_name)],
             # The whole description: FailureReason (present only when Failed) reaches the report.
             result_path="$.endpoint",
         )
