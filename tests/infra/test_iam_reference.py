@@ -162,13 +162,17 @@ def resources_of(env: str, region: str) -> list[tuple[str, dict[str, str]]]:
 
 def test_no_environment_may_change_another_environments_resources(synthesized):
     """Every write (the reference's Write, Tagging and Permissions management levels) of every identity policy
-    of one environment, against every other environment's resources: none is allowed. Environment names have
-    no '-' and none is hfpipe (hfpipe.core.names), so <env>- and hfpipe-<env>- name one environment only."""
+    of one environment, against every other environment's resources: none is allowed. The others: cdk.json's,
+    and names one character longer or shorter (dev2 and de beside dev: a prefix `dev*` would reach dev2's).
+    Environment names have no '-' and none is hfpipe (hfpipe.core.names), so <env>- and hfpipe-<env>- name one
+    environment only."""
     envs = synthesized.environments
     assert len(envs) >= 2
     findings, checked = [], 0
     for env, config in envs.items():
-        theirs = [(o, arn, ctx) for o in envs if o != env for arn, ctx in resources_of(o, config.region)]
+        others = (set(envs) | {f"{env}2", env[:-1]}) - {env}
+        assert not [o for o in others if names.env_name_problem(o)]
+        theirs = [(o, arn, ctx) for o in sorted(others) for arn, ctx in resources_of(o, config.region)]
         for part in ("Data", "Quota", "Pipeline"):
             template = synthesized.templates[stack_name(env, part)]
             for logical, statement in identity_statements(template):
