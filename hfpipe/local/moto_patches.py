@@ -8,6 +8,9 @@ methods, boto3 calls) does not offer, each target with its reason:
 
 - ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
   validates the type itself); any ``ml.*`` type is accepted;
+- ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
+  you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
+  the emulation (ValidationException);
 - ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
   ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
 - ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
@@ -83,6 +86,7 @@ _CLIENT_MODULES = tuple(
 #: The patched targets, named in the version error.
 TARGETS = (
     "FakeEndpointConfig.validate_instance_type",
+    "SageMakerResponse.create_model_package",
     "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
     "StateTaskServiceUnsupported._from_error",
     "StateTaskServiceAwsSdk._eval_service_task",
@@ -184,10 +188,21 @@ def install(stack: contextlib.ExitStack, engine: Engine) -> None:
 def _sagemaker() -> list[Patch]:
     from moto.sagemaker.exceptions import ValidationError
     from moto.sagemaker.models import FakeEndpointConfig
+    from moto.sagemaker.responses import SageMakerResponse
 
     def validate_instance_type(config: Any, instance_type: str) -> None:
         if not str(instance_type).startswith("ml."):
             raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+    original_create_model_package = SageMakerResponse.create_model_package
+
+    def create_model_package(response: Any) -> Any:
+        if response._get_param("ModelPackageGroupName") and response._get_param("Tags"):
+            raise ValidationError(
+                message="Tags cannot be supplied for a versioned model package (ModelPackageGroupName): it uses "
+                "the tags of its model package group"
+            )
+        return original_create_model_package(response)
 
     return [
         (
@@ -195,6 +210,12 @@ def _sagemaker() -> list[Patch]:
             FakeEndpointConfig,
             "validate_instance_type",
             validate_instance_type,
+        ),
+        (
+            "SageMakerResponse.create_model_package",
+            SageMakerResponse,
+            "create_model_package",
+            create_model_package,
         ),
     ]
 

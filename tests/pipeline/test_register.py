@@ -151,6 +151,9 @@ def test_requests_are_what_botocore_accepts(fresh):
     ]
     unversioned = {k: v for k, v in tagged.items() if k != "ModelPackageGroupName"}
     assert api_shapes.problems("CreateModelPackage", {**unversioned, "ModelPackageName": "x"}) == []
+    sagemaker = fresh.client("sagemaker")  # the emulation refuses it as AWS does
+    with pytest.raises(sagemaker.exceptions.ClientError, match="versioned model package"):
+        sagemaker.create_model_package(**tagged)
     with pytest.raises(ValueError, match="approval: 'Rejected' is not accepted"):
         registry.package_request(
             plan, model_data_url="s3://b/m", metrics_uri="s3://b/x", approval="Rejected", properties={}
