@@ -228,7 +228,8 @@ SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
 SCALING_ROLE = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 
 
-#: Application Auto Scaling's own condition keys, which every write below carries: SageMaker variants' instance counts.
+#: Application Auto Scaling's own condition keys (SageMaker variants' instance counts), on every write that takes
+#: them: Register, Deregister, PutScalingPolicy (TagResource takes neither; its tag conditions scope it).
 SCALING_SCOPE = {
     "application-autoscaling:service-namespace": deploy_requests.SCALING_NAMESPACE,
     "application-autoscaling:scalable-dimension": deploy_requests.SCALING_DIMENSION,
