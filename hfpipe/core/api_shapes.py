@@ -114,9 +114,25 @@ def enum(shape: str) -> tuple[str, ...]:
 
 
 def problems(operation: str, request: Any) -> list[str]:
-    """Every way `request` breaks the operation's input shape (empty when SageMaker would take it)."""
+    """Every way `request` breaks the operation's input shape or a rule the API reference states beside it
+    (``_RULES``; empty when SageMaker would take it)."""
     shapes = _shapes()
-    return list(_walk(shapes, shapes["operations"][operation], request, operation))
+    found = list(_walk(shapes, shapes["operations"][operation], request, operation))
+    rule = _RULES.get(operation)
+    return found + ([rule[1]] if rule and isinstance(request, dict) and rule[0](request) else [])
+
+
+#: Rules the API reference states in a field's documentation, which the shapes cannot say: (refused?, problem).
+#: CreateModelPackage, Tags: "If you supply ModelPackageGroupName, your model package belongs to the model
+#: group you specify and uses the tags associated with the model group. In this case, you cannot supply a tag
+#: argument." (A versioned package takes its group's tags.)
+_RULES: dict[str, tuple[Any, str]] = {
+    "CreateModelPackage": (
+        lambda r: bool(r.get("ModelPackageGroupName")) and "Tags" in r,
+        "CreateModelPackage.Tags: not accepted with ModelPackageGroupName (a versioned model package uses its "
+        "group's tags); accepted: no Tags",
+    ),
+}
 
 
 def _walk(shapes: dict[str, Any], name: str, value: Any, path: str) -> Any:

@@ -184,14 +184,23 @@ def scaling_resource_id(endpoint_name: str) -> str:
     return f"endpoint/{endpoint_name}/variant/{VARIANT}"
 
 
-def scalable_target_request(endpoint_name: str, scaling: Autoscaling) -> dict[str, Any]:
-    """RegisterScalableTarget (registers, or updates the bounds of a registered target)."""
+def scaling_tags(env: str) -> dict[str, str]:
+    """The tags of an environment's scalable targets (Application Auto Scaling's Tags: a map): its IAM grants
+    allow writes only on targets that carry them (stacks/functions/common.py, grant_endpoint_scaling)."""
+    return {contract.TAG_MANAGED_BY: contract.PROJECT, contract.TAG_ENV: env}
+
+
+def scalable_target_request(endpoint_name: str, scaling: Autoscaling, env: str) -> dict[str, Any]:
+    """RegisterScalableTarget (registers, or updates the bounds of a registered target), with the environment's
+    tags. AWS applies Tags when it creates the target ("To tag an existing scalable target, use the TagResource
+    operation", the API reference), so an existing target is tagged first (deploy_common.claim_target)."""
     return {
         "ServiceNamespace": SCALING_NAMESPACE,
         "ResourceId": scaling_resource_id(endpoint_name),
         "ScalableDimension": SCALING_DIMENSION,
         "MinCapacity": scaling.min_instances,
         "MaxCapacity": scaling.max_instances,
+        "Tags": scaling_tags(env),
     }
 
 

@@ -28,15 +28,26 @@ _SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: every name an execution gets is `<env>-<execution>` and execution names may hold dashes, so an
 #: environment `dev-eu` would share names (and the training rule's `dev-` prefix) with `dev`'s execution
 #: `eu-run`. Without a dash in either environment name, `<env>-` is never a prefix of another's names.
+#: Nor `hfpipe`: every other environment's named endpoints and model package groups are `hfpipe-<env>-...`, which
+#: an environment `hfpipe`'s run names (`hfpipe-<execution>`) would share, and with them its IAM name prefixes.
 ENV_NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
-ENV_NAME_ACCEPTED = "a lower-case letter, then lower-case letters or digits (no '-'), at most 16 characters"
+RESERVED_ENV_NAMES = ("hfpipe",)
+ENV_NAME_ACCEPTED = (
+    "a lower-case letter, then lower-case letters or digits (no '-'), at most 16 characters, not 'hfpipe'"
+)
 
 
 def env_name_problem(env: object) -> str | None:
     """None for a valid environment name, else what is accepted (the callers raise their own error)."""
-    if isinstance(env, str) and ENV_NAME.fullmatch(env):
+    if isinstance(env, str) and ENV_NAME.fullmatch(env) and env not in RESERVED_ENV_NAMES:
         return None
     return ENV_NAME_ACCEPTED
+
+
+def run_prefix(env: str) -> str:
+    """The start of every SageMaker name a pipeline run of ``env`` gets (``derive_names``): `<env>-`. No other
+    environment's names start with it (no '-' in environment names), so the stacks scope IAM grants by it."""
+    return f"{env}-"
 
 
 def base_name(execution_name: str) -> str:
@@ -56,7 +67,7 @@ def derive_names(execution_name: str, env: str) -> dict[str, str]:
     """Names of the training job, model, endpoint config and endpoint of one execution of ``env``."""
     if not env:
         raise ValueError("env: empty; expected the environment name from cdk.json")
-    base = base_name(f"{env}-{execution_name}")
+    base = base_name(f"{run_prefix(env)}{execution_name}")
     names = {"training_job_name": base}
     names.update({f"{kind}_name": base + suffix for kind, suffix in _SUFFIXES.items()})
     for value in names.values():

@@ -214,10 +214,9 @@ def package_request(
     metrics_uri: str,
     approval: str,
     properties: dict[str, str],
-    execution_name: str,
 ) -> dict[str, Any]:
     """CreateModelPackage of the promoted version: the source's inference specification with the target's
-    image and model copy, the target's approval status, tags for the target environment."""
+    image and model copy, the target's approval status (its tags are its group's)."""
     if approval not in registry.APPROVAL_STATUSES:
         raise ValueError(
             f"approval: {approval!r} is not accepted; accepted: {', '.join(registry.APPROVAL_STATUSES)}"
@@ -247,12 +246,7 @@ def package_request(
         "CustomerMetadataProperties": properties,
         "ModelApprovalStatus": approval,
         "ClientToken": client_token(env, source_arn),
-        "Tags": [
-            {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
-            {"Key": contract.TAG_ENV, "Value": env},
-            {"Key": contract.TAG_RECIPE, "Value": recipe},
-            {"Key": contract.TAG_EXECUTION, "Value": execution_name},
-        ],
+        # No Tags: a version takes its group's (api_shapes._RULES).
     }
 
 

@@ -138,7 +138,7 @@ def package_request(
         "CustomerMetadataProperties": properties,
         "ModelApprovalStatus": approval,
         "ClientToken": client_token(plan.env, plan.execution_name),
-        "Tags": plan.tags,
+        # No Tags: a version takes its group's (api_shapes._RULES); the execution is in its metadata.
     }
 
 

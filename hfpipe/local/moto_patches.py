@@ -8,6 +8,9 @@ methods, boto3 calls) does not offer, each target with its reason:
 
 - ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
   validates the type itself); any ``ml.*`` type is accepted;
+- ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
+  you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
+  the emulation (ValidationException);
 - ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
   ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
 - ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
@@ -40,6 +43,11 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
   HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.quotas), which its Plan Lambda
   reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees;
+- ``ApplicationAutoScalingResponse.call_action``: moto drops RegisterScalableTarget's Tags and has no TagResource
+  nor ListTagsForResource; a target keeps the Tags it was created with (AWS applies them at creation only: "To
+  tag an existing scalable target, use the TagResource operation", the API reference), TagResource adds or
+  replaces tags on a registered target (ResourceNotFoundException for any other ARN), ListTagsForResource reads
+  them, so the deploy's tagging (the environment's IAM scoping of its targets) is played and can be read back;
 - ``boto_client_for`` in the interpreter's task modules: moto builds a new boto3 client for every task it runs
   (tens of milliseconds each: a third of a long execution's time); one client per region, service and
   credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
@@ -78,6 +86,7 @@ _CLIENT_MODULES = tuple(
 #: The patched targets, named in the version error.
 TARGETS = (
     "FakeEndpointConfig.validate_instance_type",
+    "SageMakerResponse.create_model_package",
     "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
     "StateTaskServiceUnsupported._from_error",
     "StateTaskServiceAwsSdk._eval_service_task",
@@ -92,6 +101,7 @@ TARGETS = (
     "SageMakerRuntimeResponse.invoke_endpoint",
     "S3Backend.get_object",
     "ServiceQuotasResponse.call_action",
+    "ApplicationAutoScalingResponse.call_action",
 )
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
@@ -158,7 +168,14 @@ Patch = tuple[str, Any, "str | None", Any]
 def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of TARGETS (a test keeps the two equal)."""
     check_moto_version()
-    return _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
+    return (
+        _sagemaker()
+        + _interpreter(engine)
+        + _time(engine)
+        + _world(engine)
+        + _quotas(engine)
+        + _scaling_tags()
+    )
 
 
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
@@ -171,10 +188,21 @@ def install(stack: contextlib.ExitStack, engine: Engine) -> None:
 def _sagemaker() -> list[Patch]:
     from moto.sagemaker.exceptions import ValidationError
     from moto.sagemaker.models import FakeEndpointConfig
+    from moto.sagemaker.responses import SageMakerResponse
 
     def validate_instance_type(config: Any, instance_type: str) -> None:
         if not str(instance_type).startswith("ml."):
             raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+    original_create_model_package = SageMakerResponse.create_model_package
+
+    def create_model_package(response: Any) -> Any:
+        if response._get_param("ModelPackageGroupName") and response._get_param("Tags"):
+            raise ValidationError(
+                message="Tags cannot be supplied for a versioned model package (ModelPackageGroupName): it uses "
+                "the tags of its model package group"
+            )
+        return original_create_model_package(response)
 
     return [
         (
@@ -182,6 +210,12 @@ def _sagemaker() -> list[Patch]:
             FakeEndpointConfig,
             "validate_instance_type",
             validate_instance_type,
+        ),
+        (
+            "SageMakerResponse.create_model_package",
+            SageMakerResponse,
+            "create_model_package",
+            create_model_package,
         ),
     ]
 
@@ -461,3 +495,44 @@ def _quotas(engine: Engine) -> list[Patch]:
         return 200, {}, json.dumps(engine.quotas.answer(operation, params))
 
     return [("ServiceQuotasResponse.call_action", ServiceQuotasResponse, "call_action", call_action)]
+
+
+def _scaling_tags() -> list[Patch]:
+    from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+
+    original = ApplicationAutoScalingResponse.call_action
+    operations = ("RegisterScalableTarget", "TagResource", "ListTagsForResource")
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        if operation not in operations:
+            return original(response)
+        params = json.loads(response.body or "{}")
+        targets = response.applicationautoscaling_backend.targets
+        if operation == "RegisterScalableTarget":
+            existed = params.get("ResourceId") in targets.get(params.get("ScalableDimension"), {})
+            answer = original(response)
+            target = targets.get(params.get("ScalableDimension"), {}).get(params.get("ResourceId"))
+            if target is not None and not existed:
+                target.hfpipe_tags = dict(params.get("Tags") or {})
+            return answer
+        arn = params.get("ResourceARN")
+        found = [t for by_id in targets.values() for t in by_id.values() if t.arn == arn]
+        if not found:
+            error = {"__type": "ResourceNotFoundException", "Message": f"No scalable target found for {arn}"}
+            headers = {"status": 400, "x-amzn-ErrorType": "ResourceNotFoundException"}
+            return 400, headers, json.dumps({**error, "ResourceName": arn})
+        tags = found[0].__dict__.setdefault("hfpipe_tags", {})
+        if operation == "TagResource":
+            tags.update(params.get("Tags") or {})
+            return 200, {}, "{}"
+        return 200, {}, json.dumps({"Tags": dict(tags)})
+
+    return [
+        (
+            "ApplicationAutoScalingResponse.call_action",
+            ApplicationAutoScalingResponse,
+            "call_action",
+            call_action,
+        )
+    ]

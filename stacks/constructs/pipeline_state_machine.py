@@ -30,7 +30,7 @@ from hfpipe.core import limits
 from hfpipe.core.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
 from stacks.constructs.state_machine_role import grant_hosting
-from stacks.functions.common import PassRoleGrant
+from stacks.functions.common import PassRoleGrant, run_arn
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
@@ -90,6 +90,7 @@ class PipelineStateMachine(Construct):
         if sorted(functions) != sorted(self.INVOKES):
             raise ValueError(f"the state machine invokes {self.INVOKES}, given {tuple(functions)}")
         self._stack = cdk.Stack.of(self)
+        self._env_name = env_name
         self._functions = functions
         self._retry_interval = retry_interval
         self._capacity_retry_interval = capacity_retry_interval
@@ -326,9 +327,7 @@ class PipelineStateMachine(Construct):
             service="sagemaker",
             action="describeEndpoint",
             parameters={"EndpointName": J.string_at(P("endpoint_name"))},
-            iam_resources=[
-                self._stack.format_arn(service="sagemaker", resource="endpoint", resource_name="*")
-            ],
+            iam_resources=[run_arn(self, "endpoint", self._env_name)],
             # The whole description: FailureReason (present only when Failed) reaches the report.
             result_path="$.endpoint",
         )

@@ -11,7 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
 from hfpipe import contract
-from stacks.functions.common import PassRoleGrant, owned_by
+from stacks.functions.common import PassRoleGrant, owned_by, run_arn
 from stacks.nag import acknowledge, rendered, rendered_value
 
 
@@ -21,14 +21,14 @@ def grant_hosting(
     functions: Mapping[str, lambda_.IFunction],
     grant_pass_role: PassRoleGrant,
 ) -> None:
-    """CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags only with this environment's request tags,
-    the reads they make, PassRole; the machine depends on the role's policy only."""
+    """CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags on this environment's run names (<env>-*) only,
+    with its request tags, the reads they make, PassRole; the machine depends on the role's policy only.
+
+    The request tags alone would let AddTags put this environment's tags on any resource of the account (another
+    environment's endpoint, say); the name prefix keeps it on this environment's own."""
     stack = cdk.Stack.of(machine)
     role = machine.role
-    hosting = [
-        stack.format_arn(service="sagemaker", resource=r, resource_name="*")
-        for r in ("model", "endpoint-config", "endpoint")
-    ]
+    hosting = [run_arn(machine, r, env_name) for r in ("model", "endpoint-config", "endpoint")]
     role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=[
@@ -76,7 +76,8 @@ def _acknowledge(
             role,
             f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
             "SageMaker resource names derive from the Step Functions execution name, chosen at start "
-            "time; CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
+            "time, after the environment's prefix <env>- (no other environment's names start with it); "
+            "CreateModel/CreateEndpointConfig/CreateEndpoint/AddTags require the request tags "
             "hfpipe:managed-by=hfpipe and hfpipe:env=<env>; Describe* (read-only) cannot be tag-scoped "
             "before the resource exists.",
         )

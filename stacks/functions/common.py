@@ -26,7 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import limits
+from hfpipe.core import deploy_requests, limits, names
 from stacks.nag import acknowledge, rendered
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -187,6 +187,14 @@ def sagemaker_arn(scope: Construct, resource: str) -> str:
     return cdk.Stack.of(scope).format_arn(service="sagemaker", resource=resource, resource_name="*")
 
 
+def run_arn(scope: Construct, resource: str, env_name: str) -> str:
+    """Every SageMaker ``resource`` (training-job, model, endpoint-config, endpoint) a pipeline run of ``env_name``
+    names: their names start with <env>- (``names.run_prefix``), which no other environment's names do (no '-'
+    in environment names; none is called hfpipe, whose named endpoints' prefix this would be)."""
+    prefix = names.run_prefix(env_name)
+    return cdk.Stack.of(scope).format_arn(service="sagemaker", resource=resource, resource_name=f"{prefix}*")
+
+
 def acknowledge_run_time_names(role: iam.IRole, resources: list[str]) -> None:
     """The cdk-nag acknowledgement of SageMaker ARNs ending in ``*`` that ``owned_by`` conditions."""
     stack = cdk.Stack.of(role)
@@ -220,40 +228,92 @@ SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
 SCALING_ROLE = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 
 
-def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> None:
-    """Application Auto Scaling on the named endpoints' variants: read and deregister (``register`` also:
-    register targets and put target tracking policies, with what AWS requires of such a caller on the
-    target service, CloudWatch and the service-linked role; "Application Auto Scaling identity-based policy
-    examples", https://docs.aws.amazon.com/autoscaling/application/userguide/security_iam_id-based-policy-examples.html).
+#: Application Auto Scaling's own condition keys (SageMaker variants' instance counts), on every write that takes
+#: them: Register, Deregister, PutScalingPolicy (TagResource takes neither; its tag conditions scope it).
+SCALING_SCOPE = {
+    "application-autoscaling:service-namespace": deploy_requests.SCALING_NAMESPACE,
+    "application-autoscaling:scalable-dimension": deploy_requests.SCALING_DIMENSION,
+}
 
-    Scalable targets have generated IDs: the actions that take a resource are on "*", limited to SageMaker
-    variants' instance counts by the service's own condition keys."""
-    stack = cdk.Stack.of(role)
-    scoped = {
-        "StringEquals": {
-            "application-autoscaling:service-namespace": "sagemaker",
-            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
-        }
+
+def scaling_tagged(env_name: str) -> dict[str, dict[str, Any]]:
+    """The condition of a write on an existing scalable target: it carries this environment's tags
+    (``aws:ResourceTag``; the deploy tags every target it registers or finds, hfpipe.core.deploy_requests.scaling_tags)."""
+    return {"StringEquals": {**SCALING_SCOPE, **owned_by(env_name, "aws:ResourceTag")["StringEquals"]}}
+
+
+def scaling_tagging(env_name: str) -> dict[str, dict[str, Any]]:
+    """The condition of a write that tags a scalable target (RegisterScalableTarget with Tags, TagResource): the
+    request's tags are this environment's, and a target that has tags already has this environment's
+    (``StringEqualsIfExists``: a new target has none yet; a target of another environment keeps its own)."""
+    return {
+        "StringEquals": owned_by(env_name, "aws:RequestTag")["StringEquals"],
+        "StringEqualsIfExists": owned_by(env_name, "aws:ResourceTag")["StringEquals"],
     }
+
+
+def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> None:
+    """Application Auto Scaling on this environment's scalable targets: read, tag (an untagged target,
+    registered before targets were tagged, becomes this environment's at its next deploy) and deregister
+    (``register`` also: register targets and put target tracking policies, with what AWS requires of such a
+    caller on the target service, CloudWatch and the service-linked role; "Application Auto Scaling
+    identity-based policy examples",
+    https://docs.aws.amazon.com/autoscaling/application/userguide/security_iam_id-based-policy-examples.html).
+
+    Scalable target ARNs end in a generated ID (scalable-target/<id>, not the endpoint's name), so the
+    resource is "*" and the environment's tags scope the writes (the Service Authorization Reference,
+    Application Auto Scaling: the scalable-target resource type takes aws:ResourceTag, RegisterScalableTarget
+    and TagResource aws:RequestTag and aws:TagKeys; RegisterScalableTarget with Tags needs TagResource too;
+    "Tagging support for Application Auto Scaling",
+    https://docs.aws.amazon.com/autoscaling/application/userguide/resource-tagging-support.html).
+    DescribeScalableTargets has no resource type and no condition key: it cannot be scoped."""
+    tag_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_MANAGED_BY, contract.TAG_ENV]}}
     role.add_to_policy(
         iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
     )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["application-autoscaling:TagResource"],
+            resources=["*"],
+            conditions={**scaling_tagging(env_name), **tag_keys},
+        )
+    )
     actions = ["application-autoscaling:DeregisterScalableTarget"]
     if register:
-        actions += [
-            "application-autoscaling:RegisterScalableTarget",
-            "application-autoscaling:PutScalingPolicy",
-        ]
-    role.add_to_policy(iam.PolicyStatement(actions=actions, resources=["*"], conditions=scoped))
+        actions += ["application-autoscaling:PutScalingPolicy"]
+        # Registering (a new target, tagged in the same request) or updating (the same request, on a target
+        # that is this environment's or, registered before targets were tagged, has no tags yet).
+        tagging = scaling_tagging(env_name)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["application-autoscaling:RegisterScalableTarget"],
+                resources=["*"],
+                conditions={
+                    **tagging,
+                    "StringEquals": {**SCALING_SCOPE, **tagging["StringEquals"]},
+                    **tag_keys,
+                },
+            )
+        )
+    role.add_to_policy(
+        iam.PolicyStatement(actions=actions, resources=["*"], conditions=scaling_tagged(env_name))
+    )
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::*]",
         "Application Auto Scaling: DescribeScalableTargets supports no resource-level permissions; scalable "
-        "targets have generated IDs, so Register/Deregister/PutScalingPolicy are on * and limited by the "
-        "service-namespace (sagemaker) and scalable-dimension (variant DesiredInstanceCount) condition keys.",
+        "target ARNs end in a generated ID, so Register/Tag/Deregister/PutScalingPolicy are on * and limited "
+        "to this environment's targets by its tags (aws:ResourceTag, aws:RequestTag) and to SageMaker variants' "
+        "instance counts by the service-namespace and scalable-dimension condition keys.",
     )
-    if not register:
-        return
+    if register:
+        _grant_scaling_dependencies(role, env_name)
+
+
+def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
+    """What AWS requires of a caller that registers SageMaker variants and puts target tracking policies:
+    the endpoint and its config, the target tracking alarms, and the service-linked role."""
+    stack = cdk.Stack.of(role)
     endpoints = [deploy_arn(role, r, env_name) for r in ("endpoint", "endpoint-config")]
     role.add_to_policy(
         iam.PolicyStatement(

@@ -19,7 +19,7 @@ from stacks.functions.common import (
     acknowledge_run_time_names,
     owned_by,
     pipeline_function,
-    sagemaker_arn,
+    run_arn,
 )
 
 
@@ -48,7 +48,7 @@ class LaunchFunction(Construct):
             runtime_module=self.RUNTIME_MODULE,
             environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
         )
-        job_arn = sagemaker_arn(self, "training-job")
+        job_arn = run_arn(self, "training-job", settings.env_name)  # <env>-*: this environment's jobs only
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],

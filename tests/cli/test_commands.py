@@ -66,7 +66,7 @@ def test_bad_environment_name(deployed: Deployed, capsys: Any) -> None:
     assert code == 1
     assert err == (
         "error: --env 'dev/../x' is not a valid environment name; accepted: a lower-case letter, then "
-        "lower-case letters or digits (no '-'), at most 16 characters, as in cdk.json\n"
+        "lower-case letters or digits (no '-'), at most 16 characters, not 'hfpipe', as in cdk.json\n"
     )
 
 

@@ -218,3 +218,83 @@ def check_template(stack: str, template: dict[str, Any], region: str) -> list[Fi
             for action, problem in check_statement(statement, template, region):
                 findings.append(Finding(stack, logical, index, action, problem))
     return findings
+
+
+#: The access levels of the Service Authorization Reference that change a resource (or its tags or policy).
+WRITE_LEVELS = ("Write", "Tagging", "Permissions management")
+IDENTITY_POLICIES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::Role")
+
+
+def identity_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(logical ID, statement) for every statement of the template's identity policies (not resource policies)."""
+    types = {logical: r["Type"] for logical, r in template["Resources"].items()}
+    return [
+        (logical, statement)
+        for logical, document in policy_documents(template)
+        if types[logical] in IDENTITY_POLICIES
+        for statement in document["Statement"]
+    ]
+
+
+def write_actions(statement: dict[str, Any]) -> list[str]:
+    """The statement's actions (wildcards expanded) whose access level in the reference is a write."""
+    actions = statement.get("Action", [])
+    found = []
+    for pattern in actions if isinstance(actions, list) else [actions]:
+        prefix = pattern.split(":", 1)[0]
+        privileges = get_service_prefix_data(prefix)["privileges"]
+        found += [
+            a for a in expand(pattern) if privileges[a.split(":", 1)[1]]["access_level"] in WRITE_LEVELS
+        ]
+    return found
+
+
+def allows(
+    statement: dict[str, Any],
+    action: str,
+    arn: str,
+    context: dict[str, str],
+    template: dict[str, Any],
+    region: str,
+) -> bool:
+    """Whether an Allow statement lets a caller do ``action`` on ``arn``, for a resource described by
+    ``context`` (its tags as ``aws:ResourceTag/<key>``, and any other key the resource decides, e.g.
+    Application Auto Scaling's service-namespace and scalable-dimension).
+
+    The worst case for every other key: the caller chooses the request (its tags, aws:TagKeys, an approval
+    status...), so a condition on a key the context does not hold is met, except a resource tag the resource
+    does not have (met only by an ``...IfExists`` operator), as IAM evaluates it."""
+    if statement.get("Effect") != "Allow":
+        return False
+    actions = statement.get("Action", [])
+    if not any(
+        fnmatch.fnmatchcase(action.lower(), a.lower())
+        for a in (actions if isinstance(actions, list) else [actions])
+    ):
+        return False
+    resources = statement.get("Resource", "*")
+    patterns = [
+        render(r, template, region) for r in (resources if isinstance(resources, list) else [resources])
+    ]
+    if not any(fnmatch.fnmatchcase(arn, p) for p in patterns):
+        return False
+    for operator, block in statement.get("Condition", {}).items():
+        base = operator.split(":")[-1]
+        if_exists = base.endswith("IfExists")
+        base = base.removesuffix("IfExists")
+        for key, wanted in block.items():
+            values = wanted if isinstance(wanted, list) else [wanted]
+            if key in context:
+                if not _compare(base, context[key], [str(v) for v in values]):
+                    return False
+            elif key.startswith("aws:ResourceTag/") and not if_exists:
+                return False
+    return True
+
+
+def _compare(operator: str, value: str, wanted: list[str]) -> bool:
+    if operator == "StringEquals":
+        return value in wanted
+    if operator in ("StringLike", "ArnLike"):
+        return any(fnmatch.fnmatchcase(value, w) for w in wanted)
+    raise ValueError(f"condition operator {operator}: not modelled for a key the resource decides")

@@ -138,8 +138,15 @@ def test_bad_environment_name_and_missing_context():
         load_environments({"Dev_1": DEV})
     assert str(raised.value) == (
         "hfpipe:environments: 'Dev_1' is not accepted; accepted: environment names of a lower-case letter, then "
-        "lower-case letters or digits (no '-'), at most 16 characters"
+        "lower-case letters or digits (no '-'), at most 16 characters, not 'hfpipe'"
     )
+
+
+def test_no_environment_is_called_hfpipe():
+    """hfpipe-<env>- starts every other environment's named endpoints and groups: an environment `hfpipe`'s runs
+    (hfpipe-<execution>) would share the prefix, and its roles' name-scoped grants with it."""
+    with pytest.raises(ConfigError, match="not 'hfpipe'"):
+        load_environments({"hfpipe": DEV})
 
 
 @pytest.mark.parametrize("name", ["dev-", "dev--eu", "dev-eu", "-dev", "Dev", "d" * 17, "1dev", ""])

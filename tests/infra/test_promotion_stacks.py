@@ -146,10 +146,11 @@ def test_the_promote_role_is_least_privilege(cross):
         "arn:aws:s3:::hfpipe-dev-data-*/models/*",
     ]
     assert all("/promoted/*" in json.dumps(r) for r in by_action["s3:PutObject"])
-    # Registers as the Register step does: this environment's approval status and tags.
+    # Registers as the Register step does: this environment's approval status, in its own groups (a version
+    # takes its group's tags, so the request has none to condition on).
     (create,) = [s for s in statements if s["Action"] == "sagemaker:CreateModelPackage"]
-    assert create["Condition"]["StringEquals"]["sagemaker:ModelApprovalStatus"] == "PendingManualApproval"
-    assert create["Condition"]["StringEquals"]["aws:RequestTag/hfpipe:env"] == "prod"
+    assert create["Condition"] == {"StringEquals": {"sagemaker:ModelApprovalStatus": "PendingManualApproval"}}
+    assert all("hfpipe-prod-" in json.dumps(r) for r in create["Resource"])
     assert role["RoleName"] == promotion.role_name("prod") == "hfpipe-prod-promote"
 
 

@@ -70,13 +70,12 @@ FUNCTION_BUDGET = 60
 OVER_BUDGET = {
     "stacks/constructs/deploy_state_machine.py:DeployStateMachine.__init__": 324,
     "hfpipe/core/plan.py:build_plan": 136,
-    "lambda/pipeline/pipeline_lambdas/deploy_prepare.py:prepare": 133,
+    "lambda/pipeline/pipeline_lambdas/deploy_prepare.py:prepare": 135,
     "hfpipe/local/substitute.py:for_this_machine": 125,
     "stacks/constructs/pipeline_lambdas.py:PipelineLambdas.__init__": 105,
     "hfpipe/cli/cleanup.py:cmd_stop": 102,
     "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/cli/report.py:render_report": 91,
-    "stacks/functions/common.py:grant_endpoint_scaling": 89,
     "stacks/functions/promote.py:PromoteFunction.__init__": 87,
     "stacks/constructs/quota_request.py:QuotaRequestProvider.__init__": 85,
     "hfpipe/local/moto_patches.py:_interpreter": 85,
@@ -96,7 +95,6 @@ OVER_BUDGET = {
     "hfpipe/local/container.py:run_training_job_request": 65,
     "hfpipe/local/guardrails.py:Guardrails.update_endpoint": 64,
     "stacks/image_catalog.py:build_catalog": 63,
-    "stacks/functions/register.py:grant_registry": 63,
     "hfpipe/cli/logs.py:cmd_logs": 63,
 }
 

@@ -68,7 +68,7 @@ def serving(clients: dict[str, Any], instances: int, scaled_to: int | None = Non
     sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=config, Tags=tags)
     if scaled_to is not None:
         clients["application-autoscaling"].register_scalable_target(
-            **requests.scalable_target_request(ENDPOINT, Autoscaling(1, 8, 100))
+            **requests.scalable_target_request(ENDPOINT, Autoscaling(1, 8, 100), ENV)
         )
         from moto.backends import get_backend
 
@@ -187,3 +187,39 @@ def test_a_vllm_versions_endpoint_config_carries_the_kinds_host_image(clients):
         "ProductionVariants"
     ]
     assert "InferenceAmiVersion" not in variant
+
+
+def test_the_deploy_tags_every_scalable_target_it_registers_or_finds(clients):
+    """The environment's grants allow autoscaling writes only on its tagged targets (stacks/functions/common.py,
+    grant_endpoint_scaling): a target is registered with the tags, and one registered before targets were tagged
+    (no Tags) is tagged before it is updated or deregistered (AWS applies RegisterScalableTarget's Tags at
+    creation only; the emulation plays that, hfpipe.local.moto_patches)."""
+    from pipeline_lambdas import deploy_common
+
+    aas = clients["application-autoscaling"]
+
+    def tags() -> dict[str, str]:
+        (target,) = aas.describe_scalable_targets(
+            ServiceNamespace=requests.SCALING_NAMESPACE, ResourceIds=[requests.scaling_resource_id(ENDPOINT)]
+        )["ScalableTargets"]
+        return dict(aas.list_tags_for_resource(ResourceARN=target["ScalableTargetARN"])["Tags"])
+
+    ours = {contract.TAG_MANAGED_BY: contract.PROJECT, contract.TAG_ENV: ENV}
+    assert deploy_common.apply_scaling(aas, ENDPOINT, Autoscaling(1, 4, 20), ENV)
+    assert tags() == ours
+    assert deploy_common.remove_scaling(aas, ENDPOINT, ENV) is True
+    legacy = requests.scalable_target_request(ENDPOINT, Autoscaling(1, 2, 10), ENV)
+    aas.register_scalable_target(**{k: v for k, v in legacy.items() if k != "Tags"})
+    assert tags() == {}
+    deploy_common.apply_scaling(aas, ENDPOINT, Autoscaling(1, 4, 20), ENV)
+    assert tags() == ours
+    aas.register_scalable_target(
+        **{**legacy, "Tags": {contract.TAG_ENV: "prod"}}
+    )  # an update: Tags not applied
+    assert tags() == ours
+    with pytest.raises(aas.exceptions.ResourceNotFoundException):
+        aas.tag_resource(
+            ResourceARN=f"arn:aws:application-autoscaling:{REGION}:{ACCOUNT}:scalable-target/x", Tags={}
+        )
+    assert deploy_common.remove_scaling(aas, ENDPOINT, ENV) is True
+    assert deploy_common.remove_scaling(aas, ENDPOINT, ENV) is False

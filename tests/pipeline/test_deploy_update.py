@@ -140,6 +140,14 @@ def scaled(clean, monkeypatch):
 def test_record_applies_the_declared_autoscaling(scaled):
     first_deploy(scaled)
     assert scaling(scaled) == ([(1, 3)], [50.0])
+    aas = scaled.client("application-autoscaling")
+    (target,) = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker", ResourceIds=[deploy_requests.scaling_resource_id(ENDPOINT)]
+    )["ScalableTargets"]
+    # Tagged for the environment: its grants allow writes only on targets so tagged.
+    assert aas.list_tags_for_resource(ResourceARN=target["ScalableTargetARN"])["Tags"] == (
+        deploy_requests.scaling_tags("dev")
+    )
 
 
 def test_an_instance_type_change_takes_autoscaling_off_and_puts_it_back(scaled):

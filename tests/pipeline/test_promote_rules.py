@@ -142,7 +142,6 @@ def test_the_promoted_versions_request_is_what_botocore_accepts():
         metrics_uri="s3://p/metrics.json",
         approval="PendingManualApproval",
         properties=props,
-        execution_name="promote-tiny-lora-3",
     )
     assert api_shapes.problems("CreateModelPackage", request) == []
     assert request["InferenceSpecification"]["Containers"] == [
@@ -168,7 +167,6 @@ def _kwargs(props: dict[str, str]) -> dict[str, object]:
         "metrics_uri": "s3://p/x",
         "approval": "Approved",
         "properties": props,
-        "execution_name": "e",
     }
 
 

@@ -143,6 +143,17 @@ def test_requests_are_what_botocore_accepts(fresh):
             stub.add_response(method or _snake(operation), answer, request)
             getattr(client, method or _snake(operation))(**request)
     assert api_shapes.problems("CreateModelPackage", {**requests["CreateModelPackage"], "ClientToken": "a_b"})
+    # A version takes its group's tags: AWS takes no Tags with ModelPackageGroupName (the API reference).
+    tagged = {**requests["CreateModelPackage"], "Tags": plan.tags}
+    assert api_shapes.problems("CreateModelPackage", tagged) == [
+        "CreateModelPackage.Tags: not accepted with ModelPackageGroupName (a versioned model package uses its "
+        "group's tags); accepted: no Tags"
+    ]
+    unversioned = {k: v for k, v in tagged.items() if k != "ModelPackageGroupName"}
+    assert api_shapes.problems("CreateModelPackage", {**unversioned, "ModelPackageName": "x"}) == []
+    sagemaker = fresh.client("sagemaker")  # the emulation refuses it as AWS does
+    with pytest.raises(sagemaker.exceptions.ClientError, match="versioned model package"):
+        sagemaker.create_model_package(**tagged)
     with pytest.raises(ValueError, match="approval: 'Rejected' is not accepted"):
         registry.package_request(
             plan, model_data_url="s3://b/m", metrics_uri="s3://b/x", approval="Rejected", properties={}

@@ -102,7 +102,7 @@ def cleanup(
     ):
         try:
             settings = EndpointSettings.from_json(prepared["settings"])
-            restored = apply_scaling(autoscaling, endpoint_name, settings.autoscaling)
+            restored = apply_scaling(autoscaling, endpoint_name, settings.autoscaling, env)
         except Exception as err:
             failed.append(f"autoscaling of {endpoint_name}: {err}")
     result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
@@ -138,7 +138,7 @@ def _delete_new_endpoint(
         )
         return endpoint
     if status != rule.DELETING:
-        remove_scaling(autoscaling, endpoint["EndpointName"])
+        remove_scaling(autoscaling, endpoint["EndpointName"], env)
         rule.delete(sagemaker, rule.KINDS[0], endpoint["EndpointName"])
     deleted.append(label)
     return None

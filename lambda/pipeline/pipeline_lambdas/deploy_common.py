@@ -63,14 +63,33 @@ def scalable_target(autoscaling: Any, endpoint_name: str) -> dict[str, Any] | No
     return dict(found[0]) if found else None
 
 
-def apply_scaling(autoscaling: Any, endpoint_name: str, scaling: Autoscaling | None) -> dict[str, Any] | None:
-    """Make the variant's autoscaling what cdk.json declares: register the target and put the target tracking
-    policy (both create or update), or deregister a target the declaration no longer has. Returns what is
-    in force (None: no autoscaling)."""
+def claim_target(autoscaling: Any, target: dict[str, Any], env: str) -> bool:
+    """Tag a registered scalable target with the environment's tags (TagResource: a target registered before
+    the deploy tagged its targets gets them; AddTags semantics, so a tagged one is unchanged). The role may
+    write only on targets tagged so, and may tag only targets that have no tags or this environment's
+    (stacks/functions/common.py, grant_endpoint_scaling). False when the target is gone meanwhile."""
+    try:
+        autoscaling.tag_resource(ResourceARN=target["ScalableTargetARN"], Tags=requests.scaling_tags(env))
+    except Exception as err:
+        if error_code(err) != "ResourceNotFoundException":
+            raise
+        return False
+    return True
+
+
+def apply_scaling(
+    autoscaling: Any, endpoint_name: str, scaling: Autoscaling | None, env: str
+) -> dict[str, Any] | None:
+    """Make the variant's autoscaling what cdk.json declares: register the target (tagged for ``env``) and put
+    the target tracking policy (both create or update), or deregister a target the declaration no longer has.
+    Returns what is in force (None: no autoscaling)."""
     if scaling is None:
-        remove_scaling(autoscaling, endpoint_name)
+        remove_scaling(autoscaling, endpoint_name, env)
         return None
-    autoscaling.register_scalable_target(**requests.scalable_target_request(endpoint_name, scaling))
+    target = scalable_target(autoscaling, endpoint_name)
+    if target is not None:
+        claim_target(autoscaling, target, env)  # gone meanwhile: the registration below creates it, tagged
+    autoscaling.register_scalable_target(**requests.scalable_target_request(endpoint_name, scaling, env))
     autoscaling.put_scaling_policy(**requests.scaling_policy_request(endpoint_name, scaling))
     return {
         "min_instances": scaling.min_instances,
@@ -79,9 +98,10 @@ def apply_scaling(autoscaling: Any, endpoint_name: str, scaling: Autoscaling | N
     }
 
 
-def remove_scaling(autoscaling: Any, endpoint_name: str) -> bool:
+def remove_scaling(autoscaling: Any, endpoint_name: str, env: str) -> bool:
     """Deregister the variant's scalable target (its policies go with it); True when there was one."""
-    if scalable_target(autoscaling, endpoint_name) is None:
+    target = scalable_target(autoscaling, endpoint_name)
+    if target is None or not claim_target(autoscaling, target, env):
         return False
     try:
         autoscaling.deregister_scalable_target(

@@ -320,7 +320,9 @@ def prepare(
     }
     # Last, once nothing can refuse any more: an instance type change needs the target deregistered first.
     if endpoint is not None and prepared["previous"]["instance_type"] not in (None, info.instance_type):
-        prepared["scaling_deregistered"] = remove_scaling(clients["application-autoscaling"], endpoint_name)
+        prepared["scaling_deregistered"] = remove_scaling(
+            clients["application-autoscaling"], endpoint_name, env
+        )
     aws.log_json(LOG, "deploy prepared", action=prepared["action"], version=info.arn, endpoint=endpoint_name)
     return prepared
 

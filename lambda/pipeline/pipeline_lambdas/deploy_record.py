@@ -74,7 +74,7 @@ def record(
         Overwrite=True,
     )
     settings = EndpointSettings.from_json(prepared["settings"])
-    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, settings.autoscaling)
+    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, settings.autoscaling, env)
     aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result)
     return result
 

@@ -171,7 +171,6 @@ def _promote(
         metrics_uri=f"s3://{s.bucket}/{metrics_key}",
         approval=s.approval,
         properties=properties,
-        execution_name=execution_name or "promote",
     )
     problems = api_shapes.problems("CreateModelPackage", request)
     if problems:
