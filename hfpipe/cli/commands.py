@@ -76,10 +76,14 @@ def cmd_start(args: argparse.Namespace) -> int:
     environment = aws.resolve_environment(clients, args.env)
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
     execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
-    if args.dry_run:
-        from hfpipe.cli import dryrun
+    from hfpipe.cli import dryrun
 
-        plan, notes = dryrun.plan_for(clients, environment, execution_input, name, loaded.resolved)
+    # The dry run's plan, before anything starts: what it refuses, start refuses.
+    plan, notes = dryrun.plan_for(
+        clients, environment, execution_input, name, loaded.resolved, quotas_readable=args.dry_run
+    )
+    if args.dry_run:
+        assert plan is not None
         if args.json:
             sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
@@ -103,6 +107,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     arn = started["executionArn"]
     console = _console()
     console.print(f"started {name} (recipe {loaded.name})")
+    for note in notes if plan is None else []:  # only what stopped the check: the quota read
+        console.print(f"note: {note}", markup=False)
     console.print(f"execution: {arn}")
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"console:   {aws.console_url(arn, clients.region)}")

@@ -14,6 +14,7 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit
 from hfpipe.core import validate as rules
+from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.schema import RecipeError
@@ -21,7 +22,6 @@ from hfpipe.core.schema import RecipeError
 #: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
 DISTRIBUTION_KEY = "distribution"
 KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
-GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
 DEFAULT_POLL_SECONDS = 60
 #: The serving kind of a recipe that names none (the Hugging Face inference toolkit's handler).
@@ -80,9 +80,8 @@ def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
 
 
 def processor_for(instance_type: str) -> str:
-    """'gpu' for accelerated instance families, else 'cpu' (the image tables' processor key)."""
-    family = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
-    return "gpu" if family in GPU_FAMILIES else "cpu"
+    """The image tables' processor key: 'gpu', 'inf', 'trn' or 'cpu', by the SageMaker SDK's rule."""
+    return processor(instance_type)
 
 
 def catalog_key(container: dict[str, Any]) -> str:
@@ -178,8 +177,8 @@ def check_rules(recipe: dict[str, Any]) -> None:
         )
     if dist and processor_for(itype) != "gpu":
         raise RecipeError(
-            f"recipe.training.instance_type: {itype!r} is a CPU instance; distribution {sorted(dist)} "
-            "needs a GPU instance type"
+            f"recipe.training.instance_type: {itype!r} is {kind_of(itype)} instance; distribution "
+            f"{sorted(dist)} needs a GPU instance type"
         )
     if t["instance_count"] > 1 and not dist:
         raise RecipeError(
@@ -314,7 +313,8 @@ def build_plan(
     inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
     # The serving kind's own server settings (vllm: SM_VLLM_*, checked to fit), under the recipe's.
     vllm = deploy and s.get("kind") == kinds.VLLM
-    kind_environment = serving_fit.vllm_environment(recipe, config.image_catalog) if vllm else {}
+    catalog = config.image_catalog
+    kind_environment = serving_fit.vllm_environment(recipe, catalog, config.region) if vllm else {}
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
     n = names.derive_names(execution_name, config.env)

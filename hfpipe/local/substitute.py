@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hfpipe.core import serving_fit
 from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
 
 #: Steps a local run trains at most.
@@ -158,6 +159,24 @@ TINY_NAMES = {
 }
 
 
+def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -> None:
+    """The Plan's fit check holds the recipe's own model to its serving instance here too: the figures it
+    knows the hub model by go with the recipe once the model is the tiny one (a model it does not know is
+    refused by the Plan, as on AWS)."""
+    server = local["serving"].setdefault("server", {})
+    figures = serving_fit.model_figures(local)
+    if figures is None or "model" in server:
+        return
+    server["model"] = {k: getattr(figures, k) for k in ("parameters", "layers", "kv_heads", "head_dim")}
+    subs.add(
+        "serving.server.model",
+        f"{model_id} (known to the fit check)",
+        f"its figures: {figures.parameters:,} parameters, {figures.layers} layers",
+        f"the Plan checks that the recipe's model fits {local['serving'].get('instance_type')}; "
+        "the tiny model is what is served here",
+    )
+
+
 def for_this_machine(
     recipe: dict[str, Any], gpu: bool = False, data_prefix: str = "local-fixtures"
 ) -> Substitutions:
@@ -200,6 +219,8 @@ def for_this_machine(
         subs.add(
             "serving.kind", f"{serving.name}: {serving.description.split(':')[0]}", *serving.local_stand_in
         )
+    if model_id and serving.checks_fit:
+        _keep_fit_check(local, model_id, subs)
     if model_id:
         del hps["model_name_or_path"]
         channels["model"] = f"{data_prefix}/{name}/model/"
