@@ -7,7 +7,9 @@
   relays the container's bytes as PayloadPart events, in pieces that need not end at an event's end;
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithResponseStream.html),
   locally from `hfpipe local --serve`'s /invocations. Tokens are printed as they arrive, then the time to
-  the first token and the tokens per second.
+  the first token and the tokens per second (`--json`: JSON lines, `print_stream`). A stream that fails
+  or is cut short (an error of the call or in the stream, an event that is not JSON, no `data: [DONE]` or no
+  finish_reason) is one HfpipeError after what did arrive.
 """
 
 from __future__ import annotations

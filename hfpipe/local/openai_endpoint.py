@@ -13,7 +13,9 @@ pins the CUDA build of torch 2.14.0; vLLM's CPU backend exists only as a source 
 (`VLLM_TARGET_DEVICE=cpu`, a C++ toolchain and its own torch), far beyond a test suite's budget. So this class
 answers vLLM's protocol with transformers on the CPU (float32), and says what differs:
 
-- one request at a time under a lock (no continuous batching, no paged attention), token by token;
+- one request at a time under a lock (no continuous batching, no paged attention), token by token; the
+  tokens become text as vLLM's incremental detokenizer makes it (hfpipe/local/detokenizer.py), so a
+  streamed answer is the unstreamed one in pieces;
 - `n`, `best_of`, beam search, logprobs, echo, tools, response_format and suffix are refused naming the
   field (vLLM serves them); sampling: temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
 - the default `max_model_len` is vLLM's derivation from config.json (`max_position_embeddings`,
