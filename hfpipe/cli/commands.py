@@ -55,6 +55,25 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_execution(
+    clients: Any, state_machine_arn: str, name: str, execution_input: dict[str, Any], env: str
+) -> str:
+    """StartExecution; its ARN. A name already used is a one-line error naming --name."""
+    import botocore.exceptions
+
+    try:
+        started = clients.sfn.start_execution(
+            stateMachineArn=state_machine_arn, name=name, input=json.dumps(execution_input, allow_nan=False)
+        )
+    except botocore.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+            raise HfpipeError(
+                f"an execution named {name!r} already exists in environment {env!r}; pass another --name"
+            ) from None
+        raise aws.aws_error(exc, "starting the execution") from None
+    return str(started["executionArn"])
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     """Validate the recipe locally, start the execution in the environment, print its console link."""
     from hfpipe import contract
@@ -76,33 +95,25 @@ def cmd_start(args: argparse.Namespace) -> int:
     environment = aws.resolve_environment(clients, args.env)
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
     execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
-    if args.dry_run:
-        from hfpipe.cli import dryrun
+    from hfpipe.cli import dryrun
 
-        plan, notes = dryrun.plan_for(clients, environment, execution_input, name, loaded.resolved)
+    # The dry run's plan, before anything starts: what it refuses, start refuses.
+    plan, notes = dryrun.plan_for(
+        clients, environment, execution_input, name, loaded.resolved, quotas_readable=args.dry_run
+    )
+    if args.dry_run:
+        assert plan is not None
         if args.json:
             sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
             dryrun.show(_console(), plan, notes)
         return 0
 
-    import botocore.exceptions
-
-    try:
-        started = clients.sfn.start_execution(
-            stateMachineArn=environment.state_machine_arn,
-            name=name,
-            input=json.dumps(execution_input, allow_nan=False),
-        )
-    except botocore.exceptions.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-            raise HfpipeError(
-                f"an execution named {name!r} already exists in environment {args.env!r}; pass another --name"
-            ) from None
-        raise aws.aws_error(exc, "starting the execution") from None
-    arn = started["executionArn"]
+    arn = _start_execution(clients, environment.state_machine_arn, name, execution_input, args.env)
     console = _console()
     console.print(f"started {name} (recipe {loaded.name})")
+    for note in notes if plan is None else []:  # only what stopped the check: the quota read
+        console.print(f"note: {note}", markup=False)
     console.print(f"execution: {arn}")
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"console:   {aws.console_url(arn, clients.region)}")

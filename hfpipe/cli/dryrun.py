@@ -24,6 +24,9 @@ from hfpipe.core import quotas, validate
 from hfpipe.core.plan import PlanConfig, build_plan
 from hfpipe.core.plan_model import Plan
 
+#: Errors of a quota read that mean "these credentials may not", not "the plan is wrong".
+QUOTA_READ_DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
+
 
 def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Buckets and registries the resolved recipe names outside the environment (the Plan Lambda's
@@ -50,9 +53,14 @@ def plan_for(
     execution_input: dict[str, Any],
     name: str,
     resolved: dict[str, Any],
-) -> tuple[Plan, list[str]]:
+    quotas_readable: bool = True,
+) -> tuple[Plan | None, list[str]]:
     """The plan the Plan Lambda would make for `execution_input` (what `start` sends), and notes on what only
-    it can check; `resolved`: the same recipe with its defaults and overrides (hfpipe.cli.recipes.Loaded)."""
+    it can check; `resolved`: the same recipe with its defaults and overrides (hfpipe.cli.recipes.Loaded).
+
+    `start` runs this before it starts anything, so it refuses what the dry run refuses; with
+    `quotas_readable` False (start's), credentials that may not read Service Quotas give no plan (None) and a
+    note instead of an error: every recipe rule ran before the quota look-up, and the Plan state reads them."""
     import botocore.exceptions
 
     values = environment.values
@@ -81,9 +89,12 @@ def plan_for(
         # What the Plan state would fail with, before anything is created.
         raise HfpipeError(f"{exc}") from None
     except botocore.exceptions.ClientError as exc:
-        raise aws.aws_error(
-            exc, "dry run: reading the account's SageMaker quotas (the Plan Lambda's role can; yours may not)"
-        ) from None
+        error = aws.aws_error(
+            exc, "reading the account's SageMaker quotas (the Plan Lambda's role can; yours may not)"
+        )
+        if quotas_readable or exc.response.get("Error", {}).get("Code") not in QUOTA_READ_DENIED:
+            raise HfpipeError(f"dry run: {error}") from None
+        return None, [*notes, f"{error}: the Plan state checks the quotas and the rest of the plan"]
     return plan, notes
 
 

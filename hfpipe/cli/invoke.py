@@ -257,17 +257,8 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
                 Accept="application/json",
                 Body=body,
             )
-        except botocore.exceptions.ClientError as exc:
-            error = exc.response.get("Error", {})
-            if error.get("Code") == "ModelError":
-                # The container answered with an error: its message is the handler's (see the log stream
-                # named in the message for the traceback).
-                raise HfpipeError(
-                    f"endpoint {target.name} refused the request: {error.get('Message', '')}"
-                ) from None
-            raise aws.aws_error(exc, f"invoking endpoint {target.name}") from None
-        except botocore.exceptions.BotoCoreError as exc:
-            raise aws.aws_error(exc, f"invoking endpoint {target.name}") from None
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+            raise invoke_openai.endpoint_error(exc, target.name) from None
         raw = response["Body"].read()
     latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
     try:
@@ -344,10 +335,8 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
                 if target.url is not None
                 else invoke_openai.endpoint_stream(clients.runtime if clients else None, target.name, body)
             )
-            stats = invoke_openai.stream_answer(
-                pieces, lambda text: console.out(text, end="", highlight=False)
-            )
-            console.print(f"\n{stats.summary()}")
+            source = target.name if target.url is not None else f"endpoint {target.name}"
+            invoke_openai.print_stream(pieces, target.name, index, args.json, console, source)
             continue
         answer, latency_ms = send(clients, target, request)
         if args.json:

@@ -14,6 +14,7 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit
 from hfpipe.core import validate as rules
+from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.sample_request import check as check_sample_request
@@ -22,7 +23,6 @@ from hfpipe.core.schema import RecipeError
 #: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
 DISTRIBUTION_KEY = "distribution"
 KNOWN_DISTRIBUTIONS = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
-GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "g4dn", "g5", "g6", "g6e")
 POLL_SECONDS_RANGE = (1, 3600)
 DEFAULT_POLL_SECONDS = 60
 
@@ -79,9 +79,8 @@ def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
 
 
 def processor_for(instance_type: str) -> str:
-    """'gpu' for accelerated instance families, else 'cpu' (the image tables' processor key)."""
-    family = instance_type.split(".")[1] if instance_type.count(".") == 2 else ""
-    return "gpu" if family in GPU_FAMILIES else "cpu"
+    """The image tables' processor key: 'gpu', 'inf', 'trn' or 'cpu', by the SageMaker SDK's rule."""
+    return processor(instance_type)
 
 
 def catalog_key(container: dict[str, Any]) -> str:
@@ -177,8 +176,8 @@ def check_rules(recipe: dict[str, Any]) -> None:
         )
     if dist and processor_for(itype) != "gpu":
         raise RecipeError(
-            f"recipe.training.instance_type: {itype!r} is a CPU instance; distribution {sorted(dist)} "
-            "needs a GPU instance type"
+            f"recipe.training.instance_type: {itype!r} is {kind_of(itype)} instance; distribution "
+            f"{sorted(dist)} needs a GPU instance type"
         )
     if t["instance_count"] > 1 and not dist:
         raise RecipeError(
@@ -262,10 +261,9 @@ def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[st
     return {"poll_seconds": poll, "endpoint_max_polls": polls, "training_wait_seconds": training_wait}
 
 
-def build_plan(
-    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
-) -> Plan:
-    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan)."""
+def resolve_input(event: Any) -> dict[str, Any]:
+    """The execution input's recipe, resolved (recipe or recipe_name, then overrides, deploy and
+    keep_endpoint), with its rules and the environment's ownership rules still to check."""
     if not isinstance(event, dict):
         raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
     allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
@@ -295,10 +293,31 @@ def build_plan(
         overrides["deploy"] = event["deploy"]
     if "keep_endpoint" in event:
         overrides["serving.keep_endpoint"] = event["keep_endpoint"]
-    recipe = resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
+    return resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
+
+
+def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_name: str) -> Any:
+    """The job's checkpoint URI ('auto': under the artifacts bucket's checkpoints/ prefix, per job)."""
+    checkpoint = training["checkpoint_s3_uri"]
+    checkpoints_root = f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}"
+    if checkpoint == "auto":
+        checkpoint = f"{checkpoints_root}{training_job_name}/"
+    if checkpoint and not checkpoint.startswith(checkpoints_root):
+        # The execution role writes only under the prefixes jobs use (models/, checkpoints/).
+        raise RecipeError(
+            f"recipe.training.checkpoint_s3_uri: {checkpoint!r} is outside the environment's checkpoint "
+            f"prefix; accepted: 'auto' or a URI under {checkpoints_root}"
+        )
+    return checkpoint
+
+
+def build_plan(
+    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
+) -> Plan:
+    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan)."""
+    recipe = resolve_input(event)
     check_rules(recipe)
     check_ownership(recipe, config)
-
     poll = event.get("poll_seconds", config.default_poll_seconds)
     lo, hi = POLL_SECONDS_RANGE
     if isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi:
@@ -313,22 +332,12 @@ def build_plan(
     inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
     # The serving kind's own server settings (vllm: SM_VLLM_*, checked to fit), under the recipe's.
     vllm = deploy and s.get("kind") == kinds.VLLM
-    kind_environment = serving_fit.vllm_environment(recipe, config.image_catalog) if vllm else {}
+    catalog = config.image_catalog
+    kind_environment = serving_fit.vllm_environment(recipe, catalog, config.region) if vllm else {}
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
     n = names.derive_names(execution_name, config.env)
-    checkpoint = t["checkpoint_s3_uri"]
-    if checkpoint == "auto":
-        checkpoint = (
-            f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}{n['training_job_name']}/"
-        )
-    checkpoints_root = f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}"
-    if checkpoint and not checkpoint.startswith(checkpoints_root):
-        # The execution role writes only under the prefixes jobs use (models/, checkpoints/).
-        raise RecipeError(
-            f"recipe.training.checkpoint_s3_uri: {checkpoint!r} is outside the environment's checkpoint "
-            f"prefix; accepted: 'auto' or a URI under {checkpoints_root}"
-        )
+    checkpoint = checkpoint_uri(t, config, n["training_job_name"])
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
     job_request = request.build_training_job_request(
         recipe=recipe,
@@ -347,7 +356,6 @@ def build_plan(
             f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
             "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
         )
-    price = prices.price_per_hour(t["instance_type"])
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
     kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
@@ -368,7 +376,7 @@ def build_plan(
         serving_instance_count=s["instance_count"],
         serving_production_variants=[variant],
         spot=t["spot"]["enabled"],
-        price_per_hour_usd=price,
+        price_per_hour_usd=prices.price_per_hour(t["instance_type"]),
         estimated_cost_usd=estimate,
         estimated_hours=hours,
         deploy=deploy,

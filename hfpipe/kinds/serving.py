@@ -63,6 +63,9 @@ class ServingKind:
     #: The host image (ProductionVariant InferenceAmiVersion, one of botocore's
     #: ProductionVariantInferenceAmiVersion values) the kind's container needs; None: SageMaker's default.
     inference_ami_version: str | None = None
+    #: Whether the Plan checks, on paper, that the model runs on and fits the instance's GPUs
+    #: (hfpipe/core/serving_fit.py), from the model's figures.
+    checks_fit: bool = False
 
     def variant_fields(self) -> dict[str, str]:
         """What every ProductionVariant serving this kind carries besides model, instance type and count."""
@@ -136,6 +139,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             speaks_openai=True,
+            checks_fit=True,
             # The image is a CUDA 12.9 build (stacks/dlc_images.json, "cu129"); the SageMaker deployment
             # guide of the vLLM DLC (https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/)
             # deploys it with inference_ami_version "al2-ami-sagemaker-inference-gpu-3-1": NVIDIA driver 550

@@ -13,7 +13,9 @@ pins the CUDA build of torch 2.14.0; vLLM's CPU backend exists only as a source 
 (`VLLM_TARGET_DEVICE=cpu`, a C++ toolchain and its own torch), far beyond a test suite's budget. So this class
 answers vLLM's protocol with transformers on the CPU (float32), and says what differs:
 
-- one request at a time under a lock (no continuous batching, no paged attention), token by token;
+- one request at a time under a lock (no continuous batching, no paged attention), token by token; the
+  tokens become text as vLLM's incremental detokenizer makes it (hfpipe/local/detokenizer.py), so a
+  streamed answer is the unstreamed one in pieces;
 - `n`, `best_of`, beam search, logprobs, echo, tools, response_format and suffix are refused naming the
   field (vLLM serves them); sampling: temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
 - the default `max_model_len` is vLLM's derivation from config.json (`max_position_embeddings`,
@@ -37,6 +39,7 @@ from typing import Any
 from hfpipe.kinds import openai_contract as contract
 from hfpipe.local import openai_protocol as op
 from hfpipe.local.container import LocalContainerError
+from hfpipe.local.detokenizer import IncrementalDetokenizer
 from hfpipe.local.endpoint import JSON, LocalEndpoint
 
 #: Where SageMaker puts the model, and so the name vLLM serves it under by default.
@@ -307,44 +310,35 @@ class OpenAIEndpoint(LocalEndpoint):
     ) -> Iterator[tuple[str, str | None, Any, int]]:
         """(new text, finish_reason or None, stop_reason, tokens generated so far) as tokens come.
 
-        Text that could still become a stop string, or an incomplete UTF-8 sequence, is held back until it
-        is decided, as vLLM's detokenizer does; a stop string ends generation and is left out of the text.
+        The text is vLLM's incremental detokenization (hfpipe/local/detokenizer.py): a character split
+        across tokens comes whole with the token that completes it, text that could still become a stop
+        string is held back until it is decided, and a stop string ends generation and is left out of the
+        text; the unstreamed answer is these pieces joined, so the two are equal byte for byte.
         """
         import torch
 
         eos = self.tokenizer.eos_token_id
         rng = torch.Generator().manual_seed(sampling.seed if sampling.seed is not None else torch.seed())
-        hold = max((len(s) for s in sampling.stop), default=1) - 1
-        generated: list[int] = []
-        sent = 0
+        text = IncrementalDetokenizer(self.tokenizer, ids, sampling.stop, sampling.skip_special_tokens)
         with self._lock, torch.no_grad():
-            past, inputs = None, torch.tensor([ids])
+            past, inputs, n = None, torch.tensor([ids]), 0
             while True:
                 out = self.model(input_ids=inputs, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 token = _pick(out.logits[0, -1].float(), sampling, rng)
-                generated.append(token)
-                if token == eos and not sampling.ignore_eos:
-                    text = self._decode(generated[:-1], sampling)
-                    yield text[sent:], "stop", None, len(generated)
+                n += 1
+                ends = token == eos and not sampling.ignore_eos
+                stop = text.update(token, stop_terminated=ends)
+                if ends or stop is not None:
+                    yield text.next_text(finished=True), "stop", stop, n
                     return
-                text = self._decode(generated, sampling)
-                for stop in sampling.stop:
-                    at = text.find(stop)
-                    if at >= 0:
-                        yield text[sent:at], "stop", stop, len(generated)
-                        return
-                if len(generated) == max_tokens:  # the last token's text comes with the finish_reason
-                    yield text[sent:], "length", None, len(generated)
+                if n == max_tokens:  # the last token's text comes with the finish_reason
+                    yield text.next_text(finished=True), "length", None, n
                     return
-                ready = len(text) - hold if not text.endswith("\ufffd") else len(text.rstrip("\ufffd"))
-                if ready > sent:
-                    yield text[sent:ready], None, None, len(generated)
-                    sent = ready
+                delta = text.next_text(finished=False)
+                if delta:
+                    yield delta, None, None, n
                 inputs = torch.tensor([[token]])
-
-    def _decode(self, ids: list[int], sampling: contract.Sampling) -> str:
-        return str(self.tokenizer.decode(ids, skip_special_tokens=sampling.skip_special_tokens))
 
 
 def _pick(logits: Any, sampling: contract.Sampling, rng: Any) -> int:

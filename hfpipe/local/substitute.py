@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hfpipe.core import serving_fit
 from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
 
 #: Steps a local run trains at most.
@@ -158,6 +159,24 @@ TINY_NAMES = {
 }
 
 
+def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -> None:
+    """The Plan's fit check holds the recipe's own model to its serving instance here too: the figures it
+    knows the hub model by go with the recipe once the model is the tiny one (a model it does not know is
+    refused by the Plan, as on AWS)."""
+    server = local["serving"].setdefault("server", {})
+    figures = serving_fit.model_figures(local)
+    if figures is None or "model" in server:
+        return
+    server["model"] = {k: getattr(figures, k) for k in ("parameters", "layers", "kv_heads", "head_dim")}
+    subs.add(
+        "serving.server.model",
+        f"{model_id} (known to the fit check)",
+        f"its figures: {figures.parameters:,} parameters, {figures.layers} layers",
+        f"the Plan checks that the recipe's model fits {local['serving'].get('instance_type')}; "
+        "the tiny model is what is served here",
+    )
+
+
 def for_this_machine(
     recipe: dict[str, Any], gpu: bool = False, data_prefix: str = "local-fixtures"
 ) -> Substitutions:
@@ -182,24 +201,14 @@ def for_this_machine(
         "this machine" + ("" if gpu else " (CPU)"),
         "training runs here; the plan, quotas and cost still use the recipe's instances",
     )
-    local_stack = _local_stack()
-    container = local["container"]["training"]
-    if (
-        local_stack
-        and (container.get("transformers_version"), container.get("pytorch_version")) != local_stack
-    ):
-        subs.add(
-            "container.training",
-            f"transformers {container.get('transformers_version')} / PyTorch {container.get('pytorch_version')} "
-            f"/ {container.get('py_version')}",
-            f"this environment's transformers {local_stack[0]} / torch {local_stack[1]}",
-            "the container image cannot run here",
-        )
+    _container_substitution(local, subs)
     serving = serving_kind_of(local)
     if serving.local_stand_in:
         subs.add(
             "serving.kind", f"{serving.name}: {serving.description.split(':')[0]}", *serving.local_stand_in
         )
+    if model_id and serving.checks_fit:
+        _keep_fit_check(local, model_id, subs)
     if model_id:
         del hps["model_name_or_path"]
         channels["model"] = f"{data_prefix}/{name}/model/"
@@ -239,12 +248,41 @@ def for_this_machine(
         subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
     _log_often(hps, subs)
     if not gpu:
-        for precision in ("fp16", "bf16"):
-            if hps.get(precision) in (True, "true", "True"):
-                hps[precision] = False
-                subs.add(precision, "true", "false", "half precision needs a GPU")
-        if hps.get("fsdp"):
-            subs.add("fsdp", hps.pop("fsdp"), "plain DDP", "Accelerate's FSDP needs a GPU")
+        _cpu_precision(hps, subs)
+    _distribution(t, subs)
+    _gate_for_tiny_models(local, subs)
+    return subs
+
+
+def _container_substitution(local: dict[str, Any], subs: Substitutions) -> None:
+    """The training container's versions, where this environment's transformers/torch differ."""
+    local_stack = _local_stack()
+    container = local["container"]["training"]
+    if (
+        local_stack
+        and (container.get("transformers_version"), container.get("pytorch_version")) != local_stack
+    ):
+        subs.add(
+            "container.training",
+            f"transformers {container.get('transformers_version')} / PyTorch {container.get('pytorch_version')} "
+            f"/ {container.get('py_version')}",
+            f"this environment's transformers {local_stack[0]} / torch {local_stack[1]}",
+            "the container image cannot run here",
+        )
+
+
+def _cpu_precision(hps: dict[str, Any], subs: Substitutions) -> None:
+    """Half precision and FSDP set aside on a CPU."""
+    for precision in ("fp16", "bf16"):
+        if hps.get(precision) in (True, "true", "True"):
+            hps[precision] = False
+            subs.add(precision, "true", "false", "half precision needs a GPU")
+    if hps.get("fsdp"):
+        subs.add("fsdp", hps.pop("fsdp"), "plain DDP", "Accelerate's FSDP needs a GPU")
+
+
+def _distribution(t: dict[str, Any], subs: Substitutions) -> None:
+    """SMDDP, SMP and multi-instance torch_distributed played as gloo processes on this host."""
     dist = t.get("distribution") or {}
     smd = dist.get("smdistributed") or {}
     if smd.get("dataparallel", {}).get("enabled"):
@@ -273,6 +311,10 @@ def for_this_machine(
             f"{LOCAL_PROCESSES} gloo processes on this host",
             "no GPUs here: DDP over CPU processes",
         )
+
+
+def _gate_for_tiny_models(local: dict[str, Any], subs: Substitutions) -> None:
+    """A higher-is-better gate's threshold at 0: a random-weight stand-in cannot reach the real model's score."""
     gate = local.get("evaluation_gate")
     if gate and gate.get("threshold") not in (None, 0, 0.0) and gate.get("higher_is_better", True):
         subs.add(
@@ -282,7 +324,6 @@ def for_this_machine(
             "a random-weight stand-in cannot reach the real model's score",
         )
         gate["threshold"] = 0.0
-    return subs
 
 
 def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:

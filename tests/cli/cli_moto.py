@@ -7,6 +7,7 @@ writes: the Plan output, the history, the Report Lambda's report, the resource n
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -34,6 +35,14 @@ def plan_for(name: str, env: str = "dev") -> dict[str, Any]:
 def tags_for(plan: dict[str, Any]) -> list[dict[str, str]]:
     """The tags an execution puts on what it creates (the pipeline's own rule)."""
     return request.resource_tags(plan["env"], plan["execution_name"], plan["recipe_name"])
+
+
+@functools.cache
+def image_catalog() -> str:
+    """The image catalog the Pipeline stack writes for REGION (stacks/image_catalog.py), as JSON."""
+    from stacks.image_catalog import build_catalog
+
+    return json.dumps(build_catalog(REGION), sort_keys=True)
 
 
 class Environment:
@@ -64,7 +73,8 @@ class Environment:
             contract.SSM_SOURCEDIR_URI: f"s3://{ARTIFACTS_BUCKET}/code/sourcedir.tar.gz",
             contract.SSM_STATE_MACHINE_ARN: self.state_machine_arn,
             contract.SSM_NOTIFICATION_TOPIC_ARN: f"arn:aws:sns:{REGION}:{ACCOUNT}:hfpipe-{env}",
-            contract.SSM_IMAGE_CATALOG: "{}",
+            # What the Pipeline stack writes: `start` plans with it before it starts (as its dry run does).
+            contract.SSM_IMAGE_CATALOG: image_catalog(),
         }
         for key, value in values.items():
             self.ssm.put_parameter(

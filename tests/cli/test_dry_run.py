@@ -77,3 +77,43 @@ def test_the_dry_run_prints_the_plan_start_makes_as_exact_json(
     as_deployed.wait(arn)
     assert stored is not None
     assert stored.to_json() == planned
+
+
+def test_start_refuses_what_the_dry_run_refuses_before_anything_starts(
+    as_deployed: Deployed, capsys: Any
+) -> None:
+    """The same plan, built the same way: a setting the Plan refuses (here more KV cache than the serving
+    instance holds) is refused by plain `start` too, with the dry run's line, and no execution is started."""
+    argv = ["start", "--env", "dev", "--recipe", "bloomz-7b1-lora-samsum", "--name", "too-long"]
+    argv += ["--set", "serving.server.max_model_len=16384"]
+    refusals = []
+    for extra in (["--dry-run"], []):
+        code, out, err = run(capsys, *argv, *extra)
+        assert code == 1 and out == "" and err.count("\n") == 1, (out, err)
+        refusals.append(err)
+    assert refusals[0] == refusals[1]
+    assert refusals[0].startswith("error: recipe.serving.server.max_model_len: 16384 tokens do not fit")
+    executions = as_deployed.sfn.list_executions(stateMachineArn=as_deployed.state_machine_arn)["executions"]
+    assert all(e["name"] != "too-long" for e in executions)
+
+
+def test_start_with_credentials_that_cannot_read_quotas_starts_and_says_the_plan_state_checks_them(
+    as_deployed: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import botocore.exceptions
+
+    from hfpipe.cli import dryrun
+
+    def denied(*args: Any) -> Any:
+        raise botocore.exceptions.ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListServiceQuotas"
+        )
+
+    monkeypatch.setattr(dryrun, "build_plan", denied)
+    argv = ["start", "--env", "dev", "--recipe", "tiny-qa", "--name", "no-quota-read"]
+    code, out, err = run(capsys, *argv, "--dry-run")
+    assert code == 1 and err.startswith("error: dry run: reading the account's SageMaker quotas")
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, "")
+    assert "note: reading the account's SageMaker quotas" in out and "the Plan state checks the quotas" in out
+    as_deployed.wait(execution_arn_for(as_deployed.state_machine_arn, "no-quota-read"))

@@ -218,3 +218,89 @@ def test_invocations_routes_chat_and_streams_server_sent_events(
     assert json.loads(response.read())["error"]["message"].startswith(
         "Cannot find suitable handler for request."
     )
+
+
+# --- streamed text is the unstreamed text, byte for byte, with characters split across tokens -------------
+
+#: The fixture tokenizer learnt no merges for these characters: each is 3 or 4 byte-level tokens.
+SPLIT = " bakes 🍪 and 饼干 👍"
+
+
+class Scripted:
+    """A causal LM that says `ids`, one per forward pass, whatever it is given (greedy decoding picks them)."""
+
+    def __init__(self, ids: list[int], vocab_size: int) -> None:
+        self.ids, self.vocab_size = ids, vocab_size
+
+    def __call__(self, input_ids: object, past_key_values: int | None, use_cache: bool) -> object:
+        import types
+
+        import torch
+
+        step = past_key_values or 0
+        logits = torch.full((1, 1, self.vocab_size), -1e9)
+        logits[0, -1, self.ids[step]] = 0.0
+        return types.SimpleNamespace(logits=logits, past_key_values=step + 1)
+
+
+@pytest.fixture(scope="module")
+def scripted_endpoint(model_dir: Path) -> OpenAIEndpoint:
+    endpoint = OpenAIEndpoint(model_dir, environment={"SM_VLLM_SERVED_MODEL_NAME": "tiny"})
+    ids = endpoint.tokenizer(SPLIT, add_special_tokens=False)["input_ids"]
+    # The characters are split: some tokens decode, alone, to no whole character.
+    assert sum(endpoint.tokenizer.decode([i]) == "\ufffd" for i in ids) >= 8
+    endpoint.model = Scripted(ids, len(endpoint.tokenizer))
+    return endpoint
+
+
+def _both(endpoint: OpenAIEndpoint, **fields: object) -> tuple[str, str, list[str]]:
+    """The unstreamed text, the streamed text as `hfpipe invoke --stream` prints it, and its pieces."""
+    from hfpipe.cli import invoke_openai
+
+    request = {"prompt": "Amanda:", "temperature": 0, **fields}
+    whole = json.loads(endpoint.invoke(json.dumps(request)))["choices"][0]["text"]
+    pieces: list[str] = []
+    invoke_openai.stream_answer(
+        endpoint.invoke_stream(json.dumps({**request, "stream": True})), pieces.append
+    )
+    return whole, "".join(pieces), pieces
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"max_tokens": 22}, SPLIT),
+        # Cut inside 👍 (its first two bytes): vLLM never sends bytes that do not make a character.
+        ({"max_tokens": 20}, " bakes 🍪 and 饼干 "),
+        # A stop string that begins before a split character: held back until decided, then left out.
+        ({"max_tokens": 22, "stop": ["and 饼"]}, " bakes 🍪 "),
+        ({"max_tokens": 22, "stop": ["干 👍!"]}, SPLIT),
+    ],
+    ids=["whole", "cut-inside-a-character", "stop-across-a-character", "stop-never-completed"],
+)
+def test_streamed_text_equals_the_unstreamed_text_byte_for_byte(
+    scripted_endpoint: OpenAIEndpoint, fields: dict[str, object], expected: str
+) -> None:
+    whole, streamed, pieces = _both(scripted_endpoint, **fields)
+    assert whole.encode() == streamed.encode() == expected.encode()
+    assert not any("\ufffd" in p for p in pieces)
+    assert len(pieces) > 5  # token by token
+
+
+def test_the_python_decode_stream_is_tokenizers_own(model_dir: Path) -> None:
+    """The step a tokenizer without a fast backend gets (PyDecodeStream) returns what tokenizers'
+    DecodeStream returns, token for token, also for bytes that never make a character."""
+    import random
+
+    from tokenizers.decoders import DecodeStream
+    from transformers import AutoTokenizer
+
+    from hfpipe.local.detokenizer import PyDecodeStream
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rng = random.Random(0)
+    ids = tokenizer(SPLIT * 3, add_special_tokens=False)["input_ids"]
+    ids += [rng.randrange(len(tokenizer)) for _ in range(300)]
+    ours = PyDecodeStream(lambda x: tokenizer.decode(x, clean_up_tokenization_spaces=False))
+    theirs = DecodeStream(skip_special_tokens=False)
+    assert [ours.step(i) for i in ids] == [theirs.step(tokenizer.backend_tokenizer, i) for i in ids]

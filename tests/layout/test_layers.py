@@ -69,9 +69,9 @@ FUNCTION_BUDGET = 60
 #: new code fits the budget, and an entry goes when its function is split.
 OVER_BUDGET = {
     "stacks/constructs/deploy_state_machine.py:DeployStateMachine.__init__": 324,
-    "hfpipe/core/plan.py:build_plan": 136,
+    "hfpipe/core/plan.py:build_plan": 95,
     "lambda/pipeline/pipeline_lambdas/deploy_prepare.py:prepare": 135,
-    "hfpipe/local/substitute.py:for_this_machine": 125,
+    "hfpipe/local/substitute.py:for_this_machine": 75,
     "stacks/constructs/pipeline_lambdas.py:PipelineLambdas.__init__": 105,
     "hfpipe/cli/cleanup.py:cmd_stop": 102,
     "hfpipe/cli/endpoints.py:_delete_one": 94,

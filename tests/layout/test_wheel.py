@@ -99,6 +99,15 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from hfpipe import contract
 from hfpipe.cli import main
+from hfpipe.cli.clients import Clients
+from hfpipe.local.quotas import QuotaTable, default_quotas
+
+# start plans first, as the dry run does, reading the account's quotas; moto has no ListServiceQuotas, so
+# they are answered as local mode answers them.
+moto_client = Clients.client
+Clients.client = lambda self, service: (
+    QuotaTable(default_quotas()).client("eu-west-1") if service == "service-quotas" else moto_client(self, service)
+)
 
 with mock_aws():
     region = "eu-west-1"

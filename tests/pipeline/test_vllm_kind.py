@@ -118,7 +118,7 @@ def test_weights_that_do_not_fit_the_gpu_share_are_refused_naming_the_instance(c
     with pytest.raises(
         RecipeError, match=r"^recipe.serving.instance_type: ml.g4dn.xlarge \(1 x 16384 MiB\) cannot hold"
     ):
-        plan_of(config, **{"serving.instance_type": "ml.g4dn.xlarge"})
+        plan_of(config, **{"serving.instance_type": "ml.g4dn.xlarge", "serving.server.dtype": "float16"})
     # float32 doubles the weights: 26 GiB on a 24 GiB A10G.
     with pytest.raises(RecipeError, match=r"^recipe.serving.instance_type: ml.g5.4xlarge"):
         plan_of(config, **{"serving.server.dtype": "float32"})
@@ -148,6 +148,154 @@ def test_vllm_serves_only_a_merged_model(config) -> None:
     with pytest.raises(RecipeError) as err:
         plan_of(config, **{"training.hyperparameters.merge_adapter": False})
     assert str(err.value).startswith("recipe.serving.kind: vllm serves the merged model from /opt/ml/model")
+
+
+# --- the fit check: every override applied, every rule vLLM applies at start ---------------------------------
+
+
+def _environment(**variables: str) -> dict[str, Any]:
+    return {"serving.environment": variables}
+
+
+def fit_environment(config, **overrides: Any) -> dict[str, str]:
+    """The Plan's fit check alone (for instance types the local quota table does not list)."""
+    recipe = resolve_recipe(recipe_name=BLOOMZ, overrides=overrides)
+    return serving_fit.vllm_environment(recipe, config.image_catalog, REGION)
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (
+            {"SM_VLLM_MAX_MODEL_LEN": "16384"},
+            r"^recipe.serving.environment.SM_VLLM_MAX_MODEL_LEN: 16384 tokens do not fit the KV cache",
+        ),
+        (
+            {"SM_VLLM_GPU_MEMORY_UTILIZATION": "0.5"},
+            r"^recipe.serving.instance_type: ml.g5.4xlarge .* cannot hold",
+        ),
+        ({"SM_VLLM_DTYPE": "float"}, r"^recipe.serving.instance_type: ml.g5.4xlarge .* in float32"),
+        (
+            {"SM_VLLM_MAX_MODEL_LEN": "lots"},
+            r"^recipe.serving.environment.SM_VLLM_MAX_MODEL_LEN: 'lots' is not",
+        ),
+        ({"SM_VLLM_DTYPE": "auto"}, r"^recipe.serving.environment.SM_VLLM_DTYPE: 'auto' is not accepted"),
+    ],
+    ids=["max-model-len", "memory-share", "dtype", "not-a-number", "auto"],
+)
+def test_the_fit_check_holds_the_environments_sm_vllm_values_too(config, variables, expected) -> None:
+    """serving.environment is written over the kind's settings, so the check is of its values."""
+    with pytest.raises(RecipeError, match=expected):
+        plan_of(config, **_environment(**variables))
+
+
+def test_bfloat16_is_refused_on_a_gpu_below_compute_capability_8(config) -> None:
+    four_t4 = {"serving.instance_type": "ml.g4dn.12xlarge"}  # 4 x 16 GiB: the weights fit
+    with pytest.raises(
+        RecipeError,
+        match=r"^recipe.serving.server.dtype: bfloat16 needs a GPU of compute capability 8.0 or more; "
+        r"ml.g4dn.12xlarge's NVIDIA T4 has 7.5; accepted: float16",
+    ):
+        fit_environment(config, **four_t4)
+    with pytest.raises(
+        RecipeError, match=r"^recipe.serving.environment.SM_VLLM_DTYPE: bfloat16 .* V100 has 7.0"
+    ):
+        fit_environment(
+            config,
+            **{"serving.instance_type": "ml.p3.8xlarge", "serving.server.dtype": "float16"},
+            **_environment(SM_VLLM_DTYPE="bfloat16"),
+        )
+    half = fit_environment(config, **four_t4, **{"serving.server.dtype": "float16"})
+    assert half["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
+
+
+def test_tensor_parallel_is_held_to_the_gpu_count_and_the_models_heads(config) -> None:
+    with pytest.raises(
+        RecipeError,
+        match=r"^recipe.serving.environment.SM_VLLM_TENSOR_PARALLEL_SIZE: tensor parallel 2 x pipeline "
+        r"parallel 1 workers need as many GPUs; ml.g5.4xlarge has 1",
+    ):
+        plan_of(config, **_environment(SM_VLLM_TENSOR_PARALLEL_SIZE="2"))
+    four = {"serving.instance_type": "ml.g5.12xlarge"}
+    with pytest.raises(RecipeError, match=r"PIPELINE_PARALLEL_SIZE: tensor parallel 4 x pipeline parallel 2"):
+        plan_of(config, **four, **_environment(SM_VLLM_PIPELINE_PARALLEL_SIZE="2"))
+    with pytest.raises(
+        RecipeError, match=r"size 3 and the model's 32 attention heads do not divide .* among \[1, 2, 4\]$"
+    ):
+        plan_of(config, **four, **_environment(SM_VLLM_TENSOR_PARALLEL_SIZE="3"))
+    # Two of the four GPUs: the weights and KV cache split two ways, not four.
+    two = plan_of(config, **four, **_environment(SM_VLLM_TENSOR_PARALLEL_SIZE="2"))
+    assert two.serving_environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
+    figures = serving_fit.KNOWN_MODELS["bigscience/bloomz-7b1"]
+    settings = serving_fit.DEFAULT_SERVER
+    assert (
+        serving_fit.fit(figures, settings, 2, 24_576).max_tokens
+        < serving_fit.fit(figures, settings, 4, 24_576).max_tokens
+    )
+
+
+def test_a_model_whose_figures_are_unknown_is_refused_rather_than_passed(config) -> None:
+    with pytest.raises(
+        RecipeError, match=r"^recipe.serving.server.model: the fit check does not know the model my/own"
+    ):
+        plan_of(config, **{"training.hyperparameters.model_name_or_path": "my/own-model"})
+
+
+@pytest.mark.parametrize(
+    "instance_type", ["ml.g6.xlarge", "ml.g6e.2xlarge", "ml.g6.12xlarge", "ml.p5e.48xlarge"]
+)
+def test_current_gpu_families_the_sdks_table_lacks_are_gpus(config, instance_type) -> None:
+    assert instance_type not in config.image_catalog[serving_fit.GPUS_KEY]  # the SDK's table lacks them
+    environment = fit_environment(config, **{"serving.instance_type": instance_type})
+    count, _ = serving_fit.gpus_of(config.image_catalog, instance_type)
+    assert (
+        environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == str(count)
+        and environment["SM_VLLM_DTYPE"] == "bfloat16"
+    )
+
+
+def test_an_inferentia_instance_is_called_one_not_a_cpu(config) -> None:
+    from hfpipe.core.plan import processor_for
+
+    assert (processor_for("ml.inf2.xlarge"), processor_for("ml.trn1.2xlarge")) == ("inf", "trn")
+    with pytest.raises(
+        RecipeError, match=r"^recipe.container.inference: 0.14.0 has no inf image for ml.inf2.xlarge"
+    ):
+        plan_of(config, **{"serving.instance_type": "ml.inf2.xlarge"})
+    with pytest.raises(
+        RecipeError, match=r"'ml.inf2.xlarge' is an AWS Inferentia \(Neuron\) instance, not a GPU one"
+    ):
+        serving_fit.gpus_of(config.image_catalog, "ml.inf2.xlarge", REGION)
+    with pytest.raises(
+        RecipeError,
+        match=r"^recipe.training.instance_type: 'ml.trn1.32xlarge' is an AWS Trainium \(Neuron\) instance; "
+        "distribution",
+    ):
+        plan_of(
+            config,
+            **{
+                "training.instance_type": "ml.trn1.32xlarge",
+                "training.distribution": {"torch_distributed": {"enabled": True}},
+            },
+        )
+
+
+def test_the_gpu_tables_errors_name_the_region(config) -> None:
+    from dataclasses import replace
+
+    no_table = replace(
+        config, region="xx-south-9", image_catalog={**config.image_catalog, serving_fit.GPUS_KEY: {}}
+    )
+    with pytest.raises(
+        RecipeError,
+        match=r"^recipe.serving.instance_type: 'ml.g5.4xlarge' has no GPU figures for region 'xx-south-9': "
+        "the SageMaker SDK's instance_gpu_info table lists none there",
+    ):
+        plan_of(no_table)
+    with pytest.raises(
+        RecipeError, match=r"'ml.g9.xlarge' has no GPU in the SageMaker SDK's .* for region 'eu-west-1'"
+    ):
+        serving_fit.gpus_of(config.image_catalog, "ml.g9.xlarge", REGION)
 
 
 def test_container_fields_and_server_settings_belong_to_their_kind() -> None:

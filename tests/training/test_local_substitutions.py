@@ -12,6 +12,7 @@ two gloo processes as their torch_distributed siblings (test_sagemaker_distribut
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -58,9 +59,14 @@ def test_only_what_cannot_exist_here_is_substituted_and_each_is_said(name):
     assert int(local_hps["max_steps"]) <= LOCAL_MAX_STEPS
     assert not local_hps.get("fp16") and not local_hps.get("bf16") and not local_hps.get("fsdp")
     assert "model_name_or_path" not in local_hps and "dataset_name" not in local_hps
-    # The rest of the recipe is its own: containers, instances, spot, checkpoints, distribution, serving.
+    # The rest of the recipe is its own: containers, instances, spot, checkpoints, distribution, serving (the
+    # hub model's figures stated for the Plan's fit check, where the serving kind has one, said too).
     for part in ("container", "serving", "task", "name"):
-        assert local.get(part) == real.get(part), part
+        mine = copy.deepcopy(local.get(part))
+        if part == "serving" and "model" in (mine.get("server") or {}):
+            assert "model" not in (real["serving"].get("server") or {}) and "serving" in said
+            del mine["server"]["model"]
+        assert mine == real.get(part), part
     for key in set(real["training"]) - {"hyperparameters", "channels"}:
         assert local["training"][key] == real["training"][key], key
     for channel, prefix in (real["training"].get("channels") or {}).items():
@@ -158,6 +164,28 @@ def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(name, tmp_p
     argv = mapping.to_cmd_args({k: v for k, v in hps.items() if not k.startswith("sagemaker_")})
     parsed = {k: v for dc in script.parse_args(argv) for k, v in vars(dc).items()}
     assert parsed["max_steps"] == hps["max_steps"]
+
+
+def test_the_substituted_recipe_is_held_to_the_fit_check_of_the_recipes_own_model() -> None:
+    """Local mode serves a tiny model, but its Plan checks the recipe's model on the recipe's instance, as the
+    Plan on AWS does: a setting AWS would refuse is refused here too, and the line says so."""
+    from plan_config import dev_config
+
+    from hfpipe.core.plan import build_plan
+    from hfpipe.core.schema import RecipeError
+    from hfpipe.local.quotas import QuotaTable, default_quotas
+
+    real = load_recipe("bloomz-7b1-lora-samsum")
+    real["serving"]["server"]["max_model_len"] = 16384  # more KV cache than an A10G holds for bloomz-7b1
+    subs = for_this_machine(real, gpu=False)
+    assert any(line.startswith("serving.server.model: bigscience/bloomz-7b1") for line in subs.lines())
+    with pytest.raises(RecipeError, match=r"^recipe.serving.server.max_model_len: 16384 tokens do not fit"):
+        build_plan(
+            {"recipe": subs.recipe},
+            "bloomz-local",
+            dev_config(),
+            QuotaTable(default_quotas()).client("eu-west-1"),
+        )
 
 
 @pytest.fixture(scope="module")
