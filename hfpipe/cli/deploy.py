@@ -7,8 +7,10 @@ bake time, automatic rollback on the endpoint's alarms).
 The version must be one of the environment's (RECIPE/N or a version ARN; another environment's is refused
 before anything is called: promote it first with `hfpipe promote`), and NAME one of the environment's
 endpoints in cdk.json (the state machine refuses others, and versions not approved). The command starts the
-execution, shows the endpoint's status as it changes, and ends with what serves now: exit 0 when the version
-serves, 1 when the deploy failed or was rolled back (the previous version still serves then).
+execution, shows the endpoint's status as it changes, and ends with what serves now, read from the endpoint (its
+live config's model's package version: hfpipe.core.what_serves), never from its tag or record: exit 0 when the
+version serves, 1 when the deploy failed or was rolled back (the previous version still serves then), or when
+what serves is not what the execution recorded (the mismatch is printed).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import registry
+from hfpipe.core.what_serves import mismatch, what_serves
 
 #: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
@@ -39,31 +42,40 @@ def execution_name(endpoint: str, version: str, now: datetime | None = None) -> 
     return aws.unique_execution_name(f"deploy-{endpoint}-{recipe[:40]}-{number}", now)
 
 
-def _endpoint_state(sagemaker: Any, endpoint: str) -> tuple[str, str | None, str | None] | None:
-    """(status, config, version it serves as RECIPE/N) of the endpoint, or None when it does not exist."""
-    from hfpipe.core.cleanup import is_not_found, tags_of
+#: What the command shows of the endpoint: (status, live config, what it serves, what an update under way
+#: moves to, the version ARN it serves); None when there is no endpoint.
+State = tuple[str, str | None, str, str | None, str | None] | None
 
-    try:
-        desc = sagemaker.describe_endpoint(EndpointName=endpoint)
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
-    tags = tags_of(sagemaker, desc["EndpointArn"])
-    version = tags.get(contract.TAG_MODEL_VERSION)
-    env = tags.get(contract.TAG_ENV, "")
-    return (
-        str(desc.get("EndpointStatus")),
-        desc.get("EndpointConfigName"),
-        registry.ref_of_arn(version, env) if version else None,
+
+def _endpoint_state(sagemaker: Any, endpoint: str, env: str) -> State:
+    """What the endpoint serves, read from it (hfpipe.core.what_serves: its live config's model's package
+    version), never from its tag or the deployment record."""
+    serving = what_serves(sagemaker, endpoint)
+    if serving is None:
+        return None
+    live = serving.live
+    if serving.version_arn:
+        serves = registry.ref_of_arn(serving.version_arn, env)
+    elif live is not None and live.unknown:
+        serves = "an unknown version (" + "; ".join(live.unknown) + ")"
+    else:
+        serves = "no registered version" if live is not None and live.variants else "nothing"
+    pending = serving.pending
+    moving_to = (
+        f"{registry.ref_of_arn(pending.version_arn, env) if pending.version_arn else 'an unknown version'} "
+        f"(config {pending.name})"
+        if pending is not None
+        else None
     )
+    return (serving.status, serving.config, serves, moving_to, serving.version_arn)
 
 
-def _describe(state: tuple[str, str | None, str | None] | None) -> str:
+def _describe(state: State) -> str:
     if state is None:
         return "absent"
-    status, config, version = state
-    return f"{status} (config {config or '-'}, serving {version or 'a version not recorded'})"
+    status, config, serves, moving_to, _ = state
+    updating = f"; updating to {moving_to}" if moving_to else ""
+    return f"{status} (config {config or '-'}, serving {serves}{updating})"
 
 
 def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
@@ -85,7 +97,11 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
     before = aws.call(
-        f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
+        f"reading endpoint {endpoint}",
+        _endpoint_state,
+        sagemaker=clients.sagemaker,
+        endpoint=endpoint,
+        env=args.env,
     )
     name = execution_name(args.endpoint, version)
     arn = aws.call(
@@ -109,7 +125,11 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
     while True:
         desc = aws.call("reading the deploy execution", clients.sfn.describe_execution, executionArn=arn)
         state = aws.call(
-            f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
+            f"reading endpoint {endpoint}",
+            _endpoint_state,
+            sagemaker=clients.sagemaker,
+            endpoint=endpoint,
+            env=env,
         )
         if state != last:
             console.print(f"  endpoint: {_describe(state)}")
@@ -120,6 +140,18 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
     if desc["status"] == "SUCCEEDED":
         output = json.loads(desc.get("output") or "{}")
         record = output.get("deployment") or output
+        claim = mismatch(
+            state[4] if state else None, record.get("model_version_arn"), "deployment record", env
+        )
+        if (
+            claim
+        ):  # the execution says one version, the endpoint serves another: report it, trust the endpoint
+            print(
+                f"error: deploy succeeded but endpoint {endpoint} is {_describe(state)}, read from the endpoint; "
+                f"{claim}",
+                file=sys.stderr,
+            )
+            return 1
         console.print(f"deployed: {endpoint} serves {_describe(state)}")
         if record.get("execution") and record["execution"] != desc.get("name"):
             console.print(

@@ -29,6 +29,7 @@ from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.cleanup import delete_all, ready_to_delete, step, wait_timeout
 from hfpipe.core import cost
 from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
+from hfpipe.core.what_serves import what_serves
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,13 @@ class EndpointInfo:
     price_per_hour_usd: float | None
     cost_so_far_usd: float | None
     endpoint_config: str | None
-    #: A named endpoint's name (cdk.json "endpoints") and the version it serves (RECIPE/N); None for a run's.
+    #: A named endpoint's name (cdk.json "endpoints"); None for a run's. The rest: named_endpoints.serving.
     deployment: str | None = None
     serves: str | None = None
+    model_version_arn: str | None = None
+    updating_to: str | None = None
+    mismatch: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
 
 
 def _utc(value: Any) -> datetime | None:
@@ -68,33 +73,22 @@ def _ours(tags: dict[str, str], env: str) -> bool:
 
 
 def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> EndpointInfo:
-    """Status, instances (from the endpoint config), price and cost so far of one endpoint."""
-    desc = sagemaker.describe_endpoint(EndpointName=name)
-    config_name = desc.get("EndpointConfigName")
-    instance_type, count = None, 0
-    if config_name:
-        try:
-            variants = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)[
-                "ProductionVariants"
-            ]
-        except Exception:
-            variants = []  # the config may be gone already; the endpoint still runs
-        for variant in variants:
-            instance_type = instance_type or variant.get("InstanceType")
-            count += int(variant.get("InitialInstanceCount") or 0)
+    """Status, what it serves (read from the endpoint: hfpipe.core.what_serves), instances (from its live
+    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``."""
+    serving = what_serves(sagemaker, name)
+    if serving is None:
+        raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
+    instance_type, count = serving.live.fleet if serving.live else (None, 0)
     # A running endpoint reports its current count per variant; prefer it over the initial one.
-    current = [v.get("CurrentInstanceCount") for v in desc.get("ProductionVariants") or []]
-    if current and all(isinstance(c, int) for c in current):
-        count = sum(current)
-    count = count or 1
-    created = _utc(desc.get("CreationTime"))
+    count = serving.current_instance_count or count or 1
+    created = _utc(serving.creation_time)
     per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
     so_far = (
         cost.endpoint_cost_so_far(instance_type, count, created, now) if instance_type and created else None
     )
     return EndpointInfo(
         name=name,
-        status=str(desc.get("EndpointStatus", "-")),
+        status=serving.status or "-",
         execution=tags.get(contract.TAG_EXECUTION) or tags.get(contract.TAG_DEPLOY_EXECUTION, "-"),
         recipe=tags.get(contract.TAG_RECIPE, "-"),
         instance_type=instance_type,
@@ -102,9 +96,9 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
         created=created,
         price_per_hour_usd=per_hour,
         cost_so_far_usd=so_far,
-        endpoint_config=config_name,
+        endpoint_config=serving.config,
         deployment=named_endpoints.deployment_of(tags),
-        serves=named_endpoints.served_version(tags, tags.get(contract.TAG_ENV, "")),
+        **named_endpoints.serving(serving, tags),
     )
 
 
@@ -173,7 +167,10 @@ def find_endpoints(sagemaker: Any, env: str, now: datetime | None = None) -> lis
         for item in page["Endpoints"]:
             tags = _tags(sagemaker, item["EndpointArn"])
             if _ours(tags, env):
-                found.append(describe(sagemaker, item["EndpointName"], tags, now))
+                try:
+                    found.append(describe(sagemaker, item["EndpointName"], tags, now))
+                except named_endpoints.EndpointGone:
+                    continue  # deleted since it was listed: not up
     found.sort(key=lambda e: e.created or datetime.min.replace(tzinfo=UTC))
     return found
 
@@ -203,7 +200,7 @@ def table(env: str, endpoints: list[EndpointInfo]) -> Table:
         out.add_row(
             e.name,
             e.status,
-            e.serves or "-",
+            named_endpoints.serves_cell(e),
             e.execution,
             f"{e.instance_count} x {e.instance_type or '-'}",
             "-" if e.price_per_hour_usd is None else f"{e.price_per_hour_usd:.4g}",
@@ -236,6 +233,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         records = named_endpoints.records(
             clients.ssm, args.env
         )  # what each named endpoint's deploys recorded
+        found = [named_endpoints.with_record(e, records, args.env) for e in found]
         if args.json:
             listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
             sys.stdout.write(json.dumps(listed, indent=2) + "\n")
@@ -245,6 +243,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             return 0
         console.print(table(args.env, found))
         named_endpoints.print_records(console, records, args.env)
+        named_endpoints.print_mismatches(console, found)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)
         console.print(
             f"{len(found)} endpoint{'s' if len(found) != 1 else ''} up: {total:.4g} USD/h together; "

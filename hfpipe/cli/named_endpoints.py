@@ -1,5 +1,6 @@
-"""Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them (the version each serves, from its
-tags, and its deployment record: when, by which execution, after which version) and what deleting one removes.
+"""Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them (the version each serves, read from
+the endpoint by hfpipe.core.what_serves, and its deployment record: when, by which execution, after which
+version; a record or tag that names another version is shown as a mismatch) and what deleting one removes.
 
 A named endpoint is declared in cdk.json (an environment's "endpoints"), is called hfpipe-<env>-<name> in
 SageMaker, and every endpoint, endpoint config and model a deploy made for it carries ``hfpipe:deployment`` =
@@ -12,6 +13,7 @@ package versions and their artifacts stay: they belong to the registry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any, cast
@@ -21,6 +23,7 @@ from hfpipe.cli.aws import aws_error
 from hfpipe.cli.cleanup import step
 from hfpipe.core import registry
 from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
+from hfpipe.core.what_serves import Serving, mismatch
 
 #: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID,
 #: endpoint/<endpoint>/variant/<variant> in namespace sagemaker
@@ -33,10 +36,52 @@ def deployment_of(tags: dict[str, str]) -> str | None:
     return tags.get(contract.TAG_DEPLOYMENT) or None
 
 
-def served_version(tags: dict[str, str], env: str) -> str | None:
-    """RECIPE/N of the version a named endpoint serves (its ``hfpipe:model-version`` tag), else None."""
-    arn = tags.get(contract.TAG_MODEL_VERSION)
-    return registry.ref_of_arn(arn, env) if arn else None
+class EndpointGone(LookupError):
+    """The endpoint was deleted between being listed and being read."""
+
+
+def serving(found: Serving, tags: dict[str, str]) -> dict[str, Any]:
+    """EndpointInfo's fields of what serves, read from the endpoint (hfpipe.core.what_serves): RECIPE/N of its
+    live config's model's package version (None: no registered version, or not known), its ARN, the version an
+    update under way moves to, a tag that names another version (``mismatch``) and what could not be read."""
+    env = tags.get(contract.TAG_ENV, "")
+    view = found.to_json(env)
+    claim = found.mismatch(tags.get(contract.TAG_MODEL_VERSION), "endpoint's hfpipe:model-version tag", env)
+    pending = found.pending_version_arn
+    return {
+        "serves": view["serves"],
+        "model_version_arn": found.version_arn,
+        "updating_to": registry.ref_of_arn(pending, env) if pending else None,
+        "mismatch": (claim,) if claim else (),
+        "unknown": tuple(view["unknown"]),
+    }
+
+
+def serves_cell(e: Any) -> str:
+    """The table's serves cell: read from the endpoint, with the update under way and a mismatch flagged."""
+    text = e.serves or ("unknown" if e.unknown else "-")
+    if e.updating_to:
+        text += f" (updating to {e.updating_to})"
+    return text + (" (mismatch: below)" if e.mismatch else "")
+
+
+def with_record(info: Any, found: dict[str, dict[str, Any]], env: str) -> Any:
+    """An EndpointInfo (hfpipe.cli.endpoints) with its deployment record's claim added to its ``mismatch``
+    when the record names another version than the one read from the endpoint."""
+    record = found.get(info.deployment or "") if info.deployment else None
+    claimed = (record or {}).get("model_version_arn")
+    claim = mismatch(info.model_version_arn, str(claimed) if claimed else None, "deployment record", env)
+    return dataclasses.replace(info, mismatch=(*info.mismatch, claim)) if claim else info
+
+
+def print_mismatches(console: Any, endpoints: list[Any]) -> None:
+    """One line per endpoint whose tag or record names a version that does not serve."""
+    for e in endpoints:
+        if e.mismatch:
+            console.print(
+                f"mismatch: {e.name} serves {e.serves or 'no known version'} (read from the endpoint: its live "
+                f"config's model); {'; '.join(e.mismatch)}"
+            )
 
 
 def describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:

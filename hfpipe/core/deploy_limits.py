@@ -20,11 +20,11 @@ ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECO
 #: Wait (2) + DescribeEndpoint (5) + Choice (2) + Pass (2) + Choice (2), as hfpipe.core.limits counts them.
 EVENTS_PER_POLL = 13
 #: Every state outside the two poll loops on the longest path (Prepare, CreateModel, CreateEndpointConfig, the
-#: approval re-check, UpdateEndpoint, SmokeTest, the rollback, DeployCleanup, the Fail, and the Pass/Choice
-#: states between), with the events hfpipe.core.limits counts per state, plus every retry their Retry policies
+#: approval re-check, UpdateEndpoint, SmokeTest, the rollback, the read of what serves after a failed way back,
+#: DeployCleanup, the Fail, and the Pass/Choice states between), with the events hfpipe.core.limits counts per state, plus every retry their Retry policies
 #: allow (3 each).
 FIXED_PATH_EVENTS = 100
-RETRY_EVENTS = 3 * 100
+RETRY_EVENTS = 3 * 110
 #: Lambdas (15 minutes at most each), Retry back-offs: everything but the two waits.
 OTHER_STATES_SECONDS = 2 * 3600
 #: The deploy state machine's TimeoutSeconds: both waits at their longest, and the rest.

@@ -7,11 +7,16 @@ UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_p
 -> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
 endpoint running included) ends at Refused with nothing created; every later error goes through DeployCleanup
 to DeployFailed. A failed smoke test, or a version no longer Approved before the record, after an update first
-puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving. The polling bounds and the execution timeout come from
+puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving; when
+that way back fails, WhatServesAfterWayBack reads what serves from the endpoint and the execution fails with
+WayBackFailed naming it. The polling bounds and the execution timeout come from
 hfpipe.core.deployments, which counts the history they can cost (far below 25,000 events).
 
 Every request is Prepare's (``$.deploy.requests``, checked against botocore's shapes there); this definition
 only sends them. Retry and Catch follow the pipeline's (stacks/constructs/pipeline_state_machine.py).
+
+Over 400 lines: one definition whose states name each other (every error path ends in DeployCleanup, the way
+back shares the poll of the update); split across modules, each chain would need the others' states passed in.
 """
 
 from __future__ import annotations
@@ -317,15 +322,31 @@ class DeployStateMachine(Construct):
             },
         )
         retry_sagemaker(rollback, SAGEMAKER_SDK_ERRORS)
-        rollback.add_catch(cleanup, errors=["States.ALL"], result_path="$.rollback_error")
+        # A failed way back (the update back refused, e.g. the previous config deleted meanwhile; failed; timed
+        # out; or ended on another config): what serves is read from the endpoint (Prepare's function,
+        # deploy_guards.way_back_failed) and the execution ends with WayBackFailed naming it, after DeployCleanup.
+        way_back_failed = invoke(
+            "WhatServesAfterWayBack",
+            "deploy_prepare",
+            sfn.JsonPath.DISCARD,
+            {
+                "way_back_failed": J.object_at(DEPLOY),
+                "error": J.object_at("$.error"),
+                "rollback_error": J.object_at("$.rollback_error"),
+            },
+        )
+        catch(way_back_failed)
+        way_back_failed.next(cleanup)
+        rollback.add_catch(way_back_failed, errors=["States.ALL"], result_path="$.rollback_error")
 
-        def rollback_note(cid: str, text: str) -> sfn.Chain:
+        def rollback_note(cid: str, text: str, *values: str) -> sfn.Chain:
+            paths = values or ("$.deploy.endpoint_name",)
             return sfn.Pass(
                 self,
                 cid,
-                parameters={"Error": cid, "Cause": J.format(text, J.string_at("$.deploy.endpoint_name"))},
+                parameters={"Error": cid, "Cause": J.format(text, *(J.string_at(v) for v in paths))},
                 result_path="$.rollback_error",
-            ).next(cleanup)
+            ).next(way_back_failed)
 
         rb_start, rb_wait, rb_count = bounded_poll(
             "Rollback",
@@ -333,7 +354,7 @@ class DeployStateMachine(Construct):
             rollback_note("RollbackWaitTimeout", "endpoint {} not back on its previous config in time"),
         )
         rollback.next(rb_start)
-        rb_wait.next(describe("DescribeRolledBack", cleanup, "$.rollback_error")).next(
+        rb_wait.next(describe("DescribeRolledBack", way_back_failed, "$.rollback_error")).next(
             sfn.Choice(self, "RolledBack?")
             .when(
                 C.and_(
@@ -343,6 +364,16 @@ class DeployStateMachine(Construct):
                     ),
                 ),
                 cleanup,
+            )
+            # InService on another config: the update back ended without moving (SageMaker rolled it back).
+            .when(
+                C.string_equals(STATUS, "InService"),
+                rollback_note(
+                    "RollbackNotTaken",
+                    "endpoint {} ended the update back InService on config {}",
+                    "$.deploy.endpoint_name",
+                    "$.endpoint.EndpointConfigName",
+                ),
             )
             .when(
                 C.or_(*(C.string_equals(STATUS, s) for s in FAILED)),

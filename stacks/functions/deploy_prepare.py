@@ -2,8 +2,8 @@
 step: it reads the registered version and the named endpoint, refuses what may not be deployed, and builds the
 requests the state machine sends (create, or a blue/green update).
 
-Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints and their
-configs (hfpipe-<env>-*) with their tags and its deployment records (SSM), read the account's SageMaker quotas
+Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints, their
+configs with their tags and the configs' models (hfpipe-<env>-*; what serves is read from them) and its deployment records (SSM), read the account's SageMaker quotas
 (the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
 instance type change needs that before UpdateEndpoint); nothing else. The
 endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
@@ -58,7 +58,7 @@ class DeployPrepareFunction(Construct):
         versions = stack.format_arn(
             service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
         )
-        hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
+        hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         parameters = deployment_parameters_arn(self, env)
         # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
         # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
@@ -80,8 +80,10 @@ class DeployPrepareFunction(Construct):
             (["sagemaker:DescribeModelPackage"], [versions]),
             (
                 ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:ListTags"],
-                hosting,
+                hosting[:2],
             ),
+            # What serves (hfpipe.core.what_serves): the live config's model, for its package version.
+            (["sagemaker:DescribeModel"], hosting[2:]),
             (["ssm:GetParameter"], [parameters]),
             (["states:ListExecutions"], [machine_arn]),
             (["states:DescribeExecution"], [executions]),
@@ -105,6 +107,11 @@ class DeployPrepareFunction(Construct):
                 hosting[1],
                 "Reads the named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy) and their "
                 "tags: read-only.",
+            ),
+            (
+                hosting[2],
+                "Reads (DescribeModel) the models the deploys made (hfpipe-<env>-<name>-v<n>-<hash>): the version "
+                "an endpoint serves is its live config's model's package; read-only.",
             ),
             (
                 executions,

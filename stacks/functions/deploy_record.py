@@ -2,7 +2,8 @@
 named endpoint with the version it now serves, writes the deployment record to SSM and applies the declared
 autoscaling.
 
-Its role may read the environment's named endpoints, tag them (this environment's only, and only the version,
+Its role may read the environment's named endpoints, their configs and models (what serves is read from them
+before it is recorded), tag them (this environment's only, and only the version,
 deploy-execution and recipe tag keys), write the deployment records (/hfpipe/<env>/deployments/*), and register
 and scale the endpoints' variants with Application Auto Scaling; nothing else.
 """
@@ -51,11 +52,20 @@ class DeployRecordFunction(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[parameters]))
-        # DescribeEndpoint (the check before recording) is among the scaling grants' target-service actions.
+        # What serves, read before recording (hfpipe.core.what_serves): the endpoint, its config (both among
+        # the scaling grants' target-service actions) and the config's model.
+        models = deploy_arn(self, "model", env)
+        self.role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeModel"], resources=[models]))
         grant_endpoint_scaling(self.role, env, register=True)
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{rendered(stack, parameters)}]",
             "Writes the deployment records of the environment's named endpoints, one SSM parameter per "
             "endpoint under /hfpipe/<env>/deployments/.",
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, models)}]",
+            "Reads (DescribeModel) the models the deploys made (hfpipe-<env>-<name>-v<n>-<hash>), to read the "
+            "version the endpoint serves before recording it: read-only.",
         )

@@ -1,6 +1,7 @@
 """Lifecycle safety of named endpoints (`hfpipe deploy`): no run's clean-up deletes what a deploy made;
-`hfpipe endpoints` shows which version each serves; `hfpipe endpoints delete NAME` removes the endpoint, every
-config and model its deploys made, its deployment record and its autoscaling target, and nothing else."""
+`hfpipe endpoints` shows which version each serves, read from the endpoint, and a tag or record that names
+another as a mismatch; `hfpipe endpoints delete NAME` removes the endpoint, every config and model its deploys
+made, its deployment record and its autoscaling target, and nothing else."""
 
 from __future__ import annotations
 
@@ -45,8 +46,11 @@ def deploy(environment: Environment, name: str, versions: list[int], env: str = 
     for version in versions:
         tags = deploy_tags(name, version, f"deploy-{name}-{version}", env)
         model, config = f"{endpoint}-v{version}-model", f"{endpoint}-v{version}-config"
-        sm.create_model(
-            ModelName=model, ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "example.invalid/i"}, Tags=tags
+        sm.create_model(  # as the deploy creates it: the version's model package is its container
+            ModelName=model,
+            ExecutionRoleArn=ROLE,
+            Containers=[{"ModelPackageName": version_arn(version, env)}],
+            Tags=tags,
         )
         sm.create_endpoint_config(
             EndpointConfigName=config,
@@ -135,6 +139,42 @@ def test_endpoints_shows_the_version_each_named_endpoint_serves(named: Environme
         "summaries: tiny-lora/2 deployed 2026-12-01T10:00:00+00:00 by deploy-summaries-2, after tiny-lora/1"
         in out
     )
+
+
+def test_endpoints_reads_what_serves_from_the_endpoint_and_shows_a_tag_or_record_that_differs(
+    named: Environment, capsys: Any
+) -> None:
+    """As after a failed way back or a failed Record: the endpoint serves version 2 (its live config's model's
+    package) while its tag and its deployment record name version 1. The endpoint wins; both claims are
+    shown as mismatches."""
+    sm = named.sagemaker
+    endpoint = contract.deployed_endpoint_name("dev", "summaries")
+    arn = sm.describe_endpoint(EndpointName=endpoint)["EndpointArn"]
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": contract.TAG_MODEL_VERSION, "Value": version_arn(1)}])
+    parameter = contract.deployment_parameter_name("dev", "summaries")
+    record = json.loads(named.ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+    named.ssm.put_parameter(
+        Name=parameter,
+        Value=json.dumps({**record, "model_version_arn": version_arn(1), "previous_version": None}),
+        Type="String",
+        Overwrite=True,
+    )
+    code, out, err = run(capsys, "endpoints", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    listed = {e["name"]: e for e in json.loads(out)}[endpoint]
+    assert (listed["serves"], listed["model_version_arn"]) == ("tiny-lora/2", version_arn(2))
+    assert listed["endpoint_config"] == f"{endpoint}-v2-config"
+    assert listed["mismatch"] == [
+        "the endpoint's hfpipe:model-version tag names tiny-lora/1, which is not what serves",
+        "the deployment record names tiny-lora/1, which is not what serves",
+    ]
+    code, out, _ = run(capsys, "endpoints", "--env", "dev")
+    row = next(line for line in out.splitlines() if endpoint in line)
+    assert "tiny-lora/2" in row and "tiny-lora/1" not in row and "mismatch" in row
+    assert (
+        f"mismatch: {endpoint} serves tiny-lora/2 (read from the endpoint: its live config's model); the "
+        "endpoint's hfpipe:model-version tag names tiny-lora/1"
+    ) in " ".join(out.split())
 
 
 def test_endpoints_delete_by_its_short_name_removes_all_its_deploys_left(

@@ -285,3 +285,44 @@ def test_an_update_that_sagemaker_refuses_leaves_the_serving_version_alone(clean
     assert named(clean)["models"] == [r1.output["model"]]
     assert named(clean)["endpoint_configs"] == [r1.output["endpoint_config"]]
     assert stored_record(clean) == r1.output
+
+
+def test_record_refuses_a_version_that_does_not_serve(clean):
+    """Record reads what serves from the endpoint (live config -> model -> package): a deploy whose version is
+    not the one its config's model is fails naming what serves, and writes neither the tag nor the record."""
+    from pipeline_lambdas import deploy_record
+
+    first_version = register(clean)
+    _, first = deploy(clean, first_version)
+    assert first.status == "SUCCEEDED", first.cause
+    other = register(clean)
+    intended = {**state_input(first, "Record")["deploy"], "model_version_arn": other}
+    clients = {s: clean.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")}
+    with pytest.raises(deploy_record.NotServingTheNewVersion) as refused:
+        deploy_record.record(intended, "deploy-other", ENV, clients)
+    assert (
+        f"endpoint {ENDPOINT}: InService, serving tiny-qa/{first.output['version']} (config "
+        f"{first.output['endpoint_config']}, model {first.output['model']}); expected InService on "
+        f"{first.output['endpoint_config']} serving"
+    ) in str(refused.value)
+    assert stored_record(clean) == first.output
+    endpoint_arn = clean.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)["EndpointArn"]
+    assert tags(clean, endpoint_arn)[contract.TAG_MODEL_VERSION] == first_version
+
+
+def test_a_model_deleted_before_the_record_is_not_recorded(clean):
+    """The new config's model deleted by hand while the smoke test ran (SageMaker allows it): what serves is
+    unknown, so Record refuses, naming what it could not read, and nothing is recorded."""
+    sm = clean.client("sagemaker")
+
+    def answer_then_delete_the_model(name, body):
+        for model in named(clean)["models"]:
+            sm.delete_model(ModelName=model)
+        return [{"answer": "pipeline", "score": 0.9}]
+
+    clean.endpoint = answer_then_delete_the_model
+    _, r = deploy(clean, register(clean))
+    assert (r.status, r.error) == ("FAILED", "NotServingTheNewVersion"), r.cause
+    model = state_input(r, "DeployFailed")["deploy"]["model_name"]
+    assert f"serving an unknown version (model {model} no longer exists)" in r.cause
+    assert "nothing recorded" in r.cause and stored_record(clean) is None

@@ -1,7 +1,7 @@
 """`hfpipe deploy` against the real deploy state machine on the local engine: it refuses another environment's
 version and a malformed endpoint name before calling anything, starts the deploy, follows the endpoint to the
-end and says what serves; a rerun says nothing changed; a refused deploy exits 1 with the state machine's
-error and creates nothing."""
+end and says what serves (read from the endpoint); a rerun says nothing changed; a refused deploy exits 1 with
+the state machine's error and creates nothing; after a failed way back the last line names what serves."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from deploy_helpers import ENDPOINT, NAME, named, register, wiped
+from deploy_standin import Update, stand_in_updates
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -121,3 +122,23 @@ def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     assert re.fullmatch(r"deploy-classifier-tiny-mnli-3-20250102-030405-[0-9a-f]{6}", name), name
     assert execution_name("classifier", "tiny-mnli/3", now) != name  # two deploys in one second
     assert len(execution_name("e" * 40, "r" * 200 + "/12", now)) <= 80
+
+
+def test_after_a_failed_way_back_the_last_line_names_what_serves(deployed_env: Any, capsys: Any) -> None:
+    """The smoke test fails and the update back ends on the new config: the command exits 1 with
+    WayBackFailed, and its last line names the version the endpoint serves (read from it), not the previous
+    one its tag still names."""
+    first = ref(register(deployed_env))
+    code, out, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--model", first, "--endpoint", NAME
+    )
+    assert (code, err) == (0, ""), out
+    second = ref(register(deployed_env))
+    deployed_env.endpoint = lambda name, body: [{"generated_text": "not an answer"}]
+    with stand_in_updates(deployed_env, Update(polls=1), Update(polls=1, outcome="rolled back")):
+        code, out, err = run(
+            capsys, deployed_env.region, "deploy", "--env", "dev", "--model", second, "--endpoint", NAME
+        )
+    assert code == 1 and "error: deploy failed: WayBackFailed" in err, err
+    last = " ".join(out.split()).rsplit(f"endpoint {ENDPOINT} now: ", 1)[1]
+    assert last.startswith("InService (config hfpipe-dev-summaries-v") and f"serving {second})" in last, last

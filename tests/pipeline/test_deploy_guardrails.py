@@ -1,14 +1,17 @@
 """The real Deploy state machine (dev PipelineStack) against local mode's UpdateEndpoint emulation, with no
 test stand-in: the template's endpoint alarms are made in moto, a good version's update succeeds through the
 blue/green deployment, and a version whose fleet fails the stand-in traffic trips the 5xx alarm, so SageMaker's
-automatic rollback leaves the old version serving and the deploy fails with DeploymentRolledBack."""
+automatic rollback leaves the old version serving and the deploy fails with DeploymentRolledBack; a way back
+refused (its config deleted meanwhile) fails with WayBackFailed naming what serves."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 import pytest
-from deploy_helpers import ENDPOINT, NAME, deploy, named, register, wiped
+from deploy_helpers import ENDPOINT, NAME, deploy, named, register, state_input, stored_record, wiped
 
 from hfpipe import contract
 
@@ -81,3 +84,50 @@ def test_an_update_succeeds_then_a_worse_version_is_rolled_back_by_its_alarm(cle
     assert [c for c in clean.fleets.stopped if c.startswith(clean.fleets.broken)]  # the new fleet stopped
     assert clean.alarm_states(ALARM_5XX) == {ALARM_5XX: "ALARM"}
     assert named(clean)["endpoints"] == [ENDPOINT]
+
+
+def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean):
+    """The previous config is deleted while the new version's smoke test runs: the way back (UpdateEndpoint to
+    it) is refused as AWS refuses it, and the execution fails with WayBackFailed naming the version that
+    serves, read from the endpoint; the tag and the record, which still name the previous version, are left
+    as they were and said not to serve."""
+    _, first = deploy(clean, register(clean))
+    assert first.status == "SUCCEEDED", first.cause
+    old = first.output["endpoint_config"]
+    second = register(clean)
+    ref = "tiny-qa/" + second.rsplit("/", 1)[1]
+    sm = clean.client("sagemaker")
+    fleets = clean.fleets
+
+    def bad_answer_and_old_config_gone(endpoint: str, config: str | None, body: Any) -> Any:
+        if config != old:
+            with contextlib.suppress(sm.exceptions.ClientError):
+                sm.delete_endpoint_config(EndpointConfigName=old)
+            return [{"generated_text": "not an answer"}]
+        return Fleets.invoke_fleet(fleets, endpoint, config, body)
+
+    fleets.invoke_fleet = bad_answer_and_old_config_gone
+    _, r = deploy(clean, second)
+    assert (r.status, r.error) == ("FAILED", "WayBackFailed"), (r.error, r.cause)
+    new = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
+    assert config_of(clean) == new
+    assert r.states[-4:] == [
+        "PutPreviousConfigBack",
+        "WhatServesAfterWayBack",
+        "DeployCleanup",
+        "DeployFailed",
+    ]
+    cause = json.loads(r.cause)["errorMessage"]
+    assert f"the way back to config {old} (tiny-qa/{first.output['version']}) failed" in cause
+    assert (
+        "Could not find endpoint configuration" in cause
+        and "after SmokeTestFailed: smoke test: answer" in cause
+    )
+    assert f"endpoint {ENDPOINT} is InService, serving {ref} (config {new}, model {new})" in cause
+    assert (
+        f"its tag and deployment record still name tiny-qa/{first.output['version']}, which does not serve"
+        in cause
+    )
+    assert stored_record(clean) == first.output  # never written over with a version that does not serve
+    # Nothing in use was deleted: the endpoint and the config and model that serve stay.
+    assert named(clean)["endpoints"] == [ENDPOINT] and new in named(clean)["endpoint_configs"]

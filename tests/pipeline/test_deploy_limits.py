@@ -85,7 +85,7 @@ def test_the_definition_polls_as_the_bounds_count(template):
         "SmokeTest",
         "PutPreviousConfigBack",
     ]
-    path += ["DescribeEndpoint", "DescribeRolledBack", "DeployCleanup"]
+    path += ["DescribeEndpoint", "DescribeRolledBack", "WhatServesAfterWayBack", "DeployCleanup"]
     retries = sum(r.get("MaxAttempts", 3) for s in path for r in states[s].get("Retry", []))
     assert 3 * retries <= deploy_limits.RETRY_EVENTS
 
@@ -93,7 +93,7 @@ def test_the_definition_polls_as_the_bounds_count(template):
 @pytest.mark.slow
 def test_the_longest_deploy_fits_the_history_bound(clean, monkeypatch):
     """The longest settings: a first deploy, then an update that comes InService on its last allowed poll, fails
-    its smoke test, and whose way back never ends; then clean-up and the failure."""
+    its smoke test, and whose way back never ends; then the read of what serves, clean-up and the failure."""
     monkeypatch.setenv("DEPLOY_ENDPOINTS", deployments.settings_json((LONGEST,)))
     _, first = deploy(clean, register(clean))
     assert first.status == "SUCCEEDED", first.cause
@@ -101,12 +101,18 @@ def test_the_longest_deploy_fits_the_history_bound(clean, monkeypatch):
     polls = deploy_limits.MAX_POLLS
     with stand_in_updates(clean, Update(polls=polls), Update(polls=0, outcome="never")) as play:
         _, r = deploy(clean, register(clean))
-    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    assert (r.status, r.error) == ("FAILED", "WayBackFailed"), r.cause
     new = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
     assert [q["EndpointConfigName"] for q in play.requests] == [new, first.output["endpoint_config"]]
     assert r.states.count("DescribeEndpoint") == polls
     assert r.states.count("DescribeRolledBack") == deploy_limits.ROLLBACK_POLLS
-    assert r.states[-4:] == ["RollbackWaitLeft?", "RollbackWaitTimeout", "DeployCleanup", "DeployFailed"]
+    assert r.states[-5:] == [
+        "RollbackWaitLeft?",
+        "RollbackWaitTimeout",
+        "WhatServesAfterWayBack",
+        "DeployCleanup",
+        "DeployFailed",
+    ]
     counted = aws_event_count(r.history)
     print(f"longest deploy: {counted} history events as AWS counts them ({len(r.history)} recorded by moto)")
     assert counted <= deploy_limits.worst_case_history_events() < 25_000

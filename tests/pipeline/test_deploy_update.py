@@ -181,3 +181,31 @@ def test_an_instance_type_change_takes_autoscaling_off_and_puts_it_back(scaled):
     config = sm.describe_endpoint_config(EndpointConfigName=r.output["endpoint_config"])
     assert config["ProductionVariants"][0]["InitialInstanceCount"] == 2
     assert json.loads(json.dumps(r.output))["previous_version"]
+
+
+def test_a_way_back_that_ends_on_the_new_config_ends_with_an_error_naming_what_serves(clean):
+    """The update back ends InService on the new config (SageMaker rolled it back): the deploy stops polling
+    and fails with WayBackFailed, naming the version that serves, read from the endpoint (its config's
+    model's package), not the one its tag and the record name."""
+    _, before = first_deploy(clean)
+    clean.endpoint = lambda name, body: [{"generated_text": "not an answer"}]
+    second = register(clean)
+    with stand_in_updates(clean, Update(polls=1), Update(polls=1, outcome="rolled back")):
+        _, r = deploy(clean, second)
+    assert (r.status, r.error) == ("FAILED", "WayBackFailed"), (r.error, r.cause)
+    assert r.states.count("DescribeRolledBack") == 1
+    assert r.states[-5:] == [
+        "RolledBack?",
+        "RollbackNotTaken",
+        "WhatServesAfterWayBack",
+        "DeployCleanup",
+        "DeployFailed",
+    ]
+    new = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
+    cause = json.loads(r.cause)["errorMessage"]
+    assert f"ended the update back InService on config {new}" in cause
+    assert f"serving tiny-qa/{second.rsplit('/', 1)[1]} (config {new}, model {new})" in cause
+    assert f"still name tiny-qa/{before['version']}, which does not serve" in cause
+    endpoint = clean.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    assert endpoint["EndpointConfigName"] == new and stored_record(clean) == before
+    assert tags(clean, endpoint["EndpointArn"])[contract.TAG_MODEL_VERSION] == before["model_version_arn"]

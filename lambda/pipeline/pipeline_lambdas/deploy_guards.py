@@ -1,18 +1,28 @@
-"""What the deploy re-checks besides Prepare's first look (deploy_prepare.py, whose function runs both): one
-deploy at a time per endpoint (the deploy state machine's RUNNING executions, ``other_deploy``), and the
-version's approval right before traffic moves and before the record is written (``recheck_approval``).
+"""What the deploy re-checks besides Prepare's first look (deploy_prepare.py, whose function runs them all): one
+deploy at a time per endpoint (the deploy state machine's RUNNING executions, ``other_deploy``), the version's
+approval right before traffic moves and before the record is written (``recheck_approval``), and, when the way
+back after a failed smoke test or a rejection failed, what serves now (``way_back_failed``). What serves is read
+from the endpoint (hfpipe.core.what_serves), never from its tag or record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Any
+from typing import Any, NoReturn
 
+from hfpipe.core import registry
+from hfpipe.core.what_serves import Serving, what_serves
 from pipeline_lambdas.deploy_common import describe_endpoint
 
 
 class VersionRejectedDuringDeploy(Exception):
     """The version is no longer Approved (re-checked before traffic moves and before the record is written)."""
+
+
+class WayBackFailed(Exception):
+    """The previous config could not be put back (the update back refused, failed or timed out); the error
+    names what the endpoint serves instead, read from it."""
 
 
 def other_deploy(stepfunctions: Any, state_machine_arn: str, execution_name: str, name: str) -> str | None:
@@ -60,4 +70,43 @@ def recheck_approval(sagemaker: Any, prepared: dict[str, Any], before: str) -> d
         f"version {prepared.get('version_ref')} ({prepared['model_version_arn']}) is {status or 'without a status'} "
         f"now, checked before {before}: it was Approved when the deploy started; endpoint {serving}; {then}, "
         "and nothing is recorded"
+    )
+
+
+def _error_text(error: Any) -> str:
+    """'Error: cause' of a caught error; a Lambda's cause is its JSON error, whose errorMessage is the text."""
+    if not isinstance(error, dict):
+        return "an error not given"
+    cause = str(error.get("Cause") or "no cause given")
+    with contextlib.suppress(ValueError, AttributeError):
+        cause = str(json.loads(cause).get("errorMessage") or cause)
+    return f"{error.get('Error', 'an error')}: {cause}"
+
+
+def way_back_failed(
+    sagemaker: Any, prepared: dict[str, Any], env: str, error: Any, rollback_error: Any
+) -> NoReturn:
+    """Always raises WayBackFailed: the deploy ``error`` that sent it back, why the way back failed
+    (``rollback_error``), and what the endpoint serves now, read from it. The endpoint's tag and the deployment
+    record are left naming the previous version: a rerun of the deploy of this version smoke-tests it again."""
+    previous = prepared.get("previous") or {}
+    old_arn = previous.get("model_version_arn")
+    old = registry.ref_of_arn(old_arn, env) if old_arn else "the previous version"
+    endpoint = prepared["endpoint_name"]
+    try:
+        serving: Serving | None = what_serves(sagemaker, endpoint)
+        now = f"endpoint {endpoint} is {serving.describe(env)}" if serving else f"endpoint {endpoint} is gone"
+    except Exception as err:  # the error must still say what happened, and that what serves is not known
+        serving, now = (
+            None,
+            f"what endpoint {endpoint} serves could not be read ({type(err).__name__}: {err})",
+        )
+    claims = ""
+    if serving is not None and serving.version_arn != old_arn:
+        claims = f"; its tag and deployment record still name {old}, which does not serve"
+    raise WayBackFailed(
+        f"the way back to config {previous.get('endpoint_config_name')} ({old}) failed: "
+        f"{_error_text(rollback_error)}; it was taken after {_error_text(error)}; {now}{claims}; to settle "
+        f"it, deploy the version that should serve (`hfpipe deploy --env {env} --model VERSION --endpoint "
+        f"{prepared.get('name')}`)"
     )

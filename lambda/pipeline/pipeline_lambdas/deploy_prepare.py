@@ -24,6 +24,7 @@ from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import EndpointSettings
 from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.what_serves import read_config
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import (
     describe_config,
@@ -32,7 +33,7 @@ from pipeline_lambdas.deploy_common import (
     remove_scaling,
     scalable_target,
 )
-from pipeline_lambdas.deploy_guards import other_deploy, recheck_approval
+from pipeline_lambdas.deploy_guards import other_deploy, recheck_approval, way_back_failed
 
 LOG = aws.logger(__name__)
 #: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
@@ -277,9 +278,11 @@ def prepare(
         live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
         live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
         variant = (live.get("ProductionVariants") or [{}])[0]
+        # The version that serves is the live config's model's package (never a tag: hfpipe.core.what_serves).
+        serving = read_config(sagemaker, endpoint["EndpointConfigName"])
         previous = {
             "endpoint_config_name": endpoint["EndpointConfigName"],
-            "model_version_arn": live_tags.get(contract.TAG_MODEL_VERSION),
+            "model_version_arn": serving.version_arn,
             "model_name": variant.get("ModelName"),
             "instance_type": variant.get("InstanceType"),
         }
@@ -366,10 +369,19 @@ def _already_serving(
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"input": <the execution input>, "execution_name": <name>, "state_machine": <its ARN>}; or
-    {"recheck": <Prepare's result>, "before": "traffic moves" | "the record is written"}."""
+    {"recheck": <Prepare's result>, "before": "traffic moves" | "the record is written"}; or
+    {"way_back_failed": <Prepare's result>, "error": ..., "rollback_error": ...} (raises WayBackFailed)."""
     aws.bind(event)
     if "recheck" in event:
         return recheck_approval(aws.client("sagemaker"), event["recheck"], str(event["before"]))
+    if "way_back_failed" in event:
+        way_back_failed(
+            aws.client("sagemaker"),
+            event["way_back_failed"],
+            os.environ["HFPIPE_ENV"],
+            event.get("error"),
+            event.get("rollback_error"),
+        )
     return prepare(
         event.get("input"),
         str(event["execution_name"]),

@@ -1,12 +1,15 @@
 """Record: once the new version serves and passed its smoke test, say so where the command and the next deploy
 read it, and put the endpoint's declared autoscaling on it.
 
-1. the endpoint is checked to be InService on the deploy's config (nothing is recorded otherwise);
+1. what the endpoint serves is read from it (hfpipe.core.what_serves: its live config, that config's model, the
+   model's package version); unless it is InService, with no update under way, on the deploy's config and that
+   config's model is the deploy's version, nothing is written and the step fails, ``NotServingTheNewVersion``,
+   naming what serves: a version that does not serve is never recorded over the one that does;
 2. the endpoint is tagged with the version (``TAG_MODEL_VERSION``), the deploy execution
    (``TAG_DEPLOY_EXECUTION``) and the version's recipe (``TAG_RECIPE``);
-3. the deployment record (hfpipe.core.deploy_requests.deployment_record) is written, as JSON, to the SSM
-   parameter ``contract.deployment_parameter_name(env, NAME)``; it is also the step's result and the
-   execution's output;
+3. the deployment record (hfpipe.core.deploy_requests.deployment_record, its version, config and model as the
+   endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
+   NAME)``; it is also the step's result and the execution's output;
 4. the variant's autoscaling becomes what cdk.json declares (deploy_common.apply_scaling).
 
 Every step writes the same values again on a rerun, so a retried invocation finishes what a failed one began.
@@ -22,14 +25,16 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.what_serves import what_serves
 from pipeline_lambdas import aws
-from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint
+from pipeline_lambdas.deploy_common import apply_scaling
 
 LOG = aws.logger(__name__)
 
 
 class NotServingTheNewVersion(Exception):
-    """The endpoint is not InService on this deploy's config: there is nothing to record."""
+    """The endpoint does not serve this deploy's version on its config (read from the endpoint): nothing is
+    recorded, and the error says what serves."""
 
 
 def record(
@@ -41,25 +46,26 @@ def record(
 ) -> dict[str, Any]:
     """Tag, record and scale; returns the deployment record."""
     sagemaker = clients["sagemaker"]
-    endpoint_name = prepared["endpoint_name"]
-    endpoint = describe_endpoint(sagemaker, endpoint_name)
-    if (
-        endpoint is None
-        or endpoint.get("EndpointStatus") != "InService"
-        or endpoint.get("EndpointConfigName") != prepared["endpoint_config_name"]
-    ):
-        state = (
-            "missing"
-            if endpoint is None
-            else f"{endpoint.get('EndpointStatus')} on {endpoint.get('EndpointConfigName')}"
-        )
+    endpoint_name, version = prepared["endpoint_name"], prepared["model_version_arn"]
+    serving = what_serves(sagemaker, endpoint_name)
+    if serving is None or not serving.serves(version, prepared["endpoint_config_name"]):
+        found = "does not exist" if serving is None else serving.describe(env)
         raise NotServingTheNewVersion(
-            f"endpoint {endpoint_name} is {state}; expected InService on {prepared['endpoint_config_name']}"
+            f"endpoint {endpoint_name}: {found}; expected InService on {prepared['endpoint_config_name']} serving "
+            f"{prepared.get('version_ref') or version} ({version}): nothing recorded, the endpoint's tag and "
+            "deployment record are left as they were"
         )
     deployed_at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
-    result = requests.deployment_record(prepared, prepared.get("deployed_by") or execution_name, deployed_at)
+    # What the endpoint said, not what the deploy intended (they agree: checked just above).
+    served = {
+        **prepared,
+        "model_version_arn": serving.version_arn,
+        "endpoint_config_name": serving.config,
+        "model_name": serving.live.model if serving.live else None,
+    }
+    result = requests.deployment_record(served, prepared.get("deployed_by") or execution_name, deployed_at)
     sagemaker.add_tags(
-        ResourceArn=endpoint["EndpointArn"],
+        ResourceArn=serving.arn,
         Tags=[
             {"Key": contract.TAG_MODEL_VERSION, "Value": result["model_version_arn"]},
             {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result["execution"]},
