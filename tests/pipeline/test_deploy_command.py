@@ -121,3 +121,30 @@ def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     assert re.fullmatch(r"deploy-classifier-tiny-mnli-3-20250102-030405-[0-9a-f]{6}", name), name
     assert execution_name("classifier", "tiny-mnli/3", now) != name  # two deploys in one second
     assert len(execution_name("e" * 40, "r" * 200 + "/12", now)) <= 80
+
+
+def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None:
+    """The deploy's WaitForAlarms loop is named with its alarms while it is what the execution does (events
+    newest first by id: moto answers oldest first whatever reverseOrder says); past the loop, nothing."""
+    import json
+
+    from hfpipe.cli.deploy import _alarm_wait
+
+    wait = {"alarms": ["hfpipe-prod-classifier-4xx-errors"], "poll_seconds": 60, "wait_seconds": 300}
+
+    def entered(i: int, name: str, state: Any = None) -> dict[str, Any]:
+        details = {"name": name, "input": json.dumps(state or {})}
+        return {"id": i, "type": "TaskStateEntered", "stateEnteredEventDetails": details}
+
+    class History:
+        def __init__(self, events: list[dict[str, Any]]) -> None:
+            self.events = events
+
+        def get_execution_history(self, **_: Any) -> dict[str, Any]:
+            return {"events": self.events}
+
+    loop = [{"id": 1, "type": "ExecutionStarted"}, entered(2, "Prepare"), entered(3, "Action?")]
+    loop += [entered(4, "WaitForAlarms", {"deploy": {"alarm_wait": wait}}), entered(5, "PrepareAgain")]
+    assert _alarm_wait(History(loop), "arn") == wait
+    assert _alarm_wait(History([*loop, entered(6, "Action?"), entered(7, "CreateModel")]), "arn") is None
+    assert _alarm_wait(History(loop[:3]), "arn") is None
