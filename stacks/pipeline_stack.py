@@ -196,6 +196,8 @@ class PipelineStack(Stack):
         # SageMaker asks that the role deploying may describe the rollback alarms; the models' role too, to
         # be safe where the docs say "execution role" (stacks/constructs/endpoint_alarms.py).
         self.endpoint_alarms.grant_describe(self.execution_role)
+        # Prepare looks at them before an update writes anything (deploy_guards.alarm_wait).
+        self.endpoint_alarms.grant_describe(self.pipeline_lambdas.deploy_prepare.role)
         self.deploy_log_group = logs.LogGroup(
             self,
             "DeployLogGroup",

@@ -120,8 +120,24 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
 
 
+def _alarm_wait(sfn: Any, arn: str) -> dict[str, Any] | None:
+    """The deploy's wait for rollback alarms in ALARM, when it is what the execution does now: the input of its
+    latest WaitForAlarms state among the last events (the deploy state machine's loop; docs/deploy.md)."""
+    events = sfn.get_execution_history(executionArn=arn, reverseOrder=True, maxResults=10)["events"]
+    # Newest first by id, whatever order the answer has (moto's ignores reverseOrder and maxResults).
+    for event in sorted(events, key=lambda e: int(e.get("id", 0)), reverse=True)[:10]:
+        details = event.get("stateEnteredEventDetails") or {}
+        if details.get("name") == "WaitForAlarms":
+            wait = (json.loads(details.get("input") or "{}").get("deploy") or {}).get("alarm_wait")
+            return wait if isinstance(wait, dict) else None
+        if details.get("name") not in (None, "PrepareAgain", "Action?"):
+            return None  # past the loop
+    return None
+
+
 def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:
     """Print the endpoint's changes until the execution ends; the exit status the command returns."""
+    waiting_for: list[str] = []
     while True:
         desc = aws.call("reading the deploy execution", clients.sfn.describe_execution, executionArn=arn)
         state = aws.call(
@@ -136,6 +152,14 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
             last = state
         if desc["status"] != "RUNNING":
             break
+        wait = aws.call("reading the deploy execution", _alarm_wait, sfn=clients.sfn, arn=arn)
+        if wait and wait.get("alarms") != waiting_for:
+            waiting_for = list(wait.get("alarms") or [])
+            console.print(
+                f"  waiting: rollback alarm(s) {', '.join(waiting_for)} in ALARM before the update began "
+                f"(SageMaker would roll it back at once); looking again every {wait.get('poll_seconds')} s, "
+                f"for {wait.get('wait_seconds')} s at most"
+            )
         time.sleep(interval)
     if desc["status"] == "SUCCEEDED":
         output = json.loads(desc.get("output") or "{}")

@@ -12,7 +12,11 @@ service-integration clients that way):
   one queued error is one failed call as the caller, a handler or a task, sees it. Without one, UpdateEndpoint
   (which moto lacks) is answered by ``plugins.guardrails`` (hfpipe.local.guardrails);
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
-  plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it.
+  plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it;
+- ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates metric alarms all the time, moto never
+  does, so the alarms the call names (every alarm when it names none) are evaluated first
+  (hfpipe.local.cloudwatch.evaluate, from the metrics every invocation records); moto then answers with the
+  state CloudWatch would show now (an alarm whose errors stopped a period ago is OK again, as on AWS).
 
 A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too. The hooks
 are unregistered when the engine stops. ``runtime_client`` is the sagemaker-runtime client the handlers
@@ -26,6 +30,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +40,8 @@ from botocore import xform_name
 from hfpipe.local.template import ACCOUNT
 
 _REQUEST = "hfpipe.local.hooks.request"
+#: Set while this thread evaluates alarms: the evaluation's own DescribeAlarms is answered as it is.
+_EVALUATING = threading.local()
 _OK = {"HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0}
 
 
@@ -49,6 +56,7 @@ class SessionHooks:
         self.errors = errors
         self.region = region
         self._registered: list[tuple[Any, str, Callable[..., Any]]] = []
+        self._cloudwatch: dict[str, Any] = {}
 
     def register(self, events: Any) -> None:
         """Register on an event emitter (a boto3 session's ``events``) until ``unregister``."""
@@ -59,9 +67,38 @@ class SessionHooks:
             ("before-call.sagemaker", self._inject),
             ("after-call.sagemaker.CreateTrainingJob", self._training_job_created),
             ("after-call.sagemaker.CreateEndpoint", self._endpoint_created),
+            ("before-parameter-build.cloudwatch.DescribeAlarms", _keep_request),
+            ("before-call.cloudwatch.DescribeAlarms", self._evaluate_alarms),
         ):
             events.register(name, handler)
             self._registered.append((events, name, handler))
+
+    def _evaluate_alarms(self, context: dict[str, Any], **_: Any) -> None:
+        """Evaluate the alarms a DescribeAlarms names, in the caller's region, before moto answers it."""
+        import boto3
+
+        from hfpipe.local import cloudwatch
+
+        if getattr(_EVALUATING, "on", False):
+            return
+        region = str(context.get("client_region") or self.region)
+        _EVALUATING.on = True
+        try:
+            client = self._cloudwatch.get(region)
+            if client is None:
+                client = self._cloudwatch[region] = boto3.client("cloudwatch", region_name=region)
+            names = (context.get(_REQUEST) or {}).get("AlarmNames") or [
+                a["AlarmName"]
+                for page in client.get_paginator("describe_alarms").paginate()
+                for a in page["MetricAlarms"]
+            ]
+            for name in names:
+                try:
+                    cloudwatch.evaluate(client, name)
+                except LookupError:
+                    continue  # no such alarm: moto's answer leaves it out, as CloudWatch's does
+        finally:
+            _EVALUATING.on = False
 
     def unregister(self) -> None:
         for events, name, handler in self._registered:

@@ -9,8 +9,9 @@ model parallel, which need NVIDIA GPUs and the library). Local mode replaces exa
   is given;
 - the data set becomes fixture channels in the real format (SQuAD JSON, MNLI pairs with a matched and a
   mismatched validation set, IMDb-style texts, samsum dialogues);
-- training is capped at a few steps (`max_steps`), and logs its loss often enough to draw a curve
-  (`logging_steps`);
+- training on a stand-in model or data set is capped at a few steps (`max_steps`; a recipe that runs here as
+  written, as the tiny-* recipes do, trains its own steps or epochs), and logs its loss often enough to draw
+  a curve (`logging_steps`);
 - half precision (fp16/bf16) is off without a GPU, and FSDP (Accelerate's needs a GPU) becomes plain DDP;
 - distribution runs as far as a CPU allows: torch_distributed as two gloo processes on this host;
   smdistributed data parallel (SMDDP) and model parallel (SMP, launched through MPI) as the same two-process
@@ -34,8 +35,10 @@ from typing import Any
 from hfpipe.core import serving_fit
 from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
 
-#: Steps a local run trains at most.
+#: Steps a local run on a stand-in model or data set trains at most.
 LOCAL_MAX_STEPS = 4
+#: The substitutions of a stand-in model or data set: a recipe with either is capped at LOCAL_MAX_STEPS.
+STAND_INS = ("model_name_or_path", "dataset_name")
 #: Loss lines a local run logs at least (its logging_steps follows the step cap).
 LOCAL_LOG_POINTS = 4
 #: Processes a distributed recipe runs on this host (gloo).
@@ -236,16 +239,11 @@ def for_this_machine(
             f"{fixture.description} in channels {', '.join(channel_names)}",
             "no hub downloads here",
         )
-    steps = hps.get("max_steps")
-    if steps is None or int(steps) > LOCAL_MAX_STEPS or int(steps) <= 0:
-        epochs = hps.get("num_train_epochs")
-        real = (
-            f"max_steps {steps}"
-            if steps is not None
-            else f"num_train_epochs {epochs if epochs is not None else 3}"
-        )
-        hps["max_steps"] = LOCAL_MAX_STEPS
-        subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
+    # Steps are capped only where the model or the data became a stand-in. A recipe that runs here as
+    # written (the tiny-* ones: their own model and data channels, sized for a CPU) keeps its own steps and
+    # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS.
+    if any(s.setting in STAND_INS for s in subs.items):
+        _cap_steps(hps, subs)
     _log_often(hps, subs)
     if not gpu:
         _cpu_precision(hps, subs)
@@ -326,10 +324,33 @@ def _gate_for_tiny_models(local: dict[str, Any], subs: Substitutions) -> None:
         gate["threshold"] = 0.0
 
 
+def _cap_steps(hps: dict[str, Any], subs: Substitutions) -> None:
+    """A recipe whose hub model or data set became a tiny stand-in trains LOCAL_MAX_STEPS steps at most: its
+    epochs and steps were sized for the real model on the real data, which a few steps of the stand-in show
+    as well. (A recipe that runs as written, as the tiny-* ones do, is never capped: see for_this_machine.)"""
+    steps = hps.get("max_steps")
+    if steps is not None and 0 < int(steps) <= LOCAL_MAX_STEPS:
+        return
+    epochs = hps.get("num_train_epochs")
+    real = (
+        f"max_steps {steps}"
+        if steps is not None
+        else f"num_train_epochs {epochs if epochs is not None else 3}"
+    )
+    hps["max_steps"] = LOCAL_MAX_STEPS
+    subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
+
+
 def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:
     """A run of a few steps logs its loss LOCAL_LOG_POINTS times (the scripts log every 10 steps, the
-    Trainer every 500 by default: a capped run would log none), so `hfpipe report --plot` has a curve."""
-    steps = int(hps["max_steps"])
+    Trainer every 500 by default: a capped run would log none), so `hfpipe report --plot` has a curve. A run
+    by epochs (no max_steps, or one <= 0: the Trainer's own way) keeps the recipe's logging_steps."""
+    try:
+        steps = int(hps.get("max_steps", 0))
+    except (TypeError, ValueError):
+        return  # the recipe's own value; Plan and the script's parser say what is wrong with it
+    if steps <= 0:
+        return
     every = max(1, steps // LOCAL_LOG_POINTS)
     given = hps.get("logging_steps")
     try:

@@ -2,6 +2,8 @@
 a named endpoint of this environment, created or updated blue/green with SageMaker's deployment guardrails.
 
 Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> ApprovalBeforeRecord -> Record] |
+[wait: WaitForAlarms -> PrepareAgain -> Action?] (rollback alarms in ALARM before an update writes anything:
+waited for within hfpipe.core.deploy_limits' bound, then refused) |
 CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic -> CreateOrUpdate? -> CreateEndpoint |
 UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_polls`` times, both from Prepare)
 -> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
@@ -55,6 +57,7 @@ C = sfn.Condition
 DEPLOY = "$.deploy"
 REQUESTS = "$.deploy.requests"
 STATUS = "$.endpoint.EndpointStatus"
+PREPARE_THROTTLING_ERRORS = [*PLAN_THROTTLING_ERRORS, "AlarmLookupThrottled"]
 #: DescribeEndpoint statuses after which SageMaker changes nothing more by itself.
 FAILED = ("Failed", "UpdateRollbackFailed")
 EXECUTION_TIMEOUT = cdk.Duration.seconds(deploy_limits.EXECUTION_TIMEOUT_SECONDS)
@@ -131,20 +134,23 @@ class DeployStateMachine(Construct):
                 self, cid, parameters={"Error": name, "Cause": cause}, result_path="$.error"
             ).next(cleanup)
 
-        prepare = invoke(
-            "Prepare",
-            "deploy_prepare",
-            DEPLOY,
-            {
-                "input": J.object_at("$"),
-                "execution_name": execution,
-                # One deploy at a time per endpoint: Prepare lists this state machine's running executions.
-                "state_machine": J.string_at("$$.StateMachine.Id"),
-            },
+        refused = fail("Refused")
+        # One deploy at a time per endpoint: Prepare lists this state machine's running executions.
+        running = {"execution_name": execution, "state_machine": J.string_at("$$.StateMachine.Id")}
+        again = {"input": J.object_at("$.deploy.input"), "alarm_wait": J.object_at("$.deploy.alarm_wait")}
+        # Prepare, and Prepare again after a wait for rollback alarms in ALARM (with the wait so far: its bound).
+        prepare, prepare_again = (
+            invoke(cid, "deploy_prepare", DEPLOY, {**payload, **running})
+            for cid, payload in (("Prepare", {"input": J.object_at("$")}), ("PrepareAgain", again))
         )
-        # Service Quotas throttling the fleet's quota check (hfpipe.core.quotas) is retried as the Plan's is.
-        retry(prepare, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
-        prepare.add_catch(fail("Refused"), errors=["States.ALL"], result_path="$.error")
+        for state in (prepare, prepare_again):
+            # Service Quotas throttling the fleet's quota check (hfpipe.core.quotas) and CloudWatch throttling
+            # the alarms' look (deploy_guards.firing_alarms) are retried as the Plan's throttling is.
+            retry(state, PREPARE_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+            state.add_catch(refused, errors=["States.ALL"], result_path="$.error")
+        wait_seconds = sfn.WaitTime.seconds_path("$.deploy.alarm_wait.poll_seconds")
+        wait_for_alarms = sfn.Wait(self, "WaitForAlarms", time=wait_seconds)
+        wait_for_alarms.next(prepare_again)
 
         def sagemaker_task(cid: str, resource: str, request: str, fields: tuple[str, ...]) -> sfn.CustomState:
             """A SageMaker task sending one of Prepare's requests as built (each field from ``$.deploy.requests``)."""
@@ -399,15 +405,18 @@ class DeployStateMachine(Construct):
             .when(C.string_equals("$.deploy.action", "create"), create_endpoint)
             .otherwise(update_endpoint)
         )
-        definition = prepare.next(
+        action = (
             sfn.Choice(self, "Action?")
             .when(
                 C.string_equals("$.deploy.action", "none"),
                 sfn.Succeed(self, "AlreadyServing", output_path="$.deploy.record"),
             )
             .when(C.string_equals("$.deploy.action", "record"), smoke)
+            .when(C.string_equals("$.deploy.action", "wait"), wait_for_alarms)
             .otherwise(create_model)
         )
+        prepare_again.next(action)
+        definition = prepare.next(action)
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

@@ -5,7 +5,8 @@ requests the state machine sends (create, or a blue/green update).
 Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints, their
 configs with their tags and the configs' models (hfpipe-<env>-*; what serves is read from them) and its deployment records (SSM), read the account's SageMaker quotas
 (the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
-instance type change needs that before UpdateEndpoint); nothing else. The
+instance type change needs that before UpdateEndpoint); nothing else here. The stack grants it DescribeAlarms
+on the named endpoints' rollback alarms (EndpointAlarms.grant_describe), which an update looks at first. The
 endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
 role) as ``EXECUTION_ROLE_ARN``.
 """

@@ -142,3 +142,30 @@ def test_after_a_failed_way_back_the_last_line_names_what_serves(deployed_env: A
     assert code == 1 and "error: deploy failed: WayBackFailed" in err, err
     last = " ".join(out.split()).rsplit(f"endpoint {ENDPOINT} now: ", 1)[1]
     assert last.startswith("InService (config hfpipe-dev-summaries-v") and f"serving {second})" in last, last
+
+
+def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None:
+    """The deploy's WaitForAlarms loop is named with its alarms while it is what the execution does (events
+    newest first by id: moto answers oldest first whatever reverseOrder says); past the loop, nothing."""
+    import json
+
+    from hfpipe.cli.deploy import _alarm_wait
+
+    wait = {"alarms": ["hfpipe-prod-classifier-4xx-errors"], "poll_seconds": 60, "wait_seconds": 300}
+
+    def entered(i: int, name: str, state: Any = None) -> dict[str, Any]:
+        details = {"name": name, "input": json.dumps(state or {})}
+        return {"id": i, "type": "TaskStateEntered", "stateEnteredEventDetails": details}
+
+    class History:
+        def __init__(self, events: list[dict[str, Any]]) -> None:
+            self.events = events
+
+        def get_execution_history(self, **_: Any) -> dict[str, Any]:
+            return {"events": self.events}
+
+    loop = [{"id": 1, "type": "ExecutionStarted"}, entered(2, "Prepare"), entered(3, "Action?")]
+    loop += [entered(4, "WaitForAlarms", {"deploy": {"alarm_wait": wait}}), entered(5, "PrepareAgain")]
+    assert _alarm_wait(History(loop), "arn") == wait
+    assert _alarm_wait(History([*loop, entered(6, "Action?"), entered(7, "CreateModel")]), "arn") is None
+    assert _alarm_wait(History(loop[:3]), "arn") is None

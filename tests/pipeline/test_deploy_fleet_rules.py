@@ -1,11 +1,13 @@
 """The guardrails' own rules at deploy time (Prepare called directly, on the session engine's moto): the traffic shifting the resolved
-fleet can take, the endpoint-usage quota holding both fleets of a blue/green update, and the way back keeping
-an autoscaled fleet's live instance count. The same rules in cdk.json: tests/infra/test_endpoint_config.py."""
+fleet can take, the endpoint-usage quota holding both fleets of a blue/green update, the way back keeping
+an autoscaled fleet's live instance count, and an update's rollback alarms already in ALARM (waited for within
+a bound, then refused). The same rules in cdk.json: tests/infra/test_endpoint_config.py."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from accounts import ACCOUNT
 from deploy_helpers import ENDPOINT, ENV, NAME, register_in, wiped
 
 from hfpipe import contract
+from hfpipe.core import deploy_limits, deployments
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deployments import Autoscaling, EndpointSettings, Traffic
 from hfpipe.local.quotas import QuotaTable
@@ -27,7 +30,7 @@ _ids = itertools.count()
 def clients(fresh):
     """The session engine's moto clients, with no named endpoint, config, model, record or scalable target of
     NAME before and after the test (deploy_helpers.wiped)."""
-    clients = {s: fresh.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")}
+    clients = {s: fresh.client(s) for s in ("sagemaker", "ssm", "application-autoscaling", "cloudwatch")}
 
     def deregister() -> None:
         scaling = clients["application-autoscaling"]
@@ -78,7 +81,11 @@ def serving(clients: dict[str, Any], instances: int, scaled_to: int | None = Non
 
 
 def prepare(
-    clients: dict[str, Any], settings: EndpointSettings, quota: float = 100.0, recipe: str = "tiny-qa"
+    clients: dict[str, Any],
+    settings: EndpointSettings,
+    quota: float = 100.0,
+    recipe: str = "tiny-qa",
+    **kw: Any,
 ) -> dict[str, Any]:
     from pipeline_lambdas import deploy_prepare
 
@@ -90,6 +97,7 @@ def prepare(
         {NAME: settings},
         ROLE,
         {**clients, "service-quotas": quotas(quota)},
+        **kw,
     )
 
 
@@ -173,7 +181,7 @@ def test_the_definition_sends_the_way_backs_retention(template):
     assert states["PutPreviousConfigBack"]["Parameters"]["RetainAllVariantProperties.$"] == (
         "$.deploy.requests.Rollback.RetainAllVariantProperties"
     )
-    assert any(r["ErrorEquals"] == ["QuotaLookupThrottled"] for r in states["Prepare"]["Retry"])
+    assert any("QuotaLookupThrottled" in r["ErrorEquals"] for r in states["Prepare"]["Retry"])
 
 
 def test_a_vllm_versions_endpoint_config_carries_the_kinds_host_image(clients):
@@ -223,3 +231,101 @@ def test_the_deploy_tags_every_scalable_target_it_registers_or_finds(clients):
         )
     assert deploy_common.remove_scaling(aas, ENDPOINT, ENV) is True
     assert deploy_common.remove_scaling(aas, ENDPOINT, ENV) is False
+
+
+# --- an update whose rollback alarms are in ALARM before it begins ----------------------------------------
+
+ALARMS = [spec.name for spec in deployments.alarm_specs(ENV, EndpointSettings(name=NAME))]
+ALARM_4XX = contract.endpoint_alarm_name(ENV, NAME, "4xx-errors")
+
+
+@contextlib.contextmanager
+def cloudwatch_answers(clients: dict[str, Any], *states: dict[str, str] | str) -> Any:
+    """``clients["cloudwatch"]`` answering each DescribeAlarms in turn, as CloudWatch does (AlarmNames asked,
+    the alarms' StateValue; API reference: DescribeAlarms): a dict of states by name (others OK), or an error
+    code. Stubbed: the session's moto alarms are the other tests' too."""
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("cloudwatch", region_name=REGION)
+    with Stubber(client) as stub:
+        for state in states:
+            if isinstance(state, str):
+                stub.add_client_error("describe_alarms", service_error_code=state, http_status_code=400)
+                continue
+            alarms = [
+                {"AlarmName": n, "StateValue": state.get(n, "OK"), "Period": 60, "EvaluationPeriods": 1}
+                for n in ALARMS
+            ]
+            stub.add_response("describe_alarms", {"MetricAlarms": alarms}, {"AlarmNames": ALARMS})
+        yield {**clients, "cloudwatch": client}
+        stub.assert_no_pending_responses()
+
+
+def test_an_update_waits_while_a_rollback_alarm_is_in_alarm_then_goes_on(clients):
+    """SageMaker would roll an update back at once for errors that came before it: Prepare waits, writing
+    nothing, and looks again after the wait (issue #34: the README's last deploy came within the alarm's
+    minute after a rollback and was rolled back by it)."""
+    serving(clients, instances=1)
+    settings = EndpointSettings(name=NAME)
+    began = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    with cloudwatch_answers(clients, {ALARM_4XX: "ALARM"}, {ALARM_4XX: "ALARM"}, {}) as looks:
+        first = prepare(looks, settings, now=began)
+        assert (first["action"], first["alarm_wait"]["alarms"]) == ("wait", [ALARM_4XX])
+        assert first["alarm_wait"]["poll_seconds"] == deploy_limits.ALARM_POLL_SECONDS
+        assert first["input"]["endpoint"] == NAME and "requests" not in first  # nothing to send yet
+        later = began + timedelta(seconds=60)
+        second = prepare(looks, settings, waiting=first["alarm_wait"], now=later)
+        assert second["alarm_wait"] == {**first["alarm_wait"], "polls": 2, "waited_seconds": 60}
+        ok = prepare(looks, settings, waiting=second["alarm_wait"], now=later + timedelta(seconds=60))
+    assert ok["action"] == "update" and ok["requests"]["UpdateEndpoint"]["EndpointName"] == ENDPOINT
+    assert ok["waited_for_alarms"]["alarms"] == [ALARM_4XX]
+    # Nothing was written while it waited: the endpoint's config is the only one.
+    configs = clients["sagemaker"].list_endpoint_configs(NameContains=ENDPOINT)["EndpointConfigs"]
+    assert len(configs) == 1
+
+
+def test_an_alarm_still_in_alarm_at_the_bound_refuses_the_deploy_naming_it(clients):
+    from pipeline_lambdas import deploy_guards
+
+    serving(clients, instances=1)
+    began = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    waiting = {"since": began.isoformat(), "polls": 5, "alarms": [ALARM_4XX]}
+    bound = began + timedelta(seconds=deploy_limits.ALARM_WAIT_SECONDS)
+    with (
+        cloudwatch_answers(clients, {ALARM_4XX: "ALARM"}) as looks,
+        pytest.raises(deploy_guards.RollbackAlarmInAlarm) as refused,
+    ):
+        prepare(looks, EndpointSettings(name=NAME), waiting=waiting, now=bound)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"rollback alarm(s) {ALARM_4XX} of endpoint {ENDPOINT} were in ALARM before this deploy began "
+        f"({began.isoformat()}) and still are after {deploy_limits.ALARM_WAIT_SECONDS} s of waiting"
+    ), message
+    assert "nothing was changed: deploy again once they are OK" in message
+    assert f"aws cloudwatch describe-alarms --alarm-names {ALARM_4XX}" in message
+
+
+def test_cloudwatch_throttling_the_alarms_look_is_an_error_the_state_machine_retries(clients, template):
+    import json
+
+    from pipeline_lambdas import deploy_guards
+
+    serving(clients, instances=1)
+    with (
+        cloudwatch_answers(clients, "Throttling") as looks,
+        pytest.raises(deploy_guards.AlarmLookupThrottled) as throttled,
+    ):
+        prepare(looks, EndpointSettings(name=NAME))
+    assert str(throttled.value).startswith("CloudWatch throttled DescribeAlarms for the rollback alarms ")
+    (machine,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name(ENV)
+    ]
+    parts = machine["DefinitionString"]["Fn::Join"][1]
+    states = json.loads("".join(p if isinstance(p, str) else "0" for p in parts))["States"]
+    for state in ("Prepare", "PrepareAgain"):
+        assert any("AlarmLookupThrottled" in r["ErrorEquals"] for r in states[state]["Retry"]), state

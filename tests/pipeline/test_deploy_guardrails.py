@@ -131,3 +131,30 @@ def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean):
     assert stored_record(clean) == first.output  # never written over with a version that does not serve
     # Nothing in use was deleted: the endpoint and the config and model that serve stay.
     assert named(clean)["endpoints"] == [ENDPOINT] and new in named(clean)["endpoint_configs"]
+
+
+def test_an_update_started_while_an_alarm_is_in_alarm_waits_for_it_then_deploys(clean, monkeypatch):
+    """The state machine's wait (Prepare says "wait", WaitForAlarms, PrepareAgain) until the alarm is OK;
+    CloudWatch's clock is played by a script: the 5xx alarm reads ALARM for its first two looks."""
+    from hfpipe.local import cloudwatch
+
+    _, first = deploy(clean, register(clean))
+    assert first.status == "SUCCEEDED", first.cause
+    looks = {"left": 2}
+    real = cloudwatch.evaluate
+
+    def evaluate(client: Any, name: str, now: Any = None) -> str:
+        if name != ALARM_5XX:
+            return real(client, name, now)
+        # ALARM twice, then OK (whatever errors an earlier test of the module left in the last minute).
+        state = "ALARM" if looks["left"] else "OK"
+        looks["left"] = max(0, looks["left"] - 1)
+        client.set_alarm_state(AlarmName=name, StateValue=state, StateReason="played by the test")
+        return state
+
+    monkeypatch.setattr(cloudwatch, "evaluate", evaluate)
+    _, second = deploy(clean, register(clean))
+    assert second.status == "SUCCEEDED", second.cause
+    assert second.states.count("WaitForAlarms") == 2 and second.states.count("PrepareAgain") == 2
+    assert second.states.index("PrepareAgain") < second.states.index("UpdateEndpoint")
+    assert config_of(clean) == second.output["endpoint_config"]

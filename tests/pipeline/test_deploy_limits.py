@@ -48,10 +48,15 @@ def test_the_bounds_cover_the_longest_deployment_and_fit_the_history():
     assert deploy_limits.endpoint_polls(LONGEST) == deploy_limits.MAX_POLLS
     assert deploy_limits.MAX_POLLS * deploy_limits.POLL_SECONDS >= 28_800 + deploy_limits.ROLLBACK_SECONDS
     worst = deploy_limits.worst_case_history_events()
-    assert worst < 10_000 < 25_000  # far below Step Functions' limit
+    assert worst < 15_000 < 25_000  # far below Step Functions' limit, the wait for the alarms counted
     assert deploy_limits.EXECUTION_TIMEOUT_SECONDS >= (
         (deploy_limits.MAX_POLLS + deploy_limits.ROLLBACK_POLLS) * deploy_limits.POLL_SECONDS
+        + deploy_limits.ALARM_WAIT_SECONDS
+        + deploy_limits.ALARM_POLL_SECONDS
     )
+    # On AWS the wait's deadline comes before its poll count: every poll waits ALARM_POLL_SECONDS.
+    aws_polls = deploy_limits.ALARM_WAIT_SECONDS // deploy_limits.ALARM_POLL_SECONDS + 1
+    assert aws_polls < deploy_limits.ALARM_MAX_POLLS
     # No endpoint cdk.json may declare needs more polls than the bound counts.
     shortest = EndpointSettings(name=NAME, traffic=Traffic("ALL_AT_ONCE", None, 0), bake_seconds=0)
     assert deploy_limits.endpoint_polls(shortest) == math.ceil(
@@ -76,6 +81,20 @@ def test_the_definition_polls_as_the_bounds_count(template):
         }
         assert states[describe]["Next"] == choice and states[choice]["Default"] == f"Count{prefix}Poll"
         assert states[f"Count{prefix}Poll"]["Next"] == f"{prefix}WaitLeft?"
+    # The wait for rollback alarms already in ALARM: Wait -> Prepare again -> Action? (EVENTS_PER_ALARM_POLL).
+    assert states["Action?"]["Choices"][2] == {
+        "Variable": "$.deploy.action",
+        "StringEquals": "wait",
+        "Next": "WaitForAlarms",
+    }
+    assert states["WaitForAlarms"] == {
+        "Type": "Wait",
+        "SecondsPath": "$.deploy.alarm_wait.poll_seconds",
+        "Next": "PrepareAgain",
+    }
+    assert states["PrepareAgain"]["Next"] == "Action?"
+    assert states["PrepareAgain"]["Parameters"]["alarm_wait.$"] == "$.deploy.alarm_wait"
+    assert [c["Next"] for c in states["PrepareAgain"]["Catch"]] == ["Refused"]
     # The retries on the longest path, 3 events each, are what RETRY_EVENTS counts.
     path = [
         "Prepare",

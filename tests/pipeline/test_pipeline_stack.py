@@ -152,6 +152,8 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             # One deploy at a time per endpoint: the deploy state machine's running executions.
             "states:ListExecutions",
             "states:DescribeExecution",
+            # An update's rollback alarms, looked at before anything is written (issue #34).
+            "cloudwatch:DescribeAlarms",
         },
         "deploy_record": {"sagemaker:AddTags", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {

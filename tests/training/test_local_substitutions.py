@@ -121,6 +121,26 @@ def test_a_tiny_recipe_runs_here_as_written(name):
     assert {s.setting.split(".")[0] for s in subs.items} <= {"instance_type", "container"}, subs.lines()
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["training.hyperparameters.max_steps=200"],  # the README's better version of tiny-mnli
+        ["training.hyperparameters.max_steps=-1", "training.hyperparameters.num_train_epochs=3"],
+    ],
+)
+def test_a_tiny_recipe_trains_its_own_steps_or_epochs_uncapped(overrides):
+    """Only a stand-in model or data set is capped: a tiny recipe told to train longer does (issue #34)."""
+    from hfpipe.core.recipes import apply_overrides
+
+    longer = apply_overrides(load_recipe("tiny-mnli"), overrides)
+    subs = for_this_machine(longer, gpu=False)
+    assert subs.recipe == longer, subs.lines()  # so the local world trains it as written, too
+    assert not any(line.startswith(("steps:", "logging_steps:")) for line in subs.lines())
+    # A full-size recipe's steps stay capped whatever it asks (its model and data are stand-ins here).
+    full = apply_overrides(load_recipe("roberta-large-mnli-mp"), overrides)
+    assert for_this_machine(full, gpu=False).recipe["training"]["hyperparameters"]["max_steps"] == 4
+
+
 def test_the_end_to_end_runs_cover_every_task_kind_and_spot():
     kinds = {load_recipe(name)["task"] for name in RECIPES}
     assert {load_recipe(name)["task"] for name in END_TO_END} == kinds

@@ -1,19 +1,36 @@
 """What the deploy re-checks besides Prepare's first look (deploy_prepare.py, whose function runs them all): one
-deploy at a time per endpoint (the deploy state machine's RUNNING executions, ``other_deploy``), the version's
-approval right before traffic moves and before the record is written (``recheck_approval``), and, when the way
-back after a failed smoke test or a rejection failed, what serves now (``way_back_failed``). What serves is read
-from the endpoint (hfpipe.core.what_serves), never from its tag or record.
+deploy at a time per endpoint (the deploy state machine's RUNNING executions, ``other_deploy``), the update's
+rollback alarms before anything is written (``alarm_wait``), the version's approval right before traffic moves
+and before the record is written (``recheck_approval``), and, when the way back after a failed smoke test or a
+rejection failed, what serves now (``way_back_failed``). What serves is read from the endpoint
+(hfpipe.core.what_serves), never from its tag or record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from hfpipe.core import registry
+from hfpipe.core import deploy_limits, registry
+from hfpipe.core.quotas import error_code
 from hfpipe.core.what_serves import Serving, what_serves
 from pipeline_lambdas.deploy_common import describe_endpoint
+
+#: CloudWatch's throttling error codes (the Query API's "Throttling"; botocore's _retry.json), left after
+#: botocore's own retries.
+CLOUDWATCH_THROTTLING = frozenset({"Throttling", "ThrottlingException"})
+#: DescribeAlarms takes at most 100 AlarmNames (botocore's model: AlarmNames max 100).
+ALARM_NAMES_PER_CALL = 100
+
+
+class RollbackAlarmInAlarm(Exception):
+    """A rollback alarm of the update was in ALARM before the deploy began and still is at the wait's bound."""
+
+
+class AlarmLookupThrottled(Exception):
+    """CloudWatch kept throttling DescribeAlarms; the state machine retries Prepare."""
 
 
 class VersionRejectedDuringDeploy(Exception):
@@ -110,3 +127,67 @@ def way_back_failed(
         f"it, deploy the version that should serve (`hfpipe deploy --env {env} --model VERSION --endpoint "
         f"{prepared.get('name')}`)"
     )
+
+
+def firing_alarms(cloudwatch: Any, names: list[str]) -> list[str]:
+    """The alarms of ``names`` in ALARM now (DescribeAlarms, paginated, 100 names a call). CloudWatch
+    throttling that outlasts botocore's retries becomes AlarmLookupThrottled."""
+    fired: set[str] = set()
+    paginator = cloudwatch.get_paginator("describe_alarms")
+    try:
+        for start in range(0, len(names), ALARM_NAMES_PER_CALL):
+            for page in paginator.paginate(AlarmNames=names[start : start + ALARM_NAMES_PER_CALL]):
+                for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
+                    if alarm.get("StateValue") == "ALARM":
+                        fired.add(str(alarm["AlarmName"]))
+    except Exception as err:
+        if error_code(err) in CLOUDWATCH_THROTTLING:
+            raise AlarmLookupThrottled(
+                f"CloudWatch throttled DescribeAlarms for the rollback alarms {', '.join(names)}: {err}"
+            ) from err
+        raise
+    return sorted(fired)
+
+
+def alarm_wait(
+    cloudwatch: Any,
+    update_request: dict[str, Any],
+    waiting: dict[str, Any] | None,
+    now: datetime | None = None,
+) -> dict[str, Any] | None:
+    """None when no rollback alarm of ``update_request`` (its AutoRollbackConfiguration) is in ALARM; else the
+    wait to take before Prepare looks again (``waiting``: the previous look's, None the first time). At the
+    bound (ALARM_WAIT_SECONDS after the first look, or ALARM_MAX_POLLS looks) RollbackAlarmInAlarm.
+
+    SageMaker rolls a blue/green update back when one of these alarms is in ALARM during its baking
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html): an update
+    started while one already is would be rolled back at once, for errors that came before it."""
+    config = update_request.get("DeploymentConfig") or {}
+    names = [a["AlarmName"] for a in (config.get("AutoRollbackConfiguration") or {}).get("Alarms", [])]
+    fired = firing_alarms(cloudwatch, names) if names else []
+    if not fired:
+        return None
+    now = now or datetime.now(UTC)
+    first = waiting or {"since": now.isoformat(timespec="seconds"), "polls": 0}
+    since = datetime.fromisoformat(str(first["since"]))
+    waited = int((now - since).total_seconds())
+    polls = int(first.get("polls", 0))
+    if (
+        now >= since + timedelta(seconds=deploy_limits.ALARM_WAIT_SECONDS)
+        or polls >= deploy_limits.ALARM_MAX_POLLS
+    ):
+        raise RollbackAlarmInAlarm(
+            f"rollback alarm(s) {', '.join(fired)} of endpoint "
+            f"{update_request.get('EndpointName')} were in ALARM before this deploy began ({first['since']}) "
+            f"and still are after {waited} s of waiting; SageMaker would roll the update back at once, so "
+            "nothing was changed: deploy again once they are OK (an alarm is OK again one period after its "
+            f"errors stop: aws cloudwatch describe-alarms --alarm-names {' '.join(fired)})"
+        )
+    return {
+        "since": first["since"],
+        "alarms": fired,
+        "polls": polls + 1,
+        "waited_seconds": waited,
+        "wait_seconds": deploy_limits.ALARM_WAIT_SECONDS,
+        "poll_seconds": deploy_limits.ALARM_POLL_SECONDS,
+    }

@@ -8,14 +8,18 @@ and has not failed. Each refusal is an exception class whose name is the executi
 
 The result (``$.deploy``) says the ``action``: ``create`` (no endpoint yet), ``update`` (blue/green to the new
 config), ``none`` (the endpoint's live config already serves this version and its record says so: the record
-is the output) or ``record`` (it serves this version but its record or tags were not written: smoke test and
-Record again). Every request is built by hfpipe.core.deploy_requests and checked against botocore's shapes.
+is the output), ``record`` (it serves this version but its record or tags were not written: smoke test and
+Record again) or ``wait`` (an update whose rollback alarms are in ALARM now: the state machine waits and runs
+Prepare again with ``alarm_wait``, until they are OK or the wait's bound refuses the deploy,
+deploy_guards.alarm_wait). Every request is built by hfpipe.core.deploy_requests and checked against
+botocore's shapes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
@@ -33,9 +37,11 @@ from pipeline_lambdas.deploy_common import (
     remove_scaling,
     scalable_target,
 )
-from pipeline_lambdas.deploy_guards import other_deploy, recheck_approval, way_back_failed
+from pipeline_lambdas.deploy_guards import alarm_wait, other_deploy, recheck_approval, way_back_failed
 
 LOG = aws.logger(__name__)
+#: The clients Prepare is given (``prepare``'s ``clients``).
+CLIENTS = ("sagemaker", "ssm", "application-autoscaling", "service-quotas", "stepfunctions", "cloudwatch")
 #: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
 BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
 
@@ -199,9 +205,12 @@ def prepare(
     role_arn: str,
     clients: dict[str, Any],
     state_machine_arn: str | None = None,
+    waiting: dict[str, Any] | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
-    "service-quotas" and (with ``state_machine_arn``, the deploy state machine's) "stepfunctions"."""
+    "service-quotas", "cloudwatch" and (with ``state_machine_arn``, the deploy state machine's)
+    "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait."""
     sagemaker = clients["sagemaker"]
     if not isinstance(event_input, dict) or not all(
         isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
@@ -321,6 +330,16 @@ def prepare(
     prepared["requests"] = {
         op: _checked(op if op != "Rollback" else "UpdateEndpoint", r) for op, r in built.items()
     }
+    if endpoint is not None:
+        # Before anything is written: an update started while a rollback alarm is in ALARM is rolled back.
+        wait = alarm_wait(clients["cloudwatch"], built["UpdateEndpoint"], waiting, now)
+        if wait is not None:
+            aws.log_json(LOG, "waiting for rollback alarms", endpoint=endpoint_name, **wait)
+            return {"action": "wait", "name": name, "endpoint_name": endpoint_name, "input": event_input} | {
+                "version_ref": info.ref,
+                "alarm_wait": wait,
+            }
+        prepared.update({"waited_for_alarms": waiting} if waiting else {})
     # Last, once nothing can refuse any more: an instance type change needs the target deregistered first.
     if endpoint is not None and prepared["previous"]["instance_type"] not in (None, info.instance_type):
         prepared["scaling_deregistered"] = remove_scaling(
@@ -368,9 +387,10 @@ def _already_serving(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"input": <the execution input>, "execution_name": <name>, "state_machine": <its ARN>}; or
-    {"recheck": <Prepare's result>, "before": "traffic moves" | "the record is written"}; or
-    {"way_back_failed": <Prepare's result>, "error": ..., "rollback_error": ...} (raises WayBackFailed)."""
+    """Event: {"input": <the execution input>, "execution_name": <name>, "state_machine": <its ARN>} (and,
+    after a wait for the rollback alarms, "alarm_wait": the previous result's); or {"recheck": <Prepare's
+    result>, "before": "traffic moves" | "the record is written"}; or {"way_back_failed": <Prepare's result>,
+    "error": ..., "rollback_error": ...} (raises WayBackFailed)."""
     aws.bind(event)
     if "recheck" in event:
         return recheck_approval(aws.client("sagemaker"), event["recheck"], str(event["before"]))
@@ -388,9 +408,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         os.environ["HFPIPE_ENV"],
         deployments.settings_from_json(os.environ.get("DEPLOY_ENDPOINTS", "{}")),
         os.environ["EXECUTION_ROLE_ARN"],
-        {
-            s: aws.client(s)
-            for s in ("sagemaker", "ssm", "application-autoscaling", "service-quotas", "stepfunctions")
-        },
+        {s: aws.client(s) for s in CLIENTS},
         event.get("state_machine"),
+        event.get("alarm_wait"),
     )
