@@ -70,3 +70,28 @@ class Faults:
     def operations(self) -> list[str]:
         """``service.Operation`` of each recorded call, in order."""
         return [f"{service}.{operation}" for service, operation, _ in self.calls]
+
+
+def on_the_command(monkeypatch: Any, faults: Faults) -> Faults:
+    """``faults`` on every botocore session the hfpipe command makes (hfpipe.cli.aws.make_clients), so only
+    the command's own calls are recorded and failed, not those of the handlers it starts."""
+    from hfpipe.cli import aws
+
+    original = aws._botocore_session
+
+    def session() -> Any:
+        made = original()
+        for name, handler in (("before-parameter-build", faults._keep), ("before-call", faults._call)):
+            made.register(name, handler)
+        return made
+
+    monkeypatch.setattr(aws, "_botocore_session", session)
+    return faults
+
+
+def one_error_line(err: str) -> str:
+    """The one ``error:`` line of a command's stderr (warnings may come before it); no traceback."""
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if not line.startswith("warning: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: "), err
+    return errors[0]

@@ -35,9 +35,8 @@ import sys
 from collections.abc import Sequence
 
 from hfpipe import __version__
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli import faults
 from hfpipe.cli.parser import Parser, actions
-from hfpipe.core.validate import RecipeError
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -389,11 +388,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.command_parser.error("the following arguments are required: --recipe")
     except SystemExit as exc:  # argparse has printed usage and the problem
         return int(exc.code or 0)
-    try:
-        return int(args.func(args))
-    except (HfpipeError, RecipeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return faults.run(args.func, args)

@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.core.names import default_execution_name
 
 
@@ -36,7 +36,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     console = _console()
     if args.action == "list":
         if args.name:
-            raise HfpipeError(
+            raise UsageError(
                 f"`recipes list` takes no name (got {args.name!r}); use `hfpipe recipes show NAME`"
             )
         if getattr(args, "json", False):
@@ -45,7 +45,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
         console.print(recipes.recipes_table())
         return 0
     if not args.name:
-        raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
+        raise UsageError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
     loaded = recipes.load(args.name, args.sets)
     if getattr(args, "json", False):
         # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
@@ -128,7 +128,7 @@ def _interval(value: float | None) -> float | None:
     try:
         return validate.number(value, "--interval", exclusive_minimum=0, maximum=3600)
     except validate.RecipeError as err:
-        raise HfpipeError(f"{err} seconds between refreshes") from None
+        raise UsageError(f"{err} seconds between refreshes") from None
 
 
 def _watch(clients: aws.Clients, arn: str, console: Console, interval: float) -> int:
@@ -169,7 +169,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         return report_local(args, _console())
     if not args.execution:
-        raise HfpipeError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
+        raise UsageError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
@@ -209,7 +209,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """Recent executions of an environment's state machine, newest first."""
     if args.max < 1:
-        raise HfpipeError(f"--max {args.max} must be at least 1")
+        raise UsageError(f"--max {args.max} must be at least 1")
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     kwargs: dict[str, Any] = {"stateMachineArn": environment.state_machine_arn}
@@ -347,7 +347,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     from hfpipe.cli import local, local_world
 
     if args.keep is not None and args.action != "prune":
-        raise HfpipeError("--keep is an option of `hfpipe local prune`: hfpipe local prune --keep N")
+        raise UsageError("--keep is an option of `hfpipe local prune`: hfpipe local prune --keep N")
     if args.action == "prune":
         from hfpipe.cli.local_prune import prune
 

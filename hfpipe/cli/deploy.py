@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import registry
 
@@ -80,6 +80,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         )
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, DEFAULT_INTERVAL_S)  # checked before anything starts
+    faults.state("no deploy started; run the same command again")
     environment = aws.resolve_environment(clients, args.env)
     machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
@@ -88,6 +89,12 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
     )
     name = execution_name(args.endpoint, version)
+    # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
+    # runs (DeployInProgress), so running it again is safe either way.
+    faults.state(
+        f"the deploy {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
+        f"{args.env}`, then run the same command again"
+    )
     arn = aws.call(
         f"starting {contract.deploy_state_machine_name(args.env)}",
         clients.sfn.start_execution,
@@ -101,15 +108,33 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
         return 0
+    where = "" if aws.is_local_world(clients) else f" ({aws.console_url(arn, clients.region)})"
+    faults.state(
+        f"the deploy {name} still runs without this command{where}: `hfpipe endpoints --env {args.env}` shows "
+        f"what {args.endpoint} serves; once it has ended, the same command again says whether {version} serves"
+    )
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
 
 
 def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:
-    """Print the endpoint's changes until the execution ends; the exit status the command returns."""
+    """Print the endpoint's changes until the execution ends; the exit status the command returns. A
+    transient fault of a look (throttled, 5xx) is looked at again (hfpipe.cli.aws.poll): the deploy goes on
+    without the command."""
     while True:
-        desc = aws.call("reading the deploy execution", clients.sfn.describe_execution, executionArn=arn)
-        state = aws.call(
-            f"reading endpoint {endpoint}", _endpoint_state, sagemaker=clients.sagemaker, endpoint=endpoint
+        desc = faults.poll(
+            "reading the deploy execution",
+            clients.sfn.describe_execution,
+            time.sleep,
+            interval,
+            executionArn=arn,
+        )
+        state = faults.poll(
+            f"reading endpoint {endpoint}",
+            _endpoint_state,
+            time.sleep,
+            interval,
+            sagemaker=clients.sagemaker,
+            endpoint=endpoint,
         )
         if state != last:
             console.print(f"  endpoint: {_describe(state)}")

@@ -24,11 +24,11 @@ from typing import Any
 from rich.table import Table
 
 from hfpipe import contract
-from hfpipe.cli import aws, named_endpoints
-from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.cleanup import delete_all, ready_to_delete, step, wait_timeout
+from hfpipe.cli import aws, faults, named_endpoints
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
 from hfpipe.core import cost
-from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
+from hfpipe.core.cleanup import Resource, delete, is_not_found, is_ours, tags_of
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,9 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
             variants = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)[
                 "ProductionVariants"
             ]
-        except Exception:
+        except Exception as exc:
+            if not is_not_found(exc):  # a throttled read is not a config gone
+                raise
             variants = []  # the config may be gone already; the endpoint still runs
         for variant in variants:
             instance_type = instance_type or variant.get("InstanceType")
@@ -217,13 +219,15 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     """List the environment's endpoints, or delete one of them after asking."""
     aws.validate_env_name(args.env)
     if args.action == "list" and args.name:
-        raise HfpipeError(
+        raise UsageError(
             f"`endpoints list` takes no name (got {args.name!r}); delete one with `endpoints delete NAME`"
         )
     if args.action == "delete" and not args.name:
-        raise HfpipeError(
+        raise UsageError(
             f"`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env {args.env}"
         )
+    if args.action == "delete":  # what any failed AWS call of the delete ends with
+        faults.state(RERUN)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
     aws.resolve_environment(clients, args.env)
@@ -233,9 +237,8 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             found = find_endpoints(sagemaker, args.env)
         except Exception as exc:
             raise aws.aws_error(exc, "listing endpoints") from None
-        records = named_endpoints.records(
-            clients.ssm, args.env
-        )  # what each named endpoint's deploys recorded
+        # What each named endpoint's deploys recorded.
+        records = named_endpoints.records(clients.ssm, args.env)
         if args.json:
             listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
             sys.stdout.write(json.dumps(listed, indent=2) + "\n")

@@ -30,7 +30,7 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
@@ -281,7 +281,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         if not 0 < args.port < 65536:
             raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
     elif not args.endpoint:
-        raise HfpipeError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
+        raise UsageError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
     elif args.env:
         aws.validate_env_name(args.env)
     # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.paths import check_length
 from hfpipe.core import logs as core_logs
 from hfpipe.local import outputs
@@ -122,7 +122,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
         return _local_logs(args)
     if not args.execution:
-        raise HfpipeError("hfpipe logs needs an EXECUTION (its ARN, or its name with --env), or --local")
+        raise UsageError("hfpipe logs needs an EXECUTION (its ARN, or its name with --env), or --local")
     since = parse_since(args.since) if args.since else None
     clients = _clients(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)

@@ -28,7 +28,7 @@ from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.core import api_shapes, promotion, registry
 
 
@@ -201,7 +201,7 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
 
 def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if args.refs:
-        raise HfpipeError(f"`models list` takes no version (got {' '.join(args.refs)!r})")
+        raise UsageError(f"`models list` takes no version (got {' '.join(args.refs)!r})")
     sagemaker, s3 = clients.sagemaker, clients.s3
     try:
         names = groups(sagemaker, args.env, args.recipe)
@@ -228,7 +228,7 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
 
 def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 1:
-        raise HfpipeError(
+        raise UsageError(
             f"`models {args.action}` takes one version: hfpipe models {args.action} RECIPE/N --env {args.env}"
         )
     sagemaker = clients.sagemaker
@@ -251,7 +251,7 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
 
 def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 2:
-        raise HfpipeError(
+        raise UsageError(
             f"`models compare` takes two versions: hfpipe models compare RECIPE/N RECIPE/M --env {args.env}"
         )
     a, b = (

@@ -90,8 +90,8 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (victim_next_to_out, ("logs", "--local", "--out", LONG), 1, ["--out 'aaaa", "at most 255 bytes"]),
     (files, ("logs", "--local", "--out", "latin1.json"), 1, ["--out 'latin1.json' is a file"]),
     # --interval: a number of seconds, not NaN or infinity
-    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "nan"), 1, ["--interval: nan is not accepted", "at most 3600"]),
-    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "inf"), 1, ["--interval: inf is not accepted"]),
+    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "nan"), 2, ["--interval: nan is not accepted", "at most 3600"]),
+    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "inf"), 2, ["--interval: inf is not accepted"]),
     # files: latin-1, a folder, a name longer than a file name can be
     (files, ("invoke", "--local", "--file", "latin1.json"), 1, ["--file 'latin1.json' is not UTF-8 text (byte 15 is 0xe9)", "iconv"]),
     (files, ("invoke", "--local", "--dialogue", "latin1.txt"), 1, ["--dialogue 'latin1.txt' is not UTF-8 text (byte 11 is 0xe9)"]),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from deploy_helpers import ENDPOINT, NAME, named, register, wiped
+from faults import Faults, on_the_command, one_error_line
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -121,3 +122,53 @@ def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     assert re.fullmatch(r"deploy-classifier-tiny-mnli-3-20250102-030405-[0-9a-f]{6}", name), name
     assert execution_name("classifier", "tiny-mnli/3", now) != name  # two deploys in one second
     assert len(execution_name("e" * 40, "r" * 200 + "/12", now)) <= 80
+
+
+@pytest.mark.parametrize(
+    ("operation", "occurrence", "code", "state"),
+    [
+        ("GetParametersByPath", 0, "ThrottlingException", "no deploy started; run the same command again"),
+        ("DescribeEndpoint", 0, "InternalFailure", "no deploy started; run the same command again"),
+        ("StartExecution", 0, "ThrottlingException", "run the same command again"),
+        # In the follow loop: a transient fault is looked at again, the command follows to the end...
+        ("DescribeExecution", 0, "ThrottlingException", None),
+        ("DescribeEndpoint", 1, "InternalFailure", None),
+        ("ListTags", 0, "ThrottlingException", None),
+        # ... any other ends it with what still runs and what to run next.
+        ("DescribeExecution", 0, "AccessDeniedException", "still runs without this command"),
+        ("ListTags", 0, "AccessDeniedException", "still runs without this command"),
+    ],
+)
+def test_a_fault_at_each_call_of_deploy_is_one_line_with_the_state_and_a_rerun_deploys(
+    deployed_env: Any,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    operation: str,
+    occurrence: int,
+    code: str,
+    state: str | None,
+) -> None:
+    version = ref(register(deployed_env))
+    argv = ("deploy", "--env", "dev", "--model", version, "--endpoint", NAME)
+    faults = on_the_command(monkeypatch, Faults(when=lambda service, op, params: op == operation))
+    faults.fail_at, faults.code = occurrence, code
+    exit_code, out, err = run(capsys, deployed_env.region, *argv)
+    assert faults.failed is not None, faults.operations()
+    machine = deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+    for execution in deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)[
+        "executions"
+    ]:
+        deployed_env.wait(execution["executionArn"])  # the deploy goes on without the command
+    if state is None:
+        assert exit_code == 0 and f"deployed: {ENDPOINT} serves InService" in out, (out, err)
+        (warning,) = err.splitlines()
+        assert warning.startswith("warning: ") and code in warning and "looking again in" in warning, err
+        return
+    line = one_error_line(err)
+    assert exit_code == 1 and code in line and state in line, line
+    if "still runs" in state:
+        assert "`hfpipe endpoints --env dev` shows what" in line and "the same command again" in line
+    faults.fail_at = None
+    exit_code, out, err = run(capsys, deployed_env.region, *argv)
+    assert (exit_code, err) == (0, ""), (out, err)
+    assert f"deployed: {ENDPOINT} serves InService" in out and f"serving {version})" in out

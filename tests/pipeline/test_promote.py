@@ -388,3 +388,31 @@ def test_a_refused_source_read_names_the_policy_and_how_to_add_it(promoting, ope
     # Granted again (the fault was once): the rerun promotes.
     again = run(promoting, {"version": f"{recipe}/1"})
     assert again.status == "SUCCEEDED" and again.output["created"] is True, again.cause
+
+
+def test_a_fault_at_every_call_of_the_promote_step_is_retried_or_fails_and_a_rerun_promotes(promoting):
+    """Each AWS call of the Promote step fails once in turn: throttling is retried by the state machine; a 5xx
+    fails the execution with AWS's error, and a rerun promotes the version once."""
+    register_source_version(recipe="tiny-count", execution="reg-count")
+    with source_faults() as faults:
+        assert run(promoting, {"version": "tiny-count/1"}).status == "SUCCEEDED"
+    count = len(faults.calls)
+    assert count >= 8, faults.operations()
+    for n in range(count):
+        recipe = f"tiny-fault-{n}"
+        register_source_version(recipe=recipe, execution=f"reg-{recipe}")
+        faults = source_faults()
+        faults.fail_at, faults.code = n, ("ThrottlingException", "InternalFailure")[n % 2]
+        with faults:
+            r = run(promoting, {"version": f"{recipe}/1"})
+        assert faults.failed is not None, n
+        if faults.code == "ThrottlingException":
+            assert r.status == "SUCCEEDED", (n, faults.failed[1], r.cause)
+        else:
+            assert r.status == "FAILED" and "InternalFailure" in json.loads(r.cause)["errorMessage"], (
+                n,
+                r.cause,
+            )
+            again = run(promoting, {"version": f"{recipe}/1"})
+            assert again.status == "SUCCEEDED", (n, faults.failed[1], again.cause)
+        assert len(group_versions(promoting, recipe) or []) == 1, (n, faults.failed[1])
