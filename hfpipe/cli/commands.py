@@ -14,6 +14,7 @@ from rich.table import Table
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 
 
@@ -40,7 +41,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
                 f"`recipes list` takes no name (got {args.name!r}); use `hfpipe recipes show NAME`"
             )
         if getattr(args, "json", False):
-            sys.stdout.write(json.dumps(recipes.recipes_summary(), indent=2) + "\n")
+            sys.stdout.write(json_text.dumps(recipes.recipes_summary(), indent=2) + "\n")
             return 0
         console.print(recipes.recipes_table())
         return 0
@@ -49,7 +50,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     loaded = recipes.load(args.name, args.sets)
     if getattr(args, "json", False):
         # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
-        sys.stdout.write(json.dumps(loaded.resolved, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(loaded.resolved, indent=2) + "\n")
         return 0
     console.print(recipes.show(loaded))
     return 0
@@ -81,7 +82,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
         plan, notes = dryrun.plan_for(clients, environment, execution_input, name, loaded.resolved)
         if args.json:
-            sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
+            sys.stdout.write(json_text.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
             dryrun.show(_console(), plan, notes)
         return 0
@@ -179,7 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     add_to_report(clients.sagemaker, report, snap)
     console = _console()
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json_text.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
         console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     if args.plot:
@@ -228,7 +229,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
     executions = executions[: args.max]
     if args.json:
-        sys.stdout.write(json.dumps(execution_records(executions, up), indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(execution_records(executions, up), indent=2) + "\n")
         return 0
     from hfpipe.cli.cleanup import when
 

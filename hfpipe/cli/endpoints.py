@@ -15,7 +15,6 @@ Named endpoints (`hfpipe deploy`): hfpipe.cli.named_endpoints.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -27,7 +26,7 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults, named_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
-from hfpipe.core import cost
+from hfpipe.core import cost, json_text
 from hfpipe.core.cleanup import Resource, delete, is_not_found, is_ours, tags_of
 
 
@@ -241,7 +240,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         records = named_endpoints.records(clients.ssm, args.env)
         if args.json:
             listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
-            sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+            sys.stdout.write(json_text.dumps(listed, indent=2) + "\n")
             return 0
         if not found:
             console.print(f"no endpoints up in environment {args.env!r}")

@@ -27,6 +27,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import json_text
 
 _REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
 
@@ -121,7 +122,7 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
         raise _failure(desc)
     output = json.loads(desc.get("output") or "{}")
     if args.json:
-        sys.stdout.write(json.dumps(output, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(output, indent=2) + "\n")
         return 0
     console.print(summary(output), soft_wrap=True)
     console.print(f"  {output['target']['model_package_arn']}", soft_wrap=True)
