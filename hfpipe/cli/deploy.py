@@ -83,6 +83,12 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     faults.state("no deploy started; run the same command again")
     environment = aws.resolve_environment(clients, args.env)
     machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
+    # The state machine's ARN says where the environment is (arn:aws:states:REGION:ACCOUNT:stateMachine:...).
+    where = machine.split(":")
+    try:
+        registry.check_location(args.model, args.env, region=where[3], account=where[4])
+    except registry.RegistryRefError as exc:
+        raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
     before = aws.call(

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from accounts import ACCOUNT
+from accounts import ACCOUNT, ACCOUNT_B
 from deploy_helpers import ENDPOINT, NAME, named, register, wiped
 from faults import Faults, on_the_command, one_error_line
 
@@ -96,6 +96,25 @@ def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any
             "--model: version",
         ),
         (["--model", "tiny-qa", "--endpoint", NAME], "--model: version 'tiny-qa': not accepted"),
+        # dev's group, but in another region or account than dev's: said so, not "not found".
+        (
+            [
+                "--model",
+                f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/1",
+                "--endpoint",
+                NAME,
+            ],
+            "a version in region us-west-2, account",
+        ),
+        (
+            [
+                "--model",
+                f"arn:aws:sagemaker:eu-west-1:{ACCOUNT_B}:model-package/hfpipe-dev-tiny-qa/1",
+                "--endpoint",
+                NAME,
+            ],
+            f"account {ACCOUNT_B}; environment 'dev' is in region eu-west-1, account {ACCOUNT}",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(
