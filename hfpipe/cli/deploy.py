@@ -84,9 +84,9 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     environment = aws.resolve_environment(clients, args.env)
     machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
     # The state machine's ARN says where the environment is (arn:aws:states:REGION:ACCOUNT:stateMachine:...).
-    where = machine.split(":")
+    located = machine.split(":")
     try:
-        registry.check_location(args.model, args.env, region=where[3], account=where[4])
+        registry.check_location(args.model, args.env, region=located[3], account=located[4])
     except registry.RegistryRefError as exc:
         raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
