@@ -23,9 +23,10 @@
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
-that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage (`hfpipe` or
-`hfpipe data` alone prints its help on stdout; a mistyped command, option or choice gets "did you mean"); 130
-interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
+that did not succeed; for `logs --follow`, a job that did not complete; under an AWS fault, the line ends with
+what still runs and what to run next: hfpipe.cli.faults); 2 bad command-line usage, argparse's or one the
+command finds (`hfpipe` or `hfpipe data` alone prints its help on stdout; a mistyped command, option or choice
+gets "did you mean"); 130 interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ The version must be one of the environment's (RECIPE/N or a version ARN; another
 before anything is called: promote it first with `hfpipe promote`), and NAME one of the environment's
 endpoints in cdk.json (the state machine refuses others, and versions not approved). The command starts the
 execution, shows the endpoint's status as it changes, and ends with what serves now: exit 0 when the version
-serves, 1 when the deploy failed or was rolled back (the previous version still serves then).
+serves, 1 when the deploy failed or was rolled back (the previous version still serves then), or when the
+command stopped on an AWS fault, whose line says whether the deploy started and what to run next (a
+transient fault of a look while following is looked at again: hfpipe.cli.faults.poll).
 """
 
 from __future__ import annotations
