@@ -23,9 +23,10 @@
     hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
-that did not succeed; for `logs --follow`, a job that did not complete); 2 bad command-line usage (`hfpipe` or
-`hfpipe data` alone prints its help on stdout; a mistyped command, option or choice gets "did you mean"); 130
-interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
+that did not succeed; for `logs --follow`, a job that did not complete; under an AWS fault, the line ends with
+what still runs and what to run next: hfpipe.cli.faults); 2 bad command-line usage, argparse's or one the
+command finds (`hfpipe` or `hfpipe data` alone prints its help on stdout; a mistyped command, option or choice
+gets "did you mean"); 130 interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from hfpipe import __version__
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli import faults
 from hfpipe.cli.parser import Parser, actions
-from hfpipe.core.validate import RecipeError
 
 #: What add_subparsers returns (argparse's private class, named once).
 Subparsers = argparse._SubParsersAction
@@ -455,11 +455,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.command_parser.error("the following arguments are required: --recipe")
     except SystemExit as exc:  # argparse has printed usage and the problem
         return int(exc.code or 0)
-    try:
-        return int(args.func(args))
-    except (HfpipeError, RecipeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return faults.run(args.func, args)

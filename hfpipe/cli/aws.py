@@ -19,7 +19,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli.clients import Clients, HfpipeError, _botocore_session, validate_env_name
+from hfpipe.cli.clients import (
+    AwsFault,
+    Clients,
+    HfpipeError,
+    UsageError,
+    _botocore_session,
+    validate_env_name,
+)
 from hfpipe.core import names
 from hfpipe.core.plan_model import Plan, PlanFormatError
 
@@ -71,26 +78,24 @@ def make_clients(profile: str | None = None, region: str | None = None) -> Clien
 clients_factory: Callable[[str | None, str | None], Clients] = make_clients
 
 
-def aws_error(exc: Exception, doing: str) -> HfpipeError:
-    """One line for a botocore error: what failed, AWS's own code and message."""
+def aws_error(exc: Exception, doing: str) -> AwsFault:
+    """One line for a botocore error: what failed, AWS's own code and message (on one line)."""
     import botocore.exceptions
 
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
-        return HfpipeError(
+        return AwsFault(
             "no AWS credentials found: run `aws configure` (or `aws sso login`) or set AWS_PROFILE"
         )
     if isinstance(exc, botocore.exceptions.ClientError):
         err = exc.response.get("Error", {})
         code = err.get("Code", "Error")
-        message = err.get("Message", "")
+        message = " ".join(str(err.get("Message", "")).split())
         if code in {"ExpiredToken", "ExpiredTokenException", "UnrecognizedClientException"}:
-            return HfpipeError(f"{doing} failed: AWS credentials rejected ({code}); refresh them and retry")
+            return AwsFault(f"{doing} failed: AWS credentials rejected ({code}); refresh them and retry")
         if code in {"AccessDenied", "AccessDeniedException"}:
-            return HfpipeError(f"{doing} failed: access denied ({message}); check your role's permissions")
-        return HfpipeError(f"{doing} failed: {code}: {message}")
-    if isinstance(exc, botocore.exceptions.BotoCoreError):
-        return HfpipeError(f"{doing} failed: {exc}")
-    return HfpipeError(f"{doing} failed: {exc}")
+            return AwsFault(f"{doing} failed: access denied ({message}); check your role's permissions")
+        return AwsFault(f"{doing} failed: {code}: {message}")
+    return AwsFault(f"{doing} failed: " + " ".join(str(exc).split()))
 
 
 def clients_for(args: Any, env: str | None = None) -> Clients:
@@ -217,7 +222,7 @@ def poll_interval(value: float | None, clients: Any, default: float) -> float:
     world, whose waits take seconds."""
     if value is not None:
         if not 0 < value <= 3600:
-            raise HfpipeError(
+            raise UsageError(
                 f"--interval: {value!r} is not accepted; accepted: seconds, more than 0, at most 3600"
             )
         return value

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError, aws_error
+from hfpipe.cli.aws import AwsFault, HfpipeError, aws_error
 from hfpipe.core.cleanup import (
     DEFAULT_WAIT_S,
     DELETING,
@@ -82,7 +82,7 @@ def wait_timeout(args: argparse.Namespace) -> float:
 _sleep: Callable[[float], None] = time.sleep
 _clock: Callable[[], float] = time.monotonic
 
-_RERUN = "; run the same command again to finish (it carries on from what is left)"
+RERUN = "run the same command again to finish (it carries on from what is left)"
 
 
 def step(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -92,7 +92,7 @@ def step(doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-        raise HfpipeError(f"{aws_error(exc, doing)}{_RERUN}") from None
+        raise AwsFault(str(aws_error(exc, doing)), RERUN) from None
 
 
 def _minutes(seconds: float) -> str:
@@ -329,11 +329,11 @@ def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
         # other error (throttled) must not pass for "never launched", or a running job would be left.
         message = str(exc.response.get("Error", {}).get("Message", ""))
         if not ("not found" in message.lower() or "Could not find" in message):
-            raise HfpipeError(f"{aws_error(exc, f'reading training job {job_name}')}{_RERUN}") from None
+            raise AwsFault(str(aws_error(exc, f"reading training job {job_name}")), RERUN) from None
         console.print(f"training job {job_name} was never launched")
         return 0
     except botocore.exceptions.BotoCoreError as exc:
-        raise HfpipeError(f"{aws_error(exc, f'reading training job {job_name}')}{_RERUN}") from None
+        raise AwsFault(str(aws_error(exc, f"reading training job {job_name}")), RERUN) from None
     status = job["TrainingJobStatus"]
     if status != "InProgress":
         console.print(f"training job {job_name} already {status}")

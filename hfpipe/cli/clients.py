@@ -14,6 +14,20 @@ class HfpipeError(Exception):
     """A failure the user can fix; its message is one line that says what to do."""
 
 
+class UsageError(HfpipeError):
+    """A command line the command cannot run (an argument missing, one too many, a value out of range): exit
+    status 2 with the subcommand's usage, as argparse's own usage errors."""
+
+
+class AwsFault(HfpipeError):
+    """An AWS call that failed (after botocore's own retries). ``state``: what still runs and what to run next,
+    when the one raising it knows; else the command's current state (``hfpipe.cli.aws.state``) is added."""
+
+    def __init__(self, message: str, state: str | None = None) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 class Clients:
     """Lazily created boto3 clients of one session, so commands only pay for the services they use."""
 

@@ -13,7 +13,8 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 
 
@@ -36,20 +37,20 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     console = _console()
     if args.action == "list":
         if args.name:
-            raise HfpipeError(
+            raise UsageError(
                 f"`recipes list` takes no name (got {args.name!r}); use `hfpipe recipes show NAME`"
             )
         if getattr(args, "json", False):
-            sys.stdout.write(json.dumps(recipes.recipes_summary(), indent=2) + "\n")
+            sys.stdout.write(json_text.dumps(recipes.recipes_summary(), indent=2) + "\n")
             return 0
         console.print(recipes.recipes_table())
         return 0
     if not args.name:
-        raise HfpipeError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
+        raise UsageError("`recipes show` needs a recipe name or path: hfpipe recipes show NAME")
     loaded = recipes.load(args.name, args.sets)
     if getattr(args, "json", False):
         # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
-        sys.stdout.write(json.dumps(loaded.resolved, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(loaded.resolved, indent=2) + "\n")
         return 0
     console.print(recipes.show(loaded))
     return 0
@@ -104,7 +105,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.dry_run:
         assert plan is not None
         if args.json:
-            sys.stdout.write(json.dumps(plan.to_json(), indent=2, default=str) + "\n")
+            sys.stdout.write(json_text.dumps(plan.to_json(), indent=2, default=str) + "\n")
         else:
             dryrun.show(_console(), plan, notes)
         return 0
@@ -139,7 +140,7 @@ def _interval(value: float | None) -> float | None:
     try:
         return validate.number(value, "--interval", exclusive_minimum=0, maximum=3600)
     except validate.RecipeError as err:
-        raise HfpipeError(f"{err} seconds between refreshes") from None
+        raise UsageError(f"{err} seconds between refreshes") from None
 
 
 def _watch(clients: aws.Clients, arn: str, console: Console, interval: float) -> int:
@@ -180,7 +181,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         return report_local(args, _console())
     if not args.execution:
-        raise HfpipeError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
+        raise UsageError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
     clients = aws.clients_for(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
     snap = snapshot(clients, desc["executionArn"])
@@ -190,7 +191,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     add_to_report(clients.sagemaker, report, snap)
     console = _console()
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json_text.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
         console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     if args.plot:
@@ -220,7 +221,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """Recent executions of an environment's state machine, newest first."""
     if args.max < 1:
-        raise HfpipeError(f"--max {args.max} must be at least 1")
+        raise UsageError(f"--max {args.max} must be at least 1")
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     kwargs: dict[str, Any] = {"stateMachineArn": environment.state_machine_arn}
@@ -239,7 +240,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     executions.sort(key=lambda e: e.get("startDate") or datetime.min.replace(tzinfo=UTC), reverse=True)
     executions = executions[: args.max]
     if args.json:
-        sys.stdout.write(json.dumps(execution_records(executions, up), indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(execution_records(executions, up), indent=2) + "\n")
         return 0
     from hfpipe.cli.cleanup import when
 
@@ -358,7 +359,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     from hfpipe.cli import local, local_world
 
     if args.keep is not None and args.action != "prune":
-        raise HfpipeError("--keep is an option of `hfpipe local prune`: hfpipe local prune --keep N")
+        raise UsageError("--keep is an option of `hfpipe local prune`: hfpipe local prune --keep N")
     if args.action == "prune":
         from hfpipe.cli.local_prune import prune
 

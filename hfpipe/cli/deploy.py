@@ -9,8 +9,10 @@ before anything is called: promote it first with `hfpipe promote`), and NAME one
 endpoints in cdk.json (the state machine refuses others, and versions not approved). The command starts the
 execution, shows the endpoint's status as it changes, and ends with what serves now, read from the endpoint (its
 live config's model's package version: hfpipe.core.what_serves), never from its tag or record: exit 0 when the
-version serves, 1 when the deploy failed or was rolled back (the previous version still serves then), or when
-what serves is not what the execution recorded (the mismatch is printed).
+version serves, 1 when the deploy failed or was rolled back (the previous version still serves then), when
+what serves is not what the execution recorded (the mismatch is printed), or when the command stopped on an
+AWS fault, whose line says whether the deploy started and what to run next (a transient fault of a look while
+following is looked at again: hfpipe.cli.faults.poll).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import registry
 from hfpipe.core.what_serves import mismatch, what_serves
@@ -92,8 +94,15 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         )
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, DEFAULT_INTERVAL_S)  # checked before anything starts
+    faults.state("no deploy started; run the same command again")
     environment = aws.resolve_environment(clients, args.env)
     machine = environment.require(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
+    # The state machine's ARN says where the environment is (arn:aws:states:REGION:ACCOUNT:stateMachine:...).
+    located = machine.split(":")
+    try:
+        registry.check_location(args.model, args.env, region=located[3], account=located[4])
+    except registry.RegistryRefError as exc:
+        raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
     before = aws.call(
@@ -104,6 +113,12 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         env=args.env,
     )
     name = execution_name(args.endpoint, version)
+    # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
+    # runs (DeployInProgress), so running it again is safe either way.
+    faults.state(
+        f"the deploy {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
+        f"{args.env}`, then run the same command again"
+    )
     arn = aws.call(
         f"starting {contract.deploy_state_machine_name(args.env)}",
         clients.sfn.start_execution,
@@ -117,6 +132,11 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
         return 0
+    where = "" if aws.is_local_world(clients) else f" ({aws.console_url(arn, clients.region)})"
+    faults.state(
+        f"the deploy {name} still runs without this command{where}: `hfpipe endpoints --env {args.env}` shows "
+        f"what {args.endpoint} serves; once it has ended, the same command again says whether {version} serves"
+    )
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
 
 
@@ -136,13 +156,23 @@ def _alarm_wait(sfn: Any, arn: str) -> dict[str, Any] | None:
 
 
 def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:
-    """Print the endpoint's changes until the execution ends; the exit status the command returns."""
+    """Print the endpoint's changes until the execution ends; the exit status the command returns. A
+    transient fault of a look (throttled, 5xx) is looked at again (hfpipe.cli.faults.poll): the deploy goes on
+    without the command."""
     waiting_for: list[str] = []
     while True:
-        desc = aws.call("reading the deploy execution", clients.sfn.describe_execution, executionArn=arn)
-        state = aws.call(
+        desc = faults.poll(
+            "reading the deploy execution",
+            clients.sfn.describe_execution,
+            time.sleep,
+            interval,
+            executionArn=arn,
+        )
+        state = faults.poll(
             f"reading endpoint {endpoint}",
             _endpoint_state,
+            time.sleep,
+            interval,
             sagemaker=clients.sagemaker,
             endpoint=endpoint,
             env=env,
@@ -152,7 +182,9 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
             last = state
         if desc["status"] != "RUNNING":
             break
-        wait = aws.call("reading the deploy execution", _alarm_wait, sfn=clients.sfn, arn=arn)
+        wait = faults.poll(
+            "reading the deploy execution", _alarm_wait, time.sleep, interval, sfn=clients.sfn, arn=arn
+        )
         if wait and wait.get("alarms") != waiting_for:
             waiting_for = list(wait.get("alarms") or [])
             console.print(

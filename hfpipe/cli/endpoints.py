@@ -15,7 +15,6 @@ Named endpoints (`hfpipe deploy`): hfpipe.cli.named_endpoints.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -24,10 +23,10 @@ from typing import Any
 from rich.table import Table
 
 from hfpipe import contract
-from hfpipe.cli import aws, named_endpoints
-from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.cleanup import delete_all, ready_to_delete, step, wait_timeout
-from hfpipe.core import cost
+from hfpipe.cli import aws, faults, named_endpoints
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
+from hfpipe.core import cost, json_text
 from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
 from hfpipe.core.what_serves import what_serves
 
@@ -214,13 +213,15 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     """List the environment's endpoints, or delete one of them after asking."""
     aws.validate_env_name(args.env)
     if args.action == "list" and args.name:
-        raise HfpipeError(
+        raise UsageError(
             f"`endpoints list` takes no name (got {args.name!r}); delete one with `endpoints delete NAME`"
         )
     if args.action == "delete" and not args.name:
-        raise HfpipeError(
+        raise UsageError(
             f"`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env {args.env}"
         )
+    if args.action == "delete":  # what any failed AWS call of the delete ends with
+        faults.state(RERUN)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
     aws.resolve_environment(clients, args.env)
@@ -230,13 +231,12 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             found = find_endpoints(sagemaker, args.env)
         except Exception as exc:
             raise aws.aws_error(exc, "listing endpoints") from None
-        records = named_endpoints.records(
-            clients.ssm, args.env
-        )  # what each named endpoint's deploys recorded
+        # What each named endpoint's deploys recorded.
+        records = named_endpoints.records(clients.ssm, args.env)
         found = [named_endpoints.with_record(e, records, args.env) for e in found]
         if args.json:
             listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
-            sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+            sys.stdout.write(json_text.dumps(listed, indent=2) + "\n")
             return 0
         if not found:
             console.print(f"no endpoints up in environment {args.env!r}")

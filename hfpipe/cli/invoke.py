@@ -30,8 +30,9 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
+from hfpipe.core import json_text
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import HOST as LOCAL_HOST
@@ -294,7 +295,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         if not 0 < args.port < 65536:
             raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
     elif not args.endpoint:
-        raise HfpipeError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
+        raise UsageError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
     elif args.env:
         aws.validate_env_name(args.env)
     # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS
@@ -341,7 +342,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         answer, latency_ms = send(clients, target, request)
         if args.json:
             record = {"request": index, "endpoint": target.name, "latency_ms": latency_ms, "response": answer}
-            sys.stdout.write(json.dumps(record) + "\n")
+            sys.stdout.write(json_text.dumps(record) + "\n")
             sys.stdout.flush()
             continue
         label = f"request {index}/{len(requests)}" if len(requests) > 1 else "answer"
@@ -352,5 +353,5 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
                 # A tiny random model may stop at once: say so rather than print nothing.
                 console.print(f"summary: {summary or '(empty)'}", markup=False)
         else:
-            console.print(json.dumps(answer, indent=2), markup=False)
+            console.print(json_text.dumps(answer, indent=2), markup=False)
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import UsageError
 from hfpipe.local import outputs
 
 #: Runs kept when --keep is not given.
@@ -44,12 +44,12 @@ def prune(args: argparse.Namespace, console: Console) -> int:
         ("--env", args.env),
     ):
         if value is not None:
-            raise HfpipeError(
+            raise UsageError(
                 f"{option} is not an option of `hfpipe local prune`; it takes --keep N and --out DIR"
             )
     keep = DEFAULT_KEEP if args.keep is None else args.keep
     if keep < 0:
-        raise HfpipeError(f"--keep {keep} is not accepted; accepted: a whole number of runs, 0 or more")
+        raise UsageError(f"--keep {keep} is not accepted; accepted: a whole number of runs, 0 or more")
     out = runs_out(args.out)
     runs = outputs.run_folders(out)  # oldest first
     old = runs[: max(0, len(runs) - keep)]

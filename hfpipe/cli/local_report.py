@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console, Group
 
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import json_text
 
 
 def local_series(run_dir: Path) -> tuple[dict[str, list[tuple[Any, float]]], str]:
@@ -59,7 +60,7 @@ def report_local(args: argparse.Namespace, console: Console) -> int:
     report = read_local_report(run_dir)
     report["local_mode"] = True
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json_text.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     else:
         console.print(Group(*render_report(report)))
     if args.plot:

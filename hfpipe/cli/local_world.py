@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from hfpipe import contract
-from hfpipe.cli.clients import Clients, HfpipeError, _botocore_session, validate_env_name
+from hfpipe.cli.clients import Clients, HfpipeError, UsageError, _botocore_session, validate_env_name
 from hfpipe.local import world_file
 
 
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.action == "status":
         return _status(console)
     if not args.env:
-        raise HfpipeError(f"`hfpipe local {args.action}` needs --env ENV (an environment of cdk.json)")
+        raise UsageError(f"`hfpipe local {args.action}` needs --env ENV (an environment of cdk.json)")
     validate_env_name(args.env)
     return _down(args.env, console) if args.action == "down" else _up(args, console)
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.paths import check_length
+from hfpipe.core import json_text
 from hfpipe.core import logs as core_logs
 from hfpipe.local import outputs
 
@@ -42,7 +43,7 @@ def _write(line: core_logs.LogLine, with_host: bool, as_json: bool) -> None:
     # Plain writes, not rich: a log line's own [brackets] must not be read as markup.
     if as_json:
         when = datetime.fromtimestamp(line.timestamp / 1000.0, UTC).isoformat()
-        text = json.dumps({"timestamp": when, "host": line.host, "message": line.message})
+        text = json_text.dumps({"timestamp": when, "host": line.host, "message": line.message})
     else:
         text = f"[{line.host}] {line.message}" if with_host else line.message
     sys.stdout.write(text + "\n")
@@ -122,7 +123,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
         return _local_logs(args)
     if not args.execution:
-        raise HfpipeError("hfpipe logs needs an EXECUTION (its ARN, or its name with --env), or --local")
+        raise UsageError("hfpipe logs needs an EXECUTION (its ARN, or its name with --env), or --local")
     since = parse_since(args.since) if args.since else None
     clients = _clients(args)
     desc = aws.resolve_execution(clients, args.execution, args.env)
@@ -273,7 +274,7 @@ def _local_logs(args: argparse.Namespace) -> int:
                     f.seek(start)  # half a line: wait for the rest of it
                     break
                 text = raw.decode(errors="replace").rstrip("\n")
-                out = json.dumps({"host": "algo-1", "message": text}) if args.json else text
+                out = json_text.dumps({"host": "algo-1", "message": text}) if args.json else text
                 sys.stdout.write(out + "\n")
             sys.stdout.flush()
             if not args.follow or done:

@@ -28,8 +28,8 @@ from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import api_shapes, promotion, registry
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.core import api_shapes, json_text, promotion, registry
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
 
 def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if args.refs:
-        raise HfpipeError(f"`models list` takes no version (got {' '.join(args.refs)!r})")
+        raise UsageError(f"`models list` takes no version (got {' '.join(args.refs)!r})")
     sagemaker, s3 = clients.sagemaker, clients.s3
     try:
         names = groups(sagemaker, args.env, args.recipe)
@@ -211,7 +211,7 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
         describe_version(sagemaker, s3, args.env, arn) for g in names for arn in version_arns(sagemaker, g)
     ]
     if args.json:
-        sys.stdout.write(json.dumps([as_json(v) for v in found], indent=2) + "\n")
+        sys.stdout.write(json_text.dumps([as_json(v) for v in found], indent=2) + "\n")
         return 0
     if not found:
         which = f"recipe {args.recipe!r} in " if args.recipe else ""
@@ -228,7 +228,7 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
 
 def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 1:
-        raise HfpipeError(
+        raise UsageError(
             f"`models {args.action}` takes one version: hfpipe models {args.action} RECIPE/N --env {args.env}"
         )
     sagemaker = clients.sagemaker
@@ -251,7 +251,7 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
 
 def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     if len(args.refs) != 2:
-        raise HfpipeError(
+        raise UsageError(
             f"`models compare` takes two versions: hfpipe models compare RECIPE/N RECIPE/M --env {args.env}"
         )
     a, b = (
@@ -265,7 +265,7 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
             "b": as_json(b),
             "metrics": [dict(zip(("metric", "a", "b", "difference"), r, strict=True)) for r in rows],
         }
-        sys.stdout.write(json.dumps(record, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(record, indent=2) + "\n")
         return 0
     out = Table(title=f"{a.ref} vs {b.ref} in {args.env}", title_justify="left")
     for column in ("metric", a.ref, b.ref, "difference (B - A)"):
@@ -348,7 +348,7 @@ def _download(clients: aws.Clients, args: argparse.Namespace, console: Any) -> i
         "environment": container.get("Environment") or {},
         "downloaded": datetime.now(UTC).isoformat(),
     }
-    (dest / VERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    (dest / VERSION_FILE).write_text(json_text.dumps(record, indent=2) + "\n")
     files = sum(1 for p in dest.rglob("*") if p.is_file())
     console.print(
         f"{info.ref} ({info.status}): {url} ({size / 1e6:.1f} MB) unpacked into {dest}, {files} files"

@@ -25,8 +25,9 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import json_text
 
 _REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
 
@@ -59,9 +60,12 @@ def _failure(desc: dict[str, Any]) -> HfpipeError:
 
 
 def wait(sfn: Any, arn: str, interval: float, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """DescribeExecution once the execution has ended."""
+    """DescribeExecution once the execution has ended (a transient fault of a look is looked at again:
+    hfpipe.cli.aws.poll)."""
     while True:
-        desc = dict(aws.call(f"reading execution {arn}", sfn.describe_execution, executionArn=arn))
+        desc = dict(
+            faults.poll(f"reading execution {arn}", sfn.describe_execution, sleep, interval, executionArn=arn)
+        )
         if desc.get("status") != "RUNNING":
             return desc
         sleep(interval)
@@ -90,8 +94,12 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
         )
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, 5.0)  # checked before anything starts
+    faults.state("no promotion started; run the same command again")
     machine = state_machine(aws.resolve_environment(clients, args.env))
     name = execution_name(args.version)
+    # Promoting a version twice gives the version the first promotion made: running it again is safe.
+    again = f"hfpipe promote {args.version} --env {args.env} --watch"
+    faults.state(f"the promotion {name} did not start, or (an answer of 5xx) may have; run `{again}`")
     arn = aws.call(
         f"starting {machine}",
         clients.sfn.start_execution,
@@ -105,12 +113,16 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
             console.print(f"  {aws.console_url(arn, clients.region)}")
         console.print("  add --watch to wait for the new version")
         return 0
+    faults.state(
+        f"the promotion {name} still runs without this command; `{again}` waits for it and prints the version "
+        "it made (a version is promoted once)"
+    )
     desc = wait(clients.sfn, arn, interval)
     if desc.get("status") != "SUCCEEDED":
         raise _failure(desc)
     output = json.loads(desc.get("output") or "{}")
     if args.json:
-        sys.stdout.write(json.dumps(output, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(output, indent=2) + "\n")
         return 0
     console.print(summary(output), soft_wrap=True)
     console.print(f"  {output['target']['model_package_arn']}", soft_wrap=True)

@@ -55,3 +55,34 @@ def loads(text: str | bytes, field: str) -> Any:
         ) from None
     check_nesting(value, field)
     return value
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN, Infinity and -Infinity float replaced by None (JSON's null), walked without
+    recursion; what JSON cannot hold (a diverged loss, a metric of a run that never evaluated) is unknown."""
+    import math
+
+    def fix(node: Any) -> Any:
+        return None if isinstance(node, float) and not math.isfinite(node) else node
+
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, Mapping):
+            parent[key] = copy = dict(node)
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(node, list | tuple):
+            parent[key] = copy_list = list(node)
+            stack.extend((copy_list, i) for i in range(len(copy_list)))
+        else:
+            parent[key] = fix(node)
+    return root[0]
+
+
+def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, default: Any = None) -> str:
+    """Strict JSON text of ``value`` (what the command's --json prints): NaN and infinities become null
+    (``finite``), and ``allow_nan=False`` makes anything else non-finite an error rather than Python's
+    ``NaN``, which JSON parsers (jq, JSON.parse) refuse."""
+    return json.dumps(finite(value), indent=indent, sort_keys=sort_keys, default=default, allow_nan=False)

@@ -13,7 +13,9 @@ source version is promoted into an environment at most once; CreateModelPackage'
 (``client_token``) makes SageMaker answer a repeated in-flight request with the same version.
 
 Cross-account, the source grants the target's Promote role by name (``role_name``): a bucket policy
-statement and the model package group's resource policy (``group_policy``, put by the source's Register step).
+statement (``bucket_statement``) and the model package group's resource policy (``group_policy``, put by the
+source's Register step). What the role may read of the source, and how a refusal of it is named:
+hfpipe.core.promotion_access.
 
 Stdlib only: the Promote and Register Lambdas run it, the stacks and the command read it.
 """

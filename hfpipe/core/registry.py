@@ -167,6 +167,20 @@ def parse_ref(ref: str, env: str) -> tuple[str, int]:
     return group, number
 
 
+def check_location(ref: str, env: str, *, region: str, account: str) -> None:
+    """Refuse a version ARN of another region or account than the environment's (``region``, ``account``:
+    where its state machine runs) before anything looks it up: SageMaker would answer "does not exist",
+    which names neither. RECIPE/N is always the environment's own."""
+    found = re.match(r"^arn:aws[a-z-]*:sagemaker:([a-z0-9-]+):(\d{12}):model-package/", ref)
+    if found and (found.group(1), found.group(2)) != (region, account):
+        raise RegistryRefError(
+            f"version {ref!r}: a version in region {found.group(1)}, account {found.group(2)}; environment "
+            f"{env!r} is in region {region}, account {account}; accepted: a version of its own registry "
+            f"(RECIPE/N, or its ARN in that region and account; a version elsewhere: promote it first with "
+            f"`hfpipe promote`, or pass --region/--profile of the environment it belongs to)"
+        )
+
+
 def ref_of_arn(arn: str, env: str) -> str:
     """RECIPE/N of a version ARN of ``env``'s groups (the way the commands name versions), else the ARN."""
     match = _VERSION_ARN.match(arn)

@@ -30,7 +30,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import promotion, registry
+from hfpipe.core import promotion, promotion_access, registry
 from stacks.config import PromotionPeer
 from stacks.constructs.pipeline_state_machine import (
     LAMBDA_THROTTLING_ERRORS,
@@ -140,13 +140,10 @@ def share_artifacts(bucket: s3.Bucket, target: PromotionPeer) -> None:
     stack = cdk.Stack.of(bucket)
     bucket.add_to_resource_policy(
         iam.PolicyStatement(
-            sid=f"PromoteTo{target.name.capitalize()}",
+            sid=promotion_access.bucket_statement_sid(target.name),
             principals=[iam.AccountPrincipal(target.account)],
             actions=["s3:GetObject"],
-            resources=[
-                bucket.arn_for_objects(f"{contract.ARTIFACTS_OUTPUT_PREFIX}*"),
-                bucket.arn_for_objects(f"{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*"),
-            ],
+            resources=[bucket.arn_for_objects(f"{p}*") for p in promotion_access.SOURCE_KEY_PREFIXES],
             conditions={
                 "ArnEquals": {
                     "aws:PrincipalArn": promotion.role_arn(stack.partition, target.account, target.name)

@@ -20,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import promotion, registry
+from hfpipe.core import promotion, promotion_access, registry
 from hfpipe.core.plan import DISTRIBUTION_KEY
 from hfpipe.core.serving_fit import GPUS_KEY
 from stacks.config import PromotionPeer
@@ -97,11 +97,8 @@ class PromoteFunction(Construct):
         # The source's artifacts bucket is named by CloudFormation at deploy time (<stack name>-<logical id>-
         # <suffix>, lower case): its stack's name is what is known here. The version names the bucket itself
         # (its ModelDataUrl); where the source is in another account, its bucket policy names the one bucket.
-        source_buckets = f"arn:{stack.partition}:s3:::{contract.stack_name(source.name, 'Data').lower()}-*"
-        source_keys = [
-            f"{source_buckets}/{contract.ARTIFACTS_OUTPUT_PREFIX}*",
-            f"{source_buckets}/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*",
-        ]
+        source_buckets = f"arn:{stack.partition}:s3:::{promotion_access.source_bucket_prefix(source.name)}*"
+        source_keys = [f"{source_buckets}/{prefix}*" for prefix in promotion_access.SOURCE_KEY_PREFIXES]
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=source_keys))
         promoted = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_PROMOTED_PREFIX}*"
         # The managed copy's multipart upload is aborted when a part fails.

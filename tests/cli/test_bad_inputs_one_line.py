@@ -90,8 +90,8 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (victim_next_to_out, ("logs", "--local", "--out", LONG), 1, ["--out 'aaaa", "at most 255 bytes"]),
     (files, ("logs", "--local", "--out", "latin1.json"), 1, ["--out 'latin1.json' is a file"]),
     # --interval: a number of seconds, not NaN or infinity
-    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "nan"), 1, ["--interval: nan is not accepted", "at most 3600"]),
-    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "inf"), 1, ["--interval: inf is not accepted"]),
+    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "nan"), 2, ["--interval: nan is not accepted", "at most 3600"]),
+    (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "inf"), 2, ["--interval: inf is not accepted"]),
     # files: latin-1, a folder, a name longer than a file name can be
     (files, ("invoke", "--local", "--file", "latin1.json"), 1, ["--file 'latin1.json' is not UTF-8 text (byte 15 is 0xe9)", "iconv"]),
     (files, ("invoke", "--local", "--dialogue", "latin1.txt"), 1, ["--dialogue 'latin1.txt' is not UTF-8 text (byte 11 is 0xe9)"]),
@@ -154,3 +154,20 @@ def test_report_local_says_which_newer_runs_it_passed_over(
     assert err == (
         f"note: showing {OLD}, the newest finished local run; newer, unfinished or interrupted: {NEW}\n"
     )
+
+
+def test_json_output_is_strict_json_a_non_finite_metric_is_null(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diverged run's metrics are NaN or infinite (Python writes them as NaN/Infinity, which JSON has not):
+    --json prints null for them (docs/cli.md), and strict parsers (jq, JSON.parse) read the output."""
+    monkeypatch.chdir(tmp_path)
+    metrics = {"eval_loss": float("nan"), "train_loss": float("inf"), "epoch": 1.0}
+    _run_dir(
+        tmp_path, OLD, report={"execution_name": OLD, "final_metrics": metrics, "curve": [float("-inf")]}
+    )
+    assert main(["report", *OUT, "--json"]) == 0
+    out = capsys.readouterr().out
+    strict = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
+    assert strict["final_metrics"] == {"eval_loss": None, "train_loss": None, "epoch": 1.0}
+    assert strict["curve"] == [None]

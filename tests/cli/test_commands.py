@@ -148,7 +148,7 @@ def test_list(deployed: Deployed, capsys: Any) -> None:
 
 def test_list_empty_and_bad_max(deployed: Deployed, capsys: Any) -> None:
     assert run(capsys, "list", "--env", "dev") == (0, "no executions in environment 'dev'\n", "")
-    assert run(capsys, "list", "--env", "dev", "--max", "0") == (1, "", "error: --max 0 must be at least 1\n")
+    assert run(capsys, "list", "--env", "dev", "--max", "0") == (2, "", "error: --max 0 must be at least 1\n")
 
 
 # --- watch / report ---------------------------------------------------------------------------------

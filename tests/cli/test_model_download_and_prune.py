@@ -195,7 +195,7 @@ def test_prune_spares_a_run_that_may_still_be_running(
 )
 def test_prune_options(argv: tuple[str, ...], fragment: str, tmp_path: Path, capsys: Any) -> None:
     code, _, err = run(capsys, *argv, "--out", str(tmp_path))
-    assert code == 1 and fragment in err and err.count("\n") == 1, err
+    assert code == 2 and fragment in err and err.count("\n") == 1, err  # usage errors (docs/cli.md)
 
 
 def test_a_local_runs_folder_name_is_what_local_mode_names_it() -> None:

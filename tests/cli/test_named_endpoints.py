@@ -13,6 +13,7 @@ import botocore.client
 import botocore.exceptions
 import pytest
 from cli_moto import REGION, ROLE, Environment
+from faults import Faults, on_the_command, one_error_line
 from test_cleanup_and_data import make_endpoint, names, run
 
 from hfpipe import contract
@@ -241,3 +242,31 @@ def test_a_delete_interrupted_at_any_call_is_finished_by_a_rerun(
     assert [t for t in scalable_targets() if "hfpipe-dev-summaries" in t] == []
     with pytest.raises(named.ssm.exceptions.ParameterNotFound):
         named.ssm.get_parameter(Name=contract.deployment_parameter_name("dev", "summaries"))
+
+
+def test_a_fault_at_every_call_of_a_delete_is_one_line_and_a_rerun_finishes(
+    named: Environment, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each AWS call `endpoints delete` makes, reads included, fails once in turn (past botocore's retries;
+    throttling and a 5xx by turns): one line naming the call and saying a rerun finishes; the rerun deletes
+    what is left."""
+    faults = on_the_command(monkeypatch, Faults())
+    argv = ("endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert run(capsys, *argv)[0] == 0
+    calls = faults.operations()
+    assert len(calls) > 10 and "sagemaker.DescribeEndpoint" in calls, calls
+    for n in range(len(calls)):
+        deploy(named, "summaries", [1, 2])
+        faults.calls.clear()
+        faults.fail_at, faults.code = n, ("ThrottlingException", "InternalFailure")[n % 2]
+        exit_code, _, err = run(capsys, *argv)
+        assert faults.failed is not None and err, (n, faults.failed)
+        line = one_error_line(err)
+        assert exit_code == 1 and faults.code in line, (n, line)
+        assert line.endswith("run the same command again to finish (it carries on from what is left)"), line
+        faults.fail_at = None
+        exit_code, out, err = run(capsys, *argv)
+        assert (exit_code, err) == (0, ""), (n, faults.failed[1], out, err)
+        left = names(named) - {"dev-run-1-ep", "dev-run-1-config", "dev-run-1-model"}
+        assert left == deployed_names("prod", [1]), (n, faults.failed[1])
+        assert [t for t in scalable_targets() if "hfpipe-dev-summaries" in t] == []

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, synthesize_environments
+from faults import Faults, on_the_command, one_error_line
 from promote_moto import SOURCE_REGION, TARGET_REGION, promote_arn, register_source_version, target_engine
 
 from hfpipe import contract
@@ -153,3 +154,37 @@ def test_execution_names_are_valid_for_refs_and_arns():
     assert execution_name(arn, now, "a1b2c3") == "promote-hfpipe-dev-tiny-lora-12-20250102-030405-a1b2c3"
     assert len(execution_name("x" * 200 + "/1", now)) <= 80  # Step Functions' limit
     assert execution_name("tiny-lora/3", now) != execution_name("tiny-lora/3", now)  # two starts in a second
+
+
+@pytest.mark.parametrize(
+    ("operation", "code", "state"),
+    [
+        ("GetParametersByPath", "ThrottlingException", "no promotion started; run the same command again"),
+        ("StartExecution", "InternalFailure", "run `hfpipe promote tiny-fault-"),
+        ("DescribeExecution", "ThrottlingException", None),  # looked at again: the command waits on
+        ("DescribeExecution", "AccessDeniedException", "still runs without this command; `hfpipe promote"),
+    ],
+)
+def test_a_fault_at_each_call_of_promote_is_one_line_with_the_state_and_a_rerun_promotes(
+    deployed, capsys, monkeypatch, operation, code, state
+):
+    recipe = f"tiny-fault-{operation.lower()}-{code.lower()}"
+    register_source_version(recipe=recipe, execution=f"reg-{recipe}")
+    faults = on_the_command(monkeypatch, Faults(when=lambda service, op, params: op == operation))
+    faults.fail_at, faults.code = 0, code
+    exit_code, out, err = promote(capsys, f"{recipe}/1", "--watch")
+    assert faults.failed is not None, faults.operations()
+    if state is None:
+        assert exit_code == 0 and f"{recipe}/1 (dev) -> {recipe}/1 (prod)" in out, (out, err)
+        (warning,) = err.splitlines()
+        assert warning.startswith("warning: ") and code in warning, err
+        return
+    line = one_error_line(err)
+    assert exit_code == 1 and code in line and state in line, line
+    sfn = deployed.client("stepfunctions")
+    for execution in sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"]:
+        deployed.wait(execution["executionArn"])  # a promotion that started goes on without the command
+    faults.fail_at = None
+    exit_code, out, err = promote(capsys, f"{recipe}/1", "--watch")
+    assert (exit_code, err) == (0, ""), err
+    assert out.startswith(f"{recipe}/1 (dev) -> {recipe}/1 (prod)"), out

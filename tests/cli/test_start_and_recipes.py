@@ -45,7 +45,7 @@ def test_recipes_show_resolves_defaults_and_overrides(capsys: Any) -> None:
 
 def test_recipes_show_errors(capsys: Any) -> None:
     assert run(capsys, "recipes", "show") == (
-        1,
+        2,  # a usage error (docs/cli.md)
         "",
         "error: `recipes show` needs a recipe name or path: hfpipe recipes show NAME\n",
     )

@@ -61,7 +61,7 @@ def test_abbreviations_and_negative_numbers_are_still_read_as_argparse_reads_the
     assert (code, err) == (0, "")
     assert json.loads(out)["name"] == "tiny-qa"
     code, _, err = run(capsys, "watch", "x", "--env", "dev", "--interval", "-5")  # a value, not an option
-    assert code == 1 and err.startswith("error: --interval: -5.0 is not accepted"), err
+    assert code == 2 and err.startswith("error: --interval: -5.0 is not accepted"), err
 
 
 def test_a_mistyped_recipe_name_gets_the_one_meant(capsys: Any) -> None:
@@ -129,7 +129,7 @@ def test_every_action_of_a_command_is_described_in_its_help(command: str, action
 def test_the_models_and_endpoints_hints_name_the_environment(capsys: Any, aws_credentials: None) -> None:
     code, _, err = run(capsys, "endpoints", "delete", "--env", "prod")
     assert (code, err) == (
-        1,
+        2,
         "error: `endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env prod\n",
     )
 
@@ -156,3 +156,30 @@ def test_the_reports_hints_name_the_environment() -> None:
     for part in render_report({**report, "local_mode": True}, env="local"):
         console.print(part)
     assert "in the run's own registry, which ended with the run" in console.export_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["endpoints", "delete", "--env", "dev"],
+        ["endpoints", "list", "x", "--env", "dev"],
+        ["recipes", "show"],
+        ["report"],
+        ["logs"],
+        ["invoke", "--env", "dev"],
+        ["local", "up"],
+        ["local", "prune", "--keep", "-1"],
+        ["list", "--env", "dev", "--max", "0"],
+        ["watch", "x", "--env", "dev", "--interval", "0"],
+        ["deploy", "--env", "dev", "--model", "tiny-lora/1", "--endpoint", "e", "--interval", "0"],
+        ["promote", "tiny-lora/1", "--env", "prod", "--watch", "--interval", "nan"],
+    ],
+)
+def test_a_usage_error_the_command_finds_exits_2_with_one_line(
+    argv: list[str], capsys: Any, aws_credentials: None
+) -> None:
+    """As docs/cli.md says: 2 for a usage error, also one the command finds itself (an argument missing or
+    not taken, a number out of its range), before any AWS call."""
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, ""), err
+    assert err.startswith("error: ") and err.count("\n") == 1, err

@@ -250,7 +250,7 @@ def test_invoke_dialogue_on_a_qa_endpoint(deployed: Deployed, tmp_path: Any, cap
 
 def test_invoke_needs_a_target(capsys: Any) -> None:
     code, _, err = run(capsys, "invoke", "--data", "{}")
-    assert code == 1
+    assert code == 2  # a usage error (docs/cli.md)
     assert err == "error: hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local\n"
 
 

@@ -20,11 +20,11 @@ WATCH = ("start", "--env", "dev", "--recipe", "tiny-qa", "--watch")
 # fmt: off
 CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     # start: everything checked before the execution starts (a retry must not start a second run)
-    ((*WATCH, "--interval", "0"), 1, ["--interval: 0.0 is not accepted", "a finite number > 0"]),
-    ((*WATCH, "--interval", "-5"), 1, ["--interval: -5.0", "> 0"]),
-    ((*WATCH, "--interval", "nan"), 1, ["--interval: nan", "a finite number"]),
-    ((*WATCH, "--interval", "inf"), 1, ["--interval: inf", "a finite number"]),
-    ((*WATCH, "--interval", "1e9"), 1, ["--interval: 1000000000.0", "<= 3600"]),
+    ((*WATCH, "--interval", "0"), 2, ["--interval: 0.0 is not accepted", "a finite number > 0"]),
+    ((*WATCH, "--interval", "-5"), 2, ["--interval: -5.0", "> 0"]),
+    ((*WATCH, "--interval", "nan"), 2, ["--interval: nan", "a finite number"]),
+    ((*WATCH, "--interval", "inf"), 2, ["--interval: inf", "a finite number"]),
+    ((*WATCH, "--interval", "1e9"), 2, ["--interval: 1000000000.0", "<= 3600"]),
     ((*WATCH, "--interval", "soon"), 2, ["--interval", "invalid float value: 'soon'"]),
     ((*START, "--name", ""), 1, ["--name ''", "1 to 80 letters"]),
     ((*START, "--name", "a b"), 1, ["--name 'a b'", "1 to 80 letters"]),
@@ -49,11 +49,11 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     ((*START, "--set", "serving.instance_count=1.5"), 1, ["recipe.serving.instance_count", "1.5", "SageMaker types this field as an integer"]),
     ((*START, "--set", "noequals"), 1, ["--set 'noequals' is not KEY=VALUE"]),
     # watch / report / list
-    (("watch", "x", "--env", "dev", "--interval", "0"), 1, ["--interval: 0.0", "> 0"]),
-    (("watch", "x", "--env", "dev", "--interval", "nan"), 1, ["--interval: nan"]),
+    (("watch", "x", "--env", "dev", "--interval", "0"), 2, ["--interval: 0.0", "> 0"]),
+    (("watch", "x", "--env", "dev", "--interval", "nan"), 2, ["--interval: nan"]),
     (("report", "x", "--env", "dev", "--plot", "loss.jpg"), 1, ["--plot 'loss.jpg' must name a .png file"]),
     (("report", "x", "--env", "dev", "--plot", "/no/such/folder/loss.png"), 1, ["--plot '/no/such/folder/loss.png'", "does not exist"]),
-    (("list", "--env", "dev", "--max", "0"), 1, ["--max 0 must be at least 1"]),
+    (("list", "--env", "dev", "--max", "0"), 2, ["--max 0 must be at least 1"]),
     (("list", "--env", "dev", "--max", "x"), 2, ["--max", "invalid int value: 'x'"]),
     (("list", "--env", "dev", "--status", "DONE"), 2, ["--status", "invalid choice: 'DONE'"]),
     # cleanup: an empty or odd age never means "everything"

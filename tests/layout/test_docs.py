@@ -42,6 +42,7 @@ NOT_IN_REPOSITORY = {
     "config.json",
     "tokenizer.json",
     "chat.txt",  # the walk-through writes it first
+    "policy.json",  # the group policy of docs/promote.md, saved by the reader for put-model-package-group-policy
     "requests.jsonl",
     "loss.png",
     "my-dialogues.jsonl",

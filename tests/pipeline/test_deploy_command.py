@@ -9,9 +9,10 @@ import re
 from typing import Any
 
 import pytest
-from accounts import ACCOUNT
+from accounts import ACCOUNT, ACCOUNT_B
 from deploy_helpers import ENDPOINT, NAME, named, register, wiped
 from deploy_standin import Update, stand_in_updates
+from faults import Faults, on_the_command, one_error_line
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -96,6 +97,25 @@ def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any
             "--model: version",
         ),
         (["--model", "tiny-qa", "--endpoint", NAME], "--model: version 'tiny-qa': not accepted"),
+        # dev's group, but in another region or account than dev's: said so, not "not found".
+        (
+            [
+                "--model",
+                f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/1",
+                "--endpoint",
+                NAME,
+            ],
+            "a version in region us-west-2, account",
+        ),
+        (
+            [
+                "--model",
+                f"arn:aws:sagemaker:eu-west-1:{ACCOUNT_B}:model-package/hfpipe-dev-tiny-qa/1",
+                "--endpoint",
+                NAME,
+            ],
+            f"account {ACCOUNT_B}; environment 'dev' is in region eu-west-1, account {ACCOUNT}",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(
@@ -169,3 +189,53 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
     assert _alarm_wait(History(loop), "arn") == wait
     assert _alarm_wait(History([*loop, entered(6, "Action?"), entered(7, "CreateModel")]), "arn") is None
     assert _alarm_wait(History(loop[:3]), "arn") is None
+
+
+@pytest.mark.parametrize(
+    ("operation", "occurrence", "code", "state"),
+    [
+        ("GetParametersByPath", 0, "ThrottlingException", "no deploy started; run the same command again"),
+        ("DescribeEndpoint", 0, "InternalFailure", "no deploy started; run the same command again"),
+        ("StartExecution", 0, "ThrottlingException", "run the same command again"),
+        # In the follow loop: a transient fault is looked at again, the command follows to the end...
+        ("DescribeExecution", 0, "ThrottlingException", None),
+        ("DescribeEndpoint", 1, "InternalFailure", None),
+        ("DescribeModel", 0, "ThrottlingException", None),
+        # ... any other ends it with what still runs and what to run next.
+        ("DescribeExecution", 0, "AccessDeniedException", "still runs without this command"),
+        ("DescribeModel", 0, "AccessDeniedException", "still runs without this command"),
+    ],
+)
+def test_a_fault_at_each_call_of_deploy_is_one_line_with_the_state_and_a_rerun_deploys(
+    deployed_env: Any,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    operation: str,
+    occurrence: int,
+    code: str,
+    state: str | None,
+) -> None:
+    version = ref(register(deployed_env))
+    argv = ("deploy", "--env", "dev", "--model", version, "--endpoint", NAME)
+    faults = on_the_command(monkeypatch, Faults(when=lambda service, op, params: op == operation))
+    faults.fail_at, faults.code = occurrence, code
+    exit_code, out, err = run(capsys, deployed_env.region, *argv)
+    assert faults.failed is not None, faults.operations()
+    machine = deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+    for execution in deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)[
+        "executions"
+    ]:
+        deployed_env.wait(execution["executionArn"])  # the deploy goes on without the command
+    if state is None:
+        assert exit_code == 0 and f"deployed: {ENDPOINT} serves InService" in out, (out, err)
+        (warning,) = err.splitlines()
+        assert warning.startswith("warning: ") and code in warning and "looking again in" in warning, err
+        return
+    line = one_error_line(err)
+    assert exit_code == 1 and code in line and state in line, line
+    if "still runs" in state:
+        assert "`hfpipe endpoints --env dev` shows what" in line and "the same command again" in line
+    faults.fail_at = None
+    exit_code, out, err = run(capsys, deployed_env.region, *argv)
+    assert (exit_code, err) == (0, ""), (out, err)
+    assert f"deployed: {ENDPOINT} serves InService" in out and f"serving {version})" in out

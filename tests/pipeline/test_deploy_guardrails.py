@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -44,7 +45,22 @@ class _WorkerDied(BaseException):
 
 
 @pytest.fixture
-def clean(fresh):
+def clean(fresh, monkeypatch):
+    """The module's engine with its named endpoint wiped, and CloudWatch as this test made it: the clock is
+    real and the endpoint keeps its name, so an earlier test's errors of the last minute would otherwise put
+    its alarms in ALARM (and a deploy would wait for them, or be refused); each test's alarms see only the
+    datapoints of its own time."""
+    from hfpipe.local import cloudwatch
+
+    horizon = datetime.now(UTC)
+    real = cloudwatch._period_value
+
+    def own_datapoints(client: Any, alarm: dict[str, Any], start: datetime, period: int) -> float | None:
+        if start + timedelta(seconds=period) <= horizon:
+            return None
+        return real(client, alarm, max(start, horizon), period)
+
+    monkeypatch.setattr(cloudwatch, "_period_value", own_datapoints)
     fresh.fleets = Fleets()
     yield from wiped(fresh)
     fresh.fleets = None

@@ -176,10 +176,27 @@ def test_a_token_replaced_by_a_recheck_meanwhile_is_the_one_answered(s3):
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"task_token": 3}', b'{"execution_name": "e"}'])
-def test_a_corrupt_token_object_is_a_logged_no_op_not_a_crash(s3, body):
-    """Launch's hourly re-check stores a fresh token, so the run still finishes; the event is not retried."""
+def test_a_corrupt_token_object_raises_so_the_event_is_retried_and_alarms(s3, body):
+    """Not "no waiting task": a task may be waiting that nothing can answer. The handler raises, so Lambda
+    retries the asynchronous invocation and then sends it to the failed-events queue, which alarms."""
     s3.put_object(Bucket=BUCKET, Key=token_key("dev-e"), Body=body)
     job = {"TrainingJobName": "dev-e", "TrainingJobStatus": "Completed"}
     sfn = Sfn()
-    result = handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, sfn, BUCKET, ENV)
-    assert result["completed"] is False and sfn.calls == []
+    with pytest.raises(
+        handler.TaskTokenUnreadable, match=f"s3://{BUCKET}/{token_key('dev-e')}: not the object"
+    ):
+        handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, sfn, BUCKET, ENV)
+    assert sfn.calls == []
+    assert s3.get_object(Bucket=BUCKET, Key=token_key("dev-e"))["Body"].read() == body  # kept for a look
+
+
+def test_a_token_object_s3_refuses_to_read_raises(s3):
+    keep_token(s3, "dev-e")
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject")
+
+    s3.get_object = refuse
+    job = {"TrainingJobName": "dev-e", "TrainingJobStatus": "Completed"}
+    with pytest.raises(ClientError, match="AccessDenied"):
+        handler.on_event(event("dev-e", "Completed"), SageMaker(job), s3, Sfn(), BUCKET, ENV)

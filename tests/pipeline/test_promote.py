@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from app_synth import ARTIFACTS_BUCKET, synthesize_environments
+from faults import Faults
 from pipeline_lambdas import aws, promote
 from promote_moto import (
     SOURCE_REGION,
@@ -257,3 +258,161 @@ def test_a_version_approved_after_registration_keeps_its_lineage(promoting):
     )
     meta = desc["CustomerMetadataProperties"]
     assert (meta["execution"], meta["promoted_from"]) == ("reg-late", arn)
+
+
+WRITES = {
+    "sagemaker.CreateModelPackageGroup",
+    "sagemaker.CreateModelPackage",
+    "s3.CopyObject",
+    "s3.CreateMultipartUpload",
+    "s3.UploadPartCopy",
+    "s3.PutObject",
+}
+
+
+def source_faults() -> Faults:
+    """Every SageMaker and S3 call the Promote handler makes: the target's clients (the engine's, made
+    once) and the source region's (made per call from boto3's default session)."""
+    import boto3
+
+    return Faults(
+        boto3._get_default_session().events,
+        *(aws.OVERRIDES[service].meta.events for service in ("sagemaker", "s3")),
+        when=lambda service, op, params: service in ("sagemaker", "s3"),
+    )
+
+
+def test_every_read_and_check_comes_before_the_first_write(promoting):
+    register_source_version(recipe="tiny-order", execution="reg-order")
+    with source_faults() as faults:
+        r = run(promoting, {"version": "tiny-order/1"})
+    assert r.status == "SUCCEEDED", r.cause
+    ops = faults.operations()
+    first_write = min(i for i, op in enumerate(ops) if op in WRITES)
+    reads = ops[:first_write]
+    # The source version, its statistics document, the target's group (none yet: no versions to list), the
+    # source's model.
+    for read in (
+        "sagemaker.DescribeModelPackage",
+        "s3.GetObject",
+        "sagemaker.DescribeModelPackageGroup",
+        "s3.HeadObject",
+    ):
+        assert read in reads, (read, ops)
+    (head,) = [p for _, op, p in faults.calls[:first_write] if op == "HeadObject"]
+    assert head["Key"].endswith("/output/model.tar.gz") and head["Bucket"].startswith("hfpipe-dev-data-")
+
+
+def _delete_source(key_part: str, recipe: str) -> str:
+    import boto3
+
+    s3 = boto3.client("s3", region_name=SOURCE_REGION)
+    bucket = "hfpipe-dev-data-bucketsartifactsbucket-0a1b2c3d4e5f"
+    (key,) = [
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=bucket)["Contents"]
+        if key_part in o["Key"] and f"reg-{recipe}" in o["Key"]
+    ]
+    s3.delete_object(Bucket=bucket, Key=key)
+    return key
+
+
+@pytest.mark.parametrize(
+    ("recipe", "key_part", "field"),
+    [
+        ("tiny-nomodel", "model.tar.gz", "InferenceSpecification.Containers[0].ModelDataUrl"),
+        ("tiny-nostats", "metrics.json", "ModelMetrics.ModelQuality.Statistics.S3Uri"),
+    ],
+    ids=["model", "statistics"],
+)
+def test_a_missing_source_object_is_refused_naming_its_key_with_nothing_written(
+    promoting, recipe, key_part, field
+):
+    register_source_version(recipe=recipe, execution=f"reg-{recipe}")
+    key = _delete_source(key_part, recipe)
+    before = target_objects(promoting, ARTIFACTS_BUCKET)
+    message = refused(run(promoting, {"version": f"{recipe}/1"}), field, f"key {key!r}", "nothing written")
+    assert "404" not in message
+    assert target_objects(promoting, ARTIFACTS_BUCKET) == before
+    assert group_versions(promoting, recipe) is None  # not even the group
+
+
+@pytest.mark.parametrize(
+    ("operation", "fragments"),
+    [
+        (
+            "DescribeModelPackage",
+            [
+                "DescribeModelPackage arn:aws:sagemaker:eu-west-1:",
+                "access denied (AccessDeniedException)",
+                "the source group hfpipe-dev-tiny-deny-describemodelpackage's resource policy",
+                "put-model-package-group-policy",
+            ],
+        ),
+        (
+            "GetObject",
+            [
+                "GetObject s3://hfpipe-dev-data-",
+                "access denied (AccessDenied)",
+                "'s policy does not allow",
+                "s3:GetObject on key 'model-metrics/",
+                "PromoteToProd",
+            ],
+        ),
+        (
+            "HeadObject",
+            [
+                "HeadObject s3://hfpipe-dev-data-",
+                "access denied (403)",
+                "on key 'models/",
+                "S3 answers 403 for a missing key",
+            ],
+        ),
+    ],
+)
+def test_a_refused_source_read_names_the_policy_and_how_to_add_it(promoting, operation, fragments):
+    recipe = f"tiny-deny-{operation.lower()}"
+    register_source_version(recipe=recipe, execution=f"reg-{recipe}")
+    faults = source_faults()
+    faults.when = lambda service, op, params: op == operation
+    faults.code = {"DescribeModelPackage": "AccessDeniedException", "GetObject": "AccessDenied"}.get(
+        operation, "403"
+    )
+    faults.fail_at = 0
+    before = target_objects(promoting, ARTIFACTS_BUCKET)
+    with faults:
+        r = run(promoting, {"version": f"{recipe}/1"})
+    message = refused(r, *fragments, "nothing written")
+    assert len(message.splitlines()) == 1
+    assert target_objects(promoting, ARTIFACTS_BUCKET) == before and group_versions(promoting, recipe) is None
+    # Granted again (the fault was once): the rerun promotes.
+    again = run(promoting, {"version": f"{recipe}/1"})
+    assert again.status == "SUCCEEDED" and again.output["created"] is True, again.cause
+
+
+def test_a_fault_at_every_call_of_the_promote_step_is_retried_or_fails_and_a_rerun_promotes(promoting):
+    """Each AWS call of the Promote step fails once in turn: throttling is retried by the state machine; a 5xx
+    fails the execution with AWS's error, and a rerun promotes the version once."""
+    register_source_version(recipe="tiny-count", execution="reg-count")
+    with source_faults() as faults:
+        assert run(promoting, {"version": "tiny-count/1"}).status == "SUCCEEDED"
+    count = len(faults.calls)
+    assert count >= 8, faults.operations()
+    for n in range(count):
+        recipe = f"tiny-fault-{n}"
+        register_source_version(recipe=recipe, execution=f"reg-{recipe}")
+        faults = source_faults()
+        faults.fail_at, faults.code = n, ("ThrottlingException", "InternalFailure")[n % 2]
+        with faults:
+            r = run(promoting, {"version": f"{recipe}/1"})
+        assert faults.failed is not None, n
+        if faults.code == "ThrottlingException":
+            assert r.status == "SUCCEEDED", (n, faults.failed[1], r.cause)
+        else:
+            assert r.status == "FAILED" and "InternalFailure" in json.loads(r.cause)["errorMessage"], (
+                n,
+                r.cause,
+            )
+            again = run(promoting, {"version": f"{recipe}/1"})
+            assert again.status == "SUCCEEDED", (n, faults.failed[1], again.cause)
+        assert len(group_versions(promoting, recipe) or []) == 1, (n, faults.failed[1])

@@ -12,7 +12,7 @@ from accounts import ACCOUNT_A, ACCOUNT_B, ACCOUNT_C, ACCOUNT_D
 from botocore.stub import Stubber
 from pipeline_lambdas import promote, register
 
-from hfpipe.core import api_shapes, promotion
+from hfpipe.core import api_shapes, promotion, promotion_access
 from hfpipe.core.promotion import PromotionRefused
 from stacks.image_catalog import build_catalog
 
@@ -186,4 +186,57 @@ def test_settings_come_from_the_functions_environment():
         "aws",
         "PendingManualApproval",
         ("r1", "r2"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("account", "names", "not_named"),
+    [
+        (ACCOUNT_B, ["source ", f"arn:aws:iam::{ACCOUNT_B}:role/hfpipe-prod-promote"], ["own policy"]),
+        (ACCOUNT, ["own policy", "npx cdk deploy -c env=prod --all"], ["the source "]),
+        (None, ["in one account", "own policy", "across accounts", "the source "], []),
+    ],
+    ids=["two-accounts", "one-account", "account-unknown"],
+)
+def test_a_denied_source_read_names_the_policy_of_its_case(account, names, not_named):
+    kw = {"partition": "aws", "account": account, "source_account": ACCOUNT, "source_env": "dev"}
+    group = promotion_access.group_denied(SOURCE, "AccessDeniedException", target_env="prod", **kw)
+    bucket = promotion_access.bucket_denied(
+        "GetObject",
+        "hfpipe-dev-data-x",
+        "models/j/output/model.tar.gz",
+        "AccessDenied",
+        target_env="prod",
+        **kw,
+    )
+    assert group.startswith(f"DescribeModelPackage {SOURCE}: access denied (AccessDeniedException)")
+    assert bucket.startswith("GetObject s3://hfpipe-dev-data-x/models/j/output/model.tar.gz: access denied")
+    for message in (group, bucket):
+        assert "\n" not in message and message.endswith("nothing written")
+        for fragment in names:
+            assert fragment in message, (fragment, message)
+        for fragment in not_named:
+            assert fragment not in message, (fragment, message)
+    assert ("the source group hfpipe-dev-tiny-lora's resource policy" in group) == (account != ACCOUNT)
+    assert ("put-model-package-group-policy" in group) == (account != ACCOUNT)
+    assert ("PromoteToProd" in bucket) == (account != ACCOUNT)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://elsewhere/models/j/output/model.tar.gz",  # not the source's artifacts bucket
+        "s3://hfpipe-dev-data-x/training/model.tar.gz",  # a key the Promote role may not read
+        "s3://hfpipe-dev-data-x/",
+        "https://hfpipe-dev-data-x/models/m",
+    ],
+)
+def test_a_source_url_outside_the_promote_roles_grant_is_refused_before_any_call(url):
+    with pytest.raises(
+        PromotionRefused, match="not readable by the Promote role; accepted: s3://hfpipe-dev-data-"
+    ):
+        promotion_access.readable_source("InferenceSpecification.Containers[0].ModelDataUrl", url, "dev")
+    assert promotion_access.readable_source("f", "s3://hfpipe-dev-data-x/models/j/m.tar.gz", "dev") == (
+        "hfpipe-dev-data-x",
+        "models/j/m.tar.gz",
     )

@@ -6,7 +6,9 @@ event's ``detail`` is the job's description). For Completed, Failed and Stopped 
 completed (training_task.complete: success with the job's description, or failure named after the
 status). SageMaker "may send multiple events ... for each state change" (same page), so a task that is
 no longer waiting is not an error. The token is kept by Launch in the artifacts bucket
-(training_task.token_key).
+(training_task.token_key); no object there means no waiting task, but an object that cannot be read (S3
+refusing it, or content that is not Launch's) is an error (TaskTokenUnreadable), so the invocation is
+retried and then alarms rather than leaving the run to wait silently.
 
 Only what SageMaker sent about this environment's jobs is acted on: source ``aws.sagemaker``, detail-type
 "SageMaker Training Job State Change", and a job name starting ``<env>-`` (environment names have no
@@ -52,8 +54,14 @@ def _foreign(event: Any, env: str) -> str | None:
     return None
 
 
+class TaskTokenUnreadable(Exception):
+    """The job's task-token object is there but is not what Launch writes; a waiting task may be stuck."""
+
+
 def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
-    """What Launch kept for the job's waiting task (token, execution name); None when nothing waits."""
+    """What Launch kept for the job's waiting task (token, execution name); None when nothing waits (no
+    object: NoSuchKey). Any other failed read, or an object that is not Launch's, raises: the event is
+    retried and, failing, alarms (the function's failed-events queue)."""
     try:
         body = s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()
     except Exception as err:
@@ -65,10 +73,13 @@ def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
     except ValueError:
         stored = None
     if not isinstance(stored, dict) or not isinstance(stored.get("task_token"), str):
-        # Not what Launch writes: nothing here can answer the task, and Launch's hourly re-check stores a
-        # fresh token (and completes an ended job itself), so the run still finishes; say why, once.
-        aws.log_json(LOG, "task token object unreadable", key=token_key(name), bucket=bucket)
-        return None
+        # Not what Launch writes: a task may be waiting that nothing here can answer. Raised, not passed
+        # for "no waiting task": the asynchronous invocation is retried, then goes to the failed-events
+        # queue, whose alarm says so, rather than the run waiting silently for Launch's hourly re-check.
+        raise TaskTokenUnreadable(
+            f"s3://{bucket}/{token_key(name)}: not the object Launch writes (a JSON object with a string "
+            "task_token); the waiting task cannot be answered until Launch's re-check stores a new one"
+        )
     return stored
 
 

@@ -1,10 +1,16 @@
 """Promote: an approved version of the source environment becomes a version of this one (hfpipe.core.promotion).
 
-Refuses (PromotionRefused, nothing written) a version that is not the source environment's, not Approved, not
-found, or whose image the target's catalog lacks; otherwise copies its model.tar.gz into this environment's
-artifacts bucket (promoted/<source env>/<recipe>/<n>/), writes a statistics document there (the source's
-metrics, the new version's metadata) and registers the version in this environment's group for the recipe,
-made when missing exactly as the Register step makes it (register.ensure_group).
+Every read and check comes before the first write: the source version (DescribeModelPackage: the environment's,
+Approved, one container), its image in the target's catalog, its statistics document (GetObject), the
+request SageMaker would take (botocore's model), the target's group and an earlier promotion of the version
+(DescribeModelPackageGroup, ListModelPackages), and the source's model object (HeadObject). Any of these
+refusing ends the step with PromotionRefused and nothing written: a missing object names its key; an
+AccessDenied names the policy that lacks the grant (the source group's resource policy, the source bucket's
+policy, or the Promote role's own) and how to add it (hfpipe.core.promotion_access.group_denied, bucket_denied).
+Only then it writes: the target's group when missing, exactly as the Register step makes it
+(register.ensure_group), the copy of model.tar.gz into this environment's artifacts bucket
+(promoted/<source env>/<recipe>/<n>/), a statistics document there (the source's metrics, the new version's
+metadata) and the version.
 
 Idempotent: a version whose description names the source version is returned as it is (nothing copied
 again), so a retried or repeated promotion registers once.
@@ -20,11 +26,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, promotion, registry
+from hfpipe.core import api_shapes, promotion, promotion_access, registry
 from hfpipe.core.promotion import PromotionRefused
 from pipeline_lambdas import aws
 from pipeline_lambdas.register import described_version, ensure_group
@@ -61,9 +68,12 @@ class Settings:
     approval: str
     catalog: dict[str, Any] = field(default_factory=dict)
     allowed_registries: tuple[str, ...] = ()
+    #: This (the target's) account, from the invocation's function ARN; None when not known (a refusal then
+    #: names the policies of both cases, one account and two).
+    account: str | None = None
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, env: dict[str, str] | None = None, account: str | None = None) -> Settings:
         e = os.environ if env is None else env
         return cls(
             env=e["HFPIPE_ENV"],
@@ -75,6 +85,7 @@ class Settings:
             approval=e.get("MODEL_APPROVAL_STATUS", registry.DEFAULT_APPROVAL),
             catalog=json.loads(e.get("IMAGE_CATALOG", "{}")),
             allowed_registries=tuple(r for r in e.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
+            account=account,
         )
 
 
@@ -92,9 +103,12 @@ def _code(err: Exception) -> str:
     return str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
 
 
-def _split(url: str) -> tuple[str, str]:
-    bucket, _, key = url.removeprefix("s3://").partition("/")
-    return bucket, key
+def _denied(err: Exception) -> bool:
+    return _code(err) in promotion_access.DENIED_CODES
+
+
+def _missing(err: Exception) -> bool:
+    return _code(err) in {"NoSuchKey", "404", "NotFound"}
 
 
 def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, Any]:
@@ -107,18 +121,85 @@ def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, An
                 f"input.version {ref!r}: no version {arn} in environment {s.source_env!r} ({s.source_region}); "
                 f"accepted: a registered version (list them with `hfpipe models --env {s.source_env}`)"
             ) from None
+        if _denied(err):
+            raise PromotionRefused(
+                promotion_access.group_denied(
+                    arn,
+                    _code(err),
+                    partition=s.partition,
+                    account=s.account,
+                    source_account=s.source_account,
+                    source_env=s.source_env,
+                    target_env=s.env,
+                )
+            ) from None
         raise
 
 
-def _source_metrics(clients: Clients, desc: dict[str, Any]) -> dict[str, Any]:
+def _source_read(
+    field: str, operation: str, bucket: str, key: str, s: Settings, call: Callable[[], Any]
+) -> Any:
+    """One read of the source's bucket; a missing object or a refusal becomes PromotionRefused naming it."""
+    try:
+        return call()
+    except Exception as err:
+        if _missing(err):
+            raise PromotionRefused(
+                promotion_access.missing_object(field, bucket, key, s.source_env)
+            ) from None
+        if _denied(err):
+            raise PromotionRefused(
+                promotion_access.bucket_denied(
+                    operation,
+                    bucket,
+                    key,
+                    _code(err),
+                    partition=s.partition,
+                    account=s.account,
+                    source_account=s.source_account,
+                    source_env=s.source_env,
+                    target_env=s.env,
+                )
+            ) from None
+        raise
+
+
+def _source_metrics(clients: Clients, desc: dict[str, Any], s: Settings) -> dict[str, Any]:
     """The source's statistics document ({} when the version has none)."""
     stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
     uri = str(stats.get("S3Uri") or "")
-    if not uri.startswith("s3://"):
+    if not uri:
         return {}
-    bucket, key = _split(uri)
-    document = json.loads(clients.source_s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    field = "ModelMetrics.ModelQuality.Statistics.S3Uri"
+    bucket, key = promotion_access.readable_source(field, uri, s.source_env)
+    body = _source_read(
+        field,
+        "GetObject",
+        bucket,
+        key,
+        s,
+        lambda: clients.source_s3.get_object(Bucket=bucket, Key=key)["Body"].read(),
+    )
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise PromotionRefused(
+            f"{field} s3://{bucket}/{key}: not a JSON document; accepted: the statistics document the "
+            "Register step writes; nothing written"
+        ) from None
     return document if isinstance(document, dict) else {}
+
+
+def _target_version(clients: Clients, group: str, source_arn: str) -> dict[str, Any] | None:
+    """The version an earlier promotion of ``source_arn`` registered in the target's ``group``, if any; a
+    read only (the group may not exist yet)."""
+    try:
+        clients.sagemaker.describe_model_package_group(ModelPackageGroupName=group)
+    except Exception as err:
+        if _code(err) == "ValidationException" and "does not exist" in str(err):
+            return None
+        raise
+    return described_version(clients.sagemaker, group, promotion.description(source_arn))
 
 
 def promote(
@@ -154,7 +235,7 @@ def _promote(
     metrics_key = f"{prefix}metrics.json"
     # Read before anything is written. The source's lineage: its version's metadata, else (moto drops it on
     # UpdateModelPackage; AWS keeps it) what its statistics document repeats.
-    source_document = _source_metrics(clients, desc)
+    source_document = _source_metrics(clients, desc, s)
     lineage = {**(source_document.get("metadata") or {}), **(desc.get("CustomerMetadataProperties") or {})}
     properties = promotion.metadata(
         {str(k): str(v) for k, v in lineage.items()},
@@ -183,25 +264,49 @@ def _promote(
         "version_arn": source_arn,
         "ref": f"{recipe}/{number}",
     }
+    found = _target_version(clients, group, source_arn)
+    if found is not None:  # promoted before: nothing to read of the source's model, nothing to write
+        status = found.get("ModelApprovalStatus")
+        return _result(source, s.env, group, found["ModelPackageArn"], status, image, model_url, False)
+    field = "InferenceSpecification.Containers[0].ModelDataUrl"
+    source_bucket, source_key = promotion_access.readable_source(
+        field, str(container["ModelDataUrl"]), s.source_env
+    )
+    _source_read(
+        field,
+        "HeadObject",
+        source_bucket,
+        source_key,
+        s,
+        lambda: clients.source_s3.head_object(Bucket=source_bucket, Key=source_key),
+    )
 
     # Every check has passed: from here on, writes.
     created_group = ensure_group(clients.sagemaker, s.env, recipe)
-    found = described_version(clients.sagemaker, group, promotion.description(source_arn))
-    if found is not None:
-        status = found.get("ModelApprovalStatus")
-        return _result(source, s.env, group, found["ModelPackageArn"], status, image, model_url, False)
     from boto3.s3.transfer import TransferConfig
 
-    source_bucket, source_key = _split(str(container["ModelDataUrl"]))
-    clients.s3.copy(
-        {"Bucket": source_bucket, "Key": source_key},
-        s.bucket,
-        f"{prefix}model.tar.gz",
-        # The source's object tags are not the target's (and copying them needs tagging permissions).
-        ExtraArgs={"TaggingDirective": "REPLACE"},
-        SourceClient=clients.source_s3,
-        Config=TransferConfig(**copy_settings),
-    )
+    # The copy reads the source again (its own HeadObject, then GetObject or UploadPartCopy): the object
+    # deleted or its grant removed since the check above is named the same way, with what was written.
+    try:
+        _source_read(
+            field,
+            "CopyObject",
+            source_bucket,
+            source_key,
+            s,
+            lambda: clients.s3.copy(
+                {"Bucket": source_bucket, "Key": source_key},
+                s.bucket,
+                f"{prefix}model.tar.gz",
+                # The source's object tags are not the target's (and copying them needs tagging permissions).
+                ExtraArgs={"TaggingDirective": "REPLACE"},
+                SourceClient=clients.source_s3,
+                Config=TransferConfig(**copy_settings),
+            ),
+        )
+    except PromotionRefused as err:
+        made = f"the group {group} only (a rerun uses it)" if created_group else "nothing"
+        raise PromotionRefused(str(err).replace("nothing written", f"written: {made}")) from None
     document = promotion.statistics(source_document, group, properties)
     clients.s3.put_object(
         Bucket=s.bucket,
@@ -247,7 +352,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"input": <execution input: {"version": ...}>, "execution_name": <$$.Execution.Name>}."""
     execution_name = str(event.get("execution_name") or "")
     aws.bind(event, execution_name)
-    settings = Settings.from_env()
+    arn = str(getattr(context, "invoked_function_arn", "") or "")
+    settings = Settings.from_env(account=arn.split(":")[4] if arn.count(":") >= 6 else None)
     clients = Clients(
         sagemaker=aws.client("sagemaker"),
         s3=aws.client("s3"),
