@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit
+from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit, sources
 from hfpipe.core import validate as rules
 from hfpipe.core.plan_model import Gate, Plan
 from hfpipe.core.recipes import resolve_recipe
@@ -263,22 +263,8 @@ def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[st
     return {"poll_seconds": poll, "endpoint_max_polls": polls, "training_wait_seconds": training_wait}
 
 
-def build_plan(
-    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
-) -> Plan:
-    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan)."""
-    if not isinstance(event, dict):
-        raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
-    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
-    unknown = sorted(set(event) - allowed)
-    if unknown:
-        raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
-    if "recipe" in event and "recipe_name" in event:
-        raise RecipeError("input: both 'recipe' and 'recipe_name' given; accepted: exactly one of them")
-    if "recipe" in event and not isinstance(event["recipe"], dict):
-        raise RecipeError(f"input.recipe: {event['recipe']!r} is not accepted; accepted: a recipe object")
-    if "recipe_name" in event:
-        rules.recipe_name(event["recipe_name"], "input.recipe_name")
+def input_overrides(event: dict[str, Any]) -> dict[str, Any]:
+    """The input's overrides (an object or key=value strings), with its deploy and keep_endpoint fields."""
     overrides = event.get("overrides") or {}
     if isinstance(overrides, list):
         from hfpipe.core.recipes import parse_override
@@ -296,6 +282,31 @@ def build_plan(
         overrides["deploy"] = event["deploy"]
     if "keep_endpoint" in event:
         overrides["serving.keep_endpoint"] = event["keep_endpoint"]
+    return overrides
+
+
+def build_plan(
+    event: dict[str, Any],
+    execution_name: str,
+    config: PlanConfig,
+    quota_client: quotas.QuotaPaginatorClient,
+    s3: Any = None,
+) -> Plan:
+    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan); `s3` reads
+    a recipe's own training source back to check it (hfpipe.core.sources)."""
+    if not isinstance(event, dict):
+        raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
+    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
+    unknown = sorted(set(event) - allowed)
+    if unknown:
+        raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
+    if "recipe" in event and "recipe_name" in event:
+        raise RecipeError("input: both 'recipe' and 'recipe_name' given; accepted: exactly one of them")
+    if "recipe" in event and not isinstance(event["recipe"], dict):
+        raise RecipeError(f"input.recipe: {event['recipe']!r} is not accepted; accepted: a recipe object")
+    if "recipe_name" in event:
+        rules.recipe_name(event["recipe_name"], "input.recipe_name")
+    overrides = input_overrides(event)
     recipe = resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
     check_rules(recipe)
     check_ownership(recipe, config)
@@ -337,7 +348,7 @@ def build_plan(
         image_uri=image_uri,
         role_arn=config.role_arn,
         region=config.region,
-        sourcedir_uri=config.sourcedir_uri,
+        sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri, config.artifacts_bucket, s3),
         data_bucket=config.data_bucket,
         artifacts_bucket=config.artifacts_bucket,
         checkpoint_s3_uri=checkpoint,

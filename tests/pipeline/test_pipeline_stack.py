@@ -83,7 +83,11 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
     assert {k: actions(s) - logs for k, (_, s) in functions.items()} == {
-        "plan": {"servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"},
+        "plan": {
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
+            "s3:GetObject",
+        },
         "launch": {
             "sagemaker:CreateTrainingJob",
             "sagemaker:AddTags",
@@ -377,6 +381,15 @@ def flat(value) -> str:
         return f"<{value['Fn::ImportValue']}>"
     sep, parts = value["Fn::Join"]
     return sep.join(flat(p) for p in parts)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_plan_reads_only_the_training_sources_of_its_artifacts_bucket(pipeline_app, env):
+    _, statements = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))["plan"]
+    reads = [s for s in statements if "s3:GetObject" in as_list(s["Action"])]
+    assert [(as_list(s["Action"]), [flat(r) for r in as_list(s["Resource"])]) for s in reads] == [
+        (["s3:GetObject"], [f"arn:aws:s3:::<Hfpipe-{env}-Data-ArtifactsBucketName>/sources/*"])
+    ]
 
 
 @pytest.mark.parametrize("env", ENVS)
