@@ -73,6 +73,8 @@ class Substitutions:
     data_kind: str
     items: list[Substitution] = field(default_factory=list)
     distributed: bool = False
+    #: Channels given as local folders (`hfpipe local --channel NAME=FOLDER`), used instead of fixtures.
+    given_channels: dict[str, Path] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """Every substitution, one line each (empty when the recipe runs here as written)."""
@@ -83,10 +85,19 @@ class Substitutions:
 
     def fixture_channels(self, root: Path) -> dict[str, Path]:
         """Build the fixture folders of every channel the (substituted) recipe reads, by channel name."""
-        wanted = set(self.recipe["training"].get("channels") or {})
+        wanted = set(self.recipe["training"].get("channels") or {}) - set(self.given_channels)
         built = {"model": build_model(self.model_family, root / "model")} if "model" in wanted else {}
-        built.update(build_data(self.data_kind, root / "data"))
-        return {name: path for name, path in built.items() if name in wanted}
+        if wanted - {"model"}:
+            built.update(build_data(self.data_kind, root / "data"))
+        return {**{name: path for name, path in built.items() if name in wanted}, **self.given_channels}
+
+    def use_channel(self, name: str, folder: Path, prefix: str = "local-channels") -> None:
+        """Run with a local folder as channel `name` (uploaded to the local data bucket under `prefix`)."""
+        channels = self.recipe["training"].setdefault("channels", {})
+        real = channels.get(name, "(not in the recipe)")
+        channels[name] = f"{prefix}/{name}/"
+        self.given_channels[name] = folder
+        self.add(f"channels.{name}", real, str(folder), "a local folder given with --channel")
 
     def processes_per_host(self, request: dict[str, Any]) -> int | None:
         """How many processes the job runs here: two gloo processes for any distributed recipe."""
@@ -227,17 +238,7 @@ def for_this_machine(
             f"{fixture.description} in channels {', '.join(channel_names)}",
             "no hub downloads here",
         )
-    steps = hps.get("max_steps")
-    if steps is None or int(steps) > LOCAL_MAX_STEPS or int(steps) <= 0:
-        epochs = hps.get("num_train_epochs")
-        real = (
-            f"max_steps {steps}"
-            if steps is not None
-            else f"num_train_epochs {epochs if epochs is not None else 3}"
-        )
-        hps["max_steps"] = LOCAL_MAX_STEPS
-        subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
-    _log_often(hps, subs)
+    _cap_steps(hps, subs, own=t.get("source") is not None)
     if not gpu:
         for precision in ("fp16", "bf16"):
             if hps.get(precision) in (True, "true", "True"):
@@ -283,6 +284,28 @@ def for_this_machine(
         )
         gate["threshold"] = 0.0
     return subs
+
+
+def _cap_steps(hps: dict[str, Any], subs: Substitutions, own: bool) -> None:
+    """At most LOCAL_MAX_STEPS steps, logged often. A recipe's own script (training.source) may not take
+    max_steps or logging_steps: they are changed only where its hyperparameters name them, never added."""
+    steps = hps.get("max_steps")
+    if own and steps is None:
+        subs.add(
+            "steps", "the script's own", "the script's own", "its arguments are not known here: not capped"
+        )
+        return
+    if steps is None or int(steps) > LOCAL_MAX_STEPS or int(steps) <= 0:
+        epochs = hps.get("num_train_epochs")
+        real = (
+            f"max_steps {steps}"
+            if steps is not None
+            else f"num_train_epochs {epochs if epochs is not None else 3}"
+        )
+        hps["max_steps"] = LOCAL_MAX_STEPS
+        subs.add("steps", real, f"max_steps {LOCAL_MAX_STEPS}", "capped for a CPU")
+    if not own or "logging_steps" in hps:
+        _log_often(hps, subs)
 
 
 def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:

@@ -79,3 +79,90 @@ def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
     _, err = capsys.readouterr()
     assert code == 1
     assert err.startswith("error: --set 'nope' is not KEY=VALUE")
+
+
+OWN_TRAIN = """import argparse, json, os, sys
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, required=True)
+args = parser.parse_args()  # strict: an argument local mode added would fail the run
+rows = open(os.path.join(os.environ["SM_CHANNEL_TRAINING"], "rows.txt")).read().split()
+if "boom" in rows:
+    raise RuntimeError("the team's own error")
+json.dump({"rows": len(rows), "epochs": args.epochs}, open(os.path.join(os.environ["SM_MODEL_DIR"], "m.json"), "w"))
+print(f"loss = {1 / len(rows)}")
+"""
+
+
+def own_recipe(folder: Path, source: dict[str, Any]) -> Path:
+    """A team's recipe next to its own code: no project script, no hub model, deploy false."""
+    from hfpipe.core.recipes import load_recipe
+
+    recipe = load_recipe("tiny-qa")
+    recipe["name"] = "own-code"
+    recipe["training"].update(
+        source=source,
+        entry_point="train.py",
+        hyperparameters={"epochs": 2},
+        channels={"training": "data/own/"},
+        metric_definitions=[{"Name": "loss", "Regex": "loss = ([0-9.]+)"}],
+    )
+    recipe.update(deploy=False, evaluation_gate=None)
+    path = folder / "my-recipe.json"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+def test_local_runs_a_recipes_own_folder_and_git_source_with_a_local_channel(
+    tmp_path: Path, capsys: Any
+) -> None:
+    import subprocess
+
+    code_dir = tmp_path / "team" / "scripts"
+    code_dir.mkdir(parents=True)
+    (code_dir / "train.py").write_text(OWN_TRAIN)
+    (code_dir / "requirements.txt").write_text("")  # the toolkit installs it; empty: nothing to install
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "rows.txt").write_text("a b c d\n")
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for command in (["init", "--quiet"], ["add", "."], ["commit", "--quiet", "-m", "c"], ["tag", "v1"]):
+        subprocess.run(["git", *command], cwd=tmp_path / "team", env=git, check=True, capture_output=True)
+    sources = {
+        "dir": own_recipe(tmp_path / "team", {"dir": "scripts"}),
+        "git": own_recipe(
+            tmp_path, {"git": {"repo": str(tmp_path / "team"), "tag": "v1", "path": "scripts"}}
+        ),
+    }
+    for kind, recipe in sources.items():
+        out_dir = tmp_path / f"out-{kind}"
+        argv = ["local", "--recipe", str(recipe), "--out", str(out_dir), "--channel", f"training={data}"]
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, out + err
+        assert "were not checked against the script's parser" in out
+        assert f"channels.training: data/own/ -> {data} (a local folder given with --channel)" in out
+        assert "steps: the script's own -> the script's own" in out
+        [run_dir] = list(out_dir.glob("own-code-*"))
+        report = json.loads((run_dir / "report.json").read_text())
+        assert report["execution_status"] == "SUCCEEDED" and report["final_metrics"] == {"loss": 0.25}
+        with tarfile.open(run_dir / "model.tar.gz") as tar:
+            member = tar.extractfile("m.json")
+            assert member is not None and json.loads(member.read()) == {"rows": 4, "epochs": 2}
+    (data / "rows.txt").write_text("boom\n")
+    code = main(
+        [
+            "local",
+            "--recipe",
+            str(sources["dir"]),
+            "--out",
+            str(tmp_path / "fails"),
+            "--channel",
+            f"training={data}",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1
+    # The script's own traceback, once (the failure reason and the report quote its last line).
+    assert (out + err).count("Traceback (most recent call last)") == 1, out + err
+    assert 'raise RuntimeError("the team\'s own error")' in out + err
