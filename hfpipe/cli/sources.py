@@ -42,13 +42,14 @@ def _git(what: str, args: list[str], where: Path | None = None) -> None:
         raise HfpipeError(f"recipe.training.source.git: git {what} failed: {last}")
 
 
-def clone(git: dict[str, Any], cache: Path | None = None) -> Path:
-    """A checkout of the repository at its branch, tag or commit, in the cache (reused when already there)."""
+def clone(git: dict[str, Any], cache: Path | None = None, base: Path | None = None) -> Path:
+    """A checkout of the repository at its branch, tag or commit, in the cache (reused when already there); a
+    local repository's relative path is relative to `base` (the recipe's folder)."""
     # A clone has the remote's branches as origin/<branch>; tags and commits as they are.
     ref = git.get("commit") or git.get("tag") or (f"origin/{git['branch']}" if "branch" in git else "HEAD")
     repo = git["repo"]
     if "://" not in repo and not repo.startswith("git@"):
-        repo = str(Path(repo).expanduser().resolve())  # a local repository's path, relative to here
+        repo = str(((base or Path.cwd()) / Path(repo).expanduser()).resolve())
     digest = hashlib.sha256(f"{repo}\n{ref}".encode()).hexdigest()[:16]
     folder = (cache or cache_root()) / "git" / digest
     if not (folder / ".git").is_dir() or "commit" not in git:  # a branch or tag may have moved: fetch again
@@ -70,7 +71,7 @@ def source_folder(ref: str, source: dict[str, Any], cache: Path | None = None) -
         folder = recipe_folder(ref) / source["dir"]
         field = "recipe.training.source.dir"
     else:
-        folder = clone(source["git"], cache) / source["git"].get("path", ".")
+        folder = clone(source["git"], cache, recipe_folder(ref)) / source["git"].get("path", ".")
         field = "recipe.training.source.git.path"
     if not folder.is_dir():
         raise HfpipeError(
