@@ -81,7 +81,7 @@ def test_recipes_show_errors(capsys: Any) -> None:
             "recipe 'tiny-lora' with the --set overrides is invalid: recipe.training: unknown field(s) "
             "['instnce_type']; accepted: ['channels', 'checkpoint_local_path', 'checkpoint_s3_uri', "
             "'distribution', 'entry_point', 'environment', 'expected_hours', 'hyperparameters', 'instance_count', "
-            "'instance_type', 'max_run_seconds', 'metric_definitions', 'spot', 'volume_size_gb']",
+            "'instance_type', 'max_run_seconds', 'metric_definitions', 'source', 'spot', 'volume_size_gb']",
         ),
         (
             ["--recipe", "tiny-lora", "--set", "training.spot.enabled=true"],
