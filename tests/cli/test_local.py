@@ -166,3 +166,40 @@ def test_local_runs_a_recipes_own_folder_and_git_source_with_a_local_channel(
     # The script's own traceback, once (the failure reason and the report quote its last line).
     assert (out + err).count("Traceback (most recent call last)") == 1, out + err
     assert 'raise RuntimeError("the team\'s own error")' in out + err
+
+
+def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A team's fork of the QA script in its own folder (its handler shipped as code/inference.py by the
+    script): trained, deployed and smoke-tested from the uploaded source, not from training_code/."""
+    import shutil
+
+    from hfpipe.core.recipes import load_recipe
+    from hfpipe.local.checkout import checkout_root
+
+    scripts = tmp_path / "team" / "scripts"
+    shutil.copytree(checkout_root() / "training_code", scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "run_qa.py").rename(scripts / "team_qa.py")  # a name the project's scripts do not have
+    recipe = load_recipe("tiny-qa")
+    recipe["training"].update(source={"dir": "scripts"}, entry_point="team_qa.py")
+    path = tmp_path / "team" / "my-recipe.json"
+    path.write_text(json.dumps(recipe))
+    code = main(
+        [
+            "local",
+            "--recipe",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--set",
+            "training.hyperparameters.max_steps=2",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0, out
+    assert "training source: s3://" in out and "/sources/" in out
+    [run_dir] = list((tmp_path / "out").glob("tiny-qa-*"))
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["smoke_test"]["ok"] is True and set(report["smoke_test"]["response"]) >= {"answer", "score"}
+    assert "team_qa.py" in (run_dir / "training.log").read_text()
