@@ -101,22 +101,31 @@ def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -
 
 def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:
     """(URI, uploaded): the archive at sources/<sha256>/, put only when no object with that hash is there."""
+    import botocore.exceptions
+
+    from hfpipe.cli.aws import aws_error
+
     key = contract.source_key(packed.sha256)
     try:
         head = s3.head_object(Bucket=bucket, Key=key)
         if head.get("Metadata", {}).get("sha256") == packed.sha256:
             return f"s3://{bucket}/{key}", False
-    except Exception as exc:  # 404: not uploaded yet; anything else is the put's to report
-        if str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) not in {"404", "NoSuchKey"}:
-            raise
-    s3.put_object(
-        Bucket=bucket,
-        Key=key,
-        Body=packed.data,
-        # S3 checks the bytes it stores against this (PutObject's x-amz-checksum-sha256, base64 of the digest).
-        ChecksumSHA256=base64.b64encode(bytes.fromhex(packed.sha256)).decode(),
-        Metadata={"sha256": packed.sha256},
-    )
+    except botocore.exceptions.ClientError as exc:
+        # 404: not uploaded yet; 403: what S3 answers for a missing key without s3:ListBucket (HeadObject's
+        # documented behaviour), so the put decides.
+        if str(exc.response.get("Error", {}).get("Code", "")) not in {"404", "NoSuchKey", "403"}:
+            raise aws_error(exc, f"looking for s3://{bucket}/{key}") from None
+    try:
+        s3.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=packed.data,
+            # S3 checks the bytes it stores against this (PutObject's x-amz-checksum-sha256, base64 of the digest).
+            ChecksumSHA256=base64.b64encode(bytes.fromhex(packed.sha256)).decode(),
+            Metadata={"sha256": packed.sha256},
+        )
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise aws_error(exc, f"uploading the training source to s3://{bucket}/{key}") from None
     return f"s3://{bucket}/{key}", True
 
 

@@ -206,6 +206,8 @@ def test_upload_happens_once_per_content_hash(tmp_path: Path, s3: Any) -> None:
     assert cli_sources.upload(s3, ARTIFACTS, packed) == (uri, False)
     body = s3.get_object(Bucket=ARTIFACTS, Key=contract.source_key(packed.sha256))["Body"].read()
     assert body == packed.data
+    with pytest.raises(HfpipeError, match=r"looking for s3://no-such-bucket/sources/.* failed: NoSuchBucket"):
+        cli_sources.upload(s3, "no-such-bucket", packed)
 
 
 def plan(recipe: dict[str, Any], s3: Any) -> Any:
