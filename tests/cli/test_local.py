@@ -203,3 +203,22 @@ def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
     report = json.loads((run_dir / "report.json").read_text())
     assert report["smoke_test"]["ok"] is True and set(report["smoke_test"]["response"]) >= {"answer", "score"}
     assert "team_qa.py" in (run_dir / "training.log").read_text()
+
+
+def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from hfpipe.local.checkout import checkout_root
+
+    readme = (checkout_root() / "README.md").read_text()
+    section = readme.split("## Your own training code", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [run_dir] = list((tmp_path / "my-team" / "runs").glob("my-team-*"))
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["execution_status"] == "SUCCEEDED" and report["final_metrics"] == {"loss": 0.25}
