@@ -113,9 +113,13 @@ def own_recipe(folder: Path, source: dict[str, Any]) -> Path:
 
 
 def test_local_runs_a_recipes_own_folder_and_git_source_with_a_local_channel(
-    tmp_path: Path, capsys: Any
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
+
+    from hfpipe.cli.sources import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))  # the git clone goes here, not in ~/.cache
 
     code_dir = tmp_path / "team" / "scripts"
     code_dir.mkdir(parents=True)
