@@ -111,6 +111,15 @@ ARTIFACTS_MODEL_METRICS_PREFIX = "model-metrics/"
 # Promotion copies a source environment's approved model.tar.gz (and its metrics document) here:
 # promoted/<source env>/<recipe>/<source version>/, so the target never reads the source's bucket again.
 ARTIFACTS_PROMOTED_PREFIX = "promoted/"
+# A recipe's own training source (training.source): `hfpipe start` uploads its sourcedir.tar.gz once per
+# content hash to sources/<sha256>/sourcedir.tar.gz; the Plan accepts a source only under this prefix and
+# may read only it (docs/own-code.md).
+ARTIFACTS_SOURCES_PREFIX = "sources/"
+
+
+def source_key(sha256: str) -> str:
+    """The artifacts bucket key of a training source archive with this content hash."""
+    return f"{ARTIFACTS_SOURCES_PREFIX}{sha256}/sourcedir.tar.gz"
 
 
 def model_package_group_name(env: str, recipe: str) -> str:

@@ -436,6 +436,13 @@ def _add_local(sub: Subparsers, commands: ModuleType) -> None:
         type=int,
         help="port for --serve (default 8080) or for up (default: any free port); 0: any free",
     )
+    p.add_argument(
+        "--channel",
+        action="append",
+        dest="channels",
+        metavar="NAME=FOLDER",
+        help="run with a local folder as input channel NAME (repeatable), e.g. training=./data",
+    )
     p.set_defaults(func=commands.cmd_local, command_parser=p)
 
 

@@ -75,9 +75,32 @@ def _start_execution(
     return str(started["executionArn"])
 
 
+def _execution_input(args: argparse.Namespace, clients: Any, environment: Any, loaded: Any) -> dict[str, Any]:
+    """The input `start` sends, the recipe checked against the environment's images; a recipe's own `dir` or
+    `git` source packed and uploaded once per hash, the input naming the archive."""
+    from hfpipe import contract
+    from hfpipe.cli import recipes, sources
+    from hfpipe.core.sources import NOT_CHECKED
+
+    recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
+    execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
+    if loaded.resolved["training"].get("source") is None:
+        return execution_input
+    print(f"note: {NOT_CHECKED}", file=sys.stderr)
+    packed = sources.pack_source(loaded.ref, loaded.resolved)
+    if packed is None:  # an s3 source: the Plan checks it
+        return execution_input
+    for name in packed.skipped_secrets:
+        print(
+            f"not packed: {name} (looks like a secret; list it in training.source.include)", file=sys.stderr
+        )
+    uri, uploaded = sources.upload(clients.s3, environment.require(contract.SSM_ARTIFACTS_BUCKET), packed)
+    print(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})", file=sys.stderr)
+    return sources.with_uploaded(execution_input, uri, packed.sha256)
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     """Validate the recipe locally, start the execution in the environment, print its console link."""
-    from hfpipe import contract
     from hfpipe.cli import recipes
 
     aws.validate_env_name(args.env)
@@ -94,8 +117,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or default_execution_name(loaded.name)
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
-    recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
-    execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
+    execution_input = _execution_input(args, clients, environment, loaded)
     from hfpipe.cli import dryrun
 
     # The dry run's plan, before anything starts: what it refuses, start refuses.

@@ -194,29 +194,31 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
             )
         time.sleep(interval)
     if desc["status"] == "SUCCEEDED":
-        output = json.loads(desc.get("output") or "{}")
-        record = output.get("deployment") or output
-        claim = mismatch(
-            state[4] if state else None, record.get("model_version_arn"), "deployment record", env
-        )
-        if (
-            claim
-        ):  # the execution says one version, the endpoint serves another: report it, trust the endpoint
-            print(
-                f"error: deploy succeeded but endpoint {endpoint} is {_describe(state)}, read from the endpoint; "
-                f"{claim}",
-                file=sys.stderr,
-            )
-            return 1
-        console.print(f"deployed: {endpoint} serves {_describe(state)}")
-        if record.get("execution") and record["execution"] != desc.get("name"):
-            console.print(
-                f"  it served this version already (deployed by {record['execution']}): nothing changed"
-            )
-        elif record.get("previous_version"):
-            console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
-        return 0
+        return _succeeded(desc, state, env, endpoint, console)
     error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
     print(f"error: deploy {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)
     console.print(f"endpoint {endpoint} now: {_describe(state)}")
     return 1
+
+
+def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, console: Any) -> int:
+    """The last lines of a deploy that succeeded: what serves (read from the endpoint), or the mismatch
+    between it and the execution's record (exit 1)."""
+    output = json.loads(desc.get("output") or "{}")
+    record = output.get("deployment") or output
+    claim = mismatch(state[4] if state else None, record.get("model_version_arn"), "deployment record", env)
+    if claim:  # the execution says one version, the endpoint serves another: report it, trust the endpoint
+        print(
+            f"error: deploy succeeded but endpoint {endpoint} is {_describe(state)}, read from the endpoint; "
+            f"{claim}",
+            file=sys.stderr,
+        )
+        return 1
+    console.print(f"deployed: {endpoint} serves {_describe(state)}")
+    if record.get("execution") and record["execution"] != desc.get("name"):
+        console.print(
+            f"  it served this version already (deployed by {record['execution']}): nothing changed"
+        )
+    elif record.get("previous_version"):
+        console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
+    return 0

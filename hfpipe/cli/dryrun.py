@@ -72,6 +72,10 @@ def plan_for(
             f"outside the environment: {', '.join([*buckets, *registries])}; planned as allowed here, the Plan "
             "Lambda refuses them unless cdk.json's allowed_s3_buckets / allowed_image_registries list them"
         )
+    if resolved["training"].get("source") is not None:
+        from hfpipe.core.sources import NOT_CHECKED
+
+        notes.append(NOT_CHECKED)
     config = PlanConfig(
         env=environment.name,
         region=environment.region,
@@ -84,7 +88,7 @@ def plan_for(
         allowed_image_registries=registries,
     )
     try:
-        plan = build_plan(execution_input, name, config, clients.client("service-quotas"))
+        plan = build_plan(execution_input, name, config, clients.client("service-quotas"), s3=clients.s3)
     except (quotas.QuotaTooLowError, quotas.UnknownQuotaError) as exc:
         # What the Plan state would fail with, before anything is created.
         raise HfpipeError(f"{exc}") from None

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         substitutions = for_this_machine(apply_overrides(loaded.raw, loaded.overrides), gpu=has_gpu())
     except ValueError as err:
         raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
+    _use_channels(substitutions, args.channels or [])
     server = None
     if args.serve:
         from hfpipe.local.serve import ModelServer, PortInUseError
@@ -95,7 +96,9 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
         with LocalRun(substitutions, out, Path(args.out).resolve() / ".cache") as local:
             try:
                 # The overrides are in the substituted recipe already.
-                execution_input = {"recipe": substitutions.recipe, "poll_seconds": 1}
+                execution_input = _own_source(
+                    local, loaded, {"recipe": substitutions.recipe, "poll_seconds": 1}, console
+                )
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
                 snap = watch(clients, arn, console, interval=0.5, local=True)
@@ -114,6 +117,43 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
     if server is not None:
         return _serve(server, out, loaded, console)
     return 0
+
+
+def _use_channels(substitutions: Any, given: list[str]) -> None:
+    """`--channel NAME=FOLDER`: a local folder as an input channel, instead of the task's fixture data."""
+    from hfpipe.core import validate
+
+    for text in given:
+        name, sep, folder = text.partition("=")
+        if not sep or not folder:
+            raise HfpipeError(
+                f"--channel {text!r} is not NAME=FOLDER; accepted: e.g. --channel training=./data"
+            )
+        try:
+            validate.channel_name(name, "--channel")
+        except validate.RecipeError as err:
+            raise HfpipeError(str(err)) from None
+        path = Path(folder).expanduser().resolve()
+        if not path.is_dir():
+            raise HfpipeError(
+                f"--channel {text!r}: {str(path)!r} is not a folder; accepted: a local data folder"
+            )
+        substitutions.use_channel(name, path)
+
+
+def _own_source(local: Any, loaded: Any, execution_input: dict[str, Any], console: Console) -> dict[str, Any]:
+    """A recipe's own dir or git source packed and uploaded to the local artifacts bucket, as `hfpipe start`
+    does (hfpipe.cli.sources); the execution input names the archive."""
+    from hfpipe.cli import sources
+    from hfpipe.core.sources import NOT_CHECKED
+
+    packed = sources.pack_source(loaded.ref, loaded.resolved)
+    if packed is None:
+        return execution_input
+    console.print(f"note: {NOT_CHECKED}", markup=False, highlight=False)
+    uri, _ = sources.upload(local.s3, local.artifacts_bucket, packed)
+    console.print(f"training source: {uri} ({len(packed.files)} files)", markup=False, highlight=False)
+    return sources.with_uploaded(execution_input, uri, packed.sha256)
 
 
 def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:

@@ -41,6 +41,7 @@ def prune(args: argparse.Namespace, console: Console) -> int:
         ("--recipe", args.recipe),
         ("--set", args.sets or None),
         ("--serve", args.serve or None),
+        ("--channel", getattr(args, "channels", None)),
         ("--env", args.env),
     ):
         if value is not None:

@@ -96,6 +96,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         ("--recipe", args.recipe),
         ("--set", args.sets or None),
         ("--serve", args.serve or None),
+        ("--channel", getattr(args, "channels", None)),
         ("--out", args.out),
     )
     for option, value in given:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit
+from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit, sources
 from hfpipe.core import validate as rules
 from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.plan_model import Gate, Plan
@@ -312,9 +312,14 @@ def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_na
 
 
 def build_plan(
-    event: dict[str, Any], execution_name: str, config: PlanConfig, quota_client: quotas.QuotaPaginatorClient
+    event: dict[str, Any],
+    execution_name: str,
+    config: PlanConfig,
+    quota_client: quotas.QuotaPaginatorClient,
+    s3: Any = None,
 ) -> Plan:
-    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan)."""
+    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan); `s3` reads
+    a recipe's own training source back to check it (hfpipe.core.sources)."""
     recipe = resolve_input(event)
     check_rules(recipe)
     check_ownership(recipe, config)
@@ -345,7 +350,7 @@ def build_plan(
         image_uri=image_uri,
         role_arn=config.role_arn,
         region=config.region,
-        sourcedir_uri=config.sourcedir_uri,
+        sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri, config.artifacts_bucket, s3),
         data_bucket=config.data_bucket,
         artifacts_bucket=config.artifacts_bucket,
         checkpoint_s3_uri=checkpoint,

@@ -57,6 +57,46 @@ _INFERENCE_CONTAINER = {
     "required": [],
 }
 
+#: training.source: the team's own training code (docs/own-code.md); exactly one of dir, git and s3, and the
+#: other rules a schema cannot say, are hfpipe.core.validate.training_source's.
+_SOURCE = {
+    "type": ["object", "null"],
+    "default": None,
+    "description": "The training code, as the SageMaker estimator's source_dir/git_config: null (default): the "
+    "project's training_code/; or exactly one of dir, git, s3. `hfpipe start` packs dir and git sources into "
+    "sourcedir.tar.gz and uploads them to the artifacts bucket; the pipeline itself takes only s3.",
+    "additionalProperties": False,
+    "properties": {
+        "dir": {"type": "string", "description": "A folder next to the recipe file, e.g. scripts."},
+        "git": {
+            "type": "object",
+            "description": "A git repository, cloned by `hfpipe start` (or `hfpipe local`) only.",
+            "additionalProperties": False,
+            "required": ["repo"],
+            "properties": {
+                "repo": {"type": "string", "description": "Clone URL or a local repository's path."},
+                "branch": {
+                    "type": "string",
+                    "description": "Branch to check out (at most one of branch, tag, commit).",
+                },
+                "tag": {"type": "string", "description": "Tag to check out, e.g. v4.6.1."},
+                "commit": {"type": "string", "description": "Commit (7 to 40 hex digits) to check out."},
+                "path": {
+                    "type": "string",
+                    "description": "Sub-folder holding the code, e.g. examples/pytorch.",
+                },
+            },
+        },
+        "s3": {"type": "string", "description": "s3://<artifacts bucket>/sources/<sha256>/sourcedir.tar.gz."},
+        "sha256": {"type": "string", "description": "The archive's sha256 (hex); required with s3."},
+        "include": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Files whose names look like secrets (.env, *.pem, ...) to pack all the same.",
+        },
+    },
+}
+
 RECIPE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://github.com/hfpipe/hfpipe/recipes/schema.json",
@@ -98,8 +138,10 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 "entry_point": {
                     "type": "string",
                     "pattern": r"^[A-Za-z0-9_./-]+\.py$",
-                    "description": "Script inside the training_code/ source directory, e.g. run_qa.py.",
+                    "description": "Script inside the training source (training.source; by default the "
+                    "project's training_code/), e.g. run_qa.py.",
                 },
+                "source": _SOURCE,
                 "instance_type": {
                     **_INSTANCE_TYPE,
                     "description": "Training instance type, e.g. ml.p3.16xlarge.",

@@ -304,10 +304,75 @@ def distribution(dist: Mapping[str, Any], field: str) -> None:
             number(entry["processes_per_host"], f"{field}.mpi.processes_per_host", minimum=1, integer=True)
 
 
+_SOURCE_KINDS = ("dir", "git", "s3")
+_GIT_REFS = ("branch", "tag", "commit")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+#: A branch or tag name as git check-ref-format takes it, and never an option (no leading '-').
+_GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9_./+-]{1,200}(?<![./])$")
+
+
+def training_source(src: Mapping[str, Any] | None, field: str = "recipe.training.source") -> None:
+    """A training source names exactly one of a folder beside the recipe, a git repository (at most one of
+    branch, tag, commit; a sub-folder) or an s3 sourcedir.tar.gz with its sha256 (docs/own-code.md)."""
+    if src is None:
+        return
+    given = [k for k in _SOURCE_KINDS if k in src]
+    if len(given) != 1:
+        raise RecipeError(
+            f"{field}: {sorted(src)} is not accepted; accepted: exactly one of 'dir' (a folder next to the "
+            "recipe), 'git' (a repository) or 's3' (a sourcedir.tar.gz, with 'sha256')"
+        )
+    kind = given[0]
+    if kind == "dir":
+        relative_path(src["dir"], f"{field}.dir")
+    elif kind == "git":
+        git_source(src["git"], f"{field}.git")
+    else:
+        s3_uri(src["s3"], f"{field}.s3")
+        if not src["s3"].endswith(".tar.gz"):
+            raise RecipeError(f"{field}.s3: {src['s3']!r} is not accepted; accepted: the URI of a .tar.gz")
+    if ("sha256" in src) != (kind == "s3") or (kind == "s3" and not _SHA256.fullmatch(str(src["sha256"]))):
+        raise RecipeError(
+            f"{field}.sha256: accepted: with 's3' only, and there required: the archive's sha256 as 64 lower-case "
+            "hex digits (`hfpipe start` computes it for 'dir' and 'git')"
+        )
+    if "include" in src:
+        if kind == "s3":
+            raise RecipeError(f"{field}.include: accepted with 'dir' or 'git' only (an s3 archive is packed)")
+        for i, path in enumerate(src["include"]):
+            relative_path(path, f"{field}.include[{i}]")
+
+
+def git_source(git: Mapping[str, Any], field: str) -> None:
+    """repo is a URL or a path, never a git option; at most one ref; the sub-folder stays inside the clone."""
+    repo = git["repo"]
+    if not repo.strip() or repo.startswith("-") or any(c.isspace() for c in repo):
+        raise RecipeError(
+            f"{field}.repo: {repo!r} is not accepted; accepted: a clone URL or a repository's path (no spaces, "
+            "not starting with '-')"
+        )
+    refs = [k for k in _GIT_REFS if k in git]
+    if len(refs) > 1:
+        raise RecipeError(f"{field}: {refs} given; accepted: at most one of 'branch', 'tag' or 'commit'")
+    for ref in refs:
+        pattern = _COMMIT if ref == "commit" else _GIT_REF
+        if not pattern.fullmatch(git[ref]):
+            accepted = (
+                "7 to 40 lower-case hex digits"
+                if ref == "commit"
+                else "a git ref name, not starting with '-'"
+            )
+            raise RecipeError(f"{field}.{ref}: {git[ref]!r} is not accepted; accepted: {accepted}")
+    if "path" in git:
+        relative_path(git["path"], f"{field}.path")
+
+
 def recipe(r: dict[str, Any]) -> None:
     """The rules on a schema-checked recipe that the JSON Schema subset cannot express."""
     t, s = r["training"], r["serving"]
     relative_path(t["entry_point"], "recipe.training.entry_point", suffix=".py")
+    training_source(t["source"])
     if not isinstance(t["channels"], Mapping):
         raise RecipeError(f"recipe.training.channels: {t['channels']!r} is not accepted; accepted: an object")
     if len(t["channels"]) > 20:

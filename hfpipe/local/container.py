@@ -191,6 +191,19 @@ def prepare_base_dir(
     return base
 
 
+def _extra(source: Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The caller's variables, after the source's requirements' own package folder first on the path
+    (hfpipe.local.requirements: none when they are empty or already satisfied here)."""
+    from hfpipe.local.requirements import RequirementsError, package_folder
+
+    try:
+        folder = package_folder(source)
+    except RequirementsError as err:
+        raise LocalContainerError(str(err)) from None
+    paths = [str(folder), str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")] if folder else []
+    return {**({"PYTHONPATH": os.pathsep.join(p for p in paths if p)} if paths else {}), **(env or {})}
+
+
 def _child_env(
     base: Path, *, job_name: str, processes_per_host: int, offline: bool, extra: Mapping[str, str]
 ) -> dict[str, str]:
@@ -442,7 +455,7 @@ def start_training(
     # The toolkit copies the source dir only into an empty code dir; a rerun should see the current code.
     shutil.rmtree(base / "code", ignore_errors=True)
     child_env = _child_env(
-        base, job_name=name, processes_per_host=processes_per_host, offline=offline, extra=env or {}
+        base, job_name=name, processes_per_host=processes_per_host, offline=offline, extra=_extra(source, env)
     )
     return LocalTrainingProcess(
         job_name=name,

@@ -35,6 +35,11 @@ class LocalRun:
     def __enter__(self) -> LocalRun:
         stacks = synth_stacks(self.cache_dir)
         data = local_data(stacks["Data"])
+        from hfpipe.contract import SSM_ARTIFACTS_BUCKET, ssm_parameter_name
+        from hfpipe.local.stacks import LOCAL_ENV
+
+        #: Where a recipe's own training source is uploaded (hfpipe.cli.sources), as on AWS.
+        self.artifacts_bucket = data.parameters[ssm_parameter_name(LOCAL_ENV, SSM_ARTIFACTS_BUCKET)]
         channels = self.substitutions.fixture_channels(self.out / "fixtures")
         # moto narrates every service integration and failure on stderr; the view already says what matters.
         for logger in ("moto", "moto.stepfunctions"):

@@ -7,6 +7,7 @@ container and recipe decide what is served, not this run's recipe."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import threading
 from datetime import UTC, datetime
@@ -91,7 +92,7 @@ class LocalRuntime:
                 request,
                 job_dir / "run",
                 channel_paths=channels,
-                source_dir=checkout_root() / "training_code",
+                source_dir=self.source_dir(request, job_dir),
                 processes_per_host=processes,
                 stream=cast("IO[str]", log),
             )
@@ -112,6 +113,20 @@ class LocalRuntime:
         job.secondary_status_transitions[-1]["EndTime"] = job.training_end_time
         if result.failure_reason:
             job.failure_reason = result.failure_reason
+
+    def source_dir(self, request: dict[str, Any], job_dir: Path) -> Path:
+        """The job's `sagemaker_submit_directory`: a recipe's own archive (under the artifacts bucket's sources/,
+        downloaded as the toolkit would), else the project's training_code/ of this checkout."""
+        from hfpipe import contract
+
+        uri = json.loads(request.get("HyperParameters", {}).get("sagemaker_submit_directory", '""'))
+        bucket, key = split_s3_uri(uri)
+        if not key.startswith(contract.ARTIFACTS_SOURCES_PREFIX):
+            return checkout_root() / "training_code"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        target = job_dir / "sourcedir.tar.gz"
+        self.s3.download_file(bucket, key, str(target))
+        return target
 
     def endpoint(self, endpoint_name: str, body: Any) -> Any:
         """Answer InvokeEndpoint through the endpoint's current model's code/inference.py."""

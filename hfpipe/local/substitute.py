@@ -77,6 +77,8 @@ class Substitutions:
     data_kind: str
     items: list[Substitution] = field(default_factory=list)
     distributed: bool = False
+    #: Channels given as local folders (`hfpipe local --channel NAME=FOLDER`), used instead of fixtures.
+    given_channels: dict[str, Path] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """Every substitution, one line each (empty when the recipe runs here as written)."""
@@ -87,10 +89,19 @@ class Substitutions:
 
     def fixture_channels(self, root: Path) -> dict[str, Path]:
         """Build the fixture folders of every channel the (substituted) recipe reads, by channel name."""
-        wanted = set(self.recipe["training"].get("channels") or {})
+        wanted = set(self.recipe["training"].get("channels") or {}) - set(self.given_channels)
         built = {"model": build_model(self.model_family, root / "model")} if "model" in wanted else {}
-        built.update(build_data(self.data_kind, root / "data"))
-        return {name: path for name, path in built.items() if name in wanted}
+        if wanted - {"model"}:
+            built.update(build_data(self.data_kind, root / "data"))
+        return {**{name: path for name, path in built.items() if name in wanted}, **self.given_channels}
+
+    def use_channel(self, name: str, folder: Path, prefix: str = "local-channels") -> None:
+        """Run with a local folder as channel `name` (uploaded to the local data bucket under `prefix`)."""
+        channels = self.recipe["training"].setdefault("channels", {})
+        real = channels.get(name, "(not in the recipe)")
+        channels[name] = f"{prefix}/{name}/"
+        self.given_channels[name] = folder
+        self.add(f"channels.{name}", real, str(folder), "a local folder given with --channel")
 
     def processes_per_host(self, request: dict[str, Any]) -> int | None:
         """How many processes the job runs here: two gloo processes for any distributed recipe."""
@@ -241,10 +252,14 @@ def for_this_machine(
         )
     # Steps are capped only where the model or the data became a stand-in. A recipe that runs here as
     # written (the tiny-* ones: their own model and data channels, sized for a CPU) keeps its own steps and
-    # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS.
-    if any(s.setting in STAND_INS for s in subs.items):
-        _cap_steps(hps, subs)
-    _log_often(hps, subs)
+    # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS. A recipe's own
+    # script (training.source) may not take max_steps or logging_steps: they are changed only where its
+    # hyperparameters name them, never added.
+    own = t.get("source") is not None
+    if any(s.setting in STAND_INS for s in subs.items) or (own and "max_steps" not in hps):
+        _cap_steps(hps, subs, own)
+    if not own or "logging_steps" in hps:
+        _log_often(hps, subs)
     if not gpu:
         _cpu_precision(hps, subs)
     _distribution(t, subs)
@@ -324,11 +339,16 @@ def _gate_for_tiny_models(local: dict[str, Any], subs: Substitutions) -> None:
         gate["threshold"] = 0.0
 
 
-def _cap_steps(hps: dict[str, Any], subs: Substitutions) -> None:
+def _cap_steps(hps: dict[str, Any], subs: Substitutions, own: bool = False) -> None:
     """A recipe whose hub model or data set became a tiny stand-in trains LOCAL_MAX_STEPS steps at most: its
     epochs and steps were sized for the real model on the real data, which a few steps of the stand-in show
     as well. (A recipe that runs as written, as the tiny-* ones do, is never capped: see for_this_machine.)"""
     steps = hps.get("max_steps")
+    if own and steps is None:
+        subs.add(
+            "steps", "the script's own", "the script's own", "its arguments are not known here: not capped"
+        )
+        return
     if steps is not None and 0 < int(steps) <= LOCAL_MAX_STEPS:
         return
     epochs = hps.get("num_train_epochs")

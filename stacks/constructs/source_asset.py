@@ -2,17 +2,14 @@
 
 SageMaker's `sagemaker_submit_directory` hyperparameter points at a tar.gz that the training toolkit
 downloads and extracts before running the entry point. CDK builds it at synth time by local bundling:
-`TarballBundler` writes the archive with sorted entries, fixed owner, mode and mtime and a gzip header
-without name or time, so the same files always give the same bytes; the asset hash is taken from those
+`TarballBundler` writes the archive with `hfpipe.core.sourcedir.pack` (sorted entries, fixed owner, mode and
+mtime, a gzip header without name or time; the packing a recipe's own source gets too), so the same files
+always give the same bytes; the asset hash is taken from those
 bytes (`AssetHashType.OUTPUT`), so an edited file gives a new hash and a new S3 key, and nothing else does.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
-import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,49 +19,18 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-ARCHIVE_NAME = "sourcedir.tar.gz"
-EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ipynb_checkpoints"})
-EXCLUDED_SUFFIXES = (".pyc", ".pyo")
-FILE_MODE = 0o644
+from hfpipe.core.sourcedir import ARCHIVE_NAME, EXCLUDED_DIRS, EXCLUDED_SUFFIXES, pack
+
+__all__ = ["ARCHIVE_NAME", "SourcedirAsset", "TarballBundler", "tarball_bytes", "write_tarball"]
 
 # Never run: local bundling always succeeds, and CDK only needs an image name to accept the options.
 _NO_DOCKER_IMAGE = "hfpipe/local-bundling-only"
 
 
-def _included_files(source: Path) -> Iterator[Path]:
-    """Files under `source` that belong in the archive, sorted by their POSIX relative path."""
-    files = []
-    for path in source.rglob("*"):
-        relative = path.relative_to(source)
-        if any(part in EXCLUDED_DIRS for part in relative.parts) or path.name.endswith(EXCLUDED_SUFFIXES):
-            continue
-        if path.is_file():
-            files.append(path)
-    yield from sorted(files, key=lambda p: p.relative_to(source).as_posix())
-
-
 def tarball_bytes(source: Path) -> bytes:
-    """The deterministic gzip-compressed tar of `source`: same files and contents, same bytes."""
-    if not source.is_dir():
-        raise FileNotFoundError(
-            f"sourcedir: {str(source)!r} is not a directory; accepted: the training code folder"
-        )
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _included_files(source):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(path.relative_to(source).as_posix())
-            info.size = len(data)
-            info.mode = FILE_MODE
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            tar.addfile(info, io.BytesIO(data))
-    compressed = io.BytesIO()
-    # filename="" and mtime=0 keep the build's path and time out of the gzip header.
-    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0, compresslevel=9) as gz:
-        gz.write(raw.getvalue())
-    return compressed.getvalue()
+    """The deterministic gzip-compressed tar of `source` (hfpipe.core.sourcedir.pack, shared with a recipe's
+    own source): same files and contents, same bytes."""
+    return pack(source).data
 
 
 def write_tarball(source: Path, destination: Path) -> Path:

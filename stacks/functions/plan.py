@@ -2,7 +2,8 @@
 its plan (hfpipe.core.plan), including the quota check.
 
 Its environment carries what a plan is built from (execution role, sourcedir, buckets, image catalog);
-its only grant is reading Service Quotas.
+its grants are reading Service Quotas and reading a recipe's own training source back (s3:GetObject, which
+also authorizes HeadObject, on sources/* of the artifacts bucket only: hfpipe.core.sources).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hfpipe import contract
 from stacks.functions.common import FunctionSettings, grant_quota_reads, pipeline_function
+from stacks.nag import acknowledge, rendered, rendered_value
 
 
 class PlanFunction(Construct):
@@ -54,3 +57,20 @@ class PlanFunction(Construct):
             self, settings, runtime_module=self.RUNTIME_MODULE, environment=environment
         )
         grant_quota_reads(self.role, "the Plan Lambda")
+        self._grant_source_reads(artifacts_bucket_name)
+
+    def _grant_source_reads(self, artifacts_bucket_name: str) -> None:
+        # HeadObject is authorized by s3:GetObject (Amazon S3 API reference, HeadObject: "Permissions").
+        stack = cdk.Stack.of(self)
+        prefix = contract.ARTIFACTS_SOURCES_PREFIX
+        sources = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{prefix}*"
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[sources]))
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::"
+            + rendered(stack, f"arn:{stack.partition}:s3:::")
+            + rendered_value(stack, artifacts_bucket_name)
+            + f"/{prefix}*]",
+            "A recipe's own training source is uploaded at sources/<sha256>/sourcedir.tar.gz (the hash known at "
+            "run time); the Plan reads it back to check the hash, in this environment's artifacts bucket only.",
+        )

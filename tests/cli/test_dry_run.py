@@ -104,7 +104,7 @@ def test_start_with_credentials_that_cannot_read_quotas_starts_and_says_the_plan
 
     from hfpipe.cli import dryrun
 
-    def denied(*args: Any) -> Any:
+    def denied(*args: Any, **kwargs: Any) -> Any:
         raise botocore.exceptions.ClientError(
             {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListServiceQuotas"
         )

@@ -81,7 +81,7 @@ def test_recipes_show_errors(capsys: Any) -> None:
             "recipe 'tiny-lora' with the --set overrides is invalid: recipe.training: unknown field(s) "
             "['instnce_type']; accepted: ['channels', 'checkpoint_local_path', 'checkpoint_s3_uri', "
             "'distribution', 'entry_point', 'environment', 'expected_hours', 'hyperparameters', 'instance_count', "
-            "'instance_type', 'max_run_seconds', 'metric_definitions', 'spot', 'volume_size_gb']",
+            "'instance_type', 'max_run_seconds', 'metric_definitions', 'source', 'spot', 'volume_size_gb']",
         ),
         (
             ["--recipe", "tiny-lora", "--set", "training.spot.enabled=true"],
@@ -327,3 +327,37 @@ def test_start_dry_run_shows_the_plan_and_request_and_starts_nothing(
         Type="String",
         Overwrite=True,
     )
+
+
+def test_start_packs_a_recipes_own_folder_uploads_it_once_and_the_plan_runs_it(
+    deployed: Deployed, tmp_path: Any, capsys: Any
+) -> None:
+    from app_synth import ARTIFACTS_BUCKET
+
+    from hfpipe.cli.aws import stored_plan
+    from hfpipe.core import sourcedir
+
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.py").write_text("print('own code')\n")
+    recipe = load_recipe("tiny-lora")
+    recipe["training"].update(source={"dir": "scripts"}, entry_point="train.py")
+    recipe["deploy"] = False
+    path = tmp_path / "own.json"
+    path.write_text(json.dumps(recipe))
+    packed = sourcedir.pack(tmp_path / "scripts")
+    uri = f"s3://{ARTIFACTS_BUCKET}/{contract.source_key(packed.sha256)}"
+    for name, said in (("own-1", "uploaded"), ("own-2", "already there")):
+        code, _, err = run(capsys, "start", "--env", "dev", "--recipe", str(path), "--name", name)
+        assert code == 0, err
+        assert f"training source: {uri} ({said})" in err
+        assert "were not checked against the script's parser" in err
+        arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
+        assert sent["recipe"]["training"]["source"] == {"s3": uri, "sha256": packed.sha256}
+        assert deployed.wait(arn) == "SUCCEEDED"
+        events = deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        plan = stored_plan(events)
+        assert plan is not None
+        assert plan.training_job_request["HyperParameters"]["sagemaker_submit_directory"] == json.dumps(uri)
+    listed = deployed.s3.list_objects_v2(Bucket=ARTIFACTS_BUCKET, Prefix=contract.ARTIFACTS_SOURCES_PREFIX)
+    assert [o["Key"] for o in listed["Contents"]] == [contract.source_key(packed.sha256)]

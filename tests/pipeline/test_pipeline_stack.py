@@ -37,6 +37,8 @@ TAGGED_ACTIONS = {
 #: Registering, scaling and deregistering a named endpoint's variant (stacks/functions/common.py).
 SCALING = {
     "application-autoscaling:DescribeScalableTargets",
+    # A target registered before targets were tagged is tagged for the environment first (docs/deploy.md).
+    "application-autoscaling:TagResource",
     "application-autoscaling:RegisterScalableTarget",
     "application-autoscaling:PutScalingPolicy",
     "application-autoscaling:DeregisterScalableTarget",
@@ -83,7 +85,11 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
     assert {k: actions(s) - logs for k, (_, s) in functions.items()} == {
-        "plan": {"servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"},
+        "plan": {
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
+            "s3:GetObject",
+        },
         "launch": {
             "sagemaker:CreateTrainingJob",
             "sagemaker:AddTags",
@@ -146,6 +152,9 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "ssm:GetParameter",
             "application-autoscaling:DescribeScalableTargets",
             "application-autoscaling:DeregisterScalableTarget",
+            "application-autoscaling:TagResource",
+            # What serves: the live config's model (hfpipe.core.what_serves).
+            "sagemaker:DescribeModel",
             # The endpoint-usage quota the fleets must fit before the deploy starts.
             "servicequotas:ListServiceQuotas",
             "servicequotas:ListAWSDefaultServiceQuotas",
@@ -155,7 +164,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             # An update's rollback alarms, looked at before anything is written (issue #34).
             "cloudwatch:DescribeAlarms",
         },
-        "deploy_record": {"sagemaker:AddTags", "ssm:PutParameter", *SCALING},
+        "deploy_record": {"sagemaker:AddTags", "sagemaker:DescribeModel", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {
             "sagemaker:DescribeModel",
             "sagemaker:ListTags",
@@ -183,9 +192,13 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
         # Either request tags (create) or resource tags (delete, stop, invoke), never neither.
         key = "aws:RequestTag" if any(a.startswith("sagemaker:Create") for a in tagged) else "aws:ResourceTag"
         condition = json.loads(json.dumps(statement["Condition"]))
-        # The Register role creates versions only with the environment's approval status.
+        # The Register role creates versions only with the environment's approval status, and in its own
+        # groups by name: a versioned package takes no tags of its own (CreateModelPackage's Tags: "you cannot
+        # supply a tag argument" with ModelPackageGroupName), so no request tag could be asked of it.
         if set(as_list(statement["Action"])) == {"sagemaker:CreateModelPackage"}:
-            assert condition["StringEquals"].pop("sagemaker:ModelApprovalStatus") == "PendingManualApproval"
+            assert condition == {"StringEquals": {"sagemaker:ModelApprovalStatus": "PendingManualApproval"}}
+            assert all(f"hfpipe-{env}-" in json.dumps(r) for r in as_list(statement["Resource"])), statement
+            continue
         # The state machine's keep tag: AddTags of that one key on this environment's own endpoints.
         keep_only = condition.pop("ForAllValues:StringEquals", None)
         # ... or the deploy's Record: the version, deploy execution and recipe on a named endpoint.
@@ -382,6 +395,15 @@ def flat(value) -> str:
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_plan_reads_only_the_training_sources_of_its_artifacts_bucket(pipeline_app, env):
+    _, statements = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))["plan"]
+    reads = [s for s in statements if "s3:GetObject" in as_list(s["Action"])]
+    assert [(as_list(s["Action"]), [flat(r) for r in as_list(s["Resource"])]) for s in reads] == [
+        (["s3:GetObject"], [f"arn:aws:s3:::<Hfpipe-{env}-Data-ArtifactsBucketName>/sources/*"])
+    ]
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_register_role_is_limited_to_this_environments_groups_and_metrics_prefix(pipeline_app, env):
     props, statements = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))["register"]
     assert props["Environment"]["Variables"]["MODEL_APPROVAL_STATUS"] == "PendingManualApproval"
@@ -409,22 +431,16 @@ def test_register_role_is_limited_to_this_environments_groups_and_metrics_prefix
         (("sagemaker:DescribeModelPackageGroup",), (group,), "null"),
         (
             ("sagemaker:AddTags", "sagemaker:CreateModelPackageGroup"),
-            tuple(sorted([group, version])),
+            (group,),
             json.dumps(tagged, sort_keys=True),
         ),
         (
             ("sagemaker:CreateModelPackage",),
             tuple(sorted([group, version])),
-            json.dumps(
-                {
-                    "StringEquals": {
-                        **tagged["StringEquals"],
-                        "sagemaker:ModelApprovalStatus": "PendingManualApproval",
-                    }
-                },
-                sort_keys=True,
-            ),
+            json.dumps({"StringEquals": {"sagemaker:ModelApprovalStatus": "PendingManualApproval"}}),
         ),
-        (("sagemaker:DescribeModelPackage", "sagemaker:ListModelPackages"), (version,), "null"),
+        (("sagemaker:DescribeModelPackage",), (version,), "null"),
+        # A listing names no version, so a version ARN would never match it (stacks/functions/register.py).
+        (("sagemaker:ListModelPackages",), ("*",), "null"),
         (("s3:PutObject",), (bucket,), "null"),
     }

@@ -251,3 +251,62 @@ def test_local_endpoint_without_handler_is_refused(tmp_path):
     model.mkdir()
     with pytest.raises(lc.LocalContainerError, match=r"code/inference\.py"):
         le.LocalEndpoint(lc.pack_dir(model, tmp_path / "model.tar.gz"))
+
+
+def write_wheel(folder: Path, name: str = "teampkg", version: str = "0.1") -> Path:
+    """A pure-Python wheel made here (nothing downloaded), as a team's wheelhouse would hold it."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": "ANSWER = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{info}/RECORD", "".join(f"{p},,\n" for p in [*files, f"{info}/RECORD"]))
+    return wheel
+
+
+def test_requirements_get_a_cached_folder_of_their_own_offline(tmp_path, train_channel, monkeypatch):
+    from hfpipe.local import requirements
+
+    monkeypatch.setenv(requirements.CACHE_ENV, str(tmp_path / "cache"))
+    src = tmp_path / "own"
+    src.mkdir()
+    (src / "train.py").write_text(
+        "import os, teampkg\n"
+        "open(os.path.join(os.environ['SM_MODEL_DIR'], 'answer.txt'), 'w').write(str(teampkg.ANSWER))\n"
+    )
+    # Empty, and satisfied by this environment (rich is installed): nothing is installed, nothing cached.
+    (src / "requirements.txt").write_text("# none\n\n")
+    assert requirements.package_folder(src) is None
+    (src / "requirements.txt").write_text("rich\n")
+    assert requirements.package_folder(src) is None and not (tmp_path / "cache").exists()
+    # Not installed here and no wheel for it: refused offline, saying what to do.
+    (src / "requirements.txt").write_text("teampkg==0.1\n")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    with pytest.raises(lc.LocalContainerError, match=r"local mode installs offline: .*PIP_FIND_LINKS"):
+        lc.run_training(
+            tmp_path / "job0", entry_point="train.py", source_dir=src, channels={"training": train_channel}
+        )
+    # From a wheelhouse: installed once into the hash's own folder, which the job imports from.
+    write_wheel(tmp_path / "wheels")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    job = lc.run_training(
+        tmp_path / "job1", entry_point="train.py", source_dir=src, channels={"training": train_channel}
+    )
+    assert job.status == "Completed", job.logs()
+    with tarfile.open(job.model_artifacts) as tar:
+        member = tar.extractfile("answer.txt")
+        assert member is not None and member.read() == b"42"
+    [folder] = [p for p in (tmp_path / "cache" / "requirements").iterdir() if p.is_dir()]
+    assert (folder / "teampkg" / "__init__.py").is_file() and (folder / requirements.DONE).is_file()
+    assert requirements.package_folder(src) == folder  # the second time: the cached folder, no pip
+    import importlib.util
+
+    assert importlib.util.find_spec("teampkg") is None  # this environment itself is unchanged

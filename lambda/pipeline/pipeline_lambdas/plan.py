@@ -38,7 +38,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"input": <execution input>, "execution_name": <$$.Execution.Name>}."""
     aws.bind(event)
     plan = build_plan(
-        event.get("input") or {}, event["execution_name"], config_from_env(), aws.client("service-quotas")
+        event.get("input") or {},
+        event["execution_name"],
+        config_from_env(),
+        aws.client("service-quotas"),
+        # Reads a recipe's own training source back (sources/* of the artifacts bucket only: its IAM policy).
+        s3=aws.client("s3"),
     )
     aws.log_json(
         LOG,

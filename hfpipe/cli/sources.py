@@ -1,0 +1,141 @@
+"""A recipe's own training code for the command (docs/own-code.md): a `dir` next to the recipe file or a `git`
+repository (cloned here, only at the user's command, into a cache folder), packed by
+`hfpipe.core.sourcedir.pack` (the project asset's packing), uploaded once per content hash to the artifacts
+bucket (`contract.source_key`), and named in the execution input as `{"s3": URI, "sha256": HASH}`, the only
+form the Plan takes (hfpipe.core.sources checks it again there).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import recipes as core_recipes
+from hfpipe.core import sourcedir
+
+#: Where git sources are cloned (one folder per repository URL and ref); HFPIPE_CACHE moves it.
+CACHE_ENV = "HFPIPE_CACHE"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "hfpipe")
+
+
+def recipe_folder(ref: str) -> Path:
+    """The folder a recipe's `dir` source is relative to: the recipe file's (a bundled recipe's: recipes/)."""
+    path = Path(ref)
+    return (path if path.suffix else core_recipes.recipes_dir() / f"{ref}.json").resolve().parent
+
+
+def _git(what: str, args: list[str], where: Path | None = None) -> None:
+    # "--": the repository and refs are never read as options (also refused by hfpipe.core.validate.git_source).
+    done = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise HfpipeError(f"recipe.training.source.git: git {what} failed: {last}")
+
+
+def clone(git: dict[str, Any], cache: Path | None = None, base: Path | None = None) -> Path:
+    """A checkout of the repository at its branch, tag or commit, in the cache (reused when already there); a
+    local repository's relative path is relative to `base` (the recipe's folder)."""
+    # A clone has the remote's branches as origin/<branch>; tags and commits as they are.
+    ref = git.get("commit") or git.get("tag") or (f"origin/{git['branch']}" if "branch" in git else "HEAD")
+    repo = git["repo"]
+    if "://" not in repo and not repo.startswith("git@"):
+        repo = str(((base or Path.cwd()) / Path(repo).expanduser()).resolve())
+    digest = hashlib.sha256(f"{repo}\n{ref}".encode()).hexdigest()[:16]
+    folder = (cache or cache_root()) / "git" / digest
+    if not (folder / ".git").is_dir() or "commit" not in git:  # a branch or tag may have moved: fetch again
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _git("clone", ["clone", "--quiet", "--no-checkout", "--", repo, str(folder)])
+    _git(
+        "checkout", ["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", ref, "--"], folder
+    )
+    return folder
+
+
+def source_folder(ref: str, source: dict[str, Any], cache: Path | None = None) -> Path:
+    """The local folder of a `dir` or `git` source (a git one cloned first)."""
+    if "dir" in source:
+        folder = recipe_folder(ref) / source["dir"]
+        field = "recipe.training.source.dir"
+    else:
+        folder = clone(source["git"], cache, recipe_folder(ref)) / source["git"].get("path", ".")
+        field = "recipe.training.source.git.path"
+    if not folder.is_dir():
+        raise HfpipeError(
+            f"{field}: {str(folder)!r} is not a folder; accepted: a folder holding the training code"
+        )
+    return folder
+
+
+def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -> sourcedir.Packed | None:
+    """The recipe's own source packed (None for the project's own training_code/), its entry point in it."""
+    t = resolved["training"]
+    source = t.get("source")
+    if source is None or "s3" in source:
+        return None
+    folder = source_folder(ref, source, cache)
+    try:
+        packed = sourcedir.pack(folder, include=source.get("include", ()))
+    except sourcedir.SourceError as err:
+        raise HfpipeError(f"recipe.training.source: {err}") from None
+    if t["entry_point"] not in packed.files:
+        raise HfpipeError(
+            f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {str(folder)!r}; accepted: "
+            f"one of {[f for f in packed.files if f.endswith('.py')][:10]}"
+        )
+    return packed
+
+
+def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:
+    """(URI, uploaded): the archive at sources/<sha256>/, put only when no object with that hash is there."""
+    import botocore.exceptions
+
+    from hfpipe.cli.aws import aws_error
+
+    key = contract.source_key(packed.sha256)
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        if head.get("Metadata", {}).get("sha256") == packed.sha256:
+            return f"s3://{bucket}/{key}", False
+    except botocore.exceptions.ClientError as exc:
+        # 404: not uploaded yet; 403: what S3 answers for a missing key without s3:ListBucket (HeadObject's
+        # documented behaviour), so the put decides.
+        if str(exc.response.get("Error", {}).get("Code", "")) not in {"404", "NoSuchKey", "403"}:
+            raise aws_error(exc, f"looking for s3://{bucket}/{key}") from None
+    try:
+        s3.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=packed.data,
+            # S3 checks the bytes it stores against this (PutObject's x-amz-checksum-sha256, base64 of the digest).
+            ChecksumSHA256=base64.b64encode(bytes.fromhex(packed.sha256)).decode(),
+            Metadata={"sha256": packed.sha256},
+        )
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise aws_error(exc, f"uploading the training source to s3://{bucket}/{key}") from None
+    return f"s3://{bucket}/{key}", True
+
+
+def with_uploaded(execution_input: dict[str, Any], uri: str, sha256: str) -> dict[str, Any]:
+    """The execution input naming the uploaded archive (an override of training.source is applied in it)."""
+    out = copy.deepcopy(execution_input)
+    out["recipe"].setdefault("training", {})["source"] = {"s3": uri, "sha256": sha256}
+    overrides = {k: v for k, v in (out.get("overrides") or {}).items() if not k.startswith("training.source")}
+    if "overrides" in out:
+        out["overrides"] = overrides
+    if not overrides:
+        out.pop("overrides", None)
+    return out

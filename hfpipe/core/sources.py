@@ -1,0 +1,94 @@
+"""A recipe's own training source, as the Plan takes it: an s3 sourcedir.tar.gz in this environment's
+artifacts bucket, under sources/, that exists, has the sha256 the input names and holds the entry point.
+
+`hfpipe start` (hfpipe/cli/sources.py) packs a `dir` or `git` source with hfpipe.core.sourcedir.pack and
+uploads it to `contract.source_key(sha256)`; the Plan Lambda reads only that prefix (its IAM policy), so a
+source can be neither another bucket's object nor one edited after the hash was taken. Stdlib only: the
+S3 client is given (boto3's in the Lambda and the command, moto's in tests and local mode).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core import sourcedir
+from hfpipe.core.validate import RecipeError, s3_uri
+
+FIELD = "recipe.training.source"
+#: Why hyperparameters were not checked (the plan's notes and the command say it).
+NOT_CHECKED = (
+    "training.hyperparameters were not checked against the script's parser: the recipe brings its own "
+    "training code (training.source), whose arguments the pipeline does not know"
+)
+
+
+def _missing(exc: Exception) -> bool:
+    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    return code in {"404", "NoSuchKey", "NotFound"}
+
+
+def source_uri(recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, s3: Any) -> str:
+    """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's checked one."""
+    t = recipe["training"]
+    src = t.get("source")
+    if src is None:
+        return default_uri
+    if "s3" not in src:
+        kind = "dir" if "dir" in src else "git"
+        raise RecipeError(
+            f"{FIELD}.{kind}: a {kind} source is packed and uploaded by `hfpipe start` (or `hfpipe local`); "
+            "accepted in the execution input: 's3' with 'sha256'"
+        )
+    uri, expected = src["s3"], src["sha256"]
+    bucket, key = s3_uri(uri, f"{FIELD}.s3")
+    root = f"s3://{artifacts_bucket}/{contract.ARTIFACTS_SOURCES_PREFIX}"
+    if bucket != artifacts_bucket or not key.startswith(contract.ARTIFACTS_SOURCES_PREFIX):
+        raise RecipeError(
+            f"{FIELD}.s3: {uri!r} is outside this environment's sources; accepted: a URI under {root} "
+            "(`hfpipe start` uploads a dir or git source there)"
+        )
+    data = _read(s3, bucket, key, uri)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise RecipeError(
+            f"{FIELD}.sha256: {uri!r} has sha256 {actual}, not {expected}; accepted: the hash of the "
+            "object as uploaded (pack and upload it again with `hfpipe start`)"
+        )
+    try:
+        names = sourcedir.members(data)
+    except (OSError, EOFError, tarfile.TarError) as err:  # gzip's BadGzipFile is an OSError
+        raise RecipeError(
+            f"{FIELD}.s3: {uri!r} is not a readable tar.gz ({err}); accepted: a sourcedir.tar.gz"
+        ) from None
+    if t["entry_point"] not in names:
+        raise RecipeError(
+            f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {uri}; accepted: one of "
+            f"{sorted(n for n in names if n.endswith('.py'))[:10]}"
+        )
+    return str(uri)
+
+
+def _read(s3: Any, bucket: str, key: str, uri: str) -> bytes:
+    """The object's bytes, refused when it does not exist or is over the archive bound."""
+    if s3 is None:
+        raise RecipeError(
+            f"{FIELD}.s3: {uri!r} cannot be checked here (no S3 client); accepted: a Plan with S3"
+        )
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if _missing(exc):
+            raise RecipeError(
+                f"{FIELD}.s3: {uri!r} does not exist; accepted: an archive `hfpipe start` uploaded"
+            ) from None
+        raise
+    if int(head.get("ContentLength", 0)) > sourcedir.MAX_ARCHIVE_BYTES:
+        raise RecipeError(
+            f"{FIELD}.s3: {uri!r} is {head['ContentLength']} bytes; accepted: at most "
+            f"{sourcedir.MAX_ARCHIVE_BYTES} (a training source is code)"
+        )
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    return bytes(body.read(sourcedir.MAX_ARCHIVE_BYTES + 1))

@@ -1,0 +1,242 @@
+"""A recipe's own training code (training.source, docs/own-code.md): the recipe rules, the one deterministic
+packing and what it refuses, the command's packing of dir and git sources, and the Plan's checks of the
+uploaded archive (this environment's sources/ only, existing, with the hash the input names)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from plan_config import dev_config
+
+from hfpipe import contract
+from hfpipe.cli import sources as cli_sources
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import sourcedir
+from hfpipe.core.plan import build_plan
+from hfpipe.core.recipes import load_recipe, resolve_recipe
+from hfpipe.core.schema import RecipeError
+
+ARTIFACTS = "hfpipe-dev-artifacts"
+SHA = "a" * 64
+
+
+def recipe_with(source: Any, entry_point: str = "train.py", **hp: Any) -> dict[str, Any]:
+    recipe = copy.deepcopy(load_recipe("tiny-qa"))
+    recipe["training"]["source"] = source
+    recipe["training"]["entry_point"] = entry_point
+    if hp:
+        recipe["training"]["hyperparameters"] = hp
+    return recipe
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({}, r"recipe\.training\.source: \[\] is not accepted; accepted: exactly one of 'dir'"),
+        ({"dir": "a", "s3": f"s3://{ARTIFACTS}/x.tar.gz"}, r"source: \['dir', 's3'\] .*exactly one of"),
+        (
+            {"dir": "../elsewhere"},
+            r"source\.dir: '\.\./elsewhere' is not accepted; accepted: a relative path",
+        ),
+        ({"dir": "/abs/path"}, r"source\.dir: '/abs/path' is not accepted"),
+        ({"dir": "scripts", "sha256": SHA}, r"source\.sha256: accepted: with 's3' only"),
+        (
+            {"s3": f"s3://{ARTIFACTS}/s.tar.gz"},
+            r"source\.sha256: accepted: with 's3' only, and there required",
+        ),
+        ({"s3": f"s3://{ARTIFACTS}/s.tar.gz", "sha256": "XYZ"}, r"source\.sha256: .*64 lower-case hex"),
+        (
+            {"s3": f"s3://{ARTIFACTS}/s.zip", "sha256": SHA},
+            r"source\.s3: .* accepted: the URI of a \.tar\.gz",
+        ),
+        ({"git": {"repo": "--upload-pack=evil"}}, r"source\.git\.repo: .*not starting with '-'"),
+        (
+            {"git": {"repo": "r", "tag": "v1", "branch": "main"}},
+            r"at most one of 'branch', 'tag' or 'commit'",
+        ),
+        ({"git": {"repo": "r", "commit": "main"}}, r"source\.git\.commit: 'main' .*7 to 40 lower-case hex"),
+        ({"git": {"repo": "r", "tag": "-x"}}, r"source\.git\.tag: '-x' .*not starting with '-'"),
+        ({"git": {"repo": "r", "path": "a/../../b"}}, r"source\.git\.path: 'a/\.\./\.\./b' is not accepted"),
+        ({"git": {"repo": "r", "depth": 1}}, r"source\.git: unknown field\(s\) \['depth'\]"),
+        ({"dir": "s", "include": ["../.env"]}, r"source\.include\[0\]: '\.\./\.env' is not accepted"),
+    ],
+)
+def test_a_bad_source_is_refused_in_one_line_naming_the_field(source: Any, message: str) -> None:
+    with pytest.raises(RecipeError, match=message) as err:
+        resolve_recipe(recipe_with(source))
+    assert "\n" not in str(err.value)
+
+
+def test_own_scripts_hyperparameters_are_not_checked_against_the_projects_parser() -> None:
+    # run_qa.py is the project's script name too; a team's run_qa.py (the transformers example) has its own
+    # arguments, so the project's parser must not judge them.
+    resolve_recipe(recipe_with({"dir": "scripts"}, "run_qa.py", not_a_project_argument=1))
+    with pytest.raises(RecipeError, match=r"not_a_project_argument: not an argument of run_qa\.py"):
+        resolve_recipe(recipe_with(None, "run_qa.py", not_a_project_argument=1))
+
+
+# --- packing -----------------------------------------------------------------------------------------------
+
+
+def make_source(root: Path) -> Path:
+    (root / "lib").mkdir(parents=True)
+    (root / "train.py").write_text("print('train')\n")
+    (root / "lib" / "util.py").write_text("X = 1\n")
+    (root / "requirements.txt").write_text("")
+    return root
+
+
+def test_packing_is_deterministic_and_skips_git_and_secrets(tmp_path: Path) -> None:
+    first, second = make_source(tmp_path / "a"), make_source(tmp_path / "b")
+    (second / ".git").mkdir()
+    (second / ".git" / "config").write_text("[core]\n")
+    (second / ".env").write_text("HF_TOKEN=secret\n")
+    (second / "deploy.pem").write_text("key\n")
+    one, two = sourcedir.pack(first), sourcedir.pack(second)
+    assert one.data == two.data and one.sha256 == two.sha256 == hashlib.sha256(one.data).hexdigest()
+    assert one.files == ("lib/util.py", "requirements.txt", "train.py")
+    assert two.skipped_secrets == (".env", "deploy.pem")
+    listed = sourcedir.pack(second, include=[".env"])
+    assert ".env" in listed.files and listed.sha256 != one.sha256
+
+
+def test_a_symlink_out_of_the_folder_is_refused_one_inside_is_packed(tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    (source / "inside.py").symlink_to(source / "train.py")
+    assert "inside.py" in sourcedir.pack(source).files
+    (tmp_path / "secret.txt").write_text("outside\n")
+    (source / "data.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(
+        sourcedir.SourceError, match=r"source 'data.txt': a symlink to .*outside the source folder"
+    ):
+        sourcedir.pack(source)
+    (source / "data.txt").unlink()
+    (source / "up").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(sourcedir.SourceError, match=r"source 'up': a symlink to .*outside"):
+        sourcedir.pack(source)
+
+
+def test_the_archive_size_is_bounded(tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    (source / "weights.bin").write_bytes(b"\x01" * 4096)
+    with pytest.raises(sourcedir.SourceError, match=r"more than 0 MiB; accepted: code of at most that size"):
+        sourcedir.pack(source, max_bytes=2048)
+    assert sourcedir.pack(source, max_bytes=8192).files
+
+
+def git(where: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(where), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=where, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def local_repository(root: Path) -> Path:
+    """A git repository made here (nothing downloaded): examples/train.py at tag v1, changed after it."""
+    make_source(root / "examples")
+    git(root, "init", "--quiet", "--initial-branch=main")
+    git(root, "add", ".")
+    git(root, "commit", "--quiet", "-m", "one")
+    git(root, "tag", "v1")
+    (root / "examples" / "train.py").write_text("print('two')\n")
+    git(root, "commit", "--quiet", "-am", "two")
+    return root
+
+
+def test_a_git_source_is_cloned_at_its_tag_and_packed_from_its_sub_folder(tmp_path: Path) -> None:
+    repo = local_repository(tmp_path / "repo")
+    at_tag = recipe_with({"git": {"repo": str(repo), "tag": "v1", "path": "examples"}})
+    packed = cli_sources.pack_source("r.json", resolve_recipe(at_tag), cache=tmp_path / "cache")
+    assert packed is not None and packed.sha256 == sourcedir.pack(make_source(tmp_path / "same")).sha256
+    head = recipe_with({"git": {"repo": str(repo), "branch": "main", "path": "examples"}})
+    moved = cli_sources.pack_source("r.json", resolve_recipe(head), cache=tmp_path / "cache")
+    assert moved is not None and moved.sha256 != packed.sha256
+    commit = git(repo, "rev-parse", "HEAD~1").strip()
+    pinned = recipe_with({"git": {"repo": str(repo), "commit": commit, "path": "examples"}})
+    again = cli_sources.pack_source("r.json", resolve_recipe(pinned), cache=tmp_path / "cache")
+    assert again is not None and again.sha256 == packed.sha256
+    with pytest.raises(HfpipeError, match=r"source\.git: git checkout failed: fatal: invalid reference: v9"):
+        missing = recipe_with({"git": {"repo": str(repo), "tag": "v9"}})
+        cli_sources.pack_source("r.json", resolve_recipe(missing), cache=tmp_path / "cache")
+
+
+def test_a_dir_source_is_next_to_the_recipe_and_holds_the_entry_point(tmp_path: Path) -> None:
+    make_source(tmp_path / "scripts")
+    ref = str(tmp_path / "my-recipe.json")
+    packed = cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"})))
+    assert packed is not None and "train.py" in packed.files
+    with pytest.raises(
+        HfpipeError, match=r"entry_point: 'other\.py' is not a file in .*scripts'; accepted: one of"
+    ):
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"}, "other.py")))
+    with pytest.raises(HfpipeError, match=r"source\.dir: .*nowhere' is not a folder"):
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "nowhere"})))
+
+
+# --- upload once per hash, and the Plan's checks ------------------------------------------------------------
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Any:
+    for var, value in (
+        ("AWS_ACCESS_KEY_ID", "t"),
+        ("AWS_SECRET_ACCESS_KEY", "t"),
+        ("AWS_DEFAULT_REGION", "eu-west-1"),
+    ):
+        monkeypatch.setenv(var, value)
+    with mock_aws():
+        client = boto3.client("s3", region_name="eu-west-1")
+        for bucket in (ARTIFACTS, "someone-elses"):
+            client.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield client
+
+
+def test_upload_happens_once_per_content_hash(tmp_path: Path, s3: Any) -> None:
+    packed = sourcedir.pack(make_source(tmp_path / "src"))
+    uri, uploaded = cli_sources.upload(s3, ARTIFACTS, packed)
+    assert (uri, uploaded) == (f"s3://{ARTIFACTS}/{contract.source_key(packed.sha256)}", True)
+    assert cli_sources.upload(s3, ARTIFACTS, packed) == (uri, False)
+    body = s3.get_object(Bucket=ARTIFACTS, Key=contract.source_key(packed.sha256))["Body"].read()
+    assert body == packed.data
+    with pytest.raises(HfpipeError, match=r"looking for s3://no-such-bucket/sources/.* failed: NoSuchBucket"):
+        cli_sources.upload(s3, "no-such-bucket", packed)
+
+
+def plan(recipe: dict[str, Any], s3: Any) -> Any:
+    from hfpipe.local.quotas import QuotaTable, default_quotas
+
+    quota = QuotaTable(default_quotas()).client("eu-west-1")
+    return build_plan({"recipe": recipe}, "own-1", dev_config(), quota, s3=s3)
+
+
+def test_plan_runs_the_uploaded_source_and_refuses_any_other(tmp_path: Path, s3: Any) -> None:
+    packed = sourcedir.pack(make_source(tmp_path / "src"))
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    planned = plan(recipe_with({"s3": uri, "sha256": packed.sha256}), s3)
+    hps = planned.training_job_request["HyperParameters"]
+    assert hps["sagemaker_submit_directory"] == f'"{uri}"' and hps["sagemaker_program"] == '"train.py"'
+    s3.put_object(Bucket="someone-elses", Key=contract.source_key(packed.sha256), Body=packed.data)
+    refusals = {
+        f"s3://someone-elses/{contract.source_key(packed.sha256)}": r"source\.s3: .* is outside this environment",
+        f"s3://{ARTIFACTS}/models/sourcedir.tar.gz": r"outside this environment's sources; accepted: a URI under",
+        f"s3://{ARTIFACTS}/{contract.source_key('b' * 64)}": r"source\.s3: .* does not exist",
+    }
+    for where, message in refusals.items():
+        with pytest.raises(RecipeError, match=message):
+            plan(recipe_with({"s3": where, "sha256": packed.sha256}), s3)
+    with pytest.raises(RecipeError, match=rf"source\.sha256: .* has sha256 {packed.sha256}, not {'c' * 64}"):
+        plan(recipe_with({"s3": uri, "sha256": "c" * 64}), s3)
+    with pytest.raises(RecipeError, match=r"entry_point: 'other\.py' is not a file in s3://"):
+        plan(recipe_with({"s3": uri, "sha256": packed.sha256}, "other.py"), s3)
+    with pytest.raises(
+        RecipeError, match=r"source\.dir: a dir source is packed and uploaded by `hfpipe start`"
+    ):
+        plan(recipe_with({"dir": "scripts"}), s3)
