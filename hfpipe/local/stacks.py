@@ -171,12 +171,14 @@ class LocalData:
 def local_data(data_template: dict[str, Any], env: str = LOCAL_ENV) -> LocalData:
     """Bucket names for `env`'s DataStack's buckets, and the values its exports and SSM parameters would have
     once deployed."""
-    from hfpipe.contract import SSM_DATA_BUCKET, ssm_parameter_name
+    from hfpipe.contract import SSM_DATA_BUCKET, ssm_parameter_name, stack_name
 
     resources = data_template["Resources"]
     names = {
-        # Logical ids without CDK's hash suffix: hfpipe-local-bucketsdatabucket.
-        logical: f"hfpipe-{env}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
+        # As CloudFormation names a bucket without BucketName: <stack name, lower case>-<logical id>-<suffix>
+        # (the logical id without CDK's hash; no random suffix here), so rules that know a bucket by its
+        # stack's prefix (the Promote role's grant, hfpipe.core.promotion_access) hold here as on AWS.
+        logical: f"{stack_name(env, 'Data').lower()}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
         for logical, res in resources.items()
         if res["Type"] == "AWS::S3::Bucket"
     }

@@ -61,6 +61,10 @@ def clean(fresh, monkeypatch):
         return real(client, alarm, max(start, horizon), period)
 
     monkeypatch.setattr(cloudwatch, "_period_value", own_datapoints)
+    # An alarm an earlier test left in ALARM keeps that state while its data is missing: each test starts OK.
+    watch = fresh.client("cloudwatch")
+    for name in fresh.alarm_names:
+        watch.set_alarm_state(AlarmName=name, StateValue="OK", StateReason="a new test starts")
     fresh.fleets = Fleets()
     yield from wiped(fresh)
     fresh.fleets = None
@@ -102,11 +106,16 @@ def test_an_update_succeeds_then_a_worse_version_is_rolled_back_by_its_alarm(cle
     assert named(clean)["endpoints"] == [ENDPOINT]
 
 
-def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean):
+def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean, monkeypatch):
     """The previous config is deleted while the new version's smoke test runs: the way back (UpdateEndpoint to
     it) is refused as AWS refuses it, and the execution fails with WayBackFailed naming the version that
     serves, read from the endpoint; the tag and the record, which still name the previous version, are left
     as they were and said not to serve."""
+    from hfpipe.local import cloudwatch
+
+    # Not a test of the alarms (the wait for them has its own, below): CloudWatch's clock is real, so errors
+    # of an earlier test in this module may still hold one in ALARM; they are played OK here.
+    monkeypatch.setattr(cloudwatch, "evaluate", lambda client, name, now=None: "OK")
     _, first = deploy(clean, register(clean))
     assert first.status == "SUCCEEDED", first.cause
     old = first.output["endpoint_config"]
