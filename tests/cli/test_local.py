@@ -1,5 +1,5 @@
-"""`hfpipe local` end to end: synthesized state machine on moto, real training on this machine, the
-endpoint through the model's own inference handler, the report and output files."""
+"""`hfpipe local` with a team's own source and its refusals. The project's recipes run end to end where a
+test needs their run anyway (tests/local_runs.py says where), each checked by `check_finished_run`."""
 
 from __future__ import annotations
 
@@ -14,49 +14,6 @@ import pytest
 from hfpipe.cli import main
 
 pytestmark = pytest.mark.slow
-
-
-def run_local(recipe: str, out_dir: Path, capsys: Any) -> tuple[Path, dict[str, Any], str]:
-    """Run `hfpipe local` for two training steps; check what every recipe must give; return its outputs."""
-    code = main(
-        ["local", "--recipe", recipe, "--out", str(out_dir), "--set", "training.hyperparameters.max_steps=2"]
-    )
-    out, _ = capsys.readouterr()
-    assert code == 0, out
-    [run_dir] = [p for p in out_dir.iterdir() if p.name.startswith(f"{recipe}-")]
-    report = json.loads((run_dir / "report.json").read_text())
-    assert report["execution_status"] == "SUCCEEDED"
-    assert report["training_job_status"] == "Completed"
-    assert report["smoke_test"]["ok"] is True
-    assert report["endpoint_deleted"] is True
-    assert "left in the local account: 0 endpoints/configs/models" in out
-    assert f"report: {recipe}-" in out and "smoke test" in out
-    with tarfile.open(run_dir / "model.tar.gz") as tar:
-        assert "code/inference.py" in tar.getnames()
-    return run_dir, report, out
-
-
-def test_local_tiny_qa_end_to_end(tmp_path: Path, capsys: Any) -> None:
-    run_dir, report, out = run_local("tiny-qa", tmp_path, capsys)
-    # The Register step ran on the local engine: the run's model is version 1 of the recipe's group.
-    assert re.search(r":model-package/hfpipe-[a-z0-9]+-tiny-qa/1$", report["model_package_arn"]), report
-    assert "model version" in out and "tiny-qa/1" in out
-    # The stock recipe's sample, {"inputs": {"question", "context"}}: one object in, one answer out.
-    assert set(report["smoke_test"]["response"]) == {"answer", "score", "start", "end"}
-    assert (run_dir / "training.log").stat().st_size > 0
-    assert json.loads((run_dir / "metrics.json").read_text()) == report["final_metrics"]
-
-
-def test_local_tiny_lora_end_to_end(tmp_path: Path, capsys: Any) -> None:
-    run_dir, report, _ = run_local("tiny-lora", tmp_path, capsys)
-    assert "generated_text" in report["smoke_test"]["response"][0]
-    # scraped from the log like SageMaker: the last step's loss, and the summary's train_loss and eval_loss
-    assert set(report["final_metrics"]) == {"loss", "train_loss", "eval_loss"}
-    # logging_steps follows the step cap: each of the 2 steps is a point of the curve, at its step
-    from hfpipe.cli.local_report import local_series
-
-    series, xlabel = local_series(run_dir)
-    assert ([step for step, _ in series["loss"]], xlabel) == ([1, 2], "training step")
 
 
 def test_local_recipe_without_a_local_stand_in(tmp_path: Path, capsys: Any) -> None:
@@ -211,7 +168,6 @@ def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
 
 def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path) -> None:
     import os
-    import re
     import subprocess
     import sys
 

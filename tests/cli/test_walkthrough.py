@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 from cli_moto import Deployed, _answer, sagemaker_backend
+from local_runs import check_finished_run
 
 from hfpipe.cli import main
+from hfpipe.cli.local_report import local_series
 from hfpipe.core import logs, names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +101,15 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
         assert port, "".join(printed)
         assert any("smoke test" in line for line in printed)
         assert any("training log (last lines)" in line for line in printed)  # the live view's log tail
+        # The run before the server: what every local run gives (the README's first command runs it too).
+        run_dir, report = check_finished_run(out_dir, "tiny-lora", "".join(printed))
+        assert "generated_text" in report["smoke_test"]["response"][0]
+        # scraped from the log like SageMaker: the last step's loss, and the summary's train_loss and eval_loss
+        assert set(report["final_metrics"]) == {"loss", "train_loss", "eval_loss"}
+        # logging_steps follows the step cap: each step is a point of the curve, at its step
+        series, xlabel = local_series(run_dir)
+        steps = [step for step, _ in series["loss"]]
+        assert (steps, xlabel) == (list(range(1, len(steps) + 1)), "training step") and len(steps) >= 2
 
         code = main([*read_log[1:], "--out", str(out_dir)])
         log, _ = capsys.readouterr()

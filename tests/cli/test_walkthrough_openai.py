@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_runs import check_finished_run
 from test_walkthrough import chat_file, start_serving
 
 from hfpipe.cli import main
@@ -46,6 +47,9 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
             printed.append(proc.stdout.readline())  # the lines after the address: how to send requests
         text = "".join(printed)
         assert "serving.kind: vllm" in text  # the stand-in is named as a substitution
+        # The full-size LoRA recipe's end-to-end local run (tests/training/test_local_substitutions.py lists
+        # it here): what every local run gives; the vllm kind serves the merged model without a handler.
+        check_finished_run(tmp_path / "runs", "bloomz-7b1-lora-samsum", text, handler=False)
         assert "OpenAI-compatible, as the vLLM container" in text
 
         args = invoke[1:]

@@ -1,0 +1,48 @@
+"""What every finished `hfpipe local` run must give, checked from its output folder and what it printed.
+
+One end-to-end local run per recipe shape is enough, and each costs a training job: the runs live where a
+test needs one anyway (tests/training/test_local_substitutions.py runs the full-size recipes, the README
+walk-throughs in tests/cli serve tiny-lora and bloomz-7b1-lora-samsum), and each checks its run with this.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from hfpipe.core.recipes import load_recipe
+from hfpipe.local.substitute import for_this_machine
+
+
+def check_finished_run(
+    out_root: Path, recipe: str, printed: str, *, handler: bool = True
+) -> tuple[Path, dict[str, Any]]:
+    """The run of `recipe` under `out_root` (exactly one): SUCCEEDED, its job Completed, the smoke test
+    answered, its endpoint deleted and nothing left behind, registered as version 1 of its group, every
+    substitution printed, its log and metrics written, and (`handler`) the model's own code/inference.py in
+    its artifact. Returns the run folder and its report."""
+    [run_dir] = [p for p in out_root.iterdir() if p.name.startswith(f"{recipe}-")]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["execution_status"] == "SUCCEEDED", report
+    assert report["training_job_status"] == "Completed", report
+    assert report["smoke_test"]["ok"] is True, report["smoke_test"]
+    assert report["endpoint_deleted"] is True, report
+    assert "left in the local account: 0 endpoints/configs/models" in printed
+    assert f"report: {recipe}-" in printed and "smoke test" in printed
+    # The Register step ran on the local engine: the run's model is version 1 of the recipe's group.
+    assert re.search(rf":model-package/hfpipe-[a-z0-9]+-{re.escape(recipe)}/1$", report["model_package_arn"])
+    assert f"{recipe}/1" in printed
+    real = load_recipe(recipe)
+    for line in for_this_machine(real, gpu=False).lines():
+        assert line in printed, line  # every substitution printed
+    assert (run_dir / "training.log").stat().st_size > 0
+    assert json.loads((run_dir / "metrics.json").read_text()) == report["final_metrics"]
+    with tarfile.open(run_dir / "model.tar.gz") as tar:
+        names = tar.getnames()
+    assert any(Path(n).name == "config.json" for n in names), names
+    if handler:
+        assert "code/inference.py" in names, names  # the handler the endpoint served, in the artifact
+    return run_dir, report
