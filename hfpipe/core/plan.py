@@ -64,9 +64,8 @@ def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
     for name, where in t["channels"].items():
         if where.startswith("s3://"):
             rules.owned_bucket(where, f"recipe.training.channels.{name}", own, config.allowed_s3_buckets)
-    checkpoint = t["checkpoint_s3_uri"]
-    if checkpoint and checkpoint != "auto":
-        rules.owned_bucket(checkpoint, "recipe.training.checkpoint_s3_uri", own, config.allowed_s3_buckets)
+    # The checkpoint URI's environment rule is stricter (checkpoint_uri: under the artifacts bucket's
+    # checkpoints/ prefix, whatever the allowed buckets), so it is not repeated here.
     for scope in ("training", "inference"):
         uri = recipe["container"][scope].get("image_uri")
         if uri is not None and (scope == "training" or recipe["deploy"]):
@@ -143,9 +142,6 @@ def check_rules(recipe: dict[str, Any]) -> None:
                 "recipe.training.checkpoint_s3_uri: required with spot (an s3:// URI or 'auto'), "
                 "so an interrupted job resumes from its last checkpoint"
             )
-    cp = t["checkpoint_s3_uri"]
-    if cp and cp != "auto" and not cp.startswith("s3://"):
-        raise RecipeError(f"recipe.training.checkpoint_s3_uri: {cp!r} must be an s3:// URI or 'auto'")
     dist = t["distribution"] or {}
     unknown = sorted(set(dist) - set(KNOWN_DISTRIBUTIONS))
     if unknown:
@@ -297,7 +293,8 @@ def resolve_input(event: Any) -> dict[str, Any]:
 
 
 def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_name: str) -> Any:
-    """The job's checkpoint URI ('auto': under the artifacts bucket's checkpoints/ prefix, per job)."""
+    """The job's checkpoint URI ('auto': under the artifacts bucket's checkpoints/ prefix, per job): the one
+    environment rule for it (its shape, an s3:// URI without '.' or '..' parts, is validate.recipe's)."""
     checkpoint = training["checkpoint_s3_uri"]
     checkpoints_root = f"s3://{config.artifacts_bucket}/{contract.ARTIFACTS_CHECKPOINTS_PREFIX}"
     if checkpoint == "auto":
@@ -305,7 +302,7 @@ def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_na
     if checkpoint and not checkpoint.startswith(checkpoints_root):
         # The execution role writes only under the prefixes jobs use (models/, checkpoints/).
         raise RecipeError(
-            f"recipe.training.checkpoint_s3_uri: {checkpoint!r} is outside the environment's checkpoint "
+            f"recipe.training.checkpoint_s3_uri: {checkpoint!r} is not this environment's checkpoint "
             f"prefix; accepted: 'auto' or a URI under {checkpoints_root}"
         )
     return checkpoint
