@@ -164,11 +164,11 @@ HF_BACK = {
 
 
 def test_every_serving_kind_names_a_fit_rule_of_the_one_table() -> None:
-    assert {k.name: k.fit_rule for k in kinds.SERVING_KINDS.values()} == {
-        "hf-inference": "weights-in-gpu-memory",
-        "vllm": "vllm-kv-cache",
-    }
-    assert set(serving_fit.FIT_RULES) == {"weights-in-gpu-memory", "vllm-kv-cache"}
+    for kind in kinds.SERVING_KINDS.values():
+        assert kind.fit_rule in serving_fit.FIT_RULES, kind.name
+    assert kinds.serving_kind("hf-inference").fit_rule == "weights-in-gpu-memory"
+    assert kinds.serving_kind("vllm").fit_rule == "vllm-kv-cache"
+    assert serving_fit.FIT_RULES["vllm-kv-cache"].plan_environment is serving_fit.vllm_environment
 
 
 def test_hf_inference_refuses_an_instance_whose_gpus_cannot_hold_the_weights(config, monkeypatch) -> None:
