@@ -165,9 +165,8 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
         raise HfpipeError(f"the run left no {model} to serve")
     recipe = loaded.resolved
     # The serving kind names the class that emulates its server here.
-    environment = dict(recipe["serving"]["environment"])
-    if recipe["serving"]["kind"] == kinds.VLLM:  # the server settings the Plan writes, on this one machine
-        environment = {**serving_fit.server_environment(recipe, gpus=1), **environment}
+    # The server settings the Plan writes (the kind's fit rule's), on this one machine, under the recipe's.
+    environment = {**serving_fit.local_environment(recipe), **recipe["serving"]["environment"]}
     endpoint = local_endpoint_class(recipe["serving"]["kind"])(
         model, workdir=out / "serving", environment=environment
     )
@@ -176,11 +175,9 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     console.print(
         f"send it requests with: hfpipe invoke --local --port {port} --data JSON (or --dialogue FILE)"
     )
-    if kinds.serving_kind(recipe["serving"]["kind"]).speaks_openai:
-        console.print(
-            f"OpenAI-compatible, as the vLLM container: base_url {server.url}/v1 (chat/completions, completions, "
-            f'models), streaming with "stream": true; model name {environment["SM_VLLM_SERVED_MODEL_NAME"]!r}'
-        )
+    banner = kinds.serving_kind(recipe["serving"]["kind"]).local_banner
+    if banner:
+        console.print(banner.format(url=server.url, environment=environment), markup=False, highlight=False)
     import signal
 
     def stop(signum: int, frame: Any) -> None:

@@ -332,10 +332,10 @@ def build_plan(
         config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
     )
     inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
-    # The serving kind's own server settings (vllm: SM_VLLM_*, checked to fit), under the recipe's.
-    vllm = deploy and s.get("kind") == kinds.VLLM
+    # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
+    # own server settings (vllm: SM_VLLM_*), under the recipe's.
     catalog = config.image_catalog
-    kind_environment = serving_fit.vllm_environment(recipe, catalog, config.region) if vllm else {}
+    kind_environment = serving_fit.kind_environment(recipe, catalog, config.region) if deploy else {}
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
     n = names.derive_names(execution_name, config.env)

@@ -1,4 +1,14 @@
-"""The `vllm` serving kind's server settings and whether they run on, and fit, the endpoint's GPUs (stdlib only).
+"""Each serving kind's fit rule (`FIT_RULES`, named by the kind's `fit_rule`): whether the model runs on, and
+fits, the endpoint's instance, and the environment the kind's server settings add (stdlib only).
+
+`hf-inference` ("weights-in-gpu-memory"): the inference handlers load the whole model on the instance's GPUs
+in 16-bit (bfloat16, else float16; `device_map="auto"` spreads it over every GPU; training_code/inference_clm.py
+`model_fn`). For a model whose figures are known (`KNOWN_MODELS`) on a GPU instance of the SDK's table, the
+Plan refuses an instance whose GPUs, at `USABLE_SHARE`, cannot hold those weights and
+`ACTIVATION_RESERVE_MIB` per GPU. A model it does not know, and a CPU instance (no memory table for them
+here), are not checked: the handler serves any model and the endpoint's own start is the test.
+
+`vllm` ("vllm-kv-cache"): the server settings and whether they run on, and fit, the endpoint's GPUs.
 
 The SageMaker vLLM image turns each `SM_VLLM_*` environment variable into the vLLM flag of the same name
 (https://aws.github.io/deep-learning-containers/vllm/configuration/): the Plan writes them from the
@@ -34,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hfpipe import kinds
 from hfpipe.core import accelerators
 from hfpipe.core.schema import RecipeError
 
@@ -267,15 +278,10 @@ def vllm_environment(
     recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
 ) -> dict[str, str]:
     """The SM_VLLM_* variables of a recipe served by the vllm kind; RecipeError naming the field when the
-    settings the container gets (every override applied) cannot run on the instance's GPUs or fit them, the
-    model's figures are unknown, or the model is not merged."""
+    settings the container gets (every override applied) cannot run on the instance's GPUs or fit them, or
+    the model's figures are unknown."""
     s = recipe["serving"]
     hp = recipe["training"]["hyperparameters"]
-    if "lora_r" in hp and not hp.get("merge_adapter", False):
-        raise RecipeError(
-            "recipe.serving.kind: vllm serves the merged model from /opt/ml/model; set "
-            "training.hyperparameters.merge_adapter to true, or serve with kind hf-inference"
-        )
     settings, fields = settings_and_fields(recipe)
     itype = s["instance_type"]
     gpus, memory_mib = gpus_of(catalog, itype, region)
@@ -318,3 +324,71 @@ def server_environment(recipe: Mapping[str, Any], gpus: int) -> dict[str, str]:
         # The name clients put in "model" (vLLM's --served-model-name): the recipe's name.
         "SM_VLLM_SERVED_MODEL_NAME": str(recipe["name"]),
     }
+
+
+def weights_environment(
+    recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
+) -> dict[str, str]:
+    """The "weights-in-gpu-memory" rule (module docstring): RecipeError naming recipe.serving.instance_type
+    when a known model's 16-bit weights and the activation reserve exceed the instance's usable GPU memory;
+    no environment of its own."""
+    name = recipe["training"]["hyperparameters"].get("model_name_or_path")
+    figures = KNOWN_MODELS.get(name) if isinstance(name, str) else None
+    itype = recipe["serving"]["instance_type"]
+    info = (catalog.get(GPUS_KEY) or {}).get(itype) or accelerators.GPUS_NOT_IN_SDK.get(itype)
+    if figures is None or not info:
+        return {}
+    gpus, memory_mib = int(info[0]), int(info[1])
+    weights_mib = figures.parameters * DTYPE_BYTES["bfloat16"] / 2**20
+    usable_mib = gpus * (memory_mib * USABLE_SHARE - ACTIVATION_RESERVE_MIB)
+    if weights_mib > usable_mib:
+        raise RecipeError(
+            f"recipe.serving.instance_type: {itype} ({gpus} x {memory_mib:,} MiB) cannot hold {name}'s "
+            f"weights in 16-bit ({weights_mib:,.0f} MiB) and {ACTIVATION_RESERVE_MIB:,} MiB of activations "
+            f"per GPU ({usable_mib:,.0f} MiB usable); accepted: an instance with more GPU memory"
+        )
+    return {}
+
+
+@dataclass(frozen=True)
+class FitRule:
+    """A serving kind's fit rule: the Plan's check and environment, and the environment `hfpipe local
+    --serve` gives the server on this one machine (no instance to fit)."""
+
+    plan_environment: Callable[[Mapping[str, Any], Mapping[str, Any], str], dict[str, str]]
+    local_environment: Callable[[Mapping[str, Any]], dict[str, str]]
+
+
+#: Every fit rule, by the key a serving kind names in `fit_rule` (hfpipe/kinds/serving.py).
+FIT_RULES: dict[str, FitRule] = {
+    "weights-in-gpu-memory": FitRule(weights_environment, lambda recipe: {}),
+    "vllm-kv-cache": FitRule(vllm_environment, lambda recipe: server_environment(recipe, gpus=1)),
+}
+
+
+def check_packaging(recipe: Mapping[str, Any]) -> None:
+    """RecipeError when the serving kind serves a merged model only and a LoRA recipe does not merge its
+    adapter (`ServingKind.needs_merged_model`)."""
+    kind = kinds.serving_kind_of(recipe)
+    hp = recipe["training"]["hyperparameters"]
+    if kind.needs_merged_model and "lora_r" in hp and not hp.get("merge_adapter", False):
+        others = [k.name for k in kinds.SERVING_KINDS.values() if not k.needs_merged_model]
+        raise RecipeError(
+            f"recipe.serving.kind: {kind.name} serves the merged model from /opt/ml/model; set "
+            f"training.hyperparameters.merge_adapter to true, or serve with kind {' or '.join(others)}"
+        )
+
+
+def kind_environment(
+    recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
+) -> dict[str, str]:
+    """What the Plan checks of a deployed recipe's serving kind (packaging, then its fit rule) and the
+    environment the kind's settings add under the recipe's serving.environment."""
+    check_packaging(recipe)
+    rule = FIT_RULES[kinds.serving_kind_of(recipe).fit_rule]
+    return rule.plan_environment(recipe, catalog, region)
+
+
+def local_environment(recipe: Mapping[str, Any]) -> dict[str, str]:
+    """The environment the serving kind's settings add when `hfpipe local --serve` serves the model."""
+    return FIT_RULES[kinds.serving_kind_of(recipe).fit_rule].local_environment(recipe)

@@ -411,9 +411,10 @@ def recipe(r: dict[str, Any]) -> None:
         kinds.serving_kind(s["kind"]).check_container(r["container"]["inference"])
     except kinds.KindError as err:
         raise RecipeError(f"recipe.container.inference{err}") from None
-    if s["server"] and s["kind"] != kinds.VLLM:
+    if s["server"] and not kinds.serving_kind(s["kind"]).server_settings:
+        taking = [k.name for k in kinds.SERVING_KINDS.values() if k.server_settings]
         raise RecipeError(
-            f"recipe.serving.server: server settings are the {kinds.VLLM} serving kind's; serving kind "
+            f"recipe.serving.server: server settings are taken by the serving kinds {taking}; serving kind "
             f"{s['kind']!r} takes its settings from serving.environment"
         )
 

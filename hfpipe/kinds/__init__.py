@@ -10,7 +10,6 @@ from pathlib import Path
 from hfpipe.kinds.serving import (
     DEFAULT_SERVING_KIND,
     SERVING_KINDS,
-    VLLM,
     KindError,
     ServingKind,
     openai_sample_request,
@@ -23,7 +22,6 @@ __all__ = [
     "DEFAULT_SERVING_KIND",
     "SERVING_KINDS",
     "TASK_KINDS",
-    "VLLM",
     "Fixture",
     "KindError",
     "ServingKind",

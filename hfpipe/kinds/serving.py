@@ -38,9 +38,6 @@ class ServingKind:
     image_table_scope: str
     #: recipe.container.inference fields whose values, joined by "/", key the catalog scope.
     image_key_fields: tuple[str, ...]
-    #: How the model reaches the server: the training script puts the task kind's handler at this path
-    #: inside model.tar.gz (None: the server brings its own code).
-    handler_path: str | None
     #: Model container environment before the recipe's serving.environment (which wins).
     environment: Mapping[str, str] = field(default_factory=dict)
     #: The training_code/ module whose `parse_request` checks a request; "{handler}" is the task kind's
@@ -54,8 +51,9 @@ class ServingKind:
     local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
     #: (what stands in, why) when local mode cannot run the kind's own server, printed as a substitution.
     local_stand_in: tuple[str, str] | None = None
-    #: Whether the kind serves a merged model only (the server loads weights from /opt/ml/model as they
-    #: are; it cannot load a LoRA adapter over a base from the hub).
+    #: Packaging: whether the kind serves a merged model only (the server loads weights from /opt/ml/model
+    #: as they are; it cannot load a LoRA adapter over a base from the hub). The Plan refuses a LoRA recipe
+    #: that does not merge its adapter (hfpipe/core/serving_fit.py, `kind_environment`).
     needs_merged_model: bool = False
     #: Whether requests are OpenAI chat/completion bodies (`openai_sample_request` is the task kind's
     #: sample in that shape) rather than the task handler's own.
@@ -63,9 +61,17 @@ class ServingKind:
     #: The host image (ProductionVariant InferenceAmiVersion, one of botocore's
     #: ProductionVariantInferenceAmiVersion values) the kind's container needs; None: SageMaker's default.
     inference_ami_version: str | None = None
-    #: Whether the Plan checks, on paper, that the model runs on and fits the instance's GPUs
-    #: (hfpipe/core/serving_fit.py), from the model's figures.
-    checks_fit: bool = False
+    #: The key of the kind's fit rule in hfpipe/core/serving_fit.py's `FIT_RULES` (one table): what the Plan
+    #: checks, on paper, of the model on the serving instance, and the environment the kind's server
+    #: settings add (at Plan time and under `hfpipe local --serve`). Rules are named by what they check, so
+    #: a new kind can reuse one without touching the core.
+    fit_rule: str = "weights-in-gpu-memory"
+    #: Whether the kind takes `recipe.serving.server` (its server's settings and the model's figures for
+    #: the fit rule); other kinds take their settings from serving.environment only.
+    server_settings: bool = False
+    #: What `hfpipe local --serve` prints after its usual lines, formatted with `url` (the server's) and
+    #: `environment` (the model's): e.g. the OpenAI base URL and the served model name.
+    local_banner: str | None = None
 
     def variant_fields(self) -> dict[str, str]:
         """What every ProductionVariant serving this kind carries besides model, instance type and count."""
@@ -114,7 +120,6 @@ SERVING_KINDS: dict[str, ServingKind] = {
             image_table="huggingface",
             image_table_scope="inference",
             image_key_fields=HF_VERSION_FIELDS,
-            handler_path="code/inference.py",
         ),
         ServingKind(
             # https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/: the SageMaker image
@@ -131,7 +136,6 @@ SERVING_KINDS: dict[str, ServingKind] = {
             image_table="aws-dlc",
             image_table_scope=VLLM,
             image_key_fields=("vllm_version",),
-            handler_path=None,
             # vLLM's OpenAI server's rules for the pinned version (hfpipe/kinds/openai_contract.py), used by
             # `hfpipe invoke`, local mode's stand-in and Plan's check of the sample request.
             request_module=None,
@@ -139,7 +143,11 @@ SERVING_KINDS: dict[str, ServingKind] = {
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             speaks_openai=True,
-            checks_fit=True,
+            fit_rule="vllm-kv-cache",
+            server_settings=True,
+            local_banner="OpenAI-compatible, as the vLLM container: base_url {url}/v1 (chat/completions, "
+            'completions, models), streaming with "stream": true; model name '
+            "{environment[SM_VLLM_SERVED_MODEL_NAME]!r}",
             # The image is a CUDA 12.9 build (stacks/dlc_images.json, "cu129"); the SageMaker deployment
             # guide of the vLLM DLC (https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/)
             # deploys it with inference_ami_version "al2-ami-sagemaker-inference-gpu-3-1": NVIDIA driver 550

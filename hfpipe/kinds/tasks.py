@@ -56,6 +56,10 @@ class TaskKind:
     pick_fixture: Callable[[Hyperparameters], int] = _first_fixture
     #: Whether the handler reads {"dialogue": chat}, what `hfpipe invoke --dialogue FILE` sends.
     takes_dialogue: bool = False
+    #: The head the trained model has ("question-answering", "sequence-classification", "causal-lm"): the
+    #: served-model fixture (hfpipe/fixtures/serving.py, `HEAD_BUILDERS`) builds the first fixture's tiny
+    #: family with it.
+    model_head: str = "causal-lm"
 
     def record_columns(self, hyperparameters: Hyperparameters) -> dict[str, str]:
         """The columns each record of the recipe's data set must hold, and their kind."""
@@ -136,6 +140,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             handler="inference_qa",
             columns=_qa_columns,
             fixtures=(Fixture("squad", "SQuAD v1.1 JSON fixture", "bert"),),
+            model_head="question-answering",
             sample_request={
                 "inputs": {
                     "question": "What does the pipeline deploy?",
@@ -160,6 +165,7 @@ TASK_KINDS: dict[str, TaskKind] = {
                 Fixture("textcls", "IMDb-style text fixture", "distilbert"),
             ),
             pick_fixture=_classification_fixture,
+            model_head="sequence-classification",
             sample_request={
                 "inputs": {
                     "text": "A man is playing a guitar on stage.",

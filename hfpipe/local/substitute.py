@@ -221,7 +221,7 @@ def for_this_machine(
         subs.add(
             "serving.kind", f"{serving.name}: {serving.description.split(':')[0]}", *serving.local_stand_in
         )
-    if model_id and serving.checks_fit:
+    if model_id and serving.server_settings:
         _keep_fit_check(local, model_id, subs)
     if model_id:
         del hps["model_name_or_path"]

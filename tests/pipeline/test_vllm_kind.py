@@ -150,6 +150,53 @@ def test_vllm_serves_only_a_merged_model(config) -> None:
     assert str(err.value).startswith("recipe.serving.kind: vllm serves the merged model from /opt/ml/model")
 
 
+# --- hf-inference's fit rule: the known model's 16-bit weights on the instance's GPUs ------------------------
+
+HF_BACK = {
+    "serving.kind": "hf-inference",
+    "container.inference": {
+        "transformers_version": "4.51.3",
+        "pytorch_version": "2.6.0",
+        "py_version": "py312",
+    },
+    "serving.server": {},
+}
+
+
+def test_every_serving_kind_names_a_fit_rule_of_the_one_table() -> None:
+    for kind in kinds.SERVING_KINDS.values():
+        assert kind.fit_rule in serving_fit.FIT_RULES, kind.name
+    assert kinds.serving_kind("hf-inference").fit_rule == "weights-in-gpu-memory"
+    assert kinds.serving_kind("vllm").fit_rule == "vllm-kv-cache"
+    assert serving_fit.FIT_RULES["vllm-kv-cache"].plan_environment is serving_fit.vllm_environment
+
+
+def test_hf_inference_refuses_an_instance_whose_gpus_cannot_hold_the_weights(config, monkeypatch) -> None:
+    # 20e9 parameters in 16-bit: 40e9 bytes, 38,147 MiB. An A10G: 24,576 MiB of which 23,028 reach programs,
+    # less 1,536 MiB of activations: 21,492 MiB per GPU; one on ml.g5.4xlarge, four on ml.g5.12xlarge.
+    big = serving_fit.ModelFigures(20_000_000_000, 40, 48, 128)
+    monkeypatch.setitem(serving_fit.KNOWN_MODELS, "bigscience/bloomz-7b1", big)
+    with pytest.raises(RecipeError) as err:
+        plan_of(config, **HF_BACK)
+    assert str(err.value).startswith(
+        "recipe.serving.instance_type: ml.g5.4xlarge (1 x 24,576 MiB) cannot hold bigscience/bloomz-7b1's "
+        "weights in 16-bit (38,147 MiB) and 1,536 MiB of activations per GPU (21,492 MiB usable)"
+    )
+    four = resolve_recipe(
+        recipe_name=BLOOMZ, overrides={**HF_BACK, "serving.instance_type": "ml.g5.12xlarge"}
+    )
+    assert serving_fit.kind_environment(four, config.image_catalog, REGION) == {}
+
+
+def test_hf_inference_serves_the_real_bloomz_on_one_a10g_and_an_unknown_model_unchecked(config) -> None:
+    # 7,069,016,064 parameters: 13,484 MiB in 16-bit, within 21,492 MiB; no environment of its own.
+    assert plan_of(config, **HF_BACK).serving_environment == {}
+    unknown = {**HF_BACK, "training.hyperparameters.model_name_or_path": "my/own-20b"}
+    assert plan_of(config, **unknown).serving_kind == "hf-inference"
+    # hf-inference loads an adapter over its base: no merge needed, unlike vllm (needs_merged_model).
+    assert plan_of(config, **HF_BACK, **{"training.hyperparameters.merge_adapter": False}).deploy
+
+
 # --- the fit check: every override applied, every rule vLLM applies at start ---------------------------------
 
 
@@ -314,7 +361,8 @@ def test_container_fields_and_server_settings_belong_to_their_kind() -> None:
     back = {"serving.kind": "hf-inference", "container.inference": hf, "serving.server": {}}
     assert resolve_recipe(recipe_name=BLOOMZ, overrides=back)["serving"]["kind"] == "hf-inference"
     with pytest.raises(
-        RecipeError, match=r"^recipe.serving.server: server settings are the vllm serving kind's"
+        RecipeError,
+        match=r"^recipe.serving.server: server settings are taken by the serving kinds \['vllm'\]; serving kind 'hf-inference'",
     ):
         resolve_recipe(recipe_name=BLOOMZ, overrides={**back, "serving.server": {"max_model_len": 1024}})
     with pytest.raises(

@@ -92,7 +92,7 @@ def answer_cases() -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for name in RECIPES:
         r = resolve_recipe(recipe_name=name)
-        if serving_kind_of(r).handler_path is None:
+        if serving_kind_of(r).request_module is None:
             continue  # its server brings its own code: test_sample_request_gets_an_openai_answer...
         key = json.dumps(
             [
