@@ -1,8 +1,8 @@
 """Local mode: the pipeline with no AWS account, split by what it emulates.
 
 `engine` runs the synthesized state machine on moto with the Lambda handlers in-process, with its parts:
-`template` (the template's tokens resolved to local resources), `moto_patches` (every change to moto's
-internals, for the pinned moto only), `hooks` (Lambda Invoke, SageMaker error injection and plug-ins through
+`template` (the template's tokens resolved to local resources), `moto_patches` (the one adapter to
+moto's internals: every read and change, for the pinned moto only), `hooks` (Lambda Invoke, SageMaker error injection and plug-ins through
 botocore's event system), `bus` (the template's EventBridge rules, matched by moto's own patterns),
 `quotas` (Service Quotas answered from a table), `guardrails` (UpdateEndpoint's blue/green deployment and
 rollback), `traffic` (InvokeEndpoint: which fleet serves, the container's errors, the metrics), `cloudwatch`

@@ -1,7 +1,7 @@
 """The local EventBridge bus: the template's rules (``AWS::Events::Rule``) and their Lambda targets.
 
 An event put on the bus goes to the targets of every rule whose pattern matches it, matched by moto's own
-EventBridge pattern implementation (``moto.events.models.EventPattern``). moto's bus itself cannot be
+EventBridge pattern implementation (``EventPattern``, through hfpipe.local.moto_patches). moto's bus itself cannot be
 used: its rules deliver to SQS, logs and other buses, not to Lambda functions; and nothing in moto puts
 SageMaker's or Step Functions' state-change events on it, so the engine does (hfpipe.local.engine).
 """
@@ -14,14 +14,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from hfpipe.local import moto_patches
 from hfpipe.local.template import ACCOUNT
 
 
 def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
     """Whether ``event`` matches the EventBridge ``pattern``, as moto's EventBridge decides it."""
-    from moto.events.models import EventPattern
-
-    return bool(EventPattern.load(json.dumps(pattern)).matches_event(event))
+    return moto_patches.event_pattern_matches(pattern, event)
 
 
 class LocalBus:

@@ -58,7 +58,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from hfpipe.local import cloudwatch
+from hfpipe.local import cloudwatch, moto_patches
 from hfpipe.local.deployment import ApiError, Deployment, Step, plan_steps, retains_count
 from hfpipe.local.template import ACCOUNT
 from hfpipe.local.traffic import Traffic
@@ -316,9 +316,7 @@ class Guardrails:
 
     # -- moto's endpoint ------------------------------------------------------------------------------
     def _moto_endpoint(self, name: str) -> Any:
-        from moto.backends import get_backend
-
-        return get_backend("sagemaker")[ACCOUNT][self.region].endpoints.get(name)
+        return moto_patches.endpoint_record(ACCOUNT, self.region, name)
 
     def _arn(self, kind: str, name: str) -> str:
         return f"arn:aws:sagemaker:{self.region}:{ACCOUNT}:{kind}/{name}"

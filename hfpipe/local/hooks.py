@@ -12,7 +12,7 @@ service-integration clients that way):
   one queued error is one failed call as the caller, a handler or a task, sees it. Without one, UpdateEndpoint
   (which moto lacks) is answered by ``plugins.guardrails`` (hfpipe.local.guardrails);
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
-  plug-ins get moto's job or endpoint object (``moto.backends.get_backend``) once moto has created it;
+  plug-ins get moto's job or endpoint object (hfpipe.local.moto_patches) once moto has created it;
 - ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates metric alarms all the time, moto never
   does, so the alarms the call names (every alarm when it names none) are evaluated first
   (hfpipe.local.cloudwatch.evaluate, from the metrics every invocation records); moto then answers with the
@@ -37,6 +37,7 @@ from typing import Any
 
 from botocore import xform_name
 
+from hfpipe.local import moto_patches
 from hfpipe.local.template import ACCOUNT
 
 _REQUEST = "hfpipe.local.hooks.request"
@@ -139,18 +140,13 @@ class SessionHooks:
         code = pending.pop(0)
         return _error(code, f"{code} injected by the local engine")
 
-    def _backend(self) -> Any:
-        from moto.backends import get_backend
-
-        return get_backend("sagemaker")[ACCOUNT][self.region]
-
     def _training_job_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         if http_response.status_code >= 300:
             return
         # moto rewrites parts of the job in place (MetricDefinitions becomes a canned one); the job
         # describes the request as sent, and the plug-in gets that request.
         request = context[_REQUEST]
-        job = self._backend().training_jobs[request["TrainingJobName"]]
+        job = moto_patches.training_job_record(ACCOUNT, self.region, request["TrainingJobName"])
         if "AlgorithmSpecification" in request:
             job.algorithm_specification = copy.deepcopy(request["AlgorithmSpecification"])
         if self.plugins.training:
@@ -159,7 +155,7 @@ class SessionHooks:
     def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         if http_response.status_code >= 300:
             return
-        endpoint = self._backend().endpoints[context[_REQUEST]["EndpointName"]]
+        endpoint = moto_patches.endpoint_record(ACCOUNT, self.region, context[_REQUEST]["EndpointName"])
         # DescribeEndpoint fields moto lacks (hfpipe.local.guardrails sets them), absent until an update
         # (moto leaves out None); made now, so that setting them later never resizes the object's __dict__
         # while another thread's DescribeEndpoint encodes it.

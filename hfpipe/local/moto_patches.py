@@ -1,5 +1,5 @@
-"""Every change local mode makes to moto's internals, in one place, for the one moto version they were written
-against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and constraints.txt; a test
+"""The one adapter to moto's internals: every read and every change local mode makes to them, for the one moto
+version they were written against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and constraints.txt; a test
 keeps them equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
 and move between its releases.
 
@@ -52,6 +52,17 @@ methods, boto3 calls) does not offer, each target with its reason:
   (tens of milliseconds each: a third of a long execution's time); one client per region, service and
   credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
 
+Reads, for the other modules of local mode (none of which imports moto beyond ``mock_aws``): the default
+account (``default_account_id``), EventBridge's pattern matching (``event_pattern_matches``), moto's HTTP
+server (``threaded_server``), SageMaker's backend and its training job and endpoint objects
+(``sagemaker_backend``, ``training_job_record``, ``endpoint_record``), whose attributes DescribeTrainingJob
+and DescribeEndpoint answer (the engine's plug-ins and hfpipe.local.guardrails set them).
+
+``TARGETS`` names each moto module and attribute touched, by its place in moto: ``PATCHED`` (in the order
+of ``patches``), ``USED`` (read or built with, unpatched) and ``FIELDS`` (attributes of the objects moto
+makes); tests/layout/test_moto_adapter.py keeps the list equal to what this module imports and checks that
+the pinned moto has each.
+
 Over 400 lines: this is the one adapter to moto's internals, and keeping every target in it (with the list
 the version error names) is worth more than a split by size.
 """
@@ -83,26 +94,56 @@ _CLIENT_MODULES = tuple(
         "service.state_task_service_unsupported",
     )
 )
-#: The patched targets, named in the version error.
-TARGETS = (
-    "FakeEndpointConfig.validate_instance_type",
-    "SageMakerResponse.create_model_package",
-    "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
-    "StateTaskServiceUnsupported._from_error",
-    "StateTaskServiceAwsSdk._eval_service_task",
-    "StepFunctionResponse.send_task_failure",
-    "ExecutionWorker.stop",
-    "BaseExecutionWorkerCommunication.terminated",
-    *(f"{module.rsplit('.', 1)[1]}.boto_client_for" for module in _CLIENT_MODULES),
-    "TimeoutSecondsPath._eval_seconds",
-    "TimeoutSeconds._eval_seconds",
-    "WaitFunction._wait_interval",
-    "retrier_decl.time",
-    "SageMakerRuntimeResponse.invoke_endpoint",
-    "S3Backend.get_object",
-    "ServiceQuotasResponse.call_action",
-    "ApplicationAutoScalingResponse.call_action",
+#: The patched targets, by their place in moto: module, object, attribute (the version error names them).
+PATCHED = (
+    "moto.sagemaker.models.FakeEndpointConfig.validate_instance_type",
+    "moto.sagemaker.responses.SageMakerResponse.create_model_package",
+    f"{_CLIENT_MODULES[1]}._SERVICE_ERROR_NAMES",
+    f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._from_error",
+    f"{_CLIENT_MODULES[1]}.StateTaskServiceAwsSdk._eval_service_task",
+    "moto.stepfunctions.responses.StepFunctionResponse.send_task_failure",
+    "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
+    "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
+    *(f"{module}.boto_client_for" for module in _CLIENT_MODULES),
+    "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSecondsPath._eval_seconds",
+    "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSeconds._eval_seconds",
+    "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function.WaitFunction._wait_interval",
+    "moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time",
+    "moto.sagemakerruntime.responses.SageMakerRuntimeResponse.invoke_endpoint",
+    "moto.s3.models.S3Backend.get_object",
+    "moto.servicequotas.responses.ServiceQuotasResponse.call_action",
+    "moto.applicationautoscaling.responses.ApplicationAutoScalingResponse.call_action",
 )
+#: What the adapter reads or builds with, unpatched: the patches' helpers (moto's error and result types, the
+#: interpreter's event types, S3's key and bucket index) and the reads local mode's other modules make through
+#: the functions below (the default account, EventBridge patterns, the server, SageMaker's backend).
+USED = (
+    "moto.core.DEFAULT_ACCOUNT_ID",
+    "moto.core.responses.EmptyResult",
+    "moto.backends.get_backend",
+    "moto.events.models.EventPattern.load",
+    "moto.events.models.EventPattern.matches_event",
+    "moto.server.ThreadedMotoServer",
+    "moto.sagemaker.exceptions.ValidationError",
+    "moto.s3.models.FakeKey.set_metadata",
+    "moto.s3.models.s3_backends.bucket_accounts",
+    "moto.stepfunctions.parser.api.HistoryEventType.TaskFailed",
+    "moto.stepfunctions.parser.api.TaskFailedEventDetails",
+    "moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name.CustomErrorName",
+    "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEvent",
+    "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
+    "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
+    "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
+)
+#: Attributes of moto's objects read or set through the functions below (instance attributes: a test makes
+#: the objects and checks each one; the functions refuse any other).
+FIELDS = (
+    "moto.sagemaker.models.SageMakerModelBackend.training_jobs",
+    "moto.sagemaker.models.SageMakerModelBackend.endpoints",
+)
+#: Every moto module and attribute local mode touches, reads and writes alike; nothing outside this module
+#: imports moto beyond ``mock_aws`` (tests/layout/test_moto_adapter.py keeps both true).
+TARGETS = PATCHED + USED + FIELDS
 
 #: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
 #: (the SDK's exception classes); anything else is the SDK's base class, AmazonSageMakerException
@@ -128,6 +169,57 @@ def check_moto_version() -> None:
             "install the pinned moto from requirements-local.txt (scripts/bootstrap.sh, or pip install "
             "-r requirements-local.txt -c constraints.txt)"
         )
+
+
+# -- reads: what local mode's other modules take from moto, each through one function -----------------------
+def default_account_id() -> str:
+    """moto's default account, which every local resource and ARN belongs to."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    return str(DEFAULT_ACCOUNT_ID)
+
+
+def event_pattern_matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether ``event`` matches the EventBridge ``pattern``, as moto's EventBridge decides it."""
+    from moto.events.models import EventPattern
+
+    return bool(EventPattern.load(json.dumps(pattern)).matches_event(event))
+
+
+def threaded_server(host: str, port: int) -> Any:
+    """moto's HTTP server (not started) in front of this process's moto accounts."""
+    from moto.server import ThreadedMotoServer
+
+    return ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+
+
+def sagemaker_backend(account: str, region: str) -> Any:
+    """moto's SageMaker backend of ``account`` in ``region`` (its jobs, endpoints...)."""
+    from moto.backends import get_backend
+
+    backend = get_backend("sagemaker")[account][region]
+    _check_fields(backend, FIELDS)
+    return backend
+
+
+def training_job_record(account: str, region: str, name: str) -> Any:
+    """moto's object for the training job ``name`` (KeyError: none), whose attributes DescribeTrainingJob
+    answers (the engine's ``training`` plug-in sets them, hfpipe.local.engine)."""
+    return sagemaker_backend(account, region).training_jobs[name]
+
+
+def endpoint_record(account: str, region: str, name: str) -> Any:
+    """moto's object for the endpoint ``name``, whose attributes DescribeEndpoint answers; None: none."""
+    return sagemaker_backend(account, region).endpoints.get(name)
+
+
+def _check_fields(obj: Any, fields: tuple[str, ...]) -> None:
+    """Raise MotoVersionError unless ``obj`` has each of the FIELDS entries of its class."""
+    kind = type(obj).__name__
+    for target in fields:
+        owner, name = target.rsplit(".", 2)[-2:]
+        if owner == kind and not hasattr(obj, name):
+            raise MotoVersionError(f"moto's {kind} has no {name} ({target}); moto {installed_moto_version()}")
 
 
 def sagemaker_optimized_error_name(code: str) -> str:
@@ -166,16 +258,16 @@ Patch = tuple[str, Any, "str | None", Any]
 
 
 def patches(engine: Engine) -> list[Patch]:
-    """Every patch, in the order of TARGETS (a test keeps the two equal)."""
+    """Every patch, in the order of PATCHED (a test keeps the two equal), labelled by its PATCHED entry."""
     check_moto_version()
-    return (
-        _sagemaker()
-        + _interpreter(engine)
-        + _time(engine)
-        + _world(engine)
-        + _quotas(engine)
-        + _scaling_tags()
-    )
+    made = _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
+    return [(_qualified(label), *rest) for label, *rest in made + _scaling_tags()]
+
+
+def _qualified(label: str) -> str:
+    """The PATCHED entry of a patch's short label (``Class.attribute``, ``module.attribute``)."""
+    (found,) = [target for target in PATCHED if target.endswith(f".{label}")]
+    return found
 
 
 def install(stack: contextlib.ExitStack, engine: Engine) -> None:
@@ -426,7 +518,6 @@ def _world(engine: Engine) -> list[Patch]:
     from urllib.parse import unquote
 
     from moto.s3.models import FakeKey, S3Backend, s3_backends
-    from moto.sagemaker.models import sagemaker_backends
     from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
 
     original = SageMakerRuntimeResponse.invoke_endpoint
@@ -435,18 +526,16 @@ def _world(engine: Engine) -> list[Patch]:
         if engine.world is None:
             return original(response)
         name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations
-        if name not in sagemaker_backends[response.current_account][response.region].endpoints:
+        if endpoint_record(response.current_account, response.region, name) is None:
             message = f"Endpoint {name} of account {response.current_account} not found."
             return (
                 400,
                 {"status": 400, "x-amzn-ErrorType": "ValidationError"},
                 json.dumps({"message": message}),
             )
-        from hfpipe.local.traffic import InvocationError
-
         try:
             answer = engine.traffic.invoke_raw(name, response.body)
-        except InvocationError as err:  # the container's answer: the toolkit's 400, a dead worker's 500
+        except engine.traffic.InvocationError as err:  # the toolkit's 400, a dead worker's 500
             side = "client" if err.status < 500 else "server"
             error = {
                 "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",

@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID
+from hfpipe.local import moto_patches
 
 #: moto's default account, which every local resource and ARN belongs to.
-ACCOUNT: str = DEFAULT_ACCOUNT_ID
+ACCOUNT: str = moto_patches.default_account_id()
 
 
 class TemplateError(ValueError):

@@ -54,6 +54,10 @@ class _Route:
 class Traffic:
     """The invocations of one engine (``engine``: client, the ``endpoint`` and ``fleets`` plug-ins)."""
 
+    #: What ``invoke_raw`` raises for the container's error answer (hfpipe.local.moto_patches, the lowest
+    #: module of local mode, finds it here rather than importing this module).
+    InvocationError = InvocationError
+
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.lock = threading.Lock()

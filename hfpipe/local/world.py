@@ -46,7 +46,7 @@ from typing import Any
 from unittest import mock
 
 from hfpipe import contract
-from hfpipe.local import world_file
+from hfpipe.local import moto_patches, world_file
 from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, checkout_root
 from hfpipe.local.engine import LocalEngine
 from hfpipe.local.runtime import LocalRuntime, upload_dir
@@ -275,9 +275,7 @@ class LocalWorld:
         self._stack.enter_context(mock.patch.dict(aws.REGION_OVERRIDES, routes))
 
     def _serve(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        server = ThreadedMotoServer(ip_address=HOST, port=self.port, verbose=False)
+        server = moto_patches.threaded_server(HOST, self.port)
         server.start()
         self._stack.callback(server.stop)
         host, port = server.get_host_and_port()

@@ -223,16 +223,37 @@ def test_sys_path_is_left_alone_outside_tests() -> None:
     assert sorted(edits) == sorted(SYS_PATH_EDITS)
 
 
+#: The calls that import by name or path at run time: importlib's, __import__, runpy's.
+_DYNAMIC_CALLS = ("import_module", "spec_from_file_location", "__import__", "run_path", "run_module")
+
+
 def _dynamic_imports(path: Path) -> list[int]:
-    """Lines of the run-time imports in the file (importlib.import_module, spec_from_file_location,
-    __import__)."""
+    """Lines of the run-time imports in the file (any of _DYNAMIC_CALLS)."""
+    return _dynamic_import_lines(path.read_text())
+
+
+def _dynamic_import_lines(source: str) -> list[int]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
-            if name in ("import_module", "spec_from_file_location", "__import__"):
+            if name in _DYNAMIC_CALLS:
                 found.append(node.lineno)
     return found
+
+
+def test_each_way_of_importing_at_run_time_is_seen() -> None:
+    source = """import importlib, importlib.util, runpy
+from importlib import import_module
+importlib.import_module("a")
+import_module("b")
+importlib.util.spec_from_file_location("c", "c.py")
+__import__("d")
+runpy.run_path("e.py")
+runpy.run_module("f")
+import g
+"""
+    assert sorted(_dynamic_import_lines(source)) == [3, 4, 5, 6, 7, 8]
 
 
 def test_run_time_imports_are_arrows_the_layers_allow() -> None:

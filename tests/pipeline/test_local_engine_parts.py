@@ -193,7 +193,7 @@ def test_the_version_error_names_every_patched_target():
             pass
 
     patches = moto_patches.patches(Engine())
-    assert [label for label, *_ in patches] == list(moto_patches.TARGETS)
+    assert [label for label, *_ in patches] == list(moto_patches.PATCHED)
     for label, target, name, _ in patches:  # each target exists in the installed moto
         assert name is None or hasattr(target, name), label
 
