@@ -240,3 +240,24 @@ def test_plan_runs_the_uploaded_source_and_refuses_any_other(tmp_path: Path, s3:
         RecipeError, match=r"source\.dir: a dir source is packed and uploaded by `hfpipe start`"
     ):
         plan(recipe_with({"dir": "scripts"}), s3)
+
+
+def test_plan_checks_the_hyperparameters_against_the_uploaded_scripts_parser(tmp_path: Path, s3: Any) -> None:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\np.parse_args()\n"
+    )
+    packed = sourcedir.pack(folder)
+    assert cli_sources.arguments_note(recipe_with({"dir": "src"}, epochs=2), packed) is None
+    with pytest.raises(HfpipeError, match=r"^recipe\.training\.hyperparameters\.num_epochs: not an argument"):
+        # refused before the upload
+        cli_sources.arguments_note(recipe_with({"dir": "src"}, num_epochs=2), packed)
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    source = {"s3": uri, "sha256": packed.sha256}
+    assert plan(recipe_with(source, epochs=2), s3).training_job_request["HyperParameters"]["epochs"] == "2"
+    # An execution input written by hand (not through `hfpipe start`) meets the same rule in the Plan.
+    with pytest.raises(
+        RecipeError, match=r"hyperparameters\.epochs: 'two' is not accepted by train\.py's parser"
+    ):
+        plan(recipe_with(source, epochs="two"), s3)
