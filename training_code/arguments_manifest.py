@@ -64,7 +64,8 @@ def arguments(types: tuple[type, ...]) -> dict[str, dict[str, object]]:
 
 def manifest() -> dict[str, object]:
     """{"transformers": version, "entry_points": {script: {argument name: its conversion}}} for every
-    run_*.py here."""
+    run_*.py here, and "trainer_arguments": {class name: {argument name: its conversion}} for transformers'
+    TrainingArguments and Seq2SeqTrainingArguments."""
     import transformers
 
     if str(HERE) not in sys.path:
@@ -80,7 +81,12 @@ def manifest() -> dict[str, object]:
         if types is None:
             raise SystemExit(f"{path.name}: no ARGUMENT_TYPES (the dataclasses its parser reads)")
         scripts[path.name] = arguments(tuple(types))
-    return {"transformers": transformers.__version__, "entry_points": scripts}
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+    # What a recipe's own script's HfArgumentParser accepts when it takes transformers' classes as they are
+    # (hfpipe/kinds/script_parser.py reads the script; these are the fields the classes add).
+    trainers = {t.__name__: arguments((t,)) for t in (TrainingArguments, Seq2SeqTrainingArguments)}
+    return {"transformers": transformers.__version__, "entry_points": scripts, "trainer_arguments": trainers}
 
 
 if __name__ == "__main__":

@@ -80,16 +80,17 @@ def _execution_input(args: argparse.Namespace, clients: Any, environment: Any, l
     `git` source packed and uploaded once per hash, the input naming the archive."""
     from hfpipe import contract
     from hfpipe.cli import recipes, sources
-    from hfpipe.core.sources import NOT_CHECKED
 
     recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
     execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
     if loaded.resolved["training"].get("source") is None:
         return execution_input
-    print(f"note: {NOT_CHECKED}", file=sys.stderr)
     packed = sources.pack_source(loaded.ref, loaded.resolved)
     if packed is None:  # an s3 source: the Plan checks it
         return execution_input
+    note = sources.arguments_note(loaded.resolved, packed)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
     for name in packed.skipped_secrets:
         print(
             f"not packed: {name} (looks like a secret; list it in training.source.include)", file=sys.stderr

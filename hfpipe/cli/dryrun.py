@@ -72,10 +72,7 @@ def plan_for(
             f"outside the environment: {', '.join([*buckets, *registries])}; planned as allowed here, the Plan "
             "Lambda refuses them unless cdk.json's allowed_s3_buckets / allowed_image_registries list them"
         )
-    if resolved["training"].get("source") is not None:
-        from hfpipe.core.sources import NOT_CHECKED
-
-        notes.append(NOT_CHECKED)
+    notes.extend(_source_notes(execution_input, resolved, clients.s3, own[1]))
     config = PlanConfig(
         env=environment.name,
         region=environment.region,
@@ -100,6 +97,24 @@ def plan_for(
             raise HfpipeError(f"dry run: {error}") from None
         return None, [*notes, f"{error}: the Plan state checks the quotas and the rest of the plan"]
     return plan, notes
+
+
+def _source_notes(
+    execution_input: dict[str, Any], resolved: dict[str, Any], s3: Any, bucket: str
+) -> list[str]:
+    """Why an own source's hyperparameters were not checked (the Plan refuses what its parser refuses)."""
+    from hfpipe.core import sources
+
+    source = execution_input["recipe"].get("training", {}).get("source")
+    if not source or "s3" not in source:
+        return []
+    training = {**resolved["training"], "source": source}
+    try:
+        data = sources.read_checked(training, bucket, s3)
+        note = sources.arguments_note(training, data)
+    except validate.RecipeError:
+        return []  # build_plan says it, as the Plan Lambda does
+    return [] if note is None else [note]
 
 
 def show(console: Console, plan: Plan, notes: list[str]) -> None:

@@ -145,12 +145,13 @@ def _own_source(local: Any, loaded: Any, execution_input: dict[str, Any], consol
     """A recipe's own dir or git source packed and uploaded to the local artifacts bucket, as `hfpipe start`
     does (hfpipe.cli.sources); the execution input names the archive."""
     from hfpipe.cli import sources
-    from hfpipe.core.sources import NOT_CHECKED
 
     packed = sources.pack_source(loaded.ref, loaded.resolved)
     if packed is None:
         return execution_input
-    console.print(f"note: {NOT_CHECKED}", markup=False, highlight=False)
+    note = sources.arguments_note(loaded.resolved, packed)
+    if note is not None:
+        console.print(f"note: {note}", markup=False, highlight=False)
     uri, _ = sources.upload(local.s3, local.artifacts_bucket, packed)
     console.print(f"training source: {uri} ({len(packed.files)} files)", markup=False, highlight=False)
     return sources.with_uploaded(execution_input, uri, packed.sha256)

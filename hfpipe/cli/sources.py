@@ -99,6 +99,19 @@ def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -
     return packed
 
 
+def arguments_note(resolved: dict[str, Any], packed: sourcedir.Packed) -> str | None:
+    """The hyperparameters checked against the packed entry point's parser before anything is uploaded (the
+    Plan checks them again on the uploaded archive; hfpipe.core.sources.arguments_note is the rule); the note
+    saying why they were not checked, or None."""
+    from hfpipe.core import sources as core_sources
+    from hfpipe.core.validate import RecipeError
+
+    try:
+        return core_sources.arguments_note(resolved["training"], packed.data)
+    except RecipeError as err:
+        raise HfpipeError(str(err)) from None
+
+
 def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:
     """(URI, uploaded): the archive at sources/<sha256>/, put only when no object with that hash is there."""
     import botocore.exceptions

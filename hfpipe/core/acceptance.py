@@ -14,7 +14,7 @@ from typing import Any
 
 from hfpipe.core import api_shapes
 from hfpipe.core.validate import RecipeError
-from hfpipe.kinds import arguments
+from hfpipe.kinds import arguments, script_parser
 
 
 def check(recipe: dict[str, Any]) -> None:
@@ -48,6 +48,37 @@ def script_arguments(entry_point: str, hp: Mapping[str, Any], field: str) -> Non
         raise RecipeError(
             f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
         )
+
+
+def own_script_arguments(entry_point: str, text: str, hp: Mapping[str, Any], field: str) -> str | None:
+    """A recipe's own script's hyperparameters checked against its parser as read from `text` without running
+    it (hfpipe/kinds/script_parser.py): a name it does not take or a value it would refuse is a RecipeError;
+    the reason when its parser cannot be read that way (None: checked)."""
+    parser = script_parser.read(text)
+    if parser.reason is not None:
+        return parser.reason
+    given = {_option(n, parser): v for n, v in hp.items()}
+    for name, close in arguments.unknown_in(parser.specs, list(given)):
+        some = close + [n for n in sorted(parser.specs) if n not in close][: max(0, 5 - len(close))]
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise RecipeError(
+            f"{field}.{name}: not an argument of {entry_point} (the recipe's own source, its parser read "
+            f"without running it); {hint}accepted: its {len(parser.specs)} arguments, e.g. {', '.join(some)}"
+        )
+    for name, value, expected in arguments.mistyped_in(parser.specs, given):
+        raise RecipeError(
+            f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
+        )
+    return None
+
+
+def _option(name: str, parser: script_parser.Parser) -> str:
+    """The argument `--name` reaches: itself, else (argparse's allow_abbrev) the one option it is a unique
+    prefix of."""
+    if name in parser.specs or not parser.abbrev:
+        return name
+    longer = [n for n in parser.specs if n.startswith(name)]
+    return longer[0] if len(longer) == 1 else name
 
 
 def instance_type(value: str, field: str, shape: str, operation: str) -> None:

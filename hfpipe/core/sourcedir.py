@@ -153,3 +153,13 @@ def members(data: bytes) -> list[str]:
     """The regular files' names in an archive's bytes (the Plan checks the entry point is one of them)."""
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         return [m.name for m in tar.getmembers() if m.isfile()]
+
+
+def read_member(data: bytes, name: str) -> bytes:
+    """One regular file's bytes from an archive's bytes (the Plan reads the entry point to check its parser)."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        member = tar.getmember(name)
+        extracted = tar.extractfile(member) if member.isfile() else None
+        if extracted is None:
+            raise KeyError(name)
+        return extracted.read()

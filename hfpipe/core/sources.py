@@ -14,15 +14,32 @@ import tarfile
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import sourcedir
+from hfpipe.core import acceptance, sourcedir
 from hfpipe.core.validate import RecipeError, s3_uri
 
 FIELD = "recipe.training.source"
-#: Why hyperparameters were not checked (the plan's notes and the command say it).
-NOT_CHECKED = (
-    "training.hyperparameters were not checked against the script's parser: the recipe brings its own "
-    "training code (training.source), whose arguments the pipeline does not know"
-)
+HYPERPARAMETERS = "recipe.training.hyperparameters"
+
+
+def not_checked(entry_point: str, reason: str) -> str:
+    """Why an own script's hyperparameters were not checked (the dry run's notes and the command say it)."""
+    return (
+        f"training.hyperparameters were not checked against {entry_point}'s parser: {reason}; they are "
+        "passed as the SDK passes them (--name value)"
+    )
+
+
+def arguments_note(training: dict[str, Any], data: bytes) -> str | None:
+    """The recipe's hyperparameters checked against the parser of the entry point in the archive `data`
+    (hfpipe.core.acceptance.own_script_arguments; a RecipeError when it refuses one); the note saying why
+    they were not checked where its parser cannot be read without running it, None when they were."""
+    entry_point = training["entry_point"]
+    try:
+        text = sourcedir.read_member(data, entry_point).decode("utf-8")
+    except UnicodeDecodeError:
+        return not_checked(entry_point, "it is not UTF-8 text")
+    reason = acceptance.own_script_arguments(entry_point, text, training["hyperparameters"], HYPERPARAMETERS)
+    return None if reason is None else not_checked(entry_point, reason)
 
 
 def _missing(exc: Exception) -> bool:
@@ -42,7 +59,15 @@ def source_uri(recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, 
             f"{FIELD}.{kind}: a {kind} source is packed and uploaded by `hfpipe start` (or `hfpipe local`); "
             "accepted in the execution input: 's3' with 'sha256'"
         )
-    uri, expected = src["s3"], src["sha256"]
+    read_checked(t, artifacts_bucket, s3)
+    return str(src["s3"])
+
+
+def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
+    """The bytes of an s3 source, refused outside this environment's sources, missing, over the bound, with
+    another sha256, without the entry point, or with hyperparameters its parser refuses."""
+    t = training
+    uri, expected = t["source"]["s3"], t["source"]["sha256"]
     bucket, key = s3_uri(uri, f"{FIELD}.s3")
     root = f"s3://{artifacts_bucket}/{contract.ARTIFACTS_SOURCES_PREFIX}"
     if bucket != artifacts_bucket or not key.startswith(contract.ARTIFACTS_SOURCES_PREFIX):
@@ -68,7 +93,8 @@ def source_uri(recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, 
             f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {uri}; accepted: one of "
             f"{sorted(n for n in names if n.endswith('.py'))[:10]}"
         )
-    return str(uri)
+    arguments_note(t, data)  # what the command checked before uploading, checked again on what was uploaded
+    return data
 
 
 def _read(s3: Any, bucket: str, key: str, uri: str) -> bytes:

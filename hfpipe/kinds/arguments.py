@@ -9,8 +9,8 @@ training container's transformers version, each with the type the parser convert
 
 and `tests/kinds/test_arguments.py` fails when the file is stale. Reading it is stdlib only (the Plan Lambda
 carries it); generating it imports the training scripts, so that lives with them.
-An entry point that is not one of the project's scripts (a recipe's own code) is not checked, and the error
-of a misspelling elsewhere cannot be caught here: that is stated, not guessed.
+A recipe's own script (training.source) is not in the manifest: hfpipe/kinds/script_parser.py reads its parser
+from its text, with the manifest's "trainer_arguments" for the transformers classes it takes.
 
 A value is checked as the script will read it: the training toolkit passes each hyperparameter on the command
 line as `str(value)` of its JSON value (an object as `k=v,k2=v2`; sagemaker_training.mapping.to_cmd_args),
@@ -35,9 +35,19 @@ _TRUE, _FALSE = ("yes", "true", "t", "y", "1"), ("no", "false", "f", "n", "0")
 
 
 @cache
+def _data() -> dict[str, Any]:
+    return dict(json.loads(MANIFEST.read_text()))
+
+
 def _manifest() -> dict[str, dict[str, dict[str, Any]]]:
-    data = json.loads(MANIFEST.read_text())
-    return {str(k): dict(v) for k, v in data["entry_points"].items()}
+    return {str(k): dict(v) for k, v in _data()["entry_points"].items()}
+
+
+def trainer_arguments(class_name: str) -> dict[str, dict[str, Any]] | None:
+    """The arguments transformers' TrainingArguments or Seq2SeqTrainingArguments give a parser (None for
+    another name), under the training container's transformers (the manifest's "transformers")."""
+    found = _data()["trainer_arguments"].get(class_name)
+    return dict(found) if found is not None else None
 
 
 def accepted(entry_point: str) -> frozenset[str] | None:
@@ -48,10 +58,13 @@ def accepted(entry_point: str) -> frozenset[str] | None:
 
 def unknown(entry_point: str, names: list[str]) -> list[tuple[str, list[str]]]:
     """(name, close matches) for each name the script does not accept; [] for a script not the project's."""
-    known = accepted(entry_point)
-    if known is None:
-        return []
-    return [(n, _close(n, sorted(known))) for n in names if n not in known]
+    specs = _manifest().get(entry_point)
+    return [] if specs is None else unknown_in(specs, names)
+
+
+def unknown_in(specs: Mapping[str, Any], names: list[str]) -> list[tuple[str, list[str]]]:
+    """(name, close matches) for each name not among `specs`' arguments."""
+    return [(n, _close(n, sorted(specs))) for n in names if n not in specs]
 
 
 def command_line_word(value: Any) -> str:
@@ -74,7 +87,9 @@ def _converts(spec: Mapping[str, Any], word: str) -> bool:
         return word.lower() in _TRUE + _FALSE
     if kind == "choice":
         return word in spec["choices"]
-    return True  # str, and converters not checked here
+    # argparse's store_true & co: `--name value` leaves the value unrecognized; str and other converters
+    # are not checked here.
+    return kind != "flag"
 
 
 def expected(spec: Mapping[str, Any]) -> str:
@@ -84,6 +99,8 @@ def expected(spec: Mapping[str, Any]) -> str:
         "float": "float (a number, e.g. 2e-05)",
         "bool": "bool (true or false)",
         "str": "str",
+        "flag": "nothing: it is a flag without a value (argparse's store_true and the like), and the training "
+        "toolkit passes every hyperparameter as `--name value`; give it a type (e.g. a bool converter)",
     }.get(spec["type"])
     if described is None:
         described = f"one of {', '.join(spec.get('choices') or [])}"
@@ -93,7 +110,11 @@ def expected(spec: Mapping[str, Any]) -> str:
 def mistyped(entry_point: str, hp: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
     """(name, value, the type expected) for each hyperparameter the script's parser would refuse as typed;
     [] for a script not the project's (names it does not know are `unknown`'s)."""
-    specs = _manifest().get(entry_point) or {}
+    return mistyped_in(_manifest().get(entry_point) or {}, hp)
+
+
+def mistyped_in(specs: Mapping[str, Any], hp: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """(name, value, the type expected) for each hyperparameter whose word `specs`' parser would refuse."""
     found = []
     for name, value in hp.items():
         spec, word = specs.get(name), command_line_word(value)

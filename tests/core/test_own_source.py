@@ -240,3 +240,117 @@ def test_plan_runs_the_uploaded_source_and_refuses_any_other(tmp_path: Path, s3:
         RecipeError, match=r"source\.dir: a dir source is packed and uploaded by `hfpipe start`"
     ):
         plan(recipe_with({"dir": "scripts"}), s3)
+
+
+def test_plan_checks_the_hyperparameters_against_the_uploaded_scripts_parser(tmp_path: Path, s3: Any) -> None:
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\np.parse_args()\n"
+    )
+    packed = sourcedir.pack(folder)
+    assert cli_sources.arguments_note(recipe_with({"dir": "src"}, epochs=2), packed) is None
+    with pytest.raises(HfpipeError, match=r"^recipe\.training\.hyperparameters\.num_epochs: not an argument"):
+        # refused before the upload
+        cli_sources.arguments_note(recipe_with({"dir": "src"}, num_epochs=2), packed)
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    source = {"s3": uri, "sha256": packed.sha256}
+    assert plan(recipe_with(source, epochs=2), s3).training_job_request["HyperParameters"]["epochs"] == "2"
+    # An execution input written by hand (not through `hfpipe start`) meets the same rule in the Plan.
+    with pytest.raises(
+        RecipeError, match=r"hyperparameters\.epochs: 'two' is not accepted by train\.py's parser"
+    ):
+        plan(recipe_with(source, epochs="two"), s3)
+
+
+# --- the originals (recipes/own-code/) -----------------------------------------------------------------------
+
+#: run_qa.py as transformers v4.6.1's examples/pytorch/question-answering has it, cut to its parser: the same
+#: dataclasses and fields, HfArgumentParser with TrainingArguments (the test's stand-in for the clone).
+RUN_QA_V461 = """
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+from transformers import HfArgumentParser, TrainingArguments
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "Path to pretrained model or model identifier"})
+    config_name: Optional[str] = field(default=None)
+    tokenizer_name: Optional[str] = field(default=None)
+    cache_dir: Optional[str] = field(default=None)
+    model_revision: str = field(default="main")
+    use_auth_token: bool = field(default=False)
+
+@dataclass
+class DataTrainingArguments:
+    dataset_name: Optional[str] = field(default=None)
+    dataset_config_name: Optional[str] = field(default=None)
+    train_file: Optional[str] = field(default=None)
+    validation_file: Optional[str] = field(default=None)
+    test_file: Optional[str] = field(default=None)
+    overwrite_cache: bool = field(default=False)
+    preprocessing_num_workers: Optional[int] = field(default=None)
+    max_seq_length: int = field(default=384)
+    pad_to_max_length: bool = field(default=True)
+    max_train_samples: Optional[int] = field(default=None)
+    max_eval_samples: Optional[int] = field(default=None)
+    max_predict_samples: Optional[int] = field(default=None)
+    version_2_with_negative: bool = field(default=False)
+    null_score_diff_threshold: float = field(default=0.0)
+    doc_stride: int = field(default=128)
+    n_best_size: int = field(default=20)
+    max_answer_length: int = field(default=30)
+
+def main():
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(json_file=sys.argv[1])
+    else:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+"""
+ORIGINALS = Path(__file__).resolve().parents[2] / "recipes" / "own-code"
+
+
+def transformers_at_v461(root: Path) -> Path:
+    """A local repository standing in for github.com/huggingface/transformers at tag v4.6.1."""
+    folder = root / "examples" / "pytorch" / "question-answering"
+    folder.mkdir(parents=True)
+    (folder / "run_qa.py").write_text(RUN_QA_V461)
+    (folder / "requirements.txt").write_text("datasets >= 1.4.0\n")
+    git(root, "init", "--quiet", "--initial-branch=master")
+    git(root, "add", ".")
+    git(root, "commit", "--quiet", "-m", "v4.6.1")
+    git(root, "tag", "v4.6.1")
+    return root
+
+
+def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
+    tmp_path: Path, s3: Any
+) -> None:
+    import json
+
+    squad = load_recipe(str(ORIGINALS / "squad-smddp-run-qa-v4-6-1.json"))
+    git_source = squad["training"]["source"]["git"]
+    assert git_source == {
+        "repo": "https://github.com/huggingface/transformers.git",
+        "tag": "v4.6.1",
+        "path": "examples/pytorch/question-answering",
+    }
+    git_source["repo"] = str(transformers_at_v461(tmp_path / "transformers"))  # nothing downloaded
+    local_copy = tmp_path / "squad.json"
+    local_copy.write_text(json.dumps(squad))
+    spot = str(ORIGINALS / "spot" / "recipe.json")
+    for ref, recipe in ((str(local_copy), squad), (spot, load_recipe(spot))):
+        resolved = resolve_recipe(recipe)
+        packed = cli_sources.pack_source(ref, resolved, cache=tmp_path / "cache")
+        assert packed is not None
+        assert cli_sources.arguments_note(resolved, packed) is None, ref  # every hyperparameter checked
+        uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+        recipe["training"]["source"] = {"s3": uri, "sha256": packed.sha256}
+        hps = plan(recipe, s3).training_job_request["HyperParameters"]
+        assert hps["sagemaker_program"] == json.dumps(resolved["training"]["entry_point"])
+    assert hps["model_name"] == '"distilbert-base-uncased"'  # the spot recipe's, as its estimator sent it
+    misspelled = {**squad, "training": {**squad["training"], "hyperparameters": {"max_seq_lenght": 384}}}
+    with pytest.raises(RecipeError, match=r"max_seq_lenght: not an argument of run_qa\.py.*max_seq_length"):
+        plan(misspelled, s3)
