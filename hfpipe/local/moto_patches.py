@@ -60,8 +60,9 @@ and DescribeEndpoint answer (the engine's plug-ins and hfpipe.local.guardrails s
 
 ``TARGETS`` names each moto module and attribute touched, by its place in moto: ``PATCHED`` (in the order
 of ``patches``), ``USED`` (read or built with, unpatched) and ``FIELDS`` (attributes of the objects moto
-makes); tests/layout/test_moto_adapter.py keeps the list equal to what this module imports and checks that
-the pinned moto has each.
+makes, checked on each record handed out); ``ADDED`` names the attributes local mode adds to them.
+tests/layout/test_moto_adapter.py keeps the list equal to what this module imports and to the attributes
+local mode's modules touch on the records, and checks that the pinned moto has each.
 
 Over 400 lines: this is the one adapter to moto's internals, and keeping every target in it (with the list
 the version error names) is worth more than a split by size.
@@ -135,11 +136,50 @@ USED = (
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
     "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
 )
-#: Attributes of moto's objects read or set through the functions below (instance attributes: a test makes
-#: the objects and checks each one; the functions refuse any other).
+#: Instance attributes of the objects moto makes that local mode reads or sets: the backend's, and those of
+#: the training job and endpoint objects ``training_job_record`` and ``endpoint_record`` hand out (the
+#: engine's plug-ins, hfpipe.local.runtime and hfpipe.local.guardrails set them; DescribeTrainingJob and
+#: DescribeEndpoint answer them). Each record is checked for each of its class's fields when it is handed
+#: out, so a moto that renamed one fails there, by name.
 FIELDS = (
     "moto.sagemaker.models.SageMakerModelBackend.training_jobs",
     "moto.sagemaker.models.SageMakerModelBackend.endpoints",
+    *(
+        f"moto.sagemaker.models.FakeTrainingJob.{name}"
+        for name in (
+            "training_job_name",
+            "algorithm_specification",
+            "model_artifacts",
+            "training_job_status",
+            "secondary_status",
+            "secondary_status_transitions",
+            "training_start_time",
+            "training_end_time",
+            "final_metric_data_list",
+        )
+    ),
+    *(
+        f"moto.sagemaker.models.FakeEndpoint.{name}"
+        for name in (
+            "endpoint_name",
+            "arn",
+            "endpoint_config_name",
+            "endpoint_status",
+            "failure_reason",
+            "last_modified_time",
+            "production_variants",
+        )
+    ),
+)
+#: Attributes local mode adds to moto's objects, which DescribeTrainingJob and DescribeEndpoint then answer
+#: as moto answers every attribute its object holds (not moto's: not checked against it).
+ADDED = (
+    "FakeTrainingJob.training_time_in_seconds",
+    "FakeTrainingJob.billable_time_in_seconds",
+    "FakeTrainingJob.failure_reason",
+    "FakeEndpoint.pending_deployment_summary",
+    "FakeEndpoint.last_deployment_config",
+    "FakeScalableTarget.hfpipe_tags",
 )
 #: Every moto module and attribute local mode touches, reads and writes alike; nothing outside this module
 #: imports moto beyond ``mock_aws`` (tests/layout/test_moto_adapter.py keeps both true).
@@ -205,12 +245,17 @@ def sagemaker_backend(account: str, region: str) -> Any:
 def training_job_record(account: str, region: str, name: str) -> Any:
     """moto's object for the training job ``name`` (KeyError: none), whose attributes DescribeTrainingJob
     answers (the engine's ``training`` plug-in sets them, hfpipe.local.engine)."""
-    return sagemaker_backend(account, region).training_jobs[name]
+    job = sagemaker_backend(account, region).training_jobs[name]
+    _check_fields(job, FIELDS)
+    return job
 
 
 def endpoint_record(account: str, region: str, name: str) -> Any:
     """moto's object for the endpoint ``name``, whose attributes DescribeEndpoint answers; None: none."""
-    return sagemaker_backend(account, region).endpoints.get(name)
+    endpoint = sagemaker_backend(account, region).endpoints.get(name)
+    if endpoint is not None:
+        _check_fields(endpoint, FIELDS)
+    return endpoint
 
 
 def _check_fields(obj: Any, fields: tuple[str, ...]) -> None:

@@ -134,14 +134,73 @@ def test_each_patch_replaces_the_target_it_names() -> None:
             assert _resolve(owner) is obj and name == attribute, label
 
 
-def test_each_field_is_on_the_object_moto_makes() -> None:
+def _moto_records() -> dict[str, Any]:
+    """moto's backend, a training job and an endpoint, made by moto itself, by class name."""
+    import boto3
     from moto import mock_aws
 
+    account, region = moto_patches.default_account_id(), "us-east-1"
+    role = f"arn:aws:iam::{account}:role/r"
     with mock_aws():
-        backend = moto_patches.sagemaker_backend(moto_patches.default_account_id(), "us-east-1")
+        sm = boto3.client("sagemaker", region_name=region)
+        sm.create_training_job(
+            TrainingJobName="t",
+            AlgorithmSpecification={"TrainingImage": "image", "TrainingInputMode": "File"},
+            RoleArn=role,
+            OutputDataConfig={"S3OutputPath": "s3://b/out"},
+            ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+            StoppingCondition={"MaxRuntimeInSeconds": 60},
+        )
+        sm.create_model(ModelName="m", ExecutionRoleArn=role, PrimaryContainer={"Image": "image"})
+        variant = {
+            "VariantName": "v",
+            "ModelName": "m",
+            "InitialInstanceCount": 1,
+            "InstanceType": "ml.m5.large",
+        }
+        sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[variant])
+        sm.create_endpoint(EndpointName="e", EndpointConfigName="c")
+        records = [
+            moto_patches.sagemaker_backend(account, region),
+            moto_patches.training_job_record(account, region, "t"),
+            moto_patches.endpoint_record(account, region, "e"),
+        ]
+    return {type(record).__name__: record for record in records}
+
+
+def test_each_field_is_on_the_object_moto_makes() -> None:
+    records = _moto_records()
+    assert sorted(records) == ["FakeEndpoint", "FakeTrainingJob", "SageMakerModelBackend"]
     for target in moto_patches.FIELDS:
         kind, name = target.rsplit(".", 2)[-2:]
-        assert type(backend).__name__ == kind and hasattr(backend, name), target
+        assert hasattr(records[kind], name), target
+    for added in moto_patches.ADDED:  # not moto's own (else it belongs in FIELDS)
+        kind, name = added.split(".")
+        assert kind not in records or not hasattr(records[kind], name), added
+
+
+#: The modules that read or set the attributes of moto's records, and the class of each variable holding one.
+RECORD_USERS = {
+    "hfpipe/local/hooks.py": {"job": "FakeTrainingJob", "endpoint": "FakeEndpoint"},
+    "hfpipe/local/runtime.py": {"job": "FakeTrainingJob"},
+    "hfpipe/local/world.py": {"job": "FakeTrainingJob"},
+    "hfpipe/local/guardrails.py": {"endpoint": "FakeEndpoint"},
+}
+
+
+def test_the_fields_are_the_attributes_local_mode_touches() -> None:
+    used = set()
+    for module, variables in RECORD_USERS.items():
+        for node in ast.walk(ast.parse((ROOT / module).read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in variables
+            ):
+                used.add(f"{variables[node.value.id]}.{node.attr}")
+    listed = {".".join(t.rsplit(".", 2)[-2:]) for t in moto_patches.FIELDS} | set(moto_patches.ADDED)
+    kinds = {kind for variables in RECORD_USERS.values() for kind in variables.values()}
+    assert used == {name for name in listed if name.split(".")[0] in kinds}
 
 
 def test_a_field_moto_no_longer_has_is_refused_by_name() -> None:
