@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hfpipe.core import deployments, names, quotas, registry
+from hfpipe.core.shared_base import SharedBase, SharedBaseError, parse_shared_base
 
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
@@ -49,6 +50,9 @@ _ENV_KEYS = {
     + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',
     "endpoints": "an object {NAME: settings} of the named endpoints registered versions are deployed to "
     "(optional; default none; docs/deploy.md lists the settings)",
+    "shared_base": "an object with base_model, instance_type, max_adapters (copies, max_lora_rank, "
+    "max_model_len, model optional): the base model the environment's LoRA adapters are served on "
+    "(optional; default none; docs/adapters.md)",
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:\d+)?$")
@@ -68,6 +72,7 @@ _DEFAULTS: dict[str, Any] = {
     "allowed_image_registries": [],
     "model_approval": registry.DEFAULT_APPROVAL,
     "endpoints": {},
+    "shared_base": None,
 }
 
 
@@ -118,6 +123,8 @@ class EnvironmentConfig:
     model_approval: str = registry.DEFAULT_APPROVAL
     #: The named endpoints a deploy may serve registered versions on (hfpipe.core.deployments), by name.
     endpoints: tuple[deployments.EndpointSettings, ...] = ()
+    #: The base model its LoRA adapters are served on as inference components (hfpipe.core.shared_base).
+    shared_base: SharedBase | None = None
 
     @property
     def retain(self) -> bool:
@@ -218,17 +225,10 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         raise _rejected(f"{path}.model_approval", model_approval, _ENV_KEYS["model_approval"])
     try:
         endpoints = deployments.parse_endpoints(name, values["endpoints"], f"{path}.endpoints")
-    except deployments.EndpointSettingsError as err:
+        base = parse_shared_base(values["shared_base"], f"{path}.shared_base")
+    except (deployments.EndpointSettingsError, SharedBaseError) as err:
         raise ConfigError(str(err)) from None
-    seen: set[tuple[str, str]] = set()
-    for i, quota in enumerate(quotas):
-        key = (quota.service_code, quota.name)
-        if key in seen:
-            raise ConfigError(
-                f"{path}.quotas[{i}].name: {quota.name!r} is listed twice; accepted: each quota once, "
-                "with the largest value any recipe needs"
-            )
-        seen.add(key)
+    _check_quota_names(path, quotas)
     _check_endpoint_quotas(path, quotas, endpoints)
     return EnvironmentConfig(
         name=name,
@@ -244,8 +244,22 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         allowed_image_registries=allowed["allowed_image_registries"],
         model_approval=model_approval,
         endpoints=endpoints,
+        shared_base=base,
         **days,
     )
+
+
+def _check_quota_names(path: str, quotas: tuple[QuotaTarget, ...]) -> None:
+    """Each quota once: two targets for one quota would leave which value wins to chance."""
+    seen: set[tuple[str, str]] = set()
+    for i, quota in enumerate(quotas):
+        key = (quota.service_code, quota.name)
+        if key in seen:
+            raise ConfigError(
+                f"{path}.quotas[{i}].name: {quota.name!r} is listed twice; accepted: each quota once, "
+                "with the largest value any recipe needs"
+            )
+        seen.add(key)
 
 
 def _check_endpoint_quotas(

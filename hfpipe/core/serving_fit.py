@@ -172,9 +172,15 @@ def model_figures(recipe: Mapping[str, Any]) -> ModelFigures | None:
     return KNOWN_MODELS.get(name) if isinstance(name, str) else None
 
 
-def gpus_of(catalog: Mapping[str, Any], instance_type: str, region: str = "") -> tuple[int, int]:
+def gpus_of(
+    catalog: Mapping[str, Any],
+    instance_type: str,
+    region: str = "",
+    field_name: str = "recipe.serving.instance_type",
+) -> tuple[int, int]:
     """(GPU count, MiB per GPU) of an instance type: the SDK's table for the region (in the catalog), else
-    the types hfpipe/core/accelerators.py adds; RecipeError naming the type, what it is and the region."""
+    the types hfpipe/core/accelerators.py adds; RecipeError naming ``field_name``, the type, what it is and
+    the region."""
     table = catalog.get(GPUS_KEY) or {}
     info = table.get(instance_type) or accelerators.GPUS_NOT_IN_SDK.get(instance_type)
     if info:
@@ -188,7 +194,7 @@ def gpus_of(catalog: Mapping[str, Any], instance_type: str, region: str = "") ->
     else:
         what = f"has no GPU in the SageMaker SDK's instance_gpu_info table for {where}"
     raise RecipeError(
-        f"recipe.serving.instance_type: {instance_type!r} {what}; the vllm serving kind (a CUDA image) needs "
+        f"{field_name}: {instance_type!r} {what}; the vllm serving kind (a CUDA image) needs "
         f"an NVIDIA GPU instance, one of {sorted({*table, *accelerators.GPUS_NOT_IN_SDK})}"
     )
 

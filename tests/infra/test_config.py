@@ -96,7 +96,7 @@ def test_defaults_and_account_fallback():
             "hfpipe:environments.dev.retention: unknown key; accepted: account, allowed_image_registries, "
             "allowed_s3_buckets, checkpoint_expiration_days, endpoints, "
             "log_retention_days, model_approval, noncurrent_version_expiration_days, promote_from, quotas, region, "
-            "removal_policy",
+            "removal_policy, shared_base",
         ),
         (
             {**DEV, "quotas": {"name": "x"}},

@@ -84,7 +84,7 @@ OVER_BUDGET = {
     "stacks/functions/deploy_prepare.py:DeployPrepareFunction.__init__": 91,
     "lambda/pipeline/pipeline_lambdas/promote.py:_promote": 100,
     "stacks/constructs/promotion.py:Promotion.__init__": 75,
-    "stacks/config.py:parse_environment": 74,
+    "stacks/config.py:parse_environment": 68,
     "hfpipe/cli/invoke.py:cmd_invoke": 74,
     "hfpipe/core/request.py:build_training_job_request": 73,
     "stacks/constructs/failed_events.py:FailedEvents.__init__": 72,
