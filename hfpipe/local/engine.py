@@ -70,6 +70,7 @@ from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.cloudwatch import create_alarms
 from hfpipe.local.guardrails import Guardrails
 from hfpipe.local.hooks import SessionHooks, runtime_client
+from hfpipe.local.inference_components import InferenceComponents
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from hfpipe.local.template import ACCOUNT, Resolver, TemplateError, split_environments
 from hfpipe.local.traffic import Traffic
@@ -124,6 +125,8 @@ class LocalEngine(EngineViews):
         self.fleets = fleets
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
+        #: SageMaker's inference components, which moto lacks (hfpipe.local.inference_components).
+        self.inference_components = InferenceComponents(time_scale=lambda: self.time_scale)
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}

@@ -8,9 +8,16 @@ methods, boto3 calls) does not offer, each target with its reason:
 
 - ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
   validates the type itself); any ``ml.*`` type is accepted;
+- ``SageMakerModelBackend.validate_production_variants``: moto requires every variant to name a model; on
+  AWS a variant that names none is an inference-component endpoint's (the components bring the models), so
+  only the models named are looked up;
 - ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
   you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
   the emulation (ValidationException);
+- ``SageMakerResponse.call_action``: moto has no inference components (CreateInferenceComponent and the
+  others answer NotImplementedError); their operations are answered by the engine's ``inference_components``
+  (hfpipe.local.inference_components: botocore's shapes, the statuses, AWS's refusals), which reads moto's
+  endpoints, configs and models through the backend's describe methods (``_MotoHosting``);
 - ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
   ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
 - ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
@@ -35,7 +42,10 @@ methods, boto3 calls) does not offer, each target with its reason:
   (hfpipe.local.traffic: the fleet that serves it during an update, the CloudWatch metrics of its outcome): an
   unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the container's
   status and message: the toolkit's 400, a dead worker's 500). Elsewhere moto's canned results stay (tests
-  queue them);
+  queue them). Everywhere, a call to an inference-component endpoint, or one naming a component
+  (``InferenceComponentName``, the ``X-Amzn-SageMaker-Inference-Component`` header), is first held to AWS's
+  rules (``InferenceComponents.route``: ValidationError when it names none, an unknown one, or one not
+  InService); the local world does not serve a component's traffic yet;
 - ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
   own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
   UploadPartCopy source, in its source environment) is read from the world environment that holds it
@@ -98,7 +108,9 @@ _CLIENT_MODULES = tuple(
 #: The patched targets, by their place in moto: module, object, attribute (the version error names them).
 PATCHED = (
     "moto.sagemaker.models.FakeEndpointConfig.validate_instance_type",
+    "moto.sagemaker.models.SageMakerModelBackend.validate_production_variants",
     "moto.sagemaker.responses.SageMakerResponse.create_model_package",
+    "moto.sagemaker.responses.SageMakerResponse.call_action",
     f"{_CLIENT_MODULES[1]}._SERVICE_ERROR_NAMES",
     f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._from_error",
     f"{_CLIENT_MODULES[1]}.StateTaskServiceAwsSdk._eval_service_task",
@@ -136,7 +148,8 @@ USED = (
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
     "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
 )
-#: Instance attributes of the objects moto makes that local mode reads or sets: the backend's, and those of
+#: Attributes of the objects moto makes that local mode reads or sets: the backend's (its records and the
+#: describe methods the inference-component emulation reads), and those of
 #: the training job and endpoint objects ``training_job_record`` and ``endpoint_record`` hand out (the
 #: engine's plug-ins, hfpipe.local.runtime and hfpipe.local.guardrails set them; DescribeTrainingJob and
 #: DescribeEndpoint answer them). Each record is checked for each of its class's fields when it is handed
@@ -144,6 +157,10 @@ USED = (
 FIELDS = (
     "moto.sagemaker.models.SageMakerModelBackend.training_jobs",
     "moto.sagemaker.models.SageMakerModelBackend.endpoints",
+    # What the inference-component emulation reads (``_MotoHosting``).
+    "moto.sagemaker.models.SageMakerModelBackend.describe_endpoint",
+    "moto.sagemaker.models.SageMakerModelBackend.describe_endpoint_config",
+    "moto.sagemaker.models.SageMakerModelBackend.describe_model",
     *(
         f"moto.sagemaker.models.FakeTrainingJob.{name}"
         for name in (
@@ -289,6 +306,7 @@ class Engine(Protocol):
     timeout_scale: float
     world: World | None  # None outside the local world
     quotas: Any  # hfpipe.local.quotas.QuotaTable: the account's SageMaker quotas
+    inference_components: Any  # hfpipe.local.inference_components.InferenceComponents
 
     @property
     def traffic(self) -> Any: ...  # hfpipe.local.traffic.Traffic
@@ -305,7 +323,7 @@ Patch = tuple[str, Any, "str | None", Any]
 def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of PATCHED (a test keeps the two equal), labelled by its PATCHED entry."""
     check_moto_version()
-    made = _sagemaker() + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
+    made = _sagemaker(engine) + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
     return [(_qualified(label), *rest) for label, *rest in made + _scaling_tags()]
 
 
@@ -322,14 +340,19 @@ def install(stack: contextlib.ExitStack, engine: Engine) -> None:
         stack.enter_context(patch)
 
 
-def _sagemaker() -> list[Patch]:
+def _sagemaker(engine: Engine) -> list[Patch]:
     from moto.sagemaker.exceptions import ValidationError
-    from moto.sagemaker.models import FakeEndpointConfig
+    from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
     from moto.sagemaker.responses import SageMakerResponse
 
     def validate_instance_type(config: Any, instance_type: str) -> None:
         if not str(instance_type).startswith("ml."):
             raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+    original_variants = SageMakerModelBackend.validate_production_variants
+
+    def validate_production_variants(backend: Any, variants: list[dict[str, Any]]) -> None:
+        original_variants(backend, [v for v in variants if "ModelName" in v])
 
     original_create_model_package = SageMakerResponse.create_model_package
 
@@ -349,12 +372,70 @@ def _sagemaker() -> list[Patch]:
             validate_instance_type,
         ),
         (
+            "SageMakerModelBackend.validate_production_variants",
+            SageMakerModelBackend,
+            "validate_production_variants",
+            validate_production_variants,
+        ),
+        (
             "SageMakerResponse.create_model_package",
             SageMakerResponse,
             "create_model_package",
             create_model_package,
         ),
+        _inference_components(engine, SageMakerResponse),
     ]
+
+
+def _inference_components(engine: Engine, response_class: Any) -> Patch:
+    """SageMaker's handler answers the inference-component operations from the engine's store."""
+    from hfpipe.local.deployment import ApiError
+    from hfpipe.local.inference_components import OPERATIONS
+
+    original = response_class.call_action
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        if operation not in OPERATIONS:
+            return original(response)
+        account, region = response.current_account, response.region
+        try:
+            answer = engine.inference_components.answer(
+                operation, account, region, json.loads(response.body or "{}"), _MotoHosting(account, region)
+            )
+        except ApiError as err:
+            headers = {"status": 400, "x-amzn-ErrorType": err.code}
+            return 400, headers, json.dumps({"__type": err.code, "message": err.message})
+        return 200, {}, json.dumps(answer)
+
+    return ("SageMakerResponse.call_action", response_class, "call_action", call_action)
+
+
+class _MotoHosting:
+    """hfpipe.local.inference_components.Hosting over moto's SageMaker backend of one account and region,
+    through its describe methods (moto's ValidationError: none)."""
+
+    def __init__(self, account: str, region: str) -> None:
+        self.backend = sagemaker_backend(account, region)
+
+    def _described(self, method: str, name: str) -> Any:
+        from moto.sagemaker.exceptions import ValidationError
+
+        try:
+            return getattr(self.backend, method)(name)
+        except ValidationError:
+            return None
+
+    def endpoint(self, name: str) -> dict[str, Any] | None:
+        found = self._described("describe_endpoint", name)
+        return None if found is None else dict(found)
+
+    def endpoint_config(self, name: str) -> dict[str, Any] | None:
+        found = self._described("describe_endpoint_config", name)
+        return None if found is None else dict(found)
+
+    def has_model(self, name: str) -> bool:
+        return self._described("describe_model", name) is not None
 
 
 def _interpreter(engine: Engine) -> list[Patch]:
@@ -568,9 +649,12 @@ def _world(engine: Engine) -> list[Patch]:
     original = SageMakerRuntimeResponse.invoke_endpoint
 
     def invoke_endpoint(response: Any) -> Any:
+        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations
+        to_component = _component_invocation(engine, response, name)
+        if to_component is not None:
+            return original(response) if to_component == () else to_component
         if engine.world is None:
             return original(response)
-        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations
         if endpoint_record(response.current_account, response.region, name) is None:
             message = f"Endpoint {name} of account {response.current_account} not found."
             return (
@@ -612,6 +696,28 @@ def _world(engine: Engine) -> list[Patch]:
         ),
         ("S3Backend.get_object", S3Backend, "get_object", get_object),
     ]
+
+
+def _component_invocation(engine: Engine, response: Any, name: str) -> Any:
+    """None for a call to an endpoint that serves a model (or to no endpoint); for a call to an
+    inference-component endpoint or naming a component, AWS's refusal (ValidationError), else () outside the
+    local world (moto's canned answer) and, in it, the stand-in's refusal to serve components (still to come)."""
+    from hfpipe.local.deployment import ApiError
+
+    account, region = response.current_account, response.region
+    component = response.headers.get("X-Amzn-SageMaker-Inference-Component")
+    try:
+        route = engine.inference_components.route(
+            account, region, name, component, _MotoHosting(account, region)
+        )
+    except ApiError as err:
+        return 400, {"status": 400, "x-amzn-ErrorType": err.code}, json.dumps({"message": err.message})
+    if route is None:
+        return None
+    if engine.world is None:
+        return ()
+    message = f"local mode does not serve inference component {route.component} of endpoint {name} yet"
+    return 400, {"status": 400, "x-amzn-ErrorType": "ValidationError"}, json.dumps({"message": message})
 
 
 def _quotas(engine: Engine) -> list[Patch]:

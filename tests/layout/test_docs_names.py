@@ -37,6 +37,9 @@ EXTERNAL_NAMES = {
     "Downloading": "a log line's first word (the command's progress)",
     "Interrupted": "a log line's first word (the command's progress)",
     "Starting": "a log line's first word (the command's progress)",
+    "MaxLoRARanks": "vLLM's accepted --max-lora-rank values (vllm/config/lora.py)",
+    "SupportsPP": "vLLM's pipeline-parallel model interface (vllm/model_executor/models/interfaces.py)",
+    "SupportsQuant": "vLLM's quantization model interface (vllm/model_executor/models/interfaces.py)",
 }
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?$")
 #: `path.py` followed by names: "(`a`, `b`, ...)" or ": `a`".
