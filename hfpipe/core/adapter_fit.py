@@ -25,6 +25,11 @@ from hfpipe.core import serving_fit
 from hfpipe.core.schema import RecipeError
 from hfpipe.core.shared_base import SharedBase
 
+#: Model classes (config.json's ``architectures``) vLLM serves no LoRA on: their vLLM classes do not implement
+#: ``SupportsLoRA`` (BloomForCausalLM: vllm/model_executor/models/bloom.py). The local stand-in refuses
+#: adapters over them as vLLM does.
+ARCHITECTURES_WITHOUT_LORA = frozenset({"BloomForCausalLM"})
+
 
 @dataclass(frozen=True)
 class LoraFigures:

@@ -22,11 +22,17 @@ answers vLLM's protocol with transformers on the CPU (float32), and says what di
   `n_positions`, ... else 2048, BLOOM's case); `SM_VLLM_MAX_MODEL_LEN` and `SM_VLLM_SERVED_MODEL_NAME` are
   read like the container's flags, the rest of `SM_VLLM_*` has no meaning here and is ignored;
 - the served model name defaults to the model path, as vLLM names a model given by path (`--model
-  /opt/ml/model`: `get_served_model_name` falls back to the model argument).
+  /opt/ml/model`: `get_served_model_name` falls back to the model argument);
+- LoRA adapters (`adapters`: name -> a PEFT adapter folder) are served next to the base as vLLM serves
+  `--enable-lora --lora-modules NAME=PATH`: a request's `model` names the base or an adapter (an unknown name
+  is vLLM's 404), the answer carries that name, `/v1/models` lists each adapter with the base as its parent;
+  the model classes vLLM serves no LoRA on (BLOOM) and ranks over `SM_VLLM_MAX_LORA_RANK` are refused at
+  start. One adapter (or none) is active per generation (PEFT's `set_adapter`), not vLLM's mixed batches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -36,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hfpipe.core.adapter_fit import ARCHITECTURES_WITHOUT_LORA
+from hfpipe.core.shared_base import DEFAULT_LORA_RANK
 from hfpipe.kinds import openai_contract as contract
 from hfpipe.local import openai_protocol as op
 from hfpipe.local.container import LocalContainerError
@@ -97,6 +105,7 @@ class OpenAIEndpoint(LocalEndpoint):
         workdir: str | os.PathLike[str] | None = None,
         *,
         environment: Mapping[str, str] | None = None,
+        adapters: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -118,7 +127,8 @@ class OpenAIEndpoint(LocalEndpoint):
         # What the contract also checks a request against: the served name, the context, the vocabulary
         # (input_processor: the larger of the tokenizer's and the model's).
         vocab = max(len(self.tokenizer), int(getattr(self.model.config, "vocab_size", 0) or 0))
-        self.served = contract.Served((self.served_model_name,), self.max_model_len, vocab)
+        self.adapters = self._load_adapters(adapters or {}, env)
+        self.served = contract.Served((self.served_model_name, *self.adapters), self.max_model_len, vocab)
         self._lock = threading.Lock()  # one generation at a time: the stand-in has no continuous batching
 
     # ------------------------------------------------------------------------------------------ the API
@@ -158,14 +168,63 @@ class OpenAIEndpoint(LocalEndpoint):
                 status=501,
                 err_type="NotImplementedError",
             )
-        return self._chat(checked) if checked.kind == "chat" else self._completion(checked)
+        name = str(request.get("model") or self.served_model_name)  # vLLM: the base when none is named
+        return self._chat(checked, name) if checked.kind == "chat" else self._completion(checked, name)
 
     def models(self) -> dict[str, Any]:
-        """GET /v1/models."""
-        return op.model_list(self.served_model_name, self.served_model_name, self.max_model_len)
+        """GET /v1/models: the base, then each adapter (its parent the base, its root its folder, as vLLM
+        lists the adapters of --lora-modules)."""
+        listed = op.model_list(self.served_model_name, self.served_model_name, self.max_model_len)
+        for name, folder in self.adapters.items():
+            card = {**listed["data"][0], "id": name, "root": str(folder), "parent": self.served_model_name}
+            listed["data"].append(card)
+        return listed
+
+    @contextlib.contextmanager
+    def _serving(self, name: str) -> Iterator[None]:
+        """The adapter ``name`` active for one generation, or none for the base (under the lock)."""
+        if not self.adapters:
+            yield
+        elif name in self.adapters:
+            self.model.set_adapter(name)
+            yield
+        else:
+            with self.model.disable_adapter():
+                yield
+
+    def _load_adapters(self, adapters: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Path]:
+        """The PEFT LoRA adapters served next to the base (vLLM's --enable-lora --lora-modules NAME=PATH),
+        refused as vLLM refuses them: a model class vLLM serves no LoRA on, a rank over --max-lora-rank
+        (``SM_VLLM_MAX_LORA_RANK``, default 16), a name that is the base's."""
+        if not adapters:
+            return {}
+        from peft import PeftModel
+
+        architecture = (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0]
+        if architecture in ARCHITECTURES_WITHOUT_LORA:
+            raise LocalContainerError(
+                f"{architecture} does not support LoRA yet (vLLM's refusal of --enable-lora for this model "
+                "class; docs/adapters.md); accepted: adapters over a model class vLLM serves LoRA on"
+            )
+        max_rank = int(env.get("SM_VLLM_MAX_LORA_RANK") or DEFAULT_LORA_RANK)
+        loaded: dict[str, Path] = {}
+        for name, folder in adapters.items():
+            rank = int(json.loads((Path(folder) / "adapter_config.json").read_text())["r"])
+            if name == self.served_model_name or rank > max_rank:
+                why = "is the base's name" if rank <= max_rank else f"has LoRA rank {rank}, over {max_rank}"
+                raise LocalContainerError(
+                    f"adapter {name!r} ({folder}) {why}; accepted: another name, and a rank of at most "
+                    "max_lora_rank (SM_VLLM_MAX_LORA_RANK)"
+                )
+            if not loaded:
+                self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name).eval()
+            else:
+                self.model.load_adapter(str(folder), adapter_name=name)
+            loaded[name] = Path(folder)
+        return loaded
 
     # -------------------------------------------------------------------------------------- the routes
-    def _chat(self, checked: contract.Checked) -> Answer:
+    def _chat(self, checked: contract.Checked, name: str) -> Answer:
         request, sampling = checked.body, checked.sampling
         if not self.tokenizer.chat_template:
             raise op.no_chat_template_error()
@@ -185,9 +244,10 @@ class OpenAIEndpoint(LocalEndpoint):
         id_ = op.new_id("chatcmpl")
         if checked.stream:
             return Answer(
-                stream=self._chat_events(id_, ids, sampling, max_tokens, checked), content_type=EVENT_STREAM
+                stream=self._chat_events(id_, ids, sampling, max_tokens, checked, name),
+                content_type=EVENT_STREAM,
             )
-        text, finish, stop_reason, n = self._run(ids, sampling, max_tokens)
+        text, finish, stop_reason, n = self._run(ids, sampling, max_tokens, name)
         choice = {
             "index": 0,
             "message": {"role": "assistant", "content": text, "tool_calls": []},
@@ -195,7 +255,7 @@ class OpenAIEndpoint(LocalEndpoint):
             "finish_reason": finish,
             "stop_reason": stop_reason,
         }
-        out = op.response("chat.completion", id_, self.served_model_name, [choice], op.usage(len(ids), n))
+        out = op.response("chat.completion", id_, name, [choice], op.usage(len(ids), n))
         return Answer(body=_dumps(out))
 
     def _chat_events(
@@ -205,18 +265,17 @@ class OpenAIEndpoint(LocalEndpoint):
         sampling: contract.Sampling,
         max_tokens: int,
         checked: contract.Checked,
+        name: str,
     ) -> Iterator[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None, stop_reason: Any = None) -> bytes:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             if finish is not None:
                 choice["stop_reason"] = stop_reason
-            return op.sse(
-                op.response("chat.completion.chunk", id_, self.served_model_name, [choice], None, chunk=True)
-            )
+            return op.sse(op.response("chat.completion.chunk", id_, name, [choice], None, chunk=True))
 
         yield chunk({"role": "assistant", "content": ""})
         n = 0
-        for delta, finish, stop_reason, count in self._generate(ids, sampling, max_tokens):
+        for delta, finish, stop_reason, count in self._generate(ids, sampling, max_tokens, name):
             n = count
             if finish is not None:
                 yield chunk({"content": delta} if delta else {}, finish, stop_reason)
@@ -227,7 +286,7 @@ class OpenAIEndpoint(LocalEndpoint):
                 op.response(
                     "chat.completion.chunk",
                     id_,
-                    self.served_model_name,
+                    name,
                     [],
                     op.usage(len(ids), n),
                     chunk=True,
@@ -235,7 +294,7 @@ class OpenAIEndpoint(LocalEndpoint):
             )
         yield op.DONE
 
-    def _completion(self, checked: contract.Checked) -> Answer:
+    def _completion(self, checked: contract.Checked, name: str) -> Answer:
         request, sampling = checked.body, checked.sampling
         add_special = request.get("add_special_tokens", True)
         prompts = [
@@ -250,12 +309,12 @@ class OpenAIEndpoint(LocalEndpoint):
         id_ = op.new_id("cmpl")
         if checked.stream:
             return Answer(
-                stream=self._completion_events(id_, prompts, budgets, sampling, checked),
+                stream=self._completion_events(id_, prompts, budgets, sampling, checked, name),
                 content_type=EVENT_STREAM,
             )
         choices, completion_tokens = [], 0
         for index, (ids, budget) in enumerate(zip(prompts, budgets, strict=True)):
-            text, finish, stop_reason, n = self._run(ids, sampling, budget)
+            text, finish, stop_reason, n = self._run(ids, sampling, budget, name)
             completion_tokens += n
             choices.append(
                 {
@@ -267,7 +326,7 @@ class OpenAIEndpoint(LocalEndpoint):
                 }
             )
         use = op.usage(sum(len(ids) for ids in prompts), completion_tokens)
-        return Answer(body=_dumps(op.response("text_completion", id_, self.served_model_name, choices, use)))
+        return Answer(body=_dumps(op.response("text_completion", id_, name, choices, use)))
 
     def _completion_events(
         self,
@@ -276,39 +335,39 @@ class OpenAIEndpoint(LocalEndpoint):
         budgets: list[int],
         sampling: contract.Sampling,
         checked: contract.Checked,
+        name: str,
     ) -> Iterator[bytes]:
         total = 0
         for index, (ids, budget) in enumerate(zip(prompts, budgets, strict=True)):
             n = 0
-            for delta, finish, stop_reason, count in self._generate(ids, sampling, budget):
+            for delta, finish, stop_reason, count in self._generate(ids, sampling, budget, name):
                 n = count
                 if delta or finish is not None:
                     choice = {"index": index, "text": delta, "logprobs": None, "finish_reason": finish}
                     choice["stop_reason"] = stop_reason
-                    yield op.sse(
-                        op.response(
-                            "text_completion", id_, self.served_model_name, [choice], None, chunk=True
-                        )
-                    )
+                    yield op.sse(op.response("text_completion", id_, name, [choice], None, chunk=True))
             total += n
         if checked.include_usage:
             use = op.usage(sum(len(ids) for ids in prompts), total)
-            yield op.sse(op.response("text_completion", id_, self.served_model_name, [], use, chunk=True))
+            yield op.sse(op.response("text_completion", id_, name, [], use, chunk=True))
         yield op.DONE
 
     # ---------------------------------------------------------------------------------------- generation
-    def _run(self, ids: list[int], sampling: contract.Sampling, max_tokens: int) -> tuple[str, str, Any, int]:
+    def _run(
+        self, ids: list[int], sampling: contract.Sampling, max_tokens: int, name: str
+    ) -> tuple[str, str, Any, int]:
         text, finish, stop_reason, n = "", "length", None, 0
-        for delta, end, reason, count in self._generate(ids, sampling, max_tokens):
+        for delta, end, reason, count in self._generate(ids, sampling, max_tokens, name):
             text, n = text + delta, count
             if end is not None:
                 finish, stop_reason = end, reason
         return text, finish, stop_reason, n
 
     def _generate(
-        self, ids: list[int], sampling: contract.Sampling, max_tokens: int
+        self, ids: list[int], sampling: contract.Sampling, max_tokens: int, name: str
     ) -> Iterator[tuple[str, str | None, Any, int]]:
-        """(new text, finish_reason or None, stop_reason, tokens generated so far) as tokens come.
+        """(new text, finish_reason or None, stop_reason, tokens generated so far) as tokens come, from the
+        base or the adapter ``name`` (a request's ``model``).
 
         The text is vLLM's incremental detokenization (hfpipe/local/detokenizer.py): a character split
         across tokens comes whole with the token that completes it, text that could still become a stop
@@ -320,7 +379,7 @@ class OpenAIEndpoint(LocalEndpoint):
         eos = self.tokenizer.eos_token_id
         rng = torch.Generator().manual_seed(sampling.seed if sampling.seed is not None else torch.seed())
         text = IncrementalDetokenizer(self.tokenizer, ids, sampling.stop, sampling.skip_special_tokens)
-        with self._lock, torch.no_grad():
+        with self._lock, torch.no_grad(), self._serving(name):
             past, inputs, n = None, torch.tensor([ids]), 0
             while True:
                 out = self.model(input_ids=inputs, past_key_values=past, use_cache=True)

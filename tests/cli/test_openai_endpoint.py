@@ -304,3 +304,95 @@ def test_the_python_decode_stream_is_tokenizers_own(model_dir: Path) -> None:
     ours = PyDecodeStream(lambda x: tokenizer.decode(x, clean_up_tokenization_spaces=False))
     theirs = DecodeStream(skip_special_tokens=False)
     assert [ours.step(i) for i in ids] == [theirs.step(tokenizer.backend_tokenizer, i) for i in ids]
+
+
+# -- LoRA adapters served next to the base (vLLM's --enable-lora --lora-modules) --------------------------
+@pytest.fixture(scope="module")
+def llama_with_adapters(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny random Llama (a class vLLM serves LoRA on) with the fixture tokenizer, two freshly initialised
+    PEFT LoRA adapters over it (random B, so each changes the answers), and the first one merged into a model
+    of its own: what serving it on the base must answer like."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    root = tmp_path_factory.mktemp("lora")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=MAX_MODEL_LEN,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(root / "base")
+    tokenizer.save_pretrained(root / "base")
+    paths = {"base": root / "base"}
+    for seed, name in enumerate(("samsum", "dialogsum"), start=1):
+        torch.manual_seed(seed)
+        lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        adapted = get_peft_model(LlamaForCausalLM.from_pretrained(root / "base"), lora)
+        adapted.save_pretrained(root / name)
+        paths[name] = root / name
+        if name == "samsum":
+            adapted.merge_and_unload().save_pretrained(root / "merged")
+            tokenizer.save_pretrained(root / "merged")
+            paths["merged"] = root / "merged"
+    return paths
+
+
+def _completion_text(endpoint: OpenAIEndpoint, model: str | None) -> tuple[str, str]:
+    body = {"prompt": DIALOGUE, **GREEDY, "max_tokens": 16, **({"model": model} if model else {})}
+    answer = json.loads(endpoint.invoke(json.dumps(body)))
+    return answer["model"], answer["choices"][0]["text"]
+
+
+def test_adapters_are_served_next_to_the_base_routed_by_the_model_field(llama_with_adapters) -> None:
+    from hfpipe.local.openai_protocol import OpenAIError
+
+    paths = llama_with_adapters
+    env = {"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": "base"}
+    served = OpenAIEndpoint(
+        paths["base"], environment=env, adapters={"samsum": paths["samsum"], "dialogsum": paths["dialogsum"]}
+    )
+    cards = served.models()["data"]
+    assert [(c["id"], c["parent"]) for c in cards] == [
+        ("base", None),
+        ("samsum", "base"),
+        ("dialogsum", "base"),
+    ]
+    assert cards[1]["root"] == str(paths["samsum"])
+    plain = OpenAIEndpoint(paths["base"], environment=env)
+    merged = OpenAIEndpoint(paths["merged"], environment={**env, "SM_VLLM_SERVED_MODEL_NAME": "samsum"})
+    base_text = _completion_text(plain, None)[1]
+    # No model named, or the base's name: the base answers, without any adapter.
+    assert _completion_text(served, None) == ("base", base_text)
+    assert _completion_text(served, "base") == ("base", base_text)
+    # An adapter answers as its merged model does, under its own name, whichever was asked before it.
+    samsum = _completion_text(served, "samsum")
+    assert samsum == _completion_text(merged, "samsum")
+    dialogsum = _completion_text(served, "dialogsum")
+    assert len({base_text, samsum[1], dialogsum[1]}) == 3
+    assert _completion_text(served, "samsum") == samsum
+    with pytest.raises(OpenAIError, match=r"^The model `other` does not exist\.$"):
+        _completion_text(served, "other")
+
+
+def test_adapters_are_refused_as_vllm_refuses_them(llama_with_adapters, model_dir: Path) -> None:
+    from hfpipe.local.container import LocalContainerError
+
+    samsum = llama_with_adapters["samsum"]
+    with pytest.raises(LocalContainerError, match=r"^BloomForCausalLM does not support LoRA yet"):
+        OpenAIEndpoint(model_dir, adapters={"samsum": samsum})
+    with pytest.raises(LocalContainerError, match=r"has LoRA rank 8, over 1; accepted"):
+        OpenAIEndpoint(
+            llama_with_adapters["base"],
+            environment={"SM_VLLM_MAX_LORA_RANK": "1"},
+            adapters={"samsum": samsum},
+        )
