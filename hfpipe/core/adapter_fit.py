@@ -33,12 +33,16 @@ ARCHITECTURES_WITHOUT_LORA = frozenset({"BloomForCausalLM"})
 
 @dataclass(frozen=True)
 class LoraFigures:
-    """What a base model's LoRA slots take, and whether vLLM serves LoRA on its architecture."""
+    """What a base model's LoRA slots take, and its model class (config.json's ``architectures``)."""
 
     #: The sum of the input and output sizes of one layer's linear modules.
     lora_width: int
-    vllm_serves_lora: bool
+    architecture: str
     source: str = ""
+
+    @property
+    def vllm_serves_lora(self) -> bool:
+        return self.architecture not in ARCHITECTURES_WITHOUT_LORA
 
 
 LORA_FIGURES: dict[str, LoraFigures] = {
@@ -48,7 +52,7 @@ LORA_FIGURES: dict[str, LoraFigures] = {
     # table leaves BLOOM's LoRA column empty.
     "bigscience/bloomz-7b1": LoraFigures(
         65_536,
-        vllm_serves_lora=False,
+        architecture="BloomForCausalLM",
         source="https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/models/bloom.py",
     ),
 }
