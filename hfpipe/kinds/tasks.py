@@ -13,15 +13,62 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.kinds.serving import DEFAULT_SERVING_KIND, VLLM, KindError, openai_sample_request, serving_kind
+from hfpipe.kinds.serving import (
+    ANY_TASK,
+    SERVING_KINDS,
+    KindError,
+    openai_sample_request,
+    serving_kind,
+)
 
 Hyperparameters = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class TinyModel:
+    """A tiny random-weight model family, built from a config with a tokenizer trained on fixture text (no
+    download): what local mode puts in the `model` channel for the task kind's fixture, whatever hub model
+    the recipe names, and what the served-model fixture starts from. `builder` ("module:function", named by
+    string: this package imports nothing of hfpipe.fixtures) is called as function(dest, **options) and
+    writes the model and its tokenizer to the folder `dest`."""
+
+    name: str
+    description: str
+    builder: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The tiny families a fixture may name (Fixture.family).
+TINY_MODELS: dict[str, TinyModel] = {
+    model.name: model
+    for model in (
+        *(
+            TinyModel(
+                name, f"tiny random-weight {label}", "hfpipe.fixtures.encoders:build_tiny", {"kind": name}
+            )
+            for name, label in (("bert", "BERT"), ("roberta", "RoBERTa"), ("distilbert", "DistilBERT"))
+        ),
+        TinyModel("bloom", "tiny random-weight BLOOM", "hfpipe.fixtures.samsum:build_tiny_bloom"),
+        # A family of another architecture transformers builds from a config is data: e.g.
+        # TinyModel("t5", "tiny random-weight T5", "hfpipe.fixtures.samsum:build_tiny_lm", {"model_class":
+        # "T5ForConditionalGeneration", "config": {...}, "token_ids": {"pad_token_id": "pad", ...}}).
+    )
+}
+
+
+def tiny_model(name: Any) -> TinyModel:
+    """The tiny model family `name`; KindError naming it and the accepted families when unknown."""
+    model = TINY_MODELS.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise KindError(f"tiny model family {name!r} is not known; accepted: {sorted(TINY_MODELS)}")
+    return model
+
+
+@dataclass(frozen=True)
 class Fixture:
     """A local-mode stand-in data set in the task's real format (built by hfpipe.local.substitute.build_data
-    under `name`), and the tiny model family a recipe that names no hub model trains on it."""
+    under `name`), and the tiny model family (a key of TINY_MODELS) local mode trains on it: the recipe's own
+    when it names no hub model, the stand-in of the hub model it names otherwise."""
 
     name: str
     description: str
@@ -52,7 +99,6 @@ class TaskKind:
     fixtures: tuple[Fixture, ...]
     #: A request body the handler accepts (tests/kinds checks it against the handler's parse_request).
     sample_request: Mapping[str, Any]
-    serving_kinds: tuple[str, ...] = (DEFAULT_SERVING_KIND,)
     pick_fixture: Callable[[Hyperparameters], int] = _first_fixture
     #: Whether the handler reads {"dialogue": chat}, what `hfpipe invoke --dialogue FILE` sends.
     takes_dialogue: bool = False
@@ -60,6 +106,14 @@ class TaskKind:
     #: served-model fixture (hfpipe/fixtures/serving.py, `HEAD_BUILDERS`) builds the first fixture's tiny
     #: family with it.
     model_head: str = "causal-lm"
+
+    @property
+    def serving_kinds(self) -> tuple[str, ...]:
+        """The serving kinds that can serve this task, in the registry's order: those whose `serves` names
+        its model head, or every task (ANY_TASK)."""
+        return tuple(
+            k.name for k in SERVING_KINDS.values() if ANY_TASK in k.serves or self.model_head in k.serves
+        )
 
     def record_columns(self, hyperparameters: Hyperparameters) -> dict[str, str]:
         """The columns each record of the recipe's data set must hold, and their kind."""
@@ -181,7 +235,6 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
-            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
             takes_dialogue=True,
         ),
         TaskKind(
@@ -193,7 +246,6 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
-            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
         ),
     )
 }

@@ -93,6 +93,18 @@ def test_fixture_channels_cover_what_the_local_recipe_reads(name, tmp_path):
         assert any(p.is_file() for p in folder.rglob("*")), folder
 
 
+@pytest.mark.parametrize("model_id", ["google/electra-small-discriminator", "albert-base-v2"])
+def test_the_stand_in_model_is_the_task_kinds_family_whatever_the_hub_models_id(model_id):
+    # An id naming no family local mode has (electra), or holding another family's name (albert: "bert"):
+    # the stand-in is the one the task kind's fixture names (IMDb-style texts: DistilBERT), not a guess.
+    recipe = load_recipe("distilbert-spot")
+    recipe["training"]["hyperparameters"]["model_name_or_path"] = model_id
+    subs = for_this_machine(recipe, gpu=False)
+    assert subs.model_family == "distilbert"
+    line = f"model_name_or_path: {model_id} -> tiny random-weight DistilBERT (model channel; "
+    assert any(s.startswith(line) for s in subs.lines()), subs.lines()
+
+
 def test_sagemaker_distribution_libraries_become_two_gloo_processes():
     from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
 
