@@ -16,7 +16,16 @@ from hfpipe.kinds.serving import (
     serving_kind,
     serving_kind_of,
 )
-from hfpipe.kinds.tasks import TASK_KINDS, TINY_MODELS, Fixture, TaskKind, TinyModel, task_kind, tiny_model
+from hfpipe.kinds.tasks import (
+    TASK_KINDS,
+    TINY_MODELS,
+    Fixture,
+    TaskKind,
+    TinyModel,
+    fixture_named,
+    task_kind,
+    tiny_model,
+)
 
 __all__ = [
     "DEFAULT_SERVING_KIND",
@@ -28,6 +37,7 @@ __all__ = [
     "ServingKind",
     "TaskKind",
     "TinyModel",
+    "fixture_named",
     "openai_sample_request",
     "serving_kind",
     "serving_kind_of",

@@ -77,6 +77,12 @@ class Fixture:
     #: Set when the fixture replaces the hub data set, unless the recipe sets them: what the hub
     #: configuration implied (GLUE's mnli configuration selects task_name mnli in run_classification.py).
     implied_hyperparameters: Mapping[str, str] = field(default_factory=dict)
+    #: "module:function" of hfpipe.fixtures called as function(root) that writes the fixture's channel
+    #: folders under `root` and returns {channel: folder} (local mode's data channels).
+    writer: str = field(default="", kw_only=True)
+    #: "module:function" called as function(count, seed) that returns `count` inputs of the task's handler
+    #: made from the fixture (local mode's stand-in traffic during a deployment's bake).
+    handler_inputs: str = field(default="", kw_only=True)
 
 
 def _first_fixture(_: Hyperparameters) -> int:
@@ -181,7 +187,13 @@ def _classification_fixture(hp: Hyperparameters) -> int:
     return 0 if mnli or "premise" in str(hp.get("text_column_names", "")) else 1
 
 
-SAMSUM = Fixture("samsum", "samsum-style dialogue fixture", "bloom")
+SAMSUM = Fixture(
+    "samsum",
+    "samsum-style dialogue fixture",
+    "bloom",
+    writer="hfpipe.fixtures.samsum:write_channels",
+    handler_inputs="hfpipe.fixtures.samsum:handler_inputs",
+)
 CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
 
 TASK_KINDS: dict[str, TaskKind] = {
@@ -193,7 +205,15 @@ TASK_KINDS: dict[str, TaskKind] = {
             entry_point="run_qa.py",
             handler="inference_qa",
             columns=_qa_columns,
-            fixtures=(Fixture("squad", "SQuAD v1.1 JSON fixture", "bert"),),
+            fixtures=(
+                Fixture(
+                    "squad",
+                    "SQuAD v1.1 JSON fixture",
+                    "bert",
+                    writer="hfpipe.fixtures.squad:write_channels",
+                    handler_inputs="hfpipe.fixtures.squad:handler_inputs",
+                ),
+            ),
             model_head="question-answering",
             sample_request={
                 "inputs": {
@@ -215,8 +235,16 @@ TASK_KINDS: dict[str, TaskKind] = {
                     "roberta",
                     ("training", "validation", "validation_mismatched"),
                     {"task_name": "mnli"},
+                    writer="hfpipe.fixtures.mnli:write_mnli_channels",
+                    handler_inputs="hfpipe.fixtures.mnli:mnli_inputs",
                 ),
-                Fixture("textcls", "IMDb-style text fixture", "distilbert"),
+                Fixture(
+                    "textcls",
+                    "IMDb-style text fixture",
+                    "distilbert",
+                    writer="hfpipe.fixtures.mnli:write_textcls_channels",
+                    handler_inputs="hfpipe.fixtures.mnli:textcls_inputs",
+                ),
             ),
             pick_fixture=_classification_fixture,
             model_head="sequence-classification",
@@ -249,6 +277,14 @@ TASK_KINDS: dict[str, TaskKind] = {
         ),
     )
 }
+
+
+def fixture_named(name: Any) -> Fixture:
+    """The fixture data set `name` (Fixture.name) of any task kind; KindError naming the accepted ones."""
+    found = {f.name: f for kind in TASK_KINDS.values() for f in kind.fixtures}
+    if not isinstance(name, str) or name not in found:
+        raise KindError(f"fixture {name!r} is not known; accepted: {sorted(found)}")
+    return found[name]
 
 
 def task_kind(name: Any) -> TaskKind:

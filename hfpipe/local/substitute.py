@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hfpipe.core import serving_fit
-from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind, tiny_model
+from hfpipe.kinds import Fixture, KindError, fixture_named, serving_kind_of, task_kind, tiny_model
 
 #: Steps a local run on a stand-in model or data set trains at most.
 LOCAL_MAX_STEPS = 4
@@ -387,29 +386,11 @@ def build_model(family: str, dest: Path) -> Path:
 
 
 def build_data(kind: str, root: Path) -> dict[str, Path]:
-    """Fixture channel folders (`training`, `validation`, ...) in the real format of `kind`."""
-    if kind == "squad":
-        from hfpipe.fixtures.squad import write_squad
+    """Fixture channel folders (`training`, `validation`, ...) in the real format of the fixture `kind`
+    (Fixture.name), written by the writer the fixture names."""
+    from hfpipe.fixtures import write_fixture
 
-        paths = write_squad(root / "raw")
-        out = {}
-        for channel, split in (("training", "train"), ("validation", "validation")):
-            folder = root / channel
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(paths[split]), folder / paths[split].name)
-            out[channel] = folder
-        return out
-    if kind == "samsum":
-        from hfpipe.fixtures.samsum import write_samsum
-
-        written = write_samsum(root)
-        return {"training": written["training"], "validation": written["validation"]}
-    from hfpipe.fixtures.mnli import write_classification
-
-    files = write_classification(root, kind)
-    names = {
-        "train": "training",
-        "validation": "validation",
-        "validation_mismatched": "validation_mismatched",
-    }
-    return {names[split]: path.parent for split, path in files.items()}
+    try:
+        return write_fixture(fixture_named(kind), root)
+    except KindError as err:
+        raise ValueError(f"local fixture data: {err}") from None

@@ -301,3 +301,32 @@ def test_a_serving_kind_on_another_sdk_table_gets_the_image_the_sdk_retrieves(
         instance_type="ml.g5.xlarge",
     )
     assert build_catalog("eu-west-1", [recipe])["llm"] == {"3.0.1": {"gpu": expected}}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_fixture_writes_its_channels_and_inputs_its_handler_accepts(task: str, tmp_path: Path) -> None:
+    """The functions a fixture names: its channel folders (local mode's data) and its handler inputs (local
+    mode's stand-in traffic), each found by the fixture, none by a dispatch on its name."""
+    from hfpipe.fixtures import fixture_handler_inputs, write_fixture
+
+    kind = kinds.task_kind(task)
+    parse = invoke.handler_module(kind.handler).parse_request
+    for fixture in kind.fixtures:
+        assert kinds.fixture_named(fixture.name).writer == fixture.writer
+        channels = write_fixture(fixture, tmp_path / fixture.name)
+        assert set(channels) == set(fixture.channels), (fixture.name, channels)
+        assert all(any(p.is_file() for p in folder.rglob("*")) for folder in channels.values())
+        inputs = fixture_handler_inputs(fixture, 3, 5)
+        assert len(inputs) == 3 and inputs[0] != inputs[1]
+        for item in inputs:
+            assert parse({"inputs": item})[0], (fixture.name, item)
+
+
+def test_a_fixture_names_only_functions_of_the_fixtures_package() -> None:
+    from hfpipe.fixtures import write_fixture
+
+    with pytest.raises(kinds.KindError, match=r"^fixture 'no-such-fixture' is not known; accepted: \["):
+        kinds.fixture_named("no-such-fixture")
+    elsewhere = dataclasses.replace(kinds.fixture_named("squad"), writer="os:remove")
+    with pytest.raises(kinds.KindError, match=r"^fixture squad: writer: 'os:remove' is not accepted"):
+        write_fixture(elsewhere, "/nonexistent")
