@@ -40,7 +40,7 @@ _ENV_KEYS = {
     "log_retention_days": "one of " + ", ".join(str(d) for d in LOG_RETENTION_DAYS),
     "checkpoint_expiration_days": "a whole number of days from 1 to 3650",
     "noncurrent_version_expiration_days": "a whole number of days from 1 to 3650",
-    "quotas": "a list of objects with keys name, value, service_code (optional), used_by (optional)",
+    "quotas": "a list of objects with keys name, value, service_code (optional)",
     "allowed_s3_buckets": "a list of S3 bucket names outside this environment that recipes may read channels "
     "from or write checkpoints to (optional; default none; the execution role must also be granted them)",
     "allowed_image_registries": "a list of container registry hosts outside the image catalog, e.g. "
@@ -60,7 +60,6 @@ _QUOTA_KEYS = {
     "name": 'a Service Quotas quota name such as "ml.g5.2xlarge for training job usage"',
     "value": "a whole number from 1 to 10000",
     "service_code": 'a Service Quotas service code such as "sagemaker" (optional; default "sagemaker")',
-    "used_by": "a list of recipe names, for documentation (optional)",
 }
 _DEFAULTS: dict[str, Any] = {
     "removal_policy": "retain",
@@ -96,7 +95,6 @@ class QuotaTarget:
     name: str
     value: int
     service_code: str = "sagemaker"
-    used_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,10 +171,7 @@ def _parse_quota(path: str, entry: object) -> QuotaTarget:
     service_code = entry.get("service_code", "sagemaker")
     if not isinstance(service_code, str) or not re.fullmatch(r"[a-z0-9-]+", service_code):
         raise _rejected(f"{path}.service_code", service_code, _QUOTA_KEYS["service_code"])
-    used_by = entry.get("used_by", [])
-    if not isinstance(used_by, list) or not all(isinstance(r, str) and r for r in used_by):
-        raise _rejected(f"{path}.used_by", used_by, _QUOTA_KEYS["used_by"])
-    return QuotaTarget(name=name, value=value, service_code=service_code, used_by=tuple(used_by))
+    return QuotaTarget(name=name, value=value, service_code=service_code)
 
 
 def parse_environment(name: str, entry: object, *, default_account: str | None = None) -> EnvironmentConfig:

@@ -22,7 +22,8 @@ from typing import Any
 from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
 from hfpipe.core.recipes import available_recipes, load_recipe
 from hfpipe.core.serving_fit import GPUS_KEY
-from hfpipe.kinds import serving_kind_of
+from hfpipe.kinds import ServingKind, serving_kind_of
+from hfpipe.kinds.serving import HF_IMAGE_ARGUMENTS, PINNED_TABLE
 
 _SCOPES = ("training", "inference")
 #: The instance types `retrieve` is given to pick a processor: the SDK's own local-mode names, which map to
@@ -79,24 +80,32 @@ def distribution_rules() -> dict[str, list[str]]:
 
 
 @cache
-def image_uri(
-    scope: str, transformers: str, pytorch: str, py: str, region: str, processor: str
+def sdk_image_uri(
+    table: str, table_scope: str, arguments: tuple[tuple[str, str], ...], region: str, processor: str
 ) -> str | None:
-    """The Hugging Face image `sagemaker.image_uris.retrieve` gives for these versions, or None where the SDK
-    has none (it raises ValueError for an unknown version, Python version, processor or region)."""
+    """The image `sagemaker.image_uris.retrieve(table, ...)` gives for `arguments` (its keyword arguments:
+    version, py_version, base_framework_version, ...) in `region` for `processor`, or None where the SDK has
+    none (it raises ValueError for an unknown version, Python version, processor or region)."""
     try:
         uri = _sdk()["image_uris"].retrieve(
-            "huggingface",
+            table,
             region=region,
-            version=transformers,
-            py_version=py,
+            image_scope=table_scope,
             instance_type=_PROCESSOR_INSTANCE[processor],
-            image_scope=scope,
-            base_framework_version=f"pytorch{pytorch}",
+            **dict(arguments),
         )
     except ValueError:
         return None
     return str(uri)
+
+
+def image_uri(
+    scope: str, transformers: str, pytorch: str, py: str, region: str, processor: str
+) -> str | None:
+    """The Hugging Face image `sagemaker.image_uris.retrieve` gives for these versions, or None where the SDK
+    has none."""
+    arguments = {"version": transformers, "py_version": py, "base_framework_version": f"pytorch{pytorch}"}
+    return sdk_image_uri("huggingface", scope, tuple(sorted(arguments.items())), region, processor)
 
 
 def _domain(region: str) -> str:
@@ -152,9 +161,49 @@ def gpu_table(region: str) -> dict[str, list[int]]:
     }
 
 
+def _sdk_tables() -> frozenset[str]:
+    """The frameworks `image_uris.retrieve` knows: the SDK's image_uri_config/<table>.json files."""
+    folder = Path(str(_sdk()["sagemaker"].__file__)).parent / "image_uri_config"
+    return frozenset(p.stem for p in folder.glob("*.json"))
+
+
+def _images(recipe: dict[str, Any], part: str, kind: ServingKind | None, region: str) -> dict[str, str]:
+    """{processor: uri} of the recipe's container.<part>: the training DLC (kind None) or the serving
+    kind's image, from the SDK's table the kind names or the pinned DLC table; ValueError when none."""
+    container = recipe["container"][part]
+    table, table_scope = (kind.image_table, kind.image_table_scope) if kind else ("huggingface", "training")
+    pinned = table == PINNED_TABLE
+    if not pinned and table not in _sdk_tables():
+        raise ValueError(
+            f"recipe {recipe['name']}: serving kind {kind.name if kind else '-'!r} reads the {table!r} image "
+            f"table, which is neither one of the SageMaker SDK's image tables nor {PINNED_TABLE!r} "
+            "(stacks/dlc_images.json)"
+        )
+    key = kind.catalog_key(container) if kind else catalog_key(container)
+    templates = {} if pinned else kind.image_arguments if kind else HF_IMAGE_ARGUMENTS
+    arguments = tuple(sorted((k, v.format(**container)) for k, v in templates.items()))
+    found = {
+        p: uri
+        for p in ("gpu", "cpu")
+        if (
+            uri := dlc_image_uri(table_scope, key, region, p)
+            if pinned
+            else sdk_image_uri(table, table_scope, arguments, region, p)
+        )
+    }
+    if not found:
+        where = "dlc_images.json" if pinned else f"SageMaker SDK's {table} {table_scope}"
+        raise ValueError(
+            f"recipe {recipe['name']}: container.{part} {key} is not in the {where} table for {region}"
+        )
+    return found
+
+
 def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers, plus the
-    SDK's distribution tables under "distribution" (see `distribution_rules`)."""
+    """{scope: {"<transformers>/<pytorch>/<py>": {processor: uri}}} for the recipes' containers (training:
+    the Hugging Face training DLC; inference: the image of the recipe's serving kind, under the kind's
+    catalog scope and key), plus the SDK's distribution tables under "distribution" (see
+    `distribution_rules`) and its GPU table."""
     if not region or region.startswith("${Token"):
         raise ValueError(
             f"region: {region!r} is not a concrete region; image URIs are resolved at synth time, "
@@ -164,54 +213,16 @@ def build_catalog(region: str, recipes: list[dict[str, Any]] | None = None) -> d
     catalog: dict[str, Any] = {s: {} for s in _SCOPES}
     catalog[DISTRIBUTION_KEY] = distribution_rules()
     for recipe in recipes:
-        # Training: the Hugging Face training DLC. Inference: where the recipe's serving kind says.
         serving = serving_kind_of(recipe)
-        if serving.image_table not in ("huggingface", "aws-dlc"):
-            # The SDK's huggingface table and the pinned DLC table are read; a serving kind on another table
-            # adds its reader here (docs/extending.md).
-            raise ValueError(
-                f"recipe {recipe['name']}: serving kind {serving.name!r} reads the {serving.image_table!r} "
-                "image table, which stacks/image_catalog.py cannot read; accepted: 'huggingface', 'aws-dlc'"
-            )
-        for part, scope, table, table_scope, key_of in (
-            ("training", "training", "huggingface", "training", catalog_key),
-            (
-                "inference",
-                serving.image_scope,
-                serving.image_table,
-                serving.image_table_scope,
-                serving.catalog_key,
-            ),
-        ):
+        for part, kind in (("training", None), ("inference", serving)):
             container = recipe["container"][part]
             if container.get("image_uri"):
                 continue
-            key = key_of(container)
-            found = {
-                p: uri
-                for p in ("gpu", "cpu")
-                if (
-                    uri := image_uri(
-                        table_scope,
-                        container["transformers_version"],
-                        container["pytorch_version"],
-                        container["py_version"],
-                        region,
-                        p,
-                    )
-                    if table == "huggingface"
-                    else dlc_image_uri(table_scope, key, region, p)
-                )
-            }
-            if not found:
-                where = (
-                    f"SageMaker SDK's huggingface {table_scope}"
-                    if table == "huggingface"
-                    else "dlc_images.json"
-                )
-                raise ValueError(
-                    f"recipe {recipe['name']}: container.{part} {key} is not in the {where} table for {region}"
-                )
-            catalog.setdefault(scope, {})[key] = found
+            scope, key = (
+                (serving.image_scope, serving.catalog_key(container))
+                if kind
+                else ("training", catalog_key(container))
+            )
+            catalog.setdefault(scope, {})[key] = _images(recipe, part, kind, region)
     catalog[GPUS_KEY] = gpu_table(region)
     return catalog

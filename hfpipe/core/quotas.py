@@ -16,6 +16,7 @@ Pure apart from the client it is given (boto3 ``service-quotas``, or anything wi
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -119,6 +120,16 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
         key = endpoint_quota_name(s["instance_type"])
         needed[key] = needed.get(key, 0) + s["instance_count"]
     return needed
+
+
+def quota_users(recipes: Mapping[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Quota name -> the recipes needing it (`quota_names` of each validated recipe, deployed), sorted:
+    what the Quota stack's outputs say each quota is for, derived rather than written in cdk.json."""
+    users: dict[str, list[str]] = {}
+    for name in sorted(recipes):
+        for quota in quota_names(recipes[name], deploy=True):
+            users.setdefault(quota, []).append(name)
+    return {quota: tuple(names) for quota, names in sorted(users.items())}
 
 
 def check_quotas(client: QuotaPaginatorClient, needed: dict[str, int]) -> dict[str, float]:

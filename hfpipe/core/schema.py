@@ -41,17 +41,23 @@ _CONTAINER = {
 }
 
 #: container.inference: the fields its serving kind keys the image by (hfpipe/kinds/serving.py
-#: image_key_fields) are required by the rules (hfpipe.core.validate), since they differ by kind.
+#: image_key_fields) are required by the rules (hfpipe.core.validate), since they differ by kind; a kind's
+#: key fields beyond the Hugging Face DLC's versions (vllm_version, ...) are properties here, from the registry.
 _INFERENCE_CONTAINER = {
     **_CONTAINER,
-    "description": "The serving container: the Hugging Face inference DLC's versions (serving kind "
-    "hf-inference) or the AWS vLLM DLC's vllm_version (serving kind vllm), resolved to an image URI at synth "
-    "time (stacks/image_catalog.py); or image_uri.",
+    "description": "The serving container: the image key fields of the recipe's serving kind (the Hugging "
+    "Face inference DLC's versions for hf-inference, vllm_version for vllm, ...: hfpipe/kinds/serving.py), "
+    "resolved to an image URI at synth time (stacks/image_catalog.py); or image_uri.",
     "properties": {
         **_CONTAINER["properties"],  # type: ignore[dict-item]
-        "vllm_version": {
-            "type": "string",
-            "description": "vLLM version of the AWS vLLM DLC (serving kind vllm), e.g. 0.14.0.",
+        **{
+            name: {
+                "type": "string",
+                "description": f"{name} of the image of serving kind {kind.name} ({kind.description}).",
+            }
+            for kind in SERVING_KINDS.values()
+            for name in kind.image_key_fields
+            if name not in _CONTAINER["properties"]  # type: ignore[operator]
         },
     },
     "required": [],

@@ -16,20 +16,33 @@ from hfpipe.kinds.serving import (
     serving_kind,
     serving_kind_of,
 )
-from hfpipe.kinds.tasks import TASK_KINDS, Fixture, TaskKind, task_kind
+from hfpipe.kinds.tasks import (
+    TASK_KINDS,
+    TINY_MODELS,
+    Fixture,
+    TaskKind,
+    TinyModel,
+    fixture_named,
+    task_kind,
+    tiny_model,
+)
 
 __all__ = [
     "DEFAULT_SERVING_KIND",
     "SERVING_KINDS",
     "TASK_KINDS",
+    "TINY_MODELS",
     "Fixture",
     "KindError",
     "ServingKind",
     "TaskKind",
+    "TinyModel",
+    "fixture_named",
     "openai_sample_request",
     "serving_kind",
     "serving_kind_of",
     "task_kind",
+    "tiny_model",
     "training_code_file",
 ]
 

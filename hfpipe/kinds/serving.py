@@ -17,6 +17,18 @@ from hfpipe.kinds import openai_contract
 
 #: What a recipe without `serving.kind` is served by (every recipe before serving kinds existed).
 DEFAULT_SERVING_KIND = "hf-inference"
+#: The image table of images the SageMaker SDK's tables do not list: stacks/dlc_images.json, in the SDK's
+#: Deep Learning Containers accounts (stacks/image_catalog.py). Any other `image_table` is one of the SDK's.
+PINNED_TABLE = "aws-dlc"
+#: `ServingKind.serves` of a kind that serves every task kind (through the task's own handler).
+ANY_TASK = "*"
+#: `image_uris.retrieve("huggingface", ...)`'s arguments from a Hugging Face DLC's versions (the training
+#: DLC's and the inference DLC's alike).
+HF_IMAGE_ARGUMENTS = {
+    "version": "{transformers_version}",
+    "py_version": "{py_version}",
+    "base_framework_version": "pytorch{pytorch_version}",
+}
 
 
 class KindError(ValueError):
@@ -72,6 +84,14 @@ class ServingKind:
     #: What `hfpipe local --serve` prints after its usual lines, formatted with `url` (the server's) and
     #: `environment` (the model's): e.g. the OpenAI base URL and the served model name.
     local_banner: str | None = None
+    #: The keyword arguments of `sagemaker.image_uris.retrieve(image_table, ...)` for an image of this kind,
+    #: each formatted with container.inference's fields (besides region, image_scope and instance_type);
+    #: not read for the pinned table (PINNED_TABLE).
+    image_arguments: Mapping[str, str] = field(default_factory=lambda: dict(HF_IMAGE_ARGUMENTS))
+    #: The task kinds it serves, by their model head (TaskKind.model_head, e.g. "causal-lm"); ANY_TASK: every
+    #: task, through the task's own handler. A task kind's `serving_kinds` is read from here, so a new
+    #: serving kind touches no task kind.
+    serves: tuple[str, ...] = ()
 
     def variant_fields(self) -> dict[str, str]:
         """What every ProductionVariant serving this kind carries besides model, instance type and count."""
@@ -120,6 +140,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             image_table="huggingface",
             image_table_scope="inference",
             image_key_fields=HF_VERSION_FIELDS,
+            serves=(ANY_TASK,),
         ),
         ServingKind(
             # https://aws.github.io/deep-learning-containers/vllm/deployment/sagemaker/: the SageMaker image
@@ -133,7 +154,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             # Not in the SageMaker SDK's tables (it lists only the Neuron vLLM images): a pinned table
             # (stacks/dlc_images.json) names the repository and tag; the registry accounts per region are
             # the SDK's Deep Learning Containers accounts (stacks/image_catalog.py).
-            image_table="aws-dlc",
+            image_table=PINNED_TABLE,
             image_table_scope=VLLM,
             image_key_fields=("vllm_version",),
             # vLLM's OpenAI server's rules for the pinned version (hfpipe/kinds/openai_contract.py), used by
@@ -155,6 +176,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             # InferenceAmiVersion documentation), so the image's own forward-compatibility libraries run
             # CUDA 12.9 on that driver; the default host image's driver does not.
             inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1",
+            serves=("causal-lm",),
             local_stand_in=(
                 "a stand-in speaking its HTTP contract (/invocations, /v1, streaming) with transformers, "
                 "one request at a time (hfpipe.local.openai_endpoint)",

@@ -13,15 +13,62 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.kinds.serving import DEFAULT_SERVING_KIND, VLLM, KindError, openai_sample_request, serving_kind
+from hfpipe.kinds.serving import (
+    ANY_TASK,
+    SERVING_KINDS,
+    KindError,
+    openai_sample_request,
+    serving_kind,
+)
 
 Hyperparameters = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class TinyModel:
+    """A tiny random-weight model family, built from a config with a tokenizer trained on fixture text (no
+    download): what local mode puts in the `model` channel for the task kind's fixture, whatever hub model
+    the recipe names, and what the served-model fixture starts from. `builder` ("module:function", named by
+    string: this package imports nothing of hfpipe.fixtures) is called as function(dest, **options) and
+    writes the model and its tokenizer to the folder `dest`."""
+
+    name: str
+    description: str
+    builder: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: The tiny families a fixture may name (Fixture.family).
+TINY_MODELS: dict[str, TinyModel] = {
+    model.name: model
+    for model in (
+        *(
+            TinyModel(
+                name, f"tiny random-weight {label}", "hfpipe.fixtures.encoders:build_tiny", {"kind": name}
+            )
+            for name, label in (("bert", "BERT"), ("roberta", "RoBERTa"), ("distilbert", "DistilBERT"))
+        ),
+        TinyModel("bloom", "tiny random-weight BLOOM", "hfpipe.fixtures.samsum:build_tiny_bloom"),
+        # A family of another architecture transformers builds from a config is data: e.g.
+        # TinyModel("t5", "tiny random-weight T5", "hfpipe.fixtures.samsum:build_tiny_lm", {"model_class":
+        # "T5ForConditionalGeneration", "config": {...}, "token_ids": {"pad_token_id": "pad", ...}}).
+    )
+}
+
+
+def tiny_model(name: Any) -> TinyModel:
+    """The tiny model family `name`; KindError naming it and the accepted families when unknown."""
+    model = TINY_MODELS.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise KindError(f"tiny model family {name!r} is not known; accepted: {sorted(TINY_MODELS)}")
+    return model
+
+
+@dataclass(frozen=True)
 class Fixture:
     """A local-mode stand-in data set in the task's real format (built by hfpipe.local.substitute.build_data
-    under `name`), and the tiny model family a recipe that names no hub model trains on it."""
+    under `name`), and the tiny model family (a key of TINY_MODELS) local mode trains on it: the recipe's own
+    when it names no hub model, the stand-in of the hub model it names otherwise."""
 
     name: str
     description: str
@@ -30,6 +77,12 @@ class Fixture:
     #: Set when the fixture replaces the hub data set, unless the recipe sets them: what the hub
     #: configuration implied (GLUE's mnli configuration selects task_name mnli in run_classification.py).
     implied_hyperparameters: Mapping[str, str] = field(default_factory=dict)
+    #: "module:function" of hfpipe.fixtures called as function(root) that writes the fixture's channel
+    #: folders under `root` and returns {channel: folder} (local mode's data channels).
+    writer: str = field(default="", kw_only=True)
+    #: "module:function" called as function(count, seed) that returns `count` inputs of the task's handler
+    #: made from the fixture (local mode's stand-in traffic during a deployment's bake).
+    handler_inputs: str = field(default="", kw_only=True)
 
 
 def _first_fixture(_: Hyperparameters) -> int:
@@ -52,7 +105,6 @@ class TaskKind:
     fixtures: tuple[Fixture, ...]
     #: A request body the handler accepts (tests/kinds checks it against the handler's parse_request).
     sample_request: Mapping[str, Any]
-    serving_kinds: tuple[str, ...] = (DEFAULT_SERVING_KIND,)
     pick_fixture: Callable[[Hyperparameters], int] = _first_fixture
     #: Whether the handler reads {"dialogue": chat}, what `hfpipe invoke --dialogue FILE` sends.
     takes_dialogue: bool = False
@@ -60,6 +112,14 @@ class TaskKind:
     #: served-model fixture (hfpipe/fixtures/serving.py, `HEAD_BUILDERS`) builds the first fixture's tiny
     #: family with it.
     model_head: str = "causal-lm"
+
+    @property
+    def serving_kinds(self) -> tuple[str, ...]:
+        """The serving kinds that can serve this task, in the registry's order: those whose `serves` names
+        its model head, or every task (ANY_TASK)."""
+        return tuple(
+            k.name for k in SERVING_KINDS.values() if ANY_TASK in k.serves or self.model_head in k.serves
+        )
 
     def record_columns(self, hyperparameters: Hyperparameters) -> dict[str, str]:
         """The columns each record of the recipe's data set must hold, and their kind."""
@@ -127,7 +187,13 @@ def _classification_fixture(hp: Hyperparameters) -> int:
     return 0 if mnli or "premise" in str(hp.get("text_column_names", "")) else 1
 
 
-SAMSUM = Fixture("samsum", "samsum-style dialogue fixture", "bloom")
+SAMSUM = Fixture(
+    "samsum",
+    "samsum-style dialogue fixture",
+    "bloom",
+    writer="hfpipe.fixtures.samsum:write_channels",
+    handler_inputs="hfpipe.fixtures.samsum:handler_inputs",
+)
 CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
 
 TASK_KINDS: dict[str, TaskKind] = {
@@ -139,7 +205,15 @@ TASK_KINDS: dict[str, TaskKind] = {
             entry_point="run_qa.py",
             handler="inference_qa",
             columns=_qa_columns,
-            fixtures=(Fixture("squad", "SQuAD v1.1 JSON fixture", "bert"),),
+            fixtures=(
+                Fixture(
+                    "squad",
+                    "SQuAD v1.1 JSON fixture",
+                    "bert",
+                    writer="hfpipe.fixtures.squad:write_channels",
+                    handler_inputs="hfpipe.fixtures.squad:handler_inputs",
+                ),
+            ),
             model_head="question-answering",
             sample_request={
                 "inputs": {
@@ -161,8 +235,16 @@ TASK_KINDS: dict[str, TaskKind] = {
                     "roberta",
                     ("training", "validation", "validation_mismatched"),
                     {"task_name": "mnli"},
+                    writer="hfpipe.fixtures.mnli:write_mnli_channels",
+                    handler_inputs="hfpipe.fixtures.mnli:mnli_inputs",
                 ),
-                Fixture("textcls", "IMDb-style text fixture", "distilbert"),
+                Fixture(
+                    "textcls",
+                    "IMDb-style text fixture",
+                    "distilbert",
+                    writer="hfpipe.fixtures.mnli:write_textcls_channels",
+                    handler_inputs="hfpipe.fixtures.mnli:textcls_inputs",
+                ),
             ),
             pick_fixture=_classification_fixture,
             model_head="sequence-classification",
@@ -181,7 +263,6 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
-            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
             takes_dialogue=True,
         ),
         TaskKind(
@@ -193,10 +274,17 @@ TASK_KINDS: dict[str, TaskKind] = {
             columns=_prompt_columns,
             fixtures=(SAMSUM,),
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
-            serving_kinds=(DEFAULT_SERVING_KIND, VLLM),
         ),
     )
 }
+
+
+def fixture_named(name: Any) -> Fixture:
+    """The fixture data set `name` (Fixture.name) of any task kind; KindError naming the accepted ones."""
+    found = {f.name: f for kind in TASK_KINDS.values() for f in kind.fixtures}
+    if not isinstance(name, str) or name not in found:
+        raise KindError(f"fixture {name!r} is not known; accepted: {sorted(found)}")
+    return found[name]
 
 
 def task_kind(name: Any) -> TaskKind:

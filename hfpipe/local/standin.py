@@ -97,25 +97,9 @@ def standin_requests(recipe: Mapping[str, Any] | None, count: int = FIXTURE_REQU
 
 
 def _fixture_inputs(fixture: str, count: int) -> list[Any]:
-    """``count`` handler inputs from the fixture data set named ``fixture`` (hfpipe.kinds Fixture.name)."""
-    if fixture == "squad":
-        from hfpipe.fixtures.squad import make_squad
+    """``count`` handler inputs from the fixture data set named ``fixture`` (hfpipe.kinds Fixture.name), by
+    the function the fixture names (Fixture.handler_inputs)."""
+    from hfpipe.fixtures import fixture_handler_inputs
+    from hfpipe.kinds import fixture_named
 
-        articles = make_squad(count, seed=SEED)["data"]
-        paragraphs = [a["paragraphs"][0] for a in articles]
-        return [{"question": p["qas"][0]["question"], "context": p["context"]} for p in paragraphs]
-    if fixture == "mnli":
-        from hfpipe.fixtures.mnli import make_mnli
-
-        return [{"text": r["premise"], "text_pair": r["hypothesis"]} for r in make_mnli(count, seed=SEED)]
-    if fixture == "textcls":
-        from hfpipe.fixtures.mnli import make_textcls
-
-        return [{"text": r["text"]} for r in make_textcls(count, seed=SEED)]
-    if fixture == "samsum":
-        from hfpipe.fixtures.samsum import dialogues
-
-        return [d["dialogue"] for d in dialogues(count, seed=SEED)]
-    raise ValueError(
-        f"fixture {fixture!r}: no stand-in requests for it; accepted: squad, mnli, textcls, samsum"
-    )
+    return fixture_handler_inputs(fixture_named(fixture), count, SEED)

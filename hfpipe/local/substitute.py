@@ -4,9 +4,10 @@ A recipe names things that cannot exist here: a hub model (bert-large, roberta-l
 a hub data set, GPUs (half precision, FSDP) and SageMaker's own distribution libraries (smdistributed data and
 model parallel, which need NVIDIA GPUs and the library). Local mode replaces exactly those:
 
-- the model becomes a tiny random-weight model of the same family (BERT, RoBERTa, DistilBERT, BLOOM) built from
-  a config (`hfpipe.fixtures`), delivered as the `model` channel the scripts read when no `model_name_or_path`
-  is given;
+- the model becomes the tiny random-weight model of the task kind's fixture (its `family`, one of
+  hfpipe.kinds.TINY_MODELS: BERT for QA, RoBERTa or DistilBERT for classification, BLOOM for causal LMs)
+  built from a config (`hfpipe.fixtures`), delivered as the `model` channel the scripts read when no
+  `model_name_or_path` is given;
 - the data set becomes fixture channels in the real format (SQuAD JSON, MNLI pairs with a matched and a
   mismatched validation set, IMDb-style texts, samsum dialogues);
 - training on a stand-in model or data set is capped at a few steps (`max_steps`; a recipe that runs here as
@@ -27,13 +28,12 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hfpipe.core import serving_fit
-from hfpipe.kinds import Fixture, KindError, serving_kind_of, task_kind
+from hfpipe.kinds import Fixture, KindError, fixture_named, serving_kind_of, task_kind, tiny_model
 
 #: Steps a local run on a stand-in model or data set trains at most.
 LOCAL_MAX_STEPS = 4
@@ -51,7 +51,6 @@ MPI_KEYS = (
     "sagemaker_mpi_num_of_processes_per_host",
     "sagemaker_mpi_custom_mpi_options",
 )
-MODEL_FAMILIES = ("distilbert", "roberta", "bloom", "bert")  # first match in the model id wins
 
 
 @dataclass(frozen=True)
@@ -145,17 +144,6 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def model_family(model_id: str) -> str:
-    """The architecture family of a hub model id (bert-large-uncased -> bert)."""
-    lowered = model_id.lower()
-    for family in MODEL_FAMILIES:
-        if family in lowered:
-            return family
-    raise ValueError(
-        f"model_name_or_path={model_id!r}: local mode has tiny stand-ins for {', '.join(MODEL_FAMILIES)} only"
-    )
-
-
 def fixture_of(recipe: dict[str, Any]) -> Fixture:
     """The fixture data set with the format the recipe's data has: its task kind's rule
     (hfpipe/kinds/tasks.py); an unknown task is refused by name."""
@@ -163,14 +151,6 @@ def fixture_of(recipe: dict[str, Any]) -> Fixture:
         return task_kind(recipe["task"]).fixture(recipe["training"]["hyperparameters"])
     except KindError as err:
         raise ValueError(f"recipe.task: {err}") from None
-
-
-TINY_NAMES = {
-    "bert": "tiny random-weight BERT",
-    "roberta": "tiny random-weight RoBERTa",
-    "distilbert": "tiny random-weight DistilBERT",
-    "bloom": "tiny random-weight BLOOM",
-}
 
 
 def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -> None:
@@ -203,9 +183,9 @@ def for_this_machine(
     hps: dict[str, Any] = t.setdefault("hyperparameters", {})
     fixture = fixture_of(local)
     model_id = hps.get("model_name_or_path")
-    # A tiny-* recipe names no hub model: the family its full-size recipe uses, as the fixture says.
-    family = model_family(model_id) if model_id else fixture.family
-    subs = Substitutions(local, family, fixture.name)
+    # The task kind's fixture names the tiny family, for a hub model and a tiny-* recipe alike: nothing is
+    # guessed from the model's id.
+    subs = Substitutions(local, fixture.family, fixture.name)
     channels: dict[str, str] = t.setdefault("channels", {})
     name = local["name"]
 
@@ -224,11 +204,7 @@ def for_this_machine(
     if model_id and serving.server_settings:
         _keep_fit_check(local, model_id, subs)
     if model_id:
-        del hps["model_name_or_path"]
-        channels["model"] = f"{data_prefix}/{name}/model/"
-        subs.add(
-            "model_name_or_path", model_id, f"{TINY_NAMES[family]} (model channel)", "no hub downloads here"
-        )
+        _model_channel(local, fixture, f"{data_prefix}/{name}/model/", subs)
     # The hub data set: named by dataset_name, or (run_glue.py's way, as the seed-faithful MNLI recipe has
     # it) by a GLUE task_name alone when no training channel gives the data.
     glue_task = hps.get("task_name") if not hps.get("dataset_name") and "training" not in channels else None
@@ -265,6 +241,19 @@ def for_this_machine(
     _distribution(t, subs)
     _gate_for_tiny_models(local, subs)
     return subs
+
+
+def _model_channel(local: dict[str, Any], fixture: Fixture, prefix: str, subs: Substitutions) -> None:
+    """The hub model replaced by the tiny model of the task kind's fixture, in the `model` channel."""
+    hps, channels = local["training"]["hyperparameters"], local["training"]["channels"]
+    model_id = hps.pop("model_name_or_path")
+    channels["model"] = prefix
+    subs.add(
+        "model_name_or_path",
+        model_id,
+        f"{tiny_model(fixture.family).description} (model channel; the {local['task']} stand-in)",
+        "no hub downloads here",
+    )
 
 
 def _container_substitution(local: dict[str, Any], subs: Substitutions) -> None:
@@ -390,40 +379,18 @@ def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:
 
 
 def build_model(family: str, dest: Path) -> Path:
-    """A tiny random-weight model of `family` with its tokenizer, saved to `dest`."""
-    if family == "bloom":
-        from hfpipe.fixtures.samsum import build_tiny_bloom
+    """A tiny random-weight model of `family` (hfpipe.kinds.TINY_MODELS) with its tokenizer, saved to `dest`."""
+    from hfpipe.fixtures import build_tiny_model
 
-        return build_tiny_bloom(dest)
-    from hfpipe.fixtures.encoders import build_encoder
-
-    return build_encoder(family, dest)
+    return build_tiny_model(family, dest)
 
 
 def build_data(kind: str, root: Path) -> dict[str, Path]:
-    """Fixture channel folders (`training`, `validation`, ...) in the real format of `kind`."""
-    if kind == "squad":
-        from hfpipe.fixtures.squad import write_squad
+    """Fixture channel folders (`training`, `validation`, ...) in the real format of the fixture `kind`
+    (Fixture.name), written by the writer the fixture names."""
+    from hfpipe.fixtures import write_fixture
 
-        paths = write_squad(root / "raw")
-        out = {}
-        for channel, split in (("training", "train"), ("validation", "validation")):
-            folder = root / channel
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(paths[split]), folder / paths[split].name)
-            out[channel] = folder
-        return out
-    if kind == "samsum":
-        from hfpipe.fixtures.samsum import write_samsum
-
-        written = write_samsum(root)
-        return {"training": written["training"], "validation": written["validation"]}
-    from hfpipe.fixtures.mnli import write_classification
-
-    files = write_classification(root, kind)
-    names = {
-        "train": "training",
-        "validation": "validation",
-        "validation_mismatched": "validation_mismatched",
-    }
-    return {names[split]: path.parent for split, path in files.items()}
+    try:
+        return write_fixture(fixture_named(kind), root)
+    except KindError as err:
+        raise ValueError(f"local fixture data: {err}") from None

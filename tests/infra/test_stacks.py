@@ -250,10 +250,13 @@ def test_execution_role_is_scoped(synthesized, env):
         for p in template.find_resources("AWS::SSM::Parameter").values()
         if isinstance(p["Properties"]["Value"], str) and '"training"' in p["Properties"]["Value"]
     ]
+    # Every image scope ({key: {processor: uri}}: training, and each serving kind's), whichever kinds the
+    # recipes use; the SDK's distribution and GPU tables hold lists.
     uris = [
         uri
-        for scope in ("training", "inference", "vllm")
-        for images in catalog[scope].values()
+        for scope in catalog.values()
+        for images in scope.values()
+        if isinstance(images, dict)
         for uri in images.values()
     ]
     repositories = Match.array_equals(
@@ -315,8 +318,9 @@ def test_execution_role_is_scoped(synthesized, env):
             },
         },
     )
-    # The recipes train on the Hugging Face PyTorch training DLC and serve on its inference DLC or the vLLM DLC.
-    assert {uri.split("/", 1)[1].split(":")[0] for uri in uris} == {
+    # The recipes train on the Hugging Face PyTorch training DLC and serve on its inference DLC or the vLLM DLC
+    # (and on whatever image another serving kind a recipe names has).
+    assert {uri.split("/", 1)[1].split(":")[0] for uri in uris} >= {
         "huggingface-pytorch-training",
         "huggingface-pytorch-inference",
         "vllm",
@@ -373,6 +377,16 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
         template.has_resource_properties(
             RESOURCE_TYPE, {"ServiceCode": q.service_code, "QuotaName": q.name, "DesiredValue": q.value}
         )
+    # Each request's status output names the recipes needing the quota, derived from the recipes (stated
+    # here by hand for the original recipes: the LoRA recipe serves on g5.4xlarge, the data-parallel and
+    # model-parallel ones train on p3.16xlarge).
+    described = {
+        o["Description"].split(" (target ")[0]: o["Description"] for o in template.find_outputs("*").values()
+    }
+    assert set(described) == {q.name for q in config.quotas}
+    assert described["ml.g5.4xlarge for endpoint usage"].endswith("used by bloomz-7b1-lora-samsum)")
+    training = described["ml.p3.16xlarge for training job usage"]
+    assert "bert-large-squad-ddp" in training and "roberta-large-mnli-mp" in training
     # The quota handler (JSON logs) and CDK's custom_resources.Provider framework function, which the
     # custom resources' service token names and which answers CloudFormation.
     template.resource_count_is("AWS::Lambda::Function", 2)

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -22,9 +23,33 @@ ACCOUNT_ID = re.compile(r"(?<![0-9])[0-9]{12}(?![0-9])")
 REGISTRY_HOST = re.compile(r"(?<![0-9])[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?")
 
 
+#: What stands for the image catalog (a JSON object with an "inference" scope: the Plan's and the promote
+#: function's environment, the SSM parameter, the output) and for the repositories the execution role pulls:
+#: both follow the recipes' containers, and are checked against them by tests/pipeline/test_pipeline_stack.py
+#: (the catalog) and tests/infra/test_stacks.py (the pull grant), so a new recipe changes no snapshot.
+CATALOG = "<image catalog of the recipes' containers>"
+PULLED = "<the image catalog's repositories>"
+
+
+def _without_catalog(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get("Sid") == "PullHuggingFaceContainers":
+            return {**value, "Resource": PULLED}
+        return {k: _without_catalog(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_catalog(v) for v in value]
+    if isinstance(value, str) and value.startswith("{") and '"inference"' in value:
+        try:
+            return CATALOG if "inference" in json.loads(value) else value
+        except ValueError:
+            return value
+    return value
+
+
 def normalized(template: dict) -> dict:
-    """The template with asset hashes, ECR registry hosts and account IDs replaced by placeholders."""
-    text = ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True))
+    """The template with asset hashes, ECR registry hosts and account IDs replaced by placeholders, and the
+    image catalog and its pull grant by theirs (`CATALOG`, `PULLED`)."""
+    text = ASSET_HASH.sub("<asset-hash>", json.dumps(_without_catalog(template), sort_keys=True))
     text = ACCOUNT_ID.sub("<account>", REGISTRY_HOST.sub("<registry>", text))
     return json.loads(text)
 
@@ -85,9 +110,45 @@ def test_cfn_lint_finds_no_errors_or_warnings(synthesized):
 
 
 def test_snapshot_per_stack(synthesized, snapshot):
+    # The Quota stacks follow cdk.json's targets and the recipes (tests/infra/test_stacks.py checks them
+    # request by request): they are snapshotted for fixed requests below, so a new recipe changes no snapshot.
     json_snapshot = snapshot.use_extension(JSONSnapshotExtension)
-    for name in sorted(synthesized.templates):
+    for name in sorted(n for n in synthesized.templates if not n.endswith("-Quota")):
         assert normalized(synthesized.templates[name]) == json_snapshot(name=name)
+
+
+#: The Quota stack's snapshot input: dev's and prod's settings, three requests of each kind of quota
+#: (training, spot training, endpoint; one needed by no recipe), and fixed users for the outputs.
+FIXED_QUOTAS = [
+    {"name": "ml.g5.2xlarge for training job usage", "value": 1},
+    {"name": "ml.g5.2xlarge for spot training job usage", "value": 2},
+    {"name": "ml.g5.4xlarge for endpoint usage", "value": 2},
+]
+FIXED_USERS = {
+    "ml.g5.2xlarge for training job usage": ("recipe-a", "recipe-b"),
+    "ml.g5.4xlarge for endpoint usage": ("recipe-b",),
+}
+
+
+def test_quota_stack_snapshot_for_fixed_requests(snapshot, tmp_path, monkeypatch):
+    from stacks import quota_stack
+
+    environments = {
+        name: {**settings, "quotas": FIXED_QUOTAS}
+        for name, settings in cdk_app.cdk_json_context()["hfpipe:environments"].items()
+    }
+    monkeypatch.setattr(quota_stack, "recipe_quota_users", lambda: FIXED_USERS)
+    context = {
+        **cdk_app.cdk_json_context(),
+        "hfpipe:environments": environments,
+        "aws:cdk:bundling-stacks": [],
+    }
+    assembly = cdk_app.build_app(context=context, outdir=str(tmp_path), parts=("Quota",), nag=False).synth()
+    json_snapshot = snapshot.use_extension(JSONSnapshotExtension)
+    stacks = sorted(assembly.stacks, key=lambda s: s.stack_name)
+    assert [s.stack_name for s in stacks] == ["Hfpipe-dev-Quota", "Hfpipe-prod-Quota"]
+    for stack in stacks:
+        assert normalized(stack.template) == json_snapshot(name=stack.stack_name)
 
 
 def test_two_synths_give_identical_templates_and_asset_hashes(synthesized, tmp_path):

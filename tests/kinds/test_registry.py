@@ -23,7 +23,7 @@ from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.core.schema import RecipeError
 from hfpipe.core.schema import validate as rules_validate
 from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
-from hfpipe.local.substitute import TINY_NAMES, build_data, for_this_machine
+from hfpipe.local.substitute import build_data, for_this_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CODE = ROOT / "training_code"
@@ -147,6 +147,14 @@ def test_a_serving_kind_the_task_does_not_support_is_refused_naming_both(
         "recipe.serving.kind: serving kind 'other-server' cannot serve task 'question-answering'; "
         "accepted for question-answering: ['hf-inference']"
     )
+    # The serving kind says which tasks it serves (by their model head): no task kind is edited for it.
+    serves_qa = dataclasses.replace(
+        kinds.serving_kind("hf-inference"), name="other-server", serves=("question-answering",)
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "other-server", serves_qa)
+    assert kinds.task_kind("question-answering").serving_kinds == ("hf-inference", "other-server")
+    assert "other-server" not in kinds.task_kind("summarization").serving_kinds
+    rules.recipe(recipe)
 
 
 @pytest.mark.parametrize("name", available_recipes())
@@ -155,7 +163,7 @@ def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: 
     recipe = resolve_recipe(recipe_name=name)
     kind = kinds.task_kind(recipe["task"])
     fixture = kind.fixture(recipe["training"]["hyperparameters"])
-    assert fixture.family in TINY_NAMES  # local mode has a tiny stand-in of that family
+    assert fixture.family in kinds.TINY_MODELS  # local mode has a tiny stand-in of that family
     assert for_this_machine(load_recipe(name)).data_kind == fixture.name
     channels = build_data(fixture.name, tmp_path)
     assert set(fixture.channels) <= set(channels)
@@ -255,11 +263,70 @@ def test_the_image_catalog_keys_a_serving_kinds_images_by_its_scope_and_refuses_
     catalog = build_catalog("eu-west-1", [recipe])
     assert catalog["inference"] == {}
     assert list(catalog["elsewhere"]) == [recipe["container"]["inference"]["py_version"]]
-    other = dataclasses.replace(moved, image_table="djl-lmi")
+    other = dataclasses.replace(moved, image_table="no-such-table")
     monkeypatch.setitem(kinds.SERVING_KINDS, "hf-inference", other)
     with pytest.raises(ValueError) as err:
         build_catalog("eu-west-1", [recipe])
     assert str(err.value) == (
-        "recipe tiny-qa: serving kind 'hf-inference' reads the 'djl-lmi' image table, which "
-        "stacks/image_catalog.py cannot read; accepted: 'huggingface', 'aws-dlc'"
+        "recipe tiny-qa: serving kind 'hf-inference' reads the 'no-such-table' image table, which is "
+        "neither one of the SageMaker SDK's image tables nor 'aws-dlc' (stacks/dlc_images.json)"
     )
+
+
+def test_a_serving_kind_on_another_sdk_table_gets_the_image_the_sdk_retrieves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any table of the SageMaker SDK is read through its own `image_uris.retrieve`, with the arguments the
+    kind formats from container.inference: a kind on the SDK's huggingface-llm (TGI) table needs no reader."""
+    from sagemaker import image_uris
+
+    from stacks.image_catalog import build_catalog
+
+    llm = dataclasses.replace(
+        kinds.serving_kind("hf-inference"),
+        name="llm",
+        image_scope="llm",
+        image_table="huggingface-llm",
+        image_key_fields=("llm_version",),
+        image_arguments={"version": "{llm_version}"},
+    )
+    monkeypatch.setitem(kinds.SERVING_KINDS, "llm", llm)
+    recipe = load_recipe("tiny-lora")
+    recipe["serving"]["kind"], recipe["container"]["inference"] = "llm", {"llm_version": "3.0.1"}
+    expected = image_uris.retrieve(
+        "huggingface-llm",
+        region="eu-west-1",
+        version="3.0.1",
+        image_scope="inference",
+        instance_type="ml.g5.xlarge",
+    )
+    assert build_catalog("eu-west-1", [recipe])["llm"] == {"3.0.1": {"gpu": expected}}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_fixture_writes_its_channels_and_inputs_its_handler_accepts(task: str, tmp_path: Path) -> None:
+    """The functions a fixture names: its channel folders (local mode's data) and its handler inputs (local
+    mode's stand-in traffic), each found by the fixture, none by a dispatch on its name."""
+    from hfpipe.fixtures import fixture_handler_inputs, write_fixture
+
+    kind = kinds.task_kind(task)
+    parse = invoke.handler_module(kind.handler).parse_request
+    for fixture in kind.fixtures:
+        assert kinds.fixture_named(fixture.name).writer == fixture.writer
+        channels = write_fixture(fixture, tmp_path / fixture.name)
+        assert set(channels) == set(fixture.channels), (fixture.name, channels)
+        assert all(any(p.is_file() for p in folder.rglob("*")) for folder in channels.values())
+        inputs = fixture_handler_inputs(fixture, 3, 5)
+        assert len(inputs) == 3 and inputs[0] != inputs[1]
+        for item in inputs:
+            assert parse({"inputs": item})[0], (fixture.name, item)
+
+
+def test_a_fixture_names_only_functions_of_the_fixtures_package() -> None:
+    from hfpipe.fixtures import write_fixture
+
+    with pytest.raises(kinds.KindError, match=r"^fixture 'no-such-fixture' is not known; accepted: \["):
+        kinds.fixture_named("no-such-fixture")
+    elsewhere = dataclasses.replace(kinds.fixture_named("squad"), writer="os:remove")
+    with pytest.raises(kinds.KindError, match=r"^fixture squad: writer: 'os:remove' is not accepted"):
+        write_fixture(elsewhere, "/nonexistent")

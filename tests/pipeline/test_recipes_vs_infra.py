@@ -6,7 +6,7 @@ import pytest
 
 import app as cdk_app
 from hfpipe.core.plan import catalog_key
-from hfpipe.core.quotas import quota_names
+from hfpipe.core.quotas import quota_names, quota_users
 from hfpipe.core.recipes import available_recipes, load_recipe
 from hfpipe.core.schema import validate
 from hfpipe.kinds import serving_kind_of
@@ -28,22 +28,45 @@ def test_the_original_recipes_are_all_there():
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_every_instance_type_a_recipe_uses_has_a_quota_target(env, recipe):
-    # The same names the Plan Lambda checks: training (spot or not) and the endpoint's instance type.
+    # The same names the Plan Lambda checks: training (spot or not) and the endpoint's instance type. A new
+    # recipe on instance types the environment already has targets for needs no edit of cdk.json.
     targets = {q.name: q for q in ENVIRONMENTS[env].quotas if q.service_code == "sagemaker"}
     for name, needed in quota_names(RECIPES[recipe], deploy=True).items():
         assert name in targets, f"cdk.json {env}: no quota target {name!r} (needed by {recipe})"
         assert targets[name].value >= needed, (env, name, targets[name].value, needed)
-        assert recipe in targets[name].used_by, (env, name, targets[name].used_by)
 
 
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
-def test_every_quota_target_is_used_by_a_recipe_that_needs_it(env):
-    # No stale targets (instance types a recipe used to name) and no misspelt used_by entries.
+def test_every_quota_target_is_needed_by_a_recipe(env):
+    # No stale targets (instance types a recipe used to name, or misspelt quota names).
+    needed = {name for recipe in RECIPES.values() for name in quota_names(recipe, deploy=True)}
     for quota in ENVIRONMENTS[env].quotas:
-        assert quota.used_by, quota
-        for recipe in quota.used_by:
-            assert recipe in RECIPES, (env, quota.name, recipe)
-            assert quota.name in quota_names(RECIPES[recipe], deploy=True), (env, quota.name, recipe)
+        assert quota.name in needed, (env, quota.name)
+
+
+def test_quota_users_names_each_quota_with_the_recipes_needing_it():
+    # Written out by hand: spot and on-demand training are different quotas, a recipe's training and
+    # endpoint instances of one type are two quotas, and recipes sharing one are listed once each, sorted.
+    def recipe(instance, spot, endpoint):
+        return {
+            "training": {"instance_type": instance, "instance_count": 2, "spot": {"enabled": spot}},
+            "serving": {"instance_type": endpoint, "instance_count": 1},
+        }
+
+    users = quota_users(
+        {
+            "b": recipe("ml.g5.xlarge", False, "ml.g5.xlarge"),
+            "a": recipe("ml.g5.xlarge", False, "ml.m5.large"),
+            "c": recipe("ml.g5.xlarge", True, "ml.m5.large"),
+        }
+    )
+    assert users == {
+        "ml.g5.xlarge for endpoint usage": ("b",),
+        "ml.g5.xlarge for spot training job usage": ("c",),
+        "ml.g5.xlarge for training job usage": ("a", "b"),
+        "ml.m5.large for endpoint usage": ("a", "c"),
+    }
+    assert quota_users({}) == {}
 
 
 @pytest.mark.slow

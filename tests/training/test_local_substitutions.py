@@ -26,6 +26,7 @@ import pytest
 from local_runs import check_finished_run
 
 from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.kinds import serving_kind_of
 from hfpipe.local.substitute import LOCAL_MAX_STEPS, LOCAL_PROCESSES, for_this_machine
 
 RECIPES = available_recipes()
@@ -93,6 +94,18 @@ def test_fixture_channels_cover_what_the_local_recipe_reads(name, tmp_path):
         assert any(p.is_file() for p in folder.rglob("*")), folder
 
 
+@pytest.mark.parametrize("model_id", ["google/electra-small-discriminator", "albert-base-v2"])
+def test_the_stand_in_model_is_the_task_kinds_family_whatever_the_hub_models_id(model_id):
+    # An id naming no family local mode has (electra), or holding another family's name (albert: "bert"):
+    # the stand-in is the one the task kind's fixture names (IMDb-style texts: DistilBERT), not a guess.
+    recipe = load_recipe("distilbert-spot")
+    recipe["training"]["hyperparameters"]["model_name_or_path"] = model_id
+    subs = for_this_machine(recipe, gpu=False)
+    assert subs.model_family == "distilbert"
+    line = f"model_name_or_path: {model_id} -> tiny random-weight DistilBERT (model channel; "
+    assert any(s.startswith(line) for s in subs.lines()), subs.lines()
+
+
 def test_sagemaker_distribution_libraries_become_two_gloo_processes():
     from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
 
@@ -124,7 +137,11 @@ def test_a_tiny_recipe_runs_here_as_written(name):
     refuses a recipe local mode would change): only the instance and the container are this machine's."""
     subs = for_this_machine(load_recipe(name), gpu=False)
     assert subs.recipe == load_recipe(name)
-    assert {s.setting.split(".")[0] for s in subs.items} <= {"instance_type", "container"}, subs.lines()
+    # A serving kind whose server cannot run here is played by its stand-in (said, the recipe unchanged).
+    stand_in = {"serving"} if serving_kind_of(load_recipe(name)).local_stand_in else set()
+    assert {s.setting.split(".")[0] for s in subs.items} <= {"instance_type", "container", *stand_in}, (
+        subs.lines()
+    )
 
 
 @pytest.mark.parametrize(
