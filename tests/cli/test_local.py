@@ -16,21 +16,6 @@ from hfpipe.cli import main
 pytestmark = pytest.mark.slow
 
 
-def test_local_recipe_without_a_local_stand_in(tmp_path: Path, capsys: Any) -> None:
-    code = main(
-        [
-            "local", "--recipe", "tiny-qa", "--out", str(tmp_path),
-            "--set", "training.hyperparameters.model_name_or_path=gpt2",
-        ]
-    )  # fmt: skip
-    _, err = capsys.readouterr()
-    assert code == 1
-    assert err == (
-        "error: recipe 'tiny-qa' cannot run locally: model_name_or_path='gpt2': local mode has tiny stand-ins "
-        "for distilbert, roberta, bloom, bert only\n"
-    )
-
-
 def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
     code = main(["local", "--recipe", "tiny-qa", "--out", str(tmp_path), "--set", "nope"])
     _, err = capsys.readouterr()
