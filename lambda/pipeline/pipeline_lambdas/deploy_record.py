@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import deploy_requests as requests
-from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.deploy_plan import DeployPlan
 from hfpipe.core.what_serves import what_serves
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling
@@ -38,7 +39,7 @@ class NotServingTheNewVersion(Exception):
 
 
 def record(
-    prepared: dict[str, Any],
+    plan: DeployPlan,
     execution_name: str,
     env: str,
     clients: dict[str, Any],
@@ -46,24 +47,24 @@ def record(
 ) -> dict[str, Any]:
     """Tag, record and scale; returns the deployment record."""
     sagemaker = clients["sagemaker"]
-    endpoint_name, version = prepared["endpoint_name"], prepared["model_version_arn"]
+    endpoint_name, version = plan.endpoint_name, plan.model_version_arn
     serving = what_serves(sagemaker, endpoint_name)
-    if serving is None or not serving.serves(version, prepared["endpoint_config_name"]):
+    if serving is None or not serving.serves(version, plan.endpoint_config_name):
         found = "does not exist" if serving is None else serving.describe(env)
         raise NotServingTheNewVersion(
-            f"endpoint {endpoint_name}: {found}; expected InService on {prepared['endpoint_config_name']} serving "
-            f"{prepared.get('version_ref') or version} ({version}): nothing recorded, the endpoint's tag and "
+            f"endpoint {endpoint_name}: {found}; expected InService on {plan.endpoint_config_name} serving "
+            f"{plan.version_ref} ({version}): nothing recorded, the endpoint's tag and "
             "deployment record are left as they were"
         )
     deployed_at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     # What the endpoint said, not what the deploy intended (they agree: checked just above).
-    served = {
-        **prepared,
-        "model_version_arn": serving.version_arn,
-        "endpoint_config_name": serving.config,
-        "model_name": serving.live.model if serving.live else None,
-    }
-    result = requests.deployment_record(served, prepared.get("deployed_by") or execution_name, deployed_at)
+    served = replace(
+        plan,
+        model_version_arn=str(serving.version_arn),
+        endpoint_config_name=serving.config,
+        model_name=serving.live.model if serving.live else None,
+    )
+    result = requests.deployment_record(served.to_json(), plan.deployed_by or execution_name, deployed_at)
     sagemaker.add_tags(
         ResourceArn=serving.arn,
         Tags=[
@@ -73,14 +74,13 @@ def record(
         ],
     )
     clients["ssm"].put_parameter(
-        Name=contract.deployment_parameter_name(env, prepared["name"]),
+        Name=contract.deployment_parameter_name(env, plan.name),
         Description=f"hfpipe {env}: the model version endpoint {endpoint_name} serves (written by each deploy)",
         Value=json.dumps(result, sort_keys=True),
         Type="String",
         Overwrite=True,
     )
-    settings = EndpointSettings.from_json(prepared["settings"])
-    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, settings.autoscaling, env)
+    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, plan.settings.autoscaling, env)
     aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result)
     return result
 
@@ -89,7 +89,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"deploy": <Prepare's result>, "execution_name": <name>}."""
     aws.bind(event)
     return record(
-        event["deploy"],
+        DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
         {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")},
