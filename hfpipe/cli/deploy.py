@@ -29,7 +29,13 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import registry
-from hfpipe.core.deploy_plan import ROOT_PATH, AlarmWait, DeployPlan, DeployPlanFormatError
+from hfpipe.core.deploy_plan import (
+    ROOT_PATH,
+    AlarmWait,
+    DeploymentRecord,
+    DeployPlan,
+    DeployPlanFormatError,
+)
 from hfpipe.core.what_serves import mismatch, what_serves
 
 #: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
@@ -217,9 +223,16 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
 def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, console: Any) -> int:
     """The last lines of a deploy that succeeded: what serves (read from the endpoint), or the mismatch
     between it and the execution's record (exit 1)."""
-    output = json.loads(desc.get("output") or "{}")
-    record = output.get("deployment") or output
-    claim = mismatch(state[4] if state else None, record.get("model_version_arn"), "deployment record", env)
+    try:
+        record = DeploymentRecord.from_json(json.loads(desc.get("output") or "{}"))
+    except ValueError as err:  # not JSON, or DeployPlanFormatError: another release's record
+        print(
+            f"error: deploy succeeded but its output is not a deployment record this hfpipe reads: {err}",
+            file=sys.stderr,
+        )
+        console.print(f"endpoint {endpoint} now: {_describe(state)}")
+        return 1
+    claim = mismatch(state[4] if state else None, record.model_version_arn, "deployment record", env)
     if claim:  # the execution says one version, the endpoint serves another: report it, trust the endpoint
         print(
             f"error: deploy succeeded but endpoint {endpoint} is {_describe(state)}, read from the endpoint; "
@@ -228,10 +241,8 @@ def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, consol
         )
         return 1
     console.print(f"deployed: {endpoint} serves {_describe(state)}")
-    if record.get("execution") and record["execution"] != desc.get("name"):
-        console.print(
-            f"  it served this version already (deployed by {record['execution']}): nothing changed"
-        )
-    elif record.get("previous_version"):
-        console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
+    if record.execution != desc.get("name"):
+        console.print(f"  it served this version already (deployed by {record.execution}): nothing changed")
+    elif record.previous_version:
+        console.print(f"  previous version: {registry.ref_of_arn(record.previous_version, env)}")
     return 0

@@ -7,7 +7,8 @@ Prepare (lambda/pipeline/pipeline_lambdas/deploy_prepare.py) builds a ``DeployPl
 not an execution. Record, DeployCleanup, the approval re-checks and ``hfpipe deploy`` read it back with
 ``DeployPlan.from_json``, which accepts exactly this schema version's fields with their types and refuses
 anything else with one line naming the field (``DeployPlanFormatError``). Dict-typed fields are only AWS
-requests (``requests``) and the stored deployment record Prepare found (``record``).
+requests (``requests``). The deployment record (``DeploymentRecord``, ``DeployPlan.recorded``) is the
+deploy's output and the endpoint's SSM parameter, read the same way.
 
 Stdlib only: the Lambda bundle copies the core.
 """
@@ -21,8 +22,9 @@ from hfpipe.core.deploy_requests import SmokeSpec
 from hfpipe.core.deployments import EndpointSettings
 from hfpipe.core.typed_json import Document
 
-#: Raised with every change of a field's name, meaning or type.
+#: Raised with every change of a field's name, meaning or type (of the plan, of the record).
 SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 1
 #: Where the deploy state machine keeps the plan (Prepare's ResultPath).
 ROOT_PATH = "$.deploy"
 #: What the deploy does: ``create`` (no endpoint yet), ``update`` (blue/green to the new config), ``none``
@@ -112,7 +114,7 @@ class DeployPlan:
     #: The execution that put the serving config there (none, record), from the config's tag.
     deployed_by: str | None = None
     #: The stored deployment record when it already says this version serves (action none).
-    record: dict[str, Any] | None = None
+    record: DeploymentRecord | None = None
     #: The wait under way (action wait), and the one this look followed.
     alarm_wait: AlarmWait | None = None
     waited_for_alarms: AlarmWait | None = None
@@ -141,11 +143,65 @@ class DeployPlan:
         ``$.deploy.previous.endpoint_config_name``); ValueError for a name the plan does not have."""
         return DOCUMENT.path(cls, "DeployPlan.path", parts)
 
+    def recorded(self, execution_name: str, deployed_at: str) -> DeploymentRecord:
+        """The record of this plan once it serves (Record passes the plan with what the endpoint said)."""
+        previous = self.previous
+        return DeploymentRecord(
+            name=self.name,
+            endpoint=self.endpoint_name,
+            model_version_arn=self.model_version_arn,
+            model_package_group=self.model_package_group,
+            recipe=self.recipe,
+            version=self.version,
+            endpoint_config=self.endpoint_config_name,
+            model=self.model_name,
+            instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            deployed_at=deployed_at,
+            execution=execution_name,
+            previous_version=previous.model_version_arn if previous else None,
+            previous_endpoint_config=previous.endpoint_config_name if previous else None,
+        )
+
     @classmethod
     def request_path(cls, operation: str, member: str) -> str:
         """The path of ``member`` of the request ``operation`` (a field of ``DeployRequests``): the plan's part
         checked by ``path``, the member AWS's (the request as Prepare built it)."""
         return f"{cls.path('requests', operation)}.{member}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentRecord:
+    """Which version serves where, since when, put there by which execution: what Record writes, as JSON, to
+    the endpoint's SSM parameter (contract.deployment_parameter_name) and the deploy state machine outputs;
+    Prepare, ``hfpipe deploy`` and ``hfpipe endpoints`` read it back with ``from_json``. A record another
+    release wrote (another schema version) is refused: Prepare then smoke-tests and records again."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    name: str
+    endpoint: str
+    model_version_arn: str
+    model_package_group: str
+    recipe: str
+    version: int
+    endpoint_config: str | None
+    model: str | None
+    instance_type: str | None
+    instance_count: int | None
+    deployed_at: str
+    execution: str
+    previous_version: str | None
+    previous_endpoint_config: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> DeploymentRecord:
+        """The record in ``doc``, or DeployPlanFormatError naming the field."""
+        record = RECORD.read(cls, doc)
+        assert isinstance(record, DeploymentRecord)
+        return record
 
 
 def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
@@ -158,3 +214,5 @@ def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
 
 
 DOCUMENT = Document(name="deploy", root=ROOT_PATH, version=SCHEMA_VERSION, error=DeployPlanFormatError)
+#: The record is the execution's output (Deployed's, AlreadyServing's) and an SSM parameter's value.
+RECORD = Document(name="record", root="$", version=RECORD_SCHEMA_VERSION, error=DeployPlanFormatError)

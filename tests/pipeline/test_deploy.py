@@ -103,6 +103,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
     resource = record["model"]
     assert resource == record["endpoint_config"] and resource.startswith(f"{ENDPOINT}-v")
     assert record == {
+        "schema_version": 1,  # a DeploymentRecord (hfpipe.core.deploy_plan)
         "name": NAME,
         "endpoint": ENDPOINT,
         "model_version_arn": version,

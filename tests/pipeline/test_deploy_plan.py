@@ -18,6 +18,7 @@ from hfpipe.core.deploy_plan import (
     ACTIONS,
     SCHEMA_VERSION,
     AlarmWait,
+    DeploymentRecord,
     DeployPlan,
     DeployPlanFormatError,
 )
@@ -59,7 +60,11 @@ def _without(doc: dict[str, Any], key: str) -> dict[str, Any]:
     [
         {},
         {"action": "wait", "alarm_wait": WAIT},
-        {"action": "none", "previous": None, "record": {"model_version_arn": "arn", "version": 2}},
+        {
+            "action": "none",
+            "previous": None,
+            "record": a_plan().recorded("deploy-1", "2026-01-01T12:00:00+00:00"),
+        },
         {"action": "create", "previous": None, "waited_for_alarms": WAIT, "scaling_deregistered": True},
     ],
     ids=["update", "wait", "none", "create"],
@@ -73,6 +78,28 @@ def test_a_deploy_plan_survives_json_both_ways(changes: dict[str, Any]) -> None:
     # Nested parts come back typed, not as dicts.
     assert DeployPlan.from_json(doc).settings.traffic.type == "ALL_AT_ONCE"
     assert DeployPlan.from_json(doc).smoke.expected_keys == ["answer", "score"]
+
+
+def test_the_record_is_the_plan_as_it_serves_and_survives_json_both_ways() -> None:
+    plan = a_plan()
+    record = plan.recorded("deploy-2", "2026-01-01T12:00:00+00:00")
+    assert (record.endpoint, record.endpoint_config, record.version) == (
+        plan.endpoint_name,
+        plan.endpoint_config_name,
+        2,
+    )
+    assert plan.previous is not None
+    assert (record.previous_version, record.previous_endpoint_config) == (
+        plan.previous.model_version_arn,
+        plan.previous.endpoint_config_name,
+    )
+    doc = json.loads(json.dumps(record.to_json()))
+    assert DeploymentRecord.from_json(doc) == record
+    # A record an earlier release wrote (no schema version) is not half-read: Prepare records again.
+    with pytest.raises(DeployPlanFormatError, match=r"^record\.schema_version: missing"):
+        DeploymentRecord.from_json(_without(doc, "schema_version"))
+    with pytest.raises(DeployPlanFormatError, match=r"^record\.instance_count: '1' is not accepted"):
+        DeploymentRecord.from_json({**doc, "instance_count": "1"})
 
 
 def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:

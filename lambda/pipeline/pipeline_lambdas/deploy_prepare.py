@@ -30,6 +30,7 @@ from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deploy_plan import (
     AlarmWait,
     DeployInput,
+    DeploymentRecord,
     DeployPlan,
     DeployRequests,
     PreviousDeploy,
@@ -133,7 +134,9 @@ def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
     return rule.tags_of(sagemaker, arn)
 
 
-def _stored_record(ssm: Any, env: str, name: str) -> dict[str, Any] | None:
+def _stored_record(ssm: Any, env: str, name: str) -> DeploymentRecord | None:
+    """The endpoint's deployment record; None when there is none, or it is not one this release reads (then
+    the deploy smoke-tests and records again)."""
     try:
         value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"]["Value"]
     except Exception as err:
@@ -141,10 +144,9 @@ def _stored_record(ssm: Any, env: str, name: str) -> dict[str, Any] | None:
             return None
         raise
     try:
-        record = json.loads(value)
-    except ValueError:
+        return DeploymentRecord.from_json(json.loads(value))
+    except ValueError:  # not JSON, or DeployPlanFormatError
         return None
-    return record if isinstance(record, dict) else None
 
 
 def _check_endpoint(endpoint: dict[str, Any], tags: dict[str, str], env: str, name: str) -> None:
@@ -434,10 +436,6 @@ def _with_requests(
     )
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
 def _already_serving(
     plan: DeployPlan,
     endpoint: dict[str, Any],
@@ -461,15 +459,16 @@ def _already_serving(
     )
     stored = _stored_record(ssm, env, plan.name)
     version = plan.model_version_arn
-    if (stored or {}).get("model_version_arn") == version == endpoint_tags.get(contract.TAG_MODEL_VERSION):
+    recorded = stored.model_version_arn if stored else None
+    if recorded == version == endpoint_tags.get(contract.TAG_MODEL_VERSION):
         aws.log_json(LOG, "already serving", version=version, endpoint=endpoint["EndpointName"])
         return replace(plan, action="none", record=stored)
     if stored is not None:
         # The stored record is this version's (its endpoint tag was not written) or the one before it.
-        same = stored.get("model_version_arn") == version
+        same = stored.model_version_arn == version
         previous = PreviousDeploy(
-            endpoint_config_name=_text(stored.get("previous_endpoint_config" if same else "endpoint_config")),
-            model_version_arn=_text(stored.get("previous_version" if same else "model_version_arn")),
+            endpoint_config_name=stored.previous_endpoint_config if same else stored.endpoint_config,
+            model_version_arn=stored.previous_version if same else stored.model_version_arn,
             model_name=None,
             instance_type=None,
         )

@@ -7,8 +7,8 @@ read it, and put the endpoint's declared autoscaling on it.
    naming what serves: a version that does not serve is never recorded over the one that does;
 2. the endpoint is tagged with the version (``TAG_MODEL_VERSION``), the deploy execution
    (``TAG_DEPLOY_EXECUTION``) and the version's recipe (``TAG_RECIPE``);
-3. the deployment record (hfpipe.core.deploy_requests.deployment_record, its version, config and model as the
-   endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
+3. the deployment record (hfpipe.core.deploy_plan.DeploymentRecord, from ``DeployPlan.recorded``: its version,
+   config and model as the endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
    NAME)``; it is also the step's result and the execution's output;
 4. the variant's autoscaling becomes what cdk.json declares (deploy_common.apply_scaling).
 
@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deploy_plan import DeployPlan
 from hfpipe.core.what_serves import what_serves
 from pipeline_lambdas import aws
@@ -64,25 +63,25 @@ def record(
         endpoint_config_name=serving.config,
         model_name=serving.live.model if serving.live else None,
     )
-    result = requests.deployment_record(served.to_json(), plan.deployed_by or execution_name, deployed_at)
+    result = served.recorded(plan.deployed_by or execution_name, deployed_at)
     sagemaker.add_tags(
         ResourceArn=serving.arn,
         Tags=[
-            {"Key": contract.TAG_MODEL_VERSION, "Value": result["model_version_arn"]},
-            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result["execution"]},
-            {"Key": contract.TAG_RECIPE, "Value": result["recipe"]},
+            {"Key": contract.TAG_MODEL_VERSION, "Value": result.model_version_arn},
+            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result.execution},
+            {"Key": contract.TAG_RECIPE, "Value": result.recipe},
         ],
     )
     clients["ssm"].put_parameter(
         Name=contract.deployment_parameter_name(env, plan.name),
         Description=f"hfpipe {env}: the model version endpoint {endpoint_name} serves (written by each deploy)",
-        Value=json.dumps(result, sort_keys=True),
+        Value=json.dumps(result.to_json(), sort_keys=True),
         Type="String",
         Overwrite=True,
     )
     scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, plan.settings.autoscaling, env)
-    aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result)
-    return result
+    aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result.to_json())
+    return result.to_json()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
