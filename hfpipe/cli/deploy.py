@@ -29,6 +29,13 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import registry
+from hfpipe.core.deploy_plan import (
+    ROOT_PATH,
+    AlarmWait,
+    DeploymentRecord,
+    DeployPlan,
+    DeployPlanFormatError,
+)
 from hfpipe.core.what_serves import mismatch, what_serves
 
 #: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
@@ -140,19 +147,31 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
 
 
-def _alarm_wait(sfn: Any, arn: str) -> dict[str, Any] | None:
-    """The deploy's wait for rollback alarms in ALARM, when it is what the execution does now: the input of its
-    latest WaitForAlarms state among the last events (the deploy state machine's loop; docs/deploy.md)."""
+def _alarm_wait(sfn: Any, arn: str) -> AlarmWait | None:
+    """The deploy's wait for rollback alarms in ALARM, when it is what the execution does now: the plan in the
+    input of its latest WaitForAlarms state among the last events (the deploy state machine's loop;
+    docs/deploy.md), read as a DeployPlan."""
     events = sfn.get_execution_history(executionArn=arn, reverseOrder=True, maxResults=10)["events"]
     # Newest first by id, whatever order the answer has (moto's ignores reverseOrder and maxResults).
     for event in sorted(events, key=lambda e: int(e.get("id", 0)), reverse=True)[:10]:
         details = event.get("stateEnteredEventDetails") or {}
         if details.get("name") == "WaitForAlarms":
-            wait = (json.loads(details.get("input") or "{}").get("deploy") or {}).get("alarm_wait")
-            return wait if isinstance(wait, dict) else None
+            return _plan_of(details.get("input"), arn).alarm_wait
         if details.get("name") not in (None, "PrepareAgain", "Action?"):
             return None  # past the loop
     return None
+
+
+def _plan_of(state_input: Any, arn: str) -> DeployPlan:
+    """The deploy plan in a state's input (kept at ``$.deploy``), read through its one definition."""
+    key = ROOT_PATH.removeprefix("$.")
+    try:
+        return DeployPlan.from_json(json.loads(state_input or "{}").get(key))
+    except (ValueError, AttributeError) as err:  # DeployPlanFormatError is a ValueError
+        kind = (
+            "a deploy plan this hfpipe cannot read" if isinstance(err, DeployPlanFormatError) else "no JSON"
+        )
+        raise HfpipeError(f"deploy execution {arn}: its state input holds {kind}: {err}") from None
 
 
 def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval: float, console: Any) -> int:
@@ -185,12 +204,12 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
         wait = faults.poll(
             "reading the deploy execution", _alarm_wait, time.sleep, interval, sfn=clients.sfn, arn=arn
         )
-        if wait and wait.get("alarms") != waiting_for:
-            waiting_for = list(wait.get("alarms") or [])
+        if wait and wait.alarms != waiting_for:
+            waiting_for = list(wait.alarms)
             console.print(
                 f"  waiting: rollback alarm(s) {', '.join(waiting_for)} in ALARM before the update began "
-                f"(SageMaker would roll it back at once); looking again every {wait.get('poll_seconds')} s, "
-                f"for {wait.get('wait_seconds')} s at most"
+                f"(SageMaker would roll it back at once); looking again every {wait.poll_seconds} s, "
+                f"for {wait.wait_seconds} s at most"
             )
         time.sleep(interval)
     if desc["status"] == "SUCCEEDED":
@@ -204,9 +223,16 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
 def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, console: Any) -> int:
     """The last lines of a deploy that succeeded: what serves (read from the endpoint), or the mismatch
     between it and the execution's record (exit 1)."""
-    output = json.loads(desc.get("output") or "{}")
-    record = output.get("deployment") or output
-    claim = mismatch(state[4] if state else None, record.get("model_version_arn"), "deployment record", env)
+    try:
+        record = DeploymentRecord.from_json(json.loads(desc.get("output") or "{}"))
+    except ValueError as err:  # not JSON, or DeployPlanFormatError: another release's record
+        print(
+            f"error: deploy succeeded but its output is not a deployment record this hfpipe reads: {err}",
+            file=sys.stderr,
+        )
+        console.print(f"endpoint {endpoint} now: {_describe(state)}")
+        return 1
+    claim = mismatch(state[4] if state else None, record.model_version_arn, "deployment record", env)
     if claim:  # the execution says one version, the endpoint serves another: report it, trust the endpoint
         print(
             f"error: deploy succeeded but endpoint {endpoint} is {_describe(state)}, read from the endpoint; "
@@ -215,10 +241,8 @@ def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, consol
         )
         return 1
     console.print(f"deployed: {endpoint} serves {_describe(state)}")
-    if record.get("execution") and record["execution"] != desc.get("name"):
-        console.print(
-            f"  it served this version already (deployed by {record['execution']}): nothing changed"
-        )
-    elif record.get("previous_version"):
-        console.print(f"  previous version: {registry.ref_of_arn(str(record['previous_version']), env)}")
+    if record.execution != desc.get("name"):
+        console.print(f"  it served this version already (deployed by {record.execution}): nothing changed")
+    elif record.previous_version:
+        console.print(f"  previous version: {registry.ref_of_arn(record.previous_version, env)}")
     return 0

@@ -209,6 +209,11 @@ def table(env: str, endpoints: list[EndpointInfo]) -> Table:
     return out
 
 
+def _record_json(records: dict[str, Any], e: EndpointInfo) -> dict[str, Any] | None:
+    record = records.get(e.deployment or "")
+    return None if record is None else dict(record.to_json())
+
+
 def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     """List the environment's endpoints, or delete one of them after asking."""
     aws.validate_env_name(args.env)
@@ -235,7 +240,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         records = named_endpoints.records(clients.ssm, args.env)
         found = [named_endpoints.with_record(e, records, args.env) for e in found]
         if args.json:
-            listed = [{**as_json(e), "deployment_record": records.get(e.deployment or "")} for e in found]
+            listed = [{**as_json(e), "deployment_record": _record_json(records, e)} for e in found]
             sys.stdout.write(json_text.dumps(listed, indent=2) + "\n")
             return 0
         if not found:

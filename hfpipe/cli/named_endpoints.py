@@ -23,6 +23,7 @@ from hfpipe.cli.aws import aws_error
 from hfpipe.cli.cleanup import step
 from hfpipe.core import registry
 from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
+from hfpipe.core.deploy_plan import DeploymentRecord
 from hfpipe.core.what_serves import Serving, mismatch
 
 #: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID,
@@ -65,12 +66,12 @@ def serves_cell(e: Any) -> str:
     return text + (" (mismatch: below)" if e.mismatch else "")
 
 
-def with_record(info: Any, found: dict[str, dict[str, Any]], env: str) -> Any:
+def with_record(info: Any, found: dict[str, DeploymentRecord], env: str) -> Any:
     """An EndpointInfo (hfpipe.cli.endpoints) with its deployment record's claim added to its ``mismatch``
     when the record names another version than the one read from the endpoint."""
     record = found.get(info.deployment or "") if info.deployment else None
-    claimed = (record or {}).get("model_version_arn")
-    claim = mismatch(info.model_version_arn, str(claimed) if claimed else None, "deployment record", env)
+    claimed = record.model_version_arn if record else None
+    claim = mismatch(info.model_version_arn, claimed, "deployment record", env)
     return dataclasses.replace(info, mismatch=(*info.mismatch, claim)) if claim else info
 
 
@@ -96,18 +97,21 @@ def describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
         raise
 
 
-def records(ssm: Any, env: str) -> dict[str, dict[str, Any]]:
+def records(ssm: Any, env: str) -> dict[str, DeploymentRecord]:
     """The deployment records of the environment's named endpoints by name (the SSM parameters the deploy's
-    Record step writes, hfpipe.contract.deployment_parameter_name); {} when none can be read."""
+    Record step writes, hfpipe.contract.deployment_parameter_name, read as DeploymentRecord); {} when none can
+    be read. A parameter that holds no record this release reads is named in a warning and left out."""
     prefix = contract.deployment_parameter_name(env, "")
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, DeploymentRecord] = {}
     try:
         for page in ssm.get_paginator("get_parameters_by_path").paginate(Path=prefix.rstrip("/")):
             for parameter in page.get("Parameters", []):
                 try:
-                    found[parameter["Name"].removeprefix(prefix)] = json.loads(parameter["Value"])
-                except ValueError:
-                    continue  # not a record this project wrote
+                    record = DeploymentRecord.from_json(json.loads(parameter["Value"]))
+                except ValueError as err:  # not JSON, or DeployPlanFormatError
+                    print(f"warning: {parameter['Name']}: not a deployment record: {err}", file=sys.stderr)
+                    continue
+                found[parameter["Name"].removeprefix(prefix)] = record
     except Exception as exc:  # the table is still worth showing
         print(
             f"warning: {aws_error(exc, f'reading {prefix}*')}; deployment records not shown", file=sys.stderr
@@ -115,15 +119,13 @@ def records(ssm: Any, env: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-def print_records(console: Any, found: dict[str, dict[str, Any]], env: str) -> None:
+def print_records(console: Any, found: dict[str, DeploymentRecord], env: str) -> None:
     """One line per named endpoint's record: the version, when and by which execution, what it replaced."""
     for name, record in sorted(found.items()):
-        version = registry.ref_of_arn(str(record.get("model_version_arn", "-")), env)
-        previous = record.get("previous_version")
-        after = f", after {registry.ref_of_arn(str(previous), env)}" if previous else ""
-        console.print(
-            f"{name}: {version} deployed {record.get('deployed_at', '-')} by {record.get('execution', '-')}{after}"
-        )
+        version = registry.ref_of_arn(record.model_version_arn, env)
+        previous = record.previous_version
+        after = f", after {registry.ref_of_arn(previous, env)}" if previous else ""
+        console.print(f"{name}: {version} deployed {record.deployed_at} by {record.execution}{after}")
 
 
 def resolve_name(sagemaker: Any, name: str, env: str) -> str:

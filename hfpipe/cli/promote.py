@@ -28,6 +28,7 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import json_text
+from hfpipe.core.promote_plan import Promoted
 
 _REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
 
@@ -71,17 +72,12 @@ def wait(sfn: Any, arn: str, interval: float, sleep: Callable[[float], None] = t
         sleep(interval)
 
 
-def summary(output: dict[str, Any]) -> str:
-    """One line: source -> target version, its status, and what to do next."""
-    source, target = output["source"], output["target"]
-    line = (
-        f"{source['ref']} ({source['env']}) -> {target['ref']} ({target['env']}), {target['approval_status']}"
-    )
-    if not output.get("created", True):
-        line += ", already promoted (the version the first promotion made)"
-    if target["approval_status"] == "PendingManualApproval":
-        line += f"; approve with hfpipe models approve {target['ref']} --env {target['env']}"
-    return line
+def answer(desc: dict[str, Any]) -> Promoted:
+    """What the promotion registered: the execution's output, read through its one definition."""
+    try:
+        return Promoted.from_json(json.loads(desc.get("output") or "{}"))
+    except ValueError as err:  # not JSON, or PromotePlanFormatError (a ValueError): another release's answer
+        raise HfpipeError(f"promotion {desc.get('name')}: its output is not accepted: {err}") from None
 
 
 def cmd_promote(args: argparse.Namespace, console: Any) -> int:
@@ -120,10 +116,10 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     desc = wait(clients.sfn, arn, interval)
     if desc.get("status") != "SUCCEEDED":
         raise _failure(desc)
-    output = json.loads(desc.get("output") or "{}")
+    output = answer(desc)
     if args.json:
-        sys.stdout.write(json_text.dumps(output, indent=2) + "\n")
+        sys.stdout.write(json_text.dumps(output.to_json(), indent=2) + "\n")
         return 0
-    console.print(summary(output), soft_wrap=True)
-    console.print(f"  {output['target']['model_package_arn']}", soft_wrap=True)
+    console.print(output.summary, soft_wrap=True)
+    console.print(f"  {output.target.model_package_arn}", soft_wrap=True)
     return 0

@@ -1,4 +1,5 @@
-"""What one deploy of a registered model version to a named endpoint sends to SageMaker, and what it records.
+"""What one deploy of a registered model version to a named endpoint sends to SageMaker (what it records:
+hfpipe.core.deploy_plan.DeploymentRecord).
 
 The Prepare Lambda builds every request here (and checks each against botocore's shapes, hfpipe.core.api_shapes)
 before anything exists; the deploy state machine sends them as built. A registered version is deployed as AWS
@@ -216,26 +217,4 @@ def scaling_policy_request(endpoint_name: str, scaling: Autoscaling) -> dict[str
             "TargetValue": float(scaling.invocations_per_instance),
             "PredefinedMetricSpecification": {"PredefinedMetricType": SCALING_METRIC},
         },
-    }
-
-
-def deployment_record(prepared: Mapping[str, Any], execution_name: str, deployed_at: str) -> dict[str, Any]:
-    """The JSON Record writes to the endpoint's SSM parameter (contract.deployment_parameter_name) and the
-    deploy state machine outputs: which version serves where, since when, put there by which execution."""
-    previous = prepared.get("previous") or {}
-    return {
-        "name": prepared["name"],
-        "endpoint": prepared["endpoint_name"],
-        "model_version_arn": prepared["model_version_arn"],
-        "model_package_group": prepared["model_package_group"],
-        "recipe": prepared["recipe"],
-        "version": prepared["version"],
-        "endpoint_config": prepared["endpoint_config_name"],
-        "model": prepared["model_name"],
-        "instance_type": prepared["instance_type"],
-        "instance_count": prepared["instance_count"],
-        "deployed_at": deployed_at,
-        "execution": execution_name,
-        "previous_version": previous.get("model_version_arn"),
-        "previous_endpoint_config": previous.get("endpoint_config_name"),
     }

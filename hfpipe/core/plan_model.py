@@ -4,7 +4,7 @@
 state machine keeps at ``$.plan`` (its JSONPaths come from ``Plan.path``, so a renamed field breaks the
 synth and its test, not an execution); every other Lambda and the command read it back with
 ``Plan.from_json``, which accepts exactly this schema version's fields with their types and refuses
-anything else with one line naming the field (``PlanFormatError``). Dict-typed fields are only those whose
+anything else with one line naming the field (``PlanFormatError``; the reader is hfpipe.core.typed_json's). Dict-typed fields are only those whose
 content is an AWS request, a tag list or the recipe's free-form sample request.
 
 Stdlib only: the Lambda bundle copies the core.
@@ -12,12 +12,11 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-import types
-from dataclasses import asdict, dataclass, fields, is_dataclass
-from functools import cache
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from hfpipe.core.names import PlannedNames
+from hfpipe.core.typed_json import Document
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
@@ -101,20 +100,7 @@ class Plan:
     def from_json(cls, doc: Any) -> Plan:
         """The plan in ``doc``, or PlanFormatError for another schema version, a missing, unknown or
         wrongly typed field."""
-        if not isinstance(doc, dict):
-            raise PlanFormatError(f"plan: expected a JSON object, got {type(doc).__name__}")
-        # The version first: a plan of another version is refused as such, not for its first odd field.
-        if "schema_version" not in doc:
-            raise PlanFormatError(
-                "plan.schema_version: missing; accepted: a plan written with schema_version"
-            )
-        version = doc["schema_version"]
-        if isinstance(version, bool) or version != SCHEMA_VERSION:
-            raise PlanFormatError(
-                f"plan.schema_version: {_shown(version)} is not accepted; accepted: {SCHEMA_VERSION} (the "
-                "version this hfpipe reads; a plan of another version came from another release)"
-            )
-        plan = _read(cls, doc, "plan")
+        plan = DOCUMENT.read(cls, doc)
         assert isinstance(plan, Plan)
         return plan
 
@@ -122,16 +108,7 @@ class Plan:
     def path(cls, *parts: str) -> str:
         """The state machine's JSONPath of a field (``Plan.path("gate", "enabled")`` is
         ``$.plan.gate.enabled``); ValueError for a name the plan does not have."""
-        kind: Any = cls
-        for i, part in enumerate(parts):
-            hints = _hints(kind) if isinstance(kind, type) and is_dataclass(kind) else {}
-            if part not in hints:
-                raise ValueError(
-                    f"Plan.path: {'.'.join(parts[: i + 1])!r} is not a field of the plan "
-                    f"(schema version {SCHEMA_VERSION})"
-                )
-            kind = hints[part]
-        return ".".join((ROOT_PATH, *parts))
+        return DOCUMENT.path(cls, "Plan.path", parts)
 
     @property
     def names(self) -> PlannedNames:
@@ -146,84 +123,4 @@ class Plan:
         )
 
 
-@cache
-def _hints(kind: Any) -> dict[str, Any]:
-    """A dataclass's field types, resolved (the annotations are strings under ``from __future__``)."""
-    names = {f.name for f in fields(kind)}
-    return {k: v for k, v in get_type_hints(kind).items() if k in names}
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _type_name(hint: Any) -> str:
-    if hint is Any:
-        return "any JSON value"
-    if get_origin(hint) in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(hint))
-    if hint is type(None):
-        return "null"
-    if is_dataclass(hint):
-        return "an object"
-    if get_origin(hint) is list:
-        return f"a list of {_type_name(get_args(hint)[0])}"
-    if get_origin(hint) is dict:
-        return f"an object of {_type_name(get_args(hint)[1])}"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[hint]
-
-
-def _read(kind: Any, doc: Any, where: str) -> Any:
-    """A dataclass from its JSON object: every field present, none unknown, each of its type."""
-    if not isinstance(doc, dict):
-        raise PlanFormatError(f"{where}: {_shown(doc)} is not accepted; accepted: an object")
-    hints = _hints(kind)
-    unknown = sorted(set(doc) - set(hints))
-    if unknown:
-        raise PlanFormatError(
-            f"{where}.{unknown[0]}: unknown field; accepted: the fields of plan schema version "
-            f"{SCHEMA_VERSION}"
-        )
-    missing = [name for name in hints if name not in doc]
-    if missing:
-        raise PlanFormatError(
-            f"{where}.{missing[0]}: missing; plan schema version {SCHEMA_VERSION} requires it"
-        )
-    return kind(**{name: _value(doc[name], hint, f"{where}.{name}") for name, hint in hints.items()})
-
-
-def _value(value: Any, hint: Any, where: str) -> Any:
-    """``value`` checked against ``hint`` (nested dataclasses built), or PlanFormatError naming ``where``."""
-    if hint is Any:
-        return value
-    if get_origin(hint) in (Union, types.UnionType):
-        options = get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is not type(None):
-                try:
-                    return _value(value, option, where)
-                except PlanFormatError:
-                    continue
-        raise PlanFormatError(f"{where}: {_shown(value)} is not accepted; accepted: {_type_name(hint)}")
-    if is_dataclass(hint):
-        return _read(hint, value, where)
-    origin = get_origin(hint)
-    if origin is list and isinstance(value, list):
-        return [_value(item, get_args(hint)[0], f"{where}[{i}]") for i, item in enumerate(value)]
-    if origin is dict and isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):  # JSON keys always are; a dict built in Python may not be
-                raise PlanFormatError(f"{where}: key {_shown(key)} is not accepted; accepted: a string")
-        return {key: _value(item, get_args(hint)[1], f"{where}.{key}") for key, item in value.items()}
-    ok = (
-        (hint is bool and isinstance(value, bool))
-        or (hint is int and isinstance(value, int) and not isinstance(value, bool))
-        or (hint is float and isinstance(value, int | float) and not isinstance(value, bool))
-        or (hint is str and isinstance(value, str))
-    )
-    if not ok:
-        raise PlanFormatError(f"{where}: {_shown(value)} is not accepted; accepted: {_type_name(hint)}")
-    return value
+DOCUMENT = Document(name="plan", root=ROOT_PATH, version=SCHEMA_VERSION, error=PlanFormatError)

@@ -6,8 +6,9 @@ In the target environment (cdk.json ``promote_from``), ``Promotion`` makes the P
 runs it, its log group, and the SSM parameter the command finds it by (``SSM_PROMOTE_STATE_MACHINE_ARN``).
 
     input   {"version": "<recipe>/<n>" | "<version ARN of the source environment>"}
-    output  {"source": {env, region, version_arn, ref}, "target": {env, model_package_group,
-             model_package_arn, version, ref, approval_status}, "image", "model_data_url", "created"}
+    output  hfpipe.core.promote_plan.Promoted: {"schema_version", "source": {env, region, version_arn, ref},
+             "target": {env, model_package_group, model_package_arn, version, ref, approval_status}, "image",
+             "model_data_url", "created"}
     errors  PromotionRefused (the input, or a version that may not be promoted; nothing written),
             ThrottlingException (retried), anything else AWS answers (the task's error, e.g. AccessDenied)
 
@@ -80,6 +81,27 @@ class Promotion(Construct):
             model_approval=model_approval,
             allowed_image_registries=allowed_image_registries,
         )
+        self.log_group = logs.LogGroup(
+            self,
+            "LogGroup",
+            log_group_name=f"/aws/vendedlogs/states/{contract.promote_state_machine_name(env)}",
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        self.state_machine = self._state_machine(env, self._task())
+        ssm.StringParameter(
+            self,
+            "StateMachineArnParameter",
+            parameter_name=contract.ssm_parameter_name(env, contract.SSM_PROMOTE_STATE_MACHINE_ARN),
+            string_value=self.state_machine.state_machine_arn,
+            description=f"hfpipe {env}: {contract.SSM_PROMOTE_STATE_MACHINE_ARN} (promotes from {source.name})",
+        )
+        cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
+
+    def _task(self) -> tasks.LambdaInvoke:
+        """The one task: the Promote function plans and carries out the promotion (every read and check
+        before its first write, in one invocation); its answer (hfpipe.core.promote_plan.Promoted) is the
+        output."""
         task = tasks.LambdaInvoke(
             self,
             "Promote",
@@ -98,14 +120,10 @@ class Promotion(Construct):
             task.add_retry(
                 errors=errors, interval=RETRY_INTERVAL, backoff_rate=2, max_attempts=THROTTLING_ATTEMPTS
             )
-        self.log_group = logs.LogGroup(
-            self,
-            "LogGroup",
-            log_group_name=f"/aws/vendedlogs/states/{contract.promote_state_machine_name(env)}",
-            retention=log_retention,
-            removal_policy=removal_policy,
-        )
-        self.state_machine = sfn.StateMachine(
+        return task
+
+    def _state_machine(self, env: str, task: tasks.LambdaInvoke) -> sfn.StateMachine:
+        machine = sfn.StateMachine(
             self,
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(task),
@@ -117,16 +135,9 @@ class Promotion(Construct):
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
         )
-        depend_on_policy_only(self.state_machine)
-        acknowledge_cdk_grants(self.state_machine.role, [self.promote.function])
-        ssm.StringParameter(
-            self,
-            "StateMachineArnParameter",
-            parameter_name=contract.ssm_parameter_name(env, contract.SSM_PROMOTE_STATE_MACHINE_ARN),
-            string_value=self.state_machine.state_machine_arn,
-            description=f"hfpipe {env}: {contract.SSM_PROMOTE_STATE_MACHINE_ARN} (promotes from {source.name})",
-        )
-        cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
+        depend_on_policy_only(machine)
+        acknowledge_cdk_grants(machine.role, [self.promote.function])
+        return machine
 
 
 def share_artifacts(bucket: s3.Bucket, target: PromotionPeer) -> None:

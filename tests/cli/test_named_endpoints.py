@@ -74,11 +74,24 @@ def deploy(environment: Environment, name: str, versions: list[int], env: str = 
     environment.ssm.put_parameter(
         Name=contract.deployment_parameter_name(env, name),
         Value=json.dumps(
-            {
+            {  # as the deploy's Record step writes it (hfpipe.core.deploy_plan.DeploymentRecord)
+                "schema_version": 1,
+                "name": name,
+                "endpoint": endpoint,
                 "model_version_arn": version_arn(last, env),
-                "previous_version": version_arn(versions[-2], env) if len(versions) > 1 else None,
+                "model_package_group": contract.model_package_group_name(env, "tiny-lora"),
+                "recipe": "tiny-lora",
+                "version": last,
+                "endpoint_config": f"{endpoint}-v{last}-config",
+                "model": f"{endpoint}-v{last}-model",
+                "instance_type": "ml.m5.large",
+                "instance_count": 1,
                 "deployed_at": "2026-12-01T10:00:00+00:00",
                 "execution": f"deploy-{name}-{last}",
+                "previous_version": version_arn(versions[-2], env) if len(versions) > 1 else None,
+                "previous_endpoint_config": f"{endpoint}-v{versions[-2]}-config"
+                if len(versions) > 1
+                else None,
             }
         ),
         Type="String",

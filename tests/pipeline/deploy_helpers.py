@@ -100,3 +100,54 @@ def wiped(fresh: Any) -> Iterator[Any]:
     wipe()
     yield fresh
     wipe()
+
+
+def a_plan(**changes: Any) -> Any:
+    """A deploy plan as Prepare makes one for an update of NAME to tiny-qa/2 (hfpipe.core.deploy_plan), built
+    by hand: what the tests of the plan's readers start from, without a Prepare run."""
+    from dataclasses import replace
+
+    from hfpipe.core.deploy_plan import DeployInput, DeployPlan, DeployRequests, PreviousDeploy
+    from hfpipe.core.deploy_requests import SmokeSpec
+    from hfpipe.core.deployments import EndpointSettings
+
+    arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/"
+    plan = DeployPlan(
+        action="update",
+        input=DeployInput(version="tiny-qa/2", endpoint=NAME),
+        name=NAME,
+        endpoint_name=ENDPOINT,
+        model_version_arn=f"{arn}2",
+        model_package_group="hfpipe-dev-tiny-qa",
+        recipe="tiny-qa",
+        version=2,
+        version_ref="tiny-qa/2",
+        settings=EndpointSettings(name=NAME),
+        smoke=SmokeSpec(
+            endpoint_name=ENDPOINT,
+            serving_kind="hf-inference",
+            sample_request={"question": "who?", "context": "the pipeline"},
+            expected_keys=["answer", "score"],
+            max_latency_ms=5000.0,
+            execution_name="deploy-2",
+        ),
+        poll_seconds=60,
+        max_polls=90,
+        rollback_max_polls=90,
+        previous=PreviousDeploy(
+            endpoint_config_name=f"{ENDPOINT}-1-aaaa",
+            model_version_arn=f"{arn}1",
+            model_name=f"{ENDPOINT}-1-aaaa",
+            instance_type="ml.m5.large",
+        ),
+        scaling_deregistered=False,
+        model_name=f"{ENDPOINT}-2-bbbb",
+        endpoint_config_name=f"{ENDPOINT}-2-bbbb",
+        instance_type="ml.m5.large",
+        instance_count=1,
+        requests=DeployRequests(
+            UpdateEndpoint={"EndpointName": ENDPOINT, "EndpointConfigName": f"{ENDPOINT}-2-bbbb"},
+            Rollback={"EndpointName": ENDPOINT, "EndpointConfigName": f"{ENDPOINT}-1-aaaa"},
+        ),
+    )
+    return replace(plan, **changes)

@@ -29,6 +29,7 @@ from deploy_helpers import (
 )
 
 from hfpipe import contract
+from hfpipe.core.deploy_plan import DeployPlan
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +103,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
     resource = record["model"]
     assert resource == record["endpoint_config"] and resource.startswith(f"{ENDPOINT}-v")
     assert record == {
+        "schema_version": 1,  # a DeploymentRecord (hfpipe.core.deploy_plan)
         "name": NAME,
         "endpoint": ENDPOINT,
         "model_version_arn": version,
@@ -226,7 +228,8 @@ def test_an_update_request_is_blue_green_with_the_alarms(clean):
     )
     assert prepared["action"] == "update"
     assert prepared["previous"]["model_version_arn"] == first
-    requests = prepared["requests"]
+    # An update sends no CreateEndpoint: the plan's field for it is null.
+    requests = {op: request for op, request in prepared["requests"].items() if request is not None}
     assert sorted(requests) == ["CreateEndpointConfig", "CreateModel", "Rollback", "UpdateEndpoint"]
     assert requests["UpdateEndpoint"] == {
         "EndpointName": ENDPOINT,
@@ -296,7 +299,7 @@ def test_record_refuses_a_version_that_does_not_serve(clean):
     _, first = deploy(clean, first_version)
     assert first.status == "SUCCEEDED", first.cause
     other = register(clean)
-    intended = {**state_input(first, "Record")["deploy"], "model_version_arn": other}
+    intended = DeployPlan.from_json({**state_input(first, "Record")["deploy"], "model_version_arn": other})
     clients = {s: clean.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")}
     with pytest.raises(deploy_record.NotServingTheNewVersion) as refused:
         deploy_record.record(intended, "deploy-other", ENV, clients)

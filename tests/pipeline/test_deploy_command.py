@@ -169,9 +169,20 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
     newest first by id: moto answers oldest first whatever reverseOrder says); past the loop, nothing."""
     import json
 
-    from hfpipe.cli.deploy import _alarm_wait
+    from deploy_helpers import a_plan
 
-    wait = {"alarms": ["hfpipe-prod-classifier-4xx-errors"], "poll_seconds": 60, "wait_seconds": 300}
+    from hfpipe.cli.deploy import _alarm_wait
+    from hfpipe.core.deploy_plan import AlarmWait
+
+    wait = AlarmWait(
+        since="2026-01-01T12:00:00+00:00",
+        alarms=["hfpipe-prod-classifier-4xx-errors"],
+        polls=1,
+        waited_seconds=0,
+        poll_seconds=60,
+        wait_seconds=300,
+    )
+    plan = a_plan(action="wait", alarm_wait=wait).to_json()
 
     def entered(i: int, name: str, state: Any = None) -> dict[str, Any]:
         details = {"name": name, "input": json.dumps(state or {})}
@@ -185,10 +196,18 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
             return {"events": self.events}
 
     loop = [{"id": 1, "type": "ExecutionStarted"}, entered(2, "Prepare"), entered(3, "Action?")]
-    loop += [entered(4, "WaitForAlarms", {"deploy": {"alarm_wait": wait}}), entered(5, "PrepareAgain")]
+    loop += [entered(4, "WaitForAlarms", {"deploy": plan}), entered(5, "PrepareAgain")]
     assert _alarm_wait(History(loop), "arn") == wait
     assert _alarm_wait(History([*loop, entered(6, "Action?"), entered(7, "CreateModel")]), "arn") is None
     assert _alarm_wait(History(loop[:3]), "arn") is None
+    # A state input that is not this release's deploy plan is said, naming the field, not half-read.
+    from hfpipe.cli.aws import HfpipeError
+
+    odd = [*loop[:3], entered(4, "WaitForAlarms", {"deploy": {"alarm_wait": plan["alarm_wait"]}})]
+    with pytest.raises(
+        HfpipeError, match=r"a deploy plan this hfpipe cannot read: deploy\.schema_version: missing"
+    ):
+        _alarm_wait(History(odd), "arn")
 
 
 @pytest.mark.parametrize(

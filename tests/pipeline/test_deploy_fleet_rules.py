@@ -17,6 +17,7 @@ from deploy_helpers import ENDPOINT, ENV, NAME, register_in, wiped
 from hfpipe import contract
 from hfpipe.core import deploy_limits, deployments
 from hfpipe.core import deploy_requests as requests
+from hfpipe.core.deploy_plan import alarm_wait_from_json
 from hfpipe.core.deployments import Autoscaling, EndpointSettings, Traffic
 from hfpipe.local.quotas import QuotaTable
 
@@ -90,6 +91,8 @@ def prepare(
     from pipeline_lambdas import deploy_prepare
 
     arn = register_in(clients["sagemaker"], recipe=recipe)
+    if isinstance(kw.get("waiting"), dict):  # what PrepareAgain hands back: the previous look's alarm_wait
+        kw["waiting"] = alarm_wait_from_json(kw["waiting"])
     return deploy_prepare.prepare(
         {"version": arn, "endpoint": NAME},
         f"deploy-{next(_ids)}",
@@ -98,7 +101,7 @@ def prepare(
         ROLE,
         {**clients, "service-quotas": quotas(quota)},
         **kw,
-    )
+    ).to_json()
 
 
 def test_an_update_refuses_canary_or_linear_on_a_fleet_of_one(clients):
@@ -273,7 +276,8 @@ def test_an_update_waits_while_a_rollback_alarm_is_in_alarm_then_goes_on(clients
         first = prepare(looks, settings, now=began)
         assert (first["action"], first["alarm_wait"]["alarms"]) == ("wait", [ALARM_4XX])
         assert first["alarm_wait"]["poll_seconds"] == deploy_limits.ALARM_POLL_SECONDS
-        assert first["input"]["endpoint"] == NAME and "requests" not in first  # nothing to send yet
+        assert first["input"]["endpoint"] == NAME
+        assert set(first["requests"].values()) == {None}  # nothing to send yet
         later = began + timedelta(seconds=60)
         second = prepare(looks, settings, waiting=first["alarm_wait"], now=later)
         assert second["alarm_wait"] == {**first["alarm_wait"], "polls": 2, "waited_seconds": 60}
@@ -290,7 +294,14 @@ def test_an_alarm_still_in_alarm_at_the_bound_refuses_the_deploy_naming_it(clien
 
     serving(clients, instances=1)
     began = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    waiting = {"since": began.isoformat(), "polls": 5, "alarms": [ALARM_4XX]}
+    waiting = {
+        "since": began.isoformat(),
+        "polls": 5,
+        "alarms": [ALARM_4XX],
+        "waited_seconds": 240,
+        "wait_seconds": deploy_limits.ALARM_WAIT_SECONDS,
+        "poll_seconds": deploy_limits.ALARM_POLL_SECONDS,
+    }
     bound = began + timedelta(seconds=deploy_limits.ALARM_WAIT_SECONDS)
     with (
         cloudwatch_answers(clients, {ALARM_4XX: "ALARM"}) as looks,

@@ -21,7 +21,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import cleanup as rule
-from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.deploy_plan import DeployPlan
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
 
@@ -46,19 +46,17 @@ def _in_use(endpoint: dict[str, Any] | None, config_name: str) -> bool:
     return config_name in (endpoint.get("EndpointConfigName"), pending)
 
 
-def cleanup(
-    prepared: dict[str, Any], execution_name: str, env: str, clients: dict[str, Any]
-) -> dict[str, Any]:
+def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, Any]) -> dict[str, Any]:
     """Delete what this deploy made and nothing serves from; returns what was deleted and kept (and why)."""
     sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
-    name, endpoint_name = prepared["name"], prepared["endpoint_name"]
+    name, endpoint_name = plan.name, plan.endpoint_name
     deleted: list[str] = []
     kept: list[str] = []
     failed: list[str] = []
     endpoint: dict[str, Any] | None = None
     try:
         endpoint = describe_endpoint(sagemaker, endpoint_name)
-        if endpoint is not None and prepared.get("action") == "create":
+        if endpoint is not None and plan.action == "create":
             endpoint = _delete_new_endpoint(
                 sagemaker, autoscaling, endpoint, env, name, execution_name, deleted, kept
             )
@@ -69,10 +67,10 @@ def cleanup(
     except Exception as err:
         failed.append(f"endpoint {endpoint_name}: {err}")
         endpoint = {"EndpointStatus": "unknown"}  # keep its config and model: it may still use them
-    config_name, model_name = prepared.get("endpoint_config_name"), prepared.get("model_name")
+    config_name, model_name = plan.endpoint_config_name, plan.model_name
     config_kept = False
     for kind, resource in ((CONFIG, config_name), (MODEL, model_name)):
-        if not resource or prepared.get("action") in ("none", "record"):
+        if not resource or plan.action in ("none", "record"):
             continue  # Prepare found the version serving: this execution made nothing
         label = f"{kind.name} {resource}"
         try:
@@ -95,14 +93,9 @@ def cleanup(
         except Exception as err:
             failed.append(f"{label}: {err}")
     restored = None
-    if (
-        prepared.get("scaling_deregistered")
-        and endpoint is not None
-        and endpoint.get("EndpointStatus") == "InService"
-    ):
+    if plan.scaling_deregistered and endpoint is not None and endpoint.get("EndpointStatus") == "InService":
         try:
-            settings = EndpointSettings.from_json(prepared["settings"])
-            restored = apply_scaling(autoscaling, endpoint_name, settings.autoscaling, env)
+            restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
         except Exception as err:
             failed.append(f"autoscaling of {endpoint_name}: {err}")
     result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
@@ -148,7 +141,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}."""
     aws.bind(event)
     return cleanup(
-        event["deploy"],
+        DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
         {s: aws.client(s) for s in ("sagemaker", "application-autoscaling")},

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from hfpipe.core import deploy_limits, registry
+from hfpipe.core.deploy_plan import AlarmWait, DeployPlan
 from hfpipe.core.quotas import error_code
 from hfpipe.core.what_serves import Serving, what_serves
 from pipeline_lambdas.deploy_common import describe_endpoint
@@ -63,28 +64,28 @@ def other_deploy(stepfunctions: Any, state_machine_arn: str, execution_name: str
     return f"{first[1]} (started {first[0]})" if first and first[1] != execution_name else None
 
 
-def recheck_approval(sagemaker: Any, prepared: dict[str, Any], before: str) -> dict[str, Any]:
+def recheck_approval(sagemaker: Any, plan: DeployPlan, before: str) -> dict[str, Any]:
     """The version is still Approved ``before`` traffic moves or the record is written; else
     VersionRejectedDuringDeploy saying what the endpoint serves and what the state machine does next."""
-    status = sagemaker.describe_model_package(ModelPackageName=prepared["model_version_arn"]).get(
+    status = sagemaker.describe_model_package(ModelPackageName=plan.model_version_arn).get(
         "ModelApprovalStatus", ""
     )
     if status == "Approved":
         return {"status": status}
-    endpoint = describe_endpoint(sagemaker, prepared["endpoint_name"])
+    endpoint = describe_endpoint(sagemaker, plan.endpoint_name)
     serving = (
-        f"{prepared['endpoint_name']} serves config {endpoint.get('EndpointConfigName')} "
+        f"{plan.endpoint_name} serves config {endpoint.get('EndpointConfigName')} "
         f"({endpoint.get('EndpointStatus')})"
         if endpoint
-        else f"{prepared['endpoint_name']} does not exist"
+        else f"{plan.endpoint_name} does not exist"
     )
     then = (
         "the previous config is put back"
-        if prepared.get("action") == "update" and before == "the record is written"
+        if plan.action == "update" and before == "the record is written"
         else "what this deploy made is cleaned up"
     )
     raise VersionRejectedDuringDeploy(
-        f"version {prepared.get('version_ref')} ({prepared['model_version_arn']}) is {status or 'without a status'} "
+        f"version {plan.version_ref} ({plan.model_version_arn}) is {status or 'without a status'} "
         f"now, checked before {before}: it was Approved when the deploy started; endpoint {serving}; {then}, "
         "and nothing is recorded"
     )
@@ -100,16 +101,14 @@ def _error_text(error: Any) -> str:
     return f"{error.get('Error', 'an error')}: {cause}"
 
 
-def way_back_failed(
-    sagemaker: Any, prepared: dict[str, Any], env: str, error: Any, rollback_error: Any
-) -> NoReturn:
+def way_back_failed(sagemaker: Any, plan: DeployPlan, env: str, error: Any, rollback_error: Any) -> NoReturn:
     """Always raises WayBackFailed: the deploy ``error`` that sent it back, why the way back failed
     (``rollback_error``), and what the endpoint serves now, read from it. The endpoint's tag and the deployment
     record are left naming the previous version: a rerun of the deploy of this version smoke-tests it again."""
-    previous = prepared.get("previous") or {}
-    old_arn = previous.get("model_version_arn")
+    old_arn = plan.previous.model_version_arn if plan.previous else None
+    old_config = plan.previous.endpoint_config_name if plan.previous else None
     old = registry.ref_of_arn(old_arn, env) if old_arn else "the previous version"
-    endpoint = prepared["endpoint_name"]
+    endpoint = plan.endpoint_name
     try:
         serving: Serving | None = what_serves(sagemaker, endpoint)
         now = f"endpoint {endpoint} is {serving.describe(env)}" if serving else f"endpoint {endpoint} is gone"
@@ -122,10 +121,10 @@ def way_back_failed(
     if serving is not None and serving.version_arn != old_arn:
         claims = f"; its tag and deployment record still name {old}, which does not serve"
     raise WayBackFailed(
-        f"the way back to config {previous.get('endpoint_config_name')} ({old}) failed: "
+        f"the way back to config {old_config} ({old}) failed: "
         f"{_error_text(rollback_error)}; it was taken after {_error_text(error)}; {now}{claims}; to settle "
         f"it, deploy the version that should serve (`hfpipe deploy --env {env} --model VERSION --endpoint "
-        f"{prepared.get('name')}`)"
+        f"{plan.name}`)"
     )
 
 
@@ -152,9 +151,9 @@ def firing_alarms(cloudwatch: Any, names: list[str]) -> list[str]:
 def alarm_wait(
     cloudwatch: Any,
     update_request: dict[str, Any],
-    waiting: dict[str, Any] | None,
+    waiting: AlarmWait | None,
     now: datetime | None = None,
-) -> dict[str, Any] | None:
+) -> AlarmWait | None:
     """None when no rollback alarm of ``update_request`` (its AutoRollbackConfiguration) is in ALARM; else the
     wait to take before Prepare looks again (``waiting``: the previous look's, None the first time). At the
     bound (ALARM_WAIT_SECONDS after the first look, or ALARM_MAX_POLLS looks) RollbackAlarmInAlarm.
@@ -168,26 +167,26 @@ def alarm_wait(
     if not fired:
         return None
     now = now or datetime.now(UTC)
-    first = waiting or {"since": now.isoformat(timespec="seconds"), "polls": 0}
-    since = datetime.fromisoformat(str(first["since"]))
+    first_look = now.isoformat(timespec="seconds")
+    began, polls = (waiting.since, waiting.polls) if waiting else (first_look, 0)
+    since = datetime.fromisoformat(began)
     waited = int((now - since).total_seconds())
-    polls = int(first.get("polls", 0))
     if (
         now >= since + timedelta(seconds=deploy_limits.ALARM_WAIT_SECONDS)
         or polls >= deploy_limits.ALARM_MAX_POLLS
     ):
         raise RollbackAlarmInAlarm(
             f"rollback alarm(s) {', '.join(fired)} of endpoint "
-            f"{update_request.get('EndpointName')} were in ALARM before this deploy began ({first['since']}) "
+            f"{update_request.get('EndpointName')} were in ALARM before this deploy began ({began}) "
             f"and still are after {waited} s of waiting; SageMaker would roll the update back at once, so "
             "nothing was changed: deploy again once they are OK (an alarm is OK again one period after its "
             f"errors stop: aws cloudwatch describe-alarms --alarm-names {' '.join(fired)})"
         )
-    return {
-        "since": first["since"],
-        "alarms": fired,
-        "polls": polls + 1,
-        "waited_seconds": waited,
-        "wait_seconds": deploy_limits.ALARM_WAIT_SECONDS,
-        "poll_seconds": deploy_limits.ALARM_POLL_SECONDS,
-    }
+    return AlarmWait(
+        since=began,
+        alarms=fired,
+        polls=polls + 1,
+        waited_seconds=waited,
+        wait_seconds=deploy_limits.ALARM_WAIT_SECONDS,
+        poll_seconds=deploy_limits.ALARM_POLL_SECONDS,
+    )

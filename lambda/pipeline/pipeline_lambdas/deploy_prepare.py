@@ -6,7 +6,7 @@ type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_END
 if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
 and has not failed. Each refusal is an exception class whose name is the execution's error.
 
-The result (``$.deploy``) says the ``action``: ``create`` (no endpoint yet), ``update`` (blue/green to the new
+The result is a ``DeployPlan`` (hfpipe/core/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
 config), ``none`` (the endpoint's live config already serves this version and its record says so: the record
 is the output), ``record`` (it serves this version but its record or tags were not written: smoke test and
 Record again) or ``wait`` (an update whose rollback alarms are in ALARM now: the state machine waits and runs
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,15 @@ from hfpipe import contract
 from hfpipe.core import api_shapes, deploy_limits, deployments, fleets, quotas, registry
 from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
+from hfpipe.core.deploy_plan import (
+    AlarmWait,
+    DeployInput,
+    DeploymentRecord,
+    DeployPlan,
+    DeployRequests,
+    PreviousDeploy,
+    alarm_wait_from_json,
+)
 from hfpipe.core.deployments import EndpointSettings
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.what_serves import read_config
@@ -124,7 +134,9 @@ def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
     return rule.tags_of(sagemaker, arn)
 
 
-def _stored_record(ssm: Any, env: str, name: str) -> dict[str, Any] | None:
+def _stored_record(ssm: Any, env: str, name: str) -> DeploymentRecord | None:
+    """The endpoint's deployment record; None when there is none, or it is not one this release reads (then
+    the deploy smoke-tests and records again)."""
     try:
         value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"]["Value"]
     except Exception as err:
@@ -132,10 +144,9 @@ def _stored_record(ssm: Any, env: str, name: str) -> dict[str, Any] | None:
             return None
         raise
     try:
-        record = json.loads(value)
-    except ValueError:
+        return DeploymentRecord.from_json(json.loads(value))
+    except ValueError:  # not JSON, or DeployPlanFormatError
         return None
-    return record if isinstance(record, dict) else None
 
 
 def _check_endpoint(endpoint: dict[str, Any], tags: dict[str, str], env: str, name: str) -> None:
@@ -169,7 +180,7 @@ def _live_count(endpoint: dict[str, Any]) -> int:
 def _check_fleet(
     settings: EndpointSettings,
     endpoint: dict[str, Any] | None,
-    previous: dict[str, Any] | None,
+    previous: PreviousDeploy | None,
     instance_type: str,
     count: int,
     service_quotas: Any,
@@ -184,7 +195,7 @@ def _check_fleet(
                 f"endpoint {endpoint['EndpointName']}: the new fleet resolves to {count} instance(s) "
                 f"(cdk.json instance_count {settings.instance_count}); {problem}"
             )
-    same_type = endpoint is not None and (previous or {}).get("instance_type") == instance_type
+    same_type = endpoint is not None and previous is not None and previous.instance_type == instance_type
     needed = count + (_live_count(endpoint) if same_type and endpoint is not None else 0)
     name = quotas.endpoint_quota_name(instance_type)
     try:
@@ -197,21 +208,7 @@ def _check_fleet(
         ) from None
 
 
-def prepare(
-    event_input: Any,
-    execution_name: str,
-    env: str,
-    endpoints: dict[str, EndpointSettings],
-    role_arn: str,
-    clients: dict[str, Any],
-    state_machine_arn: str | None = None,
-    waiting: dict[str, Any] | None = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
-    """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
-    "service-quotas", "cloudwatch" and (with ``state_machine_arn``, the deploy state machine's)
-    "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait."""
-    sagemaker = clients["sagemaker"]
+def _accepted(event_input: Any) -> DeployInput:
     if not isinstance(event_input, dict) or not all(
         isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
     ):
@@ -219,26 +216,38 @@ def prepare(
             f"input {event_input!r}: not accepted; accepted: "
             '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME"}'
         )
-    name = event_input["endpoint"]
+    return DeployInput(version=event_input["version"], endpoint=event_input["endpoint"])
+
+
+def _declared(name: str, endpoints: dict[str, EndpointSettings], env: str) -> EndpointSettings:
     settings = endpoints.get(name)
     if settings is None:
         raise UnknownEndpoint(
             f"endpoint {name!r}: not declared for environment {env}; accepted: "
             f"{', '.join(sorted(endpoints)) or 'none declared'} (the keys of its cdk.json endpoints)"
         )
-    if state_machine_arn:
-        first = other_deploy(clients["stepfunctions"], state_machine_arn, execution_name, name)
-        if first:
-            raise DeployInProgress(
-                f"endpoint {name!r}: deploy execution {first} is still running; accepted: one deploy at a time "
-                f"per endpoint: wait for it to end (`hfpipe deploy` follows it), then deploy again"
-            )
-    arn = version_arn(event_input["version"], env, role_arn, sagemaker.meta.region_name)
+    return settings
+
+
+def _first_of_its_endpoint(
+    stepfunctions: Any, state_machine_arn: str, execution_name: str, name: str
+) -> None:
+    first = other_deploy(stepfunctions, state_machine_arn, execution_name, name)
+    if first:
+        raise DeployInProgress(
+            f"endpoint {name!r}: deploy execution {first} is still running; accepted: one deploy at a time "
+            f"per endpoint: wait for it to end (`hfpipe deploy` follows it), then deploy again"
+        )
+
+
+def _approved_version(sagemaker: Any, ref: str, env: str, role_arn: str) -> requests.VersionInfo:
+    """The version ``ref`` names: of this environment's groups, existing, Approved, with an instance type."""
+    arn = version_arn(ref, env, role_arn, sagemaker.meta.region_name)
     try:
         described = sagemaker.describe_model_package(ModelPackageName=arn)
     except Exception as err:
         if rule.is_not_found(err) or "not found" in str(err):
-            raise VersionNotFound(f"version {event_input['version']!r} ({arn}): not found") from None
+            raise VersionNotFound(f"version {ref!r} ({arn}): not found") from None
         raise
     info = requests.version_info(env, described)
     if not info.group.lower().startswith(registry.group_prefix(env)):
@@ -254,6 +263,18 @@ def prepare(
         raise VersionNotDeployable(
             f"version {info.ref}: no SupportedRealtimeInferenceInstanceTypes to deploy on"
         )
+    return info
+
+
+def _first_plan(
+    wanted: DeployInput,
+    settings: EndpointSettings,
+    info: requests.VersionInfo,
+    env: str,
+    execution_name: str,
+) -> DeployPlan:
+    """What every action shares: the version, the endpoint, its smoke test and the wait's bounds; nothing
+    made or served yet (``create`` until the endpoint is looked at)."""
     endpoint_name = settings.endpoint_name(env)
     try:
         smoke = requests.smoke_spec(resolve_recipe(recipe_name=info.recipe), endpoint_name, execution_name)
@@ -261,129 +282,198 @@ def prepare(
         raise VersionNotDeployable(
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
-
-    endpoint = describe_endpoint(sagemaker, endpoint_name)
-    prepared: dict[str, Any] = {
-        "name": name,
-        "endpoint_name": endpoint_name,
-        "model_version_arn": info.arn,
-        "model_package_group": info.group,
-        "recipe": info.recipe,
-        "version": info.number,
-        "version_ref": info.ref,
-        "settings": settings.to_json(),
-        "smoke": smoke.to_json(),
-        "poll_seconds": deploy_limits.POLL_SECONDS,
-        "max_polls": deploy_limits.endpoint_polls(settings),
-        "rollback_max_polls": deploy_limits.ROLLBACK_POLLS,
-        "previous": None,
-        "scaling_deregistered": False,
-    }
-    count = settings.instance_count
-    target: dict[str, Any] | None = None
-    if endpoint is not None:
-        endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
-        _check_endpoint(endpoint, endpoint_tags, env, name)
-        live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
-        live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
-        variant = (live.get("ProductionVariants") or [{}])[0]
-        # The version that serves is the live config's model's package (never a tag: hfpipe.core.what_serves).
-        serving = read_config(sagemaker, endpoint["EndpointConfigName"])
-        previous = {
-            "endpoint_config_name": endpoint["EndpointConfigName"],
-            "model_version_arn": serving.version_arn,
-            "model_name": variant.get("ModelName"),
-            "instance_type": variant.get("InstanceType"),
-        }
-        if previous["model_version_arn"] == info.arn:
-            return _already_serving(prepared, endpoint, endpoint_tags, live, live_tags, clients["ssm"], env)
-        prepared["previous"] = previous
-        target = scalable_target(clients["application-autoscaling"], endpoint_name)
-        if target is not None:
-            # The new fleet starts as large as the old one is now: auto scaling waits while the update runs.
-            count = min(max(count, _live_count(endpoint)), int(target.get("MaxCapacity") or count))
-    _check_fleet(
-        settings, endpoint, prepared["previous"], info.instance_type, count, clients["service-quotas"]
+    return DeployPlan(
+        action="create",
+        input=wanted,
+        name=wanted.endpoint,
+        endpoint_name=endpoint_name,
+        model_version_arn=info.arn,
+        model_package_group=info.group,
+        recipe=info.recipe,
+        version=info.number,
+        version_ref=info.ref,
+        settings=settings,
+        smoke=smoke,
+        poll_seconds=deploy_limits.POLL_SECONDS,
+        max_polls=deploy_limits.endpoint_polls(settings),
+        rollback_max_polls=deploy_limits.ROLLBACK_POLLS,
+        previous=None,
+        scaling_deregistered=False,
+        model_name=None,
+        endpoint_config_name=None,
+        instance_type=None,
+        instance_count=None,
+        requests=DeployRequests(),
     )
-    model_name = requests.resource_name(endpoint_name, info.number, execution_name)
-    tags = requests.deploy_tags(env, name, info.recipe, info.arn, execution_name)
-    prepared.update(
-        action="create" if endpoint is None else "update",
-        model_name=model_name,
-        endpoint_config_name=model_name,
-        instance_type=info.instance_type,
-        instance_count=count,
+
+
+def prepare(
+    event_input: Any,
+    execution_name: str,
+    env: str,
+    endpoints: dict[str, EndpointSettings],
+    role_arn: str,
+    clients: dict[str, Any],
+    state_machine_arn: str | None = None,
+    waiting: AlarmWait | None = None,
+    now: datetime | None = None,
+) -> DeployPlan:
+    """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
+    "service-quotas", "cloudwatch" and (with ``state_machine_arn``, the deploy state machine's)
+    "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait."""
+    sagemaker = clients["sagemaker"]
+    wanted = _accepted(event_input)
+    settings = _declared(wanted.endpoint, endpoints, env)
+    if state_machine_arn:
+        _first_of_its_endpoint(clients["stepfunctions"], state_machine_arn, execution_name, wanted.endpoint)
+    info = _approved_version(sagemaker, wanted.version, env, role_arn)
+    plan = _first_plan(wanted, settings, info, env, execution_name)
+    endpoint = describe_endpoint(sagemaker, plan.endpoint_name)
+    if endpoint is None:
+        _check_fleet(
+            settings, None, None, str(info.instance_type), settings.instance_count, clients["service-quotas"]
+        )
+        plan = _with_requests(plan, info, role_arn, execution_name, env, settings.instance_count, None)
+    else:
+        plan = _update(plan, endpoint, info, role_arn, execution_name, env, clients, waiting, now)
+    if plan.action in ("create", "update"):
+        aws.log_json(
+            LOG, "deploy prepared", action=plan.action, version=info.arn, endpoint=plan.endpoint_name
+        )
+    return plan
+
+
+def _update(
+    plan: DeployPlan,
+    endpoint: dict[str, Any],
+    info: requests.VersionInfo,
+    role_arn: str,
+    execution_name: str,
+    env: str,
+    clients: dict[str, Any],
+    waiting: AlarmWait | None,
+    now: datetime | None,
+) -> DeployPlan:
+    """The endpoint exists: check it is this environment's deploy's and settled, then update it blue/green
+    (or find the version serving already, or wait for its rollback alarms)."""
+    sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
+    endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
+    _check_endpoint(endpoint, endpoint_tags, env, plan.name)
+    live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
+    live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
+    variant = (live.get("ProductionVariants") or [{}])[0]
+    # The version that serves is the live config's model's package (never a tag: hfpipe.core.what_serves).
+    previous = PreviousDeploy(
+        endpoint_config_name=endpoint["EndpointConfigName"],
+        model_version_arn=read_config(sagemaker, endpoint["EndpointConfigName"]).version_arn,
+        model_name=variant.get("ModelName"),
+        instance_type=variant.get("InstanceType"),
+    )
+    if previous.model_version_arn == info.arn:
+        return _already_serving(plan, endpoint, endpoint_tags, live, live_tags, clients["ssm"], env)
+    count = plan.settings.instance_count
+    target = scalable_target(autoscaling, plan.endpoint_name)
+    if target is not None:
+        # The new fleet starts as large as the old one is now: auto scaling waits while the update runs.
+        count = min(max(count, _live_count(endpoint)), int(target.get("MaxCapacity") or count))
+    instance_type = str(info.instance_type)
+    _check_fleet(plan.settings, endpoint, previous, instance_type, count, clients["service-quotas"])
+    plan = replace(plan, previous=previous)
+    plan = _with_requests(plan, info, role_arn, execution_name, env, count, target)
+    # Before anything is written: an update started while a rollback alarm is in ALARM is rolled back.
+    wait = alarm_wait(clients["cloudwatch"], plan.requests.UpdateEndpoint or {}, waiting, now)
+    if wait is not None:
+        aws.log_json(LOG, "waiting for rollback alarms", endpoint=plan.endpoint_name, **asdict(wait))
+        return replace(plan, action="wait", alarm_wait=wait, requests=DeployRequests())  # nothing sent yet
+    plan = replace(plan, waited_for_alarms=waiting)
+    # Last, once nothing can refuse any more: an instance type change needs the target deregistered first.
+    if previous.instance_type not in (None, instance_type):
+        plan = replace(plan, scaling_deregistered=remove_scaling(autoscaling, plan.endpoint_name, env))
+    return plan
+
+
+def _with_requests(
+    plan: DeployPlan,
+    info: requests.VersionInfo,
+    role_arn: str,
+    execution_name: str,
+    env: str,
+    count: int,
+    target: dict[str, Any] | None,
+) -> DeployPlan:
+    """The plan with the model and config it makes and its requests: create, or (``plan.previous`` naming
+    what serves) update with the way back; each checked against botocore's shapes."""
+    instance_type = str(info.instance_type)
+    model_name = requests.resource_name(plan.endpoint_name, info.number, execution_name)
+    tags = requests.deploy_tags(env, plan.name, info.recipe, info.arn, execution_name)
+    config = requests.endpoint_config_request(
+        model_name, model_name, instance_type, count, tags, plan.smoke.serving_kind
     )
     built = {
-        "CreateModel": requests.model_request(model_name, role_arn, info.arn, tags),
-        "CreateEndpointConfig": requests.endpoint_config_request(
-            model_name, model_name, info.instance_type, count, tags, smoke.serving_kind
-        ),
+        "CreateModel": _checked("CreateModel", requests.model_request(model_name, role_arn, info.arn, tags)),
+        "CreateEndpointConfig": _checked("CreateEndpointConfig", config),
     }
-    if endpoint is None:
-        built["CreateEndpoint"] = requests.endpoint_request(endpoint_name, model_name, tags)
+    if plan.previous is None:
+        built["CreateEndpoint"] = _checked(
+            "CreateEndpoint", requests.endpoint_request(plan.endpoint_name, model_name, tags)
+        )
     else:
-        built["UpdateEndpoint"] = requests.update_request(env, settings, model_name)
-        built["Rollback"] = requests.rollback_request(
-            endpoint_name, prepared["previous"]["endpoint_config_name"], autoscaled=target is not None
+        built["UpdateEndpoint"] = _checked(
+            "UpdateEndpoint", requests.update_request(env, plan.settings, model_name)
         )
-    prepared["requests"] = {
-        op: _checked(op if op != "Rollback" else "UpdateEndpoint", r) for op, r in built.items()
-    }
-    if endpoint is not None:
-        # Before anything is written: an update started while a rollback alarm is in ALARM is rolled back.
-        wait = alarm_wait(clients["cloudwatch"], built["UpdateEndpoint"], waiting, now)
-        if wait is not None:
-            aws.log_json(LOG, "waiting for rollback alarms", endpoint=endpoint_name, **wait)
-            return {"action": "wait", "name": name, "endpoint_name": endpoint_name, "input": event_input} | {
-                "version_ref": info.ref,
-                "alarm_wait": wait,
-            }
-        prepared.update({"waited_for_alarms": waiting} if waiting else {})
-    # Last, once nothing can refuse any more: an instance type change needs the target deregistered first.
-    if endpoint is not None and prepared["previous"]["instance_type"] not in (None, info.instance_type):
-        prepared["scaling_deregistered"] = remove_scaling(
-            clients["application-autoscaling"], endpoint_name, env
+        back = requests.rollback_request(
+            plan.endpoint_name, str(plan.previous.endpoint_config_name), autoscaled=target is not None
         )
-    aws.log_json(LOG, "deploy prepared", action=prepared["action"], version=info.arn, endpoint=endpoint_name)
-    return prepared
+        built["Rollback"] = _checked("UpdateEndpoint", back)
+    return replace(
+        plan,
+        action="create" if plan.previous is None else "update",
+        model_name=model_name,
+        endpoint_config_name=model_name,
+        instance_type=instance_type,
+        instance_count=count,
+        requests=DeployRequests(**built),
+    )
 
 
 def _already_serving(
-    prepared: dict[str, Any],
+    plan: DeployPlan,
     endpoint: dict[str, Any],
     endpoint_tags: dict[str, str],
     live: dict[str, Any],
     live_tags: dict[str, str],
     ssm: Any,
     env: str,
-) -> dict[str, Any]:
+) -> DeployPlan:
     """The live config serves this version: the stored record is the answer when it and the endpoint's tag
     say so; otherwise an earlier deploy stopped before its Record, which this one repeats (after a smoke test)."""
     variant = (live.get("ProductionVariants") or [{}])[0]
-    prepared.update(
+    plan = replace(
+        plan,
         model_name=variant.get("ModelName"),
         endpoint_config_name=endpoint["EndpointConfigName"],
         instance_type=variant.get("InstanceType"),
         instance_count=variant.get("InitialInstanceCount"),
         deployed_by=live_tags.get(contract.TAG_DEPLOY_EXECUTION),
-        requests={},
+        requests=DeployRequests(),
     )
-    stored = _stored_record(ssm, env, prepared["name"])
-    version = prepared["model_version_arn"]
-    if (stored or {}).get("model_version_arn") == version == endpoint_tags.get(contract.TAG_MODEL_VERSION):
-        prepared.update(action="none", record=stored)
+    stored = _stored_record(ssm, env, plan.name)
+    version = plan.model_version_arn
+    recorded = stored.model_version_arn if stored else None
+    if recorded == version == endpoint_tags.get(contract.TAG_MODEL_VERSION):
         aws.log_json(LOG, "already serving", version=version, endpoint=endpoint["EndpointName"])
-        return prepared
+        return replace(plan, action="none", record=stored)
     if stored is not None:
         # The stored record is this version's (its endpoint tag was not written) or the one before it.
-        same = stored.get("model_version_arn") == version
-        prepared["previous"] = {
-            "endpoint_config_name": stored.get("previous_endpoint_config" if same else "endpoint_config"),
-            "model_version_arn": stored.get("previous_version" if same else "model_version_arn"),
-        }
-    prepared["action"] = "record"
-    return prepared
+        same = stored.model_version_arn == version
+        previous = PreviousDeploy(
+            endpoint_config_name=stored.previous_endpoint_config if same else stored.endpoint_config,
+            model_version_arn=stored.previous_version if same else stored.model_version_arn,
+            model_name=None,
+            instance_type=None,
+        )
+        plan = replace(plan, previous=previous)
+    return replace(plan, action="record")
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -393,11 +483,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     "error": ..., "rollback_error": ...} (raises WayBackFailed)."""
     aws.bind(event)
     if "recheck" in event:
-        return recheck_approval(aws.client("sagemaker"), event["recheck"], str(event["before"]))
+        plan = DeployPlan.from_json(event["recheck"])
+        return recheck_approval(aws.client("sagemaker"), plan, str(event["before"]))
     if "way_back_failed" in event:
         way_back_failed(
             aws.client("sagemaker"),
-            event["way_back_failed"],
+            DeployPlan.from_json(event["way_back_failed"]),
             os.environ["HFPIPE_ENV"],
             event.get("error"),
             event.get("rollback_error"),
@@ -410,5 +501,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         os.environ["EXECUTION_ROLE_ARN"],
         {s: aws.client(s) for s in CLIENTS},
         event.get("state_machine"),
-        event.get("alarm_wait"),
-    )
+        alarm_wait_from_json(event.get("alarm_wait")),
+    ).to_json()

@@ -7,8 +7,8 @@ read it, and put the endpoint's declared autoscaling on it.
    naming what serves: a version that does not serve is never recorded over the one that does;
 2. the endpoint is tagged with the version (``TAG_MODEL_VERSION``), the deploy execution
    (``TAG_DEPLOY_EXECUTION``) and the version's recipe (``TAG_RECIPE``);
-3. the deployment record (hfpipe.core.deploy_requests.deployment_record, its version, config and model as the
-   endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
+3. the deployment record (hfpipe.core.deploy_plan.DeploymentRecord, from ``DeployPlan.recorded``: its version,
+   config and model as the endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
    NAME)``; it is also the step's result and the execution's output;
 4. the variant's autoscaling becomes what cdk.json declares (deploy_common.apply_scaling).
 
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import deploy_requests as requests
-from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.deploy_plan import DeployPlan
 from hfpipe.core.what_serves import what_serves
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling
@@ -38,7 +38,7 @@ class NotServingTheNewVersion(Exception):
 
 
 def record(
-    prepared: dict[str, Any],
+    plan: DeployPlan,
     execution_name: str,
     env: str,
     clients: dict[str, Any],
@@ -46,50 +46,49 @@ def record(
 ) -> dict[str, Any]:
     """Tag, record and scale; returns the deployment record."""
     sagemaker = clients["sagemaker"]
-    endpoint_name, version = prepared["endpoint_name"], prepared["model_version_arn"]
+    endpoint_name, version = plan.endpoint_name, plan.model_version_arn
     serving = what_serves(sagemaker, endpoint_name)
-    if serving is None or not serving.serves(version, prepared["endpoint_config_name"]):
+    if serving is None or not serving.serves(version, plan.endpoint_config_name):
         found = "does not exist" if serving is None else serving.describe(env)
         raise NotServingTheNewVersion(
-            f"endpoint {endpoint_name}: {found}; expected InService on {prepared['endpoint_config_name']} serving "
-            f"{prepared.get('version_ref') or version} ({version}): nothing recorded, the endpoint's tag and "
+            f"endpoint {endpoint_name}: {found}; expected InService on {plan.endpoint_config_name} serving "
+            f"{plan.version_ref} ({version}): nothing recorded, the endpoint's tag and "
             "deployment record are left as they were"
         )
     deployed_at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     # What the endpoint said, not what the deploy intended (they agree: checked just above).
-    served = {
-        **prepared,
-        "model_version_arn": serving.version_arn,
-        "endpoint_config_name": serving.config,
-        "model_name": serving.live.model if serving.live else None,
-    }
-    result = requests.deployment_record(served, prepared.get("deployed_by") or execution_name, deployed_at)
+    served = replace(
+        plan,
+        model_version_arn=str(serving.version_arn),
+        endpoint_config_name=serving.config,
+        model_name=serving.live.model if serving.live else None,
+    )
+    result = served.recorded(plan.deployed_by or execution_name, deployed_at)
     sagemaker.add_tags(
         ResourceArn=serving.arn,
         Tags=[
-            {"Key": contract.TAG_MODEL_VERSION, "Value": result["model_version_arn"]},
-            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result["execution"]},
-            {"Key": contract.TAG_RECIPE, "Value": result["recipe"]},
+            {"Key": contract.TAG_MODEL_VERSION, "Value": result.model_version_arn},
+            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": result.execution},
+            {"Key": contract.TAG_RECIPE, "Value": result.recipe},
         ],
     )
     clients["ssm"].put_parameter(
-        Name=contract.deployment_parameter_name(env, prepared["name"]),
+        Name=contract.deployment_parameter_name(env, plan.name),
         Description=f"hfpipe {env}: the model version endpoint {endpoint_name} serves (written by each deploy)",
-        Value=json.dumps(result, sort_keys=True),
+        Value=json.dumps(result.to_json(), sort_keys=True),
         Type="String",
         Overwrite=True,
     )
-    settings = EndpointSettings.from_json(prepared["settings"])
-    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, settings.autoscaling, env)
-    aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result)
-    return result
+    scaling = apply_scaling(clients["application-autoscaling"], endpoint_name, plan.settings.autoscaling, env)
+    aws.log_json(LOG, "deployment recorded", autoscaling=scaling, **result.to_json())
+    return result.to_json()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"deploy": <Prepare's result>, "execution_name": <name>}."""
     aws.bind(event)
     return record(
-        event["deploy"],
+        DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
         {s: aws.client(s) for s in ("sagemaker", "ssm", "application-autoscaling")},

@@ -32,6 +32,14 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import api_shapes, promotion, promotion_access, registry
+from hfpipe.core.promote_plan import (
+    Promoted,
+    PromotePlan,
+    S3Object,
+    SourceVersion,
+    TargetVersion,
+    promoted,
+)
 from hfpipe.core.promotion import PromotionRefused
 from pipeline_lambdas import aws
 from pipeline_lambdas.register import described_version, ensure_group
@@ -48,7 +56,15 @@ _THROTTLING = {
     "RequestLimitExceeded",
 }
 
-__all__ = ["PromotionRefused", "Settings", "ThrottlingException", "handler", "promote"]
+__all__ = [
+    "PromotionRefused",
+    "Settings",
+    "ThrottlingException",
+    "carry_out",
+    "handler",
+    "plan_promotion",
+    "promote",
+]
 
 
 class ThrottlingException(Exception):
@@ -221,35 +237,82 @@ def promote(
 def _promote(
     ref: str, execution_name: str, s: Settings, clients: Clients, copy_settings: dict[str, int]
 ) -> dict[str, Any]:
+    plan = plan_promotion(ref, s, clients)
+    if (
+        plan.promoted_before is not None
+    ):  # promoted before: nothing to read of the source's model, nothing to write
+        before = plan.promoted_before
+        return promoted(plan, before.model_package_arn, before.approval_status, False).to_json()
+    return carry_out(plan, s, clients, copy_settings).to_json()
+
+
+def plan_promotion(ref: str, s: Settings, clients: Clients) -> PromotePlan:
+    """Every read and check, before anything is written: the source version, its image in this environment's
+    catalog, its statistics document, the request SageMaker would take, an earlier promotion of the version,
+    and (unless there was one) the source's model object."""
     arn = promotion.source_version(
         ref, s.source_env, partition=s.partition, region=s.source_region, account=s.source_account
     )
     desc = _describe(clients, arn, ref, s)
     recipe, number = promotion.promotable(desc, s.source_env)
-    source_arn = str(desc["ModelPackageArn"])
+    source = SourceVersion(
+        env=s.source_env,
+        region=s.source_region,
+        version_arn=str(desc["ModelPackageArn"]),
+        ref=f"{recipe}/{number}",
+    )
     (container,) = desc["InferenceSpecification"]["Containers"]
     image = promotion.target_image(str(container.get("Image", "")), s.catalog, s.allowed_registries)
     group = contract.model_package_group_name(s.env, recipe)
     prefix = promotion.artifact_prefix(s.source_env, recipe, number)
-    model_url = f"s3://{s.bucket}/{prefix}model.tar.gz"
-    metrics_key = f"{prefix}metrics.json"
+    model, metrics = (
+        S3Object(bucket=s.bucket, key=f"{prefix}model.tar.gz"),
+        S3Object(bucket=s.bucket, key=f"{prefix}metrics.json"),
+    )
     # Read before anything is written. The source's lineage: its version's metadata, else (moto drops it on
     # UpdateModelPackage; AWS keeps it) what its statistics document repeats.
     source_document = _source_metrics(clients, desc, s)
     lineage = {**(source_document.get("metadata") or {}), **(desc.get("CustomerMetadataProperties") or {})}
     properties = promotion.metadata(
         {str(k): str(v) for k, v in lineage.items()},
-        source_arn=source_arn,
+        source_arn=source.version_arn,
         source_env=s.source_env,
-        model_data_url=model_url,
+        model_data_url=model.uri,
     )
+    request = _checked_request(desc, s, recipe, image, model, metrics, properties)
+    before = _target_version(clients, group, source.version_arn)
+    return PromotePlan(
+        source=source,
+        env=s.env,
+        recipe=recipe,
+        model_package_group=group,
+        image=image,
+        model=model,
+        metrics=metrics,
+        source_model=None if before is not None else _source_model(clients, container, s),
+        statistics=promotion.statistics(source_document, group, properties),
+        request=request,
+        promoted_before=None if before is None else _earlier(before, s.env, group, recipe),
+    )
+
+
+def _checked_request(
+    desc: dict[str, Any],
+    s: Settings,
+    recipe: str,
+    image: str,
+    model: S3Object,
+    metrics: S3Object,
+    properties: dict[str, str],
+) -> dict[str, Any]:
+    """CreateModelPackage for the target, or PromotionRefused when SageMaker's model says it would refuse it."""
     request = promotion.package_request(
         desc,
         env=s.env,
         recipe=recipe,
         image=image,
-        model_data_url=model_url,
-        metrics_uri=f"s3://{s.bucket}/{metrics_key}",
+        model_data_url=model.uri,
+        metrics_uri=metrics.uri,
         approval=s.approval,
         properties=properties,
     )
@@ -258,46 +321,61 @@ def _promote(
         raise PromotionRefused(
             f"{problems[0]}: SageMaker's CreateModelPackage would refuse it; nothing written"
         )
-    source = {
-        "env": s.source_env,
-        "region": s.source_region,
-        "version_arn": source_arn,
-        "ref": f"{recipe}/{number}",
-    }
-    found = _target_version(clients, group, source_arn)
-    if found is not None:  # promoted before: nothing to read of the source's model, nothing to write
-        status = found.get("ModelApprovalStatus")
-        return _result(source, s.env, group, found["ModelPackageArn"], status, image, model_url, False)
-    field = "InferenceSpecification.Containers[0].ModelDataUrl"
-    source_bucket, source_key = promotion_access.readable_source(
-        field, str(container["ModelDataUrl"]), s.source_env
-    )
-    _source_read(
-        field,
-        "HeadObject",
-        source_bucket,
-        source_key,
-        s,
-        lambda: clients.source_s3.head_object(Bucket=source_bucket, Key=source_key),
+    return request
+
+
+def _earlier(found: dict[str, Any], env: str, group: str, recipe: str) -> TargetVersion:
+    arn = str(found["ModelPackageArn"])
+    number = int(arn.rsplit("/", 1)[-1])
+    status = found.get("ModelApprovalStatus")
+    return TargetVersion(
+        env=env,
+        model_package_group=group,
+        model_package_arn=arn,
+        version=number,
+        ref=f"{recipe}/{number}",
+        approval_status=None if status is None else str(status),
     )
 
-    # Every check has passed: from here on, writes.
-    created_group = ensure_group(clients.sagemaker, s.env, recipe)
+
+_MODEL_FIELD = "InferenceSpecification.Containers[0].ModelDataUrl"
+
+
+def _source_model(clients: Clients, container: dict[str, Any], s: Settings) -> S3Object:
+    """The source's model.tar.gz, once its HeadObject answered (a missing or refused object is named)."""
+    bucket, key = promotion_access.readable_source(_MODEL_FIELD, str(container["ModelDataUrl"]), s.source_env)
+    _source_read(
+        _MODEL_FIELD,
+        "HeadObject",
+        bucket,
+        key,
+        s,
+        lambda: clients.source_s3.head_object(Bucket=bucket, Key=key),
+    )
+    return S3Object(bucket=bucket, key=key)
+
+
+def carry_out(plan: PromotePlan, s: Settings, clients: Clients, copy_settings: dict[str, int]) -> Promoted:
+    """The writes of ``plan``: the target's group when missing, the copy of the model, the statistics
+    document, the version."""
+    assert plan.source_model is not None  # planned with the source's model read
+    source = plan.source_model
+    created_group = ensure_group(clients.sagemaker, plan.env, plan.recipe)
     from boto3.s3.transfer import TransferConfig
 
     # The copy reads the source again (its own HeadObject, then GetObject or UploadPartCopy): the object
     # deleted or its grant removed since the check above is named the same way, with what was written.
     try:
         _source_read(
-            field,
+            _MODEL_FIELD,
             "CopyObject",
-            source_bucket,
-            source_key,
+            source.bucket,
+            source.key,
             s,
             lambda: clients.s3.copy(
-                {"Bucket": source_bucket, "Key": source_key},
-                s.bucket,
-                f"{prefix}model.tar.gz",
+                {"Bucket": source.bucket, "Key": source.key},
+                plan.model.bucket,
+                plan.model.key,
                 # The source's object tags are not the target's (and copying them needs tagging permissions).
                 ExtraArgs={"TaggingDirective": "REPLACE"},
                 SourceClient=clients.source_s3,
@@ -305,47 +383,18 @@ def _promote(
             ),
         )
     except PromotionRefused as err:
-        made = f"the group {group} only (a rerun uses it)" if created_group else "nothing"
+        made = f"the group {plan.model_package_group} only (a rerun uses it)" if created_group else "nothing"
         raise PromotionRefused(str(err).replace("nothing written", f"written: {made}")) from None
-    document = promotion.statistics(source_document, group, properties)
     clients.s3.put_object(
-        Bucket=s.bucket,
-        Key=metrics_key,
-        Body=json.dumps(document, indent=2).encode(),
+        Bucket=plan.metrics.bucket,
+        Key=plan.metrics.key,
+        Body=json.dumps(plan.statistics, indent=2).encode(),
         ContentType="application/json",
     )
-    target_arn = clients.sagemaker.create_model_package(**request)["ModelPackageArn"]
-    result = _result(source, s.env, group, target_arn, s.approval, image, model_url, True)
-    aws.log_json(LOG, "promoted", created_group=created_group, **result)
+    target_arn = clients.sagemaker.create_model_package(**plan.request)["ModelPackageArn"]
+    result = promoted(plan, target_arn, s.approval, True)
+    aws.log_json(LOG, "promoted", created_group=created_group, **result.to_json())
     return result
-
-
-def _result(
-    source: dict[str, str],
-    env: str,
-    group: str,
-    arn: str,
-    status: Any,
-    image: str,
-    model_url: str,
-    created: bool,
-) -> dict[str, Any]:
-    number = int(arn.rsplit("/", 1)[-1])
-    recipe = source["ref"].split("/", 1)[0]
-    return {
-        "source": source,
-        "target": {
-            "env": env,
-            "model_package_group": group,
-            "model_package_arn": arn,
-            "version": number,
-            "ref": f"{recipe}/{number}",
-            "approval_status": status,
-        },
-        "image": image,
-        "model_data_url": model_url,
-        "created": created,
-    }
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
