@@ -102,9 +102,10 @@ def accept(
 def _accept_input(event: Any) -> Accepted:
     recipe = resolve_input(event)
     check_rules(recipe)
-    poll = event.get("poll_seconds")
-    lo, hi = POLL_SECONDS_RANGE
-    if poll is not None and (isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi):
+    if "poll_seconds" not in event:
+        return Accepted(recipe)  # the environment's default, when the environment's rules run
+    poll, (lo, hi) = event["poll_seconds"], POLL_SECONDS_RANGE
+    if isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi:
         raise RecipeError(f"input.poll_seconds: {poll!r} must be an integer from {lo} to {hi}")
     return Accepted(recipe, poll_seconds=poll)
 
