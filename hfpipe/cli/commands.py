@@ -76,13 +76,12 @@ def _start_execution(
 
 
 def _execution_input(clients: Any, environment: Any, loaded: Any) -> tuple[dict[str, Any], Any]:
-    """The input `start` sends and the recipe as accepted, checked against the environment's images; a
-    recipe's own `dir` or `git` source packed, its arguments checked (`hfpipe.core.plan.accept` with the
-    archive), uploaded once per hash, and named by both."""
+    """The input `start` sends and the recipe as accepted; a recipe's own `dir` or `git` source packed, its
+    arguments checked (`hfpipe.core.plan.accept` with the archive), uploaded once per hash, and named by both
+    (the environment's rules, its image catalog's among them, are the dry run's: `dryrun.plan_for`)."""
     from hfpipe import contract
     from hfpipe.cli import recipes, sources
 
-    recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
     execution_input, accepted = recipes.execution_input(loaded), loaded.accepted
     if loaded.resolved["training"].get("source") is None:
         return execution_input, accepted

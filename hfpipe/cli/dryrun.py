@@ -83,7 +83,12 @@ def plan_for(
         allowed_s3_buckets=buckets,
         allowed_image_registries=registries,
     )
-    accepted = accept(accepted, config, s3=clients.s3)
+    try:
+        accepted = accept(accepted, config, s3=clients.s3)
+    except validate.RecipeError as err:
+        raise HfpipeError(
+            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
+        ) from None
     notes.extend(accepted.notes)
     try:
         plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=clients.s3)

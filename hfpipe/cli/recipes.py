@@ -96,27 +96,6 @@ def load(ref: str, sets: list[str], *, keep_endpoint: bool = False) -> Loaded:
     return Loaded(ref, raw, overrides, accepted, keep_endpoint)
 
 
-def check_images(loaded: Loaded, image_catalog: str | None) -> None:
-    """Check the recipe's container versions against the environment's image catalog (as Plan will)."""
-    if not image_catalog:
-        return
-    try:
-        catalog = json.loads(image_catalog)
-    except ValueError:
-        return  # an unreadable catalog is the Plan Lambda's to report, with its own context
-    if not isinstance(catalog, dict) or not catalog:
-        return
-    recipe = loaded.resolved
-    try:
-        core_plan.resolve_image(
-            catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
-        )
-        if recipe["deploy"]:
-            core_plan.resolve_inference_image(catalog, recipe)
-    except RecipeError as err:
-        raise HfpipeError(f"recipe {loaded.ref!r} cannot run in this environment: {err}") from None
-
-
 def _input(raw: dict[str, Any], overrides: dict[str, Any], keep_endpoint: bool) -> dict[str, Any]:
     execution: dict[str, Any] = {"recipe": raw}
     if overrides:

@@ -62,13 +62,15 @@ class PlanConfig:
 class Accepted:
     """A recipe that passed the rules (``accept``): defaults filled, the input's own ``poll_seconds`` (None: the
     environment's default), the notes on what could not be checked, the sha256 of the own source whose script's
-    arguments were checked, and whether the environment's rules ran too."""
+    arguments were checked, and whether the environment's rules ran too, with the image URIs they resolved."""
 
     recipe: dict[str, Any]
     poll_seconds: int | None = None
     notes: tuple[str, ...] = ()
     source_sha256: str | None = None
     in_environment: bool = False
+    training_image: str = ""
+    inference_image: str | None = None
 
     def with_source(self, uri: str, sha256: str) -> Accepted:
         """The same recipe naming the archive the command uploaded (what the execution input names)."""
@@ -87,7 +89,8 @@ def accept(
        (``hfpipe.core.acceptance.check``); then the rules between fields (``check_rules``);
     2. a recipe's own script's arguments, against the archive ``source`` (what the command packed) or, in an
        environment, the archive the recipe names (``hfpipe.core.sources``), unless that archive was checked;
-    3. with ``config``: the environment's rules (``check_ownership``, ``check_distribution``, the s3 source).
+    3. with ``config``: the environment's rules (``check_ownership``, ``check_distribution``, the containers in
+       its image catalog, the s3 source).
 
     ``given`` is an execution input, or the ``Accepted`` of an earlier call (the command's, before it had the
     environment or the packed source), of which only what that call did not check runs."""
@@ -120,16 +123,26 @@ def _own_source(accepted: Accepted, data: bytes) -> Accepted:
 
 
 def _in_environment(accepted: Accepted, config: PlanConfig, s3: Any) -> Accepted:
-    recipe = accepted.recipe
+    recipe, catalog = accepted.recipe, config.image_catalog
     check_ownership(recipe, config)
-    check_distribution(recipe, config.image_catalog)
+    check_distribution(recipe, catalog)
+    training_image = resolve_image(
+        catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
+    )
+    inference_image = resolve_inference_image(catalog, recipe) if recipe["deploy"] else None
     source = recipe["training"]["source"]
     if source is not None:
         data = sources.read_checked(recipe["training"], config.artifacts_bucket, s3)
         if source["sha256"] != accepted.source_sha256:
             accepted = _own_source(accepted, data)
     poll = config.default_poll_seconds if accepted.poll_seconds is None else accepted.poll_seconds
-    return replace(accepted, poll_seconds=poll, in_environment=True)
+    return replace(
+        accepted,
+        poll_seconds=poll,
+        in_environment=True,
+        training_image=training_image,
+        inference_image=inference_image,
+    )
 
 
 def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
@@ -396,10 +409,7 @@ def build_plan(
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t, s = recipe["training"], recipe["serving"]
     deploy = bool(recipe["deploy"])
-    image_uri = resolve_image(
-        config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
-    )
-    inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
+    image_uri, inference_image_uri = accepted.training_image, accepted.inference_image
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
     catalog = config.image_catalog
