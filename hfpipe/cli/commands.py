@@ -75,21 +75,21 @@ def _start_execution(
     return str(started["executionArn"])
 
 
-def _execution_input(args: argparse.Namespace, clients: Any, environment: Any, loaded: Any) -> dict[str, Any]:
-    """The input `start` sends, the recipe checked against the environment's images; a recipe's own `dir` or
-    `git` source packed and uploaded once per hash, the input naming the archive."""
+def _execution_input(clients: Any, environment: Any, loaded: Any) -> tuple[dict[str, Any], Any]:
+    """The input `start` sends and the recipe as accepted; a recipe's own `dir` or `git` source packed, its
+    arguments checked (`hfpipe.core.plan.accept` with the archive), uploaded once per hash, and named by both
+    (the environment's rules, its image catalog's among them, are the dry run's: `dryrun.plan_for`)."""
     from hfpipe import contract
     from hfpipe.cli import recipes, sources
 
-    recipes.check_images(loaded, environment.values.get(contract.SSM_IMAGE_CATALOG))
-    execution_input = recipes.execution_input(loaded, keep_endpoint=args.keep_endpoint)
+    execution_input, accepted = recipes.execution_input(loaded), loaded.accepted
     if loaded.resolved["training"].get("source") is None:
-        return execution_input
+        return execution_input, accepted
     packed = sources.pack_source(loaded.ref, loaded.resolved)
     if packed is None:  # an s3 source: the Plan checks it
-        return execution_input
-    note = sources.arguments_note(loaded.resolved, packed)
-    if note is not None:
+        return execution_input, accepted
+    accepted = sources.check_source(accepted, packed)
+    for note in accepted.notes:
         print(f"note: {note}", file=sys.stderr)
     for name in packed.skipped_secrets:
         print(
@@ -97,7 +97,9 @@ def _execution_input(args: argparse.Namespace, clients: Any, environment: Any, l
         )
     uri, uploaded = sources.upload(clients.s3, environment.require(contract.SSM_ARTIFACTS_BUCKET), packed)
     print(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})", file=sys.stderr)
-    return sources.with_uploaded(execution_input, uri, packed.sha256)
+    return sources.with_uploaded(execution_input, uri, packed.sha256), accepted.with_source(
+        uri, packed.sha256
+    )
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -110,7 +112,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.watch:
         _interval(args.interval)  # checked before the execution starts: a retry must not start a second run
     # Validation first: a bad recipe or --set fails here, before credentials or AWS are looked at.
-    loaded = recipes.load(args.recipe, args.sets)
+    loaded = recipes.load(args.recipe, args.sets, keep_endpoint=args.keep_endpoint)
     if args.keep_endpoint and not loaded.resolved["deploy"]:
         raise HfpipeError(
             f"--keep-endpoint: recipe {loaded.name!r} sets deploy: false, so it creates no endpoint to keep"
@@ -118,13 +120,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or default_execution_name(loaded.name)
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
-    execution_input = _execution_input(args, clients, environment, loaded)
+    execution_input, accepted = _execution_input(clients, environment, loaded)
     from hfpipe.cli import dryrun
 
     # The dry run's plan, before anything starts: what it refuses, start refuses.
-    plan, notes = dryrun.plan_for(
-        clients, environment, execution_input, name, loaded.resolved, quotas_readable=args.dry_run
-    )
+    plan, notes = dryrun.plan_for(clients, environment, accepted, name, quotas_readable=args.dry_run)
     if args.dry_run:
         assert plan is not None
         if args.json:

@@ -21,7 +21,7 @@ from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import quotas, validate
-from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.plan import Accepted, PlanConfig, accept, build_plan
 from hfpipe.core.plan_model import Plan
 
 #: Errors of a quota read that mean "these credentials may not", not "the plan is wrong".
@@ -50,13 +50,13 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
 def plan_for(
     clients: aws.Clients,
     environment: aws.Environment,
-    execution_input: dict[str, Any],
+    accepted: Accepted,
     name: str,
-    resolved: dict[str, Any],
     quotas_readable: bool = True,
 ) -> tuple[Plan | None, list[str]]:
-    """The plan the Plan Lambda would make for `execution_input` (what `start` sends), and notes on what only
-    it can check; `resolved`: the same recipe with its defaults and overrides (hfpipe.cli.recipes.Loaded).
+    """The plan the Plan Lambda would make for what `start` sends, and notes on what only it can check;
+    `accepted`: the recipe as `hfpipe.core.plan.accept` took it without the environment (hfpipe.cli.recipes
+    .Loaded, with the uploaded source), whose environment's rules run here, the others not again.
 
     `start` runs this before it starts anything, so it refuses what the dry run refuses; with
     `quotas_readable` False (start's), credentials that may not read Service Quotas give no plan (None) and a
@@ -65,14 +65,13 @@ def plan_for(
 
     values = environment.values
     own = (environment.data_bucket, environment.require(contract.SSM_ARTIFACTS_BUCKET))
-    buckets, registries = _outside(resolved, own)
+    buckets, registries = _outside(accepted.recipe, own)
     notes = []
     if buckets or registries:
         notes.append(
             f"outside the environment: {', '.join([*buckets, *registries])}; planned as allowed here, the Plan "
             "Lambda refuses them unless cdk.json's allowed_s3_buckets / allowed_image_registries list them"
         )
-    notes.extend(_source_notes(execution_input, resolved, clients.s3, own[1]))
     config = PlanConfig(
         env=environment.name,
         region=environment.region,
@@ -85,7 +84,14 @@ def plan_for(
         allowed_image_registries=registries,
     )
     try:
-        plan = build_plan(execution_input, name, config, clients.client("service-quotas"), s3=clients.s3)
+        accepted = accept(accepted, config, s3=clients.s3)
+    except validate.RecipeError as err:
+        raise HfpipeError(
+            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
+        ) from None
+    notes.extend(accepted.notes)
+    try:
+        plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=clients.s3)
     except (quotas.QuotaTooLowError, quotas.UnknownQuotaError) as exc:
         # What the Plan state would fail with, before anything is created.
         raise HfpipeError(f"{exc}") from None
@@ -97,24 +103,6 @@ def plan_for(
             raise HfpipeError(f"dry run: {error}") from None
         return None, [*notes, f"{error}: the Plan state checks the quotas and the rest of the plan"]
     return plan, notes
-
-
-def _source_notes(
-    execution_input: dict[str, Any], resolved: dict[str, Any], s3: Any, bucket: str
-) -> list[str]:
-    """Why an own source's hyperparameters were not checked (the Plan refuses what its parser refuses)."""
-    from hfpipe.core import sources
-
-    source = execution_input["recipe"].get("training", {}).get("source")
-    if not source or "s3" not in source:
-        return []
-    training = {**resolved["training"], "source": source}
-    try:
-        data = sources.read_checked(training, bucket, s3)
-        note = sources.arguments_note(training, data)
-    except validate.RecipeError:
-        return []  # build_plan says it, as the Plan Lambda does
-    return [] if note is None else [note]
 
 
 def show(console: Console, plan: Plan, notes: list[str]) -> None:

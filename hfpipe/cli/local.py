@@ -149,8 +149,7 @@ def _own_source(local: Any, loaded: Any, execution_input: dict[str, Any], consol
     packed = sources.pack_source(loaded.ref, loaded.resolved)
     if packed is None:
         return execution_input
-    note = sources.arguments_note(loaded.resolved, packed)
-    if note is not None:
+    for note in sources.check_source(loaded.accepted, packed).notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     uri, _ = sources.upload(local.s3, local.artifacts_bucket, packed)
     console.print(f"training source: {uri} ({len(packed.files)} files)", markup=False, highlight=False)

@@ -25,16 +25,22 @@ from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
 
 @dataclass(frozen=True)
 class Loaded:
-    """A recipe as read (sent to the pipeline), its overrides, and the validated result with defaults."""
+    """A recipe as read (sent to the pipeline), its overrides, and what `hfpipe.core.plan.accept` made of the
+    execution input they form (`resolved`: the recipe with its defaults)."""
 
     ref: str
     raw: dict[str, Any]
     overrides: dict[str, Any]
-    resolved: dict[str, Any]
+    accepted: core_plan.Accepted
+    keep_endpoint: bool = False
 
     @property
     def name(self) -> str:
         return str(self.resolved["name"])
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return self.accepted.recipe
 
 
 def parse_sets(sets: list[str]) -> dict[str, Any]:
@@ -77,51 +83,32 @@ def _read(ref: str) -> dict[str, Any]:
         raise HfpipeError(str(err)) from None
 
 
-def load(ref: str, sets: list[str]) -> Loaded:
-    """A recipe by name or path with `--set` overrides applied and validated, with the Plan's own rules."""
+def load(ref: str, sets: list[str], *, keep_endpoint: bool = False) -> Loaded:
+    """A recipe by name or path with `--set` overrides, through the Plan's one entry into the recipe rules
+    (`hfpipe.core.plan.accept`), as the execution input `start` sends; the environment's rules come later."""
     overrides = parse_sets(sets)
     raw = _read(ref)
     try:
-        resolved = core_recipes.resolve_recipe(raw, overrides=overrides)
-        core_plan.check_rules(resolved)
+        accepted = core_plan.accept(_input(raw, overrides, keep_endpoint))
     except RecipeError as err:
         with_sets = " with the --set overrides" if overrides else ""
         raise HfpipeError(f"recipe {ref!r}{with_sets} is invalid: {err}") from None
-    return Loaded(ref, raw, overrides, resolved)
+    return Loaded(ref, raw, overrides, accepted, keep_endpoint)
 
 
-def check_images(loaded: Loaded, image_catalog: str | None) -> None:
-    """Check the recipe's container versions against the environment's image catalog (as Plan will)."""
-    if not image_catalog:
-        return
-    try:
-        catalog = json.loads(image_catalog)
-    except ValueError:
-        return  # an unreadable catalog is the Plan Lambda's to report, with its own context
-    if not isinstance(catalog, dict) or not catalog:
-        return
-    recipe = loaded.resolved
-    try:
-        core_plan.resolve_image(
-            catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
-        )
-        if recipe["deploy"]:
-            core_plan.resolve_inference_image(catalog, recipe)
-    except RecipeError as err:
-        raise HfpipeError(f"recipe {loaded.ref!r} cannot run in this environment: {err}") from None
-
-
-def execution_input(loaded: Loaded, keep_endpoint: bool = False) -> dict[str, Any]:
-    """The state machine input: the recipe as read plus the overrides; the Plan Lambda validates again.
-
-    `keep_endpoint` is the input's own `keep_endpoint` field (Plan turns it into serving.keep_endpoint).
-    """
-    execution: dict[str, Any] = {"recipe": loaded.raw}
-    if loaded.overrides:
-        execution["overrides"] = loaded.overrides
+def _input(raw: dict[str, Any], overrides: dict[str, Any], keep_endpoint: bool) -> dict[str, Any]:
+    execution: dict[str, Any] = {"recipe": raw}
+    if overrides:
+        execution["overrides"] = overrides
     if keep_endpoint:
         execution["keep_endpoint"] = True
     return execution
+
+
+def execution_input(loaded: Loaded) -> dict[str, Any]:
+    """The state machine input: the recipe as read plus the overrides (and `keep_endpoint`, the input's own
+    field, which Plan turns into serving.keep_endpoint): what `load` accepted, and the Plan accepts again."""
+    return _input(loaded.raw, loaded.overrides, loaded.keep_endpoint)
 
 
 def _cost(recipe: dict[str, Any]) -> str:

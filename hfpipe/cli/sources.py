@@ -99,15 +99,15 @@ def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -
     return packed
 
 
-def arguments_note(resolved: dict[str, Any], packed: sourcedir.Packed) -> str | None:
-    """The hyperparameters checked against the packed entry point's parser before anything is uploaded (the
-    Plan checks them again on the uploaded archive; hfpipe.core.sources.arguments_note is the rule); the note
-    saying why they were not checked, or None."""
-    from hfpipe.core import sources as core_sources
+def check_source(accepted: Any, packed: sourcedir.Packed) -> Any:
+    """The recipe accepted with the packed archive (`hfpipe.core.plan.accept`'s `source`): its hyperparameters
+    checked against the packed entry point's parser before anything is uploaded, its notes saying why they
+    were not where its parser cannot be read; the Plan does not check the same archive (sha256) again."""
+    from hfpipe.core import plan as core_plan
     from hfpipe.core.validate import RecipeError
 
     try:
-        return core_sources.arguments_note(resolved["training"], packed.data)
+        return core_plan.accept(accepted, source=packed.data)
     except RecipeError as err:
         raise HfpipeError(str(err)) from None
 

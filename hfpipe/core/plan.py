@@ -8,7 +8,8 @@ as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``Recip
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfpipe import contract, kinds
@@ -55,6 +56,93 @@ class PlanConfig:
             if isinstance(by_processor, dict)
             for uri in by_processor.values()
         }
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A recipe that passed the rules (``accept``): defaults filled, the input's own ``poll_seconds`` (None: the
+    environment's default), the notes on what could not be checked, the sha256 of the own source whose script's
+    arguments were checked, and whether the environment's rules ran too, with the image URIs they resolved."""
+
+    recipe: dict[str, Any]
+    poll_seconds: int | None = None
+    notes: tuple[str, ...] = ()
+    source_sha256: str | None = None
+    in_environment: bool = False
+    training_image: str = ""
+    inference_image: str | None = None
+
+    def with_source(self, uri: str, sha256: str) -> Accepted:
+        """The same recipe naming the archive the command uploaded (what the execution input names)."""
+        training = {**self.recipe["training"], "source": {"s3": uri, "sha256": sha256}}
+        return replace(self, recipe={**self.recipe, "training": training})
+
+
+def accept(
+    given: Any, config: PlanConfig | None = None, *, s3: Any = None, source: bytes | None = None
+) -> Accepted:
+    """The one entry into the recipe rules, each run once, in this order:
+
+    1. the execution input's fields (``resolve_input``), then ``hfpipe.core.recipes.resolve_recipe``: the
+       overrides, the JSON Schema with its defaults (``hfpipe.core.schema``), the rules a schema cannot say
+       (``hfpipe.core.validate.recipe``), SageMaker's instance types and the project's scripts' arguments
+       (``hfpipe.core.acceptance.check``); then the rules between fields (``check_rules``);
+    2. a recipe's own script's arguments, against the archive ``source`` (what the command packed) or, in an
+       environment, the archive the recipe names (``hfpipe.core.sources``), unless that archive was checked;
+    3. with ``config``: the environment's rules (``check_ownership``, ``check_distribution``, the containers in
+       its image catalog, the s3 source).
+
+    ``given`` is an execution input, or the ``Accepted`` of an earlier call (the command's, before it had the
+    environment or the packed source), of which only what that call did not check runs."""
+    accepted = given if isinstance(given, Accepted) else _accept_input(given)
+    if source is not None:
+        accepted = _own_source(accepted, source)
+    if config is not None and not accepted.in_environment:
+        accepted = _in_environment(accepted, config, s3)
+    return accepted
+
+
+def _accept_input(event: Any) -> Accepted:
+    recipe = resolve_input(event)
+    check_rules(recipe)
+    if "poll_seconds" not in event:
+        return Accepted(recipe)  # the environment's default, when the environment's rules run
+    poll, (lo, hi) = event["poll_seconds"], POLL_SECONDS_RANGE
+    if isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi:
+        raise RecipeError(f"input.poll_seconds: {poll!r} must be an integer from {lo} to {hi}")
+    return Accepted(recipe, poll_seconds=poll)
+
+
+def _own_source(accepted: Accepted, data: bytes) -> Accepted:
+    note = sources.arguments_note(accepted.recipe["training"], data)
+    return replace(
+        accepted,
+        notes=(*accepted.notes, note) if note else accepted.notes,
+        source_sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _in_environment(accepted: Accepted, config: PlanConfig, s3: Any) -> Accepted:
+    recipe, catalog = accepted.recipe, config.image_catalog
+    check_ownership(recipe, config)
+    check_distribution(recipe, catalog)
+    training_image = resolve_image(
+        catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
+    )
+    inference_image = resolve_inference_image(catalog, recipe) if recipe["deploy"] else None
+    source = recipe["training"]["source"]
+    if source is not None:
+        data = sources.read_checked(recipe["training"], config.artifacts_bucket, s3)
+        if source["sha256"] != accepted.source_sha256:
+            accepted = _own_source(accepted, data)
+    poll = config.default_poll_seconds if accepted.poll_seconds is None else accepted.poll_seconds
+    return replace(
+        accepted,
+        poll_seconds=poll,
+        in_environment=True,
+        training_image=training_image,
+        inference_image=inference_image,
+    )
 
 
 def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
@@ -309,29 +397,19 @@ def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_na
 
 
 def build_plan(
-    event: dict[str, Any],
+    event: Any,
     execution_name: str,
     config: PlanConfig,
     quota_client: quotas.QuotaPaginatorClient,
     s3: Any = None,
 ) -> Plan:
-    """Validate the execution input and return the plan (its fields: hfpipe.core.plan_model.Plan); `s3` reads
-    a recipe's own training source back to check it (hfpipe.core.sources)."""
-    recipe = resolve_input(event)
-    check_rules(recipe)
-    check_ownership(recipe, config)
-    poll = event.get("poll_seconds", config.default_poll_seconds)
-    lo, hi = POLL_SECONDS_RANGE
-    if isinstance(poll, bool) or not isinstance(poll, int) or not lo <= poll <= hi:
-        raise RecipeError(f"input.poll_seconds: {poll!r} must be an integer from {lo} to {hi}")
-
+    """The plan (its fields: hfpipe.core.plan_model.Plan) of an execution input, or of a recipe ``accept``
+    took already; every recipe rule through ``accept`` (`s3` reads a recipe's own training source back)."""
+    accepted = accept(event, config, s3=s3)
+    recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t, s = recipe["training"], recipe["serving"]
     deploy = bool(recipe["deploy"])
-    check_distribution(recipe, config.image_catalog)
-    image_uri = resolve_image(
-        config.image_catalog, "training", recipe["container"]["training"], t["instance_type"]
-    )
-    inference_image_uri = resolve_inference_image(config.image_catalog, recipe) if deploy else None
+    image_uri, inference_image_uri = accepted.training_image, accepted.inference_image
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
     catalog = config.image_catalog
@@ -347,7 +425,7 @@ def build_plan(
         image_uri=image_uri,
         role_arn=config.role_arn,
         region=config.region,
-        sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri, config.artifacts_bucket, s3),
+        sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri),
         data_bucket=config.data_bucket,
         artifacts_bucket=config.artifacts_bucket,
         checkpoint_s3_uri=checkpoint,

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import validate
 
 #: The SDK's default container log level (logging.INFO), sent as a hyperparameter.
 CONTAINER_LOG_LEVEL = 20
@@ -185,9 +184,6 @@ def build_training_job_request(
     if checkpoint_s3_uri:
         request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
     if t["environment"]:
-        # Strings only, as SageMaker's Environment map holds (validate.environment_value names any other).
-        request["Environment"] = {
-            k: validate.environment_value(v, f"recipe.training.environment.{k}")
-            for k, v in t["environment"].items()
-        }
+        # Strings only, as SageMaker's Environment map holds: the recipe's rule (validate.environment).
+        request["Environment"] = dict(t["environment"])
     return request

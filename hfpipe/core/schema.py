@@ -1,26 +1,29 @@
-"""The recipe schema: one JSON Schema (draft 2020-12 subset) shared by the CLI and the Plan Lambda.
+"""The recipe schema: one JSON Schema (draft-07) shared by the CLI and the Plan Lambda, validated by
+``fastjsonschema``.
 
-The schema is data (``RECIPE_SCHEMA``), so editors and the ``jsonschema`` library can read it; the
-tests check that this validator accepts exactly what ``jsonschema`` does
-(tests/core/test_schema_agrees_with_jsonschema.py). The Lambda has no third-party packages, so
-``validate`` here implements the subset the schema uses (type, properties, required,
-additionalProperties, enum, minimum, exclusiveMinimum, maximum, pattern, items, minItems) and fills
-defaults. Every property carries a ``description``: that is the documentation of the recipe format.
+The schema is data (``RECIPE_SCHEMA``), so editors and the ``jsonschema`` library can read it; it is checked
+against draft-07's meta-schema in the tests (tests/core/test_schema.py).
+``fastjsonschema`` (pure Python, no dependencies; pinned in requirements.txt and copied into the Lambda bundle
+by stacks/functions/common.py) compiles it once and fills the ``default`` of every missing property; its
+exception becomes the project's one line in ``schema_error``. Every property carries a ``description``: that is
+the documentation of the recipe format.
 """
 
 from __future__ import annotations
 
 import copy
-import re
+import functools
+from collections.abc import Callable
 from typing import Any
+
+import fastjsonschema
 
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
-__all__ = ["RECIPE_SCHEMA", "RecipeError", "validate"]
+__all__ = ["RECIPE_SCHEMA", "RecipeError", "schema_error", "validate"]
 
 _INSTANCE_TYPE = {"type": "string", "pattern": r"^ml\.[a-z0-9]+\.[a-z0-9]+$"}
-_S3_OR_KEY = {"type": "string", "pattern": r"^(s3://[a-z0-9.\-]{3,63}/.*|[^/].*)$"}
 
 _CONTAINER = {
     "type": "object",
@@ -104,7 +107,7 @@ _SOURCE = {
 }
 
 RECIPE_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$schema": "http://json-schema.org/draft-07/schema#",
     "$id": "https://github.com/hfpipe/hfpipe/recipes/schema.json",
     "title": "hfpipe recipe",
     "description": "One fine-tuning workload: training job, optional evaluation gate, endpoint and smoke test.",
@@ -199,7 +202,8 @@ RECIPE_SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "description": "Managed spot training.",
                     "additionalProperties": False,
-                    "default": {},
+                    # Written whole: a filled default is not descended into (fastjsonschema, as JSON Schema).
+                    "default": {"enabled": False, "max_wait_seconds": None},
                     "properties": {
                         "enabled": {"type": "boolean", "default": False, "description": "Use spot capacity."},
                         "max_wait_seconds": {
@@ -367,74 +371,11 @@ RECIPE_SCHEMA: dict[str, Any] = {
     },
 }
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
 
-
-def _type_ok(value: Any, types: list[str]) -> bool:
-    for t in types:
-        # bool is an int in Python, never in JSON Schema.
-        if isinstance(value, bool) and t in ("integer", "number"):
-            continue
-        if isinstance(value, _TYPES[t]):
-            return True
-        # JSON Schema: "integer" is any number with a zero fractional part, 1.0 included.
-        if t == "integer" and isinstance(value, float) and value.is_integer():
-            return True
-    return False
-
-
-def _check(value: Any, schema: dict[str, Any], path: str) -> Any:
-    types = schema.get("type")
-    if types is not None:
-        types = types if isinstance(types, list) else [types]
-        if not _type_ok(value, types):
-            raise RecipeError(f"{path}: {value!r} is not of type {' or '.join(types)}")
-        if isinstance(value, float) and "integer" in types and "number" not in types:
-            value = int(value)  # 1.0 counts as an integer; the request needs 1
-    if value is None:
-        return None
-    if "enum" in schema and value not in schema["enum"]:
-        raise RecipeError(f"{path}: {value!r} is not one of {schema['enum']}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise RecipeError(f"{path}: {value!r} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise RecipeError(f"{path}: {value!r} is above the maximum {schema['maximum']}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            raise RecipeError(f"{path}: {value!r} must be greater than {schema['exclusiveMinimum']}")
-    # fullmatch: a pattern's `$` also matches before a trailing newline; SageMaker matches the whole value.
-    if isinstance(value, str) and "pattern" in schema and not re.fullmatch(schema["pattern"], value):
-        raise RecipeError(f"{path}: {value!r} does not match {schema['pattern']}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            raise RecipeError(f"{path}: needs at least {schema['minItems']} items")
-        if "items" in schema:
-            return [_check(v, schema["items"], f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, dict) and "properties" in schema:
-        props: dict[str, Any] = schema["properties"]
-        if schema.get("additionalProperties") is False:
-            unknown = sorted(set(value) - set(props))
-            if unknown:
-                raise RecipeError(f"{path}: unknown field(s) {unknown}; accepted: {sorted(props)}")
-        for req in schema.get("required", []):
-            if req not in value:
-                raise RecipeError(f"{path}.{req}: required field is missing")
-        out = dict(value)
-        for key, sub in props.items():
-            if key in value:
-                out[key] = _check(value[key], sub, f"{path}.{key}")
-            elif "default" in sub:
-                out[key] = _check(copy.deepcopy(sub["default"]), sub, f"{path}.{key}")
-        return out
-    return value
+@functools.cache
+def _validator() -> Callable[[Any], Any]:
+    """The schema compiled once (fastjsonschema generates a Python function from it)."""
+    return fastjsonschema.compile(RECIPE_SCHEMA)
 
 
 def validate(recipe: Any) -> dict[str, Any]:
@@ -444,5 +385,36 @@ def validate(recipe: Any) -> dict[str, Any]:
     """
     if not isinstance(recipe, dict):
         raise RecipeError(f"recipe: expected a JSON object, got {type(recipe).__name__}")
-    checked: dict[str, Any] = _check(copy.deepcopy(recipe), RECIPE_SCHEMA, "recipe")
+    try:
+        checked: dict[str, Any] = _validator()(copy.deepcopy(recipe))
+    except fastjsonschema.JsonSchemaValueException as err:
+        raise RecipeError(schema_error(err)) from None
     return checked
+
+
+def schema_error(err: fastjsonschema.JsonSchemaValueException) -> str:
+    """fastjsonschema's refusal as one line: the field (``recipe.training.instance_type``), the value and what
+    the schema accepts there (its enum, pattern, bounds, type, fields)."""
+    path = "recipe" + str(err.name or "data").removeprefix("data")
+    rule, definition, value = err.rule, err.definition or {}, err.value
+    if rule == "required":
+        missing = [k for k in definition["required"] if not isinstance(value, dict) or k not in value]
+        return f"{path}.{missing[0]}: required field is missing"
+    if rule == "additionalProperties":
+        accepted = sorted(definition.get("properties", {}))
+        return f"{path}: unknown field(s) {sorted(set(value) - set(accepted))}; accepted: {accepted}"
+    limit = definition.get(rule)
+    said = {
+        "type": lambda: (
+            f"is not of type {' or '.join(map(str, limit if isinstance(limit, list) else [limit]))}"
+        ),
+        "enum": lambda: f"is not one of {limit}",
+        "pattern": lambda: f"does not match {limit}",
+        "minimum": lambda: f"is below the minimum {limit}",
+        "maximum": lambda: f"is above the maximum {limit}",
+        "exclusiveMinimum": lambda: f"must be greater than {limit}",
+        "minItems": lambda: f"needs at least {limit} items",
+    }
+    if rule in said:
+        return f"{path}: {value!r} {said[rule]()}"
+    return f"{path}: {value!r} is not accepted ({rule}: {limit!r})"

@@ -47,26 +47,24 @@ def _missing(exc: Exception) -> bool:
     return code in {"404", "NoSuchKey", "NotFound"}
 
 
-def source_uri(recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, s3: Any) -> str:
-    """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's checked one."""
-    t = recipe["training"]
-    src = t.get("source")
-    if src is None:
-        return default_uri
-    if "s3" not in src:
-        kind = "dir" if "dir" in src else "git"
+def source_uri(recipe: dict[str, Any], default_uri: str) -> str:
+    """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's, which
+    `hfpipe.core.plan.accept` checked (`read_checked`)."""
+    src = recipe["training"].get("source")
+    return default_uri if src is None else str(src["s3"])
+
+
+def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
+    """The bytes of an s3 source, refused when it is a dir or git source (the command packs those), outside
+    this environment's sources, missing, over the bound, with another sha256 or without the entry point (its
+    script's arguments are `arguments_note`'s, which `hfpipe.core.plan.accept` runs on these bytes)."""
+    t = training
+    if "s3" not in t["source"]:
+        kind = "dir" if "dir" in t["source"] else "git"
         raise RecipeError(
             f"{FIELD}.{kind}: a {kind} source is packed and uploaded by `hfpipe start` (or `hfpipe local`); "
             "accepted in the execution input: 's3' with 'sha256'"
         )
-    read_checked(t, artifacts_bucket, s3)
-    return str(src["s3"])
-
-
-def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
-    """The bytes of an s3 source, refused outside this environment's sources, missing, over the bound, with
-    another sha256, without the entry point, or with hyperparameters its parser refuses."""
-    t = training
     uri, expected = t["source"]["s3"], t["source"]["sha256"]
     bucket, key = s3_uri(uri, f"{FIELD}.s3")
     root = f"s3://{artifacts_bucket}/{contract.ARTIFACTS_SOURCES_PREFIX}"
@@ -93,7 +91,6 @@ def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> by
             f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {uri}; accepted: one of "
             f"{sorted(n for n in names if n.endswith('.py'))[:10]}"
         )
-    arguments_note(t, data)  # what the command checked before uploading, checked again on what was uploaded
     return data
 
 

@@ -1,4 +1,5 @@
-"""Input rules shared by every entrance: the recipe schema, `--set`, the Plan Lambda, the command, local mode.
+"""Input rules: a recipe's fields (`recipe`, run by `hfpipe.core.plan.accept`, the one entry into the recipe rules),
+`--set` / overrides, the command's options and local mode.
 
 Stdlib only (the Lambdas import it). Every check raises ``RecipeError`` with one message that names the
 field, the value and what is accepted; the class name is also the Step Functions error name of the Plan
@@ -202,7 +203,7 @@ def owned_image(value: Any, field: str, own: Iterable[str], allowed: Iterable[st
     return value
 
 
-# --- recipe fields a JSON Schema subset cannot express ---------------------------------------------------
+# --- recipe fields the JSON Schema cannot express -------------------------------------------------------
 
 
 def environment_value(value: Any, field: str) -> str:
@@ -369,7 +370,7 @@ def git_source(git: Mapping[str, Any], field: str) -> None:
 
 
 def recipe(r: dict[str, Any]) -> None:
-    """The rules on a schema-checked recipe that the JSON Schema subset cannot express."""
+    """The rules on a schema-checked recipe that the JSON Schema cannot express."""
     t, s = r["training"], r["serving"]
     relative_path(t["entry_point"], "recipe.training.entry_point", suffix=".py")
     training_source(t["source"])

@@ -1,8 +1,9 @@
 """What the pipeline's function components share: the code asset, the settings every function gets, and
 the IAM helpers more than one of them grants with.
 
-One asset, bundled locally (no Docker): lambda/pipeline/ plus a copy of hfpipe/core, hfpipe/contract.py
-and recipes/, so the Plan Lambda validates with the same schema and recipes as the CLI. ``pipeline_function``
+One asset, bundled locally (no Docker, no network): lambda/pipeline/ plus a copy of hfpipe/core,
+hfpipe/contract.py, recipes/ and the installed packages the core imports (``BUNDLED_PACKAGES``: the schema's
+validator), so the Plan Lambda validates with the same schema, validator and recipes as the CLI. ``pipeline_function``
 makes one function of it with the common settings (runtime, architecture, memory, JSON logs into its own
 log group, the environment name) and its own empty role; each component then grants that role what its
 handler calls.
@@ -10,6 +11,8 @@ handler calls.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,8 +43,26 @@ RoleFactory = Callable[[str, str], iam.Role]
 PassRoleGrant = Callable[[iam.IGrantable], iam.Grant]
 
 
+#: The third-party packages hfpipe/core imports (pure Python, no dependencies of their own; pinned in
+#: requirements.txt), which the Lambda runtime lacks: copied from this environment into the bundle.
+BUNDLED_PACKAGES = ("fastjsonschema",)
+
+
+def copy_package(name: str, out: Path) -> None:
+    """The installed package ``name`` (found with importlib, as the core imports it) and its licence files,
+    copied into ``out``: the same files wherever the pinned version is installed."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"the Lambda bundle needs the package {name!r}; install requirements.txt")
+    shutil.copytree(Path(spec.origin).parent, out / name, dirs_exist_ok=True, ignore=_IGNORE)
+    for file in importlib.metadata.distribution(name).files or ():
+        if file.name in {"LICENSE", "AUTHORS"}:
+            (out / f"{name}.licenses").mkdir(exist_ok=True)
+            shutil.copy2(Path(str(file.locate())), out / f"{name}.licenses" / file.name)
+
+
 def bundle_into(output_dir: str | Path) -> None:
-    """Write the Lambda code bundle (handlers + hfpipe core + recipes) into ``output_dir``."""
+    """Write the Lambda code bundle (handlers + hfpipe core + recipes + BUNDLED_PACKAGES) into ``output_dir``."""
     out = Path(output_dir)
     shutil.copytree(ROOT / "lambda" / "pipeline", out, dirs_exist_ok=True, ignore=_IGNORE)
     (out / "hfpipe").mkdir(exist_ok=True)
@@ -50,6 +71,8 @@ def bundle_into(output_dir: str | Path) -> None:
     shutil.copytree(ROOT / "hfpipe" / "core", out / "hfpipe" / "core", dirs_exist_ok=True, ignore=_IGNORE)
     shutil.copytree(ROOT / "hfpipe" / "kinds", out / "hfpipe" / "kinds", dirs_exist_ok=True, ignore=_IGNORE)
     shutil.copytree(ROOT / "recipes", out / "hfpipe" / "recipes", dirs_exist_ok=True, ignore=_IGNORE)
+    for name in BUNDLED_PACKAGES:
+        copy_package(name, out)
 
 
 @jsii.implements(cdk.ILocalBundling)

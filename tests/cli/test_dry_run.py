@@ -117,3 +117,39 @@ def test_start_with_credentials_that_cannot_read_quotas_starts_and_says_the_plan
     assert (code, err) == (0, "")
     assert "note: reading the account's SageMaker quotas" in out and "the Plan state checks the quotas" in out
     as_deployed.wait(execution_arn_for(as_deployed.state_machine_arn, "no-quota-read"))
+
+
+def test_start_runs_each_recipe_rule_once(
+    as_deployed: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hfpipe start` enters the rules through `hfpipe.core.plan.accept` alone, before the environment and
+    then in it: the schema, the field rules, the instance types and script arguments, the rules between fields
+    and the environment's rules each run once (the dry run is start without its last call)."""
+    from hfpipe.core import acceptance, plan, recipes, validate
+
+    calls: dict[str, int] = {}
+
+    def count(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    count(recipes, "validate")  # the schema (hfpipe.core.schema.validate, as resolve_recipe calls it)
+    count(validate, "recipe")
+    count(acceptance, "check")
+    for name in ("check_rules", "check_ownership", "check_distribution"):
+        count(plan, name)
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-qa", "--dry-run")
+    assert (code, err) == (0, ""), err
+    assert calls == {
+        "validate": 1,
+        "recipe": 1,
+        "check": 1,
+        "check_rules": 1,
+        "check_ownership": 1,
+        "check_distribution": 1,
+    }

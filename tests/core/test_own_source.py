@@ -19,7 +19,7 @@ from hfpipe import contract
 from hfpipe.cli import sources as cli_sources
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import sourcedir
-from hfpipe.core.plan import build_plan
+from hfpipe.core.plan import accept, build_plan
 from hfpipe.core.recipes import load_recipe, resolve_recipe
 from hfpipe.core.schema import RecipeError
 
@@ -249,10 +249,13 @@ def test_plan_checks_the_hyperparameters_against_the_uploaded_scripts_parser(tmp
         "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\np.parse_args()\n"
     )
     packed = sourcedir.pack(folder)
-    assert cli_sources.arguments_note(recipe_with({"dir": "src"}, epochs=2), packed) is None
+    assert (
+        cli_sources.check_source(accept({"recipe": recipe_with({"dir": "src"}, epochs=2)}), packed).notes
+        == ()
+    )
     with pytest.raises(HfpipeError, match=r"^recipe\.training\.hyperparameters\.num_epochs: not an argument"):
         # refused before the upload
-        cli_sources.arguments_note(recipe_with({"dir": "src"}, num_epochs=2), packed)
+        cli_sources.check_source(accept({"recipe": recipe_with({"dir": "src"}, num_epochs=2)}), packed)
     uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
     source = {"s3": uri, "sha256": packed.sha256}
     assert plan(recipe_with(source, epochs=2), s3).training_job_request["HyperParameters"]["epochs"] == "2"
@@ -345,7 +348,8 @@ def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
         resolved = resolve_recipe(recipe)
         packed = cli_sources.pack_source(ref, resolved, cache=tmp_path / "cache")
         assert packed is not None
-        assert cli_sources.arguments_note(resolved, packed) is None, ref  # every hyperparameter checked
+        # every hyperparameter checked
+        assert cli_sources.check_source(accept({"recipe": recipe}), packed).notes == (), ref
         uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
         recipe["training"]["source"] = {"s3": uri, "sha256": packed.sha256}
         hps = plan(recipe, s3).training_job_request["HyperParameters"]
@@ -354,3 +358,32 @@ def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
     misspelled = {**squad, "training": {**squad["training"], "hyperparameters": {"max_seq_lenght": 384}}}
     with pytest.raises(RecipeError, match=r"max_seq_lenght: not an argument of run_qa\.py.*max_seq_length"):
         plan(misspelled, s3)
+
+
+def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
+    tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hfpipe start`'s path: accepted without the environment, then with the packed archive, then planned in
+    the environment with the uploaded one (the same sha256): the script's parser is read once. A hand-written
+    input naming that archive is checked by the Plan itself."""
+    from hfpipe.core import plan as core_plan
+    from hfpipe.core import sources as core_sources
+
+    calls: list[str] = []
+    real = core_sources.arguments_note
+    monkeypatch.setattr(
+        core_sources, "arguments_note", lambda t, d: calls.append(t["entry_point"]) or real(t, d)
+    )
+    packed = sourcedir.pack(make_source(tmp_path / "src"))
+    accepted = cli_sources.check_source(core_plan.accept({"recipe": recipe_with({"dir": "src"})}), packed)
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    from hfpipe.local.quotas import QuotaTable, default_quotas
+
+    quota = QuotaTable(default_quotas()).client("eu-west-1")
+    planned = core_plan.build_plan(
+        accepted.with_source(uri, packed.sha256), "own-2", dev_config(), quota, s3=s3
+    )
+    assert planned.training_job_request["HyperParameters"]["sagemaker_submit_directory"] == f'"{uri}"'
+    assert calls == ["train.py"]
+    plan(recipe_with({"s3": uri, "sha256": packed.sha256}), s3)
+    assert calls == ["train.py", "train.py"]

@@ -113,6 +113,7 @@ INPUT_CASES: list[tuple[Any, list[str]]] = [
     ({"recipe_name": "tiny-qa", "poll_seconds": 0}, ["input.poll_seconds", "0", "an integer from 1 to 3600"]),
     ({"recipe_name": "tiny-qa", "poll_seconds": 1.5}, ["input.poll_seconds", "1.5", "an integer"]),
     ({"recipe_name": "tiny-qa", "poll_seconds": True}, ["input.poll_seconds", "True", "an integer"]),
+    ({"recipe_name": "tiny-qa", "poll_seconds": None}, ["input.poll_seconds", "None", "an integer"]),
     ({"recipe_name": "tiny-qa", "poll_seconds": math.nan}, ["input.poll_seconds", "nan", "an integer"]),
     ({"recipe_name": "tiny-qa", "poll_seconds": 10**9}, ["input.poll_seconds", "1000000000", "to 3600"]),
     # URIs outside the environment

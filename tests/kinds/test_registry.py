@@ -188,7 +188,10 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
     script = (
         "import pkgutil, sys; import pipeline_lambdas as p\n"
         "for m in pkgutil.iter_modules(p.__path__): __import__('pipeline_lambdas.' + m.name)\n"
-        "import hfpipe.core.plan, hfpipe.kinds; print(hfpipe.kinds.__file__)"
+        "import hfpipe.core.plan, hfpipe.kinds, fastjsonschema; print(hfpipe.kinds.__file__)\n"
+        "print(fastjsonschema.__file__)\n"
+        "from hfpipe.core.recipes import resolve_recipe\n"
+        "print(resolve_recipe(recipe_name='tiny-qa')['training']['spot'])"
     )
     # -I -S: only the bundle and the standard library, as in the Lambda runtime (no checkout, no site-packages).
     proc = subprocess.run(
@@ -205,7 +208,13 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(tmp_path / "bundle" / "hfpipe" / "kinds" / "__init__.py")
+    assert proc.stdout.splitlines() == [
+        str(tmp_path / "bundle" / "hfpipe" / "kinds" / "__init__.py"),
+        # The schema's validator is the bundle's copy, and fills the recipe's defaults there.
+        str(tmp_path / "bundle" / "fastjsonschema" / "__init__.py"),
+        "{'enabled': False, 'max_wait_seconds': None}",
+    ]
+    assert (tmp_path / "bundle" / "fastjsonschema.licenses" / "LICENSE").is_file()
 
 
 class _Quotas:
