@@ -110,8 +110,7 @@ def _source_notes(
         return []
     training = {**resolved["training"], "source": source}
     try:
-        data = sources.read_checked(training, bucket, s3)
-        note = sources.arguments_note(training, data)
+        _, note = sources.read_checked(training, bucket, s3)
     except validate.RecipeError:
         return []  # build_plan says it, as the Plan Lambda does
     return [] if note is None else [note]

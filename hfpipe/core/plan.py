@@ -308,6 +308,15 @@ def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_na
     return checkpoint
 
 
+def check_hyperparameter_count(job_request: dict[str, Any]) -> None:
+    """CreateTrainingJob's limit on HyperParameters, the pipeline's own sagemaker_* keys counted."""
+    if len(job_request["HyperParameters"]) > 100:
+        raise RecipeError(
+            f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
+            "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
+        )
+
+
 def build_plan(
     event: dict[str, Any],
     execution_name: str,
@@ -341,23 +350,20 @@ def build_plan(
     n = names.derive_names(execution_name, config.env)
     checkpoint = checkpoint_uri(t, config, n["training_job_name"])
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
+    source, unchecked = sources.source_uri(recipe, config.sourcedir_uri, config.artifacts_bucket, s3)
     job_request = request.build_training_job_request(
         recipe=recipe,
         training_job_name=n["training_job_name"],
         image_uri=image_uri,
         role_arn=config.role_arn,
         region=config.region,
-        sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri, config.artifacts_bucket, s3),
+        sourcedir_uri=source,
         data_bucket=config.data_bucket,
         artifacts_bucket=config.artifacts_bucket,
         checkpoint_s3_uri=checkpoint,
         tags=tags,
     )
-    if len(job_request["HyperParameters"]) > 100:
-        raise RecipeError(
-            f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
-            "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
-        )
+    check_hyperparameter_count(job_request)
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
     kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
@@ -404,6 +410,7 @@ def build_plan(
         ),
         tags=tags,
         training_job_request=job_request,
+        hyperparameters_not_checked=unchecked,
     )
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists

@@ -47,25 +47,30 @@ def _missing(exc: Exception) -> bool:
     return code in {"404", "NoSuchKey", "NotFound"}
 
 
-def source_uri(recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, s3: Any) -> str:
-    """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's checked one."""
+def source_uri(
+    recipe: dict[str, Any], default_uri: str, artifacts_bucket: str, s3: Any
+) -> tuple[str, str | None]:
+    """The sourcedir URI the training job runs, the project's (`default_uri`) or the recipe's checked one, and
+    the note saying why its hyperparameters were not checked against its script's parser (None: checked, or
+    the project's scripts, whose arguments the recipe schema checks)."""
     t = recipe["training"]
     src = t.get("source")
     if src is None:
-        return default_uri
+        return default_uri, None
     if "s3" not in src:
         kind = "dir" if "dir" in src else "git"
         raise RecipeError(
             f"{FIELD}.{kind}: a {kind} source is packed and uploaded by `hfpipe start` (or `hfpipe local`); "
             "accepted in the execution input: 's3' with 'sha256'"
         )
-    read_checked(t, artifacts_bucket, s3)
-    return str(src["s3"])
+    _, note = read_checked(t, artifacts_bucket, s3)
+    return str(src["s3"]), note
 
 
-def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
+def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> tuple[bytes, str | None]:
     """The bytes of an s3 source, refused outside this environment's sources, missing, over the bound, with
-    another sha256, without the entry point, or with hyperparameters its parser refuses."""
+    another sha256, without the entry point, or with hyperparameters its parser refuses; and the note saying
+    why they were not checked, where its parser cannot be read without running it (arguments_note)."""
     t = training
     uri, expected = t["source"]["s3"], t["source"]["sha256"]
     bucket, key = s3_uri(uri, f"{FIELD}.s3")
@@ -93,8 +98,8 @@ def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> by
             f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {uri}; accepted: one of "
             f"{sorted(n for n in names if n.endswith('.py'))[:10]}"
         )
-    arguments_note(t, data)  # what the command checked before uploading, checked again on what was uploaded
-    return data
+    # What the command checked before uploading, checked again on what was uploaded.
+    return data, arguments_note(t, data)
 
 
 def _read(s3: Any, bucket: str, key: str, uri: str) -> bytes:

@@ -23,7 +23,7 @@ from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.core.schema import RecipeError
 from hfpipe.core.schema import validate as rules_validate
 from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
-from hfpipe.local.substitute import TINY_NAMES, build_data, for_this_machine
+from hfpipe.local.substitute import FIXTURE_FILES, TINY_NAMES, build_data, for_this_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CODE = ROOT / "training_code"
@@ -159,6 +159,8 @@ def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: 
     assert for_this_machine(load_recipe(name)).data_kind == fixture.name
     channels = build_data(fixture.name, tmp_path)
     assert set(fixture.channels) <= set(channels)
+    for channel, file in FIXTURE_FILES[fixture.name].items():
+        assert (channels[channel] / file).is_file(), (channel, file)  # what an own script is given by name
     columns = records.expected_columns(recipe)
     files = [p for p in channels["training"].rglob("*") if p.suffix in (".json", ".jsonl")]
     assert files, channels["training"]
