@@ -83,6 +83,7 @@ def main():
         model.save_pretrained(training_args.output_dir)
         tokenizer.save_pretrained(training_args.output_dir)
         elapsed = time.monotonic() - started
+        print(f"  world_size = {training_args.world_size}")
         print(f"  epoch = {float(training_args.num_train_epochs)}")
         print(f"  train_runtime = {elapsed:.4f}")
         print(f"  train_samples_per_second = {len(datasets['train']) / elapsed:.3f}")

@@ -247,6 +247,8 @@ def for_this_machine(
     if not gpu:
         _cpu_precision(hps, subs)
     _distribution(t, subs)
+    if not gpu and subs.distributed and "use_cpu" in (script_arguments or ()):
+        _cpu_data_parallel(hps, subs)
     _gate_for_tiny_models(local, subs)
     return subs
 
@@ -347,6 +349,17 @@ def _cpu_precision(hps: dict[str, Any], subs: Substitutions) -> None:
             subs.add(precision, "true", "false", "half precision needs a GPU")
     if hps.get("fsdp"):
         subs.add("fsdp", hps.pop("fsdp"), "plain DDP", "Accelerate's FSDP needs a GPU")
+
+
+def _cpu_data_parallel(hps: dict[str, Any], subs: Substitutions) -> None:
+    """An own script's TrainingArguments get use_cpu on a CPU host when its run is distributed: Accelerate
+    sets up a multi-process (gloo) run there only with it (accelerate.state: MULTI_CPU needs cpu), so without
+    it each process would train alone, as process 0 of one. (The project's scripts set it themselves.)"""
+    if hps.get("use_cpu") in (True, "true", "True"):
+        return
+    real = hps.get("use_cpu", "not set")
+    hps["use_cpu"] = True
+    subs.add("use_cpu", real, "true", "gloo data parallelism across processes on a CPU needs it")
 
 
 def _distribution(t: dict[str, Any], subs: Substitutions) -> None:

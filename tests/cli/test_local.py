@@ -89,7 +89,7 @@ def _spot_channels(root: Path) -> list[str]:
     return [f"train={root / 'train'}", f"test={root / 'test'}", f"model={model}"]
 
 
-def _check_own_run(out_dir: Path, recipe: str, out: str, architecture: str) -> dict[str, Any]:
+def _check_own_run(out_dir: Path, recipe: str, out: str, architecture: str) -> tuple[Path, dict[str, Any]]:
     """What both originals' runs must show: their parser read, the script's own steps, a finished run (deploy
     false) with a model of the architecture its script trains."""
     from local_runs import check_finished_run
@@ -101,7 +101,7 @@ def _check_own_run(out_dir: Path, recipe: str, out: str, architecture: str) -> d
     with tarfile.open(run_dir / "model.tar.gz") as tar:
         member = tar.extractfile("config.json")
         assert member is not None and json.loads(member.read())["architectures"] == [architecture]
-    return report
+    return run_dir, report
 
 
 def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder(
@@ -129,11 +129,15 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
         "/opt/ml/input/data/training/train.json, validation_file /opt/ml/input/data/validation/validation.json)",
         "distribution: smdistributed dataparallel (SMDDP) -> torch_distributed, 2 gloo processes",
         "fp16: true -> false (half precision needs a GPU)",
+        "use_cpu: not set -> true (gloo data parallelism across processes on a CPU needs it)",
     ):
         assert line in out, line
-    report = _check_own_run(
+    run_dir, report = _check_own_run(
         tmp_path / "out-squad", "squad-smddp-run-qa-v4-6-1", out, "BertForQuestionAnswering"
     )
+    # One data-parallel run of two processes: only process 0 of 2 saved the model and printed its metrics.
+    log = (run_dir / "training.log").read_text()
+    assert log.count("world_size = ") == 1 and "world_size = 2" in log
     metrics = report["final_metrics"]
     assert set(metrics) == {"epoch", "train_runtime", "train_samples_per_second"}, metrics
     assert metrics["epoch"] == 2.0 and metrics["train_samples_per_second"] > 0  # 96 questions read
@@ -148,7 +152,7 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
     assert code == 0, out + err
     for channel in ("train", "test"):
         assert f"channels.{channel}: imdb/{channel}/ -> {tmp_path / channel} (a local folder given" in out
-    report = _check_own_run(
+    _, report = _check_own_run(
         tmp_path / "out-spot", "spot-own-train-py", out, "DistilBertForSequenceClassification"
     )
     assert set(report["final_metrics"]) == {"eval_accuracy", "eval_loss"}, report["final_metrics"]

@@ -127,10 +127,14 @@ def test_an_own_script_gets_the_stand_ins_by_the_arguments_its_parser_takes(tmp_
     from hfpipe.local.substitute import build_data
 
     real = load_recipe(str(SQUAD_RECIPE))
-    v461 = {"model_name_or_path", "dataset_name", "train_file", "validation_file", "output_dir", "fp16"}
+    v461 = {"model_name_or_path", "dataset_name", "train_file", "validation_file", "output_dir", "use_cpu"}
     subs = for_this_machine(real, gpu=False, script_arguments=v461)
     hps = subs.recipe["training"]["hyperparameters"]
     assert hps["model_name_or_path"] == "/opt/ml/input/data/model" and "dataset_name" not in hps
+    # Its SMDDP run is two gloo processes here: Accelerate makes them one data-parallel run only with use_cpu.
+    assert hps["use_cpu"] is True and "use_cpu" not in real["training"]["hyperparameters"]
+    on_gpu = for_this_machine(real, gpu=True, script_arguments=v461).recipe["training"]["hyperparameters"]
+    assert "use_cpu" not in on_gpu
     assert hps["train_file"] == "/opt/ml/input/data/training/train.json"
     assert hps["validation_file"] == "/opt/ml/input/data/validation/validation.json"
     assert subs.recipe["training"]["channels"]["model"].endswith("/model/")
