@@ -59,6 +59,7 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "endpoint_name": plan.endpoint_name if plan and snap.endpoint_created else None,
         "endpoint_deleted": snap.endpoint_status == "deleted",
         "smoke_test": None,
+        "hyperparameters_not_checked": plan.hyperparameters_not_checked if plan else None,
     }
 
 
@@ -137,23 +138,14 @@ def render_report(report: dict[str, Any], env: str | None = None) -> list[Render
     summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))
     if report.get("checkpoint_s3_uri"):
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
+    if report.get("hyperparameters_not_checked"):  # a recipe's own script whose parser could not be read
+        summary.add_row("hyperparameters", Text(str(report["hyperparameters_not_checked"]), style="yellow"))
     # A local run's environment is a throwaway one, gone with the run.
     env = "ENV" if report.get("local_mode") or not env else env
     if report.get("endpoint_name"):
-        name = report["endpoint_name"]
         if report.get("endpoint_status"):
-            price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
-            cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
-            cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
-            env = report.get("endpoint_env") or env
-            state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
-        elif report.get("endpoint_deleted"):
-            state = "deleted"
-        else:
-            price = report.get("endpoint_price_per_hour_usd")
-            billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
-            state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
-        summary.add_row("endpoint", f"{name} ({state})")
+            env = report.get("endpoint_env") or env  # an endpoint that is up: its own environment's
+        summary.add_row("endpoint", _endpoint_state(report, env))
     if report.get("model_package_arn"):
         # The Register step's version (hfpipe.core.registry): decided on with `hfpipe models`.
         arn = str(report["model_package_arn"])
@@ -187,6 +179,23 @@ def render_report(report: dict[str, Any], env: str | None = None) -> list[Render
         table.add_row("response", Text(str(smoke.get("response"))))
         parts.append(table)
     return parts
+
+
+def _endpoint_state(report: dict[str, Any], env: str) -> str:
+    """The endpoint row: its name, and up (with its price so far), deleted, or kept (and how to delete it)."""
+    name = report["endpoint_name"]
+    if report.get("endpoint_status"):
+        price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
+        cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
+        cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
+        state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
+    elif report.get("endpoint_deleted"):
+        state = "deleted"
+    else:
+        price = report.get("endpoint_price_per_hour_usd")
+        billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
+        state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
+    return f"{name} ({state})"
 
 
 #: The loss series a plot draws: the Trainer's per-step training loss and its evaluation loss.

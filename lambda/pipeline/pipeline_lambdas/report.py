@@ -51,6 +51,8 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         "evaluation_gate": gate,
         # The model package version the Register step made (or found) for this run; null before it.
         "model_package_arn": (event.get("registered") or {}).get("model_package_arn"),
+        # Why a recipe's own script's hyperparameters were not checked against its parser (null: they were).
+        "hyperparameters_not_checked": plan.hyperparameters_not_checked,
     }
     endpoint = event.get("endpoint") or {}
     if endpoint.get("FailureReason"):
@@ -67,7 +69,14 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
             plan.serving_instance_type, plan.serving_instance_count
         )
-    caught = event.get("error")
+    _outcome(report, event.get("error"), plan, training, gate)
+    return report
+
+
+def _outcome(report: dict[str, Any], caught: Any, plan: Plan, training: dict[str, Any], gate: Any) -> None:
+    """The report's outcome, error and cause: an error the state machine caught, a job that ended Failed or
+    Stopped, a gate not passed (else the outcome it has)."""
+    status = report["training_job_status"]
     if caught:
         report["outcome"] = "failed"
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.
@@ -84,7 +93,6 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
     elif gate and not gate.get("passed", True):
         report["outcome"] = "gate-not-passed"
         report["error"], report["cause"] = "EvaluationGateNotPassed", gate["reason"]
-    return report
 
 
 def _cause_text(cause: str) -> str:
