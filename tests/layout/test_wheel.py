@@ -138,8 +138,14 @@ with mock_aws():
     planned = io.StringIO()
     with contextlib.redirect_stdout(planned):
         own = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--dry-run", "--json", "--region", region])
+    # Then started for real: the same archive (already there), the execution input naming it.
+    started = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--name", "own-code", "--region", region])
+    own_input = json.loads(sfn.describe_execution(executionArn=next(
+        e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"] if e["name"] == "own-code"
+    ))["input"])
     print(json.dumps({"code": code, "name": execution["name"], "input": json.loads(described["input"]),
-                      "own": own, "own_plan": json.loads(planned.getvalue())}))
+                      "own": own, "own_plan": json.loads(planned.getvalue()), "started": started,
+                      "own_input": own_input}))
 """
 
 
@@ -193,6 +199,14 @@ def test_hfpipe_start_from_the_wheel_against_moto(installed: Path, tmp_path: Pat
     )
     assert hps["sagemaker_program"] == '"train.py"' and hps["epochs"] == "2"
     assert plan["hyperparameters_not_checked"] is None  # its parser was read from the packed file
+    # Started for real from outside the checkout: uploaded once (the second start finds it by its hash).
+    assert result["started"] == 0, proc.stderr
+    assert re.search(
+        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(already there\)",
+        proc.stderr,
+    )
+    source = result["own_input"]["recipe"]["training"]["source"]
+    assert f'"{source["s3"]}"' == hps["sagemaker_submit_directory"] and len(source["sha256"]) == 64
 
 
 def test_hfpipe_local_outside_a_checkout_says_what_it_needs(installed: Path, tmp_path: Path) -> None:
