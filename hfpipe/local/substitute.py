@@ -390,9 +390,7 @@ def _cap_steps(hps: dict[str, Any], subs: Substitutions, own: bool = False) -> N
     as well. (A recipe that runs as written, as the tiny-* ones do, is never capped: see for_this_machine.)"""
     steps = hps.get("max_steps")
     if own and steps is None:
-        subs.add(
-            "steps", "the script's own", "the script's own", "the recipe sets no max_steps: not capped"
-        )
+        subs.add("steps", "the script's own", "the script's own", "the recipe sets no max_steps: not capped")
         return
     if steps is not None and 0 < int(steps) <= LOCAL_MAX_STEPS:
         return
