@@ -76,8 +76,8 @@ OVER_BUDGET = {
     "hfpipe/local/substitute.py:for_this_machine": 70,
     "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/local/moto_patches.py:_interpreter": 85,
-    "hfpipe/cli/invoke.py:cmd_invoke": 74,
-    "hfpipe/core/plan.py:check_rules": 66,
+    "hfpipe/cli/invoke.py:cmd_invoke": 70,
+    "hfpipe/core/plan.py:check_rules": 63,
     "hfpipe/local/container.py:run_training_job_request": 65,
 }
 
