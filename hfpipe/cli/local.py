@@ -29,10 +29,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
         checkout_root()
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
+    from hfpipe.cli import sources
+
     loaded = recipes.load(args.recipe, args.sets)
+    # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
+    packed = sources.pack_source(loaded.ref, loaded.resolved)
     try:
         # The recipe as it would run (with --set), then what this machine needs instead.
-        substitutions = for_this_machine(apply_overrides(loaded.raw, loaded.overrides), gpu=has_gpu())
+        substitutions = for_this_machine(
+            apply_overrides(loaded.raw, loaded.overrides),
+            gpu=has_gpu(),
+            script_arguments=sources.script_arguments(loaded.resolved, packed),
+        )
     except ValueError as err:
         raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
     _use_channels(substitutions, args.channels or [])
@@ -51,31 +59,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except PortInUseError as exc:
             raise HfpipeError(str(exc)) from None
     try:
-        return _run(args, loaded, substitutions, console, server)
+        return _run(args, loaded, packed, substitutions, console, server)
     finally:
         if server is not None:
             server.server_close()
 
 
-def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Console, server: Any) -> int:
+def _run(
+    args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console, server: Any
+) -> int:
+    """`packed`: the recipe's own source packed (hfpipe.core.sourcedir.Packed), None for the project's."""
     from hfpipe.core.names import default_execution_name
 
     name = default_execution_name(loaded.name)
-    from hfpipe.local.outputs import runs_folder
-
-    args.out = runs_folder(args.out)
-    if not args.out.strip():
-        raise HfpipeError("--out '' is not accepted; accepted: a folder path you can write to")
-    out = Path(args.out).resolve() / name
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / ".write-test").touch()
-        (out / ".write-test").unlink()
-    except OSError as err:
-        raise HfpipeError(
-            f"--out {args.out!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
-            "accepted: a folder path you can write to (not a file)"
-        ) from None
+    out = _output_folder(args, name)
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
     lines = substitutions.lines()
@@ -97,7 +94,7 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
             try:
                 # The overrides are in the substituted recipe already.
                 execution_input = _own_source(
-                    local, loaded, {"recipe": substitutions.recipe, "poll_seconds": 1}, console
+                    local, packed, loaded, {"recipe": substitutions.recipe, "poll_seconds": 1}, console
                 )
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
@@ -117,6 +114,26 @@ def _run(args: argparse.Namespace, loaded: Any, substitutions: Any, console: Con
     if server is not None:
         return _serve(server, out, loaded, console)
     return 0
+
+
+def _output_folder(args: argparse.Namespace, name: str) -> Path:
+    """The run's folder under --out (its default: hfpipe.local.outputs.runs_folder), made and writable."""
+    from hfpipe.local.outputs import runs_folder
+
+    args.out = runs_folder(args.out)
+    if not args.out.strip():
+        raise HfpipeError("--out '' is not accepted; accepted: a folder path you can write to")
+    out = Path(args.out).resolve() / name
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").touch()
+        (out / ".write-test").unlink()
+    except OSError as err:
+        raise HfpipeError(
+            f"--out {args.out!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
+            "accepted: a folder path you can write to (not a file)"
+        ) from None
+    return out
 
 
 def _use_channels(substitutions: Any, given: list[str]) -> None:
@@ -141,18 +158,20 @@ def _use_channels(substitutions: Any, given: list[str]) -> None:
         substitutions.use_channel(name, path)
 
 
-def _own_source(local: Any, loaded: Any, execution_input: dict[str, Any], console: Console) -> dict[str, Any]:
-    """A recipe's own dir or git source packed and uploaded to the local artifacts bucket, as `hfpipe start`
-    does (hfpipe.cli.sources); the execution input names the archive."""
+def _own_source(
+    local: Any, packed: Any, loaded: Any, execution_input: dict[str, Any], console: Console
+) -> dict[str, Any]:
+    """A recipe's own dir or git source (packed by `run`) uploaded to the local artifacts bucket, as `hfpipe
+    start` does (hfpipe.cli.sources); the execution input names the archive."""
     from hfpipe.cli import sources
 
-    packed = sources.pack_source(loaded.ref, loaded.resolved)
     if packed is None:
         return execution_input
     for note in sources.check_source(loaded.accepted, packed).notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     uri, _ = sources.upload(local.s3, local.artifacts_bucket, packed)
-    console.print(f"training source: {uri} ({len(packed.files)} files)", markup=False, highlight=False)
+    files = f"{len(packed.files)} file{'s' if len(packed.files) != 1 else ''}"
+    console.print(f"training source: {uri} ({files})", markup=False, highlight=False)
     return sources.with_uploaded(execution_input, uri, packed.sha256)
 
 

@@ -59,6 +59,7 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "endpoint_name": plan.endpoint_name if plan and snap.endpoint_created else None,
         "endpoint_deleted": snap.endpoint_status == "deleted",
         "smoke_test": None,
+        "hyperparameters_not_checked": plan.hyperparameters_not_checked if plan else None,
     }
 
 
@@ -144,6 +145,8 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
     summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))
     if report.get("checkpoint_s3_uri"):
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
+    if report.get("hyperparameters_not_checked"):  # a recipe's own script whose parser could not be read
+        summary.add_row("hyperparameters", Text(str(report["hyperparameters_not_checked"]), style="yellow"))
     # A local run's environment is a throwaway one, gone with the run.
     env = "ENV" if report.get("local_mode") or not env else env
     if report.get("endpoint_name"):

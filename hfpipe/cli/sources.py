@@ -112,6 +112,21 @@ def check_source(accepted: Any, packed: sourcedir.Packed) -> Any:
         raise HfpipeError(str(err)) from None
 
 
+def script_arguments(resolved: dict[str, Any], packed: sourcedir.Packed | None) -> frozenset[str] | None:
+    """The names the packed entry point's parser takes, read without running it (hfpipe.kinds.script_parser);
+    None without an own source or where its parser cannot be read that way."""
+    from hfpipe.kinds import script_parser
+
+    if packed is None:
+        return None
+    try:
+        text = sourcedir.read_member(packed.data, resolved["training"]["entry_point"]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    parser = script_parser.read(text)
+    return None if parser.reason is not None else frozenset(parser.specs)
+
+
 def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:
     """(URI, uploaded): the archive at sources/<sha256>/, put only when no object with that hash is there."""
     import botocore.exceptions

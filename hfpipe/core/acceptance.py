@@ -63,13 +63,22 @@ def own_script_arguments(entry_point: str, text: str, hp: Mapping[str, Any], fie
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise RecipeError(
             f"{field}.{name}: not an argument of {entry_point} (the recipe's own source, its parser read "
-            f"without running it); {hint}accepted: its {len(parser.specs)} arguments, e.g. {', '.join(some)}"
+            f"without running it); {hint}accepted: {_its_arguments(some, len(parser.specs))}"
         )
     for name, value, expected in arguments.mistyped_in(parser.specs, given):
         raise RecipeError(
             f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
         )
     return None
+
+
+def _its_arguments(some: list[str], count: int) -> str:
+    """The parser's arguments as an error names them: how many, and a few of them."""
+    if count == 0:
+        return "none (its parser takes no arguments)"
+    if count == 1:
+        return f"its one argument, {some[0]}"
+    return f"its {count} arguments, e.g. {', '.join(some)}"
 
 
 def _option(name: str, parser: script_parser.Parser) -> str:

@@ -62,12 +62,13 @@ class PlanConfig:
 class Accepted:
     """A recipe that passed the rules (``accept``): defaults filled, the input's own ``poll_seconds`` (None: the
     environment's default), the notes on what could not be checked, the sha256 of the own source whose script's
-    arguments were checked, and whether the environment's rules ran too, with the image URIs they resolved."""
+    arguments were checked (and why they could not be, ``hyperparameters_not_checked``: the Plan's), and whether the environment's rules ran too, with the image URIs they resolved."""
 
     recipe: dict[str, Any]
     poll_seconds: int | None = None
     notes: tuple[str, ...] = ()
     source_sha256: str | None = None
+    hyperparameters_not_checked: str | None = None
     in_environment: bool = False
     training_image: str = ""
     inference_image: str | None = None
@@ -119,6 +120,7 @@ def _own_source(accepted: Accepted, data: bytes) -> Accepted:
         accepted,
         notes=(*accepted.notes, note) if note else accepted.notes,
         source_sha256=hashlib.sha256(data).hexdigest(),
+        hyperparameters_not_checked=note,
     )
 
 
@@ -194,8 +196,9 @@ def resolve_image(
         )
     if processor not in by_processor:
         raise RecipeError(
-            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; "
-            f"processors: {sorted(by_processor)}"
+            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; accepted: an "
+            f"instance type of its images' processors {sorted(by_processor)}, other versions, or "
+            f"container.{part}.image_uri"
         )
     return str(by_processor[processor])
 
@@ -396,6 +399,15 @@ def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_na
     return checkpoint
 
 
+def check_hyperparameter_count(job_request: dict[str, Any]) -> None:
+    """CreateTrainingJob's limit on HyperParameters, the pipeline's own sagemaker_* keys counted."""
+    if len(job_request["HyperParameters"]) > 100:
+        raise RecipeError(
+            f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
+            "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
+        )
+
+
 def build_plan(
     event: Any,
     execution_name: str,
@@ -431,11 +443,7 @@ def build_plan(
         checkpoint_s3_uri=checkpoint,
         tags=tags,
     )
-    if len(job_request["HyperParameters"]) > 100:
-        raise RecipeError(
-            f"recipe.training.hyperparameters: {len(job_request['HyperParameters'])} hyperparameters with the "
-            "pipeline's own sagemaker_* keys; accepted: at most 100 in all (CreateTrainingJob's limit)"
-        )
+    check_hyperparameter_count(job_request)
     estimate, hours = cost.expected_training_cost(t)
     gate = recipe["evaluation_gate"]
     kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
@@ -482,6 +490,7 @@ def build_plan(
         ),
         tags=tags,
         training_job_request=job_request,
+        hyperparameters_not_checked=accepted.hyperparameters_not_checked,
     )
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists

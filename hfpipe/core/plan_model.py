@@ -20,7 +20,7 @@ from hfpipe.core.typed_json import Document
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
-SCHEMA_VERSION = 2  # 2: serving_production_variants
+SCHEMA_VERSION = 3  # 2: serving_production_variants; 3: hyperparameters_not_checked
 #: Where the state machine keeps the plan (the Plan task's ResultPath).
 ROOT_PATH = "$.plan"
 
@@ -91,6 +91,10 @@ class Plan:
     gate: Gate
     tags: list[dict[str, str]]
     training_job_request: dict[str, Any]
+    #: Why a recipe's own script's hyperparameters were not checked against its parser (it cannot be read
+    #: without running the script: hfpipe.core.sources.not_checked); null when they were, or for the
+    #: project's scripts. The report says it.
+    hyperparameters_not_checked: str | None
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON-able dict (what the Plan Lambda returns and the state machine keeps)."""

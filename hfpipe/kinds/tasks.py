@@ -83,6 +83,12 @@ class Fixture:
     #: "module:function" called as function(count, seed) that returns `count` inputs of the task's handler
     #: made from the fixture (local mode's stand-in traffic during a deployment's bake).
     handler_inputs: str = field(default="", kw_only=True)
+    #: {channel: file} the writer writes in each data channel (a recipe's own script that takes
+    #: transformers' examples' train_file / validation_file is given these files).
+    files: Mapping[str, str] = field(default_factory=dict, kw_only=True)
+    #: "module:function" like `writer`, writing the records as the hub data set's rows where the writer's
+    #: format differs from them (SQuAD v1.1's articles; what run_qa.py reads from a train_file); "": the same.
+    rows_writer: str = field(default="", kw_only=True)
 
 
 def _first_fixture(_: Hyperparameters) -> int:
@@ -192,6 +198,7 @@ SAMSUM = Fixture(
     "samsum-style dialogue fixture",
     "bloom",
     writer="hfpipe.fixtures.samsum:write_channels",
+    files={"training": "train.jsonl", "validation": "validation.jsonl"},
     handler_inputs="hfpipe.fixtures.samsum:handler_inputs",
 )
 CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
@@ -211,6 +218,8 @@ TASK_KINDS: dict[str, TaskKind] = {
                     "SQuAD v1.1 JSON fixture",
                     "bert",
                     writer="hfpipe.fixtures.squad:write_channels",
+                    rows_writer="hfpipe.fixtures.squad:write_row_channels",
+                    files={"training": "train.json", "validation": "validation.json"},
                     handler_inputs="hfpipe.fixtures.squad:handler_inputs",
                 ),
             ),
@@ -236,6 +245,7 @@ TASK_KINDS: dict[str, TaskKind] = {
                     ("training", "validation", "validation_mismatched"),
                     {"task_name": "mnli"},
                     writer="hfpipe.fixtures.mnli:write_mnli_channels",
+                    files={"training": "train.jsonl", "validation": "validation.jsonl"},
                     handler_inputs="hfpipe.fixtures.mnli:mnli_inputs",
                 ),
                 Fixture(
@@ -243,6 +253,7 @@ TASK_KINDS: dict[str, TaskKind] = {
                     "IMDb-style text fixture",
                     "distilbert",
                     writer="hfpipe.fixtures.mnli:write_textcls_channels",
+                    files={"training": "train.jsonl", "validation": "validation.jsonl"},
                     handler_inputs="hfpipe.fixtures.mnli:textcls_inputs",
                 ),
             ),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class Substitutions:
     distributed: bool = False
     #: Channels given as local folders (`hfpipe local --channel NAME=FOLDER`), used instead of fixtures.
     given_channels: dict[str, Path] = field(default_factory=dict)
+    #: The fixture data written as the hub data set's rows (for an own script given its files by name).
+    hub_rows: bool = False
 
     def lines(self) -> list[str]:
         """Every substitution, one line each (empty when the recipe runs here as written)."""
@@ -91,7 +94,7 @@ class Substitutions:
         wanted = set(self.recipe["training"].get("channels") or {}) - set(self.given_channels)
         built = {"model": build_model(self.model_family, root / "model")} if "model" in wanted else {}
         if wanted - {"model"}:
-            built.update(build_data(self.data_kind, root / "data"))
+            built.update(build_data(self.data_kind, root / "data", rows=self.hub_rows))
         return {**{name: path for name, path in built.items() if name in wanted}, **self.given_channels}
 
     def use_channel(self, name: str, folder: Path, prefix: str = "local-channels") -> None:
@@ -172,11 +175,16 @@ def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -
 
 
 def for_this_machine(
-    recipe: dict[str, Any], gpu: bool = False, data_prefix: str = "local-fixtures"
+    recipe: dict[str, Any],
+    gpu: bool = False,
+    data_prefix: str = "local-fixtures",
+    script_arguments: Collection[str] | None = None,
 ) -> Substitutions:
     """The recipe as `hfpipe local` runs it here, with every substitution recorded.
 
     `recipe` is the recipe as read (before defaults); the result's `recipe` is what the execution input sends.
+    `script_arguments`: the names a recipe's own script's parser takes, where it could be read (None: not
+    known, or the project's scripts).
     """
     local = copy.deepcopy(recipe)
     t = local["training"]
@@ -203,55 +211,92 @@ def for_this_machine(
         )
     if model_id and serving.server_settings:
         _keep_fit_check(local, model_id, subs)
+    own = t.get("source") is not None
     if model_id:
-        _model_channel(local, fixture, f"{data_prefix}/{name}/model/", subs)
-    # The hub data set: named by dataset_name, or (run_glue.py's way, as the seed-faithful MNLI recipe has
-    # it) by a GLUE task_name alone when no training channel gives the data.
-    glue_task = hps.get("task_name") if not hps.get("dataset_name") and "training" not in channels else None
-    if hps.get("dataset_name") or glue_task:
-        dataset = hps.pop("dataset_name", None) or "nyu-mll/glue"
-        config = hps.pop("dataset_config_name", None) or glue_task
-        for key, value in fixture.implied_hyperparameters.items():
-            hps.setdefault(key, value)  # what the hub configuration implied (GLUE mnli: task_name mnli)
-        for split in ("train_split_name", "validation_split_name"):
-            hps.pop(split, None)  # hub split names; the fixture channels are the splits
-        channel_names = list(fixture.channels)
-        for channel in channel_names:
-            # A trailing slash: an S3 prefix "validation" would also take "validation_mismatched/...".
-            channels[channel] = f"{data_prefix}/{name}/{channel}/"
-        real = dataset if not config else f"{dataset} ({config})"
-        subs.add(
-            "dataset_name",
-            real,
-            f"{fixture.description} in channels {', '.join(channel_names)}",
-            "no hub downloads here",
-        )
+        _model_stand_in(local, fixture, subs, f"{data_prefix}/{name}/model/", own)
+    _dataset_stand_in(hps, channels, subs, fixture, f"{data_prefix}/{name}", script_arguments)
     # Steps are capped only where the model or the data became a stand-in. A recipe that runs here as
     # written (the tiny-* ones: their own model and data channels, sized for a CPU) keeps its own steps and
     # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS. A recipe's own
     # script (training.source) may not take max_steps or logging_steps: they are changed only where its
     # hyperparameters name them, never added.
-    own = t.get("source") is not None
-    if any(s.setting in STAND_INS for s in subs.items) or (own and "max_steps" not in hps):
+    if any(s.setting in STAND_INS for s in subs.items):
         _cap_steps(hps, subs, own)
     if not own or "logging_steps" in hps:
         _log_often(hps, subs)
     if not gpu:
         _cpu_precision(hps, subs)
     _distribution(t, subs)
+    if not gpu and subs.distributed and "use_cpu" in (script_arguments or ()):
+        _cpu_data_parallel(hps, subs)
     _gate_for_tiny_models(local, subs)
     return subs
 
 
-def _model_channel(local: dict[str, Any], fixture: Fixture, prefix: str, subs: Substitutions) -> None:
-    """The hub model replaced by the tiny model of the task kind's fixture, in the `model` channel."""
+#: Where the training container puts channel NAME (the toolkit's SM_CHANNEL_NAME); hyperparameters under
+#: /opt/ml are the local run's own folder here (hfpipe.local.container).
+CHANNEL_PATH = "/opt/ml/input/data/{}"
+#: The arguments transformers' example scripts take for data files, by the channel that holds each file.
+FILE_ARGUMENTS = {"training": "train_file", "validation": "validation_file"}
+
+
+def _model_stand_in(
+    local: dict[str, Any], fixture: Fixture, subs: Substitutions, prefix: str, own: bool
+) -> None:
+    """The hub model becomes the tiny one, in the `model` channel: the project's scripts read that channel
+    when no model_name_or_path is given; a recipe's own script gets the channel's path as its
+    model_name_or_path (its parser may require one, and from_pretrained takes a folder)."""
     hps, channels = local["training"]["hyperparameters"], local["training"]["channels"]
     model_id = hps.pop("model_name_or_path")
     channels["model"] = prefix
+    where = f"model channel; the {local['task']} stand-in"
+    if own:
+        hps["model_name_or_path"] = CHANNEL_PATH.format("model")
+        where += f", model_name_or_path {hps['model_name_or_path']}"
     subs.add(
         "model_name_or_path",
         model_id,
-        f"{tiny_model(fixture.family).description} (model channel; the {local['task']} stand-in)",
+        f"{tiny_model(fixture.family).description} ({where})",
+        "no hub downloads here",
+    )
+
+
+def _dataset_stand_in(
+    hps: dict[str, Any],
+    channels: dict[str, str],
+    subs: Substitutions,
+    fixture: Fixture,
+    prefix: str,
+    script_arguments: Collection[str] | None,
+) -> None:
+    """The hub data set, named by dataset_name or (run_glue.py's way, as the seed-faithful MNLI recipe has it)
+    by a GLUE task_name alone when no training channel gives the data, becomes the fixture's channels. An own
+    script whose parser takes transformers' examples' train_file / validation_file is given the channels'
+    files that way, with the hub data set's rows (SQuAD's records, not the v1.1 file's articles)."""
+    glue_task = hps.get("task_name") if not hps.get("dataset_name") and "training" not in channels else None
+    if not (hps.get("dataset_name") or glue_task):
+        return
+    dataset = hps.pop("dataset_name", None) or "nyu-mll/glue"
+    config = hps.pop("dataset_config_name", None) or glue_task
+    for key, value in fixture.implied_hyperparameters.items():
+        hps.setdefault(key, value)  # what the hub configuration implied (GLUE mnli: task_name mnli)
+    for split in ("train_split_name", "validation_split_name"):
+        hps.pop(split, None)  # hub split names; the fixture channels are the splits
+    for channel in fixture.channels:
+        # A trailing slash: an S3 prefix "validation" would also take "validation_mismatched/...".
+        channels[channel] = f"{prefix}/{channel}/"
+    files = {
+        FILE_ARGUMENTS[c]: f"{CHANNEL_PATH.format(c)}/{fixture.files[c]}"
+        for c in fixture.channels
+        if c in FILE_ARGUMENTS and c in fixture.files and FILE_ARGUMENTS[c] in (script_arguments or ())
+    }
+    hps.update(files)
+    subs.hub_rows = bool(files)
+    given = f" ({', '.join(f'{k} {v}' for k, v in files.items())})" if files else ""
+    subs.add(
+        "dataset_name",
+        dataset if not config else f"{dataset} ({config})",
+        f"{fixture.description} in channels {', '.join(fixture.channels)}{given}",
         "no hub downloads here",
     )
 
@@ -281,6 +326,17 @@ def _cpu_precision(hps: dict[str, Any], subs: Substitutions) -> None:
             subs.add(precision, "true", "false", "half precision needs a GPU")
     if hps.get("fsdp"):
         subs.add("fsdp", hps.pop("fsdp"), "plain DDP", "Accelerate's FSDP needs a GPU")
+
+
+def _cpu_data_parallel(hps: dict[str, Any], subs: Substitutions) -> None:
+    """An own script's TrainingArguments get use_cpu on a CPU host when its run is distributed: Accelerate
+    sets up a multi-process (gloo) run there only with it (accelerate.state: MULTI_CPU needs cpu), so without
+    it each process would train alone, as process 0 of one. (The project's scripts set it themselves.)"""
+    if hps.get("use_cpu") in (True, "true", "True"):
+        return
+    real = hps.get("use_cpu", "not set")
+    hps["use_cpu"] = True
+    subs.add("use_cpu", real, "true", "gloo data parallelism across processes on a CPU needs it")
 
 
 def _distribution(t: dict[str, Any], subs: Substitutions) -> None:
@@ -334,9 +390,7 @@ def _cap_steps(hps: dict[str, Any], subs: Substitutions, own: bool = False) -> N
     as well. (A recipe that runs as written, as the tiny-* ones do, is never capped: see for_this_machine.)"""
     steps = hps.get("max_steps")
     if own and steps is None:
-        subs.add(
-            "steps", "the script's own", "the script's own", "its arguments are not known here: not capped"
-        )
+        subs.add("steps", "the script's own", "the script's own", "the recipe sets no max_steps: not capped")
         return
     if steps is not None and 0 < int(steps) <= LOCAL_MAX_STEPS:
         return
@@ -385,12 +439,13 @@ def build_model(family: str, dest: Path) -> Path:
     return build_tiny_model(family, dest)
 
 
-def build_data(kind: str, root: Path) -> dict[str, Path]:
+def build_data(kind: str, root: Path, rows: bool = False) -> dict[str, Path]:
     """Fixture channel folders (`training`, `validation`, ...) in the real format of the fixture `kind`
-    (Fixture.name), written by the writer the fixture names."""
+    (Fixture.name), written by the writer the fixture names; `rows`: as the hub data set's rows, where the
+    fixture has a writer for them (Fixture.rows_writer; what transformers' run_qa.py reads from a train_file)."""
     from hfpipe.fixtures import write_fixture
 
     try:
-        return write_fixture(fixture_named(kind), root)
+        return write_fixture(fixture_named(kind), root, rows=rows)
     except KindError as err:
         raise ValueError(f"local fixture data: {err}") from None

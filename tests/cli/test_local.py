@@ -26,7 +26,7 @@ def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
 OWN_TRAIN = """import argparse, json, os, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, required=True)
-args = parser.parse_args()  # strict: an argument local mode added would fail the run
+args, _ = parser.parse_known_args()  # not read without running it: its hyperparameters are not checked
 rows = open(os.path.join(os.environ["SM_CHANNEL_TRAINING"], "rows.txt")).read().split()
 if "boom" in rows:
     raise RuntimeError("the team's own error")
@@ -54,64 +54,123 @@ def own_recipe(folder: Path, source: dict[str, Any]) -> Path:
     return path
 
 
-def test_local_runs_a_recipes_own_folder_and_git_source_with_a_local_channel(
+def _spot_channels(root: Path) -> list[str]:
+    """The spot estimator's inputs as its notebook made them, built here: `train` and `test` channels of
+    tokenized data sets saved with save_to_disk, and a local model for its --model_name (a tiny DistilBERT)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from hfpipe.fixtures.encoders import build_encoder
+
+    model = build_encoder("distilbert", root / "tiny-distilbert")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    texts = [
+        "The film was great and the acting was wonderful.",
+        "The service was terrible and the food was awful.",
+    ]
+    encoded = tokenizer(texts * 4, padding="max_length", max_length=16, truncation=True)
+    for split in ("train", "test"):
+        Dataset.from_dict({**encoded, "labels": [1, 0] * 4}).save_to_disk(str(root / split))
+    return [f"train={root / 'train'}", f"test={root / 'test'}", f"model={model}"]
+
+
+def _check_own_run(out_dir: Path, recipe: str, out: str, architecture: str) -> tuple[Path, dict[str, Any]]:
+    """What both originals' runs must show: their parser read, the script's own steps, a finished run (deploy
+    false) with a model of the architecture its script trains."""
+    from local_runs import check_finished_run
+
+    assert "were not checked" not in out  # its parser was read: every hyperparameter checked
+    assert "steps: the script's own -> the script's own" in out
+    assert "training source: s3://" in out and "/sources/" in out
+    run_dir, report = check_finished_run(out_dir, recipe, out, handler=False, deployed=False)
+    with tarfile.open(run_dir / "model.tar.gz") as tar:
+        member = tar.extractfile("config.json")
+        assert member is not None and json.loads(member.read())["architectures"] == [architecture]
+    return run_dir, report
+
+
+def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import subprocess
+    """The original material's two estimators, their recipes as written (recipes/own-code/), through the
+    real state machine on the local engine: the SQuAD data-parallel one from its git source at tag v4.6.1 (a
+    local repository whose run_qa.py takes v4.6.1's arguments stands in for github.com; nothing else of the
+    recipe changes), the spot one from its own scripts/ folder with local folders as its channels. Then a
+    team's failing script shows its own traceback, once."""
+    from own_sources import SPOT_RECIPE, squad_recipe_from, transformers_at_v461
 
     from hfpipe.cli.sources import CACHE_ENV
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))  # the git clone goes here, not in ~/.cache
+    squad = squad_recipe_from(transformers_at_v461(tmp_path / "transformers"), tmp_path / "squad.json")
+    code = main(["local", "--recipe", str(squad), "--out", str(tmp_path / "out-squad")])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    for line in (
+        # v4.6.1 requires model_name_or_path and reads data files by name: both point into the channels.
+        "model_name_or_path: bert-large-uncased-whole-word-masking -> tiny random-weight BERT (model channel; the "
+        "question-answering stand-in, "
+        "model_name_or_path /opt/ml/input/data/model)",
+        "dataset_name: squad -> SQuAD v1.1 JSON fixture in channels training, validation (train_file "
+        "/opt/ml/input/data/training/train.json, validation_file /opt/ml/input/data/validation/validation.json)",
+        "distribution: smdistributed dataparallel (SMDDP) -> torch_distributed, 2 gloo processes",
+        "fp16: true -> false (half precision needs a GPU)",
+        "use_cpu: not set -> true (gloo data parallelism across processes on a CPU needs it)",
+    ):
+        assert line in out, line
+    run_dir, report = _check_own_run(
+        tmp_path / "out-squad", "squad-smddp-run-qa-v4-6-1", out, "BertForQuestionAnswering"
+    )
+    # One data-parallel run of two processes: only process 0 of 2 saved the model and printed its metrics.
+    log = (run_dir / "training.log").read_text()
+    assert log.count("world_size = ") == 1 and "world_size = 2" in log
+    metrics = report["final_metrics"]
+    assert set(metrics) == {"epoch", "train_runtime", "train_samples_per_second"}, metrics
+    assert metrics["epoch"] == 2.0 and metrics["train_samples_per_second"] > 0  # 96 questions read
 
+    channels = _spot_channels(tmp_path)
+    argv = ["local", "--recipe", str(SPOT_RECIPE), "--out", str(tmp_path / "out-spot")]
+    argv += [a for c in channels for a in ("--channel", c)]
+    # Its --model_name downloads from the hub: here the model channel's folder (/opt/ml paths are the run's).
+    argv += ["--set", "training.hyperparameters.model_name=/opt/ml/input/data/model"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    for channel in ("train", "test"):
+        assert f"channels.{channel}: imdb/{channel}/ -> {tmp_path / channel} (a local folder given" in out
+    _, report = _check_own_run(
+        tmp_path / "out-spot", "spot-own-train-py", out, "DistilBertForSequenceClassification"
+    )
+    assert set(report["final_metrics"]) == {"eval_accuracy", "eval_loss"}, report["final_metrics"]
+    assert 0 <= report["final_metrics"]["eval_accuracy"] <= 1
+    assert report["spot"] is True and "/checkpoints/" in report["checkpoint_s3_uri"]
+
+    # A team's own script that fails: its own traceback, once (the failure reason and the report quote its
+    # last line); its parser cannot be read without running it, which the note, report.json and the printed
+    # report say.
     code_dir = tmp_path / "team" / "scripts"
     code_dir.mkdir(parents=True)
     (code_dir / "train.py").write_text(OWN_TRAIN)
-    (code_dir / "requirements.txt").write_text("")  # the toolkit installs it; empty: nothing to install
     data = tmp_path / "data"
     data.mkdir()
-    (data / "rows.txt").write_text("a b c d\n")
-    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    for command in (["init", "--quiet"], ["add", "."], ["commit", "--quiet", "-m", "c"], ["tag", "v1"]):
-        subprocess.run(["git", *command], cwd=tmp_path / "team", env=git, check=True, capture_output=True)
-    sources = {
-        "dir": own_recipe(tmp_path / "team", {"dir": "scripts"}),
-        "git": own_recipe(
-            tmp_path, {"git": {"repo": str(tmp_path / "team"), "tag": "v1", "path": "scripts"}}
-        ),
-    }
-    for kind, recipe in sources.items():
-        out_dir = tmp_path / f"out-{kind}"
-        argv = ["local", "--recipe", str(recipe), "--out", str(out_dir), "--channel", f"training={data}"]
-        code = main(argv)
-        out, err = capsys.readouterr()
-        assert code == 0, out + err
-        assert "were not checked" not in out  # its argparse parser was read: --epochs, an int
-        assert f"channels.training: data/own/ -> {data} (a local folder given with --channel)" in out
-        assert "steps: the script's own -> the script's own" in out
-        [run_dir] = list(out_dir.glob("own-code-*"))
-        report = json.loads((run_dir / "report.json").read_text())
-        assert report["execution_status"] == "SUCCEEDED" and report["final_metrics"] == {"loss": 0.25}
-        with tarfile.open(run_dir / "model.tar.gz") as tar:
-            member = tar.extractfile("m.json")
-            assert member is not None and json.loads(member.read()) == {"rows": 4, "epochs": 2}
     (data / "rows.txt").write_text("boom\n")
+    recipe = own_recipe(tmp_path / "team", {"dir": "scripts"})
     code = main(
-        [
-            "local",
-            "--recipe",
-            str(sources["dir"]),
-            "--out",
-            str(tmp_path / "fails"),
-            "--channel",
-            f"training={data}",
-        ]
+        ["local", "--recipe", str(recipe), "--out", str(tmp_path / "fails"), "--channel", f"training={data}"]
     )
     out, err = capsys.readouterr()
     assert code == 1
-    # The script's own traceback, once (the failure reason and the report quote its last line).
     assert (out + err).count("Traceback (most recent call last)") == 1, out + err
     assert 'raise RuntimeError("the team\'s own error")' in out + err
+    unchecked = (
+        "training.hyperparameters were not checked against train.py's parser: it parses with parse_known_args, "
+        "which takes arguments it does not declare; they are passed as the SDK passes them (--name value)"
+    )
+    assert f"note: {unchecked}" in out
+    [run_dir] = list((tmp_path / "fails").glob("own-code-*"))
+    assert json.loads((run_dir / "report.json").read_text())["hyperparameters_not_checked"] == unchecked
+    printed_report = out.split("report: own-code-", 1)[1]
+    assert unchecked in " ".join(printed_report.replace("│", " ").split())  # its row (wrapped in the table)
 
 
 def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(

@@ -55,6 +55,7 @@ def test_a_failed_run_reports_no_artifact_and_no_endpoint_that_never_existed(mon
         "instance_type": "ml.g4dn.xlarge",
         "endpoint_name": "dev-x-ep",
         "deploy": True,
+        "hyperparameters_not_checked": None,
     }.items():
         object.__setattr__(plan, key, value)
     snap = Snapshot("arn", "x", "FAILED", datetime.now(UTC), datetime.now(UTC), plan=plan)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from own_sources import SPOT_RECIPE, git, squad_recipe_from, transformers_at_v461
 from plan_config import dev_config
 
 from hfpipe import contract
@@ -131,14 +131,6 @@ def test_the_archive_size_is_bounded(tmp_path: Path) -> None:
     assert sourcedir.pack(source, max_bytes=8192).files
 
 
-def git(where: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(where), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    return subprocess.run(
-        ["git", *args], cwd=where, env=env, check=True, capture_output=True, text=True
-    ).stdout
-
-
 def local_repository(root: Path) -> Path:
     """A git repository made here (nothing downloaded): examples/train.py at tag v1, changed after it."""
     make_source(root / "examples")
@@ -253,9 +245,12 @@ def test_plan_checks_the_hyperparameters_against_the_uploaded_scripts_parser(tmp
         cli_sources.check_source(accept({"recipe": recipe_with({"dir": "src"}, epochs=2)}), packed).notes
         == ()
     )
-    with pytest.raises(HfpipeError, match=r"^recipe\.training\.hyperparameters\.num_epochs: not an argument"):
+    with pytest.raises(
+        HfpipeError, match=r"^recipe\.training\.hyperparameters\.num_epochs: not an argument"
+    ) as err:
         # refused before the upload
         cli_sources.check_source(accept({"recipe": recipe_with({"dir": "src"}, num_epochs=2)}), packed)
+    assert str(err.value).endswith("did you mean epochs? accepted: its one argument, epochs")
     uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
     source = {"s3": uri, "sha256": packed.sha256}
     assert plan(recipe_with(source, epochs=2), s3).training_job_request["HyperParameters"]["epochs"] == "2"
@@ -266,66 +261,46 @@ def test_plan_checks_the_hyperparameters_against_the_uploaded_scripts_parser(tmp
         plan(recipe_with(source, epochs="two"), s3)
 
 
+def test_a_script_whose_parser_cannot_be_read_is_planned_and_reported_as_not_checked(
+    tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan carries why the hyperparameters were not checked; the Report Lambda's report and the printed
+    report (`hfpipe start --watch`, `hfpipe local`, `hfpipe report`) say it."""
+    import io
+
+    from rich.console import Console, Group
+
+    from hfpipe.cli.report import render_report
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        "import argparse\np = argparse.ArgumentParser()\nargs, rest = p.parse_known_args()\n"
+    )
+    packed = sourcedir.pack(folder)
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    planned = plan(recipe_with({"s3": uri, "sha256": packed.sha256}, epochs=2), s3)
+    expected = (
+        "training.hyperparameters were not checked against train.py's parser: it parses with parse_known_args, "
+        "which takes arguments it does not declare; they are passed as the SDK passes them (--name value)"
+    )
+    assert planned.hyperparameters_not_checked == expected
+    assert plan(load_recipe("tiny-qa"), s3).hyperparameters_not_checked is None  # the project's own script
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas.report import build_report
+
+    report = build_report({"plan": planned.to_json(), "training": {"TrainingJobStatus": "Completed"}})
+    assert report["hyperparameters_not_checked"] == expected
+    console = Console(file=io.StringIO(), width=400, record=True, color_system=None)
+    console.print(Group(*render_report(report)))
+    [row] = [line for line in console.export_text().splitlines() if "hyperparameters" in line]
+    assert row.split() == ["│", "hyperparameters", "│", *expected.split(), "│"]
+    checked = {**report, "hyperparameters_not_checked": None}
+    console.print(Group(*render_report(checked)))
+    assert "were not checked" not in console.export_text()
+
+
 # --- the originals (recipes/own-code/) -----------------------------------------------------------------------
-
-#: run_qa.py as transformers v4.6.1's examples/pytorch/question-answering has it, cut to its parser: the same
-#: dataclasses and fields, HfArgumentParser with TrainingArguments (the test's stand-in for the clone).
-RUN_QA_V461 = """
-import sys
-from dataclasses import dataclass, field
-from typing import Optional
-from transformers import HfArgumentParser, TrainingArguments
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str = field(metadata={"help": "Path to pretrained model or model identifier"})
-    config_name: Optional[str] = field(default=None)
-    tokenizer_name: Optional[str] = field(default=None)
-    cache_dir: Optional[str] = field(default=None)
-    model_revision: str = field(default="main")
-    use_auth_token: bool = field(default=False)
-
-@dataclass
-class DataTrainingArguments:
-    dataset_name: Optional[str] = field(default=None)
-    dataset_config_name: Optional[str] = field(default=None)
-    train_file: Optional[str] = field(default=None)
-    validation_file: Optional[str] = field(default=None)
-    test_file: Optional[str] = field(default=None)
-    overwrite_cache: bool = field(default=False)
-    preprocessing_num_workers: Optional[int] = field(default=None)
-    max_seq_length: int = field(default=384)
-    pad_to_max_length: bool = field(default=True)
-    max_train_samples: Optional[int] = field(default=None)
-    max_eval_samples: Optional[int] = field(default=None)
-    max_predict_samples: Optional[int] = field(default=None)
-    version_2_with_negative: bool = field(default=False)
-    null_score_diff_threshold: float = field(default=0.0)
-    doc_stride: int = field(default=128)
-    n_best_size: int = field(default=20)
-    max_answer_length: int = field(default=30)
-
-def main():
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
-    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(json_file=sys.argv[1])
-    else:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses()
-"""
-ORIGINALS = Path(__file__).resolve().parents[2] / "recipes" / "own-code"
-
-
-def transformers_at_v461(root: Path) -> Path:
-    """A local repository standing in for github.com/huggingface/transformers at tag v4.6.1."""
-    folder = root / "examples" / "pytorch" / "question-answering"
-    folder.mkdir(parents=True)
-    (folder / "run_qa.py").write_text(RUN_QA_V461)
-    (folder / "requirements.txt").write_text("datasets >= 1.4.0\n")
-    git(root, "init", "--quiet", "--initial-branch=master")
-    git(root, "add", ".")
-    git(root, "commit", "--quiet", "-m", "v4.6.1")
-    git(root, "tag", "v4.6.1")
-    return root
 
 
 def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
@@ -333,17 +308,10 @@ def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
 ) -> None:
     import json
 
-    squad = load_recipe(str(ORIGINALS / "squad-smddp-run-qa-v4-6-1.json"))
-    git_source = squad["training"]["source"]["git"]
-    assert git_source == {
-        "repo": "https://github.com/huggingface/transformers.git",
-        "tag": "v4.6.1",
-        "path": "examples/pytorch/question-answering",
-    }
-    git_source["repo"] = str(transformers_at_v461(tmp_path / "transformers"))  # nothing downloaded
-    local_copy = tmp_path / "squad.json"
-    local_copy.write_text(json.dumps(squad))
-    spot = str(ORIGINALS / "spot" / "recipe.json")
+    # The recipe as written, its git URL pointed at a local repository (nothing downloaded).
+    local_copy = squad_recipe_from(transformers_at_v461(tmp_path / "transformers"), tmp_path / "squad.json")
+    squad = load_recipe(str(local_copy))
+    spot = str(SPOT_RECIPE)
     for ref, recipe in ((str(local_copy), squad), (spot, load_recipe(spot))):
         resolved = resolve_recipe(recipe)
         packed = cli_sources.pack_source(ref, resolved, cache=tmp_path / "cache")

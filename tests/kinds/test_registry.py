@@ -167,6 +167,13 @@ def test_the_fixture_a_task_kind_picks_holds_the_records_the_recipe_reads(name: 
     assert for_this_machine(load_recipe(name)).data_kind == fixture.name
     channels = build_data(fixture.name, tmp_path)
     assert set(fixture.channels) <= set(channels)
+    assert fixture.files, fixture.name  # what an own script is given by name (train_file, validation_file)
+    for channel, file in fixture.files.items():
+        assert (channels[channel] / file).is_file(), (channel, file)
+    if fixture.rows_writer:  # the same channels and files, the records as the hub data set's rows
+        rows_channels = build_data(fixture.name, tmp_path / "rows", rows=True)
+        for channel, file in fixture.files.items():
+            assert (rows_channels[channel] / file).read_bytes() != (channels[channel] / file).read_bytes()
     columns = records.expected_columns(recipe)
     files = [p for p in channels["training"].rglob("*") if p.suffix in (".json", ".jsonl")]
     assert files, channels["training"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,7 +94,7 @@ def test_hfpipe_recipes_from_the_wheel(installed: Path, tmp_path: Path) -> None:
 # Run inside the fresh environment: a deployed environment in a moto account (its SSM parameters and a
 # state machine that moto records but does not run), then the installed command's `start`.
 START_SCRIPT = """
-import json, sys
+import contextlib, io, json, sys
 import boto3
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
@@ -129,8 +130,42 @@ with mock_aws():
     code = main(["start", "--env", "dev", "--recipe", "tiny-qa", "--name", "from-the-wheel", "--region", region])
     [execution] = sfn.list_executions(stateMachineArn=arn)["executions"]
     described = sfn.describe_execution(executionArn=execution["executionArn"])
-    print(json.dumps({"code": code, "name": execution["name"], "input": json.loads(described["input"])}))
+    # A team's recipe with its own folder (sys.argv[2]): packed, checked against its script's parser, uploaded
+    # to the artifacts bucket and planned from there, as `start` would run it.
+    boto3.client("s3", region_name=region).create_bucket(
+        Bucket="artifacts", CreateBucketConfiguration={"LocationConstraint": region}
+    )
+    planned = io.StringIO()
+    with contextlib.redirect_stdout(planned):
+        own = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--dry-run", "--json", "--region", region])
+    # Then started for real: the same archive (already there), the execution input naming it.
+    started = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--name", "own-code", "--region", region])
+    own_input = json.loads(sfn.describe_execution(executionArn=next(
+        e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"] if e["name"] == "own-code"
+    ))["input"])
+    print(json.dumps({"code": code, "name": execution["name"], "input": json.loads(described["input"]),
+                      "own": own, "own_plan": json.loads(planned.getvalue()), "started": started,
+                      "own_input": own_input}))
 """
+
+
+def own_folder_recipe(team: Path) -> Path:
+    """A team's recipe next to its own folder (scripts/train.py, an argparse parser), deploy false."""
+    from hfpipe.core.recipes import load_recipe
+
+    (team / "scripts").mkdir(parents=True)
+    (team / "scripts" / "train.py").write_text(
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\np.parse_args()\n"
+    )
+    recipe = load_recipe("tiny-qa")
+    recipe["name"] = "own-code"
+    recipe["training"].update(
+        source={"dir": "scripts"}, entry_point="train.py", hyperparameters={"epochs": 2}
+    )
+    recipe.update(deploy=False, evaluation_gate=None)
+    path = team / "my-recipe.json"
+    path.write_text(json.dumps(recipe))
+    return path
 
 
 def test_hfpipe_start_from_the_wheel_against_moto(installed: Path, tmp_path: Path) -> None:
@@ -139,26 +174,51 @@ def test_hfpipe_start_from_the_wheel_against_moto(installed: Path, tmp_path: Pat
     catalog = json.dumps(build_catalog("eu-west-1"))
     script = tmp_path / "start.py"
     script.write_text(START_SCRIPT)
+    own = own_folder_recipe(tmp_path / "team")
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "eu-west-1",
     }
-    proc = _run(tmp_path, str(installed / "python"), str(script), catalog, env=env)
+    proc = _run(tmp_path, str(installed / "python"), str(script), catalog, str(own), env=env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert "started from-the-wheel (recipe tiny-qa)" in lines[0]
     result = json.loads(lines[-1])
     assert result["code"] == 0 and result["name"] == "from-the-wheel"
     assert result["input"]["recipe"]["name"] == "tiny-qa"
+    # The installed command packed the team's folder outside the checkout and planned the uploaded archive.
+    assert result["own"] == 0, proc.stderr
+    assert re.search(
+        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(uploaded\)", proc.stderr
+    )
+    plan = result["own_plan"]
+    hps = plan["training_job_request"]["HyperParameters"]
+    assert re.fullmatch(
+        r'"s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz"', hps["sagemaker_submit_directory"]
+    )
+    assert hps["sagemaker_program"] == '"train.py"' and hps["epochs"] == "2"
+    assert plan["hyperparameters_not_checked"] is None  # its parser was read from the packed file
+    # Started for real from outside the checkout: uploaded once (the second start finds it by its hash).
+    assert result["started"] == 0, proc.stderr
+    assert re.search(
+        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(already there\)",
+        proc.stderr,
+    )
+    source = result["own_input"]["recipe"]["training"]["source"]
+    assert f'"{source["s3"]}"' == hps["sagemaker_submit_directory"] and len(source["sha256"]) == 64
 
 
 def test_hfpipe_local_outside_a_checkout_says_what_it_needs(installed: Path, tmp_path: Path) -> None:
-    proc = _run(tmp_path, str(installed / "hfpipe"), "local", "--recipe", "tiny-qa", "--out", str(tmp_path))
-    assert proc.returncode == 1
-    [line] = proc.stderr.splitlines()
-    assert line.startswith("error: `hfpipe local` needs a checkout of the hfpipe repository"), line
-    assert "HFPIPE_CHECKOUT" in line
+    """`hfpipe local` stands the whole pipeline up (app.py, stacks/, lambda/): outside a checkout it says so in
+    one line, for a bundled recipe and for a team's own folder alike, before packing anything."""
+    own = own_folder_recipe(tmp_path / "team")
+    for recipe in ("tiny-qa", str(own)):
+        proc = _run(tmp_path, str(installed / "hfpipe"), "local", "--recipe", recipe, "--out", str(tmp_path))
+        assert proc.returncode == 1
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("error: `hfpipe local` needs a checkout of the hfpipe repository"), line
+        assert "HFPIPE_CHECKOUT" in line
 
 
 def test_hfpipe_invoke_checks_a_request_with_the_wheels_handler(installed: Path, tmp_path: Path) -> None:

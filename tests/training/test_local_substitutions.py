@@ -131,6 +131,53 @@ def test_a_gpu_keeps_half_precision_and_fsdp():
     assert hps["fp16"] is True and hps["fsdp"] == "full_shard auto_wrap"
 
 
+def test_an_own_script_gets_the_stand_ins_by_the_arguments_its_parser_takes(tmp_path):
+    """transformers v4.6.1's run_qa.py (the SQuAD original's own source) requires model_name_or_path and reads
+    its data from train_file / validation_file: it is given the model channel's path, and the fixture's files
+    by those names, in the rows of the hub data set it named; a parser without them reads the channels."""
+    from own_sources import SQUAD_RECIPE
+
+    from hfpipe.local.substitute import build_data
+
+    real = load_recipe(str(SQUAD_RECIPE))
+    v461 = {"model_name_or_path", "dataset_name", "train_file", "validation_file", "output_dir", "use_cpu"}
+    subs = for_this_machine(real, gpu=False, script_arguments=v461)
+    hps = subs.recipe["training"]["hyperparameters"]
+    assert hps["model_name_or_path"] == "/opt/ml/input/data/model" and "dataset_name" not in hps
+    # Its SMDDP run is two gloo processes here: Accelerate makes them one data-parallel run only with use_cpu.
+    assert hps["use_cpu"] is True and "use_cpu" not in real["training"]["hyperparameters"]
+    on_gpu = for_this_machine(real, gpu=True, script_arguments=v461).recipe["training"]["hyperparameters"]
+    assert "use_cpu" not in on_gpu
+    assert hps["train_file"] == "/opt/ml/input/data/training/train.json"
+    assert hps["validation_file"] == "/opt/ml/input/data/validation/validation.json"
+    assert subs.recipe["training"]["channels"]["model"].endswith("/model/")
+    channels = build_data(subs.data_kind, tmp_path, rows=subs.hub_rows)
+    rows = json.loads((channels["training"] / "train.json").read_text())["data"]
+    assert len(rows) == 96 and set(rows[0]) == {"id", "title", "context", "question", "answers"}
+    for row in rows:
+        [text], [start] = row["answers"]["text"], row["answers"]["answer_start"]
+        assert row["context"][start : start + len(text)] == text
+    channels_only = for_this_machine(real, gpu=False, script_arguments={"model_name_or_path"})
+    assert not {"train_file", "validation_file"} & set(channels_only.recipe["training"]["hyperparameters"])
+    assert channels_only.hub_rows is False
+
+
+def test_an_own_script_on_its_own_data_is_not_told_of_steps_and_one_on_a_stand_in_is():
+    """Steps are a substitution only where a stand-in came in: a team's script on its own channels runs as
+    written (no line); with a hub model become the tiny one and no max_steps, the line says it is not capped."""
+    from own_sources import SQUAD_RECIPE
+
+    own = load_recipe("tiny-qa")
+    own["training"].update(source={"dir": "scripts"}, entry_point="train.py", hyperparameters={"epochs": 2})
+    subs = for_this_machine(own, gpu=False, script_arguments={"epochs"})
+    assert [s.setting for s in subs.items if s.setting == "steps"] == []
+    assert "max_steps" not in subs.recipe["training"]["hyperparameters"]
+    stand_in = for_this_machine(load_recipe(str(SQUAD_RECIPE)), gpu=False, script_arguments={"train_file"})
+    [steps] = [s for s in stand_in.items if s.setting == "steps"]
+    assert (steps.real, steps.local) == ("the script's own", "the script's own")
+    assert steps.why == "the recipe sets no max_steps: not capped"
+
+
 @pytest.mark.parametrize("name", [n for n in RECIPES if n.startswith("tiny-")])
 def test_a_tiny_recipe_runs_here_as_written(name):
     """The CPU-sized recipes need no change of their own settings (the local world runs them as written, and

@@ -71,6 +71,8 @@ def _training_report(event: dict[str, Any], plan: Plan) -> dict[str, Any]:
         "evaluation_gate": gate,
         # The model package version the Register step made (or found) for this run; null before it.
         "model_package_arn": (event.get("registered") or {}).get("model_package_arn"),
+        # Why a recipe's own script's hyperparameters were not checked against its parser (null: they were).
+        "hyperparameters_not_checked": plan.hyperparameters_not_checked,
     }
 
 

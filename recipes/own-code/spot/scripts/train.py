@@ -28,7 +28,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_steps", type=int, default=-1)
     parser.add_argument("--logging_steps", type=int, default=50)
     parser.add_argument("--save_steps", type=int, default=200)
-    parser.add_argument("--checkpoint_dir", type=str, default="/opt/ml/checkpoints")
+    # The toolkit's base dir is /opt/ml in the container (SageMaker syncs its checkpoints/ with
+    # checkpoint_s3_uri) and SAGEMAKER_BASE_DIR wherever else the toolkit runs the script (hfpipe local).
+    base_dir = os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml")
+    parser.add_argument("--checkpoint_dir", type=str, default=os.path.join(base_dir, "checkpoints"))
     parser.add_argument("--output_data_dir", type=str, default=os.environ.get("SM_OUTPUT_DATA_DIR"))
     parser.add_argument("--model_dir", type=str, default=os.environ.get("SM_MODEL_DIR"))
     parser.add_argument("--training_dir", type=str, default=os.environ.get("SM_CHANNEL_TRAIN"))
