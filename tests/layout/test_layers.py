@@ -72,7 +72,7 @@ FUNCTION_BUDGET = 60
 #: Functions over the budget today, with their length, which may only shrink (a ratchet, not a licence):
 #: new code fits the budget, and an entry goes when its function is split.
 OVER_BUDGET = {
-    "hfpipe/core/plan.py:build_plan": 90,
+    "hfpipe/core/plan.py:build_plan": 87,
     "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/local/moto_patches.py:_interpreter": 85,
     "hfpipe/cli/invoke.py:cmd_invoke": 70,
