@@ -439,22 +439,22 @@ class _MotoHosting:
 
 
 def _interpreter(engine: Engine) -> list[Patch]:
-    from moto.core.responses import EmptyResult
+    """The Step Functions interpreter's patches: SageMaker's errors and results as AWS's, task callbacks
+    and stops, the end of an execution, and one client per service."""
+    return [*_task_results(), *_task_callbacks(), *_execution_end(engine), *_shared_clients()]
+
+
+def _task_results() -> list[Patch]:
+    """A SageMaker task's error named as AWS names it (`_sagemaker_failure`), an SDK task's result as plain JSON."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
         state_task_service_aws_sdk as aws_sdk,
     )
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
         state_task_service_unsupported as unsupported,
     )
-    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
-    from moto.stepfunctions.parser.backend import execution as parser_execution
-    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
-    from moto.stepfunctions.responses import StepFunctionResponse
 
     original_from_error = unsupported.StateTaskServiceUnsupported._from_error
     original_eval = aws_sdk.StateTaskServiceAwsSdk._eval_service_task
-    original_stop = ExecutionWorker.stop
-    original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
 
     def from_error(task: Any, env: Any, ex: Exception) -> Any:
         from botocore.exceptions import ClientError
@@ -466,28 +466,6 @@ def _interpreter(engine: Engine) -> list[Patch]:
     def eval_aws_sdk(task: Any, env: Any, *args: Any, **kwargs: Any) -> None:
         original_eval(task, env, *args, **kwargs)
         env.stack.append(json.loads(json.dumps(env.stack.pop(), default=str)))
-
-    def send_task_failure(response: Any) -> Any:
-        response.stepfunction_backend.send_task_failure(
-            response._get_param("taskToken"),
-            error=response._get_param("error"),
-            cause=response._get_param("cause"),
-        )
-        return EmptyResult()
-
-    def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
-        original_stop(worker, stop_date, error, cause)
-        # Release the waiting task without an error (an error would run its Catch): the program loop then
-        # sees the execution stopped and ends it ABORTED before any further state.
-        for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
-            if endpoint.get_outcome() is None:
-                endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
-
-    def terminated(comm: Any) -> None:
-        # Marked first, so that a caller waiting for the end also waits for the event's delivery.
-        engine.execution_ending(comm.execution.exec_arn)
-        original_terminated(comm)
-        engine.execution_ended(comm.execution)
 
     return [
         (
@@ -508,6 +486,35 @@ def _interpreter(engine: Engine) -> list[Patch]:
             "_eval_service_task",
             eval_aws_sdk,
         ),
+    ]
+
+
+def _task_callbacks() -> list[Patch]:
+    """SendTaskFailure with its error and cause, and a stopped execution releasing its waiting task."""
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original_stop = ExecutionWorker.stop
+
+    def send_task_failure(response: Any) -> Any:
+        response.stepfunction_backend.send_task_failure(
+            response._get_param("taskToken"),
+            error=response._get_param("error"),
+            cause=response._get_param("cause"),
+        )
+        return EmptyResult()
+
+    def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+        original_stop(worker, stop_date, error, cause)
+        # Release the waiting task without an error (an error would run its Catch): the program loop then
+        # sees the execution stopped and ends it ABORTED before any further state.
+        for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+            if endpoint.get_outcome() is None:
+                endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
+    return [
         (
             "StepFunctionResponse.send_task_failure",
             StepFunctionResponse,
@@ -515,13 +522,28 @@ def _interpreter(engine: Engine) -> list[Patch]:
             send_task_failure,
         ),
         ("ExecutionWorker.stop", ExecutionWorker, "stop", stop),
+    ]
+
+
+def _execution_end(engine: Engine) -> list[Patch]:
+    """The engine told when an execution ends (before and after its end event is delivered)."""
+    from moto.stepfunctions.parser.backend import execution as parser_execution
+
+    original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+
+    def terminated(comm: Any) -> None:
+        # Marked first, so that a caller waiting for the end also waits for the event's delivery.
+        engine.execution_ending(comm.execution.exec_arn)
+        original_terminated(comm)
+        engine.execution_ended(comm.execution)
+
+    return [
         (
             "BaseExecutionWorkerCommunication.terminated",
             parser_execution.BaseExecutionWorkerCommunication,
             "terminated",
             terminated,
-        ),
-        *_shared_clients(),
+        )
     ]
 
 
