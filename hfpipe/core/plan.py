@@ -13,7 +13,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit, sources
+from hfpipe.core import (
+    adapter_recipe,
+    api_shapes,
+    cost,
+    fleets,
+    limits,
+    names,
+    prices,
+    quotas,
+    request,
+    serving_fit,
+    sources,
+)
 from hfpipe.core import validate as rules
 from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.plan_model import Gate, Plan
@@ -270,6 +282,7 @@ def check_rules(recipe: dict[str, Any]) -> None:
             f"recipe.training.instance_count: {t['instance_count']} instances without a distribution "
             "would run the same single-process job on each; set training.distribution"
         )
+    adapter_recipe.check(recipe)
     gate = recipe["evaluation_gate"]
     if gate:
         metric_names = [m["Name"] for m in t["metric_definitions"]]
@@ -419,7 +432,9 @@ def build_plan(
     accepted = accept(event, config, s3=s3)
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t, s = recipe["training"], recipe["serving"]
-    deploy = bool(recipe["deploy"])
+    # An adapter kept unmerged gets no endpoint of its own: it is registered, and served on the shared base.
+    adapter_base = adapter_recipe.base_model(recipe)
+    deploy = bool(recipe["deploy"]) and adapter_base is None
     image_uri, inference_image_uri = accepted.training_image, accepted.inference_image
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
@@ -431,7 +446,7 @@ def build_plan(
     checkpoint = checkpoint_uri(t, config, n["training_job_name"])
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
     job_request = request.build_training_job_request(
-        recipe=recipe,
+        recipe={**recipe, "training": {**t, "hyperparameters": adapter_recipe.hyperparameters(recipe)}},
         training_job_name=n["training_job_name"],
         image_uri=image_uri,
         role_arn=config.role_arn,
@@ -490,6 +505,7 @@ def build_plan(
         tags=tags,
         training_job_request=job_request,
         hyperparameters_not_checked=accepted.hyperparameters_not_checked,
+        adapter_base_model=adapter_base,
     )
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
