@@ -13,6 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -216,65 +217,18 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
         aws.validate_env_name(args.env)
     timeout_s = wait_timeout(args)
     clients = aws.clients_for(args)
-    desc = aws.resolve_execution(clients, args.execution, args.env)
-    arn, execution = desc["executionArn"], desc["name"]
-    running = desc["status"] == "RUNNING"
-    plan = _plan(clients, arn)
-    if plan and args.env is not None and plan.env != args.env:
-        raise HfpipeError(
-            f"execution {execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
-            "nothing stopped"
-        )
-    env = plan.env if plan else args.env
-    names = plan.names if plan else PlannedNames.derive(execution, env) if env else None
-    kept: list[str] = []
-    if running:
-        # Keep before StopExecution: the stop's ABORTED event runs the abnormal-end clean-up, which must find
-        # the keep tag already there.
-        if args.keep_endpoint and names is not None:
-            kept += keep(clients.sagemaker, names, console)
-        # The execution first, so it cannot go on to create an endpoint after its job is stopped.
-        step(
-            "stopping the execution",
-            clients.sfn.stop_execution,
-            executionArn=arn,
-            error="hfpipe.Stopped",
-            cause="stopped with `hfpipe stop`",
-        )
-        console.print(f"stopped execution {execution}")
-        plan = _plan(clients, arn)  # Plan may have finished meanwhile
-        if plan:
-            if args.env is not None and plan.env != args.env:
-                raise HfpipeError(
-                    f"execution {execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
-                    "its training job and endpoint were left alone"
-                )
-            env, names = plan.env, plan.names
-        if names is None or (plan is None and args.env is None):
-            console.print("its Plan had not finished: no training job was launched")
-            return 0
-    else:
-        console.print(f"execution {execution} already ended ({desc['status']})")
-        if names is None:
-            console.print(
-                "it stored no plan: pass --env ENV to look for what it may have created by the names "
-                "the environment gives it"
-            )
-            return 0
+    target = _target(clients, args)
+    running = target.status == "RUNNING"
+    if not (_stop_execution(args, clients, console, target) if running else _has_names(console, target)):
+        return 0
+    names, env = target.names, target.env
     assert names is not None and env is not None
     if args.keep_endpoint:
-        # Again after the stop: an endpoint created in the moment before it is kept too (and, for an
-        # execution that already ended, this is the only pass).
-        kept += [k for k in keep(clients.sagemaker, names, console) if k not in kept]
-        for resource in kept:
-            console.print(
-                f"kept {resource} (tagged {contract.TAG_KEEP}={contract.TAG_KEEP_VALUE}: clean-up leaves it; "
-                f"`hfpipe endpoints delete {names.endpoint_name} --env {env}` deletes it)"
-            )
+        _keep_after_stop(clients, console, target)
     acted = _stop_job(clients.sagemaker, names, console)
     # A run that succeeded with keep_endpoint: true kept its endpoint by the user's decision; stopping it
     # afterwards (which stops nothing) does not undo that. `hfpipe endpoints delete` does.
-    kept_by_run = bool(plan and plan.keep_endpoint and desc["status"] == "SUCCEEDED")
+    kept_by_run = bool(target.plan and target.plan.keep_endpoint and target.status == "SUCCEEDED")
     if kept_by_run and not args.keep_endpoint:
         console.print(
             f"its endpoint {names.endpoint_name} was kept (keep_endpoint: true) and stays; "
@@ -283,27 +237,124 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
     # A stopped execution never reaches its Cleanup state, so do its work here (the abnormal-end rule's
     # Lambda does it too; whichever comes second finds less, and neither minds).
     if not args.keep_endpoint and not kept_by_run:
-        found = step(
-            "listing SageMaker resources",
-            find_resources,
-            sagemaker=clients.sagemaker,
-            env=env,
-            execution=execution,
-        )
-        if (
-            found
-            and not args.yes
-            and not _confirm(f"Delete {', '.join(f'{r.kind.name} {r.name}' for r in found)}?")
-        ):
-            console.print(
-                f"left {len(found)} resources of execution {execution}; delete them with "
-                f"`hfpipe cleanup --env {env}` or rerun with --yes"
-            )
+        deleted = _delete_what_it_made(args, clients, console, target, timeout_s)
+        if deleted is None:
             return 0
-        acted += delete_all(clients.sagemaker, found, console, timeout_s)
-    if not running and not acted and not kept and not kept_by_run:
+        acted += deleted
+    if not running and not acted and not target.kept and not kept_by_run:
         console.print("nothing left to stop or delete")
     return 0
+
+
+@dataclass
+class _Target:
+    """The execution `hfpipe stop` stops: its ARN, name and status, the plan it stored (read again after the
+    stop), its environment and names (from the plan, or derived for --env), and what was kept so far."""
+
+    arn: str
+    execution: str
+    status: str
+    plan: Plan | None
+    env: str | None
+    names: PlannedNames | None
+    kept: list[str] = field(default_factory=list)
+
+
+def _target(clients: aws.Clients, args: argparse.Namespace) -> _Target:
+    """The execution named on the command line, refused when its plan names another environment than --env."""
+    desc = aws.resolve_execution(clients, args.execution, args.env)
+    arn, execution = desc["executionArn"], desc["name"]
+    plan = _plan(clients, arn)
+    if plan and args.env is not None and plan.env != args.env:
+        raise HfpipeError(
+            f"execution {execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
+            "nothing stopped"
+        )
+    env = plan.env if plan else args.env
+    names = plan.names if plan else PlannedNames.derive(execution, env) if env else None
+    return _Target(arn, execution, desc["status"], plan, env, names)
+
+
+def _stop_execution(
+    args: argparse.Namespace, clients: aws.Clients, console: Console, target: _Target
+) -> bool:
+    """Stop a running execution (keeping its endpoint first with --keep-endpoint) and read its plan again;
+    False when it had launched no training job, so nothing is left to do."""
+    # Keep before StopExecution: the stop's ABORTED event runs the abnormal-end clean-up, which must find
+    # the keep tag already there.
+    if args.keep_endpoint and target.names is not None:
+        target.kept += keep(clients.sagemaker, target.names, console)
+    # The execution first, so it cannot go on to create an endpoint after its job is stopped.
+    step(
+        "stopping the execution",
+        clients.sfn.stop_execution,
+        executionArn=target.arn,
+        error="hfpipe.Stopped",
+        cause="stopped with `hfpipe stop`",
+    )
+    console.print(f"stopped execution {target.execution}")
+    target.plan = plan = _plan(clients, target.arn)  # Plan may have finished meanwhile
+    if plan:
+        if args.env is not None and plan.env != args.env:
+            raise HfpipeError(
+                f"execution {target.execution!r} belongs to environment {plan.env!r}, not --env {args.env!r}; "
+                "its training job and endpoint were left alone"
+            )
+        target.env, target.names = plan.env, plan.names
+    if target.names is None or (plan is None and args.env is None):
+        console.print("its Plan had not finished: no training job was launched")
+        return False
+    return True
+
+
+def _has_names(console: Console, target: _Target) -> bool:
+    """For an execution that already ended: whether there are names to look for what it made by."""
+    console.print(f"execution {target.execution} already ended ({target.status})")
+    if target.names is None:
+        console.print(
+            "it stored no plan: pass --env ENV to look for what it may have created by the names "
+            "the environment gives it"
+        )
+        return False
+    return True
+
+
+def _keep_after_stop(clients: aws.Clients, console: Console, target: _Target) -> None:
+    """--keep-endpoint's pass after the stop, and what was kept, with the command that deletes it."""
+    assert target.names is not None
+    # Again after the stop: an endpoint created in the moment before it is kept too (and, for an
+    # execution that already ended, this is the only pass).
+    target.kept += [k for k in keep(clients.sagemaker, target.names, console) if k not in target.kept]
+    for resource in target.kept:
+        console.print(
+            f"kept {resource} (tagged {contract.TAG_KEEP}={contract.TAG_KEEP_VALUE}: clean-up leaves it; "
+            f"`hfpipe endpoints delete {target.names.endpoint_name} --env {target.env}` deletes it)"
+        )
+
+
+def _delete_what_it_made(
+    args: argparse.Namespace, clients: aws.Clients, console: Console, target: _Target, timeout_s: float
+) -> int | None:
+    """Delete the execution's tagged endpoint, config and model once confirmed (--yes); how many were
+    deleted, or None when the user declined (they are left, and the command says how to delete them)."""
+    found = step(
+        "listing SageMaker resources",
+        find_resources,
+        sagemaker=clients.sagemaker,
+        env=target.env,
+        execution=target.execution,
+    )
+    if (
+        found
+        and not args.yes
+        and not _confirm(f"Delete {', '.join(f'{r.kind.name} {r.name}' for r in found)}?")
+    ):
+        console.print(
+            f"left {len(found)} resources of execution {target.execution}; delete them with "
+            f"`hfpipe cleanup --env {target.env}` or rerun with --yes"
+        )
+        return None
+    return delete_all(clients.sagemaker, found, console, timeout_s)
 
 
 def _plan(clients: aws.Clients, arn: str) -> Plan | None:

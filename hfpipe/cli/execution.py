@@ -153,13 +153,21 @@ def current_state(events: list[dict[str, Any]]) -> str | None:
 
 
 def failure_of(events: list[dict[str, Any]], description: dict[str, Any]) -> str | None:
-    """Error and cause of a failed execution, from DescribeExecution or its last failure event."""
-    if description.get("error") or description.get("cause"):
-        return ": ".join(x for x in (description.get("error"), description.get("cause")) if x)
+    """Error and cause of a failed execution, from DescribeExecution or its last failure event; a Lambda
+    error's cause (its JSON error object) as its message."""
+    found = description if description.get("error") or description.get("cause") else _last_failure(events)
+    if found is None:
+        return None
+    cause = aws.cause_message(str(found["cause"])) if found.get("cause") else None
+    return ": ".join(str(x) for x in (found.get("error"), cause) if x)
+
+
+def _last_failure(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The details of the history's last failure event (its `error` and `cause`)."""
     for event in reversed(events):
         for key, details in event.items():
             if key.endswith("FailedEventDetails") and isinstance(details, dict):
-                return ": ".join(str(x) for x in (details.get("error"), details.get("cause")) if x)
+                return details
     return None
 
 

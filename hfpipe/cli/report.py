@@ -100,6 +100,22 @@ def _fmt(value: Any, unit: str = "") -> str:
 def render_report(report: dict[str, Any], env: str | None = None) -> list[RenderableType]:
     """The report as rich tables: summary, final metrics, smoke test; `env`: the environment the execution
     ran in, which the hints name (`hfpipe models --env ENV` without it)."""
+    parts: list[RenderableType] = [_summary(report, env)]
+    tail = report.get("log_tail")
+    if tail:
+        # Text, not markup: a traceback's [brackets] are not styles.
+        parts.append(Panel(Text("\n".join(tail)), title="last lines of the training log", title_align="left"))
+    metrics = report.get("final_metrics") or {}
+    if metrics:
+        parts.append(_metrics_table(metrics))
+    smoke = report.get("smoke_test")
+    if isinstance(smoke, dict):
+        parts.append(_smoke_table(smoke))
+    return parts
+
+
+def _summary(report: dict[str, Any], env: str | None) -> Table:
+    """The summary table: status, job, instances, times, cost, artifacts, endpoint and model version."""
     summary = Table(title=f"report: {report.get('execution_name')}", show_header=False, title_justify="left")
     summary.add_column(style="bold")
     summary.add_column()
@@ -123,16 +139,7 @@ def render_report(report: dict[str, Any], env: str | None = None) -> list[Render
     )
     summary.add_row("training time", _fmt(report.get("training_seconds"), " s"))
     summary.add_row("billable time", _fmt(report.get("billable_seconds"), " s"))
-    cost = report.get("cost_usd")
-    price = report.get("price_per_hour_usd")
-    aws_cost = ("-" if cost is None else f"{float(cost):.4f} USD") + (
-        "" if price is None else f" at {float(price):.4g} USD/h per instance"
-    )
-    if report.get("local_mode"):
-        # A local run bills nothing; what it shows is the same job on the recipe's instances on AWS.
-        summary.add_row("cost", f"0 USD here; on AWS: {aws_cost} (the recipe's instances, this run's time)")
-    else:
-        summary.add_row("cost", aws_cost)
+    summary.add_row("cost", _cost(report))
     if report.get("spot_savings_percent") is not None:
         summary.add_row("spot savings", f"{float(report['spot_savings_percent']):.1f} %")
     summary.add_row("model artifacts", _fmt(report.get("model_artifacts")))
@@ -144,58 +151,71 @@ def render_report(report: dict[str, Any], env: str | None = None) -> list[Render
     env = "ENV" if report.get("local_mode") or not env else env
     if report.get("endpoint_name"):
         if report.get("endpoint_status"):
-            env = report.get("endpoint_env") or env  # an endpoint that is up: its own environment's
-        summary.add_row("endpoint", _endpoint_state(report, env))
+            env = report.get("endpoint_env") or env
+        summary.add_row("endpoint", f"{report['endpoint_name']} ({_endpoint_state(report, env)})")
     if report.get("model_package_arn"):
-        # The Register step's version (hfpipe.core.registry): decided on with `hfpipe models`.
-        arn = str(report["model_package_arn"])
-        group, number = arn.rsplit("/", 2)[-2:]
-        where = (
-            "in the run's own registry, which ended with the run"
-            if report.get("local_mode")
-            else f"`hfpipe models --env {env}`"
-        )
-        summary.add_row("model version", f"{group}/{number} ({where})")
-    parts: list[RenderableType] = [summary]
-    tail = report.get("log_tail")
-    if tail:
-        # Text, not markup: a traceback's [brackets] are not styles.
-        parts.append(Panel(Text("\n".join(tail)), title="last lines of the training log", title_align="left"))
-    metrics = report.get("final_metrics") or {}
-    if metrics:
-        table = Table(title="final metrics", title_justify="left")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for name, value in sorted(metrics.items()):
-            table.add_row(name, _fmt(float(value)) if isinstance(value, int | float) else str(value))
-        parts.append(table)
-    smoke = report.get("smoke_test")
-    if isinstance(smoke, dict):
-        table = Table(title="smoke test", show_header=False, title_justify="left")
-        table.add_column(style="bold")
-        table.add_column()
-        table.add_row("ok", Text(_fmt(smoke.get("ok")), style="green" if smoke.get("ok") else "red"))
-        table.add_row("latency", _fmt(smoke.get("latency_ms"), " ms"))
-        table.add_row("response", Text(str(smoke.get("response"))))
-        parts.append(table)
-    return parts
+        summary.add_row("model version", _model_version(report, env))
+    return summary
+
+
+def _cost(report: dict[str, Any]) -> str:
+    """The training cost, and its price per instance hour; a local run's, as it would be on AWS."""
+    cost = report.get("cost_usd")
+    price = report.get("price_per_hour_usd")
+    aws_cost = ("-" if cost is None else f"{float(cost):.4f} USD") + (
+        "" if price is None else f" at {float(price):.4g} USD/h per instance"
+    )
+    if report.get("local_mode"):
+        # A local run bills nothing; what it shows is the same job on the recipe's instances on AWS.
+        return f"0 USD here; on AWS: {aws_cost} (the recipe's instances, this run's time)"
+    return aws_cost
 
 
 def _endpoint_state(report: dict[str, Any], env: str) -> str:
-    """The endpoint row: its name, and up (with its price so far), deleted, or kept (and how to delete it)."""
+    """The endpoint's state: up (its price, cost so far), deleted, or kept; with the command that deletes it."""
     name = report["endpoint_name"]
     if report.get("endpoint_status"):
         price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
         cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
         cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
-        state = f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
-    elif report.get("endpoint_deleted"):
-        state = "deleted"
-    else:
-        price = report.get("endpoint_price_per_hour_usd")
-        billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
-        state = f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
-    return f"{name} ({state})"
+        return f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
+    if report.get("endpoint_deleted"):
+        return "deleted"
+    price = report.get("endpoint_price_per_hour_usd")
+    billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
+    return f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
+
+
+def _model_version(report: dict[str, Any], env: str) -> str:
+    """The Register step's version (hfpipe.core.registry), and where it is decided on (`hfpipe models`)."""
+    group, number = str(report["model_package_arn"]).rsplit("/", 2)[-2:]
+    where = (
+        "in the run's own registry, which ended with the run"
+        if report.get("local_mode")
+        else f"`hfpipe models --env {env}`"
+    )
+    return f"{group}/{number} ({where})"
+
+
+def _metrics_table(metrics: dict[str, Any]) -> Table:
+    """The final metrics, by name."""
+    table = Table(title="final metrics", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in sorted(metrics.items()):
+        table.add_row(name, _fmt(float(value)) if isinstance(value, int | float) else str(value))
+    return table
+
+
+def _smoke_table(smoke: dict[str, Any]) -> Table:
+    """The smoke test's outcome, latency and response."""
+    table = Table(title="smoke test", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("ok", Text(_fmt(smoke.get("ok")), style="green" if smoke.get("ok") else "red"))
+    table.add_row("latency", _fmt(smoke.get("latency_ms"), " ms"))
+    table.add_row("response", Text(str(smoke.get("response"))))
+    return table
 
 
 #: The loss series a plot draws: the Trainer's per-step training loss and its evaluation loss.

@@ -208,8 +208,9 @@ def resolve_image(
         )
     if processor not in by_processor:
         raise RecipeError(
-            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; "
-            f"processors: {sorted(by_processor)}"
+            f"recipe.container.{part}: {key} has no {processor} image for {instance_type}; accepted: an "
+            f"instance type of its images' processors {sorted(by_processor)}, other versions, or "
+            f"container.{part}.image_uri"
         )
     return str(by_processor[processor])
 

@@ -220,7 +220,7 @@ def for_this_machine(
     # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS. A recipe's own
     # script (training.source) may not take max_steps or logging_steps: they are changed only where its
     # hyperparameters name them, never added.
-    if any(s.setting in STAND_INS for s in subs.items) or (own and "max_steps" not in hps):
+    if any(s.setting in STAND_INS for s in subs.items):
         _cap_steps(hps, subs, own)
     if not own or "logging_steps" in hps:
         _log_often(hps, subs)
@@ -390,9 +390,7 @@ def _cap_steps(hps: dict[str, Any], subs: Substitutions, own: bool = False) -> N
     as well. (A recipe that runs as written, as the tiny-* ones do, is never capped: see for_this_machine.)"""
     steps = hps.get("max_steps")
     if own and steps is None:
-        subs.add(
-            "steps", "the script's own", "the script's own", "its arguments are not known here: not capped"
-        )
+        subs.add("steps", "the script's own", "the script's own", "the recipe sets no max_steps: not capped")
         return
     if steps is not None and 0 < int(steps) <= LOCAL_MAX_STEPS:
         return

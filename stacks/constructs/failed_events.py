@@ -41,8 +41,15 @@ class FailedEvents(Construct):
         self, scope: Construct, construct_id: str, *, env_name: str, topic: sns.ITopic, topic_key: kms.IKey
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = cdk.Stack.of(self)
-        self.queue = sqs.Queue(
+        alarm_name = f"hfpipe-{env_name}-failed-events"
+        self.queue = self._make_queue()
+        self.alarm = self._make_alarm(env_name, alarm_name)
+        self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        _admit_alarm(cdk.Stack.of(self), alarm_name, topic, topic_key)
+
+    def _make_queue(self) -> sqs.Queue:
+        """The queue: SSE, TLS only, kept RETENTION; itself a dead-letter queue, so none of its own."""
+        queue = sqs.Queue(
             self,
             "Queue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
@@ -50,14 +57,17 @@ class FailedEvents(Construct):
             retention_period=RETENTION,
         )
         acknowledge(
-            self.queue,
+            queue,
             "AwsSolutions-SQS3",
             "This queue is itself the dead-letter queue of the OnTrainingEvent and Cleanup functions and of "
             "their EventBridge rule targets (DeadLetterConfig of both functions and targets); nothing "
             "consumes it to fail again, so it needs no dead-letter queue of its own.",
         )
-        alarm_name = f"hfpipe-{env_name}-failed-events"
-        self.alarm = cloudwatch.Alarm(
+        return queue
+
+    def _make_alarm(self, env_name: str, alarm_name: str) -> cloudwatch.Alarm:
+        """The alarm on the queue's visible messages (>= 1), named ``alarm_name``."""
+        return cloudwatch.Alarm(
             self,
             "Alarm",
             alarm_name=alarm_name,
@@ -75,37 +85,40 @@ class FailedEvents(Construct):
             # No datapoints means no messages (SQS sends the metric only for active queues).
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        # CloudWatch publishes as its service principal, which no identity policy covers: the topic's policy
-        # (its only other statement denies non-TLS publishing) and the topic key's policy must admit it, for
-        # this alarm only. The ARN is built from the fixed alarm name: a GetAtt would make a cycle (key ->
-        # alarm -> topic -> key). Confused-deputy keys as CloudWatch documents them for SNS alarm actions.
-        alarm_arn = stack.format_arn(
-            service="cloudwatch",
-            resource="alarm",
-            resource_name=alarm_name,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+
+
+def _admit_alarm(stack: cdk.Stack, alarm_name: str, topic: sns.ITopic, topic_key: kms.IKey) -> None:
+    """The topic's and its key's policy statements that let CloudWatch publish for this alarm only."""
+    # CloudWatch publishes as its service principal, which no identity policy covers: the topic's policy
+    # (its only other statement denies non-TLS publishing) and the topic key's policy must admit it, for
+    # this alarm only. The ARN is built from the fixed alarm name: a GetAtt would make a cycle (key ->
+    # alarm -> topic -> key). Confused-deputy keys as CloudWatch documents them for SNS alarm actions.
+    alarm_arn = stack.format_arn(
+        service="cloudwatch",
+        resource="alarm",
+        resource_name=alarm_name,
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    from_this_alarm = {
+        "ArnLike": {"aws:SourceArn": alarm_arn},
+        "StringEquals": {"aws:SourceAccount": stack.account},
+    }
+    cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AlarmPublishes",
+            principals=[cloudwatch_principal],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions=from_this_alarm,
         )
-        from_this_alarm = {
-            "ArnLike": {"aws:SourceArn": alarm_arn},
-            "StringEquals": {"aws:SourceAccount": stack.account},
-        }
-        cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AlarmPublishes",
-                principals=[cloudwatch_principal],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions=from_this_alarm,
-            )
+    )
+    topic_key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AlarmUsesTopicKey",
+            principals=[cloudwatch_principal],
+            actions=["kms:GenerateDataKey", "kms:Decrypt"],
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions=from_this_alarm,
         )
-        topic_key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AlarmUsesTopicKey",
-                principals=[cloudwatch_principal],
-                actions=["kms:GenerateDataKey", "kms:Decrypt"],
-                resources=["*"],  # in a key policy, "*" is this key
-                conditions=from_this_alarm,
-            )
-        )
+    )

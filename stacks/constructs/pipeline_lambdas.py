@@ -100,17 +100,54 @@ class PipelineLambdas(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         #: What every function shares (the Promote function, where there is one, is made with it too).
-        self.settings = settings = FunctionSettings(
+        self.settings = FunctionSettings(
             env_name=env_name,
             code=code_asset(),
             role_factory=role_factory,
             log_retention=log_retention,
             removal_policy=removal_policy,
         )
+        self._add_training_functions(
+            execution_role=execution_role,
+            sourcedir_uri=sourcedir_uri,
+            data_bucket_name=data_bucket_name,
+            artifacts_bucket_name=artifacts_bucket_name,
+            image_catalog=image_catalog,
+            grant_pass_role=grant_pass_role,
+            default_poll_seconds=default_poll_seconds,
+            allowed_s3_buckets=allowed_s3_buckets,
+            allowed_image_registries=allowed_image_registries,
+        )
+        self._add_closing_functions(topic, state_machine_arn, failed_events, artifacts_bucket_name)
+        self.register = RegisterFunction(
+            self,
+            "RegisterFunction",
+            settings=self.settings,
+            artifacts_bucket_name=artifacts_bucket_name,
+            model_approval=model_approval,
+            promote_role_arns=promote_role_arns,
+        )
+        self._add_deploy_functions(execution_role, endpoints)
+        self._index_components()
+
+    def _add_training_functions(
+        self,
+        *,
+        execution_role: iam.IRole,
+        sourcedir_uri: str,
+        data_bucket_name: str,
+        artifacts_bucket_name: str,
+        image_catalog: dict[str, Any],
+        grant_pass_role: PassRoleGrant,
+        default_poll_seconds: int,
+        allowed_s3_buckets: tuple[str, ...],
+        allowed_image_registries: tuple[str, ...],
+    ) -> None:
+        """Plan, Launch, Gate and SmokeTest: the functions from a recipe to a tested endpoint."""
         self.plan = PlanFunction(
             self,
             "PlanFunction",
-            settings=settings,
+            settings=self.settings,
             execution_role=execution_role,
             sourcedir_uri=sourcedir_uri,
             data_bucket_name=data_bucket_name,
@@ -123,17 +160,23 @@ class PipelineLambdas(Construct):
         self.launch = LaunchFunction(
             self,
             "LaunchFunction",
-            settings=settings,
+            settings=self.settings,
             artifacts_bucket_name=artifacts_bucket_name,
             grant_pass_role=grant_pass_role,
         )
-        self.gate = GateFunction(self, "GateFunction", settings=settings)
-        self.smoke_test = SmokeTestFunction(self, "SmokeTestFunction", settings=settings)
-        self.report = ReportFunction(self, "ReportFunction", settings=settings, topic=topic)
+        self.gate = GateFunction(self, "GateFunction", settings=self.settings)
+        self.smoke_test = SmokeTestFunction(self, "SmokeTestFunction", settings=self.settings)
+
+    def _add_closing_functions(
+        self, topic: sns.ITopic, state_machine_arn: str, failed_events: sqs.IQueue, artifacts_bucket_name: str
+    ) -> None:
+        """Report and Cleanup (which notify ``topic``) and OnTrainingEvent: the two EventBridge invokes have
+        ``failed_events`` as their dead-letter queue."""
+        self.report = ReportFunction(self, "ReportFunction", settings=self.settings, topic=topic)
         self.cleanup = CleanupFunction(
             self,
             "CleanupFunction",
-            settings=settings,
+            settings=self.settings,
             topic=topic,
             state_machine_arn=state_machine_arn,
             failed_events=failed_events,
@@ -141,27 +184,27 @@ class PipelineLambdas(Construct):
         self.on_training_event = OnTrainingEventFunction(
             self,
             "OnTrainingEventFunction",
-            settings=settings,
+            settings=self.settings,
             artifacts_bucket_name=artifacts_bucket_name,
             failed_events=failed_events,
         )
-        self.register = RegisterFunction(
-            self,
-            "RegisterFunction",
-            settings=settings,
-            artifacts_bucket_name=artifacts_bucket_name,
-            model_approval=model_approval,
-            promote_role_arns=promote_role_arns,
-        )
+
+    def _add_deploy_functions(
+        self, execution_role: iam.IRole, endpoints: tuple[deployments.EndpointSettings, ...]
+    ) -> None:
+        """The deploy state machine's Prepare, Record and Cleanup."""
         self.deploy_prepare = DeployPrepareFunction(
             self,
             "DeployPrepareFunction",
-            settings=settings,
+            settings=self.settings,
             execution_role=execution_role,
             endpoints=endpoints,
         )
-        self.deploy_record = DeployRecordFunction(self, "DeployRecordFunction", settings=settings)
-        self.deploy_cleanup = DeployCleanupFunction(self, "DeployCleanupFunction", settings=settings)
+        self.deploy_record = DeployRecordFunction(self, "DeployRecordFunction", settings=self.settings)
+        self.deploy_cleanup = DeployCleanupFunction(self, "DeployCleanupFunction", settings=self.settings)
+
+    def _index_components(self) -> None:
+        """``functions`` and ``roles`` by runtime module name, the components made in COMPONENTS' order."""
         components: tuple[Component, ...] = (
             self.plan,
             self.launch,

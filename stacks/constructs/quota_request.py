@@ -77,20 +77,36 @@ class QuotaRequestProvider(Construct):
         self.log_group = logs.LogGroup(
             self, "LogGroup", retention=log_retention, removal_policy=removal_policy
         )
-        self.role = iam.Role(
+        self.role = self._make_role(service_codes)
+        self.function = self._make_function()
+        # CDK's Provider framework answers CloudFormation (the pre-signed URL), retries and times out.
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.function,
+            log_group=logs.LogGroup(
+                self, "FrameworkLogGroup", retention=log_retention, removal_policy=removal_policy
+            ),
+        )
+        self.service_token = self.provider.service_token
+        self._acknowledge_framework(stack)
+
+    def _make_role(self, service_codes: list[str]) -> iam.Role:
+        """The handler's role: its logs, and Service Quotas limited to ``service_codes`` where it can be."""
+        role = iam.Role(
             self,
             "Role",
             description="hfpipe: service quota increase requests",
             # No aws:SourceAccount condition: Lambda does not document confused-deputy keys for execution roles.
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
-        self.log_group.grant_write(self.role)
+        self.log_group.grant_write(role)
         # The look-up (hfpipe.core.quotas) reads the two lists, which support no resource-level
         # permissions; requesting an increase and reading a quota's request history are limited to the
         # configured services by servicequotas:service, the condition key the Service Authorization
         # Reference lists for them (https://docs.aws.amazon.com/service-authorization/latest/reference/
         # list_servicequotas.html). GetServiceQuota is not needed: ListServiceQuotas has every applied value.
-        self.role.add_to_policy(
+        role.add_to_policy(
             iam.PolicyStatement(
                 sid="RaiseQuotas",
                 actions=[
@@ -101,7 +117,7 @@ class QuotaRequestProvider(Construct):
                 conditions={"StringEquals": {"servicequotas:service": service_codes}},
             )
         )
-        self.role.add_to_policy(
+        role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListQuotas",
                 actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
@@ -109,14 +125,18 @@ class QuotaRequestProvider(Construct):
             )
         )
         acknowledge(
-            self.role,
+            role,
             "AwsSolutions-IAM5[Resource::*]",
             "ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level permissions; "
             "RequestServiceQuotaIncrease and ListRequestedServiceQuotaChangeHistoryByQuota are limited by "
             "the servicequotas:service condition to the configured services (Service Authorization "
             "Reference, Service Quotas).",
         )
-        self.function = lambda_.Function(
+        return role
+
+    def _make_function(self) -> lambda_.Function:
+        """The handler (lambda/quota, bundled with hfpipe/core), with the role and log group made first."""
+        function = lambda_.Function(
             self,
             "Function",
             description="hfpipe: request service quota increases up to the configured targets",
@@ -136,18 +156,8 @@ class QuotaRequestProvider(Construct):
             # reservation fails to deploy in accounts whose concurrency limit is 10, as new ones often have
             # (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html).
         )
-        function_depends_on_policy_only(self.function, self.role)
-        # CDK's Provider framework answers CloudFormation (the pre-signed URL), retries and times out.
-        self.provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=self.function,
-            log_group=logs.LogGroup(
-                self, "FrameworkLogGroup", retention=log_retention, removal_policy=removal_policy
-            ),
-        )
-        self.service_token = self.provider.service_token
-        self._acknowledge_framework(stack)
+        function_depends_on_policy_only(function, self.role)
+        return function
 
     def _acknowledge_framework(self, stack: Stack) -> None:
         framework = self.provider.node.find_child("framework-onEvent")

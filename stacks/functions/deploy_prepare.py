@@ -54,29 +54,21 @@ class DeployPrepareFunction(Construct):
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
             },
         )
-        stack = cdk.Stack.of(self)
         env = settings.env_name
-        versions = stack.format_arn(
-            service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
-        )
+        versions = _versions_arn(self, env)
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         parameters = deployment_parameters_arn(self, env)
-        # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
-        # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
-        # Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
-        machine = contract.deploy_state_machine_name(env)
-        machine_arn = stack.format_arn(
-            service="states",
-            resource="stateMachine",
-            resource_name=machine,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        executions = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{machine}:*",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
+        machine_arn, executions = _deploy_executions_arns(self, env)
+        self._grant_reads(versions, hosting, parameters, machine_arn, executions)
+        grant_endpoint_scaling(self.role, env, register=False)
+        # The fleet's endpoint-usage quota, read before anything starts.
+        grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
+        self._acknowledge_reads(versions, hosting, parameters, executions)
+
+    def _grant_reads(
+        self, versions: str, hosting: list[str], parameters: str, machine_arn: str, executions: str
+    ) -> None:
+        """The role's reads: versions, named endpoints and their configs and models, records, deploys."""
         for actions, resources in (
             (["sagemaker:DescribeModelPackage"], [versions]),
             (
@@ -90,9 +82,10 @@ class DeployPrepareFunction(Construct):
             (["states:DescribeExecution"], [executions]),
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
-        grant_endpoint_scaling(self.role, env, register=False)
-        # The fleet's endpoint-usage quota, read before anything starts.
-        grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
+
+    def _acknowledge_reads(self, versions: str, hosting: list[str], parameters: str, executions: str) -> None:
+        """cdk-nag's acknowledgements of the reads' ARNs that end in ``*``, each with its reason."""
+        stack = cdk.Stack.of(self)
         for resource, reason in (
             (
                 versions,
@@ -126,3 +119,32 @@ class DeployPrepareFunction(Construct):
             ),
         ):
             acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
+
+
+def _versions_arn(scope: Construct, env: str) -> str:
+    """The versions of this environment's model package groups (hfpipe-<env>-*)."""
+    return cdk.Stack.of(scope).format_arn(
+        service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
+    )
+
+
+def _deploy_executions_arns(scope: Construct, env: str) -> tuple[str, str]:
+    """The deploy state machine's ARN and its executions' (for ListExecutions and DescribeExecution)."""
+    # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
+    # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
+    # Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
+    stack = cdk.Stack.of(scope)
+    machine = contract.deploy_state_machine_name(env)
+    machine_arn = stack.format_arn(
+        service="states",
+        resource="stateMachine",
+        resource_name=machine,
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    executions = stack.format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{machine}:*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    return machine_arn, executions

@@ -63,31 +63,28 @@ class PromoteFunction(Construct):
             settings = dataclasses.replace(
                 settings, role_factory=_named_role_factory(stack, settings.env_name)
             )
-        source_account = source.account or stack.account
-        images = {k: v for k, v in image_catalog.items() if k not in _NOT_IMAGES}
-        environment = {
-            "SOURCE_ENV": source.name,
-            "SOURCE_REGION": source.region,
-            "SOURCE_ACCOUNT": source_account,
-            "PARTITION": stack.partition,
-            "ARTIFACTS_BUCKET": artifacts_bucket_name,
-            "MODEL_APPROVAL_STATUS": model_approval,
-            "IMAGE_CATALOG": stack.to_json_string(images),
-        }
-        if allowed_image_registries:
-            environment["ALLOWED_IMAGE_REGISTRIES"] = ",".join(allowed_image_registries)
         self.function, self.role = pipeline_function(
             self,
             settings,
             runtime_module=self.RUNTIME_MODULE,
-            environment=environment,
+            environment=_environment(
+                stack, source, artifacts_bucket_name, image_catalog, model_approval, allowed_image_registries
+            ),
             timeout_seconds=TIMEOUT_SECONDS,
         )
         grant_registry(self.role, settings.env_name, model_approval)
+        source_versions, source_keys = self._grant_source_reads(source)
+        self._grant_promoted_writes(artifacts_bucket_name)
+        self._acknowledge(source_versions, source_keys, artifacts_bucket_name)
+
+    def _grant_source_reads(self, source: PromotionPeer) -> tuple[str, list[str]]:
+        """DescribeModelPackage on the source's versions, GetObject on its training outputs and metrics
+        documents; the two ARNs (the versions', the keys') for the acknowledgements."""
+        stack = cdk.Stack.of(self)
         source_versions = stack.format_arn(
             service="sagemaker",
             region=source.region,
-            account=source_account,
+            account=source.account or stack.account,
             resource="model-package",
             resource_name=f"{registry.group_prefix(source.name)}*/*",
         )
@@ -100,11 +97,20 @@ class PromoteFunction(Construct):
         source_buckets = f"arn:{stack.partition}:s3:::{promotion_access.source_bucket_prefix(source.name)}*"
         source_keys = [f"{source_buckets}/{prefix}*" for prefix in promotion_access.SOURCE_KEY_PREFIXES]
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=source_keys))
-        promoted = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_PROMOTED_PREFIX}*"
+        return source_versions, source_keys
+
+    def _grant_promoted_writes(self, artifacts_bucket_name: str) -> None:
+        """PutObject under promoted/ of this environment's artifacts bucket."""
+        partition = cdk.Stack.of(self).partition
+        promoted = f"arn:{partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_PROMOTED_PREFIX}*"
         # The managed copy's multipart upload is aborted when a part fails.
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"], resources=[promoted])
         )
+
+    def _acknowledge(self, source_versions: str, source_keys: list[str], artifacts_bucket_name: str) -> None:
+        """cdk-nag's acknowledgements of the grants' ARNs that end in ``*``, each with its reason."""
+        stack = cdk.Stack.of(self)
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{rendered(stack, source_versions)}]",
@@ -128,6 +134,30 @@ class PromoteFunction(Construct):
             "promoted/<source>/<recipe>/<n>/ (the version is named at run time) of this environment's "
             "artifacts bucket only.",
         )
+
+
+def _environment(
+    stack: cdk.Stack,
+    source: PromotionPeer,
+    artifacts_bucket_name: str,
+    image_catalog: dict[str, Any],
+    model_approval: str,
+    allowed_image_registries: tuple[str, ...],
+) -> dict[str, str]:
+    """The function's environment: the source, this environment's bucket, approval and images."""
+    images = {k: v for k, v in image_catalog.items() if k not in _NOT_IMAGES}
+    environment = {
+        "SOURCE_ENV": source.name,
+        "SOURCE_REGION": source.region,
+        "SOURCE_ACCOUNT": source.account or stack.account,
+        "PARTITION": stack.partition,
+        "ARTIFACTS_BUCKET": artifacts_bucket_name,
+        "MODEL_APPROVAL_STATUS": model_approval,
+        "IMAGE_CATALOG": stack.to_json_string(images),
+    }
+    if allowed_image_registries:
+        environment["ALLOWED_IMAGE_REGISTRIES"] = ",".join(allowed_image_registries)
+    return environment
 
 
 def _named_role_factory(stack: cdk.Stack, env_name: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -202,6 +203,13 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
     arn, plan = deployed.start("live-1", running=True, wait=False)
     job_name = plan["training_job_name"]
     deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
+    # The Launch state is entered before its Lambda has created the job: the first view must find the job.
+    deadline = time.monotonic() + 30
+    while (
+        time.monotonic() < deadline
+        and not deployed.sagemaker.list_training_jobs(NameContains=job_name)["TrainingJobSummaries"]
+    ):
+        time.sleep(0.05)
     deployed.cloudwatch.put_metric_data(
         Namespace="/aws/sagemaker/TrainingJobs",
         MetricData=[
@@ -352,6 +360,13 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     arn, plan = deployed.start("stop-1", running=True, wait=False, poll_seconds=60)
     job_name = plan["training_job_name"]
     deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
+    # The Launch state is entered before its Lambda has created the job: the first view must find the job.
+    deadline = time.monotonic() + 30
+    while (
+        time.monotonic() < deadline
+        and not deployed.sagemaker.list_training_jobs(NameContains=job_name)["TrainingJobSummaries"]
+    ):
+        time.sleep(0.05)
     # a model this execution created, and one of another execution that must stay
     for name, execution in (("stop-1", "stop-1"), ("other", "other-exec")):
         deployed.sagemaker.create_model(
@@ -440,3 +455,17 @@ def test_aws_region_alone_reaches_the_session(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     assert make_clients().region == "eu-west-3"
+
+
+def test_a_lambda_errors_cause_is_shown_as_its_message_not_its_json_object() -> None:
+    """A failed Plan state's cause is the Lambda's JSON error object; the status and report show its message."""
+    from hfpipe.cli.execution import failure_of
+
+    cause = json.dumps({"errorType": "RecipeError", "errorMessage": "recipe.training.instance_type: bad"})
+    event = {"taskFailedEventDetails": {"error": "RecipeError", "cause": cause}}
+    assert failure_of([{"type": "TaskStateEntered"}, event], {}) == (
+        "RecipeError: recipe.training.instance_type: bad"
+    )
+    described = {"error": "States.Timeout", "cause": "not JSON: kept as it is"}
+    assert failure_of([event], described) == "States.Timeout: not JSON: kept as it is"
+    assert failure_of([{"type": "ExecutionSucceeded"}], {}) is None

@@ -127,7 +127,8 @@ def test_weights_that_do_not_fit_the_gpu_share_are_refused_naming_the_instance(c
 def test_an_instance_without_a_gpu_is_refused(config) -> None:
     # The image has no CPU build: refused when the image is resolved, before the fit check.
     with pytest.raises(
-        RecipeError, match=r"^recipe.container.inference: 0.14.0 has no cpu image for ml.m5.xlarge"
+        RecipeError,
+        match=r"^recipe.container.inference: 0.14.0 has no cpu image for ml.m5.xlarge; accepted: an instance type of its images. processors \[.gpu.\]",
     ):
         plan_of(config, **{"serving.instance_type": "ml.m5.xlarge"})
     # An instance the SDK's GPU table does not list is refused by the fit check, naming the field.

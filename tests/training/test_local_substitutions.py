@@ -162,6 +162,22 @@ def test_an_own_script_gets_the_stand_ins_by_the_arguments_its_parser_takes(tmp_
     assert channels_only.hub_rows is False
 
 
+def test_an_own_script_on_its_own_data_is_not_told_of_steps_and_one_on_a_stand_in_is():
+    """Steps are a substitution only where a stand-in came in: a team's script on its own channels runs as
+    written (no line); with a hub model become the tiny one and no max_steps, the line says it is not capped."""
+    from own_sources import SQUAD_RECIPE
+
+    own = load_recipe("tiny-qa")
+    own["training"].update(source={"dir": "scripts"}, entry_point="train.py", hyperparameters={"epochs": 2})
+    subs = for_this_machine(own, gpu=False, script_arguments={"epochs"})
+    assert [s.setting for s in subs.items if s.setting == "steps"] == []
+    assert "max_steps" not in subs.recipe["training"]["hyperparameters"]
+    stand_in = for_this_machine(load_recipe(str(SQUAD_RECIPE)), gpu=False, script_arguments={"train_file"})
+    [steps] = [s for s in stand_in.items if s.setting == "steps"]
+    assert (steps.real, steps.local) == ("the script's own", "the script's own")
+    assert steps.why == "the recipe sets no max_steps: not capped"
+
+
 @pytest.mark.parametrize("name", [n for n in RECIPES if n.startswith("tiny-")])
 def test_a_tiny_recipe_runs_here_as_written(name):
     """The CPU-sized recipes need no change of their own settings (the local world runs them as written, and

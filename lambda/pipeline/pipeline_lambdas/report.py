@@ -20,18 +20,38 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
 
     ``plan``: the event's plan when the caller has read it already."""
     plan = plan or Plan.from_json(event["plan"])
+    report = _training_report(event, plan)
+    endpoint = event.get("endpoint") or {}
+    if endpoint.get("FailureReason"):
+        report["endpoint_failure_reason"] = endpoint["FailureReason"]
+    cleanup_error = event.get("cleanup_error")
+    if cleanup_error:
+        # Clean-up itself failed: both errors are reported, the original one stays the execution's.
+        report["cleanup_error"] = {
+            "error": cleanup_error.get("Error"),
+            "cause": _cause_text(cleanup_error.get("Cause", "")),
+        }
+    if event.get("smoke") and not report["endpoint_deleted"]:
+        # A kept endpoint is billed per instance-hour until it is deleted: say how much.
+        report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
+            plan.serving_instance_type, plan.serving_instance_count
+        )
+    _add_outcome(report, event, plan)
+    return report
+
+
+def _training_report(event: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """The keys every report has: the run, its training job, its cost, metrics, artifacts and endpoint."""
     training = event.get("training") or {}
     smoke, cleanup, gate = event.get("smoke"), event.get("cleanup") or {}, event.get("gate_result")
     training_s = float(training.get("TrainingTimeInSeconds") or 0)
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
-    cost = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
-    status = training.get("TrainingJobStatus", "Unknown")
-    report: dict[str, Any] = {
+    return {
         "execution_name": plan.execution_name,
         "recipe_name": plan.recipe_name,
         "outcome": event.get("outcome", "succeeded"),
         "training_job_name": plan.training_job_name,
-        "training_job_status": status,
+        "training_job_status": training.get("TrainingJobStatus", "Unknown"),
         "failure_reason": training.get("FailureReason"),
         "instance_type": plan.instance_type,
         "instance_count": plan.instance_count,
@@ -39,7 +59,7 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         "billable_seconds": billable_s,
         "training_seconds": training_s,
         "price_per_hour_usd": plan.price_per_hour_usd,
-        "cost_usd": cost,
+        "cost_usd": costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s),
         "estimated_cost_usd": plan.estimated_cost_usd,
         "spot_savings_percent": costs.spot_savings_percent(plan.spot, training_s, billable_s),
         "final_metrics": final_metrics(training),
@@ -54,29 +74,14 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         # Why a recipe's own script's hyperparameters were not checked against its parser (null: they were).
         "hyperparameters_not_checked": plan.hyperparameters_not_checked,
     }
-    endpoint = event.get("endpoint") or {}
-    if endpoint.get("FailureReason"):
-        report["endpoint_failure_reason"] = endpoint["FailureReason"]
-    cleanup_error = event.get("cleanup_error")
-    if cleanup_error:
-        # Clean-up itself failed: both errors are reported, the original one stays the execution's.
-        report["cleanup_error"] = {
-            "error": cleanup_error.get("Error"),
-            "cause": _cause_text(cleanup_error.get("Cause", "")),
-        }
-    if smoke and not report["endpoint_deleted"]:
-        # A kept endpoint is billed per instance-hour until it is deleted: say how much.
-        report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
-            plan.serving_instance_type, plan.serving_instance_count
-        )
-    _outcome(report, event.get("error"), plan, training, gate)
-    return report
 
 
-def _outcome(report: dict[str, Any], caught: Any, plan: Plan, training: dict[str, Any], gate: Any) -> None:
-    """The report's outcome, error and cause: an error the state machine caught, a job that ended Failed or
-    Stopped, a gate not passed (else the outcome it has)."""
+def _add_outcome(report: dict[str, Any], event: dict[str, Any], plan: Plan) -> None:
+    """A run that did not succeed: its outcome, error and cause (a caught error, the training job's end, or
+    the evaluation gate's verdict, in that order)."""
     status = report["training_job_status"]
+    gate = event.get("gate_result")
+    caught = event.get("error")
     if caught:
         report["outcome"] = "failed"
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.
@@ -88,7 +93,7 @@ def _outcome(report: dict[str, Any], caught: Any, plan: Plan, training: dict[str
         report["outcome"] = "failed"
         report["error"] = f"TrainingJob{status}"
         report["cause"] = (
-            f"training job {plan.training_job_name} {status}: {training.get('FailureReason') or 'no reason given'}"
+            f"training job {plan.training_job_name} {status}: {report['failure_reason'] or 'no reason given'}"
         )
     elif gate and not gate.get("passed", True):
         report["outcome"] = "gate-not-passed"
