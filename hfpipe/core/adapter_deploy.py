@@ -144,7 +144,8 @@ def adapter_specification(env: str, artifact_url: str) -> dict[str, Any]:
     }
 
 
-def _components(sagemaker: Any, endpoint: str) -> list[Component]:
+def components_on(sagemaker: Any, endpoint: str) -> list[Component]:
+    """The inference components on ``endpoint``, each described (none for an endpoint that serves a model)."""
     found: list[Component] = []
     for page in sagemaker.get_paginator("list_inference_components").paginate(EndpointNameEquals=endpoint):
         for summary in page.get("InferenceComponents", []):
@@ -230,7 +231,7 @@ def deploy_adapter(
     if problem:
         raise AdapterRefused(problem)
     created = ensure_base(sagemaker, env, base_requests, wait)
-    components = _components(sagemaker, names.endpoint)
+    components = components_on(sagemaker, names.endpoint)
     problem = (
         adapter_rules.adapter_before_base_problem(name, names.component, names.endpoint, components)
         or adapter_rules.adapter_count_problem(name, names.component, components, base.max_adapters)
@@ -261,7 +262,7 @@ def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
     """Delete adapter ``adapter``'s component, and nothing else; returns its name. AdapterRefused when the
     environment's base holds no such adapter."""
     name = component_name(env, adapter)
-    components = _components(sagemaker, BaseNames.of(env).endpoint)
+    components = components_on(sagemaker, BaseNames.of(env).endpoint)
     if not any(c.name == name for c in components):
         held = adapter_rules.adapters_of(BaseNames.of(env).component, components)
         raise AdapterRefused(

@@ -5,6 +5,7 @@ botocore's shapes, the statuses on a clock the test moves, AWS's refusals, and I
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import boto3
@@ -14,6 +15,7 @@ from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 from moto import mock_aws
 
+from hfpipe.cli import endpoints
 from hfpipe.core import adapter_deploy
 from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.shared_base import SharedBase
@@ -324,6 +326,13 @@ def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
         "my-org/base-8b",
     )
     summary, topics = "hfpipe-dev-adapter-summary", "hfpipe-dev-adapter-topics"
+    # `hfpipe endpoints`: the one fleet's price, in equal shares per adapter read from the endpoint.
+    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC))
+    assert (info.instance_type, info.instance_count, info.price_per_hour_usd) == ("ml.g5.4xlarge", 1, 2.03)
+    assert {(a.component, a.rule, a.usd_per_hour) for a in info.adapters} == {
+        (summary, "equal", 1.015),
+        (topics, "equal", 1.015),
+    }
     assert on_base(sm) == {
         DEV_BASE.component: "base",
         summary: "s3://artifacts/summary/1/model.tar.gz",
