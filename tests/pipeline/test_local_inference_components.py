@@ -5,6 +5,7 @@ botocore's shapes, the statuses on a clock the test moves, AWS's refusals, and I
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -15,7 +16,8 @@ from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 from moto import mock_aws
 
-from hfpipe.cli import endpoints
+from hfpipe.cli import endpoints, invoke
+from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import adapter_deploy
 from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.shared_base import SharedBase
@@ -338,6 +340,18 @@ def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
         summary: "s3://artifacts/summary/1/model.tar.gz",
         topics: "s3://artifacts/topics/1/model.tar.gz",
     }
+    # `hfpipe invoke ENDPOINT --adapter NAME`: InvokeEndpoint's InferenceComponentName, which local mode routes.
+    target = invoke.with_adapter(
+        SimpleNamespace(sagemaker=sm), invoke.Target(DEV_BASE.endpoint, None), "summary", "dev"
+    )
+    assert (target.component, target.serving.name) == (summary, "vllm")
+    invoke.send(SimpleNamespace(runtime=world.runtime), target, {"prompt": "Amanda:", "max_tokens": 4})
+    with pytest.raises(HfpipeError, match=r"nope"):  # what is sent names the component
+        invoke.send(SimpleNamespace(runtime=world.runtime), replace(target, component="nope"), {})
+    with pytest.raises(HfpipeError, match=r"holds no adapter component hfpipe-dev-adapter-other"):
+        invoke.with_adapter(SimpleNamespace(sagemaker=sm), target, "other", "dev")
+    # With --local, the OpenAI route: the model field names the adapter, as vLLM routes it.
+    assert invoke.with_model_field([{"prompt": "x"}], "summary") == [{"prompt": "x", "model": "summary"}]
     assert put_adapter(world, "summary", summary_2)["action"] == "updated"
     assert on_base(sm)[topics] == "s3://artifacts/topics/1/model.tar.gz"  # untouched
     # The way back: the newest approved version older than what the component serves, read from it.
