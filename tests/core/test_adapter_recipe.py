@@ -110,3 +110,24 @@ def test_local_mode_trains_an_adapter_recipe_on_a_family_vllm_serves_lora_on() -
     assert summarization.fixture(adapter).family == "llama"
     assert summarization.fixture(load_recipe("tiny-lora")["training"]["hyperparameters"]).family == "bloom"
     assert kinds.tiny_model("llama").options["model_class"] == "LlamaForCausalLM"
+
+
+def test_hfpipe_models_shows_the_base_an_adapter_version_needs() -> None:
+    from rich.console import Console
+
+    from hfpipe.cli.models import VersionInfo, as_json, table
+
+    def version(number: int, base: str | None) -> VersionInfo:
+        return VersionInfo(
+            "g", "tiny-adapter", number, f"arn/{number}", "Approved", None, "e", adapter_base=base
+        )
+
+    console = Console(width=200, record=True)
+    console.print(table("dev", [version(1, BASE), version(2, None)]))
+    lines = console.export_text().splitlines()
+    assert "adapter of" in lines[2]
+    assert BASE in next(line for line in lines if "tiny-adapter/1" in line)
+    assert as_json(version(1, BASE))["adapter_base"] == BASE
+    console = Console(width=200, record=True)
+    console.print(table("dev", [version(2, None)]))
+    assert "adapter of" not in console.export_text()  # no column where no version is an adapter
