@@ -27,7 +27,14 @@ from cdk_nag import AwsSolutionsChecks
 
 from hfpipe.contract import PROJECT, TAG_ENV, TAG_MANAGED_BY, stack_name
 from stacks.checkov import CheckovAcknowledgements
-from stacks.config import CONTEXT_KEY, ENV_CONTEXT_KEY, ConfigError, load_environments, select_environments
+from stacks.config import (
+    CONTEXT_KEY,
+    ENV_CONTEXT_KEY,
+    ConfigError,
+    EnvironmentConfig,
+    load_environments,
+    select_environments,
+)
 from stacks.data_stack import DataStack
 from stacks.pipeline_stack import TRAINING_CODE_DIR, PipelineStack
 from stacks.quota_stack import QuotaStack
@@ -61,60 +68,76 @@ def build_app(
     `parts` picks stacks per environment (`hfpipe local` needs only Data and Pipeline; Pipeline needs
     Data); `nag=False` leaves out the cdk-nag checks (an in-process synth the tests check elsewhere).
     """
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown or ("Pipeline" in parts and "Data" not in parts):
-        raise ConfigError(
-            f"parts: {sorted(parts)!r}; accepted: a subset of {list(PARTS)} with Data for Pipeline"
-        )
-    context = context if context is not None else cdk_json_context()
-    # The switch is an App property, but the CLI's `-c` values are only readable from an App: ask a probe.
-    probe = cdk.App(context=context)
-    builtin_validation = probe.node.try_get_context(BUILTIN_VALIDATION_CONTEXT_KEY) in (True, "true")
-    app = cdk.App(context=context, outdir=outdir, builtin_cloud_formation_validation=builtin_validation)
+    _check_parts(parts)
+    app = _new_app(context if context is not None else cdk_json_context(), outdir)
     environments = load_environments(app.node.try_get_context(CONTEXT_KEY), default_account=default_account)
     for config in select_environments(environments, app.node.try_get_context(ENV_CONTEXT_KEY)):
-        env = cdk.Environment(account=config.account, region=config.region)
-        # The same tag keys as the SageMaker resources an execution creates (hfpipe.contract).
-        tags = {TAG_ENV: config.name, TAG_MANAGED_BY: PROJECT}
-        data = (
-            DataStack(
-                app,
-                stack_name(config.name, "Data"),
-                config=config,
-                env=env,
-                description=f"hfpipe {config.name}: data, artifacts and access-log buckets",
-                tags=tags,
-            )
-            if "Data" in parts
-            else None
-        )
-        if "Quota" in parts:
-            QuotaStack(
-                app,
-                stack_name(config.name, "Quota"),
-                config=config,
-                env=env,
-                description=f"hfpipe {config.name}: SageMaker service quota increase requests",
-                tags=tags,
-            )
-        if data is None or "Pipeline" not in parts:
-            continue
-        PipelineStack(
-            app,
-            stack_name(config.name, "Pipeline"),
-            config=config,
-            data_bucket=data.shared_data_bucket,
-            artifacts_bucket=data.shared_artifacts_bucket,
-            training_code_dir=training_code_dir,
-            env=env,
-            description=f"hfpipe {config.name}: execution role, training code, notifications, pipeline",
-            tags=tags,
-        )
+        _add_environment(app, config, parts, training_code_dir)
     # The reasons for the checkov checks the templates do not meet (tests/infra/test_checkov.py scans them).
     cdk.Aspects.of(app).add(CheckovAcknowledgements())
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
+
+
+def _check_parts(parts: Collection[str]) -> None:
+    """Refuse a selection of stacks other than a subset of PARTS, or Pipeline without Data."""
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or ("Pipeline" in parts and "Data" not in parts):
+        raise ConfigError(
+            f"parts: {sorted(parts)!r}; accepted: a subset of {list(PARTS)} with Data for Pipeline"
+        )
+
+
+def _new_app(context: dict[str, Any], outdir: str | None) -> cdk.App:
+    """The App, with CloudFormation's built-in validation where the context asks for it."""
+    # The switch is an App property, but the CLI's `-c` values are only readable from an App: ask a probe.
+    probe = cdk.App(context=context)
+    builtin_validation = probe.node.try_get_context(BUILTIN_VALIDATION_CONTEXT_KEY) in (True, "true")
+    return cdk.App(context=context, outdir=outdir, builtin_cloud_formation_validation=builtin_validation)
+
+
+def _add_environment(
+    app: cdk.App, config: EnvironmentConfig, parts: Collection[str], training_code_dir: Path
+) -> None:
+    """One environment's stacks, those of ``parts``: Data, Quota and Pipeline (which needs Data)."""
+    env = cdk.Environment(account=config.account, region=config.region)
+    # The same tag keys as the SageMaker resources an execution creates (hfpipe.contract).
+    tags = {TAG_ENV: config.name, TAG_MANAGED_BY: PROJECT}
+    data = (
+        DataStack(
+            app,
+            stack_name(config.name, "Data"),
+            config=config,
+            env=env,
+            description=f"hfpipe {config.name}: data, artifacts and access-log buckets",
+            tags=tags,
+        )
+        if "Data" in parts
+        else None
+    )
+    if "Quota" in parts:
+        QuotaStack(
+            app,
+            stack_name(config.name, "Quota"),
+            config=config,
+            env=env,
+            description=f"hfpipe {config.name}: SageMaker service quota increase requests",
+            tags=tags,
+        )
+    if data is None or "Pipeline" not in parts:
+        return
+    PipelineStack(
+        app,
+        stack_name(config.name, "Pipeline"),
+        config=config,
+        data_bucket=data.shared_data_bucket,
+        artifacts_bucket=data.shared_artifacts_bucket,
+        training_code_dir=training_code_dir,
+        env=env,
+        description=f"hfpipe {config.name}: execution role, training code, notifications, pipeline",
+        tags=tags,
+    )
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ LOG_RETENTION_DAYS = (
 """The retention periods CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays)."""
 
 REMOVAL_POLICIES = ("retain", "destroy")
+RemovalPolicyName = Literal["retain", "destroy"]
 
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _ACCOUNT = re.compile(r"^\d{12}$")
@@ -104,7 +105,7 @@ class EnvironmentConfig:
     name: str
     region: str
     account: str | None
-    removal_policy: Literal["retain", "destroy"]
+    removal_policy: RemovalPolicyName
     log_retention_days: int
     checkpoint_expiration_days: int
     noncurrent_version_expiration_days: int
@@ -177,36 +178,10 @@ def _parse_quota(path: str, entry: object) -> QuotaTarget:
 def parse_environment(name: str, entry: object, *, default_account: str | None = None) -> EnvironmentConfig:
     """Validate one environment's settings; `default_account` is used when the entry names no account."""
     path = f"{CONTEXT_KEY}.{name}"
-    problem = names.env_name_problem(name)
-    if problem:
-        raise _rejected(f"{CONTEXT_KEY}", name, f"environment names of {problem}")
-    if not isinstance(entry, Mapping):
-        raise _rejected(path, entry, "an object with keys " + ", ".join(_ENV_KEYS))
-    _check_keys(path, entry, _ENV_KEYS)
-    if "region" not in entry:
-        raise ConfigError(f"{path}.region: required; accepted: {_ENV_KEYS['region']}")
-    region = entry["region"]
-    if not isinstance(region, str) or not _REGION.match(region):
-        raise _rejected(f"{path}.region", region, _ENV_KEYS["region"])
-    account = entry.get("account", default_account)
-    if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
-        raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
-    promote_from = entry.get("promote_from")
-    if promote_from is not None and (
-        not isinstance(promote_from, str) or names.env_name_problem(promote_from)
-    ):
-        raise _rejected(f"{path}.promote_from", promote_from, _ENV_KEYS["promote_from"])
-    values = {**_DEFAULTS, **entry}
-    removal_policy = values["removal_policy"]
-    if removal_policy not in REMOVAL_POLICIES:
-        raise _rejected(f"{path}.removal_policy", removal_policy, _ENV_KEYS["removal_policy"])
-    log_retention_days = values["log_retention_days"]
-    if isinstance(log_retention_days, bool) or log_retention_days not in LOG_RETENTION_DAYS:
-        raise _rejected(f"{path}.log_retention_days", log_retention_days, _ENV_KEYS["log_retention_days"])
-    days = {
-        key: _whole_number(f"{path}.{key}", values[key], 1, 3650, _ENV_KEYS[key])
-        for key in ("checkpoint_expiration_days", "noncurrent_version_expiration_days")
-    }
+    checked = _environment_entry(name, path, entry)
+    region, account, promote_from = _placement(path, checked, default_account)
+    values = {**_DEFAULTS, **checked}
+    removal_policy, log_retention_days, days = _retention(path, values)
     quotas_entry = values["quotas"]
     if not isinstance(quotas_entry, list):
         raise _rejected(f"{path}.quotas", quotas_entry, _ENV_KEYS["quotas"])
@@ -242,6 +217,52 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         shared_base=base,
         **days,
     )
+
+
+def _environment_entry(name: str, path: str, entry: object) -> Mapping[str, Any]:
+    """The entry of environment ``name``: a valid name, an object, known keys only."""
+    problem = names.env_name_problem(name)
+    if problem:
+        raise _rejected(f"{CONTEXT_KEY}", name, f"environment names of {problem}")
+    if not isinstance(entry, Mapping):
+        raise _rejected(path, entry, "an object with keys " + ", ".join(_ENV_KEYS))
+    _check_keys(path, entry, _ENV_KEYS)
+    return entry
+
+
+def _placement(
+    path: str, entry: Mapping[str, Any], default_account: str | None
+) -> tuple[str, str | None, str | None]:
+    """Where the environment is (its region, required, and account) and what it promotes from."""
+    if "region" not in entry:
+        raise ConfigError(f"{path}.region: required; accepted: {_ENV_KEYS['region']}")
+    region = entry["region"]
+    if not isinstance(region, str) or not _REGION.match(region):
+        raise _rejected(f"{path}.region", region, _ENV_KEYS["region"])
+    account = entry.get("account", default_account)
+    if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
+        raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
+    promote_from = entry.get("promote_from")
+    if promote_from is not None and (
+        not isinstance(promote_from, str) or names.env_name_problem(promote_from)
+    ):
+        raise _rejected(f"{path}.promote_from", promote_from, _ENV_KEYS["promote_from"])
+    return region, account, promote_from
+
+
+def _retention(path: str, values: Mapping[str, Any]) -> tuple[RemovalPolicyName, int, dict[str, int]]:
+    """What is kept and how long: the removal policy, the log retention, the buckets' expiration days."""
+    removal_policy = values["removal_policy"]
+    if removal_policy not in REMOVAL_POLICIES:
+        raise _rejected(f"{path}.removal_policy", removal_policy, _ENV_KEYS["removal_policy"])
+    log_retention_days = values["log_retention_days"]
+    if isinstance(log_retention_days, bool) or log_retention_days not in LOG_RETENTION_DAYS:
+        raise _rejected(f"{path}.log_retention_days", log_retention_days, _ENV_KEYS["log_retention_days"])
+    days = {
+        key: _whole_number(f"{path}.{key}", values[key], 1, 3650, _ENV_KEYS[key])
+        for key in ("checkpoint_expiration_days", "noncurrent_version_expiration_days")
+    }
+    return removal_policy, log_retention_days, days
 
 
 def _check_quota_names(path: str, quotas: tuple[QuotaTarget, ...]) -> None:

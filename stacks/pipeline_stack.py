@@ -94,24 +94,7 @@ class PipelineStack(Stack):
         ).role
         self.sourcedir.grant_read(self.execution_role)
 
-        # A customer managed key, not alias/aws/sns: CloudWatch alarms (the failed-events alarm) can publish
-        # to an encrypted topic only when the key's policy lets cloudwatch.amazonaws.com use it, and the AWS
-        # managed key's policy cannot be changed ("Enable compatibility between event sources from AWS
-        # services and encrypted topics", https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html).
-        self.notification_key = kms.Key(
-            self,
-            "NotificationKey",
-            description=f"hfpipe {config.name}: server-side encryption of the notification topic",
-            enable_key_rotation=True,
-            removal_policy=self._removal_policy,
-        )
-        self.notification_topic = sns.Topic(
-            self,
-            "NotificationTopic",
-            display_name=f"hfpipe {config.name} pipeline notifications",
-            enforce_ssl=True,
-            master_key=self.notification_key,
-        )
+        self._add_notifications()
         self.log_group = logs.LogGroup(
             self,
             "PipelineLogGroup",
@@ -127,6 +110,27 @@ class PipelineStack(Stack):
         self._add_deploy()
         self._add_promotion()
         self._add_outputs()
+
+    def _add_notifications(self) -> None:
+        """The notification topic (success/failure of each run) and its customer managed key."""
+        # A customer managed key, not alias/aws/sns: CloudWatch alarms (the failed-events alarm) can publish
+        # to an encrypted topic only when the key's policy lets cloudwatch.amazonaws.com use it, and the AWS
+        # managed key's policy cannot be changed ("Enable compatibility between event sources from AWS
+        # services and encrypted topics", https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html).
+        self.notification_key = kms.Key(
+            self,
+            "NotificationKey",
+            description=f"hfpipe {self.config.name}: server-side encryption of the notification topic",
+            enable_key_rotation=True,
+            removal_policy=self._removal_policy,
+        )
+        self.notification_topic = sns.Topic(
+            self,
+            "NotificationTopic",
+            display_name=f"hfpipe {self.config.name} pipeline notifications",
+            enforce_ssl=True,
+            master_key=self.notification_key,
+        )
 
     def _add_state_machine(self) -> None:
         """The pipeline Lambdas, the state machine and the two event rules, wired together.

@@ -176,6 +176,17 @@ def snapshot(
 ) -> Snapshot:
     """Read the execution, its history, the training job, its metrics and the endpoint once (`previous`:
     the last view of it, whose training progress this one never goes back on)."""
+    snap = _execution_view(clients, execution_arn, now or datetime.now(UTC))
+    if not snap.plan:
+        return snap
+    _read_training_job(clients, snap, previous)
+    if snap.plan.deploy:
+        _read_endpoint(clients, snap)
+    return snap
+
+
+def _execution_view(clients: aws.Clients, execution_arn: str, now: datetime) -> Snapshot:
+    """The execution's part of the view: its description, current state, stored plan, output and failure."""
     import json
 
     import botocore.exceptions
@@ -196,7 +207,7 @@ def snapshot(
         endpoint_created=any(
             (e.get("stateExitedEventDetails") or {}).get("name") == CREATE_ENDPOINT_STATE for e in events
         ),
-        now=now or datetime.now(UTC),
+        now=now,
     )
     if desc.get("output"):
         try:
@@ -205,9 +216,14 @@ def snapshot(
             snap.output = desc["output"]
     if snap.status in {"FAILED", "TIMED_OUT", "ABORTED"}:
         snap.failure = failure_of(events, desc)
-    if not snap.plan:
-        return snap
+    return snap
 
+
+def _read_training_job(clients: aws.Clients, snap: Snapshot, previous: Snapshot | None) -> None:
+    """The training job of the plan, once launched: its description, metrics, cost so far, log tail, progress."""
+    import botocore.exceptions
+
+    assert snap.plan is not None
     job_name = snap.plan.training_job_name
     if job_name:
         try:
@@ -224,17 +240,19 @@ def snapshot(
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
         snap.progress = progress(snap.log_tail, previous.progress if previous else None)
 
+
+def _read_endpoint(clients: aws.Clients, snap: Snapshot) -> None:
+    """The plan's endpoint status; one that does not exist is deleted, never created or not created yet."""
+    import botocore.exceptions
+
+    assert snap.plan is not None
     endpoint = snap.plan.endpoint_name
-    if snap.plan.deploy:
-        try:
-            snap.endpoint_status = clients.sagemaker.describe_endpoint(EndpointName=endpoint)[
-                "EndpointStatus"
-            ]
-        except botocore.exceptions.ClientError as exc:
-            if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
-                raise aws.aws_error(exc, f"reading endpoint {endpoint}") from None
-            if snap.endpoint_created:
-                snap.endpoint_status = "deleted"
-            else:
-                snap.endpoint_status = "never created" if snap.finished else "not created yet"
-    return snap
+    try:
+        snap.endpoint_status = clients.sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointStatus"]
+    except botocore.exceptions.ClientError as exc:
+        if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+            raise aws.aws_error(exc, f"reading endpoint {endpoint}") from None
+        if snap.endpoint_created:
+            snap.endpoint_status = "deleted"
+        else:
+            snap.endpoint_status = "never created" if snap.finished else "not created yet"

@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -310,6 +311,14 @@ def with_model_field(requests: list[Any], adapter: str | None) -> list[Any]:
     return [{**r, "model": adapter} if isinstance(r, dict) else r for r in requests] if adapter else requests
 
 
+def _stream(clients: aws.Clients | None, target: Target, body: bytes) -> Iterator[bytes]:
+    """The streamed answer's bytes: from the local server, or the endpoint (and its selected component)."""
+    if target.url is not None:
+        return invoke_openai.local_stream(target.url, body, target.name)
+    runtime = clients.runtime if clients else None
+    return invoke_openai.endpoint_stream(runtime, target.name, body, target.component)
+
+
 # --- the command ------------------------------------------------------------------------------------------
 
 
@@ -373,13 +382,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     for index, request in enumerate(requests, start=1):
         if args.stream:
             body = json.dumps(request).encode()
-            pieces = (
-                invoke_openai.local_stream(target.url, body, target.name)
-                if target.url is not None
-                else invoke_openai.endpoint_stream(
-                    clients.runtime if clients else None, target.name, body, target.component
-                )
-            )
+            pieces = _stream(clients, target, body)
             source = target.name if target.url is not None else f"endpoint {target.name}"
             invoke_openai.print_stream(pieces, target.name, index, args.json, console, source)
             continue

@@ -126,14 +126,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         raise UsageError("hfpipe logs needs an EXECUTION (its ARN, or its name with --env), or --local")
     since = parse_since(args.since) if args.since else None
     clients = _clients(args)
-    desc = aws.resolve_execution(clients, args.execution, args.env)
-    job_name = training_job_of(clients, desc)
-    while job_name is None and args.follow and desc["status"] == "RUNNING":
-        time.sleep(args.interval)
-        desc = aws.resolve_execution(clients, desc["executionArn"], None)
-        job_name = training_job_of(clients, desc)
-    if job_name is None:
-        raise aws.no_plan(desc, "it launched no training job, so it has no training log")
+    desc, job_name = _launched_job(clients, args)
     start_ms = int((datetime.now(UTC) - since).timestamp() * 1000) if since else None
     streams = core_logs.log_streams(clients.logs, job_name) if not args.follow else []
     with_host = len(streams) > 1 or (args.follow and _instance_count(clients, job_name) > 1)
@@ -160,9 +153,35 @@ def cmd_logs(args: argparse.Namespace) -> int:
         emit=emit,
         execution_ended=execution_ended,
     )
+    return _outcome(args, desc["name"], final.get("status", "?"), job_name, status, printed)
+
+
+def _launched_job(clients: aws.Clients, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The execution and its training job's name (with --follow, waited for while the execution runs)."""
+    desc = aws.resolve_execution(clients, args.execution, args.env)
+    job_name = training_job_of(clients, desc)
+    while job_name is None and args.follow and desc["status"] == "RUNNING":
+        time.sleep(args.interval)
+        desc = aws.resolve_execution(clients, desc["executionArn"], None)
+        job_name = training_job_of(clients, desc)
+    if job_name is None:
+        raise aws.no_plan(desc, "it launched no training job, so it has no training log")
+    return desc, job_name
+
+
+def _outcome(
+    args: argparse.Namespace,
+    execution: str,
+    execution_status: str,
+    job_name: str,
+    status: str | None,
+    printed: int,
+) -> int:
+    """The exit code, and on stderr why: no training job before the execution ended, no lines yet, or a
+    followed job that ended other than Completed."""
     if args.follow and status is None:
         print(
-            f"execution {desc['name']} ended {final.get('status', '?')} before its training job {job_name} "
+            f"execution {execution} ended {execution_status} before its training job {job_name} "
             "was created: there is no training log (`hfpipe report` says why)",
             file=sys.stderr,
         )

@@ -231,40 +231,63 @@ def resolve_inference_image(catalog: dict[str, Any], recipe: dict[str, Any]) -> 
 def check_rules(recipe: dict[str, Any]) -> None:
     """Rules a JSON Schema cannot express: spot, checkpoints, distribution vs instance, the gate."""
     t = recipe["training"]
-    spot = t["spot"]
-    if spot["enabled"]:
-        if spot["max_wait_seconds"] is None:
-            raise RecipeError("recipe.training.spot.max_wait_seconds: required when spot.enabled is true")
-        if spot["max_wait_seconds"] < t["max_run_seconds"]:
-            raise RecipeError(
-                f"recipe.training.spot.max_wait_seconds: {spot['max_wait_seconds']} must be >= "
-                f"training.max_run_seconds ({t['max_run_seconds']})"
-            )
-        if not t["checkpoint_s3_uri"]:
-            raise RecipeError(
-                "recipe.training.checkpoint_s3_uri: required with spot (an s3:// URI or 'auto'), "
-                "so an interrupted job resumes from its last checkpoint"
-            )
+    _spot_rules(t)
     dist = t["distribution"] or {}
     unknown = sorted(set(dist) - set(KNOWN_DISTRIBUTIONS))
     if unknown:
         raise RecipeError(
             f"recipe.training.distribution: unknown key(s) {unknown}; accepted: {list(KNOWN_DISTRIBUTIONS)}"
         )
-    container = recipe["container"]["training"]
+    _version_pairing(recipe["container"]["training"])
+    _distribution_rules(t, dist)
+    adapter_recipe.check(recipe)
+    gate = recipe["evaluation_gate"]
+    if gate:
+        metric_names = [m["Name"] for m in t["metric_definitions"]]
+        if gate["metric"] not in metric_names:
+            raise RecipeError(
+                f"recipe.evaluation_gate.metric: {gate['metric']!r} is not a training.metric_definitions "
+                f"name; accepted: {metric_names}"
+            )
+
+
+def _spot_rules(t: dict[str, Any]) -> None:
+    """Spot needs a wait of at least the run's limit and checkpoints to resume from."""
+    spot = t["spot"]
+    if not spot["enabled"]:
+        return
+    if spot["max_wait_seconds"] is None:
+        raise RecipeError("recipe.training.spot.max_wait_seconds: required when spot.enabled is true")
+    if spot["max_wait_seconds"] < t["max_run_seconds"]:
+        raise RecipeError(
+            f"recipe.training.spot.max_wait_seconds: {spot['max_wait_seconds']} must be >= "
+            f"training.max_run_seconds ({t['max_run_seconds']})"
+        )
+    if not t["checkpoint_s3_uri"]:
+        raise RecipeError(
+            "recipe.training.checkpoint_s3_uri: required with spot (an s3:// URI or 'auto'), "
+            "so an interrupted job resumes from its last checkpoint"
+        )
+
+
+def _version_pairing(container: dict[str, Any]) -> None:
+    """The HuggingFace estimator's own rule (sagemaker/huggingface/estimator.py, _validate_args)."""
     if not container.get("image_uri") and len(container["transformers_version"].split(".")) != len(
         container["pytorch_version"].split(".")
     ):
-        # The HuggingFace estimator's own rule (sagemaker/huggingface/estimator.py, _validate_args).
         raise RecipeError(
             f"recipe.container.training: transformers_version {container['transformers_version']!r} and "
             f"pytorch_version {container['pytorch_version']!r} must both be full (4.28.1, 2.0.0) or both "
             "short (4.28, 2.0) versions, as the SageMaker SDK requires"
         )
+
+
+def _distribution_rules(t: dict[str, Any], dist: dict[str, Any]) -> None:
+    """One smdistributed strategy (the SDK's validate_smdistributed), modelparallel over MPI, a GPU for any
+    distribution, and a distribution for more than one instance."""
     itype = t["instance_type"]
     smd = dist.get("smdistributed", {})
     if not isinstance(smd, dict) or len(smd) > 1 or set(smd) - {"dataparallel", "modelparallel"}:
-        # The SDK's validate_smdistributed: one strategy at a time, dataparallel or modelparallel.
         raise RecipeError(
             f"recipe.training.distribution.smdistributed: {smd!r} must name one strategy, "
             "dataparallel or modelparallel"
@@ -283,15 +306,6 @@ def check_rules(recipe: dict[str, Any]) -> None:
             f"recipe.training.instance_count: {t['instance_count']} instances without a distribution "
             "would run the same single-process job on each; set training.distribution"
         )
-    adapter_recipe.check(recipe)
-    gate = recipe["evaluation_gate"]
-    if gate:
-        metric_names = [m["Name"] for m in t["metric_definitions"]]
-        if gate["metric"] not in metric_names:
-            raise RecipeError(
-                f"recipe.evaluation_gate.metric: {gate['metric']!r} is not a training.metric_definitions "
-                f"name; accepted: {metric_names}"
-            )
 
 
 def check_distribution(recipe: dict[str, Any], catalog: dict[str, Any]) -> None:
@@ -432,24 +446,68 @@ def build_plan(
     took already; every recipe rule through ``accept`` (`s3` reads a recipe's own training source back)."""
     accepted = accept(event, config, s3=s3)
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
-    t, s = recipe["training"], recipe["serving"]
+    t = recipe["training"]
     # An adapter kept unmerged gets no endpoint of its own: it is registered, and served on the shared base.
-    adapter_base = adapter_recipe.base_model(recipe)
-    deploy = bool(recipe["deploy"]) and adapter_base is None
-    image_uri, inference_image_uri = accepted.training_image, accepted.inference_image
+    deploy = bool(recipe["deploy"]) and adapter_recipe.base_model(recipe) is None
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
-    catalog = config.image_catalog
-    kind_environment = serving_fit.kind_environment(recipe, catalog, config.region) if deploy else {}
+    kind_environment = (
+        serving_fit.kind_environment(recipe, config.image_catalog, config.region) if deploy else {}
+    )
     quotas.check_quotas(quota_client, quotas.quota_names(recipe, deploy))
     waits = check_limits(recipe, poll)
     n = names.derive_names(execution_name, config.env)
     checkpoint = checkpoint_uri(t, config, n["training_job_name"])
     tags = request.resource_tags(config.env, execution_name, recipe["name"])
-    job_request = request.build_training_job_request(
-        recipe={**recipe, "training": {**t, "hyperparameters": adapter_recipe.hyperparameters(recipe)}},
+    job_request = _job_request(accepted, config, n["training_job_name"], checkpoint, tags)
+    estimate, hours = cost.expected_training_cost(t)
+    plan = Plan(
+        execution_name=execution_name,
+        recipe_name=recipe["name"],
+        task=recipe["task"],
+        env=config.env,
         training_job_name=n["training_job_name"],
-        image_uri=image_uri,
+        model_name=n["model_name"],
+        endpoint_config_name=n["endpoint_config_name"],
+        endpoint_name=n["endpoint_name"],
+        instance_type=t["instance_type"],
+        instance_count=t["instance_count"],
+        spot=t["spot"]["enabled"],
+        price_per_hour_usd=prices.price_per_hour(t["instance_type"]),
+        estimated_cost_usd=estimate,
+        estimated_hours=hours,
+        deploy=deploy,
+        poll_seconds=waits["poll_seconds"],
+        endpoint_max_polls=waits["endpoint_max_polls"],
+        training_wait_seconds=waits["training_wait_seconds"],
+        checkpoint_s3_uri=checkpoint,
+        image_uri=accepted.training_image,
+        inference_image_uri=accepted.inference_image,
+        role_arn=config.role_arn,
+        **_serving_fields(recipe["serving"], n["model_name"], kind_environment),
+        gate=_gate(recipe["evaluation_gate"]),
+        tags=tags,
+        training_job_request=job_request,
+        hyperparameters_not_checked=accepted.hyperparameters_not_checked,
+        adapter_base_model=adapter_recipe.base_model(recipe),
+    )
+    check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
+    api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
+    return plan
+
+
+def _job_request(
+    accepted: Accepted, config: PlanConfig, job_name: str, checkpoint: str | None, tags: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The CreateTrainingJob request of the accepted recipe, within the API's count of hyperparameters."""
+    recipe = accepted.recipe
+    job_request = request.build_training_job_request(
+        recipe={
+            **recipe,
+            "training": {**recipe["training"], "hyperparameters": adapter_recipe.hyperparameters(recipe)},
+        },
+        training_job_name=job_name,
+        image_uri=accepted.training_image,
         role_arn=config.role_arn,
         region=config.region,
         sourcedir_uri=sources.source_uri(recipe, config.sourcedir_uri),
@@ -459,55 +517,34 @@ def build_plan(
         tags=tags,
     )
     check_hyperparameter_count(job_request)
-    estimate, hours = cost.expected_training_cost(t)
-    gate = recipe["evaluation_gate"]
+    return job_request
+
+
+def _serving_fields(s: dict[str, Any], model_name: str, kind_environment: dict[str, str]) -> dict[str, Any]:
+    """The Plan's serving fields: the kind, the fleet and its one production variant, the container's
+    environment (the kind's settings under the recipe's) and the smoke test's request and expectations."""
     kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
-    variant = fleets.production_variant(n["model_name"], s["instance_type"], s["instance_count"], kind_name)
-    plan = Plan(
-        execution_name=execution_name,
-        recipe_name=recipe["name"],
-        task=recipe["task"],
-        serving_kind=kind_name,
-        env=config.env,
-        training_job_name=n["training_job_name"],
-        model_name=n["model_name"],
-        endpoint_config_name=n["endpoint_config_name"],
-        endpoint_name=n["endpoint_name"],
-        instance_type=t["instance_type"],
-        instance_count=t["instance_count"],
-        serving_instance_type=s["instance_type"],
-        serving_instance_count=s["instance_count"],
-        serving_production_variants=[variant],
-        spot=t["spot"]["enabled"],
-        price_per_hour_usd=prices.price_per_hour(t["instance_type"]),
-        estimated_cost_usd=estimate,
-        estimated_hours=hours,
-        deploy=deploy,
-        keep_endpoint=bool(s["keep_endpoint"]),
-        poll_seconds=waits["poll_seconds"],
-        endpoint_max_polls=waits["endpoint_max_polls"],
-        training_wait_seconds=waits["training_wait_seconds"],
-        checkpoint_s3_uri=checkpoint,
-        image_uri=image_uri,
-        inference_image_uri=inference_image_uri,
-        role_arn=config.role_arn,
-        serving_environment=rules.environment(
+    variant = fleets.production_variant(model_name, s["instance_type"], s["instance_count"], kind_name)
+    return {
+        "serving_kind": kind_name,
+        "serving_instance_type": s["instance_type"],
+        "serving_instance_count": s["instance_count"],
+        "serving_production_variants": [variant],
+        "keep_endpoint": bool(s["keep_endpoint"]),
+        "serving_environment": rules.environment(
             {**kind_environment, **s["environment"]}, "recipe.serving.environment", max_len=1024
         ),
-        sample_request=s["sample_request"],
-        expected_keys=s["expected_keys"],
-        max_latency_ms=s["max_latency_ms"],
-        gate=Gate(
-            enabled=bool(gate),
-            metric=gate["metric"] if gate else None,
-            threshold=gate["threshold"] if gate else None,
-            higher_is_better=bool(gate.get("higher_is_better", True)) if gate else True,
-        ),
-        tags=tags,
-        training_job_request=job_request,
-        hyperparameters_not_checked=accepted.hyperparameters_not_checked,
-        adapter_base_model=adapter_base,
+        "sample_request": s["sample_request"],
+        "expected_keys": s["expected_keys"],
+        "max_latency_ms": s["max_latency_ms"],
+    }
+
+
+def _gate(gate: dict[str, Any] | None) -> Gate:
+    """The evaluation gate of the recipe (none: a gate that is not enabled)."""
+    return Gate(
+        enabled=bool(gate),
+        metric=gate["metric"] if gate else None,
+        threshold=gate["threshold"] if gate else None,
+        higher_is_better=bool(gate.get("higher_is_better", True)) if gate else True,
     )
-    check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
-    api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
-    return plan

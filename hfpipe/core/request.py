@@ -132,6 +132,36 @@ def build_training_job_request(
 ) -> dict[str, Any]:
     """The exact CreateTrainingJob request for a validated recipe (defaults filled) and its plan."""
     t = recipe["training"]
+    request: dict[str, Any] = {
+        "TrainingJobName": training_job_name,
+        "AlgorithmSpecification": _algorithm(t, image_uri),
+        "RoleArn": role_arn,
+        "OutputDataConfig": {"S3OutputPath": f"s3://{artifacts_bucket}/{contract.ARTIFACTS_OUTPUT_PREFIX}"},
+        "ResourceConfig": {
+            "InstanceType": t["instance_type"],
+            "InstanceCount": t["instance_count"],
+            "VolumeSizeInGB": t["volume_size_gb"],
+        },
+        "StoppingCondition": _stopping_condition(t),
+        "HyperParameters": _hyperparameters(t, sourcedir_uri, training_job_name, region),
+        "Tags": tags,
+    }
+    if t["spot"]["enabled"]:
+        request["EnableManagedSpotTraining"] = True
+    if t["channels"]:
+        request["InputDataConfig"] = _input_data_config(t["channels"], data_bucket)
+    if checkpoint_s3_uri:
+        request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
+    if t["environment"]:
+        # Strings only, as SageMaker's Environment map holds: the recipe's rule (validate.environment).
+        request["Environment"] = dict(t["environment"])
+    return request
+
+
+def _hyperparameters(
+    t: dict[str, Any], sourcedir_uri: str, training_job_name: str, region: str
+) -> dict[str, str]:
+    """The recipe's hyperparameters, the script-mode keys and the distribution's, encoded as the SDK does."""
     hyperparameters = encode_hyperparameters(t["hyperparameters"])
     # The SDK adds these framework keys for every script-mode estimator.
     hyperparameters.update(
@@ -142,48 +172,39 @@ def build_training_job_request(
     hyperparameters.update(
         encode_hyperparameters(distribution_hyperparameters(t["distribution"], t["instance_type"]))
     )
+    return hyperparameters
+
+
+def _algorithm(t: dict[str, Any], image_uri: str) -> dict[str, Any]:
+    """AlgorithmSpecification: the image, File input, and the metric definitions where there are any."""
     algorithm: dict[str, Any] = {"TrainingImage": image_uri, "TrainingInputMode": "File"}
     if t["metric_definitions"]:
         algorithm["MetricDefinitions"] = [dict(m) for m in t["metric_definitions"]]
         # As the SDK: metrics also go to SageMaker Metrics as time series (charts in the console).
         algorithm["EnableSageMakerMetricsTimeSeries"] = True
+    return algorithm
+
+
+def _stopping_condition(t: dict[str, Any]) -> dict[str, int]:
+    """StoppingCondition: the run's limit, and under spot the wait's where the recipe sets one."""
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": t["max_run_seconds"]}
-    spot = t["spot"]["enabled"]
-    if spot and t["spot"]["max_wait_seconds"]:
+    if t["spot"]["enabled"] and t["spot"]["max_wait_seconds"]:
         stopping["MaxWaitTimeInSeconds"] = t["spot"]["max_wait_seconds"]
-    request: dict[str, Any] = {
-        "TrainingJobName": training_job_name,
-        "AlgorithmSpecification": algorithm,
-        "RoleArn": role_arn,
-        "OutputDataConfig": {"S3OutputPath": f"s3://{artifacts_bucket}/{contract.ARTIFACTS_OUTPUT_PREFIX}"},
-        "ResourceConfig": {
-            "InstanceType": t["instance_type"],
-            "InstanceCount": t["instance_count"],
-            "VolumeSizeInGB": t["volume_size_gb"],
-        },
-        "StoppingCondition": stopping,
-        "HyperParameters": hyperparameters,
-        "Tags": tags,
-    }
-    if spot:
-        request["EnableManagedSpotTraining"] = True
-    if t["channels"]:
-        request["InputDataConfig"] = [
-            {
-                "ChannelName": name,
-                "DataSource": {
-                    "S3DataSource": {
-                        "S3DataType": "S3Prefix",
-                        "S3Uri": channel_uri(uri, data_bucket),
-                        "S3DataDistributionType": "FullyReplicated",
-                    }
-                },
-            }
-            for name, uri in t["channels"].items()
-        ]
-    if checkpoint_s3_uri:
-        request["CheckpointConfig"] = {"S3Uri": checkpoint_s3_uri, "LocalPath": t["checkpoint_local_path"]}
-    if t["environment"]:
-        # Strings only, as SageMaker's Environment map holds: the recipe's rule (validate.environment).
-        request["Environment"] = dict(t["environment"])
-    return request
+    return stopping
+
+
+def _input_data_config(channels: Mapping[str, str], data_bucket: str) -> list[dict[str, Any]]:
+    """InputDataConfig: one fully replicated S3 prefix per channel (``channel_uri`` resolves each)."""
+    return [
+        {
+            "ChannelName": name,
+            "DataSource": {
+                "S3DataSource": {
+                    "S3DataType": "S3Prefix",
+                    "S3Uri": channel_uri(uri, data_bucket),
+                    "S3DataDistributionType": "FullyReplicated",
+                }
+            },
+        }
+        for name, uri in channels.items()
+    ]

@@ -109,23 +109,7 @@ class Guardrails:
             if status != "InService":
                 word = "in-progress" if status in IN_PROGRESS else status.lower()
                 raise ApiError("ValidationException", f'Cannot update {word} endpoint "{endpoint.arn}".')
-            config = request.get("DeploymentConfig")
-            if config is None and request.get("RetainDeploymentConfig"):
-                config = getattr(endpoint, "last_deployment_config", None)
-            if config and "RollingUpdatePolicy" in config:
-                raise ApiError(
-                    "ValidationException",
-                    "DeploymentConfig.RollingUpdatePolicy: not emulated locally; accepted: BlueGreenUpdatePolicy",
-                )
-            for alarm in (config or {}).get("AutoRollbackConfiguration", {}).get("Alarms", []):
-                # Local strictness: an alarm the account does not have could never roll anything back.
-                if not self.traffic.client("cloudwatch").describe_alarms(AlarmNames=[alarm["AlarmName"]])[
-                    "MetricAlarms"
-                ]:
-                    raise ApiError(
-                        "ValidationException",
-                        f"AutoRollbackConfiguration: alarm {alarm['AlarmName']!r} does not exist",
-                    )
+            config = self._deployment_config(request, endpoint)
             capacity = sum(int(v.get("InitialInstanceCount", 1)) for v in variants)
             retained = retains_count(request)
             if retained:
@@ -151,6 +135,28 @@ class Guardrails:
         self._threads.append(thread)
         thread.start()
         return {"EndpointArn": endpoint.arn}
+
+    def _deployment_config(self, request: dict[str, Any], endpoint: Any) -> dict[str, Any] | None:
+        """The update's DeploymentConfig (the endpoint's last one under RetainDeploymentConfig); ApiError for
+        a rolling update (not emulated) or a rollback alarm the account does not have."""
+        config = request.get("DeploymentConfig")
+        if config is None and request.get("RetainDeploymentConfig"):
+            config = getattr(endpoint, "last_deployment_config", None)
+        if config and "RollingUpdatePolicy" in config:
+            raise ApiError(
+                "ValidationException",
+                "DeploymentConfig.RollingUpdatePolicy: not emulated locally; accepted: BlueGreenUpdatePolicy",
+            )
+        for alarm in (config or {}).get("AutoRollbackConfiguration", {}).get("Alarms", []):
+            # Local strictness: an alarm the account does not have could never roll anything back.
+            if not self.traffic.client("cloudwatch").describe_alarms(AlarmNames=[alarm["AlarmName"]])[
+                "MetricAlarms"
+            ]:
+                raise ApiError(
+                    "ValidationException",
+                    f"AutoRollbackConfiguration: alarm {alarm['AlarmName']!r} does not exist",
+                )
+        return config
 
     def wait(self, endpoint_name: str, timeout_s: float = 60.0) -> Deployment:
         """The endpoint's latest deployment, once it has ended (TimeoutError if it does not in time)."""

@@ -17,7 +17,7 @@ from accounts import ACCOUNT_A, ACCOUNT_B
 from app_synth import as_list, synthesize_environments
 from iam_reference import check_statement, check_template
 
-from hfpipe import contract
+from hfpipe import contract, kinds
 from hfpipe.core import promotion
 
 DEV, PROD = ACCOUNT_A, ACCOUNT_B
@@ -120,7 +120,10 @@ def test_the_promote_role_is_least_privilege(cross):
         "MODEL_APPROVAL_STATUS": "PendingManualApproval",
     }
     assert props["Timeout"] == 900  # Lambda's maximum: the copy of a large model
-    assert set(json.loads(env["IMAGE_CATALOG"])) == {"inference", "vllm"}
+    # The serving images it re-resolves in prod: every serving kind's scope, not the training images.
+    scopes = set(json.loads(env["IMAGE_CATALOG"]))
+    assert {"inference", "vllm"} <= scopes and "training" not in scopes
+    assert scopes == {k.image_scope for k in kinds.SERVING_KINDS.values()}  # a new kind's too
     by_action: dict[str, list[Any]] = {}
     for s in statements:
         for action in as_list(s["Action"]):

@@ -72,19 +72,10 @@ FUNCTION_BUDGET = 60
 #: Functions over the budget today, with their length, which may only shrink (a ratchet, not a licence):
 #: new code fits the budget, and an entry goes when its function is split.
 OVER_BUDGET = {
-    "hfpipe/core/plan.py:build_plan": 90,
     "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/local/moto_patches.py:_interpreter": 85,
-    "stacks/config.py:parse_environment": 68,
-    "hfpipe/cli/invoke.py:cmd_invoke": 74,
-    "hfpipe/core/request.py:build_training_job_request": 70,
-    "app.py:build_app": 69,
-    "hfpipe/cli/execution.py:snapshot": 67,
-    "hfpipe/core/plan.py:check_rules": 66,
-    "stacks/pipeline_stack.py:PipelineStack.__init__": 65,
+    "hfpipe/cli/invoke.py:cmd_invoke": 70,
     "hfpipe/local/container.py:run_training_job_request": 65,
-    "hfpipe/local/guardrails.py:Guardrails.update_endpoint": 64,
-    "hfpipe/cli/logs.py:cmd_logs": 63,
 }
 
 
