@@ -86,6 +86,14 @@ class ModelArguments:
         default=True,
         metadata={"help": "Merge the adapter into the unquantized base and save that to model_dir."},
     )
+    adapter_base_model: str = field(
+        default="",
+        metadata={
+            "help": "With merge_adapter false: the Hub id of the base, written into the adapter's "
+            "adapter_config.json as base_model_name_or_path (what serves it must load this base); "
+            "default: model_name_or_path as given."
+        },
+    )
     merge_dtype: str = field(
         default="auto",
         metadata={
@@ -643,10 +651,25 @@ def save_served_model(
     if model_args.merge_adapter:
         save_merged_model(adapter_dir, model_path, model_args, tokenizer, model_dir)
     else:
-        # Served as an adapter over its base (the handler loads both); the base must be reachable there.
+        # Served as an adapter over its base (the handler loads both; vLLM loads it next to the base from the
+        # artifact's top level); the base must be reachable there.
+        record_base(adapter_dir, model_args.adapter_base_model or model_args.model_name_or_path)
         for name in os.listdir(adapter_dir):
             shutil.copy2(os.path.join(adapter_dir, name), os.path.join(model_dir, name))
     write_serving_files(model_dir, data_args)
+
+
+def record_base(adapter_dir: str, base: str | None) -> None:
+    """Name the base in the unmerged adapter's adapter_config.json (`base_model_name_or_path`, which PEFT
+    filled with the path it loaded the base from: a channel folder of the training container)."""
+    if not base:
+        return
+    path = os.path.join(adapter_dir, "adapter_config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["base_model_name_or_path"] = base
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -278,6 +278,12 @@ def _add_invoke(sub: Subparsers, commands: ModuleType) -> None:
         help="the recipe the model was trained with: requests are checked against its handler first",
     )
     p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
+    p.add_argument(
+        "--adapter",
+        metavar="NAME",
+        help="one adapter of a shared base: its inference component (InferenceComponentName "
+        "hfpipe-ENV-adapter-NAME), or with --local the OpenAI model field",
+    )
     _common(p)
     p.set_defaults(func=commands.cmd_invoke, command_parser=p)
 

@@ -23,7 +23,7 @@ from typing import Any
 from rich.table import Table
 
 from hfpipe import contract
-from hfpipe.cli import aws, faults, named_endpoints
+from hfpipe.cli import adapter_endpoints, aws, faults, named_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
 from hfpipe.core import cost, json_text
@@ -52,6 +52,8 @@ class EndpointInfo:
     updating_to: str | None = None
     mismatch: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
+    #: An inference-component endpoint's adapters, each with its share of the fleet's cost.
+    adapters: tuple[adapter_endpoints.AdapterShare, ...] = ()
 
 
 def _utc(value: Any) -> datetime | None:
@@ -85,8 +87,16 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
     so_far = (
         cost.endpoint_cost_so_far(instance_type, count, created, now) if instance_type and created else None
     )
+    variants = serving.live.variants if serving.live else ()
+    # Only an endpoint whose variants name no model holds inference components.
+    shares = (
+        adapter_endpoints.adapter_shares(sagemaker, name, per_hour)
+        if variants and all(v.model is None for v in variants)
+        else []
+    )
     return EndpointInfo(
         name=name,
+        adapters=tuple(shares),
         status=serving.status or "-",
         execution=tags.get(contract.TAG_EXECUTION) or tags.get(contract.TAG_DEPLOY_EXECUTION, "-"),
         recipe=tags.get(contract.TAG_RECIPE, "-"),
@@ -247,6 +257,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             console.print(f"no endpoints up in environment {args.env!r}")
             return 0
         console.print(table(args.env, found))
+        adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
         named_endpoints.print_records(console, records, args.env)
         named_endpoints.print_mismatches(console, found)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)

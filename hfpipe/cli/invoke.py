@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -32,7 +33,7 @@ from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
-from hfpipe.core import json_text
+from hfpipe.core import adapter_deploy, json_text
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import HOST as LOCAL_HOST
@@ -120,6 +121,8 @@ class Target:
     serving: kinds.ServingKind = _DEFAULT_SERVING
     url: str | None = None  # the local server's base URL
     max_model_len: int | None = None  # the vllm kind's longest prompt + answer, where known
+    #: The inference component a call selects (an adapter on a shared base: InferenceComponentName).
+    component: str | None = None
 
 
 def _target(name: str, task: str | None, serving: str | None, url: str | None = None) -> Target:
@@ -257,6 +260,7 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
                 ContentType="application/json",
                 Accept="application/json",
                 Body=body,
+                **({"InferenceComponentName": target.component} if target.component else {}),
             )
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise invoke_openai.endpoint_error(exc, target.name) from None
@@ -266,6 +270,53 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
         return json.loads(raw), latency_ms
     except (ValueError, UnicodeDecodeError):
         return raw.decode(errors="replace"), latency_ms
+
+
+def with_adapter(clients: aws.Clients | None, target: Target, adapter: str, env: str | None) -> Target:
+    """``target`` with one adapter selected: on AWS its inference component on that endpoint (read from
+    SageMaker), served by the serving kind that serves adapters; locally the OpenAI `model` field, which needs
+    a server that speaks OpenAI."""
+    if clients is None:
+        if not target.serving.speaks_openai:
+            raise HfpipeError(
+                f"--adapter selects an adapter by the OpenAI model field; {target.name} serves "
+                f"{target.serving.name}, which takes no model field"
+            )
+        return target
+    try:
+        component = adapter_deploy.component_name(str(env), adapter)
+    except adapter_deploy.AdapterRefused as err:
+        raise HfpipeError(str(err)) from None
+    held = [c for c in adapter_deploy.components_on(clients.sagemaker, target.name) if c.name == component]
+    if not held or held[0].base is None:
+        raise HfpipeError(
+            f"--adapter {adapter!r}: endpoint {target.name} holds no adapter component {component}; "
+            f"deployed adapters: `hfpipe endpoints --env {env}`"
+        )
+    # An adapter is served by the kind that serves adapters next to a base; its requests are checked by
+    # that kind's contract (the task's handler is not in the path).
+    adapters_kind = next(k for k in kinds.SERVING_KINDS.values() if k.serves_adapters)
+    return dataclasses.replace(target, serving=adapters_kind, component=component)
+
+
+def _resolve(args: argparse.Namespace, clients: aws.Clients | None) -> Target:
+    """The local server or the named endpoint, with the --adapter it selects."""
+    target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
+    return with_adapter(clients, target, args.adapter, args.env) if args.adapter else target
+
+
+def with_model_field(requests: list[Any], adapter: str | None) -> list[Any]:
+    """The requests naming ``adapter`` in the OpenAI `model` field (how vLLM, and the local stand-in, route
+    to an adapter); unchanged without one."""
+    return [{**r, "model": adapter} if isinstance(r, dict) else r for r in requests] if adapter else requests
+
+
+def _stream(clients: aws.Clients | None, target: Target, body: bytes) -> Iterator[bytes]:
+    """The streamed answer's bytes: from the local server, or the endpoint (and its selected component)."""
+    if target.url is not None:
+        return invoke_openai.local_stream(target.url, body, target.name)
+    runtime = clients.runtime if clients else None
+    return invoke_openai.endpoint_stream(runtime, target.name, body, target.component)
 
 
 # --- the command ------------------------------------------------------------------------------------------
@@ -320,22 +371,18 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         _check_dialogue(args, recipe[0], f"recipe {args.recipe!r}")
         check_with_kind(recipe[1], recipe[0], shaped(recipe[1]), sources)
     clients = None if args.local else aws.clients_for(args)
-    target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
+    target = _resolve(args, clients)
     if recipe is not None and target.task is not None and target.task != recipe[0]:
         raise HfpipeError(
             f"--recipe {args.recipe!r} is a {recipe[0].name} recipe; {target.name} serves {target.task.name}"
         )
     _check_dialogue(args, target.task, target.name)
-    requests = shaped(target.serving)
+    requests = with_model_field(shaped(target.serving), args.adapter if clients is None else None)
     check_with_kind(target.serving, target.task, requests, sources, target.max_model_len)
     for index, request in enumerate(requests, start=1):
         if args.stream:
             body = json.dumps(request).encode()
-            pieces = (
-                invoke_openai.local_stream(target.url, body, target.name)
-                if target.url is not None
-                else invoke_openai.endpoint_stream(clients.runtime if clients else None, target.name, body)
-            )
+            pieces = _stream(clients, target, body)
             source = target.name if target.url is not None else f"endpoint {target.name}"
             invoke_openai.print_stream(pieces, target.name, index, args.json, console, source)
             continue

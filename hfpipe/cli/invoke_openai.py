@@ -303,7 +303,9 @@ def endpoint_error(exc: Exception, endpoint: str) -> HfpipeError:
     return aws.aws_error(exc, f"invoking endpoint {endpoint}")
 
 
-def endpoint_stream(runtime: Any, endpoint: str, body: bytes) -> Iterator[bytes]:
+def endpoint_stream(
+    runtime: Any, endpoint: str, body: bytes, component: str | None = None
+) -> Iterator[bytes]:
     """InvokeEndpointWithResponseStream's PayloadPart bytes. Its error events (ModelStreamError, e.g.
     ModelInvocationTimeExceeded or StreamBroken; InternalStreamFailure: ResponseStream in the SageMaker API
     reference, API_runtime_ResponseStream.html) end the stream with an error: botocore raises them as
@@ -313,7 +315,11 @@ def endpoint_stream(runtime: Any, endpoint: str, body: bytes) -> Iterator[bytes]
 
     try:
         response = runtime.invoke_endpoint_with_response_stream(
-            EndpointName=endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
+            EndpointName=endpoint,
+            Body=body,
+            ContentType="application/json",
+            Accept="text/event-stream",
+            **({"InferenceComponentName": component} if component else {}),
         )
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         raise endpoint_error(exc, endpoint) from None

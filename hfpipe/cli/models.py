@@ -50,6 +50,8 @@ class VersionInfo:
     #: A promoted version's source version (ARN) and environment (``hfpipe promote``).
     promoted_from: str | None = None
     promoted_from_env: str | None = None
+    #: An unmerged adapter's base, as the version records it (hfpipe.core.registry.adapter_base).
+    adapter_base: str | None = None
 
     @property
     def ref(self) -> str:
@@ -113,6 +115,7 @@ def describe_version(sagemaker: Any, s3: Any, env: str, arn: str) -> VersionInfo
         approval_description=desc.get("ApprovalDescription"),
         promoted_from=meta.get(promotion.PROMOTED_FROM),
         promoted_from_env=meta.get(promotion.PROMOTED_FROM_ENV),
+        adapter_base=registry.adapter_base({"CustomerMetadataProperties": meta}),
     )
 
 
@@ -183,8 +186,11 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
     )
     # A "promoted from" column only where a version was promoted (hfpipe promote).
     promoted = any(v.promoted_from for v in versions)
+    # An "adapter of" column only where a version is an unmerged adapter (recipe.adapter): the base it needs.
+    adapters = any(v.adapter_base for v in versions)
     columns = ("version", "status", "metrics", "cost (USD)", "execution", "created (UTC)")
-    for column in (*columns, *(["promoted from"] if promoted else [])):
+    extra = [*(["promoted from"] if promoted else []), *(["adapter of"] if adapters else [])]
+    for column in (*columns, *extra):
         out.add_column(column, justify="right" if column.startswith("cost") else "left")
     for v in versions:
         row = [
@@ -195,7 +201,9 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
             v.execution or "-",
             v.created.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if v.created else "-",
         ]
-        out.add_row(*row, *([v.source or "-"] if promoted else []))
+        out.add_row(
+            *row, *([v.source or "-"] if promoted else []), *([v.adapter_base or "-"] if adapters else [])
+        )
     return out
 
 

@@ -13,7 +13,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, cost, fleets, limits, names, prices, quotas, request, serving_fit, sources
+from hfpipe.core import (
+    adapter_recipe,
+    api_shapes,
+    cost,
+    fleets,
+    limits,
+    names,
+    prices,
+    quotas,
+    request,
+    serving_fit,
+    sources,
+)
 from hfpipe.core import validate as rules
 from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.plan_model import Gate, Plan
@@ -228,6 +240,7 @@ def check_rules(recipe: dict[str, Any]) -> None:
         )
     _version_pairing(recipe["container"]["training"])
     _distribution_rules(t, dist)
+    adapter_recipe.check(recipe)
     gate = recipe["evaluation_gate"]
     if gate:
         metric_names = [m["Name"] for m in t["metric_definitions"]]
@@ -434,7 +447,8 @@ def build_plan(
     accepted = accept(event, config, s3=s3)
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t = recipe["training"]
-    deploy = bool(recipe["deploy"])
+    # An adapter kept unmerged gets no endpoint of its own: it is registered, and served on the shared base.
+    deploy = bool(recipe["deploy"]) and adapter_recipe.base_model(recipe) is None
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
     kind_environment = (
@@ -475,6 +489,7 @@ def build_plan(
         tags=tags,
         training_job_request=job_request,
         hyperparameters_not_checked=accepted.hyperparameters_not_checked,
+        adapter_base_model=adapter_recipe.base_model(recipe),
     )
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
@@ -487,7 +502,10 @@ def _job_request(
     """The CreateTrainingJob request of the accepted recipe, within the API's count of hyperparameters."""
     recipe = accepted.recipe
     job_request = request.build_training_job_request(
-        recipe=recipe,
+        recipe={
+            **recipe,
+            "training": {**recipe["training"], "hyperparameters": adapter_recipe.hyperparameters(recipe)},
+        },
         training_job_name=job_name,
         image_uri=accepted.training_image,
         role_arn=config.role_arn,

@@ -20,7 +20,7 @@ from hfpipe.core.typed_json import Document
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
-SCHEMA_VERSION = 3  # 2: serving_production_variants; 3: hyperparameters_not_checked
+SCHEMA_VERSION = 4  # 2: serving_production_variants; 3: hyperparameters_not_checked; 4: adapter_base_model
 #: Where the state machine keeps the plan (the Plan task's ResultPath).
 ROOT_PATH = "$.plan"
 
@@ -95,6 +95,10 @@ class Plan:
     #: without running the script: hfpipe.core.sources.not_checked); null when they were, or for the
     #: project's scripts. The report says it.
     hyperparameters_not_checked: str | None
+    #: The Hub id of the base an adapter recipe's unmerged adapter needs (``recipe.adapter.base_model``):
+    #: the run registers the adapter without an endpoint of its own (``deploy`` is false), to be served on
+    #: the environment's shared base; null for every other recipe.
+    adapter_base_model: str | None
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON-able dict (what the Plan Lambda returns and the state machine keeps)."""

@@ -32,6 +32,8 @@ DECISIONS = {"approve": "Approved", "reject": "Rejected"}
 CONTENT_TYPES = ["application/json"]
 #: The statistics document's own format version (``statistics``).
 STATISTICS_VERSION = 1
+#: The CustomerMetadataProperties key of the base an adapter version needs (``adapter_base``).
+ADAPTER_BASE_KEY = "adapter_base_model"
 #: SageMaker's model package ARN: arn:<partition>:sagemaker:<region>:<account>:model-package/<group>/<version>.
 _VERSION_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/([^/]+)/(\d+)$")
 _SHORT_REF = re.compile(r"^([A-Za-z0-9-]+)/(\d+)$")
@@ -79,8 +81,16 @@ def metadata(plan: Plan, *, cost_usd: float | None, model_data_url: str) -> dict
         "cost_usd": _money(cost_usd),
         "source_asset": source or None,
         "model_data": model_data_url,
+        ADAPTER_BASE_KEY: plan.adapter_base_model,
     }
     return {key: value for key, value in values.items() if value}
+
+
+def adapter_base(package: dict[str, Any]) -> str | None:
+    """The base model a version's unmerged adapter needs, as the version records it (a
+    DescribeModelPackage answer's CustomerMetadataProperties); None for a version of a merged model."""
+    value = (package.get("CustomerMetadataProperties") or {}).get(ADAPTER_BASE_KEY)
+    return str(value) if value else None
 
 
 def statistics(plan: Plan, final_metrics: dict[str, float], properties: dict[str, str]) -> dict[str, Any]:

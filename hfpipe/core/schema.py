@@ -18,6 +18,7 @@ from typing import Any
 
 import fastjsonschema
 
+from hfpipe.core.shared_base import HUB_ID_PATTERN
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
@@ -266,6 +267,25 @@ RECIPE_SCHEMA: dict[str, Any] = {
                     "type": "boolean",
                     "default": True,
                     "description": "true: metric >= threshold passes; false: metric <= threshold passes.",
+                },
+            },
+        },
+        "adapter": {
+            "type": ["object", "null"],
+            "default": None,
+            "additionalProperties": False,
+            "required": ["base_model"],
+            "description": "Keep the LoRA adapter unmerged (a LoRA recipe only): the artifact is the adapter "
+            "(adapter_config.json + weights, megabytes) with the identity of its base, and the registered "
+            "version records that base; it is served on the environment's shared base (docs/adapters.md), "
+            "not on an endpoint of its own.",
+            "properties": {
+                "base_model": {
+                    "type": "string",
+                    "pattern": HUB_ID_PATTERN,
+                    "description": "The Hub id of the base the adapter is trained on: the "
+                    "model_name_or_path hyperparameter when the recipe names one, else the model the "
+                    "`model` channel holds; the shared base that serves it must be this model.",
                 },
             },
         },

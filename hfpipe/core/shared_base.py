@@ -37,7 +37,10 @@ MAX_COPIES = 100
 #: plus ``lora_width``: hfpipe.core.adapter_fit).
 FIGURE_KEYS = ("parameters", "layers", "kv_heads", "head_dim", "lora_width")
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+#: A Hugging Face Hub id (organisation/name or name): a shared base's model, and an adapter recipe's base
+#: (the recipe schema's ``adapter.base_model``).
+HUB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+_HUB_ID = re.compile(HUB_ID_PATTERN)
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
 _KEYS = {
     "base_model": 'the Hugging Face Hub id of the base model, e.g. "bigscience/bloomz-7b1" (required)',

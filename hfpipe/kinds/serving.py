@@ -67,6 +67,10 @@ class ServingKind:
     #: as they are; it cannot load a LoRA adapter over a base from the hub). The Plan refuses a LoRA recipe
     #: that does not merge its adapter (hfpipe/core/serving_fit.py, `kind_environment`).
     needs_merged_model: bool = False
+    #: Whether the kind's server loads LoRA adapters at run time next to one base (vLLM's --enable-lora):
+    #: what serves a recipe that keeps its adapter unmerged (`recipe.adapter`) on an environment's shared
+    #: base (docs/adapters.md).
+    serves_adapters: bool = False
     #: Whether requests are OpenAI chat/completion bodies (`openai_sample_request` is the task kind's
     #: sample in that shape) rather than the task handler's own.
     speaks_openai: bool = False
@@ -163,6 +167,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             request_contract=openai_contract.check_request,
             local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
+            serves_adapters=True,
             speaks_openai=True,
             fit_rule="vllm-kv-cache",
             server_settings=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfpipe.kinds.serving import (
@@ -49,6 +49,25 @@ TINY_MODELS: dict[str, TinyModel] = {
             for name, label in (("bert", "BERT"), ("roberta", "RoBERTa"), ("distilbert", "DistilBERT"))
         ),
         TinyModel("bloom", "tiny random-weight BLOOM", "hfpipe.fixtures.samsum:build_tiny_bloom"),
+        # A family vLLM serves LoRA adapters on (LlamaForCausalLM implements SupportsLoRA; BLOOM does not):
+        # the base of the adapter recipes. Sized like the BLOOM one (hidden 64: bitsandbytes' blocks).
+        TinyModel(
+            "llama",
+            "tiny random-weight Llama",
+            "hfpipe.fixtures.samsum:build_tiny_lm",
+            {
+                "model_class": "LlamaForCausalLM",
+                "config": {
+                    "hidden_size": 64,
+                    "intermediate_size": 128,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 4,
+                    "num_key_value_heads": 2,
+                    "max_position_embeddings": 256,
+                },
+                "token_ids": {"bos_token_id": "bos", "eos_token_id": "eos", "pad_token_id": "pad"},
+            },
+        ),
         # A family of another architecture transformers builds from a config is data: e.g.
         # TinyModel("t5", "tiny random-weight T5", "hfpipe.fixtures.samsum:build_tiny_lm", {"model_class":
         # "T5ForConditionalGeneration", "config": {...}, "token_ids": {"pad_token_id": "pad", ...}}).
@@ -201,6 +220,19 @@ SAMSUM = Fixture(
     files={"training": "train.jsonl", "validation": "validation.jsonl"},
     handler_inputs="hfpipe.fixtures.samsum:handler_inputs",
 )
+#: The same records for a recipe whose LoRA targets are not BLOOM's fused `query_key_value` (q_proj, v_proj,
+#: ...: a Llama-family base, which vLLM serves adapters on), trained on the tiny Llama.
+SAMSUM_LLAMA = replace(
+    SAMSUM, name="samsum-llama", description="samsum-style dialogue fixture (Llama)", family="llama"
+)
+
+
+def _prompt_fixture(hp: Hyperparameters) -> int:
+    # The tiny family must have the modules the recipe's LoRA targets name (BLOOM's fused QKV, or not).
+    targets = {m.strip() for m in str(hp.get("lora_target_modules", "query_key_value")).split(",")}
+    return 0 if "query_key_value" in targets else 1
+
+
 CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
 
 TASK_KINDS: dict[str, TaskKind] = {
@@ -272,7 +304,8 @@ TASK_KINDS: dict[str, TaskKind] = {
             entry_point="run_clm.py",
             handler="inference_clm",
             columns=_prompt_columns,
-            fixtures=(SAMSUM,),
+            fixtures=(SAMSUM, SAMSUM_LLAMA),
+            pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
             takes_dialogue=True,
         ),
@@ -283,7 +316,8 @@ TASK_KINDS: dict[str, TaskKind] = {
             entry_point="run_clm.py",
             handler="inference_clm",
             columns=_prompt_columns,
-            fixtures=(SAMSUM,),
+            fixtures=(SAMSUM, SAMSUM_LLAMA),
+            pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
         ),
     )

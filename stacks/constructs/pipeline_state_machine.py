@@ -240,9 +240,25 @@ class PipelineStateMachine(Construct):
         report_no_deploy.next(sfn.Succeed(self, "TrainedWithoutDeploy"))
         return (
             sfn.Choice(self, "Deploy?")
+            .when(sfn.Condition.is_string(P("adapter_base_model")), self._register_adapter())
             .when(sfn.Condition.boolean_equals(P("deploy"), False), report_no_deploy)
             .otherwise(deploy)
         )
+
+    def _register_adapter(self) -> tasks.LambdaInvoke:
+        """An unmerged adapter (the plan names its base) has no endpoint of its own: it becomes a version in
+        the recipe's group straight after training (and the gate), and is served on the environment's
+        shared base by `hfpipe deploy --adapter` (docs/adapters.md)."""
+        register = self._invoke(
+            "RegisterAdapter",
+            "register",
+            "$.registered",
+            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
+        )
+        self._catch(register)
+        report = self._invoke("ReportAdapter", "report", "$.report")
+        report.next(sfn.Succeed(self, "AdapterRegistered"))
+        return register.next(report)
 
     # -- the endpoint ------------------------------------------------------------------------------------
 

@@ -5,13 +5,22 @@ botocore's shapes, the statuses on a clock the test moves, AWS's refusals, and I
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import boto3
+import botocore.session
 import pytest
 from botocore.exceptions import ClientError
+from botocore.validate import validate_parameters
 from moto import mock_aws
 
+from hfpipe.cli import endpoints, invoke
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import adapter_deploy
+from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
+from hfpipe.core.shared_base import SharedBase
 from hfpipe.local import inference_components, moto_patches
 from hfpipe.local.inference_components import InferenceComponents
 
@@ -232,3 +241,153 @@ def test_invoke_endpoint_reaches_a_named_component_of_its_endpoint_only(world):
         ENDPOINT, "base", "base", None
     )
     assert world.store.route(account, REGION, PLAIN, None, hosting) is None
+
+
+# -- deploying adapter versions onto an environment's shared base (hfpipe.core.adapter_deploy) ------------
+
+SHARED = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=2)
+DEV_BASE = BaseNames.of("dev")
+SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
+
+
+def registered(sm, recipe: str, number: int, *, base="my-org/base-8b", approved=True) -> dict:
+    """Version ``number`` of ``recipe``'s group, as the Register step writes an adapter's (moto's registry)."""
+    group = f"hfpipe-dev-{recipe}"
+    if number == 1:
+        sm.create_model_package_group(ModelPackageGroupName=group)
+    arn = sm.create_model_package(
+        ModelPackageGroupName=group,
+        InferenceSpecification={
+            "Containers": [
+                {"Image": "image", "ModelDataUrl": f"s3://artifacts/{recipe}/{number}/model.tar.gz"}
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        CustomerMetadataProperties={"adapter_base_model": base},
+        ModelApprovalStatus="Approved" if approved else "PendingManualApproval",
+    )["ModelPackageArn"]
+    return sm.describe_model_package(ModelPackageName=arn)
+
+
+def put_adapter(world, adapter: str, version: dict, base: SharedBase = SHARED) -> dict:
+    def wait(kind: str, name: str) -> None:
+        world.clock.now += 120  # past every transitional status
+
+    requests = adapter_deploy.base_requests(
+        "dev",
+        base,
+        image="image",
+        role_arn=f"arn:aws:iam::{moto_patches.default_account_id()}:role/r",
+        gpus=1,
+        memory_mb=1024,
+        tags=[],
+    )
+    for operation, request in requests.items():  # as botocore's model of SageMaker takes them
+        validate_parameters(request, SAGEMAKER.operation_model(operation).input_shape)
+    return adapter_deploy.deploy_adapter(
+        world.sm, "dev", base, adapter, version, base_requests=requests, wait=wait, tags=[]
+    )
+
+
+def on_base(sm) -> dict[str, str]:
+    pages = sm.list_inference_components(EndpointNameEquals=DEV_BASE.endpoint)["InferenceComponents"]
+    described = [
+        sm.describe_inference_component(InferenceComponentName=c["InferenceComponentName"]) for c in pages
+    ]
+    return {
+        d["InferenceComponentName"]: d["Specification"].get("Container", {}).get("ArtifactUrl", "base")
+        for d in described
+    }
+
+
+def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
+    sm = world.sm
+    summary_1, summary_2 = registered(sm, "summary", 1), registered(sm, "summary", 2)
+    topics_1 = registered(sm, "topics", 1)
+    first = put_adapter(world, "summary", summary_1)
+    assert first["base_created"] == [
+        "CreateModel",
+        "CreateEndpointConfig",
+        "CreateEndpoint",
+        "CreateInferenceComponent",
+    ]
+    second = put_adapter(world, "topics", topics_1)
+    assert (second["action"], second["base_created"]) == ("created", [])  # the base is there: one fleet
+    config = sm.describe_endpoint_config(EndpointConfigName=DEV_BASE.endpoint_config)
+    (variant,) = config["ProductionVariants"]
+    assert (variant["InstanceType"], variant["InitialInstanceCount"], "ModelName" in variant) == (
+        "ml.g5.4xlarge",
+        1,
+        False,
+    )
+    model = sm.describe_model(ModelName=DEV_BASE.model)["PrimaryContainer"]["Environment"]
+    assert (model["SM_VLLM_ENABLE_LORA"], model["SM_VLLM_MAX_LORAS"], model["SM_VLLM_MODEL"]) == (
+        "true",
+        "2",
+        "my-org/base-8b",
+    )
+    summary, topics = "hfpipe-dev-adapter-summary", "hfpipe-dev-adapter-topics"
+    # `hfpipe endpoints`: the one fleet's price, in equal shares per adapter read from the endpoint.
+    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC))
+    assert (info.instance_type, info.instance_count, info.price_per_hour_usd) == ("ml.g5.4xlarge", 1, 2.03)
+    assert {(a.component, a.rule, a.usd_per_hour) for a in info.adapters} == {
+        (summary, "equal", 1.015),
+        (topics, "equal", 1.015),
+    }
+    assert on_base(sm) == {
+        DEV_BASE.component: "base",
+        summary: "s3://artifacts/summary/1/model.tar.gz",
+        topics: "s3://artifacts/topics/1/model.tar.gz",
+    }
+    # `hfpipe invoke ENDPOINT --adapter NAME`: InvokeEndpoint's InferenceComponentName, which local mode routes.
+    target = invoke.with_adapter(
+        SimpleNamespace(sagemaker=sm), invoke.Target(DEV_BASE.endpoint, None), "summary", "dev"
+    )
+    assert (target.component, target.serving.name) == (summary, "vllm")
+    invoke.send(SimpleNamespace(runtime=world.runtime), target, {"prompt": "Amanda:", "max_tokens": 4})
+    with pytest.raises(HfpipeError, match=r"nope"):  # what is sent names the component
+        invoke.send(SimpleNamespace(runtime=world.runtime), replace(target, component="nope"), {})
+    with pytest.raises(HfpipeError, match=r"holds no adapter component hfpipe-dev-adapter-other"):
+        invoke.with_adapter(SimpleNamespace(sagemaker=sm), target, "other", "dev")
+    # With --local, the OpenAI route: the model field names the adapter, as vLLM routes it.
+    assert invoke.with_model_field([{"prompt": "x"}], "summary") == [{"prompt": "x", "model": "summary"}]
+    assert put_adapter(world, "summary", summary_2)["action"] == "updated"
+    assert on_base(sm)[topics] == "s3://artifacts/topics/1/model.tar.gz"  # untouched
+    # The way back: the newest approved version older than what the component serves, read from it.
+    serving = adapter_deploy.serving_artifact(sm, "dev", "summary")
+    back = adapter_deploy.previous_version([summary_1, summary_2], serving)
+    assert back["ModelPackageArn"] == summary_1["ModelPackageArn"]
+    put_adapter(world, "summary", dict(back))
+    assert on_base(sm)[summary] == "s3://artifacts/summary/1/model.tar.gz"
+    assert on_base(sm)[topics] == "s3://artifacts/topics/1/model.tar.gz"
+    with pytest.raises(AdapterRefused, match="first approved version; nothing to roll back to"):
+        adapter_deploy.previous_version(
+            [summary_1, summary_2], serving="s3://artifacts/summary/1/model.tar.gz"
+        )
+    assert adapter_deploy.delete_adapter(sm, "dev", "topics") == topics
+    world.clock.now += 120
+    assert set(on_base(sm)) == {DEV_BASE.component, summary}
+
+
+def test_a_version_the_rules_refuse_creates_nothing_and_says_why(world):
+    sm = world.sm
+    pending = registered(sm, "summary", 1, approved=False)
+    with pytest.raises(AdapterRefused, match=r"is PendingManualApproval; accepted: an Approved version"):
+        put_adapter(world, "summary", pending)
+    other = registered(sm, "topics", 1, base="other-org/base-7b")
+    with pytest.raises(
+        AdapterRefused, match=r"was trained on 'other-org/base-7b', and the shared base serves"
+    ):
+        put_adapter(world, "topics", other)
+    assert DEV_BASE.endpoint not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+    one = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=1)
+    put_adapter(world, "a", registered(sm, "a", 1), base=one)
+    with pytest.raises(AdapterRefused, match=r"holds at most 1 \(shared_base.max_adapters\)"):
+        put_adapter(world, "b", registered(sm, "b", 1), base=one)
+    with pytest.raises(AdapterRefused, match=r"--adapter: 'B_1' is not accepted"):
+        put_adapter(world, "B_1", registered(sm, "c", 1), base=one)
+    with pytest.raises(
+        AdapterRefused, match=r"'b' is not on dev's shared base; accepted: one of hfpipe-dev-adapter-a"
+    ):
+        adapter_deploy.delete_adapter(sm, "dev", "b")

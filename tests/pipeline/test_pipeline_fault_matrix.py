@@ -71,6 +71,22 @@ def test_happy_path_without_deploy(fresh):
     assert_only_job(fresh, name)
 
 
+def test_an_adapter_run_registers_its_adapter_with_its_base_and_makes_no_endpoint(fresh):
+    seen = {}
+    fresh.training = lambda request, job: seen.update(request["HyperParameters"])
+    name, r = run(fresh, "tiny-adapter")
+    assert r.status == "SUCCEEDED", r.cause
+    assert "CreateModel" not in r.states and r.states[-2:] == ["ReportAdapter", "AdapterRegistered"]
+    assert (json.loads(seen["merge_adapter"]), json.loads(seen["adapter_base_model"])) == (
+        False,
+        "hfpipe-fixtures/tiny-llama",
+    )
+    sm = fresh.client("sagemaker")
+    version = sm.describe_model_package(ModelPackageName=r.output["registered"]["model_package_arn"])
+    assert version["CustomerMetadataProperties"]["adapter_base_model"] == "hfpipe-fixtures/tiny-llama"
+    assert_only_job(fresh, name)
+
+
 def test_training_job_carries_spot_request(fresh):
     seen = {}
     fresh.training = lambda request, job: seen.update(request)

@@ -220,6 +220,8 @@ def test_other_quantizations_train_a_few_steps(
             "save_steps": 3,
             "rouge_eval_samples": 0,
             "merge_adapter": False,
+            # One run names its base (an adapter recipe's recipe.adapter.base_model, through the plan).
+            **({"adapter_base_model": "my-org/tiny-bloom"} if quantization == "nf4" else {}),
         },
         channels=_channels(fixture_dir),
         env=container_env,
@@ -237,3 +239,6 @@ def test_other_quantizations_train_a_few_steps(
     # Not merged: the model dir is the adapter itself, which the handler loads over its base.
     assert (job.model_dir / "adapter_config.json").is_file()
     assert not (job.model_dir / "model.safetensors").exists()
+    # The adapter names its base as given; otherwise where PEFT loaded it from (the model channel's folder).
+    base = json.loads((job.model_dir / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert (base == "my-org/tiny-bloom") == (quantization == "nf4"), base

@@ -1,0 +1,301 @@
+"""Putting one approved adapter version on an environment's shared base, and taking one off, as SageMaker
+inference components (docs/adapters.md, "Deploying an adapter").
+
+``deploy_adapter`` makes the shared base when it is absent (a model on the vLLM container with the LoRA
+settings of cdk.json's ``shared_base``, an endpoint config whose one variant names no model, the endpoint, the
+base inference component), then creates the adapter's component (``Specification.BaseInferenceComponentName``
+and ``Container.ArtifactUrl``), or updates it to the new version's artifact. ``delete_adapter`` deletes one
+adapter's component; ``previous_version`` names the version a rollback goes back to. Each acts on its own
+adapter's component only, so no other adapter is touched.
+
+The refusals (hfpipe.core.adapter_rules, and the version's approval) are re-read from SageMaker and checked
+just before each step acts: a version not approved, one trained on another base (the base it needs is read
+from the version: hfpipe.core.registry.adapter_base), an adapter before its base, one adapter more than the
+base holds; ``AdapterRefused`` says which, in one line, and nothing is created.
+
+Stdlib only: the functions take a SageMaker client (boto3's, or local mode's, which plays inference
+components: hfpipe.local.inference_components) and a ``wait`` that returns once a resource is InService.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core import adapter_rules, registry
+from hfpipe.core.adapter_rules import Component
+from hfpipe.core.shared_base import SharedBase
+
+#: An adapter's name (`--adapter NAME`): it becomes the component hfpipe-<env>-adapter-NAME (at most 63
+#: characters of [a-zA-Z0-9-], botocore's InferenceComponentName) and what a call selects it by.
+ADAPTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+#: The one variant of the shared base's endpoint config.
+VARIANT = "AllTraffic"
+APPROVED = "Approved"
+
+#: ``wait(kind, name)``: returns once the endpoint or inference component ``name`` is InService.
+Wait = Callable[[str, str], None]
+
+
+class AdapterRefused(ValueError):
+    """A step the rules forbid; the message names what and why, and nothing was created or changed."""
+
+
+@dataclass(frozen=True)
+class BaseNames:
+    """The names of an environment's shared base (one per environment, so unique per account and region)."""
+
+    model: str
+    endpoint_config: str
+    endpoint: str
+    component: str
+
+    @classmethod
+    def of(cls, env: str) -> BaseNames:
+        stem = f"{contract.PROJECT}-{env}-shared-base"
+        return cls(model=stem, endpoint_config=stem, endpoint=stem, component=stem)
+
+
+def component_name(env: str, adapter: str) -> str:
+    """The adapter's inference component; AdapterRefused for a name that is not one."""
+    if not isinstance(adapter, str) or not ADAPTER_NAME.match(adapter):
+        raise AdapterRefused(
+            f"--adapter: {adapter!r} is not accepted; accepted: 1 to 32 of a-z, 0-9 and '-', starting and "
+            "ending with a letter or digit"
+        )
+    return f"{contract.PROJECT}-{env}-adapter-{adapter}"
+
+
+def server_environment(base: SharedBase) -> dict[str, str]:
+    """The vLLM container's flags for the base, as SM_VLLM_* variables (the container turns SM_VLLM_X_Y into
+    --x-y): the base model, LoRA on, at most ``max_adapters`` adapters of rank ``max_lora_rank``, the context."""
+    return {
+        "SM_VLLM_MODEL": base.base_model,
+        "SM_VLLM_ENABLE_LORA": "true",
+        "SM_VLLM_MAX_LORAS": str(base.max_adapters),
+        "SM_VLLM_MAX_LORA_RANK": str(base.max_lora_rank),
+        "SM_VLLM_MAX_MODEL_LEN": str(base.max_model_len),
+    }
+
+
+def base_requests(
+    env: str,
+    base: SharedBase,
+    *,
+    image: str,
+    role_arn: str,
+    gpus: int,
+    memory_mb: int,
+    tags: list[dict[str, str]],
+) -> dict[str, dict[str, Any]]:
+    """The requests that make the shared base, by operation, in the order they are sent."""
+    names = BaseNames.of(env)
+    container = {"Image": image, "Environment": server_environment(base)}
+    variant = {
+        "VariantName": VARIANT,
+        "InstanceType": base.instance_type,
+        "InitialInstanceCount": base.copies,
+    }
+    return {
+        "CreateModel": {
+            "ModelName": names.model,
+            "ExecutionRoleArn": role_arn,
+            "PrimaryContainer": container,
+            "Tags": tags,
+        },
+        # No ModelName in the variant and an ExecutionRoleArn: an endpoint made for inference components.
+        "CreateEndpointConfig": {
+            "EndpointConfigName": names.endpoint_config,
+            "ExecutionRoleArn": role_arn,
+            "ProductionVariants": [variant],
+            "Tags": tags,
+        },
+        "CreateEndpoint": {
+            "EndpointName": names.endpoint,
+            "EndpointConfigName": names.endpoint_config,
+            "Tags": tags,
+        },
+        # One copy takes every GPU of an instance (tensor parallel over it), so copies are instances.
+        "CreateInferenceComponent": {
+            "InferenceComponentName": names.component,
+            "EndpointName": names.endpoint,
+            "VariantName": VARIANT,
+            "Specification": {
+                "ModelName": names.model,
+                "ComputeResourceRequirements": {
+                    "NumberOfAcceleratorDevicesRequired": gpus,
+                    "MinMemoryRequiredInMb": memory_mb,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": base.copies},
+            "Tags": tags,
+        },
+    }
+
+
+def adapter_specification(env: str, artifact_url: str) -> dict[str, Any]:
+    """An adapter component's Specification: its base and its artifact, no compute of its own."""
+    return {
+        "BaseInferenceComponentName": BaseNames.of(env).component,
+        "Container": {"ArtifactUrl": artifact_url},
+    }
+
+
+def components_on(sagemaker: Any, endpoint: str) -> list[Component]:
+    """The inference components on ``endpoint``, each described (none for an endpoint that serves a model)."""
+    found: list[Component] = []
+    for page in sagemaker.get_paginator("list_inference_components").paginate(EndpointNameEquals=endpoint):
+        for summary in page.get("InferenceComponents", []):
+            described = sagemaker.describe_inference_component(
+                InferenceComponentName=summary["InferenceComponentName"]
+            )
+            found.append(Component.from_description(described))
+    return found
+
+
+def _exists(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+    except Exception as err:
+        code = str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
+        if code in ("ValidationException", "ResourceNotFound"):
+            return False
+        raise
+    return True
+
+
+def version_problem(adapter: str, version: Mapping[str, Any], base: SharedBase) -> str | None:
+    """Why a version (DescribeModelPackage's answer) may not go on the base: not approved, or trained on
+    another base than the one it serves; None when it may."""
+    status = version.get("ModelApprovalStatus")
+    if status != APPROVED:
+        return (
+            f"version {version.get('ModelPackageArn')} is {status}; accepted: an {APPROVED} version "
+            "(hfpipe models approve)"
+        )
+    return adapter_rules.base_model_problem(adapter, registry.adapter_base(dict(version)), base.base_model)
+
+
+def ensure_base(sagemaker: Any, env: str, requests: Mapping[str, Mapping[str, Any]], wait: Wait) -> list[str]:
+    """Create what of the shared base is absent, in order, waiting for the endpoint and the base component to
+    be InService; returns what it created."""
+    names, created = BaseNames.of(env), []
+    steps = (
+        ("CreateModel", lambda: sagemaker.describe_model(ModelName=names.model), sagemaker.create_model),
+        (
+            "CreateEndpointConfig",
+            lambda: sagemaker.describe_endpoint_config(EndpointConfigName=names.endpoint_config),
+            sagemaker.create_endpoint_config,
+        ),
+        (
+            "CreateEndpoint",
+            lambda: sagemaker.describe_endpoint(EndpointName=names.endpoint),
+            sagemaker.create_endpoint,
+        ),
+        (
+            "CreateInferenceComponent",
+            lambda: sagemaker.describe_inference_component(InferenceComponentName=names.component),
+            sagemaker.create_inference_component,
+        ),
+    )
+    for operation, look, create in steps:
+        if not _exists(look):
+            create(**requests[operation])
+            created.append(operation)
+        if operation == "CreateEndpoint":
+            wait("endpoint", names.endpoint)
+    wait("inference-component", names.component)
+    return created
+
+
+def deploy_adapter(
+    sagemaker: Any,
+    env: str,
+    base: SharedBase,
+    adapter: str,
+    version: Mapping[str, Any],
+    *,
+    base_requests: Mapping[str, Mapping[str, Any]],
+    wait: Wait,
+    tags: list[dict[str, str]],
+) -> dict[str, Any]:
+    """Put ``version`` (DescribeModelPackage's answer) on the shared base as adapter ``adapter``: the base
+    made when absent, then the adapter's component created, or updated to this version's artifact. The
+    refusals are checked before the base is made and again, read afresh, just before the adapter acts."""
+    name = component_name(env, adapter)
+    names = BaseNames.of(env)
+    problem = version_problem(adapter, version, base)
+    if problem:
+        raise AdapterRefused(problem)
+    created = ensure_base(sagemaker, env, base_requests, wait)
+    components = components_on(sagemaker, names.endpoint)
+    problem = (
+        adapter_rules.adapter_before_base_problem(name, names.component, names.endpoint, components)
+        or adapter_rules.adapter_count_problem(name, names.component, components, base.max_adapters)
+        or version_problem(adapter, _fresh(sagemaker, version), base)
+    )
+    if problem:
+        raise AdapterRefused(problem)
+    artifact = version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    spec = adapter_specification(env, artifact)
+    if any(c.name == name for c in components):
+        sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
+        action = "updated"
+    else:
+        sagemaker.create_inference_component(
+            InferenceComponentName=name, EndpointName=names.endpoint, Specification=spec, Tags=tags
+        )
+        action = "created"
+    wait("inference-component", name)
+    return {"component": name, "action": action, "artifact": artifact, "base_created": created}
+
+
+def _fresh(sagemaker: Any, version: Mapping[str, Any]) -> dict[str, Any]:
+    """The version as SageMaker describes it now (its approval may have changed since it was first read)."""
+    return dict(sagemaker.describe_model_package(ModelPackageName=version["ModelPackageArn"]))
+
+
+def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
+    """Delete adapter ``adapter``'s component, and nothing else; returns its name. AdapterRefused when the
+    environment's base holds no such adapter."""
+    name = component_name(env, adapter)
+    components = components_on(sagemaker, BaseNames.of(env).endpoint)
+    if not any(c.name == name for c in components):
+        held = adapter_rules.adapters_of(BaseNames.of(env).component, components)
+        raise AdapterRefused(
+            f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: one of "
+            f"{', '.join(held) or 'none (no adapter is deployed)'}"
+        )
+    sagemaker.delete_inference_component(InferenceComponentName=name)
+    return name
+
+
+def serving_artifact(sagemaker: Any, env: str, adapter: str) -> str:
+    """The artifact adapter ``adapter``'s component serves, read from the component."""
+    described = sagemaker.describe_inference_component(InferenceComponentName=component_name(env, adapter))
+    return str(described["Specification"]["Container"]["ArtifactUrl"])
+
+
+def previous_version(versions: list[Mapping[str, Any]], serving: str) -> Mapping[str, Any]:
+    """The version a rollback goes back to: of a group's versions (DescribeModelPackage answers), the newest
+    Approved one older than the version whose artifact ``serving`` is; AdapterRefused when there is none."""
+
+    def number(v: Mapping[str, Any]) -> int:
+        return int(v.get("ModelPackageVersion") or str(v["ModelPackageArn"]).rsplit("/", 1)[-1])
+
+    current = [v for v in versions if v["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == serving]
+    if not current:
+        raise AdapterRefused(
+            f"the adapter serves {serving}, which no version of its group holds; nothing to roll back to"
+        )
+    older = [
+        v for v in versions if number(v) < number(current[0]) and v.get("ModelApprovalStatus") == APPROVED
+    ]
+    if not older:
+        raise AdapterRefused(
+            f"version {number(current[0])} is the adapter's first approved version; nothing to roll back to"
+        )
+    return max(older, key=number)
