@@ -335,68 +335,11 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         env=args.env,
     )
     timeout_s = wait_timeout(args)
-    endpoint = step(
-        f"reading endpoint {name}",
-        named_endpoints.describe_or_none,
-        call=sagemaker.describe_endpoint,
-        EndpointName=name,
-    )
-    info: EndpointInfo | None = None
-    if endpoint is not None:
-        tags = step(
-            f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
-        )
-        if not _ours(tags, args.env):
-            owner = tags.get(contract.TAG_ENV)
-            whose = f"environment {owner!r}" if owner else "no hfpipe environment"
-            raise HfpipeError(
-                f"endpoint {name} belongs to {whose} (tags {contract.TAG_ENV}, {contract.TAG_MANAGED_BY}), "
-                f"not {args.env!r}: nothing deleted"
-            )
-        info = step(
-            f"reading endpoint {name}",
-            describe,
-            sagemaker=sagemaker,
-            name=name,
-            tags=tags,
-            now=datetime.now(UTC),
-        )
-    leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, args.env)
-    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone), and
-    # after an interrupted delete what it still left (hfpipe.cli.named_endpoints.gone).
-    deployment, rest = (info.deployment if info else None), list[str]()
-    left_by_named = None if info or leftovers else named_endpoints.gone(clients, args.env, name)
-    if left_by_named:
-        name, deployment, rest = left_by_named
-    if deployment:
-        seen = {(r.kind.name, r.name) for r in leftovers}
-        leftovers += [
-            r
-            for r in named_endpoints.leftovers(sagemaker, args.env, deployment)
-            if (r.kind.name, r.name) not in seen
-        ]
-    if info is None and not leftovers and not rest:
-        raise HfpipeError(
-            f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {args.env}`"
-        )
-    if info is not None:
-        console.print(table(args.env, [info]))
-        question = f"Delete endpoint {name} ({describe_cost(info)})?"
-    else:
-        console.print(
-            f"endpoint {name} is already gone; it left "
-            + ", ".join([f"{r.kind.name} {r.name}" for r in leftovers] + rest)
-        )
-        question = "Delete " + ", ".join([f"{r.kind.name} {r.name}" for r in leftovers] + rest) + "?"
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise HfpipeError(
-                "not deleting without confirmation: stdin is not a terminal; pass --yes to confirm"
-            )
-        answer = input(f"{question} [y/N] ")
-        if answer.strip().lower() not in {"y", "yes"}:
-            console.print("nothing deleted")
-            return 1
+    info = _ours_or_none(sagemaker, name, args.env)
+    name, deployment, leftovers, rest = _what_it_leaves(clients, name, info, args.env)
+    if not _confirmed(args, console, name, info, [f"{r.kind.name} {r.name}" for r in leftovers] + rest):
+        console.print("nothing deleted")
+        return 1
     if info is not None and ready_to_delete(sagemaker, name, info.status, timeout_s, console):
         step(f"deleting endpoint {name}", delete, sagemaker=sagemaker, kind=KINDS[0], name=name)
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
@@ -410,3 +353,73 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
             console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")
     return 0
+
+
+def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
+    """Endpoint `name` as it is now (None: there is none), refused when it is not environment `env`'s."""
+    endpoint = step(
+        f"reading endpoint {name}",
+        named_endpoints.describe_or_none,
+        call=sagemaker.describe_endpoint,
+        EndpointName=name,
+    )
+    if endpoint is None:
+        return None
+    tags = step(
+        f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
+    )
+    if not _ours(tags, env):
+        owner = tags.get(contract.TAG_ENV)
+        whose = f"environment {owner!r}" if owner else "no hfpipe environment"
+        raise HfpipeError(
+            f"endpoint {name} belongs to {whose} (tags {contract.TAG_ENV}, {contract.TAG_MANAGED_BY}), "
+            f"not {env!r}: nothing deleted"
+        )
+    return step(
+        f"reading endpoint {name}", describe, sagemaker=sagemaker, name=name, tags=tags, now=datetime.now(UTC)
+    )
+
+
+def _what_it_leaves(
+    clients: aws.Clients, name: str, info: EndpointInfo | None, env: str
+) -> tuple[str, Any, list[Any], list[str]]:
+    """The endpoint's name, its named deployment (or None), the configs and models to delete with it, and what
+    else an interrupted delete of a named endpoint left; refused when there is nothing at all."""
+    sagemaker = clients.sagemaker
+    leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, env)
+    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone), and
+    # after an interrupted delete what it still left (hfpipe.cli.named_endpoints.gone).
+    deployment, rest = (info.deployment if info else None), list[str]()
+    left_by_named = None if info or leftovers else named_endpoints.gone(clients, env, name)
+    if left_by_named:
+        name, deployment, rest = left_by_named
+    if deployment:
+        seen = {(r.kind.name, r.name) for r in leftovers}
+        leftovers += [
+            r
+            for r in named_endpoints.leftovers(sagemaker, env, deployment)
+            if (r.kind.name, r.name) not in seen
+        ]
+    if info is None and not leftovers and not rest:
+        raise HfpipeError(
+            f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {env}`"
+        )
+    return name, deployment, leftovers, rest
+
+
+def _confirmed(
+    args: argparse.Namespace, console: Any, name: str, info: EndpointInfo | None, left: list[str]
+) -> bool:
+    """What will be deleted, shown; then --yes, or the user's yes at a terminal (none: refused)."""
+    if info is not None:
+        console.print(table(args.env, [info]))
+        question = f"Delete endpoint {name} ({describe_cost(info)})?"
+    else:
+        console.print(f"endpoint {name} is already gone; it left " + ", ".join(left))
+        question = "Delete " + ", ".join(left) + "?"
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise HfpipeError("not deleting without confirmation: stdin is not a terminal; pass --yes to confirm")
+    answer = input(f"{question} [y/N] ")
+    return answer.strip().lower() in {"y", "yes"}

@@ -72,7 +72,6 @@ FUNCTION_BUDGET = 60
 #: Functions over the budget today, with their length, which may only shrink (a ratchet, not a licence):
 #: new code fits the budget, and an entry goes when its function is split.
 OVER_BUDGET = {
-    "hfpipe/cli/endpoints.py:_delete_one": 94,
     "hfpipe/cli/invoke.py:cmd_invoke": 70,
     "hfpipe/local/container.py:run_training_job_request": 65,
 }
