@@ -20,6 +20,13 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+# One intra-op thread for torch in this process and every child (local worlds, `hfpipe local`, their training
+# containers): the models here are tiny, and on a busy 2-core machine OpenMP's threads spin against each
+# other and the other workers. tiny-mnli's 200 steps trained in 78 s with torch's default threads, 6 s with one
+# (`hfpipe local` of the whole run: 91 s of CPU, 54 s). Set before anything imports torch; a value given
+# outside wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The inference handlers import their sibling `request_checks` as they do in <model_dir>/code/ on an
