@@ -66,15 +66,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 #: The longest test files, in seconds of setup + call + teardown on a 2-core machine with three workers
 #: (scripts/test.sh; the run's own "slowest test files" table shows today's figures): measured on a clean
-#: clone of 2026-12-03 (2,759 s of test time in all), less what left test_gpu_run.py since (its fit runs in one
-#: process: ~60 s of CPU) and test_local_world.py (the dry runs in process: ~14 s); the training files gain
-#: from one torch thread too (tests/conftest.py), by amounts not measured yet. They go first, longest first;
+#: clone of 2026-12-03 (2,759 s of test time in all), less what left since: test_gpu_run.py's rehearsal took
+#: 159 s of CPU before its fit runs shared a process and torch ran one thread, 76 s after (241 s scaled by
+#: that), test_local_world.py's dry runs in process ~14 s; the other training files gain from one torch
+#: thread too, by amounts not measured yet. They go first, longest first;
 #: a file not listed counts SLOW_TEST_SECONDS per slow test. Only the order depends on these.
 LONGEST_FILES = {
     "tests/cli/test_local_world.py": 405,
-    "tests/benchmarks/test_gpu_run.py": 200,
     "tests/training/test_local_substitutions.py": 163,
     "tests/training/test_clm_training.py": 129,
+    "tests/benchmarks/test_gpu_run.py": 115,
     "tests/cli/test_walkthrough.py": 103,
     "tests/cli/test_local.py": 96,
     "tests/pipeline/test_promote.py": 77,

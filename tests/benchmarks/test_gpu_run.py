@@ -8,7 +8,7 @@ other wheel, bitsandbytes' CUDA 13 build included (it carries its CPU library to
 from the private folder. Only the GPU itself is left out: no memory cap (CUDA only), tiny models.
 
 The wheels (58 MiB) are cached in $HFPIPE_GPU_WHEELS or ~/.cache/hfpipe/gpu-wheels; a fresh download from
-the package index takes seconds. The rehearsal takes ~100 s of CPU, 210-230 s wall on a busy 2-core machine.
+the package index takes seconds. The rehearsal takes ~75 s of CPU, 77-230 s wall on a 2-core machine (quiet to busy).
 """
 
 from __future__ import annotations
