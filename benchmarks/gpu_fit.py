@@ -394,9 +394,11 @@ def _write(path: Path, row: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _install_probe(row: dict[str, Any], out: Path, device: str) -> None:
+def _install_probe(row: dict[str, Any], out: Path, device: str) -> Any:
     """Time every optimizer step and record the peak memory, through a callback added to every Trainer the
-    script builds (Trainer.__init__ wrapped; the scripts are run unchanged). Each step rewrites `out`."""
+    script builds (Trainer.__init__ wrapped; the scripts are run unchanged). Each step rewrites `out`.
+    Returns the function that puts the Trainer back as it was (the next fit run in this process wraps it anew).
+    """
     import torch
     import transformers
     from transformers import TrainerCallback
@@ -446,6 +448,12 @@ def _install_probe(row: dict[str, Any], out: Path, device: str) -> None:
     transformers.Trainer.__init__ = init  # type: ignore[method-assign]
     transformers.Trainer.training_step = training_step  # type: ignore[method-assign]
 
+    def restore() -> None:
+        transformers.Trainer.__init__ = original  # type: ignore[method-assign]
+        transformers.Trainer.training_step = original_step  # type: ignore[method-assign]
+
+    return restore
+
 
 def child(spec: dict[str, Any]) -> int:
     """Prepare the model and data, cap the GPU memory, run the recipe's script in this process."""
@@ -490,7 +498,7 @@ def child(spec: dict[str, Any]) -> int:
         torch.cuda.empty_cache()
         row["cap_fraction"] = gpu_lora.set_memory_cap(case.cap_gib, device)
         torch.cuda.reset_peak_memory_stats()
-    _install_probe(row, out, device)
+    restore = _install_probe(row, out, device)
     script = TRAINING_CODE / case.script
     sys.argv = [str(script), str(run_dir / "hyperparameters.json")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -508,6 +516,8 @@ def child(spec: dict[str, Any]) -> int:
         traceback.print_exc()
         row["status"] = "oom" if gpu_lora.is_oom(exc) else "failed"
         row["error"] = gpu_lora._error_text(exc)
+    finally:
+        restore()
     row["script_seconds"] = round(time.perf_counter() - t0, 2)
     if device != "cpu":
         row["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -515,6 +525,20 @@ def child(spec: dict[str, Any]) -> int:
     if row["status"] == "ok" and not row["step_seconds"]:
         row.update(status="failed", error="the script trained no step")
     _write(out, row)
+    return 0
+
+
+def children(specs: list[dict[str, Any]]) -> int:
+    """Several fit runs one after another in this process: on a CPU (the rehearsal) nothing a run leaves
+    behind changes the next one's figures, and torch and transformers are imported once instead of once per
+    recipe. Each row gets the seconds its own run took."""
+    for spec in specs:
+        t0 = time.perf_counter()
+        child(spec)
+        out = Path(spec["out"])
+        row = json.loads(out.read_text())
+        row["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        _write(out, row)
     return 0
 
 
@@ -556,11 +580,26 @@ def run_process(cmd: list[str], timeout: float) -> int | str:
         return "timeout"
 
 
+def _spec(recipe: str, work: Path, out: Path, steps: int, tiny: bool) -> dict[str, Any]:
+    return {"recipe": recipe, "tiny": tiny, "work": str(work), "out": str(out), "steps": steps}
+
+
+def _finish(row: dict[str, Any], code: int | str, timeout: float) -> dict[str, Any]:
+    """A row as the child left it, with what its end says: a timeout or a crash mid-run, the verdict and the
+    analytic expectation."""
+    if code == "timeout" and row.get("status") in (None, "preparing", "training"):
+        row.update(status="timeout", error=f"stopped after its {timeout:.0f} s cap ({row.get('status')})")
+    elif code != 0 and row.get("status") in (None, "preparing", "training"):
+        row.update(status="failed", error=row.get("error") or f"child exited with code {code}")
+    row["verdict"] = verdict(row)
+    row["expected"] = make_case(row["recipe"], tiny=False).expected()
+    return row
+
+
 def run_case(recipe: str, work: Path, out: Path, steps: int, tiny: bool, timeout: float) -> dict[str, Any]:
-    """One recipe's fit run in a child process; a timeout keeps what the child wrote so far."""
-    spec = {"recipe": recipe, "tiny": tiny, "work": str(work), "out": str(out), "steps": steps}
+    """One recipe's fit run in a child process of its own; a timeout keeps what the child wrote so far."""
     spec_path = out.with_suffix(".spec.json")
-    spec_path.write_text(json.dumps(spec))
+    spec_path.write_text(json.dumps(_spec(recipe, work, out, steps, tiny)))
     t0 = time.perf_counter()
     code = run_process([sys.executable, "-m", "benchmarks.gpu_fit", "--child", str(spec_path)], timeout)
     row: dict[str, Any] = (
@@ -569,12 +608,29 @@ def run_case(recipe: str, work: Path, out: Path, steps: int, tiny: bool, timeout
     row["wall_seconds"] = round(time.perf_counter() - t0, 2)
     if code == "timeout":
         row.update(status="timeout", error=f"stopped after its {timeout:.0f} s cap ({row.get('status')})")
-    elif code != 0 and row.get("status") in (None, "preparing", "training"):
-        row.update(status="failed", error=row.get("error") or f"child exited with code {code}")
-    row["verdict"] = verdict(row)
-    case = make_case(recipe, tiny=False)
-    row["expected"] = case.expected()
-    return row
+    return _finish(row, code, timeout)
+
+
+def run_cases(
+    recipes: Sequence[str], work: Path, steps: int, tiny: bool, timeout: float
+) -> list[dict[str, Any]]:
+    """Every recipe's fit run in one child process, one after another (`children`: the CPU rehearsal). A
+    timeout or crash keeps what the child wrote: the run it was in is "timeout" or "failed", the runs it
+    had not started "skipped"."""
+    specs = [_spec(r, work, work / f"fit-{r}.json", steps, tiny) for r in recipes]
+    spec_path = work / "fit-all.spec.json"
+    spec_path.write_text(json.dumps(specs))
+    code = run_process([sys.executable, "-m", "benchmarks.gpu_fit", "--children", str(spec_path)], timeout)
+    rows = []
+    for spec in specs:
+        out = Path(spec["out"])
+        if not out.exists():
+            reason = f"its {timeout:.0f} s cap" if code == "timeout" else f"exit code {code}"
+            error = f"not started: the shared fit process ended first ({reason})"
+            rows.append({"recipe": spec["recipe"], "status": "skipped", "verdict": "skipped", "error": error})
+            continue
+        rows.append(_finish(json.loads(out.read_text()), code, timeout))
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -586,9 +642,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=180.0, help="seconds per recipe")
     p.add_argument("--json-out", help="write the rows here")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--children", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         return child(json.loads(Path(a.child).read_text()))
+    if a.children:
+        return children(json.loads(Path(a.children).read_text()))
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gpu-fit-") as tmp:

@@ -6,7 +6,9 @@ what it measured:
 
 1. environment: Python, torch/CUDA, the GPU, where each pinned package was imported from (the private wheel
    folder, not the machine's own), and bitsandbytes' native library running an int8 and an NF4 layer;
-2. fit: each recipe's own training script at full size under its instance's GPU memory (benchmarks/gpu_fit.py);
+2. fit: each recipe's own training script at full size under its instance's GPU memory (benchmarks/gpu_fit.py;
+   on the GPU one process per recipe, for a clean CUDA context and peak-memory count each; in the --tiny
+   rehearsal all four in one process, which imports torch and transformers once);
 3. speed: benchmarks/gpu_lora.py's six LoRA settings on the bloomz-7b1 architecture, each loaded and warmed
    up under the recipe instance's 24 GiB (does it fit an A10G?), then timed without the cap: tokens/s, MFU,
    HFU against the original int8 + checkpointing + Adafactor measured in the same run.
@@ -195,10 +197,9 @@ class Suite:
         reserve = LORA_RESERVE[self.tiny] if step.startswith("fit:") else 0.0
         return max(0.0, min(tiny if self.tiny else gpu, self.left() - reserve))
 
-    def record(self, step: str, t0: float, status: str) -> None:
-        self.results["steps"].append(
-            {"step": step, "seconds": round(time.perf_counter() - t0, 2), "status": status}
-        )
+    def record(self, step: str, t0: float, status: str, seconds: float | None = None) -> None:
+        seconds = round(time.perf_counter() - t0, 2) if seconds is None else seconds
+        self.results["steps"].append({"step": step, "seconds": seconds, "status": status})
         self.results["seconds"] = round(time.perf_counter() - self.started, 2)
         self.write()
 
@@ -208,7 +209,10 @@ class Suite:
 
     def run(self) -> dict[str, Any]:
         steps: list[tuple[str, Any]] = [("environment", self.step_environment)]
-        steps += [(f"fit:{r}", lambda r=r: self.step_fit(r)) for r in gpu_fit.RECIPES]
+        if self.tiny:
+            steps.append(("fit", self.step_fits_together))
+        else:
+            steps += [(f"fit:{r}", lambda r=r: self.step_fit(r)) for r in gpu_fit.RECIPES]
         steps.append(("lora", self.step_lora))
         for name, step in steps:
             t0 = time.perf_counter()
@@ -247,6 +251,26 @@ class Suite:
             )
         self.results["fit"].append(row)
         self.record(step, t0, str(row.get("status")))
+
+    def step_fits_together(self) -> None:
+        """The CPU rehearsal's fit runs, in one child process (gpu_fit.run_cases) under the sum of their caps:
+        nothing here needs a clean CUDA context per recipe, and each child would import torch anew."""
+        steps = [f"fit:{r}" for r in gpu_fit.RECIPES]
+        timeout = min(sum(CAPS[s][1] for s in steps), self.left() - LORA_RESERVE[True])
+        rows: list[dict[str, Any]]
+        if timeout <= 1:
+            error = f"overall budget of {self.budget:.0f} s spent"
+            rows = [
+                {"recipe": r, "status": "skipped", "verdict": "skipped", "error": error}
+                for r in gpu_fit.RECIPES
+            ]
+        else:
+            rows = gpu_fit.run_cases(list(gpu_fit.RECIPES), self.work, FIT_STEPS[True], True, timeout)
+        self.results["fit"] += rows
+        for step, row in zip(steps, rows, strict=True):
+            self.record(
+                step, time.perf_counter(), str(row.get("status")), float(row.get("wall_seconds", 0.0))
+            )
 
     def step_lora(self) -> None:
         t0, path = time.perf_counter(), self.work / "lora.json"

@@ -20,6 +20,13 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+# One intra-op thread for torch in this process and every child (local worlds, `hfpipe local`, their training
+# containers): the models here are tiny, and on a busy 2-core machine OpenMP's threads spin against each
+# other and the other workers. tiny-mnli's 200 steps trained in 78 s with torch's default threads, 6 s with one
+# (`hfpipe local` of the whole run: 91 s of CPU, 54 s). Set before anything imports torch; a value given
+# outside wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The inference handlers import their sibling `request_checks` as they do in <model_dir>/code/ on an
@@ -58,21 +65,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 #: The longest test files, in seconds of setup + call + teardown on a 2-core machine with three workers
-#: (scripts/test.sh; the run's own "slowest test files" table shows today's figures): measured on the suite
-#: of 2026-12-03 before three local runs moved, and for test_local.py and test_local_substitutions.py that
-#: figure less the runs that left them (estimates until the next full run replaces them). They go first,
-#: longest first; a file not listed counts SLOW_TEST_SECONDS per slow test. Only the order depends on these.
+#: (scripts/test.sh; the run's own "slowest test files" table shows today's figures): measured on a clean
+#: clone of 2026-12-03 (2,759 s of test time in all), less what left since: test_gpu_run.py's rehearsal took
+#: 159 s of CPU before its fit runs shared a process and torch ran one thread, 76 s after (241 s scaled by
+#: that), test_local_world.py's dry runs in process ~14 s; the other training files gain from one torch
+#: thread too, by amounts not measured yet. They go first, longest first;
+#: a file not listed counts SLOW_TEST_SECONDS per slow test. Only the order depends on these.
 LONGEST_FILES = {
-    "tests/cli/test_local_world.py": 265,
-    "tests/training/test_local_substitutions.py": 190,
-    "tests/benchmarks/test_gpu_run.py": 150,
-    "tests/training/test_clm_training.py": 137,
-    "tests/cli/test_walkthrough.py": 90,
-    "tests/cli/test_local.py": 85,
+    "tests/cli/test_local_world.py": 405,
+    "tests/training/test_local_substitutions.py": 163,
+    "tests/training/test_clm_training.py": 129,
+    "tests/benchmarks/test_gpu_run.py": 115,
+    "tests/cli/test_walkthrough.py": 103,
+    "tests/cli/test_local.py": 96,
+    "tests/pipeline/test_promote.py": 77,
+    "tests/hostile/test_hostile_local_mode.py": 76,
     "tests/pipeline/test_pipeline_fault_matrix.py": 75,
     "tests/cli/test_use.py": 73,
+    "tests/cli/test_dry_run.py": 72,
     "tests/cli/test_walkthrough_openai.py": 60,
-    "tests/hostile/test_hostile_local_mode.py": 57,
     "tests/hostile/test_hostile_cli_options.py": 57,
     "tests/pipeline/test_deploy_limits.py": 53,
 }

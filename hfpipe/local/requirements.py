@@ -5,8 +5,12 @@ On SageMaker the toolkit runs `pip install -r requirements.txt` inside the conta
 this machine's environment, which must not change under the project, and local mode is offline: so
 
 1. empty (blank lines and comments only): nothing;
-2. already satisfied by this environment (`pip install --dry-run --no-index --report`, which resolves against
-   what is installed, with every specifier pip knows): nothing;
+2. already satisfied by this environment: nothing. `met_here` answers for lines of the form
+   `name[specifier][; marker]` from the installed distributions' metadata (importlib.metadata, packaging's
+   specifiers and markers) in this process, without a pip process; for anything else (options, URLs,
+   extras) `pip install --dry-run --no-index --report`, which resolves against what is installed, answers.
+   When `met_here` says so in the job itself, the toolkit's own `pip install -r requirements.txt` is left
+   out too (hfpipe.local.container), and the job's log says so;
 3. else the requirements are installed with `pip install --no-index --target <cache>/requirements/<hash>`
    from the wheels in `PIP_FIND_LINKS` (a folder of wheels the team keeps; nothing is fetched), once per hash,
    and that folder goes first on the job's PYTHONPATH, so the toolkit's own `pip install` finds them satisfied.
@@ -57,6 +61,37 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def met_here(lines: list[str]) -> bool | None:
+    """Whether the distributions installed here meet every requirement line: True, False, or None when a
+    line is more than `name[specifier][; marker]` (an option, a URL, extras, a trailing comment), which only
+    pip can judge. A line whose marker does not hold here is met (pip skips it too)."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            return None
+        if requirement.url or requirement.extras:
+            return None
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        try:
+            version = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            return False
+        if not requirement.specifier.contains(version, prereleases=True):
+            return False
+    return True
+
+
+def meaningful_lines(source: Path) -> list[str]:
+    """The source's requirement lines, blank lines and comments left out."""
+    return _meaningful(read_requirements(source))
+
+
 def satisfied(requirements_file: Path) -> bool:
     """Whether this environment already holds every requirement (nothing to install; nothing fetched)."""
     done = _pip(
@@ -69,8 +104,8 @@ def satisfied(requirements_file: Path) -> bool:
 
 def package_folder(source: Path, cache: Path | None = None) -> Path | None:
     """The folder to put first on the job's PYTHONPATH, or None when nothing needs installing."""
-    lines = _meaningful(read_requirements(source))
-    if not lines:
+    lines = meaningful_lines(source)
+    if not lines or met_here(lines):
         return None
     text = "\n".join(lines) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -8,7 +8,7 @@ other wheel, bitsandbytes' CUDA 13 build included (it carries its CPU library to
 from the private folder. Only the GPU itself is left out: no memory cap (CUDA only), tiny models.
 
 The wheels (58 MiB) are cached in $HFPIPE_GPU_WHEELS or ~/.cache/hfpipe/gpu-wheels; a fresh download from
-the package index takes seconds. The rehearsal takes ~60-100 s on a busy 2-core machine.
+the package index takes seconds. The rehearsal takes ~75 s of CPU, 77-230 s wall on a 2-core machine (quiet to busy).
 """
 
 from __future__ import annotations
@@ -326,6 +326,34 @@ def test_a_script_out_of_memory_is_a_result(tmp_path: Path, monkeypatch: pytest.
     # The model folder was prepared before the script ran: config, weights, tokenizer.
     model_dir = tmp_path / "models" / "distilbert-base-uncased-tiny"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in model_dir.iterdir()}
+
+
+def test_fit_runs_sharing_a_process_keep_what_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rehearsal's one child for every fit run, stopped at its cap during the second run: the first keeps
+    # its result, the second is the timeout, the ones never started are skipped, each saying why.
+    recipes = list(gpu_fit.RECIPES)
+    commands: list[list[str]] = []
+
+    def stopped_in_the_second(cmd: list[str], timeout: float) -> int | str:
+        commands.append(cmd)
+        done = {"recipe": recipes[0], "status": "ok", "step_seconds": [0.1, 0.1], "wall_seconds": 3.0}
+        (tmp_path / f"fit-{recipes[0]}.json").write_text(json.dumps(done))
+        running = {"recipe": recipes[1], "status": "training", "step_seconds": [0.2]}
+        (tmp_path / f"fit-{recipes[1]}.json").write_text(json.dumps(running))
+        return "timeout"
+
+    monkeypatch.setattr(gpu_fit, "run_process", stopped_in_the_second)
+    rows = gpu_fit.run_cases(recipes, tmp_path, 2, True, 42.0)
+    assert len(commands) == 1 and commands[0][-2] == "--children", commands
+    specs = json.loads(Path(commands[0][-1]).read_text())
+    assert [s["recipe"] for s in specs] == recipes and {s["steps"] for s in specs} == {2}
+    assert [r["recipe"] for r in rows] == recipes
+    assert [r["status"] for r in rows] == ["ok", "timeout", *["skipped"] * (len(recipes) - 2)]
+    assert rows[0]["verdict"] == "ran (no cap on CPU)" and rows[0]["expected"]["memory"]["total"] > 0
+    assert rows[1]["error"] == "stopped after its 42 s cap (training)", rows[1]
+    assert rows[2]["error"] == "not started: the shared fit process ended first (its 42 s cap)", rows[2]
 
 
 def _fake_wheels(folder: Path, pins: dict[str, str], size: int = 1024) -> None:

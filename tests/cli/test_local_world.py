@@ -260,8 +260,24 @@ def test_a_recipe_local_mode_would_change_fails_its_job_with_the_reason(world: W
     assert "model_name_or_path: bert-base-uncased -> tiny random-weight BERT" in world.log("dev")
 
 
+def in_process(world: World, monkeypatch: pytest.MonkeyPatch, capsys: Any, *argv: str) -> str:
+    """One `hfpipe` command called in this process, routed to the world as a typed one is (HFPIPE_LOCAL=1);
+    its output, after checking it succeeded and wrote nothing to stderr."""
+    from hfpipe.cli import main
+
+    monkeypatch.setenv(world_file.HOME_ENV, str(world.home))
+    monkeypatch.setenv(world_file.ROUTE_ENV, "1")
+    capsys.readouterr()
+    code = main(list(argv))
+    output, err = capsys.readouterr()
+    assert (code, err) == (0, ""), (argv, output, err)
+    return output
+
+
 @pytest.mark.slow
-def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(world: World) -> None:
+def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
     import boto3
 
     from hfpipe.core.recipes import available_recipes
@@ -270,7 +286,10 @@ def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(world: 
     planned = {}
     for recipe in available_recipes():  # the world's Service Quotas answer as its Plan Lambda's do
         argv = ("start", "--recipe", recipe, "--name", f"dry-{recipe}", "--dry-run", "--json")
-        planned[recipe] = json.loads(out(dev(*argv)))
+        if recipe == "distilbert-spot":  # the one sent below: planned by the command's own process, as typed
+            planned[recipe] = json.loads(out(dev(*argv)))
+        else:  # the others in this process: the same command and routing, without an interpreter each
+            planned[recipe] = json.loads(in_process(world, monkeypatch, capsys, *argv, "--env", "dev"))
         assert planned[recipe]["training_job_request"]["TrainingJobName"] == f"dev-dry-{recipe}"
     # One of them sent (its job refused at once here: a hub model): its Plan state stored the same plan.
     sent = dev(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 import textwrap
 from pathlib import Path
@@ -307,6 +308,57 @@ def test_requirements_get_a_cached_folder_of_their_own_offline(tmp_path, train_c
     [folder] = [p for p in (tmp_path / "cache" / "requirements").iterdir() if p.is_dir()]
     assert (folder / "teampkg" / "__init__.py").is_file() and (folder / requirements.DONE).is_file()
     assert requirements.package_folder(src) == folder  # the second time: the cached folder, no pip
+    # In the job, teampkg's metadata (the folder on its PYTHONPATH) met the line: the toolkit's pip left out.
+    assert "requirements.txt (1 lines) already met by this environment" in job.logs()
     import importlib.util
 
     assert importlib.util.find_spec("teampkg") is None  # this environment itself is unchanged
+
+
+def test_requirements_met_here_are_judged_from_the_installed_metadata(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from hfpipe.local import requirements
+
+    rich = metadata.version("rich")
+    assert requirements.met_here([f"rich=={rich}", 'nosuchpkg==1.0; python_version < "3"']) is True
+    assert requirements.met_here([f"rich!={rich}"]) is False
+    assert requirements.met_here(["nosuchpkg-hfpipe==1.0"]) is False
+    for unsure in ("--index-url https://example.invalid/simple", "rich[jupyter]", "rich  # pinned"):
+        assert requirements.met_here([unsure]) is None, unsure
+    # Met from the metadata: no pip process at all; a line it cannot judge: pip's dry run decides.
+    calls: list[tuple[str, ...]] = []
+
+    def pip(*args: str) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 0, '{"install": []}', "")
+
+    monkeypatch.setattr(requirements, "_pip", pip)
+    assert requirements.met_here(["rich"]) is True
+    assert requirements.package_folder(_source_with(tmp_path / "a", "rich\n")) is None and calls == []
+    assert requirements.package_folder(_source_with(tmp_path / "b", "rich  # pinned\n")) is None
+    assert [c[:2] for c in calls] == [("install", "--dry-run")]
+
+
+def _source_with(folder: Path, text: str) -> Path:
+    folder.mkdir()
+    (folder / "requirements.txt").write_text(text)
+    return folder
+
+
+def test_the_toolkits_install_is_left_out_only_when_every_line_is_met(tmp_path, monkeypatch, capsys):
+    from sagemaker_training import modules
+
+    original = modules.install_requirements
+    monkeypatch.setattr(modules, "install_requirements", original)
+    (tmp_path / "requirements.txt").write_text("rich  # pinned\n")  # not judged here: pip as before
+    lc._skip_install_when_met(str(tmp_path))
+    assert modules.install_requirements is original and capsys.readouterr().out == ""
+    (tmp_path / "requirements.txt").write_text("nosuchpkg-hfpipe==1.0\n")  # not met: pip as before
+    lc._skip_install_when_met(str(tmp_path))
+    assert modules.install_requirements is original
+    (tmp_path / "requirements.txt").write_text("# the project's\nrich\n")
+    lc._skip_install_when_met(str(tmp_path))
+    assert modules.install_requirements is not original
+    modules.install_requirements(str(tmp_path), True)
+    assert "requirements.txt (1 lines) already met by this environment" in capsys.readouterr().out
