@@ -338,17 +338,7 @@ def _check_dialogue(args: argparse.Namespace, task: kinds.TaskKind | None, name:
 
 def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
     """Check the requests with the endpoint's handler, send them one by one, print answers and latency."""
-    if args.local:
-        if args.endpoint:
-            raise HfpipeError(
-                f"--local talks to `hfpipe local --serve`; drop the endpoint name {args.endpoint!r}"
-            )
-        if not 0 < args.port < 65536:
-            raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
-    elif not args.endpoint:
-        raise UsageError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
-    elif args.env:
-        aws.validate_env_name(args.env)
+    _check_target_options(args)
     # Requests that cannot be read, or that the --recipe's handler refuses, fail before the server or AWS
     # is looked at.
     requests, sources = read_requests(args)
@@ -385,20 +375,41 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
             pieces = _stream(clients, target, body)
             source = target.name if target.url is not None else f"endpoint {target.name}"
             invoke_openai.print_stream(pieces, target.name, index, args.json, console, source)
-            continue
-        answer, latency_ms = send(clients, target, request)
-        if args.json:
-            record = {"request": index, "endpoint": target.name, "latency_ms": latency_ms, "response": answer}
-            sys.stdout.write(json_text.dumps(record) + "\n")
-            sys.stdout.flush()
-            continue
-        label = f"request {index}/{len(requests)}" if len(requests) > 1 else "answer"
-        console.print(f"{label} from {target.name} in {latency_ms:.1f} ms")
-        summaries = _summaries(answer) or invoke_openai.answer_texts(answer)
-        if summaries:
-            for summary in summaries:
-                # A tiny random model may stop at once: say so rather than print nothing.
-                console.print(f"summary: {summary or '(empty)'}", markup=False)
         else:
-            console.print(json_text.dumps(answer, indent=2), markup=False)
+            _print_answer(args, console, target.name, index, len(requests), *send(clients, target, request))
     return 0
+
+
+def _check_target_options(args: argparse.Namespace) -> None:
+    """--local (with a port, without an endpoint name), or an EXECUTION or ENDPOINT name with --env."""
+    if args.local:
+        if args.endpoint:
+            raise HfpipeError(
+                f"--local talks to `hfpipe local --serve`; drop the endpoint name {args.endpoint!r}"
+            )
+        if not 0 < args.port < 65536:
+            raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
+    elif not args.endpoint:
+        raise UsageError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
+    elif args.env:
+        aws.validate_env_name(args.env)
+
+
+def _print_answer(
+    args: argparse.Namespace, console: Any, name: str, index: int, count: int, answer: Any, latency_ms: float
+) -> None:
+    """One answer: a JSON line with --json, else its summaries or texts (or the answer itself) and latency."""
+    if args.json:
+        record = {"request": index, "endpoint": name, "latency_ms": latency_ms, "response": answer}
+        sys.stdout.write(json_text.dumps(record) + "\n")
+        sys.stdout.flush()
+        return
+    label = f"request {index}/{count}" if count > 1 else "answer"
+    console.print(f"{label} from {name} in {latency_ms:.1f} ms")
+    summaries = _summaries(answer) or invoke_openai.answer_texts(answer)
+    if summaries:
+        for summary in summaries:
+            # A tiny random model may stop at once: say so rather than print nothing.
+            console.print(f"summary: {summary or '(empty)'}", markup=False)
+    else:
+        console.print(json_text.dumps(answer, indent=2), markup=False)

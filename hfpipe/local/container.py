@@ -513,17 +513,7 @@ def run_training_job_request(
             "HyperParameters.sagemaker_program is missing; it names the training script"
         )
     hps.pop("sagemaker_submit_directory", None)
-    channels_in_request = [c["ChannelName"] for c in request.get("InputDataConfig") or []]
-    missing = [c for c in channels_in_request if c not in channel_paths]
-    if missing:
-        raise LocalContainerError(
-            f"InputDataConfig channels {missing} have no local path; channel_paths has {sorted(channel_paths)}"
-        )
-    content_types = {
-        c["ChannelName"]: c["ContentType"]
-        for c in request.get("InputDataConfig") or []
-        if c.get("ContentType")
-    }
+    channels_in_request = _channels_of(request, channel_paths)
     for key, reason in _UNSUPPORTED_DISTRIBUTIONS.items():
         if decode_hyperparameter(hps.get(key, "false")) is True:
             raise LocalContainerError(f"HyperParameters.{key}=true cannot run locally: {reason}")
@@ -546,14 +536,34 @@ def run_training_job_request(
         offline=offline,
         stream=stream,
     )
-    # SageMaker writes content types into inputdataconfig.json; keep them for scripts that read them.
+    _keep_content_types(request, proc.base_dir)
+    return proc.wait()
+
+
+def _channels_of(request: Mapping[str, Any], channel_paths: Mapping[str, Any]) -> list[str]:
+    """The request's channel names, each of which must have a local folder."""
+    channels_in_request = [c["ChannelName"] for c in request.get("InputDataConfig") or []]
+    missing = [c for c in channels_in_request if c not in channel_paths]
+    if missing:
+        raise LocalContainerError(
+            f"InputDataConfig channels {missing} have no local path; channel_paths has {sorted(channel_paths)}"
+        )
+    return channels_in_request
+
+
+def _keep_content_types(request: Mapping[str, Any], base_dir: Path) -> None:
+    """SageMaker writes content types into inputdataconfig.json; keep them for scripts that read them."""
+    content_types = {
+        c["ChannelName"]: c["ContentType"]
+        for c in request.get("InputDataConfig") or []
+        if c.get("ContentType")
+    }
     if content_types:
-        cfg = proc.base_dir / "input" / "config" / "inputdataconfig.json"
+        cfg = base_dir / "input" / "config" / "inputdataconfig.json"
         data = json.loads(cfg.read_text())
         for name, ctype in content_types.items():
             data[name]["ContentType"] = ctype
         cfg.write_text(json.dumps(data, indent=2))
-    return proc.wait()
 
 
 def pytorch_container_main() -> None:
