@@ -30,6 +30,12 @@ def base_model(recipe: Mapping[str, Any]) -> str | None:
     return str(adapter["base_model"]) if adapter else None
 
 
+def own_endpoint(recipe: Mapping[str, Any], deploy: bool = True) -> bool:
+    """Whether a run of the recipe (deploying, or with ``deploy`` as it is set) gets an endpoint of its own:
+    an adapter kept unmerged gets none, it is registered and served on the shared base."""
+    return bool(deploy) and base_model(recipe) is None
+
+
 def check(recipe: Mapping[str, Any]) -> None:
     """RecipeError, one line naming the field, when ``recipe.adapter`` cannot hold for this recipe."""
     base = base_model(recipe)

@@ -447,8 +447,7 @@ def build_plan(
     accepted = accept(event, config, s3=s3)
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t = recipe["training"]
-    # An adapter kept unmerged gets no endpoint of its own: it is registered, and served on the shared base.
-    deploy = bool(recipe["deploy"]) and adapter_recipe.base_model(recipe) is None
+    deploy = adapter_recipe.own_endpoint(recipe, recipe["deploy"])
     # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
     # own server settings (vllm: SM_VLLM_*), under the recipe's.
     kind_environment = (

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hfpipe.core.adapter_recipe import own_endpoint
+
 #: Error codes Service Quotas uses for throttling (API reference, "Errors" of each operation).
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
 
@@ -123,11 +125,12 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
 
 
 def quota_users(recipes: Mapping[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
-    """Quota name -> the recipes needing it (`quota_names` of each validated recipe, deployed), sorted:
-    what the Quota stack's outputs say each quota is for, derived rather than written in cdk.json."""
+    """Quota name -> the recipes needing it (`quota_names` of each validated recipe, deployed unless it is
+    an adapter, which is served on the shared base), sorted: what the Quota stack's outputs say each quota is
+    for, derived rather than written in cdk.json."""
     users: dict[str, list[str]] = {}
     for name in sorted(recipes):
-        for quota in quota_names(recipes[name], deploy=True):
+        for quota in quota_names(recipes[name], deploy=own_endpoint(recipes[name])):
             users.setdefault(quota, []).append(name)
     return {quota: tuple(names) for quota, names in sorted(users.items())}
 

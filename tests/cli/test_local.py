@@ -75,12 +75,11 @@ def _spot_channels(root: Path) -> list[str]:
 
 
 def _check_own_run(out_dir: Path, recipe: str, out: str, architecture: str) -> tuple[Path, dict[str, Any]]:
-    """What both originals' runs must show: their parser read, the script's own steps, a finished run (deploy
-    false) with a model of the architecture its script trains."""
+    """What both originals' runs must show: their parser read, a finished run (deploy false) with a model of
+    the architecture its script trains."""
     from local_runs import check_finished_run
 
     assert "were not checked" not in out  # its parser was read: every hyperparameter checked
-    assert "steps: the script's own -> the script's own" in out
     assert "training source: s3://" in out and "/sources/" in out
     run_dir, report = check_finished_run(out_dir, recipe, out, handler=False, deployed=False)
     with tarfile.open(run_dir / "model.tar.gz") as tar:
@@ -118,6 +117,8 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
         "use_cpu: not set -> true (gloo data parallelism across processes on a CPU needs it)",
     ):
         assert line in out, line
+    # Its hub model and data set became stand-ins, and it sets no max_steps: its own steps, not capped.
+    assert "steps: the script's own -> the script's own (the recipe sets no max_steps: not capped)" in out
     run_dir, report = _check_own_run(
         tmp_path / "out-squad", "squad-smddp-run-qa-v4-6-1", out, "BertForQuestionAnswering"
     )
@@ -138,6 +139,7 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
     assert code == 0, out + err
     for channel in ("train", "test"):
         assert f"channels.{channel}: imdb/{channel}/ -> {tmp_path / channel} (a local folder given" in out
+    assert "  - steps: " not in out  # its model and data are the folders given: nothing stood in, nothing capped
     _, report = _check_own_run(
         tmp_path / "out-spot", "spot-own-train-py", out, "DistilBertForSequenceClassification"
     )

@@ -148,7 +148,7 @@ def test_train_approve_in_dev_and_promote_to_prod_by_hand(world: World) -> None:
     dev, prod = world["dev"], world["prod"]
     for env in ENVIRONMENTS:
         assert f"local environment {env} (" in world.log(env) and "time scale 0.01" in world.log(env)
-    assert "fixture data of tiny-lora, tiny-mnli, tiny-qa, tiny-spot" in world.log("dev")
+    assert "fixture data of tiny-adapter, tiny-lora, tiny-mnli, tiny-qa, tiny-spot" in world.log("dev")
     assert "no local environment is up" not in out(world.hfpipe("local", "status"))
 
     started = time.monotonic()

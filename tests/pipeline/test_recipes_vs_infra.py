@@ -58,12 +58,14 @@ def test_quota_users_names_each_quota_with_the_recipes_needing_it():
             "b": recipe("ml.g5.xlarge", False, "ml.g5.xlarge"),
             "a": recipe("ml.g5.xlarge", False, "ml.m5.large"),
             "c": recipe("ml.g5.xlarge", True, "ml.m5.large"),
+            # An adapter kept unmerged is served on the shared base: its training quota only.
+            "d": {**recipe("ml.g5.xlarge", False, "ml.p4d.24xlarge"), "adapter": {"base_model": "org/base"}},
         }
     )
     assert users == {
         "ml.g5.xlarge for endpoint usage": ("b",),
         "ml.g5.xlarge for spot training job usage": ("c",),
-        "ml.g5.xlarge for training job usage": ("a", "b"),
+        "ml.g5.xlarge for training job usage": ("a", "b", "d"),
         "ml.m5.large for endpoint usage": ("a", "c"),
     }
     assert quota_users({}) == {}
