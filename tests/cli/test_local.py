@@ -139,7 +139,8 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
     assert code == 0, out + err
     for channel in ("train", "test"):
         assert f"channels.{channel}: imdb/{channel}/ -> {tmp_path / channel} (a local folder given" in out
-    assert "  - steps: " not in out  # its model and data are the folders given: nothing stood in, nothing capped
+    # Its model and data are the folders given: nothing stood in, nothing capped.
+    assert "  - steps: " not in out
     _, report = _check_own_run(
         tmp_path / "out-spot", "spot-own-train-py", out, "DistilBertForSequenceClassification"
     )
