@@ -65,10 +65,14 @@ def test_a_timed_out_execution_is_cleaned_up_and_reported(fresh):
     blocking = Blocking()
     fresh.endpoint = blocking
     name = f"timedout-{next(_ids)}"
-    machine = fresh.state_machine_with_timeout(3)
+    # Long enough for the run to reach its smoke test on a loaded machine (3 s was not, on 2 busy cores).
+    timeout_s = 10
+    machine = fresh.state_machine_with_timeout(timeout_s)
+    started = time.monotonic()
     arn = fresh.start({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=name, state_machine_arn=machine)
     assert blocking.entered.wait(30), "the smoke test never started"
-    time.sleep(3.5)  # past the execution timeout while the smoke test still holds
+    assert time.monotonic() - started < timeout_s, "the smoke test started after the execution's timeout"
+    time.sleep(started + timeout_s + 0.5 - time.monotonic())  # past the timeout while the smoke test holds
     blocking.release.set()
     r = fresh.wait(arn, timeout_s=60)
     assert r.status == "TIMED_OUT"
