@@ -20,6 +20,7 @@ SSM_NOTIFICATION_TOPIC_ARN = "notification-topic-arn"
 SSM_IMAGE_CATALOG = "image-catalog"
 SSM_DEPLOY_STATE_MACHINE_ARN = "deploy-state-machine-arn"
 SSM_PROMOTE_STATE_MACHINE_ARN = "promote-state-machine-arn"
+SSM_ADAPTER_STATE_MACHINE_ARN = "adapter-state-machine-arn"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:
@@ -67,6 +68,17 @@ def deploy_state_machine_name(env: str) -> str:
 def promote_state_machine_name(env: str) -> str:
     """The promote state machine's fixed physical name (`hfpipe promote` starts it in the target environment)."""
     return f"hfpipe-{env}-promote"
+
+
+def adapter_state_machine_name(env: str) -> str:
+    """The adapter state machine's fixed physical name (`hfpipe deploy --adapter` starts it), where the
+    environment declares a shared base (docs/adapters.md)."""
+    return f"hfpipe-{env}-adapters"
+
+
+#: The shared base's name among an environment's deployments (docs/adapters.md): its endpoint is
+#: deployed_endpoint_name(env, SHARED_BASE), so no named endpoint of cdk.json may be called so.
+SHARED_BASE = "shared-base"
 
 
 def deployed_endpoint_name(env: str, name: str) -> str:

@@ -32,6 +32,7 @@ from hfpipe.contract import (
 )
 from hfpipe.core import promotion
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.constructs.adapter_state_machine import AdapterStateMachine
 from stacks.constructs.deploy_state_machine import DeployStateMachine
 from stacks.constructs.endpoint_alarms import EndpointAlarms
 from stacks.constructs.execution_role import SageMakerExecutionRole
@@ -42,6 +43,7 @@ from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
+from stacks.functions.adapter import AdapterFunction
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +110,7 @@ class PipelineStack(Stack):
 
         self._add_state_machine()
         self._add_deploy()
+        self._add_adapters()
         self._add_promotion()
         self._add_outputs()
 
@@ -227,6 +230,50 @@ class PipelineStack(Stack):
             description=f"hfpipe {self.config.name}: {SSM_DEPLOY_STATE_MACHINE_ARN}",
         )
         CfnOutput(self, "DeployStateMachineArn", value=arn)
+
+    def _add_adapters(self) -> None:
+        """The adapter state machine and its function, where cdk.json declares a shared base
+        (docs/adapters.md); its ARN goes to SSM and an output."""
+        base = self.config.shared_base
+        if base is None:
+            return
+        self.adapter_function = AdapterFunction(
+            self,
+            "AdapterFunction",
+            settings=self.pipeline_lambdas.settings,
+            base=base,
+            image_catalog=self.image_catalog,
+            region=self.config.region,
+            execution_role=self.execution_role,
+            grant_pass_role=self.grant_pass_execution_role,
+        )
+        name = contract.adapter_state_machine_name(self.config.name)
+        log_group = logs.LogGroup(
+            self,
+            "AdapterLogGroup",
+            log_group_name=f"/aws/vendedlogs/states/{name}",
+            retention=retention_days(self.config.log_retention_days),
+            removal_policy=self._removal_policy,
+        )
+        self.adapters = AdapterStateMachine(
+            self,
+            "Adapters",
+            functions={
+                "adapter": self.adapter_function.function,
+                "smoke_test": self.pipeline_lambdas.functions["smoke_test"],
+            },
+            env_name=self.config.name,
+            log_group=log_group,
+        )
+        arn = self.adapters.state_machine.state_machine_arn
+        ssm.StringParameter(
+            self,
+            "AdapterStateMachineArnParameter",
+            parameter_name=ssm_parameter_name(self.config.name, contract.SSM_ADAPTER_STATE_MACHINE_ARN),
+            string_value=arn,
+            description=f"hfpipe {self.config.name}: {contract.SSM_ADAPTER_STATE_MACHINE_ARN}",
+        )
+        CfnOutput(self, "AdapterStateMachineArn", value=arn)
 
     def _add_promotion(self) -> None:
         """The Promote state machine, where cdk.json names an environment this one promotes from."""

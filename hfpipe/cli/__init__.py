@@ -340,11 +340,24 @@ def _add_models(sub: Subparsers, commands: ModuleType) -> None:
 
 def _add_deploy(sub: Subparsers, commands: ModuleType) -> None:
     """`hfpipe deploy`."""
-    p = sub.add_parser("deploy", help="put an approved model version on a named endpoint (blue/green)")
+    p = sub.add_parser(
+        "deploy",
+        help="put an approved model version on a named endpoint (blue/green), or an adapter on the shared base",
+    )
     p.add_argument("--env", required=True, help="environment name (as in cdk.json)")
-    p.add_argument("--model", required=True, metavar="VERSION", help="RECIPE/N or a version ARN, approved")
+    p.add_argument("--model", metavar="VERSION", help="RECIPE/N or a version ARN, approved")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", metavar="NAME", help="an endpoint of the environment in cdk.json")
+    target.add_argument(
+        "--adapter",
+        metavar="NAME",
+        help="an adapter on the environment's shared base (docs/adapters.md): with --model, --rollback or --delete",
+    )
     p.add_argument(
-        "--endpoint", required=True, metavar="NAME", help="an endpoint of the environment in cdk.json"
+        "--rollback", action="store_true", help="with --adapter: back to the previous approved version"
+    )
+    p.add_argument(
+        "--delete", action="store_true", help="with --adapter: take the adapter off the shared base"
     )
     p.add_argument("--no-wait", action="store_true", help="start the deploy and return")
     p.add_argument(

@@ -353,7 +353,12 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    """Put an approved version on a named endpoint (see hfpipe.cli.deploy)."""
+    """Put an approved version on a named endpoint (see hfpipe.cli.deploy), or an adapter on the shared base
+    (hfpipe.cli.deploy_adapter)."""
+    if args.adapter:
+        from hfpipe.cli.deploy_adapter import cmd_deploy_adapter
+
+        return cmd_deploy_adapter(args, _console())
     from hfpipe.cli.deploy import cmd_deploy as run
 
     return run(args, _console())

@@ -87,9 +87,13 @@ def _describe(state: State) -> str:
     return f"{status} (config {config or '-'}, serving {serves}{updating})"
 
 
-def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
-    """Start the deploy execution and follow it to its end (see the module docstring)."""
-    aws.validate_env_name(args.env)
+def _checked(args: argparse.Namespace) -> tuple[str, int]:
+    """--model's group and number, once --endpoint and --model are what a named endpoint's deploy takes."""
+    if not args.model or args.rollback or args.delete:
+        raise HfpipeError(
+            "--endpoint: accepted with --model VERSION only (--rollback and --delete are an adapter's: "
+            "--adapter NAME; a named endpoint's way back is deploying the previous version)"
+        )
     try:
         group, number = registry.parse_ref(args.model, args.env)
     except registry.RegistryRefError as exc:
@@ -99,6 +103,13 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
             f"--endpoint: {args.endpoint!r} is not an endpoint name; accepted: a name declared under the "
             "environment's \"endpoints\" in cdk.json (lower-case letters, digits and '-')"
         )
+    return group, number
+
+
+def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
+    """Start the deploy execution and follow it to its end (see the module docstring)."""
+    aws.validate_env_name(args.env)
+    group, number = _checked(args)
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, DEFAULT_INTERVAL_S)  # checked before anything starts
     faults.state("no deploy started; run the same command again")

@@ -20,7 +20,7 @@ components: hfpipe.local.inference_components) and a ``wait`` that returns once 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,10 @@ from hfpipe.core.shared_base import SharedBase
 ADAPTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 #: The one variant of the shared base's endpoint config.
 VARIANT = "AllTraffic"
+#: The shared base's name among the environment's deployments (contract.SHARED_BASE): its model, endpoint
+#: config, endpoint and base component are hfpipe-<env>-shared-base, and its ``hfpipe:deployment`` tag keeps
+#: clean-up from it (hfpipe.core.cleanup).
+SHARED_BASE_NAME = contract.SHARED_BASE
 APPROVED = "Approved"
 
 #: ``wait(kind, name)``: returns once the endpoint or inference component ``name`` is InService.
@@ -55,7 +59,7 @@ class BaseNames:
 
     @classmethod
     def of(cls, env: str) -> BaseNames:
-        stem = f"{contract.PROJECT}-{env}-shared-base"
+        stem = contract.deployed_endpoint_name(env, SHARED_BASE_NAME)
         return cls(model=stem, endpoint_config=stem, endpoint=stem, component=stem)
 
 
@@ -67,6 +71,16 @@ def component_name(env: str, adapter: str) -> str:
             "ending with a letter or digit"
         )
     return f"{contract.PROJECT}-{env}-adapter-{adapter}"
+
+
+def tags(env: str) -> list[dict[str, str]]:
+    """The tags of the shared base's resources and of every adapter component: the environment's, and the
+    shared base's deployment name (what clean-up leaves alone)."""
+    return [
+        {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
+        {"Key": contract.TAG_ENV, "Value": env},
+        {"Key": contract.TAG_DEPLOYMENT, "Value": SHARED_BASE_NAME},
+    ]
 
 
 def server_environment(base: SharedBase) -> dict[str, str]:
@@ -156,12 +170,17 @@ def components_on(sagemaker: Any, endpoint: str) -> list[Component]:
     return found
 
 
+def is_absent(err: Exception) -> bool:
+    """A Describe* error that says the resource does not exist (SageMaker answers ValidationException)."""
+    code = str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
+    return code in ("ValidationException", "ResourceNotFound")
+
+
 def _exists(call: Callable[[], Any]) -> bool:
     try:
         call()
     except Exception as err:
-        code = str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
-        if code in ("ValidationException", "ResourceNotFound"):
+        if is_absent(err):
             return False
         raise
     return True
@@ -222,9 +241,31 @@ def deploy_adapter(
     wait: Wait,
     tags: list[dict[str, str]],
 ) -> dict[str, Any]:
+    """``apply_adapter``, then wait for the adapter's component to be InService."""
+    result = apply_adapter(
+        sagemaker, env, base, adapter, version, base_requests=base_requests, wait=wait, tags=tags
+    )
+    wait("inference-component", result["component"])
+    return result
+
+
+def apply_adapter(
+    sagemaker: Any,
+    env: str,
+    base: SharedBase,
+    adapter: str,
+    version: Mapping[str, Any],
+    *,
+    base_requests: Mapping[str, Mapping[str, Any]],
+    wait: Wait,
+    tags: list[dict[str, str]],
+    expect_serving: str | None = None,
+) -> dict[str, Any]:
     """Put ``version`` (DescribeModelPackage's answer) on the shared base as adapter ``adapter``: the base
-    made when absent, then the adapter's component created, or updated to this version's artifact. The
-    refusals are checked before the base is made and again, read afresh, just before the adapter acts."""
+    made when absent, then the adapter's component created, or updated to this version's artifact (left as
+    it is when it serves that artifact already: a rerun changes nothing). The refusals are checked before the
+    base is made and again, read afresh, just before the adapter acts; ``expect_serving`` (a rollback's) is
+    the artifact the component must still serve then. Returns what it did, with the artifact served before."""
     name = component_name(env, adapter)
     names = BaseNames.of(env)
     problem = version_problem(adapter, version, base)
@@ -232,16 +273,22 @@ def deploy_adapter(
         raise AdapterRefused(problem)
     created = ensure_base(sagemaker, env, base_requests, wait)
     components = components_on(sagemaker, names.endpoint)
+    mine = next((c for c in components if c.name == name), None)
     problem = (
         adapter_rules.adapter_before_base_problem(name, names.component, names.endpoint, components)
         or adapter_rules.adapter_count_problem(name, names.component, components, base.max_adapters)
         or version_problem(adapter, _fresh(sagemaker, version), base)
+        or _busy_problem(adapter, mine)
+        or _changed_problem(sagemaker, adapter, mine, expect_serving)
     )
     if problem:
         raise AdapterRefused(problem)
     artifact = version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    before = serving_artifact(sagemaker, env, adapter) if mine is not None else None
     spec = adapter_specification(env, artifact)
-    if any(c.name == name for c in components):
+    if before == artifact:
+        action = "unchanged"
+    elif mine is not None:
         sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
         action = "updated"
     else:
@@ -249,8 +296,39 @@ def deploy_adapter(
             InferenceComponentName=name, EndpointName=names.endpoint, Specification=spec, Tags=tags
         )
         action = "created"
-    wait("inference-component", name)
-    return {"component": name, "action": action, "artifact": artifact, "base_created": created}
+    return {
+        "component": name,
+        "action": action,
+        "artifact": artifact,
+        "previous_artifact": before,
+        "version_arn": version["ModelPackageArn"],
+        "base_created": created,
+    }
+
+
+def _busy_problem(adapter: str, mine: Component | None) -> str | None:
+    """An adapter whose component SageMaker is still changing (another deploy of it, or one not finished)."""
+    if mine is None or mine.status in ("InService", "Failed"):
+        return None
+    return (
+        f"adapter {adapter!r} is {mine.status} (another deploy of it, or one that has not finished); accepted: "
+        "an adapter that is InService: run the same command again once it is"
+    )
+
+
+def _changed_problem(
+    sagemaker: Any, adapter: str, mine: Component | None, expected: str | None
+) -> str | None:
+    """A rollback decided on what the adapter served; it is refused when that changed since."""
+    if expected is None:
+        return None
+    now = serving_artifact(sagemaker, "", adapter, name=mine.name) if mine is not None else None
+    if now == expected:
+        return None
+    return (
+        f"adapter {adapter!r} serves {now or 'nothing'} now, not {expected} that the rollback was decided on "
+        "(another deploy changed it); accepted: run the rollback again"
+    )
 
 
 def _fresh(sagemaker: Any, version: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,20 +351,21 @@ def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
     return name
 
 
-def serving_artifact(sagemaker: Any, env: str, adapter: str) -> str:
-    """The artifact adapter ``adapter``'s component serves, read from the component."""
-    described = sagemaker.describe_inference_component(InferenceComponentName=component_name(env, adapter))
+def serving_artifact(sagemaker: Any, env: str, adapter: str, *, name: str | None = None) -> str:
+    """The artifact adapter ``adapter``'s component (or the component ``name``) serves, read from it."""
+    component = name or component_name(env, adapter)
+    described = sagemaker.describe_inference_component(InferenceComponentName=component)
     return str(described["Specification"]["Container"]["ArtifactUrl"])
 
 
-def previous_version(versions: list[Mapping[str, Any]], serving: str) -> Mapping[str, Any]:
+def previous_version(versions: Sequence[Mapping[str, Any]], serving: str) -> Mapping[str, Any]:
     """The version a rollback goes back to: of a group's versions (DescribeModelPackage answers), the newest
     Approved one older than the version whose artifact ``serving`` is; AdapterRefused when there is none."""
 
     def number(v: Mapping[str, Any]) -> int:
         return int(v.get("ModelPackageVersion") or str(v["ModelPackageArn"]).rsplit("/", 1)[-1])
 
-    current = [v for v in versions if v["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == serving]
+    current = [v for v in versions if _artifact_of(v) == serving]
     if not current:
         raise AdapterRefused(
             f"the adapter serves {serving}, which no version of its group holds; nothing to roll back to"
@@ -299,3 +378,44 @@ def previous_version(versions: list[Mapping[str, Any]], serving: str) -> Mapping
             f"version {number(current[0])} is the adapter's first approved version; nothing to roll back to"
         )
     return max(older, key=number)
+
+
+def _artifact_of(version: Mapping[str, Any]) -> str:
+    return str(version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"])
+
+
+def group_versions(sagemaker: Any, group: str) -> list[dict[str, Any]]:
+    """Every version of model package group ``group``, described (DescribeModelPackage's answers)."""
+    found = []
+    for page in sagemaker.get_paginator("list_model_packages").paginate(ModelPackageGroupName=group):
+        for summary in page.get("ModelPackageSummaryList", []):
+            found.append(dict(sagemaker.describe_model_package(ModelPackageName=summary["ModelPackageArn"])))
+    return found
+
+
+def rollback_target(sagemaker: Any, env: str, adapter: str) -> tuple[Mapping[str, Any], str]:
+    """The version adapter ``adapter`` rolls back to, and the artifact it serves now (read from its
+    component): of the environment's model package groups, the one with a version holding that artifact,
+    then ``previous_version`` of that group. AdapterRefused when the adapter is not on the base, or no
+    version of the environment holds what it serves."""
+    name = component_name(env, adapter)
+    components = components_on(sagemaker, BaseNames.of(env).endpoint)
+    if not any(c.name == name for c in components):
+        held = adapter_rules.adapters_of(BaseNames.of(env).component, components)
+        raise AdapterRefused(
+            f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: one of "
+            f"{', '.join(held) or 'none (no adapter is deployed)'}"
+        )
+    serving = serving_artifact(sagemaker, env, adapter)
+    prefix = registry.group_prefix(env)
+    for page in sagemaker.get_paginator("list_model_package_groups").paginate(NameContains=prefix):
+        for group in page.get("ModelPackageGroupSummaryList", []):
+            if not str(group["ModelPackageGroupName"]).lower().startswith(prefix):
+                continue
+            versions = group_versions(sagemaker, group["ModelPackageGroupName"])
+            if any(_artifact_of(v) == serving for v in versions):
+                return previous_version(versions, serving), serving
+    raise AdapterRefused(
+        f"adapter {adapter!r} serves {serving}, which no version of {env}'s model groups holds; nothing to "
+        "roll back to"
+    )

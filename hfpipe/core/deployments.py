@@ -287,6 +287,10 @@ def parse_endpoint(env: str, name: object, entry: object, path: str) -> Endpoint
         or len(contract.deployed_endpoint_name(env, name)) > 63
     ):
         raise _rejected(path, name, f"endpoint names of {accepted}")
+    if name == contract.SHARED_BASE:
+        raise _rejected(
+            path, name, f"any other name: {name!r} is the environment's shared base (docs/adapters.md)"
+        )
     where = f"{path}.{name}"
     data = _object(where, entry, _KEYS)
     count = _whole(

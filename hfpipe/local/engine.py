@@ -121,6 +121,11 @@ class LocalEngine(EngineViews):
         self.resources: dict[str, Any] = template["Resources"]
         self.training = training
         self.endpoint = endpoint or (lambda name, body: [{"echo": body}])
+        #: Answers an InvokeEndpoint naming an inference component AWS would route (``component(route,
+        #: body)``, route: hfpipe.local.inference_components.Route); the local world serves adapters with it.
+        self.component: Callable[[Any, Any], Any] = lambda route, body: [
+            {"echo": body, "component": route.component}
+        ]
         self.on_endpoint = on_endpoint
         self.fleets = fleets
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
@@ -185,7 +190,9 @@ class LocalEngine(EngineViews):
         aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         clients = {
             "service-quotas": self.quotas.client(self.region),
-            "sagemaker-runtime": runtime_client(self.region, self.traffic.invoke_raw),
+            "sagemaker-runtime": runtime_client(
+                self.region, self.traffic.invoke_raw, self.traffic.invoke_component
+            ),
             # One client per service for every handler call (they are thread-safe): making a boto3 client
             # costs more than the call it makes against moto.
             **{service: self.client(service) for service in ("sagemaker", "sns", "s3", "stepfunctions")},

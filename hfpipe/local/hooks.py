@@ -180,22 +180,37 @@ def _keep_request(params: dict[str, Any], context: dict[str, Any], **_: Any) -> 
     context[_REQUEST] = copy.deepcopy(params)
 
 
-def runtime_client(region: str, serve: Callable[[str, Any], Any]) -> Any:
+def runtime_client(
+    region: str, serve: Callable[[str, Any], Any], serve_component: Callable[[str, str, Any], Any]
+) -> Any:
     """A sagemaker-runtime client whose InvokeEndpoint is answered by ``serve(name, body as sent)``
-    (hfpipe.local.traffic.Traffic.invoke_raw); an InvocationError it raises is the ModelError AWS answers."""
+    (hfpipe.local.traffic.Traffic.invoke_raw), or, naming an inference component, by
+    ``serve_component(name, component, body)`` (Traffic.invoke_component); an InvocationError either raises
+    is the ModelError AWS answers, an ApiError (AWS's refusal of the call) its ValidationError."""
     import boto3
     from botocore.awsrequest import AWSResponse
     from botocore.response import StreamingBody
 
+    from hfpipe.local.deployment import ApiError
     from hfpipe.local.traffic import InvocationError
 
     def answer(context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
         request = context[_REQUEST]
-        name = request["EndpointName"]
+        name, component = request["EndpointName"], request.get("InferenceComponentName")
         try:
-            data = json.dumps(serve(name, request["Body"])).encode()
+            served = (
+                serve(name, request["Body"])
+                if component is None
+                else serve_component(name, component, request["Body"])
+            )
+            data = json.dumps(served).encode()
         except InvocationError as err:
             return _model_error(region, name, err.status, err.message)
+        except ApiError as err:
+            return AWSResponse(None, 400, {}, None), {
+                "Error": {"Code": err.code, "Message": err.message},
+                "ResponseMetadata": {**_OK, "HTTPStatusCode": 400},
+            }
         return AWSResponse(None, 200, {}, None), {
             "Body": StreamingBody(io.BytesIO(data), len(data)),
             "ContentType": "application/json",

@@ -411,6 +411,11 @@ def _inference_components(engine: Engine, response_class: Any) -> Patch:
     return ("SageMakerResponse.call_action", response_class, "call_action", call_action)
 
 
+def moto_hosting(account: str, region: str) -> Any:
+    """hfpipe.local.inference_components.Hosting over moto's SageMaker backend of one account and region."""
+    return _MotoHosting(account, region)
+
+
 class _MotoHosting:
     """hfpipe.local.inference_components.Hosting over moto's SageMaker backend of one account and region,
     through its describe methods (moto's ValidationError: none)."""

@@ -91,6 +91,26 @@ class Traffic:
             raise InvocationError(400, f"the request body is not JSON: {err}") from None
         return self.invoke(endpoint, body)
 
+    def invoke_component(self, endpoint: str, component: str, raw: bytes | str) -> Any:
+        """An InvokeEndpoint naming inference component ``component``: AWS's refusals first (an ApiError:
+        hfpipe.local.inference_components.InferenceComponents.route), then the engine's ``component`` plug-in
+        answers it; a body that is not JSON is a 400, as for an endpoint."""
+        from hfpipe.local.moto_patches import default_account_id, moto_hosting
+
+        account, region = default_account_id(), self.engine.region
+        route = self.engine.inference_components.route(
+            account, region, endpoint, component, moto_hosting(account, region)
+        )
+        if route is None:  # no such endpoint
+            from hfpipe.local.deployment import ApiError
+
+            raise ApiError("ValidationError", f"Endpoint {endpoint} of account {account} not found.")
+        try:
+            body = json.loads(raw)
+        except ValueError as err:
+            raise InvocationError(400, f"the request body is not JSON: {err}") from None
+        return self.engine.component(route, body)
+
     def invoke(self, endpoint: str, body: Any) -> Any:
         """One InvokeEndpoint call; InvocationError when the container answered with an error."""
         config = None

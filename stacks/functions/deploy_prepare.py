@@ -55,10 +55,10 @@ class DeployPrepareFunction(Construct):
             },
         )
         env = settings.env_name
-        versions = _versions_arn(self, env)
+        versions = versions_arn(self, env)
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         parameters = deployment_parameters_arn(self, env)
-        machine_arn, executions = _deploy_executions_arns(self, env)
+        machine_arn, executions = state_machine_arns(self, contract.deploy_state_machine_name(env))
         self._grant_reads(versions, hosting, parameters, machine_arn, executions)
         grant_endpoint_scaling(self.role, env, register=False)
         # The fleet's endpoint-usage quota, read before anything starts.
@@ -121,20 +121,19 @@ class DeployPrepareFunction(Construct):
             acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
 
 
-def _versions_arn(scope: Construct, env: str) -> str:
+def versions_arn(scope: Construct, env: str) -> str:
     """The versions of this environment's model package groups (hfpipe-<env>-*)."""
     return cdk.Stack.of(scope).format_arn(
         service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
     )
 
 
-def _deploy_executions_arns(scope: Construct, env: str) -> tuple[str, str]:
-    """The deploy state machine's ARN and its executions' (for ListExecutions and DescribeExecution)."""
-    # One deploy at a time per endpoint: the deploy state machine's running executions and their inputs
-    # (named, not referenced: the state machine invokes this function). Service Authorization Reference,
-    # Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
+def state_machine_arns(scope: Construct, machine: str) -> tuple[str, str]:
+    """State machine ``machine``'s ARN and its executions' (for ListExecutions and DescribeExecution)."""
+    # One deploy at a time per endpoint (per adapter): the state machine's running executions and their
+    # inputs (named, not referenced: the state machine invokes this function). Service Authorization
+    # Reference, Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
     stack = cdk.Stack.of(scope)
-    machine = contract.deploy_state_machine_name(env)
     machine_arn = stack.format_arn(
         service="states",
         resource="stateMachine",

@@ -199,6 +199,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             "deploy-state-machine-arn",
             # An environment that promotes from another (cdk.json promote_from): its Promote state machine.
             *(["promote-state-machine-arn"] if synthesized.environments[env].promote_from else []),
+            # An environment that declares a shared base: its adapter state machine (docs/adapters.md).
+            *(["adapter-state-machine-arn"] if synthesized.environments[env].shared_base else []),
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")

@@ -62,13 +62,16 @@ def test_every_module_names_its_runtime_file() -> None:
 
 
 def test_the_composition_handlers_are_the_components() -> None:
+    from stacks.constructs.adapter_state_machine import AdapterStateMachine
     from stacks.constructs.pipeline_lambdas import PipelineLambdas
     from stacks.constructs.promotion import Promotion
 
-    # The pipeline's functions, and the Promote function of an environment that promotes from another.
+    # The pipeline's functions, the Promote function of an environment that promotes from another, and the
+    # adapter function of one that declares a shared base.
     assert {name: f"pipeline_lambdas.{name}.handler" for name in _handler_modules()} == {
         **PipelineLambdas.HANDLERS,
         **Promotion.HANDLERS,
+        **AdapterStateMachine.HANDLERS,
     }
 
 

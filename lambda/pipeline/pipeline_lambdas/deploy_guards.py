@@ -43,9 +43,11 @@ class WayBackFailed(Exception):
     names what the endpoint serves instead, read from it."""
 
 
-def other_deploy(stepfunctions: Any, state_machine_arn: str, execution_name: str, name: str) -> str | None:
-    """The RUNNING execution of the deploy state machine for endpoint ``name`` that goes first, if it is not
-    this one: the earliest started (then the least name), so of two deploys that see each other one goes on.
+def other_deploy(
+    stepfunctions: Any, state_machine_arn: str, execution_name: str, name: str, key: str = "endpoint"
+) -> str | None:
+    """The RUNNING execution of the state machine for endpoint ``name`` (or what its input's ``key`` names:
+    the adapter state machine's ``adapter``) that goes first, if it is not this one: the earliest started (then the least name), so of two deploys that see each other one goes on.
     ListExecutions is eventually consistent (API reference: "results are best effort and may not reflect very
     recent updates"); an execution it does not list yet is caught by its own Prepare, which sees this one."""
     running: list[tuple[Any, str, str]] = []
@@ -54,7 +56,7 @@ def other_deploy(stepfunctions: Any, state_machine_arn: str, execution_name: str
         for execution in page.get("executions", []):
             described = stepfunctions.describe_execution(executionArn=execution["executionArn"])
             try:
-                endpoint = json.loads(described.get("input") or "{}").get("endpoint")
+                endpoint = json.loads(described.get("input") or "{}").get(key)
             except (ValueError, AttributeError):
                 endpoint = None
             if endpoint == name or execution["name"] == execution_name:

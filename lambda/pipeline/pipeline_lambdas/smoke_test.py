@@ -1,7 +1,9 @@
 """SmokeTest: send the recipe's sample request to the endpoint; check the answer's shape and latency.
 
 Two callers, one test: the pipeline (``{"plan": <plan>}``, the run's endpoint) and the deploy state machine
-(``{"smoke": <SmokeSpec>}``, a named endpoint after a deploy; Prepare took the spec from the version's recipe).
+(``{"smoke": <SmokeSpec>}``, a named endpoint after a deploy; Prepare took the spec from the version's recipe),
+and the adapter state machine (``{"smoke": <SmokeSpec>, "inference_component": <NAME>}``: the call names the
+adapter's inference component on the shared base).
 Both carry the fields ``smoke_test`` reads (``SmokeTarget``).
 """
 
@@ -72,14 +74,16 @@ class SmokeTarget(Protocol):
     def max_latency_ms(self) -> float: ...
 
 
-def smoke_test(runtime: Any, plan: SmokeTarget) -> dict[str, Any]:
-    """Invoke the endpoint once with its sample; return {ok, latency_ms, response}."""
+def smoke_test(runtime: Any, plan: SmokeTarget, component: str | None = None) -> dict[str, Any]:
+    """Invoke the endpoint once with its sample (naming inference component ``component`` when given);
+    return {ok, latency_ms, response}."""
     start = time.perf_counter()
     resp = runtime.invoke_endpoint(
         EndpointName=plan.endpoint_name,
         ContentType="application/json",
         Accept="application/json",
         Body=json.dumps(plan.sample_request).encode(),
+        **({"InferenceComponentName": component} if component else {}),
     )
     raw = resp["Body"].read()
     latency_ms = round((time.perf_counter() - start) * 1000.0, 1)
@@ -96,7 +100,8 @@ def smoke_test(runtime: Any, plan: SmokeTarget) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"plan": <plan>} (the pipeline) or {"smoke": <SmokeSpec>} (a deploy)."""
+    """Event: {"plan": <plan>} (the pipeline), {"smoke": <SmokeSpec>} (a deploy) or, for an adapter, also
+    "inference_component"."""
     from botocore.config import Config
 
     plan: Plan | SmokeSpec = (
@@ -109,6 +114,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     runtime = aws.client(
         "sagemaker-runtime", Config(read_timeout=read_timeout, retries={"total_max_attempts": 1})
     )
-    result = smoke_test(runtime, plan)
+    result = smoke_test(runtime, plan, event.get("inference_component"))
     aws.log_json(LOG, "smoke test passed", latency_ms=result["latency_ms"])
     return result

@@ -1,0 +1,164 @@
+"""`hfpipe deploy --adapter NAME`: put an approved adapter version on the environment's shared base, roll an
+adapter back, or delete one, through the environment's adapter state machine (docs/adapters.md).
+
+    hfpipe deploy --env dev --adapter support --model qwen2.5-7b-lora-samsum-adapter/2
+    hfpipe deploy --env dev --adapter support --rollback
+    hfpipe deploy --env dev --adapter support --delete
+
+The command starts the execution, shows the adapter's inference component as its status changes, and ends
+with what the adapter serves now, read from its component (its ArtifactUrl, and the version that holds it),
+never from the execution's output alone: exit 0 when the execution succeeded and the component serves what
+it says (or, for --delete, is gone), 1 otherwise (the error and its cause printed, and what serves then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli import aws, faults
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import adapter_deploy, registry
+from hfpipe.core.adapter_deploy import AdapterRefused
+
+DEFAULT_INTERVAL_S = 15.0
+
+
+def request_of(args: argparse.Namespace) -> dict[str, str]:
+    """The execution input for --adapter with exactly one of --model, --rollback and --delete."""
+    chosen = [
+        flag
+        for flag, on in (("--model", args.model), ("--rollback", args.rollback), ("--delete", args.delete))
+        if on
+    ]
+    if len(chosen) != 1:
+        raise HfpipeError(
+            f"--adapter: {' and '.join(chosen) or 'nothing'} given; accepted: exactly one of --model VERSION "
+            "(deploy it), --rollback (back to the previous approved version) and --delete"
+        )
+    try:
+        adapter_deploy.component_name(args.env, args.adapter)
+    except AdapterRefused as err:
+        raise HfpipeError(str(err)) from None
+    if args.model:
+        try:
+            registry.parse_ref(args.model, args.env)
+        except registry.RegistryRefError as exc:
+            raise HfpipeError(f"--model: {exc}") from None
+        return {"action": "deploy", "adapter": args.adapter, "version": args.model}
+    return {"action": "rollback" if args.rollback else "delete", "adapter": args.adapter}
+
+
+def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
+    """The component's status and the artifact it serves, read from it; None when it does not exist."""
+    try:
+        described = sagemaker.describe_inference_component(InferenceComponentName=component)
+    except Exception as err:
+        if adapter_deploy.is_absent(err):
+            return None
+        raise
+    artifact = ((described.get("Specification") or {}).get("Container") or {}).get("ArtifactUrl")
+    return str(described["InferenceComponentStatus"]), artifact
+
+
+def _describe(state: tuple[str, str | None] | None) -> str:
+    return "absent" if state is None else f"{state[0]} (serving {state[1] or 'nothing'})"
+
+
+def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
+    """Start the adapter execution and follow it to its end (see the module docstring)."""
+    aws.validate_env_name(args.env)
+    request = request_of(args)
+    clients = aws.clients_for(args)
+    interval = aws.poll_interval(args.interval, clients, DEFAULT_INTERVAL_S)
+    faults.state("nothing started; run the same command again")
+    environment = aws.resolve_environment(clients, args.env)
+    if not environment.values.get(contract.SSM_ADAPTER_STATE_MACHINE_ARN):
+        raise HfpipeError(
+            f"--adapter: environment {args.env!r} has no shared base; accepted: an environment whose cdk.json "
+            "entry declares shared_base, deployed (docs/adapters.md)"
+        )
+    machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
+    component = adapter_deploy.component_name(args.env, args.adapter)
+    before = aws.call(
+        f"reading inference component {component}", serving, sagemaker=clients.sagemaker, component=component
+    )
+    what = request.get("version") or request["action"]
+    name = aws.unique_execution_name(f"adapter-{args.adapter}-{what.replace('/', '-')[:40]}")
+    faults.state(
+        f"the change {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
+        f"{args.env}`, then run the same command again"
+    )
+    arn = aws.call(
+        f"starting {contract.adapter_state_machine_name(args.env)}",
+        clients.sfn.start_execution,
+        stateMachineArn=machine,
+        name=name,
+        input=json.dumps(request),
+    )["executionArn"]
+    console.print(f"{request['action']} adapter {args.adapter} ({component}) in {args.env}: execution {name}")
+    console.print(f"  adapter now: {_describe(before)}")
+    if not aws.is_local_world(clients):
+        console.print(f"  console: {aws.console_url(arn, clients.region)}")
+    if args.no_wait:
+        return 0
+    faults.state(
+        f"the change {name} still runs without this command; `hfpipe endpoints --env {args.env}` shows the adapters"
+    )
+    return _follow(clients, arn, args.env, component, before, interval, console)
+
+
+def _follow(
+    clients: Any, arn: str, env: str, component: str, last: Any, interval: float, console: Any
+) -> int:
+    while True:
+        desc = faults.poll(
+            "reading the adapter execution",
+            clients.sfn.describe_execution,
+            time.sleep,
+            interval,
+            executionArn=arn,
+        )
+        state = faults.poll(
+            f"reading inference component {component}",
+            serving,
+            time.sleep,
+            interval,
+            sagemaker=clients.sagemaker,
+            component=component,
+        )
+        if state != last:
+            console.print(f"  adapter: {_describe(state)}")
+            last = state
+        if desc["status"] != "RUNNING":
+            break
+        time.sleep(interval)
+    if desc["status"] != "SUCCEEDED":
+        error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
+        print(f"error: adapter change {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)
+        console.print(f"adapter {component} now: {_describe(state)}")
+        return 1
+    output = json.loads(desc.get("output") or "{}")
+    if "artifact" not in output:  # a delete: the component must be gone
+        if state is not None:
+            print(f"error: the delete succeeded but {component} is {_describe(state)}", file=sys.stderr)
+            return 1
+        console.print(f"deleted: {component}; no other adapter was touched")
+        return 0
+    if state is None or state[1] != output["artifact"]:
+        print(
+            f"error: the change succeeded but {component} is {_describe(state)}, read from it; the execution "
+            f"says {output['artifact']}",
+            file=sys.stderr,
+        )
+        return 1
+    version = registry.ref_of_arn(output["version_arn"], env)
+    note = {"unchanged": " (it served this version already)", "created": "", "updated": ""}[output["action"]]
+    console.print(f"deployed: adapter {component} serves {version} ({state[1]}){note}")
+    if output.get("previous_artifact") and output["action"] == "updated":
+        console.print(f"  it served {output['previous_artifact']} before")
+    return 0

@@ -1,0 +1,162 @@
+"""AdapterFunction: lambda/pipeline/pipeline_lambdas/adapter.py, the adapter state machine's steps (put an
+approved adapter version on the environment's shared base, roll one back, delete one; docs/adapters.md).
+
+Made only where cdk.json declares the environment's ``shared_base``. Its environment: the shared base
+(``SHARED_BASE``, validated at synth, its fit checked against the image catalog's GPU table), the vLLM image
+the base serves on (``SHARED_BASE_IMAGE``: the catalog's newest vLLM container), the GPUs of its instance
+(``SHARED_BASE_GPUS``), the execution role (``EXECUTION_ROLE_ARN``: the base model's role, which pulls the
+image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``).
+
+Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
+for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
+endpoint config and endpoint (hfpipe-<env>-shared-base only); create (request tags), update, delete (resource
+tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components and
+read the bake's CloudWatch metrics (actions without resource types: ``*``); pass the execution role to
+SageMaker; list and read its own state machine's executions (one change at a time per adapter). Nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from hfpipe import contract
+from hfpipe.core import adapter_fit
+from hfpipe.core.shared_base import SharedBase
+from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, pipeline_function
+from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
+from stacks.nag import acknowledge, rendered
+
+#: The bake: seconds the adapter's component is watched for errors after its smoke test passed.
+BAKE_SECONDS = 300
+#: The base component's host memory (Specification.ComputeResourceRequirements.MinMemoryRequiredInMb): its
+#: weights live on the GPUs; AWS's adapter examples reserve 1,024 MB of host memory for a base component.
+BASE_MEMORY_MB = 1024
+
+
+def newest_vllm_image(catalog: dict[str, Any]) -> str:
+    """The image catalog's newest vLLM container (dlc_images.json's pins, the versions the recipes name)."""
+    versions = sorted(catalog.get("vllm", {}), key=lambda v: tuple(int(p) for p in v.split(".")))
+    if not versions:
+        raise ValueError(
+            "shared_base: the image catalog has no vLLM container; accepted: a recipe of kind vllm"
+        )
+    return str(catalog["vllm"][versions[-1]]["gpu"])
+
+
+class AdapterFunction(Construct):
+    """The adapter state machine's function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "adapter"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        base: SharedBase,
+        image_catalog: dict[str, Any],
+        region: str,
+        execution_role: iam.IRole,
+        grant_pass_role: PassRoleGrant,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        env = settings.env_name
+        fit = adapter_fit.check_shared_base(base, image_catalog, region, f"environments.{env}.shared_base")
+        self.function, self.role = pipeline_function(
+            self,
+            settings,
+            runtime_module=self.RUNTIME_MODULE,
+            environment={
+                "SHARED_BASE": cdk.Stack.of(self).to_json_string(base.to_json()),
+                "SHARED_BASE_IMAGE": newest_vllm_image(image_catalog),
+                "SHARED_BASE_GPUS": str(fit.base.gpus),
+                "SHARED_BASE_MEMORY_MB": str(BASE_MEMORY_MB),
+                "EXECUTION_ROLE_ARN": execution_role.role_arn,
+                "BAKE_SECONDS": str(BAKE_SECONDS),
+            },
+        )
+        grant_pass_role(self.role)
+        self._grant(env)
+
+    def _grant(self, env: str) -> None:
+        stack = cdk.Stack.of(self)
+        base = contract.deployed_endpoint_name(env, contract.SHARED_BASE)
+        hosting = [
+            stack.format_arn(service="sagemaker", resource=r, resource_name=base)
+            for r in ("model", "endpoint-config", "endpoint")
+        ]
+        components = stack.format_arn(
+            service="sagemaker",
+            resource="inference-component",
+            resource_name=contract.deployed_endpoint_name(env, "*"),
+        )
+        versions = versions_arn(self, env)
+        machine, executions = state_machine_arns(self, contract.adapter_state_machine_name(env))
+        for actions, resources, conditions in (
+            (["sagemaker:DescribeModelPackage"], [versions], None),
+            (
+                ["sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint"],
+                hosting,
+                owned_by(env, "aws:RequestTag"),
+            ),
+            (["sagemaker:CreateInferenceComponent"], [components], owned_by(env, "aws:RequestTag")),
+            # Tags on create (CreateModel, ..., CreateInferenceComponent with Tags need sagemaker:AddTags).
+            (["sagemaker:AddTags"], [*hosting, components], owned_by(env, "aws:RequestTag")),
+            (
+                ["sagemaker:UpdateInferenceComponent", "sagemaker:DeleteInferenceComponent"],
+                [components],
+                owned_by(env, "aws:ResourceTag"),
+            ),
+            (
+                ["sagemaker:DescribeModel", "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeEndpoint"],
+                hosting,
+                None,
+            ),
+            (["sagemaker:DescribeInferenceComponent"], [components], None),
+            (["states:ListExecutions"], [machine], None),
+            (["states:DescribeExecution"], [executions], None),
+        ):
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
+            )
+        # No resource types (Service Authorization Reference: SageMaker's ListInferenceComponents,
+        # ListModelPackageGroups and ListModelPackages; CloudWatch's GetMetricStatistics).
+        unscoped = [
+            "sagemaker:ListInferenceComponents",
+            "sagemaker:ListModelPackageGroups",
+            "sagemaker:ListModelPackages",
+            "cloudwatch:GetMetricStatistics",
+        ]
+        self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
+        self._acknowledge(stack, versions, components, executions)
+
+    def _acknowledge(self, stack: cdk.Stack, versions: str, components: str, executions: str) -> None:
+        for resource, reason in (
+            (
+                versions,
+                "Reads (DescribeModelPackage) the versions of this environment's model package groups only "
+                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration.",
+            ),
+            (
+                components,
+                "This environment's inference components (hfpipe-<env>-shared-base and hfpipe-<env>-adapter-"
+                "<name>, named by the command): creating requires the request tags hfpipe:managed-by and "
+                "hfpipe:env, updating and deleting those resource tags; Describe is read-only.",
+            ),
+            (
+                executions,
+                "Reads (DescribeExecution) the executions of this environment's adapter state machine only, to "
+                "refuse a change while another one of the same adapter runs.",
+            ),
+            (
+                "*",
+                "ListInferenceComponents, ListModelPackageGroups, ListModelPackages and GetMetricStatistics "
+                "have no resource types (Service Authorization Reference); all are read-only.",
+            ),
+        ):
+            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
