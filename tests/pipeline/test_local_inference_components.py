@@ -13,6 +13,7 @@ import boto3
 import botocore.session
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from botocore.validate import validate_parameters
 from moto import mock_aws
 from rich.console import Console
@@ -435,6 +436,21 @@ def test_endpoints_split_the_fleet_by_each_adapters_invocations(world, capsys):
     # Without a CloudWatch client the counts are not known: equal shares, said so.
     blind = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC))
     assert {(a.rule, a.invocations, a.period_start) for a in blind.adapters} == {("equal", None, None)}
+    # Counts CloudWatch refuses (no cloudwatch:GetMetricData): equal shares, and a warning names the call.
+    denied = boto3.client("cloudwatch", region_name=REGION)
+    with Stubber(denied) as stubber:
+        stubber.add_client_error(
+            "get_metric_data", "AccessDenied", "not authorized: cloudwatch:GetMetricData"
+        )
+        refused_counts = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC), denied)
+    assert {(a.rule, a.invocations) for a in refused_counts.adapters} == {("equal", None)}
+    assert capsys.readouterr().err == (
+        f"warning: reading the Invocations of {DEV_BASE.endpoint} from CloudWatch failed: access denied "
+        "(not authorized: cloudwatch:GetMetricData); check your role's permissions; its adapters are shown "
+        "in equal shares\n"
+    )
+    adapter_endpoints.print_shares(console, [(info.name, refused_counts.adapters)])
+    assert "(equal shares of 2 adapters: the invocation counts were not read)" in capsys.readouterr().out
 
 
 def test_a_version_the_rules_refuse_creates_nothing_and_says_why(world):
