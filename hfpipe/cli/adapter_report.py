@@ -23,13 +23,19 @@ from hfpipe.core.shared_base import SharedBase, SharedBaseError, parse_shared_ba
 def declared_shared_base(env: str, root: Path | None = None) -> tuple[SharedBase | None, str]:
     """The shared base cdk.json (in ``root``, else the checkout's) declares for ``env``, and where it was read;
     (None, why) when there is none or it cannot be read."""
-    from hfpipe.local.checkout import LocalModeError, cdk_environments, checkout_root
+    from hfpipe.local.checkout import CHECKOUT_ENV, LocalModeError, cdk_environments, checkout_root
 
     try:
         root = root or checkout_root()
+    except LocalModeError:  # the wheel alone: no cdk.json beside it
+        return None, (
+            "no hfpipe checkout here to read cdk.json's shared_base from (run it inside the clone that deploys "
+            f"{env!r}, or set {CHECKOUT_ENV}=PATH)"
+        )
+    try:
         entry = cdk_environments(root).get(env)
     except (LocalModeError, OSError, ValueError, KeyError) as exc:
-        return None, f"cdk.json not read ({exc})"
+        return None, f"{root / 'cdk.json'} not read ({exc})"
     if not isinstance(entry, dict):
         return None, f"no environment {env!r} in {root / 'cdk.json'}"
     try:

@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from hfpipe.cli.execution import Snapshot
 from hfpipe.cli.report import build_report, render_report
 from hfpipe.core.plan import build_plan
+from hfpipe.local import checkout
 from hfpipe.local.checkout import CHECKOUT_ENV, NEEDED
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
@@ -110,6 +111,18 @@ def test_an_adapter_of_another_base_or_without_a_shared_base_is_not_served_and_s
         "hfpipe-dev-shared-base (my-org/base-8b on 2 x ml.g5.4xlarge, 4.06 USD/h): adapter 'tiny-adapter' was "
         "trained on 'hfpipe-fixtures/tiny-llama', and the shared base serves 'my-org/base-8b'; accepted: an "
         "adapter trained on 'my-org/base-8b' (its registry version records the base it needs)"
+    )
+
+    # Outside a checkout (the wheel alone) there is no cdk.json to read: said so, and how to point at one.
+    def no_checkout() -> Path:
+        raise checkout.LocalModeError("no checkout")
+
+    monkeypatch.setattr(checkout, "checkout_root", no_checkout)
+    _, text = reported(config, "tiny-adapter", monkeypatch)
+    assert adapter_row(text) == (
+        "adapter │ trained on hfpipe-fixtures/tiny-llama; not served: no hfpipe checkout here to read cdk.json's "
+        "shared_base from (run it inside the clone that deploys 'dev', or set HFPIPE_CHECKOUT=PATH) "
+        "(docs/adapters.md)"
     )
     # A run that merges its adapter has an endpoint of its own: no adapter line.
     report, text = reported(config, "tiny-lora", monkeypatch)
