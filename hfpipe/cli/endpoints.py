@@ -26,7 +26,7 @@ from hfpipe import contract
 from hfpipe.cli import adapter_endpoints, aws, faults, named_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
-from hfpipe.core import cost, json_text
+from hfpipe.core import adapter_cost, cost, json_text
 from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
 from hfpipe.core.what_serves import what_serves
 
@@ -52,7 +52,8 @@ class EndpointInfo:
     updating_to: str | None = None
     mismatch: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
-    #: An inference-component endpoint's adapters, each with its share of the fleet's cost.
+    #: An inference-component endpoint's adapters (and its base's own calls, when there were any), each with
+    #: its share of the fleet's cost, the rule that gave it and the period counted.
     adapters: tuple[adapter_endpoints.AdapterShare, ...] = ()
 
 
@@ -73,9 +74,13 @@ def _ours(tags: dict[str, str], env: str) -> bool:
     return tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT and tags.get(contract.TAG_ENV) == env
 
 
-def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> EndpointInfo:
+def describe(
+    sagemaker: Any, name: str, tags: dict[str, str], now: datetime, cloudwatch: Any = None
+) -> EndpointInfo:
     """Status, what it serves (read from the endpoint: hfpipe.core.what_serves), instances (from its live
-    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``."""
+    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``. An
+    inference-component endpoint's adapters get their shares by the invocations ``cloudwatch`` counts over
+    hfpipe.core.adapter_cost.counted_period (without a client: equal shares)."""
     serving = what_serves(sagemaker, name)
     if serving is None:
         raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
@@ -90,7 +95,9 @@ def describe(sagemaker: Any, name: str, tags: dict[str, str], now: datetime) -> 
     variants = serving.live.variants if serving.live else ()
     # Only an endpoint whose variants name no model holds inference components.
     shares = (
-        adapter_endpoints.adapter_shares(sagemaker, name, per_hour)
+        adapter_endpoints.adapter_shares(
+            sagemaker, name, per_hour, cloudwatch, adapter_cost.counted_period(now, created)
+        )
         if variants and all(v.model is None for v in variants)
         else []
     )
@@ -168,8 +175,10 @@ def execution_records(executions: list[dict[str, Any]], up: dict[str, EndpointIn
     ]
 
 
-def find_endpoints(sagemaker: Any, env: str, now: datetime | None = None) -> list[EndpointInfo]:
-    """Every endpoint tagged for this environment by the pipeline, oldest first."""
+def find_endpoints(
+    sagemaker: Any, env: str, now: datetime | None = None, cloudwatch: Any = None
+) -> list[EndpointInfo]:
+    """Every endpoint tagged for this environment by the pipeline, oldest first (``cloudwatch``: describe's)."""
     now = now or datetime.now(UTC)
     found = []
     for page in sagemaker.get_paginator("list_endpoints").paginate():
@@ -177,7 +186,7 @@ def find_endpoints(sagemaker: Any, env: str, now: datetime | None = None) -> lis
             tags = _tags(sagemaker, item["EndpointArn"])
             if _ours(tags, env):
                 try:
-                    found.append(describe(sagemaker, item["EndpointName"], tags, now))
+                    found.append(describe(sagemaker, item["EndpointName"], tags, now, cloudwatch))
                 except named_endpoints.EndpointGone:
                     continue  # deleted since it was listed: not up
     found.sort(key=lambda e: e.created or datetime.min.replace(tzinfo=UTC))
@@ -243,7 +252,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     sagemaker = clients.sagemaker
     if args.action == "list":
         try:
-            found = find_endpoints(sagemaker, args.env)
+            found = find_endpoints(sagemaker, args.env, cloudwatch=clients.cloudwatch)
         except Exception as exc:
             raise aws.aws_error(exc, "listing endpoints") from None
         # What each named endpoint's deploys recorded.

@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from hfpipe.cli import adapter_report
 from hfpipe.core import cost
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     else:
         report = _report_from_job(snap)
     report["execution_status"] = snap.status
+    adapter = adapter_report.of_plan(snap.plan)
+    if adapter is not None:  # served on the environment's shared base, not on an endpoint of its own
+        report["adapter"] = adapter
     if snap.failure:
         report["failure"] = snap.failure
     job = snap.training_job or {}
@@ -155,6 +159,8 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
         summary.add_row("endpoint", f"{report['endpoint_name']} ({_endpoint_state(report, env)})")
     if report.get("model_package_arn"):
         summary.add_row("model version", _model_version(report, env))
+    if isinstance(report.get("adapter"), dict):
+        summary.add_row("adapter", adapter_report.describe(report["adapter"]))
     return summary
 
 

@@ -11,16 +11,41 @@ so the rule splits that one bill:
 
 The base component's own traffic (a call naming the base, not an adapter) is a tenant like an adapter under
 the invocations rule: pass it in the counts under the base's name. The shares always add up to the fleet's cost.
+
+The counts are SageMaker's ``Invocations`` metric in the ``AWS/SageMaker`` namespace with the one dimension
+``InferenceComponentName`` ("Filters inference component invocation metrics", Amazon SageMaker AI Developer
+Guide, "SageMaker AI endpoint invocation metrics",
+https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html), summed over ``counted_period``:
+the last ``COUNTED_HOURS`` hours, or since the endpoint was created when that is later. `hfpipe endpoints`
+reads them; local mode publishes them for every call routed to a component.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from hfpipe.core.cost import endpoint_price_per_hour
 
 EQUAL, INVOCATIONS = "equal", "invocations"
+#: Where SageMaker counts the calls to each inference component (see the module's docstring).
+METRIC_NAMESPACE = "AWS/SageMaker"
+INVOCATIONS_METRIC = "Invocations"
+COMPONENT_DIMENSION = "InferenceComponentName"
+#: The calls of this many hours before now decide the split (a day: every hour of a daily traffic pattern).
+COUNTED_HOURS = 24
+
+
+def counted_period(now: datetime, since: datetime | None = None) -> tuple[datetime, datetime]:
+    """The (start, end) whose invocations decide the split: the last ``COUNTED_HOURS`` hours up to ``now``, or
+    from ``since`` (the endpoint's creation) when that is later; in whole seconds, CloudWatch's resolution (the
+    end rounded up, so a call made in ``now``'s second counts)."""
+    end = now.replace(microsecond=0) + timedelta(seconds=1 if now.microsecond else 0)
+    start = end - timedelta(hours=COUNTED_HOURS)
+    if since is not None and since.replace(microsecond=0) > start:
+        start = min(since.replace(microsecond=0), end - timedelta(seconds=1))
+    return start, end
 
 
 @dataclass(frozen=True)
@@ -58,6 +83,11 @@ class Comparison:
     shared_per_hour: float | None
     per_adapter_per_hour: float | None
     separate_per_hour: float | None
+
+    @property
+    def own_endpoint_per_hour(self) -> float | None:
+        """What one adapter's endpoint of its own costs (``copies`` instances serving its merged model)."""
+        return None if self.separate_per_hour is None else self.separate_per_hour / self.adapters
 
     @property
     def saving_per_hour(self) -> float | None:

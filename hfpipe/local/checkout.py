@@ -11,9 +11,11 @@ handlers' package from there by its own name, as the Lambda runtime does.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 CHECKOUT_ENV = "HFPIPE_CHECKOUT"
 #: The pipeline Lambdas' package (lambda/pipeline/pipeline_lambdas), imported by this name as in Lambda.
@@ -48,6 +50,14 @@ def checkout_root() -> Path:
         "`hfpipe local` needs a checkout of the hfpipe repository (app.py, cdk.json, stacks/, lambda/, "
         f"training_code/) and the CDK's Node.js packages: run it inside a clone, or set {CHECKOUT_ENV}=PATH"
     )
+
+
+def cdk_environments(root: Path) -> dict[str, Any]:
+    """cdk.json's `hfpipe:environments` in checkout ``root``, as `app.py` reads it (LocalModeError: none)."""
+    environments = json.loads((root / "cdk.json").read_text())["context"].get("hfpipe:environments")
+    if not isinstance(environments, dict) or not environments:
+        raise LocalModeError(f"{root / 'cdk.json'}: no hfpipe:environments to stand up")
+    return environments
 
 
 def load_lambda_package(lambda_dir: Path | None) -> None:

@@ -12,6 +12,13 @@ invocation, and metric alarms evaluated from those metrics, since moto stores al
   Not published: the copies with an ``EndpointConfigName`` dimension that AWS adds during a deployment
   (moto's GetMetricStatistics matches a dimension subset, so they would count twice in an alarm on
   ``EndpointName`` + ``VariantName``).
+- ``record_component_invocation``: the ``Invocations`` SageMaker publishes for one InvokeEndpoint naming an
+  inference component, in the same namespace with the one dimension ``InferenceComponentName`` (the same page:
+  "Filters inference component invocation metrics"; hfpipe.core.adapter_cost, which `hfpipe endpoints` reads
+  them with), for every call hfpipe.local.inference_components routes to a component (its ``count`` hook,
+  which hfpipe.local.engine wires to it). Not
+  published yet for such a call: its errors and latency (the answer is not served here yet) and AWS's
+  ``InvocationsPerCopy``.
 - ``evaluate``: a metric alarm's state from GetMetricStatistics over its last ``EvaluationPeriods`` periods of
   ``Period`` seconds ending now, its ``Statistic``, ``ComparisonOperator`` and ``Threshold``, "M out of N"
   with ``DatapointsToAlarm``, and ``TreatMissingData`` as the CloudWatch User Guide describes them ("Using
@@ -28,6 +35,8 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from hfpipe.core import adapter_cost
 
 NAMESPACE = "AWS/SageMaker"
 #: PutMetricAlarm's parameters: an AWS::CloudWatch::Alarm's properties of the same names are passed on.
@@ -110,6 +119,23 @@ def record_invocation(
         MetricData=[
             {"MetricName": name, "Dimensions": dimensions, "Timestamp": stamp, "Value": value, "Unit": unit}
             for name, (value, unit) in values.items()
+        ],
+    )
+
+
+def record_component_invocation(cloudwatch: Any, component: str, when: datetime | None = None) -> None:
+    """The ``Invocations`` SageMaker publishes for one InvokeEndpoint that names inference component
+    ``component`` (1, per call; its Sum over a period is the component's calls)."""
+    cloudwatch.put_metric_data(
+        Namespace=adapter_cost.METRIC_NAMESPACE,
+        MetricData=[
+            {
+                "MetricName": adapter_cost.INVOCATIONS_METRIC,
+                "Dimensions": [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}],
+                "Timestamp": when or datetime.now(UTC),
+                "Value": 1.0,
+                "Unit": "None",
+            }
         ],
     )
 

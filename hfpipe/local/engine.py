@@ -67,7 +67,7 @@ from unittest import mock
 from hfpipe.local import moto_patches
 from hfpipe.local.bus import LocalBus, execution_status_change
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
-from hfpipe.local.cloudwatch import create_alarms
+from hfpipe.local.cloudwatch import create_alarms, record_component_invocation
 from hfpipe.local.guardrails import Guardrails
 from hfpipe.local.hooks import SessionHooks, runtime_client
 from hfpipe.local.inference_components import InferenceComponents
@@ -131,7 +131,10 @@ class LocalEngine(EngineViews):
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
         #: SageMaker's inference components, which moto lacks (hfpipe.local.inference_components).
-        self.inference_components = InferenceComponents(time_scale=lambda: self.time_scale)
+        #: Each call routed to a component puts its Invocations in CloudWatch (``count_invocation``).
+        self.inference_components = InferenceComponents(
+            time_scale=lambda: self.time_scale, count=self.count_invocation
+        )
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}
@@ -151,6 +154,8 @@ class LocalEngine(EngineViews):
         self._machine_alias: dict[str, str] = {}
         self._delivering: set[str] = set()
         self._lock = threading.Lock()
+        self._clients_lock = threading.Lock()
+        self._cloudwatch: dict[str, Any] = {}
         self._stack = contextlib.ExitStack()
 
     def resolve(self, value: Any) -> Any:
@@ -208,6 +213,19 @@ class LocalEngine(EngineViews):
         import boto3
 
         return boto3.client(service, region_name=self.region)
+
+    def count_invocation(self, account: str, region: str, component: str) -> None:
+        """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in
+        CloudWatch of ``region`` (hfpipe.local.cloudwatch.record_component_invocation); every local resource
+        is in moto's default ``account``, the one the engine's clients reach. One client per region, made once
+        (the default session is not safe to make clients from in several threads at once)."""
+        with self._clients_lock:
+            if region not in self._cloudwatch:
+                import boto3
+
+                self._cloudwatch[region] = boto3.client("cloudwatch", region_name=region)
+            client = self._cloudwatch[region]
+        record_component_invocation(client, component)
 
     def _pending_errors(self, method: str) -> list[str] | None:
         return self.create_errors if method == "create_training_job" else self.sagemaker_errors.get(method)

@@ -33,6 +33,12 @@ AWS's refusals, each a ValidationException naming what and why:
   users met it: https://github.com/aws-samples/amazon-kendra-langchain-extensions/issues/64), and one that
   serves a model names none (``route``).
 
+Each call ``route`` lets through is counted: the store's ``count`` hook gets its account, region and component,
+and the engine puts SageMaker's ``Invocations`` metric of that component in CloudWatch with it (``AWS/SageMaker``,
+dimension ``InferenceComponentName``: hfpipe.local.cloudwatch.record_component_invocation, wired by
+hfpipe.local.engine as the endpoint metrics are, so this module imports no CloudWatch code), as SageMaker counts
+every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
+
 Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
 run), copies placed on instances, and serving a component's traffic (``route`` says which component a call
 reaches; the stand-in that answers it is still to come).
@@ -40,6 +46,7 @@ reaches; the stand-in that answers it is still to come).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -106,6 +113,8 @@ class InferenceComponents:
 
     time_scale: Callable[[], float] = lambda: 1.0
     clock: Callable[[], float] = time.monotonic
+    #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
+    count: Callable[[str, str, str], None] | None = None
     _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -166,7 +175,15 @@ class InferenceComponents:
         spec = found["Specification"]
         base = spec.get("BaseInferenceComponentName")
         artifact = (spec.get("Container") or {}).get("ArtifactUrl") if base else None
+        self._count(account, region, component)
         return Route(endpoint, component, base or component, artifact)
+
+    def _count(self, account: str, region: str, component: str) -> None:
+        """One call routed to ``component``, counted (its ``Invocations``: the ``count`` hook)."""
+        if self.count is None:
+            return
+        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
+            self.count(account, region, component)
 
     # -- the operations -----------------------------------------------------------------------------------
     def _create(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:

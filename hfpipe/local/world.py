@@ -47,7 +47,7 @@ from unittest import mock
 
 from hfpipe import contract
 from hfpipe.local import moto_patches, world_file
-from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, checkout_root
+from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, cdk_environments, checkout_root
 from hfpipe.local.engine import LocalEngine
 from hfpipe.local.runtime import LocalRuntime, upload_dir
 from hfpipe.local.stacks import local_data, local_environments, synth_stacks
@@ -55,14 +55,6 @@ from hfpipe.local.stacks import local_data, local_environments, synth_stacks
 #: Waits take this share of their seconds: a deploy's 300 s canary wait 3 s, its 600 s bake 6 s.
 DEFAULT_TIME_SCALE = 0.01
 HOST = "127.0.0.1"
-
-
-def cdk_environments(root: Path) -> dict[str, Any]:
-    """cdk.json's `hfpipe:environments`, as `app.py` reads it."""
-    environments = json.loads((root / "cdk.json").read_text())["context"].get("hfpipe:environments")
-    if not isinstance(environments, dict) or not environments:
-        raise LocalModeError(f"{root / 'cdk.json'}: no hfpipe:environments to stand up")
-    return environments
 
 
 class WorldRuntime(LocalRuntime):

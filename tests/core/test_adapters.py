@@ -4,6 +4,8 @@ refusals of adapter components, the fit of base + LoRA slots + KV cache, and the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from hfpipe.core import adapter_cost, adapter_fit, adapter_rules, prices, serving_fit
@@ -250,6 +252,19 @@ def test_the_fleet_cost_is_split_by_invocations_when_they_are_known():
         adapter_cost.split_cost(2.0, [])
 
 
+def test_the_calls_of_the_last_day_or_of_the_endpoints_life_decide_the_split():
+    now = datetime(2026, 12, 3, 15, 40, 12, 250_000, tzinfo=UTC)
+    # The last 24 hours, in whole seconds, the end rounded up so a call made in now's second counts.
+    end = datetime(2026, 12, 3, 15, 40, 13, tzinfo=UTC)
+    assert adapter_cost.counted_period(now) == (end - timedelta(hours=24), end)
+    assert adapter_cost.counted_period(now, now - timedelta(days=3)) == (end - timedelta(hours=24), end)
+    # An endpoint younger than a day: since it was created.
+    created = datetime(2026, 12, 3, 9, 0, 0, 900_000, tzinfo=UTC)
+    assert adapter_cost.counted_period(now, created) == (datetime(2026, 12, 3, 9, 0, 0, tzinfo=UTC), end)
+    # Created in this very second: still a period CloudWatch takes (a start before its end).
+    assert adapter_cost.counted_period(now, now + timedelta(seconds=5)) == (end - timedelta(seconds=1), end)
+
+
 def test_ten_adapters_on_one_g5_4xlarge_against_ten_endpoints():
     assert prices.PRICES_USD_PER_HOUR["ml.g5.4xlarge"] == 2.03  # the list price the figures below use
     ten = adapter_cost.shared_vs_separate("ml.g5.4xlarge", 10)
@@ -257,6 +272,7 @@ def test_ten_adapters_on_one_g5_4xlarge_against_ten_endpoints():
     assert ten.per_adapter_per_hour == pytest.approx(0.203)
     assert ten.separate_per_hour == pytest.approx(20.30)
     assert ten.saving_per_hour == pytest.approx(18.27)
+    assert ten.own_endpoint_per_hour == pytest.approx(2.03)  # one adapter's endpoint of its own
     # Over a 730-hour month: 1,481.90 USD shared against 14,819.00 USD.
     assert ten.shared_per_hour * 730 == pytest.approx(1_481.90)
     assert ten.separate_per_hour * 730 == pytest.approx(14_819.00)

@@ -319,3 +319,31 @@ def test_the_runtime_serves_a_model_package_version_beside_the_old_fleet(fresh, 
         assert set(runtime.endpoints) == {(name, f"{name}-c2")}
     finally:
         runtime.close()
+
+
+def test_a_call_routed_to_an_inference_component_counts_as_its_invocations(fresh):
+    cw = fresh.client("cloudwatch")
+    component = f"cw-component-{next(_ids)}"
+    # The engine's inference components count every call they route with the engine's own hook.
+    assert fresh.inference_components.count == fresh.count_invocation
+    for _ in range(2):
+        fresh.count_invocation(ACCOUNT, fresh.region, component)
+    # AWS's metric: Invocations in AWS/SageMaker with the one dimension InferenceComponentName.
+    (metric,) = cw.list_metrics(
+        Namespace="AWS/SageMaker", Dimensions=[{"Name": "InferenceComponentName", "Value": component}]
+    )["Metrics"]
+    assert (metric["MetricName"], metric["Dimensions"]) == (
+        "Invocations",
+        [{"Name": "InferenceComponentName", "Value": component}],
+    )
+    now = datetime.now(UTC)
+    (point,) = cw.get_metric_statistics(
+        Namespace="AWS/SageMaker",
+        MetricName="Invocations",
+        Dimensions=metric["Dimensions"],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=1),
+        Period=600,
+        Statistics=["Sum"],
+    )["Datapoints"]
+    assert point["Sum"] == 2.0

@@ -13,15 +13,17 @@ import boto3
 import botocore.session
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from botocore.validate import validate_parameters
 from moto import mock_aws
+from rich.console import Console
 
-from hfpipe.cli import endpoints, invoke
+from hfpipe.cli import adapter_endpoints, endpoints, invoke
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import adapter_deploy
+from hfpipe.core import adapter_cost, adapter_deploy
 from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.shared_base import SharedBase
-from hfpipe.local import inference_components, moto_patches
+from hfpipe.local import cloudwatch, inference_components, moto_patches
 from hfpipe.local.inference_components import InferenceComponents
 
 REGION = "us-east-1"
@@ -42,7 +44,12 @@ class Clock:
 @pytest.fixture
 def world():
     clock = Clock()
-    store = InferenceComponents(time_scale=lambda: 1.0, clock=clock)
+
+    # Each routed call puts its Invocations in moto's CloudWatch, as LocalEngine.count_invocation does.
+    def count(account: str, region: str, component: str) -> None:
+        cloudwatch.record_component_invocation(boto3.client("cloudwatch", region_name=region), component)
+
+    store = InferenceComponents(time_scale=lambda: 1.0, clock=clock, count=count)
     engine = SimpleNamespace(time_scale=1.0, timeout_scale=1.0, world=None, inference_components=store)
     with contextlib.ExitStack() as stack, mock_aws():
         moto_patches.install(stack, engine)  # type: ignore[arg-type]
@@ -60,7 +67,8 @@ def world():
         )
         sm.create_endpoint(EndpointName=PLAIN, EndpointConfigName="plain")
         runtime = boto3.client("sagemaker-runtime", region_name=REGION)
-        yield SimpleNamespace(sm=sm, runtime=runtime, clock=clock, store=store)
+        metrics = boto3.client("cloudwatch", region_name=REGION)
+        yield SimpleNamespace(sm=sm, runtime=runtime, cloudwatch=metrics, clock=clock, store=store)
 
 
 def create_base(sm, name="base", endpoint=ENDPOINT):
@@ -328,13 +336,15 @@ def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
         "my-org/base-8b",
     )
     summary, topics = "hfpipe-dev-adapter-summary", "hfpipe-dev-adapter-topics"
-    # `hfpipe endpoints`: the one fleet's price, in equal shares per adapter read from the endpoint.
-    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC))
+    # `hfpipe endpoints`: the one fleet's price, in equal shares per adapter read from the endpoint, since no
+    # component was called in the period counted (the endpoint's life so far, under a day).
+    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC), world.cloudwatch)
     assert (info.instance_type, info.instance_count, info.price_per_hour_usd) == ("ml.g5.4xlarge", 1, 2.03)
-    assert {(a.component, a.rule, a.usd_per_hour) for a in info.adapters} == {
-        (summary, "equal", 1.015),
-        (topics, "equal", 1.015),
+    assert {(a.component, a.rule, a.usd_per_hour, a.invocations) for a in info.adapters} == {
+        (summary, "equal", 1.015, 0),
+        (topics, "equal", 1.015, 0),
     }
+    assert {a.period_start for a in info.adapters} == {info.created.replace(microsecond=0).isoformat()}
     assert on_base(sm) == {
         DEV_BASE.component: "base",
         summary: "s3://artifacts/summary/1/model.tar.gz",
@@ -368,6 +378,79 @@ def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
     assert adapter_deploy.delete_adapter(sm, "dev", "topics") == topics
     world.clock.now += 120
     assert set(on_base(sm)) == {DEV_BASE.component, summary}
+
+
+def test_endpoints_split_the_fleet_by_each_adapters_invocations(world, capsys):
+    sm, runtime = world.sm, world.runtime
+    put_adapter(world, "summary", registered(sm, "summary", 1))
+    put_adapter(world, "topics", registered(sm, "topics", 1))
+    summary, topics = "hfpipe-dev-adapter-summary", "hfpipe-dev-adapter-topics"
+    for component in (summary, summary, summary, topics):  # routed by local mode, counted in CloudWatch
+        runtime.invoke_endpoint(
+            EndpointName=DEV_BASE.endpoint,
+            InferenceComponentName=component,
+            Body=b"{}",
+            ContentType="application/json",
+        )
+    with pytest.raises(ClientError):  # refused before it reaches a component: not counted
+        runtime.invoke_endpoint(
+            EndpointName=DEV_BASE.endpoint,
+            InferenceComponentName="nope",
+            Body=b"{}",
+            ContentType="application/json",
+        )
+    now = datetime.now(UTC)
+    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, now, world.cloudwatch)
+    shares = {a.component: (a.rule, a.invocations, a.usd_per_hour) for a in info.adapters}
+    assert shares == {
+        summary: ("invocations", 3, pytest.approx(0.75 * 2.03)),
+        topics: ("invocations", 1, pytest.approx(0.25 * 2.03)),
+    }
+    # --json: each adapter's rule and the period its calls were counted over.
+    (first, _) = endpoints.as_json(info)["adapters"]
+    start, end = adapter_cost.counted_period(now, info.created)
+    assert (first["rule"], first["period_start"], first["period_end"]) == (
+        "invocations",
+        start.isoformat(),
+        end.isoformat(),
+    )
+    console = Console(width=400)
+    adapter_endpoints.print_shares(console, [(info.name, info.adapters)])
+    out = capsys.readouterr().out
+    assert f"adapter {summary} on {DEV_BASE.component}: 1.522 USD/h (by invocations: 3 of 4 calls from" in out
+    # Calls naming the base itself count under its name: a tenant that pays its share.
+    runtime.invoke_endpoint(
+        EndpointName=DEV_BASE.endpoint,
+        InferenceComponentName=DEV_BASE.component,
+        Body=b"{}",
+        ContentType="application/json",
+    )
+    info = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC), world.cloudwatch)
+    base = next(a for a in info.adapters if a.is_base)
+    assert (base.component, base.invocations, base.usd_per_hour) == (
+        DEV_BASE.component,
+        1,
+        pytest.approx(2.03 / 5),
+    )
+    assert sum(a.usd_per_hour for a in info.adapters) == pytest.approx(2.03)
+    # Without a CloudWatch client the counts are not known: equal shares, said so.
+    blind = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC))
+    assert {(a.rule, a.invocations, a.period_start) for a in blind.adapters} == {("equal", None, None)}
+    # Counts CloudWatch refuses (no cloudwatch:GetMetricData): equal shares, and a warning names the call.
+    denied = boto3.client("cloudwatch", region_name=REGION)
+    with Stubber(denied) as stubber:
+        stubber.add_client_error(
+            "get_metric_data", "AccessDenied", "not authorized: cloudwatch:GetMetricData"
+        )
+        refused_counts = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC), denied)
+    assert {(a.rule, a.invocations) for a in refused_counts.adapters} == {("equal", None)}
+    assert capsys.readouterr().err == (
+        f"warning: reading the Invocations of {DEV_BASE.endpoint} from CloudWatch failed: access denied "
+        "(not authorized: cloudwatch:GetMetricData); check your role's permissions; its adapters are shown "
+        "in equal shares\n"
+    )
+    adapter_endpoints.print_shares(console, [(info.name, refused_counts.adapters)])
+    assert "(equal shares of 2 adapters: the invocation counts were not read)" in capsys.readouterr().out
 
 
 def test_a_version_the_rules_refuse_creates_nothing_and_says_why(world):
