@@ -34,8 +34,8 @@ AWS's refusals, each a ValidationException naming what and why:
   serves a model names none (``route``).
 
 Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
-run), copies placed on instances, and serving a component's traffic (``route`` says which component a call
-reaches; the stand-in that answers it is still to come).
+run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
+stand-in answers it (hfpipe.local.adapter_serving).
 """
 
 from __future__ import annotations
