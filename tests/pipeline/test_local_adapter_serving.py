@@ -238,6 +238,17 @@ def test_a_base_local_mode_does_not_build_is_refused_in_one_line(served) -> None
     assert served.fleets.components.served == {}
 
 
+@pytest.mark.slow
+def test_a_context_over_the_base_models_is_refused_as_vllm_refuses_it(served) -> None:
+    too_long = SharedBase(BASE_MODEL, "ml.g5.4xlarge", max_adapters=2)  # max_model_len 2048
+    deploy(served, "summary", version(served.sm, "summary", 1), shared=too_long)
+    message = refused(lambda: invoke(served, DEV.component), "ValidationError")["Error"]["Message"]
+    assert message.startswith(
+        f"base component {DEV.component}: the vLLM stand-in does not start: SM_VLLM_MAX_MODEL_LEN=2048: "
+        f"User-specified max_model_len (2048) is greater than the derived max_model_len ({CONTEXT})"
+    )
+
+
 def test_an_artifact_that_is_not_there_or_not_a_tar_is_refused_in_one_line(served) -> None:
     deploy(served, "summary", version(served.sm, "summary", 1))
     message = refused(lambda: invoke(served, SUMMARY), "ValidationError")["Error"]["Message"]
