@@ -40,8 +40,8 @@ hfpipe.local.engine as the endpoint metrics are, so this module imports no Cloud
 every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
 
 Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
-run), copies placed on instances, and serving a component's traffic (``route`` says which component a call
-reaches; the stand-in that answers it is still to come).
+run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
+stand-in answers it (hfpipe.local.adapter_serving).
 """
 
 from __future__ import annotations

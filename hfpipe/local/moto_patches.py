@@ -45,7 +45,17 @@ methods, boto3 calls) does not offer, each target with its reason:
   queue them). Everywhere, a call to an inference-component endpoint, or one naming a component
   (``InferenceComponentName``, the ``X-Amzn-SageMaker-Inference-Component`` header), is first held to AWS's
   rules (``InferenceComponents.route``: ValidationError when it names none, an unknown one, or one not
-  InService); the local world does not serve a component's traffic yet;
+  InService); in the local world a component's call is answered by the vLLM stand-in serving its base and
+  adapter (the engine's ``fleets``: hfpipe.local.runtime.LocalRuntime ``invoke_component``,
+  hfpipe.local.adapter_serving), its errors ModelError (424) as above;
+- ``sagemakerruntime.urls.url_paths``, ``sagemaker.urls.url_paths`` and
+  ``SageMakerRuntimeResponse.call_action``: moto has no InvokeEndpointWithResponseStream (no route for
+  ``/endpoints/<name>/invocations-response-stream``); the path is added (to SageMaker's routes too: moto's
+  server sends a request signed for ``sagemaker`` there unless its path ends in ``invocations``) and the
+  operation answered: a call naming an inference component is held to the same rules, and
+  in the local world answered by the stand-in's Server-Sent Events as the stream's PayloadPart events
+  (AWS's event-stream encoding, ``event_stream_message``), all at once when generation ends (moto answers
+  whole bodies); any other call is refused (ValidationError: local mode streams components only);
 - ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
   own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
   UploadPartCopy source, in its source environment) is read from the world environment that holds it
@@ -123,6 +133,9 @@ PATCHED = (
     "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function.WaitFunction._wait_interval",
     "moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time",
     "moto.sagemakerruntime.responses.SageMakerRuntimeResponse.invoke_endpoint",
+    "moto.sagemakerruntime.urls.url_paths",
+    "moto.sagemaker.urls.url_paths",
+    "moto.sagemakerruntime.responses.SageMakerRuntimeResponse.call_action",
     "moto.s3.models.S3Backend.get_object",
     "moto.servicequotas.responses.ServiceQuotasResponse.call_action",
     "moto.applicationautoscaling.responses.ApplicationAutoScalingResponse.call_action",
@@ -140,6 +153,7 @@ USED = (
     "moto.sagemaker.exceptions.ValidationError",
     "moto.s3.models.FakeKey.set_metadata",
     "moto.s3.models.s3_backends.bucket_accounts",
+    "moto.sagemakerruntime.urls.response",
     "moto.stepfunctions.parser.api.HistoryEventType.TaskFailed",
     "moto.stepfunctions.parser.api.TaskFailedEventDetails",
     "moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name.CustomErrorName",
@@ -307,6 +321,8 @@ class Engine(Protocol):
     world: World | None  # None outside the local world
     quotas: Any  # hfpipe.local.quotas.QuotaTable: the account's SageMaker quotas
     inference_components: Any  # hfpipe.local.inference_components.InferenceComponents
+
+    fleets: Any  # hfpipe.local.runtime.LocalRuntime in the local world: serves inference components
 
     @property
     def traffic(self) -> Any: ...  # hfpipe.local.traffic.Traffic
@@ -692,14 +708,7 @@ def _world(engine: Engine) -> list[Patch]:
         try:
             answer = engine.traffic.invoke_raw(name, response.body)
         except engine.traffic.InvocationError as err:  # the toolkit's 400, a dead worker's 500
-            side = "client" if err.status < 500 else "server"
-            error = {
-                "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
-                "OriginalStatusCode": err.status,
-                "OriginalMessage": err.message,
-                "Message": f'Received {side} error ({err.status}) from primary with message "{err.message}".',
-            }
-            return 424, {"status": 424, "x-amzn-ErrorType": "ModelError"}, json.dumps(error)
+            return _model_error(err.status, err.message)
         return 200, {"Content-Type": "application/json"}, json.dumps(answer)
 
     original_get_object = S3Backend.get_object
@@ -721,14 +730,62 @@ def _world(engine: Engine) -> list[Patch]:
             "invoke_endpoint",
             invoke_endpoint,
         ),
+        *_response_stream(engine),
         ("S3Backend.get_object", S3Backend, "get_object", get_object),
     ]
 
 
-def _component_invocation(engine: Engine, response: Any, name: str) -> Any:
+def _model_error(status: int, message: str) -> tuple[int, dict[str, Any], str]:
+    """InvokeEndpoint's ModelError (424) for a container that answered ``status`` with ``message``."""
+    side = "client" if status < 500 else "server"
+    error = {
+        "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
+        "OriginalStatusCode": status,
+        "OriginalMessage": message,
+        "Message": f'Received {side} error ({status}) from primary with message "{message}".',
+    }
+    return 424, {"status": 424, "x-amzn-ErrorType": "ModelError"}, json.dumps(error)
+
+
+def _response_stream(engine: Engine) -> list[Patch]:
+    """InvokeEndpointWithResponseStream: its route, and its answer for an inference component."""
+    from urllib.parse import unquote
+
+    from moto.sagemaker import urls as api_urls
+    from moto.sagemakerruntime import urls
+    from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+    original = SageMakerRuntimeResponse.call_action
+    path = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
+
+    def call_action(response: Any) -> Any:
+        if response._get_action() != "InvokeEndpointWithResponseStream":
+            return original(response)
+        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations-response-stream
+        answered = _component_invocation(engine, response, name, stream=True)
+        if answered is None:
+            why = f"endpoint {name} was called without an inference component it serves"
+        elif answered == ():
+            why = "outside the local world moto has no answer to stream"
+        else:
+            return answered
+        message = f"local mode streams the answers of inference components in the local world only: {why}"
+        return 400, {"status": 400, "x-amzn-ErrorType": "ValidationError"}, json.dumps({"message": message})
+
+    return [
+        ("sagemakerruntime.urls.url_paths", urls.url_paths, None, {path: urls.response.dispatch}),
+        # moto's server hands a request signed for "sagemaker" to the runtime's routes only when its path ends
+        # in "invocations" (werkzeug_app.infer_service_region_host); the stream's reaches the API's.
+        ("sagemaker.urls.url_paths", api_urls.url_paths, None, {path: urls.response.dispatch}),
+        ("SageMakerRuntimeResponse.call_action", SageMakerRuntimeResponse, "call_action", call_action),
+    ]
+
+
+def _component_invocation(engine: Engine, response: Any, name: str, *, stream: bool = False) -> Any:
     """None for a call to an endpoint that serves a model (or to no endpoint); for a call to an
     inference-component endpoint or naming a component, AWS's refusal (ValidationError), else () outside the
-    local world (moto's canned answer) and, in it, the stand-in's refusal to serve components (still to come)."""
+    local world (moto's canned answer) and, in it, the vLLM stand-in's answer (``stream``: as the stream's
+    events)."""
     from hfpipe.local.deployment import ApiError
 
     account, region = response.current_account, response.region
@@ -743,8 +800,43 @@ def _component_invocation(engine: Engine, response: Any, name: str) -> Any:
         return None
     if engine.world is None:
         return ()
-    message = f"local mode does not serve inference component {route.component} of endpoint {name} yet"
-    return 400, {"status": 400, "x-amzn-ErrorType": "ValidationError"}, json.dumps({"message": message})
+    try:
+        answer = engine.fleets.invoke_component(
+            route, response.body, response.headers.get("Content-Type"), stream=stream
+        )
+    except ApiError as err:  # a component local mode cannot serve
+        return 400, {"status": 400, "x-amzn-ErrorType": err.code}, json.dumps({"message": err.message})
+    except engine.traffic.InvocationError as err:  # vLLM's error answer
+        return _model_error(err.status, err.message)
+    if not stream:
+        return 200, {"Content-Type": "application/json"}, answer
+    events = b"".join(event_stream_message({":event-type": "PayloadPart"}, part) for part in answer)
+    headers = {
+        "Content-Type": "application/vnd.amazon.eventstream",
+        "X-Amzn-SageMaker-Content-Type": EVENT_STREAM,
+    }
+    return 200, headers, events
+
+
+#: The media type of vLLM's streamed answers, which InvokeEndpointWithResponseStream reports as ContentType.
+EVENT_STREAM = "text/event-stream"
+
+
+def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One message of AWS's event-stream encoding (the framing botocore.eventstream decodes): the prelude
+    (total and headers length, its CRC32), string headers (``:message-type`` event, ``:content-type``
+    octets by default), the payload, the message's CRC32; big-endian throughout."""
+    import struct
+    import zlib
+
+    fields = {":message-type": "event", ":content-type": "application/octet-stream", **headers}
+    encoded = b"".join(
+        struct.pack("!B", len(k)) + k.encode() + struct.pack("!BH", 7, len(v.encode())) + v.encode()
+        for k, v in fields.items()
+    )
+    prelude = struct.pack("!II", 16 + len(encoded) + len(payload), len(encoded))
+    message = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
+    return message + struct.pack("!I", zlib.crc32(message))
 
 
 def _quotas(engine: Engine) -> list[Patch]:

@@ -2,7 +2,9 @@
 training-container contract (`hfpipe.local.container`), InvokeEndpoint is answered through the model's own
 `code/inference.py` (`hfpipe.local.endpoint`); the engine calls these as its plug-ins. An endpoint config's
 model may be a registered version's (`Containers=[{"ModelPackageName": ...}]`, hfpipe.local.standin): its
-container and recipe decide what is served, not this run's recipe."""
+container and recipe decide what is served, not this run's recipe. A call to an inference component is answered
+by the vLLM stand-in serving its base and adapter (`invoke_component`, hfpipe.local.adapter_serving), closed with
+the fleets."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import contextlib
 import json
 import re
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
+from hfpipe.local.adapter_serving import AdapterServing
 from hfpipe.local.checkout import checkout_root
 from hfpipe.local.outputs import TRAINING_LOG
 
@@ -56,6 +60,8 @@ class LocalRuntime:
         self.endpoints: dict[tuple[str, str], Any] = {}
         self.jobs: dict[str, Any] = {}
         self.lock = threading.Lock()
+        #: The stand-ins serving inference components (hfpipe.local.adapter_serving), closed with the fleets.
+        self.components = AdapterServing(sagemaker, self._download, workdir / "components")
 
     def training(self, request: dict[str, Any], job: Any) -> None:
         """Run a CreateTrainingJob request here; fill moto's job like SageMaker would."""
@@ -158,6 +164,16 @@ class LocalRuntime:
         if fleet is not None:
             fleet.close()
 
+    def _download(self, url: str, dest: Path) -> None:
+        self.s3.download_file(*split_s3_uri(url), str(dest))
+
+    def invoke_component(
+        self, route: Any, body: bytes | str, content_type: str | None, *, stream: bool = False
+    ) -> bytes | Iterator[bytes]:
+        """Answer one call to an inference component (``route``: hfpipe.local.inference_components.Route) with
+        the vLLM stand-in serving its base and adapter (hfpipe.local.adapter_serving)."""
+        return self.components.answer(route, body, content_type, stream=stream)
+
     def _load(self, endpoint_name: str, config_name: str) -> Any:
         from hfpipe.kinds import serving_kind, serving_kind_of
         from hfpipe.local.endpoint import local_endpoint_class
@@ -203,6 +219,7 @@ class LocalRuntime:
     def close(self) -> None:
         for endpoint in self.endpoints.values():
             endpoint.close()
+        self.components.close()
 
 
 def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:
