@@ -53,8 +53,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _recipe_arguments(parser: argparse.ArgumentParser, example: str, required: bool = True) -> None:
-    """--recipe and --set, as start and local take them."""
+def _recipe_arguments(
+    parser: argparse.ArgumentParser, example: str, required: bool = True, also: str = ""
+) -> None:
+    """--recipe and --set, as start and local take them (``also``: what else --set does there)."""
     parser.add_argument(
         "--recipe", required=required, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
     )
@@ -64,7 +66,7 @@ def _recipe_arguments(parser: argparse.ArgumentParser, example: str, required: b
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override one recipe field, e.g. --set {example} (repeatable)",
+        help=f"override one recipe field, e.g. --set {example} (repeatable){also}",
     )
 
 
@@ -430,7 +432,14 @@ def _add_local(sub: Subparsers, commands: ModuleType) -> None:
         },
         default=None,  # none: run --recipe
     )
-    _recipe_arguments(p, "training.hyperparameters.max_steps=8", required=False)  # not with up/down/status
+    # --recipe not with up/down/status; --set with up: a setting of ENV's cdk.json entry, in that world only.
+    _recipe_arguments(
+        p,
+        "training.hyperparameters.max_steps=8",
+        required=False,
+        also="; with up: a setting of ENV's cdk.json entry in this local world only, e.g. --set "
+        "shared_base.base_model=hfpipe-fixtures/tiny-llama",
+    )
     p.add_argument("--env", help="with up/down: the environment of cdk.json to serve or stop")
     p.add_argument(
         "--time-scale",

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """`hfpipe local up|down|status`."""
     given = (
         ("--recipe", args.recipe),
-        ("--set", args.sets or None),
+        ("--set", (args.sets or None) if args.action != "up" else None),
         ("--serve", args.serve or None),
         ("--channel", getattr(args, "channels", None)),
         ("--out", args.out),
@@ -142,8 +142,8 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     from hfpipe.local.stacks import local_environments
     from hfpipe.local.world import LocalWorld, cdk_environments
 
-    try:  # an environment cdk.json does not name, before anything starts
-        local_environments(args.env, cdk_environments(checkout_root()))
+    try:  # an environment cdk.json does not name, or an override of no setting, before anything starts
+        local_environments(args.env, cdk_environments(checkout_root()), args.sets)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
 
@@ -178,6 +178,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
         port=port,
         time_scale=args.time_scale,
         say=lambda line: console.print(line, markup=False, highlight=False),
+        overrides=tuple(args.sets),
     )
     try:
         with world:

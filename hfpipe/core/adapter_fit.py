@@ -55,6 +55,11 @@ LORA_FIGURES: dict[str, LoraFigures] = {
         architecture="BloomForCausalLM",
         source="https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/models/bloom.py",
     ),
+    # Per layer (hidden 64, 2 KV heads of 16, MLP 128): q 64 -> 64, k and v 64 -> 32, o 64 -> 64, gate and up
+    # 64 -> 128, down 128 -> 64: 128 + 96 + 96 + 128 + 192 + 192 + 192.
+    "hfpipe-fixtures/tiny-llama": LoraFigures(
+        1_024, architecture="LlamaForCausalLM", source="hfpipe/kinds/tasks.py (TINY_MODELS, llama)"
+    ),
 }
 
 

@@ -97,6 +97,12 @@ KNOWN_MODELS: dict[str, ModelFigures] = {
         "https://huggingface.co/bigscience/bloomz-7b1/blob/main/config.json",
         attention_heads=32,
     ),
+    # The tiny random-weight Llama local mode builds (hfpipe.kinds TINY_MODELS "llama", its config.json as
+    # hfpipe.fixtures writes it): a local world's shared base (docs/adapters.md); 2 layers, hidden 64, 4 heads
+    # of 16, 2 KV heads, a 400-token vocabulary (tests/core/test_adapters.py builds it and counts).
+    "hfpipe-fixtures/tiny-llama": ModelFigures(
+        125_248, 2, 2, 16, "hfpipe/kinds/tasks.py (TINY_MODELS, llama)", attention_heads=4
+    ),
 }
 
 

@@ -6,9 +6,12 @@ hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.openai_e
 
 - the base: the base component's model (``Specification.ModelName``) names the Hub id it serves in its
   container's ``SM_VLLM_MODEL``. Local mode builds, without a download, the bases of the bundled adapter
-  recipes: each recipe's ``adapter.base_model``, built as local mode builds that recipe's ``model`` channel
-  (the tiny family ``for_this_machine(recipe).model_family`` picks, by hfpipe.fixtures.build_tiny_model: the
-  same builder and seed, so an adapter trained on the channel fits it). Any other Hub id is refused in one
+  recipes: each recipe's ``adapter.base_model``, built as local mode builds that recipe's ``model`` channel,
+  or the stand-in it substitutes for the recipe's Hub model (the tiny family
+  ``for_this_machine(recipe).model_family`` picks, by hfpipe.fixtures.build_tiny_model: the same builder and
+  seed, so an adapter trained here fits it). The tiny base gets a chat template when its tokenizer has none
+  (``CHAT_TEMPLATE``): vLLM answers an adapter's chat request with the base's template, and the instruct
+  bases a shared base serves have one, which the random-weight stand-in lacks. Any other Hub id is refused in one
   line (``ComponentRefused``, InvokeEndpoint's ValidationError) naming it and what is accepted. The model's
   ``SM_VLLM_*`` environment goes to the stand-in (``SM_VLLM_MAX_LORA_RANK``, ``SM_VLLM_MAX_MODEL_LEN``...);
   the served name is ``SM_VLLM_MODEL``, as vLLM names a model given by Hub id, unless
@@ -53,6 +56,13 @@ from hfpipe.local.container import LocalContainerError
 from hfpipe.local.deployment import ApiError
 from hfpipe.local.traffic import InvocationError
 
+#: The tiny base's chat template where its tokenizer has none: ChatML, the form of the Qwen instruct bases'
+#: templates (role and content between <|im_start|> and <|im_end|>, then the assistant's turn).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
 
 class ComponentRefused(ApiError):
     """A component local mode cannot serve (InvokeEndpoint's ValidationError, one line)."""
@@ -72,7 +82,7 @@ def local_base_models() -> dict[str, str]:
     for name in available_recipes():
         recipe = load_recipe(name)
         base = (recipe.get("adapter") or {}).get("base_model")
-        if base and "model" in (recipe["training"].get("channels") or {}):
+        if base:  # its `model` channel, or the stand-in local mode substitutes for its Hub model
             bases[base] = for_this_machine(recipe, gpu=False).model_family
     return bases
 
@@ -161,13 +171,17 @@ class AdapterServing:
         return endpoint, (route.component if adapters else None)
 
     def _base_folder(self, model: str) -> Path:
-        """The base model's folder, built once (as local mode builds the adapter recipe's model channel)."""
+        """The base model's folder, built once (as local mode builds the adapter recipe's model channel),
+        with a chat template when its tokenizer has none."""
         from hfpipe.fixtures import build_tiny_model
 
         if model not in self._bases:
-            self._bases[model] = build_tiny_model(
-                local_base_models()[model], self.workdir / "bases" / _slug(model)
-            )
+            folder = build_tiny_model(local_base_models()[model], self.workdir / "bases" / _slug(model))
+            config = folder / "tokenizer_config.json"
+            settings = json.loads(config.read_text()) if config.is_file() else {}
+            if not settings.get("chat_template"):
+                config.write_text(json.dumps({**settings, "chat_template": CHAT_TEMPLATE}, indent=2))
+            self._bases[model] = folder
         return self._bases[model]
 
     def _adapter_folder(self, url: str) -> Path:

@@ -14,6 +14,12 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
   you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
   the emulation (ValidationException);
+- ``SageMakerModelBackend.update_model_package``: moto sets a version's ``CustomerMetadataProperties`` to what
+  the call gives (None when it gives none: an approval wiped the version's recipe, lineage and the base an
+  adapter needs), and its ``ApprovalDescription`` and ``ModelApprovalStatus`` likewise (a metadata update
+  wiped the approval); AWS's UpdateModelPackage changes what it is given, every member but the ARN optional:
+  ``CustomerMetadataProperties`` adds or updates keys and ``CustomerMetadataPropertiesToRemove`` removes keys
+  (botocore's model of SageMaker, UpdateModelPackageInput), which only means something if the others stay;
 - ``SageMakerResponse.call_action``: moto has no inference components (CreateInferenceComponent and the
   others answer NotImplementedError); their operations are answered by the engine's ``inference_components``
   (hfpipe.local.inference_components: botocore's shapes, the statuses, AWS's refusals), which reads moto's
@@ -120,6 +126,7 @@ PATCHED = (
     "moto.sagemaker.models.FakeEndpointConfig.validate_instance_type",
     "moto.sagemaker.models.SageMakerModelBackend.validate_production_variants",
     "moto.sagemaker.responses.SageMakerResponse.create_model_package",
+    "moto.sagemaker.models.SageMakerModelBackend.update_model_package",
     "moto.sagemaker.responses.SageMakerResponse.call_action",
     f"{_CLIENT_MODULES[1]}._SERVICE_ERROR_NAMES",
     f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._from_error",
@@ -380,6 +387,8 @@ def _sagemaker(engine: Engine) -> list[Patch]:
             )
         return original_create_model_package(response)
 
+    update_model_package = _update_model_package(SageMakerModelBackend.update_model_package)
+
     return [
         (
             "FakeEndpointConfig.validate_instance_type",
@@ -399,8 +408,35 @@ def _sagemaker(engine: Engine) -> list[Patch]:
             "create_model_package",
             create_model_package,
         ),
+        (
+            "SageMakerModelBackend.update_model_package",
+            SageMakerModelBackend,
+            "update_model_package",
+            update_model_package,
+        ),
         _inference_components(engine, SageMakerResponse),
     ]
+
+
+def _update_model_package(original: Any) -> Any:
+    """UpdateModelPackage changing only what the call gives (the module docstring)."""
+
+    def update_model_package(backend: Any, **request: Any) -> str:
+        arn = request["model_package_arn"]
+        package = backend.model_packages.get(backend.model_package_name_mapping.get(arn, arn))
+        if package is not None:
+            given = request.get("customer_metadata_properties") or {}
+            kept = dict(package.customer_metadata_properties or {})
+            request["customer_metadata_properties"] = {**kept, **given} or None
+            for key, kept_value in (
+                ("approval_description", package.approval_description),
+                ("model_approval_status", package.model_approval_status),
+            ):
+                if request.get(key) is None:
+                    request[key] = kept_value
+        return str(original(backend, **request))
+
+    return update_model_package
 
 
 def _inference_components(engine: Engine, response_class: Any) -> Patch:

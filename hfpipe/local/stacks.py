@@ -5,9 +5,11 @@ would hold once deployed (bucket names, exports, SSM values) so the PipelineStac
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,12 @@ def _template_inputs(root: Path) -> list[Path]:
     return sorted({p for g in TEMPLATE_INPUTS for p in root.glob(g) if "__pycache__" not in p.parts})
 
 
-def local_environments(env: str, environments: dict[str, Any]) -> dict[str, Any]:
-    """cdk.json's environments (the `hfpipe:environments` context) with `env`'s settings made local-friendly.
+def local_environments(
+    env: str, environments: dict[str, Any], overrides: Iterable[str] = ()
+) -> dict[str, Any]:
+    """cdk.json's environments (the `hfpipe:environments` context) with `env`'s settings made local-friendly,
+    and `overrides` (`hfpipe local up --set KEY=VALUE`: a dotted key of `env`'s entry, the value JSON when it
+    is JSON) set in it, for this world only; the synthesis validates the result as it validates cdk.json.
 
     `env` keeps its region and every setting that decides what happens (model_approval, named endpoints,
     promote_from, quotas, ...); its removal policy, log retention and expirations become LOCAL_SETTINGS'
@@ -71,6 +77,31 @@ def local_environments(env: str, environments: dict[str, Any]) -> dict[str, Any]
         for name, entry in environments.items()
     }
     out[env] = {**out[env], **{key: LOCAL_SETTINGS[key] for key in LOCAL_FRIENDLY_KEYS}}
+    for override in overrides:
+        out[env] = _overridden(out[env], override, env)
+    return out
+
+
+def _overridden(entry: dict[str, Any], override: str, env: str) -> dict[str, Any]:
+    """`entry` with one `--set KEY=VALUE` applied (a copy); LocalModeError for one that is not KEY=VALUE."""
+    key, sep, raw = override.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(parts):
+        raise LocalModeError(
+            f"--set {override!r}: not accepted; accepted: KEY=VALUE, KEY a dotted setting of environment {env}'s "
+            "cdk.json entry, e.g. --set shared_base.base_model=hfpipe-fixtures/tiny-llama"
+        )
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    out = copy.deepcopy(entry)
+    node = out
+    for part in parts[:-1]:
+        if not isinstance(node.get(part, {}), dict):
+            raise LocalModeError(f"--set {override!r}: {part} of environment {env} is not an object")
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
     return out
 
 

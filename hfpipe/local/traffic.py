@@ -94,7 +94,8 @@ class Traffic:
     def invoke_component(self, endpoint: str, component: str, raw: bytes | str) -> Any:
         """An InvokeEndpoint naming inference component ``component``: AWS's refusals first (an ApiError:
         hfpipe.local.inference_components.InferenceComponents.route), then the engine's ``component`` plug-in
-        answers it; a body that is not JSON is a 400, as for an endpoint."""
+        answers it (in the local world, the runtime's vLLM stand-in: hfpipe.local.adapter_serving); a body
+        that is not JSON is a 400, as for an endpoint."""
         from hfpipe.local.moto_patches import default_account_id, moto_hosting
 
         account, region = default_account_id(), self.engine.region
@@ -105,6 +106,9 @@ class Traffic:
             from hfpipe.local.deployment import ApiError
 
             raise ApiError("ValidationError", f"Endpoint {endpoint} of account {account} not found.")
+        fleets: Any = getattr(self.engine, "fleets", None)
+        if self.engine.world is not None and hasattr(fleets, "invoke_component"):  # the vLLM stand-in
+            return json.loads(fleets.invoke_component(route, raw, "application/json"))
         try:
             body = json.loads(raw)
         except ValueError as err:

@@ -156,8 +156,11 @@ class LocalWorld:
         port: int = 0,
         time_scale: float = DEFAULT_TIME_SCALE,
         say: Callable[[str], None] = print,
+        overrides: tuple[str, ...] = (),
     ) -> None:
         self.env = env
+        #: `hfpipe local up --set KEY=VALUE`: settings of this environment's cdk.json entry, in this world only.
+        self.overrides = overrides
         self.workdir = workdir
         self.cache_dir = cache_dir
         self.port = port
@@ -181,7 +184,7 @@ class LocalWorld:
         from hfpipe.local.container import stop_all
 
         root = checkout_root()
-        environments = local_environments(self.env, cdk_environments(root))
+        environments = local_environments(self.env, cdk_environments(root), self.overrides)
         self.region = str(environments[self.env]["region"])
         stacks = synth_stacks(self.cache_dir, root, env=self.env, environments=environments)
         data = local_data(stacks["Data"], self.env)

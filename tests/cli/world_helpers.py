@@ -83,23 +83,30 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """dev and prod of cdk.json, each as `hfpipe local up --env ENV`."""
     home = tmp_path_factory.mktemp("world")
-    logs = {env: home / f"{env}.log" for env in ENVIRONMENTS}
+    yield from worlds_up(home, {env: ["local", "up", "--env", env] for env in ENVIRONMENTS})
+
+
+def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
+    """Each environment started by its `hfpipe` command (``commands``: env -> argv), yielded as a World once
+    every one is up; each stopped with SIGTERM at the end, as `hfpipe local down` stops it."""
+    logs = {env: home / f"{env}.log" for env in commands}
     started = time.monotonic()
     procs = {
         env: subprocess.Popen(
-            [sys.executable, "-m", "hfpipe.cli", "local", "up", "--env", env],
+            [sys.executable, "-m", "hfpipe.cli", *argv],
             cwd=ROOT,
             env=_environ(home, route=False),
             stdout=logs[env].open("w"),
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C in the test's terminal is the test's, not theirs
         )
-        for env in ENVIRONMENTS
+        for env, argv in commands.items()
     }
     world = World(home, logs)
     try:
-        pending = set(ENVIRONMENTS)
+        pending = set(commands)
         while pending:
             for env in sorted(pending):
                 assert procs[env].poll() is None, (

@@ -277,3 +277,25 @@ def test_ten_adapters_on_one_g5_4xlarge_against_ten_endpoints():
     assert ten.shared_per_hour * 730 == pytest.approx(1_481.90)
     assert ten.separate_per_hour * 730 == pytest.approx(14_819.00)
     assert adapter_cost.shared_vs_separate("ml.unknown.size", 10).saving_per_hour is None
+
+
+def test_the_tiny_llamas_figures_are_the_model_local_mode_builds(tmp_path):
+    """The fit tables' hfpipe-fixtures/tiny-llama (a local world's shared base) is the tiny Llama as
+    hfpipe.fixtures builds it: its parameters, layers, KV heads, head size and LoRA width counted."""
+    from transformers import AutoModelForCausalLM
+
+    from hfpipe.fixtures import build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model("llama", tmp_path / "llama"))
+    config = model.config
+    figures = serving_fit.KNOWN_MODELS["hfpipe-fixtures/tiny-llama"]
+    assert (figures.parameters, figures.layers, figures.kv_heads, figures.head_dim) == (
+        sum(p.numel() for p in model.parameters()),
+        config.num_hidden_layers,
+        config.num_key_value_heads,
+        config.head_dim,
+    )
+    layer = model.model.layers[0]
+    linear = [*vars(layer.self_attn)["_modules"].values(), *vars(layer.mlp)["_modules"].values()]
+    width = sum(m.in_features + m.out_features for m in linear if hasattr(m, "in_features"))
+    assert adapter_fit.LORA_FIGURES["hfpipe-fixtures/tiny-llama"].lora_width == width

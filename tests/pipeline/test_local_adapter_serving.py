@@ -231,10 +231,11 @@ def test_a_base_local_mode_does_not_build_is_refused_in_one_line(served) -> None
     message = refused(lambda: invoke(served, DEV.component), "ValidationError")["Error"]["Message"]
     assert message == (
         f"base component {DEV.component}: SM_VLLM_MODEL 'my-org/base-8b' of model {DEV.model} is not a base model "
-        f"local mode builds without a download; accepted: one of {BASE_MODEL} (the bundled adapter recipes' "
-        "adapter.base_model)"
+        "local mode builds without a download; accepted: one of Qwen/Qwen2.5-7B-Instruct, "
+        f"{BASE_MODEL} (the bundled adapter recipes' adapter.base_model)"
     )
-    assert adapter_serving.local_base_models() == {BASE_MODEL: "llama"}
+    # tiny-adapter's own base, and the tiny Llama local mode substitutes for qwen-7b-lora-samsum-adapter's.
+    assert adapter_serving.local_base_models() == {BASE_MODEL: "llama", "Qwen/Qwen2.5-7B-Instruct": "llama"}
     assert served.fleets.components.served == {}
 
 

@@ -231,3 +231,37 @@ def test_the_definition_registers_between_smoke_test_and_keep_endpoint(engine):
     assert "States.ALL" not in retried and "Lambda.TooManyRequestsException" in retried
     # Nothing else leads to Register: a run that does not deploy or fails its smoke test never registers.
     assert [k for k, s in states.items() if s.get("Next") == "Register"] == ["SmokeTest"]
+
+
+def test_an_update_of_a_version_changes_only_what_it_gives(fresh):
+    """UpdateModelPackage as AWS answers it (every member but the ARN optional; CustomerMetadataProperties
+    adds or updates keys, CustomerMetadataPropertiesToRemove removes them): an approval keeps the version's
+    metadata (its recipe, lineage, the base an adapter needs), and a metadata change keeps its approval.
+    moto 5.2.5 replaced both with what the call gave, None when it gave none (hfpipe.local.moto_patches)."""
+    sm = fresh.client("sagemaker")
+    sm.create_model_package_group(ModelPackageGroupName="hfpipe-dev-updates")
+    arn = sm.create_model_package(
+        ModelPackageGroupName="hfpipe-dev-updates",
+        InferenceSpecification={
+            "Containers": [{"Image": "image", "ModelDataUrl": "s3://b/m.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        ModelApprovalStatus="PendingManualApproval",
+        CustomerMetadataProperties={
+            "recipe": "tiny-adapter",
+            "adapter_base_model": "hfpipe-fixtures/tiny-llama",
+        },
+    )["ModelPackageArn"]
+    sm.update_model_package(ModelPackageArn=arn, ModelApprovalStatus="Approved", ApprovalDescription="good")
+    sm.update_model_package(
+        ModelPackageArn=arn,
+        CustomerMetadataProperties={"note": "x"},
+        CustomerMetadataPropertiesToRemove=["recipe"],
+    )
+    described = sm.describe_model_package(ModelPackageName=arn)
+    assert described["ModelApprovalStatus"] == "Approved" and described["ApprovalDescription"] == "good"
+    assert described["CustomerMetadataProperties"] == {
+        "adapter_base_model": "hfpipe-fixtures/tiny-llama",
+        "note": "x",
+    }

@@ -1,0 +1,88 @@
+"""The README's adapters walk-through ("Many fine-tunes on one GPU"), command by command: its `hfpipe local
+up` line, as written, starts the local world's dev (this world's shared base the tiny Llama), and every
+`hfpipe` command of the block runs as typed, in order, against it (issue 31's walk-through: train two
+adapters, approve both, deploy both onto one base, call each, roll one back, delete the other)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+
+import pytest
+from world_helpers import ROOT, World, out, worlds_up
+
+
+def adapter_commands() -> list[tuple[list[str], str]]:
+    """The `hfpipe` commands of the README's adapters block, with their comments; its `hfpipe local up` line
+    is what the `world` fixture runs."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Many fine-tunes on one GPU: LoRA adapters on a shared base", 1)[1].split(
+        "\n## ", 1
+    )[0]
+    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    commands = []
+    for line in block.splitlines():
+        if line.startswith("hfpipe "):
+            command, _, comment = line.partition("  # ")
+            commands.append((shlex.split(command)[1:], comment.strip()))
+    return commands
+
+
+def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
+    """Train two adapters, approve both, deploy both onto one base, call each, roll one back, delete the
+    other (issue 31's walk-through)."""
+    argvs = [argv for argv, _ in adapter_commands()]
+    assert argvs[0][:4] == ["local", "up", "--env", "dev"]
+    kinds = [argv[0] for argv in argvs[1:]]
+    assert kinds.count("start") == 2 and kinds.count("invoke") == 2
+    assert [a[a.index("--adapter") + 1] for a in argvs if a[0] == "invoke"] == ["support", "sales"]
+    deploys = [a for a in argvs if a[0] == "deploy"]
+    assert [a[a.index("--adapter") + 1] for a in deploys] == [
+        "support",
+        "sales",
+        "support",
+        "support",
+        "sales",
+    ]
+    assert "--rollback" in deploys[3] and "--delete" in deploys[4]
+
+
+@pytest.fixture(scope="module")
+def adapter_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """dev, started by the block's own `hfpipe local up` line."""
+    (up, _), *_ = adapter_commands()
+    yield from worlds_up(tmp_path_factory.mktemp("adapter-world"), {up[up.index("--env") + 1]: up})
+
+
+@pytest.mark.slow
+def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
+    """Every command of the README's adapters block, run as typed, in order, against the local world's dev:
+    two adapters on one shared base, each answering as itself, one rolled back, the other deleted."""
+    answers: dict[str, str] = {}
+    for argv, _comment in adapter_commands()[1:]:
+        proc = adapter_world.hfpipe(*argv)
+        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr, adapter_world.log("dev")[-3000:])
+        if argv[0] == "deploy" and "--model" in argv:
+            ref = argv[argv.index("--model") + 1]
+            adapter = argv[argv.index("--adapter") + 1]
+            assert f"deployed: adapter hfpipe-dev-adapter-{adapter} serves {ref} (s3://" in proc.stdout, (
+                proc.stdout
+            )
+        elif argv[0] == "deploy" and "--rollback" in argv:
+            assert "serves tiny-adapter/1 (s3://" in proc.stdout, proc.stdout
+        elif argv[0] == "deploy":
+            assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout
+        elif argv[0] == "invoke":
+            answers[argv[argv.index("--adapter") + 1]] = proc.stdout
+        elif argv[0] == "endpoints":
+            assert re.search(r"hfpipe-dev-adapter-support .*1\.015", proc.stdout), proc.stdout
+            assert re.search(r"hfpipe-dev-adapter-sales .*1\.015", proc.stdout), proc.stdout
+    # Each call reached its own adapter: the OpenAI answer names the model (the adapter) that wrote it.
+    for adapter, printed in answers.items():
+        answer = json.loads(printed.strip().splitlines()[-1])
+        assert f'"model": "hfpipe-dev-adapter-{adapter}"' in json.dumps(answer), answer
+    components = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
+    shared = [e for e in components if e["name"] == "hfpipe-dev-shared-base"]
+    assert [a["component"] for a in shared[0]["adapters"]] == ["hfpipe-dev-adapter-support"], shared
