@@ -15,12 +15,12 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from hfpipe.core.deploy_requests import SmokeSpec
 from hfpipe.core.deployments import EndpointSettings
-from hfpipe.core.typed_json import Document
+from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type (of the plan, of the record).
 SCHEMA_VERSION = 1
@@ -35,6 +35,11 @@ ACTIONS = ("create", "update", "none", "record", "wait")
 
 class DeployPlanFormatError(ValueError):
     """A document that is not a deploy plan of this schema version; the message is one line naming the field."""
+
+
+DOCUMENT = Document(name="deploy", root=ROOT_PATH, version=SCHEMA_VERSION, error=DeployPlanFormatError)
+#: The record is the execution's output (Deployed's, AlreadyServing's) and an SSM parameter's value.
+RECORD = Document(name="record", root="$", version=RECORD_SCHEMA_VERSION, error=DeployPlanFormatError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +87,7 @@ class DeployRequests:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeployPlan:
+class DeployPlan(Typed, document=DOCUMENT):
     """What one deploy of a registered version to a named endpoint does, decided once by Prepare."""
 
     schema_version: int = SCHEMA_VERSION
@@ -125,24 +130,6 @@ class DeployPlan:
                 f"deploy.action: {self.action!r} is not accepted; accepted: {', '.join(ACTIONS)}"
             )
 
-    def to_json(self) -> dict[str, Any]:
-        """The plan as a JSON-able dict (what Prepare returns and the state machine keeps)."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> DeployPlan:
-        """The plan in ``doc``, or DeployPlanFormatError for another schema version, a missing, unknown or
-        wrongly typed field."""
-        plan = DOCUMENT.read(cls, doc)
-        assert isinstance(plan, DeployPlan)
-        return plan
-
-    @classmethod
-    def path(cls, *parts: str) -> str:
-        """The state machine's JSONPath of a field (``DeployPlan.path("previous", "endpoint_config_name")`` is
-        ``$.deploy.previous.endpoint_config_name``); ValueError for a name the plan does not have."""
-        return DOCUMENT.path(cls, "DeployPlan.path", parts)
-
     def recorded(self, execution_name: str, deployed_at: str) -> DeploymentRecord:
         """The record of this plan once it serves (Record passes the plan with what the endpoint said)."""
         previous = self.previous
@@ -171,7 +158,7 @@ class DeployPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeploymentRecord:
+class DeploymentRecord(Typed, document=RECORD):
     """Which version serves where, since when, put there by which execution: what Record writes, as JSON, to
     the endpoint's SSM parameter (contract.deployment_parameter_name) and the deploy state machine outputs;
     Prepare, ``hfpipe deploy`` and ``hfpipe endpoints`` read it back with ``from_json``. A record another
@@ -193,16 +180,6 @@ class DeploymentRecord:
     previous_version: str | None
     previous_endpoint_config: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> DeploymentRecord:
-        """The record in ``doc``, or DeployPlanFormatError naming the field."""
-        record = RECORD.read(cls, doc)
-        assert isinstance(record, DeploymentRecord)
-        return record
-
 
 def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
     """The ``alarm_wait`` PrepareAgain hands back (null before the first wait)."""
@@ -211,8 +188,3 @@ def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
     wait = DOCUMENT.read_part(AlarmWait, doc, f"{DOCUMENT.name}.alarm_wait")
     assert isinstance(wait, AlarmWait)
     return wait
-
-
-DOCUMENT = Document(name="deploy", root=ROOT_PATH, version=SCHEMA_VERSION, error=DeployPlanFormatError)
-#: The record is the execution's output (Deployed's, AlreadyServing's) and an SSM parameter's value.
-RECORD = Document(name="record", root="$", version=RECORD_SCHEMA_VERSION, error=DeployPlanFormatError)
