@@ -15,10 +15,11 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.core.deploy_requests import SmokeSpec
+from hfpipe.core import deploy_limits
+from hfpipe.core.deploy_requests import SmokeSpec, VersionInfo
 from hfpipe.core.deployments import EndpointSettings
 from hfpipe.core.typed_json import Document, Typed
 
@@ -107,15 +108,17 @@ class DeployPlan(Typed, document=DOCUMENT):
     poll_seconds: int
     max_polls: int
     rollback_max_polls: int
-    previous: PreviousDeploy | None
+    #: What serves before this deploy (update, record); the rest of the fields until ``requests`` are what
+    #: Prepare finds or decides after its first look (``first``: none of it yet).
+    previous: PreviousDeploy | None = None
     #: Prepare deregistered the endpoint's autoscaling (an instance type change): DeployCleanup puts it back.
-    scaling_deregistered: bool
+    scaling_deregistered: bool = False
     #: The model and config this deploy makes (create, update) or that serve already (none, record).
-    model_name: str | None
-    endpoint_config_name: str | None
-    instance_type: str | None
-    instance_count: int | None
-    requests: DeployRequests
+    model_name: str | None = None
+    endpoint_config_name: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    requests: DeployRequests = field(default_factory=DeployRequests)
     #: The execution that put the serving config there (none, record), from the config's tag.
     deployed_by: str | None = None
     #: The stored deployment record when it already says this version serves (action none).
@@ -129,6 +132,30 @@ class DeployPlan(Typed, document=DOCUMENT):
             raise DeployPlanFormatError(
                 f"deploy.action: {self.action!r} is not accepted; accepted: {', '.join(ACTIONS)}"
             )
+
+    @classmethod
+    def first(
+        cls, wanted: DeployInput, settings: EndpointSettings, env: str, version: VersionInfo, smoke: SmokeSpec
+    ) -> DeployPlan:
+        """Prepare's first look: the version (``version``, approved) on the endpoint the input names, its smoke
+        test and the waits' bounds (hfpipe.core.deploy_limits); nothing made or served yet (``create`` until the
+        endpoint is looked at)."""
+        return cls(
+            action="create",
+            input=wanted,
+            name=wanted.endpoint,
+            endpoint_name=settings.endpoint_name(env),
+            model_version_arn=version.arn,
+            model_package_group=version.group,
+            recipe=version.recipe,
+            version=version.number,
+            version_ref=version.ref,
+            settings=settings,
+            smoke=smoke,
+            poll_seconds=deploy_limits.POLL_SECONDS,
+            max_polls=deploy_limits.endpoint_polls(settings),
+            rollback_max_polls=deploy_limits.ROLLBACK_POLLS,
+        )
 
     def recorded(self, execution_name: str, deployed_at: str) -> DeploymentRecord:
         """The record of this plan once it serves (Record passes the plan with what the endpoint said)."""

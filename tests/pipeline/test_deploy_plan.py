@@ -21,6 +21,7 @@ from hfpipe.core.deploy_plan import (
     DeploymentRecord,
     DeployPlan,
     DeployPlanFormatError,
+    DeployRequests,
 )
 from hfpipe.core.promote_plan import (
     Promoted,
@@ -80,6 +81,45 @@ def test_the_record_is_the_plan_as_it_serves_and_survives_json_both_ways() -> No
         DeploymentRecord.from_json(without(doc, "schema_version"))
     with pytest.raises(DeployPlanFormatError, match=r"^record\.instance_count: '1' is not accepted"):
         DeploymentRecord.from_json({**doc, "instance_count": "1"})
+
+
+def test_the_first_plan_is_the_approved_version_on_the_named_endpoint_with_nothing_made_yet() -> None:
+    """Prepare's first look (``DeployPlan.first``): the version and endpoint, the smoke test and the waits'
+    bounds; no previous deploy, model, config or request until the endpoint is looked at."""
+    from hfpipe.core import deploy_limits
+    from hfpipe.core.deploy_requests import VersionInfo
+
+    whole = a_plan()
+    version = VersionInfo(
+        arn=whole.model_version_arn,
+        group="hfpipe-dev-tiny-qa",
+        number=2,
+        recipe="tiny-qa",
+        status="Approved",
+        instance_type="ml.m5.large",
+    )
+    first = DeployPlan.first(whole.input, whole.settings, "dev", version, whole.smoke)
+    assert (first.action, first.name, first.endpoint_name, first.version_ref) == (
+        "create",
+        whole.name,
+        whole.endpoint_name,
+        "tiny-qa/2",
+    )
+    assert (first.model_version_arn, first.model_package_group, first.recipe, first.version) == (
+        whole.model_version_arn,
+        whole.model_package_group,
+        whole.recipe,
+        whole.version,
+    )
+    assert first.max_polls == deploy_limits.endpoint_polls(whole.settings)
+    assert (first.previous, first.model_name, first.endpoint_config_name, first.scaling_deregistered) == (
+        None,
+        None,
+        None,
+        False,
+    )
+    assert first.requests == DeployRequests()  # nothing to send yet
+    assert DeployPlan.from_json(json.loads(json.dumps(first.to_json()))) == first
 
 
 def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
