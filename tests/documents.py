@@ -1,11 +1,15 @@
 """What the tests of the typed documents (the plan, the deploy plan, the promote plan) share: a document with
-one value changed or one key left out, and every string of a synthesized definition (to find the JSONPaths it
+one value changed or one key left out, the check that each such document is refused in one line, and every string of a synthesized definition (to find the JSONPaths it
 reads). Test modules import it by name (tests/ is on sys.path through its conftest)."""
 
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import pytest
 
 
 def with_value(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -21,6 +25,19 @@ def with_value(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[s
 def without(doc: dict[str, Any], key: str) -> dict[str, Any]:
     """``doc`` without its top-level ``key``."""
     return {k: v for k, v in doc.items() if k != key}
+
+
+def assert_each_refused(
+    read: Callable[[Any], Any], error: type[Exception], refusals: Iterable[tuple[str, Any, str]]
+) -> None:
+    """Each ``(case, document, pattern)``: ``read`` refuses the document with ``error``, in one line that
+    ``pattern`` (a regular expression) finds."""
+    for case, bad, pattern in refusals:
+        with pytest.raises(error) as raised:
+            read(bad)
+        text = str(raised.value)
+        assert re.search(pattern, text), (case, text)
+        assert "\n" not in text, case
 
 
 def strings(node: Any) -> list[str]:
