@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +89,16 @@ def _check_parts(parts: Collection[str]) -> None:
         )
 
 
+def _context_reader(context: dict[str, Any]) -> Callable[[str], Any]:
+    """A key's value as the app sees it: ``context`` under the CDK CLI's own (cdk.json and ``-c``), which are
+    only readable from an App (a probe, never synthesized)."""
+    return cdk.App(context=context).node.try_get_context
+
+
 def _new_app(context: dict[str, Any], outdir: str | None) -> cdk.App:
     """The App, with CloudFormation's built-in validation where the context asks for it."""
-    # The switch is an App property, but the CLI's `-c` values are only readable from an App: ask a probe.
-    probe = cdk.App(context=context)
-    builtin_validation = probe.node.try_get_context(BUILTIN_VALIDATION_CONTEXT_KEY) in (True, "true")
+    # The switch is an App property, but the CLI's `-c` values are only readable from an App.
+    builtin_validation = _context_reader(context)(BUILTIN_VALIDATION_CONTEXT_KEY) in (True, "true")
     return cdk.App(context=context, outdir=outdir, builtin_cloud_formation_validation=builtin_validation)
 
 
@@ -104,49 +109,40 @@ def _add_environment(
     env = cdk.Environment(account=config.account, region=config.region)
     # The same tag keys as the SageMaker resources an execution creates (hfpipe.contract).
     tags = {TAG_ENV: config.name, TAG_MANAGED_BY: PROJECT}
-    data = (
-        DataStack(
+
+    def add(part: str, kind: type[cdk.Stack], what: str, **wiring: Any) -> Any:
+        """One stack of the environment: its name, configuration, account and region, description and tags."""
+        return kind(
             app,
-            stack_name(config.name, "Data"),
+            stack_name(config.name, part),
             config=config,
             env=env,
-            description=f"hfpipe {config.name}: data, artifacts and access-log buckets",
+            description=f"hfpipe {config.name}: {what}",
             tags=tags,
+            **wiring,
         )
-        if "Data" in parts
-        else None
-    )
+
+    data = add("Data", DataStack, "data, artifacts and access-log buckets") if "Data" in parts else None
     if "Quota" in parts:
-        QuotaStack(
-            app,
-            stack_name(config.name, "Quota"),
-            config=config,
-            env=env,
-            description=f"hfpipe {config.name}: SageMaker service quota increase requests",
-            tags=tags,
-        )
+        add("Quota", QuotaStack, "SageMaker service quota increase requests")
     if data is None or "Pipeline" not in parts:
         return
-    PipelineStack(
-        app,
-        stack_name(config.name, "Pipeline"),
-        config=config,
+    add(
+        "Pipeline",
+        PipelineStack,
+        "execution role, training code, notifications, pipeline",
         data_bucket=data.shared_data_bucket,
         artifacts_bucket=data.shared_artifacts_bucket,
         training_code_dir=training_code_dir,
-        env=env,
-        description=f"hfpipe {config.name}: execution role, training code, notifications, pipeline",
-        tags=tags,
     )
 
 
 def main() -> int:
     """Synthesize; a configuration error is printed as one line instead of a traceback."""
-    # `-c` values (and cdk.json's) are only readable from an App: ask a probe.
-    probe = cdk.App(context=cdk_json_context())
-    parts_value = probe.node.try_get_context(PARTS_CONTEXT_KEY)
+    value = _context_reader(cdk_json_context())
+    parts_value = value(PARTS_CONTEXT_KEY)
     parts = PARTS if parts_value is None else tuple(p.strip() for p in str(parts_value).split(","))
-    nag = probe.node.try_get_context(NAG_CONTEXT_KEY) not in (False, "false")
+    nag = value(NAG_CONTEXT_KEY) not in (False, "false")
     try:
         app = build_app(default_account=os.environ.get("CDK_DEFAULT_ACCOUNT"), parts=parts, nag=nag)
     except ConfigError as error:

@@ -118,3 +118,15 @@ def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 def as_list(value: Any) -> list[Any]:
     """An IAM Action or Resource, one or many, as a list."""
     return value if isinstance(value, list) else [value]
+
+
+def state_machine_definition(template: dict[str, Any], name: str) -> dict[str, Any]:
+    """The definition of the state machine ``name`` (its StateMachineName) in ``template``, as JSON (each
+    CloudFormation token in its DefinitionString read as "0")."""
+    (machine,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine" and r["Properties"]["StateMachineName"] == name
+    ]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    return dict(json.loads("".join(p if isinstance(p, str) else "0" for p in parts)))

@@ -28,6 +28,9 @@ from hfpipe.cli.clients import (
     validate_env_name,
 )
 from hfpipe.core import names
+
+# The commands read an execution's cause through aws.cause_message; the rule is core's (the Lambdas share it).
+from hfpipe.core.causes import cause_message as cause_message
 from hfpipe.core.plan_model import Plan, PlanFormatError
 
 # Stack states in which the stack's outputs and parameters can be trusted.
@@ -239,17 +242,6 @@ def unique_execution_name(head: str, now: datetime | None = None, suffix: str | 
     unique per start, since two starts in one second would otherwise be refused (ExecutionAlreadyExists)."""
     stamp = f"{(now or datetime.now(UTC)).strftime('%Y%m%d-%H%M%S')}-{suffix or uuid.uuid4().hex[:6]}"
     return f"{re.sub(r'[^A-Za-z0-9-]+', '-', head).strip('-')[: 79 - len(stamp)]}-{stamp}"
-
-
-def cause_message(cause: str | None) -> str:
-    """An execution's cause: a Lambda error's is its JSON error object, of which the message is kept."""
-    if not cause:
-        return "no cause given"
-    try:
-        parsed = json.loads(cause)
-    except ValueError:
-        return cause
-    return str(parsed.get("errorMessage") or cause) if isinstance(parsed, dict) else cause
 
 
 def console_url(execution_arn: str, region: str) -> str:

@@ -47,6 +47,17 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
     return tuple(buckets), tuple(registries)
 
 
+def in_environment(accepted: Accepted, config: PlanConfig, s3: Any = None) -> Accepted:
+    """The recipe as accepted without the environment, through the one entry into the recipe rules with
+    ``config``'s (hfpipe.core.plan.accept), or the one line `start` and `local` refuse it with."""
+    try:
+        return accept(accepted, config, s3=s3)
+    except validate.RecipeError as err:
+        raise HfpipeError(
+            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
+        ) from None
+
+
 def plan_for(
     clients: aws.Clients,
     environment: aws.Environment,
@@ -83,12 +94,7 @@ def plan_for(
         allowed_s3_buckets=buckets,
         allowed_image_registries=registries,
     )
-    try:
-        accepted = accept(accepted, config, s3=clients.s3)
-    except validate.RecipeError as err:
-        raise HfpipeError(
-            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
-        ) from None
+    accepted = in_environment(accepted, config, s3=clients.s3)
     notes.extend(accepted.notes)
     try:
         plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=clients.s3)

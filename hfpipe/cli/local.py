@@ -17,6 +17,9 @@ from hfpipe import kinds
 from hfpipe.cli.aws import Clients, HfpipeError
 from hfpipe.core import serving_fit
 
+#: Under --out: the synthesized stacks local runs share (hfpipe.local.stacks.synth_stacks).
+CACHE_FOLDER = ".cache"
+
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
@@ -44,6 +47,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except ValueError as err:
         raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
     _use_channels(substitutions, args.channels or [])
+    if packed is None:  # an own source is checked in the local environment once uploaded, by the Plan state
+        _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, substitutions)
     server = None
     if args.serve:
         from hfpipe.local.serve import ModelServer, PortInUseError
@@ -90,12 +95,10 @@ def _run(
     from hfpipe.local.run import LocalRun
 
     try:
-        with LocalRun(substitutions, out, Path(args.out).resolve() / ".cache") as local:
+        with LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER) as local:
             try:
                 # The overrides are in the substituted recipe already.
-                execution_input = _own_source(
-                    local, packed, loaded, {"recipe": substitutions.recipe, "poll_seconds": 1}, console
-                )
+                execution_input = _own_source(local, packed, loaded, _execution_input(substitutions), console)
                 arn = local.start(name, execution_input)
                 clients = Clients(boto3.Session(region_name=local.region))
                 snap = watch(clients, arn, console, interval=0.5, local=True)
@@ -114,6 +117,31 @@ def _run(
     if server is not None:
         return _serve(server, out, loaded, console)
     return 0
+
+
+def _execution_input(substitutions: Any) -> dict[str, Any]:
+    """What the local execution starts with (the overrides are in the substituted recipe already)."""
+    return {"recipe": substitutions.recipe, "poll_seconds": 1}
+
+
+def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
+    """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built,
+    in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept) with the
+    local environment's settings, read from its synthesized stacks as its Plan function has them."""
+    from hfpipe.cli.dryrun import in_environment
+    from hfpipe.core import plan as core_plan
+    from hfpipe.core.schema import RecipeError
+    from hfpipe.local.checkout import LocalModeError
+    from hfpipe.local.stacks import plan_config, synth_stacks
+
+    try:
+        accepted = core_plan.accept(_execution_input(substitutions))
+        config = plan_config(synth_stacks(cache_dir))
+    except RecipeError as err:
+        raise HfpipeError(f"recipe {substitutions.recipe['name']!r} cannot run locally: {err}") from None
+    except LocalModeError as exc:
+        raise HfpipeError(str(exc)) from None
+    in_environment(accepted, config)
 
 
 def _output_folder(args: argparse.Namespace, name: str) -> Path:

@@ -15,12 +15,13 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.core.deploy_requests import SmokeSpec
+from hfpipe.core import deploy_limits
+from hfpipe.core.deploy_requests import SmokeSpec, VersionInfo
 from hfpipe.core.deployments import EndpointSettings
-from hfpipe.core.typed_json import Document
+from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type (of the plan, of the record).
 SCHEMA_VERSION = 1
@@ -35,6 +36,11 @@ ACTIONS = ("create", "update", "none", "record", "wait")
 
 class DeployPlanFormatError(ValueError):
     """A document that is not a deploy plan of this schema version; the message is one line naming the field."""
+
+
+DOCUMENT = Document(name="deploy", root=ROOT_PATH, version=SCHEMA_VERSION, error=DeployPlanFormatError)
+#: The record is the execution's output (Deployed's, AlreadyServing's) and an SSM parameter's value.
+RECORD = Document(name="record", root="$", version=RECORD_SCHEMA_VERSION, error=DeployPlanFormatError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +88,7 @@ class DeployRequests:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeployPlan:
+class DeployPlan(Typed, document=DOCUMENT):
     """What one deploy of a registered version to a named endpoint does, decided once by Prepare."""
 
     schema_version: int = SCHEMA_VERSION
@@ -102,15 +108,17 @@ class DeployPlan:
     poll_seconds: int
     max_polls: int
     rollback_max_polls: int
-    previous: PreviousDeploy | None
+    #: What serves before this deploy (update, record); the rest of the fields until ``requests`` are what
+    #: Prepare finds or decides after its first look (``first``: none of it yet).
+    previous: PreviousDeploy | None = None
     #: Prepare deregistered the endpoint's autoscaling (an instance type change): DeployCleanup puts it back.
-    scaling_deregistered: bool
+    scaling_deregistered: bool = False
     #: The model and config this deploy makes (create, update) or that serve already (none, record).
-    model_name: str | None
-    endpoint_config_name: str | None
-    instance_type: str | None
-    instance_count: int | None
-    requests: DeployRequests
+    model_name: str | None = None
+    endpoint_config_name: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    requests: DeployRequests = field(default_factory=DeployRequests)
     #: The execution that put the serving config there (none, record), from the config's tag.
     deployed_by: str | None = None
     #: The stored deployment record when it already says this version serves (action none).
@@ -125,23 +133,29 @@ class DeployPlan:
                 f"deploy.action: {self.action!r} is not accepted; accepted: {', '.join(ACTIONS)}"
             )
 
-    def to_json(self) -> dict[str, Any]:
-        """The plan as a JSON-able dict (what Prepare returns and the state machine keeps)."""
-        return asdict(self)
-
     @classmethod
-    def from_json(cls, doc: Any) -> DeployPlan:
-        """The plan in ``doc``, or DeployPlanFormatError for another schema version, a missing, unknown or
-        wrongly typed field."""
-        plan = DOCUMENT.read(cls, doc)
-        assert isinstance(plan, DeployPlan)
-        return plan
-
-    @classmethod
-    def path(cls, *parts: str) -> str:
-        """The state machine's JSONPath of a field (``DeployPlan.path("previous", "endpoint_config_name")`` is
-        ``$.deploy.previous.endpoint_config_name``); ValueError for a name the plan does not have."""
-        return DOCUMENT.path(cls, "DeployPlan.path", parts)
+    def first(
+        cls, wanted: DeployInput, settings: EndpointSettings, env: str, version: VersionInfo, smoke: SmokeSpec
+    ) -> DeployPlan:
+        """Prepare's first look: the version (``version``, approved) on the endpoint the input names, its smoke
+        test and the waits' bounds (hfpipe.core.deploy_limits); nothing made or served yet (``create`` until the
+        endpoint is looked at)."""
+        return cls(
+            action="create",
+            input=wanted,
+            name=wanted.endpoint,
+            endpoint_name=settings.endpoint_name(env),
+            model_version_arn=version.arn,
+            model_package_group=version.group,
+            recipe=version.recipe,
+            version=version.number,
+            version_ref=version.ref,
+            settings=settings,
+            smoke=smoke,
+            poll_seconds=deploy_limits.POLL_SECONDS,
+            max_polls=deploy_limits.endpoint_polls(settings),
+            rollback_max_polls=deploy_limits.ROLLBACK_POLLS,
+        )
 
     def recorded(self, execution_name: str, deployed_at: str) -> DeploymentRecord:
         """The record of this plan once it serves (Record passes the plan with what the endpoint said)."""
@@ -171,7 +185,7 @@ class DeployPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeploymentRecord:
+class DeploymentRecord(Typed, document=RECORD):
     """Which version serves where, since when, put there by which execution: what Record writes, as JSON, to
     the endpoint's SSM parameter (contract.deployment_parameter_name) and the deploy state machine outputs;
     Prepare, ``hfpipe deploy`` and ``hfpipe endpoints`` read it back with ``from_json``. A record another
@@ -193,16 +207,6 @@ class DeploymentRecord:
     previous_version: str | None
     previous_endpoint_config: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> DeploymentRecord:
-        """The record in ``doc``, or DeployPlanFormatError naming the field."""
-        record = RECORD.read(cls, doc)
-        assert isinstance(record, DeploymentRecord)
-        return record
-
 
 def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
     """The ``alarm_wait`` PrepareAgain hands back (null before the first wait)."""
@@ -211,8 +215,3 @@ def alarm_wait_from_json(doc: Any) -> AlarmWait | None:
     wait = DOCUMENT.read_part(AlarmWait, doc, f"{DOCUMENT.name}.alarm_wait")
     assert isinstance(wait, AlarmWait)
     return wait
-
-
-DOCUMENT = Document(name="deploy", root=ROOT_PATH, version=SCHEMA_VERSION, error=DeployPlanFormatError)
-#: The record is the execution's output (Deployed's, AlreadyServing's) and an SSM parameter's value.
-RECORD = Document(name="record", root="$", version=RECORD_SCHEMA_VERSION, error=DeployPlanFormatError)

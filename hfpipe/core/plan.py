@@ -9,6 +9,8 @@ as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``Recip
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -56,6 +58,26 @@ class PlanConfig:
     #: outside the image catalog's (cdk.json allowed_s3_buckets, allowed_image_registries); empty: only its own.
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
+
+    @classmethod
+    def from_environment(cls, variables: Mapping[str, str]) -> PlanConfig:
+        """The environment's settings as the Plan function's environment variables give them (set by the stack;
+        ``AWS_REGION`` by the Lambda runtime): the Plan Lambda's, and local mode's before it builds the pipeline
+        (``hfpipe.local.stacks.plan_config``)."""
+        v = variables
+        return cls(
+            env=v["HFPIPE_ENV"],
+            region=v["AWS_REGION"],
+            role_arn=v["EXECUTION_ROLE_ARN"],
+            sourcedir_uri=v["SOURCEDIR_URI"],
+            data_bucket=v["DATA_BUCKET"],
+            artifacts_bucket=v["ARTIFACTS_BUCKET"],
+            image_catalog=json.loads(v.get("IMAGE_CATALOG", "{}")),
+            default_poll_seconds=int(v.get("DEFAULT_POLL_SECONDS", str(DEFAULT_POLL_SECONDS))),
+            # Comma-separated; set by the stack only when cdk.json allows anything outside the environment.
+            allowed_s3_buckets=tuple(b for b in v.get("ALLOWED_S3_BUCKETS", "").split(",") if b),
+            allowed_image_registries=tuple(r for r in v.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
+        )
 
     def catalog_registries(self) -> set[str]:
         """The registry hosts of the image catalog's URIs (resolved from the SDK's tables at synth time)."""

@@ -12,11 +12,11 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from hfpipe.core.names import PlannedNames
-from hfpipe.core.typed_json import Document
+from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
@@ -27,6 +27,9 @@ ROOT_PATH = "$.plan"
 
 class PlanFormatError(ValueError):
     """A document that is not a plan of this schema version; the message is one line naming the field."""
+
+
+DOCUMENT = Document(name="plan", root=ROOT_PATH, version=SCHEMA_VERSION, error=PlanFormatError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +51,7 @@ class Gate:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Plan:
+class Plan(Typed, document=DOCUMENT):
     """Everything an execution needs, decided once by the Plan task from the input and the environment."""
 
     schema_version: int = SCHEMA_VERSION
@@ -100,24 +103,6 @@ class Plan:
     #: the environment's shared base; null for every other recipe.
     adapter_base_model: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        """The plan as a JSON-able dict (what the Plan Lambda returns and the state machine keeps)."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> Plan:
-        """The plan in ``doc``, or PlanFormatError for another schema version, a missing, unknown or
-        wrongly typed field."""
-        plan = DOCUMENT.read(cls, doc)
-        assert isinstance(plan, Plan)
-        return plan
-
-    @classmethod
-    def path(cls, *parts: str) -> str:
-        """The state machine's JSONPath of a field (``Plan.path("gate", "enabled")`` is
-        ``$.plan.gate.enabled``); ValueError for a name the plan does not have."""
-        return DOCUMENT.path(cls, "Plan.path", parts)
-
     @property
     def names(self) -> PlannedNames:
         """The environment, execution and resource names: what clean-up needs of the plan."""
@@ -129,6 +114,3 @@ class Plan:
             endpoint_config_name=self.endpoint_config_name,
             endpoint_name=self.endpoint_name,
         )
-
-
-DOCUMENT = Document(name="plan", root=ROOT_PATH, version=SCHEMA_VERSION, error=PlanFormatError)

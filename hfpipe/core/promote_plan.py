@@ -13,10 +13,10 @@ Stdlib only: the Lambda bundle copies the core.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from hfpipe.core.typed_json import Document
+from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type.
 SCHEMA_VERSION = 1
@@ -26,6 +26,10 @@ ROOT_PATH = "$"
 
 class PromotePlanFormatError(ValueError):
     """A document that is not a promote plan (or answer) of this schema version; one line naming the field."""
+
+
+PLAN = Document(name="promotion", root=ROOT_PATH, version=SCHEMA_VERSION, error=PromotePlanFormatError)
+ANSWER = Document(name="promoted", root=ROOT_PATH, version=SCHEMA_VERSION, error=PromotePlanFormatError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +65,7 @@ class S3Object:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PromotePlan:
+class PromotePlan(Typed, document=PLAN):
     """Everything the Promote step writes, decided before the first write."""
 
     schema_version: int = SCHEMA_VERSION
@@ -83,23 +87,9 @@ class PromotePlan:
     #: The version an earlier promotion of the source registered: then nothing is written.
     promoted_before: TargetVersion | None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> PromotePlan:
-        plan = PLAN.read(cls, doc)
-        assert isinstance(plan, PromotePlan)
-        return plan
-
-    @classmethod
-    def path(cls, *parts: str) -> str:
-        """A field's JSONPath; ValueError for a name the plan does not have."""
-        return PLAN.path(cls, "PromotePlan.path", parts)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Promoted:
+class Promoted(Typed, document=ANSWER):
     """The Promote step's answer and the state machine's output: source -> target version."""
 
     schema_version: int = SCHEMA_VERSION
@@ -109,20 +99,6 @@ class Promoted:
     model_data_url: str
     #: False when an earlier promotion registered the version (nothing copied or registered again).
     created: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Any) -> Promoted:
-        answer = ANSWER.read(cls, doc)
-        assert isinstance(answer, Promoted)
-        return answer
-
-    @classmethod
-    def path(cls, *parts: str) -> str:
-        """A field's JSONPath in the state machine's output; ValueError for a name it does not have."""
-        return ANSWER.path(cls, "Promoted.path", parts)
 
     @property
     def summary(self) -> str:
@@ -150,7 +126,3 @@ def promoted(plan: PromotePlan, arn: str, status: str | None, created: bool) -> 
     return Promoted(
         source=plan.source, target=target, image=plan.image, model_data_url=plan.model.uri, created=created
     )
-
-
-PLAN = Document(name="promotion", root=ROOT_PATH, version=SCHEMA_VERSION, error=PromotePlanFormatError)
-ANSWER = Document(name="promoted", root=ROOT_PATH, version=SCHEMA_VERSION, error=PromotePlanFormatError)

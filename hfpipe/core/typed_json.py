@@ -7,7 +7,8 @@ schema version and its error class. ``Document.read`` accepts exactly the datacl
 (nested dataclasses, lists, string-keyed objects, optional values, ``Any`` for content that is an AWS request
 or free-form) and refuses anything else with one line naming the field; ``Document.path`` is a field's JSONPath
 in the state machine, refusing a name the dataclass does not have, so a renamed field breaks the synth and its
-test, not an execution.
+test, not an execution. ``Typed`` is what every such dataclass has of it: ``to_json``, ``from_json`` and ``path``,
+once, for the document the class names where it is declared (``class Plan(Typed, document=DOCUMENT)``).
 
 Stdlib only: the Lambda bundle copies the core.
 """
@@ -15,9 +16,9 @@ Stdlib only: the Lambda bundle copies the core.
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from functools import cache
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,39 @@ class Document:
                 except self.error:
                     continue
         raise self.error(f"{where}: {shown(value)} is not accepted; accepted: {type_name(hint)}")
+
+
+class Typed:
+    """A typed document's dataclass: ``to_json`` writes it, ``from_json`` reads it back through its ``Document``
+    (every field, each of its type, or the document's error naming the field), ``path`` addresses a field in
+    the state machine. The subclass names its document: ``class Plan(Typed, document=DOCUMENT)``."""
+
+    #: The document this class is (set from the class statement's ``document``).
+    _document: ClassVar[Document]
+    #: What ``dataclasses.asdict`` needs of the subclass (each one is a dataclass).
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def __init_subclass__(cls, *, document: Document, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._document = document
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as a JSON-able dict (what its step returns and the state machine keeps)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Self:
+        """The document in ``doc``, or the document's error for another schema version, a missing, unknown
+        or wrongly typed field."""
+        read = cls._document.read(cls, doc)
+        assert isinstance(read, cls)
+        return read
+
+    @classmethod
+    def path(cls, *parts: str) -> str:
+        """The state machine's JSONPath of a field under the document's root (``Plan.path("gate", "enabled")``
+        is ``$.plan.gate.enabled``); ValueError naming ``<Class>.path`` for a name the document does not have."""
+        return cls._document.path(cls, f"{cls.__name__}.path", parts)
 
 
 def _is_dataclass_type(hint: Any) -> bool:

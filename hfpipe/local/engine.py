@@ -72,7 +72,7 @@ from hfpipe.local.guardrails import Guardrails
 from hfpipe.local.hooks import SessionHooks, runtime_client
 from hfpipe.local.inference_components import InferenceComponents
 from hfpipe.local.quotas import QuotaTable, default_quotas
-from hfpipe.local.template import ACCOUNT, Resolver, TemplateError, split_environments
+from hfpipe.local.template import ACCOUNT, Resolver, TemplateError, local_names, split_environments
 from hfpipe.local.traffic import Traffic
 from hfpipe.local.views import EngineViews
 
@@ -239,18 +239,16 @@ class LocalEngine(EngineViews):
                 where = {} if self.region == "us-east-1" else {"LocationConstraint": self.region}
                 s3.create_bucket(Bucket=value, **({"CreateBucketConfiguration": where} if where else {}))
         trust = json.dumps({"Version": "2012-10-17", "Statement": []})
+        self.physical.update(local_names(self.resources))  # roles, functions and log groups
         for logical, res in self.resources.items():
             if res["Type"] == "AWS::IAM::Role":
-                iam.create_role(RoleName=logical, AssumeRolePolicyDocument=trust)
-                self.physical[logical] = logical
+                iam.create_role(RoleName=self.physical[logical], AssumeRolePolicyDocument=trust)
             elif res["Type"] == "AWS::S3::Bucket":
                 name = res.get("Properties", {}).get("BucketName") or f"local-{logical.lower()}"
                 s3.create_bucket(Bucket=name)
                 self.physical[logical] = name
             elif res["Type"] == "AWS::SNS::Topic":
                 self.physical[logical] = sns.create_topic(Name=logical)["TopicArn"]
-            elif res["Type"] in ("AWS::Lambda::Function", "AWS::Logs::LogGroup"):
-                self.physical[logical] = logical
         #: The template's CloudWatch alarms, made in moto (after the topics their actions may name).
         self.alarm_names = create_alarms(
             self.client("cloudwatch"), self.resources, self.resolve, self.physical

@@ -12,9 +12,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hfpipe.local.checkout import LocalModeError, checkout_root
+from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, checkout_root
+
+if TYPE_CHECKING:
+    from hfpipe.core.plan import PlanConfig
 
 LOCAL_ENV = "local"
 REGION = "us-east-1"
@@ -235,3 +238,27 @@ def local_data(data_template: dict[str, Any], env: str = LOCAL_ENV) -> LocalData
     }
     data_bucket = parameters[ssm_parameter_name(env, SSM_DATA_BUCKET)]
     return LocalData(sorted(names.values()), imports, data_bucket, parameters)
+
+
+def plan_config(stacks: dict[str, dict[str, Any]]) -> PlanConfig:
+    """The environment's settings (hfpipe.core.plan.PlanConfig) as the local Plan state will have them, known
+    before the engine starts or a fixture is built: the Plan function's environment variables in the Pipeline
+    template, resolved as the engine resolves them (the DataStack's exports as ``local_data`` gives them, roles
+    by their local names), read by the Plan Lambda's own reader (``PlanConfig.from_environment``)."""
+    from hfpipe.core.plan import PlanConfig
+    from hfpipe.local.template import Resolver, local_names
+
+    resources = stacks["Pipeline"]["Resources"]
+    resolver = Resolver(resources, REGION, local_data(stacks["Data"]).imports)
+    resolver.physical.update(local_names(resources))
+    (function,) = [
+        res["Properties"]
+        for res in resources.values()
+        if res["Type"] == "AWS::Lambda::Function"
+        and res["Properties"].get("Handler") == f"{LAMBDA_PACKAGE}.plan.handler"
+    ]
+    variables = function.get("Environment", {}).get("Variables", {})
+    # AWS_REGION is the Lambda runtime's, as the engine sets it for the handlers.
+    return PlanConfig.from_environment(
+        {**{key: str(resolver.resolve(value)) for key, value in variables.items()}, "AWS_REGION": REGION}
+    )

@@ -19,6 +19,16 @@ from hfpipe.local import moto_patches
 ACCOUNT: str = moto_patches.default_account_id()
 
 
+#: The resource types the engine names after their logical ID (roles, functions, log groups): their names, and
+#: so their ARNs, are known from the template alone, before the engine makes anything (``local_names``).
+NAMED_BY_LOGICAL_ID = ("AWS::IAM::Role", "AWS::Lambda::Function", "AWS::Logs::LogGroup")
+
+
+def local_names(resources: dict[str, Any]) -> dict[str, str]:
+    """The local names of the template's resources that ``NAMED_BY_LOGICAL_ID`` names, by logical ID."""
+    return {logical: logical for logical, res in resources.items() if res["Type"] in NAMED_BY_LOGICAL_ID}
+
+
 class TemplateError(ValueError):
     """The template holds a token the engine cannot resolve."""
 

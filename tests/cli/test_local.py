@@ -23,6 +23,63 @@ def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
     assert err.startswith("error: --set 'nope' is not KEY=VALUE")
 
 
+def test_local_refuses_what_start_refuses_before_building_anything(tmp_path: Path, capsys: Any) -> None:
+    """A recipe the environment's rules refuse (a GPU-only training container on a CPU instance) is refused by
+    `hfpipe local` in the line `hfpipe start` gives, through the same entry (hfpipe.core.plan.accept) with the
+    local environment's settings, before the engine, a fixture or a run folder is made: within seconds of the
+    app's synthesis (cached, as every local run has it), where the Plan state refused it after ~44 s."""
+    import time
+
+    from hfpipe.core.recipes import load_recipe
+    from hfpipe.local.stacks import synth_stacks
+
+    synth_stacks(tmp_path / ".cache")  # what a local run needs first: the app synthesized once (cached)
+    container = load_recipe("tiny-qa")["container"]["training"]
+    versions = "/".join(container[k] for k in ("transformers_version", "pytorch_version", "py_version"))
+    args = [
+        "local",
+        "--recipe",
+        "tiny-qa",
+        "--set",
+        "training.instance_type=ml.m5.xlarge",
+        "--out",
+        str(tmp_path),
+    ]
+    started = time.monotonic()
+    code = main(args)
+    seconds = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err == (
+        f"error: recipe 'tiny-qa' cannot run in this environment: recipe.container.training: {versions} has no "
+        "cpu image for ml.m5.xlarge; accepted: an instance type of its images' processors ['gpu'], other "
+        "versions, or container.training.image_uri\n"
+    )
+    assert seconds < 5, f"refused after {seconds:.1f} s"
+    assert [p.name for p in tmp_path.iterdir() if p.name != ".cache"] == []  # no run folder
+
+
+def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tmp_path: Path) -> None:
+    """What the up-front check reads (hfpipe.local.stacks.plan_config, from the synthesized templates alone) is
+    what the local Plan function gets from the engine once it runs: the same PlanConfig."""
+    import os
+
+    from hfpipe.core.plan import PlanConfig
+    from hfpipe.local.engine import LocalEngine
+    from hfpipe.local.stacks import REGION, local_data, plan_config, synth_stacks
+
+    stacks = synth_stacks(tmp_path / ".cache")
+    with LocalEngine(stacks["Pipeline"], imports=local_data(stacks["Data"]).imports, region=REGION) as engine:
+        (plan,) = [k for k, p in engine.functions.items() if p["Handler"] == "pipeline_lambdas.plan.handler"]
+        in_engine = PlanConfig.from_environment({**os.environ, **engine._own_env[plan]})
+    assert plan_config(stacks) == in_engine
+    assert (in_engine.env, in_engine.region, sorted(in_engine.image_catalog)[:1]) == (
+        "local",
+        REGION,
+        ["distribution"],
+    )
+
+
 OWN_TRAIN = """import argparse, json, os, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, required=True)

@@ -102,6 +102,21 @@ def wiped(fresh: Any) -> Iterator[Any]:
     wipe()
 
 
+def an_alarm_wait(**changes: Any) -> Any:
+    """A wait for the rollback alarm of NAME in ALARM (hfpipe.core.deploy_plan.AlarmWait), two polls in."""
+    from hfpipe.core.deploy_plan import AlarmWait
+
+    wait = {
+        "since": "2026-01-01T12:00:00+00:00",
+        "alarms": [f"{ENDPOINT}-5xx-errors"],
+        "polls": 2,
+        "waited_seconds": 60,
+        "wait_seconds": 300,
+        "poll_seconds": 60,
+    }
+    return AlarmWait(**{**wait, **changes})
+
+
 def a_plan(**changes: Any) -> Any:
     """A deploy plan as Prepare makes one for an update of NAME to tiny-qa/2 (hfpipe.core.deploy_plan), built
     by hand: what the tests of the plan's readers start from, without a Prepare run."""

@@ -169,19 +169,11 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
     newest first by id: moto answers oldest first whatever reverseOrder says); past the loop, nothing."""
     import json
 
-    from deploy_helpers import a_plan
+    from deploy_helpers import a_plan, an_alarm_wait
 
     from hfpipe.cli.deploy import _alarm_wait
-    from hfpipe.core.deploy_plan import AlarmWait
 
-    wait = AlarmWait(
-        since="2026-01-01T12:00:00+00:00",
-        alarms=["hfpipe-prod-classifier-4xx-errors"],
-        polls=1,
-        waited_seconds=0,
-        poll_seconds=60,
-        wait_seconds=300,
-    )
+    wait = an_alarm_wait(alarms=["hfpipe-prod-classifier-4xx-errors"], polls=1, waited_seconds=0)
     plan = a_plan(action="wait", alarm_wait=wait).to_json()
 
     def entered(i: int, name: str, state: Any = None) -> dict[str, Any]:

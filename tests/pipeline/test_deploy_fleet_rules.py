@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
+from app_synth import state_machine_definition
 from deploy_helpers import ENDPOINT, ENV, NAME, register_in, wiped
 
 from hfpipe import contract
@@ -171,16 +172,7 @@ def test_the_way_back_of_a_fixed_fleet_is_the_previous_config_as_it_was(clients)
 
 
 def test_the_definition_sends_the_way_backs_retention(template):
-    import json
-
-    (machine,) = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name(ENV)
-    ]
-    parts = machine["DefinitionString"]["Fn::Join"][1]
-    states = json.loads("".join(p if isinstance(p, str) else "0" for p in parts))["States"]
+    states = state_machine_definition(template, contract.deploy_state_machine_name(ENV))["States"]
     assert states["PutPreviousConfigBack"]["Parameters"]["RetainAllVariantProperties.$"] == (
         "$.deploy.requests.Rollback.RetainAllVariantProperties"
     )
@@ -319,7 +311,6 @@ def test_an_alarm_still_in_alarm_at_the_bound_refuses_the_deploy_naming_it(clien
 
 
 def test_cloudwatch_throttling_the_alarms_look_is_an_error_the_state_machine_retries(clients, template):
-    import json
 
     from pipeline_lambdas import deploy_guards
 
@@ -330,13 +321,6 @@ def test_cloudwatch_throttling_the_alarms_look_is_an_error_the_state_machine_ret
     ):
         prepare(looks, EndpointSettings(name=NAME))
     assert str(throttled.value).startswith("CloudWatch throttled DescribeAlarms for the rollback alarms ")
-    (machine,) = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name(ENV)
-    ]
-    parts = machine["DefinitionString"]["Fn::Join"][1]
-    states = json.loads("".join(p if isinstance(p, str) else "0" for p in parts))["States"]
+    states = state_machine_definition(template, contract.deploy_state_machine_name(ENV))["States"]
     for state in ("Prepare", "PrepareAgain"):
         assert any("AlarmLookupThrottled" in r["ErrorEquals"] for r in states[state]["Retry"]), state

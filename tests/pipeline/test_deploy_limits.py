@@ -4,10 +4,10 @@ local engine, records no more events (counted as AWS counts them) than that boun
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
+from app_synth import state_machine_definition
 from deploy_helpers import ENDPOINT, NAME, deploy, named, register, state_input, wiped
 from deploy_standin import Update, stand_in_updates
 from test_pipeline_limits import aws_event_count
@@ -29,17 +29,6 @@ LONGEST = EndpointSettings(
     traffic=Traffic("LINEAR", 10, 2160),
     bake_seconds=deployments.MAX_WAIT_SECONDS,
 )
-
-
-def definition(template):
-    (machine,) = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"] == contract.deploy_state_machine_name("dev")
-    ]
-    parts = machine["DefinitionString"]["Fn::Join"][1]
-    return json.loads("".join(p if isinstance(p, str) else "0" for p in parts))
 
 
 def test_the_bounds_cover_the_longest_deployment_and_fit_the_history():
@@ -65,7 +54,7 @@ def test_the_bounds_cover_the_longest_deployment_and_fit_the_history():
 
 
 def test_the_definition_polls_as_the_bounds_count(template):
-    d = definition(template)
+    d = state_machine_definition(template, contract.deploy_state_machine_name("dev"))
     states = d["States"]
     assert d["TimeoutSeconds"] == deploy_limits.EXECUTION_TIMEOUT_SECONDS
     # Both loops: Wait (from Prepare's poll_seconds) -> DescribeEndpoint -> Choice -> Count -> Choice.

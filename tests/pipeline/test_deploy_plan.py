@@ -5,22 +5,23 @@ requests' members: members of the operation's input in botocore's model)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any
 
 import pytest
-from deploy_helpers import a_plan
+from app_synth import state_machine_definition
+from deploy_helpers import a_plan, an_alarm_wait
+from documents import assert_each_refused, strings, with_value, without
 
 from hfpipe import contract
 from hfpipe.core.deploy_plan import (
     ACTIONS,
     SCHEMA_VERSION,
-    AlarmWait,
     DeploymentRecord,
     DeployPlan,
     DeployPlanFormatError,
+    DeployRequests,
 )
 from hfpipe.core.promote_plan import (
     Promoted,
@@ -32,27 +33,7 @@ from hfpipe.core.promote_plan import (
     promoted,
 )
 
-WAIT = AlarmWait(
-    since="2026-01-01T12:00:00+00:00",
-    alarms=["hfpipe-dev-summaries-5xx-errors"],
-    polls=2,
-    waited_seconds=60,
-    wait_seconds=300,
-    poll_seconds=60,
-)
-
-
-def _with(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    inner = out
-    for key in path[:-1]:
-        inner = inner[key]
-    inner[path[-1]] = value
-    return out
-
-
-def _without(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != key}
+WAIT = an_alarm_wait()
 
 
 @pytest.mark.parametrize(
@@ -97,65 +78,102 @@ def test_the_record_is_the_plan_as_it_serves_and_survives_json_both_ways() -> No
     assert DeploymentRecord.from_json(doc) == record
     # A record an earlier release wrote (no schema version) is not half-read: Prepare records again.
     with pytest.raises(DeployPlanFormatError, match=r"^record\.schema_version: missing"):
-        DeploymentRecord.from_json(_without(doc, "schema_version"))
+        DeploymentRecord.from_json(without(doc, "schema_version"))
     with pytest.raises(DeployPlanFormatError, match=r"^record\.instance_count: '1' is not accepted"):
         DeploymentRecord.from_json({**doc, "instance_count": "1"})
+
+
+def test_the_first_plan_is_the_approved_version_on_the_named_endpoint_with_nothing_made_yet() -> None:
+    """Prepare's first look (``DeployPlan.first``): the version and endpoint, the smoke test and the waits'
+    bounds; no previous deploy, model, config or request until the endpoint is looked at."""
+    from hfpipe.core import deploy_limits
+    from hfpipe.core.deploy_requests import VersionInfo
+
+    whole = a_plan()
+    version = VersionInfo(
+        arn=whole.model_version_arn,
+        group="hfpipe-dev-tiny-qa",
+        number=2,
+        recipe="tiny-qa",
+        status="Approved",
+        instance_type="ml.m5.large",
+    )
+    first = DeployPlan.first(whole.input, whole.settings, "dev", version, whole.smoke)
+    assert (first.action, first.name, first.endpoint_name, first.version_ref) == (
+        "create",
+        whole.name,
+        whole.endpoint_name,
+        "tiny-qa/2",
+    )
+    assert (first.model_version_arn, first.model_package_group, first.recipe, first.version) == (
+        whole.model_version_arn,
+        whole.model_package_group,
+        whole.recipe,
+        whole.version,
+    )
+    assert first.max_polls == deploy_limits.endpoint_polls(whole.settings)
+    assert (first.previous, first.model_name, first.endpoint_config_name, first.scaling_deregistered) == (
+        None,
+        None,
+        None,
+        False,
+    )
+    assert first.requests == DeployRequests()  # nothing to send yet
+    assert DeployPlan.from_json(json.loads(json.dumps(first.to_json()))) == first
 
 
 def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return [
         (
             "another version",
-            _with(doc, ("schema_version",), 2),
+            with_value(doc, ("schema_version",), 2),
             r"^deploy\.schema_version: 2 is not accepted",
         ),
-        ("no version", _without(doc, "schema_version"), r"^deploy\.schema_version: missing"),
-        ("missing field", _without(doc, "endpoint_name"), r"^deploy\.endpoint_name: missing; deploy schema"),
+        ("no version", without(doc, "schema_version"), r"^deploy\.schema_version: missing"),
+        ("missing field", without(doc, "endpoint_name"), r"^deploy\.endpoint_name: missing; deploy schema"),
         ("unknown field", {**doc, "endpoint_arn": "x"}, r"^deploy\.endpoint_arn: unknown field; accepted: "),
         (
             "wrong type",
-            _with(doc, ("version",), "2"),
+            with_value(doc, ("version",), "2"),
             r"^deploy\.version: '2' is not accepted; accepted: an int",
         ),
         (
             "an action not known",
-            _with(doc, ("action",), "delete"),
+            with_value(doc, ("action",), "delete"),
             r"^deploy\.action: 'delete' is not accepted",
         ),
         (
             "nested settings",
-            _with(doc, ("settings", "traffic", "wait_seconds"), "0"),
+            with_value(doc, ("settings", "traffic", "wait_seconds"), "0"),
             r"^deploy\.settings\.traffic",
         ),
-        ("nested previous", _with(doc, ("previous", "x"), 1), r"^deploy\.previous\.x: unknown field"),
+        ("nested previous", with_value(doc, ("previous", "x"), 1), r"^deploy\.previous\.x: unknown field"),
         (
             "an operation not sent",
-            _with(doc, ("requests", "DeleteEndpoint"), {}),
+            with_value(doc, ("requests", "DeleteEndpoint"), {}),
             r"^deploy\.requests\.Delete",
         ),
         (
             "a request not an object",
-            _with(doc, ("requests", "Rollback"), []),
+            with_value(doc, ("requests", "Rollback"), []),
             r"^deploy\.requests\.Rollback: \[\]",
         ),
         (
             "smoke keys",
-            _with(doc, ("smoke", "expected_keys"), ["a", 1]),
+            with_value(doc, ("smoke", "expected_keys"), ["a", 1]),
             r"^deploy\.smoke\.expected_keys\[1\]: 1",
         ),
-        ("input", _with(doc, ("input",), {"version": "tiny-qa/2"}), r"^deploy\.input\.endpoint: missing"),
+        (
+            "input",
+            with_value(doc, ("input",), {"version": "tiny-qa/2"}),
+            r"^deploy\.input\.endpoint: missing",
+        ),
         ("not an object", [doc], r"^deploy: expected a JSON object, got list"),
     ]
 
 
 def test_every_other_deploy_document_is_refused_naming_the_field() -> None:
-    doc = a_plan().to_json()
-    for case, bad, message in _refusals(doc):
-        with pytest.raises(DeployPlanFormatError) as raised:
-            DeployPlan.from_json(bad)
-        text = str(raised.value)
-        assert re.search(message, text), (case, text)
-        assert "\n" not in text, case
+    assert_each_refused(DeployPlan.from_json, DeployPlanFormatError, _refusals(a_plan().to_json()))
 
 
 def test_path_names_fields_and_refuses_others() -> None:
@@ -172,24 +190,6 @@ def test_path_names_fields_and_refuses_others() -> None:
 DEPLOY_PATH = re.compile(r"\$\.deploy(?:\.[A-Za-z0-9_]+)*")
 
 
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [s for k, v in node.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(node, list):
-        return [s for v in node for s in _strings(v)]
-    return [node] if isinstance(node, str) else []
-
-
-def _definition(template: dict[str, Any], name: str) -> dict[str, Any]:
-    (machine,) = [
-        r
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine" and r["Properties"]["StateMachineName"] == name
-    ]
-    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
-    return dict(json.loads("".join(p if isinstance(p, str) else "0" for p in parts)))
-
-
 def _input_members(operation: str) -> set[str]:
     """The members of ``operation``'s input, from botocore's SageMaker model (as api_shapes.json has it)."""
     import botocore.session
@@ -199,8 +199,8 @@ def _input_members(operation: str) -> set[str]:
 
 
 def test_every_plan_path_of_the_deploy_definition_names_a_plan_field(template: dict[str, Any]) -> None:
-    definition = _definition(template, contract.deploy_state_machine_name("dev"))
-    found = sorted({m for s in _strings(definition) for m in DEPLOY_PATH.findall(s)})
+    definition = state_machine_definition(template, contract.deploy_state_machine_name("dev"))
+    found = sorted({m for s in strings(definition) for m in DEPLOY_PATH.findall(s)})
     # The walk sees what the deploy reads: the plan, the wait's interval, the way back's config, a request.
     assert {"$.deploy", "$.deploy.alarm_wait.poll_seconds", "$.deploy.previous.endpoint_config_name"} <= set(
         found
@@ -219,7 +219,7 @@ def test_every_plan_path_of_the_deploy_definition_names_a_plan_field(template: d
 
 
 def test_every_action_the_deploy_definition_compares_is_a_plan_action(template: dict[str, Any]) -> None:
-    definition = _definition(template, contract.deploy_state_machine_name("dev"))
+    definition = state_machine_definition(template, contract.deploy_state_machine_name("dev"))
     compared = {
         rule["StringEquals"]
         for state in definition["States"].values()
@@ -280,14 +280,14 @@ def test_every_other_promote_document_is_refused_naming_the_field() -> None:
     doc = promoted(a_promote_plan(), "arn:x/4", "PendingManualApproval", False).to_json()
     for bad, message in (
         ({**doc, "extra": 1}, r"^promoted\.extra: unknown field"),
-        (_without(doc, "created"), r"^promoted\.created: missing"),
-        (_with(doc, ("target", "version"), "4"), r"^promoted\.target\.version: '4' is not accepted"),
-        (_with(doc, ("schema_version",), 0), r"^promoted\.schema_version: 0 is not accepted"),
+        (without(doc, "created"), r"^promoted\.created: missing"),
+        (with_value(doc, ("target", "version"), "4"), r"^promoted\.target\.version: '4' is not accepted"),
+        (with_value(doc, ("schema_version",), 0), r"^promoted\.schema_version: 0 is not accepted"),
     ):
         with pytest.raises(PromotePlanFormatError, match=message):
             Promoted.from_json(bad)
     with pytest.raises(PromotePlanFormatError, match=r"^promotion\.model\.key: missing"):
-        PromotePlan.from_json(_with(a_promote_plan().to_json(), ("model",), {"bucket": "b"}))
+        PromotePlan.from_json(with_value(a_promote_plan().to_json(), ("model",), {"bucket": "b"}))
     assert PromotePlan.path("source", "ref") == "$.source.ref"
     with pytest.raises(ValueError, match="'target' is not a field of the promotion"):
         PromotePlan.path("target")
@@ -296,8 +296,10 @@ def test_every_other_promote_document_is_refused_naming_the_field() -> None:
 def test_the_promote_definition_reads_only_its_input(synthesized: Any) -> None:
     """The Promote state machine is one task: it hands its input and execution name to the function (which
     plans and carries out the promotion in one invocation) and outputs the function's answer as it is."""
-    definition = _definition(dict(synthesized.pipeline("prod")), contract.promote_state_machine_name("prod"))
-    paths = {s for s in _strings(definition) if s.startswith("$")}
+    definition = state_machine_definition(
+        dict(synthesized.pipeline("prod")), contract.promote_state_machine_name("prod")
+    )
+    paths = {s for s in strings(definition) if s.startswith("$")}
     assert paths == {"$", "$$.Execution.Name"}
     (state,) = definition["States"].values()
     assert "ResultPath" not in state and "OutputPath" not in state  # the output is the answer (Promoted)

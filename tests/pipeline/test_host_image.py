@@ -13,9 +13,10 @@ from typing import Any
 
 import botocore
 import pytest
+from app_synth import state_machine_definition
 from plan_config import dev_config
 
-from hfpipe import kinds
+from hfpipe import contract, kinds
 from hfpipe.core import api_shapes, deploy_requests
 from hfpipe.core.plan import build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
@@ -78,14 +79,7 @@ def test_the_pipelines_endpoint_config_carries_the_kinds_host_image(config, reci
 
 
 def test_the_pipeline_definition_sends_the_plans_variants(template):
-    (machine,) = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and "deploy" not in r["Properties"]["StateMachineName"]
-    ]
-    parts = machine["DefinitionString"]["Fn::Join"][1]
-    states = json.loads("".join(p if isinstance(p, str) else "0" for p in parts))["States"]
+    states = state_machine_definition(template, contract.state_machine_name("dev"))["States"]
     assert states["CreateEndpointConfig"]["Parameters"]["ProductionVariants.$"] == (
         "$.plan.serving_production_variants"
     )

@@ -3,14 +3,16 @@ with one line naming the field; the state machine's JSONPaths into `$.plan` name
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any
 
 import pytest
+from app_synth import state_machine_definition
+from documents import assert_each_refused, strings, with_value, without
 from plan_config import dev_config
 
+from hfpipe import contract
 from hfpipe.core.plan import build_plan
 from hfpipe.core.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
 from hfpipe.local.quotas import QuotaTable, default_quotas
@@ -56,51 +58,60 @@ def test_names_are_the_plans_own(gated: Plan) -> None:
     assert (names.env, names.execution_name, names.endpoint_name) == ("dev", "plan-1", gated.endpoint_name)
 
 
-def _without(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != key}
-
-
-def _with(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    inner = out
-    for key in path[:-1]:
-        inner = inner[key]
-    inner[path[-1]] = value
-    return out
-
-
 def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return [
-        ("another version", _with(doc, ("schema_version",), 1), r"^plan\.schema_version: 1 is not accepted"),
-        ("version as bool", _with(doc, ("schema_version",), True), r"^plan\.schema_version: True is not"),
-        ("no version", _without(doc, "schema_version"), r"^plan\.schema_version: missing"),
-        ("missing field", _without(doc, "endpoint_name"), r"^plan\.endpoint_name: missing"),
+        (
+            "another version",
+            with_value(doc, ("schema_version",), 1),
+            r"^plan\.schema_version: 1 is not accepted",
+        ),
+        (
+            "version as bool",
+            with_value(doc, ("schema_version",), True),
+            r"^plan\.schema_version: True is not",
+        ),
+        ("no version", without(doc, "schema_version"), r"^plan\.schema_version: missing"),
+        ("missing field", without(doc, "endpoint_name"), r"^plan\.endpoint_name: missing"),
         ("unknown field", {**doc, "endpoint_arn": "x"}, r"^plan\.endpoint_arn: unknown field"),
-        ("wrong type", _with(doc, ("instance_count",), "2"), r"^plan\.instance_count: '2' is not accepted; "),
-        ("bool for int", _with(doc, ("poll_seconds",), True), r"^plan\.poll_seconds: True is not accepted"),
+        (
+            "wrong type",
+            with_value(doc, ("instance_count",), "2"),
+            r"^plan\.instance_count: '2' is not accepted; ",
+        ),
+        (
+            "bool for int",
+            with_value(doc, ("poll_seconds",), True),
+            r"^plan\.poll_seconds: True is not accepted",
+        ),
         (
             "null not allowed",
-            _with(doc, ("env",), None),
+            with_value(doc, ("env",), None),
             r"^plan\.env: None is not accepted; accepted: a str",
         ),
-        ("nested type", _with(doc, ("gate", "enabled"), "yes"), r"^plan\.gate\.enabled: 'yes' is not"),
-        ("nested missing", _with(doc, ("gate",), {"enabled": False}), r"^plan\.gate\.metric: missing"),
-        ("gate without metric", _with(doc, ("gate", "metric"), None), r"^plan\.gate\.metric: null is not"),
-        ("list item", _with(doc, ("expected_keys",), ["a", 1]), r"^plan\.expected_keys\[1\]: 1 is not"),
-        ("dict value", _with(doc, ("serving_environment",), {"A": 1}), r"^plan\.serving_environment\.A: 1"),
-        ("tag value", _with(doc, ("tags",), [{"Key": "k", "Value": 3}]), r"^plan\.tags\[0\]\.Value: 3 is"),
+        ("nested type", with_value(doc, ("gate", "enabled"), "yes"), r"^plan\.gate\.enabled: 'yes' is not"),
+        ("nested missing", with_value(doc, ("gate",), {"enabled": False}), r"^plan\.gate\.metric: missing"),
+        (
+            "gate without metric",
+            with_value(doc, ("gate", "metric"), None),
+            r"^plan\.gate\.metric: null is not",
+        ),
+        ("list item", with_value(doc, ("expected_keys",), ["a", 1]), r"^plan\.expected_keys\[1\]: 1 is not"),
+        (
+            "dict value",
+            with_value(doc, ("serving_environment",), {"A": 1}),
+            r"^plan\.serving_environment\.A: 1",
+        ),
+        (
+            "tag value",
+            with_value(doc, ("tags",), [{"Key": "k", "Value": 3}]),
+            r"^plan\.tags\[0\]\.Value: 3 is",
+        ),
         ("not an object", [doc], r"^plan: expected a JSON object, got list"),
     ]
 
 
 def test_every_other_document_is_refused_naming_the_field(gated: Plan) -> None:
-    doc = gated.to_json()
-    for case, bad, message in _refusals(doc):
-        with pytest.raises(PlanFormatError) as raised:
-            Plan.from_json(bad)
-        text = str(raised.value)
-        assert re.search(message, text), (case, text)
-        assert "\n" not in text, case
+    assert_each_refused(Plan.from_json, PlanFormatError, _refusals(gated.to_json()))
 
 
 def test_path_names_fields_and_refuses_others() -> None:
@@ -116,27 +127,9 @@ def test_path_names_fields_and_refuses_others() -> None:
 PLAN_PATH = re.compile(r"\$\.plan(?:\.[A-Za-z0-9_]+)*")
 
 
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [s for k, v in node.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(node, list):
-        return [s for v in node for s in _strings(v)]
-    return [node] if isinstance(node, str) else []
-
-
-def definition(template: dict[str, Any]) -> dict[str, Any]:
-    (machine,) = [
-        r
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"].endswith("-pipeline")
-    ]
-    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
-    return dict(json.loads("".join(p if isinstance(p, str) else "0" for p in parts)))
-
-
 def test_every_plan_path_of_the_state_machine_names_a_plan_field(pipeline_template: dict[str, Any]) -> None:
-    found = sorted({m for s in _strings(definition(pipeline_template)) for m in PLAN_PATH.findall(s)})
+    definition = state_machine_definition(pipeline_template, contract.state_machine_name("dev"))
+    found = sorted({m for s in strings(definition) for m in PLAN_PATH.findall(s)})
     # The walk sees what the pipeline reads: the plan (Launch), the tags, the names, the gate switch.
     assert {"$.plan", "$.plan.tags", "$.plan.gate.enabled"} <= set(found)
     for path in found:

@@ -8,12 +8,12 @@ rejection failed, what serves now (``way_back_failed``). What serves is read fro
 
 from __future__ import annotations
 
-import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from hfpipe.core import deploy_limits, registry
+from hfpipe.core.causes import cause_message
 from hfpipe.core.deploy_plan import AlarmWait, DeployPlan
 from hfpipe.core.quotas import error_code
 from hfpipe.core.what_serves import Serving, what_serves
@@ -97,10 +97,7 @@ def _error_text(error: Any) -> str:
     """'Error: cause' of a caught error; a Lambda's cause is its JSON error, whose errorMessage is the text."""
     if not isinstance(error, dict):
         return "an error not given"
-    cause = str(error.get("Cause") or "no cause given")
-    with contextlib.suppress(ValueError, AttributeError):
-        cause = str(json.loads(cause).get("errorMessage") or cause)
-    return f"{error.get('Error', 'an error')}: {cause}"
+    return f"{error.get('Error', 'an error')}: {cause_message(error.get('Cause'))}"
 
 
 def way_back_failed(sagemaker: Any, plan: DeployPlan, env: str, error: Any, rollback_error: Any) -> NoReturn:

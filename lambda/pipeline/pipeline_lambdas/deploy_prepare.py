@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, deploy_limits, deployments, fleets, quotas, registry
+from hfpipe.core import api_shapes, deployments, fleets, quotas, registry
 from hfpipe.core import cleanup as rule
 from hfpipe.core import deploy_requests as requests
 from hfpipe.core.deploy_plan import (
@@ -273,8 +273,8 @@ def _first_plan(
     env: str,
     execution_name: str,
 ) -> DeployPlan:
-    """What every action shares: the version, the endpoint, its smoke test and the wait's bounds; nothing
-    made or served yet (``create`` until the endpoint is looked at)."""
+    """What every action shares (``DeployPlan.first``), once the version's recipe gives the endpoint its smoke
+    test."""
     endpoint_name = settings.endpoint_name(env)
     try:
         smoke = requests.smoke_spec(resolve_recipe(recipe_name=info.recipe), endpoint_name, execution_name)
@@ -282,29 +282,7 @@ def _first_plan(
         raise VersionNotDeployable(
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
-    return DeployPlan(
-        action="create",
-        input=wanted,
-        name=wanted.endpoint,
-        endpoint_name=endpoint_name,
-        model_version_arn=info.arn,
-        model_package_group=info.group,
-        recipe=info.recipe,
-        version=info.number,
-        version_ref=info.ref,
-        settings=settings,
-        smoke=smoke,
-        poll_seconds=deploy_limits.POLL_SECONDS,
-        max_polls=deploy_limits.endpoint_polls(settings),
-        rollback_max_polls=deploy_limits.ROLLBACK_POLLS,
-        previous=None,
-        scaling_deregistered=False,
-        model_name=None,
-        endpoint_config_name=None,
-        instance_type=None,
-        instance_count=None,
-        requests=DeployRequests(),
-    )
+    return DeployPlan.first(wanted, settings, env, info, smoke)
 
 
 def prepare(

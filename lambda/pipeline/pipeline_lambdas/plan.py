@@ -6,7 +6,6 @@ Returns the plan as JSON (``Plan.to_json``, with its ``schema_version``); the st
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -18,20 +17,7 @@ LOG = aws.logger(__name__)
 
 def config_from_env(env: dict[str, str] | None = None) -> PlanConfig:
     """The environment's settings, from the Lambda's environment variables (set by the stack)."""
-    e = os.environ if env is None else env
-    return PlanConfig(
-        env=e["HFPIPE_ENV"],
-        region=e["AWS_REGION"],
-        role_arn=e["EXECUTION_ROLE_ARN"],
-        sourcedir_uri=e["SOURCEDIR_URI"],
-        data_bucket=e["DATA_BUCKET"],
-        artifacts_bucket=e["ARTIFACTS_BUCKET"],
-        image_catalog=json.loads(e.get("IMAGE_CATALOG", "{}")),
-        default_poll_seconds=int(e.get("DEFAULT_POLL_SECONDS", "60")),
-        # Comma-separated; set by the stack only when cdk.json allows anything outside the environment.
-        allowed_s3_buckets=tuple(b for b in e.get("ALLOWED_S3_BUCKETS", "").split(",") if b),
-        allowed_image_registries=tuple(r for r in e.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
-    )
+    return PlanConfig.from_environment(os.environ if env is None else env)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hfpipe.core import cost as costs
+from hfpipe.core.causes import cause_message
 from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
 from hfpipe.core.plan_model import Plan
 from pipeline_lambdas import aws
@@ -29,7 +30,7 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         # Clean-up itself failed: both errors are reported, the original one stays the execution's.
         report["cleanup_error"] = {
             "error": cleanup_error.get("Error"),
-            "cause": _cause_text(cleanup_error.get("Cause", "")),
+            "cause": cause_message(cleanup_error.get("Cause")),
         }
     if event.get("smoke") and not report["endpoint_deleted"]:
         # A kept endpoint is billed per instance-hour until it is deleted: say how much.
@@ -86,7 +87,7 @@ def _add_outcome(report: dict[str, Any], event: dict[str, Any], plan: Plan) -> N
         report["outcome"] = "failed"
         # A Fail state may not raise a States.* name of its own; keep the name recognisable.
         report["error"] = str(caught.get("Error", "Error")).replace("States.", "States")
-        report["cause"] = _cause_text(caught.get("Cause", ""))
+        report["cause"] = cause_message(caught.get("Cause"))
         if report.get("endpoint_failure_reason"):
             report["cause"] += f": {report['endpoint_failure_reason']}"
     elif status in ("Failed", "Stopped"):
@@ -98,15 +99,6 @@ def _add_outcome(report: dict[str, Any], event: dict[str, Any], plan: Plan) -> N
     elif gate and not gate.get("passed", True):
         report["outcome"] = "gate-not-passed"
         report["error"], report["cause"] = "EvaluationGateNotPassed", gate["reason"]
-
-
-def _cause_text(cause: str) -> str:
-    """A Lambda error's Cause is its JSON error object; keep just the message."""
-    try:
-        parsed = json.loads(cause)
-    except (TypeError, ValueError):
-        return str(cause)
-    return str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else str(cause)
 
 
 def publish(sns: Any, topic_arn: str | None, report: dict[str, Any]) -> None:
