@@ -14,7 +14,7 @@ import pytest
 from accounts import ACCOUNT
 
 from hfpipe import contract
-from hfpipe.core.adapter_deploy import BaseNames, component_name
+from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames, component_name
 
 pytestmark = pytest.mark.slow
 
@@ -273,3 +273,56 @@ def test_a_retried_apply_creates_nothing_twice(clean):
     assert r.status == "SUCCEEDED", (r.error, r.cause)
     assert r.output["action"] == "unchanged"  # the retry found the component it had made
     assert components(clean) == sorted([NAMES.component, component_name(ENV, "support")])
+
+
+def test_a_second_change_of_an_adapter_while_one_runs_is_refused():
+    """One change at a time per adapter: Apply and Delete read the state machine's running executions (their
+    inputs) and refuse while an earlier one for the same adapter runs; another adapter's does not count."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+    from pipeline_lambdas import adapter
+
+    sfn = boto3.client("stepfunctions", region_name="eu-west-1")
+    machine = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-adapters"
+    running = [
+        ("first", "support", datetime(2026, 1, 1, tzinfo=UTC)),
+        ("other", "sales", datetime(2026, 1, 1, tzinfo=UTC)),
+    ]
+    with Stubber(sfn) as stub:
+        stub.add_response(
+            "list_executions",
+            {
+                "executions": [
+                    {
+                        "executionArn": f"{machine}:{name}".replace("stateMachine", "execution"),
+                        "stateMachineArn": machine,
+                        "name": name,
+                        "status": "RUNNING",
+                        "startDate": started,
+                    }
+                    for name, _, started in running
+                ]
+            },
+        )
+        for name, which, started in running:
+            stub.add_response(
+                "describe_execution",
+                {
+                    "executionArn": f"{machine}:{name}".replace("stateMachine", "execution"),
+                    "stateMachineArn": machine,
+                    "status": "RUNNING",
+                    "startDate": started,
+                    "input": json.dumps({"action": "delete", "adapter": which}),
+                },
+            )
+        event = {
+            "input": {"action": "deploy", "adapter": "support", "version": "tiny-adapter/2"},
+            "execution_name": "second",
+            "state_machine": machine,
+        }
+        with pytest.raises(
+            AdapterRefused, match=r"execution first .* is still running; accepted: one change"
+        ):
+            adapter._first_change(event, sfn)

@@ -474,3 +474,54 @@ def test_a_version_the_rules_refuse_creates_nothing_and_says_why(world):
         AdapterRefused, match=r"'b' is not on dev's shared base; accepted: one of hfpipe-dev-adapter-a"
     ):
         adapter_deploy.delete_adapter(sm, "dev", "b")
+
+
+def test_a_rollback_decided_on_what_no_longer_serves_is_refused(world):
+    """The rollback's decision (the artifact the adapter served when its target was chosen) is checked just
+    before the update: another deploy in between makes it refuse, and nothing changes."""
+    sm = world.sm
+    one, two, three = (registered(sm, "review", n) for n in (1, 2, 3))
+    put_adapter(world, "review", one)
+    put_adapter(world, "review", two)
+    target, serving = adapter_deploy.rollback_target(sm, "dev", "review")
+    two_artifact = artifact_of(two)
+    assert (target["ModelPackageArn"], serving) == (one["ModelPackageArn"], two_artifact)
+    put_adapter(world, "review", three)  # another deploy, after the decision
+    requests = adapter_deploy.base_requests(
+        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
+    )
+    with pytest.raises(AdapterRefused, match=f"not {two_artifact} that the rollback was decided on"):
+        adapter_deploy.apply_adapter(
+            sm,
+            "dev",
+            SHARED,
+            "review",
+            target,
+            base_requests=requests,
+            wait=lambda kind, name: None,
+            tags=[],
+            expect_serving=serving,
+        )
+    assert adapter_deploy.serving_artifact(sm, "dev", "review") == artifact_of(three)
+
+
+def test_an_adapter_being_changed_is_not_changed_again(world):
+    """A second change while SageMaker still updates the adapter's component is refused before it acts."""
+    sm = world.sm
+    one, two = registered(sm, "busy", 1), registered(sm, "busy", 2)
+    put_adapter(world, "busy", one)
+    sm.update_inference_component(
+        InferenceComponentName=adapter_deploy.component_name("dev", "busy"),
+        Specification=adapter_deploy.adapter_specification("dev", artifact_of(two)),
+    )  # Updating until the clock moves
+    requests = adapter_deploy.base_requests(
+        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
+    )
+    with pytest.raises(AdapterRefused, match="'busy' is Updating"):
+        adapter_deploy.apply_adapter(
+            sm, "dev", SHARED, "busy", one, base_requests=requests, wait=lambda kind, name: None, tags=[]
+        )
+
+
+def artifact_of(version: dict) -> str:
+    return str(version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"])
