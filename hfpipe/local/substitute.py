@@ -160,11 +160,12 @@ def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -
     """The Plan's fit check holds the recipe's own model to its serving instance here too: the figures it
     knows the hub model by go with the recipe once the model is the tiny one (a model it does not know is
     refused by the Plan, as on AWS)."""
-    server = local["serving"].setdefault("server", {})
+    server = local["serving"].get("server") or {}
     figures = serving_fit.model_figures(local)
     if figures is None or "model" in server:
-        return
-    server["model"] = {k: getattr(figures, k) for k in ("parameters", "layers", "kv_heads", "head_dim")}
+        return  # and a recipe without a server block keeps none
+    model = {k: getattr(figures, k) for k in ("parameters", "layers", "kv_heads", "head_dim")}
+    local["serving"]["server"] = {**server, "model": model}
     subs.add(
         "serving.server.model",
         f"{model_id} (known to the fit check)",

@@ -99,14 +99,22 @@ class AdapterFunction(Construct):
         machine, executions = state_machine_arns(self, contract.adapter_state_machine_name(env))
         for actions, resources, conditions in (
             (["sagemaker:DescribeModelPackage"], [versions], None),
+            # Tags on create: CreateModel, ..., CreateInferenceComponent with Tags need sagemaker:AddTags too.
             (
-                ["sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint"],
+                [
+                    "sagemaker:CreateModel",
+                    "sagemaker:CreateEndpointConfig",
+                    "sagemaker:CreateEndpoint",
+                    "sagemaker:AddTags",
+                ],
                 hosting,
                 owned_by(env, "aws:RequestTag"),
             ),
-            (["sagemaker:CreateInferenceComponent"], [components], owned_by(env, "aws:RequestTag")),
-            # Tags on create (CreateModel, ..., CreateInferenceComponent with Tags need sagemaker:AddTags).
-            (["sagemaker:AddTags"], [*hosting, components], owned_by(env, "aws:RequestTag")),
+            (
+                ["sagemaker:CreateInferenceComponent", "sagemaker:AddTags"],
+                [components],
+                owned_by(env, "aws:RequestTag"),
+            ),
             (
                 ["sagemaker:UpdateInferenceComponent", "sagemaker:DeleteInferenceComponent"],
                 [components],

@@ -47,13 +47,16 @@ def reported(config, recipe: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict
     return report, console.export_text()
 
 
-def checkout_with(tmp_path: Path, shared_base: dict) -> Path:
-    """A checkout whose cdk.json is the project's with ``shared_base`` declared for dev."""
+def checkout_with(tmp_path: Path, shared_base: dict | None) -> Path:
+    """A checkout whose cdk.json is the project's with ``shared_base`` declared for dev (None: none)."""
     for name in NEEDED:
         (tmp_path / name).mkdir(parents=True, exist_ok=True)
     (tmp_path / "cdk.json").rmdir()
     cdk = json.loads((ROOT / "cdk.json").read_text())
-    cdk["context"]["hfpipe:environments"]["dev"]["shared_base"] = shared_base
+    dev = cdk["context"]["hfpipe:environments"]["dev"]
+    dev.pop("shared_base", None)
+    if shared_base is not None:
+        dev["shared_base"] = shared_base
     (tmp_path / "cdk.json").write_text(json.dumps(cdk))
     return tmp_path
 
@@ -91,11 +94,13 @@ def test_an_adapter_run_reports_its_shared_base_and_the_share_the_rule_gives_it(
 def test_an_adapter_of_another_base_or_without_a_shared_base_is_not_served_and_says_why(
     config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The project's cdk.json declares no shared base yet.
+    # A cdk.json whose dev declares no shared base.
+    bare = checkout_with(tmp_path / "bare", None)
+    monkeypatch.setenv(CHECKOUT_ENV, str(bare))
     report, text = reported(config, "tiny-adapter", monkeypatch)
     assert report["adapter"]["shared_base"] is None
     assert adapter_row(text) == (
-        f"adapter │ trained on hfpipe-fixtures/tiny-llama; not served: {ROOT / 'cdk.json'} declares no "
+        f"adapter │ trained on hfpipe-fixtures/tiny-llama; not served: {bare / 'cdk.json'} declares no "
         "shared_base for environment 'dev' (docs/adapters.md)"
     )
     other = {

@@ -74,6 +74,32 @@ def actions(statements):
     return {a for s in statements for a in as_list(s["Action"])}
 
 
+#: The adapter function's actions: the shared base made, adapter components created, updated, deleted and
+#: read, versions read and their groups listed, the bake's metrics, the execution role passed, one change at a
+#: time per adapter.
+ADAPTER_ACTIONS = {
+    "sagemaker:DescribeModelPackage",
+    "sagemaker:CreateModel",
+    "sagemaker:CreateEndpointConfig",
+    "sagemaker:CreateEndpoint",
+    "sagemaker:CreateInferenceComponent",
+    "sagemaker:AddTags",
+    "sagemaker:UpdateInferenceComponent",
+    "sagemaker:DeleteInferenceComponent",
+    "sagemaker:DescribeModel",
+    "sagemaker:DescribeEndpointConfig",
+    "sagemaker:DescribeEndpoint",
+    "sagemaker:DescribeInferenceComponent",
+    "sagemaker:ListInferenceComponents",
+    "sagemaker:ListModelPackageGroups",
+    "sagemaker:ListModelPackages",
+    "cloudwatch:GetMetricStatistics",
+    "iam:PassRole",
+    "states:ListExecutions",
+    "states:DescribeExecution",
+}
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env):
     functions = pipeline_functions(pipeline_app.assertions(env, "Pipeline"))
@@ -81,6 +107,11 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     # checked in tests/infra/test_promotion_stacks.py.
     promote = functions.pop("promote", None)
     assert (promote is not None) == (pipeline_app.environments[env].promote_from is not None)
+    # Where it declares a shared base (dev), the adapter state machine's function (docs/adapters.md).
+    adapter = functions.pop("adapter", None)
+    assert (adapter is not None) == (pipeline_app.environments[env].shared_base is not None)
+    if adapter is not None:
+        assert actions(adapter[1]) - {"logs:CreateLogStream", "logs:PutLogEvents"} == ADAPTER_ACTIONS
     assert set(functions) == set(PipelineLambdas.HANDLERS)
     assert len({props["Role"]["Fn::GetAtt"][0] for props, _ in functions.values()}) == len(functions)
     logs = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -181,11 +212,21 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
         assert props["Timeout"] > limits.MAX_SMOKE_LATENCY_MS / 1000
 
 
+#: The adapter function's inference-component actions, each on this environment's tags.
+ADAPTER_TAGGED = {
+    "sagemaker:CreateInferenceComponent",
+    "sagemaker:UpdateInferenceComponent",
+    "sagemaker:DeleteInferenceComponent",
+}
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app, env):
     seen = set()
+    # Where the environment declares a shared base (dev), the adapter function's component actions too.
+    expected = TAGGED_ACTIONS | (ADAPTER_TAGGED if pipeline_app.environments[env].shared_base else set())
     for statement in policy_statements(pipeline_app.pipeline(env)):
-        tagged = TAGGED_ACTIONS & set(as_list(statement["Action"]))
+        tagged = expected & set(as_list(statement["Action"]))
         if not tagged:
             continue
         seen |= tagged
@@ -215,15 +256,17 @@ def test_creating_deleting_and_invoking_need_this_environments_tags(pipeline_app
         }, statement
         for resource in as_list(statement["Resource"]):
             assert ":sagemaker:" in json.dumps(resource), resource
-    assert seen == TAGGED_ACTIONS
+    assert seen == expected
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
-    # The pipeline's and the deploy's, and where the environment promotes from another (prod) its Promote one.
+    # The pipeline's and the deploy's, where the environment promotes from another (prod) its Promote one, and
+    # where it declares a shared base (dev) its adapter state machine.
     promotes = pipeline_app.environments[env].promote_from is not None
-    template.resource_count_is("AWS::StepFunctions::StateMachine", 3 if promotes else 2)
+    adapters = pipeline_app.environments[env].shared_base is not None
+    template.resource_count_is("AWS::StepFunctions::StateMachine", 2 + promotes + adapters)
     policies = Capture()
     template.has_resource(
         "AWS::StepFunctions::StateMachine",
