@@ -181,6 +181,8 @@ def test_ctrl_c_during_hfpipe_local_ends_training_and_marks_the_output(tmp_path:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A command that does not end is made to say where each of its threads is (SIGABRT, below).
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         deadline = time.monotonic() + 240
@@ -189,7 +191,13 @@ def test_ctrl_c_during_hfpipe_local_ends_training_and_marks_the_output(tmp_path:
             time.sleep(0.2)
         assert _processes_of(out), "no training process found"
         command.send_signal(signal.SIGINT)
-        assert command.wait(timeout=120) == 130
+        try:
+            code = command.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            command.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack to stderr
+            _, stderr = command.communicate(timeout=60)
+            pytest.fail(f"hfpipe local did not end within 120 s of Ctrl-C; its threads:\n{stderr[-20000:]}")
+        assert code == 130
     finally:
         if command.poll() is None:
             command.kill()
