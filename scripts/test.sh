@@ -16,7 +16,7 @@ ruff format --check .
 mypy stacks lambda hfpipe app.py
 # In parallel on the machine's cores, whole files per worker (their module fixtures, a local world or an
 # engine, are set up once), in a new random order each run (pytest-randomly prints the seed; rerun an order
-# with -p randomly_seed=N). One worker more than cores: a quarter of the suite's time is spent waiting on
+# with --randomly-seed=N). One worker more than cores: a quarter of the suite's time is spent waiting on
 # child processes (training jobs, `hfpipe local up`), and on CI's 2 cores 3 workers took 478 s where 2 took
 # more than 590 s. Arguments after these override them: -n 0 for one process, -p no:randomly.
 pytest -n "$(( $(nproc) + 1 ))" --dist loadfile "$@"
