@@ -7,7 +7,9 @@ with `hfpipe watch`'s view on the local moto account, then writes the outputs to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +66,29 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except PortInUseError as exc:
             raise HfpipeError(str(exc)) from None
     try:
-        return _run(args, loaded, packed, substitutions, console, server)
+        with interruptible():
+            return _run(args, loaded, packed, substitutions, console, server)
     finally:
         if server is not None:
             server.server_close()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C (SIGINT) and a plain `kill` (SIGTERM) stop the command as KeyboardInterrupt, ending its
+    training processes and marking the output folder (hfpipe.local.run), also where it was started with
+    SIGINT ignored (a shell's background job, a test runner's worker), whose ignoring a child inherits."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(
@@ -225,14 +246,7 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     banner = kinds.serving_kind(recipe["serving"]["kind"]).local_banner
     if banner:
         console.print(banner.format(url=server.url, environment=environment), markup=False, highlight=False)
-    import signal
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    # Ctrl-C (also where a shell started us with SIGINT ignored, as it does for background jobs) and a plain
-    # `kill` both stop serving the same way.
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Ctrl-C and a plain `kill` both stop serving the same way (`run` holds the command `interruptible`).
     try:
         server.serve(
             endpoint,
@@ -244,8 +258,6 @@ def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     except KeyboardInterrupt:
         pass  # how a user stops serving: not an error
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         endpoint.close()
     console.print("stopped serving")
     return 0
