@@ -43,7 +43,7 @@ from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
-from stacks.functions.adapter import AdapterFunction
+from stacks.functions.adapter import AdapterFunction, grant_invoke_adapters
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -247,6 +247,7 @@ class PipelineStack(Stack):
             execution_role=self.execution_role,
             grant_pass_role=self.grant_pass_execution_role,
         )
+        grant_invoke_adapters(self.pipeline_lambdas.smoke_test.role, self.config.name)
         name = contract.adapter_state_machine_name(self.config.name)
         log_group = logs.LogGroup(
             self,

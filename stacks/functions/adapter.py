@@ -17,7 +17,7 @@ SageMaker; list and read its own state machine's executions (one change at a tim
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -45,6 +45,36 @@ def newest_vllm_image(catalog: dict[str, Any]) -> str:
             "shared_base: the image catalog has no vLLM container; accepted: a recipe of kind vllm"
         )
     return str(catalog["vllm"][versions[-1]]["gpu"])
+
+
+def components_arn(scope: Construct, env: str) -> str:
+    """This environment's inference components: the shared base's and its adapters' (hfpipe-<env>-*)."""
+    return cdk.Stack.of(scope).format_arn(
+        service="sagemaker",
+        resource="inference-component",
+        resource_name=contract.deployed_endpoint_name(env, "*"),
+    )
+
+
+def grant_invoke_adapters(role: iam.IRole, env: str) -> None:
+    """InvokeEndpoint naming one of this environment's inference components (the SmokeTest's call of an
+    adapter): the reference lists inference-component as a resource type of InvokeEndpoint beside the endpoint,
+    which the role already has; on the components' environment tags."""
+    components = components_arn(cast(Construct, role), env)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:InvokeEndpoint"],
+            resources=[components],
+            conditions=owned_by(env, "aws:ResourceTag"),
+        )
+    )
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::{rendered(cdk.Stack.of(cast(Construct, role)), components)}]",
+        "InvokeEndpoint of this environment's inference components (hfpipe-<env>-shared-base and "
+        "hfpipe-<env>-adapter-<name>, named by the command) only, on their hfpipe:managed-by and hfpipe:env "
+        "tags: the smoke test of an adapter.",
+    )
 
 
 class AdapterFunction(Construct):
@@ -90,11 +120,7 @@ class AdapterFunction(Construct):
             stack.format_arn(service="sagemaker", resource=r, resource_name=base)
             for r in ("model", "endpoint-config", "endpoint")
         ]
-        components = stack.format_arn(
-            service="sagemaker",
-            resource="inference-component",
-            resource_name=contract.deployed_endpoint_name(env, "*"),
-        )
+        components = components_arn(self, env)
         versions = versions_arn(self, env)
         machine, executions = state_machine_arns(self, contract.adapter_state_machine_name(env))
         for actions, resources, conditions in (
@@ -110,9 +136,11 @@ class AdapterFunction(Construct):
                 hosting,
                 owned_by(env, "aws:RequestTag"),
             ),
+            # CreateInferenceComponent requires both the endpoint and the inference-component resource types
+            # (Service Authorization Reference, SageMaker; tests/infra/iam_reference.py checks it).
             (
                 ["sagemaker:CreateInferenceComponent", "sagemaker:AddTags"],
-                [components],
+                [components, hosting[2]],
                 owned_by(env, "aws:RequestTag"),
             ),
             (

@@ -1,7 +1,8 @@
 """SmokeTestFunction: lambda/pipeline/pipeline_lambdas/smoke_test.py, which invokes the new endpoint with
 the recipe's sample request and checks the answer and its latency.
 
-Its role may invoke this environment's endpoints only (their tags), nothing else.
+Its role may invoke this environment's endpoints only (their tags), nothing else; where the environment declares
+a shared base, also its inference components (stacks/functions/adapter.py, grant_invoke_adapters).
 """
 
 from __future__ import annotations

@@ -217,7 +217,61 @@ def check_template(stack: str, template: dict[str, Any], region: str) -> list[Fi
         for index, statement in enumerate(document["Statement"]):
             for action, problem in check_statement(statement, template, region):
                 findings.append(Finding(stack, logical, index, action, problem))
+        for action, problem in missing_required_types(document["Statement"], template, region):
+            findings.append(Finding(stack, logical, -1, action, problem))
     return findings
+
+
+def _of_type(arn: str, raw: str) -> bool:
+    """Whether a policy ARN names resources of the type ``raw`` formats: ``arn_matches``, and its resource part
+    starts with the format's literal start (``endpoint/``), which a ``*`` of the policy ARN may not stand for
+    (arn_matches lets one ``*`` span ``:`` and ``/``: ``inference-component/x-*`` could end in ``endpoint/``)."""
+    resource, head = arn.split(":", 5)[-1], raw.split(":", 5)[-1].split("${", 1)[0]
+    return arn_matches(arn, raw) and (resource.startswith(head) or resource == "*")
+
+
+def missing_required_types(
+    statements: list[dict[str, Any]], template: dict[str, Any], region: str
+) -> list[tuple[str, str]]:
+    """(action, problem) for an action a policy allows on some resources but not on every resource type the
+    reference marks required for it (``*`` in its table: a request names each, and IAM asks that each be
+    allowed; e.g. CreateInferenceComponent's endpoint and inference-component), over all its statements."""
+    granted: dict[str, list[str]] = {}
+    for statement in statements:
+        if statement.get("Effect") != "Allow" or "Action" not in statement:
+            continue
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        raw = statement.get("Resource", "*")
+        arns = [render(r, template, region) for r in (raw if isinstance(raw, list) else [raw])]
+        for pattern in actions:
+            if "*" in pattern.split(":", 1)[-1]:
+                continue  # a wildcard action grants what it names; its types are not this check's
+            for action in expand(pattern):
+                granted.setdefault(action, []).extend(arns)
+    problems = []
+    for action, arns in granted.items():
+        if "*" in arns:
+            continue
+        prefix, name = action.split(":", 1)
+        service = get_service_prefix_data(prefix)
+        required = {
+            rtype: service["resources"][rtype]["arn"]
+            for rtype, data in service["privileges"][name]["resource_types"].items()
+            if rtype and data["required"]
+        }
+        missing = {t: raw for t, raw in required.items() if not any(_of_type(a, raw) for a in arns)}
+        if action in ALTERNATIVE_TYPES and len(missing) < len(required):
+            continue  # one of its alternatives is granted
+        problems += [
+            (action, f"required resource type {t} ({raw}) is not among {arns}") for t, raw in missing.items()
+        ]
+    return problems
+
+
+#: Actions whose "required" resource types are alternatives (the reference marks each with ``*``; a request
+#: names one): Step Functions' ListExecutions lists a state machine's executions or a Map Run's, and
+#: DescribeExecution describes a Standard execution or an Express one.
+ALTERNATIVE_TYPES = frozenset({"states:ListExecutions", "states:DescribeExecution"})
 
 
 #: The access levels of the Service Authorization Reference that change a resource (or its tags or policy).

@@ -295,3 +295,20 @@ def test_registry_actions_are_on_the_resource_types_the_reference_names(synthesi
         "DescribeModelPackageGroup",
         "ListModelPackages",
     }
+
+
+def test_an_action_needs_every_resource_type_the_reference_requires():
+    """CreateInferenceComponent requires the endpoint and the inference-component resource types: a policy
+    that allows the component alone grants nothing on AWS; Step Functions' alternatives need one."""
+    from iam_reference import missing_required_types
+
+    component = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:inference-component/hfpipe-dev-*"
+    endpoint = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:endpoint/hfpipe-dev-shared-base"
+    create = {"Effect": "Allow", "Action": "sagemaker:CreateInferenceComponent", "Resource": component}
+    [(action, problem)] = missing_required_types([create], EMPTY, "eu-west-1")
+    assert action == "sagemaker:CreateInferenceComponent" and "required resource type endpoint" in problem
+    both = {**create, "Resource": [component, endpoint]}
+    assert missing_required_types([both], EMPTY, "eu-west-1") == []
+    machine = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-adapters"
+    listing = {"Effect": "Allow", "Action": "states:ListExecutions", "Resource": machine}
+    assert missing_required_types([listing], EMPTY, "eu-west-1") == []
