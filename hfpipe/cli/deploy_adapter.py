@@ -41,7 +41,7 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
             "(deploy it), --rollback (back to the previous approved version) and --delete"
         )
     try:
-        adapter_deploy.component_name(args.env, args.adapter)
+        adapter_deploy.check_adapter_name(args.adapter)
     except AdapterRefused as err:
         raise HfpipeError(str(err)) from None
     if args.model:

@@ -63,14 +63,19 @@ class BaseNames:
         return cls(model=stem, endpoint_config=stem, endpoint=stem, component=stem)
 
 
-def component_name(env: str, adapter: str) -> str:
-    """The adapter's inference component; AdapterRefused for a name that is not one."""
+def check_adapter_name(adapter: object) -> str:
+    """``adapter`` when it is an adapter's name; AdapterRefused saying what is accepted otherwise."""
     if not isinstance(adapter, str) or not ADAPTER_NAME.match(adapter):
         raise AdapterRefused(
             f"--adapter: {adapter!r} is not accepted; accepted: 1 to 32 of a-z, 0-9 and '-', starting and "
             "ending with a letter or digit"
         )
-    return f"{contract.PROJECT}-{env}-adapter-{adapter}"
+    return adapter
+
+
+def component_name(env: str, adapter: str) -> str:
+    """The adapter's inference component; AdapterRefused for a name that is not one."""
+    return f"{contract.PROJECT}-{env}-adapter-{check_adapter_name(adapter)}"
 
 
 def tags(env: str) -> list[dict[str, str]]:
@@ -279,7 +284,7 @@ def apply_adapter(
         or adapter_rules.adapter_count_problem(name, names.component, components, base.max_adapters)
         or version_problem(adapter, _fresh(sagemaker, version), base)
         or _busy_problem(adapter, mine)
-        or _changed_problem(sagemaker, adapter, mine, expect_serving)
+        or _changed_problem(sagemaker, env, adapter, mine, expect_serving)
     )
     if problem:
         raise AdapterRefused(problem)
@@ -317,12 +322,12 @@ def _busy_problem(adapter: str, mine: Component | None) -> str | None:
 
 
 def _changed_problem(
-    sagemaker: Any, adapter: str, mine: Component | None, expected: str | None
+    sagemaker: Any, env: str, adapter: str, mine: Component | None, expected: str | None
 ) -> str | None:
     """A rollback decided on what the adapter served; it is refused when that changed since."""
     if expected is None:
         return None
-    now = serving_artifact(sagemaker, "", adapter, name=mine.name) if mine is not None else None
+    now = serving_artifact(sagemaker, env, adapter) if mine is not None else None
     if now == expected:
         return None
     return (
@@ -336,9 +341,9 @@ def _fresh(sagemaker: Any, version: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sagemaker.describe_model_package(ModelPackageName=version["ModelPackageArn"]))
 
 
-def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
-    """Delete adapter ``adapter``'s component, and nothing else; returns its name. AdapterRefused when the
-    environment's base holds no such adapter."""
+def on_base(sagemaker: Any, env: str, adapter: str) -> str:
+    """Adapter ``adapter``'s component, read from the environment's base; AdapterRefused naming the adapters
+    that are there when it is not one of them."""
     name = component_name(env, adapter)
     components = components_on(sagemaker, BaseNames.of(env).endpoint)
     if not any(c.name == name for c in components):
@@ -347,14 +352,20 @@ def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
             f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: one of "
             f"{', '.join(held) or 'none (no adapter is deployed)'}"
         )
+    return name
+
+
+def delete_adapter(sagemaker: Any, env: str, adapter: str) -> str:
+    """Delete adapter ``adapter``'s component, and nothing else; returns its name. AdapterRefused when the
+    environment's base holds no such adapter."""
+    name = on_base(sagemaker, env, adapter)
     sagemaker.delete_inference_component(InferenceComponentName=name)
     return name
 
 
-def serving_artifact(sagemaker: Any, env: str, adapter: str, *, name: str | None = None) -> str:
-    """The artifact adapter ``adapter``'s component (or the component ``name``) serves, read from it."""
-    component = name or component_name(env, adapter)
-    described = sagemaker.describe_inference_component(InferenceComponentName=component)
+def serving_artifact(sagemaker: Any, env: str, adapter: str) -> str:
+    """The artifact adapter ``adapter``'s component serves, read from it."""
+    described = sagemaker.describe_inference_component(InferenceComponentName=component_name(env, adapter))
     return str(described["Specification"]["Container"]["ArtifactUrl"])
 
 
@@ -398,14 +409,7 @@ def rollback_target(sagemaker: Any, env: str, adapter: str) -> tuple[Mapping[str
     component): of the environment's model package groups, the one with a version holding that artifact,
     then ``previous_version`` of that group. AdapterRefused when the adapter is not on the base, or no
     version of the environment holds what it serves."""
-    name = component_name(env, adapter)
-    components = components_on(sagemaker, BaseNames.of(env).endpoint)
-    if not any(c.name == name for c in components):
-        held = adapter_rules.adapters_of(BaseNames.of(env).component, components)
-        raise AdapterRefused(
-            f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: one of "
-            f"{', '.join(held) or 'none (no adapter is deployed)'}"
-        )
+    on_base(sagemaker, env, adapter)
     serving = serving_artifact(sagemaker, env, adapter)
     prefix = registry.group_prefix(env)
     for page in sagemaker.get_paginator("list_model_package_groups").paginate(NameContains=prefix):

@@ -14,7 +14,6 @@ import importlib
 import json
 import os
 import re
-import shlex
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
-from world_helpers import ENVIRONMENTS, ROOT, World, out
+from world_helpers import ENVIRONMENTS, World, out, readme_commands
 
 from hfpipe import contract
 from hfpipe.cli import aws
@@ -317,17 +316,7 @@ def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(
 def lifecycle_commands() -> list[tuple[list[str], str]]:
     """The `hfpipe` commands of the README's "From dev to prod" block, with their comments; the block's
     `hfpipe local up` lines are what the `world` fixture runs."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## From dev to prod: approve, deploy, promote, roll back", 1)[1].split(
-        "\n## ", 1
-    )[0]
-    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    commands = []
-    for line in block.splitlines():
-        if line.startswith("hfpipe "):
-            command, _, comment = line.partition("  # ")
-            commands.append((shlex.split(command)[1:], comment.strip()))
-    return commands
+    return readme_commands("From dev to prod: approve, deploy, promote, roll back")
 
 
 def test_the_lifecycle_block_has_the_steps_the_issue_asks() -> None:

@@ -7,27 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Iterator
 
 import pytest
-from world_helpers import ROOT, World, out, worlds_up
+from world_helpers import World, out, readme_commands, worlds_up
 
 
 def adapter_commands() -> list[tuple[list[str], str]]:
-    """The `hfpipe` commands of the README's adapters block, with their comments; its `hfpipe local up` line
-    is what the `world` fixture runs."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Many fine-tunes on one GPU: LoRA adapters on a shared base", 1)[1].split(
-        "\n## ", 1
-    )[0]
-    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    commands = []
-    for line in block.splitlines():
-        if line.startswith("hfpipe "):
-            command, _, comment = line.partition("  # ")
-            commands.append((shlex.split(command)[1:], comment.strip()))
-    return commands
+    """The `hfpipe` commands of the README's adapters block, with their comments (its `local up` first)."""
+    return readme_commands("Many fine-tunes on one GPU: LoRA adapters on a shared base")
 
 
 def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:

@@ -131,6 +131,22 @@ def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
                 pytest.fail(f"hfpipe local up --env {env} did not stop on SIGTERM:\n{logs[env].read_text()}")
 
 
+def readme_commands(section: str) -> list[tuple[list[str], str]]:
+    """The `hfpipe` commands of the one bash block under the README's ``## section`` heading, each as its
+    arguments after `hfpipe` and its comment, in order (a walk-through's replay test runs them as typed)."""
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    commands = []
+    for line in block.splitlines():
+        if line.startswith("hfpipe "):
+            command, _, comment = line.partition("  # ")
+            commands.append((shlex.split(command)[1:], comment.strip()))
+    return commands
+
+
 def out(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout

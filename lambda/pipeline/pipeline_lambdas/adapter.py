@@ -31,7 +31,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfpipe.core import adapter_deploy, deploy_requests
+from hfpipe.core import adapter_deploy, cleanup, deploy_requests
 from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.recipes import resolve_recipe
 from hfpipe.core.shared_base import SharedBase
@@ -68,7 +68,7 @@ def _request(event_input: Any) -> dict[str, str]:
     wanted = ("action", "adapter", "version") if event_input["action"] == "deploy" else ("action", "adapter")
     if set(event_input) != set(wanted) or not all(isinstance(event_input[k], str) for k in wanted):
         raise AdapterRefused(f"input {event_input!r}: not accepted; accepted: {accepted}")
-    adapter_deploy.component_name("x", event_input["adapter"])  # the name's own refusal
+    adapter_deploy.check_adapter_name(event_input["adapter"])
     return dict(event_input)
 
 
@@ -111,8 +111,8 @@ def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
     arn = version_arn(ref, env, os.environ["EXECUTION_ROLE_ARN"], sagemaker.meta.region_name)
     try:
         return dict(sagemaker.describe_model_package(ModelPackageName=arn))
-    except Exception as err:
-        if "not found" in str(err).lower() or "does not exist" in str(err).lower():
+    except Exception as err:  # the deploy's Prepare reads "not found" the same way (deploy_prepare)
+        if cleanup.is_not_found(err) or "not found" in str(err):
             raise AdapterRefused(f"version {ref!r} ({arn}): not found") from None
         raise
 
