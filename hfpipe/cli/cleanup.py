@@ -23,6 +23,8 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import AwsFault, HfpipeError, aws_error
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, execution_argument
+from hfpipe.cli.terminal import with_console
 from hfpipe.core.cleanup import (
     DEFAULT_WAIT_S,
     DELETING,
@@ -449,3 +451,37 @@ def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
     count = delete_all(clients.sagemaker, found, console, timeout_s)
     console.print(f"deleted {count} resources (S3 data and artifacts are never touched)")
     return 0
+
+
+# --- hfpipe stop / hfpipe cleanup ------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe stop` and `hfpipe cleanup`: arguments and help."""
+    p = sub.add_parser("stop", help="stop an execution, its training job and the endpoint it created")
+    execution_argument(p)
+    p.add_argument(
+        "--keep-endpoint", action="store_true", help="leave an endpoint the execution already created"
+    )
+    p.add_argument("--yes", action="store_true", help="delete its endpoint/config/model without asking (CI)")
+    wait_timeout_option(p)
+    aws_options(p)
+    p.set_defaults(func=with_console(cmd_stop), command_parser=p)
+
+    p = sub.add_parser("cleanup", help="delete the endpoints, configs and models the pipeline left (by tag)")
+    env_option(p)
+    p.add_argument("--older-than", metavar="AGE", help="only resources older than AGE: 30m, 12h, 7d, 2w")
+    p.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
+    wait_timeout_option(p)
+    aws_options(p)
+    p.set_defaults(func=with_console(cmd_cleanup), command_parser=p)
+
+
+def wait_timeout_option(parser: argparse.ArgumentParser) -> None:
+    """--wait-timeout, for a command that deletes endpoints."""
+    parser.add_argument(
+        "--wait-timeout",
+        metavar="AGE",
+        help="how long to wait for an endpoint still Creating/Updating before deleting it (default 15m)",
+    )

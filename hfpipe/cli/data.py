@@ -17,13 +17,16 @@ half-written folder is never loadable as a data set.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.core import records as core_records
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
@@ -316,3 +319,43 @@ def _column_names(path: Path) -> list[str]:
     info = json.loads(path.read_text(encoding="utf-8"))
     features = info.get("features") if isinstance(info, dict) else None
     return list(features) if isinstance(features, dict) else []
+
+
+# --- hfpipe data upload ----------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe data` and its action `upload`: arguments and help."""
+    p = sub.add_parser("data", help="data sets in the environment's data bucket")
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p, default=None)
+    up = actions.add_parser("upload", help="upload JSON, JSONL, parquet or a save_to_disk folder")
+    up.add_argument(
+        "path", metavar="PATH", help="a .json, .jsonl or .parquet file, or a datasets save_to_disk folder"
+    )
+    env_option(up)
+    up.add_argument("--name", help="prefix in the data bucket (default: <file name>-<UTC time>)")
+    up.add_argument(
+        "--recipe", help="check that the records hold what this recipe's training script reads first"
+    )
+    aws_options(up)
+    up.set_defaults(func=cmd_data_upload, command_parser=up)
+
+
+def cmd_data_upload(args: argparse.Namespace) -> int:
+    """Upload a local data set under a new prefix of the data bucket and print its channel URI."""
+    aws.validate_env_name(args.env)
+    path = Path(args.path)
+    name = validate_name(args.name) if args.name is not None else default_name(path)
+    files = collect_files(path)  # bad input fails before credentials or the environment are looked at
+    if args.recipe is not None:
+        from hfpipe.cli import recipes
+
+        check_records(files, recipes.load(args.recipe, []).resolved, args.recipe)
+    clients = aws.clients_for(args)
+    bucket = aws.resolve_environment(clients, args.env).data_bucket
+    uri, count = upload(clients.s3, bucket, path, name)
+    console = terminal.console()
+    console.print(f"uploaded {count} file{'s' if count != 1 else ''} to {uri}")
+    console.print(f"use it in a recipe as a channel: {json.dumps({'training': uri})}")
+    return 0

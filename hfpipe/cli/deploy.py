@@ -27,7 +27,9 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.cli import aws, faults
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.parser import Subparsers, aws_options, env_option
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import registry
 from hfpipe.core.deploy_plan import (
     ROOT_PATH,
@@ -89,8 +91,8 @@ def _describe(state: State) -> str:
 
 def _checked(args: argparse.Namespace) -> tuple[str, int]:
     """--model's group and number, once --endpoint and --model are what a named endpoint's deploy takes."""
-    if not args.model or args.rollback or args.delete:
-        raise HfpipeError(
+    if not args.model or args.rollback or args.delete:  # a command line that cannot run: exit 2
+        raise UsageError(
             "--endpoint: accepted with --model VERSION only (--rollback and --delete are an adapter's: "
             "--adapter NAME; a named endpoint's way back is deploying the previous version)"
         )
@@ -257,3 +259,46 @@ def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, consol
     elif record.previous_version:
         console.print(f"  previous version: {registry.ref_of_arn(record.previous_version, env)}")
     return 0
+
+
+# --- hfpipe deploy ---------------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe deploy`'s arguments and help."""
+    p = sub.add_parser(
+        "deploy",
+        help="put an approved model version on a named endpoint (blue/green), or an adapter on the shared base",
+    )
+    env_option(p)
+    p.add_argument("--model", metavar="VERSION", help="RECIPE/N or a version ARN, approved")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", metavar="NAME", help="an endpoint of the environment in cdk.json")
+    target.add_argument(
+        "--adapter",
+        metavar="NAME",
+        help="an adapter on the environment's shared base (docs/adapters.md): with --model, --rollback or --delete",
+    )
+    p.add_argument(
+        "--rollback", action="store_true", help="with --adapter: back to the previous approved version"
+    )
+    p.add_argument(
+        "--delete", action="store_true", help="with --adapter: take the adapter off the shared base"
+    )
+    p.add_argument("--no-wait", action="store_true", help="start the deploy and return")
+    p.add_argument(
+        "--interval",
+        type=float,
+        help="seconds between looks at the endpoint (default 15; 1 in a local world)",
+    )
+    aws_options(p)
+    p.set_defaults(func=with_console(_deploy), command_parser=p)
+
+
+def _deploy(args: argparse.Namespace, console: Any) -> int:
+    """A named endpoint's deploy, or an adapter's change on the shared base (hfpipe.cli.deploy_adapter)."""
+    if args.adapter:
+        from hfpipe.cli.deploy_adapter import cmd_deploy_adapter
+
+        return cmd_deploy_adapter(args, console)
+    return cmd_deploy(args, console)

@@ -21,7 +21,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.cli import aws, faults
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.core import adapter_deploy, registry
 from hfpipe.core.adapter_deploy import AdapterRefused
 
@@ -35,8 +35,8 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
         for flag, on in (("--model", args.model), ("--rollback", args.rollback), ("--delete", args.delete))
         if on
     ]
-    if len(chosen) != 1:
-        raise HfpipeError(
+    if len(chosen) != 1:  # a command line that cannot run: exit 2
+        raise UsageError(
             f"--adapter: {' and '.join(chosen) or 'nothing'} given; accepted: exactly one of --model VERSION "
             "(deploy it), --rollback (back to the previous approved version) and --delete"
         )

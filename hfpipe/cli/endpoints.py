@@ -25,7 +25,9 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import adapter_endpoints, aws, faults, named_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout
+from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import adapter_cost, cost, json_text
 from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
 from hfpipe.core.what_serves import what_serves
@@ -236,10 +238,6 @@ def _record_json(records: dict[str, Any], e: EndpointInfo) -> dict[str, Any] | N
 def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     """List the environment's endpoints, or delete one of them after asking."""
     aws.validate_env_name(args.env)
-    if args.action == "list" and args.name:
-        raise UsageError(
-            f"`endpoints list` takes no name (got {args.name!r}); delete one with `endpoints delete NAME`"
-        )
     if args.action == "delete" and not args.name:
         raise UsageError(
             f"`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env {args.env}"
@@ -432,3 +430,30 @@ def _confirmed(
         raise HfpipeError("not deleting without confirmation: stdin is not a terminal; pass --yes to confirm")
     answer = input(f"{question} [y/N] ")
     return answer.strip().lower() in {"y", "yes"}
+
+
+# --- hfpipe endpoints [list | delete NAME] ---------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe endpoints` and its actions: arguments and help."""
+    p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    listed = actions.add_parser(
+        "list", help="the environment's endpoints, their status and cost (the default)"
+    )
+    env_option(listed)
+    listed.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    aws_options(listed)
+    listed.set_defaults(func=with_console(cmd_endpoints), command_parser=listed)
+    delete = actions.add_parser(
+        "delete", help="delete endpoint NAME with its config and model (asks first, unless --yes)"
+    )
+    # Optional here, so a line without it gets the hint with its environment (cmd_endpoints).
+    delete.add_argument("name", metavar="NAME", nargs="?", help="the endpoint's name")
+    env_option(delete)
+    delete.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
+    wait_timeout_option(delete)
+    aws_options(delete)
+    delete.set_defaults(func=with_console(cmd_endpoints), command_parser=delete)

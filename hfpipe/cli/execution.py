@@ -238,7 +238,8 @@ def _read_training_job(clients: aws.Clients, snap: Snapshot, previous: Snapshot 
             snap.training_job, snap.plan.price_per_hour_usd, snap.plan.instance_count, snap.now
         )
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
-        snap.progress = progress(snap.log_tail, previous.progress if previous else None)
+        found = progress(snap.log_tail, previous.progress if previous else None)
+        snap.progress = found.of_job(snap.training_job.get("TrainingJobStatus")) if found else None
 
 
 def _read_endpoint(clients: aws.Clients, snap: Snapshot) -> None:

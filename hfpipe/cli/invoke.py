@@ -33,6 +33,8 @@ from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
+from hfpipe.cli.parser import Subparsers, aws_options
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import adapter_deploy, json_text
 from hfpipe.core.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
@@ -413,3 +415,45 @@ def _print_answer(
             console.print(f"summary: {summary or '(empty)'}", markup=False)
     else:
         console.print(json_text.dumps(answer, indent=2), markup=False)
+
+
+# --- hfpipe invoke ---------------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe invoke`'s arguments and help."""
+    p = sub.add_parser("invoke", help="send requests to an endpoint (or to `hfpipe local --serve`)")
+    p.add_argument(
+        "endpoint",
+        nargs="?",
+        metavar="EXECUTION|ENDPOINT",
+        help="the execution that created the endpoint, or the endpoint's name (with --env)",
+    )
+    p.add_argument("--env", help="environment of the execution or endpoint")
+    p.add_argument("--data", metavar="JSON", help="one request, as JSON")
+    p.add_argument("--file", metavar="PATH", help="a JSON request, or one request per line (JSON lines)")
+    p.add_argument("--dialogue", metavar="FILE", help="a chat to summarize (summarization recipes)")
+    p.add_argument(
+        "--parameters", metavar="JSON", help="generation/pipeline parameters, e.g. '{\"top_p\": 0.9}'"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON line per answer, with its latency")
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the answer as it is generated, then time to first token and tokens/s (vllm serving kind)",
+    )
+    p.add_argument("--local", action="store_true", help="send to `hfpipe local --serve` on 127.0.0.1")
+    p.add_argument(
+        "--recipe",
+        metavar="NAME|PATH",
+        help="the recipe the model was trained with: requests are checked against its handler first",
+    )
+    p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
+    p.add_argument(
+        "--adapter",
+        metavar="NAME",
+        help="one adapter of a shared base: its inference component (InferenceComponentName "
+        "hfpipe-ENV-adapter-NAME), or with --local the OpenAI model field",
+    )
+    aws_options(p)
+    p.set_defaults(func=with_console(cmd_invoke), command_parser=p)

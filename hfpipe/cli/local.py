@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,15 +18,69 @@ from typing import Any
 from rich.console import Console
 
 from hfpipe import kinds
-from hfpipe.cli.aws import Clients, HfpipeError
+from hfpipe.cli.aws import Clients, HfpipeError, UsageError
+from hfpipe.cli.parser import Subparsers, recipe_options, runs_folder_option, with_actions
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import serving_fit
 
 #: Under --out: the synthesized stacks local runs share (hfpipe.local.stacks.synth_stacks).
 CACHE_FOLDER = ".cache"
 
 
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe local` (one recipe end to end here) and its actions up, down, status and prune."""
+    from hfpipe.cli import local_prune, local_world
+
+    p = sub.add_parser(
+        "local", help="run a recipe end to end on this machine, no AWS account; or serve an environment"
+    )
+    actions = with_actions(p, default=None)
+    local_world.add_to(actions)
+    local_prune.add_to(actions)
+    recipe_options(p, "training.hyperparameters.max_steps=8", required=False)
+    runs_folder_option(p, "folder for the run's model.tar.gz, log, metrics and report")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the plan, the cost estimate and the CreateTrainingJob request of the run; start nothing",
+    )
+    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free)")
+    p.add_argument(
+        "--channel",
+        action="append",
+        dest="channels",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="run with a local folder as input channel NAME (repeatable), e.g. training=./data",
+    )
+    # Not an option of a run, which has a throwaway environment of its own: kept to say so (run).
+    p.add_argument("--env", help=argparse.SUPPRESS)
+    p.set_defaults(func=with_console(run), command_parser=p)
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run one recipe end to end locally; prints the live view, the smoke-test answer and the report."""
+    if args.recipe is None:
+        raise UsageError(
+            "hfpipe local needs --recipe NAME (see `hfpipe recipes`), or one of its actions: up, down, "
+            "status, prune"
+        )
+    if args.env is not None:
+        raise HfpipeError(
+            f"--env {args.env}: `hfpipe local --recipe` runs in a throwaway environment of its own; to serve "
+            f"{args.env} here: hfpipe local up --env {args.env}"
+        )
+    return _run_recipe(args, console)
+
+
+def _run_recipe(args: argparse.Namespace, console: Console) -> int:
+    """One recipe end to end locally."""
     from hfpipe.cli import recipes
     from hfpipe.core.recipes import apply_overrides
     from hfpipe.local.checkout import LocalModeError, checkout_root
@@ -48,9 +104,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     except ValueError as err:
         raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
-    _use_channels(substitutions, args.channels or [])
+    _use_channels(substitutions, args.channels)
     if packed is None:  # an own source is checked in the local environment once uploaded, by the Plan state
         _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, substitutions)
+    if args.dry_run:
+        return _dry_run(args, loaded, packed, substitutions, console)
     server = None
     if args.serve:
         from hfpipe.local.serve import ModelServer, PortInUseError
@@ -71,6 +129,53 @@ def run(args: argparse.Namespace, console: Console) -> int:
     finally:
         if server is not None:
             server.server_close()
+
+
+def _dry_run(args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console) -> int:
+    """The plan the run's Plan state would make (hfpipe.local.dry_run), shown as `start --dry-run` shows
+    one; nothing is built, trained or written."""
+    from hfpipe.cli import dryrun, sources
+    from hfpipe.core import json_text
+    from hfpipe.core.names import default_execution_name
+    from hfpipe.core.validate import RecipeError
+    from hfpipe.local.checkout import LocalModeError
+    from hfpipe.local.dry_run import local_plan
+
+    if args.serve:
+        raise UsageError("--serve serves a model a run trained; --dry-run trains none: give one of them")
+    execution_input = _execution_input(substitutions)
+
+    def upload(s3: Any, bucket: str) -> dict[str, Any]:
+        uri, _ = sources.upload(s3, bucket, packed)
+        return sources.with_uploaded(execution_input, uri, packed.sha256)
+
+    try:
+        plan = local_plan(
+            execution_input,
+            default_execution_name(loaded.name),
+            Path(args.out).resolve() / CACHE_FOLDER,
+            upload=None if packed is None else upload,
+        )
+    except RecipeError as err:
+        raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
+    except LocalModeError as exc:
+        raise HfpipeError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json_text.dumps(plan.to_json(), indent=2, default=str) + "\n")
+        return 0
+    _substituted(substitutions, console)
+    dryrun.show(console, plan, [])
+    return 0
+
+
+def _substituted(substitutions: Any, console: Console) -> None:
+    """What local mode runs instead of what cannot exist here (a hub model, GPUs...), one line each."""
+    lines = substitutions.lines()
+    console.print(
+        f"substituted for this machine ({len(lines)}):" if lines else "substituted for this machine: nothing"
+    )
+    for line in lines:
+        console.print(f"  - {line}", markup=False, highlight=False)
 
 
 @contextlib.contextmanager
@@ -95,18 +200,10 @@ def _run(
     args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console, server: Any
 ) -> int:
     """`packed`: the recipe's own source packed (hfpipe.core.sourcedir.Packed), None for the project's."""
-    from hfpipe.core.names import default_execution_name
-
-    name = default_execution_name(loaded.name)
-    out = _output_folder(args, name)
+    name, out = _new_run_folder(Path(args.out), loaded.name)
     started = time.monotonic()
     console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
-    lines = substitutions.lines()
-    console.print(
-        f"substituted for this machine ({len(lines)}):" if lines else "substituted for this machine: nothing"
-    )
-    for line in lines:
-        console.print(f"  - {line}", markup=False, highlight=False)
+    _substituted(substitutions, console)
 
     import boto3
 
@@ -116,7 +213,10 @@ def _run(
     from hfpipe.local.run import LocalRun
 
     try:
-        with LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER) as local:
+        with (
+            _kept_once_written(out),
+            LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER) as local,
+        ):
             try:
                 # The overrides are in the substituted recipe already.
                 execution_input = _own_source(local, packed, loaded, _execution_input(substitutions), console)
@@ -165,24 +265,43 @@ def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
     in_environment(accepted, config)
 
 
-def _output_folder(args: argparse.Namespace, name: str) -> Path:
-    """The run's folder under --out (its default: hfpipe.local.outputs.runs_folder), made and writable."""
-    from hfpipe.local.outputs import runs_folder
+def _new_run_folder(runs: Path, recipe: str) -> tuple[str, Path]:
+    """A new execution's name and its folder under --out, made by this command (never a folder another run
+    holds: two runs started within one second get names a second apart) and writable."""
+    from hfpipe.core.names import default_execution_name
 
-    args.out = runs_folder(args.out)
-    if not args.out.strip():
-        raise HfpipeError("--out '' is not accepted; accepted: a folder path you can write to")
-    out = Path(args.out).resolve() / name
+    for _ in range(3):
+        name = default_execution_name(recipe)
+        out = runs.resolve() / name
+        try:
+            out.mkdir(parents=True)
+            (out / ".write-test").touch()
+            (out / ".write-test").unlink()
+        except FileExistsError:
+            time.sleep(1.0)  # the next second names the next run
+            continue
+        except OSError as err:
+            raise HfpipeError(
+                f"--out {str(runs)!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
+                "accepted: a folder path you can write to (not a file)"
+            ) from None
+        return name, out
+    raise HfpipeError(f"--out {str(runs)!r}: runs of {recipe!r} keep starting in the same second; try again")
+
+
+@contextlib.contextmanager
+def _kept_once_written(out: Path) -> Iterator[None]:
+    """The run's folder goes again when the command ends with an error before the run wrote anything of its
+    own (its log, report or INTERRUPTED: hfpipe.local.outputs.RUN_MARKERS), so a refused run leaves no folder
+    behind; this command made it (`_new_run_folder`), so it holds nothing else."""
+    from hfpipe.local.outputs import RUN_MARKERS
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / ".write-test").touch()
-        (out / ".write-test").unlink()
-    except OSError as err:
-        raise HfpipeError(
-            f"--out {args.out!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
-            "accepted: a folder path you can write to (not a file)"
-        ) from None
-    return out
+        yield
+    except BaseException:
+        if not any((out / marker).exists() for marker in RUN_MARKERS):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
 def _use_channels(substitutions: Any, given: list[str]) -> None:

@@ -1,9 +1,10 @@
 """`hfpipe local prune [--keep N] [--out DIR]`: remove old local runs, keeping the newest N.
 
 Every `hfpipe local --recipe` leaves a folder under `--out` (default .hfpipe/local): its training log, model,
-report and fixtures. Only local run folders are removed (`hfpipe.local.outputs.is_run_folder`: a real folder
-named as an execution, holding what a run writes); the shared `.cache`, links, files and any other folder
-under `--out` are never touched, and neither is a run that may still be running.
+report and fixtures. Only local run folders are counted and removed (`hfpipe.local.outputs.run_folders` with
+its unwritten ones: a real folder named as an execution, also one a run cut off before it wrote anything);
+the shared `.cache`, links, files and any other folder under `--out` are never touched, and neither is a
+run that may still be running.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from rich.console import Console
 
 from hfpipe.cli.aws import UsageError
+from hfpipe.cli.parser import Subparsers, runs_folder_option
+from hfpipe.cli.terminal import with_console
 from hfpipe.local import outputs
 
 #: Runs kept when --keep is not given.
@@ -33,26 +36,29 @@ def _may_be_running(run: Path, now: float) -> bool:
     return not finished and now - outputs.last_written(run) < RUNNING_WITHIN_S
 
 
+def add_to(actions: Subparsers) -> None:
+    """`hfpipe local prune`: arguments and help."""
+    p = actions.add_parser("prune", help="remove old local runs under --out, keeping the newest --keep N")
+    p.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        default=DEFAULT_KEEP,
+        help=f"keep the newest N local runs (default {DEFAULT_KEEP})",
+    )
+    runs_folder_option(p, "the folder of the local runs")
+    p.set_defaults(func=with_console(prune), command_parser=p)
+
+
 def prune(args: argparse.Namespace, console: Console) -> int:
     """Remove the local runs under --out but the newest --keep; print what went and what it freed."""
     from hfpipe.cli.logs import runs_out
 
-    for option, value in (
-        ("--recipe", args.recipe),
-        ("--set", args.sets or None),
-        ("--serve", args.serve or None),
-        ("--channel", getattr(args, "channels", None)),
-        ("--env", args.env),
-    ):
-        if value is not None:
-            raise UsageError(
-                f"{option} is not an option of `hfpipe local prune`; it takes --keep N and --out DIR"
-            )
-    keep = DEFAULT_KEEP if args.keep is None else args.keep
+    keep = args.keep
     if keep < 0:
         raise UsageError(f"--keep {keep} is not accepted; accepted: a whole number of runs, 0 or more")
     out = runs_out(args.out)
-    runs = outputs.run_folders(out)  # oldest first
+    runs = outputs.run_folders(out, unwritten=True)  # oldest first, every folder a run made
     old = runs[: max(0, len(runs) - keep)]
     now = time.time()
     removed = freed = 0

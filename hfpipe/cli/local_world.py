@@ -22,7 +22,9 @@ from typing import Any
 from rich.console import Console
 
 from hfpipe import contract
-from hfpipe.cli.clients import Clients, HfpipeError, UsageError, _botocore_session, validate_env_name
+from hfpipe.cli.clients import Clients, HfpipeError, _botocore_session, validate_env_name
+from hfpipe.cli.parser import Subparsers, env_option
+from hfpipe.cli.terminal import with_console
 from hfpipe.local import world_file
 
 
@@ -90,30 +92,37 @@ def clients_for(args: argparse.Namespace, env: str | None = None) -> Clients:
 # --- hfpipe local up | down | status --------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
-    """`hfpipe local up|down|status`."""
-    given = (
-        ("--recipe", args.recipe),
-        ("--set", (args.sets or None) if args.action != "up" else None),
-        ("--serve", args.serve or None),
-        ("--channel", getattr(args, "channels", None)),
-        ("--out", args.out),
+def add_to(actions: Subparsers) -> None:
+    """`hfpipe local up|down|status`: arguments and help."""
+    up = actions.add_parser(
+        "up", help="serve --env ENV of cdk.json here until Ctrl-C (commands reach it with HFPIPE_LOCAL=1)"
     )
-    for option, value in given:
-        if value is not None:
-            raise HfpipeError(
-                f"{option} is not an option of `hfpipe local {args.action}`; it runs one recipe: "
-                f"hfpipe local --recipe NAME"
-            )
-    if args.action == "status":
-        return _status(console)
-    if not args.env:
-        raise UsageError(f"`hfpipe local {args.action}` needs --env ENV (an environment of cdk.json)")
-    validate_env_name(args.env)
-    return _down(args.env, console) if args.action == "down" else _up(args, console)
+    env_option(up, text="the environment of cdk.json to serve")
+    up.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of ENV's cdk.json entry in this local world only (repeatable), e.g. --set "
+        "shared_base.base_model=hfpipe-fixtures/tiny-llama",
+    )
+    up.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.01,
+        help="waits take this many times their seconds (default 0.01: a 300 s wait takes 3 s)",
+    )
+    up.add_argument("--port", type=int, default=0, help="the port to serve on (default 0: any free port)")
+    up.set_defaults(func=with_console(_up), command_parser=up)
+    down = actions.add_parser("down", help="stop the environment --env ENV serves")
+    env_option(down, text="the environment to stop")
+    down.set_defaults(func=with_console(_down), command_parser=down)
+    status = actions.add_parser("status", help="the environments up on this machine")
+    status.set_defaults(func=with_console(_status), command_parser=status)
 
 
-def _status(console: Console) -> int:
+def _status(args: argparse.Namespace, console: Console) -> int:
     entries = world_file.live_entries()
     if not entries:
         console.print(f"no local environment is up (world folder {world_file.folder()})")
@@ -122,7 +131,9 @@ def _status(console: Console) -> int:
     return 0
 
 
-def _down(env: str, console: Console) -> int:
+def _down(args: argparse.Namespace, console: Console) -> int:
+    env = args.env
+    validate_env_name(env)
     entry = world_file.live(env)
     if entry is None:
         raise HfpipeError(f"no local environment {env!r} is up")
@@ -137,6 +148,7 @@ def _down(env: str, console: Console) -> int:
 
 
 def _up(args: argparse.Namespace, console: Console) -> int:
+    validate_env_name(args.env)
     from hfpipe.local.checkout import LocalModeError, checkout_root
     from hfpipe.local.outputs import runs_folder
     from hfpipe.local.stacks import local_environments
@@ -147,7 +159,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
 
-    port = 0 if args.port is None else args.port
+    port = args.port
     if not 0 <= port < 65536:
         raise HfpipeError(f"--port {port} must be between 0 (any free port) and 65535")
     if not 0 <= args.time_scale <= 1:
@@ -174,7 +186,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     world = LocalWorld(
         args.env,
         workdir=world_file.folder() / args.env,
-        cache_dir=Path(runs_folder(None)) / ".cache",
+        cache_dir=Path(runs_folder()) / ".cache",
         port=port,
         time_scale=args.time_scale,
         say=lambda line: console.print(line, markup=False, highlight=False),

@@ -22,6 +22,7 @@ from typing import Any
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, runs_folder_option
 from hfpipe.cli.paths import check_length
 from hfpipe.core import json_text
 from hfpipe.core import logs as core_logs
@@ -309,3 +310,20 @@ def _local_logs(args: argparse.Namespace) -> int:
             print(f"training job of {run_dir.name} ended {status}", file=sys.stderr)
             return 1
     return 0
+
+
+# --- hfpipe logs -----------------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe logs`' arguments and help."""
+    p = sub.add_parser("logs", help="an execution's training log (every instance), or a local run's")
+    execution_argument(p, optional="with --local: a local run's name; default: the newest")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the training job ends")
+    p.add_argument("--since", metavar="AGE", help="only lines from the last AGE: 30s, 10m, 2h, 1d")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
+    p.add_argument("--json", action="store_true", help="one JSON object per log line")
+    p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
+    runs_folder_option(p, "folder of the local runs, with --local")
+    aws_options(p)
+    p.set_defaults(func=cmd_logs, command_parser=p)

@@ -29,6 +29,8 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text, promotion, registry
 
 
@@ -208,8 +210,6 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
 
 
 def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
-    if args.refs:
-        raise UsageError(f"`models list` takes no version (got {' '.join(args.refs)!r})")
     sagemaker, s3 = clients.sagemaker, clients.s3
     try:
         names = groups(sagemaker, args.env, args.recipe)
@@ -368,8 +368,6 @@ def _download(clients: aws.Clients, args: argparse.Namespace, console: Any) -> i
 def cmd_models(args: argparse.Namespace, console: Any) -> int:
     """List the environment's model versions, approve or reject one, or compare two."""
     aws.validate_env_name(args.env)
-    if args.to is not None and args.action != "download":
-        raise HfpipeError(f"--to is an option of `models download`, not of `models {args.action}`")
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
     aws.resolve_environment(clients, args.env)
@@ -380,3 +378,50 @@ def cmd_models(args: argparse.Namespace, console: Any) -> int:
     if args.action == "download":
         return _download(clients, args, console)
     return _decide(clients, args, console)
+
+
+# --- hfpipe models [list | approve | reject | compare | download] ----------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe models` and its actions: arguments and help."""
+    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare, download")
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    listed = actions.add_parser(
+        "list", help="the environment's registered versions, by recipe, oldest first (the default)"
+    )
+    listed.add_argument("--recipe", help="only this recipe's versions")
+    listed.add_argument("--json", action="store_true", help="print the versions as JSON")
+    _options(listed)
+    for name, text in (
+        ("approve", "approve VERSION, so it can be deployed or promoted"),
+        ("reject", "reject VERSION"),
+    ):
+        decide = actions.add_parser(name, help=text)
+        _versions(decide, "the version to " + name)
+        decide.add_argument("--reason", help="the approval description")
+        _options(decide)
+    compare = actions.add_parser("compare", help="two versions' metrics, cost and lineage side by side")
+    _versions(compare, "the two versions to compare")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _options(compare)
+    download = actions.add_parser(
+        "download", help="unpack VERSION's model into --to DIR (default ./RECIPE-N), with its metadata"
+    )
+    _versions(download, "the version to download")
+    download.add_argument(
+        "--to", metavar="DIR", help="a new or empty folder for the model (default ./RECIPE-N)"
+    )
+    _options(download)
+
+
+def _versions(parser: argparse.ArgumentParser, text: str) -> None:
+    # Any number here: a wrong count gets the hint with its environment (_decide, _compare, _download).
+    parser.add_argument("refs", nargs="*", metavar="VERSION", help=f"{text}: RECIPE/N or a version ARN")
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    env_option(parser)
+    aws_options(parser)
+    parser.set_defaults(func=with_console(cmd_models), command_parser=parser)

@@ -7,11 +7,20 @@ import argparse
 import difflib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: A word argparse reads as a value though it starts with "-": a negative number (-1, -0.5, -.5, -1e3).
 _NEGATIVE_NUMBER = re.compile(r"^-\.?\d")
+#: Options that take no value (flags, counts, --help, --version).
+_NO_VALUE = (
+    argparse._StoreConstAction,
+    argparse._AppendConstAction,
+    argparse._CountAction,
+    argparse._HelpAction,
+    argparse._VersionAction,
+    argparse.BooleanOptionalAction,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -24,21 +33,43 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> tuple[Any, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
+        words = self._with_default_action(list(sys.argv[1:] if args is None else args))
         self._refuse_unknown_option(words)
-        return super().parse_known_args(words, namespace)
+        parsed, extra = super().parse_known_args(words, namespace)
+        return resolve_deferred(parsed), extra
+
+    def _with_default_action(self, words: list[str]) -> list[str]:
+        """A command line without an action runs the command's default one (`with_actions`): `hfpipe models
+        --env dev` is `hfpipe models list --env dev`, and gets list's options, help and errors."""
+        default = self._defaults.get("default_action")
+        if default is None or self._subparsers is None:
+            return words
+        if words and (not words[0].startswith("-") or words[0] in ("-h", "--help")):
+            return (
+                words  # an action (or a mistyped one, for argparse's "did you mean"), or the command's help
+            )
+        return [default, *words]
 
     def _refuse_unknown_option(self, words: list[str]) -> None:
         """An option this parser does not have (abbreviations of its own, as argparse allows, are not
         unknown); a parser with subcommands checks only the words before its subcommand."""
         options = sorted(self._option_string_actions)
+        takes_value = False
         for word in words:
+            if takes_value:
+                takes_value = False
+                continue
             if word == "--" or (self._subparsers is not None and not word.startswith("-")):
                 return  # the rest are positionals, or the subcommand's to check
             if not word.startswith("-") or word == "-" or _NEGATIVE_NUMBER.match(word):
                 continue
             name = word.split("=", 1)[0] if word.startswith("--") else word[:2]
-            if name in options or (name.startswith("--") and any(o.startswith(name) for o in options)):
+            known = [o for o in options if o == name or (name.startswith("--") and o.startswith(name))]
+            if known:
+                # Its value is the next word (`local --recipe tiny-lora up`), not a subcommand.
+                action = self._option_string_actions[known[0]]
+                takes_value = "=" not in word and action.nargs is None and bool(action.option_strings)
+                takes_value = takes_value and not isinstance(action, _NO_VALUE)
                 continue
             close = difflib.get_close_matches(name, [o for o in options if o.startswith("--")], n=1)
             self.error(f"unrecognized arguments: {word}" + (f"; did you mean {close[0]}?" if close else ""))
@@ -53,12 +84,110 @@ class Parser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, f"{err.message}; did you mean {close[0]!r}?") from None
 
 
-def actions(parser: argparse.ArgumentParser, actions: dict[str, str], default: str | None = "list") -> None:
-    """The positional ACTION of a command that has several (`models approve`): each described in the help."""
-    parser.add_argument(
-        "action",
-        nargs="?",
-        choices=list(actions),
-        default=default,
-        help="; ".join(f"{name}: {text}" for name, text in actions.items()),
+#: What add_subparsers returns (argparse's private class, named once).
+Subparsers = argparse._SubParsersAction
+
+
+class Deferred:
+    """A default that needs more than the parser knows when it is built (the checkout a folder lives in):
+    resolved once, by `Parser.parse_known_args`, as the arguments are parsed, so no command can see it
+    unset. Its text is what `--help` shows for `%(default)s`."""
+
+    def __init__(self, resolve: Callable[[], Any], text: str) -> None:
+        self.resolve = resolve
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def resolve_deferred(namespace: Any) -> Any:
+    """Every `Deferred` default of ``namespace`` replaced by its value."""
+    for key, value in vars(namespace).items():
+        if isinstance(value, Deferred):
+            setattr(namespace, key, value.resolve())
+    return namespace
+
+
+def aws_options(parser: argparse.ArgumentParser) -> None:
+    """--profile and --region, for a command that calls AWS."""
+    group = parser.add_argument_group("AWS")
+    group.add_argument("--profile", help="AWS profile (default: AWS_PROFILE or the default profile)")
+    group.add_argument(
+        "--region",
+        help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the profile's region)",
     )
+
+
+def env_option(parser: argparse.ArgumentParser, required: bool = True, text: str = "") -> None:
+    """--env: an environment of cdk.json."""
+    parser.add_argument("--env", required=required, help=text or "environment name (as in cdk.json)")
+
+
+def recipe_options(
+    parser: argparse.ArgumentParser, example: str, required: bool = True, also: str = ""
+) -> None:
+    """--recipe and --set, as start and local take them (``also``: what else --set does there)."""
+    parser.add_argument(
+        "--recipe", required=required, help="recipe name (see `hfpipe recipes`) or path to a recipe file"
+    )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one recipe field, e.g. --set {example} (repeatable){also}",
+    )
+
+
+def with_actions(
+    parser: argparse.ArgumentParser, title: str = "ACTION", default: str | None = "list"
+) -> Subparsers:
+    """The actions of a command that has several (`models approve`), each a parser of its own with its own
+    options and help; ``default``: the action a command line without one runs (`hfpipe models --env dev` is
+    `hfpipe models list --env dev`), None for a command whose own options run it (`hfpipe local --recipe`)."""
+    sub = parser.add_subparsers(dest="action", metavar=title)
+    parser.set_defaults(action=None, default_action=default)
+    return sub
+
+
+def runs_folder_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """--out, the folder of local runs (``text``: what it is for in this command); its default, the
+    checkout's `.hfpipe/local` (hfpipe.local.outputs.runs_folder), resolved as the arguments are parsed."""
+
+    def checkout_runs() -> str:
+        from hfpipe.local.outputs import runs_folder
+
+        return runs_folder()
+
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=_folder,
+        default=Deferred(checkout_runs, ".hfpipe/local in the checkout"),
+        help=f"{text} (default: %(default)s)",
+    )
+
+
+def execution_argument(parser: argparse.ArgumentParser, optional: str = "") -> None:
+    """EXECUTION and --env, as watch, stop, report and logs take them (``optional``: what a command line
+    without EXECUTION means, for a command where it may be left out)."""
+    parser.add_argument(
+        "execution",
+        metavar="EXECUTION",
+        nargs="?" if optional else None,
+        help="execution ARN, or its name together with --env" + (f" ({optional})" if optional else ""),
+    )
+    parser.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
+
+
+def _folder(text: str) -> str:
+    """A folder given on the command line: a path that is not empty and not a file (it may not exist yet)."""
+    import os
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; accepted: a folder path")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a file; accepted: a folder path")
+    return text

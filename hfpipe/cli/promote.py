@@ -27,6 +27,8 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.parser import Subparsers, aws_options
+from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.promote_plan import Promoted
 
@@ -123,3 +125,26 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     console.print(output.summary, soft_wrap=True)
     console.print(f"  {output.target.model_package_arn}", soft_wrap=True)
     return 0
+
+
+# --- hfpipe promote --------------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe promote`'s arguments and help."""
+    p = sub.add_parser(
+        "promote", help="copy an approved version of the source environment into this one (promote_from)"
+    )
+    p.add_argument(
+        "version", metavar="VERSION", help="RECIPE/N or a version ARN of the environment --env promotes from"
+    )
+    p.add_argument(
+        "--env", required=True, help="the target environment (its cdk.json entry names promote_from)"
+    )
+    p.add_argument("--watch", action="store_true", help="wait for the promotion and print the new version")
+    p.add_argument(
+        "--interval", type=float, help="seconds between checks with --watch (default 5; 1 in a local world)"
+    )
+    p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
+    aws_options(p)
+    p.set_defaults(func=with_console(cmd_promote), command_parser=p)

@@ -6,8 +6,10 @@ so the command validates exactly what the pipeline will; this module only adapts
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
 
+from hfpipe.cli import terminal
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import cost
+from hfpipe.cli.parser import Subparsers, with_actions
+from hfpipe.core import cost, json_text
 from hfpipe.core import plan as core_plan
 from hfpipe.core import recipes as core_recipes
 from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
@@ -217,3 +221,52 @@ def show(loaded: Loaded) -> RenderableType:
         Syntax(text, "json", theme="ansi_dark", background_color="default"),
         table,
     )
+
+
+# --- hfpipe recipes [list | show NAME] -------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe recipes` and its actions: arguments and help."""
+    p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    listed = actions.add_parser(
+        "list", help="the recipes with task, instances and estimated cost (the default)"
+    )
+    listed.add_argument("--json", action="store_true", help="print the list as JSON")
+    listed.set_defaults(func=cmd_list, command_parser=listed)
+    show_ = actions.add_parser(
+        "show", help="one recipe (NAME or a path), resolved with its defaults, and every documented field"
+    )
+    show_.add_argument("name", metavar="NAME", help="recipe name or path")
+    show_.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one recipe field before showing it (repeatable)",
+    )
+    show_.add_argument("--json", action="store_true", help="print the resolved recipe as JSON only")
+    show_.set_defaults(func=cmd_show, command_parser=show_)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The recipes with task, instances and estimated cost."""
+    if args.json:
+        sys.stdout.write(json_text.dumps(recipes_summary(), indent=2) + "\n")
+    else:
+        terminal.console().print(recipes_table())
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One recipe resolved, with its documented fields."""
+    loaded = load(args.name, args.sets)
+    if args.json:
+        # Only the document, so `hfpipe recipes show NAME --json | jq .training` works.
+        sys.stdout.write(json_text.dumps(loaded.resolved, indent=2) + "\n")
+    else:
+        terminal.console().print(show(loaded))
+    return 0

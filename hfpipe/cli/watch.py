@@ -6,6 +6,7 @@ refreshes it until the execution ends and then prints the report.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 
@@ -15,8 +16,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hfpipe.cli import aws
+from hfpipe.cli import aws, terminal
+from hfpipe.cli.aws import UsageError
 from hfpipe.cli.execution import Snapshot, snapshot
+from hfpipe.cli.parser import Subparsers, aws_options, execution_argument
 from hfpipe.cli.report import build_report, render_report
 from hfpipe.core.logs import Progress
 
@@ -33,6 +36,24 @@ _STATUS_STYLE = {
     "Stopped": "red",
     "Stopping": "red",
 }
+
+
+#: Without a terminal, the longest the view stays silent while nothing changes.
+HEARTBEAT_S = 60.0
+
+
+def heartbeat(snap: Snapshot) -> str:
+    """One line of where a run stands: elapsed time, state, the job's status, progress and metrics."""
+    parts = [f"{_duration(snap.elapsed_seconds)} {snap.execution_name}: {snap.status}, {snap.state or '-'}"]
+    job = snap.training_job
+    if job:
+        parts.append(f"training job {job.get('TrainingJobStatus')} / {job.get('SecondaryStatus', '-')}")
+    if snap.progress is not None:
+        p = snap.progress
+        parts.append(f"{p.step}/{p.total} steps ({100 * p.fraction:.0f}%), ETA {p.eta}")
+    if snap.metrics:
+        parts.append(", ".join(f"{k} {v:.4g}" for k, v in sorted(snap.metrics.items())))
+    return "; ".join(parts)
 
 
 def _styled(value: str | None) -> Text:
@@ -96,7 +117,7 @@ def render(snap: Snapshot, local: bool = False) -> Panel:
     if snap.metrics:
         shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(snap.metrics.items()))
         table.add_row("metrics", shown)
-    if snap.progress is not None and not snap.finished:
+    if snap.progress is not None:
         table.add_row("progress", _progress(snap.progress))
     if snap.cost_so_far_usd is not None:
         estimate = plan.estimated_cost_usd if plan else None
@@ -144,19 +165,68 @@ def watch(
                 polls += 1
                 live.update(render(snap, local))
     else:
-        # Not a terminal (CI logs, pipes): print a view whenever the state changes instead of redrawing.
+        # Not a terminal (CI logs, pipes): print a view whenever the state changes instead of redrawing, and
+        # a line at least every HEARTBEAT_S in between, so a log shows the run alive through hours of training.
         console.print(render(snap, local))
         last = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
+        quiet = 0.0
         while not snap.finished and (max_polls is None or polls < max_polls):
             sleep(interval)
+            quiet += interval
             snap = snapshot(clients, execution_arn, previous=snap)
             polls += 1
             key = (snap.status, snap.state, (snap.training_job or {}).get("SecondaryStatus"))
             if key != last:
                 console.print(render(snap, local))
-                last = key
+                last, quiet = key, 0.0
+            elif quiet >= HEARTBEAT_S:
+                console.print(heartbeat(snap), markup=False, highlight=False)
+                quiet = 0.0
     if snap.finished:
         report = build_report(clients, snap)
         report["local_mode"] = local
         console.print(Group(*render_report(report, snap.plan.env if snap.plan else None)))
     return snap
+
+
+# --- hfpipe watch ----------------------------------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe watch`'s arguments and help."""
+    p = sub.add_parser("watch", help="live view of an execution until it ends, then its report")
+    execution_argument(p)
+    p.add_argument(
+        "--interval", type=float, help="seconds between refreshes (default 10; 1 in a local world)"
+    )
+    aws_options(p)
+    p.set_defaults(func=cmd_watch, command_parser=p)
+
+
+def interval_option(value: float | None) -> float | None:
+    """--interval checked (None: the command's default, hfpipe.cli.aws.poll_interval)."""
+    from hfpipe.core import validate
+
+    if value is None:
+        return None
+    try:
+        return validate.number(value, "--interval", exclusive_minimum=0, maximum=3600)
+    except validate.RecipeError as err:
+        raise UsageError(f"{err} seconds between refreshes") from None
+
+
+def follow(clients: aws.Clients, arn: str, console: Console, interval: float) -> int:
+    """The live view until the execution ends; 0 when it succeeded."""
+    interval_option(interval)
+    snap = watch(clients, arn, console, interval=interval)
+    return 0 if snap.status == "SUCCEEDED" else 1
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Live view of an execution until it ends (right away for a finished one), then its report."""
+    interval_option(args.interval)
+    clients = aws.clients_for(args)
+    desc = aws.resolve_execution(clients, args.execution, args.env)
+    return follow(
+        clients, desc["executionArn"], terminal.console(), aws.poll_interval(args.interval, clients, 10.0)
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -187,6 +187,14 @@ class Progress:
     @property
     def fraction(self) -> float:
         return min(1.0, self.step / self.total) if self.total else 0.0
+
+    def of_job(self, status: str | None) -> Progress:
+        """The progress of a job whose status is ``status``: all of its steps once it is Completed (the
+        log's last bar redraw can be a step or two behind the end: tqdm redraws at most ten times a
+        second), else as the log shows it."""
+        if status != "Completed":
+            return self
+        return replace(self, step=self.total, eta="00:00")
 
 
 def _training_bars(lines: list[str]) -> Iterator[re.Match[str] | int]:

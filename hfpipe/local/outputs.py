@@ -72,11 +72,18 @@ def last_written(path: Path) -> float:
     return max(times, default=path.stat().st_mtime)
 
 
-def run_folders(out: Path) -> list[Path]:
-    """The local runs under `out`, oldest first ([] when `out` does not exist)."""
+def run_folders(out: Path, *, unwritten: bool = False) -> list[Path]:
+    """The local runs under `out`, oldest first ([] when `out` does not exist); with ``unwritten``, also the
+    real folders named as a run that hold nothing a run writes (a run cut off before its log began), which
+    `hfpipe local prune` counts and removes as it does the others."""
     if not out.is_dir():
         return []
-    runs = [p for p in out.iterdir() if is_run_folder(p)]
+    runs = [
+        p
+        for p in out.iterdir()
+        if is_run_folder(p)
+        or (unwritten and RUN_NAME.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+    ]
     return sorted(runs, key=lambda p: (last_written(p), p.name))
 
 

@@ -69,23 +69,14 @@ class LocalRuntime:
 
         name = request["TrainingJobName"]
         job_dir = self.workdir / "jobs" / name
+        _downloading(job)
         channels = {
             c["ChannelName"]: download_prefix(
                 self.s3, c["DataSource"]["S3DataSource"]["S3Uri"], job_dir / "channels" / c["ChannelName"]
             )
             for c in request.get("InputDataConfig") or []
         }
-        job.training_job_status, job.secondary_status = "InProgress", "Training"
-        job.training_start_time = datetime.now(UTC)
-        job.secondary_status_transitions = [
-            {
-                "Status": "Training",
-                "StartTime": job.training_start_time,
-                "StatusMessage": "Training on this machine",
-            }
-        ]
-        job.training_end_time = None
-        job.final_metric_data_list = []
+        _training(job)
         log_path = self.training_log(name)
         processes = None
         substitutions = self.substitutions_for(request)
@@ -298,3 +289,34 @@ class CloudWatchLog:
 
     def __exit__(self, *exc: Any) -> None:
         self.flush()
+
+
+def _downloading(job: Any) -> None:
+    """What SageMaker answers for a job it has just created (DescribeTrainingJob: InProgress, its input data
+    downloading), set as the plug-in's first act: moto makes a job Completed as it creates it, and a view
+    polling while the channels download would show it finished before it started."""
+    job.training_job_status, job.secondary_status = "InProgress", "Downloading"
+    job.secondary_status_transitions = [
+        {
+            "Status": "Downloading",
+            "StartTime": datetime.now(UTC),
+            "StatusMessage": "Downloading the input data to this machine",
+        }
+    ]
+    job.training_end_time = None
+    job.final_metric_data_list = []
+
+
+def _training(job: Any) -> None:
+    """The job training, from now."""
+    job.training_job_status, job.secondary_status = "InProgress", "Training"
+    job.training_start_time = datetime.now(UTC)
+    job.secondary_status_transitions = [
+        {
+            "Status": "Training",
+            "StartTime": job.training_start_time,
+            "StatusMessage": "Training on this machine",
+        }
+    ]
+    job.training_end_time = None
+    job.final_metric_data_list = []

@@ -88,7 +88,6 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (victim_next_to_out, ("logs", "..", *OUT), 1, ["local run '..' is not a local run's name"]),
     (victim_next_to_out, ("logs", LONG, *OUT), 1, ["is not a local run's name", "(300 characters)"]),
     (victim_next_to_out, ("logs", "--local", "--out", LONG), 1, ["--out 'aaaa", "at most 255 bytes"]),
-    (files, ("logs", "--local", "--out", "latin1.json"), 1, ["--out 'latin1.json' is a file"]),
     # --interval: a number of seconds, not NaN or infinity
     (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "nan"), 2, ["--interval: nan is not accepted", "at most 3600"]),
     (victim_next_to_out, ("logs", *OUT, "--follow", "--interval", "inf"), 2, ["--interval: inf is not accepted"]),

@@ -1,6 +1,6 @@
 """Errors and help as people expect them: a mistyped option, command, choice, recipe or instance type gets the
-one meant; a bare `hfpipe` prints its help; every action of a command is described in its help; hints name
-the environment the user is in."""
+one meant; a bare `hfpipe` prints its help; every action of a command has its own help and options; hints
+name the environment the user is in."""
 
 from __future__ import annotations
 
@@ -45,6 +45,19 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["models", "aprove", "--env", "dev"], "usage: hfpipe models", "did you mean 'approve'?"),
         (["local", "upp", "--env", "dev"], "usage: hfpipe local", "did you mean 'up'?"),
         (["strat"], "usage: hfpipe [-h]", "did you mean 'start'?"),
+        # Each action has its own options: another action's, or the command's run's, are not taken.
+        (["models", "list", "--env", "dev", "--to", "d"], "usage: hfpipe models list", "arguments: --to"),
+        (["models", "--env", "dev", "--to", "d"], "usage: hfpipe models list", "arguments: --to"),
+        (["endpoints", "list", "x", "--env", "dev"], "usage: hfpipe endpoints list", "arguments: x"),
+        (["recipes", "show"], "usage: hfpipe recipes show", "required: NAME"),
+        (["local", "up"], "usage: hfpipe local up", "required: --env"),
+        (["local", "prune", "--recipe", "tiny-qa"], "usage: hfpipe local prune", "arguments: --recipe"),
+        (["local", "--recipe", "tiny-qa", "--keep", "2"], "usage: hfpipe local", "arguments: --keep"),
+        (["local", "status", "--env", "dev"], "usage: hfpipe local status", "arguments: --env"),
+        # A folder of local runs that is a file, in every command that takes one.
+        (["logs", "--local", "--out", __file__], "usage: hfpipe logs", f"{__file__!r} is a file"),
+        (["report", "--local", "--out", __file__], "usage: hfpipe report", f"{__file__!r} is a file"),
+        (["local", "prune", "--out", __file__], "usage: hfpipe local prune", f"{__file__!r} is a file"),
     ],
 )
 def test_a_mistyped_option_command_or_choice_gets_the_one_meant(
@@ -109,21 +122,43 @@ def test_a_bare_command_prints_its_help(argv: list[str], listed: list[str], caps
 
 
 def _commands_with_actions() -> list[tuple[str, str]]:
-    """(command, action) for every choice of every command's positional ACTION (`models approve`)."""
+    """(command, action) for every action of every command that has several (`models approve`)."""
     [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     found = []
     for name, parser in sub.choices.items():
         for action in parser._actions:
-            if action.dest == "action" and action.choices:
+            if isinstance(action, argparse._SubParsersAction):
                 found.extend((name, str(choice)) for choice in action.choices)
     return found
 
 
+def test_the_commands_with_actions_are_found() -> None:
+    assert {("models", "approve"), ("local", "up"), ("local", "prune"), ("data", "upload")} <= set(
+        _commands_with_actions()
+    )
+
+
 @pytest.mark.parametrize(("command", "action"), _commands_with_actions())
-def test_every_action_of_a_command_is_described_in_its_help(command: str, action: str, capsys: Any) -> None:
+def test_every_action_has_its_own_help_and_the_command_lists_it(
+    command: str, action: str, capsys: Any
+) -> None:
     code, out, err = run(capsys, command, action, "--help")
     assert (code, err) == (0, "")
-    assert f"{action}:" in out, out
+    assert out.startswith(f"usage: hfpipe {command} {action} "), out
+    assert "show this help message" in out
+    code, out, err = run(capsys, command, "--help")
+    assert (code, err) == (0, "")
+    assert f"    {action} " in out, out
+
+
+def test_a_command_without_its_action_runs_the_default_one(capsys: Any) -> None:
+    """`hfpipe models --env dev` is `hfpipe models list --env dev`: the same parse, the same command."""
+    parser = build_parser()
+    bare = parser.parse_args(["models", "--env", "dev", "--json"])
+    listed = parser.parse_args(["models", "list", "--env", "dev", "--json"])
+    assert vars(bare) == vars(listed) and bare.action == "list"
+    assert parser.parse_args(["recipes"]).action == "list"
+    assert parser.parse_args(["local", "--recipe", "tiny-qa"]).action is None
 
 
 def test_the_models_and_endpoints_hints_name_the_environment(capsys: Any, aws_credentials: None) -> None:
@@ -162,13 +197,13 @@ def test_the_reports_hints_name_the_environment() -> None:
     "argv",
     [
         ["endpoints", "delete", "--env", "dev"],
-        ["endpoints", "list", "x", "--env", "dev"],
-        ["recipes", "show"],
         ["report"],
         ["logs"],
         ["invoke", "--env", "dev"],
-        ["local", "up"],
+        ["local"],
         ["local", "prune", "--keep", "-1"],
+        ["deploy", "--env", "dev", "--endpoint", "e"],
+        ["deploy", "--env", "dev", "--adapter", "a"],
         ["list", "--env", "dev", "--max", "0"],
         ["watch", "x", "--env", "dev", "--interval", "0"],
         ["deploy", "--env", "dev", "--model", "tiny-lora/1", "--endpoint", "e", "--interval", "0"],

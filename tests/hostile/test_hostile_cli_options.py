@@ -81,8 +81,8 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     (("data", "upload", "FILE", "--env", "dev", "--recipe", "tiny-mnli"), 1, ["record 1 does not fit recipe 'tiny-mnli'", "column 'premise'"]),
     (("data", "upload", "FILE", "--env", "dev", "--recipe", "../x"), 1, ["unknown recipe '../x'"]),
     # local
-    (("local", "--recipe", "tiny-qa", "--out", "FILE"), 1, ["--out", "cannot create the output folder", "not a file"]),
-    (("local", "--recipe", "tiny-qa", "--out", ""), 1, ["--out ''", "a folder path you can write to"]),
+    (("local", "--recipe", "tiny-qa", "--out", "FILE"), 2, ["--out", "is a file; accepted: a folder path"]),
+    (("local", "--recipe", "tiny-qa", "--out", ""), 2, ["--out: '' is not accepted; accepted: a folder path"]),
     (("local", "--recipe", "tiny-qa", "--set", 'training.channels={"..": "x/"}'), 1, ["recipe.training.channels", "'..'"]),
     (("local", "--recipe", "tiny-qa", "--set", "serving.max_latency_ms=NaN"), 1, ["serving.max_latency_ms", "'NaN'"]),
 ]
