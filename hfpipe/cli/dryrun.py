@@ -47,36 +47,11 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
     return tuple(buckets), tuple(registries)
 
 
-def in_environment(accepted: Accepted, config: PlanConfig, s3: Any = None) -> Accepted:
-    """The recipe as accepted without the environment, through the one entry into the recipe rules with
-    ``config``'s (hfpipe.core.plan.accept), or the one line `start` and `local` refuse it with."""
-    try:
-        return accept(accepted, config, s3=s3)
-    except validate.RecipeError as err:
-        raise HfpipeError(
-            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
-        ) from None
-
-
-def plan_for(
-    clients: aws.Clients,
-    environment: aws.Environment,
-    accepted: Accepted,
-    name: str,
-    quotas_readable: bool = True,
-) -> tuple[Plan | None, list[str]]:
-    """The plan the Plan Lambda would make for what `start` sends, and notes on what only it can check;
-    `accepted`: the recipe as `hfpipe.core.plan.accept` took it without the environment (hfpipe.cli.recipes
-    .Loaded, with the uploaded source), whose environment's rules run here, the others not again.
-
-    `start` runs this before it starts anything, so it refuses what the dry run refuses; with
-    `quotas_readable` False (start's), credentials that may not read Service Quotas give no plan (None) and a
-    note instead of an error: every recipe rule ran before the quota look-up, and the Plan state reads them."""
-    import botocore.exceptions
-
-    values = environment.values
+def environment_config(environment: aws.Environment, recipe: dict[str, Any]) -> tuple[PlanConfig, list[str]]:
+    """The environment's settings as its Plan Lambda has them (from its SSM parameters), with the buckets and
+    registries outside it that ``recipe`` (resolved) names planned as allowed, and the note that says so."""
     own = (environment.data_bucket, environment.require(contract.SSM_ARTIFACTS_BUCKET))
-    buckets, registries = _outside(accepted.recipe, own)
+    buckets, registries = _outside(recipe, own)
     notes = []
     if buckets or registries:
         notes.append(
@@ -90,12 +65,47 @@ def plan_for(
         sourcedir_uri=environment.require(contract.SSM_SOURCEDIR_URI),
         data_bucket=own[0],
         artifacts_bucket=own[1],
-        image_catalog=json.loads(values.get(contract.SSM_IMAGE_CATALOG) or "{}"),
+        image_catalog=json.loads(environment.values.get(contract.SSM_IMAGE_CATALOG) or "{}"),
         allowed_s3_buckets=buckets,
         allowed_image_registries=registries,
     )
+    return config, notes
+
+
+def in_environment(
+    accepted: Accepted, config: PlanConfig, s3: Any = None, *, source_later: bool = False
+) -> Accepted:
+    """The recipe as accepted without the environment, through the one entry into the recipe rules with
+    ``config``'s (hfpipe.core.plan.accept), or the one line `start` and `local` refuse it with;
+    ``source_later``: before an own source is packed (its checks come with the uploaded archive)."""
+    try:
+        return accept(accepted, config, s3=s3, source_later=source_later)
+    except validate.RecipeError as err:
+        raise HfpipeError(
+            f"recipe {accepted.recipe['name']!r} cannot run in this environment: {err}"
+        ) from None
+
+
+def plan_for(
+    clients: aws.Clients,
+    config: PlanConfig,
+    accepted: Accepted,
+    name: str,
+    notes: list[str],
+    quotas_readable: bool = True,
+) -> tuple[Plan | None, list[str]]:
+    """The plan the Plan Lambda would make for what `start` sends, and notes on what only it can check
+    (``notes``: `environment_config`'s, first); `accepted`: the recipe as `hfpipe.core.plan.accept` took it
+    (hfpipe.cli.recipes.Loaded, with the uploaded source), whose environment's rules that have not run (all,
+    or an own source's) run here.
+
+    `start` runs this before it starts anything, so it refuses what the dry run refuses; with
+    `quotas_readable` False (start's), credentials that may not read Service Quotas give no plan (None) and a
+    note instead of an error: every recipe rule ran before the quota look-up, and the Plan state reads them."""
+    import botocore.exceptions
+
     accepted = in_environment(accepted, config, s3=clients.s3)
-    notes.extend(accepted.notes)
+    notes = [*notes, *accepted.notes]
     try:
         plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=clients.s3)
     except (quotas.QuotaTooLowError, quotas.UnknownQuotaError) as exc:

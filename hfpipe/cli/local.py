@@ -82,9 +82,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     """One recipe end to end locally."""
     from hfpipe.cli import recipes
-    from hfpipe.core.recipes import apply_overrides
     from hfpipe.local.checkout import LocalModeError, checkout_root
-    from hfpipe.local.substitute import for_this_machine, has_gpu
+    from hfpipe.local.substitute import has_gpu
 
     try:
         checkout_root()
@@ -93,20 +92,15 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     from hfpipe.cli import sources
 
     loaded = recipes.load(args.recipe, args.sets)
+    # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
+    # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
+    # changes more than hyperparameters, which those rules do not read.
+    _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, _as_run_here(args, loaded, False, None))
     # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
-    packed = sources.pack_source(loaded.ref, loaded.resolved)
-    try:
-        # The recipe as it would run (with --set), then what this machine needs instead.
-        substitutions = for_this_machine(
-            apply_overrides(loaded.raw, loaded.overrides),
-            gpu=has_gpu(),
-            script_arguments=sources.script_arguments(loaded.resolved, packed),
-        )
-    except ValueError as err:
-        raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
-    _use_channels(substitutions, args.channels)
-    if packed is None:  # an own source is checked in the local environment once uploaded, by the Plan state
-        _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, substitutions)
+    packed = sources.pack_source(
+        loaded.ref, loaded.resolved, say=lambda line: console.print(line, markup=False, highlight=False)
+    )
+    substitutions = _as_run_here(args, loaded, has_gpu(), sources.script_arguments(loaded.resolved, packed))
     if args.dry_run:
         return _dry_run(args, loaded, packed, substitutions, console)
     server = None
@@ -240,15 +234,34 @@ def _run(
     return 0
 
 
+def _as_run_here(
+    args: argparse.Namespace, loaded: Any, gpu: bool, script_arguments: frozenset[str] | None
+) -> Any:
+    """The recipe as it would run (with --set), then what this machine needs instead, with the --channel
+    folders; `script_arguments`: what an own script's parser takes (hfpipe.cli.sources.script_arguments)."""
+    from hfpipe.core.recipes import apply_overrides
+    from hfpipe.local.substitute import for_this_machine
+
+    try:
+        substitutions = for_this_machine(
+            apply_overrides(loaded.raw, loaded.overrides), gpu=gpu, script_arguments=script_arguments
+        )
+    except ValueError as err:
+        raise HfpipeError(f"recipe {loaded.name!r} cannot run locally: {err}") from None
+    _use_channels(substitutions, args.channels or [])
+    return substitutions
+
+
 def _execution_input(substitutions: Any) -> dict[str, Any]:
     """What the local execution starts with (the overrides are in the substituted recipe already)."""
     return {"recipe": substitutions.recipe, "poll_seconds": 1}
 
 
 def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
-    """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built,
-    in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept) with the
-    local environment's settings, read from its synthesized stacks as its Plan function has them."""
+    """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built
+    or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept)
+    with the local environment's settings, read from its synthesized stacks as its Plan function has them (an
+    own source's checks come once it is packed and uploaded)."""
     from hfpipe.cli.dryrun import in_environment
     from hfpipe.core import plan as core_plan
     from hfpipe.core.schema import RecipeError
@@ -262,7 +275,7 @@ def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
         raise HfpipeError(f"recipe {substitutions.recipe['name']!r} cannot run locally: {err}") from None
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
-    in_environment(accepted, config)
+    in_environment(accepted, config, source_later=True)
 
 
 def _new_run_folder(runs: Path, recipe: str) -> tuple[str, Path]:

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,13 @@ def source_folder(ref: str, source: dict[str, Any], cache: Path | None = None) -
     return folder
 
 
-def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -> sourcedir.Packed | None:
-    """The recipe's own source packed (None for the project's own training_code/), its entry point in it."""
+def pack_source(
+    ref: str, resolved: dict[str, Any], *, say: Callable[[str], None], cache: Path | None = None
+) -> sourcedir.Packed | None:
+    """The recipe's own source packed (None for the project's own training_code/), its entry point in it.
+
+    The one way a command packs a source: each file or folder left out is named with why, through `say`
+    (required, so that no command packs silently: docs/own-code.md promises the names)."""
     t = resolved["training"]
     source = t.get("source")
     if source is None or "s3" in source:
@@ -91,6 +97,8 @@ def pack_source(ref: str, resolved: dict[str, Any], cache: Path | None = None) -
         packed = sourcedir.pack(folder, include=source.get("include", ()))
     except sourcedir.SourceError as err:
         raise HfpipeError(f"recipe.training.source: {err}") from None
+    for path, why in packed.skipped:
+        say(f"not packed: {path} ({why})")
     if t["entry_point"] not in packed.files:
         raise HfpipeError(
             f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {str(folder)!r}; accepted: "

@@ -61,28 +61,24 @@ def _start_execution(
     return str(started["executionArn"])
 
 
-def _execution_input(clients: Any, environment: Any, loaded: Any) -> tuple[dict[str, Any], Any]:
-    """The input `start` sends and the recipe as accepted; a recipe's own `dir` or `git` source packed, its
-    arguments checked (`hfpipe.core.plan.accept` with the archive), uploaded once per hash, and named by both
-    (the environment's rules, its image catalog's among them, are the dry run's: `dryrun.plan_for`)."""
-    from hfpipe import contract
+def _execution_input(clients: Any, bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any]:
+    """The input `start` sends and the recipe as accepted (`accepted`: in the environment but for an own
+    source); a recipe's own `dir` or `git` source packed (what is left out named), its arguments checked
+    (`hfpipe.core.plan.accept` with the archive), uploaded once per hash to `bucket`, and named by both."""
     from hfpipe.cli import recipes, sources
 
-    execution_input, accepted = recipes.execution_input(loaded), loaded.accepted
-    if loaded.resolved["training"].get("source") is None:
-        return execution_input, accepted
-    packed = sources.pack_source(loaded.ref, loaded.resolved)
-    if packed is None:  # an s3 source: the Plan checks it
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    execution_input = recipes.execution_input(loaded)
+    packed = sources.pack_source(loaded.ref, loaded.resolved, say=say)
+    if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
         return execution_input, accepted
     accepted = sources.check_source(accepted, packed)
     for note in accepted.notes:
-        print(f"note: {note}", file=sys.stderr)
-    for name in packed.skipped_secrets:
-        print(
-            f"not packed: {name} (looks like a secret; list it in training.source.include)", file=sys.stderr
-        )
-    uri, uploaded = sources.upload(clients.s3, environment.require(contract.SSM_ARTIFACTS_BUCKET), packed)
-    print(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})", file=sys.stderr)
+        say(f"note: {note}")
+    uri, uploaded = sources.upload(clients.s3, bucket, packed)
+    say(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})")
     return sources.with_uploaded(execution_input, uri, packed.sha256), accepted.with_source(
         uri, packed.sha256
     )
@@ -108,11 +104,15 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or default_execution_name(loaded.name)
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
-    execution_input, accepted = _execution_input(clients, environment, loaded)
     from hfpipe.cli import dryrun
 
+    config, notes = dryrun.environment_config(environment, loaded.resolved)
+    # The environment's rules that do not read an own source (its images for the instance types among
+    # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
+    accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
+    execution_input, accepted = _execution_input(clients, config.artifacts_bucket, loaded, accepted)
     # The dry run's plan, before anything starts: what it refuses, start refuses.
-    plan, notes = dryrun.plan_for(clients, environment, accepted, name, quotas_readable=args.dry_run)
+    plan, notes = dryrun.plan_for(clients, config, accepted, name, notes, quotas_readable=args.dry_run)
     if args.dry_run:
         assert plan is not None
         if args.json:

@@ -96,7 +96,9 @@ class PlanConfig:
 class Accepted:
     """A recipe that passed the rules (``accept``): defaults filled, the input's own ``poll_seconds`` (None: the
     environment's default), the notes on what could not be checked, the sha256 of the own source whose script's
-    arguments were checked (and why they could not be, ``hyperparameters_not_checked``: the Plan's), and whether the environment's rules ran too, with the image URIs they resolved."""
+    arguments were checked (and why they could not be, ``hyperparameters_not_checked``: the Plan's), and whether
+    the environment's rules ran too: those that do not read the training source (``recipe_in_environment``,
+    with the image URIs they resolved), and all of them (``in_environment``)."""
 
     recipe: dict[str, Any]
     poll_seconds: int | None = None
@@ -104,6 +106,7 @@ class Accepted:
     source_sha256: str | None = None
     hyperparameters_not_checked: str | None = None
     in_environment: bool = False
+    recipe_in_environment: bool = False
     training_image: str = ""
     inference_image: str | None = None
 
@@ -114,7 +117,12 @@ class Accepted:
 
 
 def accept(
-    given: Any, config: PlanConfig | None = None, *, s3: Any = None, source: bytes | None = None
+    given: Any,
+    config: PlanConfig | None = None,
+    *,
+    s3: Any = None,
+    source: bytes | None = None,
+    source_later: bool = False,
 ) -> Accepted:
     """The one entry into the recipe rules, each run once, in this order:
 
@@ -125,15 +133,18 @@ def accept(
     2. a recipe's own script's arguments, against the archive ``source`` (what the command packed) or, in an
        environment, the archive the recipe names (``hfpipe.core.sources``), unless that archive was checked;
     3. with ``config``: the environment's rules (``check_ownership``, ``check_distribution``, the containers in
-       its image catalog, the s3 source).
+       its image catalog for the instance types), then the s3 source.
 
     ``given`` is an execution input, or the ``Accepted`` of an earlier call (the command's, before it had the
-    environment or the packed source), of which only what that call did not check runs."""
+    environment or the packed source), of which only what that call did not check runs. ``source_later``:
+    the command's call before it clones, packs and uploads a recipe's own source: the environment's rules
+    that do not read the source run now, so what they refuse is refused before any of that; the source's
+    run when it calls again with the uploaded archive named (``Accepted.with_source``)."""
     accepted = given if isinstance(given, Accepted) else _accept_input(given)
     if source is not None:
         accepted = _own_source(accepted, source)
     if config is not None and not accepted.in_environment:
-        accepted = _in_environment(accepted, config, s3)
+        accepted = _in_environment(accepted, config, s3, source_later)
     return accepted
 
 
@@ -158,7 +169,24 @@ def _own_source(accepted: Accepted, data: bytes) -> Accepted:
     )
 
 
-def _in_environment(accepted: Accepted, config: PlanConfig, s3: Any) -> Accepted:
+def _in_environment(accepted: Accepted, config: PlanConfig, s3: Any, source_later: bool) -> Accepted:
+    if not accepted.recipe_in_environment:
+        accepted = _recipe_in_environment(accepted, config)
+    training = accepted.recipe["training"]
+    source = training["source"]
+    if source is not None and source_later:
+        return accepted
+    if source is not None:
+        data = sources.read_checked(training, config.artifacts_bucket, s3)
+        if source["sha256"] != accepted.source_sha256:
+            accepted = _own_source(accepted, data)
+    poll = config.default_poll_seconds if accepted.poll_seconds is None else accepted.poll_seconds
+    return replace(accepted, poll_seconds=poll, in_environment=True)
+
+
+def _recipe_in_environment(accepted: Accepted, config: PlanConfig) -> Accepted:
+    """The environment's rules that do not read the training source: its buckets and registries, the
+    distribution its tables allow, and its images for the recipe's instance types (resolved here)."""
     recipe, catalog = accepted.recipe, config.image_catalog
     check_ownership(recipe, config)
     check_distribution(recipe, catalog)
@@ -166,18 +194,8 @@ def _in_environment(accepted: Accepted, config: PlanConfig, s3: Any) -> Accepted
         catalog, "training", recipe["container"]["training"], recipe["training"]["instance_type"]
     )
     inference_image = resolve_inference_image(catalog, recipe) if recipe["deploy"] else None
-    source = recipe["training"]["source"]
-    if source is not None:
-        data = sources.read_checked(recipe["training"], config.artifacts_bucket, s3)
-        if source["sha256"] != accepted.source_sha256:
-            accepted = _own_source(accepted, data)
-    poll = config.default_poll_seconds if accepted.poll_seconds is None else accepted.poll_seconds
     return replace(
-        accepted,
-        poll_seconds=poll,
-        in_environment=True,
-        training_image=training_image,
-        inference_image=inference_image,
+        accepted, recipe_in_environment=True, training_image=training_image, inference_image=inference_image
     )
 
 

@@ -9,7 +9,8 @@ header without name or time, so the same files always give the same bytes and th
 What is packed is only what is inside the folder: a symlink that points outside it is refused, `.git` and
 caches are skipped, secrets (`.env`, keys, credentials) are skipped unless the recipe lists them, and the
 archive is bounded (`MAX_ARCHIVE_BYTES`), which also bounds what the Plan Lambda reads back to check a hash.
-Stdlib only (the Plan Lambda reads archives with `members`).
+Every file or folder left out is in `Packed.skipped` with the reason, for the command to name
+(hfpipe.cli.sources.pack_source). Stdlib only (the Plan Lambda reads archives with `members`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ARCHIVE_NAME = "sourcedir.tar.gz"
-EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ipynb_checkpoints", ".git"})
+#: Folders never packed, with why (what the command says of each it leaves out).
+EXCLUDED_DIRS = {
+    "__pycache__": "Python's bytecode cache",
+    ".pytest_cache": "pytest's cache",
+    ".mypy_cache": "mypy's cache",
+    ".ipynb_checkpoints": "Jupyter's checkpoints",
+    ".git": "git's own folder",
+}
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+COMPILED = "compiled Python"
+SECRET = "looks like a secret; list it in training.source.include"
 #: Names never packed unless the recipe lists them (training.source.include): what usually holds a secret.
 SECRET_PATTERNS = (
     ".env",
@@ -55,12 +65,18 @@ class MissingSource(SourceError, FileNotFoundError):
 
 @dataclass(frozen=True)
 class Packed:
-    """An archive's bytes, their sha256 (hex), the packed paths and the secrets left out."""
+    """An archive's bytes, their sha256 (hex), the packed paths, and what was left out: (relative path, why),
+    sorted; a folder's path ends in '/'."""
 
     data: bytes
     sha256: str
     files: tuple[str, ...]
-    skipped_secrets: tuple[str, ...] = field(default=())
+    skipped: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def skipped_secrets(self) -> tuple[str, ...]:
+        """The files left out because their names look like secrets'."""
+        return tuple(path for path, why in self.skipped if why == SECRET)
 
 
 def is_secret(relative: str) -> bool:
@@ -68,12 +84,18 @@ def is_secret(relative: str) -> bool:
     return any(fnmatch.fnmatch(Path(relative).name, p) for p in SECRET_PATTERNS)
 
 
-def _walk(source: Path) -> list[Path]:
-    """Every file under `source` (symlinks not followed), skipping the excluded folders and suffixes."""
+def _walk(source: Path, skipped: list[tuple[str, str]]) -> list[Path]:
+    """Every file under `source` (symlinks not followed); the excluded folders and suffixes are added to
+    `skipped` with why, a folder once (not its contents)."""
     found = []
     for folder, dirs, files in os.walk(source, followlinks=False):
-        dirs[:] = [d for d in dirs if d not in EXCLUDED_DIRS]
         here = Path(folder)
+        relative = here.relative_to(source)
+        skipped.extend(
+            ((relative / d).as_posix() + "/", EXCLUDED_DIRS[d]) for d in dirs if d in EXCLUDED_DIRS
+        )
+        skipped.extend(((relative / n).as_posix(), COMPILED) for n in files if n.endswith(EXCLUDED_SUFFIXES))
+        dirs[:] = [d for d in dirs if d not in EXCLUDED_DIRS]
         for name in dirs:
             if (here / name).is_symlink():
                 found.append(here / name)  # a link to a folder: checked (and refused) by _checked
@@ -107,12 +129,13 @@ def pack(source: Path, *, include: Iterable[str] = (), max_bytes: int = MAX_ARCH
             f"sourcedir: {str(source)!r} is not a directory; accepted: the training code folder"
         )
     wanted = set(include)
-    entries, skipped, total = [], [], 0
-    for path in _walk(source):
+    entries, total = [], 0
+    skipped: list[tuple[str, str]] = []
+    for path in _walk(source, skipped):
         relative = path.relative_to(source).as_posix()
         real = _checked(path, source)
         if is_secret(relative) and relative not in wanted:
-            skipped.append(relative)
+            skipped.append((relative, SECRET))
             continue
         total += real.stat().st_size
         if total > max_bytes:

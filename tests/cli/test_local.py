@@ -23,27 +23,53 @@ def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
     assert err.startswith("error: --set 'nope' is not KEY=VALUE")
 
 
-def test_local_refuses_what_start_refuses_before_building_anything(tmp_path: Path, capsys: Any) -> None:
-    """A recipe the environment's rules refuse (a GPU-only training container on a CPU instance) is refused by
-    `hfpipe local` in the line `hfpipe start` gives, through the same entry (hfpipe.core.plan.accept) with the
-    local environment's settings, before the engine, a fixture or a run folder is made: within seconds of the
-    app's synthesis (cached, as every local run has it), where the Plan state refused it after ~44 s."""
-    import time
-
-    from hfpipe.core.recipes import load_recipe
+@pytest.fixture(scope="module")
+def local_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An --out folder with the app synthesized in its cache, as every local run has it after its first: the
+    module's runs share it (synthesis takes seconds)."""
     from hfpipe.local.stacks import synth_stacks
 
-    synth_stacks(tmp_path / ".cache")  # what a local run needs first: the app synthesized once (cached)
+    out = tmp_path_factory.mktemp("local-out")
+    synth_stacks(out / ".cache")
+    return out
+
+
+@pytest.mark.parametrize("source", [None, "dir", "git"], ids=["project-scripts", "own-folder", "own-git"])
+def test_local_refuses_what_start_refuses_before_building_anything(
+    local_out: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, source: str | None
+) -> None:
+    """A recipe the environment's rules refuse (a GPU-only training container on a CPU instance) is refused by
+    `hfpipe local` in the line `hfpipe start` gives, through the same entry (hfpipe.core.plan.accept) with the
+    local environment's settings, before the engine, a fixture or a run folder is made, and before a recipe's
+    own source is cloned or packed (the git repository does not exist; packing fails the test): within
+    seconds of the app's synthesis (cached, as every local run has it), where the Plan state refused it after
+    ~44 s, or after packing and uploading an own source."""
+    import time
+
+    from hfpipe.core import sourcedir
+    from hfpipe.core.recipes import load_recipe
+
     container = load_recipe("tiny-qa")["container"]["training"]
     versions = "/".join(container[k] for k in ("transformers_version", "pytorch_version", "py_version"))
+    recipe, name = "tiny-qa", "tiny-qa"
+    if source is not None:
+        (tmp_path / "team" / "scripts").mkdir(parents=True)
+        (tmp_path / "team" / "scripts" / "train.py").write_text(OWN_TRAIN)
+        repository = {"git": {"repo": str(tmp_path / "no-such-repository")}}
+        recipe, name = (
+            str(own_recipe(tmp_path / "team", {"dir": "scripts"} if source == "dir" else repository)),
+            "own-code",
+        )
+    monkeypatch.setattr(sourcedir, "pack", lambda *a, **k: pytest.fail("packed before the refusal"))
+    before = set(local_out.iterdir())
     args = [
         "local",
         "--recipe",
-        "tiny-qa",
+        recipe,
         "--set",
         "training.instance_type=ml.m5.xlarge",
         "--out",
-        str(tmp_path),
+        str(local_out),
     ]
     started = time.monotonic()
     code = main(args)
@@ -51,12 +77,43 @@ def test_local_refuses_what_start_refuses_before_building_anything(tmp_path: Pat
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
     assert err == (
-        f"error: recipe 'tiny-qa' cannot run in this environment: recipe.container.training: {versions} has no "
+        f"error: recipe {name!r} cannot run in this environment: recipe.container.training: {versions} has no "
         "cpu image for ml.m5.xlarge; accepted: an instance type of its images' processors ['gpu'], other "
         "versions, or container.training.image_uri\n"
     )
     assert seconds < 5, f"refused after {seconds:.1f} s"
-    assert [p.name for p in tmp_path.iterdir() if p.name != ".cache"] == []  # no run folder
+    assert set(local_out.iterdir()) == before  # no run folder
+
+
+def test_local_names_what_packing_left_out(local_out: Path, tmp_path: Path, capsys: Any) -> None:
+    """`hfpipe local` packs a recipe's own folder through the function `hfpipe start` packs with, so it names
+    each file or folder left out and why, as start does (docs/own-code.md), before its training source line."""
+    scripts = tmp_path / "team" / "scripts"
+    (scripts / "__pycache__").mkdir(parents=True)
+    (scripts / "__pycache__" / "train.cpython-312.pyc").write_bytes(b"\x00")
+    (scripts / "train.py").write_text(OWN_TRAIN)
+    (scripts / ".env").write_text("HF_TOKEN=secret\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.txt").write_text("a b\n")
+    recipe = own_recipe(tmp_path / "team", {"dir": "scripts"})
+    argv = [
+        "local",
+        "--recipe",
+        str(recipe),
+        "--out",
+        str(local_out),
+        "--channel",
+        f"training={tmp_path / 'data'}",
+    ]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    lines = [line for line in out.splitlines() if line.startswith(("not packed: ", "training source: "))]
+    assert lines[:2] == [
+        "not packed: .env (looks like a secret; list it in training.source.include)",
+        "not packed: __pycache__/ (Python's bytecode cache)",
+    ]
+    assert lines[2].startswith("training source: s3://") and lines[2].endswith("(1 file)"), lines
 
 
 def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from cli_moto import REGION, Deployed
+from cli_moto import REGION, Deployed, image_catalog
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -327,6 +327,87 @@ def test_start_dry_run_shows_the_plan_and_request_and_starts_nothing(
     )
 
 
+#: What the packing of `own_folder_recipe`'s folder leaves out, as every command that packs says it.
+LEFT_OUT = [
+    "not packed: .env (looks like a secret; list it in training.source.include)",
+    "not packed: __pycache__/ (Python's bytecode cache)",
+]
+
+
+def own_folder_recipe(folder: Any, **training: Any) -> Any:
+    """A recipe (tiny-lora's, deploy false) whose own source is scripts/ next to it: a train.py, a .env and
+    a bytecode cache, as a team's folder has them after running its script once."""
+    scripts = folder / "scripts"
+    (scripts / "__pycache__").mkdir(parents=True)
+    (scripts / "__pycache__" / "train.cpython-312.pyc").write_bytes(b"\x00")
+    # The folder's name in it: each test's archive is its own (the module's tests share one moto account).
+    (scripts / "train.py").write_text(f"print('own code')  # {folder.name}\n")
+    (scripts / ".env").write_text("HF_TOKEN=secret\n")
+    recipe = load_recipe("tiny-lora")
+    recipe["training"].update(source={"dir": "scripts"}, entry_point="train.py", **training)
+    recipe["deploy"] = False
+    path = folder / "own.json"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+def test_start_dry_run_names_what_packing_left_out(
+    deployed: Deployed, tmp_path: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dry run packs and uploads as `start` does (the plan checks the uploaded archive), through the same
+    function, so it names the same files and folders left out, on stderr (stdout is the plan)."""
+    from hfpipe.cli import aws
+
+    real = aws.Clients.client
+    quotas = Quotas({"ml.g4dn.xlarge for training job usage": 1})
+    monkeypatch.setattr(
+        aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
+    )
+    path = own_folder_recipe(tmp_path)
+    for json_out in ([], ["--json"]):
+        argv = ["start", "--env", "dev", "--recipe", str(path), "--name", "own-dry", "--dry-run", *json_out]
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert [line for line in err.splitlines() if line.startswith("not packed: ")] == LEFT_OUT
+        assert "not packed" not in out
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["start", "dry-run"])
+@pytest.mark.parametrize("source", ["dir", "git"])
+def test_start_refuses_an_instance_its_image_lacks_before_packing(
+    deployed: Deployed,
+    tmp_path: Any,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    dry_run: list[str],
+) -> None:
+    """A training instance the environment's training image has no image for (ml.m5.xlarge: the Hugging Face
+    training images are GPU ones) is refused in the Plan's own line before the source is cloned, packed or
+    uploaded: the git repository here does not exist, and packing fails the test."""
+    from plan_config import dev_config
+
+    from hfpipe.core import plan as core_plan
+    from hfpipe.core import sourcedir
+    from hfpipe.core.schema import RecipeError
+
+    path = own_folder_recipe(tmp_path, instance_type="ml.m5.xlarge")
+    if source == "git":
+        recipe = json.loads(path.read_text())
+        recipe["training"]["source"] = {"git": {"repo": str(tmp_path / "no-such-repository")}}
+        path.write_text(json.dumps(recipe))
+    monkeypatch.setattr(sourcedir, "pack", lambda *a, **k: pytest.fail("packed before the refusal"))
+    code, out, err = run(capsys, "start", "--env", "dev", "--recipe", str(path), "--name", "cpu", *dry_run)
+    # The line the Plan gives for the same instance and container, with the environment's catalog.
+    on_cpu = load_recipe("tiny-lora")
+    on_cpu["training"]["instance_type"] = "ml.m5.xlarge"
+    with pytest.raises(RecipeError) as plan_refusal:
+        core_plan.accept({"recipe": on_cpu}, dev_config(image_catalog=json.loads(image_catalog())))
+    assert (code, out) == (1, "")
+    assert err == f"error: recipe 'tiny-lora' cannot run in this environment: {plan_refusal.value}\n"
+    assert "has no cpu image for ml.m5.xlarge; accepted: an instance type of its images' processors" in err
+
+
 def test_start_packs_a_recipes_own_folder_uploads_it_once_and_the_plan_runs_it(
     deployed: Deployed, tmp_path: Any, capsys: Any
 ) -> None:
@@ -335,19 +416,21 @@ def test_start_packs_a_recipes_own_folder_uploads_it_once_and_the_plan_runs_it(
     from hfpipe.cli.aws import stored_plan
     from hfpipe.core import sourcedir
 
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "train.py").write_text("print('own code')\n")
-    recipe = load_recipe("tiny-lora")
-    recipe["training"].update(source={"dir": "scripts"}, entry_point="train.py")
-    recipe["deploy"] = False
-    path = tmp_path / "own.json"
-    path.write_text(json.dumps(recipe))
+    def sources() -> set[str]:
+        listed = deployed.s3.list_objects_v2(
+            Bucket=ARTIFACTS_BUCKET, Prefix=contract.ARTIFACTS_SOURCES_PREFIX
+        )
+        return {o["Key"] for o in listed.get("Contents", [])}
+
+    path = own_folder_recipe(tmp_path)
     packed = sourcedir.pack(tmp_path / "scripts")
     uri = f"s3://{ARTIFACTS_BUCKET}/{contract.source_key(packed.sha256)}"
+    before = sources()  # the module's other tests' archives
     for name, said in (("own-1", "uploaded"), ("own-2", "already there")):
         code, _, err = run(capsys, "start", "--env", "dev", "--recipe", str(path), "--name", name)
         assert code == 0, err
         assert f"training source: {uri} ({said})" in err
+        assert [line for line in err.splitlines() if line.startswith("not packed: ")] == LEFT_OUT
         # print('own code') has no parser: said, with the reason.
         assert "were not checked against train.py's parser: no argparse.ArgumentParser" in err
         arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
@@ -358,5 +441,4 @@ def test_start_packs_a_recipes_own_folder_uploads_it_once_and_the_plan_runs_it(
         plan = stored_plan(events)
         assert plan is not None
         assert plan.training_job_request["HyperParameters"]["sagemaker_submit_directory"] == json.dumps(uri)
-    listed = deployed.s3.list_objects_v2(Bucket=ARTIFACTS_BUCKET, Prefix=contract.ARTIFACTS_SOURCES_PREFIX)
-    assert [o["Key"] for o in listed["Contents"]] == [contract.source_key(packed.sha256)]
+    assert sources() - before == {contract.source_key(packed.sha256)}

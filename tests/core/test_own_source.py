@@ -93,18 +93,31 @@ def make_source(root: Path) -> Path:
     return root
 
 
-def test_packing_is_deterministic_and_skips_git_and_secrets(tmp_path: Path) -> None:
+def test_packing_is_deterministic_and_records_what_it_leaves_out_and_why(tmp_path: Path) -> None:
     first, second = make_source(tmp_path / "a"), make_source(tmp_path / "b")
     (second / ".git").mkdir()
     (second / ".git" / "config").write_text("[core]\n")
+    (second / "lib" / "__pycache__").mkdir()
+    (second / "lib" / "__pycache__" / "util.cpython-312.pyc").write_bytes(b"\x00")
+    (second / "old.pyc").write_bytes(b"\x00")
     (second / ".env").write_text("HF_TOKEN=secret\n")
     (second / "deploy.pem").write_text("key\n")
     one, two = sourcedir.pack(first), sourcedir.pack(second)
     assert one.data == two.data and one.sha256 == two.sha256 == hashlib.sha256(one.data).hexdigest()
-    assert one.files == ("lib/util.py", "requirements.txt", "train.py")
+    assert one.files == ("lib/util.py", "requirements.txt", "train.py") and one.skipped == ()
+    # A folder once, not its files; each with why.
+    assert two.skipped == (
+        (".env", "looks like a secret; list it in training.source.include"),
+        (".git/", "git's own folder"),
+        ("deploy.pem", "looks like a secret; list it in training.source.include"),
+        ("lib/__pycache__/", "Python's bytecode cache"),
+        ("old.pyc", "compiled Python"),
+    )
     assert two.skipped_secrets == (".env", "deploy.pem")
     listed = sourcedir.pack(second, include=[".env"])
-    assert ".env" in listed.files and listed.sha256 != one.sha256
+    assert (
+        ".env" in listed.files and listed.sha256 != one.sha256 and listed.skipped_secrets == ("deploy.pem",)
+    )
 
 
 def test_a_symlink_out_of_the_folder_is_refused_one_inside_is_packed(tmp_path: Path) -> None:
@@ -146,31 +159,74 @@ def local_repository(root: Path) -> Path:
 def test_a_git_source_is_cloned_at_its_tag_and_packed_from_its_sub_folder(tmp_path: Path) -> None:
     repo = local_repository(tmp_path / "repo")
     at_tag = recipe_with({"git": {"repo": str(repo), "tag": "v1", "path": "examples"}})
-    packed = cli_sources.pack_source("r.json", resolve_recipe(at_tag), cache=tmp_path / "cache")
+    packed = cli_sources.pack_source("r.json", resolve_recipe(at_tag), say=print, cache=tmp_path / "cache")
     assert packed is not None and packed.sha256 == sourcedir.pack(make_source(tmp_path / "same")).sha256
     head = recipe_with({"git": {"repo": str(repo), "branch": "main", "path": "examples"}})
-    moved = cli_sources.pack_source("r.json", resolve_recipe(head), cache=tmp_path / "cache")
+    moved = cli_sources.pack_source("r.json", resolve_recipe(head), say=print, cache=tmp_path / "cache")
     assert moved is not None and moved.sha256 != packed.sha256
     commit = git(repo, "rev-parse", "HEAD~1").strip()
     pinned = recipe_with({"git": {"repo": str(repo), "commit": commit, "path": "examples"}})
-    again = cli_sources.pack_source("r.json", resolve_recipe(pinned), cache=tmp_path / "cache")
+    again = cli_sources.pack_source("r.json", resolve_recipe(pinned), say=print, cache=tmp_path / "cache")
     assert again is not None and again.sha256 == packed.sha256
     with pytest.raises(HfpipeError, match=r"source\.git: git checkout failed: fatal: invalid reference: v9"):
         missing = recipe_with({"git": {"repo": str(repo), "tag": "v9"}})
-        cli_sources.pack_source("r.json", resolve_recipe(missing), cache=tmp_path / "cache")
+        cli_sources.pack_source("r.json", resolve_recipe(missing), say=print, cache=tmp_path / "cache")
 
 
 def test_a_dir_source_is_next_to_the_recipe_and_holds_the_entry_point(tmp_path: Path) -> None:
     make_source(tmp_path / "scripts")
+    (tmp_path / "scripts" / ".env").write_text("HF_TOKEN=secret\n")
+    (tmp_path / "scripts" / "__pycache__").mkdir()
     ref = str(tmp_path / "my-recipe.json")
-    packed = cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"})))
+    said: list[str] = []
+    packed = cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"})), say=said.append)
     assert packed is not None and "train.py" in packed.files
+    # What the command's packing leaves out is said, each with why (every command packs through it).
+    assert said == [
+        "not packed: .env (looks like a secret; list it in training.source.include)",
+        "not packed: __pycache__/ (Python's bytecode cache)",
+    ]
     with pytest.raises(
         HfpipeError, match=r"entry_point: 'other\.py' is not a file in .*scripts'; accepted: one of"
     ):
-        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"}, "other.py")))
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"}, "other.py")), say=print)
     with pytest.raises(HfpipeError, match=r"source\.dir: .*nowhere' is not a folder"):
-        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "nowhere"})))
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "nowhere"})), say=print)
+
+
+def _pack_calls(path: Path) -> set[str]:
+    """The functions of a module that call hfpipe.core.sourcedir's `pack` (as `sourcedir.pack` or `pack`)."""
+    import ast
+
+    found: set[str] = set()
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(child, child.name)
+                continue
+            if isinstance(child, ast.Call):
+                f = child.func
+                by_module = (
+                    isinstance(f, ast.Attribute) and f.attr == "pack" and ast.unparse(f.value) == "sourcedir"
+                )
+                if by_module or (isinstance(f, ast.Name) and f.id == "pack"):
+                    found.add(function)
+            visit(child, function)
+
+    visit(ast.parse(path.read_text()), "<module>")
+    return found
+
+
+def test_a_command_packs_a_source_only_through_the_function_that_names_what_it_leaves_out() -> None:
+    """No packing path can stay silent: a recipe's source is packed by `hfpipe.cli.sources.pack_source` alone
+    (start, its dry run and local all call it, and it names each skip through its required `say`); the only
+    other caller is the project's own training_code/ asset, packed at synth time (no recipe, no include)."""
+    root = Path(__file__).resolve().parents[2]
+    layers = ("hfpipe", "lambda", "stacks")
+    modules = [root / "app.py", *(p for layer in layers for p in sorted((root / layer).rglob("*.py")))]
+    callers = {f"{path.relative_to(root)}:{function}" for path in modules for function in _pack_calls(path)}
+    assert callers == {"hfpipe/cli/sources.py:pack_source", "stacks/constructs/source_asset.py:tarball_bytes"}
 
 
 # --- upload once per hash, and the Plan's checks ------------------------------------------------------------
@@ -314,7 +370,7 @@ def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
     spot = str(SPOT_RECIPE)
     for ref, recipe in ((str(local_copy), squad), (spot, load_recipe(spot))):
         resolved = resolve_recipe(recipe)
-        packed = cli_sources.pack_source(ref, resolved, cache=tmp_path / "cache")
+        packed = cli_sources.pack_source(ref, resolved, say=print, cache=tmp_path / "cache")
         assert packed is not None
         # every hyperparameter checked
         assert cli_sources.check_source(accept({"recipe": recipe}), packed).notes == (), ref
@@ -326,6 +382,38 @@ def test_the_original_estimators_recipes_pack_check_and_plan_their_own_sources(
     misspelled = {**squad, "training": {**squad["training"], "hyperparameters": {"max_seq_lenght": 384}}}
     with pytest.raises(RecipeError, match=r"max_seq_lenght: not an argument of run_qa\.py.*max_seq_length"):
         plan(misspelled, s3)
+
+
+def test_the_environments_rules_that_do_not_read_the_source_run_before_it_is_packed(
+    tmp_path: Path, s3: Any
+) -> None:
+    """`accept(..., source_later=True)`: the command's call before it packs a dir or git source. The image
+    for the instance type (and the other rules that do not read the source) is checked then, in the line the
+    Plan gives; the source's checks run once the uploaded archive is named; without the flag a dir source
+    is still refused, as the Plan refuses it."""
+    from hfpipe.core import plan as core_plan
+
+    on_cpu = recipe_with({"dir": "src"})
+    on_cpu["training"]["instance_type"] = "ml.m5.xlarge"
+    with pytest.raises(RecipeError) as early:
+        core_plan.accept({"recipe": on_cpu}, dev_config(), source_later=True)
+    project = {**on_cpu, "training": {**on_cpu["training"], "source": None, "entry_point": "run_qa.py"}}
+    with pytest.raises(RecipeError) as plans:
+        core_plan.accept({"recipe": project}, dev_config())
+    assert str(early.value) == str(plans.value) and "has no cpu image for ml.m5.xlarge" in str(early.value)
+
+    before = core_plan.accept({"recipe": recipe_with({"dir": "src"})}, dev_config(), source_later=True)
+    assert before.recipe_in_environment and not before.in_environment and before.training_image
+    packed = sourcedir.pack(make_source(tmp_path / "src"))
+    uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
+    after = core_plan.accept(before.with_source(uri, packed.sha256), dev_config(), s3=s3)
+    assert after.in_environment and after.training_image == before.training_image
+    with pytest.raises(RecipeError, match=r"source\.sha256: .* has sha256"):
+        core_plan.accept(before.with_source(uri, "c" * 64), dev_config(), s3=s3)
+    with pytest.raises(
+        RecipeError, match=r"source\.dir: a dir source is packed and uploaded by `hfpipe start`"
+    ):
+        core_plan.accept(before, dev_config(), s3=s3)
 
 
 def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
