@@ -184,14 +184,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print an execution's report (or JSON); with --plot, write its loss curves to a PNG."""
-    from hfpipe.cli.execution import metric_series, snapshot
-    from hfpipe.cli.report import (
-        LOSS_DEFINITION,
-        build_report,
-        checkpoint_loss_series,
-        plot_losses,
-        render_report,
-    )
+    from hfpipe.cli.execution import snapshot
+    from hfpipe.cli.report import build_report, render_report
 
     if args.plot is not None:
         from hfpipe.cli.paths import output_file
@@ -220,24 +214,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
-        series, xlabel = checkpoint_loss_series(clients.s3, snap.training_job), "training step"
-        if not series:
-            series, xlabel = (
-                aws.call(
-                    "reading metrics from CloudWatch", metric_series, clients=clients, job=snap.training_job
-                ),
-                "time",
-            )
-        try:
-            path = plot_losses(series, Path(args.plot), title=snap.execution_name, xlabel=xlabel)
-        except ValueError:
-            raise HfpipeError(
-                f"training job {snap.training_job['TrainingJobName']} has no loss metrics in CloudWatch "
-                "(namespace /aws/sagemaker/TrainingJobs): nothing to plot; give the recipe's "
-                "training.metric_definitions one for the Trainer's per-step line, "
-                f"{json.dumps(LOSS_DEFINITION)}, as the shipped recipes have"
-            ) from None
-        console.print(f"loss plot: {path}")
+        from hfpipe.cli.loss_curves import plot_job
+
+        console.print(
+            plot_job(clients, snap.training_job, Path(args.plot), snap.execution_name), markup=False
+        )
     return 0
 
 
