@@ -21,6 +21,9 @@ SSM_IMAGE_CATALOG = "image-catalog"
 SSM_DEPLOY_STATE_MACHINE_ARN = "deploy-state-machine-arn"
 SSM_PROMOTE_STATE_MACHINE_ARN = "promote-state-machine-arn"
 SSM_ADAPTER_STATE_MACHINE_ARN = "adapter-state-machine-arn"
+# The shared base an environment serves adapters on, as deployed (cdk.json's shared_base, defaults filled,
+# as JSON): what the command reads of it, so a deployed environment, not the checkout's cdk.json, answers.
+SSM_SHARED_BASE = "shared-base"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:

@@ -267,13 +267,19 @@ class PipelineStack(Stack):
             log_group=log_group,
         )
         arn = self.adapters.state_machine.state_machine_arn
-        ssm.StringParameter(
-            self,
-            "AdapterStateMachineArnParameter",
-            parameter_name=ssm_parameter_name(self.config.name, contract.SSM_ADAPTER_STATE_MACHINE_ARN),
-            string_value=arn,
-            description=f"hfpipe {self.config.name}: {contract.SSM_ADAPTER_STATE_MACHINE_ARN}",
-        )
+        # The shared base as deployed, for the command (`hfpipe report` of an adapter run): what this stack
+        # serves adapters on, which a checkout's cdk.json (or `hfpipe local up --set`) may say otherwise.
+        for key, value, construct_id in (
+            (contract.SSM_ADAPTER_STATE_MACHINE_ARN, arn, "AdapterStateMachineArnParameter"),
+            (contract.SSM_SHARED_BASE, json.dumps(base.entry(), sort_keys=True), "SharedBaseParameter"),
+        ):
+            ssm.StringParameter(
+                self,
+                construct_id,
+                parameter_name=ssm_parameter_name(self.config.name, key),
+                string_value=value,
+                description=f"hfpipe {self.config.name}: {key}",
+            )
         CfnOutput(self, "AdapterStateMachineArn", value=arn)
 
     def _add_promotion(self) -> None:

@@ -1,23 +1,39 @@
 """Where an adapter run is served and what its share of the serving costs, for `hfpipe report` (docs/adapters.md).
 
 An adapter run (its plan names ``adapter_base_model``) gets no endpoint of its own: it is served on its
-environment's shared base, the one cdk.json declares (``shared_base``, read from the checkout's cdk.json with
-hfpipe.core.shared_base's own validation). The report states the rule, with the figures of that declaration,
-never a measurement: the base fleet's USD per hour (``copies`` instances of its instance type,
-hfpipe.core.prices), the equal share each adapter pays when the base holds its ``max_adapters``, and what one
-endpoint of its own would cost instead (hfpipe.core.adapter_cost.shared_vs_separate). What it pays in fact is
-the split by invocations that `hfpipe endpoints` shows. An adapter trained on another model than the base
-serves is said to be refused there (hfpipe.core.adapter_rules.base_model_problem).
+environment's shared base, as that environment was deployed: the SSM parameter ``/hfpipe/<env>/shared-base``
+its Pipeline stack writes (cdk.json's ``shared_base`` when it was deployed, or what `hfpipe local up --set`
+gave a local world), read with hfpipe.core.shared_base's own validation. The checkout's cdk.json is read only
+where the environment cannot say (deployed before it published the parameter, or its parameters not
+readable), and the line says so. The report states the rule, with the figures of that base, never a
+measurement: the base fleet's USD per hour (``copies`` instances of its instance type, hfpipe.core.prices), the
+equal share each adapter pays when the base holds its ``max_adapters``, and what one endpoint of its own would
+cost instead (hfpipe.core.adapter_cost.shared_vs_separate). What it pays in fact is the split by invocations
+that `hfpipe endpoints` shows. An adapter trained on another model than the base serves is said to be refused
+there (hfpipe.core.adapter_rules.base_model_problem).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hfpipe import contract
 from hfpipe.core import adapter_cost, adapter_rules
 from hfpipe.core.adapter_deploy import BaseNames
 from hfpipe.core.shared_base import SharedBase, SharedBaseError, parse_shared_base
+
+
+@dataclass(frozen=True)
+class Found:
+    """An environment's shared base (None: it has none, or it was not found) and where that was read:
+    ``deployed`` when the environment itself said it, False for the checkout's cdk.json."""
+
+    base: SharedBase | None
+    source: str
+    deployed: bool
 
 
 def declared_shared_base(env: str, root: Path | None = None) -> tuple[SharedBase | None, str]:
@@ -47,12 +63,60 @@ def declared_shared_base(env: str, root: Path | None = None) -> tuple[SharedBase
     return base, str(root / "cdk.json")
 
 
-def adapter_serving(
-    env: str, recipe: str, trained_on: str, base: SharedBase | None, source: str
-) -> dict[str, Any]:
+def _from_checkout(env: str, why: str, root: Path | None) -> Found:
+    """cdk.json's shared base, where the environment cannot say (``why``): the line says it is not the deployed one."""
+    base, source = declared_shared_base(env, root)
+    return Found(base, f"{why}; {'read from ' if base else ''}{source}", deployed=False)
+
+
+def environment_shared_base(ssm: Any, env: str, root: Path | None = None) -> Found:
+    """The shared base environment ``env`` serves adapters on as deployed: its SSM parameter shared-base. Its
+    absence where the pipeline's own parameters are there means no shared base; cdk.json is read only where
+    the environment cannot say (``_from_checkout``)."""
+    import botocore.exceptions
+
+    from hfpipe.cli.aws import aws_error
+
+    keys = (contract.SSM_SHARED_BASE, contract.SSM_ADAPTER_STATE_MACHINE_ARN, contract.SSM_STATE_MACHINE_ARN)
+    names = {key: contract.ssm_parameter_name(env, key) for key in keys}
+    try:
+        answer = ssm.get_parameters(Names=list(names.values()))
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        return _from_checkout(env, str(aws_error(exc, f"reading environment {env!r}'s SSM parameters")), root)
+    found = {p["Name"]: p["Value"] for p in answer.get("Parameters", [])}
+    parameter = names[contract.SSM_SHARED_BASE]
+    if parameter in found:
+        try:
+            base = parse_shared_base(json.loads(found[parameter]), f"SSM parameter {parameter}")
+        except (ValueError, SharedBaseError) as exc:
+            return Found(None, f"SSM parameter {parameter} not read ({exc})", deployed=True)
+        return Found(base, f"environment {env!r} as deployed (SSM parameter {parameter})", deployed=True)
+    if names[contract.SSM_ADAPTER_STATE_MACHINE_ARN] in found:
+        why = f"environment {env!r} publishes no {parameter} (deployed before its Pipeline stack wrote it)"
+        return _from_checkout(env, why, root)
+    if names[contract.SSM_STATE_MACHINE_ARN] in found:
+        return Found(
+            None,
+            # No command suggested: `hfpipe local`'s own environment is not one of cdk.json's to deploy.
+            f"environment {env!r} as deployed has no shared base (its stacks wrote no SSM parameter {parameter}: "
+            "its settings had no shared_base)",
+            deployed=True,
+        )
+    return _from_checkout(env, f"no SSM parameters of environment {env!r} found under /hfpipe/{env}/", root)
+
+
+def adapter_serving(env: str, recipe: str, trained_on: str, found: Found) -> dict[str, Any]:
     """The report's ``adapter`` for a run of ``recipe``: the base it was trained on, the environment's shared
-    base (or why none), and the cost rule's figures for it (None where the price is not known)."""
-    record: dict[str, Any] = {"base_model": trained_on, "env": env, "shared_base": None, "source": source}
+    base (or why none) and where that was read, and the cost rule's figures for it (None where the price is
+    not known)."""
+    record: dict[str, Any] = {
+        "base_model": trained_on,
+        "env": env,
+        "shared_base": None,
+        "source": found.source,
+        "deployed": found.deployed,
+    }
+    base = found.base
     if base is None:
         return record
     comparison = adapter_cost.shared_vs_separate(base.instance_type, base.max_adapters, base.copies)
@@ -86,19 +150,22 @@ def describe(adapter: dict[str, Any]) -> str:
         return f"{trained}; not served: {adapter.get('source')} (docs/adapters.md)"
     fleet = f"{base['copies']} x {base['instance_type']}, {_usd(adapter.get('fleet_usd_per_hour'))}"
     where = f"{env}'s shared base {base['endpoint']} ({base['base_model']} on {fleet})"
+    # A base read from cdk.json is what the checkout declares, which the deployed one may not be: said so.
+    declared = "" if adapter.get("deployed", True) else f" (as cdk.json declares it: {adapter.get('source')})"
     if adapter.get("refused"):
-        return f"{trained}; not servable on {where}: {adapter['refused']}"
+        return f"{trained}; not servable on {where}{declared}: {adapter['refused']}"
     return (
-        f"{trained}; served on {where} once deployed: the fleet's cost split by invocations over the last "
-        f"{adapter_cost.COUNTED_HOURS} h (`hfpipe endpoints --env {env}`), equal shares without calls: "
+        f"{trained}; served on {where}{declared} once deployed: the fleet's cost split by invocations over "
+        f"the last {adapter_cost.COUNTED_HOURS} h (`hfpipe endpoints --env {env}`), equal shares without calls: "
         f"{_usd(adapter.get('full_base_share_usd_per_hour'))} with its {base['max_adapters']} adapters "
         f"(max_adapters), against {_usd(adapter.get('own_endpoint_usd_per_hour'))} for an endpoint of its own"
     )
 
 
-def of_plan(plan: Any, root: Path | None = None) -> dict[str, Any] | None:
-    """The report's ``adapter`` of an adapter run's plan (None: the run is not an adapter's)."""
+def of_plan(plan: Any, clients: Any, root: Path | None = None) -> dict[str, Any] | None:
+    """The report's ``adapter`` of an adapter run's plan (None: the run is not an adapter's), with the shared
+    base of the environment it ran in, read with ``clients`` (hfpipe.cli.aws.Clients of that environment)."""
     if plan is None or not plan.adapter_base_model:
         return None
-    base, source = declared_shared_base(plan.env, root)
-    return adapter_serving(plan.env, plan.recipe_name, plan.adapter_base_model, base, source)
+    found = environment_shared_base(clients.ssm, plan.env, root)
+    return adapter_serving(plan.env, plan.recipe_name, plan.adapter_base_model, found)

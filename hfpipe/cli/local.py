@@ -222,7 +222,7 @@ def _run(
                 local.close_endpoints()
             report = build_report(clients, snap)
             report["local_mode"] = True
-            local.write_outputs(report)
+            local.write_outputs(report, snap.training_job)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")

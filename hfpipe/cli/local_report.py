@@ -14,29 +14,67 @@ from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import json_text
 
 
-def local_series(run_dir: Path) -> tuple[dict[str, list[tuple[Any, float]]], str]:
-    """A local run's loss curves: from the Trainer's trainer_state.json (x: the training step) when the run
-    saved one, else from the loss lines of its training log (x: the epoch they print)."""
-    from hfpipe.cli.report import history_loss_series, local_loss_series
+def run_places(run_dir: Path, job: dict[str, Any], report: dict[str, Any]) -> list[Any]:
+    """A local run's places of loss values (hfpipe.cli.loss_curves): its trainer_state.json, its training log,
+    its final metrics; its account, and CloudWatch's metrics with it, ended with the run. ``job``: its
+    training_job.json ({} for a run of an earlier version, which wrote none)."""
+    from hfpipe.cli import loss_curves
     from hfpipe.local import outputs
 
-    state = outputs.trainer_state(run_dir)
-    if state is not None:
-        try:
-            series = history_loss_series(json.loads(state.read_text(encoding="utf-8")))
-        except (ValueError, RecursionError):  # cut short while written: the log still has the lines
-            series = {}
-        if series:
-            return series, "training step"
-    log = run_dir / outputs.TRAINING_LOG
-    text = log.read_text(errors="replace") if log.is_file() else ""
-    return local_loss_series(text), "epoch"
+    def state() -> loss_curves.Series:
+        found = outputs.trainer_state(run_dir)
+        return {} if found is None else loss_curves.state_of(found.read_text(encoding="utf-8"))
+
+    def log() -> str:
+        path = run_dir / outputs.TRAINING_LOG
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+    final = loss_curves.job_final_metrics(job) or dict(report.get("final_metrics") or {})
+    return [
+        loss_curves.Place("its trainer_state.json", "training step", state),
+        *loss_curves.log_places(log, loss_curves.job_definitions(job)),
+        loss_curves.final_place(final),
+    ]
+
+
+def local_curves(run_dir: Path, report: dict[str, Any]) -> tuple[Any, list[str], dict[str, Any]]:
+    """A local run's loss curves by the rule `report --plot` reads a job by (None: none), the places looked at,
+    and its training job's description ({}: none recorded)."""
+    from hfpipe.cli import loss_curves
+    from hfpipe.local import outputs
+
+    described = run_dir / outputs.TRAINING_JOB
+    try:
+        job = json.loads(described.read_text()) if described.is_file() else {}
+    except (OSError, ValueError):  # cut short: the report still says what it can
+        job = {}
+    curves, looked = loss_curves.find(run_places(run_dir, job, report))
+    return curves, looked, job if isinstance(job, dict) else {}
+
+
+def _nothing_to_plot(run_dir: Path, looked: list[str], job: dict[str, Any]) -> str:
+    """The one line for a local run without a loss value: the advice valid for the script it ran."""
+    from hfpipe.cli import loss_curves
+    from hfpipe.cli.job_script import job_script
+    from hfpipe.local import outputs
+
+    subject = f"local run {run_dir.name}"
+    if not job:  # no advice without knowing the script and the metric definitions
+        return (
+            f"{subject}: nothing to plot, no loss value in {', '.join(looked)}; the run recorded no "
+            f"{outputs.TRAINING_JOB} (an earlier hfpipe made it), so its script and metric definitions are not "
+            "known: run it again for a run that records them"
+        )
+    name = str(job.get("TrainingJobName", ""))
+    # The toolkit's copy of the job's own source, downloaded into the run's folder (hfpipe.local.runtime).
+    script = job_script(job, lambda uri: (run_dir / outputs.SOURCE_ARCHIVE.format(job=name)).read_bytes())
+    return loss_curves.nothing_to_plot(subject, looked, loss_curves.job_definitions(job), script)
 
 
 def report_local(args: argparse.Namespace, console: Console) -> int:
     """`report --local`: the report a local run wrote, and its loss curves from the run's training log."""
     from hfpipe.cli.logs import local_run_dir, read_local_report, runs_out
-    from hfpipe.cli.report import plot_losses, render_report
+    from hfpipe.cli.report import render_report
     from hfpipe.local import outputs
 
     out = runs_out(args.out)
@@ -64,14 +102,10 @@ def report_local(args: argparse.Namespace, console: Console) -> int:
     else:
         console.print(Group(*render_report(report)))
     if args.plot:
-        series, xlabel = local_series(run_dir)
-        try:
-            path = plot_losses(series, Path(args.plot), title=run_dir.name, xlabel=xlabel)
-        except ValueError:
-            raise HfpipeError(
-                f"local run {run_dir.name}: nothing to plot, its training log has no loss lines (the Trainer "
-                "logs the loss every `logging_steps` steps, more than this run trained); run it again with "
-                "--set training.hyperparameters.logging_steps=1"
-            ) from None
-        console.print(f"loss plot: {path}")
+        from hfpipe.cli import loss_curves
+
+        curves, looked, job = local_curves(run_dir, report)
+        if curves is None:
+            raise HfpipeError(_nothing_to_plot(run_dir, looked, job))
+        console.print(loss_curves.plot(curves, Path(args.plot), title=run_dir.name), markup=False)
     return 0

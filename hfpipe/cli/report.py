@@ -1,4 +1,5 @@
-"""The report of one execution: metrics, cost, artifacts, smoke test; and the loss plot.
+"""The report of one execution: metrics, cost, artifacts, smoke test; and drawing the loss plot (where its values
+are read from: hfpipe.cli.loss_curves).
 
 A succeeded execution carries the Report Lambda's `report` in its output (shape: `build_report` in lambda/pipeline/pipeline_lambdas/report.py); for a
 running, failed or stopped one the same keys are filled from the plan and DescribeTrainingJob, so
@@ -7,8 +8,6 @@ running, failed or stopped one the same keys are filled from the plan and Descri
 
 from __future__ import annotations
 
-import json
-import math
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,7 +71,7 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     else:
         report = _report_from_job(snap)
     report["execution_status"] = snap.status
-    adapter = adapter_report.of_plan(snap.plan)
+    adapter = adapter_report.of_plan(snap.plan, clients)
     if adapter is not None:  # served on the environment's shared base, not on an endpoint of its own
         report["adapter"] = adapter
     if snap.failure:
@@ -222,73 +221,6 @@ def _smoke_table(smoke: dict[str, Any]) -> Table:
     table.add_row("latency", _fmt(smoke.get("latency_ms"), " ms"))
     table.add_row("response", Text(str(smoke.get("response"))))
     return table
-
-
-#: The loss series a plot draws: the Trainer's per-step training loss and its evaluation loss.
-LOSS_NAMES = ("loss", "eval_loss")
-#: What a run that logged no loss should change (the shipped recipes' per-step definition).
-LOSS_DEFINITION = {"Name": "loss", "Regex": "'loss': ([0-9.eE+-]+)"}
-
-
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
-def history_loss_series(state: Any) -> dict[str, list[tuple[Any, float]]]:
-    """Loss curves from the Trainer's own log history (trainer_state.json, written by `save_state`): each
-    entry carries the global step it was logged at, the x value."""
-    series: dict[str, list[tuple[Any, float]]] = {}
-    history = state.get("log_history") if isinstance(state, dict) else None
-    for entry in history if isinstance(history, list) else []:
-        step = entry.get("step") if isinstance(entry, dict) else None
-        if not isinstance(step, int) or isinstance(step, bool):
-            continue
-        for name in LOSS_NAMES:
-            value = _number(entry.get(name))
-            if value is not None:
-                series.setdefault(name, []).append((step, value))
-    return series
-
-
-def checkpoint_loss_series(s3: Any, job: dict[str, Any]) -> dict[str, list[tuple[Any, float]]]:
-    """The loss curves of the Trainer's own log history, when the job synced its checkpoint folder to S3
-    (CheckpointConfig) and the script saved trainer_state.json there; {} otherwise."""
-    uri = str((job.get("CheckpointConfig") or {}).get("S3Uri") or "")
-    if not uri.startswith("s3://"):
-        return {}
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    key = f"{prefix.rstrip('/')}/trainer_state.json".lstrip("/")
-    try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-        return history_loss_series(json.loads(body))
-    except Exception:  # no state saved (or not readable): CloudWatch's metrics are the curve
-        return {}
-
-
-def local_loss_series(log: str) -> dict[str, list[tuple[Any, float]]]:
-    """Loss curves from a training log, for a run that saved no trainer_state.json: the Trainer prints each
-    logged dict (`{'loss': 2.1, ..., 'epoch': 0.5}`, `{'eval_loss': ...}`) with the epoch, not the step, so
-    the x value is the epoch."""
-    import ast
-
-    series: dict[str, list[tuple[Any, float]]] = {}
-    for line in log.splitlines():
-        text = line.split("] ", 1)[-1].strip()  # a multi-process log prefixes lines with [rankN]
-        if not (text.startswith("{") and text.endswith("}") and "loss" in text):
-            continue
-        try:
-            logged = ast.literal_eval(text)
-        except (ValueError, SyntaxError, RecursionError):
-            continue
-        epoch = _number(logged.get("epoch")) if isinstance(logged, dict) else None
-        if epoch is None:
-            continue
-        for name in LOSS_NAMES:
-            value = _number(logged.get(name))
-            if value is not None:
-                series.setdefault(name, []).append((epoch, value))
-    return series
 
 
 def plot_losses(

@@ -4,7 +4,6 @@ curves as a PNG; the report itself is built by hfpipe.cli.report."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -13,13 +12,7 @@ from rich.console import Group
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, runs_folder_option
-from hfpipe.cli.report import (
-    LOSS_DEFINITION,
-    build_report,
-    checkpoint_loss_series,
-    plot_losses,
-    render_report,
-)
+from hfpipe.cli.report import build_report, render_report
 from hfpipe.core import json_text
 
 
@@ -37,7 +30,7 @@ def add_to(sub: Subparsers) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print an execution's report (or JSON); with --plot, write its loss curves to a PNG."""
-    from hfpipe.cli.execution import metric_series, snapshot
+    from hfpipe.cli.execution import snapshot
 
     if args.plot is not None:
         from hfpipe.cli.paths import output_file
@@ -66,22 +59,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         if not snap.training_job:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
-        series, xlabel = checkpoint_loss_series(clients.s3, snap.training_job), "training step"
-        if not series:
-            series, xlabel = (
-                aws.call(
-                    "reading metrics from CloudWatch", metric_series, clients=clients, job=snap.training_job
-                ),
-                "time",
-            )
-        try:
-            path = plot_losses(series, Path(args.plot), title=snap.execution_name, xlabel=xlabel)
-        except ValueError:
-            raise HfpipeError(
-                f"training job {snap.training_job['TrainingJobName']} has no loss metrics in CloudWatch "
-                "(namespace /aws/sagemaker/TrainingJobs): nothing to plot; give the recipe's "
-                "training.metric_definitions one for the Trainer's per-step line, "
-                f"{json.dumps(LOSS_DEFINITION)}, as the shipped recipes have"
-            ) from None
-        console.print(f"loss plot: {path}")
+        from hfpipe.cli.loss_curves import plot_job
+
+        console.print(
+            plot_job(clients, snap.training_job, Path(args.plot), snap.execution_name), markup=False
+        )
     return 0

@@ -15,7 +15,7 @@ so the Report Lambda and the command share them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -139,6 +139,22 @@ def log_tail(logs: Any, job_name: str, lines: int = TAIL_LINES) -> list[LogLine]
         )
     tail.sort(key=lambda line: line.timestamp)
     return tail[-lines:]
+
+
+def metric_values(lines: Iterable[str], definitions: list[dict[str, str]]) -> Iterator[tuple[str, float]]:
+    """(name, value) for each value the job's MetricDefinitions find in its log, in log order, as SageMaker
+    scrapes them: each regex in each log line on its own (a CloudWatch event; the regexes of Hugging Face's
+    SageMaker notebooks end in `$`, the end of a line), every match's first group, a value that is not a
+    number skipped (https://docs.aws.amazon.com/sagemaker/latest/dg/automatic-model-tuning-define-metrics-variables.html).
+    The final metrics are the last of each; a loss curve is all of them."""
+    patterns = [(definition["Name"], re.compile(definition["Regex"])) for definition in definitions]
+    for line in lines:
+        for name, pattern in patterns:
+            for match in pattern.finditer(line):
+                try:
+                    yield name, float(match.group(1))
+                except (ValueError, IndexError):
+                    continue
 
 
 def cause_without_tail(cause: str) -> str:

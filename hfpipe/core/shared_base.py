@@ -84,6 +84,15 @@ class SharedBase:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "model": dict(self.model)}
 
+    def entry(self) -> dict[str, Any]:
+        """The cdk.json entry this base reads as, defaults filled (``parse_shared_base`` gives it back): what
+        the Pipeline stack publishes as the environment's SSM parameter ``shared-base``. ``model`` only when
+        the figures were stated, since an empty one is not an entry's."""
+        entry = self.to_json()
+        if not self.model:
+            del entry["model"]
+        return entry
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SharedBase:
         return cls(**{**data, "model": tuple(sorted((data.get("model") or {}).items()))})

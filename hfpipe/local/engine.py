@@ -214,6 +214,18 @@ class LocalEngine(EngineViews):
 
         return boto3.client(service, region_name=self.region)
 
+    def put_parameters(self, extra: dict[str, str] | None = None) -> None:
+        """The template's SSM parameters (and ``extra``'s, the DataStack's) in moto, as a deploy leaves them:
+        the command reads an environment's settings there (hfpipe.cli.aws.resolve_environment)."""
+        ssm = self.client("ssm")
+        parameters = {
+            str(self.resolve(res["Properties"]["Name"])): str(self.resolve(res["Properties"]["Value"]))
+            for res in self.resources.values()
+            if res["Type"] == "AWS::SSM::Parameter"
+        }
+        for name, value in {**(extra or {}), **parameters}.items():
+            ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+
     def count_invocation(self, account: str, region: str, component: str) -> None:
         """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in
         CloudWatch of ``region`` (hfpipe.local.cloudwatch.record_component_invocation); every local resource

@@ -18,6 +18,11 @@ MODEL = "model.tar.gz"
 #: The Trainer's state (`save_state`: its log history, each entry with its step), in the folder the script
 #: saw as /opt/ml/checkpoints (hfpipe.local.container) of the run's training job.
 TRAINER_STATE = "jobs/*/run/opt_ml/checkpoints/trainer_state.json"
+#: The run's training job as SageMaker describes it (DescribeTrainingJob: metric definitions, hyperparameters,
+#: final metrics), so `report --local --plot` reads a local run by the rule it reads a job on AWS by.
+TRAINING_JOB = "training_job.json"
+#: A recipe's own source as the job downloaded it (its sagemaker_submit_directory), by the job's name.
+SOURCE_ARCHIVE = "jobs/{job}/sourcedir.tar.gz"
 #: Written when Ctrl-C (or an error) ended the run before its report: the folder is incomplete.
 INTERRUPTED = "INTERRUPTED"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.local.engine import LocalEngine
-from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT
+from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT, TRAINING_JOB
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
 from hfpipe.local.substitute import Substitutions
@@ -61,6 +61,8 @@ class LocalRun:
             self.engine.fleets = self.runtime  # an endpoint update serves the old and new config side by side
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 self.s3.create_bucket(Bucket=bucket)
+            # What the command reads of the environment (its report of an adapter run: the shared base).
+            self.engine.put_parameters(data.parameters)
             for channel, local in channels.items():
                 upload_dir(self.s3, local, data.data_bucket, self.channel_prefixes[channel])
         except BaseException:
@@ -90,9 +92,13 @@ class LocalRun:
         if self.runtime is not None:
             self.runtime.close()
 
-    def write_outputs(self, report: dict[str, Any]) -> None:
-        """report.json, metrics.json and model.tar.gz next to the training log and the fixtures."""
+    def write_outputs(self, report: dict[str, Any], training_job: dict[str, Any] | None = None) -> None:
+        """report.json, metrics.json, the training job's description and model.tar.gz next to the training log
+        and the fixtures."""
         out = self.out
+        if training_job:  # before the report: a run with a report has all its files
+            described = {k: v for k, v in training_job.items() if k != "ResponseMetadata"}
+            (out / TRAINING_JOB).write_text(json.dumps(described, indent=2, default=str))
         (out / REPORT).write_text(json.dumps(report, indent=2, default=str))
         (out / METRICS).write_text(json.dumps(report.get("final_metrics") or {}, indent=2, default=str))
         artifacts = report.get("model_artifacts")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -214,20 +213,11 @@ class LocalRuntime:
 
 
 def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:
-    """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them: in each log
-    line on its own (a CloudWatch event; the regexes of Hugging Face's SageMaker notebooks end in `$`, the end
-    of a line), a value that is not a number skipped
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/automatic-model-tuning-define-metrics-variables.html)."""
-    metrics: dict[str, float] = {}
-    patterns = [(definition["Name"], re.compile(definition["Regex"])) for definition in definitions]
-    for line in logs.splitlines():
-        for name, pattern in patterns:
-            for match in pattern.finditer(line):
-                try:
-                    metrics[name] = float(match.group(1))
-                except (ValueError, IndexError):
-                    continue
-    return metrics
+    """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them
+    (hfpipe.core.logs.metric_values)."""
+    from hfpipe.core.logs import metric_values
+
+    return dict(metric_values(logs.splitlines(), definitions))
 
 
 class CloudWatchLog:

@@ -208,7 +208,7 @@ class LocalWorld:
         # Last in, first out: training process groups end before the account they write to.
         self._stack.callback(stop_all)
         self._create_buckets(data.buckets)
-        self._put_parameters({**data.parameters, **self._pipeline_parameters(stacks["Pipeline"])})
+        self.engine.put_parameters(data.parameters)
         self.fixtures = self._upload_fixtures(data.data_bucket)
         self._route_other_regions(environments)
         self._serve()
@@ -223,20 +223,6 @@ class LocalWorld:
         )
         for bucket in sorted(set(buckets) - existing):  # the DataStack's; the engine made the imported ones
             s3.create_bucket(Bucket=bucket, **where)
-
-    def _pipeline_parameters(self, template: dict[str, Any]) -> dict[str, str]:
-        return {
-            str(self.engine.resolve(res["Properties"]["Name"])): str(
-                self.engine.resolve(res["Properties"]["Value"])
-            )
-            for res in template["Resources"].values()
-            if res["Type"] == "AWS::SSM::Parameter"
-        }
-
-    def _put_parameters(self, parameters: dict[str, str]) -> None:
-        ssm = self.engine.client("ssm")
-        for name, value in parameters.items():
-            ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
 
     def _upload_fixtures(self, bucket: str) -> list[str]:
         """Every bundled recipe that trains here as written gets its fixture data at its channel prefixes."""

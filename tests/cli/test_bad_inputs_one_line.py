@@ -81,7 +81,7 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (truncated_report, ("logs", *OUT, "--follow", "--interval", "0.01"), 1, ["report.json is not valid JSON"]),
     (report_without_log, ("report", OLD, *OUT), 0, [f"report: {OLD}"]),
     (report_without_log, ("logs", OLD, *OUT), 1, [f"local run {OLD} has no training.log"]),
-    (report_without_log, ("report", OLD, *OUT, "--plot", "loss.png"), 1, [f"local run {OLD}: nothing to plot", "logging_steps=1"]),
+    (report_without_log, ("report", OLD, *OUT, "--plot", "loss.png"), 1, [f"local run {OLD}: nothing to plot", "the run recorded no training_job.json"]),
     # a run's name is one folder name in --out: never a path out of it
     (victim_next_to_out, ("logs", "../victim", *OUT), 1, ["local run '../victim' is not a local run's name", f"local runs in out: {OLD}"]),
     (victim_next_to_out, ("report", "../victim", *OUT), 1, ["local run '../victim' is not a local run's name"]),

@@ -308,15 +308,96 @@ def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_report_plot_without_loss_metrics(deployed: Deployed, capsys: Any, tmp_path: Any) -> None:
+@pytest.fixture
+def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
+    """What `report --plot` hands the plot: its series and the x axis's label."""
+    from hfpipe.cli import report
+
+    calls: list[tuple[dict[str, Any], str | None]] = []
+    real = report.plot_losses
+
+    def record(series: dict[str, Any], path: Any, title: str, xlabel: str | None = None) -> Any:
+        calls.append((series, xlabel))
+        return real(series, path, title, xlabel=xlabel)
+
+    monkeypatch.setattr(report, "plot_losses", record)
+    return calls
+
+
+def write_training_log(deployed: Deployed, job: str, lines: list[str]) -> None:
+    """The job's log as SageMaker sends it to CloudWatch Logs: one stream for algo-1."""
+    import contextlib
+
+    from hfpipe.core import logs
+
+    client, now = deployed.logs, int(time.time() * 1000)
+    with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):
+        client.create_log_group(logGroupName=logs.LOG_GROUP)
+    stream = logs.stream_name(job, "algo-1", now // 1000)
+    client.create_log_stream(logGroupName=logs.LOG_GROUP, logStreamName=stream)
+    events = [{"timestamp": now + i, "message": line} for i, line in enumerate(lines)]
+    client.put_log_events(logGroupName=logs.LOG_GROUP, logStreamName=stream, logEvents=events)
+
+
+TRAINER_LOG = [
+    "***** Running training *****",
+    *(str({"loss": 2.5 - 0.25 * step, "grad_norm": 1.0, "epoch": step / 4}) for step in range(1, 5)),
+    str({"eval_loss": 2.4, "eval_runtime": 0.1, "epoch": 1.0}),
+    "  train_loss               =     1.875",
+]
+
+
+def test_report_plot_reads_the_training_log_where_cloudwatch_has_no_loss(
+    deployed: Deployed, capsys: Any, tmp_path: Any, plotted: list[Any]
+) -> None:
+    """No trainer_state.json and no CloudWatch metric (the local world publishes none), but the job's log has
+    the Trainer's lines: the curve is read from them, and a local run's folder with the same log and job gives
+    the same curve (one rule for `report --plot` and `report --local --plot`)."""
     _, plan = deployed.start("plot-2")
-    code, _, err = run(capsys, "report", "plot-2", "--env", "dev", "--plot", str(tmp_path / "x.png"))
+    write_training_log(deployed, plan["training_job_name"], TRAINER_LOG)
+    code, out, err = run(capsys, "report", "plot-2", "--env", "dev", "--plot", str(tmp_path / "a.png"))
+    assert (code, err) == (0, "")
+    curve = {"loss": [(0.25, 2.25), (0.5, 2.0), (0.75, 1.75), (1.0, 1.5)], "eval_loss": [(1.0, 2.4)]}
+    assert plotted == [(curve, "epoch")]
+    assert "from the Trainer's lines in its training log: eval_loss 1 value, loss 4 values (x: epoch)" in out
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    from hfpipe.local import outputs
+
+    run_dir = tmp_path / "runs" / "tiny-lora-20261201-000000"
+    run_dir.mkdir(parents=True)
+    job = deployed.sagemaker.describe_training_job(TrainingJobName=plan["training_job_name"])
+    (run_dir / outputs.TRAINING_JOB).write_text(json.dumps(job, default=str))
+    (run_dir / outputs.TRAINING_LOG).write_text("\n".join(TRAINER_LOG) + "\n")
+    (run_dir / outputs.REPORT).write_text(json.dumps({"execution_name": run_dir.name}))
+    local = run(
+        capsys, "report", "--local", "--out", str(tmp_path / "runs"), "--plot", str(tmp_path / "b.png")
+    )
+    assert local[::2] == (0, "") and plotted[1] == plotted[0]
+
+
+def test_report_plot_of_a_job_with_only_its_final_metrics(
+    deployed: Deployed, capsys: Any, tmp_path: Any, plotted: list[Any]
+) -> None:
+    """The report shows the job's final losses (its log is gone, CloudWatch has none): they are the plot."""
+    deployed.start("plot-3")
+    code, out, err = run(capsys, "report", "plot-3", "--env", "dev", "--plot", str(tmp_path / "x.png"))
+    assert (code, err) == (0, "")
+    assert plotted == [({"train_loss": [("end", 1.25)], "eval_loss": [("end", 1.5)]}, plotted[0][1])]
+    assert "from its final metrics: eval_loss 1 value, train_loss 1 value (x: end of training" in out
+
+
+def test_report_plot_without_loss_values(deployed: Deployed, capsys: Any, tmp_path: Any) -> None:
+    _, plan = deployed.start("plot-4", fail=True)
+    code, _, err = run(capsys, "report", "plot-4", "--env", "dev", "--plot", str(tmp_path / "x.png"))
     assert code == 1
     assert err == (
-        f"error: training job {plan['training_job_name']} has no loss metrics in CloudWatch (namespace "
-        "/aws/sagemaker/TrainingJobs): nothing to plot; give the recipe's training.metric_definitions one "
-        """for the Trainer's per-step line, {"Name": "loss", "Regex": "'loss': ([0-9.eE+-]+)"}, as the """
-        "shipped recipes have\n"
+        f"error: training job {plan['training_job_name']} (Failed): nothing to plot, no loss value in its "
+        "checkpoint folder's trainer_state.json, CloudWatch's metrics (namespace /aws/sagemaker/TrainingJobs), "
+        "the Trainer's lines in its training log, its training log read with its metric definitions, its final "
+        "metrics; its loss metric definitions (loss, train_loss, eval_loss) matched no line of its training log "
+        "(the Trainer logs the loss every `logging_steps` steps, more than this run trained); run it again with "
+        "--set training.hyperparameters.logging_steps=1\n"
     )
     assert not (tmp_path / "x.png").exists()
 

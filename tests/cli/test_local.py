@@ -327,7 +327,7 @@ def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
     assert "team_qa.py" in (run_dir / "training.log").read_text()
 
 
-def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path) -> None:
+def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path, capsys: Any) -> None:
     import os
     import subprocess
     import sys
@@ -342,4 +342,37 @@ def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [run_dir] = list((tmp_path / "my-team" / "runs").glob("my-team-*"))
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["execution_status"] == "SUCCEEDED" and report["final_metrics"] == {"loss": 0.25}
+    assert report["execution_status"] == "SUCCEEDED" and report["final_metrics"] == {"loss": 0.2}
+    # The block's `report --plot`: its script's loss lines (one per epoch), by the recipe's definition.
+    assert (tmp_path / "my-team" / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert "from its training log read with its metric definitions: loss 2 values" in done.stdout
+    _advice_without_loss_lines(run_dir, tmp_path / "no-loss", capsys)
+
+
+def _advice_without_loss_lines(run_dir: Path, out: Path, capsys: Any) -> None:
+    """The same run with its loss lines and final metrics taken out: nothing to plot, and the advice is for
+    its own train.py, whose parser (read from the run's copy of its source) takes --epochs only: no
+    logging_steps, which train.py would refuse."""
+    import shutil
+
+    from hfpipe.cli import main
+    from hfpipe.local import outputs
+
+    copy = out / run_dir.name
+    shutil.copytree(run_dir, copy)
+    log = copy / outputs.TRAINING_LOG
+    log.write_text("".join(line for line in log.read_text().splitlines(True) if "loss = " not in line))
+    for name, key in ((outputs.REPORT, "final_metrics"), (outputs.TRAINING_JOB, "FinalMetricDataList")):
+        document = json.loads((copy / name).read_text())
+        document[key] = type(document[key])()
+        (copy / name).write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["report", "--local", "--out", str(out), "--plot", str(out / "loss.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: local run {run_dir.name}: nothing to plot, no loss value in "), err
+    assert (
+        "its loss metric definitions (loss) matched no line of its training log, and train.py takes no "
+        "logging_steps (its parser's arguments: epochs): have it print its loss on lines they match (loss: "
+        "loss = ([0-9.]+))\n"
+    ) in err
+    assert "--set" not in err and not (out / "loss.png").exists()

@@ -119,7 +119,7 @@ def test_report_reads_a_local_run_and_plots_its_log(tmp_path: Any, capsys: Any) 
 
 
 def test_local_loss_series_reads_the_trainers_log_lines() -> None:
-    from hfpipe.cli.report import local_loss_series
+    from hfpipe.cli.loss_curves import trainer_line_series as local_loss_series
 
     # x is the epoch each dict prints (a line without one has no place on the axis)
     log = (

@@ -23,7 +23,7 @@ from cli_moto import Deployed, _answer, sagemaker_backend
 from local_runs import check_finished_run
 
 from hfpipe.cli import main
-from hfpipe.cli.local_report import local_series
+from hfpipe.cli.local_report import local_curves
 from hfpipe.core import logs, names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,9 +107,9 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
         # scraped from the log like SageMaker: the last step's loss, and the summary's train_loss and eval_loss
         assert set(report["final_metrics"]) == {"loss", "train_loss", "eval_loss"}
         # logging_steps follows the step cap: each step is a point of the curve, at its step
-        series, xlabel = local_series(run_dir)
-        steps = [step for step, _ in series["loss"]]
-        assert (steps, xlabel) == (list(range(1, len(steps) + 1)), "training step") and len(steps) >= 2
+        curves, _, _ = local_curves(run_dir, report)
+        steps = [step for step, _ in curves.series["loss"]]
+        assert (steps, curves.xlabel) == (list(range(1, len(steps) + 1)), "training step") and len(steps) >= 2
 
         code = main([*read_log[1:], "--out", str(out_dir)])
         log, _ = capsys.readouterr()

@@ -64,6 +64,16 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout
         elif argv[0] == "invoke":
             answers[argv[argv.index("--adapter") + 1]] = proc.stdout
+        elif argv[0] == "start":
+            # The report is of the environment the run ran in: this world's dev serves the tiny Llama
+            # (`local up --set`), whatever the checkout's cdk.json declares for dev (Qwen 7B).
+            flat = " ".join(
+                re.sub("[│┃┌┐└┘─┬┴├┤┼]", " ", proc.stdout).split()
+            )  # the table's cells, unwrapped
+            assert (
+                "served on dev's shared base hfpipe-dev-shared-base (hfpipe-fixtures/tiny-llama on 1 x "
+                "ml.g5.4xlarge, 2.03 USD/h) once deployed"
+            ) in flat, proc.stdout
         elif argv[0] == "endpoints":
             assert re.search(r"hfpipe-dev-adapter-support .*1\.015", proc.stdout), proc.stdout
             assert re.search(r"hfpipe-dev-adapter-sales .*1\.015", proc.stdout), proc.stdout
@@ -74,3 +84,15 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     components = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
     shared = [e for e in components if e["name"] == "hfpipe-dev-shared-base"]
     assert [a["component"] for a in shared[0]["adapters"]] == ["hfpipe-dev-adapter-support"], shared
+    # Each run's loss curve, from what the world has of it (its training log: it publishes no metrics).
+    runs = json.loads(out(adapter_world["dev"]("list", "--json")))
+    names = [r["name"] for r in runs if r["name"].startswith("tiny-adapter-")]
+    assert len(names) == 2, runs
+    for name in names:
+        adapter = json.loads(out(adapter_world["dev"]("report", name, "--json")))["adapter"]
+        assert adapter["shared_base"]["base_model"] == "hfpipe-fixtures/tiny-llama", adapter
+        assert adapter["deployed"] and adapter["refused"] is None, adapter
+        png = adapter_world.home / f"{name}.png"
+        plotted = out(adapter_world["dev"]("report", name, "--plot", str(png)))
+        assert "from the Trainer's lines in its training log: " in plotted and "loss 4 values" in plotted
+        assert png.read_bytes().startswith(b"\x89PNG")

@@ -46,6 +46,10 @@ def test_an_environment_has_no_shared_base_unless_cdk_json_declares_one():
     )
     assert full.stated_figures() == EIGHT_B and full.instances == 2
     assert SharedBase.from_json(full.to_json()) == full
+    # The entry the Pipeline stack publishes (SSM shared-base) reads back as the same base, figures or none.
+    for one in (base, full):
+        assert shared(one.entry()) == one
+    assert "model" not in base.entry() and base.entry()["max_model_len"] == 2048
 
 
 @pytest.mark.parametrize(

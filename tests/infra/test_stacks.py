@@ -199,8 +199,13 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             "deploy-state-machine-arn",
             # An environment that promotes from another (cdk.json promote_from): its Promote state machine.
             *(["promote-state-machine-arn"] if synthesized.environments[env].promote_from else []),
-            # An environment that declares a shared base: its adapter state machine (docs/adapters.md).
-            *(["adapter-state-machine-arn"] if synthesized.environments[env].shared_base else []),
+            # An environment that declares a shared base: its adapter state machine and the base itself, which
+            # `hfpipe report` reads rather than a checkout's cdk.json (docs/adapters.md).
+            *(
+                ["adapter-state-machine-arn", "shared-base"]
+                if synthesized.environments[env].shared_base
+                else []
+            ),
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")
@@ -216,6 +221,20 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
         pipeline.has_output(output, {"Value": Match.any_value()})
     for output in ("DataBucketName", "ArtifactsBucketName"):
         synthesized.assertions(env, "Data").has_output(output, {"Value": Match.any_value()})
+
+
+def test_the_shared_base_parameter_reads_back_as_the_environments_shared_base(synthesized):
+    """What a Pipeline stack writes as shared-base is its cdk.json entry, defaults filled: the command's reader
+    (parse_shared_base, hfpipe.cli.adapter_report) gives back the config the stack was built with."""
+    from hfpipe.core.shared_base import parse_shared_base
+
+    declaring = [env for env in ENVS if synthesized.environments[env].shared_base]
+    assert declaring  # dev declares one (cdk.json)
+    for env in declaring:
+        name = f"/hfpipe/{env}/shared-base"
+        parameters = synthesized.assertions(env, "Pipeline").find_resources("AWS::SSM::Parameter").values()
+        [value] = [p["Properties"]["Value"] for p in parameters if p["Properties"]["Name"] == name]
+        assert parse_shared_base(json.loads(value), name) == synthesized.environments[env].shared_base
 
 
 @pytest.mark.parametrize("env", ENVS)

@@ -31,6 +31,7 @@ NOT_IN_REPOSITORY = {
     "resourceconfig.json",
     "inputdataconfig.json",
     "report.json",  # written by local mode under .hfpipe/local/<execution>/
+    "training_job.json",
     "results.json",  # benchmark results, written under benchmarks/results/
     "results.md",
     "metrics.json",
