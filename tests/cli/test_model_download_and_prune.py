@@ -199,3 +199,22 @@ def test_prune_options(argv: tuple[str, ...], fragment: str, tmp_path: Path, cap
 def test_a_local_runs_folder_name_is_what_local_mode_names_it() -> None:
     assert outputs.RUN_NAME.fullmatch(default_execution_name("bloomz-7b1-lora-samsum"))
     assert outputs.RUN_NAME.fullmatch(default_execution_name("x" * 63))
+
+
+def test_prune_counts_every_run_folder_also_one_a_run_left_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run cut off before it wrote anything left an empty folder, which prune neither counted nor removed:
+    "5 left (--keep 5)" while 8 remained."""
+    out = tmp_path / "local"
+    written = [f"tiny-qa-2026120{i}-000000" for i in range(1, 6)]
+    for age, name in zip((500, 400, 300, 200, 100), written, strict=True):
+        _local_run(out, name, age)
+    empty = [f"tiny-lora-2025010{i}-000000" for i in range(1, 4)]
+    for name in empty:
+        (out / name).mkdir()
+        os.utime(out / name, (1_600_000_000, 1_600_000_000))  # long ago: not a run starting now
+    code, stdout, err = run(capsys, "local", "prune", "--keep", "5", "--out", str(out))
+    assert (code, err) == (0, "")
+    assert sorted(p.name for p in out.iterdir()) == sorted(written)
+    assert f"{out}: removed 3 local runs" in stdout and "5 left (--keep 5)" in stdout

@@ -103,3 +103,82 @@ def test_logs_follow_ends_when_the_execution_failed_before_its_job(
         "there is no training log (`hfpipe report` says why)\n"
     )
     deployed._engine.create_errors.clear()
+
+
+# --- one progress model: 100 % once the job is Completed; a heartbeat in a log ---------------------------
+
+
+def test_a_completed_job_shows_all_its_steps_whatever_the_last_redraw() -> None:
+    """tqdm redraws at most ten times a second: the log's last bar of a finished job can be a step behind."""
+    behind = progress(["  Total optimization steps = 200", " 99%|#########9| 198/200 [01:40<00:01,  2.0it/s]"])
+    assert behind is not None and (behind.step, behind.total) == (198, 200)
+    assert behind.of_job("InProgress") == behind
+    done = behind.of_job("Completed")
+    assert (done.step, done.total, done.fraction, done.eta) == (200, 200, 1.0, "00:00")
+    assert behind.of_job("Failed") == behind  # a failed job's steps are what it reached
+
+
+def test_the_live_view_of_a_finished_job_says_100_percent(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from hfpipe.cli import aws, execution
+    from hfpipe.cli.watch import render
+
+    arn, plan = deployed.start("prog-2", running=True, wait=False)
+    deadline = time.monotonic() + 30
+    while plan["training_job_name"] not in sagemaker_backend().training_jobs:
+        assert time.monotonic() < deadline, "the training job was never created"
+        time.sleep(0.05)
+    redraw = ["  Total optimization steps = 200", " 99%|#########9| 198/200 [01:40<00:01,  2.0it/s]"]
+    monkeypatch.setattr(execution, "training_log_tail", lambda clients, job: redraw)
+    clients = aws.make_clients(region=deployed.sagemaker.meta.region_name)
+    running = execution.snapshot(clients, arn)
+    deployed.finish_training(plan["training_job_name"])
+    deployed.wait(arn)
+    finished = execution.snapshot(clients, arn, previous=running)
+    console = Console(width=200, record=True)
+    console.print(render(running))
+    assert "198/200 steps (99%)" in console.export_text()
+    console.print(render(finished))
+    assert "200/200 steps (100%)" in console.export_text()
+
+
+def _quiet_view(seconds: float, interval: float) -> list[str]:
+    """The lines `watch` prints to a pipe while a run stays in one state for `seconds`."""
+    import io
+    from datetime import UTC, datetime
+    from unittest import mock
+
+    from rich.console import Console
+
+    from hfpipe.cli import watch
+    from hfpipe.cli.execution import Snapshot
+
+    polls = int(seconds / interval)
+    views = [
+        Snapshot("arn:x", "run-1", "RUNNING", datetime.now(UTC), None, state="Launch") for _ in range(polls)
+    ]
+    views.append(Snapshot("arn:x", "run-1", "SUCCEEDED", datetime.now(UTC), datetime.now(UTC), state="Done"))
+    answers = iter(views)
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    with (
+        mock.patch.object(watch, "snapshot", lambda *a, **k: next(answers)),
+        mock.patch.object(watch, "build_report", lambda clients, snap: {}),
+        mock.patch.object(watch, "render_report", lambda report, env: []),
+    ):
+        watch.watch(None, "arn:x", console, interval=interval, sleep=lambda s: None)  # type: ignore[arg-type]
+    return [line for line in out.getvalue().splitlines() if line.startswith(("0m", "1m", "2m", "3m", "4m"))]
+
+
+def test_a_piped_watch_says_the_run_is_alive_at_least_every_minute() -> None:
+    """Hours of training in one state printed nothing to a log or a pipe."""
+    from hfpipe.cli.watch import HEARTBEAT_S
+
+    assert HEARTBEAT_S <= 60
+    lines = _quiet_view(seconds=300, interval=10)
+    assert len(lines) >= 300 // HEARTBEAT_S - 1, lines
+    assert all("run-1: RUNNING, Launch" in line for line in lines), lines
+    assert _quiet_view(seconds=50, interval=10) == []  # nothing changed for less than a minute: no line

@@ -218,3 +218,40 @@ def test_a_usage_error_the_command_finds_exits_2_with_one_line(
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, ""), err
     assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def _every_parser() -> list[tuple[str, argparse.ArgumentParser]]:
+    """(command line, parser) of every command and action."""
+    found = []
+    [top] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, parser in top.choices.items():
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found.extend((f"{name} {sub}", p) for sub, p in action.choices.items())
+    return found
+
+
+def test_no_command_sees_a_default_left_unresolved(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """`hfpipe local --recipe NAME` crashed on `Path(args.out)` with --out left None: a default is resolved
+    as the arguments are parsed, whichever command or action reads it."""
+    from pathlib import Path
+
+    from hfpipe.cli.parser import Deferred
+    from hfpipe.local.checkout import checkout_root
+
+    monkeypatch.chdir(tmp_path)  # from any folder: the checkout's runs folder
+    runs = str(checkout_root() / ".hfpipe" / "local")
+    with_out = 0
+    for line, parser in _every_parser():
+        defaults = {a.dest: a.default for a in parser._actions}
+        if not any(isinstance(d, Deferred) for d in defaults.values()):
+            continue
+        required = [a for a in parser._actions if a.required and a.option_strings]
+        argv = [*line.split(), *(w for a in required for w in (a.option_strings[0], "x"))]
+        args = build_parser().parse_args(argv)
+        assert not any(isinstance(v, Deferred) for v in vars(args).values()), line
+        if "out" in defaults:
+            with_out += 1
+            assert args.out == runs and Path(args.out).is_absolute(), (line, args.out)
+    assert with_out >= 4  # local, local prune, logs, report

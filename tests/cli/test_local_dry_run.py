@@ -1,0 +1,93 @@
+"""`hfpipe local --dry-run`: what `hfpipe start --dry-run` shows, for the run `hfpipe local` would make here
+(the local environment's settings and quotas, the substitutions), with nothing built, trained or written;
+and a local run refused after its folder was made leaves no folder behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfpipe.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_dry_run_shows_the_plan_and_the_request_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs"
+    code, stdout, err = run(capsys, "local", "--recipe", "tiny-qa", "--dry-run", "--out", str(out))
+    assert (code, err) == (0, ""), err
+    assert "substituted for this machine" in stdout
+    assert "nothing was started or created" in stdout and "CreateTrainingJob request:" in stdout
+    assert '"TrainingJobName": "local-tiny-qa-' in stdout
+    # The synthesized stacks' cache aside, no run folder: nothing ran.
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert left in ([], [".cache"]), left
+
+
+def test_the_dry_runs_json_is_the_plan_the_local_plan_state_makes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfpipe.core.plan_model import Plan
+
+    code, stdout, err = run(
+        capsys,
+        "local",
+        "--recipe",
+        "tiny-lora",
+        "--set",
+        "training.hyperparameters.max_steps=2",
+        "--dry-run",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
+    assert (code, err) == (0, ""), err
+    plan = Plan.from_json(json.loads(stdout))
+    assert plan.env == "local" and plan.recipe_name == "tiny-lora"
+    assert plan.training_job_request["HyperParameters"]["max_steps"] == "2"
+
+
+def test_the_dry_run_refuses_what_the_run_refuses_and_serving_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "local", "--recipe", "tiny-qa", "--dry-run", "--serve", "--out", str(tmp_path))
+    assert code == 2 and err.startswith("error: --serve") and err.count("\n") == 1, err
+    code, _, err = run(
+        capsys,
+        "local",
+        "--recipe",
+        "tiny-qa",
+        "--set",
+        "training.instance_count=3",
+        "--dry-run",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 1 and "instance_count" in err and err.count("\n") == 1, err
+
+
+def test_a_run_refused_after_its_folder_was_made_leaves_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused runs left empty folders, which `report --local` and `prune` then had to step around."""
+    from hfpipe.local import run as local_run
+    from hfpipe.local.checkout import LocalModeError
+
+    def refused(self: Any) -> Any:
+        (self.out / "fixtures").mkdir()  # what a run writes before it gets going
+        raise LocalModeError("the fixtures cannot be built here")
+
+    monkeypatch.setattr(local_run.LocalRun, "__enter__", refused)
+    out = tmp_path / "runs"
+    code, _, err = run(capsys, "local", "--recipe", "tiny-qa", "--out", str(out))
+    assert (code, err) == (1, "error: the fixtures cannot be built here\n")
+    assert [p.name for p in out.iterdir() if p.name != ".cache"] == []
