@@ -110,7 +110,9 @@ def test_logs_follow_ends_when_the_execution_failed_before_its_job(
 
 def test_a_completed_job_shows_all_its_steps_whatever_the_last_redraw() -> None:
     """tqdm redraws at most ten times a second: the log's last bar of a finished job can be a step behind."""
-    behind = progress(["  Total optimization steps = 200", " 99%|#########9| 198/200 [01:40<00:01,  2.0it/s]"])
+    behind = progress(
+        ["  Total optimization steps = 200", " 99%|#########9| 198/200 [01:40<00:01,  2.0it/s]"]
+    )
     assert behind is not None and (behind.step, behind.total) == (198, 200)
     assert behind.of_job("InProgress") == behind
     done = behind.of_job("Completed")
