@@ -347,3 +347,43 @@ def test_a_call_routed_to_an_inference_component_counts_as_its_invocations(fresh
         Statistics=["Sum"],
     )["Datapoints"]
     assert point["Sum"] == 2.0
+
+
+def test_a_local_job_is_in_progress_from_the_first_act_of_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto makes a training job Completed (with canned metrics and an end time) as it creates it; while the
+    local runtime downloaded the job's channels, a view showed the new job Completed before InProgress."""
+    from types import SimpleNamespace
+
+    from hfpipe.local import runtime as local_runtime
+
+    job = SimpleNamespace(
+        training_job_status="Completed",
+        secondary_status="Completed",
+        training_end_time="moto's",
+        final_metric_data_list=[{"MetricName": "canned"}],
+        secondary_status_transitions=[{"Status": "Completed"}],
+    )
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def download(s3: Any, uri: str, dest: Path) -> Path:
+        seen.append((job.training_job_status, job.secondary_status, job.training_end_time))
+        seen.append(job.final_metric_data_list)
+        raise Stop
+
+    monkeypatch.setattr(local_runtime, "download_prefix", download)
+    runtime = local_runtime.LocalRuntime(None, None, tmp_path)
+    request = {
+        "TrainingJobName": "job-1",
+        "InputDataConfig": [
+            {"ChannelName": "training", "DataSource": {"S3DataSource": {"S3Uri": "s3://data/train/"}}}
+        ],
+    }
+    with pytest.raises(Stop):
+        runtime.training(request, job)
+    assert seen == [("InProgress", "Downloading", None), []]
+    assert [t["Status"] for t in job.secondary_status_transitions] == ["Downloading"]
