@@ -92,10 +92,14 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     from hfpipe.cli import sources
 
     loaded = recipes.load(args.recipe, args.sets)
+    stage = _stages(console)
+    stage(f"recipe {loaded.name}: checking it against the local environment's rules")
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
     # changes more than hyperparameters, which those rules do not read.
-    _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, _as_run_here(args, loaded, False, None))
+    _in_local_environment(
+        Path(args.out).resolve() / CACHE_FOLDER, _as_run_here(args, loaded, False, None), say=stage
+    )
     # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
     packed = sources.pack_source(
         loaded.ref, loaded.resolved, say=lambda line: console.print(line, markup=False, highlight=False)
@@ -119,7 +123,7 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
             raise HfpipeError(str(exc)) from None
     try:
         with interruptible():
-            return _run(args, loaded, packed, substitutions, console, server)
+            return _run(args, loaded, packed, substitutions, console, server, stage)
     finally:
         if server is not None:
             server.server_close()
@@ -191,12 +195,18 @@ def interruptible() -> Iterator[None]:
 
 
 def _run(
-    args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console, server: Any
+    args: argparse.Namespace,
+    loaded: Any,
+    packed: Any,
+    substitutions: Any,
+    console: Console,
+    server: Any,
+    stage: Any,
 ) -> int:
     """`packed`: the recipe's own source packed (hfpipe.core.sourcedir.Packed), None for the project's."""
     name, out = _new_run_folder(Path(args.out), loaded.name)
     started = time.monotonic()
-    console.print(f"local run {name}: building the pipeline and the fixtures (output in {out})")
+    stage(f"local run {name} (output in {out})")
     _substituted(substitutions, console)
 
     import boto3
@@ -209,12 +219,13 @@ def _run(
     try:
         with (
             _kept_once_written(out),
-            LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER) as local,
+            LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER, say=stage) as local,
         ):
             try:
                 # The overrides are in the substituted recipe already.
                 execution_input = _own_source(local, packed, loaded, _execution_input(substitutions), console)
                 arn = local.start(name, execution_input)
+                stage("started the execution: the live view follows it")
                 clients = Clients(boto3.Session(region_name=local.region))
                 snap = watch(clients, arn, console, interval=0.5, local=True)
                 left = local.leftovers()
@@ -257,7 +268,18 @@ def _execution_input(substitutions: Any) -> dict[str, Any]:
     return {"recipe": substitutions.recipe, "poll_seconds": 1}
 
 
-def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
+def _stages(console: Console) -> Any:
+    """What a run is doing, a line per stage with the seconds since the command started, so the first
+    seconds of a cold run (synthesis, fixtures, the engine) are not silent."""
+    started = time.monotonic()
+
+    def stage(text: str) -> None:
+        console.print(f"[{time.monotonic() - started:4.0f} s] {text}", markup=False, highlight=False)
+
+    return stage
+
+
+def _in_local_environment(cache_dir: Path, substitutions: Any, say: Any = None) -> None:
     """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built
     or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept)
     with the local environment's settings, read from its synthesized stacks as its Plan function has them (an
@@ -270,7 +292,7 @@ def _in_local_environment(cache_dir: Path, substitutions: Any) -> None:
 
     try:
         accepted = core_plan.accept(_execution_input(substitutions))
-        config = plan_config(synth_stacks(cache_dir))
+        config = plan_config(synth_stacks(cache_dir, say=say))
     except RecipeError as err:
         raise HfpipeError(f"recipe {substitutions.recipe['name']!r} cannot run locally: {err}") from None
     except LocalModeError as exc:

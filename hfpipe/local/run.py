@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,15 @@ from hfpipe.local.substitute import Substitutions
 class LocalRun:
     """A context manager: the pipeline stood up on moto with the recipe's fixtures in its data bucket."""
 
-    def __init__(self, substitutions: Substitutions, out: Path, cache_dir: Path) -> None:
+    def __init__(
+        self,
+        substitutions: Substitutions,
+        out: Path,
+        cache_dir: Path,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        """``say``: told what it is doing, a line per stage (the fixtures, the engine)."""
+        self.say = say
         self.substitutions = substitutions
         self.recipe_name = substitutions.recipe["name"]
         self.channel_prefixes: dict[str, str] = substitutions.recipe["training"].get("channels") or {}
@@ -33,14 +42,16 @@ class LocalRun:
         self.runtime: LocalRuntime | None = None
 
     def __enter__(self) -> LocalRun:
-        stacks = synth_stacks(self.cache_dir)
+        stacks = synth_stacks(self.cache_dir, say=self.say)
         data = local_data(stacks["Data"])
         from hfpipe.contract import SSM_ARTIFACTS_BUCKET, ssm_parameter_name
         from hfpipe.local.stacks import LOCAL_ENV
 
         #: Where a recipe's own training source is uploaded (hfpipe.cli.sources), as on AWS.
         self.artifacts_bucket = data.parameters[ssm_parameter_name(LOCAL_ENV, SSM_ARTIFACTS_BUCKET)]
+        self.say("building the fixtures: the tiny model, its tokenizer and the data (hfpipe.fixtures)")
         channels = self.substitutions.fixture_channels(self.out / "fixtures")
+        self.say("starting the local engine: moto's account, the stacks' resources, the state machine")
         # moto narrates every service integration and failure on stderr; the view already says what matters.
         for logger in ("moto", "moto.stepfunctions"):
             logging.getLogger(logger).setLevel(logging.CRITICAL)

@@ -9,7 +9,7 @@ import copy
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,8 +114,10 @@ def synth_stacks(
     *,
     env: str = LOCAL_ENV,
     environments: dict[str, Any] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The app's Data and Pipeline stacks for one environment, by part name.
+    """The app's Data and Pipeline stacks for one environment, by part name (``say``: told when they must
+    be synthesized, which takes seconds, rather than read from the cache).
 
     The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for `env` (default:
     the `local` environment of `LOCAL_SETTINGS`) with `environments` as the `hfpipe:environments` context
@@ -145,6 +147,10 @@ def synth_stacks(
         fcntl.flock(lock, fcntl.LOCK_EX)
         if cached.is_file():
             return dict(json.loads(cached.read_text()))
+        if say is not None:
+            say(
+                f"synthesizing the app's stacks for {env!r} (`python app.py`; once for this code, cached in {cache_dir})"
+            )
         stacks = _synth(root, env, environments)
         partial = cached.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(stacks))

@@ -186,12 +186,13 @@ class LocalWorld:
         root = checkout_root()
         environments = local_environments(self.env, cdk_environments(root), self.overrides)
         self.region = str(environments[self.env]["region"])
-        stacks = synth_stacks(self.cache_dir, root, env=self.env, environments=environments)
+        stacks = synth_stacks(self.cache_dir, root, env=self.env, environments=environments, say=self.say)
         data = local_data(stacks["Data"], self.env)
         self.data_bucket = data.data_bucket
         for logger in ("moto", "moto.stepfunctions", "werkzeug"):  # each request and failure, narrated
             logging.getLogger(logger).setLevel(logging.CRITICAL)
         shutil.rmtree(self.workdir, ignore_errors=True)  # the last run's jobs; its account is gone with it
+        self.say("starting the local engine: moto's account, the stacks' resources, the state machines")
         self.engine = LocalEngine(
             stacks["Pipeline"],
             training=lambda request, job: self.runtime.training(request, job),
@@ -209,6 +210,7 @@ class LocalWorld:
         self._stack.callback(stop_all)
         self._create_buckets(data.buckets)
         self.engine.put_parameters(data.parameters)
+        self.say("building the fixture data of the recipes that train here as written (hfpipe.fixtures)")
         self.fixtures = self._upload_fixtures(data.data_bucket)
         self._route_other_regions(environments)
         self._serve()
