@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,9 +98,14 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
     # changes more than hyperparameters, which those rules do not read.
+    warming = _Warming()
     _in_local_environment(
-        Path(args.out).resolve() / CACHE_FOLDER, _as_run_here(args, loaded, False, None), say=stage
+        Path(args.out).resolve() / CACHE_FOLDER,
+        _as_run_here(args, loaded, False, None),
+        say=stage,
+        meanwhile=warming.start,
     )
+    warming.join()  # before this thread imports any of them itself
     # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
     packed = sources.pack_source(
         loaded.ref, loaded.resolved, say=lambda line: console.print(line, markup=False, highlight=False)
@@ -279,7 +285,33 @@ def _stages(console: Console) -> Any:
     return stage
 
 
-def _in_local_environment(cache_dir: Path, substitutions: Any, say: Any = None) -> None:
+class _Warming:
+    """The heavy imports a run makes later (torch and transformers: about 5 s of one core), made on a second
+    thread while the app's stacks are synthesized in a child process on a first run, so the two overlap on a
+    machine of two cores. The command's thread joins it before it imports any of them itself: two threads
+    importing one package at once can deadlock on its module locks."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        def load() -> None:
+            with contextlib.suppress(Exception):  # an import that fails, fails again where it is needed
+                import torch  # noqa: F401
+                import transformers  # noqa: F401
+
+        # A daemon: a recipe refused meanwhile ends the command without waiting for it.
+        self.thread = threading.Thread(target=load, name="hfpipe-warm-imports", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+
+def _in_local_environment(
+    cache_dir: Path, substitutions: Any, say: Any = None, meanwhile: Any = None
+) -> None:
     """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built
     or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept)
     with the local environment's settings, read from its synthesized stacks as its Plan function has them (an
@@ -292,7 +324,7 @@ def _in_local_environment(cache_dir: Path, substitutions: Any, say: Any = None) 
 
     try:
         accepted = core_plan.accept(_execution_input(substitutions))
-        config = plan_config(synth_stacks(cache_dir, say=say))
+        config = plan_config(synth_stacks(cache_dir, say=say, meanwhile=meanwhile))
     except RecipeError as err:
         raise HfpipeError(f"recipe {substitutions.recipe['name']!r} cannot run locally: {err}") from None
     except LocalModeError as exc:

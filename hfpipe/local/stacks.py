@@ -115,9 +115,11 @@ def synth_stacks(
     env: str = LOCAL_ENV,
     environments: dict[str, Any] | None = None,
     say: Callable[[str], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The app's Data and Pipeline stacks for one environment, by part name (``say``: told when they must
-    be synthesized, which takes seconds, rather than read from the cache).
+    be synthesized, which takes seconds of a child process, rather than read from the cache; ``meanwhile``:
+    then called first, to start work that can run beside the child).
 
     The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for `env` (default:
     the `local` environment of `LOCAL_SETTINGS`) with `environments` as the `hfpipe:environments` context
