@@ -532,6 +532,16 @@ def test_the_replay_counts() -> None:
         print(f"{name:<{width}}  {counter['commands']:>3} commands ({counter['hfpipe']} hfpipe)")
     shell = [b for b in found if b.is_shell]
     print(f"{len(shell)} shell blocks in {len({b.doc for b in shell})} documents")
+    for block in (
+        b for b in found if b.mode in ("local", "script")
+    ):  # which runs are dry here, and full where
+        for command in block.commands():
+            recipe = local_sh_recipe(command.argv[1:]) if command.argv[0] == LOCAL_SH else None
+            recipe = recipe or (option(command.argv, "--recipe") or [None])[-1]
+            if recipe:
+                print(
+                    f"{block.doc.name}:{command.line} {command.text}: dry run here, full run {FULL_RUNS.get(recipe)}"
+                )
     assert sum(c["commands"] for c in counts.values()) == sum(len(b.commands()) for b in shell)
     assert "not a command" not in counts
 

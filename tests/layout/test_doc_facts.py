@@ -472,7 +472,7 @@ def environment_snippets(texts: dict[str, str]) -> list[tuple[str, dict[str, Any
     found = []
     for doc, text in texts.items():
         for block in re.findall(r"```json\n(.*?)```", text, flags=re.S):
-            body = re.sub(r'"<[^">]*>"', '"123456789012"', block)  # a placeholder account
+            body = re.sub(r'"<[^">]*>"', f'"{"1" * 12}"', block)  # a placeholder: an account ID's shape
             try:
                 value = json.loads("{" + body + "}")
             except json.JSONDecodeError:
@@ -563,4 +563,22 @@ def test_the_stack_checks_can_fail(synthesized: Any) -> None:
     drawn = diagram_names("Prepare --refused--> Refused\nPrepair -> Action?")
     assert state_name_problems("x.md", drawn, machines["hfpipe-dev-deploy"]) == [
         "x.md: Prepair is no state or error of the state machine"
+    ]
+
+
+def slowest_files_problems(text: str) -> list[str]:
+    """docs/development.md's "slowest N test files" is tests/conftest.py's SLOWEST_FILES."""
+    [n] = re.findall(r"^SLOWEST_FILES = (\d+)$", read("tests/conftest.py"), flags=re.M)
+    said = re.findall(r"slowest (\d+)\s+test files", text)
+    return [f"docs/development.md: slowest {s} test files; the run lists {n}" for s in said if s != n] or (
+        [] if said else ["docs/development.md: the slowest test files' count is not stated"]
+    )
+
+
+def test_the_slowest_files_count_is_the_suites() -> None:
+    assert slowest_files_problems(read("docs/development.md")) == []
+    [n] = re.findall(r"^SLOWEST_FILES = (\d+)$", read("tests/conftest.py"), flags=re.M)
+    drifted = f"The run ends with its slowest {int(n) + 1} test files."
+    assert slowest_files_problems(drifted) == [
+        f"docs/development.md: slowest {int(n) + 1} test files; the run lists {n}"
     ]
