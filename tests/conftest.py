@@ -86,6 +86,9 @@ LONGEST_FILES = {
     "tests/cli/test_walkthrough_openai.py": 60,
     "tests/hostile/test_hostile_cli_options.py": 57,
     "tests/pipeline/test_deploy_limits.py": 53,
+    # Alone, with the local environment's synthesis its first dry run pays (shared with the run's other
+    # local-mode tests when they come first): 46 s, 2026-12-07.
+    "tests/layout/test_doc_commands.py": 46,
 }
 SLOW_TEST_SECONDS = 5
 

@@ -1,8 +1,9 @@
 """What every finished `hfpipe local` run must give, checked from its output folder and what it printed.
 
 One end-to-end local run per recipe shape is enough, and each costs a training job: the runs live where a
-test needs one anyway (tests/training/test_local_substitutions.py runs the full-size recipes, the README
-walk-throughs in tests/cli serve tiny-lora and bloomz-7b1-lora-samsum), and each checks its run with this.
+test needs one anyway (tests/training/test_local_substitutions.py runs the full-size recipes, the walk-throughs
+in tests/cli serve tiny-lora (the README's) and bloomz-7b1-lora-samsum (docs/vllm.md's)), and each checks its
+run with this.
 """
 
 from __future__ import annotations

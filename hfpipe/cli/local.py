@@ -1,4 +1,4 @@
-"""`hfpipe local`: the pipeline end to end on this machine, no AWS account (docs/cli.md, "Local mode").
+"""`hfpipe local`: the pipeline end to end on this machine, no AWS account (docs/local.md).
 
 The pipeline is stood up by `hfpipe.local.run.LocalRun`; this command starts the execution and follows it
 with `hfpipe watch`'s view on the local moto account, then writes the outputs to `--out/<execution name>/`.

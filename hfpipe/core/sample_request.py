@@ -8,7 +8,7 @@ InvokeEndpointWithResponseStream's), must name the served model if it names one,
 whatever the tokenizer: Plan has no tokenizer, so it counts every UTF-8 byte of the text as a token (no
 byte-level BPE or SentencePiece-with-byte-fallback tokenizer makes more tokens than bytes), plus
 PER_MESSAGE_TOKENS per message and the bytes of the recipe's prompt template (the chat template run_clm.py
-writes from it). That bound is deliberately pessimistic (README.md, "The request contract").
+writes from it). That bound is deliberately pessimistic (docs/vllm.md, "The request contract").
 
 The `hf-inference` kind's contract is the task handler's own `parse_request` (training_code/), which the
 Plan Lambda does not carry; `hfpipe start` and the tests check those samples with it.
@@ -49,7 +49,7 @@ def check(recipe: Mapping[str, Any], environment: Mapping[str, str]) -> None:
     except contract.ContractError as err:
         raise RecipeError(
             f"{FIELD}: vLLM {contract.VLLM_VERSION} would answer {err.status}: {err.message}; accepted: an "
-            'OpenAI chat (messages) or completion (prompt) body as README.md\'s "The request contract" states'
+            'OpenAI chat (messages) or completion (prompt) body as docs/vllm.md\'s "The request contract" states'
         ) from None
     if checked.stream:
         raise RecipeError(

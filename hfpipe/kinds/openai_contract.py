@@ -23,7 +23,7 @@ each names where it comes from. Files, all under vllm/:
   "auto" or named needs a tool parser the container does not configure), `create_completion` (suffix);
 - v1/engine/input_processor.py: `_validate_model_input` (token ids beyond the vocabulary, empty prompts).
 
-Where this contract is narrower than vLLM it says so (NARROWER) and README.md ("The request contract")
+Where this contract is narrower than vLLM it says so (NARROWER) and docs/vllm.md ("The request contract")
 lists it: a refusal here that vLLM would have answered is a choice, never an accident.
 
 Over 400 lines, as one module on purpose: it is one vLLM release's request rules, which a version bump

@@ -124,7 +124,7 @@ def test_an_adapter_run_reports_its_shared_base_and_the_share_the_rule_gives_it(
 def test_the_deployed_shared_base_decides_not_the_checkouts_cdk_json(
     config, clients: Clients, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's adapter walk-through: `hfpipe local up --set` gives that world's dev the tiny Llama while
+    """docs/adapters.md's walk-through: `hfpipe local up --set` gives that world's dev the tiny Llama while
     the checkout's cdk.json declares Qwen 7B for dev; the report is of the environment the run ran in."""
     declared = json.loads((ROOT / "cdk.json").read_text())["context"]["hfpipe:environments"]["dev"]
     assert (

@@ -4,7 +4,6 @@ test needs their run anyway (tests/local_runs.py says where), each checked by `c
 from __future__ import annotations
 
 import json
-import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -327,16 +326,16 @@ def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
     assert "team_qa.py" in (run_dir / "training.log").read_text()
 
 
-def test_the_readmes_own_code_block_runs_as_pasted(tmp_path: Path, capsys: Any) -> None:
+def test_the_own_code_block_runs_as_pasted(tmp_path: Path, capsys: Any) -> None:
+    """docs/own-code.md's "The whole thing, on this machine" block (`own-code`), pasted into bash in an empty
+    folder: a team's script and recipe trained in local mode, then its report and loss curve."""
     import os
     import subprocess
     import sys
 
-    from hfpipe.local.checkout import checkout_root
+    from doc_blocks import doc_block
 
-    readme = (checkout_root() / "README.md").read_text()
-    section = readme.split("## Your own training code", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    block = doc_block("own-code").text
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

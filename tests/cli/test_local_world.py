@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
-from world_helpers import ENVIRONMENTS, World, out, readme_commands
+from doc_blocks import block_commands
+from world_helpers import ENVIRONMENTS, World, out, world_lines
 
 from hfpipe import contract
 from hfpipe.cli import aws
@@ -142,37 +143,71 @@ def test_a_handler_reaches_another_region_through_its_override(monkeypatch: Any)
     assert lambda_aws.client("sagemaker", region="eu-west-2").meta.region_name == "eu-west-2"  # no override
 
 
+def world_block_commands() -> list[tuple[list[str], str]]:
+    """docs/local.md's local-world block between its `local up` lines (the `world` fixture runs them) and its
+    `local down` lines (the fixture's teardown runs them)."""
+    return [
+        (argv, c)
+        for argv, c in block_commands("local-world")
+        if argv[:2] not in (["local", "up"], ["local", "down"])
+    ]
+
+
+def test_the_world_block_trains_approves_and_promotes() -> None:
+    argvs = [argv for argv, _ in world_block_commands()]
+    assert [a[0] for a in argvs] == [
+        "local",
+        "start",
+        "models",
+        "models",
+        "promote",
+        "models",
+        "endpoints",
+    ], argvs
+    assert sorted(world_lines("up")) == sorted(world_lines("down")) == sorted(ENVIRONMENTS)
+
+
 @pytest.mark.slow
-def test_train_approve_in_dev_and_promote_to_prod_by_hand(world: World) -> None:
-    dev, prod = world["dev"], world["prod"]
+def test_the_local_world_block_by_hand(world: World) -> None:
+    """docs/local.md's local-world block, every command as typed, in order: train in dev, approve, promote to
+    prod (another account, its own process), what each environment holds and serves."""
     for env in ENVIRONMENTS:
         assert f"local environment {env} (" in world.log(env) and "time scale 0.01" in world.log(env)
     assert "fixture data of tiny-adapter, tiny-lora, tiny-mnli, tiny-qa, tiny-spot" in world.log("dev")
-    assert "no local environment is up" not in out(world.hfpipe("local", "status"))
-
-    started = time.monotonic()
-    run = dev("start", "--recipe", "tiny-lora", "--name", "lora-1", "--watch", "--interval", "1")
-    seconds = time.monotonic() - started
-    assert run.returncode == 0, run.stdout + run.stderr + world.log("dev")
-    assert "SUCCEEDED" in run.stdout and re.search(r"model version\s+.*hfpipe-dev-tiny-lora/1", run.stdout)
-    assert "training job dev-lora-1 (recipe tiny-lora): training on this machine" in world.log("dev")
-    print(f"start-up: {world.started_s}; tiny-lora run: {seconds:.1f} s")  # shown with -s
-
-    # The world is the module's: its other tests train other recipes there, in any order.
+    # The world is the module's: its other tests train other recipes there, in any order; tiny-lora only here.
     lora = ("--json", "--recipe", "tiny-lora")
-    listed = out(dev("models", *lora))
-    [version] = json.loads(listed)
-    assert (version["ref"], version["status"]) == ("tiny-lora/1", "PendingManualApproval"), version
-    assert "PendingManualApproval -> Approved" in out(dev("models", "approve", "tiny-lora/1"))
-    assert json.loads(out(dev("models", *lora)))[0]["status"] == "Approved"
-    assert "dev-lora-1" not in out(dev("endpoints"))  # the run deleted its endpoint after the smoke test
-    # prod is another account: it has none of dev's versions until one is promoted. Its Promote Lambda reads
-    # dev's registry and copies dev's model.tar.gz from dev's process (aws.REGION_OVERRIDES, moto_patches).
-    assert json.loads(out(prod("models", *lora))) == []
-    assert "tiny-lora/1 (dev) -> tiny-lora/1 (prod)" in out(
-        prod("promote", "tiny-lora/1", "--watch", "--interval", "1")
-    )
-    [promoted] = json.loads(out(prod("models", *lora)))
+    assert json.loads(out(world["prod"]("models", *lora))) == []
+    execution = None
+    for argv, _comment in world_block_commands():
+        started = time.monotonic()
+        proc = world.hfpipe(*argv)
+        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr, world.log("dev")[-3000:])
+        if argv[:2] == ["local", "status"]:
+            assert all(f"{env}: http" in proc.stdout for env in ENVIRONMENTS), proc.stdout
+        elif argv[0] == "start":
+            print(
+                f"start-up: {world.started_s}; tiny-lora run: {time.monotonic() - started:.1f} s"
+            )  # with -s
+            assert "SUCCEEDED" in proc.stdout and re.search(
+                r"model version\s+.*hfpipe-dev-tiny-lora/1", proc.stdout
+            )
+            match = re.search(r"\b(tiny-lora-\d{8}-\d{6})\b", proc.stdout)
+            assert match, proc.stdout
+            execution = match.group(1)
+            assert f"training job dev-{execution} (recipe tiny-lora): training on this machine" in world.log(
+                "dev"
+            )
+        elif argv[:2] == ["models", "approve"]:
+            assert "PendingManualApproval -> Approved" in proc.stdout
+        elif argv[0] == "promote":
+            # prod's Promote Lambda reads dev's registry and copies dev's model.tar.gz from dev's process
+            # (aws.REGION_OVERRIDES, moto_patches).
+            assert "tiny-lora/1 (dev) -> tiny-lora/1 (prod)" in proc.stdout
+        elif argv[0] == "endpoints":
+            assert execution and f"dev-{execution}" not in proc.stdout  # the run deleted its endpoint
+    [version] = json.loads(out(world["dev"]("models", *lora)))
+    assert (version["ref"], version["status"]) == ("tiny-lora/1", "Approved"), version
+    [promoted] = json.loads(out(world["prod"]("models", *lora)))
     assert (promoted["ref"], promoted["promoted_from_env"]) == ("tiny-lora/1", "dev")
     assert promoted["promoted_from"] == version["arn"]
 
@@ -310,18 +345,20 @@ def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(
     assert stored is not None and stored.to_json() == planned["distilbert-spot"]
 
 
-# --- the README's lifecycle walk-through, command by command ----------------------------------------------
+# --- docs/deploy.md's lifecycle walk-through, command by command ----------------------------------------------
 
 
 def lifecycle_commands() -> list[tuple[list[str], str]]:
-    """The `hfpipe` commands of the README's "From dev to prod" block, with their comments; the block's
-    `hfpipe local up` lines are what the `world` fixture runs."""
-    return readme_commands("From dev to prod: approve, deploy, promote, roll back")
+    """The `hfpipe` commands of docs/deploy.md's lifecycle block ("From dev to prod"), with their comments; its
+    `hfpipe local up` lines are the `world` fixture's (docs/local.md's block has the same)."""
+    return block_commands("lifecycle")
 
 
 def test_the_lifecycle_block_has_the_steps_the_issue_asks() -> None:
     steps = [(argv[0], argv[1] if len(argv) > 1 else "") for argv, _ in lifecycle_commands()]
     assert steps[:2] == [("local", "up"), ("local", "up")]
+    ups = {argv[argv.index("--env") + 1]: argv for argv, _ in lifecycle_commands()[:2]}
+    assert ups == world_lines("up")  # the environments the `world` fixture starts, as this block starts them
     kinds = [argv[0] for argv, _ in lifecycle_commands()[2:]]
     # train, approve, deploy in dev, promote, deploy in prod, a worse update rolled back, a better one.
     assert kinds.count("start") == 3 and kinds.count("promote") == 3 and kinds.count("deploy") == 4
@@ -329,9 +366,10 @@ def test_the_lifecycle_block_has_the_steps_the_issue_asks() -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_lifecycle_by_hand(world: World) -> None:
+def test_the_lifecycle_by_hand(world: World) -> None:
     """Train in dev, approve, deploy in dev, promote, deploy in prod, a worse version rolled back by its
-    alarm, a better one deployed blue/green: every command the README's, run as typed, in order."""
+    alarm, a better one deployed blue/green: every command of docs/deploy.md's block, run as typed, in
+    order."""
     assert json.loads(out(world["dev"]("models", "--json", "--recipe", "tiny-mnli"))) == []
     rolled_back_at = None
     for argv, comment in lifecycle_commands()[2:]:
@@ -370,5 +408,5 @@ def test_the_readme_lifecycle_by_hand(world: World) -> None:
     assert [(v["ref"], v["promoted_from_env"]) for v in prod_versions] == [
         (f"tiny-mnli/{n}", "dev") for n in (1, 2, 3)
     ]
-    for env in ENVIRONMENTS:  # the README's last commands deleted both named endpoints
+    for env in ENVIRONMENTS:  # the block's last commands deleted both named endpoints
         assert "classifier" not in out(world[env]("endpoints"))

@@ -1,8 +1,9 @@
 """The README's BLOOMZ walk-through, step by step: locally end to end (train, serve, logs, invoke, Ctrl-C), and
 its AWS commands against a moto account (start --keep-endpoint, logs --follow, endpoints, invoke, delete).
 
-The commands run here are read from the README's walk-through section, so the two cannot drift apart; only
-the port (a free one), the output folder and the moto account differ.
+The commands run here are read from the README's walk-through blocks (by their replay markers' names,
+`bloomz-local` and `bloomz-aws`), so the two cannot drift apart; only the port (a free one), the output folder
+and the moto account differ.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from cli_moto import Deployed, _answer, sagemaker_backend
+from doc_blocks import doc_block
 from local_runs import check_finished_run
 
 from hfpipe.cli import main
@@ -30,17 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def walkthrough_blocks() -> list[list[list[str]]]:
-    """The walk-through's bash blocks, each as its commands (argv lists; comments and the printf dropped)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Walk-through: summarize dialogues with BLOOMZ", 1)[1].split("\n## ", 1)[0]
-    blocks = []
-    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
-        commands = []
-        for line in block.splitlines():
-            if line.startswith("hfpipe "):
-                commands.append(shlex.split(line, comments=True))
-        blocks.append(commands)
-    return blocks
+    """The walk-through's two bash blocks, each as its `hfpipe` commands (argv lists, `hfpipe` first)."""
+    local, on_aws = doc_block("bloomz-local"), doc_block("bloomz-aws")
+    return [[c.argv for c in block.commands() if c.is_hfpipe] for block in (local, on_aws)]
 
 
 def start_serving(argv: list[str], out_dir: Path) -> tuple[subprocess.Popen[str], list[str], str | None]:
@@ -69,8 +62,7 @@ def start_serving(argv: list[str], out_dir: Path) -> tuple[subprocess.Popen[str]
 
 
 def chat_file(tmp_path: Path) -> Path:
-    readme_block = (ROOT / "README.md").read_text().split("## Walk-through", 1)[1]
-    [printf] = re.findall(r"^printf '(.*)' > chat.txt$", readme_block, flags=re.M)
+    [printf] = re.findall(r"^printf '(.*)' > chat.txt$", doc_block("bloomz-local").text, flags=re.M)
     chat = tmp_path / "chat.txt"
     chat.write_text(printf.replace("\\n", "\n"))
     return chat

@@ -1,4 +1,4 @@
-"""The README's adapters walk-through ("Many fine-tunes on one GPU"), command by command: its `hfpipe local
+"""docs/adapters.md's walk-through ("Many fine-tunes on one GPU"), command by command: its `hfpipe local
 up` line, as written, starts the local world's dev (this world's shared base the tiny Llama), and every
 `hfpipe` command of the block runs as typed, in order, against it (issue 31's walk-through: train two
 adapters, approve both, deploy both onto one base, call each, roll one back, delete the other)."""
@@ -10,12 +10,13 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from world_helpers import World, out, readme_commands, worlds_up
+from doc_blocks import block_commands
+from world_helpers import World, out, worlds_up
 
 
 def adapter_commands() -> list[tuple[list[str], str]]:
-    """The `hfpipe` commands of the README's adapters block, with their comments (its `local up` first)."""
-    return readme_commands("Many fine-tunes on one GPU: LoRA adapters on a shared base")
+    """The `hfpipe` commands of docs/adapters.md's block, with their comments (its `local up` first)."""
+    return block_commands("adapters")
 
 
 def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
@@ -46,7 +47,7 @@ def adapter_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.mark.slow
 def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
-    """Every command of the README's adapters block, run as typed, in order, against the local world's dev:
+    """Every command of docs/adapters.md's block, run as typed, in order, against the local world's dev:
     two adapters on one shared base, each answering as itself, one rolled back, the other deleted."""
     answers: dict[str, str] = {}
     for argv, _comment in adapter_commands()[1:]:

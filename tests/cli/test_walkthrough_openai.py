@@ -1,11 +1,11 @@
-"""The README's vLLM section, step by step: train and serve bloomz-7b1-lora-samsum locally on the vllm kind's
-stand-in, stream a summary with `hfpipe invoke --stream`, then run the README's own `openai` snippet against
-the server (chat and streaming), and stop with Ctrl-C. The commands and the snippet are read from the README."""
+"""docs/vllm.md, step by step: train and serve bloomz-7b1-lora-samsum locally on the vllm kind's stand-in,
+stream a summary with `hfpipe invoke --stream`, then run the page's own `openai` snippet against the server
+(chat and streaming), and stop with Ctrl-C. The commands and the snippet are read from the page (its blocks
+`vllm` and `vllm-client`)."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_blocks import doc_block
 from local_runs import check_finished_run
 from test_walkthrough import chat_file, start_serving
 
@@ -20,23 +21,17 @@ from hfpipe.cli import main
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Serving the LLM as teams do now: vLLM, OpenAI-compatible"
-
-
-def section() -> str:
-    return (ROOT / "README.md").read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
 
 
 def commands() -> list[list[str]]:
-    (block,) = re.findall(r"```bash\n(.*?)```", section(), flags=re.S)
-    return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("hfpipe ")]
+    return [c.argv for c in doc_block("vllm").commands() if c.is_hfpipe]
 
 
 def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path, capsys: Any) -> None:
     serve, invoke = commands()
     assert serve[1:4] == ["local", "--recipe", "bloomz-7b1-lora-samsum"] and "--serve" in serve
     assert invoke[1:3] == ["invoke", "--local"] and "--stream" in invoke
-    (snippet,) = re.findall(r"```python\n(.*?)```", section(), flags=re.S)
+    snippet = doc_block("vllm-client").text
     chat = chat_file(tmp_path)
     argv = serve[1:]
     argv[argv.index("--port") + 1] = "0"
@@ -68,7 +63,7 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
         assert code != 0 and "maximum context length is 2048 tokens" in err, (out, err)
         assert "nothing was sent" in err, err
 
-        # The README's snippet as written, with the port the server got and the chat file's path.
+        # The page's snippet as written, with the port the server got and the chat file's path.
         script = snippet.replace("127.0.0.1:8081", f"127.0.0.1:{port}").replace('"chat.txt"', repr(str(chat)))
         ran = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False

@@ -1,6 +1,8 @@
 """The local world for the command tests: dev and prod of cdk.json started as `hfpipe local up` subprocesses (free
 ports, a temporary world folder), and `hfpipe` commands run against them in subprocesses with HFPIPE_LOCAL=1,
-as a user types them by hand (tests/cli/test_local_world.py, the README's lifecycle walk-through)."""
+as a user types them by hand (tests/cli/test_local_world.py: docs/local.md's local world and docs/deploy.md's
+lifecycle walk-through). The `world` fixture starts and stops the environments with the `local up` and
+`local down` lines of docs/local.md's block, as typed."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from doc_blocks import block_commands
 
 from hfpipe.local import world_file
 
@@ -81,16 +84,32 @@ class World:
             return world_file.live(env)
 
 
+#: The block of docs/local.md whose `local up` and `local down` lines start and stop the `world` fixture.
+WORLD_BLOCK = "local-world"
+
+
+def world_lines(action: str, name: str = WORLD_BLOCK) -> dict[str, list[str]]:
+    """The `hfpipe local ACTION --env ENV` lines of block `name`, by environment, as argv after `hfpipe`."""
+    lines = [argv for argv, _ in block_commands(name) if argv[:2] == ["local", action]]
+    return {argv[argv.index("--env") + 1]: argv for argv in lines}
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    """dev and prod of cdk.json, each as `hfpipe local up --env ENV`."""
+    """dev and prod of cdk.json, started by docs/local.md's `hfpipe local up --env ENV` lines and stopped by its
+    `hfpipe local down --env ENV` lines, as typed."""
     home = tmp_path_factory.mktemp("world")
-    yield from worlds_up(home, {env: ["local", "up", "--env", env] for env in ENVIRONMENTS})
+    ups, downs = world_lines("up"), world_lines("down")
+    assert sorted(ups) == sorted(downs) == sorted(ENVIRONMENTS), (ups, downs)
+    yield from worlds_up(home, ups, downs)
 
 
-def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
+def worlds_up(
+    home: Path, commands: dict[str, list[str]], downs: dict[str, list[str]] | None = None
+) -> Iterator[World]:
     """Each environment started by its `hfpipe` command (``commands``: env -> argv), yielded as a World once
-    every one is up; each stopped with SIGTERM at the end, as `hfpipe local down` stops it."""
+    every one is up; at the end each stopped by its `downs` command (`hfpipe local down --env ENV`, run as
+    typed from another terminal), else with SIGTERM, as `hfpipe local down` stops it."""
     logs = {env: home / f"{env}.log" for env in commands}
     started = time.monotonic()
     procs = {
@@ -105,6 +124,8 @@ def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
         for env, argv in commands.items()
     }
     world = World(home, logs)
+    downs = downs or {}
+    up = False
     try:
         pending = set(commands)
         while pending:
@@ -117,10 +138,14 @@ def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
                     world.started_s[env] = time.monotonic() - started
             assert time.monotonic() - started < UP_TIMEOUT_S, {e: logs[e].read_text() for e in pending}
             time.sleep(0.5)
+        up = True
         yield world
     finally:
-        for proc in procs.values():  # as `hfpipe local down` does
-            if proc.poll() is None:
+        # Once every environment was up, its own `local down` line stops it (a failed start: SIGTERM, which is
+        # what `local down` sends, so the start's own failure is the one reported).
+        stopped = {env: hfpipe(home, *downs[env], route=False) for env in downs if up}
+        for env, proc in procs.items():
+            if env not in stopped and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         for env, proc in procs.items():
             try:
@@ -129,22 +154,8 @@ def worlds_up(home: Path, commands: dict[str, list[str]]) -> Iterator[World]:
                 proc.kill()
                 proc.wait()
                 pytest.fail(f"hfpipe local up --env {env} did not stop on SIGTERM:\n{logs[env].read_text()}")
-
-
-def readme_commands(section: str) -> list[tuple[list[str], str]]:
-    """The `hfpipe` commands of the one bash block under the README's ``## section`` heading, each as its
-    arguments after `hfpipe` and its comment, in order (a walk-through's replay test runs them as typed)."""
-    import re
-    import shlex
-
-    text = (ROOT / "README.md").read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-    commands = []
-    for line in block.splitlines():
-        if line.startswith("hfpipe "):
-            command, _, comment = line.partition("  # ")
-            commands.append((shlex.split(command)[1:], comment.strip()))
-    return commands
+        for env, down in stopped.items():
+            assert down.returncode == 0, (downs[env], down.stdout, down.stderr)
 
 
 def out(proc: subprocess.CompletedProcess[str]) -> str:

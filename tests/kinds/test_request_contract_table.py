@@ -151,7 +151,7 @@ TABLE = [
         (404, "The model `other` does not exist."),
         by={"invoke": "accept"},
     ),
-    # where this project is narrower than vLLM (README.md, "The request contract")
+    # where this project is narrower than vLLM (docs/vllm.md, "The request contract")
     Row("temperature NaN", chat(temperature=float("nan")), (400, "temperature: nan is not accepted")),
     Row(
         "a lone surrogate", chat(messages=[{"role": "user", "content": "a\ud800b"}]), (400, "lone surrogate")

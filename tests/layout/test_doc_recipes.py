@@ -11,7 +11,8 @@ has recipe fields as its keys:
 - an excerpt (top-level fields, or fields of `training`) must be a shipped recipe's fields as written
   (recipes/), and that recipe goes through the same.
 
-docs/own-code.md's recipe is also run end to end with `hfpipe local`, as its "Local mode" block says.
+docs/own-code.md's recipe is also run end to end with `hfpipe local`, as its "Local mode" block
+(`own-code-local`) says.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
+from doc_blocks import doc_block
 from plan_config import dev_config
 
 from hfpipe.core.schema import RECIPE_SCHEMA
@@ -140,14 +142,15 @@ def problems(docs: list[Path], tmp_path: Path) -> list[str]:
 
 def test_the_docs_recipe_snippets_are_recipes_the_command_takes(tmp_path: Path) -> None:
     assert problems(DOCS, tmp_path) == []
-    # The extraction finds the README's (a heredoc) and own-code.md's whole recipes: finding none would pass.
+    # The extraction finds own-code.md's two whole recipes, its JSON block and its walk-through's heredoc:
+    # finding none would pass.
     snippets = recipe_snippets(DOCS)
-    wheres = {s.where.split(":")[0] for s in snippets if s.whole}
-    assert {"README.md", "docs/own-code.md"} <= wheres, [s.where for s in snippets]
+    wheres = [s.where.split(":")[0] for s in snippets if s.whole]
+    assert wheres.count("docs/own-code.md") == 2, [s.where for s in snippets]
 
 
-#: docs/own-code.md's snippet as it once was: an excerpt no shipped recipe has, on an instance type the README's
-#: training container has no image for.
+#: docs/own-code.md's snippet as it once was: an excerpt no shipped recipe has, on an instance type the
+#: walk-through's training container has no image for.
 OLD_OWN_CODE_SNIPPET = """"training": {
   "source": {"dir": "scripts"},
   "entry_point": "train.py",
@@ -158,11 +161,13 @@ OLD_OWN_CODE_SNIPPET = """"training": {
 
 
 def test_the_checks_can_fail(tmp_path: Path) -> None:
-    """own-code.md's old snippet (an excerpt), the README's recipe with that snippet's training (a whole recipe
-    on ml.m5.xlarge, which its GPU-only training images refuse), the same as YAML (the command reads JSON) and
-    a block that is no recipe (ignored)."""
-    [readme] = [s for s in recipe_snippets([REPO / "README.md"]) if s.whole]
-    whole = {**readme.value, **json.loads("{" + OLD_OWN_CODE_SNIPPET + "}")}
+    """own-code.md's old snippet (an excerpt), its walk-through's recipe with that snippet's training (a whole
+    recipe on ml.m5.xlarge, which its GPU-only training images refuse), the same as YAML (the command reads
+    JSON) and a block that is no recipe (ignored)."""
+    [heredoc] = [
+        s for s in recipe_snippets([REPO / "docs" / "own-code.md"]) if s.whole and _in_walk_through(s)
+    ]
+    whole = {**heredoc.value, **json.loads("{" + OLD_OWN_CODE_SNIPPET + "}")}
     doc = tmp_path / "doc.md"
     doc.write_text(
         f"```json\n{OLD_OWN_CODE_SNIPPET}\n```\n\n```json\n{json.dumps(whole)}\n```\n\n"
@@ -180,8 +185,18 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
     assert found[2].startswith("doc.md:") and ": not valid JSON (" in found[2], found[2]
 
 
+def _in_walk_through(snippet: Snippet) -> bool:
+    """Whether the snippet is the heredoc of docs/own-code.md's walk-through block (`own-code`)."""
+    block = doc_block("own-code")
+    line = int(snippet.where.rsplit(":", 1)[1])
+    return block.line < line <= block.line + block.text.count("\n")
+
+
 def _own_code_recipe() -> Snippet:
-    [snippet] = [s for s in recipe_snippets([REPO / "docs" / "own-code.md"]) if s.whole]
+    """docs/own-code.md's recipe block (the one "What a team writes" shows, not its walk-through's heredoc)."""
+    [snippet] = [
+        s for s in recipe_snippets([REPO / "docs" / "own-code.md"]) if s.whole and not _in_walk_through(s)
+    ]
     return snippet
 
 
@@ -203,8 +218,7 @@ def test_the_own_code_recipe_runs_in_local_mode_as_its_page_says(tmp_path: Path)
     page's own `hfpipe local` line (with --out here), offline, through the `hfpipe` command."""
     import os
 
-    page = (REPO / "docs" / "own-code.md").read_text()
-    [command] = [line for line in page.splitlines() if line.startswith("hfpipe local --recipe my-team/")]
+    [command] = [c.text for c in doc_block("own-code-local").commands()]
     (tmp_path / "my-team" / "scripts").mkdir(parents=True)
     (tmp_path / "my-team" / "my-recipe.json").write_text(_own_code_recipe().text)
     (tmp_path / "my-team" / "scripts" / "train.py").write_text(TEAM_TRAIN)

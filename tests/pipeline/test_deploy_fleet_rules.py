@@ -259,7 +259,7 @@ def cloudwatch_answers(clients: dict[str, Any], *states: dict[str, str] | str) -
 
 def test_an_update_waits_while_a_rollback_alarm_is_in_alarm_then_goes_on(clients):
     """SageMaker would roll an update back at once for errors that came before it: Prepare waits, writing
-    nothing, and looks again after the wait (issue #34: the README's last deploy came within the alarm's
+    nothing, and looks again after the wait (issue #34: the lifecycle walk-through's last deploy came within the alarm's
     minute after a rollback and was rolled back by it)."""
     serving(clients, instances=1)
     settings = EndpointSettings(name=NAME)

@@ -4,10 +4,10 @@ Unit part: for every recipe, everything but the listed substitutions is the reci
 is reported; the substituted recipe passes Plan, SageMaker's API model and the entry point's own parser as
 the local job runs it. Slow part: `hfpipe local --recipe NAME` ends SUCCEEDED, smoke test answered and
 nothing left behind, once per task kind and once for spot training (END_TO_END, and the causal-LM recipe in
-the README's vLLM walk-through, END_TO_END_ELSEWHERE; each checked by tests/local_runs.py). The other recipes
+docs/vllm.md's walk-through, END_TO_END_ELSEWHERE; each checked by tests/local_runs.py). The other recipes
 take the same path with another substituted model of the same family: each of them is checked by the unit
 part, the `tiny-*` recipes also run end to end in tests/cli (test_walkthrough.py: tiny-lora, the README's
-first command; test_local_world.py: tiny-lora and tiny-mnli, and tiny-qa refused as written; test_local.py:
+first command; test_local_world.py: tiny-lora, tiny-qa and tiny-mnli, and tiny-qa refused with a hub model; test_local.py:
 own sources), and the SageMaker distribution libraries' recipes become the same
 two gloo processes as their torch_distributed siblings (test_sagemaker_distribution_libraries_...).
 """
@@ -33,7 +33,7 @@ RECIPES = available_recipes()
 #: One end-to-end local run per task kind (each a full-size recipe, so its substitutions run too: data
 #: parallel QA, sharded classification, LoRA over a quantized causal LM) and one for managed spot training.
 END_TO_END = ["bert-large-squad-ddp", "roberta-large-mnli-mp", "distilbert-spot"]
-#: The causal-LM kind's full-size recipe runs end to end where the README serves it (`hfpipe local --recipe
+#: The causal-LM kind's full-size recipe runs end to end where docs/vllm.md serves it (`hfpipe local --recipe
 #: bloomz-7b1-lora-samsum --serve`, tests/cli/test_walkthrough_openai.py), checked as these are.
 END_TO_END_ELSEWHERE = {"bloomz-7b1-lora-samsum": "tests/cli/test_walkthrough_openai.py"}
 # Hyperparameters local mode may change, and the line that must then say so.
@@ -194,7 +194,9 @@ def test_a_tiny_recipe_runs_here_as_written(name):
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["training.hyperparameters.max_steps=200"],  # the README's better version of tiny-mnli
+        [
+            "training.hyperparameters.max_steps=200"
+        ],  # the lifecycle walk-through's better version of tiny-mnli
         ["training.hyperparameters.max_steps=-1", "training.hyperparameters.num_train_epochs=3"],
     ],
 )
