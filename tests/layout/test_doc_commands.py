@@ -41,6 +41,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from doc_blocks import MODES, NAMED, REPO, Block, Command, blocks
 
 #: The full run of each recipe a `local` line (or `./scripts/local.sh`) names: the test that runs it end to
@@ -220,6 +221,16 @@ def local_sh_dry_run(text: str) -> str | None:
     return None
 
 
+def ci_runs_bare(script: str) -> str | None:
+    """None when .ci/run runs `script` with no arguments, after the suite (a line of its own)."""
+    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    if script not in lines or "./scripts/test.sh" not in lines:
+        return f".ci/run does not run {script} as typed (a line of its own)"
+    if lines.index(script) < lines.index("./scripts/test.sh"):
+        return f".ci/run runs {script} before the suite"
+    return None
+
+
 def script_problems(command: Command) -> list[str]:
     """A script of the repository: it exists, is executable and bash parses it; local.sh dry-runs (and its
     recipe has a full run in the suite), test.sh is what .ci/run runs."""
@@ -230,6 +241,8 @@ def script_problems(command: Command) -> list[str]:
         return [f"{command.line}: {command.argv[0]}: bash cannot parse it"]
     if command.argv[0] == LOCAL_SH:
         problems = [local_sh_dry_run(command.text), full_run_problem(local_sh_recipe(command.argv[1:]))]
+        if not command.argv[1:]:  # the README's first command: CI runs it in full, as typed
+            problems.append(ci_runs_bare(LOCAL_SH))
         return [f"{command.line}: {p}" for p in problems if p]
     if command.argv[0] == "./scripts/test.sh" and "scripts/test.sh" not in (REPO / ".ci" / "run").read_text():
         return [f"{command.line}: .ci/run does not run ./scripts/test.sh"]
@@ -642,3 +655,23 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
     assert named_problems([], {"gone": ["tests/cli/x.py"]}) == [
         "['tests/cli/x.py']: no block is named 'gone'"
     ]
+
+
+def test_ci_runs_the_readmes_first_command_as_typed_after_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite passed while `./scripts/local.sh` crashed: CI runs it bare, after the suite."""
+    assert ci_runs_bare(LOCAL_SH) is None
+    fake = tmp_path / ".ci"
+    fake.mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    for text, said in (
+        (
+            "./scripts/test.sh\n./scripts/local.sh --recipe tiny-qa\n",
+            "does not run ./scripts/local.sh as typed",
+        ),
+        ("./scripts/local.sh\n./scripts/test.sh\n", "before the suite"),
+        ("./scripts/test.sh\n", "does not run"),
+    ):
+        (fake / "run").write_text(text)
+        assert said in (ci_runs_bare(LOCAL_SH) or ""), text
