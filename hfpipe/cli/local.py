@@ -93,8 +93,7 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     from hfpipe.cli import sources
 
     loaded = recipes.load(args.recipe, args.sets)
-    stage = _stages(console)
-    stage(f"recipe {loaded.name}: checking it against the local environment's rules")
+    stage = _stages()
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
     # changes more than hyperparameters, which those rules do not read.
@@ -274,13 +273,15 @@ def _execution_input(substitutions: Any) -> dict[str, Any]:
     return {"recipe": substitutions.recipe, "poll_seconds": 1}
 
 
-def _stages(console: Console) -> Any:
-    """What a run is doing, a line per stage with the seconds since the command started, so the first
-    seconds of a cold run (synthesis, fixtures, the engine) are not silent."""
+def _stages() -> Any:
+    """What a run is doing, a line per stage on stderr with the seconds since the command started, so the
+    first seconds of a cold run (synthesis, fixtures, the engine) are not silent, and stdout stays what the
+    command answers (a dry run's JSON, the live view, the report)."""
     started = time.monotonic()
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
 
     def stage(text: str) -> None:
-        console.print(f"[{time.monotonic() - started:4.0f} s] {text}", markup=False, highlight=False)
+        err.print(f"[{time.monotonic() - started:4.0f} s] {text}", markup=False, highlight=False)
 
     return stage
 
