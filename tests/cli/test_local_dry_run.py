@@ -5,6 +5,7 @@ and a local run refused after its folder was made leaves no folder behind."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,18 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def stages_only(err: str) -> bool:
+    """Whether stderr holds only the stage lines a run says what it is doing with (a synthesis when the
+    shared cache is cold: it depends on what ran before)."""
+    return all(re.match(r"\[ *\d+ s\] ", line) for line in err.splitlines())
+
+
 def test_the_dry_run_shows_the_plan_and_the_request_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "runs"
     code, stdout, err = run(capsys, "local", "--recipe", "tiny-qa", "--dry-run", "--out", str(out))
-    assert (code, err) == (0, ""), err
+    assert code == 0 and stages_only(err), err
     assert "substituted for this machine" in stdout
     assert "nothing was started or created" in stdout and "CreateTrainingJob request:" in stdout
     assert '"TrainingJobName": "local-tiny-qa-' in stdout
@@ -50,8 +57,8 @@ def test_the_dry_runs_json_is_the_plan_the_local_plan_state_makes(
         "--out",
         str(tmp_path),
     )
-    assert (code, err) == (0, ""), err
-    plan = Plan.from_json(json.loads(stdout))
+    assert code == 0 and stages_only(err), err
+    plan = Plan.from_json(json.loads(stdout))  # stdout is the JSON alone
     assert plan.env == "local" and plan.recipe_name == "tiny-lora"
     assert plan.training_job_request["HyperParameters"]["max_steps"] == "2"
 
