@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -120,6 +121,33 @@ def script_arguments(resolved: dict[str, Any], packed: sourcedir.Packed | None) 
         return None
     parser = script_parser.read(text)
     return None if parser.reason is not None else frozenset(parser.specs)
+
+
+def source_uri(bucket: str, packed: sourcedir.Packed) -> str:
+    """Where `upload` puts an archive: sources/<sha256>/ of the artifacts bucket (known before the upload)."""
+    return f"s3://{bucket}/{contract.source_key(packed.sha256)}"
+
+
+class Staged:
+    """An S3 client that also holds one archive not uploaded (yet): the plan reads it back as the Plan
+    Lambda reads the uploaded one (HeadObject, GetObject), so a dry run checks what `start` would upload,
+    and `start` refuses what the environment refuses, before anything leaves this machine."""
+
+    def __init__(self, s3: Any, bucket: str, packed: sourcedir.Packed) -> None:
+        self._s3, self._at, self._packed = s3, (bucket, contract.source_key(packed.sha256)), packed
+
+    def head_object(self, **kwargs: Any) -> Any:
+        if (kwargs.get("Bucket"), kwargs.get("Key")) != self._at:
+            return self._s3.head_object(**kwargs)
+        return {"ContentLength": len(self._packed.data), "Metadata": {"sha256": self._packed.sha256}}
+
+    def get_object(self, **kwargs: Any) -> Any:
+        if (kwargs.get("Bucket"), kwargs.get("Key")) != self._at:
+            return self._s3.get_object(**kwargs)
+        return {"Body": io.BytesIO(self._packed.data), "ContentLength": len(self._packed.data)}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
 
 
 def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:
