@@ -570,7 +570,7 @@ def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
     calls: list[str] = []
     real = core_sources.arguments_note
     monkeypatch.setattr(
-        core_sources, "arguments_note", lambda t, d: calls.append(t["entry_point"]) or real(t, d)
+        core_sources, "arguments_note", lambda t, d, *n: calls.append(t["entry_point"]) or real(t, d, *n)
     )
     packed = sourcedir.pack(make_source(tmp_path / "src"))
     accepted = cli_sources.check_source(core_plan.accept({"recipe": recipe_with({"dir": "src"})}), packed)
