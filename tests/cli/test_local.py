@@ -113,7 +113,9 @@ def test_local_names_what_packing_left_out(local_out: Path, tmp_path: Path, caps
         "not packed: .env (looks like a secret; list it in training.source.include)",
         "not packed: __pycache__/ (Python's bytecode cache)",
     ]
-    assert lines[2].startswith("training source: s3://") and lines[2].endswith("(1 file)"), lines
+    # what is packed, then where it went
+    assert lines[2].startswith("training source: 1 file, ") and "largest: train.py" in lines[2], lines
+    assert lines[3].startswith("training source: s3://") and lines[3].endswith("(1 file)"), lines
 
 
 def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tmp_path: Path) -> None:
