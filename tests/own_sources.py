@@ -93,6 +93,47 @@ if __name__ == "__main__":
 """
 
 
+#: run_glue.py as transformers v4.6.1's examples/pytorch/text-classification has it, cut to its parser (the
+#: argument dataclasses by their fields, HfArgumentParser with TrainingArguments): the MNLI original's script.
+RUN_GLUE_V461 = """
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+from transformers import HfArgumentParser, TrainingArguments
+
+@dataclass
+class DataTrainingArguments:
+    task_name: Optional[str] = field(default=None)
+    max_seq_length: int = field(default=128)
+    overwrite_cache: bool = field(default=False)
+    pad_to_max_length: bool = field(default=True)
+    max_train_samples: Optional[int] = field(default=None)
+    max_eval_samples: Optional[int] = field(default=None)
+    max_predict_samples: Optional[int] = field(default=None)
+    train_file: Optional[str] = field(default=None)
+    validation_file: Optional[str] = field(default=None)
+    test_file: Optional[str] = field(default=None)
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(metadata={"help": "Path to pretrained model or model identifier"})
+    config_name: Optional[str] = field(default=None)
+    tokenizer_name: Optional[str] = field(default=None)
+    cache_dir: Optional[str] = field(default=None)
+    use_fast_tokenizer: bool = field(default=True)
+    model_revision: str = field(default="main")
+    use_auth_token: bool = field(default=False)
+
+def main():
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses()
+    print(model_args, data_args)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
 def git(where: Path, *args: str) -> str:
     """git in `where`, with a fixed identity and no user configuration."""
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
@@ -103,15 +144,23 @@ def git(where: Path, *args: str) -> str:
 
 
 def transformers_at_v461(root: Path) -> Path:
-    """A local repository standing in for github.com/huggingface/transformers at tag v4.6.1."""
-    folder = root / "examples" / "pytorch" / "question-answering"
-    folder.mkdir(parents=True)
-    (folder / "run_qa.py").write_text(RUN_QA_V461)
-    (folder / "requirements.txt").write_text("datasets >= 1.4.0\n")
+    """A local repository standing in for github.com/huggingface/transformers: tag v4.6.1 holds the examples'
+    run_qa.py and run_glue.py (and an executable script, whose mode the archive keeps); master has moved on."""
+    examples = root / "examples" / "pytorch"
+    (examples / "question-answering").mkdir(parents=True)
+    (examples / "question-answering" / "run_qa.py").write_text(RUN_QA_V461)
+    (examples / "question-answering" / "requirements.txt").write_text("datasets >= 1.4.0\n")
+    (examples / "text-classification").mkdir(parents=True)
+    (examples / "text-classification" / "run_glue.py").write_text(RUN_GLUE_V461)
+    (examples / "text-classification" / "requirements.txt").write_text("datasets >= 1.1.3\n")
+    (examples / "text-classification" / "run_xnli.sh").write_text('#!/bin/sh\npython run_glue.py "$@"\n')
+    (examples / "text-classification" / "run_xnli.sh").chmod(0o755)
     git(root, "init", "--quiet", "--initial-branch=master")
     git(root, "add", ".")
     git(root, "commit", "--quiet", "-m", "v4.6.1")
     git(root, "tag", "v4.6.1")
+    (examples / "question-answering" / "run_qa.py").write_text("raise SystemExit('master, not v4.6.1')\n")
+    git(root, "commit", "--quiet", "-am", "after v4.6.1")
     return root
 
 
@@ -120,7 +169,12 @@ def squad_recipe_from(repository: Path, dest: Path) -> Path:
     repository's path, written to `dest`."""
     recipe = json.loads(SQUAD_RECIPE.read_text())
     source = recipe["training"]["source"]["git"]
-    assert source == {"repo": TRANSFORMERS, "tag": "v4.6.1", "path": "examples/pytorch/question-answering"}
+    # as the estimator's git_config and source_dir were written
+    assert source == {
+        "repo": TRANSFORMERS,
+        "branch": "v4.6.1",
+        "path": "./examples/pytorch/question-answering",
+    }
     source["repo"] = str(repository)
     dest.write_text(json.dumps(recipe))
     return dest

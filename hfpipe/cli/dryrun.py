@@ -93,6 +93,7 @@ def plan_for(
     name: str,
     notes: list[str],
     quotas_readable: bool = True,
+    s3: Any = None,
 ) -> tuple[Plan | None, list[str]]:
     """The plan the Plan Lambda would make for what `start` sends, and notes on what only it can check
     (``notes``: `environment_config`'s, first); `accepted`: the recipe as `hfpipe.core.plan.accept` took it
@@ -101,13 +102,15 @@ def plan_for(
 
     `start` runs this before it starts anything, so it refuses what the dry run refuses; with
     `quotas_readable` False (start's), credentials that may not read Service Quotas give no plan (None) and a
-    note instead of an error: every recipe rule ran before the quota look-up, and the Plan state reads them."""
+    note instead of an error: every recipe rule ran before the quota look-up, and the Plan state reads them.
+    ``s3``: the client the plan reads an own source with (`hfpipe.cli.sources.Staged` before the upload)."""
     import botocore.exceptions
 
-    accepted = in_environment(accepted, config, s3=clients.s3)
+    s3 = clients.s3 if s3 is None else s3
+    accepted = in_environment(accepted, config, s3=s3)
     notes = [*notes, *accepted.notes]
     try:
-        plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=clients.s3)
+        plan = build_plan(accepted, name, config, clients.client("service-quotas"), s3=s3)
     except (quotas.QuotaTooLowError, quotas.UnknownQuotaError) as exc:
         # What the Plan state would fail with, before anything is created.
         raise HfpipeError(f"{exc}") from None

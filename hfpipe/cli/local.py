@@ -239,6 +239,8 @@ def _run(
             report = build_report(clients, snap)
             report["local_mode"] = True
             local.write_outputs(report, snap.training_job)
+            if report.get("model_warning"):
+                console.print(f"warning: {report['model_warning']}", markup=False, highlight=False)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")

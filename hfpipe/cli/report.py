@@ -150,6 +150,8 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
         summary.add_row("checkpoints", str(report["checkpoint_s3_uri"]))
     if report.get("hyperparameters_not_checked"):  # a recipe's own script whose parser could not be read
         summary.add_row("hyperparameters", Text(str(report["hyperparameters_not_checked"]), style="yellow"))
+    if report.get("model_warning"):  # a local run whose script wrote no model
+        summary.add_row("model", Text(str(report["model_warning"]), style="yellow"))
     # A local run's environment is a throwaway one, gone with the run.
     env = "ENV" if report.get("local_mode") or not env else env
     if report.get("endpoint_name"):

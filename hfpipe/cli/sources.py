@@ -8,15 +8,16 @@ form the Plan takes (hfpipe.core.sources checks it again there).
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
-import hashlib
+import io
 import os
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.cli import git_source
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import recipes as core_recipes
 from hfpipe.core import sourcedir
@@ -35,48 +36,31 @@ def recipe_folder(ref: str) -> Path:
     return (path if path.suffix else core_recipes.recipes_dir() / f"{ref}.json").resolve().parent
 
 
-def _git(what: str, args: list[str], where: Path | None = None) -> None:
-    # "--": the repository and refs are never read as options (also refused by hfpipe.core.validate.git_source).
-    done = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-        raise HfpipeError(f"recipe.training.source.git: git {what} failed: {last}")
-
-
-def clone(git: dict[str, Any], cache: Path | None = None, base: Path | None = None) -> Path:
-    """A checkout of the repository at its branch, tag or commit, in the cache (reused when already there); a
-    local repository's relative path is relative to `base` (the recipe's folder)."""
-    # A clone has the remote's branches as origin/<branch>; tags and commits as they are.
-    ref = git.get("commit") or git.get("tag") or (f"origin/{git['branch']}" if "branch" in git else "HEAD")
-    repo = git["repo"]
-    if "://" not in repo and not repo.startswith("git@"):
-        repo = str(((base or Path.cwd()) / Path(repo).expanduser()).resolve())
-    digest = hashlib.sha256(f"{repo}\n{ref}".encode()).hexdigest()[:16]
-    folder = (cache or cache_root()) / "git" / digest
-    if not (folder / ".git").is_dir() or "commit" not in git:  # a branch or tag may have moved: fetch again
-        if folder.exists():
-            import shutil
-
-            shutil.rmtree(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        _git("clone", ["clone", "--quiet", "--no-checkout", "--", repo, str(folder)])
-    _git(
-        "checkout", ["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", ref, "--"], folder
-    )
-    return folder
-
-
-def source_folder(ref: str, source: dict[str, Any], cache: Path | None = None) -> Path:
-    """The local folder of a `dir` or `git` source (a git one cloned first)."""
+@contextlib.contextmanager
+def source_folder(
+    ref: str, source: dict[str, Any], cache: Path | None = None, say: Callable[[str], None] = print
+) -> Iterator[Path]:
+    """The local folder of a `dir` or `git` source (a git one cloned first and locked while the block runs),
+    resolved after every link and refused, naming the link, when it leaves the recipe's folder or the clone."""
     if "dir" in source:
-        folder = recipe_folder(ref) / source["dir"]
-        field = "recipe.training.source.dir"
-    else:
-        folder = clone(source["git"], cache, recipe_folder(ref)) / source["git"].get("path", ".")
-        field = "recipe.training.source.git.path"
+        container = recipe_folder(ref)
+        yield _inside(
+            container, source["dir"], "recipe.training.source.dir", f"the recipe's folder {str(container)!r}"
+        )
+        return
+    git = source["git"]
+    with git_source.checkout(git, cache or cache_root(), recipe_folder(ref), say) as clone:
+        yield _inside(clone, git.get("path", "."), "recipe.training.source.git.path", "the clone")
+
+
+def _inside(container: Path, relative: str, field: str, what: str) -> Path:
+    try:
+        folder = sourcedir.contained(container, relative, field, what)
+    except sourcedir.SourceError as err:
+        raise HfpipeError(str(err)) from None
     if not folder.is_dir():
         raise HfpipeError(
-            f"{field}: {str(folder)!r} is not a folder; accepted: a folder holding the training code"
+            f"{field}: {str(container / relative)!r} is not a folder; accepted: a folder holding the training code"
         )
     return folder
 
@@ -86,17 +70,20 @@ def pack_source(
 ) -> sourcedir.Packed | None:
     """The recipe's own source packed (None for the project's own training_code/), its entry point in it.
 
-    The one way a command packs a source: each file or folder left out is named with why, through `say`
-    (required, so that no command packs silently: docs/own-code.md promises the names)."""
+    The one way a command packs a source: each file or folder left out is named with why, and what is packed
+    (file count, size, the largest files), through `say` (required, so that no command packs silently:
+    docs/own-code.md promises both before anything is uploaded)."""
     t = resolved["training"]
     source = t.get("source")
     if source is None or "s3" in source:
         return None
-    folder = source_folder(ref, source, cache)
-    try:
-        packed = sourcedir.pack(folder, include=source.get("include", ()))
-    except sourcedir.SourceError as err:
-        raise HfpipeError(f"recipe.training.source: {err}") from None
+    with source_folder(ref, source, cache, say) as folder:
+        try:
+            packed = sourcedir.pack(
+                folder, include=source.get("include", ()), exclude=source.get("exclude", ())
+            )
+        except sourcedir.SourceError as err:
+            raise HfpipeError(f"recipe.training.source: {err}") from None
     for path, why in packed.skipped:
         say(f"not packed: {path} ({why})")
     if t["entry_point"] not in packed.files:
@@ -104,6 +91,7 @@ def pack_source(
             f"recipe.training.entry_point: {t['entry_point']!r} is not a file in {str(folder)!r}; accepted: "
             f"one of {[f for f in packed.files if f.endswith('.py')][:10]}"
         )
+    say(f"training source: {packed.summary()}")
     return packed
 
 
@@ -133,6 +121,33 @@ def script_arguments(resolved: dict[str, Any], packed: sourcedir.Packed | None) 
         return None
     parser = script_parser.read(text)
     return None if parser.reason is not None else frozenset(parser.specs)
+
+
+def source_uri(bucket: str, packed: sourcedir.Packed) -> str:
+    """Where `upload` puts an archive: sources/<sha256>/ of the artifacts bucket (known before the upload)."""
+    return f"s3://{bucket}/{contract.source_key(packed.sha256)}"
+
+
+class Staged:
+    """An S3 client that also holds one archive not uploaded (yet): the plan reads it back as the Plan
+    Lambda reads the uploaded one (HeadObject, GetObject), so a dry run checks what `start` would upload,
+    and `start` refuses what the environment refuses, before anything leaves this machine."""
+
+    def __init__(self, s3: Any, bucket: str, packed: sourcedir.Packed) -> None:
+        self._s3, self._at, self._packed = s3, (bucket, contract.source_key(packed.sha256)), packed
+
+    def head_object(self, **kwargs: Any) -> Any:
+        if (kwargs.get("Bucket"), kwargs.get("Key")) != self._at:
+            return self._s3.head_object(**kwargs)
+        return {"ContentLength": len(self._packed.data), "Metadata": {"sha256": self._packed.sha256}}
+
+    def get_object(self, **kwargs: Any) -> Any:
+        if (kwargs.get("Bucket"), kwargs.get("Key")) != self._at:
+            return self._s3.get_object(**kwargs)
+        return {"Body": io.BytesIO(self._packed.data), "ContentLength": len(self._packed.data)}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
 
 
 def upload(s3: Any, bucket: str, packed: sourcedir.Packed) -> tuple[str, bool]:

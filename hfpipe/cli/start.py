@@ -61,27 +61,45 @@ def _start_execution(
     return str(started["executionArn"])
 
 
-def _execution_input(clients: Any, bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any]:
-    """The input `start` sends and the recipe as accepted (`accepted`: in the environment but for an own
-    source); a recipe's own `dir` or `git` source packed (what is left out named), its arguments checked
-    (`hfpipe.core.plan.accept` with the archive), uploaded once per hash to `bucket`, and named by both."""
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _execution_input(bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any, Any]:
+    """The input `start` sends, the recipe as accepted (`accepted`: in the environment but for an own
+    source) and the packed own source (None without one): a recipe's own `dir` or `git` source packed (what
+    is left out named, what is packed summed up), its arguments checked (`hfpipe.core.plan.accept` with the
+    archive) and named by both at the URI `upload` will put it at. Nothing is uploaded here."""
     from hfpipe.cli import recipes, sources
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr)
-
     execution_input = recipes.execution_input(loaded)
-    packed = sources.pack_source(loaded.ref, loaded.resolved, say=say)
+    packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
-        return execution_input, accepted
+        return execution_input, accepted, None
     accepted = sources.check_source(accepted, packed)
     for note in accepted.notes:
-        say(f"note: {note}")
-    uri, uploaded = sources.upload(clients.s3, bucket, packed)
-    say(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})")
-    return sources.with_uploaded(execution_input, uri, packed.sha256), accepted.with_source(
-        uri, packed.sha256
+        _say(f"note: {note}")
+    uri = sources.source_uri(bucket, packed)
+    return (
+        sources.with_uploaded(execution_input, uri, packed.sha256),
+        accepted.with_source(uri, packed.sha256),
+        packed,
     )
+
+
+def _upload(clients: Any, bucket: str, packed: Any, dry_run: bool) -> None:
+    """The own source uploaded once per hash, after the plan accepted it; a dry run says it uploads nothing."""
+    from hfpipe.cli import sources
+
+    if packed is None:
+        return
+    if dry_run:
+        _say(
+            f"training source: {sources.source_uri(bucket, packed)} (not uploaded: a dry run uploads nothing)"
+        )
+        return
+    uri, uploaded = sources.upload(clients.s3, bucket, packed)
+    _say(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})")
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -110,9 +128,15 @@ def cmd_start(args: argparse.Namespace) -> int:
     # The environment's rules that do not read an own source (its images for the instance types among
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
-    execution_input, accepted = _execution_input(clients, config.artifacts_bucket, loaded, accepted)
-    # The dry run's plan, before anything starts: what it refuses, start refuses.
-    plan, notes = dryrun.plan_for(clients, config, accepted, name, notes, quotas_readable=args.dry_run)
+    bucket = config.artifacts_bucket
+    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted)
+    from hfpipe.cli import sources
+
+    # The dry run's plan, before anything starts or is uploaded: what it refuses, start refuses. An own source
+    # is read from memory as the Plan will read it from the bucket (sources.Staged).
+    s3 = None if packed is None else sources.Staged(clients.s3, bucket, packed)
+    plan, notes = dryrun.plan_for(clients, config, accepted, name, notes, quotas_readable=args.dry_run, s3=s3)
+    _upload(clients, bucket, packed, args.dry_run)
     if args.dry_run:
         assert plan is not None
         if args.json:

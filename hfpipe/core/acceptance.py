@@ -50,26 +50,75 @@ def script_arguments(entry_point: str, hp: Mapping[str, Any], field: str) -> Non
         )
 
 
-def own_script_arguments(entry_point: str, text: str, hp: Mapping[str, Any], field: str) -> str | None:
+def own_script_arguments(
+    entry_point: str, text: str, hp: Mapping[str, Any], field: str, notes: list[str] | None = None
+) -> str | None:
     """A recipe's own script's hyperparameters checked against its parser as read from `text` without running
-    it (hfpipe/kinds/script_parser.py): a name it does not take or a value it would refuse is a RecipeError;
-    the reason when its parser cannot be read that way (None: checked)."""
+    it (hfpipe/kinds/script_parser.py), as the training toolkit calls the script (sagemaker_training's
+    mapping.to_cmd_args: `--name value`, a one-letter name as `-k value`): a name it does not take, a value it
+    would refuse or an argument it requires and is not given is a RecipeError; what it would misread
+    (`type=bool`) is added to `notes`; the reason when its parser cannot be read that way, or which given
+    names it could not see where it is only partly readable (None: all checked)."""
     parser = script_parser.read(text)
     if parser.reason is not None:
         return parser.reason
-    given = {_option(n, parser): v for n, v in hp.items()}
-    for name, close in arguments.unknown_in(parser.specs, list(given)):
+    short = {n: v for n, v in hp.items() if len(n) == 1}
+    given = {_option(n, parser): v for n, v in hp.items() if len(n) != 1}
+    unseen = _unknown(entry_point, parser, given, short, field)
+    for specs, values in ((parser.specs, given), (parser.short, short)):
+        for name, value, expected in arguments.mistyped_in(specs, values):
+            raise RecipeError(
+                f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
+            )
+    missing = sorted(
+        n for n in parser.required if n.lstrip("-") not in (short if n.startswith("-") else given)
+    )
+    if missing and parser.partial is None:
+        raise RecipeError(
+            f"{field}: {entry_point}'s parser requires {', '.join(missing)} (required=True, or a dataclass "
+            "field without a default), which the recipe does not give; accepted: hyperparameters that give "
+            f"{'it' if len(missing) == 1 else 'them'} (the training toolkit passes only the hyperparameters)"
+        )
+    for name in sorted(set(given) | set(short)):
+        if name in parser.bool_typed and notes is not None:
+            notes.append(
+                f"{field}.{name}: {entry_point} reads it with type=bool, which takes every non-empty word as "
+                f"True ({arguments.command_line_word(hp.get(name, given.get(name)))!r} included); pass a value "
+                "only when you mean True, or change the script to parse the word"
+            )
+    if unseen:
+        return f"{parser.partial}; {', '.join(unseen)} could not be checked (the others were)"
+    return None
+
+
+def _unknown(
+    entry_point: str,
+    parser: script_parser.Parser,
+    given: Mapping[str, Any],
+    short: Mapping[str, Any],
+    field: str,
+) -> list[str]:
+    """The given names the parser does not declare: refused when the file shows its whole parser, returned
+    (not refused) when it takes more arguments than the file shows (`parser.partial`)."""
+    unknown = arguments.unknown_in(parser.specs, list(given))
+    one_letter = [n for n in short if n not in parser.short]
+    if parser.partial is not None:
+        return sorted([n for n, _ in unknown] + one_letter)
+    for name in one_letter:
+        has_long = "; it takes --" + name + ", which the toolkit never passes" if name in parser.specs else ""
+        raise RecipeError(
+            f"{field}.{name}: the training toolkit passes a one-letter hyperparameter as -{name} (not --{name}), "
+            f"and {entry_point}'s parser takes no -{name}{has_long}; accepted: its one-letter options "
+            f"{sorted('-' + k for k in parser.short)} or a longer name"
+        )
+    for name, close in unknown:
         some = close + [n for n in sorted(parser.specs) if n not in close][: max(0, 5 - len(close))]
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise RecipeError(
             f"{field}.{name}: not an argument of {entry_point} (the recipe's own source, its parser read "
             f"without running it); {hint}accepted: {_its_arguments(some, len(parser.specs))}"
         )
-    for name, value, expected in arguments.mistyped_in(parser.specs, given):
-        raise RecipeError(
-            f"{field}.{name}: {value!r} is not accepted by {entry_point}'s parser; accepted: {expected}"
-        )
-    return None
+    return []
 
 
 def _its_arguments(some: list[str], count: int) -> str:

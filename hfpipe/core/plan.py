@@ -160,10 +160,11 @@ def _accept_input(event: Any) -> Accepted:
 
 
 def _own_source(accepted: Accepted, data: bytes) -> Accepted:
-    note = sources.arguments_note(accepted.recipe["training"], data)
+    warnings: list[str] = []
+    note = sources.arguments_note(accepted.recipe["training"], data, warnings)
     return replace(
         accepted,
-        notes=(*accepted.notes, note) if note else accepted.notes,
+        notes=(*accepted.notes, *warnings, *([note] if note else [])),
         source_sha256=hashlib.sha256(data).hexdigest(),
         hyperparameters_not_checked=note,
     )

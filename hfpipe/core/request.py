@@ -176,12 +176,18 @@ def _hyperparameters(
 
 
 def _algorithm(t: dict[str, Any], image_uri: str) -> dict[str, Any]:
-    """AlgorithmSpecification: the image, File input, and the metric definitions where there are any."""
-    algorithm: dict[str, Any] = {"TrainingImage": image_uri, "TrainingInputMode": "File"}
+    """AlgorithmSpecification: the image, File input, the metric definitions where there are any, and
+    metrics as time series."""
+    # As the SDK's HuggingFace estimator, which sets enable_sagemaker_metrics=True unless told otherwise
+    # (sagemaker/huggingface/estimator.py), with or without metric definitions: metrics also go to SageMaker
+    # Metrics as time series (charts in the console).
+    algorithm: dict[str, Any] = {
+        "TrainingImage": image_uri,
+        "TrainingInputMode": "File",
+        "EnableSageMakerMetricsTimeSeries": True,
+    }
     if t["metric_definitions"]:
         algorithm["MetricDefinitions"] = [dict(m) for m in t["metric_definitions"]]
-        # As the SDK: metrics also go to SageMaker Metrics as time series (charts in the console).
-        algorithm["EnableSageMakerMetricsTimeSeries"] = True
     return algorithm
 
 

@@ -77,7 +77,10 @@ _SOURCE = {
     "sourcedir.tar.gz and uploads them to the artifacts bucket; the pipeline itself takes only s3.",
     "additionalProperties": False,
     "properties": {
-        "dir": {"type": "string", "description": "A folder next to the recipe file, e.g. scripts."},
+        "dir": {
+            "type": "string",
+            "description": "A folder next to the recipe file, as the SDK's source_dir: scripts, ./scripts or .",
+        },
         "git": {
             "type": "object",
             "description": "A git repository, cloned by `hfpipe start` (or `hfpipe local`) only.",
@@ -87,10 +90,32 @@ _SOURCE = {
                 "repo": {"type": "string", "description": "Clone URL or a local repository's path."},
                 "branch": {
                     "type": "string",
-                    "description": "Branch to check out (at most one of branch, tag, commit).",
+                    "description": "Branch or tag to check out, as the SDK's git_config takes it (`git checkout "
+                    "<branch>`), e.g. main or v4.6.1 (at most one of branch and tag).",
                 },
                 "tag": {"type": "string", "description": "Tag to check out, e.g. v4.6.1."},
-                "commit": {"type": "string", "description": "Commit (7 to 40 hex digits) to check out."},
+                "commit": {
+                    "type": "string",
+                    "description": "Commit (7 to 40 hex digits) to check out, alone or after branch or tag.",
+                },
+                "token": {
+                    "type": "string",
+                    "description": "As the SDK's git_config token, for an https repository: '${NAME}', the "
+                    "environment variable holding it (never the token itself).",
+                },
+                "username": {
+                    "type": "string",
+                    "description": "As the SDK's git_config username (with password): a name, or '${NAME}'.",
+                },
+                "password": {
+                    "type": "string",
+                    "description": "As the SDK's git_config password: '${NAME}', the environment variable "
+                    "holding it (never the password itself).",
+                },
+                "2FA_enabled": {
+                    "type": "boolean",
+                    "description": "As the SDK's git_config 2FA_enabled: true uses only token over https.",
+                },
                 "path": {
                     "type": "string",
                     "description": "Sub-folder holding the code, e.g. examples/pytorch.",
@@ -103,6 +128,12 @@ _SOURCE = {
             "type": "array",
             "items": {"type": "string"},
             "description": "Files whose names look like secrets (.env, *.pem, ...) to pack all the same.",
+        },
+        "exclude": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Files and folders never packed: globs of a path or a name, a folder ending in "
+            "'/' (e.g. '.venv/', '*.csv', 'data/raw/*').",
         },
     },
 }

@@ -29,16 +29,19 @@ def not_checked(entry_point: str, reason: str) -> str:
     )
 
 
-def arguments_note(training: dict[str, Any], data: bytes) -> str | None:
+def arguments_note(training: dict[str, Any], data: bytes, notes: list[str] | None = None) -> str | None:
     """The recipe's hyperparameters checked against the parser of the entry point in the archive `data`
-    (hfpipe.core.acceptance.own_script_arguments; a RecipeError when it refuses one); the note saying why
-    they were not checked where its parser cannot be read without running it, None when they were."""
+    (hfpipe.core.acceptance.own_script_arguments; a RecipeError when it refuses one; what it would misread
+    added to `notes`); the note saying why they were not checked where its parser cannot be read without
+    running it, None when they were."""
     entry_point = training["entry_point"]
     try:
         text = sourcedir.read_member(data, entry_point).decode("utf-8")
     except UnicodeDecodeError:
         return not_checked(entry_point, "it is not UTF-8 text")
-    reason = acceptance.own_script_arguments(entry_point, text, training["hyperparameters"], HYPERPARAMETERS)
+    reason = acceptance.own_script_arguments(
+        entry_point, text, training["hyperparameters"], HYPERPARAMETERS, notes
+    )
     return None if reason is None else not_checked(entry_point, reason)
 
 

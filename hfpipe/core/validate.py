@@ -306,16 +306,45 @@ def distribution(dist: Mapping[str, Any], field: str) -> None:
 
 
 _SOURCE_KINDS = ("dir", "git", "s3")
-_GIT_REFS = ("branch", "tag", "commit")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 #: A branch or tag name as git check-ref-format takes it, and never an option (no leading '-').
 _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9_./+-]{1,200}(?<![./])$")
+#: git_config's secrets name the environment variable that holds them, never the secret itself: a recipe is a
+#: file teams commit and share.
+_ENV_NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+GIT_SECRETS = ("token", "password")
+
+
+def environment_reference(value: Any) -> str | None:
+    """The environment variable a git_config secret names (`$NAME` or `${NAME}`), None for any other value."""
+    found = _ENV_NAME.fullmatch(value) if isinstance(value, str) else None
+    return found.group(1) if found else None
+
+
+def source_path(value: Any, field: str) -> str:
+    """A folder inside the recipe's folder or the clone, as the SDK's `source_dir` is written: relative, with
+    `./`, `.` parts and a trailing `/` allowed (`./scripts`, `.`), never `..` or absolute; normalized."""
+    text = value if isinstance(value, str) else ""
+    kept = [p for p in text.split("/") if p not in {"", "."}]
+    if (
+        not text
+        or text.startswith("/")
+        or "//" in text
+        or any(p == ".." or not _PATH_PART.fullmatch(p) for p in kept)
+    ):
+        raise RecipeError(
+            f"{field}: {value!r} is not accepted; accepted: a relative folder path of letters, digits, '.', '-' "
+            "and '_' separated by '/' (a leading './' and a trailing '/' allowed, as the SDK's source_dir), "
+            "with no '..' part and not absolute"
+        )
+    return "/".join(kept) or "."
 
 
 def training_source(src: Mapping[str, Any] | None, field: str = "recipe.training.source") -> None:
-    """A training source names exactly one of a folder beside the recipe, a git repository (at most one of
-    branch, tag, commit; a sub-folder) or an s3 sourcedir.tar.gz with its sha256 (docs/own-code.md)."""
+    """A training source names exactly one of a folder beside the recipe, a git repository (the SDK's
+    git_config: a branch or tag, a commit, credentials from the environment; a sub-folder) or an s3
+    sourcedir.tar.gz with its sha256 (docs/own-code.md)."""
     if src is None:
         return
     given = [k for k in _SOURCE_KINDS if k in src]
@@ -326,7 +355,7 @@ def training_source(src: Mapping[str, Any] | None, field: str = "recipe.training
         )
     kind = given[0]
     if kind == "dir":
-        relative_path(src["dir"], f"{field}.dir")
+        source_path(src["dir"], f"{field}.dir")
     elif kind == "git":
         git_source(src["git"], f"{field}.git")
     else:
@@ -338,25 +367,49 @@ def training_source(src: Mapping[str, Any] | None, field: str = "recipe.training
             f"{field}.sha256: accepted: with 's3' only, and there required: the archive's sha256 as 64 lower-case "
             "hex digits (`hfpipe start` computes it for 'dir' and 'git')"
         )
-    if "include" in src:
-        if kind == "s3":
-            raise RecipeError(f"{field}.include: accepted with 'dir' or 'git' only (an s3 archive is packed)")
-        for i, path in enumerate(src["include"]):
-            relative_path(path, f"{field}.include[{i}]")
+    for key in ("include", "exclude"):
+        if key in src and kind == "s3":
+            raise RecipeError(f"{field}.{key}: accepted with 'dir' or 'git' only (an s3 archive is packed)")
+    for i, path in enumerate(src.get("include", ())):
+        relative_path(path, f"{field}.include[{i}]")
+    for i, pattern in enumerate(src.get("exclude", ())):
+        exclude_pattern(pattern, f"{field}.exclude[{i}]")
+
+
+def exclude_pattern(pattern: Any, field: str) -> None:
+    """A glob of files or folders inside the source (`*.csv`, `.venv/`, `data/raw/*`), never outside it."""
+    parts = pattern.rstrip("/").split("/") if isinstance(pattern, str) else []
+    if not parts or pattern.startswith("/") or any(p in {"", ".", ".."} for p in parts):
+        raise RecipeError(
+            f"{field}: {pattern!r} is not accepted; accepted: a glob of a file or folder inside the source, "
+            "e.g. '*.csv', '.venv/' or 'data/raw/*' (no '..', '.' or empty part, not absolute)"
+        )
 
 
 def git_source(git: Mapping[str, Any], field: str) -> None:
-    """repo is a URL or a path, never a git option; at most one ref; the sub-folder stays inside the clone."""
+    """The SDK's git_config (sagemaker/git_utils.py `git_clone_repo`): repo a URL or a path, never a git option;
+    `branch` (a branch or a tag, as its `git checkout <branch>` takes either) or hfpipe's `tag`, and `commit`
+    with either or alone; `token` / `password` naming an environment variable; the sub-folder inside the
+    clone."""
     repo = git["repo"]
     if not repo.strip() or repo.startswith("-") or any(c.isspace() for c in repo):
         raise RecipeError(
             f"{field}.repo: {repo!r} is not accepted; accepted: a clone URL or a repository's path (no spaces, "
             "not starting with '-')"
         )
-    refs = [k for k in _GIT_REFS if k in git]
-    if len(refs) > 1:
-        raise RecipeError(f"{field}: {refs} given; accepted: at most one of 'branch', 'tag' or 'commit'")
-    for ref in refs:
+    if "@" in repo.split("://", 1)[-1].split("/", 1)[0] and "://" in repo:
+        raise RecipeError(
+            f"{field}.repo: a URL with credentials in it is not accepted; accepted: the URL without them, "
+            "and token (or username and password) naming environment variables"
+        )
+    if "branch" in git and "tag" in git:
+        raise RecipeError(
+            f"{field}: ['branch', 'tag'] given; accepted: at most one of them (a branch may name a tag, as the "
+            "SDK's git_config takes it), with or without 'commit'"
+        )
+    for ref in ("branch", "tag", "commit"):
+        if ref not in git:
+            continue
         pattern = _COMMIT if ref == "commit" else _GIT_REF
         if not pattern.fullmatch(git[ref]):
             accepted = (
@@ -365,8 +418,15 @@ def git_source(git: Mapping[str, Any], field: str) -> None:
                 else "a git ref name, not starting with '-'"
             )
             raise RecipeError(f"{field}.{ref}: {git[ref]!r} is not accepted; accepted: {accepted}")
+    for key in GIT_SECRETS:
+        if key in git and environment_reference(git[key]) is None:
+            raise RecipeError(
+                f"{field}.{key}: a value written in the recipe is not accepted (a recipe is shared; the secret "
+                "would be too); accepted: '${NAME}', the environment variable that holds it, or no "
+                f"{key}: git's own credential helper answers"
+            )
     if "path" in git:
-        relative_path(git["path"], f"{field}.path")
+        source_path(git["path"], f"{field}.path")
 
 
 def recipe(r: dict[str, Any]) -> None:

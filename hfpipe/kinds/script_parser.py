@@ -25,11 +25,20 @@ _TRAINERS = ("TrainingArguments", "Seq2SeqTrainingArguments")
 
 @dataclass(frozen=True)
 class Parser:
-    """The arguments a script's parser accepts ({} and a reason when they cannot be read statically)."""
+    """The arguments a script's parser accepts ({} and a reason when they cannot be read statically).
+
+    `specs`: its `--name` options; `short`: its one-letter `-k` options (the toolkit passes a one-letter
+    hyperparameter as `-k`: sagemaker_training's mapping.to_cmd_args); `required`: the names it exits without
+    (`required=True`, a dataclass field without a default); `bool_typed`: argparse options with `type=bool`;
+    `partial`: why it takes more arguments than the file shows (None: `specs` and `short` are all of them)."""
 
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str | None = None  # why the arguments are not known; None: `specs` is all the parser takes
     abbrev: bool = True  # argparse's allow_abbrev: a unique prefix of an option is accepted too
+    short: dict[str, dict[str, Any]] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
+    bool_typed: frozenset[str] = frozenset()
+    partial: str | None = None
 
 
 class _Unreadable(Exception):
@@ -71,17 +80,60 @@ def _read(tree: ast.Module, calls: list[ast.Call]) -> Parser:
         raise _Unreadable("no argparse.ArgumentParser or HfArgumentParser was found in it")
     if len(parsers) > 1:
         raise _Unreadable(f"it builds {len(parsers)} parsers")
-    specs: dict[str, dict[str, Any]] = {}
+    found = _Found()
     if _name(parsers[0].func) == "HfArgumentParser":
-        specs.update(_dataclass_arguments(tree, parsers[0]))
+        found.specs.update(_dataclass_arguments(tree, parsers[0], found.required))
     for call in calls:
         if _name(call.func) == "add_argument":
-            specs.update(_add_argument(call))
+            _add_argument(call, found)
     abbrev = not any(
         k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
         for k in parsers[0].keywords
     )
-    return Parser(specs=specs, abbrev=abbrev)
+    return Parser(
+        specs=found.specs,
+        abbrev=abbrev,
+        short=found.short,
+        required=frozenset(found.required),
+        bool_typed=frozenset(found.bool_typed),
+        partial=_partial(tree, parsers[0]),
+    )
+
+
+@dataclass
+class _Found:
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    short: dict[str, dict[str, Any]] = field(default_factory=dict)
+    required: set[str] = field(default_factory=set)
+    bool_typed: set[str] = field(default_factory=set)
+
+
+#: What a script does with its parser that adds no argument.
+_PARSER_METHODS = {"parse_args", "parse_intermixed_args", "print_help", "print_usage", "format_help", "error"}
+
+
+def _partial(tree: ast.Module, parser: ast.Call) -> str | None:
+    """Why the parser takes arguments the file does not show: `parents=[...]`, or the parser handed to a
+    function the file does not define (a helper from another module adding its own)."""
+    if any(k.arg == "parents" for k in parser.keywords):
+        return "its parser also takes the arguments of its parents=[...], which this check does not read"
+    names = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and n.value is parser
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        given = any(isinstance(a, ast.Name) and a.id in names for a in call.args)
+        called = _name(call.func)
+        if given and called not in defined and called not in _PARSER_METHODS:
+            return (
+                f"its parser is given to {called}() (line {call.lineno}), which is not defined in the script "
+                "and may add arguments"
+            )
+    return None
 
 
 def _constant(node: ast.AST, what: str) -> Any:
@@ -91,31 +143,43 @@ def _constant(node: ast.AST, what: str) -> Any:
         raise _Unreadable(f"{what} is computed ({ast.unparse(node)}), not written out") from None
 
 
-def _add_argument(call: ast.Call) -> dict[str, dict[str, Any]]:
-    """{name: spec} for each `--name` option string of one add_argument call (positionals: none)."""
+def _add_argument(call: ast.Call, found: _Found) -> None:
+    """The `--name` and one-letter `-k` option strings of one add_argument call (positionals: none), with
+    whether it is required or reads its value with `type=bool`."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         raise _Unreadable(f"add_argument is called with *args or **kwargs (line {call.lineno})")
     options = [_constant(a, f"an argument name on line {call.lineno}") for a in call.args]
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     spec: dict[str, Any]
     action = keywords.get("action")
+    converter = _name(keywords["type"]) if "type" in keywords else "str"
     if action is not None and _constant(action, "an action") in _FLAGS:
         spec = {"type": "flag"}
     elif "choices" in keywords:
         spec = {"type": "choice", "choices": [str(c) for c in _constant(keywords["choices"], "choices")]}
     else:
-        converter = _name(keywords["type"]) if "type" in keywords else "str"
         spec = {"type": _TYPES.get(converter, "other")}
         if converter == "bool":  # type=bool: bool("False") is True, so any word passes
             spec = {"type": "str"}
     nargs = keywords.get("nargs")
     if nargs is not None and _constant(nargs, "nargs") in {"+", "*"}:
         spec["nargs"] = "+"
-    return {o.lstrip("-"): spec for o in options if isinstance(o, str) and o.startswith("--")}
+    strings = [o for o in options if isinstance(o, str)]
+    long = [o[2:] for o in strings if o.startswith("--")]
+    short = [o[1:] for o in strings if len(o) == 2 and o[0] == "-" and o[1] != "-"]
+    found.specs.update(dict.fromkeys(long, spec))
+    found.short.update(dict.fromkeys(short, spec))
+    named = long or short
+    required = keywords.get("required")
+    if named and required is not None and _constant(required, "required") is True:
+        found.required.add(named[0] if long else f"-{named[0]}")
+    if converter == "bool" and "choices" not in keywords:
+        found.bool_typed.update(long + short)
 
 
-def _dataclass_arguments(tree: ast.Module, parser: ast.Call) -> dict[str, dict[str, Any]]:
-    """The fields of the dataclasses HfArgumentParser is given, as its arguments."""
+def _dataclass_arguments(tree: ast.Module, parser: ast.Call, required: set[str]) -> dict[str, dict[str, Any]]:
+    """The fields of the dataclasses HfArgumentParser is given, as its arguments (`required`: those without a
+    default, which HfArgumentParser makes required)."""
     if not parser.args:
         raise _Unreadable("HfArgumentParser is given no dataclasses that can be read")
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
@@ -132,11 +196,13 @@ def _dataclass_arguments(tree: ast.Module, parser: ast.Call) -> dict[str, dict[s
     items = given.elts if isinstance(given, ast.Tuple | ast.List) else [given]
     specs: dict[str, dict[str, Any]] = {}
     for item in items:
-        specs.update(_class_fields(_name(item), classes))
+        specs.update(_class_fields(_name(item), classes, required))
     return specs
 
 
-def _class_fields(name: str, classes: dict[str, ast.ClassDef]) -> dict[str, dict[str, Any]]:
+def _class_fields(
+    name: str, classes: dict[str, ast.ClassDef], required: set[str]
+) -> dict[str, dict[str, Any]]:
     """A dataclass's fields (its bases' first): one defined in the script, or transformers' trainer classes."""
     if name in _TRAINERS:
         found = arguments.trainer_arguments(name)
@@ -147,13 +213,27 @@ def _class_fields(name: str, classes: dict[str, ast.ClassDef]) -> dict[str, dict
         raise _Unreadable(f"its parser reads {name or 'a dataclass'}, which is not defined in the script")
     specs: dict[str, dict[str, Any]] = {}
     for base in node.bases:
-        specs.update(_class_fields(_name(base), classes))
+        specs.update(_class_fields(_name(base), classes, required))
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and _init(stmt):
             spec = _annotation(stmt.annotation)
             if spec is not None:
                 specs[stmt.target.id] = spec
+                if _no_default(stmt):
+                    required.add(stmt.target.id)
     return specs
+
+
+def _no_default(stmt: ast.AnnAssign) -> bool:
+    """A field without a default or default_factory: HfArgumentParser makes its option required."""
+    value = stmt.value
+    if value is None:
+        return True
+    return (
+        isinstance(value, ast.Call)
+        and _name(value.func) == "field"
+        and not any(k.arg in {"default", "default_factory"} for k in value.keywords)
+    )
 
 
 def _init(stmt: ast.AnnAssign) -> bool:

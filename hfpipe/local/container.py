@@ -259,9 +259,12 @@ class LocalTrainingProcess:
         self._stopped = False
         self._started = time.monotonic()
         self._log = self.log_path.open("a", encoding="utf-8")
+        # Every process of the run inherits this mark, also one that leaves the process group (setsid), so
+        # the run's end finds and ends it (_end_marked).
+        self._mark = f"{uuid.uuid4().hex}"
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from sagemaker_training.trainer import train; train()"],
-            env=env,
+            env={**env, RUN_MARK_ENV: self._mark},
             cwd=str(base_dir),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -310,6 +313,7 @@ class LocalTrainingProcess:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+            end_marked(self._mark)
             # SIGKILL cannot be caught, but its delivery is not instant on a loaded host: reap the toolkit
             # here, so whoever stopped the run sees it ended (poll() not None) when stop() returns.
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -323,11 +327,14 @@ class LocalTrainingProcess:
             self.stop()
         exit_code = self._proc.wait()
         RUNNING.discard(self)
-        self._pump.join()
-        self._log.close()
-        # The script's children may outlive the toolkit when it was killed; end the group.
+        # The script's children may outlive the toolkit: end the group, and what left it (setsid, a daemon),
+        # as a container's end ends every process in it; before reading the output to its end, which one of
+        # them holding the pipe would otherwise keep open for its whole life.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGKILL)
+        end_marked(self._mark)
+        self._pump.join()
+        self._log.close()
         elapsed = time.monotonic() - self._started
         failure_file = self.base_dir / "output" / "failure"
         failure = failure_file.read_text(errors="replace").strip() if failure_file.exists() else None
@@ -357,6 +364,37 @@ class LocalTrainingProcess:
             training_seconds=elapsed,
             hyperparameters=self.hyperparameters,
         )
+
+
+#: The variable every process of a local run inherits, valued with the run's own mark.
+RUN_MARK_ENV = "HFPIPE_LOCAL_RUN"
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment carries the run's mark (Linux's /proc; none where there is no /proc)."""
+    wanted = f"{RUN_MARK_ENV}={mark}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if wanted in (entry / "environ").read_bytes().split(b"\0") and int(entry.name) != os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
+def end_marked(mark: str, rounds: int = 5) -> int:
+    """SIGKILL every process of the run, also those that left its process group or session; again while
+    new ones appear (a process may fork as the others end). How many were ended."""
+    ended = 0
+    for _ in range(rounds):
+        pids = _marked(mark)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                ended += 1
+        time.sleep(0.05)
+    return ended
 
 
 #: Training processes started and not yet waited for; `stop_all` ends them (Ctrl-C in `hfpipe local`).

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
+import re
 import shutil
 import subprocess
 import sys
@@ -37,17 +39,81 @@ class RequirementsError(RuntimeError):
     """The source's requirements cannot be installed here, offline; the message says what to do."""
 
 
-def read_requirements(source: Path) -> str:
-    """The text of the source's top-level requirements.txt (a folder or a sourcedir.tar.gz); '' without one."""
+#: A line that names another requirements file (pip's -r / --requirement, -c / --constraint); pip reads its
+#: path relative to the file that names it, which the toolkit runs from the source's root.
+_INCLUDE = re.compile(r"^(-r|--requirement|-c|--constraint)(?:\s*=\s*|\s+|(?=[^\s-]))(\S+)$")
+
+
+def _read_member(source: Path, relative: str) -> str | None:
+    """A file of the source (a folder or a sourcedir.tar.gz) by its relative path; None when it has none."""
     if source.is_dir():
-        path = source / "requirements.txt"
-        return path.read_text() if path.is_file() else ""
+        path = source / relative
+        return path.read_text() if path.is_file() else None
     with tarfile.open(source, "r:gz") as tar:
         try:
-            member = tar.extractfile("requirements.txt")
+            member = tar.extractfile(relative)
         except KeyError:
-            return ""
-        return member.read().decode() if member is not None else ""
+            return None
+        return member.read().decode() if member is not None else None
+
+
+def read_requirements(source: Path) -> str:
+    """The text of the source's top-level requirements.txt (a folder or a sourcedir.tar.gz); '' without one."""
+    return _read_member(source, "requirements.txt") or ""
+
+
+def requirement_files(source: Path) -> dict[str, str]:
+    """requirements.txt and every file its `-r` / `-c` lines name, by path relative to the source, as pip
+    resolves them from the source's root (the toolkit's working folder); a file outside the source or
+    missing is a RequirementsError naming the line."""
+    files: dict[str, str] = {}
+    pending = ["requirements.txt"]
+    while pending:
+        relative = pending.pop()
+        if relative in files:
+            continue
+        text = _read_member(source, relative)
+        if text is None and relative != "requirements.txt":
+            raise RequirementsError(
+                f"requirements.txt of the training source: {relative!r}, named by a -r or -c line, is not a file "
+                "of the source; accepted: a requirements file inside the source, its path relative to the file "
+                "that names it"
+            )
+        files[relative] = text or ""
+        for line in _meaningful(text or ""):
+            found = _INCLUDE.match(line)
+            if found:
+                pending.append(_inside(relative, found.group(2)))
+    return files
+
+
+def _inside(relative: str, named: str) -> str:
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(relative), named))
+    if joined.startswith("../") or joined == ".." or posixpath.isabs(joined):
+        raise RequirementsError(
+            f"requirements.txt of the training source: {named!r} is outside the source; accepted: a "
+            "requirements file inside it"
+        )
+    return joined
+
+
+def requirement_lines(source: Path) -> list[str]:
+    """Every requirement the source's requirements.txt asks for, its -r files' lines in place of their -r
+    line (a -c line constrains and asks for nothing); what `met_here` judges."""
+    files = requirement_files(source)
+
+    def lines_of(relative: str, seen: tuple[str, ...]) -> list[str]:
+        out: list[str] = []
+        for line in _meaningful(files[relative]):
+            found = _INCLUDE.match(line)
+            if found is None:
+                out.append(line)
+            elif found.group(1) in {"-r", "--requirement"}:
+                named = _inside(relative, found.group(2))
+                out.extend(lines_of(named, (*seen, named)) if named not in seen else [])
+        return out
+
+    return lines_of("requirements.txt", ("requirements.txt",))
 
 
 def _meaningful(text: str) -> list[str]:
@@ -88,8 +154,8 @@ def met_here(lines: list[str]) -> bool | None:
 
 
 def meaningful_lines(source: Path) -> list[str]:
-    """The source's requirement lines, blank lines and comments left out."""
-    return _meaningful(read_requirements(source))
+    """The source's requirement lines, blank lines and comments left out, its -r files' lines in place."""
+    return requirement_lines(source)
 
 
 def satisfied(requirements_file: Path) -> bool:
@@ -107,30 +173,36 @@ def package_folder(source: Path, cache: Path | None = None) -> Path | None:
     lines = meaningful_lines(source)
     if not lines or met_here(lines):
         return None
-    text = "\n".join(lines) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    files = requirement_files(source)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
     root = (cache or Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "hfpipe")) / "requirements"
     folder = root / digest
     if (folder / DONE).is_file():
         return folder
+    partial = root / f"{digest}.partial"
     with tempfile.TemporaryDirectory() as scratch:  # nothing written to the cache when nothing is installed
-        listed = Path(scratch) / "requirements.txt"
-        listed.write_text(text)
+        # The source's requirement files as they lie in it, so -r and -c lines name what they name there.
+        listed = _write_files(Path(scratch), files)
         if satisfied(listed):
             return None
-    root.mkdir(parents=True, exist_ok=True)
-    listed = root / f"{digest}.txt"
-    listed.write_text(text)
-    partial = root / f"{digest}.partial"
-    shutil.rmtree(partial, ignore_errors=True)  # an interrupted install starts again
-    done = _pip("install", "--no-index", "--quiet", "--target", str(partial), "-r", str(listed))
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(partial, ignore_errors=True)  # an interrupted install starts again
+        done = _pip("install", "--no-index", "--quiet", "--target", str(partial), "-r", str(listed))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise RequirementsError(
             f"requirements.txt of the training source: {last}; local mode installs offline: install them in "
             "this environment, or set PIP_FIND_LINKS to a folder holding their wheels"
         )
-    (partial / DONE).write_text(text)
+    (partial / DONE).write_text("\n".join(lines) + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
     return folder
+
+
+def _write_files(folder: Path, files: dict[str, str]) -> Path:
+    """The requirement files written under `folder` at their paths in the source; its requirements.txt."""
+    for relative, text in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder / "requirements.txt"

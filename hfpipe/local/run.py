@@ -110,12 +110,15 @@ class LocalRun:
         if training_job:  # before the report: a run with a report has all its files
             described = {k: v for k, v in training_job.items() if k != "ResponseMetadata"}
             (out / TRAINING_JOB).write_text(json.dumps(described, indent=2, default=str))
-        (out / REPORT).write_text(json.dumps(report, indent=2, default=str))
-        (out / METRICS).write_text(json.dumps(report.get("final_metrics") or {}, indent=2, default=str))
         artifacts = report.get("model_artifacts")
         if artifacts and report.get("training_job_status") == "Completed":
             bucket, key = split_s3_uri(artifacts)
             self.s3.download_file(bucket, key, str(out / MODEL))
+            warning = model_warning(out / MODEL)
+            if warning:
+                report["model_warning"] = warning
+        (out / REPORT).write_text(json.dumps(report, indent=2, default=str))
+        (out / METRICS).write_text(json.dumps(report.get("final_metrics") or {}, indent=2, default=str))
 
     def __exit__(self, *exc: Any) -> None:
         from hfpipe.local.container import stop_all
@@ -131,3 +134,17 @@ class LocalRun:
                 )
         self.close_endpoints()
         self.engine.__exit__(*exc)
+
+
+def model_warning(model_tar: Path) -> str | None:
+    """What to say of a completed job's model.tar.gz that holds no file: SageMaker packs SM_MODEL_DIR as it
+    is, so the job succeeds, and there is nothing to serve."""
+    import tarfile
+
+    with tarfile.open(model_tar, "r:gz") as tar:
+        if any(m.isfile() for m in tar.getmembers()):
+            return None
+    return (
+        "the model artifact (model.tar.gz) is empty: the script wrote nothing to SM_MODEL_DIR (/opt/ml/model), "
+        "which SageMaker packs as the model; the job succeeded with nothing to serve"
+    )

@@ -112,7 +112,9 @@ def test_local_names_what_packing_left_out(local_out: Path, tmp_path: Path, caps
         "not packed: .env (looks like a secret; list it in training.source.include)",
         "not packed: __pycache__/ (Python's bytecode cache)",
     ]
-    assert lines[2].startswith("training source: s3://") and lines[2].endswith("(1 file)"), lines
+    # what is packed, then where it went
+    assert lines[2].startswith("training source: 1 file, ") and "largest: train.py" in lines[2], lines
+    assert lines[3].startswith("training source: s3://") and lines[3].endswith("(1 file)"), lines
 
 
 def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tmp_path: Path) -> None:
@@ -375,3 +377,33 @@ def _advice_without_loss_lines(run_dir: Path, out: Path, capsys: Any) -> None:
         "loss = ([0-9.]+))\n"
     ) in err
     assert "--set" not in err and not (out / "loss.png").exists()
+
+
+def test_an_empty_model_folder_is_warned_in_the_report(tmp_path: Path) -> None:
+    """A job whose script wrote nothing to SM_MODEL_DIR succeeds with an empty model.tar.gz, as on SageMaker;
+    the local run's report says so, and its printed report has the row."""
+    import io
+    import tarfile
+
+    from rich.console import Console, Group
+
+    from hfpipe.cli.report import render_report
+    from hfpipe.local.container import pack_dir
+    from hfpipe.local.run import model_warning
+
+    (tmp_path / "model").mkdir()
+    empty = pack_dir(tmp_path / "model", tmp_path / "empty.tar.gz")
+    assert model_warning(empty) is not None and "SM_MODEL_DIR" in str(model_warning(empty))
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert model_warning(pack_dir(tmp_path / "model", tmp_path / "full.tar.gz")) is None
+    with tarfile.open(empty) as tar:
+        assert not tar.getmembers() or not any(m.isfile() for m in tar.getmembers())
+    report = {
+        "execution_name": "e",
+        "recipe_name": "r",
+        "outcome": "succeeded",
+        "model_warning": model_warning(empty),
+    }
+    console = Console(file=io.StringIO(), width=300, record=True, color_system=None)
+    console.print(Group(*render_report(report)))
+    assert "the model artifact (model.tar.gz) is empty" in console.export_text()

@@ -351,11 +351,19 @@ def own_folder_recipe(folder: Any, **training: Any) -> Any:
     return path
 
 
-def test_start_dry_run_names_what_packing_left_out(
+def _sources(deployed: Deployed) -> set[str]:
+    from app_synth import ARTIFACTS_BUCKET
+
+    listed = deployed.s3.list_objects_v2(Bucket=ARTIFACTS_BUCKET, Prefix=contract.ARTIFACTS_SOURCES_PREFIX)
+    return {o["Key"] for o in listed.get("Contents", [])}
+
+
+def test_start_dry_run_shows_what_it_packs_and_uploads_nothing(
     deployed: Deployed, tmp_path: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dry run packs and uploads as `start` does (the plan checks the uploaded archive), through the same
-    function, so it names the same files and folders left out, on stderr (stdout is the plan)."""
+    """The dry run packs as `start` does, through the same function, so it names the same files and folders
+    left out and what it packs (on stderr; stdout is the plan); the plan reads the archive from memory as the
+    Plan will read it from the bucket, and nothing leaves this machine."""
     from hfpipe.cli import aws
 
     real = aws.Clients.client
@@ -364,12 +372,36 @@ def test_start_dry_run_names_what_packing_left_out(
         aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
     )
     path = own_folder_recipe(tmp_path)
+    before = _sources(deployed)
     for json_out in ([], ["--json"]):
         argv = ["start", "--env", "dev", "--recipe", str(path), "--name", "own-dry", "--dry-run", *json_out]
         code, out, err = run(capsys, *argv)
         assert code == 0, err
         assert [line for line in err.splitlines() if line.startswith("not packed: ")] == LEFT_OUT
+        size = len((tmp_path / "scripts" / "train.py").read_bytes())
+        assert f"training source: 1 file, {size} B (" in err and f"largest: train.py ({size} B)" in err
+        assert "(not uploaded: a dry run uploads nothing)" in err and "(uploaded)" not in err
         assert "not packed" not in out
+    assert _sources(deployed) == before
+
+
+def test_start_refuses_what_the_environment_refuses_before_the_upload(
+    deployed: Deployed, tmp_path: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quota the plan finds too low ends `start` before its own source is uploaded."""
+    from hfpipe.cli import aws
+
+    real = aws.Clients.client
+    quotas = Quotas({"ml.g4dn.xlarge for training job usage": 0})
+    monkeypatch.setattr(
+        aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
+    )
+    before = _sources(deployed)
+    code, _, err = run(
+        capsys, "start", "--env", "dev", "--recipe", str(own_folder_recipe(tmp_path)), "--name", "q0"
+    )
+    assert code == 1 and "ml.g4dn.xlarge for training job usage" in err, err
+    assert _sources(deployed) == before
 
 
 @pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["start", "dry-run"])

@@ -43,7 +43,7 @@ def recipe_with(source: Any, entry_point: str = "train.py", **hp: Any) -> dict[s
         ({"dir": "a", "s3": f"s3://{ARTIFACTS}/x.tar.gz"}, r"source: \['dir', 's3'\] .*exactly one of"),
         (
             {"dir": "../elsewhere"},
-            r"source\.dir: '\.\./elsewhere' is not accepted; accepted: a relative path",
+            r"source\.dir: '\.\./elsewhere' is not accepted; accepted: a relative folder path",
         ),
         ({"dir": "/abs/path"}, r"source\.dir: '/abs/path' is not accepted"),
         ({"dir": "scripts", "sha256": SHA}, r"source\.sha256: accepted: with 's3' only"),
@@ -59,13 +59,30 @@ def recipe_with(source: Any, entry_point: str = "train.py", **hp: Any) -> dict[s
         ({"git": {"repo": "--upload-pack=evil"}}, r"source\.git\.repo: .*not starting with '-'"),
         (
             {"git": {"repo": "r", "tag": "v1", "branch": "main"}},
-            r"at most one of 'branch', 'tag' or 'commit'",
+            r"source\.git: \['branch', 'tag'\] given; accepted: at most one of them .*with or without 'commit'",
         ),
         ({"git": {"repo": "r", "commit": "main"}}, r"source\.git\.commit: 'main' .*7 to 40 lower-case hex"),
         ({"git": {"repo": "r", "tag": "-x"}}, r"source\.git\.tag: '-x' .*not starting with '-'"),
         ({"git": {"repo": "r", "path": "a/../../b"}}, r"source\.git\.path: 'a/\.\./\.\./b' is not accepted"),
         ({"git": {"repo": "r", "depth": 1}}, r"source\.git: unknown field\(s\) \['depth'\]"),
         ({"dir": "s", "include": ["../.env"]}, r"source\.include\[0\]: '\.\./\.env' is not accepted"),
+        (
+            {"dir": "s", "exclude": ["../x"]},
+            r"source\.exclude\[0\]: '\.\./x' is not accepted; accepted: a glob",
+        ),
+        (
+            {"git": {"repo": "https://h/r.git", "token": "ghp_abc"}},
+            r"source\.git\.token: a value written in the recipe is not accepted .*accepted: '\$\{NAME\}'",
+        ),
+        (
+            {"git": {"repo": "https://h/r.git", "username": "u", "password": "hunter2"}},
+            r"source\.git\.password: a value written in the recipe is not accepted",
+        ),
+        (
+            {"git": {"repo": "https://u:p@h/r.git"}},
+            r"source\.git\.repo: a URL with credentials in it is not accepted",
+        ),
+        ({"git": {"repo": "r", "2FA_enabled": "yes"}}, r"source\.git\.2FA_enabled"),
     ],
 )
 def test_a_bad_source_is_refused_in_one_line_naming_the_field(source: Any, message: str) -> None:
@@ -136,11 +153,129 @@ def test_a_symlink_out_of_the_folder_is_refused_one_inside_is_packed(tmp_path: P
         sourcedir.pack(source)
 
 
+def test_a_link_out_at_any_level_is_refused_naming_it(tmp_path: Path) -> None:
+    """The named folder itself, a folder on the way to a file, or a file: each resolved after every link and
+    refused when it leaves (the recipe's folder for `dir`; the source folder for what is packed)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host *\n")
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "scripts").symlink_to(home, target_is_directory=True)
+    ref = str(team / "recipe.json")
+    with pytest.raises(
+        HfpipeError,
+        match=r"^recipe\.training\.source\.dir: 'scripts': 'scripts' is a symlink to '.*home', outside the recipe's "
+        r"folder '.*team'; accepted: a folder inside it, with no link out at any level$",
+    ):
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"})), say=print)
+    (team / "scripts").unlink()
+    make_source(team / "scripts")
+    (team / "scripts" / "lib" / "keys").symlink_to(home / ".ssh", target_is_directory=True)
+    with pytest.raises(
+        HfpipeError, match=r"source 'lib/keys': a symlink to '.*\.ssh', outside the source folder"
+    ):
+        cli_sources.pack_source(ref, resolve_recipe(recipe_with({"dir": "scripts"})), say=print)
+
+
+def test_only_regular_files_are_packed_and_a_link_loop_is_a_clear_error(tmp_path: Path) -> None:
+    import os
+    import socket
+    import threading
+
+    source = make_source(tmp_path / "src")
+    os.mkfifo(source / "pipe")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(source / "sock"))
+    result: list[Any] = []
+    # A pipe opened for reading blocks until a writer comes: packing must never open one.
+    worker = threading.Thread(target=lambda: result.append(sourcedir.pack(source)), daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    listener.close()
+    assert result, "packing blocked on the named pipe"
+    assert ("pipe", "a named pipe: only regular files are packed") in result[0].skipped
+    assert ("sock", "a socket: only regular files are packed") in result[0].skipped
+    assert result[0].files == ("lib/util.py", "requirements.txt", "train.py")
+    (source / "pipe").unlink()
+    (source / "sock").unlink()
+    (source / "a.py").symlink_to(source / "b.py")
+    (source / "b.py").symlink_to(source / "a.py")
+    with pytest.raises(
+        sourcedir.SourceError, match=r"^source '.\.py': a symlink loop; accepted: links that end"
+    ):
+        sourcedir.pack(source)
+    (source / "a.py").unlink()
+    (source / "b.py").unlink()
+    (source / "gone.py").symlink_to(source / "nowhere.py")
+    with pytest.raises(
+        sourcedir.SourceError, match=r"source 'gone\.py': a symlink to '.*nowhere\.py', which does "
+    ):
+        sourcedir.pack(source)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [".envrc", ".git-credentials", ".npmrc", "cert.p12", ".docker/config.json", "credentials.json", "id_ed25519",
+     "gcp-service-account.json", ".pgpass", "prod.tfvars", ".ssh/config"],
+)  # fmt: skip
+def test_files_named_like_secrets_are_not_packed(tmp_path: Path, name: str) -> None:
+    source = make_source(tmp_path / "src")
+    (source / name).parent.mkdir(parents=True, exist_ok=True)
+    (source / name).write_text("secret\n")
+    packed = sourcedir.pack(source)
+    assert name not in packed.files and packed.skipped_secrets == (name,)
+    assert name in sourcedir.pack(source, include=[name]).files
+
+
+def test_the_recipes_exclude_list_modes_and_a_git_file(tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    (source / ".venv" / "lib").mkdir(parents=True)
+    (source / ".venv" / "lib" / "big.so").write_bytes(b"\0" * 1000)
+    (source / "data.csv").write_text("a,b\n")
+    (source / ".git").write_text("gitdir: /home/someone/repo/.git/worktrees/w\n")  # a worktree's .git file
+    (source / "run.sh").write_text("#!/bin/sh\n")
+    (source / "run.sh").chmod(0o750)
+    (source / "train.py").chmod(0o600)
+    packed = sourcedir.pack(source, exclude=[".venv/", "*.csv"])
+    assert packed.files == ("lib/util.py", "requirements.txt", "run.sh", "train.py")
+    assert packed.skipped == (
+        (".git", "git's own file"),
+        (".venv/", "matches training.source.exclude"),
+        ("data.csv", "matches training.source.exclude"),
+    )
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(packed.data)) as tar:
+        modes = {m.name: m.mode for m in tar.getmembers()}
+    # As git records a file: executable or not (the SDK's archive keeps each file's mode).
+    assert modes == {"lib/util.py": 0o644, "requirements.txt": 0o644, "run.sh": 0o755, "train.py": 0o644}
+
+
+def test_a_dir_written_as_the_sdks_source_dir_is_accepted(tmp_path: Path) -> None:
+    make_source(tmp_path / "scripts")
+    ref = str(tmp_path / "recipe.json")
+    packed = {
+        written: cli_sources.pack_source(
+            ref, resolve_recipe(recipe_with({"dir": written})), say=lambda _: None
+        )
+        for written in ("scripts", "./scripts", "scripts/", "./scripts/")
+    }
+    assert len({p.sha256 for p in packed.values() if p is not None}) == 1
+
+
 def test_the_archive_size_is_bounded(tmp_path: Path) -> None:
     source = make_source(tmp_path / "src")
     (source / "weights.bin").write_bytes(b"\x01" * 4096)
-    with pytest.raises(sourcedir.SourceError, match=r"more than 0 MiB; accepted: code of at most that size"):
+    # The largest parts are named, and what would leave them out (training.source.exclude).
+    with pytest.raises(
+        sourcedir.SourceError,
+        match=r"more than 2\.0 KiB \(largest: weights\.bin \(4\.0 KiB\), train\.py \(15 B\), lib/ \(6 B\)\); "
+        r"accepted: code of at most that size \(list what is not code in training\.source\.exclude",
+    ):
         sourcedir.pack(source, max_bytes=2048)
+    assert sourcedir.pack(source, exclude=["*.bin"], max_bytes=2048).files
     assert sourcedir.pack(source, max_bytes=8192).files
 
 
@@ -168,7 +303,11 @@ def test_a_git_source_is_cloned_at_its_tag_and_packed_from_its_sub_folder(tmp_pa
     pinned = recipe_with({"git": {"repo": str(repo), "commit": commit, "path": "examples"}})
     again = cli_sources.pack_source("r.json", resolve_recipe(pinned), say=print, cache=tmp_path / "cache")
     assert again is not None and again.sha256 == packed.sha256
-    with pytest.raises(HfpipeError, match=r"source\.git: git checkout failed: fatal: invalid reference: v9"):
+    with pytest.raises(
+        HfpipeError,
+        match=r"source\.git\.tag: 'v9' is not a tag of .*repo; accepted: its "
+        r"branches \['main'\] or tags \['v1'\]",
+    ):
         missing = recipe_with({"git": {"repo": str(repo), "tag": "v9"}})
         cli_sources.pack_source("r.json", resolve_recipe(missing), say=print, cache=tmp_path / "cache")
 
@@ -185,6 +324,9 @@ def test_a_dir_source_is_next_to_the_recipe_and_holds_the_entry_point(tmp_path: 
     assert said == [
         "not packed: .env (looks like a secret; list it in training.source.include)",
         "not packed: __pycache__/ (Python's bytecode cache)",
+        # and what is packed, before any upload
+        "training source: 3 files, 21 B (173 B packed); largest: train.py (15 B), lib/util.py (6 B), "
+        "requirements.txt (0 B)",
     ]
     with pytest.raises(
         HfpipeError, match=r"entry_point: 'other\.py' is not a file in .*scripts'; accepted: one of"
@@ -428,7 +570,7 @@ def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
     calls: list[str] = []
     real = core_sources.arguments_note
     monkeypatch.setattr(
-        core_sources, "arguments_note", lambda t, d: calls.append(t["entry_point"]) or real(t, d)
+        core_sources, "arguments_note", lambda t, d, *n: calls.append(t["entry_point"]) or real(t, d, *n)
     )
     packed = sourcedir.pack(make_source(tmp_path / "src"))
     accepted = cli_sources.check_source(core_plan.accept({"recipe": recipe_with({"dir": "src"})}), packed)

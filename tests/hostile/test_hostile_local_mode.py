@@ -113,6 +113,29 @@ def test_interrupt_ends_the_whole_process_tree_and_marks_the_folder(tmp_path: Pa
     assert not container.RUNNING
 
 
+@pytest.mark.slow
+def test_a_process_the_script_started_in_a_new_session_ends_with_the_run(tmp_path: Path) -> None:
+    """A container's end ends every process in it; here a process that left the run's process group and
+    session (setsid, as a daemon does) is found by the mark the run's processes inherit and ended too."""
+    (tmp_path / "src").mkdir()
+    pid_file = tmp_path / "daemon.pids"
+    (tmp_path / "src" / "daemonize.py").write_text(
+        "import subprocess, sys\n"
+        "sleep = [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+        "quiet = subprocess.Popen(sleep, start_new_session=True, stdin=subprocess.DEVNULL,\n"
+        "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(quiet.pid))\n"
+    )
+    # (One that kept the script's output open would keep the toolkit waiting for it, in the container too.)
+    job = run_training(tmp_path / "job", entry_point="daemonize.py", source_dir=tmp_path / "src")
+    assert job.status == "Completed", job.failure_reason
+    daemons = [int(pid) for pid in pid_file.read_text().split()]
+    deadline = time.monotonic() + 10
+    while any(_alive(d) for d in daemons) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(d) for d in daemons), "a process the script started outlived the run"
+
+
 @pytest.mark.parametrize("name", ["../kept", "..", ".", "a/b", "", "x" * 65])
 def test_channel_names_cannot_leave_the_input_folder(tmp_path: Path, name: str) -> None:
     kept = tmp_path / "job" / "opt_ml" / "input" / "kept"

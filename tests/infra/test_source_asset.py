@@ -42,7 +42,7 @@ def test_archive_is_sorted_normalized_and_excludes_bytecode(tmp_path):
         assert tar.extractfile("utils/data.py").read() == b"X = 1\n"
 
 
-def test_same_files_give_same_bytes_whatever_times_modes_and_order(tmp_path):
+def test_same_files_give_same_bytes_whatever_times_permissions_and_order(tmp_path):
     first = make_source(tmp_path / "a")
     second = tmp_path / "b"
     second.mkdir()
@@ -51,11 +51,15 @@ def test_same_files_give_same_bytes_whatever_times_modes_and_order(tmp_path):
     (second / "utils").mkdir()
     (second / "utils" / "data.py").write_text("X = 1\n")
     (second / "run_clm.py").write_text("print('train')\n")
-    os.chmod(second / "run_clm.py", 0o755)
+    os.chmod(second / "run_clm.py", 0o600)  # another umask: the same file as git records it
     os.utime(second / "run_clm.py", (1_700_000_000, 1_700_000_000))
     assert tarball_bytes(first) == tarball_bytes(second)
     assert tarball_bytes(first) == tarball_bytes(first)
     assert gzip.decompress(tarball_bytes(first))  # a valid gzip stream
+    # Whether a file is executable is kept, as git records it and the SDK's archive keeps it.
+    os.chmod(second / "run_clm.py", 0o755)
+    assert tarball_bytes(first) != tarball_bytes(second)
+    assert {m.name: m.mode for m in members(tarball_bytes(second))}["run_clm.py"] == 0o755
 
 
 def test_edited_file_gives_new_bytes(tmp_path):

@@ -143,3 +143,92 @@ def test_a_parser_that_cannot_be_read_statically_is_not_checked_with_the_reason(
     said = check(text, anything_at_all=1)
     assert said is not None
     assert re.search(reason, said), said
+
+
+# --- as the training toolkit calls the script ----------------------------------------------------------------
+
+ONE_LETTER = """
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("-k", type=int, default=5)
+parser.add_argument("--j", type=int, default=1)
+args = parser.parse_args()
+"""
+
+
+def test_a_one_letter_hyperparameter_is_checked_as_the_toolkit_passes_it() -> None:
+    """sagemaker_training's mapping.to_cmd_args passes a one-letter name as `-k`, a longer one as `--name`."""
+    from sagemaker_training import mapping
+
+    assert mapping.to_cmd_args({"k": 3, "j": 1, "lr": 2}) == ["-j", "1", "-k", "3", "--lr", "2"]
+    assert script_parser.read(ONE_LETTER).short == {"k": {"type": "int"}}
+    assert check(ONE_LETTER, k=3) is None
+    with pytest.raises(
+        RecipeError, match=rf"^{FIELD}\.k: 'x' is not accepted by train\.py's parser; accepted: int"
+    ):
+        check(ONE_LETTER, k="x")
+    with pytest.raises(
+        RecipeError,
+        match=rf"^{FIELD}\.j: the training toolkit passes a one-letter hyperparameter as -j \(not --j\), and "
+        r"train\.py's parser takes no -j; it takes --j, which the toolkit never passes; accepted: its one-letter "
+        r"options \['-k'\] or a longer name$",
+    ):
+        check(ONE_LETTER, j=2)
+
+
+def test_type_bool_is_warned_and_a_missing_required_argument_is_caught() -> None:
+    text = ARGPARSE.replace(
+        'parser.add_argument("--model_name_or_path")',
+        'parser.add_argument("--model_name_or_path", required=True)',
+    ).replace(
+        'parser.add_argument("--fp16", action="store_true")', 'parser.add_argument("--shuffle", type=bool)'
+    )
+    assert script_parser.read(text).required == {"model_name_or_path"}
+    with pytest.raises(
+        RecipeError,
+        match=rf"^{FIELD}: train\.py's parser requires model_name_or_path \(required=True, or a dataclass field "
+        r"without a default\), which the recipe does not give; accepted: hyperparameters that give it",
+    ):
+        check(text, epochs=1)
+    notes: list[str] = []
+    assert (
+        own_script_arguments("train.py", text, {"model_name_or_path": "m", "shuffle": False}, FIELD, notes)
+        is None
+    )
+    assert notes == [
+        f"{FIELD}.shuffle: train.py reads it with type=bool, which takes every non-empty word as True ('False' "
+        "included); pass a value only when you mean True, or change the script to parse the word"
+    ]
+    # HfArgumentParser: a field without a default is required (model_name_or_path in HF's ModelArguments).
+    with pytest.raises(RecipeError, match=rf"^{FIELD}: train\.py's parser requires model_name_or_path"):
+        check(HF, dataset_name="squad")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            ARGPARSE.replace(
+                "argparse.ArgumentParser()", "argparse.ArgumentParser(parents=[common.parser()])"
+            ),
+            r"its parser also takes the arguments of its parents=\[\.\.\.\]",
+        ),
+        (
+            ARGPARSE.replace(
+                "args = parser.parse_args()", "add_model_args(parser)\nargs = parser.parse_args()"
+            ),
+            r"its parser is given to add_model_args\(\) \(line \d+\), which is not defined in the script",
+        ),
+    ],
+    ids=["parents", "helper"],
+)
+def test_a_partly_readable_parser_checks_what_it_sees_and_names_what_it_cannot(
+    text: str, reason: str
+) -> None:
+    said = check(text, epochs=2, lora_rank=8)
+    assert said is not None and re.search(
+        rf"{reason}.*; lora_rank could not be checked \(the others were\)$", said
+    )
+    assert check(text, epochs=2) is None
+    with pytest.raises(RecipeError, match=rf"^{FIELD}\.epochs: 'two'"):
+        check(text, epochs="two", lora_rank=8)

@@ -138,7 +138,7 @@ with mock_aws():
     planned = io.StringIO()
     with contextlib.redirect_stdout(planned):
         own = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--dry-run", "--json", "--region", region])
-    # Then started for real: the same archive (already there), the execution input naming it.
+    # Then started for real: the archive the dry run did not upload, the execution input naming it.
     started = main(["start", "--env", "dev", "--recipe", sys.argv[2], "--name", "own-code", "--region", region])
     own_input = json.loads(sfn.describe_execution(executionArn=next(
         e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"] if e["name"] == "own-code"
@@ -199,11 +199,14 @@ def test_hfpipe_start_from_the_wheel_against_moto(installed: Path, tmp_path: Pat
     )
     assert hps["sagemaker_program"] == '"train.py"' and hps["epochs"] == "2"
     assert plan["hyperparameters_not_checked"] is None  # its parser was read from the packed file
-    # Started for real from outside the checkout: uploaded once (the second start finds it by its hash).
+    # Started for real from outside the checkout: uploaded by the start, not by its dry run.
     assert result["started"] == 0, proc.stderr
     assert re.search(
-        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(already there\)",
+        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(not uploaded: a dry run",
         proc.stderr,
+    )
+    assert re.search(
+        r"training source: s3://artifacts/sources/[0-9a-f]{64}/sourcedir\.tar\.gz \(uploaded\)", proc.stderr
     )
     source = result["own_input"]["recipe"]["training"]["source"]
     assert f'"{source["s3"]}"' == hps["sagemaker_submit_directory"] and len(source["sha256"]) == 64

@@ -362,3 +362,34 @@ def test_the_toolkits_install_is_left_out_only_when_every_line_is_met(tmp_path, 
     assert modules.install_requirements is not original
     modules.install_requirements(str(tmp_path), True)
     assert "requirements.txt (1 lines) already met by this environment" in capsys.readouterr().out
+
+
+def test_requirements_r_lines_are_resolved_in_the_source(tmp_path, monkeypatch):
+    """pip reads `-r other.txt` relative to the file that names it, which the toolkit runs from the source's
+    root: the lines it names are judged and installed from there (a folder or a sourcedir.tar.gz), never from
+    a copy that lacks them."""
+    from hfpipe.core import sourcedir
+    from hfpipe.local import requirements
+
+    monkeypatch.setenv(requirements.CACHE_ENV, str(tmp_path / "cache"))
+    src = tmp_path / "own"
+    (src / "reqs").mkdir(parents=True)
+    (src / "train.py").write_text("print('train')\n")
+    (src / "requirements.txt").write_text("-r reqs/base.txt\n-c reqs/pins.txt\n")
+    (src / "reqs" / "base.txt").write_text("rich\n--requirement more.txt\n")
+    (src / "reqs" / "more.txt").write_text("packaging\n")
+    (src / "reqs" / "pins.txt").write_text("nosuchpkg-hfpipe==1.0\n")  # a constraint asks for nothing
+    assert requirements.meaningful_lines(src) == ["rich", "packaging"]
+    assert requirements.package_folder(src) is None
+    archive = tmp_path / "sourcedir.tar.gz"
+    archive.write_bytes(sourcedir.pack(src).data)
+    assert requirements.meaningful_lines(archive) == ["rich", "packaging"]
+    assert requirements.package_folder(archive) is None
+    (src / "requirements.txt").write_text("-r ../outside.txt\n")
+    with pytest.raises(requirements.RequirementsError, match=r"'\.\./outside\.txt' is outside the source"):
+        requirements.package_folder(src)
+    (src / "requirements.txt").write_text("-r missing.txt\n")
+    with pytest.raises(
+        requirements.RequirementsError, match=r"'missing\.txt', named by a -r or -c line, is not"
+    ):
+        requirements.package_folder(src)
