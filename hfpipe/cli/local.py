@@ -97,14 +97,11 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
     # changes more than hyperparameters, which those rules do not read.
-    warming = _Warming()
-    _in_local_environment(
-        Path(args.out).resolve() / CACHE_FOLDER,
-        _as_run_here(args, loaded, False, None),
-        say=stage,
-        meanwhile=warming.start,
-    )
-    warming.join()  # before this thread imports any of them itself
+    early = _as_run_here(args, loaded, False, None)
+    warming = _Warming(early)
+    _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, early, say=stage, meanwhile=warming.start)
+    if warming.thread is not None:
+        warming.thread.join()  # before this thread imports any of what it imports
     # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
     packed = sources.pack_source(
         loaded.ref, loaded.resolved, say=lambda line: console.print(line, markup=False, highlight=False)
@@ -128,7 +125,8 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
             raise HfpipeError(str(exc)) from None
     try:
         with interruptible():
-            return _run(args, loaded, packed, substitutions, console, server, stage)
+            built = warming.join(substitutions)
+            return _run(args, loaded, packed, substitutions, console, server, stage, built)
     finally:
         if server is not None:
             server.server_close()
@@ -207,6 +205,7 @@ def _run(
     console: Console,
     server: Any,
     stage: Any,
+    built: Any = None,
 ) -> int:
     """`packed`: the recipe's own source packed (hfpipe.core.sourcedir.Packed), None for the project's."""
     name, out = _new_run_folder(Path(args.out), loaded.name)
@@ -224,7 +223,9 @@ def _run(
     try:
         with (
             _kept_once_written(out),
-            LocalRun(substitutions, out, Path(args.out).resolve() / CACHE_FOLDER, say=stage) as local,
+            LocalRun(
+                substitutions, out, Path(args.out).resolve() / CACHE_FOLDER, say=stage, built=built
+            ) as local,
         ):
             try:
                 # The overrides are in the substituted recipe already.
@@ -289,27 +290,48 @@ def _stages() -> Any:
 
 
 class _Warming:
-    """The heavy imports a run makes later (torch and transformers: about 5 s of one core), made on a second
-    thread while the app's stacks are synthesized in a child process on a first run, so the two overlap on a
-    machine of two cores. The command's thread joins it before it imports any of them itself: two threads
-    importing one package at once can deadlock on its module locks."""
+    """What a run does later that takes a core for seconds (importing torch and transformers, building the
+    recipe's fixtures: about 10 s here), done on a second thread while the app's stacks are synthesized in a
+    child process on a first run, so the two overlap on a machine of two cores. The command's thread joins it
+    before it imports any of them itself: two threads importing one package at once can deadlock on its
+    module locks. The fixtures are built in a folder of their own, moved into the run's folder once the run
+    has one (hfpipe.local.run.LocalRun's ``built``), and removed when the command ends before that."""
 
-    def __init__(self) -> None:
+    def __init__(self, substitutions: Any) -> None:
+        self.substitutions = substitutions  # the recipe as it runs here, before the look for a GPU
         self.thread: threading.Thread | None = None
+        self.built: tuple[Path, dict[str, Path]] | None = None
 
     def start(self) -> None:
-        def load() -> None:
-            with contextlib.suppress(Exception):  # an import that fails, fails again where it is needed
+        import atexit
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="hfpipe-fixtures-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # gone once moved, or not needed
+
+        def build() -> None:
+            with contextlib.suppress(Exception):  # what fails here fails again where the run builds it
                 import torch  # noqa: F401
                 import transformers  # noqa: F401
 
+                self.built = folder, self.substitutions.fixture_channels(folder)
+
         # A daemon: a recipe refused meanwhile ends the command without waiting for it.
-        self.thread = threading.Thread(target=load, name="hfpipe-warm-imports", daemon=True)
+        self.thread = threading.Thread(target=build, name="hfpipe-warm", daemon=True)
         self.thread.start()
 
-    def join(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
+    def join(self, substitutions: Any) -> tuple[Path, dict[str, Path]] | None:
+        """The fixtures built meanwhile, when ``substitutions`` (the recipe as it runs, after the look for a
+        GPU) builds the same ones."""
+        if self.thread is None:
+            return None
+        self.thread.join()
+        same = ("model_family", "data_kind", "hub_rows", "given_channels")
+        if any(getattr(self.substitutions, a) != getattr(substitutions, a) for a in same):
+            return None
+        wanted = set(substitutions.recipe["training"].get("channels") or {})
+        early = set(self.substitutions.recipe["training"].get("channels") or {})
+        return self.built if wanted == early else None
 
 
 def _in_local_environment(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,13 @@ class LocalRun:
         out: Path,
         cache_dir: Path,
         say: Callable[[str], None] = lambda line: None,
+        built: tuple[Path, dict[str, Path]] | None = None,
     ) -> None:
-        """``say``: told what it is doing, a line per stage (the fixtures, the engine)."""
+        """``say``: told what it is doing, a line per stage (the fixtures, the engine); ``built``: the folder the
+        substitutions' fixture channels were built in already, and those channels (moved into the run's
+        folder, as if built there)."""
         self.say = say
+        self.built = built
         self.substitutions = substitutions
         self.recipe_name = substitutions.recipe["name"]
         self.channel_prefixes: dict[str, str] = substitutions.recipe["training"].get("channels") or {}
@@ -49,8 +54,7 @@ class LocalRun:
 
         #: Where a recipe's own training source is uploaded (hfpipe.cli.sources), as on AWS.
         self.artifacts_bucket = data.parameters[ssm_parameter_name(LOCAL_ENV, SSM_ARTIFACTS_BUCKET)]
-        self.say("building the fixtures: the tiny model, its tokenizer and the data (hfpipe.fixtures)")
-        channels = self.substitutions.fixture_channels(self.out / "fixtures")
+        channels = self._fixtures(self.out / "fixtures")
         self.say("starting the local engine: moto's account, the stacks' resources, the state machine")
         # moto narrates every service integration and failure on stderr; the view already says what matters.
         for logger in ("moto", "moto.stepfunctions"):
@@ -80,6 +84,18 @@ class LocalRun:
             self.engine.__exit__(None, None, None)
             raise
         return self
+
+    def _fixtures(self, root: Path) -> dict[str, Path]:
+        """The recipe's fixture channels under `root`: built now, or moved there from where they were built."""
+        if self.built is None:
+            self.say("building the fixtures: the tiny model, its tokenizer and the data (hfpipe.fixtures)")
+            return self.substitutions.fixture_channels(root)
+        folder, channels = self.built
+        shutil.move(str(folder), str(root))
+        return {
+            name: root / path.relative_to(folder) if path.is_relative_to(folder) else path
+            for name, path in channels.items()
+        }
 
     def start(self, name: str, execution_input: dict[str, Any]) -> str:
         """Start an execution of the local state machine; returns its ARN."""

@@ -150,9 +150,9 @@ def synth_stacks(
         if cached.is_file():
             return dict(json.loads(cached.read_text()))
         if say is not None:
-            say(
-                f"synthesizing the app's stacks for {env!r} (`python app.py`; once for this code, cached in {cache_dir})"
-            )
+            say(f"synthesizing the app's stacks for {env!r} (once for this code; cached in {cache_dir})")
+        if meanwhile is not None:
+            meanwhile()
         stacks = _synth(root, env, environments)
         partial = cached.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(stacks))
