@@ -98,3 +98,37 @@ def test_a_run_refused_after_its_folder_was_made_leaves_none(
     code, _, err = run(capsys, "local", "--recipe", "tiny-qa", "--out", str(out))
     assert code == 1 and err.endswith("\nerror: the fixtures cannot be built here\n"), err
     assert [p.name for p in out.iterdir() if p.name != ".cache"] == []
+
+
+def test_fixtures_built_beside_the_synthesis_are_the_runs(tmp_path: Path) -> None:
+    """On a first run the fixtures are built on a second thread while the stacks are synthesized, then moved
+    into the run's folder: the same channels as a build there, and none for a recipe that changed since."""
+    import argparse
+
+    from hfpipe.cli import local, recipes
+    from hfpipe.local.run import LocalRun
+
+    args = argparse.Namespace(channels=[], sets=[])
+    loaded = recipes.load("tiny-qa", [])
+    warming = local._Warming(local._as_run_here(args, loaded, False, None))
+    warming.start()
+    late = local._as_run_here(args, loaded, True, None)
+    built = warming.join(late)
+    assert built is not None
+    folder, channels = built
+    assert set(channels) == {"model", "training", "validation"}
+    run = LocalRun(late, tmp_path / "run", tmp_path / "cache", built=built)
+    (tmp_path / "run").mkdir()
+    moved = run._fixtures(tmp_path / "run" / "fixtures")
+    assert not folder.exists()
+    assert {name: path.relative_to(tmp_path / "run" / "fixtures") for name, path in moved.items()} == {
+        name: path.relative_to(folder) for name, path in channels.items()
+    }
+    assert (moved["model"] / "config.json").is_file() and any(moved["training"].iterdir())
+    # Another channel given since (a --channel folder): the early build is not the run's.
+    given = tmp_path / "mine"
+    given.mkdir()
+    other = local._as_run_here(
+        argparse.Namespace(channels=[f"training={given}"], sets=[]), loaded, True, None
+    )
+    assert warming.join(other) is None
