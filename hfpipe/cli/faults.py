@@ -121,9 +121,25 @@ def run(func: Callable[[Any], int], args: Any) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         # An AWS call no step of the command wrapped: one line too.
         return _fault(str(aws_error(exc, operation_of(exc))), None)
+
+
+def _reader_gone() -> int:
+    """A command whose output went to a pipe whose reader stopped reading (`hfpipe ... | head`): no traceback,
+    the shell's status for it (128 + SIGPIPE). Standard output is pointed at the null device so that Python's
+    own flush at exit does not fail once more (the recipe of Python's signal documentation, "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # standard output is no file descriptor (captured): nothing left to flush
+        pass
+    return 141
 
 
 def _fault(message: str, raised_state: str | None) -> int:

@@ -675,3 +675,27 @@ def test_ci_runs_the_readmes_first_command_as_typed_after_the_suite(
     ):
         (fake / "run").write_text(text)
         assert said in (ci_runs_bare(LOCAL_SH) or ""), text
+
+
+def test_cis_check_of_the_first_run_runs_and_can_fail(tmp_path: Path) -> None:
+    """.ci/run pipes the first run's report into .ci/first_run.py (once an inline script that Python could not
+    parse, so CI failed on the check itself): it passes a run that answered and fails one that did not."""
+    pipe = (REPO / ".ci" / "run").read_text()
+    assert "| .venv/bin/python .ci/first_run.py" in pipe
+    answered = {"execution_status": "SUCCEEDED", "smoke_test": {"ok": True, "response": [{"summary": "hi"}]}}
+    cases = (
+        (answered, 0),
+        ({**answered, "execution_status": "FAILED"}, 1),
+        ({**answered, "smoke_test": {"ok": True, "response": []}}, 1),
+        ({"execution_status": "SUCCEEDED"}, 1),
+    )
+    for report, status in cases:
+        done = subprocess.run(
+            [sys.executable, str(REPO / ".ci" / "first_run.py")],
+            input=json.dumps(report),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == status, (report, done.stdout, done.stderr)
+        assert "ci: ./scripts/local.sh:" in done.stdout
