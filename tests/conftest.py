@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,6 +37,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 # The tokenizers library sets TOKENIZERS_PARALLELISM=false itself when a process that has used a fast tokenizer
 # forks: set from the start, a test does not run differently for whether an earlier one forked (nor warn).
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# torch sets TORCHINDUCTOR_CACHE_DIR in the environment the first time anything asks for its compile cache
+# (torch._inductor.runtime.cache_dir_utils.cache_dir, reached from generation): set from the start to the
+# folder torch would choose (its default_cache_dir, without importing torch here), for the same reason.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())),
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The inference handlers import their sibling `request_checks` as they do in <model_dir>/code/ on an
