@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
+import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import pytest
+
+# Fails the test, or the test file, that leaves process-wide state changed (tests/state_guard.py).
+pytest_plugins = ["state_guard"]
 
 # jsii prints a banner per process on a Node version it has not certified; the tests do not need it.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -27,6 +34,16 @@ os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 # outside wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# The tokenizers library sets TOKENIZERS_PARALLELISM=false itself when a process that has used a fast tokenizer
+# forks: set from the start, a test does not run differently for whether an earlier one forked (nor warn).
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# torch sets TORCHINDUCTOR_CACHE_DIR in the environment the first time anything asks for its compile cache
+# (torch._inductor.runtime.cache_dir_utils.cache_dir, reached from generation): set from the start to the
+# folder torch would choose (its default_cache_dir, without importing torch here), for the same reason.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())),
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The inference handlers import their sibling `request_checks` as they do in <model_dir>/code/ on an
@@ -169,8 +186,9 @@ def pipeline_template(synthesized: Any) -> dict[str, Any]:
 def load_lambda() -> Callable[[str], ModuleType]:
     """Import a Lambda module by path (`lambda/` is a keyword, so it cannot be a package).
 
-    `load_lambda("quota/quota_request.py")` returns the module; its folder goes on sys.path first, as in
-    the Lambda runtime, so the module's own sibling imports work.
+    `load_lambda("quota/quota_request.py")` returns the module; its folder is first on sys.path while it is
+    imported, as in the Lambda runtime, so the module's own sibling imports work, and only then: the
+    process's sys.path is every later test's (tests/state_guard.py).
     """
 
     def load(relative_path: str) -> ModuleType:
@@ -178,15 +196,35 @@ def load_lambda() -> Callable[[str], ModuleType]:
         name = "lambda_" + relative_path.removesuffix(".py").replace("/", "_")
         if name in sys.modules:
             return sys.modules[name]
-        sys.path.insert(0, str(path.parent))
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None, path
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        with mock.patch.object(sys, "path", [str(path.parent), *sys.path]):
+            spec.loader.exec_module(module)
         return module
 
     return load
+
+
+@pytest.fixture
+def in_process_training() -> Iterator[None]:
+    """For a test that builds transformers' TrainingArguments, runs a training script's set-up or imports the
+    training toolkit in this process: TrainingArguments exports its settings to accelerate through the
+    process's environment (ACCELERATE_MIXED_PRECISION, ACCELERATE_USE_IPEX, FSDP's ACCELERATE_FSDP_*) and
+    reads ACCELERATE_MIXED_PRECISION back as its own default, so a bf16 test would set the precision of a
+    later test's run; sagemaker_training.environment sets SAGEMAKER_BASE_DIR on its first import outside a
+    container; the scripts' logging set-up sets the levels of the root, transformers and datasets loggers.
+    The environment (the same object: a module may hold it) and every logger's level are put back."""
+    loggers = [
+        logging.root,
+        *(v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    levels = [(logger, logger.level) for logger in loggers]
+    with mock.patch.dict(os.environ):
+        yield
+    for logger, level in levels:
+        logger.setLevel(level)
 
 
 @pytest.fixture

@@ -51,7 +51,10 @@ from transformers import (
     set_seed,
 )
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Its siblings (encoder_utils, ...) import from its folder: sys.path[0] where the container runs it as a
+# script; added where it is imported (a test, runpy) unless already there, so an import changes nothing.
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import encoder_utils
 import inference_clm
 import request_checks

@@ -84,15 +84,44 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     """One recipe end to end locally."""
     from hfpipe.cli import recipes
     from hfpipe.local.checkout import LocalModeError, checkout_root
-    from hfpipe.local.substitute import has_gpu
 
     try:
         checkout_root()
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
-    from hfpipe.cli import sources
-
     loaded = recipes.load(args.recipe, args.sets)
+    server = None if args.dry_run else _bound_server(args, loaded)
+    try:
+        return _prepared_run(args, loaded, console, server)
+    finally:
+        if server is not None:
+            server.server_close()
+
+
+def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
+    """--serve's server, bound now: a taken port fails before the stacks are synthesized and a run of minutes,
+    not after them; None without --serve."""
+    if not args.serve:
+        return None
+    from hfpipe.local.serve import ModelServer, PortInUseError
+
+    if not 0 <= args.port < 65536:
+        raise HfpipeError(f"--port {args.port} must be between 0 (any free port) and 65535")
+    if not loaded.resolved["deploy"]:
+        raise HfpipeError(
+            f"--serve: recipe {loaded.name!r} sets deploy: false, so there is no model to serve"
+        )
+    try:
+        return ModelServer(args.port)
+    except PortInUseError as exc:
+        raise HfpipeError(str(exc)) from None
+
+
+def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -> int:
+    """The recipe checked as it runs here, its source packed, then the dry run's plan or the run."""
+    from hfpipe.cli import sources
+    from hfpipe.local.substitute import has_gpu
+
     stage = _stages()
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
@@ -109,27 +138,9 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     substitutions = _as_run_here(args, loaded, has_gpu(), sources.script_arguments(loaded.resolved, packed))
     if args.dry_run:
         return _dry_run(args, loaded, packed, substitutions, console)
-    server = None
-    if args.serve:
-        from hfpipe.local.serve import ModelServer, PortInUseError
-
-        if not 0 <= args.port < 65536:
-            raise HfpipeError(f"--port {args.port} must be between 0 (any free port) and 65535")
-        if not loaded.resolved["deploy"]:
-            raise HfpipeError(
-                f"--serve: recipe {loaded.name!r} sets deploy: false, so there is no model to serve"
-            )
-        try:  # bound now: a taken port fails before a run of minutes, not after it
-            server = ModelServer(args.port)
-        except PortInUseError as exc:
-            raise HfpipeError(str(exc)) from None
-    try:
-        with interruptible():
-            built = warming.join(substitutions)
-            return _run(args, loaded, packed, substitutions, console, server, stage, built)
-    finally:
-        if server is not None:
-            server.server_close()
+    with interruptible():
+        built = warming.join(substitutions)
+        return _run(args, loaded, packed, substitutions, console, server, stage, built)
 
 
 def _dry_run(args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console) -> int:

@@ -54,11 +54,13 @@ import contextlib
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +95,28 @@ class Execution:
     cause: str | None
     states: list[str] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def quieted(*names: str) -> Iterator[None]:
+    """Only CRITICAL records from the loggers ``names`` (moto's, which narrate every service integration and
+    failure on stderr, where local mode's own view says what matters) while the block runs. Their levels
+    belong to the process: they are put back after, so a command run in-process (as the tests run `hfpipe
+    local`) leaves them as it found them."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+#: How long leaving a LocalEngine waits, in all, for what it still runs to end (``LocalEngine._end_what_runs``):
+#: a stopped execution ends at its next state, a handler that is running when it is stopped ends first.
+EXIT_WAIT_S = 60.0
 
 
 class LocalEngine(EngineViews):
@@ -152,7 +176,8 @@ class LocalEngine(EngineViews):
         self.physical = self.resolver.physical
         self.invocations: list[tuple[str, str]] = []
         self._machine_alias: dict[str, str] = {}
-        self._delivering: set[str] = set()
+        self._delivering: dict[str, threading.Thread | None] = {}  # ARN -> the thread delivering its end
+        self._workers: list[Any] = []  # moto's, of every execution started (execution_started)
         self._lock = threading.Lock()
         self._clients_lock = threading.Lock()
         self._cloudwatch: dict[str, Any] = {}
@@ -206,7 +231,47 @@ class LocalEngine(EngineViews):
         self._create_resources()
 
     def __exit__(self, *exc: Any) -> None:
-        self._stack.close()
+        try:
+            self._end_what_runs()
+        finally:
+            self._stack.close()
+
+    def _end_what_runs(self) -> None:
+        """Stop every execution still running (as StopExecution does) and wait, EXIT_WAIT_S in all, until the
+        interpreter's threads are gone and the end events have been handled: before moto stops and while the
+        handlers' clients are still this engine's.
+
+        moto runs executions in threads of this process, and moto's accounts, its patched interpreter, boto3's
+        default session and the handlers' clients (``pipeline_lambdas.aws``) belong to the process, not to
+        the engine: an execution left running (a test that leaves its job in progress, a command stopped
+        midway) went on after the engine had gone, its next task and its end event answered by whichever
+        engine the process started next, with that engine's handlers and moto account, or by no mock at all;
+        a handler run then even made boto3's default session anew, under the next engine's hooks. What still
+        runs at the deadline (a handler that does not return) is named in a warning."""
+        deadline = time.monotonic() + EXIT_WAIT_S
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            moto_patches.stop_execution(worker, "LocalEngineClosed", "the local engine was closed", deadline)
+        interpreter = moto_patches.interpreter_threads()
+        self._join(interpreter, deadline)
+        with self._lock:  # the stopped executions' end events, being delivered by now
+            deliveries = [t for t in self._delivering.values() if t is not None]
+        self._join(deliveries, deadline)
+        left = sorted(t.name for t in interpreter + deliveries if t.is_alive())
+        if left:
+            warnings.warn(
+                f"the local engine was closed with threads still running after {EXIT_WAIT_S:g} s: "
+                + ", ".join(left),
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    @staticmethod
+    def _join(threads: list[threading.Thread], deadline: float) -> None:
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def client(self, service: str) -> Any:
         """A boto3 client on the engine's moto account."""
@@ -318,10 +383,17 @@ class LocalEngine(EngineViews):
                 "aws.sagemaker", "SageMaker Training Job State Change", job, [job["TrainingJobArn"]]
             )
 
+    def execution_started(self, worker: Any) -> None:
+        """An execution started (moto_patches): leaving the engine stops it unless it has ended by then, and
+        releases the program of one that timed out, which moto leaves running its current state. The workers
+        are kept for the engine's life (moto's executions hold them anyway)."""
+        with self._lock:
+            self._workers.append(worker)
+
     def execution_ending(self, arn: str) -> None:
         """An execution is about to end (moto_patches): ``wait`` also waits for its event's delivery."""
         with self._lock:
-            self._delivering.add(arn)
+            self._delivering[arn] = None  # until execution_ended starts its delivery
 
     def execution_ended(self, execution: Any) -> None:
         """An execution ended (moto_patches): its status-change event reaches the bus a moment later, as
@@ -333,9 +405,12 @@ class LocalEngine(EngineViews):
                 self._put_execution_event(execution)
             finally:
                 with self._lock:
-                    self._delivering.discard(execution.exec_arn)
+                    self._delivering.pop(execution.exec_arn, None)
 
-        threading.Thread(target=deliver, daemon=True).start()
+        thread = threading.Thread(target=deliver, daemon=True)
+        with self._lock:  # leaving the engine waits for it (_end_what_runs)
+            self._delivering[execution.exec_arn] = thread
+        thread.start()
 
     def _put_execution_event(self, execution: Any) -> None:
         machine = self._machine_alias.get(execution.state_machine_arn, execution.state_machine_arn)

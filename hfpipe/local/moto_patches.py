@@ -35,6 +35,9 @@ methods, boto3 calls) does not offer, each target with its reason:
 - ``StepFunctionResponse.send_task_failure``: moto's handler drops SendTaskFailure's ``cause``;
 - ``ExecutionWorker.stop``: StopExecution ends a task waiting for its token at once (moto's waits out the
   task's timeout);
+- ``ExecutionWorker.start``: moto runs each execution in threads of the process that outlive the mock; the
+  engine is told of each execution it starts, so that leaving it stops those still running
+  (``stop_execution``), also where their state machine was deleted meanwhile (StopExecution finds none);
 - ``BaseExecutionWorkerCommunication.terminated``: moto emits no "Step Functions Execution Status Change"
   event; the engine puts one on its bus when an execution ends;
 - ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
@@ -99,6 +102,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import threading
 import time
 from importlib import metadata
 from typing import Any, Protocol
@@ -133,6 +137,7 @@ PATCHED = (
     f"{_CLIENT_MODULES[1]}.StateTaskServiceAwsSdk._eval_service_task",
     "moto.stepfunctions.responses.StepFunctionResponse.send_task_failure",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
+    "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
     "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
     *(f"{module}.boto_client_for" for module in _CLIENT_MODULES),
     "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSecondsPath._eval_seconds",
@@ -149,7 +154,8 @@ PATCHED = (
 )
 #: What the adapter reads or builds with, unpatched: the patches' helpers (moto's error and result types, the
 #: interpreter's event types, S3's key and bucket index) and the reads local mode's other modules make through
-#: the functions below (the default account, EventBridge patterns, the server, SageMaker's backend).
+#: the functions below (the default account, EventBridge patterns, the server, SageMaker's backend, the
+#: interpreter's threads).
 USED = (
     "moto.core.DEFAULT_ACCOUNT_ID",
     "moto.core.responses.EmptyResult",
@@ -168,6 +174,7 @@ USED = (
     "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
     "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
+    "moto.stepfunctions.parser.utils.TMP_THREADS",
 )
 #: Attributes of the objects moto makes that local mode reads or sets: the backend's (its records and the
 #: describe methods the inference-component emulation reads), and those of
@@ -271,6 +278,29 @@ def threaded_server(host: str, port: int) -> Any:
     return ThreadedMotoServer(ip_address=host, port=port, verbose=False)
 
 
+def interpreter_threads() -> list[threading.Thread]:
+    """Every thread moto's Step Functions interpreter has started in this process, ended or not: an
+    execution's, its program's, a Parallel branch's or Map iteration's, a wait for a task token's (moto
+    keeps them all in one list, ``TMP_THREADS``)."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    return list(TMP_THREADS)
+
+
+def stop_execution(worker: Any, error: str, cause: str, deadline: float) -> None:
+    """Stop the execution ``worker`` runs (moto's ExecutionWorker, as ``Engine.execution_started`` got it) as
+    StopExecution does, where its state machine may be gone; nothing changes for one that has ended, but a task
+    its program still waits on is released (moto leaves a timed-out execution's program running its current
+    state). Its thread makes its environment: until ``deadline`` (``time.monotonic()``), wait for that."""
+    import datetime
+
+    while getattr(worker, "env", None) is None:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+    worker.stop(stop_date=datetime.datetime.now(tz=datetime.UTC), error=error, cause=cause)
+
+
 def sagemaker_backend(account: str, region: str) -> Any:
     """moto's SageMaker backend of ``account`` in ``region`` (its jobs, endpoints...)."""
     from moto.backends import get_backend
@@ -333,6 +363,8 @@ class Engine(Protocol):
 
     @property
     def traffic(self) -> Any: ...  # hfpipe.local.traffic.Traffic
+
+    def execution_started(self, worker: Any) -> None: ...
 
     def execution_ending(self, arn: str) -> None: ...
 
@@ -583,10 +615,17 @@ def _task_callbacks() -> list[Patch]:
 
 
 def _execution_end(engine: Engine) -> list[Patch]:
-    """The engine told when an execution ends (before and after its end event is delivered)."""
+    """The engine told when an execution starts (its worker) and when it ends (before and after its end event
+    is delivered)."""
     from moto.stepfunctions.parser.backend import execution as parser_execution
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
+    original_start = ExecutionWorker.start
     original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+
+    def start(worker: Any) -> None:
+        engine.execution_started(worker)
+        original_start(worker)
 
     def terminated(comm: Any) -> None:
         # Marked first, so that a caller waiting for the end also waits for the event's delivery.
@@ -595,12 +634,13 @@ def _execution_end(engine: Engine) -> list[Patch]:
         engine.execution_ended(comm.execution)
 
     return [
+        ("ExecutionWorker.start", ExecutionWorker, "start", start),
         (
             "BaseExecutionWorkerCommunication.terminated",
             parser_execution.BaseExecutionWorkerCommunication,
             "terminated",
             terminated,
-        )
+        ),
     ]
 
 
@@ -613,7 +653,6 @@ def _shared_clients() -> list[Patch]:
     lookup cache at every register and unregister, which marks them; without that mark, nothing is shared.
     """
     import importlib
-    import threading
 
     import boto3
     from moto.stepfunctions.parser.asl.utils import boto_client

@@ -8,14 +8,14 @@ Output files (model.tar.gz, training log, metrics, report) land in the run's out
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hfpipe.local.engine import LocalEngine
+from hfpipe.local.engine import LocalEngine, quieted
 from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT, TRAINING_JOB
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
@@ -45,6 +45,7 @@ class LocalRun:
         self.cache_dir = cache_dir
         self.region = REGION
         self.runtime: LocalRuntime | None = None
+        self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> LocalRun:
         stacks = synth_stacks(self.cache_dir, say=self.say)
@@ -56,9 +57,7 @@ class LocalRun:
         self.artifacts_bucket = data.parameters[ssm_parameter_name(LOCAL_ENV, SSM_ARTIFACTS_BUCKET)]
         channels = self._fixtures(self.out / "fixtures")
         self.say("starting the local engine: moto's account, the stacks' resources, the state machine")
-        # moto narrates every service integration and failure on stderr; the view already says what matters.
-        for logger in ("moto", "moto.stepfunctions"):
-            logging.getLogger(logger).setLevel(logging.CRITICAL)
+        self._stack.enter_context(quieted("moto", "moto.stepfunctions"))  # the view says what matters
         engine_kwargs: dict[str, Any] = {
             "training": lambda request, job: self.runtime.training(request, job) if self.runtime else None,
             "endpoint": lambda endpoint, body: (
@@ -82,6 +81,7 @@ class LocalRun:
                 upload_dir(self.s3, local, data.data_bucket, self.channel_prefixes[channel])
         except BaseException:
             self.engine.__exit__(None, None, None)
+            self._stack.close()
             raise
         return self
 
@@ -149,7 +149,10 @@ class LocalRun:
                     "incomplete\n"
                 )
         self.close_endpoints()
-        self.engine.__exit__(*exc)
+        try:
+            self.engine.__exit__(*exc)
+        finally:
+            self._stack.close()
 
 
 def model_warning(model_tar: Path) -> str | None:

@@ -28,8 +28,11 @@ the model generates it; the connection stays usable after the last chunk.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +66,9 @@ class ModelServer(ThreadingHTTPServer):
     request_queue_size = 128  # the listen backlog: concurrent clients wait instead of being reset
 
     def __init__(self, port: int = DEFAULT_PORT, host: str = HOST) -> None:
+        # Before binding: a failed bind calls server_close.
+        self._connections: dict[Any, threading.Thread | None] = {}  # open ones, with the thread serving each
+        self._connections_lock = threading.Lock()
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
@@ -72,6 +78,37 @@ class ModelServer(ThreadingHTTPServer):
         self.endpoint: LocalEndpoint | None = None
         self.ping_headers: dict[str, str] = {}
         self.lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections[request] = None
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections[request] = threading.current_thread()
+        super().process_request_thread(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self, wait_s: float = 10.0) -> None:
+        """Stop listening, then end every connection still open: a keep-alive client (an SDK's connection
+        pool) would otherwise hold its handler thread, waiting for a next request, for as long as that client
+        lives (the request threads are daemons, which ThreadingMixIn's own server_close does not wait for). A
+        request being answered ends first; ``wait_s`` in all is waited for the threads."""
+        super().server_close()
+        with self._connections_lock:
+            open_now = dict(self._connections)
+        for connection in open_now:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + wait_s
+        for thread in open_now.values():
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def url(self) -> str:

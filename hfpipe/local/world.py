@@ -35,7 +35,6 @@ import contextlib
 import functools
 import importlib
 import json
-import logging
 import os
 import shutil
 import time
@@ -48,7 +47,7 @@ from unittest import mock
 from hfpipe import contract
 from hfpipe.local import moto_patches, world_file
 from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, cdk_environments, checkout_root
-from hfpipe.local.engine import LocalEngine
+from hfpipe.local.engine import LocalEngine, quieted
 from hfpipe.local.runtime import LocalRuntime, upload_dir
 from hfpipe.local.stacks import local_data, local_environments, synth_stacks
 
@@ -189,8 +188,7 @@ class LocalWorld:
         stacks = synth_stacks(self.cache_dir, root, env=self.env, environments=environments, say=self.say)
         data = local_data(stacks["Data"], self.env)
         self.data_bucket = data.data_bucket
-        for logger in ("moto", "moto.stepfunctions", "werkzeug"):  # each request and failure, narrated
-            logging.getLogger(logger).setLevel(logging.CRITICAL)
+        self._stack.enter_context(quieted("moto", "moto.stepfunctions", "werkzeug"))  # each request, narrated
         shutil.rmtree(self.workdir, ignore_errors=True)  # the last run's jobs; its account is gone with it
         self.say("starting the local engine: moto's account, the stacks' resources, the state machines")
         self.engine = LocalEngine(

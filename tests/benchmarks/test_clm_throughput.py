@@ -28,7 +28,7 @@ def test_throughput_refuses_too_few_steps() -> None:
 
 
 @pytest.mark.slow
-def test_measure_quick(assert_figures) -> None:
+def test_measure_quick(assert_figures, in_process_training) -> None:
     figs = assert_figures(ct.measure(quick=True), "benchmarks.clm_throughput", 2)
     assert all(f["unit"] == "tokens/s" for f in figs)
     # Both figures share the one baseline measured in the same run.

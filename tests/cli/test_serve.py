@@ -165,8 +165,10 @@ def test_a_taken_port_is_refused_before_anything_runs(server: ModelServer, capsy
     code = main(["local", "--recipe", "tiny-lora", "--serve", "--port", str(port), "--out", "/nonexistent/x"])
     _, err = capsys.readouterr()
     assert code == 1
+    # The first thing said: refused before the stacks are synthesized (no stage line, whatever their cache).
     assert err.startswith(f"error: cannot listen on 127.0.0.1:{port} (")
     assert err.endswith("pass another --port (0 picks a free one)\n")
+    assert err.count("\n") == 1
 
 
 def test_invoke_local(server: ModelServer, tmp_path: Path, capsys: Any) -> None:

@@ -102,3 +102,23 @@ def test_the_handlers_error_is_still_a_400_with_its_message(server: ModelServer)
         server, b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nboom"
     )
     assert answer.startswith(b"HTTP/1.1 400 ") and b'"message": "boom"' in answer
+
+
+def test_closing_the_server_ends_the_connections_a_client_keeps_alive() -> None:
+    """A keep-alive client (an SDK's connection pool) held its handler thread, waiting for a next request, for
+    as long as the client lived: the server's close ends those connections and their threads."""
+    srv = ModelServer(port=0)
+    thread = threading.Thread(target=srv.serve, args=(Echo(),))
+    thread.start()
+    before = set(threading.enumerate())
+    kept = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
+    try:
+        kept.request("POST", "/invocations", body=b"{}", headers={"Content-Type": "application/json"})
+        assert kept.getresponse().read() == b'{"echo": 2}'  # the connection stays open for a next request
+        (serving,) = [t for t in threading.enumerate() if t not in before]
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+        assert not serving.is_alive(), "the kept-alive connection's thread outlived the server"
+    finally:
+        kept.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tarfile
@@ -32,9 +31,9 @@ def test_sharding_defaults_to_fsdp_only_for_multi_process_runs(monkeypatch):
     assert rc.default_sharding("", "auto", "", world_size=2, accelerator=False) == ""
 
 
-def test_default_sharding_is_applied_by_the_arguments_from_flags_and_from_a_file(tmp_path, monkeypatch):
-    # TrainingArguments exports its FSDP set-up as ACCELERATE_*/FSDP_* variables; keep them in this test.
-    monkeypatch.setattr(os, "environ", dict(os.environ))
+def test_default_sharding_is_applied_by_the_arguments_from_flags_and_from_a_file(
+    tmp_path, monkeypatch, in_process_training
+):
     monkeypatch.setattr(rc, "default_sharding", lambda fsdp, *a, **k: fsdp or "shard_grad_op")
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     config = tmp_path / "args.json"
@@ -163,7 +162,7 @@ def test_mnli_trains_through_the_toolkit_evaluates_both_sets_and_serves_pairs(tm
             endpoint.predict({"inputs": "Ada visited Oslo."})
 
 
-def test_labels_are_remapped_to_the_heads_order(tmp_path, monkeypatch):
+def test_labels_are_remapped_to_the_heads_order(tmp_path, monkeypatch, in_process_training):
     """The data's ids become the head's ids in the tokenized features (run_glue.py's label_to_id)."""
     data = write_classification(tmp_path / "mnli", "mnli", n_train=6, n_validation=3)
     start = build_served_model_cached(tmp_path)
@@ -256,7 +255,9 @@ def test_spot_interruption_resumes_to_the_same_step_and_loss(tmp_path, models, s
         assert out["label"] in ("negative", "positive")
 
 
-def test_config_file_is_read_by_hfargumentparser_with_the_same_defaults(tmp_path, monkeypatch):
+def test_config_file_is_read_by_hfargumentparser_with_the_same_defaults(
+    tmp_path, monkeypatch, in_process_training
+):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     config = tmp_path / "args.yaml"

@@ -96,7 +96,9 @@ def test_data_arguments_are_validated():
         run_clm.DataTrainingArguments(prompt_template="{dialogue}")
 
 
-def test_arguments_parse_from_the_command_line_and_from_one_json_file(tmp_path, monkeypatch):
+def test_arguments_parse_from_the_command_line_and_from_one_json_file(
+    tmp_path, monkeypatch, in_process_training
+):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "opt_ml"))
     argv = ["--lora_target_modules", "q_proj,v_proj", "--quantization", "nf4", "--merge_adapter", "false"]
     model_args, data_args, training_args = run_clm.parse_args(argv)
@@ -186,7 +188,7 @@ def _recipe_template() -> str:
 
 
 @pytest.mark.parametrize("template", ["recipe", "default", "eos twice"])
-def test_every_packed_record_ends_with_exactly_one_eos(template, bloom_tokenizer):
+def test_every_packed_record_ends_with_exactly_one_eos(template, bloom_tokenizer, in_process_training):
     import datasets
     from transformers import TrainingArguments
 

@@ -346,7 +346,9 @@ def _source_with(folder: Path, text: str) -> Path:
     return folder
 
 
-def test_the_toolkits_install_is_left_out_only_when_every_line_is_met(tmp_path, monkeypatch, capsys):
+def test_the_toolkits_install_is_left_out_only_when_every_line_is_met(
+    tmp_path, monkeypatch, capsys, in_process_training
+):
     from sagemaker_training import modules
 
     original = modules.install_requirements

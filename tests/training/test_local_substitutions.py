@@ -225,7 +225,9 @@ def test_the_end_to_end_runs_cover_every_task_kind_and_spot():
 
 
 @pytest.mark.parametrize("name", RECIPES)
-def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(name, tmp_path, monkeypatch):
+def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(
+    name, tmp_path, monkeypatch, in_process_training
+):
     """What `hfpipe local` runs instead of the recipe: its Plan, every request checked against botocore's
     model, and the training job's hyperparameters, after the local request changes, parsed by the entry
     point's own strict parser as the toolkit hands them over."""
@@ -252,7 +254,6 @@ def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(name, tmp_p
     assert (subs.processes_per_host(request) == LOCAL_PROCESSES) is bool(subs.distributed)
     from sagemaker_training import mapping
 
-    monkeypatch.setattr(os, "environ", dict(os.environ))  # TrainingArguments exports ACCELERATE_* variables
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "training_code"))

@@ -217,7 +217,9 @@ class OracleQA:
 
 @pytest.mark.parametrize("padding_side", ["left", "right"])
 @pytest.mark.parametrize("pad_to_max_length", [False, True])
-def test_an_oracle_scores_em_100_with_either_padding_side(padding_side, pad_to_max_length, tmp_path):
+def test_an_oracle_scores_em_100_with_either_padding_side(
+    padding_side, pad_to_max_length, tmp_path, in_process_training
+):
     """Training labels and evaluation logits line up with the answer whichever side the tokenizer pads."""
     import datasets
     import run_qa

@@ -49,10 +49,10 @@ def toolkit_argv(recipe: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", RECIPES)
-def test_hyperparameters_parse_with_the_entry_points_own_parser(name, tmp_path, monkeypatch):
+def test_hyperparameters_parse_with_the_entry_points_own_parser(
+    name, tmp_path, monkeypatch, in_process_training
+):
     recipe = resolve_recipe(recipe_name=name)
-    # TrainingArguments exports FSDP settings (fsdp in roberta-large-mnli-mp) as ACCELERATE_* variables.
-    monkeypatch.setattr(os, "environ", dict(os.environ))
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     script = importlib.import_module(recipe["training"]["entry_point"].removesuffix(".py"))
@@ -69,7 +69,7 @@ def test_hyperparameters_parse_with_the_entry_points_own_parser(name, tmp_path, 
         script.parse_args([*argv, "--not_an_argument", "1"])
 
 
-def test_classification_arguments_are_run_glue_names():
+def test_classification_arguments_are_run_glue_names(in_process_training):
     import run_classification as rc
 
     parsed = rc.parse_args(
