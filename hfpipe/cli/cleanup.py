@@ -22,7 +22,7 @@ from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli.aws import AwsFault, HfpipeError, aws_error
+from hfpipe.cli.aws import AwsFault, HfpipeError, UsageError, aws_error
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, execution_argument
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.cleanup import (
@@ -61,7 +61,7 @@ def parse_duration(text: str, flag: str = "--older-than", units: str = "mhdw") -
     """'30m', '12h', '7d', '2w' (and '30s' where `units` has s) -> timedelta, at most 100 years, or an error
     naming the flag, the value and the accepted forms (the one duration rule of the command's options)."""
     match = _DURATION.fullmatch(text.strip())
-    error = HfpipeError(
+    error = UsageError(
         f"{flag} {text!r} is not a duration: use a positive number followed by {', '.join(units[:-1])} or "
         f"{units[-1]} (e.g. 12h, 7d)"
     )
@@ -69,7 +69,7 @@ def parse_duration(text: str, flag: str = "--older-than", units: str = "mhdw") -
         raise error
     age = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))}) if len(match.group(1)) < 9 else None
     if age is None or age > timedelta(weeks=5200):
-        raise HfpipeError(f"{flag} {text!r} is too long; accepted: at most 5200w (100 years)")
+        raise UsageError(f"{flag} {text!r} is too long; accepted: at most 5200w (100 years)")
     return age
 
 

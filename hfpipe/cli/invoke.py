@@ -33,7 +33,7 @@ from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
-from hfpipe.cli.parser import Subparsers, aws_options
+from hfpipe.cli.parser import LOCAL_PORT, Subparsers, aws_options
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import adapter_deploy, json_text
 from hfpipe.core.plan_model import Plan
@@ -165,11 +165,25 @@ def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
 
 
 def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
-    """An endpoint by its name (tagged for `env`) or by the execution that created it."""
+    """An endpoint by its name (tagged for `env`), a named endpoint by its cdk.json name (hfpipe-ENV-NAME), or
+    the endpoint of the execution that created it."""
     plan: Plan | None = None
-    endpoint = _describe_endpoint(clients.sagemaker, ref) if env and not ref.startswith("arn:") else None
+    endpoint = None
+    endpoint_named = bool(env) and not ref.startswith("arn:")  # a name that could be an endpoint's
+    if env and endpoint_named:
+        endpoint = _describe_endpoint(clients.sagemaker, ref) or _describe_endpoint(
+            clients.sagemaker, contract.deployed_endpoint_name(env, ref)
+        )
     if endpoint is None:
-        desc = aws.resolve_execution(clients, ref, env)
+        try:
+            desc = aws.resolve_execution(clients, ref, env)
+        except HfpipeError as err:
+            if endpoint_named is False or not str(err).startswith("unknown execution"):
+                raise
+            raise HfpipeError(
+                f"no endpoint and no execution named {ref!r} in environment {env!r}: list them with "
+                f"`hfpipe endpoints --env {env}` and `hfpipe list --env {env}`"
+            ) from None
         # Only the plan the pipeline stored names the endpoint: never one written into the input.
         plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
         if plan is None:
@@ -386,11 +400,11 @@ def _check_target_options(args: argparse.Namespace) -> None:
     """--local (with a port, without an endpoint name), or an EXECUTION or ENDPOINT name with --env."""
     if args.local:
         if args.endpoint:
-            raise HfpipeError(
+            raise UsageError(
                 f"--local talks to `hfpipe local --serve`; drop the endpoint name {args.endpoint!r}"
             )
         if not 0 < args.port < 65536:
-            raise HfpipeError(f"--port {args.port} must be between 1 and 65535")
+            raise UsageError(f"--port {args.port} is not accepted; accepted: 1 to 65535")
     elif not args.endpoint:
         raise UsageError("hfpipe invoke needs an EXECUTION or ENDPOINT name (with --env), or --local")
     elif args.env:
@@ -448,7 +462,9 @@ def add_to(sub: Subparsers) -> None:
         metavar="NAME|PATH",
         help="the recipe the model was trained with: requests are checked against its handler first",
     )
-    p.add_argument("--port", type=int, default=8080, help="port of the local server (default 8080)")
+    p.add_argument(
+        "--port", type=int, default=LOCAL_PORT, help=f"port of the local server (default {LOCAL_PORT})"
+    )
     p.add_argument(
         "--adapter",
         metavar="NAME",

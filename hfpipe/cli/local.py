@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import sys
 import threading
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from hfpipe import kinds
 from hfpipe.cli.aws import Clients, HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, recipe_options, runs_folder_option, with_actions
+from hfpipe.cli.parser import LOCAL_PORT, Subparsers, recipe_options, runs_folder_option, with_actions
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import serving_fit
 
@@ -33,7 +34,10 @@ def add_to(sub: Subparsers) -> None:
     from hfpipe.cli import local_prune, local_world
 
     p = sub.add_parser(
-        "local", help="run a recipe end to end on this machine, no AWS account; or serve an environment"
+        "local",
+        help="run a recipe end to end on this machine, no AWS account; or serve an environment",
+        description="Run a recipe end to end on this machine, no AWS account: hfpipe local --recipe NAME. Or, "
+        "with an action, serve an environment of cdk.json here (hfpipe local up --env dev).",
     )
     actions = with_actions(p, default=None)
     local_world.add_to(actions)
@@ -51,7 +55,7 @@ def add_to(sub: Subparsers) -> None:
         action="store_true",
         help="after the run, serve the model on 127.0.0.1 (GET /ping, POST /invocations) until Ctrl-C",
     )
-    p.add_argument("--port", type=int, default=8080, help="port for --serve (default 8080; 0: any free)")
+    p.add_argument("--port", type=int, help=f"port for --serve (default {LOCAL_PORT}; 0: any free)")
     p.add_argument(
         "--channel",
         action="append",
@@ -77,7 +81,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"--env {args.env}: `hfpipe local --recipe` runs in a throwaway environment of its own; to serve "
             f"{args.env} here: hfpipe local up --env {args.env}"
         )
+    for given, needs in (("--json", "--dry-run"), ("--port", "--serve")):
+        if _given(args, given) and not _given(args, needs):
+            raise UsageError(f"{given} is an option of {needs}; pass {needs} too, or drop {given}")
     return _run_recipe(args, console)
+
+
+def _given(args: argparse.Namespace, option: str) -> bool:
+    value = getattr(args, option.removeprefix("--").replace("-", "_"))
+    return value is not None and value is not False
 
 
 def _run_recipe(args: argparse.Namespace, console: Console) -> int:
@@ -90,6 +102,7 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     loaded = recipes.load(args.recipe, args.sets)
+    _runs_folder_usable(Path(args.out))
     server = None if args.dry_run else _bound_server(args, loaded)
     try:
         return _prepared_run(args, loaded, console, server)
@@ -105,14 +118,15 @@ def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
         return None
     from hfpipe.local.serve import ModelServer, PortInUseError
 
-    if not 0 <= args.port < 65536:
-        raise HfpipeError(f"--port {args.port} must be between 0 (any free port) and 65535")
+    port = LOCAL_PORT if args.port is None else args.port
+    if not 0 <= port < 65536:
+        raise UsageError(f"--port {port} is not accepted; accepted: 0 (any free port) to 65535")
     if not loaded.resolved["deploy"]:
         raise HfpipeError(
             f"--serve: recipe {loaded.name!r} sets deploy: false, so there is no model to serve"
         )
     try:
-        return ModelServer(args.port)
+        return ModelServer(port)
     except PortInUseError as exc:
         raise HfpipeError(str(exc)) from None
 
@@ -255,8 +269,18 @@ def _run(
                 console.print(f"warning: {report['model_warning']}", markup=False, highlight=False)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
+    except KeyboardInterrupt:  # what was stopped and where the incomplete run lies, before `interrupted`
+        from hfpipe.local.outputs import INTERRUPTED
+
+        note = out / INTERRUPTED
+        if note.is_file():
+            print(f"local run {name}: {note.read_text().strip()}: {out}", file=sys.stderr)
+        raise
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")
-    console.print(f"output: {out} ({time.monotonic() - started:.0f} s)")
+    now = time.monotonic()
+    console.print(
+        f"output: {out} (the run {now - started:.0f} s; {now - stage.started:.0f} s in all, set-up included)"
+    )
     if snap.status != "SUCCEEDED":
         return 1
     if server is not None:
@@ -297,6 +321,7 @@ def _stages() -> Any:
     def stage(text: str) -> None:
         err.print(f"[{time.monotonic() - started:4.0f} s] {text}", markup=False, highlight=False)
 
+    stage.started = started  # type: ignore[attr-defined]  # the command's start, for its last line
     return stage
 
 
@@ -355,17 +380,50 @@ def _in_local_environment(
     from hfpipe.cli.dryrun import in_environment
     from hfpipe.core import plan as core_plan
     from hfpipe.core.schema import RecipeError
-    from hfpipe.local.checkout import LocalModeError
+    from hfpipe.local.checkout import FolderError, LocalModeError
     from hfpipe.local.stacks import plan_config, synth_stacks
 
     try:
         accepted = core_plan.accept(_execution_input(substitutions))
         config = plan_config(synth_stacks(cache_dir, say=say, meanwhile=meanwhile))
+    except FolderError as exc:  # the cache folder under --out: a read-only file system, no permission
+        if exc.folder != cache_dir:
+            raise HfpipeError(str(exc)) from None
+        raise _cannot_create(cache_dir.parent, cache_dir, exc.error) from None
     except RecipeError as err:
         raise HfpipeError(f"recipe {substitutions.recipe['name']!r} cannot run locally: {err}") from None
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
     in_environment(accepted, config, source_later=True)
+
+
+def _cannot_create(runs: Path, folder: Path, err: OSError) -> HfpipeError:
+    """The one line of an --out under which a folder cannot be made or written (a file on the way, no
+    permission, a read-only file system)."""
+    return HfpipeError(
+        f"--out {str(runs)!r}: cannot create the output folder {str(folder)!r} ({err.strerror or err}); "
+        "accepted: a folder path you can write to (not a file)"
+    )
+
+
+def _runs_folder_usable(runs: Path) -> None:
+    """--out looked at before anything is synthesized or built there, without making it (a refused recipe
+    leaves nothing): its nearest existing folder must be a folder this process may write to."""
+    import errno
+
+    folder = runs.resolve()
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    problem = (
+        errno.ENOTDIR
+        if not existing.is_dir()
+        else errno.EACCES
+        if not os.access(existing, os.W_OK | os.X_OK)
+        else None
+    )
+    if problem is not None:
+        raise _cannot_create(runs, folder, OSError(problem, os.strerror(problem)))
 
 
 def _new_run_folder(runs: Path, recipe: str) -> tuple[str, Path]:
@@ -384,10 +442,7 @@ def _new_run_folder(runs: Path, recipe: str) -> tuple[str, Path]:
             time.sleep(1.0)  # the next second names the next run
             continue
         except OSError as err:
-            raise HfpipeError(
-                f"--out {str(runs)!r}: cannot create the output folder {str(out)!r} ({err.strerror or err}); "
-                "accepted: a folder path you can write to (not a file)"
-            ) from None
+            raise _cannot_create(runs, out, err) from None
         return name, out
     raise HfpipeError(f"--out {str(runs)!r}: runs of {recipe!r} keep starting in the same second; try again")
 
@@ -414,17 +469,22 @@ def _use_channels(substitutions: Any, given: list[str]) -> None:
     for text in given:
         name, sep, folder = text.partition("=")
         if not sep or not folder:
-            raise HfpipeError(
+            raise UsageError(
                 f"--channel {text!r} is not NAME=FOLDER; accepted: e.g. --channel training=./data"
             )
         try:
             validate.channel_name(name, "--channel")
         except validate.RecipeError as err:
-            raise HfpipeError(str(err)) from None
+            raise UsageError(str(err)) from None
         path = Path(folder).expanduser().resolve()
         if not path.is_dir():
-            raise HfpipeError(
+            raise UsageError(
                 f"--channel {text!r}: {str(path)!r} is not a folder; accepted: a local data folder"
+            )
+        if not any(p.is_file() for p in path.rglob("*")):
+            raise UsageError(
+                f"--channel {text!r}: {str(path)!r} holds no file; accepted: a folder with the channel's data "
+                "(the records the task's script reads)"
             )
         substitutions.use_channel(name, path)
 

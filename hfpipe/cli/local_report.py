@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console, Group
 
+from hfpipe.cli import terminal
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import json_text
 
@@ -107,5 +108,5 @@ def report_local(args: argparse.Namespace, console: Console) -> int:
         curves, looked, job = local_curves(run_dir, report)
         if curves is None:
             raise HfpipeError(_nothing_to_plot(run_dir, looked, job))
-        console.print(loss_curves.plot(curves, Path(args.plot), title=run_dir.name), markup=False)
+        terminal.said(args, console, loss_curves.plot(curves, Path(args.plot), title=run_dir.name))
     return 0

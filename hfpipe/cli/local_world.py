@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from hfpipe import contract
-from hfpipe.cli.clients import Clients, HfpipeError, _botocore_session, validate_env_name
+from hfpipe.cli.clients import Clients, HfpipeError, UsageError, _botocore_session, validate_env_name
 from hfpipe.cli.parser import Subparsers, env_option
 from hfpipe.cli.terminal import with_console
 from hfpipe.local import world_file
@@ -63,6 +63,19 @@ def _env_of(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _how_to_start(env: str) -> str:
+    """`hfpipe local up` for an environment of cdk.json; for any other name, the ones there are."""
+    from hfpipe.local.checkout import LocalModeError, cdk_environments, checkout_root
+
+    try:
+        known = sorted(cdk_environments(checkout_root()))
+    except (LocalModeError, OSError, ValueError, KeyError):  # no checkout (an installed wheel) or no cdk.json
+        return f"start it with hfpipe local up --env {env}"
+    if env in known:
+        return f"start it with hfpipe local up --env {env}"
+    return f"{env!r} is not an environment of cdk.json; accepted: {', '.join(known)}"
+
+
 def clients_for(args: argparse.Namespace, env: str | None = None) -> Clients:
     """The clients of local environment `env` (default: the command's), or a one-line error."""
     import boto3
@@ -76,7 +89,7 @@ def clients_for(args: argparse.Namespace, env: str | None = None) -> Clients:
     validate_env_name(env)
     entry = world_file.live(env)
     if entry is None:
-        raise HfpipeError(f"no local environment {env!r} is up: start it with hfpipe local up --env {env}")
+        raise HfpipeError(f"no local environment {env!r} is up: {_how_to_start(env)}")
     region = getattr(args, "region", None)
     if region and region != entry.region:
         raise HfpipeError(
@@ -161,9 +174,9 @@ def _up(args: argparse.Namespace, console: Console) -> int:
 
     port = args.port
     if not 0 <= port < 65536:
-        raise HfpipeError(f"--port {port} must be between 0 (any free port) and 65535")
+        raise UsageError(f"--port {port} is not accepted; accepted: 0 (any free port) to 65535")
     if not 0 <= args.time_scale <= 1:
-        raise HfpipeError(
+        raise UsageError(
             f"--time-scale {args.time_scale}: accepted: a number from 0 (waits skipped) to 1 (real time)"
         )
     current = world_file.live(args.env)
@@ -203,7 +216,10 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    console.print(f"local environment {args.env} stopped; everything in it is gone")
+    console.print(
+        f"local environment {args.env} stopped: its account (executions, jobs, endpoints, registry) is gone; "
+        f"its jobs' files stay in {world.workdir} until the next `hfpipe local up --env {args.env}`"
+    )
     return 0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, runs_folder_option
+from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, local_only, runs_folder_option
 from hfpipe.cli.paths import check_length
 from hfpipe.core import json_text
 from hfpipe.core import logs as core_logs
@@ -118,8 +118,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
         args.interval, None, args.interval
     )  # the commands' one --interval rule (no NaN, no inf)
     if args.local:
+        local_only(args)
         if args.since:
-            raise HfpipeError(
+            raise UsageError(
                 "--since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)"
             )
         return _local_logs(args)
@@ -217,6 +218,10 @@ def runs_out(out: str | None) -> Path:
     check_length(folder, "--out")
     if Path(folder).exists() and not Path(folder).is_dir():
         raise HfpipeError(f"--out {folder!r} is a file; accepted: the folder `hfpipe local --out` wrote to")
+    if out is not None and not Path(folder).exists():  # the default one is made by the first run
+        raise HfpipeError(
+            f"--out {folder!r}: no such folder; accepted: the folder `hfpipe local --out` wrote to"
+        )
     return Path(folder)
 
 
@@ -321,7 +326,9 @@ def add_to(sub: Subparsers) -> None:
     execution_argument(p, optional="with --local: a local run's name; default: the newest")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the training job ends")
     p.add_argument("--since", metavar="AGE", help="only lines from the last AGE: 30s, 10m, 2h, 1d")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
+    p.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between polls with --follow (default 5)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
     p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
     runs_folder_option(p, "folder of the local runs, with --local")

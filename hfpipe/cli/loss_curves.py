@@ -288,8 +288,15 @@ def job_places(clients: Any, job: dict[str, Any]) -> list[Place]:
 def plot(curves: Curves, path: Path, title: str) -> str:
     """Write ``curves`` to the PNG ``path`` (hfpipe.cli.report.plot_losses); the line saying where and from what."""
     from hfpipe.cli import report
+    from hfpipe.cli.clients import HfpipeError
 
-    written = report.plot_losses(curves.series, path, title=title, xlabel=curves.xlabel)
+    try:
+        written = report.plot_losses(curves.series, path, title=title, xlabel=curves.xlabel)
+    except OSError as err:  # a folder it may not write to, a file system that refuses the name
+        raise HfpipeError(
+            f"--plot {str(path)!r}: cannot write the file ({err.strerror or err}); accepted: a .png path in a "
+            "folder you can write to"
+        ) from None
     return f"loss plot: {written}, {curves.describe()}"
 
 

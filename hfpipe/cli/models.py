@@ -28,7 +28,7 @@ from rich.table import Table
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text, promotion, registry
@@ -235,10 +235,6 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
 
 
 def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
-    if len(args.refs) != 1:
-        raise UsageError(
-            f"`models {args.action}` takes one version: hfpipe models {args.action} RECIPE/N --env {args.env}"
-        )
     sagemaker = clients.sagemaker
     arn = resolve(sagemaker, args.refs[0], args.env)
     before = describe_version(sagemaker, clients.s3, args.env, arn)
@@ -258,10 +254,6 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
 
 
 def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
-    if len(args.refs) != 2:
-        raise UsageError(
-            f"`models compare` takes two versions: hfpipe models compare RECIPE/N RECIPE/M --env {args.env}"
-        )
     a, b = (
         describe_version(clients.sagemaker, clients.s3, args.env, resolve(clients.sagemaker, ref, args.env))
         for ref in args.refs
@@ -310,8 +302,6 @@ def _download_dir(value: str | None, info: VersionInfo) -> Path:
 
 
 def _download(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
-    if len(args.refs) != 1:
-        raise HfpipeError("`models download` takes one version: hfpipe models download RECIPE/N --env ENV")
     arn = resolve(clients.sagemaker, args.refs[0], args.env)
     info = describe_version(clients.sagemaker, clients.s3, args.env, arn)
     desc = aws.call(
@@ -399,26 +389,29 @@ def add_to(sub: Subparsers) -> None:
         ("reject", "reject VERSION"),
     ):
         decide = actions.add_parser(name, help=text)
-        _versions(decide, "the version to " + name)
-        decide.add_argument("--reason", help="the approval description")
+        _versions(decide, 1, "the version to " + name)
+        decide.add_argument(
+            "--reason",
+            help=f"why: recorded as the version's approval description (default: '... with hfpipe models {name}')",
+        )
         _options(decide)
     compare = actions.add_parser("compare", help="two versions' metrics, cost and lineage side by side")
-    _versions(compare, "the two versions to compare")
+    _versions(compare, 2, "the two versions to compare")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     _options(compare)
     download = actions.add_parser(
         "download", help="unpack VERSION's model into --to DIR (default ./RECIPE-N), with its metadata"
     )
-    _versions(download, "the version to download")
+    _versions(download, 1, "the version to download")
     download.add_argument(
         "--to", metavar="DIR", help="a new or empty folder for the model (default ./RECIPE-N)"
     )
     _options(download)
 
 
-def _versions(parser: argparse.ArgumentParser, text: str) -> None:
-    # Any number here: a wrong count gets the hint with its environment (_decide, _compare, _download).
-    parser.add_argument("refs", nargs="*", metavar="VERSION", help=f"{text}: RECIPE/N or a version ARN")
+def _versions(parser: argparse.ArgumentParser, count: int, text: str) -> None:
+    # argparse counts them: one missing or one too many is its usage error (exit 2), before any AWS call.
+    parser.add_argument("refs", nargs=count, metavar="VERSION", help=f"{text}: RECIPE/N or a version ARN")
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

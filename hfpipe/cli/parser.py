@@ -23,11 +23,38 @@ _NO_VALUE = (
 )
 
 
+#: `hfpipe local --serve`'s port and `hfpipe invoke --local`'s: hfpipe.local.serve.DEFAULT_PORT, the port
+#: SageMaker's model containers listen on (not imported: the parser is built for every command, and serve
+#: imports the HTTP server; tests/cli/test_usage.py holds them equal).
+LOCAL_PORT = 8080
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with "did you mean" (difflib): a mistyped option is named as unknown with the option meant,
     before it can be misread as the value of a positional (`hfpipe local --recpie tiny-lora`), and a
     mistyped subcommand or choice gets the close one. Every subcommand's parser is one of these (argparse
     makes subparsers of the parent's class), and argparse hands each its own words."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _DescribedSubparsers)
+
+    def format_usage(self) -> str:
+        return self._action_optional(super().format_usage())
+
+    def format_help(self) -> str:
+        return self._action_optional(super().format_help())
+
+    def _action_optional(self, text: str) -> str:
+        """The usage of a command whose action may be left out (`with_actions`: a command line without one runs
+        the default action or the command's own options) shows it in brackets, as argparse shows an optional
+        argument: `hfpipe local [-h] [--recipe RECIPE] ... [ACTION ...]`."""
+        if "default_action" not in self._defaults:
+            return text
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and action.metavar:
+                return text.replace(f" {action.metavar} ...", f" [{action.metavar} ...]", 1)
+        return text
 
     # typeshed spells the namespace's type with overloads; one signature covers them all here.
     def parse_known_args(  # type: ignore[override]
@@ -86,6 +113,17 @@ class Parser(argparse.ArgumentParser):
 
 #: What add_subparsers returns (argparse's private class, named once).
 Subparsers = argparse._SubParsersAction
+
+
+class _DescribedSubparsers(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """A subcommand's or action's own `--help` opens with the line the list of its parent shows for it (argparse
+    shows a parser's description, not its help, there)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if kwargs.get("help") and "description" not in kwargs:
+            text = kwargs["help"]
+            kwargs["description"] = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+        return super().add_parser(name, **kwargs)
 
 
 class Deferred:
@@ -191,3 +229,14 @@ def _folder(text: str) -> str:
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text!r} is a file; accepted: a folder path")
     return text
+
+
+def local_only(args: argparse.Namespace) -> None:
+    """With --local (a run of this machine, by its folder's name), --env names nothing: refused, not ignored."""
+    from hfpipe.cli.clients import UsageError
+
+    if args.env is not None:
+        raise UsageError(
+            f"--env {args.env}: --local reads this machine's runs (`hfpipe local`), not an environment's "
+            "executions; drop --env, or --local"
+        )

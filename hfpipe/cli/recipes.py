@@ -19,7 +19,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from hfpipe.cli import terminal
-from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, with_actions
 from hfpipe.core import cost, json_text
 from hfpipe.core import plan as core_plan
@@ -56,7 +56,7 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
         except RecipeError as err:
             if "dotted.key=value" not in str(err):  # a well-formed --set whose key or value is refused
                 raise HfpipeError(f"--set {text!r} is invalid: {err}") from None
-            raise HfpipeError(
+            raise UsageError(
                 f"--set {text!r} is not KEY=VALUE: use a dotted recipe field, e.g. "
                 "--set training.hyperparameters.max_steps=10 (the value is read as JSON when it is JSON)"
             ) from None

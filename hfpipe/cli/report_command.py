@@ -11,7 +11,7 @@ from rich.console import Group
 
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, runs_folder_option
+from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, local_only, runs_folder_option
 from hfpipe.cli.report import build_report, render_report
 from hfpipe.core import json_text
 
@@ -41,6 +41,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.local:
         from hfpipe.cli.local_report import report_local
 
+        local_only(args)
         return report_local(args, terminal.console())
     if not args.execution:
         raise UsageError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")
@@ -61,7 +62,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise HfpipeError(f"execution {snap.execution_name!r} has no training job yet: nothing to plot")
         from hfpipe.cli.loss_curves import plot_job
 
-        console.print(
-            plot_job(clients, snap.training_job, Path(args.plot), snap.execution_name), markup=False
+        terminal.said(
+            args, console, plot_job(clients, snap.training_job, Path(args.plot), snap.execution_name)
         )
     return 0

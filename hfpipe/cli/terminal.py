@@ -28,3 +28,12 @@ def with_console(
         return command(args, console())
 
     return run
+
+
+def said(args: argparse.Namespace, out: Console, line: str) -> None:
+    """A line about what the command did besides its output: on stderr where stdout is JSON (`--json`), so that
+    what is piped stays one JSON document."""
+    if getattr(args, "json", False):
+        print(line, file=sys.stderr)
+    else:
+        out.print(line, markup=False)

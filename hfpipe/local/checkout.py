@@ -28,6 +28,15 @@ class LocalModeError(RuntimeError):
     """Local mode cannot run or stand in for what is asked; the message says why in one line."""
 
 
+class FolderError(LocalModeError):
+    """A folder local mode writes to cannot be made or written (a file on the way, no permission, a read-only
+    file system): ``folder`` and the ``error`` the file system gave."""
+
+    def __init__(self, folder: Path, error: OSError) -> None:
+        super().__init__(f"cannot create the folder {str(folder)!r} ({error.strerror or error})")
+        self.folder, self.error = folder, error
+
+
 def _is_checkout(folder: Path) -> bool:
     return all((folder / name).exists() for name in NEEDED)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, checkout_root
+from hfpipe.local.checkout import LAMBDA_PACKAGE, FolderError, LocalModeError, checkout_root
 
 if TYPE_CHECKING:
     from hfpipe.core.plan import PlanConfig
@@ -142,11 +142,21 @@ def synth_stacks(
         return dict(json.loads(cached.read_text()))
     import fcntl
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FolderError(cache_dir, err) from None
     # One synthesis per entry even when several processes ask at once (parallel tests, two `local up`): the
     # first takes the lock and writes the entry, the others wait for it and read it.
     with (cache_dir / f"{cached.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process synthesizes this entry: say so, then wait for it
+            if say is not None:
+                say(
+                    f"waiting for another hfpipe process to synthesize the stacks for {env!r} (in {cache_dir})"
+                )
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if cached.is_file():
             return dict(json.loads(cached.read_text()))
         if say is not None:

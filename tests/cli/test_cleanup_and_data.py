@@ -143,7 +143,7 @@ def test_cleanup_older_than(leftovers: Environment, capsys: Any) -> None:
 @pytest.mark.parametrize("age", ["7", "2y", "0d", "-1h", "h"])
 def test_cleanup_bad_older_than(environment: Environment, capsys: Any, age: str) -> None:
     code, _, err = run(capsys, "cleanup", "--env", "dev", f"--older-than={age}")
-    assert code == 1
+    assert code == 2  # a usage error, before any AWS call
     assert err == (
         f"error: --older-than {age!r} is not a duration: use a positive number followed by m, h, d or w "
         "(e.g. 12h, 7d)\n"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_local_bad_set(tmp_path: Path, capsys: Any) -> None:
     code = main(["local", "--recipe", "tiny-qa", "--out", str(tmp_path), "--set", "nope"])
     _, err = capsys.readouterr()
-    assert code == 1
+    assert code == 2  # a usage error (docs/cli.md)
     assert err.startswith("error: --set 'nope' is not KEY=VALUE")
 
 

@@ -128,6 +128,7 @@ def test_fixtures_built_beside_the_synthesis_are_the_runs(tmp_path: Path) -> Non
     # Another channel given since (a --channel folder): the early build is not the run's.
     given = tmp_path / "mine"
     given.mkdir()
+    (given / "train.jsonl").write_text("{}\n")
     other = local._as_run_here(
         argparse.Namespace(channels=[f"training={given}"], sets=[]), loaded, True, None
     )

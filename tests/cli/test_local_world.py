@@ -253,9 +253,10 @@ def test_a_missing_or_dead_environment_is_one_line(world: World) -> None:
     for env in ("qa", "stage"):  # a dead process's record, and none at all
         proc = world[env]("models")
         assert (proc.returncode, proc.stdout) == (1, "")
-        assert (
-            proc.stderr
-            == f"error: no local environment {env!r} is up: start it with hfpipe local up --env {env}\n"
+        # Neither is an environment of cdk.json: `local up` would refuse it, so that is not the advice.
+        assert proc.stderr == (
+            f"error: no local environment {env!r} is up: {env!r} is not an environment of cdk.json; accepted: "
+            "dev, prod\n"
         )
     again = world.hfpipe("local", "up", "--env", "dev")
     assert again.returncode == 1 and "local environment 'dev' is already up" in again.stderr

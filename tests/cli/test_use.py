@@ -494,7 +494,7 @@ def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys
     assert (code, out, err) == (0, "[algo-1] recent line\n", "")
     code, _, err = run(capsys, "logs", "ddp-1", "--env", "dev", "--since", "ten")
     assert (code, err) == (
-        1,
+        2,
         "error: --since 'ten' is not a duration: use a positive number followed by s, m, h, d or w (e.g. 12h, 7d)\n",
     )
 
@@ -656,7 +656,7 @@ def test_logs_local(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any)
     assert err == (f"error: no local run 'nope'; local runs in {tmp_path}: {old.name}, {new.name}\n")
     code, _, err = run(capsys, "logs", "--local", "--out", str(tmp_path), "--since", "1h")
     assert (code, err) == (
-        1,
+        2,
         "error: --since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)\n",
     )
 

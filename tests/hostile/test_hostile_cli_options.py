@@ -47,7 +47,7 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     ((*START, "--set", "training.distribution=true"), 1, ["recipe.training.distribution", "True", "type object"]),
     ((*START, "--set", 'training.distribution={"mpi": true}'), 1, ["recipe.training.distribution.mpi", "True"]),
     ((*START, "--set", "serving.instance_count=1.5"), 1, ["recipe.serving.instance_count", "1.5", "SageMaker types this field as an integer"]),
-    ((*START, "--set", "noequals"), 1, ["--set 'noequals' is not KEY=VALUE"]),
+    ((*START, "--set", "noequals"), 2, ["--set 'noequals' is not KEY=VALUE"]),
     # watch / report / list
     (("watch", "x", "--env", "dev", "--interval", "0"), 2, ["--interval: 0.0", "> 0"]),
     (("watch", "x", "--env", "dev", "--interval", "nan"), 2, ["--interval: nan"]),
@@ -57,15 +57,15 @@ CASES: list[tuple[tuple[str, ...], int, list[str]]] = [
     (("list", "--env", "dev", "--max", "x"), 2, ["--max", "invalid int value: 'x'"]),
     (("list", "--env", "dev", "--status", "DONE"), 2, ["--status", "invalid choice: 'DONE'"]),
     # cleanup: an empty or odd age never means "everything"
-    (("cleanup", "--env", "dev", "--older-than", "", "--yes"), 1, ["--older-than ''", "a positive number followed by m, h, d or w"]),
-    (("cleanup", "--env", "dev", "--older-than", " ", "--yes"), 1, ["--older-than ' '", "is not a duration"]),
-    (("cleanup", "--env", "dev", "--older-than", "0d", "--yes"), 1, ["--older-than '0d'", "positive number"]),
-    (("cleanup", "--env", "dev", "--older-than=-1d", "--yes"), 1, ["--older-than '-1d'", "positive number"]),
-    (("cleanup", "--env", "dev", "--older-than", "7", "--yes"), 1, ["--older-than '7'", "m, h, d or w"]),
-    (("cleanup", "--env", "dev", "--older-than", "7y", "--yes"), 1, ["--older-than '7y'", "m, h, d or w"]),
-    (("cleanup", "--env", "dev", "--older-than", "1.5d", "--yes"), 1, ["--older-than '1.5d'"]),
-    (("cleanup", "--env", "dev", "--older-than", "99999999999999w", "--yes"), 1, ["--older-than '99999999999999w'", "at most 5200w"]),
-    (("cleanup", "--env", "dev", "--older-than", "6000w", "--yes"), 1, ["--older-than '6000w' is too long"]),
+    (("cleanup", "--env", "dev", "--older-than", "", "--yes"), 2, ["--older-than ''", "a positive number followed by m, h, d or w"]),
+    (("cleanup", "--env", "dev", "--older-than", " ", "--yes"), 2, ["--older-than ' '", "is not a duration"]),
+    (("cleanup", "--env", "dev", "--older-than", "0d", "--yes"), 2, ["--older-than '0d'", "positive number"]),
+    (("cleanup", "--env", "dev", "--older-than=-1d", "--yes"), 2, ["--older-than '-1d'", "positive number"]),
+    (("cleanup", "--env", "dev", "--older-than", "7", "--yes"), 2, ["--older-than '7'", "m, h, d or w"]),
+    (("cleanup", "--env", "dev", "--older-than", "7y", "--yes"), 2, ["--older-than '7y'", "m, h, d or w"]),
+    (("cleanup", "--env", "dev", "--older-than", "1.5d", "--yes"), 2, ["--older-than '1.5d'"]),
+    (("cleanup", "--env", "dev", "--older-than", "99999999999999w", "--yes"), 2, ["--older-than '99999999999999w'", "at most 5200w"]),
+    (("cleanup", "--env", "dev", "--older-than", "6000w", "--yes"), 2, ["--older-than '6000w' is too long"]),
     (("cleanup", "--env", "", "--yes"), 1, ["--env ''", "then lower-case letters or digits"]),
     (("cleanup", "--env", "prod;rm", "--yes"), 1, ["--env 'prod;rm'"]),
     # stop
@@ -111,7 +111,7 @@ def test_option_refused_without_side_effects(
     argv = tuple(str(plain) if a == "FILE" else a for a in argv)
     code, out, err = cli(*argv)
     assert code == status, (code, out, err)
-    if status == 1:
+    if status == 1 or not err.startswith("usage:"):  # argparse's own usage errors print the usage first
         assert err.startswith("error: ") and err.count("\n") == 1, err
     for fragment in fragments:
         assert fragment in err, (fragment, err)
@@ -144,6 +144,6 @@ def test_inputs_that_crashed_are_one_line_naming_the_field(
     latin.write_bytes('{"name": "caf\u00e9"}'.encode("latin-1"))
     deep.write_text("[" * 100_000 + "]" * 100_000)
     argv = [{"LATIN1": str(latin), "DEEP": str(deep)}.get(a, a) for a in argv]
-    assert main(argv) == 1
+    assert main(argv) == (2 if argv[0] == "logs" else 1)  # a malformed option's value is a usage error
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1

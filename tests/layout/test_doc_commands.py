@@ -156,7 +156,8 @@ def local_sh_recipe(argv: list[str]) -> str:
 
 def scratch_for(argv: list[str], scratch: Path) -> Path:
     """An empty folder holding what a relative path of argv names: the repository's entry a recipe path
-    starts with (linked), and an empty folder for each `--channel NAME=FOLDER`."""
+    starts with (linked), and a folder with one record for each `--channel NAME=FOLDER` (an empty one is
+    refused)."""
     folder = scratch / f"cwd-{len(list(scratch.iterdir()))}"
     folder.mkdir()
     for recipe in option(argv, "--recipe"):
@@ -164,7 +165,9 @@ def scratch_for(argv: list[str], scratch: Path) -> Path:
         if "/" in recipe and (REPO / top).exists() and not (folder / top).exists():
             (folder / top).symlink_to(REPO / top)
     for channel in option(argv, "--channel"):
-        (folder / channel.split("=", 1)[1]).mkdir(parents=True, exist_ok=True)
+        data = folder / channel.split("=", 1)[1]
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "records.jsonl").write_text("{}\n")
     return folder
 
 

@@ -1,0 +1,181 @@
+"""What a newcomer typed, refused as the docs say (docs/cli.md: a usage error exits 2 before any AWS call or
+anything long; any other refusal is one line, exit 1), never a traceback, never an option silently ignored."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hfpipe.cli import build_parser, loss_curves, main, terminal
+from hfpipe.cli.clients import HfpipeError
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["local", "--recipe", "tiny-lora", "--json"], "--json is an option of --dry-run"),
+        (["local", "--recipe", "tiny-lora", "--port", "9000"], "--port is an option of --serve"),
+        (["local", "--recipe", "tiny-lora", "--serve", "--port", "99999"], "--port 99999 is not accepted"),
+        (["local", "--recipe", "tiny-lora", "--set", "foo"], "--set 'foo' is not KEY=VALUE"),
+        (["local", "--recipe", "tiny-lora", "--channel", "bogus"], "--channel 'bogus' is not NAME=FOLDER"),
+        (["report", "--local", "--env", "dev"], "--env dev: --local reads this machine's runs"),
+        (["logs", "--local", "--env", "dev"], "--env dev: --local reads this machine's runs"),
+        (["cleanup", "--env", "dev", "--older-than", "5x"], "--older-than '5x' is not a duration"),
+        (["models", "approve", "--env", "dev"], "the following arguments are required: VERSION"),
+        (["models", "download", "--env", "dev"], "the following arguments are required: VERSION"),
+        (["models", "compare", "a/1", "--env", "dev"], "the following arguments are required: VERSION"),
+        (["invoke", "--local", "--port", "0"], "--port 0 is not accepted"),
+    ],
+)
+def test_usage_errors_exit_2_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")  # no AWS call could succeed anyway
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "HFPIPE_LOCAL"):
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = run(capsys, *argv)
+    assert code == 2, (code, err)
+    assert message in err and "Traceback" not in err, err
+    # Refused before the stacks are synthesized (no stage line) and before any AWS call (no credentials hint).
+    assert "synthesizing" not in err and "credentials" not in err, err
+
+
+def test_an_empty_channel_folder_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(
+        capsys,
+        "local",
+        "--recipe",
+        "tiny-lora",
+        "--channel",
+        f"training={tmp_path / 'empty'}",
+        "--out",
+        str(tmp_path / "runs"),
+    )
+    assert code == 2 and "holds no file" in err and err.count("\n") == 1, err
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run(capsys, "local", "--recipe", "tiny-lora", "--out", str(tmp_path / "a-file" / "sub"))
+    assert code == 1 and err.count("\n") == 1, err
+    assert "cannot create the output folder" in err and "Not a directory" in err, err
+
+
+def test_reading_runs_from_an_out_that_does_not_exist_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for argv in (["report", "--local"], ["local", "prune"], ["logs", "--local"]):
+        code, _, err = run(capsys, *argv, "--out", str(tmp_path / "nowhere"))
+        assert code == 1 and "no such folder" in err, (argv, err)
+
+
+def test_a_plot_that_cannot_be_written_is_one_line_naming_plot(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfpipe.cli import report
+
+    def refuses(*args: Any, **kwargs: Any) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(report, "plot_losses", refuses)
+    curves = SimpleNamespace(series={"loss": [(1, 1.0)]}, xlabel="step", describe=lambda: "1 point")
+    with pytest.raises(
+        HfpipeError, match=r"^--plot '/ro/x.png': cannot write the file \(Permission denied\)"
+    ):
+        loss_curves.plot(curves, Path("/ro/x.png"), title="run")  # type: ignore[arg-type]
+
+
+def test_with_json_the_commands_other_lines_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    out = terminal.console()
+    terminal.said(argparse.Namespace(json=True), out, "loss plot: x.png")
+    terminal.said(argparse.Namespace(json=False), out, "loss plot: y.png")
+    captured = capsys.readouterr()
+    assert captured.err == "loss plot: x.png\n" and captured.out == "loss plot: y.png\n"
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "hfpipe"
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _parsers(sub, f"{path} {name}")
+    return found
+
+
+def test_every_commands_help_opens_with_what_it_does() -> None:
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 30
+    missing = [path for path, p in parsers[1:] if not (p.description or "").strip()]
+    assert missing == []
+    approve = dict(parsers)["hfpipe models approve"].format_usage()
+    assert "VERSION" in approve and "[VERSION" not in approve  # required, and shown so
+    assert "[ACTION ...]" in dict(parsers)["hfpipe local"].format_usage()  # optional: --recipe runs it
+
+
+def test_the_local_port_is_the_servers() -> None:
+    from hfpipe.cli.parser import LOCAL_PORT
+    from hfpipe.local.serve import DEFAULT_PORT
+
+    assert LOCAL_PORT == DEFAULT_PORT
+
+
+def test_an_environment_cdk_json_does_not_name_gets_the_ones_it_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfpipe.cli import local_world
+
+    monkeypatch.setenv("HFPIPE_LOCAL_HOME", "/nonexistent-world")
+    with pytest.raises(HfpipeError) as refused:
+        local_world.clients_for(argparse.Namespace(env="staging", region=None))
+    assert "'staging' is not an environment of cdk.json; accepted: dev, prod" in str(refused.value)
+    with pytest.raises(HfpipeError, match="start it with hfpipe local up --env dev"):
+        local_world.clients_for(argparse.Namespace(env="dev", region=None))
+
+
+def test_a_process_waiting_for_anothers_synthesis_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfpipe.local import stacks
+
+    release = threading.Event()
+    first_synthesizes = threading.Event()
+
+    def slow_synth(*args: Any) -> dict[str, Any]:
+        first_synthesizes.set()
+        assert release.wait(60)
+        return {"Data": {}}
+
+    monkeypatch.setattr(stacks, "_synth", slow_synth)
+    monkeypatch.delenv(stacks.CACHE_ENV, raising=False)  # the suite's shared synthesis cache has the entry
+    said: list[str] = []
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(stacks.synth_stacks(tmp_path)))
+    first.start()
+    assert first_synthesizes.wait(60)
+    second = threading.Thread(target=lambda: results.append(stacks.synth_stacks(tmp_path, say=said.append)))
+    second.start()
+    try:
+        for _ in range(600):
+            if said:
+                break
+            threading.Event().wait(0.05)
+        assert said and said[0].startswith("waiting for another hfpipe process to synthesize the stacks")
+    finally:
+        release.set()
+        first.join(60)
+        second.join(60)
+    assert results == [{"Data": {}}, {"Data": {}}]
