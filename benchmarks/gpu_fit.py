@@ -238,8 +238,8 @@ class FitCase:
 
 
 def make_case(recipe_name: str, tiny: bool) -> FitCase:
-    """The FitCase of a recipe, from its JSON (hfpipe.core.recipes)."""
-    from hfpipe.core.recipes import load_recipe
+    """The FitCase of a recipe, from its JSON (hfpipe.core.recipe.recipes)."""
+    from hfpipe.core.recipe.recipes import load_recipe
 
     if recipe_name not in RECIPES:
         raise ValueError(f"recipe={recipe_name!r}: no fit run for it; known: {', '.join(RECIPES)}")

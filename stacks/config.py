@@ -12,8 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from hfpipe.core import deployments, names, quotas, registry
-from hfpipe.core.shared_base import SharedBase, SharedBaseError, parse_shared_base
+from hfpipe.core import names
+from hfpipe.core.adapters.shared_base import SharedBase, SharedBaseError, parse_shared_base
+from hfpipe.core.deploy import deployments
+from hfpipe.core.promotion import registry
+from hfpipe.core.run import quotas
 
 CONTEXT_KEY = "hfpipe:environments"
 """cdk.json context key holding {environment name: settings}."""
@@ -115,14 +118,14 @@ class EnvironmentConfig:
     promote_from: str | None = None
     promote_source: PromotionPeer | None = None
     promoted_to: tuple[PromotionPeer, ...] = ()
-    #: Outside the environment, yet accepted by the Plan in recipes (see `hfpipe.core.plan.check_ownership`).
+    #: Outside the environment, yet accepted by the Plan in recipes (see `hfpipe.core.run.plan.check_ownership`).
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
-    #: ModelApprovalStatus of the versions the Register step makes (hfpipe.core.registry.APPROVAL_STATUSES).
+    #: ModelApprovalStatus of the versions the Register step makes (hfpipe.core.promotion.registry.APPROVAL_STATUSES).
     model_approval: str = registry.DEFAULT_APPROVAL
-    #: The named endpoints a deploy may serve registered versions on (hfpipe.core.deployments), by name.
+    #: The named endpoints a deploy may serve registered versions on (hfpipe.core.deploy.deployments), by name.
     endpoints: tuple[deployments.EndpointSettings, ...] = ()
-    #: The base model its LoRA adapters are served on as inference components (hfpipe.core.shared_base).
+    #: The base model its LoRA adapters are served on as inference components (hfpipe.core.adapters.shared_base).
     shared_base: SharedBase | None = None
 
     @property

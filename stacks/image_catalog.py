@@ -19,9 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hfpipe.core.plan import DISTRIBUTION_KEY, catalog_key
-from hfpipe.core.recipes import available_recipes, load_recipe
-from hfpipe.core.serving_fit import GPUS_KEY
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
+from hfpipe.core.recipe.serving_fit import GPUS_KEY
+from hfpipe.core.run.plan import DISTRIBUTION_KEY, catalog_key
 from hfpipe.kinds import ServingKind, serving_kind_of
 from hfpipe.kinds.serving import HF_IMAGE_ARGUMENTS, PINNED_TABLE
 
@@ -152,7 +152,7 @@ def dlc_image_uri(table_scope: str, version: str, region: str, processor: str) -
 
 def gpu_table(region: str) -> dict[str, list[int]]:
     """{instance type: [GPU count, MiB per GPU]} in `region`, from the SDK's instance_gpu_info.json (what
-    the vllm serving kind's fit check reads, hfpipe/core/serving_fit.py); compact, as the Plan Lambda's
+    the vllm serving kind's fit check reads, hfpipe/core/recipe/serving_fit.py); compact, as the Plan Lambda's
     environment (4 KB in all) carries the catalog."""
     info = _sdk_config("instance_gpu_info.json")
     return {

@@ -30,7 +30,7 @@ from hfpipe.contract import (
     SSM_STATE_MACHINE_ARN,
     ssm_parameter_name,
 )
-from hfpipe.core import promotion
+from hfpipe.core.promotion import promotion
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
 from stacks.constructs.adapter_state_machine import AdapterStateMachine
 from stacks.constructs.deploy_state_machine import DeployStateMachine

@@ -8,9 +8,9 @@ from typing import Any
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 
-from hfpipe.core.quotas import quota_users
-from hfpipe.core.recipes import available_recipes, load_recipe
-from hfpipe.core.schema import validate
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
+from hfpipe.core.recipe.schema import validate
+from hfpipe.core.run.quotas import quota_users
 from stacks.config import EnvironmentConfig
 from stacks.constructs.quota_request import QuotaRequest, QuotaRequestProvider, quota_construct_id
 from stacks.pipeline_stack import retention_days
@@ -18,7 +18,7 @@ from stacks.pipeline_stack import retention_days
 
 def recipe_quota_users() -> dict[str, tuple[str, ...]]:
     """The SageMaker quotas the shipped recipes need, each with the recipes needing it (from the recipes,
-    validated as the Plan Lambda validates them: `hfpipe.core.quotas.quota_users`)."""
+    validated as the Plan Lambda validates them: `hfpipe.core.run.quotas.quota_users`)."""
     return quota_users({name: validate(load_recipe(name)) for name in available_recipes()})
 
 

@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core.recipes import load_recipe
+from hfpipe.core.recipe.recipes import load_recipe
 from hfpipe.local.substitute import for_this_machine
 
 

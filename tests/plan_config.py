@@ -8,7 +8,7 @@ from typing import Any
 
 from accounts import ACCOUNT
 
-from hfpipe.core.plan import PlanConfig
+from hfpipe.core.run.plan import PlanConfig
 
 
 def dev_config(**changes: Any) -> PlanConfig:

@@ -15,7 +15,7 @@ from typing import Any
 from app_synth import data_imports
 
 from hfpipe import contract
-from hfpipe.core import registry
+from hfpipe.core.promotion import registry
 from hfpipe.local.engine import LocalEngine
 from stacks.image_catalog import build_catalog
 

@@ -1,5 +1,5 @@
 """What each adapter on a shared base costs, for `hfpipe endpoints`: the endpoint's fleet cost split over the
-adapter components on it by hfpipe.core.adapter_cost's rule (docs/adapters.md).
+adapter components on it by hfpipe.core.adapters.adapter_cost's rule (docs/adapters.md).
 
 The adapters are read from the endpoint (ListInferenceComponents, then each component's
 ``Specification.BaseInferenceComponentName``), never from a record. The split is by invocations: each
@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe.cli import aws
-from hfpipe.core import adapter_cost
-from hfpipe.core.adapter_deploy import components_on
+from hfpipe.core.adapters import adapter_cost
+from hfpipe.core.adapters.adapter_deploy import components_on
 
 #: GetMetricData takes at most 500 queries a call.
 _QUERIES_PER_CALL = 500

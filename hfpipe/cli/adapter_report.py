@@ -3,14 +3,14 @@
 An adapter run (its plan names ``adapter_base_model``) gets no endpoint of its own: it is served on its
 environment's shared base, as that environment was deployed: the SSM parameter ``/hfpipe/<env>/shared-base``
 its Pipeline stack writes (cdk.json's ``shared_base`` when it was deployed, or what `hfpipe local up --set`
-gave a local world), read with hfpipe.core.shared_base's own validation. The checkout's cdk.json is read only
+gave a local world), read with hfpipe.core.adapters.shared_base's own validation. The checkout's cdk.json is read only
 where the environment cannot say (deployed before it published the parameter, or its parameters not
 readable), and the line says so. The report states the rule, with the figures of that base, never a
 measurement: the base fleet's USD per hour (``copies`` instances of its instance type, hfpipe.core.prices), the
 equal share each adapter pays when the base holds its ``max_adapters``, and what one endpoint of its own would
-cost instead (hfpipe.core.adapter_cost.shared_vs_separate). What it pays in fact is the split by invocations
+cost instead (hfpipe.core.adapters.adapter_cost.shared_vs_separate). What it pays in fact is the split by invocations
 that `hfpipe endpoints` shows. An adapter trained on another model than the base serves is said to be refused
-there (hfpipe.core.adapter_rules.base_model_problem).
+there (hfpipe.core.adapters.adapter_rules.base_model_problem).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import adapter_cost, adapter_rules
-from hfpipe.core.adapter_deploy import BaseNames
-from hfpipe.core.shared_base import SharedBase, SharedBaseError, parse_shared_base
+from hfpipe.core.adapters import adapter_cost, adapter_rules
+from hfpipe.core.adapters.adapter_deploy import BaseNames
+from hfpipe.core.adapters.shared_base import SharedBase, SharedBaseError, parse_shared_base
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 Everything the command needs to find (state machine, buckets, role) is read from the SSM parameters the
 stacks write (`hfpipe.contract.ssm_parameter_name`), with the stacks' outputs as a fallback, so the
 command never needs the CDK app or `cdk.json` at run time. What an execution planned is read only from
-the Plan state's own exit in its history (`stored_plan`), as the typed `hfpipe.core.plan_model.Plan`.
+the Plan state's own exit in its history (`stored_plan`), as the typed `hfpipe.core.run.plan_model.Plan`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from hfpipe.core import names
 
 # The commands read an execution's cause through aws.cause_message; the rule is core's (the Lambdas share it).
 from hfpipe.core.causes import cause_message as cause_message
-from hfpipe.core.plan_model import Plan, PlanFormatError
+from hfpipe.core.run.plan_model import Plan, PlanFormatError
 
 # Stack states in which the stack's outputs and parameters can be trusted.
 _READY_STACK_STATES = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}

@@ -1,4 +1,4 @@
-"""`hfpipe stop` and `hfpipe cleanup`: the command's side of `hfpipe.core.cleanup`.
+"""`hfpipe stop` and `hfpipe cleanup`: the command's side of `hfpipe.core.run.cleanup`.
 
 What may be deleted is the core rule (tagged by hfpipe for the environment, and the execution when one is
 named), shared with the Cleanup Lambda; this module parses `--older-than`, stops an execution and its
@@ -25,7 +25,8 @@ from hfpipe.cli import aws
 from hfpipe.cli.aws import AwsFault, HfpipeError, UsageError, aws_error
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, execution_argument
 from hfpipe.cli.terminal import with_console
-from hfpipe.core.cleanup import (
+from hfpipe.core.names import PlannedNames
+from hfpipe.core.run.cleanup import (
     DEFAULT_WAIT_S,
     DELETING,
     NOT_DELETABLE_YET,
@@ -39,8 +40,7 @@ from hfpipe.core.cleanup import (
     tags_of,
     wait_until_deletable,
 )
-from hfpipe.core.names import PlannedNames
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 
 __all__ = [
     "cmd_cleanup",

@@ -3,7 +3,7 @@
 Accepted: a .json file (an array of records or JSON lines, as the Hugging Face `json` loader reads it),
 a .jsonl file, a .parquet file, or a folder written by `datasets`' `save_to_disk`. The files are checked
 before anything is uploaded, so a typo does not leave half a data set in the bucket; with `--recipe` the
-records are also checked against what that recipe's script reads (`hfpipe.core.records`).
+records are also checked against what that recipe's script reads (`hfpipe.core.recipe.records`).
 
 All or nothing: S3 has no rename and no multi-object transaction, so an upload that fails part-way (an S3
 error, boto3's transfer errors, a local read error) first deletes what it wrote; if even that fails, running
@@ -27,7 +27,7 @@ from typing import Any
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
-from hfpipe.core import records as core_records
+from hfpipe.core.recipe import records as core_records
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet")

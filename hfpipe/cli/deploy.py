@@ -8,7 +8,7 @@ The version must be one of the environment's (RECIPE/N or a version ARN; another
 before anything is called: promote it first with `hfpipe promote`), and NAME one of the environment's
 endpoints in cdk.json (the state machine refuses others, and versions not approved). The command starts the
 execution, shows the endpoint's status as it changes, and ends with what serves now, read from the endpoint (its
-live config's model's package version: hfpipe.core.what_serves), never from its tag or record: exit 0 when the
+live config's model's package version: hfpipe.core.deploy.what_serves), never from its tag or record: exit 0 when the
 version serves, 1 when the deploy failed or was rolled back (the previous version still serves then), when
 what serves is not what the execution recorded (the mismatch is printed), or when the command stopped on an
 AWS fault, whose line says whether the deploy started and what to run next (a transient fault of a look while
@@ -30,15 +30,15 @@ from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import registry
-from hfpipe.core.deploy_plan import (
+from hfpipe.core.deploy.deploy_plan import (
     ROOT_PATH,
     AlarmWait,
     DeploymentRecord,
     DeployPlan,
     DeployPlanFormatError,
 )
-from hfpipe.core.what_serves import mismatch, what_serves
+from hfpipe.core.deploy.what_serves import mismatch, what_serves
+from hfpipe.core.promotion import registry
 
 #: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
@@ -59,7 +59,7 @@ State = tuple[str, str | None, str, str | None, str | None] | None
 
 
 def _endpoint_state(sagemaker: Any, endpoint: str, env: str) -> State:
-    """What the endpoint serves, read from it (hfpipe.core.what_serves: its live config's model's package
+    """What the endpoint serves, read from it (hfpipe.core.deploy.what_serves: its live config's model's package
     version), never from its tag or the deployment record."""
     serving = what_serves(sagemaker, endpoint)
     if serving is None:

@@ -22,8 +22,9 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.core import adapter_deploy, registry
-from hfpipe.core.adapter_deploy import AdapterRefused
+from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters.adapter_deploy import AdapterRefused
+from hfpipe.core.promotion import registry
 
 DEFAULT_INTERVAL_S = 15.0
 

@@ -1,7 +1,7 @@
 """`hfpipe start --dry-run`: the plan, the cost estimate and the exact CreateTrainingJob request, without
 starting anything.
 
-The plan is built by the same function the Plan Lambda runs (`hfpipe.core.plan.build_plan`), with the
+The plan is built by the same function the Plan Lambda runs (`hfpipe.core.run.plan.build_plan`), with the
 environment's settings read from its SSM parameters (role, buckets, training-code URI, image catalog) and
 the account's Service Quotas read with your credentials. Two things only the Plan Lambda knows are said
 rather than guessed: cdk.json's allow-lists for buckets and registries outside the environment (a recipe
@@ -20,9 +20,10 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import quotas, validate
-from hfpipe.core.plan import Accepted, PlanConfig, accept, build_plan
-from hfpipe.core.plan_model import Plan
+from hfpipe.core import validate
+from hfpipe.core.run import quotas
+from hfpipe.core.run.plan import Accepted, PlanConfig, accept, build_plan
+from hfpipe.core.run.plan_model import Plan
 
 #: Errors of a quota read that mean "these credentials may not", not "the plan is wrong".
 QUOTA_READ_DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
@@ -76,7 +77,7 @@ def in_environment(
     accepted: Accepted, config: PlanConfig, s3: Any = None, *, source_later: bool = False
 ) -> Accepted:
     """The recipe as accepted without the environment, through the one entry into the recipe rules with
-    ``config``'s (hfpipe.core.plan.accept), or the one line `start` and `local` refuse it with;
+    ``config``'s (hfpipe.core.run.plan.accept), or the one line `start` and `local` refuse it with;
     ``source_later``: before an own source is packed (its checks come with the uploaded archive)."""
     try:
         return accept(accepted, config, s3=s3, source_later=source_later)
@@ -96,7 +97,7 @@ def plan_for(
     s3: Any = None,
 ) -> tuple[Plan | None, list[str]]:
     """The plan the Plan Lambda would make for what `start` sends, and notes on what only it can check
-    (``notes``: `environment_config`'s, first); `accepted`: the recipe as `hfpipe.core.plan.accept` took it
+    (``notes``: `environment_config`'s, first); `accepted`: the recipe as `hfpipe.core.run.plan.accept` took it
     (hfpipe.cli.recipes.Loaded, with the uploaded source), whose environment's rules that have not run (all,
     or an own source's) run here.
 

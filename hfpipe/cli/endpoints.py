@@ -28,9 +28,10 @@ from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import adapter_cost, cost, json_text
-from hfpipe.core.cleanup import Resource, delete, is_ours, tags_of
-from hfpipe.core.what_serves import what_serves
+from hfpipe.core import cost, json_text
+from hfpipe.core.adapters import adapter_cost
+from hfpipe.core.deploy.what_serves import what_serves
+from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,10 @@ def _ours(tags: dict[str, str], env: str) -> bool:
 def describe(
     sagemaker: Any, name: str, tags: dict[str, str], now: datetime, cloudwatch: Any = None
 ) -> EndpointInfo:
-    """Status, what it serves (read from the endpoint: hfpipe.core.what_serves), instances (from its live
+    """Status, what it serves (read from the endpoint: hfpipe.core.deploy.what_serves), instances (from its live
     config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``. An
     inference-component endpoint's adapters get their shares by the invocations ``cloudwatch`` counts over
-    hfpipe.core.adapter_cost.counted_period (without a client: equal shares)."""
+    hfpipe.core.adapters.adapter_cost.counted_period (without a client: equal shares)."""
     serving = what_serves(sagemaker, name)
     if serving is None:
         raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
@@ -280,7 +281,7 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     """The endpoint config and model(s) behind ``endpoint`` that are this environment's: from the endpoint's
     own config when it still exists, else by the pipeline's names (`<base>-config`, `<base>-model` for an
     endpoint `<base>-ep`, hfpipe.core.names), so a rerun after the endpoint went still finds them."""
-    from hfpipe.core.cleanup import KINDS
+    from hfpipe.core.run.cleanup import KINDS
 
     config_kind, model_kind = KINDS[1], KINDS[2]
     base = endpoint.removesuffix("-ep") if endpoint.endswith("-ep") else None
@@ -331,7 +332,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
     command says so. A user's keep tag (`hfpipe stop --keep-endpoint`) does not stop it: this command names the
     endpoint. An endpoint SageMaker will not delete yet (Creating, Updating, ...) is waited for, within
     --wait-timeout."""
-    from hfpipe.core.cleanup import KINDS
+    from hfpipe.core.run.cleanup import KINDS
 
     sagemaker = clients.sagemaker
     name = step(

@@ -15,8 +15,8 @@ from typing import Any
 from hfpipe.cli import aws
 from hfpipe.core import cost
 from hfpipe.core.cost import as_utc
-from hfpipe.core.logs import Progress, progress
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.logs import Progress, progress
+from hfpipe.core.run.plan_model import Plan
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 
@@ -135,7 +135,7 @@ CREATE_ENDPOINT_STATE = "CreateEndpoint"
 
 def training_log_tail(clients: aws.Clients, job_name: str, lines: int = LIVE_LOG_LINES) -> list[str]:
     """The last lines of the job's CloudWatch log for the view ([] when there is none or it is unreadable)."""
-    from hfpipe.core import logs
+    from hfpipe.core.run import logs
 
     try:
         return logs.format_lines(logs.log_tail(clients.logs, job_name, lines))

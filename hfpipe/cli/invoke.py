@@ -35,8 +35,9 @@ from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
 from hfpipe.cli.parser import LOCAL_PORT, Subparsers, aws_options
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import adapter_deploy, json_text
-from hfpipe.core.plan_model import Plan
+from hfpipe.core import json_text
+from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.endpoint import load_handler_module
 from hfpipe.local.serve import HOST as LOCAL_HOST
 from hfpipe.local.serve import RECIPE_HEADER, SERVING_KIND_HEADER, TASK_HEADER
@@ -134,8 +135,8 @@ def _target(name: str, task: str | None, serving: str | None, url: str | None = 
 
 def _kinds_of_recipe(recipe_name: str | None) -> tuple[str, str] | None:
     """(task, serving kind) of a bundled recipe, or None when it is not one (or no longer valid)."""
-    from hfpipe.core import recipes as core_recipes
-    from hfpipe.core.schema import RecipeError
+    from hfpipe.core.recipe import recipes as core_recipes
+    from hfpipe.core.recipe.schema import RecipeError
 
     if not recipe_name or recipe_name not in core_recipes.available_recipes():
         return None

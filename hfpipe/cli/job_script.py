@@ -61,7 +61,7 @@ def is_own_source(uri: str) -> bool:
 def job_script(job: dict[str, Any], archive: Callable[[str], bytes]) -> Script:
     """The script ``job`` (DescribeTrainingJob's answer) ran and what it accepts; ``archive`` reads an own
     source's sourcedir.tar.gz by its URI (S3, or a local run's copy)."""
-    from hfpipe.core import sourcedir
+    from hfpipe.core.recipe import sourcedir
     from hfpipe.kinds import arguments, script_parser
 
     hyperparameters = job.get("HyperParameters") or {}

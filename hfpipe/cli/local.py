@@ -23,7 +23,7 @@ from hfpipe import kinds
 from hfpipe.cli.aws import Clients, HfpipeError, UsageError
 from hfpipe.cli.parser import LOCAL_PORT, Subparsers, recipe_options, runs_folder_option, with_actions
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import serving_fit
+from hfpipe.core.recipe import serving_fit
 
 #: Under --out: the synthesized stacks local runs share (hfpipe.local.stacks.synth_stacks).
 CACHE_FOLDER = ".cache"
@@ -232,7 +232,7 @@ def _run(
     stage: Any,
     built: Any = None,
 ) -> int:
-    """`packed`: the recipe's own source packed (hfpipe.core.sourcedir.Packed), None for the project's."""
+    """`packed`: the recipe's own source packed (hfpipe.core.recipe.sourcedir.Packed), None for the project's."""
     name, out = _new_run_folder(Path(args.out), loaded.name)
     started = time.monotonic()
     stage(f"local run {name} (output in {out})")
@@ -293,7 +293,7 @@ def _as_run_here(
 ) -> Any:
     """The recipe as it would run (with --set), then what this machine needs instead, with the --channel
     folders; `script_arguments`: what an own script's parser takes (hfpipe.cli.sources.script_arguments)."""
-    from hfpipe.core.recipes import apply_overrides
+    from hfpipe.core.recipe.recipes import apply_overrides
     from hfpipe.local.substitute import for_this_machine
 
     try:
@@ -374,12 +374,12 @@ def _in_local_environment(
     cache_dir: Path, substitutions: Any, say: Any = None, meanwhile: Any = None
 ) -> None:
     """What the local Plan state would refuse of the recipe as it runs here, refused before anything is built
-    or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.plan.accept)
+    or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.run.plan.accept)
     with the local environment's settings, read from its synthesized stacks as its Plan function has them (an
     own source's checks come once it is packed and uploaded)."""
     from hfpipe.cli.dryrun import in_environment
-    from hfpipe.core import plan as core_plan
-    from hfpipe.core.schema import RecipeError
+    from hfpipe.core.recipe.schema import RecipeError
+    from hfpipe.core.run import plan as core_plan
     from hfpipe.local.checkout import FolderError, LocalModeError
     from hfpipe.local.stacks import plan_config, synth_stacks
 

@@ -3,7 +3,7 @@
     hfpipe logs EXECUTION --env dev [--since 10m] [--follow] [--json]
     hfpipe logs [EXECUTION] --local [--out .hfpipe/local] [--follow]
 
-The CloudWatch side reads `hfpipe.core.logs` (log group and stream naming as SageMaker documents them);
+The CloudWatch side reads `hfpipe.core.run.logs` (log group and stream naming as SageMaker documents them);
 `--follow` polls until the training job has ended, then reads once more so nothing printed at the end is
 lost. A local run writes `training.log` into `--out/<execution>/`; `--follow` tails it until the run has
 written its `report.json`, or ends when the run was interrupted (its folder holds `INTERRUPTED`).
@@ -25,7 +25,7 @@ from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, local_only, runs_folder_option
 from hfpipe.cli.paths import check_length
 from hfpipe.core import json_text
-from hfpipe.core import logs as core_logs
+from hfpipe.core.run import logs as core_logs
 from hfpipe.local import outputs
 
 JOB_ENDED = {"Completed", "Failed", "Stopped"}

@@ -161,8 +161,8 @@ def trainer_line_series(log: str) -> Series:
 
 def defined_series(log: str, definitions: list[dict[str, str]]) -> Series:
     """Every value the job's loss metric definitions find in the log, as SageMaker scrapes them
-    (hfpipe.core.logs.metric_values); x: the value's place among that metric's values (1, 2, ...)."""
-    from hfpipe.core.logs import metric_values
+    (hfpipe.core.run.logs.metric_values); x: the value's place among that metric's values (1, 2, ...)."""
+    from hfpipe.core.run.logs import metric_values
 
     series: Series = {}
     loss_definitions = [d for d in definitions if "loss" in str(d.get("Name", "")).lower()]
@@ -255,7 +255,7 @@ def job_places(clients: Any, job: dict[str, Any]) -> list[Place]:
     """The places of a job on AWS (or in a local world, whose clients reach it): its checkpoint folder's
     trainer_state.json, CloudWatch's metrics, its CloudWatch log (host algo-1), its final metrics."""
     from hfpipe.cli.execution import metric_series
-    from hfpipe.core import logs
+    from hfpipe.core.run import logs
 
     def checkpoint_state() -> Series:
         uri = str((job.get("CheckpointConfig") or {}).get("S3Uri") or "")

@@ -31,7 +31,8 @@ from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import api_shapes, json_text, promotion, registry
+from hfpipe.core import api_shapes, json_text
+from hfpipe.core.promotion import promotion, registry
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class VersionInfo:
     #: A promoted version's source version (ARN) and environment (``hfpipe promote``).
     promoted_from: str | None = None
     promoted_from_env: str | None = None
-    #: An unmerged adapter's base, as the version records it (hfpipe.core.registry.adapter_base).
+    #: An unmerged adapter's base, as the version records it (hfpipe.core.promotion.registry.adapter_base).
     adapter_base: str | None = None
 
     @property

@@ -1,10 +1,10 @@
 """Named endpoints (`hfpipe deploy`): what `hfpipe endpoints` shows of them (the version each serves, read from
-the endpoint by hfpipe.core.what_serves, and its deployment record: when, by which execution, after which
+the endpoint by hfpipe.core.deploy.what_serves, and its deployment record: when, by which execution, after which
 version; a record or tag that names another version is shown as a mismatch) and what deleting one removes.
 
 A named endpoint is declared in cdk.json (an environment's "endpoints"), is called hfpipe-<env>-<name> in
 SageMaker, and every endpoint, endpoint config and model a deploy made for it carries ``hfpipe:deployment`` =
-<name> (hfpipe.contract.TAG_DEPLOYMENT). No run's clean-up deletes those (hfpipe.core.cleanup.is_protected);
+<name> (hfpipe.contract.TAG_DEPLOYMENT). No run's clean-up deletes those (hfpipe.core.run.cleanup.is_protected);
 `hfpipe endpoints delete NAME` does, since it names the endpoint, and with the endpoint it removes every config
 and model deploys made for it (successive deploys leave the earlier ones, which serve nothing), its
 deployment record (the SSM parameter the deploy's Record step wrote) and its autoscaling target. The model
@@ -21,10 +21,10 @@ from typing import Any, cast
 from hfpipe import contract
 from hfpipe.cli.aws import aws_error
 from hfpipe.cli.cleanup import step
-from hfpipe.core import registry
-from hfpipe.core.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
-from hfpipe.core.deploy_plan import DeploymentRecord
-from hfpipe.core.what_serves import Serving, mismatch
+from hfpipe.core.deploy.deploy_plan import DeploymentRecord
+from hfpipe.core.deploy.what_serves import Serving, mismatch
+from hfpipe.core.promotion import registry
+from hfpipe.core.run.cleanup import KINDS, Resource, is_not_found, is_ours, tags_of
 
 #: The variant every deploy makes (one per endpoint), and so the autoscaling target's resource ID,
 #: endpoint/<endpoint>/variant/<variant> in namespace sagemaker
@@ -42,7 +42,7 @@ class EndpointGone(LookupError):
 
 
 def serving(found: Serving, tags: dict[str, str]) -> dict[str, Any]:
-    """EndpointInfo's fields of what serves, read from the endpoint (hfpipe.core.what_serves): RECIPE/N of its
+    """EndpointInfo's fields of what serves, read from the endpoint (hfpipe.core.deploy.what_serves): RECIPE/N of its
     live config's model's package version (None: no registered version, or not known), its ARN, the version an
     update under way moves to, a tag that names another version (``mismatch``) and what could not be read."""
     env = tags.get(contract.TAG_ENV, "")
@@ -87,7 +87,7 @@ def print_mismatches(console: Any, endpoints: list[Any]) -> None:
 
 def describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
     """A Describe* answer, or None when the resource does not exist (other errors are raised)."""
-    from hfpipe.core.cleanup import is_not_found
+    from hfpipe.core.run.cleanup import is_not_found
 
     try:
         return cast("dict[str, Any]", call(**kwargs))

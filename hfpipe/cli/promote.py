@@ -30,7 +30,7 @@ from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
-from hfpipe.core.promote_plan import Promoted
+from hfpipe.core.promotion.promote_plan import Promoted
 
 _REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
 

@@ -22,14 +22,14 @@ from hfpipe.cli import terminal
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, with_actions
 from hfpipe.core import cost, json_text
-from hfpipe.core import plan as core_plan
-from hfpipe.core import recipes as core_recipes
-from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError
+from hfpipe.core.recipe import recipes as core_recipes
+from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError
+from hfpipe.core.run import plan as core_plan
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """A recipe as read (sent to the pipeline), its overrides, and what `hfpipe.core.plan.accept` made of the
+    """A recipe as read (sent to the pipeline), its overrides, and what `hfpipe.core.run.plan.accept` made of the
     execution input they form (`resolved`: the recipe with its defaults)."""
 
     ref: str
@@ -89,7 +89,7 @@ def _read(ref: str) -> dict[str, Any]:
 
 def load(ref: str, sets: list[str], *, keep_endpoint: bool = False) -> Loaded:
     """A recipe by name or path with `--set` overrides, through the Plan's one entry into the recipe rules
-    (`hfpipe.core.plan.accept`), as the execution input `start` sends; the environment's rules come later."""
+    (`hfpipe.core.run.plan.accept`), as the execution input `start` sends; the environment's rules come later."""
     overrides = parse_sets(sets)
     raw = _read(ref)
     try:

@@ -79,7 +79,7 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     job = snap.training_job or {}
     if job.get("TrainingJobStatus") == "Failed" and not report.get("log_tail"):
         # A failed execution has no output: read the tail the Report Lambda put in its SNS message again.
-        from hfpipe.core import logs
+        from hfpipe.core.run import logs
 
         try:
             tail = logs.format_lines(logs.log_tail(clients.logs, job["TrainingJobName"]))
@@ -128,7 +128,7 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
     )
     summary.add_row("status", Text(str(status), style=style))
     if report.get("failure"):
-        from hfpipe.core.logs import cause_without_tail
+        from hfpipe.core.run.logs import cause_without_tail
 
         summary.add_row("failure", Text(cause_without_tail(str(report["failure"])), style="red"))
     summary.add_row("recipe", _fmt(report.get("recipe_name")))
@@ -194,7 +194,7 @@ def _endpoint_state(report: dict[str, Any], env: str) -> str:
 
 
 def _model_version(report: dict[str, Any], env: str) -> str:
-    """The Register step's version (hfpipe.core.registry), and where it is decided on (`hfpipe models`)."""
+    """The Register step's version (hfpipe.core.promotion.registry), and where it is decided on (`hfpipe models`)."""
     group, number = str(report["model_package_arn"]).rsplit("/", 2)[-2:]
     where = (
         "in the run's own registry, which ended with the run"

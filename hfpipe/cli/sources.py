@@ -1,8 +1,8 @@
 """A recipe's own training code for the command (docs/own-code.md): a `dir` next to the recipe file or a `git`
 repository (cloned here, only at the user's command, into a cache folder), packed by
-`hfpipe.core.sourcedir.pack` (the project asset's packing), uploaded once per content hash to the artifacts
+`hfpipe.core.recipe.sourcedir.pack` (the project asset's packing), uploaded once per content hash to the artifacts
 bucket (`contract.source_key`), and named in the execution input as `{"s3": URI, "sha256": HASH}`, the only
-form the Plan takes (hfpipe.core.sources checks it again there).
+form the Plan takes (hfpipe.core.recipe.sources checks it again there).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import git_source
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import recipes as core_recipes
-from hfpipe.core import sourcedir
+from hfpipe.core.recipe import recipes as core_recipes
+from hfpipe.core.recipe import sourcedir
 
 #: Where git sources are cloned (one folder per repository URL and ref); HFPIPE_CACHE moves it.
 CACHE_ENV = "HFPIPE_CACHE"
@@ -96,10 +96,10 @@ def pack_source(
 
 
 def check_source(accepted: Any, packed: sourcedir.Packed) -> Any:
-    """The recipe accepted with the packed archive (`hfpipe.core.plan.accept`'s `source`): its hyperparameters
+    """The recipe accepted with the packed archive (`hfpipe.core.run.plan.accept`'s `source`): its hyperparameters
     checked against the packed entry point's parser before anything is uploaded, its notes saying why they
     were not where its parser cannot be read; the Plan does not check the same archive (sha256) again."""
-    from hfpipe.core import plan as core_plan
+    from hfpipe.core.run import plan as core_plan
     from hfpipe.core.validate import RecipeError
 
     try:

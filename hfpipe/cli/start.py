@@ -68,7 +68,7 @@ def _say(line: str) -> None:
 def _execution_input(bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any, Any]:
     """The input `start` sends, the recipe as accepted (`accepted`: in the environment but for an own
     source) and the packed own source (None without one): a recipe's own `dir` or `git` source packed (what
-    is left out named, what is packed summed up), its arguments checked (`hfpipe.core.plan.accept` with the
+    is left out named, what is packed summed up), its arguments checked (`hfpipe.core.run.plan.accept` with the
     archive) and named by both at the URI `upload` will put it at. Nothing is uploaded here."""
     from hfpipe.cli import recipes, sources
 

@@ -21,7 +21,7 @@ from hfpipe.cli.aws import UsageError
 from hfpipe.cli.execution import Snapshot, snapshot
 from hfpipe.cli.parser import Subparsers, aws_options, execution_argument
 from hfpipe.cli.report import build_report, render_report
-from hfpipe.core.logs import Progress
+from hfpipe.core.run.logs import Progress
 
 _STATUS_STYLE = {
     "RUNNING": "yellow",
@@ -127,7 +127,7 @@ def render(snap: Snapshot, local: bool = False) -> Panel:
     if plan and plan.deploy:
         table.add_row("endpoint", Text.assemble(plan.endpoint_name, "  ", _styled(snap.endpoint_status)))
     if snap.failure:
-        from hfpipe.core.logs import cause_without_tail
+        from hfpipe.core.run.logs import cause_without_tail
 
         table.add_row("failure", Text(cause_without_tail(snap.failure), style="red"))
     if local:

@@ -19,10 +19,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.validate import RecipeError
 
 if TYPE_CHECKING:
-    from hfpipe.core.plan_model import Plan
+    from hfpipe.core.run.plan_model import Plan
 
 SHAPES_FILE = Path(__file__).with_name("api_shapes.json")
 OPERATIONS = (

@@ -1,4 +1,4 @@
-"""Input rules: a recipe's fields (`recipe`, run by `hfpipe.core.plan.accept`, the one entry into the recipe rules),
+"""Input rules: a recipe's fields (`recipe`, run by `hfpipe.core.run.plan.accept`, the one entry into the recipe rules),
 `--set` / overrides, the command's options and local mode.
 
 Stdlib only (the Lambdas import it). Every check raises ``RecipeError`` with one message that names the

@@ -65,7 +65,7 @@ class ServingKind:
     local_stand_in: tuple[str, str] | None = None
     #: Packaging: whether the kind serves a merged model only (the server loads weights from /opt/ml/model
     #: as they are; it cannot load a LoRA adapter over a base from the hub). The Plan refuses a LoRA recipe
-    #: that does not merge its adapter (hfpipe/core/serving_fit.py, `kind_environment`).
+    #: that does not merge its adapter (hfpipe/core/recipe/serving_fit.py, `kind_environment`).
     needs_merged_model: bool = False
     #: Whether the kind's server loads LoRA adapters at run time next to one base (vLLM's --enable-lora):
     #: what serves a recipe that keeps its adapter unmerged (`recipe.adapter`) on an environment's shared
@@ -77,7 +77,7 @@ class ServingKind:
     #: The host image (ProductionVariant InferenceAmiVersion, one of botocore's
     #: ProductionVariantInferenceAmiVersion values) the kind's container needs; None: SageMaker's default.
     inference_ami_version: str | None = None
-    #: The key of the kind's fit rule in hfpipe/core/serving_fit.py's `FIT_RULES` (one table): what the Plan
+    #: The key of the kind's fit rule in hfpipe/core/recipe/serving_fit.py's `FIT_RULES` (one table): what the Plan
     #: checks, on paper, of the model on the serving instance, and the environment the kind's server
     #: settings add (at Plan time and under `hfpipe local --serve`). Rules are named by what they check, so
     #: a new kind can reuse one without touching the core.

@@ -75,7 +75,7 @@ class ComponentRefused(ApiError):
 def local_base_models() -> dict[str, str]:
     """{Hub id: tiny model family} of the bases local mode builds without a download: each bundled adapter
     recipe's ``adapter.base_model``, and the family its ``model`` channel is built from here."""
-    from hfpipe.core.recipes import available_recipes, load_recipe
+    from hfpipe.core.recipe.recipes import available_recipes, load_recipe
     from hfpipe.local.substitute import for_this_machine
 
     bases: dict[str, str] = {}

@@ -14,7 +14,7 @@ invocation, and metric alarms evaluated from those metrics, since moto stores al
   ``EndpointName`` + ``VariantName``).
 - ``record_component_invocation``: the ``Invocations`` SageMaker publishes for one InvokeEndpoint naming an
   inference component, in the same namespace with the one dimension ``InferenceComponentName`` (the same page:
-  "Filters inference component invocation metrics"; hfpipe.core.adapter_cost, which `hfpipe endpoints` reads
+  "Filters inference component invocation metrics"; hfpipe.core.adapters.adapter_cost, which `hfpipe endpoints` reads
   them with), for every call hfpipe.local.inference_components routes to a component (its ``count`` hook,
   which hfpipe.local.engine wires to it). Not
   published yet for such a call: its errors and latency (the answer is not served here yet) and AWS's
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfpipe.core import adapter_cost
+from hfpipe.core.adapters import adapter_cost
 
 NAMESPACE = "AWS/SageMaker"
 #: PutMetricAlarm's parameters: an AWS::CloudWatch::Alarm's properties of the same names are passed on.

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hfpipe.core import request
-from hfpipe.core.request import decode_hyperparameter, encode_hyperparameters, script_mode_hyperparameters
+from hfpipe.core.run import request
+from hfpipe.core.run.request import decode_hyperparameter, encode_hyperparameters, script_mode_hyperparameters
 
 CONTAINER_BASE_DIR = "/opt/ml"
 HOST_NAME = "algo-1"
@@ -139,7 +139,7 @@ def prepare_base_dir(
 ) -> Path:
     """Write the `/opt/ml` layout under `job_dir/opt_ml` and return it.
 
-    `hyperparameters` are JSON-encoded strings (see `hfpipe.core.request.encode_hyperparameters`). Channels are copied, as
+    `hyperparameters` are JSON-encoded strings (see `hfpipe.core.run.request.encode_hyperparameters`). Channels are copied, as
     SageMaker's File input mode copies S3 objects. The `checkpoints` folder is left alone if it exists,
     so a second run in the same job dir resumes like a restarted spot job.
     """

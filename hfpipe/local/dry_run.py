@@ -1,6 +1,6 @@
 """`hfpipe local --dry-run`: the plan a local run's Plan state would make, built before anything runs.
 
-The same function the Plan Lambda runs (`hfpipe.core.plan.build_plan`), with the local environment's settings
+The same function the Plan Lambda runs (`hfpipe.core.run.plan.build_plan`), with the local environment's settings
 as its Plan function has them (`hfpipe.local.stacks.plan_config`, from the synthesized stacks) and the quota
 table the local engine answers with (`hfpipe.local.quotas`). A recipe's own source is read back from an
 in-memory artifacts bucket, as the Plan state reads it from the bucket the run uploads it to; nothing is
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core.plan import build_plan
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan import build_plan
+from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from hfpipe.local.stacks import REGION, plan_config, synth_stacks
 

@@ -25,7 +25,7 @@ AWS's refusals, each a ValidationException naming what and why:
   existing inference component that contains the foundation model", InferenceComponentSpecification), gives its
   adapter's ``Container.ArtifactUrl`` and omits ``ComputeResourceRequirements`` ("Omit this parameter if your
   request is meant to create an adapter inference component": it uses its base's);
-- a base is not deleted while adapters remain on it (hfpipe.core.adapter_rules: the project's rule, which AWS's
+- a base is not deleted while adapters remain on it (hfpipe.core.adapters.adapter_rules: the project's rule, which AWS's
   documentation does not state; so neither the deploy nor a hand-made call leaves adapters without a base);
 - InvokeEndpoint on an inference-component endpoint names a component of that endpoint, InService ("Inference
   Component Name header is required for endpoints to which you plan to deploy inference components. Please
@@ -54,8 +54,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hfpipe.core import adapter_rules
-from hfpipe.core.adapter_rules import Component
+from hfpipe.core.adapters import adapter_rules
+from hfpipe.core.adapters.adapter_rules import Component
 from hfpipe.local.deployment import ApiError
 
 OPERATIONS = (
@@ -135,7 +135,7 @@ class InferenceComponents:
             return handler(where, params)
 
     def components(self, account: str, region: str) -> list[Component]:
-        """Every component of the account and region now, as hfpipe.core.adapter_rules reads them."""
+        """Every component of the account and region now, as hfpipe.core.adapters.adapter_rules reads them."""
         with self._lock:
             return _components(self._settled(account, region).values())
 

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core.adapter_fit import ARCHITECTURES_WITHOUT_LORA
-from hfpipe.core.shared_base import DEFAULT_LORA_RANK
+from hfpipe.core.adapters.adapter_fit import ARCHITECTURES_WITHOUT_LORA
+from hfpipe.core.adapters.shared_base import DEFAULT_LORA_RANK
 from hfpipe.kinds import openai_contract as contract
 from hfpipe.local import openai_protocol as op
 from hfpipe.local.container import LocalContainerError

@@ -192,7 +192,7 @@ class LocalRuntime:
         """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind. The
         recipe a model names (hfpipe.local.standin.recipe_name_of: its tag, or its version's metadata), this
         run's own (with its overrides) when it is the one named, or when the model names none."""
-        from hfpipe.core.recipes import resolve_recipe
+        from hfpipe.core.recipe.recipes import resolve_recipe
         from hfpipe.local.standin import recipe_name_of
 
         own = self.substitutions.recipe if self.substitutions is not None else {}
@@ -214,8 +214,8 @@ class LocalRuntime:
 
 def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:
     """The last value each MetricDefinitions regex finds in the log, as SageMaker scrapes them
-    (hfpipe.core.logs.metric_values)."""
-    from hfpipe.core.logs import metric_values
+    (hfpipe.core.run.logs.metric_values)."""
+    from hfpipe.core.run.logs import metric_values
 
     return dict(metric_values(logs.splitlines(), definitions))
 
@@ -223,7 +223,7 @@ def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, fl
 class CloudWatchLog:
     """A text stream that sends each line to the job's CloudWatch log stream, as SageMaker does.
 
-    Log group /aws/sagemaker/TrainingJobs, stream `<job>/algo-1-<epoch>` (`hfpipe.core.logs`), in the
+    Log group /aws/sagemaker/TrainingJobs, stream `<job>/algo-1-<epoch>` (`hfpipe.core.run.logs`), in the
     engine's moto account: `hfpipe watch`'s log lines and the failure report's tail read it there. Lines are
     sent at most once a second (or every 100 lines, and at the end), so a chatty script does not make one
     call per line and the live view still sees them within a second.
@@ -234,7 +234,7 @@ class CloudWatchLog:
     def __init__(self, sagemaker: Any, job_name: str, started: datetime) -> None:
         import boto3
 
-        from hfpipe.core import logs
+        from hfpipe.core.run import logs
 
         self.client = boto3.client("logs", region_name=sagemaker.meta.region_name)
         self.group = logs.LOG_GROUP

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hfpipe.local.checkout import LAMBDA_PACKAGE, FolderError, LocalModeError, checkout_root
 
 if TYPE_CHECKING:
-    from hfpipe.core.plan import PlanConfig
+    from hfpipe.core.run.plan import PlanConfig
 
 LOCAL_ENV = "local"
 REGION = "us-east-1"
@@ -45,7 +45,7 @@ TEMPLATE_INPUTS = (
     "app.py",
     "cdk.json",
     "stacks/**/*.py",
-    "hfpipe/core/*.py",
+    "hfpipe/core/**/*.py",
     "hfpipe/contract.py",
     "hfpipe/local/stacks.py",
     "lambda/**/*.py",
@@ -229,7 +229,7 @@ def local_data(data_template: dict[str, Any], env: str = LOCAL_ENV) -> LocalData
     names = {
         # As CloudFormation names a bucket without BucketName: <stack name, lower case>-<logical id>-<suffix>
         # (the logical id without CDK's hash; no random suffix here), so rules that know a bucket by its
-        # stack's prefix (the Promote role's grant, hfpipe.core.promotion_access) hold here as on AWS.
+        # stack's prefix (the Promote role's grant, hfpipe.core.promotion.promotion_access) hold here as on AWS.
         logical: f"{stack_name(env, 'Data').lower()}-{re.sub(r'[0-9A-F]{8}$', '', logical).lower()}"[:63]
         for logical, res in resources.items()
         if res["Type"] == "AWS::S3::Bucket"
@@ -259,11 +259,11 @@ def local_data(data_template: dict[str, Any], env: str = LOCAL_ENV) -> LocalData
 
 
 def plan_config(stacks: dict[str, dict[str, Any]]) -> PlanConfig:
-    """The environment's settings (hfpipe.core.plan.PlanConfig) as the local Plan state will have them, known
+    """The environment's settings (hfpipe.core.run.plan.PlanConfig) as the local Plan state will have them, known
     before the engine starts or a fixture is built: the Plan function's environment variables in the Pipeline
     template, resolved as the engine resolves them (the DataStack's exports as ``local_data`` gives them, roles
     by their local names), read by the Plan Lambda's own reader (``PlanConfig.from_environment``)."""
-    from hfpipe.core.plan import PlanConfig
+    from hfpipe.core.run.plan import PlanConfig
     from hfpipe.local.template import Resolver, local_names
 
     resources = stacks["Pipeline"]["Resources"]

@@ -5,7 +5,7 @@ registered version (``Containers=[{"ModelPackageName": <version ARN>}]``, AWS's 
 model package: CreateModel, ContainerDefinition.ModelPackageName; moto accepts and describes such a model
 as it is) runs the version's InferenceSpecification container (its ``ModelDataUrl``, ``Image`` and
 ``Environment``, the model's own ``Environment`` over it); the recipe is the model's ``hfpipe:recipe`` tag, else the version's CustomerMetadataProperties ``recipe`` (which
-the Register step writes, hfpipe.core.registry.metadata, with ``serving_kind``).
+the Register step writes, hfpipe.core.promotion.registry.metadata, with ``serving_kind``).
 
 ``standin_requests``: local mode has no users, so while an endpoint update is under way (hfpipe.local.guardrails)
 the emulation sends requests itself, for the endpoint's CloudWatch metrics, and so its alarms, to see what the

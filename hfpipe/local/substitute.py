@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core import serving_fit
+from hfpipe.core.recipe import serving_fit
 from hfpipe.kinds import Fixture, KindError, fixture_named, serving_kind_of, task_kind, tiny_model
 
 #: Steps a local run on a stand-in model or data set trains at most.
@@ -44,7 +44,7 @@ STAND_INS = ("model_name_or_path", "dataset_name")
 LOCAL_LOG_POINTS = 4
 #: Processes a distributed recipe runs on this host (gloo).
 LOCAL_PROCESSES = 2
-# Hyperparameter and request keys of the SDK's distribution settings (hfpipe.core.request).
+# Hyperparameter and request keys of the SDK's distribution settings (hfpipe.core.run.request).
 SMDDP_KEY = "sagemaker_distributed_dataparallel_enabled"
 TORCH_DISTRIBUTED_KEY = "sagemaker_torch_distributed_enabled"
 MPI_KEYS = (

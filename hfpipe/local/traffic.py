@@ -136,7 +136,7 @@ class Traffic:
 
     def standin_requests(self, config: str) -> list[Any]:
         """The stand-in requests for the recipe the config's model came from (hfpipe.local.standin)."""
-        from hfpipe.core.recipes import resolve_recipe
+        from hfpipe.core.recipe.recipes import resolve_recipe
 
         recipe = None
         with contextlib.suppress(Exception):  # no tag, no version, a recipe not bundled: the generic request

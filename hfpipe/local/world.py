@@ -117,7 +117,7 @@ class WorldRuntime(LocalRuntime):
         """The recipe (as read, with the execution's --set overrides) of a resource an execution tagged: the
         execution's input, else the recipe its tag names, else the model package group a deployed model's
         version belongs to (hfpipe-<env>-<recipe>)."""
-        from hfpipe.core.recipes import apply_overrides, load_recipe
+        from hfpipe.core.recipe.recipes import apply_overrides, load_recipe
 
         execution = tags.get(contract.TAG_EXECUTION)
         if execution:
@@ -226,7 +226,7 @@ class LocalWorld:
 
     def _upload_fixtures(self, bucket: str) -> list[str]:
         """Every bundled recipe that trains here as written gets its fixture data at its channel prefixes."""
-        from hfpipe.core.recipes import available_recipes, load_recipe
+        from hfpipe.core.recipe.recipes import available_recipes, load_recipe
         from hfpipe.local.substitute import for_this_machine, has_gpu
 
         s3, uploaded = self.engine.client("s3"), []

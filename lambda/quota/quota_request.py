@@ -16,7 +16,7 @@ fails the deploy: it is a typo in cdk.json, named in the message with the closes
 Pure functions take a boto3 `service-quotas` client; `handler` is the `onEvent` handler of CDK's
 `custom_resources.Provider`, which answers CloudFormation, retries and times out for it: the handler
 returns `PhysicalResourceId` and `Data`, or raises (the Provider reports FAILED with the message).
-The quota look-up (applied value, else the AWS default) is hfpipe.core.quotas, shared with Plan.
+The quota look-up (applied value, else the AWS default) is hfpipe.core.run.quotas, shared with Plan.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hfpipe.core.quotas import UnknownQuotaError, is_throttling, lookup_quotas
+from hfpipe.core.run.quotas import UnknownQuotaError, is_throttling, lookup_quotas
 
 # Lambda's JSON log format (LoggingFormat.JSON on the function) turns each record into one JSON object;
 # `extra` fields become keys of it.

@@ -3,7 +3,7 @@ a named endpoint of this environment, created or updated blue/green with SageMak
 
 Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> ApprovalBeforeRecord -> Record] |
 [wait: WaitForAlarms -> PrepareAgain -> Action?] (rollback alarms in ALARM before an update writes anything:
-waited for within hfpipe.core.deploy_limits' bound, then refused) |
+waited for within hfpipe.core.deploy.deploy_limits' bound, then refused) |
 CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic -> CreateOrUpdate? -> CreateEndpoint |
 UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_polls`` times, both from Prepare)
 -> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
@@ -12,9 +12,9 @@ to DeployFailed. A failed smoke test, or a version no longer Approved before the
 puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving; when
 that way back fails, WhatServesAfterWayBack reads what serves from the endpoint and the execution fails with
 WayBackFailed naming it. The polling bounds and the execution timeout come from
-hfpipe.core.deployments, which counts the history they can cost (far below 25,000 events).
+hfpipe.core.deploy.deployments, which counts the history they can cost (far below 25,000 events).
 
-Prepare's result is a ``DeployPlan`` (hfpipe/core/deploy_plan.py), kept at ``$.deploy``; every path into it is
+Prepare's result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py), kept at ``$.deploy``; every path into it is
 built by ``DeployPlan.path`` from the plan's field names, so the definition cannot read a field the plan does not
 have. Every request is Prepare's (``DeployPlan.requests``, checked against botocore's shapes there); this
 definition only sends them. Retry and Catch follow the pipeline's (stacks/constructs/pipeline_state_machine.py).
@@ -35,8 +35,8 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import deploy_limits
-from hfpipe.core.deploy_plan import ACTIONS, DeployPlan
+from hfpipe.core.deploy import deploy_limits
+from hfpipe.core.deploy.deploy_plan import ACTIONS, DeployPlan
 from stacks.constructs.deploy_state_machine_role import grant_deploy
 from stacks.constructs.endpoint_alarms import EndpointAlarms
 from stacks.constructs.pipeline_state_machine import (
@@ -205,7 +205,7 @@ class DeployStateMachine(Construct):
             for cid, payload in (("Prepare", {"input": J.object_at("$")}), ("PrepareAgain", again))
         )
         for state in (prepare, prepare_again):
-            # Service Quotas throttling the fleet's quota check (hfpipe.core.quotas) and CloudWatch throttling
+            # Service Quotas throttling the fleet's quota check (hfpipe.core.run.quotas) and CloudWatch throttling
             # the alarms' look (deploy_guards.firing_alarms) are retried as the Plan's throttling is.
             self._retry(state, PREPARE_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
             state.add_catch(refused, errors=["States.ALL"], result_path=ERROR)

@@ -1,6 +1,6 @@
 """The CloudWatch alarms of an environment's named endpoints: what a deploy's automatic rollback watches.
 
-For each endpoint cdk.json declares, three alarms (hfpipe.core.deployments.alarm_specs), named by
+For each endpoint cdk.json declares, three alarms (hfpipe.core.deploy.deployments.alarm_specs), named by
 ``contract.endpoint_alarm_name`` so a deploy's UpdateEndpoint can name them in its AutoRollbackConfiguration:
 Invocation5XXErrors (Sum) and ModelLatency (Average, microseconds) of AWS/SageMaker, per minute, on the
 endpoint's AllTraffic variant; missing data (no traffic, or no endpoint yet) is not breaching. They have no
@@ -19,7 +19,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from hfpipe.core import deployments, fleets
+from hfpipe.core.deploy import deployments, fleets
 
 
 class EndpointAlarms(Construct):

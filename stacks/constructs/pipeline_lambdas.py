@@ -19,7 +19,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from hfpipe.core import deployments, registry
+from hfpipe.core.deploy import deployments
+from hfpipe.core.promotion import registry
 from stacks.functions.cleanup import CleanupFunction
 from stacks.functions.common import (
     Component,

@@ -9,7 +9,7 @@ event is lost; the endpoint wait polls DescribeEndpoint, at most 360
 times (an endpoint comes up in minutes, and the bound keeps the history far below 25,000 events). The same
 definition runs unchanged in local mode (hfpipe.local.engine plays AWS's part).
 
-The plan (hfpipe.core.plan_model.Plan) is kept at ``$.plan``; every path into it is built by ``Plan.path``
+The plan (hfpipe.core.run.plan_model.Plan) is kept at ``$.plan``; every path into it is built by ``Plan.path``
 from the plan's field names, so the state machine cannot read a field the plan does not have.
 """
 
@@ -27,7 +27,7 @@ from constructs import Construct
 
 from hfpipe import contract
 from hfpipe.core import limits
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
 from stacks.constructs.state_machine_role import grant_hosting
 from stacks.functions.common import PassRoleGrant, run_arn
@@ -299,7 +299,7 @@ class PipelineStateMachine(Construct):
             "createEndpointConfig",
             {
                 "EndpointConfigName.$": P("endpoint_config_name"),
-                # Built once by the Plan (hfpipe.core.fleets.production_variant), the serving kind's
+                # Built once by the Plan (hfpipe.core.deploy.fleets.production_variant), the serving kind's
                 # host image among them.
                 "ProductionVariants.$": P("serving_production_variants"),
             },

@@ -6,7 +6,7 @@ In the target environment (cdk.json ``promote_from``), ``Promotion`` makes the P
 runs it, its log group, and the SSM parameter the command finds it by (``SSM_PROMOTE_STATE_MACHINE_ARN``).
 
     input   {"version": "<recipe>/<n>" | "<version ARN of the source environment>"}
-    output  hfpipe.core.promote_plan.Promoted: {"schema_version", "source": {env, region, version_arn, ref},
+    output  hfpipe.core.promotion.promote_plan.Promoted: {"schema_version", "source": {env, region, version_arn, ref},
              "target": {env, model_package_group, model_package_arn, version, ref, approval_status}, "image",
              "model_data_url", "created"}
     errors  PromotionRefused (the input, or a version that may not be promoted; nothing written),
@@ -31,7 +31,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import promotion, promotion_access, registry
+from hfpipe.core.promotion import promotion, promotion_access, registry
 from stacks.config import PromotionPeer
 from stacks.constructs.pipeline_state_machine import (
     LAMBDA_THROTTLING_ERRORS,
@@ -100,7 +100,7 @@ class Promotion(Construct):
 
     def _task(self) -> tasks.LambdaInvoke:
         """The one task: the Promote function plans and carries out the promotion (every read and check
-        before its first write, in one invocation); its answer (hfpipe.core.promote_plan.Promoted) is the
+        before its first write, in one invocation); its answer (hfpipe.core.promotion.promote_plan.Promoted) is the
         output."""
         task = tasks.LambdaInvoke(
             self,

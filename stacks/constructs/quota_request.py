@@ -101,7 +101,7 @@ class QuotaRequestProvider(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
         self.log_group.grant_write(role)
-        # The look-up (hfpipe.core.quotas) reads the two lists, which support no resource-level
+        # The look-up (hfpipe.core.run.quotas) reads the two lists, which support no resource-level
         # permissions; requesting an increase and reading a quota's request history are limited to the
         # configured services by servicequotas:service, the condition key the Service Authorization
         # Reference lists for them (https://docs.aws.amazon.com/service-authorization/latest/reference/

@@ -2,7 +2,7 @@
 
 SageMaker's `sagemaker_submit_directory` hyperparameter points at a tar.gz that the training toolkit
 downloads and extracts before running the entry point. CDK builds it at synth time by local bundling:
-`TarballBundler` writes the archive with `hfpipe.core.sourcedir.pack` (sorted entries, fixed owner, mode and
+`TarballBundler` writes the archive with `hfpipe.core.recipe.sourcedir.pack` (sorted entries, fixed owner, mode and
 mtime, a gzip header without name or time; the packing a recipe's own source gets too), so the same files
 always give the same bytes; the asset hash is taken from those
 bytes (`AssetHashType.OUTPUT`), so an edited file gives a new hash and a new S3 key, and nothing else does.
@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from hfpipe.core.sourcedir import ARCHIVE_NAME, EXCLUDED_DIRS, EXCLUDED_SUFFIXES, pack
+from hfpipe.core.recipe.sourcedir import ARCHIVE_NAME, EXCLUDED_DIRS, EXCLUDED_SUFFIXES, pack
 
 __all__ = ["ARCHIVE_NAME", "SourcedirAsset", "TarballBundler", "tarball_bytes", "write_tarball"]
 
@@ -28,7 +28,7 @@ _NO_DOCKER_IMAGE = "hfpipe/local-bundling-only"
 
 
 def tarball_bytes(source: Path) -> bytes:
-    """The deterministic gzip-compressed tar of `source` (hfpipe.core.sourcedir.pack, shared with a recipe's
+    """The deterministic gzip-compressed tar of `source` (hfpipe.core.recipe.sourcedir.pack, shared with a recipe's
     own source): same files and contents, same bytes."""
     return pack(source).data
 

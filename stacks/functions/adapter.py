@@ -24,8 +24,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import adapter_fit
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters import adapter_fit
+from hfpipe.core.adapters.shared_base import SharedBase
 from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, pipeline_function
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
 from stacks.nag import acknowledge, rendered

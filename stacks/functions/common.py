@@ -29,7 +29,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import deploy_requests, limits, names
+from hfpipe.core import limits, names
+from hfpipe.core.deploy import deploy_requests
 from stacks.nag import acknowledge, rendered
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -261,7 +262,7 @@ SCALING_SCOPE = {
 
 def scaling_tagged(env_name: str) -> dict[str, dict[str, Any]]:
     """The condition of a write on an existing scalable target: it carries this environment's tags
-    (``aws:ResourceTag``; the deploy tags every target it registers or finds, hfpipe.core.deploy_requests.scaling_tags)."""
+    (``aws:ResourceTag``; the deploy tags every target it registers or finds, hfpipe.core.deploy.deploy_requests.scaling_tags)."""
     return {"StringEquals": {**SCALING_SCOPE, **owned_by(env_name, "aws:ResourceTag")["StringEquals"]}}
 
 
@@ -395,7 +396,7 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
 
 
 def grant_quota_reads(role: iam.Role, reader: str, also: str = "") -> None:
-    """Service Quotas' two list actions (hfpipe.core.quotas: applied values, then the AWS defaults of quotas
+    """Service Quotas' two list actions (hfpipe.core.run.quotas: applied values, then the AWS defaults of quotas
     that have none); neither has resource-level permissions, so the acknowledgement says why (``also``: the
     rest of the role's ``Resource::*`` acknowledgement, which is one per role)."""
     role.add_to_policy(

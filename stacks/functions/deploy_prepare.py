@@ -18,7 +18,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import deployments, registry
+from hfpipe.core.deploy import deployments
+from hfpipe.core.promotion import registry
 from stacks.functions.common import (
     FunctionSettings,
     deploy_arn,
@@ -75,7 +76,7 @@ class DeployPrepareFunction(Construct):
                 ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:ListTags"],
                 hosting[:2],
             ),
-            # What serves (hfpipe.core.what_serves): the live config's model, for its package version.
+            # What serves (hfpipe.core.deploy.what_serves): the live config's model, for its package version.
             (["sagemaker:DescribeModel"], hosting[2:]),
             (["ssm:GetParameter"], [parameters]),
             (["states:ListExecutions"], [machine_arn]),

@@ -52,7 +52,7 @@ class DeployRecordFunction(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[parameters]))
-        # What serves, read before recording (hfpipe.core.what_serves): the endpoint, its config (both among
+        # What serves, read before recording (hfpipe.core.deploy.what_serves): the endpoint, its config (both among
         # the scaling grants' target-service actions) and the config's model.
         models = deploy_arn(self, "model", env)
         self.role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeModel"], resources=[models]))

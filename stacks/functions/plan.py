@@ -1,9 +1,9 @@
 """PlanFunction: lambda/pipeline/pipeline_lambdas/plan.py, which validates an execution's input and builds
-its plan (hfpipe.core.plan), including the quota check.
+its plan (hfpipe.core.run.plan), including the quota check.
 
 Its environment carries what a plan is built from (execution role, sourcedir, buckets, image catalog);
 its grants are reading Service Quotas and reading a recipe's own training source back (s3:GetObject, which
-also authorizes HeadObject, on sources/* of the artifacts bucket only: hfpipe.core.sources).
+also authorizes HeadObject, on sources/* of the artifacts bucket only: hfpipe.core.recipe.sources).
 """
 
 from __future__ import annotations

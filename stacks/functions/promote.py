@@ -6,7 +6,7 @@ Its role may read the source's versions (DescribeModelPackage on the source's gr
 source's region and account) and, in the source's artifacts bucket, the training outputs (models/) and the
 metrics documents (model-metrics/) only; write under promoted/ of this environment's artifacts bucket; and
 register as the Register function does (``grant_registry``). Where the source is in another account, the
-role has a fixed name (``hfpipe.core.promotion.role_name``), which the source's bucket policy and group
+role has a fixed name (``hfpipe.core.promotion.promotion.role_name``), which the source's bucket policy and group
 policies name before the role exists.
 """
 
@@ -20,9 +20,9 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import promotion, promotion_access, registry
-from hfpipe.core.plan import DISTRIBUTION_KEY
-from hfpipe.core.serving_fit import GPUS_KEY
+from hfpipe.core.promotion import promotion, promotion_access, registry
+from hfpipe.core.recipe.serving_fit import GPUS_KEY
+from hfpipe.core.run.plan import DISTRIBUTION_KEY
 from stacks.config import PromotionPeer
 from stacks.functions.common import FunctionSettings, pipeline_function
 from stacks.functions.register import grant_registry

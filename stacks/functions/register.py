@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core import registry
+from hfpipe.core.promotion import registry
 from stacks.functions.common import FunctionSettings, owned_by, pipeline_function
 from stacks.nag import acknowledge, rendered, rendered_value
 
@@ -25,7 +25,7 @@ class RegisterFunction(Construct):
 
     ``model_approval``: the ModelApprovalStatus of new versions (registry.APPROVAL_STATUSES).
     ``promote_role_arns``: the Promote roles of environments in other accounts promoting from this one, which
-    each group's resource policy lets read its versions (hfpipe.core.promotion.group_policy).
+    each group's resource policy lets read its versions (hfpipe.core.promotion.promotion.group_policy).
     """
 
     RUNTIME_MODULE = "register"

@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from hfpipe.core.logs import LOG_GROUP as TRAINING_LOG_GROUP
+from hfpipe.core.run.logs import LOG_GROUP as TRAINING_LOG_GROUP
 from stacks.functions.common import FunctionSettings, grant_publish, pipeline_function
 from stacks.nag import acknowledge, rendered
 
@@ -30,7 +30,7 @@ class ReportFunction(Construct):
             self, settings, runtime_module=self.RUNTIME_MODULE, environment={"TOPIC_ARN": topic.topic_arn}
         )
         grant_publish(self.role, topic)
-        # A failed job's report carries the last lines of its log (hfpipe.core.logs.log_tail): the streams of
+        # A failed job's report carries the last lines of its log (hfpipe.core.run.logs.log_tail): the streams of
         # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
         # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
         stack = cdk.Stack.of(self)

@@ -19,8 +19,8 @@ from moto.backends import get_backend
 
 from hfpipe import contract
 from hfpipe.cli.aws import make_clients, stored_plan
-from hfpipe.core import request
 from hfpipe.core.names import derive_names
+from hfpipe.core.run import request
 from hfpipe.local.engine import ACCOUNT, LocalEngine
 
 REGION = "eu-west-1"  # cdk.json's dev region, which the synthesized template is for

@@ -22,7 +22,7 @@ from hfpipe import contract
 from hfpipe.cli.aws import Clients
 from hfpipe.cli.execution import Snapshot
 from hfpipe.cli.report import build_report, render_report
-from hfpipe.core.plan import build_plan
+from hfpipe.core.run.plan import build_plan
 from hfpipe.local import checkout
 from hfpipe.local.checkout import CHECKOUT_ENV, NEEDED
 from hfpipe.local.quotas import QuotaTable, default_quotas

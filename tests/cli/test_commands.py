@@ -328,7 +328,7 @@ def write_training_log(deployed: Deployed, job: str, lines: list[str]) -> None:
     """The job's log as SageMaker sends it to CloudWatch Logs: one stream for algo-1."""
     import contextlib
 
-    from hfpipe.core import logs
+    from hfpipe.core.run import logs
 
     client, now = deployed.logs, int(time.time() * 1000)
     with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):

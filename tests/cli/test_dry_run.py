@@ -12,7 +12,7 @@ from cli_moto import Deployed
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.cli.aws import execution_arn_for, stored_plan
-from hfpipe.core.recipes import available_recipes
+from hfpipe.core.recipe.recipes import available_recipes
 from hfpipe.local.engine import LocalEngine
 
 #: What the Pipeline stack writes and the Plan Lambda reads from its own environment; the rest (the state
@@ -122,10 +122,12 @@ def test_start_with_credentials_that_cannot_read_quotas_starts_and_says_the_plan
 def test_start_runs_each_recipe_rule_once(
     as_deployed: Deployed, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`hfpipe start` enters the rules through `hfpipe.core.plan.accept` alone, before the environment and
+    """`hfpipe start` enters the rules through `hfpipe.core.run.plan.accept` alone, before the environment and
     then in it: the schema, the field rules, the instance types and script arguments, the rules between fields
     and the environment's rules each run once (the dry run is start without its last call)."""
-    from hfpipe.core import acceptance, plan, recipes, validate
+    from hfpipe.core import validate
+    from hfpipe.core.recipe import acceptance, recipes
+    from hfpipe.core.run import plan
 
     calls: dict[str, int] = {}
 
@@ -138,7 +140,7 @@ def test_start_runs_each_recipe_rule_once(
 
         monkeypatch.setattr(module, name, counted)
 
-    count(recipes, "validate")  # the schema (hfpipe.core.schema.validate, as resolve_recipe calls it)
+    count(recipes, "validate")  # the schema (hfpipe.core.recipe.schema.validate, as resolve_recipe calls it)
     count(validate, "recipe")
     count(acceptance, "check")
     for name in ("check_rules", "check_ownership", "check_distribution"):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hfpipe.cli import main
-from hfpipe.core import logs
+from hfpipe.core.run import logs
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from own_sources import git
 from hfpipe.cli import git_source
 from hfpipe.cli import sources as cli_sources
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core.recipes import load_recipe, resolve_recipe
+from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
 
 
 def recipe_with(source: Any, entry_point: str = "train.py") -> dict[str, Any]:
@@ -63,7 +63,7 @@ def repo(tmp_path: Path) -> Path:
 
 def packed_text(tmp_path: Path, source: dict[str, Any], cache: Path | None = None) -> str:
     """train.py's text as packed for a git source (through the command's one packing)."""
-    from hfpipe.core import sourcedir
+    from hfpipe.core.recipe import sourcedir
 
     packed = cli_sources.pack_source(
         str(tmp_path / "r.json"),

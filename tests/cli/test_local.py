@@ -38,15 +38,15 @@ def test_local_refuses_what_start_refuses_before_building_anything(
     local_out: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, source: str | None
 ) -> None:
     """A recipe the environment's rules refuse (a GPU-only training container on a CPU instance) is refused by
-    `hfpipe local` in the line `hfpipe start` gives, through the same entry (hfpipe.core.plan.accept) with the
+    `hfpipe local` in the line `hfpipe start` gives, through the same entry (hfpipe.core.run.plan.accept) with the
     local environment's settings, before the engine, a fixture or a run folder is made, and before a recipe's
     own source is cloned or packed (the git repository does not exist; packing fails the test): within
     seconds of the app's synthesis (cached, as every local run has it), where the Plan state refused it after
     ~44 s, or after packing and uploading an own source."""
     import time
 
-    from hfpipe.core import sourcedir
-    from hfpipe.core.recipes import load_recipe
+    from hfpipe.core.recipe import sourcedir
+    from hfpipe.core.recipe.recipes import load_recipe
 
     container = load_recipe("tiny-qa")["container"]["training"]
     versions = "/".join(container[k] for k in ("transformers_version", "pytorch_version", "py_version"))
@@ -122,7 +122,7 @@ def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tm
     what the local Plan function gets from the engine once it runs: the same PlanConfig."""
     import os
 
-    from hfpipe.core.plan import PlanConfig
+    from hfpipe.core.run.plan import PlanConfig
     from hfpipe.local.engine import LocalEngine
     from hfpipe.local.stacks import REGION, local_data, plan_config, synth_stacks
 
@@ -152,7 +152,7 @@ print(f"loss = {1 / len(rows)}")
 
 def own_recipe(folder: Path, source: dict[str, Any]) -> Path:
     """A team's recipe next to its own code: no project script, no hub model, deploy false."""
-    from hfpipe.core.recipes import load_recipe
+    from hfpipe.core.recipe.recipes import load_recipe
 
     recipe = load_recipe("tiny-qa")
     recipe["name"] = "own-code"
@@ -298,7 +298,7 @@ def test_local_serves_what_a_teams_own_folder_trains_with_its_own_handler(
     script): trained, deployed and smoke-tested from the uploaded source, not from training_code/."""
     import shutil
 
-    from hfpipe.core.recipes import load_recipe
+    from hfpipe.core.recipe.recipes import load_recipe
     from hfpipe.local.checkout import checkout_root
 
     scripts = tmp_path / "team" / "scripts"

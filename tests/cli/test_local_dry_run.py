@@ -43,7 +43,7 @@ def test_the_dry_run_shows_the_plan_and_the_request_and_writes_nothing(
 def test_the_dry_runs_json_is_the_plan_the_local_plan_state_makes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hfpipe.core.plan_model import Plan
+    from hfpipe.core.run.plan_model import Plan
 
     code, stdout, err = run(
         capsys,

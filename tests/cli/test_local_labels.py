@@ -43,7 +43,7 @@ def test_the_live_view_says_what_ctrl_c_does_where_it_runs() -> None:
 
 
 def test_a_failed_run_reports_no_artifact_and_no_endpoint_that_never_existed(monkeypatch: Any) -> None:
-    from hfpipe.core.plan_model import Plan
+    from hfpipe.core.run.plan_model import Plan
 
     plan = Plan.__new__(Plan)  # only the attributes the report reads
     for key, value in {
@@ -133,7 +133,7 @@ REPORT_DOC = {"cost_usd": 0.01, "price_per_hour_usd": 0.736, "training_job_statu
 
 
 def test_progress_is_read_from_the_trainers_bar_in_the_log() -> None:
-    from hfpipe.core.logs import progress
+    from hfpipe.core.run.logs import progress
 
     assert progress(["starting", "{'loss': 2.0}"]) is None
     lines = [
@@ -148,7 +148,7 @@ def test_progress_is_read_from_the_trainers_bar_in_the_log() -> None:
 
 
 def test_the_live_view_shows_progress_while_training() -> None:
-    from hfpipe.core.logs import progress
+    from hfpipe.core.run.logs import progress
 
     snap = running()
     snap.progress = progress([" 45%|####5     | 9/20 [00:10<00:12,  1.10it/s]"])

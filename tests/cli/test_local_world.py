@@ -315,7 +315,7 @@ def test_the_dry_run_plans_every_recipe_in_the_local_world_as_start_does(
 ) -> None:
     import boto3
 
-    from hfpipe.core.recipes import available_recipes
+    from hfpipe.core.recipe.recipes import available_recipes
 
     dev = world["dev"]
     planned = {}

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hfpipe.cli import main
-from hfpipe.core.recipes import available_recipes, resolve_recipe
+from hfpipe.core.recipe.recipes import available_recipes, resolve_recipe
 from hfpipe.local import outputs
 from hfpipe.local.substitute import LOCAL_LOG_POINTS, for_this_machine
 
@@ -226,7 +226,7 @@ def test_an_own_scripts_loss_lines_are_read_with_its_metric_definitions(
 def own_source(tmp_path: Path, script: str) -> tuple[str, bytes]:
     """A team's train.py packed as `hfpipe start` packs it, and the URI Plan takes it from (sources/<sha256>/)."""
     from hfpipe import contract
-    from hfpipe.core import sourcedir
+    from hfpipe.core.recipe import sourcedir
 
     folder = tmp_path / "scripts"
     folder.mkdir()

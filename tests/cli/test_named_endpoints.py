@@ -74,7 +74,7 @@ def deploy(environment: Environment, name: str, versions: list[int], env: str = 
     environment.ssm.put_parameter(
         Name=contract.deployment_parameter_name(env, name),
         Value=json.dumps(
-            {  # as the deploy's Record step writes it (hfpipe.core.deploy_plan.DeploymentRecord)
+            {  # as the deploy's Record step writes it (hfpipe.core.deploy.deploy_plan.DeploymentRecord)
                 "schema_version": 1,
                 "name": name,
                 "endpoint": endpoint,

@@ -11,7 +11,7 @@ import pytest
 from cli_moto import Deployed, sagemaker_backend
 
 from hfpipe.cli import main
-from hfpipe.core.logs import Progress, progress
+from hfpipe.core.run.logs import Progress, progress
 
 # What a tiny run's training.log holds (hfpipe local --recipe tiny-lora, trimmed): the map bars of the data
 # set, the training bar of 4 steps, then the evaluation bar of 3 batches.

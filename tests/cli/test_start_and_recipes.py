@@ -11,7 +11,7 @@ from cli_moto import REGION, Deployed, image_catalog
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.core.names import default_execution_name
-from hfpipe.core.recipes import available_recipes, load_recipe
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -419,9 +419,9 @@ def test_start_refuses_an_instance_its_image_lacks_before_packing(
     uploaded: the git repository here does not exist, and packing fails the test."""
     from plan_config import dev_config
 
-    from hfpipe.core import plan as core_plan
-    from hfpipe.core import sourcedir
-    from hfpipe.core.schema import RecipeError
+    from hfpipe.core.recipe import sourcedir
+    from hfpipe.core.recipe.schema import RecipeError
+    from hfpipe.core.run import plan as core_plan
 
     path = own_folder_recipe(tmp_path, instance_type="ml.m5.xlarge")
     if source == "git":
@@ -446,7 +446,7 @@ def test_start_packs_a_recipes_own_folder_uploads_it_once_and_the_plan_runs_it(
     from app_synth import ARTIFACTS_BUCKET
 
     from hfpipe.cli.aws import stored_plan
-    from hfpipe.core import sourcedir
+    from hfpipe.core.recipe import sourcedir
 
     def sources() -> set[str]:
         listed = deployed.s3.list_objects_v2(

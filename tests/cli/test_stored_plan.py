@@ -12,8 +12,8 @@ from accounts import ACCOUNT
 from plan_config import dev_config
 
 from hfpipe.cli.aws import HfpipeError, stored_plan
-from hfpipe.core.plan import build_plan
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan import build_plan
+from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 

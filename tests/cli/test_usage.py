@@ -12,8 +12,8 @@ import pytest
 from accounts import ACCOUNT
 
 from hfpipe.cli import build_parser, main
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

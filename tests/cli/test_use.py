@@ -18,7 +18,8 @@ from moto.backends import get_backend
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.cli.aws import HfpipeError, stored_plan
-from hfpipe.core import cost, logs
+from hfpipe.core import cost
+from hfpipe.core.run import logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
 

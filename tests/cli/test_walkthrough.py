@@ -25,7 +25,8 @@ from local_runs import check_finished_run
 
 from hfpipe.cli import main
 from hfpipe.cli.local_report import local_curves
-from hfpipe.core import logs, names
+from hfpipe.core import names
+from hfpipe.core.run import logs
 
 ROOT = Path(__file__).resolve().parents[2]
 

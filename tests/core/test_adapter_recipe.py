@@ -11,10 +11,11 @@ import pytest
 from plan_config import dev_config
 
 from hfpipe import kinds
-from hfpipe.core import adapter_recipe, registry
-from hfpipe.core.plan import build_plan
-from hfpipe.core.recipes import load_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.adapters import adapter_recipe
+from hfpipe.core.promotion import registry
+from hfpipe.core.recipe.recipes import load_recipe
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run.plan import build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 QUOTAS = QuotaTable(default_quotas()).client("eu-west-1")

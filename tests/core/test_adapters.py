@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hfpipe.core import adapter_cost, adapter_fit, adapter_rules, prices, serving_fit
-from hfpipe.core.adapter_rules import Component
-from hfpipe.core.schema import RecipeError
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core import prices
+from hfpipe.core.adapters import adapter_cost, adapter_fit, adapter_rules
+from hfpipe.core.adapters.adapter_rules import Component
+from hfpipe.core.adapters.shared_base import SharedBase
+from hfpipe.core.recipe import serving_fit
+from hfpipe.core.recipe.schema import RecipeError
 from stacks.config import ConfigError, parse_environment
 
 DEV = {"region": "eu-west-1"}

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from plan_config import dev_config
 
 from hfpipe.core import api_shapes
-from hfpipe.core.plan import PlanConfig, build_plan
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run.plan import PlanConfig, build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")

@@ -12,7 +12,7 @@ import pytest
 from plan_config import dev_config
 
 from hfpipe.core.causes import NO_CAUSE, cause_message
-from hfpipe.core.plan import build_plan
+from hfpipe.core.run.plan import build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 LAMBDA_ERROR = json.dumps(

@@ -18,10 +18,10 @@ from plan_config import dev_config
 from hfpipe import contract
 from hfpipe.cli import sources as cli_sources
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import sourcedir
-from hfpipe.core.plan import accept, build_plan
-from hfpipe.core.recipes import load_recipe, resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe import sourcedir
+from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run.plan import accept, build_plan
 
 ARTIFACTS = "hfpipe-dev-artifacts"
 SHA = "a" * 64
@@ -337,7 +337,7 @@ def test_a_dir_source_is_next_to_the_recipe_and_holds_the_entry_point(tmp_path: 
 
 
 def _pack_calls(path: Path) -> set[str]:
-    """The functions of a module that call hfpipe.core.sourcedir's `pack` (as `sourcedir.pack` or `pack`)."""
+    """The functions of a module that call hfpipe.core.recipe.sourcedir's `pack` (as `sourcedir.pack` or `pack`)."""
     import ast
 
     found: set[str] = set()
@@ -533,7 +533,7 @@ def test_the_environments_rules_that_do_not_read_the_source_run_before_it_is_pac
     for the instance type (and the other rules that do not read the source) is checked then, in the line the
     Plan gives; the source's checks run once the uploaded archive is named; without the flag a dir source
     is still refused, as the Plan refuses it."""
-    from hfpipe.core import plan as core_plan
+    from hfpipe.core.run import plan as core_plan
 
     on_cpu = recipe_with({"dir": "src"})
     on_cpu["training"]["instance_type"] = "ml.m5.xlarge"
@@ -564,8 +564,8 @@ def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
     """`hfpipe start`'s path: accepted without the environment, then with the packed archive, then planned in
     the environment with the uploaded one (the same sha256): the script's parser is read once. A hand-written
     input naming that archive is checked by the Plan itself."""
-    from hfpipe.core import plan as core_plan
-    from hfpipe.core import sources as core_sources
+    from hfpipe.core.recipe import sources as core_sources
+    from hfpipe.core.run import plan as core_plan
 
     calls: list[str] = []
     real = core_sources.arguments_note

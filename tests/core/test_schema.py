@@ -1,4 +1,4 @@
-"""The recipe schema (`hfpipe.core.schema`): valid draft-07 by `jsonschema`'s meta-schema check, its defaults
+"""The recipe schema (`hfpipe.core.recipe.schema`): valid draft-07 by `jsonschema`'s meta-schema check, its defaults
 whole values of their own fields, and `fastjsonschema`'s refusals said as one line naming the field, the value
 and what the schema accepts there. What the validator itself accepts is the library's (fastjsonschema is a
 maintained draft-07 implementation); these cases pin the project's use of it."""
@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from hfpipe.core.recipes import available_recipes, load_recipe
-from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError, validate
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
+from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError, validate
 
 RECIPES = [load_recipe(name) for name in available_recipes()]
 TINY_QA = load_recipe("tiny-qa")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hfpipe.core.deploy_plan import DeploymentRecord, DeployPlan, DeployPlanFormatError
-from hfpipe.core.plan_model import Plan, PlanFormatError
-from hfpipe.core.promote_plan import Promoted, PromotePlan, PromotePlanFormatError
+from hfpipe.core.deploy.deploy_plan import DeploymentRecord, DeployPlan, DeployPlanFormatError
+from hfpipe.core.promotion.promote_plan import Promoted, PromotePlan, PromotePlanFormatError
+from hfpipe.core.run.plan_model import Plan, PlanFormatError
 from hfpipe.core.typed_json import Typed
 
 DOCUMENTS = [

@@ -1,4 +1,4 @@
-"""What an endpoint serves, read from it (hfpipe.core.what_serves), against SageMaker's answers as botocore's
+"""What an endpoint serves, read from it (hfpipe.core.deploy.what_serves), against SageMaker's answers as botocore's
 Stubber checks them (AWS's shapes): an update under way says both the live config and the one it moves to
 (DescribeEndpoint keeps EndpointConfigName on the old fleet and names the new one in PendingDeploymentSummary),
 a config deleted while the endpoint runs makes the version unknown, and a model of an image and artifact (a
@@ -13,7 +13,7 @@ import botocore.session
 from accounts import ACCOUNT
 from botocore.stub import Stubber
 
-from hfpipe.core.what_serves import what_serves
+from hfpipe.core.deploy.what_serves import what_serves
 
 REGION = "eu-west-1"
 ENDPOINT = "hfpipe-dev-summaries"

@@ -16,9 +16,9 @@ import pytest
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, tags_for
 from moto.backends import get_backend
 
-from hfpipe.core import logs
-from hfpipe.core.plan import PlanConfig, build_plan
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run import logs
+from hfpipe.core.run.plan import PlanConfig, build_plan
+from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 

@@ -98,7 +98,7 @@ def test_interrupt_ends_the_whole_process_tree_and_marks_the_folder(tmp_path: Pa
 
     out = tmp_path / "out"
     out.mkdir()
-    from hfpipe.core.recipes import load_recipe
+    from hfpipe.core.recipe.recipes import load_recipe
     from hfpipe.local.substitute import for_this_machine
 
     run = LocalRun(for_this_machine(load_recipe("tiny-qa"), gpu=False), out, tmp_path / "cache")

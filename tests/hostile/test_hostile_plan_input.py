@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT, ACCOUNT_A
 
-from hfpipe.core.plan import PlanConfig, build_plan
-from hfpipe.core.plan_model import Plan
-from hfpipe.core.recipes import load_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.recipes import load_recipe
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run.plan import PlanConfig, build_plan
+from hfpipe.core.run.plan_model import Plan
 
 REGION = "eu-west-1"
 REGISTRY = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
@@ -47,7 +47,7 @@ def config(**extra: Any) -> PlanConfig:
 class Quotas:
     """Every quota applied at 100: the inputs here fail (or pass) on their own, never on a quota.
 
-    Shaped as the look-up reads Service Quotas (hfpipe.core.quotas): botocore paginators of
+    Shaped as the look-up reads Service Quotas (hfpipe.core.run.quotas): botocore paginators of
     ListServiceQuotas (the applied values) and ListAWSDefaultServiceQuotas (none needed here).
     """
 

@@ -1,6 +1,6 @@
 """Hostile recipe fields and `--set` overrides: each refused with the field, the value and what is accepted.
 
-The recipe entrance is `hfpipe.core.recipes.resolve_recipe` (the command, the Plan Lambda and local mode all
+The recipe entrance is `hfpipe.core.recipe.recipes.resolve_recipe` (the command, the Plan Lambda and local mode all
 go through it); overrides arrive either as an object (the Plan's input) or as `key=value` strings (`--set`).
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from hfpipe.core.recipes import apply_overrides, load_recipe, parse_override, resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.recipes import apply_overrides, load_recipe, parse_override, resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
 
 NAN, INF = math.nan, math.inf
 T = "training"

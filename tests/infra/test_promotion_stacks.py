@@ -18,7 +18,7 @@ from app_synth import as_list, synthesize_environments
 from iam_reference import check_statement, check_template
 
 from hfpipe import contract, kinds
-from hfpipe.core import promotion
+from hfpipe.core.promotion import promotion
 
 DEV, PROD = ACCOUNT_A, ACCOUNT_B
 

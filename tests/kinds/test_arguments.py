@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe.core.recipes import available_recipes, resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.recipes import available_recipes, resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.kinds import arguments
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,12 +16,12 @@ from plan_config import dev_config
 from hfpipe import kinds
 from hfpipe.cli import invoke
 from hfpipe.cli.data import _records
-from hfpipe.core import records
 from hfpipe.core import validate as rules
-from hfpipe.core.plan import build_plan, processor_for
-from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
-from hfpipe.core.schema import RecipeError
-from hfpipe.core.schema import validate as rules_validate
+from hfpipe.core.recipe import records
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.recipe.schema import validate as rules_validate
+from hfpipe.core.run.plan import build_plan, processor_for
 from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
 from hfpipe.local.substitute import build_data, for_this_machine
 
@@ -195,9 +195,9 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
     script = (
         "import pkgutil, sys; import pipeline_lambdas as p\n"
         "for m in pkgutil.iter_modules(p.__path__): __import__('pipeline_lambdas.' + m.name)\n"
-        "import hfpipe.core.plan, hfpipe.kinds, fastjsonschema; print(hfpipe.kinds.__file__)\n"
+        "import hfpipe.core.run.plan, hfpipe.kinds, fastjsonschema; print(hfpipe.kinds.__file__)\n"
         "print(fastjsonschema.__file__)\n"
-        "from hfpipe.core.recipes import resolve_recipe\n"
+        "from hfpipe.core.recipe.recipes import resolve_recipe\n"
         "print(resolve_recipe(recipe_name='tiny-qa')['training']['spot'])"
     )
     # -I -S: only the bundle and the standard library, as in the Lambda runtime (no checkout, no site-packages).

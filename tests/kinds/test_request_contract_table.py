@@ -23,9 +23,9 @@ import pytest
 from hfpipe import kinds
 from hfpipe.cli import invoke
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import sample_request
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe import sample_request
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.local.openai_endpoint import OpenAIEndpoint
 from hfpipe.local.serve import ModelServer
 

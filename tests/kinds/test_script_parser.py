@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hfpipe.core.acceptance import own_script_arguments
+from hfpipe.core.recipe.acceptance import own_script_arguments
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import script_parser
 

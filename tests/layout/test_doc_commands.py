@@ -272,7 +272,7 @@ def app_parts() -> tuple[str, ...]:
 
 @functools.cache
 def bundled_recipes() -> frozenset[str]:
-    from hfpipe.core.recipes import available_recipes
+    from hfpipe.core.recipe.recipes import available_recipes
 
     return frozenset(available_recipes())
 

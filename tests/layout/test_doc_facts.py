@@ -1,6 +1,6 @@
 """What the docs state as fact is what the code and the synthesized stacks say, checked so that a drift fails.
 
-- The plan's schema version the docs give is `hfpipe.core.plan_model.SCHEMA_VERSION`.
+- The plan's schema version the docs give is `hfpipe.core.run.plan_model.SCHEMA_VERSION`.
 - The recipes: docs/recipes.md lists every bundled recipe and no other, each row with its recipe's training and
   serving instances, expected hours and estimated cost as `hfpipe recipes` computes them; every recipe the
   docs name (in backticks, after `--recipe`, as `RECIPE/N`) is bundled.
@@ -46,7 +46,7 @@ SCHEMA_MENTION = re.compile(r"(?:`schema_version` |plan schema version )(\d+)")
 
 
 def schema_version_problems(texts: dict[str, str]) -> list[str]:
-    from hfpipe.core.plan_model import SCHEMA_VERSION
+    from hfpipe.core.run.plan_model import SCHEMA_VERSION
 
     found = [(doc, int(n)) for doc, text in texts.items() for n in SCHEMA_MENTION.findall(text)]
     assert found, "no document gives the plan's schema version"
@@ -510,7 +510,7 @@ def test_the_cdk_json_entries_the_docs_show_are_accepted() -> None:
 
 def test_the_text_checks_can_fail() -> None:
     """Drifted copies of the docs: each statement that no longer holds is caught."""
-    from hfpipe.core.plan_model import SCHEMA_VERSION
+    from hfpipe.core.run.plan_model import SCHEMA_VERSION
 
     assert schema_version_problems({"x.md": "the plan (`Plan`, `schema_version` 3)"}) == [
         f"x.md: plan schema version 3; the code's is {SCHEMA_VERSION}"

@@ -5,7 +5,7 @@ writes with a heredoc (`cat > my-recipe.json <<'EOF'`), whose object (a `"key": 
 has recipe fields as its keys:
 
 - a whole recipe (the schema's required fields) is read as the command reads a recipe file
-  (`hfpipe.cli.recipes.load`: `hfpipe.core.plan.accept`) and goes through the environment's rules as `hfpipe
+  (`hfpipe.cli.recipes.load`: `hfpipe.core.run.plan.accept`) and goes through the environment's rules as `hfpipe
   start` and its dry run apply them before packing (`hfpipe.cli.dryrun.in_environment`, with the image catalog
   the Pipeline stack writes), so a container without an image for the instance type fails here;
 - an excerpt (top-level fields, or fields of `training`) must be a shipped recipe's fields as written
@@ -31,7 +31,7 @@ import yaml
 from doc_blocks import doc_block
 from plan_config import dev_config
 
-from hfpipe.core.schema import RECIPE_SCHEMA
+from hfpipe.core.recipe.schema import RECIPE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

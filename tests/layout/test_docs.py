@@ -3,7 +3,7 @@
 README.md, docs/*.md and benchmarks/README.md are read as a user reads them:
 
 - a path in backticks or a Markdown link whose first part is a top-level entry of the repository
-  (`hfpipe/core/plan.py`, `docs/cli.md`, `scripts/local.sh`) must exist;
+  (`hfpipe/core/run/plan.py`, `docs/cli.md`, `scripts/local.sh`) must exist;
 - a bare file name in backticks (`engine.py`, `run_qa.py`) must be the name of a file in the repository;
 - every command line of a fenced block that starts with `hfpipe` must parse with the command's own parser
   (subcommand, options and arguments), and every inline `hfpipe SUBCOMMAND ...` must name a subcommand.

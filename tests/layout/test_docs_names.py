@@ -4,7 +4,7 @@
   the repository defines or uses: a definition, an attribute or argument in its Python code, or a word of
   its data files (recipe fields, cdk.json keys). Names of other projects are listed below with where they
   come from.
-- A module cited with names next to it (`hfpipe/core/cleanup.py` (`is_ours`, `find_resources`), or
+- A module cited with names next to it (`hfpipe/core/run/cleanup.py` (`is_ours`, `find_resources`), or
   `hfpipe/local/substitute.py`: `build_data`) must define each of them (a function, class or module-level
   name, or `Class.member`).
 - No "N tests" counts: they are stale after the next commit (closing notes and benchmark
@@ -132,9 +132,9 @@ def test_the_checks_can_fail() -> None:
     made_up = "_".join(("no", "such", "function", "anywhere"))  # (so this file does not define it)
     text = (
         f"The plan comes from `build_plan` and `{made_up}()`; see "
-        "`hfpipe/core/cleanup.py` (`is_ours`, `build_plan`) and `hfpipe/local/substitute.py`: `build_data`. "
+        "`hfpipe/core/run/cleanup.py` (`is_ours`, `build_plan`) and `hfpipe/local/substitute.py`: `build_data`. "
         "It has 19 tests and 400 lines."
     )
     assert unknown_names(text) == [f"{made_up}()"]
-    assert misplaced_names(text) == ["hfpipe/core/cleanup.py: build_plan"]
+    assert misplaced_names(text) == ["hfpipe/core/run/cleanup.py: build_plan"]
     assert COUNT.findall(text) == ["19 tests"]

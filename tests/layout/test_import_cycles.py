@@ -151,10 +151,10 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     expected = {
         ("app", "stacks.pipeline_stack"),  # module level
         ("pipeline_lambdas.launch", "pipeline_lambdas.training_task"),  # Lambda task root
-        ("pipeline_lambdas.plan", "hfpipe.core.plan"),  # the bundled core
-        ("benchmarks.gpu_fit", "hfpipe.core.recipes"),  # inside a function
+        ("pipeline_lambdas.plan", "hfpipe.core.run.plan"),  # the bundled core
+        ("benchmarks.gpu_fit", "hfpipe.core.recipe.recipes"),  # inside a function
         ("inference_qa", "request_checks"),  # a training script's sibling
-        ("quota_request", "hfpipe.core.quotas"),
+        ("quota_request", "hfpipe.core.run.quotas"),
     }
     assert {(a, b) for a, b in expected if b in graph[a]} == expected
 

@@ -1,6 +1,6 @@
 """Kinds carry their behaviour (docs/extending.md): nothing outside hfpipe/kinds compares a value with a
 task or serving kind's name. Code that needs to know what a kind does asks the kind (a field, or a key the
-owning layer's one table dispatches on, such as hfpipe/core/serving_fit.py's FIT_RULES), so a new kind is
+owning layer's one table dispatches on, such as hfpipe/core/recipe/serving_fit.py's FIT_RULES), so a new kind is
 a registry entry, not an edit of every `if kind == ...`.
 
 Read from the source (AST): a comparison (`==`, `!=`, `in`, `not in`, `is`) one of whose sides is a kind's
@@ -74,7 +74,7 @@ c = kinds.serving_kind(kinds.DEFAULT_SERVING_KIND)
 def test_nothing_outside_the_registries_compares_kind_names() -> None:
     assert {"VLLM", "DEFAULT_SERVING_KIND"} <= KIND_CONSTANTS
     files = _scanned_files()
-    assert ROOT / "hfpipe" / "core" / "plan.py" in files and len(files) > 100
+    assert ROOT / "hfpipe" / "core" / "run" / "plan.py" in files and len(files) > 100
     found = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in files

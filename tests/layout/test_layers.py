@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Layer -> the files in it (relative globs).
 LAYERS: dict[str, tuple[str, ...]] = {
     "kinds": ("hfpipe/kinds/*.py",),
-    "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py"),
+    "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py", "hfpipe/core/*/*.py"),
     "lambda": ("lambda/pipeline/pipeline_lambdas/*.py", "lambda/quota/*.py"),
     "stacks": ("stacks/*.py", "stacks/constructs/*.py", "stacks/functions/*.py"),
     "app": ("app.py",),

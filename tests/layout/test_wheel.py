@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe.core.recipes import available_recipes
+from hfpipe.core.recipe.recipes import available_recipes
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +151,7 @@ with mock_aws():
 
 def own_folder_recipe(team: Path) -> Path:
     """A team's recipe next to its own folder (scripts/train.py, an argparse parser), deploy false."""
-    from hfpipe.core.recipes import load_recipe
+    from hfpipe.core.recipe.recipes import load_recipe
 
     (team / "scripts").mkdir(parents=True)
     (team / "scripts" / "train.py").write_text(

@@ -103,8 +103,8 @@ def wiped(fresh: Any) -> Iterator[Any]:
 
 
 def an_alarm_wait(**changes: Any) -> Any:
-    """A wait for the rollback alarm of NAME in ALARM (hfpipe.core.deploy_plan.AlarmWait), two polls in."""
-    from hfpipe.core.deploy_plan import AlarmWait
+    """A wait for the rollback alarm of NAME in ALARM (hfpipe.core.deploy.deploy_plan.AlarmWait), two polls in."""
+    from hfpipe.core.deploy.deploy_plan import AlarmWait
 
     wait = {
         "since": "2026-01-01T12:00:00+00:00",
@@ -118,13 +118,13 @@ def an_alarm_wait(**changes: Any) -> Any:
 
 
 def a_plan(**changes: Any) -> Any:
-    """A deploy plan as Prepare makes one for an update of NAME to tiny-qa/2 (hfpipe.core.deploy_plan), built
+    """A deploy plan as Prepare makes one for an update of NAME to tiny-qa/2 (hfpipe.core.deploy.deploy_plan), built
     by hand: what the tests of the plan's readers start from, without a Prepare run."""
     from dataclasses import replace
 
-    from hfpipe.core.deploy_plan import DeployInput, DeployPlan, DeployRequests, PreviousDeploy
-    from hfpipe.core.deploy_requests import SmokeSpec
-    from hfpipe.core.deployments import EndpointSettings
+    from hfpipe.core.deploy.deploy_plan import DeployInput, DeployPlan, DeployRequests, PreviousDeploy
+    from hfpipe.core.deploy.deploy_requests import SmokeSpec
+    from hfpipe.core.deploy.deployments import EndpointSettings
 
     arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/"
     plan = DeployPlan(

@@ -14,7 +14,7 @@ import pytest
 from accounts import ACCOUNT
 
 from hfpipe import contract
-from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames, component_name
+from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
 
 pytestmark = pytest.mark.slow
 

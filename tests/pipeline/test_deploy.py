@@ -29,7 +29,7 @@ from deploy_helpers import (
 )
 
 from hfpipe import contract
-from hfpipe.core.deploy_plan import DeployPlan
+from hfpipe.core.deploy.deploy_plan import DeployPlan
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
     resource = record["model"]
     assert resource == record["endpoint_config"] and resource.startswith(f"{ENDPOINT}-v")
     assert record == {
-        "schema_version": 1,  # a DeploymentRecord (hfpipe.core.deploy_plan)
+        "schema_version": 1,  # a DeploymentRecord (hfpipe.core.deploy.deploy_plan)
         "name": NAME,
         "endpoint": ENDPOINT,
         "model_version_arn": version,
@@ -155,7 +155,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
 def test_a_runs_clean_up_never_selects_a_named_endpoint(clean):
     """`hfpipe cleanup --env dev` (no execution named) selects by the managed-by and env tags, which a named
     endpoint carries too; its hfpipe:deployment tag keeps it, its config and its model out."""
-    from hfpipe.core import cleanup as rule
+    from hfpipe.core.run import cleanup as rule
 
     _, r = deploy(clean, register(clean))
     assert r.status == "SUCCEEDED", r.cause

@@ -16,10 +16,10 @@ from app_synth import state_machine_definition
 from deploy_helpers import ENDPOINT, ENV, NAME, register_in, wiped
 
 from hfpipe import contract
-from hfpipe.core import deploy_limits, deployments
-from hfpipe.core import deploy_requests as requests
-from hfpipe.core.deploy_plan import alarm_wait_from_json
-from hfpipe.core.deployments import Autoscaling, EndpointSettings, Traffic
+from hfpipe.core.deploy import deploy_limits, deployments
+from hfpipe.core.deploy import deploy_requests as requests
+from hfpipe.core.deploy.deploy_plan import alarm_wait_from_json
+from hfpipe.core.deploy.deployments import Autoscaling, EndpointSettings, Traffic
 from hfpipe.local.quotas import QuotaTable
 
 REGION = "eu-west-1"  # dev's (cdk.json), the session engine's

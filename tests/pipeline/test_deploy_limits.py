@@ -1,4 +1,4 @@
-"""No deploy outgrows Step Functions: the bounds hfpipe.core.deployments computes cover SageMaker's longest
+"""No deploy outgrows Step Functions: the bounds hfpipe.core.deploy.deployments computes cover SageMaker's longest
 deployment and stay far below 25,000 history events, and the longest deploy the settings allow, run on the
 local engine, records no more events (counted as AWS counts them) than that bound."""
 
@@ -13,8 +13,8 @@ from deploy_standin import Update, stand_in_updates
 from test_pipeline_limits import aws_event_count
 
 from hfpipe import contract
-from hfpipe.core import deploy_limits, deployments
-from hfpipe.core.deployments import EndpointSettings, Traffic
+from hfpipe.core.deploy import deploy_limits, deployments
+from hfpipe.core.deploy.deployments import EndpointSettings, Traffic
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The typed deploy and promote plans (hfpipe.core.deploy_plan, hfpipe.core.promote_plan): a plan survives JSON
+"""The typed deploy and promote plans (hfpipe.core.deploy.deploy_plan, hfpipe.core.promotion.promote_plan): a plan survives JSON
 both ways; any other document is refused with one line naming the field; ``path`` refuses a field the plan does
 not have; and every JSONPath of the synthesized deploy definition that reads the plan names a real field (the
 requests' members: members of the operation's input in botocore's model)."""
@@ -15,7 +15,7 @@ from deploy_helpers import a_plan, an_alarm_wait
 from documents import assert_each_refused, strings, with_value, without
 
 from hfpipe import contract
-from hfpipe.core.deploy_plan import (
+from hfpipe.core.deploy.deploy_plan import (
     ACTIONS,
     SCHEMA_VERSION,
     DeploymentRecord,
@@ -23,7 +23,7 @@ from hfpipe.core.deploy_plan import (
     DeployPlanFormatError,
     DeployRequests,
 )
-from hfpipe.core.promote_plan import (
+from hfpipe.core.promotion.promote_plan import (
     Promoted,
     PromotePlan,
     PromotePlanFormatError,
@@ -86,8 +86,8 @@ def test_the_record_is_the_plan_as_it_serves_and_survives_json_both_ways() -> No
 def test_the_first_plan_is_the_approved_version_on_the_named_endpoint_with_nothing_made_yet() -> None:
     """Prepare's first look (``DeployPlan.first``): the version and endpoint, the smoke test and the waits'
     bounds; no previous deploy, model, config or request until the endpoint is looked at."""
-    from hfpipe.core import deploy_limits
-    from hfpipe.core.deploy_requests import VersionInfo
+    from hfpipe.core.deploy import deploy_limits
+    from hfpipe.core.deploy.deploy_requests import VersionInfo
 
     whole = a_plan()
     version = VersionInfo(

@@ -10,7 +10,7 @@ from app_synth import as_list
 from aws_cdk.assertions import Match
 
 from hfpipe import contract
-from hfpipe.core import deployments
+from hfpipe.core.deploy import deployments
 from stacks.constructs.deploy_state_machine import DeployStateMachine
 
 ENVS = ["dev", "prod"]

@@ -13,8 +13,8 @@ from deploy_helpers import ENDPOINT, NAME, deploy, named, register, state_input,
 from deploy_standin import Update, stand_in_updates
 
 from hfpipe import contract
-from hfpipe.core import deploy_requests, deployments
-from hfpipe.core.deployments import Autoscaling, EndpointSettings, Traffic
+from hfpipe.core.deploy import deploy_requests, deployments
+from hfpipe.core.deploy.deployments import Autoscaling, EndpointSettings, Traffic
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from app_synth import state_machine_definition
 from plan_config import dev_config
 
 from hfpipe import contract, kinds
-from hfpipe.core import api_shapes, deploy_requests
-from hfpipe.core.plan import build_plan
+from hfpipe.core import api_shapes
+from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.run.plan import build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 

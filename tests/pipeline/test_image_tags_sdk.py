@@ -76,9 +76,9 @@ def test_distribution_tables_are_the_sdks():
     ],
 )
 def test_plan_refuses_what_the_sdk_refuses(containers, needle):
-    from hfpipe.core.plan import check_distribution, check_rules
-    from hfpipe.core.recipes import resolve_recipe
-    from hfpipe.core.schema import RecipeError
+    from hfpipe.core.recipe.recipes import resolve_recipe
+    from hfpipe.core.recipe.schema import RecipeError
+    from hfpipe.core.run.plan import check_distribution, check_rules
 
     overrides = {f"container.training.{k}": v for k, v in containers.items()}
     recipe = resolve_recipe(recipe_name="bert-large-squad-smddp", overrides=overrides)

@@ -1,5 +1,5 @@
 """Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (hfpipe.local.adapter_serving,
-routed by hfpipe.local.moto_patches): two adapters deployed on one shared base with hfpipe.core.adapter_deploy,
+routed by hfpipe.local.moto_patches): two adapters deployed on one shared base with hfpipe.core.adapters.adapter_deploy,
 their model.tar.gz in moto's S3, each component answering as its adapter served directly, the base as the
 base; an update serves the new artifact, a deleted component is refused, the stream is the answer in events.
 
@@ -19,9 +19,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from hfpipe.core import adapter_deploy
-from hfpipe.core.adapter_deploy import BaseNames
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters.adapter_deploy import BaseNames
+from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.local import adapter_serving, moto_patches
 from hfpipe.local.inference_components import InferenceComponents
 from hfpipe.local.runtime import LocalRuntime

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from leftovers import removed_after
 
 from hfpipe import contract
-from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.local import cloudwatch
 from hfpipe.local.standin import standin_requests
 from hfpipe.local.template import Resolver

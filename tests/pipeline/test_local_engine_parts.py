@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ParamValidationError
 
-from hfpipe.core.quotas import check_quotas, lookup_quotas
+from hfpipe.core.run.quotas import check_quotas, lookup_quotas
 from hfpipe.local import moto_patches
 from hfpipe.local.bus import LocalBus, matches
 from hfpipe.local.quotas import QuotaTable
@@ -208,7 +208,7 @@ def test_local_metrics_are_read_per_log_line_as_sagemaker_reads_them(
 
     from transformers.trainer_pt_utils import log_metrics, metrics_format
 
-    from hfpipe.core.recipes import resolve_recipe
+    from hfpipe.core.recipe.recipes import resolve_recipe
     from hfpipe.local.runtime import _final_metrics
 
     trainer = SimpleNamespace(is_world_process_zero=lambda: True)

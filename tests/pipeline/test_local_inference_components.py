@@ -20,9 +20,9 @@ from rich.console import Console
 
 from hfpipe.cli import adapter_endpoints, endpoints, invoke
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.core import adapter_cost, adapter_deploy
-from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters import adapter_cost, adapter_deploy
+from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
+from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.local import cloudwatch, inference_components, moto_patches
 from hfpipe.local.inference_components import InferenceComponents
 
@@ -251,7 +251,7 @@ def test_invoke_endpoint_reaches_a_named_component_of_its_endpoint_only(world):
     assert world.store.route(account, REGION, PLAIN, None, hosting) is None
 
 
-# -- deploying adapter versions onto an environment's shared base (hfpipe.core.adapter_deploy) ------------
+# -- deploying adapter versions onto an environment's shared base (hfpipe.core.adapters.adapter_deploy) ------------
 
 SHARED = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=2)
 DEV_BASE = BaseNames.of("dev")

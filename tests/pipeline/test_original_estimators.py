@@ -33,8 +33,8 @@ from accounts import ACCOUNT
 from own_sources import TRANSFORMERS, transformers_at_v461
 
 from hfpipe.cli import sources as cli_sources
-from hfpipe.core.plan import PlanConfig, accept, build_plan
-from hfpipe.core.recipes import load_recipe
+from hfpipe.core.recipe.recipes import load_recipe
+from hfpipe.core.run.plan import PlanConfig, accept, build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from accounts import ACCOUNT
 
 from hfpipe import contract
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
@@ -332,7 +332,7 @@ def test_original_recipes_complete(fresh, recipe):
 
 def test_training_plugin_gets_the_request_as_sent(fresh):
     """moto rewrites MetricDefinitions in place; the plug-in and DescribeTrainingJob see the recipe's."""
-    from hfpipe.core.recipes import load_recipe, resolve_recipe
+    from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
 
     wanted = resolve_recipe(load_recipe("tiny-lora"))["training"]["metric_definitions"]
     assert wanted, "tiny-lora defines metrics"

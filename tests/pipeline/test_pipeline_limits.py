@@ -11,7 +11,7 @@ import pytest
 from plan_config import dev_config
 
 from hfpipe.core import limits
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.schema import RecipeError
 
 _ids = itertools.count()
 LONGEST_MAX_RUN = 2_419_200  # the schema's maximum for training.max_run_seconds (SageMaker's 28 days)
@@ -62,7 +62,7 @@ def test_launch_waits_for_the_training_event_and_rechecks_the_job_every_hour(tem
 
 
 def plan_of(recipe_overrides, poll=1):
-    from hfpipe.core.plan import build_plan
+    from hfpipe.core.run.plan import build_plan
     from hfpipe.local.quotas import QuotaTable, default_quotas
 
     config = dev_config()

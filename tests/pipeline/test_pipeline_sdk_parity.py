@@ -2,7 +2,7 @@
 
 The SDK (2.x) builds its request under moto (no credentials); a spy on the session's train() call
 captures it with fit(wait=False). Intentional differences are listed in
-hfpipe.core.request.INTENTIONAL_DIFFERENCES, which says why for each.
+hfpipe.core.run.request.INTENTIONAL_DIFFERENCES, which says why for each.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from unittest import mock
 import pytest
 from accounts import ACCOUNT
 
-from hfpipe.core.plan import PlanConfig, build_plan
-from hfpipe.core.request import INTENTIONAL_DIFFERENCES
+from hfpipe.core.run.plan import PlanConfig, build_plan
+from hfpipe.core.run.request import INTENTIONAL_DIFFERENCES
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
@@ -96,7 +96,7 @@ def sdk_request(recipe: dict, job_name: str, checkpoint: str | None) -> dict:
     ids=[*RECIPES, "bert-large-squad-smddp-seed-args", "roberta-large-mnli-smp-seed-args"],
 )
 def test_request_matches_sdk(name, overrides):
-    from hfpipe.core.recipes import resolve_recipe
+    from hfpipe.core.recipe.recipes import resolve_recipe
 
     recipe = resolve_recipe(recipe_name=name, overrides=overrides)
     catalog = build_catalog(REGION, [recipe])

@@ -184,7 +184,7 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "application-autoscaling:DescribeScalableTargets",
             "application-autoscaling:DeregisterScalableTarget",
             "application-autoscaling:TagResource",
-            # What serves: the live config's model (hfpipe.core.what_serves).
+            # What serves: the live config's model (hfpipe.core.deploy.what_serves).
             "sagemaker:DescribeModel",
             # The endpoint-usage quota the fleets must fit before the deploy starts.
             "servicequotas:ListServiceQuotas",

@@ -1,4 +1,4 @@
-"""The typed plan (hfpipe.core.plan_model): a plan survives JSON both ways; any other document is refused
+"""The typed plan (hfpipe.core.run.plan_model): a plan survives JSON both ways; any other document is refused
 with one line naming the field; the state machine's JSONPaths into `$.plan` name only fields the plan has."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from documents import assert_each_refused, strings, with_value, without
 from plan_config import dev_config
 
 from hfpipe import contract
-from hfpipe.core.plan import build_plan
-from hfpipe.core.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
+from hfpipe.core.run.plan import build_plan
+from hfpipe.core.run.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
 from hfpipe.local.quotas import QuotaTable, default_quotas
 
 CONFIG = dev_config()

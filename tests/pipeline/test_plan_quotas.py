@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hfpipe.core.quotas import QuotaLookupThrottled, QuotaTooLowError, check_quotas
+from hfpipe.core.run.quotas import QuotaLookupThrottled, QuotaTooLowError, check_quotas
 
 TRAIN = "ml.g5.2xlarge for training job usage"
 SERVE = "ml.g5.4xlarge for endpoint usage"

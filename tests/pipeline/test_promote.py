@@ -30,7 +30,7 @@ from promote_moto import (
 )
 
 from hfpipe import contract
-from hfpipe.core import promotion
+from hfpipe.core.promotion import promotion
 from hfpipe.local.engine import ACCOUNT
 
 pytestmark = pytest.mark.slow
@@ -120,8 +120,8 @@ def test_an_approved_version_is_copied_and_registered_with_its_source(promoting,
     assert r.status == "SUCCEEDED", r.cause
     assert sorted(parts) == [1, 2, 3]
     out = r.output
-    # The output is the Promote step's typed answer (hfpipe.core.promote_plan), as `hfpipe promote` reads it.
-    from hfpipe.core.promote_plan import Promoted
+    # The output is the Promote step's typed answer (hfpipe.core.promotion.promote_plan), as `hfpipe promote` reads it.
+    from hfpipe.core.promotion.promote_plan import Promoted
 
     assert Promoted.from_json(out).to_json() == out and out["created"] is True
     assert out["source"] == {

@@ -1,4 +1,4 @@
-"""Promotion's rules without a state machine (hfpipe.core.promotion), and the source's Register step sharing its
+"""Promotion's rules without a state machine (hfpipe.core.promotion.promotion), and the source's Register step sharing its
 groups with Promote roles in other accounts (botocore's Stubber, AWS's answer shapes)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from accounts import ACCOUNT_A, ACCOUNT_B, ACCOUNT_C, ACCOUNT_D
 from botocore.stub import Stubber
 from pipeline_lambdas import promote, register
 
-from hfpipe.core import api_shapes, promotion, promotion_access
-from hfpipe.core.promotion import PromotionRefused
+from hfpipe.core import api_shapes
+from hfpipe.core.promotion import promotion, promotion_access
+from hfpipe.core.promotion.promotion import PromotionRefused
 from stacks.image_catalog import build_catalog
 
 ACCOUNT = ACCOUNT_A  # the source environment's account

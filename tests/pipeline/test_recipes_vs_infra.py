@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import app as cdk_app
-from hfpipe.core.plan import catalog_key
-from hfpipe.core.quotas import quota_names, quota_users
-from hfpipe.core.recipes import available_recipes, load_recipe
-from hfpipe.core.schema import validate
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
+from hfpipe.core.recipe.schema import validate
+from hfpipe.core.run.plan import catalog_key
+from hfpipe.core.run.quotas import quota_names, quota_users
 from hfpipe.kinds import serving_kind_of
 from stacks.config import load_environments
 from stacks.image_catalog import build_catalog

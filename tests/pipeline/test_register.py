@@ -17,8 +17,9 @@ from botocore.stub import Stubber
 from pipeline_lambdas import register
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, registry
-from hfpipe.core.plan_model import Plan
+from hfpipe.core import api_shapes
+from hfpipe.core.promotion import registry
+from hfpipe.core.run.plan_model import Plan
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()

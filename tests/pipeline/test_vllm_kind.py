@@ -11,10 +11,10 @@ from pipeline_lambdas.smoke_test import SmokeTestFailed, check_openai_answer, sm
 from plan_config import dev_config
 
 from hfpipe import kinds
-from hfpipe.core import serving_fit
-from hfpipe.core.plan import build_plan
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe import serving_fit
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run.plan import build_plan
 from hfpipe.local.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog, dlc_registries, sdk_table
 
@@ -303,7 +303,7 @@ def test_current_gpu_families_the_sdks_table_lacks_are_gpus(config, instance_typ
 
 
 def test_an_inferentia_instance_is_called_one_not_a_cpu(config) -> None:
-    from hfpipe.core.plan import processor_for
+    from hfpipe.core.run.plan import processor_for
 
     assert (processor_for("ml.inf2.xlarge"), processor_for("ml.trn1.2xlarge")) == ("inf", "trn")
     with pytest.raises(

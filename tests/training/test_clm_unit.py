@@ -180,7 +180,7 @@ def bloom_tokenizer(tmp_path_factory):
 
 
 def _recipe_template() -> str:
-    from hfpipe.core.recipes import resolve_recipe
+    from hfpipe.core.recipe.recipes import resolve_recipe
 
     return resolve_recipe(recipe_name="bloomz-7b1-lora-samsum")["training"]["hyperparameters"][
         "prompt_template"
@@ -221,7 +221,7 @@ def test_the_endpoint_applies_the_training_template_to_a_dialogue():
     # A ready prompt (starting with the template's opening) is sent as is.
     assert inference_clm.as_prompt(prompt, template, "summary", "</s>") == prompt
     # The recipe's sample request is a dialogue: the handler turns it into the training prompt.
-    from hfpipe.core.recipes import resolve_recipe
+    from hfpipe.core.recipe.recipes import resolve_recipe
 
     # (tiny-lora: the same template, served by this handler; bloomz-7b1-lora-samsum serves on vLLM.)
     sample = resolve_recipe(recipe_name="tiny-lora")["serving"]["sample_request"]

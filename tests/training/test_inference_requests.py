@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hfpipe import kinds
-from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe, resolve_recipe
 
 TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
 

@@ -370,7 +370,7 @@ def test_requirements_r_lines_are_resolved_in_the_source(tmp_path, monkeypatch):
     """pip reads `-r other.txt` relative to the file that names it, which the toolkit runs from the source's
     root: the lines it names are judged and installed from there (a folder or a sourcedir.tar.gz), never from
     a copy that lacks them."""
-    from hfpipe.core import sourcedir
+    from hfpipe.core.recipe import sourcedir
     from hfpipe.local import requirements
 
     monkeypatch.setenv(requirements.CACHE_ENV, str(tmp_path / "cache"))

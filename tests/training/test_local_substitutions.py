@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from local_runs import check_finished_run
 
-from hfpipe.core.recipes import available_recipes, load_recipe, resolve_recipe
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.kinds import serving_kind_of
 from hfpipe.local.substitute import LOCAL_MAX_STEPS, LOCAL_PROCESSES, for_this_machine
 
@@ -107,7 +107,7 @@ def test_the_stand_in_model_is_the_task_kinds_family_whatever_the_hub_models_id(
 
 
 def test_sagemaker_distribution_libraries_become_two_gloo_processes():
-    from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
+    from hfpipe.core.run.request import distribution_hyperparameters, encode_hyperparameters
 
     for name in ("bert-large-squad-smddp", "roberta-large-mnli-smp", "bert-large-squad-ddp"):
         recipe = load_recipe(name)
@@ -202,7 +202,7 @@ def test_a_tiny_recipe_runs_here_as_written(name):
 )
 def test_a_tiny_recipe_trains_its_own_steps_or_epochs_uncapped(overrides):
     """Only a stand-in model or data set is capped: a tiny recipe told to train longer does (issue #34)."""
-    from hfpipe.core.recipes import apply_overrides
+    from hfpipe.core.recipe.recipes import apply_overrides
 
     longer = apply_overrides(load_recipe("tiny-mnli"), overrides)
     subs = for_this_machine(longer, gpu=False)
@@ -236,7 +236,7 @@ def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(
     from plan_config import dev_config
 
     from hfpipe.core.api_shapes import check_plan
-    from hfpipe.core.plan import build_plan
+    from hfpipe.core.run.plan import build_plan
     from hfpipe.local.quotas import QuotaTable, default_quotas
 
     subs = for_this_machine(load_recipe(name), gpu=False)
@@ -268,8 +268,8 @@ def test_the_substituted_recipe_is_held_to_the_fit_check_of_the_recipes_own_mode
     Plan on AWS does: a setting AWS would refuse is refused here too, and the line says so."""
     from plan_config import dev_config
 
-    from hfpipe.core.plan import build_plan
-    from hfpipe.core.schema import RecipeError
+    from hfpipe.core.recipe.schema import RecipeError
+    from hfpipe.core.run.plan import build_plan
     from hfpipe.local.quotas import QuotaTable, default_quotas
 
     real = load_recipe("bloomz-7b1-lora-samsum")

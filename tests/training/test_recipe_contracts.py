@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from hfpipe.core.recipes import available_recipes, resolve_recipe
-from hfpipe.core.request import distribution_hyperparameters, encode_hyperparameters
+from hfpipe.core.recipe.recipes import available_recipes, resolve_recipe
+from hfpipe.core.run.request import distribution_hyperparameters, encode_hyperparameters
 from hfpipe.fixtures.serving import build_served_model
 from hfpipe.kinds import serving_kind_of
 
@@ -190,7 +190,7 @@ def test_sample_request_gets_an_openai_answer_from_the_vllm_stand_in(name, tmp_p
     from pipeline_lambdas.smoke_test import check_answer, check_openai_answer
     from transformers import AutoTokenizer
 
-    from hfpipe.core import serving_fit
+    from hfpipe.core.recipe import serving_fit
     from hfpipe.local.openai_endpoint import OpenAIEndpoint
 
     recipe = resolve_recipe(recipe_name=name)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hfpipe.core.recipes import resolve_recipe
+from hfpipe.core.recipe.recipes import resolve_recipe
 
 NOTEBOOK_METRICS = [
     {"Name": "train_runtime", "Regex": "train_runtime.*=\\D*(.*?)$"},

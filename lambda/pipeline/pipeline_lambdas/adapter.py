@@ -7,7 +7,7 @@ step: ``{"step": ..., "input": <that input>, "execution_name": ..., "state_machi
 steps after ``apply`` its result as ``applied``.
 
 - ``apply``: the request checked (AdapterRefused, nothing created: a bad input, another execution for the
-  same adapter still running, and hfpipe.core.adapter_deploy's refusals), then the version chosen (a
+  same adapter still running, and hfpipe.core.adapters.adapter_deploy's refusals), then the version chosen (a
   rollback's: ``adapter_deploy.rollback_target``, read from the adapter's component) and put on the base
   (``adapter_deploy.apply_adapter``: the base made when absent). While the base's endpoint or component is
   not InService yet it raises AdapterNotReady, which the state machine retries; every step it repeats looks
@@ -31,10 +31,12 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfpipe.core import adapter_deploy, cleanup, deploy_requests
-from hfpipe.core.adapter_deploy import AdapterRefused, BaseNames
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
+from hfpipe.core.adapters.shared_base import SharedBase
+from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.run import cleanup
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_guards import other_deploy
 from pipeline_lambdas.deploy_prepare import version_arn
@@ -73,7 +75,7 @@ def _request(event_input: Any) -> dict[str, str]:
 
 
 def _wait(sagemaker: Any) -> adapter_deploy.Wait:
-    """``wait`` for hfpipe.core.adapter_deploy: returns when InService, else AdapterNotReady (retried)."""
+    """``wait`` for hfpipe.core.adapters.adapter_deploy: returns when InService, else AdapterNotReady (retried)."""
 
     def wait(kind: str, name: str) -> None:
         if kind == "endpoint":

@@ -5,7 +5,7 @@ The Cleanup function's handler, with two entry paths: ``{"plan": <plan>}`` from 
 (execution_end.on_execution_end, which runs the same teardown on the names derived from the environment
 and the execution name, ``PlannedNames.derive``, and reports; only for Step Functions' events about this
 environment's state machine, ``STATE_MACHINE_ARN``). Which resources may go is
-`hfpipe.core.cleanup`'s rule (teardown.py).
+`hfpipe.core.run.cleanup`'s rule (teardown.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws, execution_end
 from pipeline_lambdas.teardown import cleanup
 

@@ -20,8 +20,8 @@ import os
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import cleanup as rule
-from hfpipe.core.deploy_plan import DeployPlan
+from hfpipe.core.deploy.deploy_plan import DeployPlan
+from hfpipe.core.run import cleanup as rule
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
 

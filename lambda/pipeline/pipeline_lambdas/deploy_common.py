@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import cleanup as rule
-from hfpipe.core import deploy_requests as requests
-from hfpipe.core.deployments import Autoscaling
+from hfpipe.core.deploy import deploy_requests as requests
+from hfpipe.core.deploy.deployments import Autoscaling
+from hfpipe.core.run import cleanup as rule
 
 
 def error_code(err: Exception) -> str:

@@ -3,7 +3,7 @@ deploy at a time per endpoint (the deploy state machine's RUNNING executions, ``
 rollback alarms before anything is written (``alarm_wait``), the version's approval right before traffic moves
 and before the record is written (``recheck_approval``), and, when the way back after a failed smoke test or a
 rejection failed, what serves now (``way_back_failed``). What serves is read from the endpoint
-(hfpipe.core.what_serves), never from its tag or record.
+(hfpipe.core.deploy.what_serves), never from its tag or record.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from hfpipe.core import deploy_limits, registry
 from hfpipe.core.causes import cause_message
-from hfpipe.core.deploy_plan import AlarmWait, DeployPlan
-from hfpipe.core.quotas import error_code
-from hfpipe.core.what_serves import Serving, what_serves
+from hfpipe.core.deploy import deploy_limits
+from hfpipe.core.deploy.deploy_plan import AlarmWait, DeployPlan
+from hfpipe.core.deploy.what_serves import Serving, what_serves
+from hfpipe.core.promotion import registry
+from hfpipe.core.run.quotas import error_code
 from pipeline_lambdas.deploy_common import describe_endpoint
 
 #: CloudWatch's throttling error codes (the Query API's "Throttling"; botocore's _retry.json), left after

@@ -6,12 +6,12 @@ type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_END
 if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
 and has not failed. Each refusal is an exception class whose name is the execution's error.
 
-The result is a ``DeployPlan`` (hfpipe/core/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
+The result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
 config), ``none`` (the endpoint's live config already serves this version and its record says so: the record
 is the output), ``record`` (it serves this version but its record or tags were not written: smoke test and
 Record again) or ``wait`` (an update whose rollback alarms are in ALARM now: the state machine waits and runs
 Prepare again with ``alarm_wait``, until they are OK or the wait's bound refuses the deploy,
-deploy_guards.alarm_wait). Every request is built by hfpipe.core.deploy_requests and checked against
+deploy_guards.alarm_wait). Every request is built by hfpipe.core.deploy.deploy_requests and checked against
 botocore's shapes.
 """
 
@@ -24,10 +24,10 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, deployments, fleets, quotas, registry
-from hfpipe.core import cleanup as rule
-from hfpipe.core import deploy_requests as requests
-from hfpipe.core.deploy_plan import (
+from hfpipe.core import api_shapes
+from hfpipe.core.deploy import deploy_requests as requests
+from hfpipe.core.deploy import deployments, fleets
+from hfpipe.core.deploy.deploy_plan import (
     AlarmWait,
     DeployInput,
     DeploymentRecord,
@@ -36,9 +36,12 @@ from hfpipe.core.deploy_plan import (
     PreviousDeploy,
     alarm_wait_from_json,
 )
-from hfpipe.core.deployments import EndpointSettings
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.what_serves import read_config
+from hfpipe.core.deploy.deployments import EndpointSettings
+from hfpipe.core.deploy.what_serves import read_config
+from hfpipe.core.promotion import registry
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.run import cleanup as rule
+from hfpipe.core.run import quotas
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import (
     describe_config,
@@ -340,7 +343,7 @@ def _update(
     live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
     live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
     variant = (live.get("ProductionVariants") or [{}])[0]
-    # The version that serves is the live config's model's package (never a tag: hfpipe.core.what_serves).
+    # The version that serves is the live config's model's package (never a tag: hfpipe.core.deploy.what_serves).
     previous = PreviousDeploy(
         endpoint_config_name=endpoint["EndpointConfigName"],
         model_version_arn=read_config(sagemaker, endpoint["EndpointConfigName"]).version_arn,

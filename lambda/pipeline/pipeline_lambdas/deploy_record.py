@@ -1,13 +1,13 @@
 """Record: once the new version serves and passed its smoke test, say so where the command and the next deploy
 read it, and put the endpoint's declared autoscaling on it.
 
-1. what the endpoint serves is read from it (hfpipe.core.what_serves: its live config, that config's model, the
+1. what the endpoint serves is read from it (hfpipe.core.deploy.what_serves: its live config, that config's model, the
    model's package version); unless it is InService, with no update under way, on the deploy's config and that
    config's model is the deploy's version, nothing is written and the step fails, ``NotServingTheNewVersion``,
    naming what serves: a version that does not serve is never recorded over the one that does;
 2. the endpoint is tagged with the version (``TAG_MODEL_VERSION``), the deploy execution
    (``TAG_DEPLOY_EXECUTION``) and the version's recipe (``TAG_RECIPE``);
-3. the deployment record (hfpipe.core.deploy_plan.DeploymentRecord, from ``DeployPlan.recorded``: its version,
+3. the deployment record (hfpipe.core.deploy.deploy_plan.DeploymentRecord, from ``DeployPlan.recorded``: its version,
    config and model as the endpoint gave them) is written, as JSON, to the SSM parameter ``contract.deployment_parameter_name(env,
    NAME)``; it is also the step's result and the execution's output;
 4. the variant's autoscaling becomes what cdk.json declares (deploy_common.apply_scaling).
@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.deploy_plan import DeployPlan
-from hfpipe.core.what_serves import what_serves
+from hfpipe.core.deploy.deploy_plan import DeployPlan
+from hfpipe.core.deploy.what_serves import what_serves
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling
 

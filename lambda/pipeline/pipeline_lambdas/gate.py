@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 
 
 def final_metrics(training: dict[str, Any]) -> dict[str, float]:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 

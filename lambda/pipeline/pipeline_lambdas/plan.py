@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hfpipe.core.plan import PlanConfig, build_plan
+from hfpipe.core.run.plan import PlanConfig, build_plan
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)

@@ -1,4 +1,4 @@
-"""Promote: an approved version of the source environment becomes a version of this one (hfpipe.core.promotion).
+"""Promote: an approved version of the source environment becomes a version of this one (hfpipe.core.promotion.promotion).
 
 Every read and check comes before the first write: the source version (DescribeModelPackage: the environment's,
 Approved, one container), its image in the target's catalog, its statistics document (GetObject), the
@@ -6,7 +6,7 @@ request SageMaker would take (botocore's model), the target's group and an earli
 (DescribeModelPackageGroup, ListModelPackages), and the source's model object (HeadObject). Any of these
 refusing ends the step with PromotionRefused and nothing written: a missing object names its key; an
 AccessDenied names the policy that lacks the grant (the source group's resource policy, the source bucket's
-policy, or the Promote role's own) and how to add it (hfpipe.core.promotion_access.group_denied, bucket_denied).
+policy, or the Promote role's own) and how to add it (hfpipe.core.promotion.promotion_access.group_denied, bucket_denied).
 Only then it writes: the target's group when missing, exactly as the Register step makes it
 (register.ensure_group), the copy of model.tar.gz into this environment's artifacts bucket
 (promoted/<source env>/<recipe>/<n>/), a statistics document there (the source's metrics, the new version's
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes, promotion, promotion_access, registry
-from hfpipe.core.promote_plan import (
+from hfpipe.core import api_shapes
+from hfpipe.core.promotion import promotion, promotion_access, registry
+from hfpipe.core.promotion.promote_plan import (
     Promoted,
     PromotePlan,
     S3Object,
@@ -40,7 +41,7 @@ from hfpipe.core.promote_plan import (
     TargetVersion,
     promoted,
 )
-from hfpipe.core.promotion import PromotionRefused
+from hfpipe.core.promotion.promotion import PromotionRefused
 from pipeline_lambdas import aws
 from pipeline_lambdas.register import described_version, ensure_group
 

@@ -1,4 +1,4 @@
-"""Register: a run whose endpoint passed the smoke test becomes a model package version (hfpipe.core.registry).
+"""Register: a run whose endpoint passed the smoke test becomes a model package version (hfpipe.core.promotion.registry).
 
 Idempotent: the group is made only when DescribeModelPackageGroup says it does not exist (and a concurrent
 creation's "already exists" is fine); the version is made only when none in the group carries this
@@ -11,9 +11,10 @@ import json
 import os
 from typing import Any
 
-from hfpipe.core import api_shapes, promotion, registry
+from hfpipe.core import api_shapes
 from hfpipe.core import cost as costs
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.promotion import promotion, registry
+from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 
@@ -80,7 +81,7 @@ def described_version(sagemaker: Any, group: str, wanted: str) -> dict[str, Any]
 
 def share_group(sagemaker: Any, group: str, promote_roles: list[str]) -> None:
     """Put the group's resource policy letting the Promote roles of environments in other accounts read its
-    versions (hfpipe.core.promotion.group_policy). Put at every registration, so a group made before an
+    versions (hfpipe.core.promotion.promotion.group_policy). Put at every registration, so a group made before an
     environment started promoting from this one is shared at its next registration; the policy is the
     Register step's own (a hand-made one is replaced)."""
     arn = sagemaker.describe_model_package_group(ModelPackageGroupName=group)["ModelPackageGroupArn"]

@@ -8,8 +8,8 @@ from typing import Any
 
 from hfpipe.core import cost as costs
 from hfpipe.core.causes import cause_message
-from hfpipe.core.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
+from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
 

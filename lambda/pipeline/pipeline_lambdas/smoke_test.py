@@ -14,8 +14,8 @@ import time
 from typing import Any, Protocol
 
 from hfpipe import kinds
-from hfpipe.core.deploy_requests import SmokeSpec
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.deploy.deploy_requests import SmokeSpec
+from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)

@@ -4,7 +4,7 @@ The Cleanup function's work, reached on both of its paths: a state machine task 
 abnormal end of an execution (execution_end.py). Both import this module, neither imports the other
 (tests/layout/test_import_cycles.py).
 
-Which resources may go is `hfpipe.core.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
+Which resources may go is `hfpipe.core.run.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
 the plan's names (``Plan.names``; after an abnormal end, the names derived from the environment and the
 execution name: ``PlannedNames.derive``), tagged by hfpipe for this environment and this execution, and not
 kept by a user (``hfpipe:keep``, from `hfpipe stop --keep-endpoint`). S3 objects (artifacts, checkpoints,
@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import cleanup as rule
 from hfpipe.core.names import PlannedNames
+from hfpipe.core.run import cleanup as rule
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)

@@ -1,6 +1,6 @@
 """The plan: from an execution input to everything the state machine needs, or a clear error.
 
-``build_plan`` returns a ``hfpipe.core.plan_model.Plan``, the typed, versioned contract with the state machine,
+``build_plan`` returns a ``hfpipe.core.run.plan_model.Plan``, the typed, versioned contract with the state machine,
 the Lambdas and the command. It is pure apart from the Service Quotas client it is given, so the CLI can run it
 as a dry run and the Plan Lambda is a thin wrapper around it. Errors are ``RecipeError`` (bad input) or
 ``quotas.QuotaTooLowError``; their class names become the Step Functions error names.
@@ -15,25 +15,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfpipe import contract, kinds
-from hfpipe.core import (
-    adapter_recipe,
-    api_shapes,
-    cost,
-    fleets,
-    limits,
-    names,
-    prices,
-    quotas,
-    request,
-    serving_fit,
-    sources,
-)
+from hfpipe.core import api_shapes, cost, limits, names, prices
 from hfpipe.core import validate as rules
 from hfpipe.core.accelerators import kind_of, processor
-from hfpipe.core.plan_model import Gate, Plan
-from hfpipe.core.recipes import resolve_recipe
-from hfpipe.core.sample_request import check as check_sample_request
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.adapters import adapter_recipe
+from hfpipe.core.deploy import fleets
+from hfpipe.core.recipe import serving_fit, sources
+from hfpipe.core.recipe.recipes import resolve_recipe
+from hfpipe.core.recipe.sample_request import check as check_sample_request
+from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.run import quotas, request
+from hfpipe.core.run.plan_model import Gate, Plan
 
 #: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
 DISTRIBUTION_KEY = "distribution"
@@ -126,12 +118,12 @@ def accept(
 ) -> Accepted:
     """The one entry into the recipe rules, each run once, in this order:
 
-    1. the execution input's fields (``resolve_input``), then ``hfpipe.core.recipes.resolve_recipe``: the
-       overrides, the JSON Schema with its defaults (``hfpipe.core.schema``), the rules a schema cannot say
+    1. the execution input's fields (``resolve_input``), then ``hfpipe.core.recipe.recipes.resolve_recipe``: the
+       overrides, the JSON Schema with its defaults (``hfpipe.core.recipe.schema``), the rules a schema cannot say
        (``hfpipe.core.validate.recipe``), SageMaker's instance types and the project's scripts' arguments
-       (``hfpipe.core.acceptance.check``); then the rules between fields (``check_rules``);
+       (``hfpipe.core.recipe.acceptance.check``); then the rules between fields (``check_rules``);
     2. a recipe's own script's arguments, against the archive ``source`` (what the command packed) or, in an
-       environment, the archive the recipe names (``hfpipe.core.sources``), unless that archive was checked;
+       environment, the archive the recipe names (``hfpipe.core.recipe.sources``), unless that archive was checked;
     3. with ``config``: the environment's rules (``check_ownership``, ``check_distribution``, the containers in
        its image catalog for the instance types), then the s3 source.
 
@@ -433,7 +425,7 @@ def resolve_input(event: Any) -> dict[str, Any]:
         rules.recipe_name(event["recipe_name"], "input.recipe_name")
     overrides = event.get("overrides") or {}
     if isinstance(overrides, list):
-        from hfpipe.core.recipes import parse_override
+        from hfpipe.core.recipe.recipes import parse_override
 
         for i, item in enumerate(overrides):
             if not isinstance(item, str):
@@ -483,7 +475,7 @@ def build_plan(
     quota_client: quotas.QuotaPaginatorClient,
     s3: Any = None,
 ) -> Plan:
-    """The plan (its fields: hfpipe.core.plan_model.Plan) of an execution input, or of a recipe ``accept``
+    """The plan (its fields: hfpipe.core.run.plan_model.Plan) of an execution input, or of a recipe ``accept``
     took already; every recipe rule through ``accept`` (`s3` reads a recipe's own training source back)."""
     accepted = accept(event, config, s3=s3)
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)

@@ -1,6 +1,6 @@
 """The plan as a type: the one contract between the core, the state machine, the Lambdas and the command.
 
-``hfpipe.core.plan.build_plan`` returns a ``Plan``; the Plan Lambda returns ``plan.to_json()``, which the
+``hfpipe.core.run.plan.build_plan`` returns a ``Plan``; the Plan Lambda returns ``plan.to_json()``, which the
 state machine keeps at ``$.plan`` (its JSONPaths come from ``Plan.path``, so a renamed field breaks the
 synth and its test, not an execution); every other Lambda and the command read it back with
 ``Plan.from_json``, which accepts exactly this schema version's fields with their types and refuses
@@ -69,7 +69,7 @@ class Plan(Typed, document=DOCUMENT):
     instance_count: int
     serving_instance_type: str
     serving_instance_count: int
-    #: CreateEndpointConfig's ProductionVariants as sent (hfpipe.core.fleets.production_variant: the
+    #: CreateEndpointConfig's ProductionVariants as sent (hfpipe.core.deploy.fleets.production_variant: the
     #: serving kind's host image among them).
     serving_production_variants: list[dict[str, Any]]
     spot: bool
@@ -95,7 +95,7 @@ class Plan(Typed, document=DOCUMENT):
     tags: list[dict[str, str]]
     training_job_request: dict[str, Any]
     #: Why a recipe's own script's hyperparameters were not checked against its parser (it cannot be read
-    #: without running the script: hfpipe.core.sources.not_checked); null when they were, or for the
+    #: without running the script: hfpipe.core.recipe.sources.not_checked); null when they were, or for the
     #: project's scripts. The report says it.
     hyperparameters_not_checked: str | None
     #: The Hub id of the base an adapter recipe's unmerged adapter needs (``recipe.adapter.base_model``):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hfpipe.core.adapter_recipe import own_endpoint
+from hfpipe.core.adapters.adapter_recipe import own_endpoint
 
 #: Error codes Service Quotas uses for throttling (API reference, "Errors" of each operation).
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})

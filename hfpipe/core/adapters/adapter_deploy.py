@@ -8,9 +8,9 @@ and ``Container.ArtifactUrl``), or updates it to the new version's artifact. ``d
 adapter's component; ``previous_version`` names the version a rollback goes back to. Each acts on its own
 adapter's component only, so no other adapter is touched.
 
-The refusals (hfpipe.core.adapter_rules, and the version's approval) are re-read from SageMaker and checked
+The refusals (hfpipe.core.adapters.adapter_rules, and the version's approval) are re-read from SageMaker and checked
 just before each step acts: a version not approved, one trained on another base (the base it needs is read
-from the version: hfpipe.core.registry.adapter_base), an adapter before its base, one adapter more than the
+from the version: hfpipe.core.promotion.registry.adapter_base), an adapter before its base, one adapter more than the
 base holds; ``AdapterRefused`` says which, in one line, and nothing is created.
 
 Stdlib only: the functions take a SageMaker client (boto3's, or local mode's, which plays inference
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import adapter_rules, registry
-from hfpipe.core.adapter_rules import Component
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters import adapter_rules
+from hfpipe.core.adapters.adapter_rules import Component
+from hfpipe.core.adapters.shared_base import SharedBase
+from hfpipe.core.promotion import registry
 
 #: An adapter's name (`--adapter NAME`): it becomes the component hfpipe-<env>-adapter-NAME (at most 63
 #: characters of [a-zA-Z0-9-], botocore's InferenceComponentName) and what a call selects it by.
@@ -36,7 +37,7 @@ ADAPTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 VARIANT = "AllTraffic"
 #: The shared base's name among the environment's deployments (contract.SHARED_BASE): its model, endpoint
 #: config, endpoint and base component are hfpipe-<env>-shared-base, and its ``hfpipe:deployment`` tag keeps
-#: clean-up from it (hfpipe.core.cleanup).
+#: clean-up from it (hfpipe.core.run.cleanup).
 SHARED_BASE_NAME = contract.SHARED_BASE
 APPROVED = "Approved"
 

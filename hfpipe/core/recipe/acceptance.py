@@ -2,7 +2,7 @@
 scripts' parsers (every hyperparameter one of their arguments, its value one they convert; hfpipe/kinds/arguments.py)
 and SageMaker's instance type enums (botocore's service model, as hfpipe/core/api_shapes.json carries it).
 
-Run by `hfpipe.core.recipes.resolve_recipe` after the schema and `hfpipe.core.validate`, so the command,
+Run by `hfpipe.core.recipe.recipes.resolve_recipe` after the schema and `hfpipe.core.validate`, so the command,
 local mode and the Plan Lambda refuse the same values with the same one line. Stdlib only.
 """
 

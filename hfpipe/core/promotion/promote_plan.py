@@ -80,7 +80,7 @@ class PromotePlan(Typed, document=PLAN):
     metrics: S3Object
     #: The source's model.tar.gz (null when an earlier promotion registered the version: nothing is read).
     source_model: S3Object | None
-    #: The statistics document written beside the copy (hfpipe.core.promotion.statistics).
+    #: The statistics document written beside the copy (hfpipe.core.promotion.promotion.statistics).
     statistics: dict[str, Any]
     #: CreateModelPackage as sent (checked against botocore's model).
     request: dict[str, Any]

@@ -1,6 +1,6 @@
 """What an endpoint serves, read from the endpoint itself: DescribeEndpoint -> its live config
 (DescribeEndpointConfig) -> each variant's model (DescribeModel) -> the model's package version (its
-containers' ``ModelPackageName``, as the deploy creates it: hfpipe.core.deploy_requests.model_request).
+containers' ``ModelPackageName``, as the deploy creates it: hfpipe.core.deploy.deploy_requests.model_request).
 
 Tags (``hfpipe:model-version`` on the endpoint) and the deployment record (SSM) say what a deploy recorded;
 they are claims written after the fact, and a failed write, a failed way back or a change by hand leaves them
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.core import registry
-from hfpipe.core.cleanup import is_not_found
+from hfpipe.core.promotion import registry
+from hfpipe.core.run.cleanup import is_not_found
 
 #: DescribeEndpoint statuses in which the live config serves requests.
 SERVING_STATUSES = frozenset({"InService", "Updating", "SystemUpdating", "RollingBack"})

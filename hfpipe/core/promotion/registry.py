@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.plan_model import Plan
+from hfpipe.core.run.plan_model import Plan
 
 #: What an environment may register new versions as (cdk.json ``model_approval``); the first is the default.
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved")

@@ -18,7 +18,7 @@ from typing import Any
 
 import fastjsonschema
 
-from hfpipe.core.shared_base import HUB_ID_PATTERN
+from hfpipe.core.adapters.shared_base import HUB_ID_PATTERN
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
@@ -357,7 +357,7 @@ RECIPE_SCHEMA: dict[str, Any] = {
                     "default": {},
                     "additionalProperties": False,
                     "description": "Settings of the vllm serving kind's server, written as SM_VLLM_* variables "
-                    "(hfpipe/core/serving_fit.py); the Plan refuses a setting that cannot fit the instance.",
+                    "(hfpipe/core/recipe/serving_fit.py); the Plan refuses a setting that cannot fit the instance.",
                     "properties": {
                         "max_model_len": {
                             "type": "integer",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import kinds
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.kinds import openai_contract as contract
 
 FIELD = "recipe.serving.sample_request"

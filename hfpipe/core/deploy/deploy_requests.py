@@ -1,5 +1,5 @@
 """What one deploy of a registered model version to a named endpoint sends to SageMaker (what it records:
-hfpipe.core.deploy_plan.DeploymentRecord).
+hfpipe.core.deploy.deploy_plan.DeploymentRecord).
 
 The Prepare Lambda builds every request here (and checks each against botocore's shapes, hfpipe.core.api_shapes)
 before anything exists; the deploy state machine sends them as built. A registered version is deployed as AWS
@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import registry
-from hfpipe.core.deployments import Autoscaling, EndpointSettings, deployment_config
-from hfpipe.core.fleets import VARIANT, production_variant
+from hfpipe.core.deploy.deployments import Autoscaling, EndpointSettings, deployment_config
+from hfpipe.core.deploy.fleets import VARIANT, production_variant
+from hfpipe.core.promotion import registry
 
 #: SageMaker model and endpoint config names (^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}).
 MAX_NAME = 63
@@ -168,7 +168,7 @@ class SmokeSpec:
 
 
 def smoke_spec(recipe: Mapping[str, Any], endpoint_name: str, execution_name: str) -> SmokeSpec:
-    """The smoke test of a resolved recipe (hfpipe.core.recipes.resolve_recipe), aimed at ``endpoint_name``."""
+    """The smoke test of a resolved recipe (hfpipe.core.recipe.recipes.resolve_recipe), aimed at ``endpoint_name``."""
     serving = recipe["serving"]
     return SmokeSpec(
         endpoint_name=endpoint_name,

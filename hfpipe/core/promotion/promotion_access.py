@@ -1,7 +1,7 @@
 """What a target's Promote role reads of its source environment, and how a refusal of it is named.
 
 The role reads the source version (DescribeModelPackage: granted by its own policy and, across accounts, by the
-source group's resource policy, hfpipe.core.promotion.group_policy) and two kinds of objects of the source's
+source group's resource policy, hfpipe.core.promotion.promotion.group_policy) and two kinds of objects of the source's
 artifacts bucket (s3:GetObject under ``SOURCE_KEY_PREFIXES``: its own policy, stacks/functions/promote.py,
 and across accounts the source bucket's statement ``bucket_statement_sid``, stacks/constructs/promotion.py).
 A URL outside that grant is refused before any call (``readable_source``); a refused call is one line naming
@@ -14,8 +14,8 @@ Stdlib only: the Promote Lambda runs it.
 from __future__ import annotations
 
 from hfpipe import contract
-from hfpipe.core import registry
-from hfpipe.core.promotion import PromotionRefused, role_arn
+from hfpipe.core.promotion import registry
+from hfpipe.core.promotion.promotion import PromotionRefused, role_arn
 
 #: The source artifacts bucket's keys the Promote role reads (its identity policy, stacks/functions/promote.py,
 #: and the source's bucket statement, stacks/constructs/promotion.py): the training outputs, the metrics documents.

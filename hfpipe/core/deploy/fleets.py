@@ -9,7 +9,7 @@ https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_TrafficRoutingConf
 "the overall percentage of your fleet"): it is at least one instance, and one instance is at most half a fleet
 of two or more, so CANARY and LINEAR need a fleet of at least two instances; a one-instance fleet shifts
 ALL_AT_ONCE (with a bake). cdk.json is checked against ``instance_count`` (a deploy's new fleet is never
-smaller; hfpipe.core.deployments), and the deploy checks the fleet it resolves (``shifting_problem``).
+smaller; hfpipe.core.deploy.deployments), and the deploy checks the fleet it resolves (``shifting_problem``).
 
 Stdlib only (and the kinds' registry): the stacks, the Lambdas and local mode import it.
 """

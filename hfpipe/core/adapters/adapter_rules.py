@@ -1,7 +1,7 @@
 """The refusals of adapter components on a shared base, one function each (stdlib only).
 
 Each returns why a step must not happen, in one line naming what and why, or None when it may. The adapter deploy
-(hfpipe.core.adapter_deploy) asks them before it creates or deletes anything; local mode's inference-component emulation
+(hfpipe.core.adapters.adapter_deploy) asks them before it creates or deletes anything; local mode's inference-component emulation
 (hfpipe.local.inference_components) asks the ones AWS enforces too, so both refuse in the same words.
 
 What they read is a ``Component``: an inference component reduced to its name, endpoint, base (an adapter

@@ -9,7 +9,7 @@ SageMaker's limits these follow (API reference, ``TrafficRoutingConfig``, ``Capa
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html): a canary of at most
 50% of the new fleet, linear steps of 10% to 50%, a wait between steps of 0 to 3,600 s, a bake time
 (TerminationWaitInSeconds) of 0 to 3,600 s, and MaximumExecutionTimeoutInSeconds from 600 to 28,800 s,
-larger than the waiting it covers. The instance counts canary and linear traffic shifting need: hfpipe.core.fleets.
+larger than the waiting it covers. The instance counts canary and linear traffic shifting need: hfpipe.core.deploy.fleets.
 Stdlib only: the stacks import it at synth time, the Lambda bundle copies it.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.fleets import MIN_SHIFTING_INSTANCES, shifting_problem
+from hfpipe.core.deploy.fleets import MIN_SHIFTING_INSTANCES, shifting_problem
 
 TRAFFIC_TYPES = ("ALL_AT_ONCE", "CANARY", "LINEAR")
 #: Step sizes SageMaker accepts, in percent of the new fleet (CapacitySize CAPACITY_PERCENT).

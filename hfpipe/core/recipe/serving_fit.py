@@ -46,7 +46,7 @@ from typing import Any
 
 from hfpipe import kinds
 from hfpipe.core import accelerators
-from hfpipe.core.schema import RecipeError
+from hfpipe.core.recipe.schema import RecipeError
 
 #: The image catalog's entry with {instance type: [GPU count, MiB per GPU]}.
 GPUS_KEY = "gpus"

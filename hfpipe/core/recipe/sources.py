@@ -1,7 +1,7 @@
 """A recipe's own training source, as the Plan takes it: an s3 sourcedir.tar.gz in this environment's
 artifacts bucket, under sources/, that exists, has the sha256 the input names and holds the entry point.
 
-`hfpipe start` (hfpipe/cli/sources.py) packs a `dir` or `git` source with hfpipe.core.sourcedir.pack and
+`hfpipe start` (hfpipe/cli/sources.py) packs a `dir` or `git` source with hfpipe.core.recipe.sourcedir.pack and
 uploads it to `contract.source_key(sha256)`; the Plan Lambda reads only that prefix (its IAM policy), so a
 source can be neither another bucket's object nor one edited after the hash was taken. Stdlib only: the
 S3 client is given (boto3's in the Lambda and the command, moto's in tests and local mode).
@@ -14,7 +14,7 @@ import tarfile
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import acceptance, sourcedir
+from hfpipe.core.recipe import acceptance, sourcedir
 from hfpipe.core.validate import RecipeError, s3_uri
 
 FIELD = "recipe.training.source"
@@ -31,7 +31,7 @@ def not_checked(entry_point: str, reason: str) -> str:
 
 def arguments_note(training: dict[str, Any], data: bytes, notes: list[str] | None = None) -> str | None:
     """The recipe's hyperparameters checked against the parser of the entry point in the archive `data`
-    (hfpipe.core.acceptance.own_script_arguments; a RecipeError when it refuses one; what it would misread
+    (hfpipe.core.recipe.acceptance.own_script_arguments; a RecipeError when it refuses one; what it would misread
     added to `notes`); the note saying why they were not checked where its parser cannot be read without
     running it, None when they were."""
     entry_point = training["entry_point"]
@@ -52,7 +52,7 @@ def _missing(exc: Exception) -> bool:
 
 def source_uri(recipe: dict[str, Any], default_uri: str) -> str:
     """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's, which
-    `hfpipe.core.plan.accept` checked (`read_checked`)."""
+    `hfpipe.core.run.plan.accept` checked (`read_checked`)."""
     src = recipe["training"].get("source")
     return default_uri if src is None else str(src["s3"])
 
@@ -60,7 +60,7 @@ def source_uri(recipe: dict[str, Any], default_uri: str) -> str:
 def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
     """The bytes of an s3 source, refused when it is a dir or git source (the command packs those), outside
     this environment's sources, missing, over the bound, with another sha256 or without the entry point (its
-    script's arguments are `arguments_note`'s, which `hfpipe.core.plan.accept` runs on these bytes)."""
+    script's arguments are `arguments_note`'s, which `hfpipe.core.run.plan.accept` runs on these bytes)."""
     t = training
     if "s3" not in t["source"]:
         kind = "dir" if "dir" in t["source"] else "git"

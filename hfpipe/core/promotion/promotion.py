@@ -15,7 +15,7 @@ source version is promoted into an environment at most once; CreateModelPackage'
 Cross-account, the source grants the target's Promote role by name (``role_name``): a bucket policy
 statement (``bucket_statement``) and the model package group's resource policy (``group_policy``, put by the
 source's Register step). What the role may read of the source, and how a refusal of it is named:
-hfpipe.core.promotion_access.
+hfpipe.core.promotion.promotion_access.
 
 Stdlib only: the Promote and Register Lambdas run it, the stacks and the command read it.
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import registry
+from hfpipe.core.promotion import registry
 from hfpipe.core.validate import image_registry
 
 #: The version's metadata key naming the source version's ARN (and the source environment's name).

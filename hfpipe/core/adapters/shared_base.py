@@ -12,13 +12,13 @@ What each setting becomes (the provisioning is still to come; docs/adapters.md s
   (``Specification.ModelName``, ``RuntimeConfig.CopyCount`` = ``copies``). One copy takes every GPU of an
   instance (tensor parallel over the instance, as the vllm serving kind serves), so copies are instances;
 - ``base_model``: the model the base component serves, and the base every adapter must have been trained on
-  (hfpipe.core.adapter_rules);
+  (hfpipe.core.adapters.adapter_rules);
 - ``max_adapters`` and ``max_lora_rank``: vLLM's ``--max-loras`` (the adapters one batch can hold; vLLM
   preallocates their weights on the GPU) and ``--max-lora-rank`` (vLLM's ``LoRAConfig``: ``max_loras`` at least
   1, ``max_lora_rank`` one of ``LORA_RANKS``, default 16; vllm/config/lora.py), and the most adapter
   components the project lets the base hold;
 - ``max_model_len``: the context each sequence may have, which the KV cache left after the base and the
-  adapters' slots must hold (hfpipe.core.adapter_fit).
+  adapters' slots must hold (hfpipe.core.adapters.adapter_fit).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 #: vLLM's accepted --max-lora-rank values (``MaxLoRARanks``, vllm/config/lora.py) and its default.
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 DEFAULT_LORA_RANK = 16
-#: As many copies as a named endpoint may have instances (hfpipe.core.deployments.MAX_INSTANCES).
+#: As many copies as a named endpoint may have instances (hfpipe.core.deploy.deployments.MAX_INSTANCES).
 MAX_COPIES = 100
-#: The model figures a base the fit check does not know must state (hfpipe.core.serving_fit.ModelFigures,
-#: plus ``lora_width``: hfpipe.core.adapter_fit).
+#: The model figures a base the fit check does not know must state (hfpipe.core.recipe.serving_fit.ModelFigures,
+#: plus ``lora_width``: hfpipe.core.adapters.adapter_fit).
 FIGURE_KEYS = ("parameters", "layers", "kv_heads", "head_dim", "lora_width")
 
 #: A Hugging Face Hub id (organisation/name or name): a shared base's model, and an adapter recipe's base

@@ -1,5 +1,5 @@
 """The deploy plan as a type: what the deploy's Prepare step decided, read by the deploy state machine, its
-Lambdas and the command through this one definition (as the pipeline's ``Plan``, hfpipe/core/plan_model.py).
+Lambdas and the command through this one definition (as the pipeline's ``Plan``, hfpipe/core/run/plan_model.py).
 
 Prepare (lambda/pipeline/pipeline_lambdas/deploy_prepare.py) builds a ``DeployPlan`` once and returns
 ``plan.to_json()``, which the deploy state machine keeps at ``$.deploy``: every JSONPath it reads comes from
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe.core import deploy_limits
-from hfpipe.core.deploy_requests import SmokeSpec, VersionInfo
-from hfpipe.core.deployments import EndpointSettings
+from hfpipe.core.deploy import deploy_limits
+from hfpipe.core.deploy.deploy_requests import SmokeSpec, VersionInfo
+from hfpipe.core.deploy.deployments import EndpointSettings
 from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type (of the plan, of the record).
@@ -76,7 +76,7 @@ class AlarmWait:
 
 @dataclass(frozen=True, kw_only=True)
 class DeployRequests:
-    """The requests the state machine sends as built (hfpipe.core.deploy_requests, checked against botocore's
+    """The requests the state machine sends as built (hfpipe.core.deploy.deploy_requests, checked against botocore's
     shapes by Prepare); null where this action sends none. ``Rollback`` is the UpdateEndpoint back to the
     previous config."""
 
@@ -104,7 +104,7 @@ class DeployPlan(Typed, document=DOCUMENT):
     version_ref: str
     settings: EndpointSettings
     smoke: SmokeSpec
-    #: The endpoint wait's interval and bounds (hfpipe.core.deploy_limits).
+    #: The endpoint wait's interval and bounds (hfpipe.core.deploy.deploy_limits).
     poll_seconds: int
     max_polls: int
     rollback_max_polls: int
@@ -138,7 +138,7 @@ class DeployPlan(Typed, document=DOCUMENT):
         cls, wanted: DeployInput, settings: EndpointSettings, env: str, version: VersionInfo, smoke: SmokeSpec
     ) -> DeployPlan:
         """Prepare's first look: the version (``version``, approved) on the endpoint the input names, its smoke
-        test and the waits' bounds (hfpipe.core.deploy_limits); nothing made or served yet (``create`` until the
+        test and the waits' bounds (hfpipe.core.deploy.deploy_limits); nothing made or served yet (``create`` until the
         endpoint is looked at)."""
         return cls(
             action="create",

@@ -1,6 +1,6 @@
 """What each adapter of a shared base costs: the base fleet's cost split by a stated rule (stdlib only).
 
-The fleet (``copies`` instances of the base's instance type, hfpipe.core.shared_base) is billed per
+The fleet (``copies`` instances of the base's instance type, hfpipe.core.adapters.shared_base) is billed per
 instance-hour whether or not an adapter is called (hfpipe.core.cost), and every adapter on it shares its GPUs,
 so the rule splits that one bill:
 

@@ -2,11 +2,11 @@
 script arguments that follow from it.
 
 The recipe schema holds the field (``adapter.base_model``: the Hub id of the base the adapter is trained
-on); ``check`` is what a schema cannot say, run by ``hfpipe.core.plan.check_rules``; ``hyperparameters`` is
+on); ``check`` is what a schema cannot say, run by ``hfpipe.core.run.plan.check_rules``; ``hyperparameters`` is
 what the Plan adds to the training job's (``merge_adapter`` false, and ``adapter_base_model``, which
 ``training_code/run_clm.py`` writes into the adapter's own ``adapter_config.json`` as
 ``base_model_name_or_path``). The registered version records the base from the plan
-(``hfpipe.core.registry.metadata``); docs/adapters.md.
+(``hfpipe.core.promotion.registry.metadata``); docs/adapters.md.
 
 Stdlib only: the Plan Lambda runs it.
 """

@@ -7,16 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core import acceptance, json_text
+import hfpipe
+from hfpipe.core import json_text
 from hfpipe.core import validate as rules
-from hfpipe.core.schema import RECIPE_SCHEMA, RecipeError, validate
+from hfpipe.core.recipe import acceptance
+from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError, validate
 from hfpipe.kinds import serving_kind
 
-#: recipes/ at the repository root; in the Lambda bundle it sits next to the handler package.
-_CANDIDATE_DIRS = (
-    Path(__file__).resolve().parents[2] / "recipes",
-    Path(__file__).resolve().parents[1] / "recipes",
-)
+#: recipes/ at the repository root; in the Lambda bundle and in the wheel it sits inside the hfpipe package.
+_PACKAGE = Path(hfpipe.__file__).resolve().parent
+_CANDIDATE_DIRS = (_PACKAGE.parent / "recipes", _PACKAGE / "recipes")
 
 
 def recipes_dir() -> Path:

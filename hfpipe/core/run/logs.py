@@ -179,7 +179,7 @@ _BAR = re.compile(
     r"(?P<head>[^\r]*?)\s*\d{1,3}%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+) "
     r"\[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.]+)\s*(?P<unit>it/s|s/it)"
 )
-#: Prefixes a line may carry before the bar: `[algo-2] ` (hfpipe.core.logs.format_lines), `[rank0]: `
+#: Prefixes a line may carry before the bar: `[algo-2] ` (hfpipe.core.run.logs.format_lines), `[rank0]: `
 #: or `[rank1] ` (torchrun's and the local container's per-process prefixes).
 _PREFIX = re.compile(r"^(?:\s*\[[^\]]*\]:?)*\s*")
 #: The Trainer's own count of the run's steps (`logger.info("  Total optimization steps = {max_steps:,}")`):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from hfpipe.core.deployments import MAX_DEPLOYMENT_SECONDS, PROVISIONING_SECONDS, EndpointSettings
+from hfpipe.core.deploy.deployments import MAX_DEPLOYMENT_SECONDS, PROVISIONING_SECONDS, EndpointSettings
 
 #: DescribeEndpoint every minute while an endpoint is created or updated.
 POLL_SECONDS = 60

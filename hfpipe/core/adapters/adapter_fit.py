@@ -1,7 +1,7 @@
-"""Whether a shared base (hfpipe.core.shared_base) fits its instance with the adapters it may hold: the base's
+"""Whether a shared base (hfpipe.core.adapters.shared_base) fits its instance with the adapters it may hold: the base's
 weights, vLLM's LoRA slots and the KV cache, per GPU, on paper (stdlib only).
 
-It is the vllm serving kind's arithmetic (hfpipe.core.serving_fit: the GPU share vLLM takes, the weights, the
+It is the vllm serving kind's arithmetic (hfpipe.core.recipe.serving_fit: the GPU share vLLM takes, the weights, the
 activation reserve, the KV cache per token; docs/lora.md works the numbers through) with vLLM's LoRA slots
 taken out of the cache. With ``--enable-lora`` vLLM preallocates, for every linear layer it wraps, ``max_loras``
 slots of ``max_lora_rank`` (``lora_a``: rank x input size, ``lora_b``: output size x rank, in the model's
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hfpipe.core import serving_fit
-from hfpipe.core.schema import RecipeError
-from hfpipe.core.shared_base import SharedBase
+from hfpipe.core.adapters.shared_base import SharedBase
+from hfpipe.core.recipe import serving_fit
+from hfpipe.core.recipe.schema import RecipeError
 
 #: Model classes (config.json's ``architectures``) vLLM serves no LoRA on: their vLLM classes do not implement
 #: ``SupportsLoRA`` (BloomForCausalLM: vllm/model_executor/models/bloom.py). The local stand-in refuses

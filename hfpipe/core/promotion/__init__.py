@@ -1,0 +1,2 @@
+"""The model registry and promotion between environments: model package versions, the promote plan,
+and what a promotion may reach."""
