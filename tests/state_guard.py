@@ -183,8 +183,13 @@ def _project(state: State) -> None:
 
 def _is_lasting(thread: threading.Thread) -> bool:
     """A thread meant to live as long as the process, started by whichever test first needs it: tqdm's
-    monitor (one per process, started by the first progress bar)."""
-    return type(thread).__module__ == "tqdm._monitor"
+    monitor (one per process, started by the first progress bar) and the jsii runtime's reader of its node
+    process's stderr (one per process, started by the first import of the CDK)."""
+    target = getattr(thread, "_target", None)
+    return type(thread).__module__ == "tqdm._monitor" or (
+        thread.name == "process.stderr_sink"
+        and getattr(target, "__module__", "") == "jsii._kernel.providers.process"
+    )
 
 
 def changes(before: State, after: State, *, threads: bool = False) -> list[str]:

@@ -26,6 +26,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from stacks.config import QuotaTarget
+from stacks.functions.common import bundle_core
 from stacks.nag import acknowledge, rendered_value
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -36,12 +37,11 @@ RESOURCE_TYPE = "Custom::ServiceQuotaRequest"
 
 
 def bundle_into(output_dir: str | Path) -> None:
-    """The quota handler plus hfpipe/core (its quota look-up is the one Plan uses)."""
+    """The quota handler plus what hfpipe.core needs (its quota look-up is the one Plan uses; the core imports
+    the kinds: a bundle of the core alone failed to import)."""
     out = Path(output_dir)
     shutil.copytree(HANDLER_DIR, out, dirs_exist_ok=True, ignore=_IGNORE)
-    (out / "hfpipe").mkdir(exist_ok=True)
-    shutil.copy2(ROOT / "hfpipe" / "__init__.py", out / "hfpipe" / "__init__.py")
-    shutil.copytree(ROOT / "hfpipe" / "core", out / "hfpipe" / "core", dirs_exist_ok=True, ignore=_IGNORE)
+    bundle_core(out)
 
 
 @jsii.implements(ILocalBundling)

@@ -66,6 +66,13 @@ def bundle_into(output_dir: str | Path) -> None:
     """Write the Lambda code bundle (handlers + hfpipe core + recipes + BUNDLED_PACKAGES) into ``output_dir``."""
     out = Path(output_dir)
     shutil.copytree(ROOT / "lambda" / "pipeline", out, dirs_exist_ok=True, ignore=_IGNORE)
+    bundle_core(out)
+
+
+def bundle_core(out: Path) -> None:
+    """What a handler that runs hfpipe.core needs beside it, for every Lambda bundle (the pipeline's and the
+    quota custom resource's): the core, the kinds and the shared strings it imports, the recipes it reads and
+    BUNDLED_PACKAGES; boto3 and botocore are the Lambda runtime's."""
     (out / "hfpipe").mkdir(exist_ok=True)
     shutil.copy2(ROOT / "hfpipe" / "__init__.py", out / "hfpipe" / "__init__.py")
     shutil.copy2(ROOT / "hfpipe" / "contract.py", out / "hfpipe" / "contract.py")

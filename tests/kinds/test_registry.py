@@ -346,3 +346,42 @@ def test_a_fixture_names_only_functions_of_the_fixtures_package() -> None:
     elsewhere = dataclasses.replace(kinds.fixture_named("squad"), writer="os:remove")
     with pytest.raises(kinds.KindError, match=r"^fixture squad: writer: 'os:remove' is not accepted"):
         write_fixture(elsewhere, "/nonexistent")
+
+
+def test_every_lambda_bundle_imports_its_handler_with_only_what_the_runtime_has(tmp_path: Path) -> None:
+    """The quota custom resource's bundle once carried hfpipe/core without the kinds it imports: its handler
+    could not be imported on AWS. Each bundle's handler module is imported in an interpreter that sees only
+    the bundle, the standard library and what the Lambda Python runtime provides (boto3 and botocore, with
+    their dependencies)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from stacks.constructs import quota_request
+    from stacks.functions import common
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for name in ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, name
+        origin = Path(spec.origin)
+        target = origin.parent if origin.name == "__init__.py" else origin
+        (runtime / target.name).symlink_to(target)
+    for bundle, handlers in (
+        (quota_request.bundle_into, ["quota_request"]),
+        (common.bundle_into, ["pipeline_lambdas.plan", "pipeline_lambdas.cleanup"]),
+    ):
+        folder = tmp_path / bundle.__module__
+        bundle(folder)
+        script = f"import sys; sys.path[:0] = [{str(folder)!r}, {str(runtime)!r}]\n" + "".join(
+            f"import {handler}; assert callable({handler}.handler)\n" for handler in handlers
+        )
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, (bundle.__module__, proc.stderr)
