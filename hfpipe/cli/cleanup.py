@@ -23,7 +23,7 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import AwsFault, HfpipeError, UsageError, aws_error
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, execution_argument
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, execution_argument, option_rules
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.names import PlannedNames
 from hfpipe.core.run.cleanup import (
@@ -475,6 +475,9 @@ def add_to(sub: Subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and stop")
     wait_timeout_option(p)
     aws_options(p)
+    option_rules(
+        p, excludes={("--yes", "--dry-run"): "a dry run deletes nothing, so there is nothing to confirm"}
+    )
     p.set_defaults(func=with_console(cmd_cleanup), command_parser=p)
 
 

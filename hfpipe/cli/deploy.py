@@ -28,7 +28,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.deploy.deploy_plan import (
     ROOT_PATH,
@@ -292,6 +292,9 @@ def add_to(sub: Subparsers) -> None:
         help="seconds between looks at the endpoint (default 15; 1 in a local world)",
     )
     aws_options(p)
+    option_rules(
+        p, excludes={("--interval", "--no-wait"): "--no-wait returns at once, with nothing to look at"}
+    )
     p.set_defaults(func=with_console(_deploy), command_parser=p)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from hfpipe.cli.aws import aws_error
 from hfpipe.cli.clients import AwsFault, HfpipeError, UsageError
+from hfpipe.cli.parser import check_rules
 from hfpipe.core.validate import RecipeError
 
 #: Error codes of a throttled call (botocore's retry handler's throttling codes, and S3's SlowDown).
@@ -109,6 +110,7 @@ def run(func: Callable[[Any], int], args: Any) -> int:
 
     state(None)
     try:
+        check_rules(args)
         return int(func(args))
     except UsageError as exc:  # a command line the command cannot run: one line, argparse's exit status
         print(f"error: {exc}", file=sys.stderr)
@@ -123,6 +125,10 @@ def run(func: Callable[[Any], int], args: Any) -> int:
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # the file system refused what no step checked first (no permission, no space)
+        where = f"{exc.filename!r}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         # An AWS call no step of the command wrapped: one line too.
         return _fault(str(aws_error(exc, operation_of(exc))), None)

@@ -33,7 +33,7 @@ from hfpipe.cli import aws, invoke_openai
 from hfpipe.cli import recipes as cli_recipes
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.invoke_requests import read_requests
-from hfpipe.cli.parser import LOCAL_PORT, Subparsers, aws_options
+from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_options, option_rules
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.adapters import adapter_deploy
@@ -165,26 +165,35 @@ def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
         raise aws.aws_error(exc, f"reading endpoint {name}") from None
 
 
+def _endpoint_named(clients: aws.Clients, ref: str, env: str | None) -> dict[str, Any] | None:
+    """The endpoint `ref` names in `env`: by its name, or a named endpoint by its cdk.json name."""
+    if not env or ref.startswith("arn:"):
+        return None
+    return _describe_endpoint(clients.sagemaker, ref) or _describe_endpoint(
+        clients.sagemaker, contract.deployed_endpoint_name(env, ref)
+    )
+
+
+def _execution_named(clients: aws.Clients, ref: str, env: str | None) -> dict[str, Any]:
+    """The execution `ref` names; where it could have been an endpoint's name too, the error says both."""
+    try:
+        return aws.resolve_execution(clients, ref, env)
+    except HfpipeError as err:
+        if not env or ref.startswith("arn:") or not str(err).startswith("unknown execution"):
+            raise
+        raise HfpipeError(
+            f"no endpoint and no execution named {ref!r} in environment {env!r}: list them with "
+            f"`hfpipe endpoints --env {env}` and `hfpipe list --env {env}`"
+        ) from None
+
+
 def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
     """An endpoint by its name (tagged for `env`), a named endpoint by its cdk.json name (hfpipe-ENV-NAME), or
     the endpoint of the execution that created it."""
     plan: Plan | None = None
-    endpoint = None
-    endpoint_named = bool(env) and not ref.startswith("arn:")  # a name that could be an endpoint's
-    if env and endpoint_named:
-        endpoint = _describe_endpoint(clients.sagemaker, ref) or _describe_endpoint(
-            clients.sagemaker, contract.deployed_endpoint_name(env, ref)
-        )
+    endpoint = _endpoint_named(clients, ref, env)
     if endpoint is None:
-        try:
-            desc = aws.resolve_execution(clients, ref, env)
-        except HfpipeError as err:
-            if endpoint_named is False or not str(err).startswith("unknown execution"):
-                raise
-            raise HfpipeError(
-                f"no endpoint and no execution named {ref!r} in environment {env!r}: list them with "
-                f"`hfpipe endpoints --env {env}` and `hfpipe list --env {env}`"
-            ) from None
+        desc = _execution_named(clients, ref, env)
         # Only the plan the pipeline stored names the endpoint: never one written into the input.
         plan = aws.stored_plan(list(aws.execution_history(clients.sfn, desc["executionArn"])))
         if plan is None:
@@ -473,4 +482,15 @@ def add_to(sub: Subparsers) -> None:
         "hfpipe-ENV-adapter-NAME), or with --local the OpenAI model field",
     )
     aws_options(p)
+    one_source = "give the requests one way: --data, --file or --dialogue"
+    option_rules(
+        p,
+        needs={"--port": "--local"},
+        excludes={
+            **LOCAL_EXCLUDES,
+            ("--data", "--file"): one_source,
+            ("--data", "--dialogue"): one_source,
+            ("--file", "--dialogue"): one_source,
+        },
+    )
     p.set_defaults(func=with_console(cmd_invoke), command_parser=p)

@@ -21,7 +21,14 @@ from rich.console import Console
 
 from hfpipe import kinds
 from hfpipe.cli.aws import Clients, HfpipeError, UsageError
-from hfpipe.cli.parser import LOCAL_PORT, Subparsers, recipe_options, runs_folder_option, with_actions
+from hfpipe.cli.parser import (
+    LOCAL_PORT,
+    Subparsers,
+    option_rules,
+    recipe_options,
+    runs_folder_option,
+    with_actions,
+)
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.recipe import serving_fit
 
@@ -66,6 +73,7 @@ def add_to(sub: Subparsers) -> None:
     )
     # Not an option of a run, which has a throwaway environment of its own: kept to say so (run).
     p.add_argument("--env", help=argparse.SUPPRESS)
+    option_rules(p, needs={"--json": "--dry-run", "--port": "--serve"})
     p.set_defaults(func=with_console(run), command_parser=p)
 
 
@@ -81,15 +89,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"--env {args.env}: `hfpipe local --recipe` runs in a throwaway environment of its own; to serve "
             f"{args.env} here: hfpipe local up --env {args.env}"
         )
-    for given, needs in (("--json", "--dry-run"), ("--port", "--serve")):
-        if _given(args, given) and not _given(args, needs):
-            raise UsageError(f"{given} is an option of {needs}; pass {needs} too, or drop {given}")
     return _run_recipe(args, console)
-
-
-def _given(args: argparse.Namespace, option: str) -> bool:
-    value = getattr(args, option.removeprefix("--").replace("-", "_"))
-    return value is not None and value is not False
 
 
 def _run_recipe(args: argparse.Namespace, console: Console) -> int:
@@ -269,12 +269,8 @@ def _run(
                 console.print(f"warning: {report['model_warning']}", markup=False, highlight=False)
     except LocalModeError as exc:
         raise HfpipeError(str(exc)) from None
-    except KeyboardInterrupt:  # what was stopped and where the incomplete run lies, before `interrupted`
-        from hfpipe.local.outputs import INTERRUPTED
-
-        note = out / INTERRUPTED
-        if note.is_file():
-            print(f"local run {name}: {note.read_text().strip()}: {out}", file=sys.stderr)
+    except KeyboardInterrupt:
+        _say_interrupted(name, out)
         raise
     console.print(f"left in the local account: {sum(map(len, left.values()))} endpoints/configs/models")
     now = time.monotonic()
@@ -286,6 +282,15 @@ def _run(
     if server is not None:
         return _serve(server, out, loaded, console)
     return 0
+
+
+def _say_interrupted(name: str, out: Path) -> None:
+    """What Ctrl-C stopped and where the incomplete run lies (its INTERRUPTED note), before `interrupted`."""
+    from hfpipe.local.outputs import INTERRUPTED
+
+    note = out / INTERRUPTED
+    if note.is_file():
+        print(f"local run {name}: {note.read_text().strip()}: {out}", file=sys.stderr)
 
 
 def _as_run_here(
@@ -466,8 +471,14 @@ def _use_channels(substitutions: Any, given: list[str]) -> None:
     """`--channel NAME=FOLDER`: a local folder as an input channel, instead of the task's fixture data."""
     from hfpipe.core import validate
 
+    seen: set[str] = set()
     for text in given:
         name, sep, folder = text.partition("=")
+        if name in seen:
+            raise UsageError(
+                f"--channel {text!r}: channel {name!r} is given twice; accepted: one folder per channel"
+            )
+        seen.add(name)
         if not sep or not folder:
             raise UsageError(
                 f"--channel {text!r} is not NAME=FOLDER; accepted: e.g. --channel training=./data"

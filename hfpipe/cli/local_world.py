@@ -216,11 +216,15 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    console.print(
-        f"local environment {args.env} stopped: its account (executions, jobs, endpoints, registry) is gone; "
-        f"its jobs' files stay in {world.workdir} until the next `hfpipe local up --env {args.env}`"
-    )
+    console.print(_stopped(args.env, world.workdir))
     return 0
+
+
+def _stopped(env: str, workdir: Path) -> str:
+    return (
+        f"local environment {env} stopped: its account (executions, jobs, endpoints, registry) is gone; "
+        f"its jobs' files stay in {workdir} until the next `hfpipe local up --env {env}`"
+    )
 
 
 def _started(world: Any, console: Console, seconds: float) -> None:

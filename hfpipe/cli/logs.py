@@ -22,7 +22,14 @@ from typing import Any
 
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, local_only, runs_folder_option
+from hfpipe.cli.parser import (
+    LOCAL_EXCLUDES,
+    Subparsers,
+    aws_options,
+    execution_argument,
+    option_rules,
+    runs_folder_option,
+)
 from hfpipe.cli.paths import check_length
 from hfpipe.core import json_text
 from hfpipe.core.run import logs as core_logs
@@ -31,6 +38,10 @@ from hfpipe.local import outputs
 JOB_ENDED = {"Completed", "Failed", "Stopped"}
 LOCAL_LOG = outputs.TRAINING_LOG
 LOCAL_DONE = outputs.REPORT
+
+
+#: How often `logs --follow` looks for new lines, unless --interval says.
+FOLLOW_INTERVAL_S = 5.0
 
 
 def parse_since(text: str) -> timedelta:
@@ -114,11 +125,9 @@ def follow_cloudwatch(
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print (or follow) an execution's training log."""
-    aws.poll_interval(
-        args.interval, None, args.interval
-    )  # the commands' one --interval rule (no NaN, no inf)
+    # The commands' one --interval rule (no NaN, no inf); not given: every 5 s.
+    args.interval = aws.poll_interval(args.interval, None, FOLLOW_INTERVAL_S)
     if args.local:
-        local_only(args)
         if args.since:
             raise UsageError(
                 "--since needs CloudWatch's timestamps; a local run's training.log has none (drop --since)"
@@ -327,10 +336,11 @@ def add_to(sub: Subparsers) -> None:
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the training job ends")
     p.add_argument("--since", metavar="AGE", help="only lines from the last AGE: 30s, 10m, 2h, 1d")
     p.add_argument(
-        "--interval", type=float, default=5.0, help="seconds between polls with --follow (default 5)"
+        "--interval", type=float, help=f"seconds between polls with --follow (default {FOLLOW_INTERVAL_S:g})"
     )
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
     p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
     runs_folder_option(p, "folder of the local runs, with --local")
     aws_options(p)
+    option_rules(p, needs={"--interval": "--follow", "--out": "--local"}, excludes=LOCAL_EXCLUDES)
     p.set_defaults(func=cmd_logs, command_parser=p)

@@ -29,6 +29,10 @@ _NO_VALUE = (
 LOCAL_PORT = 8080
 
 
+#: The namespace attributes `option_rules` works with: the options given, and the command's rules.
+GIVEN, RULES = "_given", "_option_rules"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with "did you mean" (difflib): a mistyped option is named as unknown with the option meant,
     before it can be misread as the value of a positional (`hfpipe local --recpie tiny-lora`), and a
@@ -63,6 +67,15 @@ class Parser(argparse.ArgumentParser):
         words = self._with_default_action(list(sys.argv[1:] if args is None else args))
         self._refuse_unknown_option(words)
         parsed, extra = super().parse_known_args(words, namespace)
+        # Which options the command line gave (a value other than the default), for `option_rules`; a
+        # subcommand's parser records its own, argparse copies them up, each level adds its own.
+        given: set[str] = set(getattr(parsed, GIVEN, ()))
+        for action in self._actions:
+            if action.option_strings and action.dest != argparse.SUPPRESS and hasattr(parsed, action.dest):
+                value = getattr(parsed, action.dest)
+                if not isinstance(value, Deferred) and value != action.default:
+                    given.add(max(action.option_strings, key=len))
+        setattr(parsed, GIVEN, frozenset(given))
         return resolve_deferred(parsed), extra
 
     def _with_default_action(self, words: list[str]) -> list[str]:
@@ -123,7 +136,9 @@ class _DescribedSubparsers(argparse._SubParsersAction):  # type: ignore[type-arg
         if kwargs.get("help") and "description" not in kwargs:
             text = kwargs["help"]
             kwargs["description"] = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
-        return super().add_parser(name, **kwargs)
+        parser = super().add_parser(name, **kwargs)
+        parser.set_defaults(**{RULES: ()})  # its own option_rules, not its parent command's
+        return parser
 
 
 class Deferred:
@@ -231,12 +246,36 @@ def _folder(text: str) -> str:
     return text
 
 
-def local_only(args: argparse.Namespace) -> None:
-    """With --local (a run of this machine, by its folder's name), --env names nothing: refused, not ignored."""
+def option_rules(
+    parser: argparse.ArgumentParser,
+    needs: dict[str, str] | None = None,
+    excludes: dict[tuple[str, str], str] | None = None,
+) -> None:
+    """What a command's options mean only together: ``needs`` maps an option to the one it is an option of
+    (`--json`: `--dry-run`), ``excludes`` a pair that does not go together to why. Checked by `check_rules`
+    before the command runs (faults.run): a usage error (exit 2) before any AWS call, never an option
+    silently ignored."""
+    rules = list(parser.get_default(RULES) or ())
+    rules += [("needs", option, other, "") for option, other in (needs or {}).items()]
+    rules += [("excludes", a, b, why) for (a, b), why in (excludes or {}).items()]
+    parser.set_defaults(**{RULES: tuple(rules)})
+
+
+def check_rules(args: argparse.Namespace) -> None:
+    """`option_rules`' usage error for the first rule the command line breaks."""
     from hfpipe.cli.clients import UsageError
 
-    if args.env is not None:
-        raise UsageError(
-            f"--env {args.env}: --local reads this machine's runs (`hfpipe local`), not an environment's "
-            "executions; drop --env, or --local"
-        )
+    given: frozenset[str] = getattr(args, GIVEN, frozenset())
+    for kind, option, other, why in getattr(args, RULES, ()):
+        if kind == "needs" and option in given and other not in given:
+            raise UsageError(f"{option} is an option of {other}; pass {other} too, or drop {option}")
+        if kind == "excludes" and option in given and other in given:
+            raise UsageError(f"{option} does not go with {other}: {why}")
+
+
+#: --local reads or reaches this machine (`hfpipe local`'s runs, its server), not an AWS environment.
+LOCAL_EXCLUDES = {
+    ("--env", "--local"): "--local reads this machine's runs and server, not an environment's; drop one",
+    ("--profile", "--local"): "--local calls no AWS account; drop --profile",
+    ("--region", "--local"): "--local calls no AWS account; drop --region",
+}

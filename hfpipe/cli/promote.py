@@ -27,7 +27,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options
+from hfpipe.cli.parser import Subparsers, aws_options, option_rules
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.promotion.promote_plan import Promoted
@@ -147,4 +147,5 @@ def add_to(sub: Subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
     aws_options(p)
+    option_rules(p, needs={"--json": "--watch", "--interval": "--watch"})
     p.set_defaults(func=with_console(cmd_promote), command_parser=p)

@@ -11,7 +11,14 @@ from rich.console import Group
 
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, execution_argument, local_only, runs_folder_option
+from hfpipe.cli.parser import (
+    LOCAL_EXCLUDES,
+    Subparsers,
+    aws_options,
+    execution_argument,
+    option_rules,
+    runs_folder_option,
+)
 from hfpipe.cli.report import build_report, render_report
 from hfpipe.core import json_text
 
@@ -25,6 +32,7 @@ def add_to(sub: Subparsers) -> None:
     p.add_argument("--local", action="store_true", help="a local run's report (hfpipe local)")
     runs_folder_option(p, "folder of the local runs, with --local")
     aws_options(p)
+    option_rules(p, needs={"--out": "--local"}, excludes=LOCAL_EXCLUDES)
     p.set_defaults(func=cmd_report, command_parser=p)
 
 
@@ -41,7 +49,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.local:
         from hfpipe.cli.local_report import report_local
 
-        local_only(args)
         return report_local(args, terminal.console())
     if not args.execution:
         raise UsageError("hfpipe report needs an EXECUTION (its ARN, or its name with --env), or --local")

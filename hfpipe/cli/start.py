@@ -10,7 +10,7 @@ from typing import Any
 
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, recipe_options
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options
 from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 
@@ -39,6 +39,14 @@ def add_to(sub: Subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     aws_options(p)
+    option_rules(
+        p,
+        needs={"--json": "--dry-run", "--interval": "--watch"},
+        excludes={
+            ("--dry-run", "--watch"): "a dry run starts nothing to watch",
+            ("--dry-run", "--keep-endpoint"): "a dry run starts nothing, so there is no endpoint to keep",
+        },
+    )
     p.set_defaults(func=cmd_start, command_parser=p)
 
 

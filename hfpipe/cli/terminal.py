@@ -11,11 +11,21 @@ from collections.abc import Callable
 from rich.console import Console
 
 
+class _Console(Console):
+    """rich's console, except where the reader of a pipe has gone: rich ends the process with status 1 there;
+    this one raises BrokenPipeError, which every command ends on as the shell does (hfpipe.cli.faults: 141)."""
+
+    def on_broken_pipe(self) -> None:
+        import errno
+
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def console() -> Console:
     """Created per command so that whatever sys.stdout is now (tests capture it) gets the output."""
     # Logs and pipes have no width: do not squeeze tables into 80 columns there. soft_wrap keeps URIs whole.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(soft_wrap=True, highlight=False, width=width)
+    return _Console(soft_wrap=True, highlight=False, width=width)
 
 
 def with_console(

@@ -5,10 +5,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from hfpipe.cli import faults
 
 
-def test_a_closed_pipe_is_no_traceback():
+@pytest.mark.parametrize(
+    "argv", [["recipes", "list", "--json"], ["recipes", "list"]], ids=["json", "rich-table"]
+)
+def test_a_closed_pipe_is_no_traceback(argv):
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the command writes its first line
     done = subprocess.run(
@@ -16,9 +21,7 @@ def test_a_closed_pipe_is_no_traceback():
             sys.executable,
             "-c",
             "import sys; from hfpipe.cli import main; sys.exit(main())",
-            "recipes",
-            "list",
-            "--json",
+            *argv,
         ],
         stdout=write,
         stderr=subprocess.PIPE,

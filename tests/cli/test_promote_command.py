@@ -71,9 +71,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def promote(capsys: pytest.CaptureFixture[str], version: str, *extra: str) -> tuple[int, str, str]:
-    return run(
-        capsys, "promote", version, "--env", "prod", "--region", TARGET_REGION, "--interval", "0.01", *extra
-    )
+    interval = ("--interval", "0.01") if "--watch" in extra else ()  # an option of --watch
+    return run(capsys, "promote", version, "--env", "prod", "--region", TARGET_REGION, *interval, *extra)
 
 
 def test_promote_prints_the_new_version_and_models_shows_its_source(deployed, capsys):

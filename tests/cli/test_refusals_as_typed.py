@@ -29,8 +29,33 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["local", "--recipe", "tiny-lora", "--serve", "--port", "99999"], "--port 99999 is not accepted"),
         (["local", "--recipe", "tiny-lora", "--set", "foo"], "--set 'foo' is not KEY=VALUE"),
         (["local", "--recipe", "tiny-lora", "--channel", "bogus"], "--channel 'bogus' is not NAME=FOLDER"),
-        (["report", "--local", "--env", "dev"], "--env dev: --local reads this machine's runs"),
-        (["logs", "--local", "--env", "dev"], "--env dev: --local reads this machine's runs"),
+        (["report", "--local", "--env", "dev"], "--env does not go with --local"),
+        (["logs", "--local", "--env", "dev"], "--env does not go with --local"),
+        (["report", "--local", "--profile", "p"], "--profile does not go with --local"),
+        (["invoke", "--local", "--env", "dev", "--data", "{}"], "--env does not go with --local"),
+        (["invoke", "x", "--env", "dev", "--port", "8081"], "--port is an option of --local"),
+        (["invoke", "x", "--env", "dev", "--data", "{}", "--file", "f"], "--data does not go with --file"),
+        (["report", "x", "--env", "dev", "--out", "runs"], "--out is an option of --local"),
+        (["logs", "x", "--env", "dev", "--interval", "7"], "--interval is an option of --follow"),
+        (["start", "--env", "dev", "--recipe", "tiny-lora", "--json"], "--json is an option of --dry-run"),
+        (
+            ["start", "--env", "dev", "--recipe", "tiny-lora", "--interval", "5"],
+            "--interval is an option of --watch",
+        ),
+        (
+            ["start", "--env", "dev", "--recipe", "tiny-lora", "--dry-run", "--watch"],
+            "--dry-run does not go with",
+        ),
+        (["promote", "tiny-lora/1", "--env", "prod", "--json"], "--json is an option of --watch"),
+        (["cleanup", "--env", "dev", "--dry-run", "--yes"], "--yes does not go with --dry-run"),
+        (
+            ["deploy", "--env", "dev", "--model", "a/1", "--endpoint", "e", "--no-wait", "--interval", "5"],
+            "--interval does not go with --no-wait",
+        ),
+        (
+            ["local", "--recipe", "tiny-lora", "--channel", "training=.", "--channel", "training=."],
+            "given twice",
+        ),
         (["cleanup", "--env", "dev", "--older-than", "5x"], "--older-than '5x' is not a duration"),
         (["models", "approve", "--env", "dev"], "the following arguments are required: VERSION"),
         (["models", "download", "--env", "dev"], "the following arguments are required: VERSION"),
@@ -179,3 +204,24 @@ def test_a_process_waiting_for_anothers_synthesis_says_so(
         first.join(60)
         second.join(60)
     assert results == [{"Data": {}}, {"Data": {}}]
+
+
+def test_an_actions_options_are_not_held_to_its_commands_rules() -> None:
+    """`local --port` is an option of `--serve`; `local up --port` is local up's own."""
+    from hfpipe.cli.parser import check_rules
+
+    args, _ = build_parser().parse_known_args(["local", "up", "--env", "dev", "--port", "5"])
+    check_rules(args)  # no usage error
+    args, _ = build_parser().parse_known_args(["local", "--recipe", "tiny-lora", "--port", "5"])
+    with pytest.raises(HfpipeError, match="--port is an option of --serve"):
+        check_rules(args)
+
+
+def test_what_the_file_system_refuses_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from hfpipe.cli import faults
+
+    def unreadable(_args: Any) -> int:
+        raise PermissionError(13, "Permission denied", "/srv/data/train.jsonl")
+
+    assert faults.run(unreadable, argparse.Namespace()) == 1
+    assert capsys.readouterr().err == "error: '/srv/data/train.jsonl': Permission denied\n"

@@ -160,15 +160,20 @@ def test_other_paths_and_methods(server: ModelServer) -> None:
     assert request(server, "PUT", "/invocations", b"{}")[0] == 405
 
 
-def test_a_taken_port_is_refused_before_anything_runs(server: ModelServer, capsys: Any) -> None:
+def test_a_taken_port_is_refused_before_anything_runs(
+    server: ModelServer, capsys: Any, tmp_path: Path
+) -> None:
     port = server.server_address[1]
-    code = main(["local", "--recipe", "tiny-lora", "--serve", "--port", str(port), "--out", "/nonexistent/x"])
+    code = main(
+        ["local", "--recipe", "tiny-lora", "--serve", "--port", str(port), "--out", str(tmp_path / "x")]
+    )
     _, err = capsys.readouterr()
     assert code == 1
     # The first thing said: refused before the stacks are synthesized (no stage line, whatever their cache).
     assert err.startswith(f"error: cannot listen on 127.0.0.1:{port} (")
     assert err.endswith("pass another --port (0 picks a free one)\n")
     assert err.count("\n") == 1
+    assert not (tmp_path / "x").exists()  # nothing made under --out
 
 
 def test_invoke_local(server: ModelServer, tmp_path: Path, capsys: Any) -> None:

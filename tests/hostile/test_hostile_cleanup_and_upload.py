@@ -38,7 +38,7 @@ def models(environment: Environment) -> list[str]:
 def test_cleanup_with_a_bad_age_deletes_nothing(environment: Environment, cli: Run, age: str) -> None:
     model(environment, "a-model", "dev", "a")
     code, _, err = cli("cleanup", "--env", "dev", f"--older-than={age}", "--yes")
-    assert code == 1 and f"--older-than {age!r}" in err
+    assert code == 2 and f"--older-than {age!r}" in err  # a usage error, before any AWS call
     assert models(environment) == ["a-model"]
 
 

@@ -441,7 +441,7 @@ def test_a_wait_past_its_bound_says_to_run_the_command_again(
 def test_a_bad_wait_timeout_is_one_clear_error(environment: Environment, cli: Run, value: str) -> None:
     names = execution_resources(environment, "bad-wait", job=False)
     code, _, err = cli("cleanup", "--env", "dev", "--yes", f"--wait-timeout={value}")
-    assert code == 1 and err.startswith(f"error: --wait-timeout {value!r} is not a duration"), err
+    assert code == 2 and err.startswith(f"error: --wait-timeout {value!r} is not a duration"), err
     assert names.endpoint_name in existing()
 
 
