@@ -53,12 +53,8 @@ def _json_documents(text: str, origin: str) -> tuple[list[Any], list[str]]:
 
 
 def read_requests(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
-    """The requests from --data, --file, --dialogue or standard input, and where each came from."""
-    given = [opt for opt in ("data", "file", "dialogue") if getattr(args, opt)]
-    if len(given) > 1:
-        raise HfpipeError(
-            f"give one of --data, --file, --dialogue (got {', '.join('--' + g for g in given)})"
-        )
+    """The requests from --data, --file, --dialogue (one of them: invoke's option_rules) or standard input, and
+    where each came from."""
     parameters = None
     if args.parameters:
         try:
