@@ -35,7 +35,7 @@ from benchmarks.common import figure  # noqa: E402
 from hfpipe.fixtures import samsum  # noqa: E402
 from hfpipe.fixtures.encoders import build_encoder, build_tokenizer  # noqa: E402
 from hfpipe.fixtures.squad import write_squad  # noqa: E402
-from hfpipe.local import container as lc  # noqa: E402
+from hfpipe.local.training import container as lc  # noqa: E402
 
 
 def window_lengths(rows: list[dict], tokenizer: Any, max_seq_length: int, doc_stride: int) -> list[int]:

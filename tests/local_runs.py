@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hfpipe.core.recipe.recipes import load_recipe
-from hfpipe.local.substitute import for_this_machine
+from hfpipe.local.training.substitute import for_this_machine
 
 
 def check_finished_run(

@@ -16,7 +16,7 @@ from app_synth import data_imports
 
 from hfpipe import contract
 from hfpipe.core.promotion import registry
-from hfpipe.local.engine import LocalEngine
+from hfpipe.local.engine.engine import LocalEngine
 from stacks.image_catalog import build_catalog
 
 SOURCE, TARGET = "dev", "prod"

@@ -3,7 +3,7 @@
 The suite runs many test files one after another in each process (pytest-xdist's workers, in a random order),
 and some state belongs to the process, not to a test: the environment, the working folder, sys.path and
 sys.modules, signal handlers, logging's levels and root handlers, boto3's default session and the handlers
-registered on it, moto's mock and the internals local mode patches (hfpipe.local.moto_patches.PATCHED), the
+registered on it, moto's mock and the internals local mode patches (hfpipe.local.engine.moto_patches.PATCHED), the
 Lambda package's client overrides (pipeline_lambdas.aws), the command's client factory, local mode's running
 training processes, and threads. A change left there reaches whichever test the process runs next: a local
 engine's executions left running went on in the next test file's engine (its handlers run there, its end
@@ -156,7 +156,7 @@ def _moto(state: State) -> None:
     models = sys.modules.get("moto.core.models")
     if models is not None:
         state[("moto", "mocks started")] = models.MockAWS._nested_count
-    patches = sys.modules.get("hfpipe.local.moto_patches")
+    patches = sys.modules.get("hfpipe.local.engine.moto_patches")
     for dotted in getattr(patches, "PATCHED", ()):
         try:
             value = _resolve(dotted)
@@ -176,9 +176,9 @@ def _project(state: State) -> None:
     if cli is not None:
         factory = cli.clients_factory
         state[("hfpipe.cli.aws", "clients_factory")] = None if factory is cli.make_clients else Same(factory)
-    container = sys.modules.get("hfpipe.local.container")
+    container = sys.modules.get("hfpipe.local.training.container")
     if container is not None:
-        state[("hfpipe.local.container", "RUNNING")] = frozenset(Same(p) for p in container.RUNNING)
+        state[("hfpipe.local.training.container", "RUNNING")] = frozenset(Same(p) for p in container.RUNNING)
 
 
 def _is_lasting(thread: threading.Thread) -> bool:
@@ -228,7 +228,9 @@ def changes(before: State, after: State, *, threads: bool = False) -> list[str]:
 
 #: Groups read from a module once it is imported (moto, the project's): its first import (by a test) brings them,
 #: empty or zero.
-_FIRST_IMPORT = frozenset({"moto", "pipeline_lambdas.aws", "hfpipe.cli.aws", "hfpipe.local.container"})
+_FIRST_IMPORT = frozenset(
+    {"moto", "pipeline_lambdas.aws", "hfpipe.cli.aws", "hfpipe.local.training.container"}
+)
 #: Mappings compared entry by entry, where an entry only added is no change.
 _ENTRIES = frozenset({("sys", "modules"), ("logging", "levels")})
 

@@ -227,7 +227,7 @@ def train_resumable(trainer: Any, train_samples: int) -> dict[str, Any]:
 
     Resume after a spot interruption or a stop relies on the periodic checkpoints (`save_strategy` steps or
     epoch): in the real container no signal reaches the script before it is killed (see
-    hfpipe.local.container.LocalTrainingJob.stop for the path SIGTERM takes), so there is no last-moment save.
+    hfpipe.local.training.container.LocalTrainingJob.stop for the path SIGTERM takes), so there is no last-moment save.
     """
     args = trainer.args
     checkpoint = args.resume_from_checkpoint or last_complete_checkpoint(args.output_dir)

@@ -27,6 +27,9 @@ that did not succeed; for `logs --follow`, a job that did not complete; under an
 what still runs and what to run next: hfpipe.cli.faults); 2 bad command-line usage, argparse's or one the
 command finds (`hfpipe` or `hfpipe data` alone prints its help on stdout; a mistyped command, option or choice
 gets "did you mean"); 130 interrupted (Ctrl-C ending `local --serve` is its normal end: 0).
+
+The commands sit in rooms by concern (recipe, run, deploy, promotion, adapters: docs/layers.md), over what
+they share here: the parser, the console, AWS access, faults, paths, and `hfpipe local`'s commands.
 """
 
 from __future__ import annotations
@@ -52,23 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(command_parser=parser, func=None)
     # The modules of the commands, in the order `hfpipe --help` lists them: each owns its arguments, its
     # help and what runs (its `add_to`, which registers one command or two: cleanup has stop and cleanup).
-    from hfpipe.cli import (
-        cleanup,
-        completion,
-        data,
-        deploy,
-        endpoints,
-        executions,
-        invoke,
-        local,
-        logs,
-        models,
-        promote,
-        recipes,
-        report_command,
-        start,
-        watch,
-    )
+    from hfpipe.cli import completion, local
+    from hfpipe.cli.deploy import deploy, endpoints, invoke
+    from hfpipe.cli.promotion import models, promote
+    from hfpipe.cli.recipe import data, recipes
+    from hfpipe.cli.run import cleanup, executions, logs, report_command, start, watch
 
     for module in (
         recipes,

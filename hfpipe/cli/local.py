@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def _run_recipe(args: argparse.Namespace, console: Console) -> int:
     """One recipe end to end locally."""
-    from hfpipe.cli import recipes
+    from hfpipe.cli.recipe import recipes
     from hfpipe.local.checkout import LocalModeError, checkout_root
 
     try:
@@ -116,7 +116,7 @@ def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
     not after them; None without --serve."""
     if not args.serve:
         return None
-    from hfpipe.local.serve import ModelServer, PortInUseError
+    from hfpipe.local.serving.serve import ModelServer, PortInUseError
 
     port = LOCAL_PORT if args.port is None else args.port
     if not 0 <= port < 65536:
@@ -133,8 +133,8 @@ def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
 
 def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -> int:
     """The recipe checked as it runs here, its source packed, then the dry run's plan or the run."""
-    from hfpipe.cli import sources
-    from hfpipe.local.substitute import has_gpu
+    from hfpipe.cli.recipe import sources
+    from hfpipe.local.training.substitute import has_gpu
 
     stage = _stages()
     # The local environment's rules on the recipe as it runs here come first: before an own source is cloned
@@ -160,7 +160,8 @@ def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, serve
 def _dry_run(args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console) -> int:
     """The plan the run's Plan state would make (hfpipe.local.dry_run), shown as `start --dry-run` shows
     one; nothing is built, trained or written."""
-    from hfpipe.cli import dryrun, sources
+    from hfpipe.cli.recipe import sources
+    from hfpipe.cli.run import dryrun
     from hfpipe.core import json_text
     from hfpipe.core.names import default_execution_name
     from hfpipe.core.validate import RecipeError
@@ -240,8 +241,8 @@ def _run(
 
     import boto3
 
-    from hfpipe.cli.report import build_report
-    from hfpipe.cli.watch import watch
+    from hfpipe.cli.run.report import build_report
+    from hfpipe.cli.run.watch import watch
     from hfpipe.local.checkout import LocalModeError
     from hfpipe.local.run import LocalRun
 
@@ -297,9 +298,9 @@ def _as_run_here(
     args: argparse.Namespace, loaded: Any, gpu: bool, script_arguments: frozenset[str] | None
 ) -> Any:
     """The recipe as it would run (with --set), then what this machine needs instead, with the --channel
-    folders; `script_arguments`: what an own script's parser takes (hfpipe.cli.sources.script_arguments)."""
+    folders; `script_arguments`: what an own script's parser takes (hfpipe.cli.recipe.sources.script_arguments)."""
     from hfpipe.core.recipe.recipes import apply_overrides
-    from hfpipe.local.substitute import for_this_machine
+    from hfpipe.local.training.substitute import for_this_machine
 
     try:
         substitutions = for_this_machine(
@@ -382,7 +383,7 @@ def _in_local_environment(
     or packed, in the line `hfpipe start` gives: the same entry into the recipe rules (hfpipe.core.run.plan.accept)
     with the local environment's settings, read from its synthesized stacks as its Plan function has them (an
     own source's checks come once it is packed and uploaded)."""
-    from hfpipe.cli.dryrun import in_environment
+    from hfpipe.cli.run.dryrun import in_environment
     from hfpipe.core.recipe.schema import RecipeError
     from hfpipe.core.run import plan as core_plan
     from hfpipe.local.checkout import FolderError, LocalModeError
@@ -504,8 +505,8 @@ def _own_source(
     local: Any, packed: Any, loaded: Any, execution_input: dict[str, Any], console: Console
 ) -> dict[str, Any]:
     """A recipe's own dir or git source (packed by `run`) uploaded to the local artifacts bucket, as `hfpipe
-    start` does (hfpipe.cli.sources); the execution input names the archive."""
-    from hfpipe.cli import sources
+    start` does (hfpipe.cli.recipe.sources); the execution input names the archive."""
+    from hfpipe.cli.recipe import sources
 
     if packed is None:
         return execution_input
@@ -519,7 +520,7 @@ def _own_source(
 
 def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
     """Serve the run's model.tar.gz through its own code/inference.py until Ctrl-C."""
-    from hfpipe.local.endpoint import local_endpoint_class
+    from hfpipe.local.serving.endpoint import local_endpoint_class
 
     model = out / "model.tar.gz"
     if not model.is_file():

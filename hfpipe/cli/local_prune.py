@@ -52,7 +52,7 @@ def add_to(actions: Subparsers) -> None:
 
 def prune(args: argparse.Namespace, console: Console) -> int:
     """Remove the local runs under --out but the newest --keep; print what went and what it freed."""
-    from hfpipe.cli.logs import runs_out
+    from hfpipe.cli.run.logs import runs_out
 
     keep = args.keep
     if keep < 0:

@@ -23,7 +23,7 @@ _NO_VALUE = (
 )
 
 
-#: `hfpipe local --serve`'s port and `hfpipe invoke --local`'s: hfpipe.local.serve.DEFAULT_PORT, the port
+#: `hfpipe local --serve`'s port and `hfpipe invoke --local`'s: hfpipe.local.serving.serve.DEFAULT_PORT, the port
 #: SageMaker's model containers listen on (not imported: the parser is built for every command, and serve
 #: imports the HTTP server; tests/cli/test_usage.py holds them equal).
 LOCAL_PORT = 8080

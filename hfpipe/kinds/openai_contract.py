@@ -2,7 +2,7 @@
 refuses the rest, for the version the AWS vLLM container pins (stacks/dlc_images.json: vLLM 0.14.0).
 
 Written once, here, and used by all three that need it: `hfpipe invoke`'s check before sending, local mode's
-stand-in for the server (hfpipe.local.openai_endpoint) and Plan's check of a recipe's sample request
+stand-in for the server (hfpipe.local.serving.openai_endpoint) and Plan's check of a recipe's sample request
 (hfpipe.core.recipe.sample_request). Stdlib only, like the rest of hfpipe.kinds, so the Plan Lambda carries it.
 
 The rules are vLLM 0.14.0's, read in its wheel (vllm-0.14.0-cp38-abi3-manylinux_2_31_x86_64.whl on PyPI);

@@ -60,7 +60,7 @@ class ServingKind:
     #: openai_contract.ContractError, with the server's status and error body). None: the task handler's.
     request_contract: Callable[[Any, int | None], object] | None = None
     #: "module:Class" that serves a model.tar.gz on this machine (hfpipe local, local --serve).
-    local_endpoint: str = "hfpipe.local.endpoint:LocalEndpoint"
+    local_endpoint: str = "hfpipe.local.serving.endpoint:LocalEndpoint"
     #: (what stands in, why) when local mode cannot run the kind's own server, printed as a substitution.
     local_stand_in: tuple[str, str] | None = None
     #: Packaging: whether the kind serves a merged model only (the server loads weights from /opt/ml/model
@@ -165,7 +165,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             # `hfpipe invoke`, local mode's stand-in and Plan's check of the sample request.
             request_module=None,
             request_contract=openai_contract.check_request,
-            local_endpoint="hfpipe.local.openai_endpoint:OpenAIEndpoint",
+            local_endpoint="hfpipe.local.serving.openai_endpoint:OpenAIEndpoint",
             needs_merged_model=True,
             serves_adapters=True,
             speaks_openai=True,
@@ -184,7 +184,7 @@ SERVING_KINDS: dict[str, ServingKind] = {
             serves=("causal-lm",),
             local_stand_in=(
                 "a stand-in speaking its HTTP contract (/invocations, /v1, streaming) with transformers, "
-                "one request at a time (hfpipe.local.openai_endpoint)",
+                "one request at a time (hfpipe.local.serving.openai_endpoint)",
                 "vLLM's wheels need CUDA; its CPU backend is a source build",
             ),
         ),

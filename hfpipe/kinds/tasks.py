@@ -85,7 +85,7 @@ def tiny_model(name: Any) -> TinyModel:
 
 @dataclass(frozen=True)
 class Fixture:
-    """A local-mode stand-in data set in the task's real format (built by hfpipe.local.substitute.build_data
+    """A local-mode stand-in data set in the task's real format (built by hfpipe.local.training.substitute.build_data
     under `name`), and the tiny model family (a key of TINY_MODELS) local mode trains on it: the recipe's own
     when it names no hub model, the stand-in of the hub model it names otherwise."""
 

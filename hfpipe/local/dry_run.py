@@ -2,7 +2,7 @@
 
 The same function the Plan Lambda runs (`hfpipe.core.run.plan.build_plan`), with the local environment's settings
 as its Plan function has them (`hfpipe.local.stacks.plan_config`, from the synthesized stacks) and the quota
-table the local engine answers with (`hfpipe.local.quotas`). A recipe's own source is read back from an
+table the local engine answers with (`hfpipe.local.engine.quotas`). A recipe's own source is read back from an
 in-memory artifacts bucket, as the Plan state reads it from the bucket the run uploads it to; nothing is
 trained, served or kept.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from hfpipe.core.run.plan import build_plan
 from hfpipe.core.run.plan_model import Plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 from hfpipe.local.stacks import REGION, plan_config, synth_stacks
 
 #: Uploads a recipe's own source to (s3 client, bucket) and returns the execution input that names it.

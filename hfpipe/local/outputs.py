@@ -16,7 +16,7 @@ METRICS = "metrics.json"
 #: The trained model, downloaded from the local account's artifacts bucket.
 MODEL = "model.tar.gz"
 #: The Trainer's state (`save_state`: its log history, each entry with its step), in the folder the script
-#: saw as /opt/ml/checkpoints (hfpipe.local.container) of the run's training job.
+#: saw as /opt/ml/checkpoints (hfpipe.local.training.container) of the run's training job.
 TRAINER_STATE = "jobs/*/run/opt_ml/checkpoints/trainer_state.json"
 #: The run's training job as SageMaker describes it (DescribeTrainingJob: metric definitions, hyperparameters,
 #: final metrics), so `report --local --plot` reads a local run by the rule it reads a job on AWS by.

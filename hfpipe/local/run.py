@@ -1,7 +1,7 @@
 """One local run: the app's Data and Pipeline stacks stood up on moto (`hfpipe.local.stacks`), the state
-machine on moto's Step Functions interpreter with the Lambda handlers in this process (`hfpipe.local.engine`),
+machine on moto's Step Functions interpreter with the Lambda handlers in this process (`hfpipe.local.engine.engine`),
 training and serving on this machine (`hfpipe.local.runtime`), and the recipe's fixture data in the data
-bucket; what could not exist here is substituted as `hfpipe.local.substitute` decides. `hfpipe local`
+bucket; what could not exist here is substituted as `hfpipe.local.training.substitute` decides. `hfpipe local`
 (hfpipe.cli.local) starts the execution and watches it with the same view as on AWS.
 Output files (model.tar.gz, training log, metrics, report) land in the run's output folder.
 """
@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hfpipe.local.engine import LocalEngine, quieted
+from hfpipe.local.engine.engine import LocalEngine, quieted
 from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT, TRAINING_JOB
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
 from hfpipe.local.stacks import REGION, local_data, synth_stacks
-from hfpipe.local.substitute import Substitutions
+from hfpipe.local.training.substitute import Substitutions
 
 
 class LocalRun:
@@ -53,7 +53,7 @@ class LocalRun:
         from hfpipe.contract import SSM_ARTIFACTS_BUCKET, ssm_parameter_name
         from hfpipe.local.stacks import LOCAL_ENV
 
-        #: Where a recipe's own training source is uploaded (hfpipe.cli.sources), as on AWS.
+        #: Where a recipe's own training source is uploaded (hfpipe.cli.recipe.sources), as on AWS.
         self.artifacts_bucket = data.parameters[ssm_parameter_name(LOCAL_ENV, SSM_ARTIFACTS_BUCKET)]
         channels = self._fixtures(self.out / "fixtures")
         self.say("starting the local engine: moto's account, the stacks' resources, the state machine")
@@ -137,7 +137,7 @@ class LocalRun:
         (out / METRICS).write_text(json.dumps(report.get("final_metrics") or {}, indent=2, default=str))
 
     def __exit__(self, *exc: Any) -> None:
-        from hfpipe.local.container import stop_all
+        from hfpipe.local.training.container import stop_all
 
         if exc[0] is not None:
             # Ctrl-C or an error here: the training processes run in their own process group (so a

@@ -1,9 +1,9 @@
 """What happens outside the control plane in local mode: the training job runs on this machine under the
-training-container contract (`hfpipe.local.container`), InvokeEndpoint is answered through the model's own
-`code/inference.py` (`hfpipe.local.endpoint`); the engine calls these as its plug-ins. An endpoint config's
-model may be a registered version's (`Containers=[{"ModelPackageName": ...}]`, hfpipe.local.standin): its
+training-container contract (`hfpipe.local.training.container`), InvokeEndpoint is answered through the model's own
+`code/inference.py` (`hfpipe.local.serving.endpoint`); the engine calls these as its plug-ins. An endpoint config's
+model may be a registered version's (`Containers=[{"ModelPackageName": ...}]`, hfpipe.local.engine.standin): its
 container and recipe decide what is served, not this run's recipe. A call to an inference component is answered
-by the vLLM stand-in serving its base and adapter (`invoke_component`, hfpipe.local.adapter_serving), closed with
+by the vLLM stand-in serving its base and adapter (`invoke_component`, hfpipe.local.serving.adapter_serving), closed with
 the fleets."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
-from hfpipe.local.adapter_serving import AdapterServing
 from hfpipe.local.checkout import checkout_root
 from hfpipe.local.outputs import TRAINING_LOG
+from hfpipe.local.serving.adapter_serving import AdapterServing
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -49,7 +49,7 @@ class LocalRuntime:
     """What happens outside the control plane: training on this machine, serving through the handler."""
 
     def __init__(self, s3: Any, sagemaker: Any, workdir: Path, substitutions: Any = None) -> None:
-        # hfpipe.local.substitute.Substitutions: how a request is run here (distribution launch); None runs
+        # hfpipe.local.training.substitute.Substitutions: how a request is run here (distribution launch); None runs
         # requests as they are.
         self.substitutions = substitutions
         self.s3 = s3
@@ -59,12 +59,12 @@ class LocalRuntime:
         self.endpoints: dict[tuple[str, str], Any] = {}
         self.jobs: dict[str, Any] = {}
         self.lock = threading.Lock()
-        #: The stand-ins serving inference components (hfpipe.local.adapter_serving), closed with the fleets.
+        #: The stand-ins serving inference components (hfpipe.local.serving.adapter_serving), closed with the fleets.
         self.components = AdapterServing(sagemaker, self._download, workdir / "components")
 
     def training(self, request: dict[str, Any], job: Any) -> None:
         """Run a CreateTrainingJob request here; fill moto's job like SageMaker would."""
-        from hfpipe.local.container import run_training_job_request
+        from hfpipe.local.training.container import run_training_job_request
 
         name = request["TrainingJobName"]
         job_dir = self.workdir / "jobs" / name
@@ -128,7 +128,7 @@ class LocalRuntime:
         """Answer InvokeEndpoint through the endpoint's current model's code/inference.py."""
         return self.invoke_fleet(endpoint_name, None, body)
 
-    # The engine's ``fleets`` plug-in (hfpipe.local.traffic): during an update the old and the new config's
+    # The engine's ``fleets`` plug-in (hfpipe.local.engine.traffic): during an update the old and the new config's
     # fleets of one endpoint serve side by side; the one that loses is stopped.
     def start_fleet(self, endpoint_name: str, config_name: str) -> None:
         """Bring up the fleet of one endpoint config: its model, served by its serving kind's local class."""
@@ -160,14 +160,14 @@ class LocalRuntime:
     def invoke_component(
         self, route: Any, body: bytes | str, content_type: str | None, *, stream: bool = False
     ) -> bytes | Iterator[bytes]:
-        """Answer one call to an inference component (``route``: hfpipe.local.inference_components.Route) with
-        the vLLM stand-in serving its base and adapter (hfpipe.local.adapter_serving)."""
+        """Answer one call to an inference component (``route``: hfpipe.local.engine.inference_components.Route) with
+        the vLLM stand-in serving its base and adapter (hfpipe.local.serving.adapter_serving)."""
         return self.components.answer(route, body, content_type, stream=stream)
 
     def _load(self, endpoint_name: str, config_name: str) -> Any:
         from hfpipe.kinds import serving_kind, serving_kind_of
-        from hfpipe.local.endpoint import local_endpoint_class
-        from hfpipe.local.standin import served_model
+        from hfpipe.local.engine.standin import served_model
+        from hfpipe.local.serving.endpoint import local_endpoint_class
 
         served = served_model(self.sagemaker, config_name)
         bucket, key = split_s3_uri(served.container["ModelDataUrl"])
@@ -185,15 +185,15 @@ class LocalRuntime:
 
     # Where a runtime serving several recipes (hfpipe.local.world) decides per job and per model.
     def substitutions_for(self, request: dict[str, Any]) -> Any:
-        """How the CreateTrainingJob request runs here (hfpipe.local.substitute.Substitutions, or None: as is)."""
+        """How the CreateTrainingJob request runs here (hfpipe.local.training.substitute.Substitutions, or None: as is)."""
         return self.substitutions
 
     def serving_recipe(self, model: dict[str, Any]) -> dict[str, Any]:
         """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind. The
-        recipe a model names (hfpipe.local.standin.recipe_name_of: its tag, or its version's metadata), this
+        recipe a model names (hfpipe.local.engine.standin.recipe_name_of: its tag, or its version's metadata), this
         run's own (with its overrides) when it is the one named, or when the model names none."""
         from hfpipe.core.recipe.recipes import resolve_recipe
-        from hfpipe.local.standin import recipe_name_of
+        from hfpipe.local.engine.standin import recipe_name_of
 
         own = self.substitutions.recipe if self.substitutions is not None else {}
         name = recipe_name_of(self.sagemaker, model)

@@ -69,7 +69,7 @@ def local_environments(
     (promote_from) still validates. Accounts named in cdk.json become moto's one account, where every local
     resource lives.
     """
-    from hfpipe.local.template import ACCOUNT
+    from hfpipe.local.engine.template import ACCOUNT
 
     if env not in environments:
         raise LocalModeError(
@@ -178,7 +178,7 @@ def _synth(root: Path, env: str, environments: dict[str, Any]) -> dict[str, dict
     import tempfile
 
     from hfpipe.contract import stack_name
-    from hfpipe.local.engine import ACCOUNT
+    from hfpipe.local.engine.engine import ACCOUNT
 
     context = {
         "hfpipe:environments": environments,
@@ -264,7 +264,7 @@ def plan_config(stacks: dict[str, dict[str, Any]]) -> PlanConfig:
     template, resolved as the engine resolves them (the DataStack's exports as ``local_data`` gives them, roles
     by their local names), read by the Plan Lambda's own reader (``PlanConfig.from_environment``)."""
     from hfpipe.core.run.plan import PlanConfig
-    from hfpipe.local.template import Resolver, local_names
+    from hfpipe.local.engine.template import Resolver, local_names
 
     resources = stacks["Pipeline"]["Resources"]
     resolver = Resolver(resources, REGION, local_data(stacks["Data"]).imports)

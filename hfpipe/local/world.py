@@ -25,7 +25,7 @@ named endpoints, promotion source; removal policy, retention and expirations mad
 - waits scaled by ``time_scale`` (Wait states, Retry intervals, and whatever else reads the engine's
   ``time_scale``); task timeouts stay real, as training here takes real time.
 
-What is not played is `hfpipe.local.engine`'s list (IAM, EventBridge's retries, ...); everything lives in
+What is not played is `hfpipe.local.engine.engine`'s list (IAM, EventBridge's retries, ...); everything lives in
 this process's memory and ends with it.
 """
 
@@ -45,9 +45,10 @@ from typing import Any
 from unittest import mock
 
 from hfpipe import contract
-from hfpipe.local import moto_patches, world_file
+from hfpipe.local import world_file
 from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, cdk_environments, checkout_root
-from hfpipe.local.engine import LocalEngine, quieted
+from hfpipe.local.engine import moto_patches
+from hfpipe.local.engine.engine import LocalEngine, quieted
 from hfpipe.local.runtime import LocalRuntime, upload_dir
 from hfpipe.local.stacks import local_data, local_environments, synth_stacks
 
@@ -69,7 +70,7 @@ class WorldRuntime(LocalRuntime):
         name = request["TrainingJobName"]
         try:
             recipe, substitutions = self._plan(request)
-        except ValueError as err:  # no local stand-in at all (hfpipe.local.substitute)
+        except ValueError as err:  # no local stand-in at all (hfpipe.local.training.substitute)
             return self._refuse(job, f"the recipe cannot train here: {err}")
         if substitutions is not None and substitutions.recipe != recipe:
             changed = "; ".join(line for line in substitutions.lines() if not line.startswith(_MACHINE_ONLY))
@@ -105,7 +106,7 @@ class WorldRuntime(LocalRuntime):
     def _plan(self, request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """(the job's recipe, its Substitutions) for a CreateTrainingJob request; ({}, None) for a job no
         recipe is known for, which runs as it is."""
-        from hfpipe.local.substitute import for_this_machine, has_gpu
+        from hfpipe.local.training.substitute import for_this_machine, has_gpu
 
         name = request["TrainingJobName"]
         if name not in self._planned:
@@ -138,7 +139,7 @@ class WorldRuntime(LocalRuntime):
         return None
 
 
-#: Substitution lines about the machine alone (hfpipe.local.substitute): the recipe itself is unchanged.
+#: Substitution lines about the machine alone (hfpipe.local.training.substitute): the recipe itself is unchanged.
 _MACHINE_ONLY = ("instance_type:", "container.training:", "serving.kind:")
 
 
@@ -180,7 +181,7 @@ class LocalWorld:
         self._stack.close()
 
     def _start(self) -> None:
-        from hfpipe.local.container import stop_all
+        from hfpipe.local.training.container import stop_all
 
         root = checkout_root()
         environments = local_environments(self.env, cdk_environments(root), self.overrides)
@@ -227,7 +228,7 @@ class LocalWorld:
     def _upload_fixtures(self, bucket: str) -> list[str]:
         """Every bundled recipe that trains here as written gets its fixture data at its channel prefixes."""
         from hfpipe.core.recipe.recipes import available_recipes, load_recipe
-        from hfpipe.local.substitute import for_this_machine, has_gpu
+        from hfpipe.local.training.substitute import for_this_machine, has_gpu
 
         s3, uploaded = self.engine.client("s3"), []
         for name in available_recipes():

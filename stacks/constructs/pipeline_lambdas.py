@@ -71,7 +71,7 @@ class PipelineLambdas(Construct):
     environments in other accounts that promote from this one (Register shares each group with them).
     """
 
-    #: Runtime module -> the Handler of its function (hfpipe.local.engine finds the functions by it).
+    #: Runtime module -> the Handler of its function (hfpipe.local.engine.engine finds the functions by it).
     HANDLERS = {c.RUNTIME_MODULE: handler_of(c.RUNTIME_MODULE) for c in COMPONENTS}
 
     def __init__(

@@ -7,7 +7,7 @@ Cleanup (and a failure report) to Fail. The training wait is an event (``.waitFo
 OnTrainingEvent), since a job may run for weeks, with an hourly re-check of the job by Launch in case the
 event is lost; the endpoint wait polls DescribeEndpoint, at most 360
 times (an endpoint comes up in minutes, and the bound keeps the history far below 25,000 events). The same
-definition runs unchanged in local mode (hfpipe.local.engine plays AWS's part).
+definition runs unchanged in local mode (hfpipe.local.engine.engine plays AWS's part).
 
 The plan (hfpipe.core.run.plan_model.Plan) is kept at ``$.plan``; every path into it is built by ``Plan.path``
 from the plan's field names, so the state machine cannot read a field the plan does not have.

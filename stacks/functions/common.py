@@ -36,7 +36,7 @@ from stacks.template_hygiene import function_depends_on_policy_only
 
 ROOT = Path(__file__).resolve().parents[2]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
-#: The handlers' package in the bundle (lambda/pipeline/pipeline_lambdas); hfpipe.local.engine finds the
+#: The handlers' package in the bundle (lambda/pipeline/pipeline_lambdas); hfpipe.local.engine.engine finds the
 #: pipeline's functions in a template by this prefix of their Handler.
 HANDLER_PACKAGE = "pipeline_lambdas"
 

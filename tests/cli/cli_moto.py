@@ -1,7 +1,7 @@
 """Helpers for the hfpipe command tests: one deployed environment in a moto account.
 
 The environment runs the app's real state machine and Lambda handlers (the dev PipelineStack synthesized
-once per session, on `hfpipe.local.engine`), so the command is tested against what the pipeline really
+once per session, on `hfpipe.local.engine.engine`), so the command is tested against what the pipeline really
 writes: the Plan output, the history, the Report Lambda's report, the resource names and tags.
 """
 
@@ -21,7 +21,7 @@ from hfpipe import contract
 from hfpipe.cli.aws import make_clients, stored_plan
 from hfpipe.core.names import derive_names
 from hfpipe.core.run import request
-from hfpipe.local.engine import ACCOUNT, LocalEngine
+from hfpipe.local.engine.engine import ACCOUNT, LocalEngine
 
 REGION = "eu-west-1"  # cdk.json's dev region, which the synthesized template is for
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/hfpipe-test"

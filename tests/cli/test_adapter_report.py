@@ -1,7 +1,7 @@
 """`hfpipe report` of an adapter run (its plan names adapter_base_model) says where it is served and the share
 of the serving cost the rule gives it: from the shared base of the environment as deployed (its SSM parameter
 shared-base, which the Pipeline stack writes), the checkout's cdk.json only where the environment cannot say
-(hfpipe.cli.adapter_report). Plans built with the local quota table, the Report Lambda's report made in
+(hfpipe.cli.adapters.adapter_report). Plans built with the local quota table, the Report Lambda's report made in
 process, the environment's parameters in moto."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from rich.console import Console, Group
 
 from hfpipe import contract
 from hfpipe.cli.aws import Clients
-from hfpipe.cli.execution import Snapshot
-from hfpipe.cli.report import build_report, render_report
+from hfpipe.cli.run.execution import Snapshot
+from hfpipe.cli.run.report import build_report, render_report
 from hfpipe.core.run.plan import build_plan
 from hfpipe.local import checkout
 from hfpipe.local.checkout import CHECKOUT_ENV, NEEDED
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 ROOT = Path(__file__).resolve().parents[2]
 QUOTAS = QuotaTable(default_quotas()).client("eu-west-1")

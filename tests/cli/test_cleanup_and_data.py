@@ -15,7 +15,7 @@ from cli_moto import ROLE, Environment, plan_for, tags_for
 from moto.backends import get_backend
 
 from hfpipe.cli import main
-from hfpipe.cli.data import default_name
+from hfpipe.cli.recipe.data import default_name
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

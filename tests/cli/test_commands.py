@@ -198,7 +198,7 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
     """A live execution: the view shows job status, secondary status, loss and cost, then the report."""
     from rich.console import Console
 
-    from hfpipe.cli.watch import watch
+    from hfpipe.cli.run.watch import watch
 
     arn, plan = deployed.start("live-1", running=True, wait=False)
     job_name = plan["training_job_name"]
@@ -311,7 +311,7 @@ def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) 
 @pytest.fixture
 def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
     """What `report --plot` hands the plot: its series and the x axis's label."""
-    from hfpipe.cli import report
+    from hfpipe.cli.run import report
 
     calls: list[tuple[dict[str, Any], str | None]] = []
     real = report.plot_losses
@@ -540,7 +540,7 @@ def test_aws_region_alone_reaches_the_session(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_lambda_errors_cause_is_shown_as_its_message_not_its_json_object() -> None:
     """A failed Plan state's cause is the Lambda's JSON error object; the status and report show its message."""
-    from hfpipe.cli.execution import failure_of
+    from hfpipe.cli.run.execution import failure_of
 
     cause = json.dumps({"errorType": "RecipeError", "errorMessage": "recipe.training.instance_type: bad"})
     event = {"taskFailedEventDetails": {"error": "RecipeError", "cause": cause}}

@@ -13,7 +13,7 @@ from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.cli.aws import execution_arn_for, stored_plan
 from hfpipe.core.recipe.recipes import available_recipes
-from hfpipe.local.engine import LocalEngine
+from hfpipe.local.engine.engine import LocalEngine
 
 #: What the Pipeline stack writes and the Plan Lambda reads from its own environment; the rest (the state
 #: machine of each test's deployment, the Data stack's buckets) the `deployed` fixture writes.
@@ -102,7 +102,7 @@ def test_start_with_credentials_that_cannot_read_quotas_starts_and_says_the_plan
 ) -> None:
     import botocore.exceptions
 
-    from hfpipe.cli import dryrun
+    from hfpipe.cli.run import dryrun
 
     def denied(*args: Any, **kwargs: Any) -> Any:
         raise botocore.exceptions.ClientError(

@@ -1,4 +1,4 @@
-"""A recipe's git source as the SageMaker SDK's git_config takes it (hfpipe.cli.git_source): the commit its
+"""A recipe's git source as the SageMaker SDK's git_config takes it (hfpipe.cli.recipe.git_source): the commit its
 checkouts end at (held against the SDK's own `_checkout_branch_and_commit` on a fresh clone), its credentials
 from the environment through a credential helper (against a local HTTP server that asks for them), git never
 prompting, and the cache: clean at a pinned commit, safe for concurrent starts, an interrupted clone redone.
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from own_sources import git
 
-from hfpipe.cli import git_source
-from hfpipe.cli import sources as cli_sources
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.recipe import git_source
+from hfpipe.cli.recipe import sources as cli_sources
 from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
 
 

@@ -12,8 +12,8 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from hfpipe.cli import invoke_openai
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.deploy import invoke_openai
 
 
 def chunk(text: str, finish: str | None = None, **extra: Any) -> bytes:
@@ -125,7 +125,7 @@ def test_the_endpoint_stream_relays_payload_parts_and_fails_on_a_stream_error() 
 
 def test_an_answer_longer_than_the_served_model_is_refused_before_sending() -> None:
     from hfpipe import kinds
-    from hfpipe.cli import invoke
+    from hfpipe.cli.deploy import invoke
 
     vllm = kinds.serving_kind("vllm")
     invoke.check_with_kind(vllm, None, [{"prompt": "a", "max_tokens": 10}], ["--data"], 2048)

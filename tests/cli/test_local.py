@@ -123,7 +123,7 @@ def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tm
     import os
 
     from hfpipe.core.run.plan import PlanConfig
-    from hfpipe.local.engine import LocalEngine
+    from hfpipe.local.engine.engine import LocalEngine
     from hfpipe.local.stacks import REGION, local_data, plan_config, synth_stacks
 
     stacks = synth_stacks(tmp_path / ".cache")
@@ -213,7 +213,7 @@ def test_local_runs_the_original_estimators_from_their_git_source_and_own_folder
     team's failing script shows its own traceback, once."""
     from own_sources import SPOT_RECIPE, squad_recipe_from, transformers_at_v461
 
-    from hfpipe.cli.sources import CACHE_ENV
+    from hfpipe.cli.recipe.sources import CACHE_ENV
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))  # the git clone goes here, not in ~/.cache
     squad = squad_recipe_from(transformers_at_v461(tmp_path / "transformers"), tmp_path / "squad.json")
@@ -387,9 +387,9 @@ def test_an_empty_model_folder_is_warned_in_the_report(tmp_path: Path) -> None:
 
     from rich.console import Console, Group
 
-    from hfpipe.cli.report import render_report
-    from hfpipe.local.container import pack_dir
+    from hfpipe.cli.run.report import render_report
     from hfpipe.local.run import model_warning
+    from hfpipe.local.training.container import pack_dir
 
     (tmp_path / "model").mkdir()
     empty = pack_dir(tmp_path / "model", tmp_path / "empty.tar.gz")

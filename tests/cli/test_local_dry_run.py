@@ -105,7 +105,8 @@ def test_fixtures_built_beside_the_synthesis_are_the_runs(tmp_path: Path) -> Non
     into the run's folder: the same channels as a build there, and none for a recipe that changed since."""
     import argparse
 
-    from hfpipe.cli import local, recipes
+    from hfpipe.cli import local
+    from hfpipe.cli.recipe import recipes
     from hfpipe.local.run import LocalRun
 
     args = argparse.Namespace(channels=[], sets=[])

@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.console import Console, Group
 
-from hfpipe.cli.execution import Snapshot
-from hfpipe.cli.report import _report_from_job, render_report
-from hfpipe.cli.watch import render
+from hfpipe.cli.run.execution import Snapshot
+from hfpipe.cli.run.report import _report_from_job, render_report
+from hfpipe.cli.run.watch import render
 
 
 def text(renderable: Any) -> str:
@@ -119,7 +119,7 @@ def test_report_reads_a_local_run_and_plots_its_log(tmp_path: Any, capsys: Any) 
 
 
 def test_local_loss_series_reads_the_trainers_log_lines() -> None:
-    from hfpipe.cli.loss_curves import trainer_line_series as local_loss_series
+    from hfpipe.cli.run.loss_curves import trainer_line_series as local_loss_series
 
     # x is the epoch each dict prints (a line without one has no place on the axis)
     log = (

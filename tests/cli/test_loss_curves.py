@@ -20,7 +20,7 @@ import pytest
 from hfpipe.cli import main
 from hfpipe.core.recipe.recipes import available_recipes, resolve_recipe
 from hfpipe.local import outputs
-from hfpipe.local.substitute import LOCAL_LOG_POINTS, for_this_machine
+from hfpipe.local.training.substitute import LOCAL_LOG_POINTS, for_this_machine
 
 #: Their metric definitions are the originals' (the seed notebooks'), stated in their descriptions.
 SEED_FAITHFUL = {"bert-large-squad-smddp", "roberta-large-mnli-smp"}
@@ -132,7 +132,7 @@ def _finished_run(
 @pytest.fixture
 def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
     """What `report --plot` hands the plot: its series and the x axis's label."""
-    from hfpipe.cli import report
+    from hfpipe.cli.run import report
 
     calls: list[tuple[dict[str, Any], str | None]] = []
     real = report.plot_losses
@@ -282,7 +282,7 @@ def test_the_advice_names_only_an_argument_the_runs_script_takes(
 def test_the_rule_takes_the_first_curve_else_the_first_value_and_passes_over_what_it_cannot_read() -> None:
     from botocore.exceptions import ClientError
 
-    from hfpipe.cli.loss_curves import Place, find
+    from hfpipe.cli.run.loss_curves import Place, find
 
     def denied() -> dict[str, Any]:
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no\nway"}}, "GetMetricData")

@@ -17,7 +17,7 @@ from faults import Faults, on_the_command, one_error_line
 from test_cleanup_and_data import make_endpoint, names, run
 
 from hfpipe import contract
-from hfpipe.local.engine import ACCOUNT
+from hfpipe.local.engine.engine import ACCOUNT
 
 GROUP = contract.model_package_group_name("dev", "tiny-lora")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from hfpipe.local.openai_endpoint import OpenAIEndpoint
-from hfpipe.local.serve import ModelServer
+from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
+from hfpipe.local.serving.serve import ModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)"
@@ -255,7 +255,7 @@ def scripted_endpoint(model_dir: Path) -> OpenAIEndpoint:
 
 def _both(endpoint: OpenAIEndpoint, **fields: object) -> tuple[str, str, list[str]]:
     """The unstreamed text, the streamed text as `hfpipe invoke --stream` prints it, and its pieces."""
-    from hfpipe.cli import invoke_openai
+    from hfpipe.cli.deploy import invoke_openai
 
     request = {"prompt": "Amanda:", "temperature": 0, **fields}
     whole = json.loads(endpoint.invoke(json.dumps(request)))["choices"][0]["text"]
@@ -295,7 +295,7 @@ def test_the_python_decode_stream_is_tokenizers_own(model_dir: Path) -> None:
     from tokenizers.decoders import DecodeStream
     from transformers import AutoTokenizer
 
-    from hfpipe.local.detokenizer import PyDecodeStream
+    from hfpipe.local.serving.detokenizer import PyDecodeStream
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rng = random.Random(0)
@@ -354,7 +354,7 @@ def _completion_text(endpoint: OpenAIEndpoint, model: str | None) -> tuple[str, 
 
 
 def test_adapters_are_served_next_to_the_base_routed_by_the_model_field(llama_with_adapters) -> None:
-    from hfpipe.local.openai_protocol import OpenAIError
+    from hfpipe.local.serving.openai_protocol import OpenAIError
 
     paths = llama_with_adapters
     env = {"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": "base"}
@@ -385,7 +385,7 @@ def test_adapters_are_served_next_to_the_base_routed_by_the_model_field(llama_wi
 
 
 def test_adapters_are_refused_as_vllm_refuses_them(llama_with_adapters, model_dir: Path) -> None:
-    from hfpipe.local.container import LocalContainerError
+    from hfpipe.local.training.container import LocalContainerError
 
     samsum = llama_with_adapters["samsum"]
     with pytest.raises(LocalContainerError, match=r"^BloomForCausalLM does not support LoRA yet"):

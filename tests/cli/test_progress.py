@@ -59,7 +59,8 @@ def test_progress_is_the_training_bar_only(
 
 def test_the_live_view_keeps_the_last_progress(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two views of one running job: the second log tail shows only the evaluation bar."""
-    from hfpipe.cli import aws, execution
+    from hfpipe.cli import aws
+    from hfpipe.cli.run import execution
 
     arn, plan = deployed.start("prog-1", running=True, wait=False)
     deadline = time.monotonic() + 30
@@ -80,7 +81,7 @@ def test_the_live_view_keeps_the_last_progress(deployed: Deployed, monkeypatch: 
 def test_logs_follow_ends_when_the_execution_failed_before_its_job(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from hfpipe.cli import logs
+    from hfpipe.cli.run import logs
 
     deployed.throttle_create_training_job(times=1000)  # Launch retries, gives up: the job never exists
     arn, plan = deployed.start("nojob-1")
@@ -125,8 +126,9 @@ def test_the_live_view_of_a_finished_job_says_100_percent(
 ) -> None:
     from rich.console import Console
 
-    from hfpipe.cli import aws, execution
-    from hfpipe.cli.watch import render
+    from hfpipe.cli import aws
+    from hfpipe.cli.run import execution
+    from hfpipe.cli.run.watch import render
 
     arn, plan = deployed.start("prog-2", running=True, wait=False)
     deadline = time.monotonic() + 30
@@ -155,8 +157,8 @@ def _quiet_view(seconds: float, interval: float) -> list[str]:
 
     from rich.console import Console
 
-    from hfpipe.cli import watch
-    from hfpipe.cli.execution import Snapshot
+    from hfpipe.cli.run import watch
+    from hfpipe.cli.run.execution import Snapshot
 
     polls = int(seconds / interval)
     views = [
@@ -177,7 +179,7 @@ def _quiet_view(seconds: float, interval: float) -> list[str]:
 
 def test_a_piped_watch_says_the_run_is_alive_at_least_every_minute() -> None:
     """Hours of training in one state printed nothing to a log or a pipe."""
-    from hfpipe.cli.watch import HEARTBEAT_S
+    from hfpipe.cli.run.watch import HEARTBEAT_S
 
     assert HEARTBEAT_S <= 60
     lines = _quiet_view(seconds=300, interval=10)

@@ -18,7 +18,7 @@ from promote_moto import SOURCE_REGION, TARGET_REGION, promote_arn, register_sou
 
 from hfpipe import contract
 from hfpipe.cli import main
-from hfpipe.cli.promote import execution_name
+from hfpipe.cli.promotion.promote import execution_name
 
 pytestmark = pytest.mark.slow
 ENVIRONMENTS = {"dev": {"region": SOURCE_REGION}, "prod": {"region": TARGET_REGION, "promote_from": "dev"}}

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from hfpipe.cli import build_parser, loss_curves, main, terminal
+from hfpipe.cli import build_parser, main, terminal
 from hfpipe.cli.clients import HfpipeError
+from hfpipe.cli.run import loss_curves
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -111,7 +112,7 @@ def test_reading_runs_from_an_out_that_does_not_exist_says_so(
 
 
 def test_a_plot_that_cannot_be_written_is_one_line_naming_plot(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hfpipe.cli import report
+    from hfpipe.cli.run import report
 
     def refuses(*args: Any, **kwargs: Any) -> Path:
         raise PermissionError(13, "Permission denied")
@@ -155,7 +156,7 @@ def test_every_commands_help_opens_with_what_it_does() -> None:
 
 def test_the_local_port_is_the_servers() -> None:
     from hfpipe.cli.parser import LOCAL_PORT
-    from hfpipe.local.serve import DEFAULT_PORT
+    from hfpipe.local.serving.serve import DEFAULT_PORT
 
     assert LOCAL_PORT == DEFAULT_PORT
 

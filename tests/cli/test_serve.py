@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from hfpipe.cli import main
-from hfpipe.local.endpoint import LocalEndpoint
-from hfpipe.local.serve import (
+from hfpipe.local.serving.endpoint import LocalEndpoint
+from hfpipe.local.serving.serve import (
     ENTRY_POINT_HEADER,
     RECIPE_HEADER,
     SERVING_KIND_HEADER,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hfpipe.local.serve import MAX_BODY_BYTES, ModelServer
+from hfpipe.local.serving.serve import MAX_BODY_BYTES, ModelServer
 
 
 class Echo:

@@ -14,7 +14,7 @@ from plan_config import dev_config
 from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core.run.plan import build_plan
 from hfpipe.core.run.plan_model import Plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 
 @pytest.fixture(scope="module")

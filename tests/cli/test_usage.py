@@ -172,7 +172,7 @@ def test_the_models_and_endpoints_hints_name_the_environment(capsys: Any, aws_cr
 def test_the_reports_hints_name_the_environment() -> None:
     from rich.console import Console
 
-    from hfpipe.cli.report import render_report
+    from hfpipe.cli.run.report import render_report
 
     report = {
         "execution_name": "run-1",

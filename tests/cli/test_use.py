@@ -199,7 +199,7 @@ def test_the_handler_loads_with_its_sibling_modules(monkeypatch: pytest.MonkeyPa
     """The handler imports request_checks from its own folder; the command finds it without the suite's
     sys.path (tests/conftest.py puts training_code/ there, a shell running `hfpipe invoke` does not)."""
     from hfpipe import kinds
-    from hfpipe.cli import invoke
+    from hfpipe.cli.deploy import invoke
 
     training_code = str(kinds.training_code_file("request_checks.py").parent)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p.rstrip("/") != training_code])
@@ -502,7 +502,7 @@ def test_logs_since(deployed: Deployed, two_instance_job: dict[str, Any], capsys
 
 def test_logs_follow_until_the_job_ends(deployed: Deployed, two_instance_job: dict[str, Any]) -> None:
     from hfpipe.cli import aws
-    from hfpipe.cli.logs import follow_cloudwatch
+    from hfpipe.cli.run.logs import follow_cloudwatch
 
     name = two_instance_job["training_job_name"]
     job = deployed.job(name)
@@ -686,7 +686,7 @@ def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
     from botocore.stub import Stubber
 
     from hfpipe.cli import aws
-    from hfpipe.cli.invoke import Target, send
+    from hfpipe.cli.deploy.invoke import Target, send
 
     clients = aws.Clients(boto3.Session(region_name=REGION))
     message = (
@@ -706,7 +706,7 @@ def test_invoke_reports_the_containers_error(aws_credentials: None) -> None:
 def test_list_when_endpoints_cannot_be_read(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from hfpipe.cli import endpoints
+    from hfpipe.cli.deploy import endpoints
 
     def denied(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("AccessDenied on sagemaker:ListTags")

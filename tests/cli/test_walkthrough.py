@@ -24,7 +24,7 @@ from doc_blocks import doc_block
 from local_runs import check_finished_run
 
 from hfpipe.cli import main
-from hfpipe.cli.local_report import local_curves
+from hfpipe.cli.run.local_report import local_curves
 from hfpipe.core import names
 from hfpipe.core.run import logs
 

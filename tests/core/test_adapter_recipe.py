@@ -16,7 +16,7 @@ from hfpipe.core.promotion import registry
 from hfpipe.core.recipe.recipes import load_recipe
 from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.core.run.plan import build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 QUOTAS = QuotaTable(default_quotas()).client("eu-west-1")
 BASE = "hfpipe-fixtures/tiny-llama"
@@ -116,7 +116,7 @@ def test_local_mode_trains_an_adapter_recipe_on_a_family_vllm_serves_lora_on() -
 def test_hfpipe_models_shows_the_base_an_adapter_version_needs() -> None:
     from rich.console import Console
 
-    from hfpipe.cli.models import VersionInfo, as_json, table
+    from hfpipe.cli.promotion.models import VersionInfo, as_json, table
 
     def version(number: int, base: str | None) -> VersionInfo:
         return VersionInfo(

@@ -21,7 +21,7 @@ from plan_config import dev_config
 from hfpipe.core import api_shapes
 from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.core.run.plan import PlanConfig, build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")
 

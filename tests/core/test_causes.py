@@ -13,7 +13,7 @@ from plan_config import dev_config
 
 from hfpipe.core.causes import NO_CAUSE, cause_message
 from hfpipe.core.run.plan import build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 LAMBDA_ERROR = json.dumps(
     {"errorMessage": "recipe.training.instance_type: bad", "errorType": "RecipeError", "stackTrace": ["..."]}
@@ -43,7 +43,7 @@ def test_the_report_the_deploy_and_the_command_show_the_same_message(
     from pipeline_lambdas.deploy_guards import _error_text
     from pipeline_lambdas.report import build_report
 
-    from hfpipe.cli.execution import failure_of
+    from hfpipe.cli.run.execution import failure_of
 
     plan = build_plan(
         {"recipe_name": "tiny-lora"}, "run-1", dev_config(), QuotaTable(default_quotas()).client("eu-west-1")

@@ -16,8 +16,8 @@ from own_sources import SPOT_RECIPE, git, squad_recipe_from, transformers_at_v46
 from plan_config import dev_config
 
 from hfpipe import contract
-from hfpipe.cli import sources as cli_sources
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.recipe import sources as cli_sources
 from hfpipe.core.recipe import sourcedir
 from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
@@ -361,14 +361,17 @@ def _pack_calls(path: Path) -> set[str]:
 
 
 def test_a_command_packs_a_source_only_through_the_function_that_names_what_it_leaves_out() -> None:
-    """No packing path can stay silent: a recipe's source is packed by `hfpipe.cli.sources.pack_source` alone
+    """No packing path can stay silent: a recipe's source is packed by `hfpipe.cli.recipe.sources.pack_source` alone
     (start, its dry run and local all call it, and it names each skip through its required `say`); the only
     other caller is the project's own training_code/ asset, packed at synth time (no recipe, no include)."""
     root = Path(__file__).resolve().parents[2]
     layers = ("hfpipe", "lambda", "stacks")
     modules = [root / "app.py", *(p for layer in layers for p in sorted((root / layer).rglob("*.py")))]
     callers = {f"{path.relative_to(root)}:{function}" for path in modules for function in _pack_calls(path)}
-    assert callers == {"hfpipe/cli/sources.py:pack_source", "stacks/constructs/source_asset.py:tarball_bytes"}
+    assert callers == {
+        "hfpipe/cli/recipe/sources.py:pack_source",
+        "stacks/constructs/source_asset.py:tarball_bytes",
+    }
 
 
 # --- upload once per hash, and the Plan's checks ------------------------------------------------------------
@@ -401,7 +404,7 @@ def test_upload_happens_once_per_content_hash(tmp_path: Path, s3: Any) -> None:
 
 
 def plan(recipe: dict[str, Any], s3: Any) -> Any:
-    from hfpipe.local.quotas import QuotaTable, default_quotas
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
     quota = QuotaTable(default_quotas()).client("eu-west-1")
     return build_plan({"recipe": recipe}, "own-1", dev_config(), quota, s3=s3)
@@ -468,7 +471,7 @@ def test_a_script_whose_parser_cannot_be_read_is_planned_and_reported_as_not_che
 
     from rich.console import Console, Group
 
-    from hfpipe.cli.report import render_report
+    from hfpipe.cli.run.report import render_report
 
     folder = tmp_path / "src"
     folder.mkdir()
@@ -575,7 +578,7 @@ def test_the_command_and_the_plan_check_an_own_sources_arguments_once(
     packed = sourcedir.pack(make_source(tmp_path / "src"))
     accepted = cli_sources.check_source(core_plan.accept({"recipe": recipe_with({"dir": "src"})}), packed)
     uri, _ = cli_sources.upload(s3, ARTIFACTS, packed)
-    from hfpipe.local.quotas import QuotaTable, default_quotas
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
     quota = QuotaTable(default_quotas()).client("eu-west-1")
     planned = core_plan.build_plan(

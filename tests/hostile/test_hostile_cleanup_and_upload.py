@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from cli_moto import ACCOUNT, Environment, tags_for
 
-from hfpipe.cli import data
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.recipe import data
 
 Run = Callable[..., tuple[int, str, str]]
 

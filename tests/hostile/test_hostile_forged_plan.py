@@ -19,7 +19,7 @@ from moto.backends import get_backend
 from hfpipe.core.run import logs
 from hfpipe.core.run.plan import PlanConfig, build_plan
 from hfpipe.core.run.plan_model import Plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 Run = Callable[..., tuple[int, str, str]]

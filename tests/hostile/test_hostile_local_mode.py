@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hfpipe.local import container
-from hfpipe.local.container import LocalContainerError, run_training, script_error, start_training
+from hfpipe.local.training import container
+from hfpipe.local.training.container import LocalContainerError, run_training, script_error, start_training
 
 TOOLKIT = "2026-01-01 00:00:00,000 sagemaker-training-toolkit"
 HEAD = f"{TOOLKIT} INFO     Invoking user script\n\nInvoking script with the following command:\n\n/py -- run.py --x 1\n\n\n"
@@ -99,7 +99,7 @@ def test_interrupt_ends_the_whole_process_tree_and_marks_the_folder(tmp_path: Pa
     out = tmp_path / "out"
     out.mkdir()
     from hfpipe.core.recipe.recipes import load_recipe
-    from hfpipe.local.substitute import for_this_machine
+    from hfpipe.local.training.substitute import for_this_machine
 
     run = LocalRun(for_this_machine(load_recipe("tiny-qa"), gpu=False), out, tmp_path / "cache")
     run.engine = Engine()  # type: ignore[assignment]

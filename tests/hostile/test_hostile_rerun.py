@@ -28,7 +28,7 @@ from cli_moto import ACCOUNT, ROLE, Environment, sagemaker_backend, tags_for
 
 from hfpipe import contract
 from hfpipe.cli import aws
-from hfpipe.cli import cleanup as cleanup_cli
+from hfpipe.cli.run import cleanup as cleanup_cli
 from hfpipe.core.names import PlannedNames
 
 Run = Callable[..., tuple[int, str, str]]

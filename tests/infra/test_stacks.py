@@ -225,7 +225,7 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
 
 def test_the_shared_base_parameter_reads_back_as_the_environments_shared_base(synthesized):
     """What a Pipeline stack writes as shared-base is its cdk.json entry, defaults filled: the command's reader
-    (parse_shared_base, hfpipe.cli.adapter_report) gives back the config the stack was built with."""
+    (parse_shared_base, hfpipe.cli.adapters.adapter_report) gives back the config the stack was built with."""
     from hfpipe.core.adapters.shared_base import parse_shared_base
 
     declaring = [env for env in ENVS if synthesized.environments[env].shared_base]

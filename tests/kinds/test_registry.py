@@ -14,16 +14,16 @@ from accounts import ACCOUNT
 from plan_config import dev_config
 
 from hfpipe import kinds
-from hfpipe.cli import invoke
-from hfpipe.cli.data import _records
+from hfpipe.cli.deploy import invoke
+from hfpipe.cli.recipe.data import _records
 from hfpipe.core import validate as rules
 from hfpipe.core.recipe import records
 from hfpipe.core.recipe.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.core.recipe.schema import validate as rules_validate
 from hfpipe.core.run.plan import build_plan, processor_for
-from hfpipe.local.endpoint import LocalEndpoint, local_endpoint_class
-from hfpipe.local.substitute import build_data, for_this_machine
+from hfpipe.local.serving.endpoint import LocalEndpoint, local_endpoint_class
+from hfpipe.local.training.substitute import build_data, for_this_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CODE = ROOT / "training_code"

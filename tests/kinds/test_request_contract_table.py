@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from hfpipe import kinds
-from hfpipe.cli import invoke
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.deploy import invoke
 from hfpipe.core.recipe import sample_request
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
-from hfpipe.local.openai_endpoint import OpenAIEndpoint
-from hfpipe.local.serve import ModelServer
+from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
+from hfpipe.local.serving.serve import ModelServer
 
 MAX_MODEL_LEN = 128
 NAME = "tiny"

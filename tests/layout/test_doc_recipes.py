@@ -5,8 +5,8 @@ writes with a heredoc (`cat > my-recipe.json <<'EOF'`), whose object (a `"key": 
 has recipe fields as its keys:
 
 - a whole recipe (the schema's required fields) is read as the command reads a recipe file
-  (`hfpipe.cli.recipes.load`: `hfpipe.core.run.plan.accept`) and goes through the environment's rules as `hfpipe
-  start` and its dry run apply them before packing (`hfpipe.cli.dryrun.in_environment`, with the image catalog
+  (`hfpipe.cli.recipe.recipes.load`: `hfpipe.core.run.plan.accept`) and goes through the environment's rules as `hfpipe
+  start` and its dry run apply them before packing (`hfpipe.cli.run.dryrun.in_environment`, with the image catalog
   the Pipeline stack writes), so a container without an image for the instance type fails here;
 - an excerpt (top-level fields, or fields of `training`) must be a shipped recipe's fields as written
   (recipes/), and that recipe goes through the same.
@@ -99,8 +99,9 @@ def shipped_recipes() -> dict[str, dict[str, Any]]:
 def refusal(recipe_file: Path, config: Any) -> str | None:
     """None when the command takes the recipe file and the environment's rules take the recipe (as `hfpipe
     start` applies them before packing its source), else the line the command would print."""
-    from hfpipe.cli import dryrun, recipes
     from hfpipe.cli.aws import HfpipeError
+    from hfpipe.cli.recipe import recipes
+    from hfpipe.cli.run import dryrun
 
     try:
         loaded = recipes.load(str(recipe_file), [])

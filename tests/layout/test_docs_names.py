@@ -5,7 +5,7 @@
   its data files (recipe fields, cdk.json keys). Names of other projects are listed below with where they
   come from.
 - A module cited with names next to it (`hfpipe/core/run/cleanup.py` (`is_ours`, `find_resources`), or
-  `hfpipe/local/substitute.py`: `build_data`) must define each of them (a function, class or module-level
+  `hfpipe/local/training/substitute.py`: `build_data`) must define each of them (a function, class or module-level
   name, or `Class.member`).
 - No "N tests" counts: they are stale after the next commit (closing notes and benchmark
   results carry measurements, with the run that produced them).
@@ -132,7 +132,7 @@ def test_the_checks_can_fail() -> None:
     made_up = "_".join(("no", "such", "function", "anywhere"))  # (so this file does not define it)
     text = (
         f"The plan comes from `build_plan` and `{made_up}()`; see "
-        "`hfpipe/core/run/cleanup.py` (`is_ours`, `build_plan`) and `hfpipe/local/substitute.py`: `build_data`. "
+        "`hfpipe/core/run/cleanup.py` (`is_ours`, `build_plan`) and `hfpipe/local/training/substitute.py`: `build_data`. "
         "It has 19 tests and 400 lines."
     )
     assert unknown_names(text) == [f"{made_up}()"]

@@ -29,8 +29,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "stacks": ("stacks/*.py", "stacks/constructs/*.py", "stacks/functions/*.py"),
     "app": ("app.py",),
     "fixtures": ("hfpipe/fixtures/*.py",),
-    "local": ("hfpipe/local/*.py",),
-    "cli": ("hfpipe/cli/*.py",),
+    "local": ("hfpipe/local/*.py", "hfpipe/local/*/*.py"),
+    "cli": ("hfpipe/cli/*.py", "hfpipe/cli/*/*.py"),
 }
 # Layer -> the layers its modules may import (its own included).
 ALLOWED: dict[str, set[str]] = {
@@ -48,20 +48,20 @@ ALLOWED: dict[str, set[str]] = {
 }
 # Where a module may change sys.path, and why (nowhere else outside tests).
 SYS_PATH_EDITS = {
-    "hfpipe/local/endpoint.py": "the inference toolkit runs a handler with its code/ folder on the path; "
+    "hfpipe/local/serving/endpoint.py": "the inference toolkit runs a handler with its code/ folder on the path; "
     "emulated while the handler loads, then restored",
 }
 #: Every module that imports by name or path at run time (importlib), the layer it reaches, and why; the
 #: arrow must be one its layer may draw (ALLOWED). None: a third-party package.
 DYNAMIC_IMPORTS: dict[str, tuple[str | None, str]] = {
     "hfpipe/local/checkout.py": ("lambda", "loads the pipeline Lambdas' package from its folder"),
-    "hfpipe/local/engine.py": ("lambda", "each function's handler, by the template's Handler name"),
+    "hfpipe/local/engine/engine.py": ("lambda", "each function's handler, by the template's Handler name"),
     "hfpipe/local/world.py": ("lambda", "the handlers' client factory, pointed at the world"),
-    "hfpipe/local/endpoint.py": (
+    "hfpipe/local/serving/endpoint.py": (
         "training_code",
         "the inference handler script as the toolkit loads it (and local endpoint classes of its own layer)",
     ),
-    "hfpipe/local/moto_patches.py": (None, "moto's modules it patches, version-guarded"),
+    "hfpipe/local/engine/moto_patches.py": (None, "moto's modules it patches, version-guarded"),
     "hfpipe/fixtures/__init__.py": (
         "fixtures",
         "the builder a tiny model family names (hfpipe.kinds.TINY_MODELS)",

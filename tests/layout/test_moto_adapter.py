@@ -1,4 +1,4 @@
-"""moto's internals are reached through one adapter, hfpipe.local.moto_patches: outside it no module of the
+"""moto's internals are reached through one adapter, hfpipe.local.engine.moto_patches: outside it no module of the
 project imports moto beyond its public entry point (``from moto import mock_aws``) nor reads moto's backends;
 and the adapter's TARGETS name exactly what it imports from moto, each of which the pinned moto has, so an
 upgrade that moves one fails here, in one place (docs/layers.md)."""
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from hfpipe.local import moto_patches
+from hfpipe.local.engine import moto_patches
 
 ROOT = Path(__file__).resolve().parents[2]
-ADAPTER = "hfpipe/local/moto_patches.py"
+ADAPTER = "hfpipe/local/engine/moto_patches.py"
 #: The project's own code (tests may use moto's API as they like).
 SOURCES = ("hfpipe/**/*.py", "lambda/**/*.py", "stacks/**/*.py", "app.py")
 #: moto's public entry points, which any module may import.
@@ -78,7 +78,7 @@ def test_outside_the_adapter_moto_is_reached_through_mock_aws_only() -> None:
         for p in paths
         if p != ROOT / ADAPTER and _may_use_moto(text := p.read_text()) and (found := moto_uses(text))
     }
-    assert uses == {}, "reach moto's internals through hfpipe.local.moto_patches"
+    assert uses == {}, "reach moto's internals through hfpipe.local.engine.moto_patches"
 
 
 def _adapter_imports() -> set[str]:
@@ -181,10 +181,10 @@ def test_each_field_is_on_the_object_moto_makes() -> None:
 
 #: The modules that read or set the attributes of moto's records, and the class of each variable holding one.
 RECORD_USERS = {
-    "hfpipe/local/hooks.py": {"job": "FakeTrainingJob", "endpoint": "FakeEndpoint"},
+    "hfpipe/local/engine/hooks.py": {"job": "FakeTrainingJob", "endpoint": "FakeEndpoint"},
     "hfpipe/local/runtime.py": {"job": "FakeTrainingJob"},
     "hfpipe/local/world.py": {"job": "FakeTrainingJob"},
-    "hfpipe/local/guardrails.py": {"endpoint": "FakeEndpoint"},
+    "hfpipe/local/engine/guardrails.py": {"endpoint": "FakeEndpoint"},
 }
 
 

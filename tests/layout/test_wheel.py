@@ -101,7 +101,7 @@ from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.cli.clients import Clients
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 # start plans first, as the dry run does, reading the account's quotas; moto has no ListServiceQuotas, so
 # they are answered as local mode answers them.

@@ -34,7 +34,7 @@ def engine(template):
     """The dev PipelineStack on moto, per module: moto's backends belong to the process and a mock started
     inside another one does not reset them, so an engine that outlived its module would leak its account
     into every later module of the worker (an IAM role already there, a bucket not empty)."""
-    from hfpipe.local.engine import LocalEngine
+    from hfpipe.local.engine.engine import LocalEngine
 
     # The template's own region (cdk.json), so the image catalog and ARNs agree; no waiting.
     with LocalEngine(template, imports=data_imports(), region=region_of(ENV), time_scale=0.0) as eng:

@@ -1,6 +1,6 @@
 """A test-only stand-in for UpdateEndpoint on the local engine, until local mode emulates blue/green updates.
 
-moto 5.2.5 has no UpdateEndpoint. This answers it through botocore's hooks (as hfpipe.local.hooks answers
+moto 5.2.5 has no UpdateEndpoint. This answers it through botocore's hooks (as hfpipe.local.engine.hooks answers
 InvokeEndpoint) and plays only what the deploy state machine observes through DescribeEndpoint: the endpoint
 is Updating for a given number of DescribeEndpoint calls, then InService on the new config ("done"), back on
 its old config with a FailureReason ("rolled back", as SageMaker's automatic rollback leaves it) or Updating
@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from hfpipe.local.template import ACCOUNT
+from hfpipe.local.engine.template import ACCOUNT
 
 
 @dataclass

@@ -135,7 +135,7 @@ def test_bad_arguments_are_refused_before_anything_runs(
 def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     from datetime import UTC, datetime
 
-    from hfpipe.cli.deploy import execution_name
+    from hfpipe.cli.deploy.deploy import execution_name
 
     now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     name = execution_name("classifier", "tiny-mnli/3", now)
@@ -171,7 +171,7 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
 
     from deploy_helpers import a_plan, an_alarm_wait
 
-    from hfpipe.cli.deploy import _alarm_wait
+    from hfpipe.cli.deploy.deploy import _alarm_wait
 
     wait = an_alarm_wait(alarms=["hfpipe-prod-classifier-4xx-errors"], polls=1, waited_seconds=0)
     plan = a_plan(action="wait", alarm_wait=wait).to_json()

@@ -20,7 +20,7 @@ from hfpipe.core.deploy import deploy_limits, deployments
 from hfpipe.core.deploy import deploy_requests as requests
 from hfpipe.core.deploy.deploy_plan import alarm_wait_from_json
 from hfpipe.core.deploy.deployments import Autoscaling, EndpointSettings, Traffic
-from hfpipe.local.quotas import QuotaTable
+from hfpipe.local.engine.quotas import QuotaTable
 
 REGION = "eu-west-1"  # dev's (cdk.json), the session engine's
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/execution"
@@ -196,7 +196,7 @@ def test_the_deploy_tags_every_scalable_target_it_registers_or_finds(clients):
     """The environment's grants allow autoscaling writes only on its tagged targets (stacks/functions/common.py,
     grant_endpoint_scaling): a target is registered with the tags, and one registered before targets were tagged
     (no Tags) is tagged before it is updated or deregistered (AWS applies RegisterScalableTarget's Tags at
-    creation only; the emulation plays that, hfpipe.local.moto_patches)."""
+    creation only; the emulation plays that, hfpipe.local.engine.moto_patches)."""
     from pipeline_lambdas import deploy_common
 
     aas = clients["application-autoscaling"]

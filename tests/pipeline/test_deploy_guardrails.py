@@ -50,7 +50,7 @@ def clean(fresh, monkeypatch):
     real and the endpoint keeps its name, so an earlier test's errors of the last minute would otherwise put
     its alarms in ALARM (and a deploy would wait for them, or be refused); each test's alarms see only the
     datapoints of its own time."""
-    from hfpipe.local import cloudwatch
+    from hfpipe.local.engine import cloudwatch
 
     horizon = datetime.now(UTC)
     real = cloudwatch._period_value
@@ -111,7 +111,7 @@ def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean, monkeyp
     it) is refused as AWS refuses it, and the execution fails with WayBackFailed naming the version that
     serves, read from the endpoint; the tag and the record, which still name the previous version, are left
     as they were and said not to serve."""
-    from hfpipe.local import cloudwatch
+    from hfpipe.local.engine import cloudwatch
 
     # Not a test of the alarms (the wait for them has its own, below): CloudWatch's clock is real, so errors
     # of an earlier test in this module may still hold one in ALARM; they are played OK here.
@@ -161,7 +161,7 @@ def test_a_way_back_refused_ends_with_an_error_naming_what_serves(clean, monkeyp
 def test_an_update_started_while_an_alarm_is_in_alarm_waits_for_it_then_deploys(clean, monkeypatch):
     """The state machine's wait (Prepare says "wait", WaitForAlarms, PrepareAgain) until the alarm is OK;
     CloudWatch's clock is played by a script: the 5xx alarm reads ALARM for its first two looks."""
-    from hfpipe.local import cloudwatch
+    from hfpipe.local.engine import cloudwatch
 
     _, first = deploy(clean, register(clean))
     assert first.status == "SUCCEEDED", first.cause

@@ -158,7 +158,7 @@ def test_an_instance_type_change_takes_autoscaling_off_and_puts_it_back(scaled):
     # Scaled out meanwhile: the new fleet starts as large as the old one is.
     from moto.backends import get_backend
 
-    from hfpipe.local.template import ACCOUNT
+    from hfpipe.local.engine.template import ACCOUNT
 
     backend = get_backend("sagemaker")[ACCOUNT][scaled.region]
     backend.endpoints[ENDPOINT].production_variants[0]["CurrentInstanceCount"] = 2

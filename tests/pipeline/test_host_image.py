@@ -20,7 +20,7 @@ from hfpipe import contract, kinds
 from hfpipe.core import api_shapes
 from hfpipe.core.deploy import deploy_requests
 from hfpipe.core.run.plan import build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 REGION = "eu-west-1"

@@ -1,5 +1,5 @@
-"""Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (hfpipe.local.adapter_serving,
-routed by hfpipe.local.moto_patches): two adapters deployed on one shared base with hfpipe.core.adapters.adapter_deploy,
+"""Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (hfpipe.local.serving.adapter_serving,
+routed by hfpipe.local.engine.moto_patches): two adapters deployed on one shared base with hfpipe.core.adapters.adapter_deploy,
 their model.tar.gz in moto's S3, each component answering as its adapter served directly, the base as the
 base; an update serves the new artifact, a deleted component is refused, the stream is the answer in events.
 
@@ -22,10 +22,11 @@ from moto import mock_aws
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import BaseNames
 from hfpipe.core.adapters.shared_base import SharedBase
-from hfpipe.local import adapter_serving, moto_patches
-from hfpipe.local.inference_components import InferenceComponents
+from hfpipe.local.engine import moto_patches
+from hfpipe.local.engine.inference_components import InferenceComponents
+from hfpipe.local.engine.traffic import InvocationError
 from hfpipe.local.runtime import LocalRuntime
-from hfpipe.local.traffic import InvocationError
+from hfpipe.local.serving import adapter_serving
 
 REGION = "us-east-1"
 BASE_MODEL = "hfpipe-fixtures/tiny-llama"
@@ -152,7 +153,7 @@ def invoke(served, component: str, body: dict = PROMPT, *, http: bool = False) -
 
 def direct(adapters: dict[str, Path], adapter: str | None) -> str:
     """The stand-in's answer for ``adapter`` (None: the base) served directly, on the test's own build."""
-    from hfpipe.local.openai_endpoint import OpenAIEndpoint
+    from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
 
     env = {"SM_VLLM_MAX_MODEL_LEN": str(CONTEXT), "SM_VLLM_SERVED_MODEL_NAME": BASE_MODEL}
     endpoint = OpenAIEndpoint(

@@ -19,9 +19,9 @@ from leftovers import removed_after
 
 from hfpipe import contract
 from hfpipe.core.recipe.recipes import resolve_recipe
-from hfpipe.local import cloudwatch
-from hfpipe.local.standin import standin_requests
-from hfpipe.local.template import Resolver
+from hfpipe.local.engine import cloudwatch
+from hfpipe.local.engine.standin import standin_requests
+from hfpipe.local.engine.template import Resolver
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()

@@ -18,7 +18,7 @@ import pytest
 from accounts import ACCOUNT
 from app_synth import ENV, data_imports, region_of
 
-from hfpipe.local.engine import LocalEngine
+from hfpipe.local.engine.engine import LocalEngine
 
 pytestmark = pytest.mark.slow
 STATUS_CHANGE = "Step Functions Execution Status Change"

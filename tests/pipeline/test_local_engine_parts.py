@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ParamValidationError
 
 from hfpipe.core.run.quotas import check_quotas, lookup_quotas
-from hfpipe.local import moto_patches
-from hfpipe.local.bus import LocalBus, matches
-from hfpipe.local.quotas import QuotaTable
+from hfpipe.local.engine import moto_patches
+from hfpipe.local.engine.bus import LocalBus, matches
+from hfpipe.local.engine.quotas import QuotaTable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def test_the_installed_moto_is_accepted():
 
 
 def test_another_moto_version_is_refused_before_anything_starts(monkeypatch):
-    from hfpipe.local.engine import LocalEngine
+    from hfpipe.local.engine.engine import LocalEngine
 
     monkeypatch.setattr(moto_patches, "installed_moto_version", lambda: "9.9.9")
     before = dict(os.environ)
@@ -167,7 +167,7 @@ def test_the_templates_rules_deliver_only_what_they_match(fresh):
 
 # --- the functions' environments ----------------------------------------------------------------------------
 def test_shared_variables_are_set_once_and_differing_ones_per_function():
-    from hfpipe.local.template import split_environments
+    from hfpipe.local.engine.template import split_environments
 
     def fn(**variables):
         return {"Environment": {"Variables": variables}}

@@ -1,4 +1,4 @@
-"""Local mode's UpdateEndpoint (hfpipe.local.guardrails), directly against moto inside the session's LocalEngine
+"""Local mode's UpdateEndpoint (hfpipe.local.engine.guardrails), directly against moto inside the session's LocalEngine
 (the dev PipelineStack, time_scale 0): blue/green with ALL_AT_ONCE, CANARY and LINEAR traffic shifting, bakes,
 rollback on a CloudWatch alarm, AWS's refusals, and what DescribeEndpoint shows before, during and after."""
 

@@ -1,5 +1,5 @@
-"""Local mode's SageMaker inference components (hfpipe.local.inference_components, routed through
-hfpipe.local.moto_patches): boto3 calls against moto with the patches installed, no engine, no containers.
+"""Local mode's SageMaker inference components (hfpipe.local.engine.inference_components, routed through
+hfpipe.local.engine.moto_patches): boto3 calls against moto with the patches installed, no engine, no containers.
 botocore's shapes, the statuses on a clock the test moves, AWS's refusals, and InvokeEndpoint's routing."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from botocore.validate import validate_parameters
 from moto import mock_aws
 from rich.console import Console
 
-from hfpipe.cli import adapter_endpoints, endpoints, invoke
+from hfpipe.cli.adapters import adapter_endpoints
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.deploy import endpoints, invoke
 from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.shared_base import SharedBase
-from hfpipe.local import cloudwatch, inference_components, moto_patches
-from hfpipe.local.inference_components import InferenceComponents
+from hfpipe.local.engine import cloudwatch, inference_components, moto_patches
+from hfpipe.local.engine.inference_components import InferenceComponents
 
 REGION = "us-east-1"
 ENDPOINT, PLAIN = "hfpipe-dev-adapters", "hfpipe-dev-plain"

@@ -11,7 +11,7 @@ The SDK side: its `HuggingFace(**as_written).fit(inputs)` under moto, its git ha
 clone's transport pointed at a local repository standing in for github.com: nothing is downloaded), its
 archive uploaded to moto's bucket. The hfpipe side: the recipe a team writes from the same arguments (the
 mapping docs/own-code.md gives), through what `hfpipe start --dry-run` runs: the one packing
-(hfpipe.cli.sources.pack_source), the script's parser check, and the Plan reading the archive from memory
+(hfpipe.cli.recipe.sources.pack_source), the script's parser check, and the Plan reading the archive from memory
 (sources.Staged). What still differs is docs/own-code.md's table, which this test reads: every other field is
 the SDK's, and every row of the table differs for a reason the test sees.
 """
@@ -32,10 +32,10 @@ import pytest
 from accounts import ACCOUNT
 from own_sources import TRANSFORMERS, transformers_at_v461
 
-from hfpipe.cli import sources as cli_sources
+from hfpipe.cli.recipe import sources as cli_sources
 from hfpipe.core.recipe.recipes import load_recipe
 from hfpipe.core.run.plan import PlanConfig, accept, build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 pytestmark = pytest.mark.slow
 REGION = "us-east-1"

@@ -233,7 +233,7 @@ def test_endpoint_wait_timeout_leaves_an_endpoint_still_creating_to_hfpipe_clean
     from pipeline_lambdas.teardown import cleanup
 
     from hfpipe.core.names import PlannedNames
-    from hfpipe.local.engine import ACCOUNT
+    from hfpipe.local.engine.engine import ACCOUNT
 
     fresh.on_endpoint = lambda ep: setattr(ep, "endpoint_status", "Creating")
     name, r = run(fresh, overrides={"serving.endpoint_timeout_seconds": 2})

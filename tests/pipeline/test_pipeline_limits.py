@@ -63,7 +63,7 @@ def test_launch_waits_for_the_training_event_and_rechecks_the_job_every_hour(tem
 
 def plan_of(recipe_overrides, poll=1):
     from hfpipe.core.run.plan import build_plan
-    from hfpipe.local.quotas import QuotaTable, default_quotas
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
     config = dev_config()
     event = {"recipe_name": "tiny-spot", "overrides": recipe_overrides, "poll_seconds": poll}

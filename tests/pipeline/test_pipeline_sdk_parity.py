@@ -16,7 +16,7 @@ from accounts import ACCOUNT
 
 from hfpipe.core.run.plan import PlanConfig, build_plan
 from hfpipe.core.run.request import INTENTIONAL_DIFFERENCES
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from plan_config import dev_config
 from hfpipe import contract
 from hfpipe.core.run.plan import build_plan
 from hfpipe.core.run.plan_model import SCHEMA_VERSION, Gate, Plan, PlanFormatError
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
 CONFIG = dev_config()
 

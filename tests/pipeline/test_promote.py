@@ -31,7 +31,7 @@ from promote_moto import (
 
 from hfpipe import contract
 from hfpipe.core.promotion import promotion
-from hfpipe.local.engine import ACCOUNT
+from hfpipe.local.engine.engine import ACCOUNT
 
 pytestmark = pytest.mark.slow
 ENVIRONMENTS = {

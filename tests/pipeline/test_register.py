@@ -238,7 +238,7 @@ def test_an_update_of_a_version_changes_only_what_it_gives(fresh):
     """UpdateModelPackage as AWS answers it (every member but the ARN optional; CustomerMetadataProperties
     adds or updates keys, CustomerMetadataPropertiesToRemove removes them): an approval keeps the version's
     metadata (its recipe, lineage, the base an adapter needs), and a metadata change keeps its approval.
-    moto 5.2.5 replaced both with what the call gave, None when it gave none (hfpipe.local.moto_patches)."""
+    moto 5.2.5 replaced both with what the call gave, None when it gave none (hfpipe.local.engine.moto_patches)."""
     sm = fresh.client("sagemaker")
     sm.create_model_package_group(ModelPackageGroupName="hfpipe-dev-updates")
     arn = sm.create_model_package(

@@ -15,7 +15,7 @@ from hfpipe.core.recipe import serving_fit
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
 from hfpipe.core.run.plan import build_plan
-from hfpipe.local.quotas import QuotaTable, default_quotas
+from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 from stacks.image_catalog import build_catalog, dlc_registries, sdk_table
 
 BLOOMZ = "bloomz-7b1-lora-samsum"

@@ -1,4 +1,4 @@
-"""Shared helpers for the training-script tests (all scripts run through hfpipe.local.container)."""
+"""Shared helpers for the training-script tests (all scripts run through hfpipe.local.training.container)."""
 
 from __future__ import annotations
 

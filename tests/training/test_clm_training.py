@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hfpipe.fixtures import samsum
-from hfpipe.local import container as lc
-from hfpipe.local import endpoint as le
+from hfpipe.local.serving import endpoint as le
+from hfpipe.local.training import container as lc
 
 pytestmark = pytest.mark.slow
 
@@ -127,7 +127,7 @@ def test_adapter_and_merged_model_are_saved_and_agree(int8_job, tmp_path, fixtur
 def test_the_vllm_stand_in_chats_with_the_trained_model_as_the_handler_summarizes(int8_job):
     """model.tar.gz as the vLLM container gets it: the saved chat template makes a chat request the
     training prompt, so the greedy chat answer is the handler's greedy summary of the same dialogue."""
-    from hfpipe.local.openai_endpoint import OpenAIEndpoint
+    from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
 
     dialogue = "Amanda: I have pizza. Do you want some?\nJerry: Sure!"
     with le.LocalEndpoint(int8_job.model_artifacts) as handler:  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hfpipe.local import container as lc
-from hfpipe.local import endpoint as le
+from hfpipe.local.serving import endpoint as le
+from hfpipe.local.training import container as lc
 
 PROBE = textwrap.dedent(
     """
@@ -274,7 +274,7 @@ def write_wheel(folder: Path, name: str = "teampkg", version: str = "0.1") -> Pa
 
 
 def test_requirements_get_a_cached_folder_of_their_own_offline(tmp_path, train_channel, monkeypatch):
-    from hfpipe.local import requirements
+    from hfpipe.local.training import requirements
 
     monkeypatch.setenv(requirements.CACHE_ENV, str(tmp_path / "cache"))
     src = tmp_path / "own"
@@ -318,7 +318,7 @@ def test_requirements_get_a_cached_folder_of_their_own_offline(tmp_path, train_c
 def test_requirements_met_here_are_judged_from_the_installed_metadata(tmp_path, monkeypatch):
     from importlib import metadata
 
-    from hfpipe.local import requirements
+    from hfpipe.local.training import requirements
 
     rich = metadata.version("rich")
     assert requirements.met_here([f"rich=={rich}", 'nosuchpkg==1.0; python_version < "3"']) is True
@@ -371,7 +371,7 @@ def test_requirements_r_lines_are_resolved_in_the_source(tmp_path, monkeypatch):
     root: the lines it names are judged and installed from there (a folder or a sourcedir.tar.gz), never from
     a copy that lacks them."""
     from hfpipe.core.recipe import sourcedir
-    from hfpipe.local import requirements
+    from hfpipe.local.training import requirements
 
     monkeypatch.setenv(requirements.CACHE_ENV, str(tmp_path / "cache"))
     src = tmp_path / "own"

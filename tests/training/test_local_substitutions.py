@@ -27,7 +27,7 @@ from local_runs import check_finished_run
 
 from hfpipe.core.recipe.recipes import available_recipes, load_recipe, resolve_recipe
 from hfpipe.kinds import serving_kind_of
-from hfpipe.local.substitute import LOCAL_MAX_STEPS, LOCAL_PROCESSES, for_this_machine
+from hfpipe.local.training.substitute import LOCAL_MAX_STEPS, LOCAL_PROCESSES, for_this_machine
 
 RECIPES = available_recipes()
 #: One end-to-end local run per task kind (each a full-size recipe, so its substitutions run too: data
@@ -137,7 +137,7 @@ def test_an_own_script_gets_the_stand_ins_by_the_arguments_its_parser_takes(tmp_
     by those names, in the rows of the hub data set it named; a parser without them reads the channels."""
     from own_sources import SQUAD_RECIPE
 
-    from hfpipe.local.substitute import build_data
+    from hfpipe.local.training.substitute import build_data
 
     real = load_recipe(str(SQUAD_RECIPE))
     v461 = {"model_name_or_path", "dataset_name", "train_file", "validation_file", "output_dir", "use_cpu"}
@@ -237,7 +237,7 @@ def test_the_substituted_recipe_plans_and_its_job_parses_as_run_here(
 
     from hfpipe.core.api_shapes import check_plan
     from hfpipe.core.run.plan import build_plan
-    from hfpipe.local.quotas import QuotaTable, default_quotas
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
     subs = for_this_machine(load_recipe(name), gpu=False)
     plan = build_plan(
@@ -270,7 +270,7 @@ def test_the_substituted_recipe_is_held_to_the_fit_check_of_the_recipes_own_mode
 
     from hfpipe.core.recipe.schema import RecipeError
     from hfpipe.core.run.plan import build_plan
-    from hfpipe.local.quotas import QuotaTable, default_quotas
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
 
     real = load_recipe("bloomz-7b1-lora-samsum")
     real["serving"]["server"]["max_model_len"] = 16384  # more KV cache than an A10G holds for bloomz-7b1

@@ -15,8 +15,8 @@ import pytest
 
 from hfpipe.fixtures.encoders import build_encoder
 from hfpipe.fixtures.squad import write_squad
-from hfpipe.local import container as lc
-from hfpipe.local import endpoint as le
+from hfpipe.local.serving import endpoint as le
+from hfpipe.local.training import container as lc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
 

@@ -191,7 +191,7 @@ def test_sample_request_gets_an_openai_answer_from_the_vllm_stand_in(name, tmp_p
     from transformers import AutoTokenizer
 
     from hfpipe.core.recipe import serving_fit
-    from hfpipe.local.openai_endpoint import OpenAIEndpoint
+    from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
 
     recipe = resolve_recipe(recipe_name=name)
     template = (

@@ -14,7 +14,7 @@ from the version: hfpipe.core.promotion.registry.adapter_base), an adapter befor
 base holds; ``AdapterRefused`` says which, in one line, and nothing is created.
 
 Stdlib only: the functions take a SageMaker client (boto3's, or local mode's, which plays inference
-components: hfpipe.local.inference_components) and a ``wait`` that returns once a resource is InService.
+components: hfpipe.local.engine.inference_components) and a ``wait`` that returns once a resource is InService.
 """
 
 from __future__ import annotations

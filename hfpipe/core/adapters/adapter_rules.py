@@ -2,7 +2,7 @@
 
 Each returns why a step must not happen, in one line naming what and why, or None when it may. The adapter deploy
 (hfpipe.core.adapters.adapter_deploy) asks them before it creates or deletes anything; local mode's inference-component emulation
-(hfpipe.local.inference_components) asks the ones AWS enforces too, so both refuse in the same words.
+(hfpipe.local.engine.inference_components) asks the ones AWS enforces too, so both refuse in the same words.
 
 What they read is a ``Component``: an inference component reduced to its name, endpoint, base (an adapter
 component's ``Specification.BaseInferenceComponentName``, SageMaker's way to place an adapter on a base:

@@ -3,7 +3,7 @@
 SageMaker's `sagemaker_submit_directory` hyperparameter names a tar.gz that the training toolkit downloads
 and extracts before running the entry point. The project's own `training_code/` asset (CDK, synth time:
 stacks/constructs/source_asset.py) and a recipe's own source (`hfpipe start` / `hfpipe local`:
-hfpipe/cli/sources.py) are packed by `pack` here: sorted entries, fixed owner and mtime, a file's mode as git
+hfpipe/cli/recipe/sources.py) are packed by `pack` here: sorted entries, fixed owner and mtime, a file's mode as git
 records it (executable or not), and a gzip header without name or time, so the same files always give the
 same bytes and the same sha256.
 
@@ -12,7 +12,7 @@ every link (a link out, a dangling link or a link loop is refused, naming it); p
 named and never opened; `.git` and caches are skipped, files named like secrets (`SECRET_PATTERNS`) are
 skipped unless the recipe lists them, the recipe's `exclude` patterns are skipped, and the archive is bounded
 (`MAX_ARCHIVE_BYTES`), which also bounds what the Plan Lambda reads back to check a hash. Every file or folder
-left out is in `Packed.skipped` with the reason, for the command to name (hfpipe.cli.sources.pack_source).
+left out is in `Packed.skipped` with the reason, for the command to name (hfpipe.cli.recipe.sources.pack_source).
 Stdlib only (the Plan Lambda reads archives with `members`).
 """
 

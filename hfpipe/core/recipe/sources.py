@@ -1,7 +1,7 @@
 """A recipe's own training source, as the Plan takes it: an s3 sourcedir.tar.gz in this environment's
 artifacts bucket, under sources/, that exists, has the sha256 the input names and holds the entry point.
 
-`hfpipe start` (hfpipe/cli/sources.py) packs a `dir` or `git` source with hfpipe.core.recipe.sourcedir.pack and
+`hfpipe start` (hfpipe/cli/recipe/sources.py) packs a `dir` or `git` source with hfpipe.core.recipe.sourcedir.pack and
 uploads it to `contract.source_key(sha256)`; the Plan Lambda reads only that prefix (its IAM policy), so a
 source can be neither another bucket's object nor one edited after the hash was taken. Stdlib only: the
 S3 client is given (boto3's in the Lambda and the command, moto's in tests and local mode).

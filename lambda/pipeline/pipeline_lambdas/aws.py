@@ -1,8 +1,8 @@
 """boto3 clients for the handlers, with one seam for tests and local mode.
 
-``OVERRIDES`` maps a service name to a client that ``client`` returns instead of a new one: hfpipe.local.engine
+``OVERRIDES`` maps a service name to a client that ``client`` returns instead of a new one: hfpipe.local.engine.engine
 puts its clients there (one per service, made once), among them a Service Quotas client answered from a table
-(hfpipe.local.quotas), because moto has no SageMaker quotas.
+(hfpipe.local.engine.quotas), because moto has no SageMaker quotas.
 
 ``REGION_OVERRIDES`` maps another region to a function ``(service, config) -> client`` that ``client(service,
 region=R)`` calls instead of making a client for R: the local world (hfpipe.local.world) puts one there per

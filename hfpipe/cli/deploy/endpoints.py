@@ -1,0 +1,462 @@
+"""`hfpipe endpoints`: the endpoints an environment's executions left up, what they cost, and deleting one.
+
+    hfpipe endpoints --env dev [--json]
+    hfpipe endpoints delete NAME --env dev [--yes]
+
+An endpoint counts only when it carries the pipeline's tags for this environment (`hfpipe:managed-by` =
+hfpipe and `hfpipe:env` = ENV); `delete` refuses any other. Deleting an endpoint also deletes the
+endpoint config and model behind it when they carry the same tags (they serve nothing without it), also
+when the endpoint itself is already gone (a rerun after an interrupted delete finds them by the pipeline's
+names); it deletes a kept endpoint (`hfpipe:keep`) too, since it names it. An endpoint still Creating or
+Updating is waited for (--wait-timeout, default 15m). S3 data and model artifacts are never touched.
+Named endpoints (`hfpipe deploy`): hfpipe.cli.deploy.named_endpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.table import Table
+
+from hfpipe import contract
+from hfpipe.cli import aws, faults
+from hfpipe.cli.adapters import adapter_endpoints
+from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.deploy import named_endpoints
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
+from hfpipe.cli.terminal import with_console
+from hfpipe.core import cost, json_text
+from hfpipe.core.adapters import adapter_cost
+from hfpipe.core.deploy.what_serves import what_serves
+from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
+
+
+@dataclass(frozen=True)
+class EndpointInfo:
+    """One endpoint of the environment, with its price and cost so far."""
+
+    name: str
+    status: str
+    execution: str
+    recipe: str
+    instance_type: str | None
+    instance_count: int
+    created: datetime | None
+    price_per_hour_usd: float | None
+    cost_so_far_usd: float | None
+    endpoint_config: str | None
+    #: A named endpoint's name (cdk.json "endpoints"); None for a run's. The rest: named_endpoints.serving.
+    deployment: str | None = None
+    serves: str | None = None
+    model_version_arn: str | None = None
+    updating_to: str | None = None
+    mismatch: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+    #: An inference-component endpoint's adapters (and its base's own calls, when there were any), each with
+    #: its share of the fleet's cost, the rule that gave it and the period counted.
+    adapters: tuple[adapter_endpoints.AdapterShare, ...] = ()
+
+
+def _utc(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+    return tags
+
+
+def _ours(tags: dict[str, str], env: str) -> bool:
+    return tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT and tags.get(contract.TAG_ENV) == env
+
+
+def describe(
+    sagemaker: Any, name: str, tags: dict[str, str], now: datetime, cloudwatch: Any = None
+) -> EndpointInfo:
+    """Status, what it serves (read from the endpoint: hfpipe.core.deploy.what_serves), instances (from its live
+    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``. An
+    inference-component endpoint's adapters get their shares by the invocations ``cloudwatch`` counts over
+    hfpipe.core.adapters.adapter_cost.counted_period (without a client: equal shares)."""
+    serving = what_serves(sagemaker, name)
+    if serving is None:
+        raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
+    instance_type, count = serving.live.fleet if serving.live else (None, 0)
+    # A running endpoint reports its current count per variant; prefer it over the initial one.
+    count = serving.current_instance_count or count or 1
+    created = _utc(serving.creation_time)
+    per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
+    so_far = (
+        cost.endpoint_cost_so_far(instance_type, count, created, now) if instance_type and created else None
+    )
+    variants = serving.live.variants if serving.live else ()
+    # Only an endpoint whose variants name no model holds inference components.
+    shares = (
+        adapter_endpoints.adapter_shares(
+            sagemaker, name, per_hour, cloudwatch, adapter_cost.counted_period(now, created)
+        )
+        if variants and all(v.model is None for v in variants)
+        else []
+    )
+    return EndpointInfo(
+        name=name,
+        adapters=tuple(shares),
+        status=serving.status or "-",
+        execution=tags.get(contract.TAG_EXECUTION) or tags.get(contract.TAG_DEPLOY_EXECUTION, "-"),
+        recipe=tags.get(contract.TAG_RECIPE, "-"),
+        instance_type=instance_type,
+        instance_count=count,
+        created=created,
+        price_per_hour_usd=per_hour,
+        cost_so_far_usd=so_far,
+        endpoint_config=serving.config,
+        deployment=named_endpoints.deployment_of(tags),
+        **named_endpoints.serving(serving, tags),
+    )
+
+
+def endpoint_of(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
+    """One endpoint by name when it exists and is this environment's, else None."""
+    try:
+        arn = sagemaker.describe_endpoint(EndpointName=name)["EndpointArn"]
+        tags = _tags(sagemaker, arn)
+        return describe(sagemaker, name, tags, datetime.now(UTC)) if _ours(tags, env) else None
+    except Exception:
+        return None
+
+
+def add_to_report(sagemaker: Any, report: dict[str, Any], snap: Any) -> None:
+    """An execution's report gets its endpoint's status, price and cost so far while it is up."""
+    env = snap.plan.env if snap.plan else None
+    if not report.get("endpoint_name") or not env:
+        return
+    if snap.endpoint_status in (None, "deleted", "not created yet"):
+        return
+    info = endpoint_of(sagemaker, str(report["endpoint_name"]), env)
+    if info is not None:
+        report["endpoint_deleted"] = False
+        report["endpoint_status"] = info.status
+        report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
+        report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
+        report["endpoint_env"] = env
+
+
+def by_execution(sagemaker: Any, env: str) -> dict[str, EndpointInfo]:
+    """The environment's endpoints by the execution that created them; {} (with a warning) when unreadable."""
+    try:
+        found = find_endpoints(sagemaker, env)
+    except Exception as exc:  # the executions are still worth listing
+        print(
+            f"warning: {aws.aws_error(exc, 'listing endpoints')}; the endpoint column is empty",
+            file=sys.stderr,
+        )
+        return {}
+    return {e.execution: e for e in found}
+
+
+def execution_records(executions: list[dict[str, Any]], up: dict[str, EndpointInfo]) -> list[dict[str, Any]]:
+    """`hfpipe list --json`: each execution with the endpoint it left up (or null)."""
+
+    def when(value: Any) -> str | None:
+        return value.isoformat() if isinstance(value, datetime) else None
+
+    return [
+        {
+            "name": e["name"],
+            "status": e["status"],
+            "started": when(e.get("startDate")),
+            "stopped": when(e.get("stopDate")),
+            "endpoint": as_json(up[e["name"]]) if e["name"] in up else None,
+        }
+        for e in executions
+    ]
+
+
+def find_endpoints(
+    sagemaker: Any, env: str, now: datetime | None = None, cloudwatch: Any = None
+) -> list[EndpointInfo]:
+    """Every endpoint tagged for this environment by the pipeline, oldest first (``cloudwatch``: describe's)."""
+    now = now or datetime.now(UTC)
+    found = []
+    for page in sagemaker.get_paginator("list_endpoints").paginate():
+        for item in page["Endpoints"]:
+            tags = _tags(sagemaker, item["EndpointArn"])
+            if _ours(tags, env):
+                try:
+                    found.append(describe(sagemaker, item["EndpointName"], tags, now, cloudwatch))
+                except named_endpoints.EndpointGone:
+                    continue  # deleted since it was listed: not up
+    found.sort(key=lambda e: e.created or datetime.min.replace(tzinfo=UTC))
+    return found
+
+
+def _money(value: float | None, unit: str = "USD") -> str:
+    return "-" if value is None else f"{value:.4f} {unit}" if value < 10 else f"{value:.2f} {unit}"
+
+
+def describe_cost(info: EndpointInfo) -> str:
+    """'2.03 USD/h, 0.5075 USD so far' (or what is known of it)."""
+    per_hour = "price unknown" if info.price_per_hour_usd is None else f"{info.price_per_hour_usd:.4g} USD/h"
+    return f"{per_hour}, {_money(info.cost_so_far_usd)} so far"
+
+
+def as_json(info: EndpointInfo) -> dict[str, Any]:
+    record = asdict(info)
+    record["created"] = info.created.isoformat() if info.created else None
+    return record
+
+
+def table(env: str, endpoints: list[EndpointInfo]) -> Table:
+    out = Table(title=f"endpoints in {env}", title_justify="left")
+    columns = ("name", "status", "serves", "execution", "instances", "USD/h", "so far (USD)", "created (UTC)")
+    for column in columns:
+        out.add_column(column, justify="right" if column.startswith(("USD", "so far")) else "left")
+    for e in endpoints:
+        out.add_row(
+            e.name,
+            e.status,
+            named_endpoints.serves_cell(e),
+            e.execution,
+            f"{e.instance_count} x {e.instance_type or '-'}",
+            "-" if e.price_per_hour_usd is None else f"{e.price_per_hour_usd:.4g}",
+            "-" if e.cost_so_far_usd is None else f"{e.cost_so_far_usd:.4f}",
+            e.created.strftime("%Y-%m-%d %H:%M:%S") if e.created else "-",
+        )
+    return out
+
+
+def _record_json(records: dict[str, Any], e: EndpointInfo) -> dict[str, Any] | None:
+    record = records.get(e.deployment or "")
+    return None if record is None else dict(record.to_json())
+
+
+def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
+    """List the environment's endpoints, or delete one of them after asking."""
+    aws.validate_env_name(args.env)
+    if args.action == "delete" and not args.name:
+        raise UsageError(
+            f"`endpoints delete` needs the endpoint's name: hfpipe endpoints delete NAME --env {args.env}"
+        )
+    if args.action == "delete":  # what any failed AWS call of the delete ends with
+        faults.state(RERUN)
+    clients = aws.clients_for(args)
+    # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
+    aws.resolve_environment(clients, args.env)
+    sagemaker = clients.sagemaker
+    if args.action == "list":
+        try:
+            found = find_endpoints(sagemaker, args.env, cloudwatch=clients.cloudwatch)
+        except Exception as exc:
+            raise aws.aws_error(exc, "listing endpoints") from None
+        # What each named endpoint's deploys recorded.
+        records = named_endpoints.records(clients.ssm, args.env)
+        found = [named_endpoints.with_record(e, records, args.env) for e in found]
+        if args.json:
+            listed = [{**as_json(e), "deployment_record": _record_json(records, e)} for e in found]
+            sys.stdout.write(json_text.dumps(listed, indent=2) + "\n")
+            return 0
+        if not found:
+            console.print(f"no endpoints up in environment {args.env!r}")
+            return 0
+        console.print(table(args.env, found))
+        adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
+        named_endpoints.print_records(console, records, args.env)
+        named_endpoints.print_mismatches(console, found)
+        total = sum(e.price_per_hour_usd or 0.0 for e in found)
+        console.print(
+            f"{len(found)} endpoint{'s' if len(found) != 1 else ''} up: {total:.4g} USD/h together; "
+            f"delete one with `hfpipe endpoints delete NAME --env {args.env}`"
+        )
+        return 0
+    return _delete_one(clients, args, console)
+
+
+def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str) -> list[Resource]:
+    """The endpoint config and model(s) behind ``endpoint`` that are this environment's: from the endpoint's
+    own config when it still exists, else by the pipeline's names (`<base>-config`, `<base>-model` for an
+    endpoint `<base>-ep`, hfpipe.core.names), so a rerun after the endpoint went still finds them."""
+    from hfpipe.core.run.cleanup import KINDS
+
+    config_kind, model_kind = KINDS[1], KINDS[2]
+    base = endpoint.removesuffix("-ep") if endpoint.endswith("-ep") else None
+    config_name = config_name or (f"{base}-config" if base else None)
+    found: list[Resource] = []
+    models: list[str] = [f"{base}-model"] if base else []
+    if config_name:
+        config = step(
+            f"reading endpoint config {config_name}",
+            named_endpoints.describe_or_none,
+            call=sagemaker.describe_endpoint_config,
+            EndpointConfigName=config_name,
+        )
+        if config is not None:
+            for variant in config.get("ProductionVariants", []):
+                if variant.get("ModelName") and variant["ModelName"] not in models:
+                    models.append(variant["ModelName"])
+            tags = step(
+                f"reading the tags of endpoint config {config_name}",
+                tags_of,
+                sagemaker=sagemaker,
+                arn=config["EndpointConfigArn"],
+            )
+            if is_ours(tags, env):
+                found.append(Resource(config_kind, config_name, tags.get(contract.TAG_EXECUTION, "-"), None))
+    for model in models:
+        described = step(
+            f"reading model {model}",
+            named_endpoints.describe_or_none,
+            call=sagemaker.describe_model,
+            ModelName=model,
+        )
+        if described is None:
+            continue
+        tags = step(
+            f"reading the tags of model {model}", tags_of, sagemaker=sagemaker, arn=described["ModelArn"]
+        )
+        if is_ours(tags, env):
+            found.append(Resource(model_kind, model, tags.get(contract.TAG_EXECUTION, "-"), None))
+    return found
+
+
+def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
+    """Delete endpoint NAME and the config and model behind it, each when it is this environment's.
+
+    It works from what exists, so running it again after an interruption (a throttled call) finishes the job:
+    when the endpoint is gone, its config and model are found by the pipeline's names and deleted, and the
+    command says so. A user's keep tag (`hfpipe stop --keep-endpoint`) does not stop it: this command names the
+    endpoint. An endpoint SageMaker will not delete yet (Creating, Updating, ...) is waited for, within
+    --wait-timeout."""
+    from hfpipe.core.run.cleanup import KINDS
+
+    sagemaker = clients.sagemaker
+    name = step(
+        f"reading endpoint {args.name}",
+        named_endpoints.resolve_name,
+        sagemaker=sagemaker,
+        name=args.name,
+        env=args.env,
+    )
+    timeout_s = wait_timeout(args)
+    info = _ours_or_none(sagemaker, name, args.env)
+    name, deployment, leftovers, rest = _what_it_leaves(clients, name, info, args.env)
+    if not _confirmed(args, console, name, info, [f"{r.kind.name} {r.name}" for r in leftovers] + rest):
+        console.print("nothing deleted")
+        return 1
+    if info is not None and ready_to_delete(sagemaker, name, info.status, timeout_s, console):
+        step(f"deleting endpoint {name}", delete, sagemaker=sagemaker, kind=KINDS[0], name=name)
+        console.print(f"deleted endpoint {name} ({describe_cost(info)})")
+    # The config and model served only this endpoint; they are deleted when they are this environment's too.
+    delete_all(sagemaker, leftovers, console, timeout_s)
+    if (
+        deployment
+        and named_endpoints.describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None
+    ):
+        for removed in named_endpoints.forget(clients, args.env, name, deployment):
+            console.print(f"deleted {removed}")
+    console.print("S3 data and model artifacts are never touched")
+    return 0
+
+
+def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
+    """Endpoint `name` as it is now (None: there is none), refused when it is not environment `env`'s."""
+    endpoint = step(
+        f"reading endpoint {name}",
+        named_endpoints.describe_or_none,
+        call=sagemaker.describe_endpoint,
+        EndpointName=name,
+    )
+    if endpoint is None:
+        return None
+    tags = step(
+        f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
+    )
+    if not _ours(tags, env):
+        owner = tags.get(contract.TAG_ENV)
+        whose = f"environment {owner!r}" if owner else "no hfpipe environment"
+        raise HfpipeError(
+            f"endpoint {name} belongs to {whose} (tags {contract.TAG_ENV}, {contract.TAG_MANAGED_BY}), "
+            f"not {env!r}: nothing deleted"
+        )
+    return step(
+        f"reading endpoint {name}", describe, sagemaker=sagemaker, name=name, tags=tags, now=datetime.now(UTC)
+    )
+
+
+def _what_it_leaves(
+    clients: aws.Clients, name: str, info: EndpointInfo | None, env: str
+) -> tuple[str, Any, list[Any], list[str]]:
+    """The endpoint's name, its named deployment (or None), the configs and models to delete with it, and what
+    else an interrupted delete of a named endpoint left; refused when there is nothing at all."""
+    sagemaker = clients.sagemaker
+    leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, env)
+    # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone), and
+    # after an interrupted delete what it still left (hfpipe.cli.deploy.named_endpoints.gone).
+    deployment, rest = (info.deployment if info else None), list[str]()
+    left_by_named = None if info or leftovers else named_endpoints.gone(clients, env, name)
+    if left_by_named:
+        name, deployment, rest = left_by_named
+    if deployment:
+        seen = {(r.kind.name, r.name) for r in leftovers}
+        leftovers += [
+            r
+            for r in named_endpoints.leftovers(sagemaker, env, deployment)
+            if (r.kind.name, r.name) not in seen
+        ]
+    if info is None and not leftovers and not rest:
+        raise HfpipeError(
+            f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {env}`"
+        )
+    return name, deployment, leftovers, rest
+
+
+def _confirmed(
+    args: argparse.Namespace, console: Any, name: str, info: EndpointInfo | None, left: list[str]
+) -> bool:
+    """What will be deleted, shown; then --yes, or the user's yes at a terminal (none: refused)."""
+    if info is not None:
+        console.print(table(args.env, [info]))
+        question = f"Delete endpoint {name} ({describe_cost(info)})?"
+    else:
+        console.print(f"endpoint {name} is already gone; it left " + ", ".join(left))
+        question = "Delete " + ", ".join(left) + "?"
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise HfpipeError("not deleting without confirmation: stdin is not a terminal; pass --yes to confirm")
+    answer = input(f"{question} [y/N] ")
+    return answer.strip().lower() in {"y", "yes"}
+
+
+# --- hfpipe endpoints [list | delete NAME] ---------------------------------------------------------------
+
+
+def add_to(sub: Subparsers) -> None:
+    """`hfpipe endpoints` and its actions: arguments and help."""
+    p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    listed = actions.add_parser(
+        "list", help="the environment's endpoints, their status and cost (the default)"
+    )
+    env_option(listed)
+    listed.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    aws_options(listed)
+    listed.set_defaults(func=with_console(cmd_endpoints), command_parser=listed)
+    delete = actions.add_parser(
+        "delete", help="delete endpoint NAME with its config and model (asks first, unless --yes)"
+    )
+    # Optional here, so a line without it gets the hint with its environment (cmd_endpoints).
+    delete.add_argument("name", metavar="NAME", nargs="?", help="the endpoint's name")
+    env_option(delete)
+    delete.add_argument("--yes", action="store_true", help="do not ask before deleting (CI)")
+    wait_timeout_option(delete)
+    aws_options(delete)
+    delete.set_defaults(func=with_console(cmd_endpoints), command_parser=delete)

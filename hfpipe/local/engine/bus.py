@@ -1,0 +1,96 @@
+"""The local EventBridge bus: the template's rules (``AWS::Events::Rule``) and their Lambda targets.
+
+An event put on the bus goes to the targets of every rule whose pattern matches it, matched by moto's own
+EventBridge pattern implementation (``EventPattern``, through hfpipe.local.engine.moto_patches). moto's bus itself cannot be
+used: its rules deliver to SQS, logs and other buses, not to Lambda functions; and nothing in moto puts
+SageMaker's or Step Functions' state-change events on it, so the engine does (hfpipe.local.engine.engine).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from hfpipe.local.engine import moto_patches
+from hfpipe.local.engine.template import ACCOUNT
+
+
+def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether ``event`` matches the EventBridge ``pattern``, as moto's EventBridge decides it."""
+    return moto_patches.event_pattern_matches(pattern, event)
+
+
+class LocalBus:
+    """``rules``: (pattern, target function logical IDs); ``deliver(logical, event)`` invokes a target."""
+
+    def __init__(
+        self,
+        rules: list[tuple[dict[str, Any], list[str]]],
+        deliver: Callable[[str, dict[str, Any]], Any],
+        region: str,
+    ) -> None:
+        self.rules = rules
+        self.deliver = deliver
+        self.region = region
+        #: Every event put on the bus, and (detail-type, target, its answer) for each delivery.
+        self.events: list[dict[str, Any]] = []
+        self.deliveries: list[tuple[str, str, Any]] = []
+
+    @classmethod
+    def of_template(
+        cls,
+        resources: dict[str, Any],
+        resolve: Callable[[Any], Any],
+        deliver: Callable[[str, dict[str, Any]], Any],
+        region: str,
+    ) -> LocalBus:
+        """The bus with the template's rules, their patterns resolved (a rule may name the state machine)."""
+        rules = [
+            (
+                resolve(res["Properties"]["EventPattern"]),
+                [t["Arn"]["Fn::GetAtt"][0] for t in res["Properties"].get("Targets", [])],
+            )
+            for res in resources.values()
+            if res["Type"] == "AWS::Events::Rule"
+        ]
+        return cls(rules, deliver, region)
+
+    def put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
+        """Put one event on the bus: every rule it matches invokes its targets, in this thread."""
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": detail_type,
+            "source": source,
+            "account": ACCOUNT,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": self.region,
+            "resources": resources,
+            "detail": json.loads(json.dumps(detail, default=str)),
+        }
+        self.events.append(event)
+        for pattern, targets in self.rules:
+            if matches(pattern, event):
+                for logical in targets:
+                    self.deliveries.append((detail_type, logical, self.deliver(logical, event)))
+
+
+def execution_status_change(execution: Any, state_machine_arn: str) -> dict[str, Any]:
+    """The detail of Step Functions' "Step Functions Execution Status Change" event for an execution of
+    moto's interpreter that ended (https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html)."""
+    output = getattr(execution, "output", None)
+    return {
+        "executionArn": execution.exec_arn,
+        "stateMachineArn": state_machine_arn,
+        "name": execution.name,
+        "status": execution.exec_status.value,
+        "startDate": int(execution.start_date.timestamp() * 1000),
+        "stopDate": int(execution.stop_date.timestamp() * 1000) if execution.stop_date else None,
+        "input": json.dumps(execution.input_data) if execution.input_data is not None else None,
+        "output": json.dumps(output) if output is not None else None,
+        "error": getattr(execution, "error", None),
+        "cause": getattr(execution, "cause", None),
+    }

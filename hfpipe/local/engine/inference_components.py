@@ -1,0 +1,464 @@
+"""Local mode's SageMaker inference components: moto 5.2.5 has none, so local mode plays them (docs/adapters.md).
+
+CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent and
+ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
+routes moto's SageMaker handler to ``InferenceComponents.answer``), one store per account and region, next to
+moto's endpoints, configs and models, which it reads through a ``Hosting`` (no moto import here).
+
+Statuses move as on AWS: a created component is ``Creating``, then ``InService``; an update makes it
+``Updating``, then ``InService`` again; a deleted one is ``Deleting``, then gone (Describe answers
+ValidationException). Each transitional status lasts ``SETTLE_SECONDS`` scaled by the engine's
+``time_scale`` (0: at once).
+
+AWS's refusals, each a ValidationException naming what and why:
+
+- names and URLs held to botocore's patterns and lengths (``InferenceComponentName``: 63 characters of
+  ``[a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])?``; an adapter's ``ArtifactUrl`` "must point to a single gzip
+  compressed tar archive (.tar.gz suffix)", InferenceComponentContainerSpecification);
+- the endpoint must exist, and its config must be an inference-component one: its variants name no model
+  (an endpoint that serves a model has no room for components); ``VariantName`` one of its variants;
+- ``Specification`` or ``Specifications``, "but not both" (CreateInferenceComponent); local mode plays the
+  singular one;
+- a base component names an existing model (``ModelName``) or a container image, and its compute resources;
+- an adapter component (``BaseInferenceComponentName``) names a base that exists, InService, on the same
+  endpoint, itself no adapter ("Before you can create an adapter inference component, you must have an
+  existing inference component that contains the foundation model", InferenceComponentSpecification), gives its
+  adapter's ``Container.ArtifactUrl`` and omits ``ComputeResourceRequirements`` ("Omit this parameter if your
+  request is meant to create an adapter inference component": it uses its base's);
+- a base is not deleted while adapters remain on it (hfpipe.core.adapters.adapter_rules: the project's rule, which AWS's
+  documentation does not state; so neither the deploy nor a hand-made call leaves adapters without a base);
+- InvokeEndpoint on an inference-component endpoint names a component of that endpoint, InService ("Inference
+  Component Name header is required for endpoints to which you plan to deploy inference components. Please
+  include Inference Component Name header or consider using SageMaker models.", SageMaker's ValidationError as
+  users met it: https://github.com/aws-samples/amazon-kendra-langchain-extensions/issues/64), and one that
+  serves a model names none (``route``).
+
+Each call ``route`` lets through is counted: the store's ``count`` hook gets its account, region and component,
+and the engine puts SageMaker's ``Invocations`` metric of that component in CloudWatch with it (``AWS/SageMaker``,
+dimension ``InferenceComponentName``: hfpipe.local.engine.cloudwatch.record_component_invocation, wired by
+hfpipe.local.engine.engine as the endpoint metrics are, so this module imports no CloudWatch code), as SageMaker counts
+every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
+
+Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
+run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
+stand-in answers it (hfpipe.local.serving.adapter_serving).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hfpipe.core.adapters import adapter_rules
+from hfpipe.core.adapters.adapter_rules import Component
+from hfpipe.local.engine.deployment import ApiError
+
+OPERATIONS = (
+    "CreateInferenceComponent",
+    "DescribeInferenceComponent",
+    "UpdateInferenceComponent",
+    "DeleteInferenceComponent",
+    "ListInferenceComponents",
+)
+#: How long each transitional status lasts before the next, in seconds (scaled by ``time_scale``).
+SETTLE_SECONDS = {"Creating": 60.0, "Updating": 30.0, "Deleting": 10.0}
+_NAME = re.compile(r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$")
+_URL = re.compile(r"^(https|s3)://([^/]+)/?(.*)$")
+VALIDATION = "ValidationException"
+#: InvokeEndpoint's answer for an inference-component endpoint called without a component (AWS's words).
+COMPONENT_REQUIRED = (
+    "Inference Component Name header is required for endpoints to which you plan to deploy inference "
+    "components. Please include Inference Component Name header or consider using SageMaker models."
+)
+
+
+class Hosting(Protocol):
+    """What the store reads of moto's SageMaker account (hfpipe.local.engine.moto_patches builds it)."""
+
+    def endpoint(self, name: str) -> dict[str, Any] | None:
+        """DescribeEndpoint's answer; None: no such endpoint."""
+
+    def endpoint_config(self, name: str) -> dict[str, Any] | None:
+        """DescribeEndpointConfig's answer; None: no such config."""
+
+    def has_model(self, name: str) -> bool: ...
+
+
+@dataclass
+class _Record:
+    description: dict[str, Any]
+    #: When the transitional status ends (``clock``; None: settled), and what comes then (None: it is gone).
+    settles_at: float | None = None
+    then: str | None = "InService"
+
+
+@dataclass
+class Route:
+    """Which component an InvokeEndpoint call reaches: an adapter's base and artifact, or a base alone."""
+
+    endpoint: str
+    component: str
+    base: str
+    adapter_artifact: str | None = None
+
+
+@dataclass
+class InferenceComponents:
+    """The inference components of every account and region of one engine."""
+
+    time_scale: Callable[[], float] = lambda: 1.0
+    clock: Callable[[], float] = time.monotonic
+    #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
+    count: Callable[[str, str, str], None] | None = None
+    _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(
+        self, operation: str, account: str, region: str, params: dict[str, Any], hosting: Hosting
+    ) -> dict[str, Any]:
+        """The answer to one of ``OPERATIONS``; ApiError for AWS's refusals."""
+        with self._lock:
+            records = self._settled(account, region)
+            where = _Where(account, region, records, hosting)
+            handler = {
+                "CreateInferenceComponent": self._create,
+                "DescribeInferenceComponent": self._describe,
+                "UpdateInferenceComponent": self._update,
+                "DeleteInferenceComponent": self._delete,
+                "ListInferenceComponents": _list,
+            }[operation]
+            return handler(where, params)
+
+    def components(self, account: str, region: str) -> list[Component]:
+        """Every component of the account and region now, as hfpipe.core.adapters.adapter_rules reads them."""
+        with self._lock:
+            return _components(self._settled(account, region).values())
+
+    def route(
+        self, account: str, region: str, endpoint: str, component: str | None, hosting: Hosting
+    ) -> Route | None:
+        """The component an InvokeEndpoint of ``endpoint`` naming ``component`` reaches (None: the endpoint
+        serves a model and no component is named, or there is no such endpoint: the caller's own answer);
+        ApiError (ValidationError, InvokeEndpoint's code) for the calls AWS refuses."""
+        with self._lock:
+            records = self._settled(account, region)
+        described = hosting.endpoint(endpoint)
+        if described is None:
+            return None
+        config = hosting.endpoint_config(described["EndpointConfigName"]) or {}
+        if not _hosts_components(config):
+            if component is None:
+                return None
+            raise ApiError(
+                "ValidationError",
+                f"Endpoint {endpoint} serves a model, not inference components; InferenceComponentName "
+                f"{component!r} is not accepted on it",
+            )
+        if component is None:
+            raise ApiError("ValidationError", COMPONENT_REQUIRED)
+        record = records.get(component)
+        found = record.description if record else None
+        if found is None or found["EndpointName"] != endpoint:
+            raise ApiError(
+                "ValidationError", f"Inference component {component} does not exist on endpoint {endpoint}."
+            )
+        if found["InferenceComponentStatus"] != "InService":
+            raise ApiError(
+                "ValidationError",
+                f"Inference component {component} is {found['InferenceComponentStatus']}, not InService.",
+            )
+        spec = found["Specification"]
+        base = spec.get("BaseInferenceComponentName")
+        artifact = (spec.get("Container") or {}).get("ArtifactUrl") if base else None
+        self._count(account, region, component)
+        return Route(endpoint, component, base or component, artifact)
+
+    def _count(self, account: str, region: str, component: str) -> None:
+        """One call routed to ``component``, counted (its ``Invocations``: the ``count`` hook)."""
+        if self.count is None:
+            return
+        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
+            self.count(account, region, component)
+
+    # -- the operations -----------------------------------------------------------------------------------
+    def _create(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        name = _checked_name("inferenceComponentName", params.get("InferenceComponentName"))
+        if name in where.records:
+            raise ApiError(
+                VALIDATION,
+                f'Cannot create already existing inference component "{where.arn(name)}".',
+            )
+        endpoint, variant = _host(where, params)
+        spec = _specification(params)
+        if spec.get("BaseInferenceComponentName"):
+            _check_adapter(where, name, endpoint["EndpointName"], spec)
+        else:
+            _check_base(where, spec)
+        now = time.time()
+        description: dict[str, Any] = {
+            "InferenceComponentName": name,
+            "InferenceComponentArn": where.arn(name),
+            "EndpointName": endpoint["EndpointName"],
+            "EndpointArn": endpoint["EndpointArn"],
+            "VariantName": variant,
+            "Specification": _summary(spec),
+            "CreationTime": now,
+            "LastModifiedTime": now,
+            "InferenceComponentStatus": "Creating",
+        }
+        copies = (params.get("RuntimeConfig") or {}).get("CopyCount")
+        if copies is not None:
+            description["RuntimeConfig"] = {"DesiredCopyCount": copies, "CurrentCopyCount": 0}
+        where.records[name] = self._transition(description, "Creating")
+        return {"InferenceComponentArn": where.arn(name)}
+
+    def _describe(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        return dict(_found(where, params.get("InferenceComponentName")).description)
+
+    def _update(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        record = _found(where, params.get("InferenceComponentName"))
+        old = record.description
+        if old["InferenceComponentStatus"] not in ("InService", "Failed"):
+            raise ApiError(
+                VALIDATION,
+                f"Cannot update inference component {old['InferenceComponentName']} while it is "
+                f"{old['InferenceComponentStatus']}.",
+            )
+        new = dict(old)
+        if params.get("Specification") is not None or params.get("Specifications") is not None:
+            spec = _specification(params)
+            was_base = old["Specification"].get("BaseInferenceComponentName")
+            if spec.get("BaseInferenceComponentName") != was_base:
+                raise ApiError(
+                    VALIDATION,
+                    f"BaseInferenceComponentName of {old['InferenceComponentName']} cannot change "
+                    f"(it is {was_base!r}); accepted: the same base, or a new component",
+                )
+            if was_base:
+                _check_adapter(where, old["InferenceComponentName"], old["EndpointName"], spec)
+            else:
+                _check_base(where, spec)
+            new["Specification"] = _summary(spec)
+        copies = (params.get("RuntimeConfig") or {}).get("CopyCount")
+        if copies is not None:
+            current = (old.get("RuntimeConfig") or {}).get("CurrentCopyCount", 0)
+            new["RuntimeConfig"] = {"DesiredCopyCount": copies, "CurrentCopyCount": current}
+        new["LastModifiedTime"] = time.time()
+        where.records[old["InferenceComponentName"]] = self._transition(new, "Updating")
+        return {"InferenceComponentArn": old["InferenceComponentArn"]}
+
+    def _delete(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        record = _found(where, params.get("InferenceComponentName"))
+        name = record.description["InferenceComponentName"]
+        problem = adapter_rules.base_deletion_problem(name, _components(where.records.values()))
+        if problem:
+            raise ApiError(VALIDATION, problem)
+        if record.description["InferenceComponentStatus"] != "Deleting":
+            where.records[name] = self._transition(dict(record.description), "Deleting", then=None)
+        return {}
+
+    def _transition(
+        self, description: dict[str, Any], status: str, then: str | None = "InService"
+    ) -> _Record:
+        description["InferenceComponentStatus"] = status
+        return _Record(description, self.clock() + SETTLE_SECONDS[status] * self.time_scale(), then)
+
+    def _settled(self, account: str, region: str) -> dict[str, _Record]:
+        """The records of an account and region, every transition whose time has come made."""
+        records = self._records.setdefault((account, region), {})
+        now = self.clock()
+        for name, record in list(records.items()):
+            if record.settles_at is None or record.settles_at > now:
+                continue
+            if record.then is None:
+                del records[name]
+                continue
+            record.description["InferenceComponentStatus"] = record.then
+            copies = record.description.get("RuntimeConfig")
+            if copies:
+                copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
+            record.settles_at = None
+        return records
+
+
+@dataclass
+class _Where:
+    """One call's account, region, records and view of moto's hosting resources."""
+
+    account: str
+    region: str
+    records: dict[str, _Record]
+    hosting: Hosting
+
+    def arn(self, name: str) -> str:
+        return f"arn:aws:sagemaker:{self.region}:{self.account}:inference-component/{name}"
+
+
+def _components(records: Iterable[_Record]) -> list[Component]:
+    return [Component.from_description(r.description) for r in records]
+
+
+def _hosts_components(config: dict[str, Any]) -> bool:
+    """An inference-component endpoint config: its variants name no model (the components bring them)."""
+    variants = config.get("ProductionVariants") or []
+    return bool(variants) and not any(v.get("ModelName") for v in variants)
+
+
+def _checked_name(member: str, value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 63 or not _NAME.match(value):
+        raise ApiError(
+            VALIDATION,
+            f"1 validation error detected: Value {value!r} at '{member}' failed to satisfy constraint: Member "
+            "must satisfy regular expression pattern: [a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])? and have "
+            "length less than or equal to 63",
+        )
+    return value
+
+
+def _found(where: _Where, name: Any) -> _Record:
+    record = where.records.get(_checked_name("inferenceComponentName", name))
+    if record is None:
+        raise ApiError(VALIDATION, f'Could not find inference component "{where.arn(str(name))}".')
+    return record
+
+
+def _host(where: _Where, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The endpoint a new component goes on and its variant; refusals for a missing endpoint, one that serves
+    a model, or a variant it does not have."""
+    name = params.get("EndpointName")
+    endpoint = where.hosting.endpoint(str(name)) if isinstance(name, str) else None
+    if endpoint is None:
+        arn = f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/{str(name).lower()}"
+        raise ApiError(VALIDATION, f'Could not find endpoint "{arn}".')
+    config = where.hosting.endpoint_config(endpoint["EndpointConfigName"]) or {}
+    if not _hosts_components(config):
+        raise ApiError(
+            VALIDATION,
+            f"Endpoint {name} cannot host inference components: its endpoint config "
+            f"{endpoint['EndpointConfigName']} names a model in its production variants; accepted: an endpoint "
+            "whose config's variants name no model (with ExecutionRoleArn), made for inference components",
+        )
+    variants = [v["VariantName"] for v in config["ProductionVariants"]]
+    variant = params.get("VariantName") or (variants[0] if len(variants) == 1 else None)
+    if variant not in variants:
+        raise ApiError(
+            VALIDATION,
+            f"VariantName {params.get('VariantName')!r} is not accepted for endpoint {name}; accepted: one of "
+            f"its variants: {', '.join(variants)}",
+        )
+    return endpoint, str(variant)
+
+
+def _specification(params: dict[str, Any]) -> dict[str, Any]:
+    if params.get("Specification") is not None and params.get("Specifications") is not None:
+        raise ApiError(
+            VALIDATION, "Specification and Specifications are not accepted together; accepted: one"
+        )
+    if params.get("Specifications") is not None:
+        raise ApiError(
+            VALIDATION,
+            "Specifications (one per instance type) is not played by local mode; accepted: Specification",
+        )
+    spec = params.get("Specification")
+    if not isinstance(spec, dict):
+        raise ApiError(VALIDATION, "Specification is required; accepted: the component's model or adapter")
+    return spec
+
+
+def _check_base(where: _Where, spec: dict[str, Any]) -> None:
+    model = spec.get("ModelName")
+    if model is None and not (spec.get("Container") or {}).get("Image"):
+        raise ApiError(
+            VALIDATION, "A base inference component names a model (ModelName) or a Container.Image"
+        )
+    if model is not None and not where.hosting.has_model(str(model)):
+        arn = f"arn:aws:sagemaker:{where.region}:{where.account}:model/{str(model).lower()}"
+        raise ApiError(VALIDATION, f'Could not find model "{arn}".')
+    if not spec.get("ComputeResourceRequirements"):
+        raise ApiError(
+            VALIDATION,
+            "ComputeResourceRequirements is required for an inference component that hosts a model; accepted: "
+            "the accelerators, CPU cores and memory each copy takes",
+        )
+
+
+def _check_adapter(where: _Where, name: str, endpoint: str, spec: dict[str, Any]) -> None:
+    base = _checked_name("baseInferenceComponentName", spec["BaseInferenceComponentName"])
+    problem = adapter_rules.adapter_before_base_problem(
+        name, base, endpoint, _components(where.records.values())
+    )
+    if problem:
+        raise ApiError(VALIDATION, problem)
+    if spec.get("ComputeResourceRequirements") or spec.get("ModelName"):
+        raise ApiError(
+            VALIDATION,
+            f"Adapter inference component {name} takes neither ComputeResourceRequirements nor ModelName: it "
+            f"runs on base component {base}'s resources; accepted: BaseInferenceComponentName and "
+            "Container.ArtifactUrl",
+        )
+    url = (spec.get("Container") or {}).get("ArtifactUrl")
+    if not isinstance(url, str) or len(url) > 1024 or not _URL.match(url) or not url.endswith(".tar.gz"):
+        raise ApiError(
+            VALIDATION,
+            f"Container.ArtifactUrl {url!r} of adapter inference component {name} is not accepted; accepted: "
+            "the S3 URL of a single gzip compressed tar archive (.tar.gz) holding the adapter",
+        )
+
+
+def _summary(spec: dict[str, Any]) -> dict[str, Any]:
+    """InferenceComponentSpecificationSummary of a Specification (the container's Image is its DeployedImage)."""
+    summary = {k: v for k, v in spec.items() if k != "Container"}
+    container = dict(spec.get("Container") or {})
+    if "Image" in container:
+        image = container.pop("Image")
+        container["DeployedImage"] = {"SpecifiedImage": image, "ResolvedImage": image}
+    if container:
+        summary["Container"] = container
+    return summary
+
+
+_SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "Name": lambda d: d["InferenceComponentName"],
+    "CreationTime": lambda d: d["CreationTime"],
+    "Status": lambda d: d["InferenceComponentStatus"],
+}
+
+
+def _list(where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+    """ListInferenceComponents: its filters, sort (CreationTime, Descending by default) and pages."""
+    filters = (
+        ("EndpointNameEquals", "EndpointName"),
+        ("VariantNameEquals", "VariantName"),
+        ("StatusEquals", "InferenceComponentStatus"),
+    )
+    found = [
+        r.description
+        for r in where.records.values()
+        if all(params.get(p) in (None, r.description[k]) for p, k in filters)
+        and str(params.get("NameContains") or "") in r.description["InferenceComponentName"]
+    ]
+    found.sort(
+        key=_SORT_KEYS[params.get("SortBy") or "CreationTime"], reverse=params.get("SortOrder") != "Ascending"
+    )
+    start = int(params.get("NextToken") or 0)
+    size = int(params.get("MaxResults") or 10)
+    page = found[start : start + size]
+    keys = (
+        "CreationTime",
+        "InferenceComponentArn",
+        "InferenceComponentName",
+        "EndpointArn",
+        "EndpointName",
+        "VariantName",
+        "InferenceComponentStatus",
+        "LastModifiedTime",
+    )
+    answer: dict[str, Any] = {"InferenceComponents": [{k: d[k] for k in keys} for d in page]}
+    if start + size < len(found):
+        answer["NextToken"] = str(start + size)
+    return answer

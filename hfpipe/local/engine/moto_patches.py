@@ -1,0 +1,972 @@
+"""The one adapter to moto's internals: every read and every change local mode makes to them, for the one moto
+version they were written against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and constraints.txt; a test
+keeps them equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
+and move between its releases.
+
+What the engine needs that moto's supported surface (``mock_aws`` and its config, the backends' public
+methods, boto3 calls) does not offer, each target with its reason:
+
+- ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
+  validates the type itself); any ``ml.*`` type is accepted;
+- ``SageMakerModelBackend.validate_production_variants``: moto requires every variant to name a model; on
+  AWS a variant that names none is an inference-component endpoint's (the components bring the models), so
+  only the models named are looked up;
+- ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
+  you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
+  the emulation (ValidationException);
+- ``SageMakerModelBackend.update_model_package``: moto sets a version's ``CustomerMetadataProperties`` to what
+  the call gives (None when it gives none: an approval wiped the version's recipe, lineage and the base an
+  adapter needs), and its ``ApprovalDescription`` and ``ModelApprovalStatus`` likewise (a metadata update
+  wiped the approval); AWS's UpdateModelPackage changes what it is given, every member but the ARN optional:
+  ``CustomerMetadataProperties`` adds or updates keys and ``CustomerMetadataPropertiesToRemove`` removes keys
+  (botocore's model of SageMaker, UpdateModelPackageInput), which only means something if the others stay;
+- ``SageMakerResponse.call_action``: moto has no inference components (CreateInferenceComponent and the
+  others answer NotImplementedError); their operations are answered by the engine's ``inference_components``
+  (hfpipe.local.engine.inference_components: botocore's shapes, the statuses, AWS's refusals), which reads moto's
+  endpoints, configs and models through the backend's describe methods (``_MotoHosting``);
+- ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
+  ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
+- ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
+  every error of one as ``States.Runtime``; AWS names them ``SageMaker.<Modeled>Exception`` or
+  ``SageMaker.AmazonSageMakerException`` (``sagemaker_optimized_error_name``);
+- ``StateTaskServiceAwsSdk._eval_service_task``: AWS hands an SDK task's result on as JSON (timestamps as
+  strings); moto keeps the SDK's datetimes in the state data, and its own DescribeExecution then fails to
+  encode an output that holds one;
+- ``StepFunctionResponse.send_task_failure``: moto's handler drops SendTaskFailure's ``cause``;
+- ``ExecutionWorker.stop``: StopExecution ends a task waiting for its token at once (moto's waits out the
+  task's timeout);
+- ``ExecutionWorker.start``: moto runs each execution in threads of the process that outlive the mock; the
+  engine is told of each execution it starts, so that leaving it stops those still running
+  (``stop_execution``), also where their state machine was deleted meanwhile (StopExecution finds none);
+- ``BaseExecutionWorkerCommunication.terminated``: moto emits no "Step Functions Execution Status Change"
+  event; the engine puts one on its bus when an execution ends;
+- ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
+  ``retrier_decl.time``: task timeouts (from a path, or literal like the Launch task's re-check
+  interval), Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
+  the real definition's waits in no time; a scaled wait keeps its fraction of a second (moto's own wait
+  counts whole seconds only), so the local world's short waits (``hfpipe local up --time-scale``) are real;
+- ``SageMakerRuntimeResponse.invoke_endpoint``: moto answers InvokeEndpoint with canned results; in the local
+  world (the engine's ``world`` set: its commands' calls reach moto over HTTP), a call that reaches moto is
+  answered as the handlers' calls are (hfpipe.local.engine.hooks.runtime_client), through the engine's ``traffic``
+  (hfpipe.local.engine.traffic: the fleet that serves it during an update, the CloudWatch metrics of its outcome): an
+  unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the container's
+  status and message: the toolkit's 400, a dead worker's 500). Elsewhere moto's canned results stay (tests
+  queue them). Everywhere, a call to an inference-component endpoint, or one naming a component
+  (``InferenceComponentName``, the ``X-Amzn-SageMaker-Inference-Component`` header), is first held to AWS's
+  rules (``InferenceComponents.route``: ValidationError when it names none, an unknown one, or one not
+  InService); in the local world a component's call is answered by the vLLM stand-in serving its base and
+  adapter (the engine's ``fleets``: hfpipe.local.runtime.LocalRuntime ``invoke_component``,
+  hfpipe.local.serving.adapter_serving), its errors ModelError (424) as above;
+- ``sagemakerruntime.urls.url_paths``, ``sagemaker.urls.url_paths`` and
+  ``SageMakerRuntimeResponse.call_action``: moto has no InvokeEndpointWithResponseStream (no route for
+  ``/endpoints/<name>/invocations-response-stream``); the path is added (to SageMaker's routes too: moto's
+  server sends a request signed for ``sagemaker`` there unless its path ends in ``invocations``) and the
+  operation answered: a call naming an inference component is held to the same rules, and
+  in the local world answered by the stand-in's Server-Sent Events as the stream's PayloadPart events
+  (AWS's event-stream encoding, ``event_stream_message``), all at once when generation ends (moto answers
+  whole bodies); any other call is refused (ValidationError: local mode streams components only);
+- ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
+  own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
+  UploadPartCopy source, in its source environment) is read from the world environment that holds it
+  (``world.foreign_object``), so a copy across environments is played as S3 plays it;
+- ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
+  HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.engine.quotas), which its Plan Lambda
+  reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees;
+- ``ApplicationAutoScalingResponse.call_action``: moto drops RegisterScalableTarget's Tags and has no TagResource
+  nor ListTagsForResource; a target keeps the Tags it was created with (AWS applies them at creation only: "To
+  tag an existing scalable target, use the TagResource operation", the API reference), TagResource adds or
+  replaces tags on a registered target (ResourceNotFoundException for any other ARN), ListTagsForResource reads
+  them, so the deploy's tagging (the environment's IAM scoping of its targets) is played and can be read back;
+- ``boto_client_for`` in the interpreter's task modules: moto builds a new boto3 client for every task it runs
+  (tens of milliseconds each: a third of a long execution's time); one client per region, service and
+  credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
+
+Reads, for the other modules of local mode (none of which imports moto beyond ``mock_aws``): the default
+account (``default_account_id``), EventBridge's pattern matching (``event_pattern_matches``), moto's HTTP
+server (``threaded_server``), SageMaker's backend and its training job and endpoint objects
+(``sagemaker_backend``, ``training_job_record``, ``endpoint_record``), whose attributes DescribeTrainingJob
+and DescribeEndpoint answer (the engine's plug-ins and hfpipe.local.engine.guardrails set them).
+
+``TARGETS`` names each moto module and attribute touched, by its place in moto: ``PATCHED`` (in the order
+of ``patches``), ``USED`` (read or built with, unpatched) and ``FIELDS`` (attributes of the objects moto
+makes, checked on each record handed out); ``ADDED`` names the attributes local mode adds to them.
+tests/layout/test_moto_adapter.py keeps the list equal to what this module imports and to the attributes
+local mode's modules touch on the records, and checks that the pinned moto has each.
+
+Over 400 lines: this is the one adapter to moto's internals, and keeping every target in it (with the list
+the version error names) is worth more than a split by size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import time
+from importlib import metadata
+from typing import Any, Protocol
+from unittest import mock
+
+from hfpipe.local.checkout import LocalModeError
+
+#: The moto release these patches were written against: the pin of requirements-local.txt,
+#: requirements-dev.txt and constraints.txt.
+MOTO_VERSION = "5.2.5"
+#: The interpreter's modules that build a boto3 client per task (moto.stepfunctions.parser.asl.utils.boto_client),
+#: for the integrations the project's state machines use: Lambda, the AWS SDK (SageMaker, SSM, ...), SNS, events.
+_CLIENT_MODULES = tuple(
+    f"moto.stepfunctions.parser.asl.component.state.exec.state_task.{name}"
+    for name in (
+        "lambda_eval_utils",
+        "service.state_task_service_aws_sdk",
+        "service.state_task_service_sns",
+        "service.state_task_service_events",
+        "service.state_task_service_unsupported",
+    )
+)
+#: The patched targets, by their place in moto: module, object, attribute (the version error names them).
+PATCHED = (
+    "moto.sagemaker.models.FakeEndpointConfig.validate_instance_type",
+    "moto.sagemaker.models.SageMakerModelBackend.validate_production_variants",
+    "moto.sagemaker.responses.SageMakerResponse.create_model_package",
+    "moto.sagemaker.models.SageMakerModelBackend.update_model_package",
+    "moto.sagemaker.responses.SageMakerResponse.call_action",
+    f"{_CLIENT_MODULES[1]}._SERVICE_ERROR_NAMES",
+    f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._from_error",
+    f"{_CLIENT_MODULES[1]}.StateTaskServiceAwsSdk._eval_service_task",
+    "moto.stepfunctions.responses.StepFunctionResponse.send_task_failure",
+    "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
+    "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
+    "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
+    *(f"{module}.boto_client_for" for module in _CLIENT_MODULES),
+    "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSecondsPath._eval_seconds",
+    "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSeconds._eval_seconds",
+    "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function.WaitFunction._wait_interval",
+    "moto.stepfunctions.parser.asl.component.common.retry.retrier_decl.time",
+    "moto.sagemakerruntime.responses.SageMakerRuntimeResponse.invoke_endpoint",
+    "moto.sagemakerruntime.urls.url_paths",
+    "moto.sagemaker.urls.url_paths",
+    "moto.sagemakerruntime.responses.SageMakerRuntimeResponse.call_action",
+    "moto.s3.models.S3Backend.get_object",
+    "moto.servicequotas.responses.ServiceQuotasResponse.call_action",
+    "moto.applicationautoscaling.responses.ApplicationAutoScalingResponse.call_action",
+)
+#: What the adapter reads or builds with, unpatched: the patches' helpers (moto's error and result types, the
+#: interpreter's event types, S3's key and bucket index) and the reads local mode's other modules make through
+#: the functions below (the default account, EventBridge patterns, the server, SageMaker's backend, the
+#: interpreter's threads).
+USED = (
+    "moto.core.DEFAULT_ACCOUNT_ID",
+    "moto.core.responses.EmptyResult",
+    "moto.backends.get_backend",
+    "moto.events.models.EventPattern.load",
+    "moto.events.models.EventPattern.matches_event",
+    "moto.server.ThreadedMotoServer",
+    "moto.sagemaker.exceptions.ValidationError",
+    "moto.s3.models.FakeKey.set_metadata",
+    "moto.s3.models.s3_backends.bucket_accounts",
+    "moto.sagemakerruntime.urls.response",
+    "moto.stepfunctions.parser.api.HistoryEventType.TaskFailed",
+    "moto.stepfunctions.parser.api.TaskFailedEventDetails",
+    "moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name.CustomErrorName",
+    "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEvent",
+    "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
+    "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
+    "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
+    "moto.stepfunctions.parser.utils.TMP_THREADS",
+)
+#: Attributes of the objects moto makes that local mode reads or sets: the backend's (its records and the
+#: describe methods the inference-component emulation reads), and those of
+#: the training job and endpoint objects ``training_job_record`` and ``endpoint_record`` hand out (the
+#: engine's plug-ins, hfpipe.local.runtime and hfpipe.local.engine.guardrails set them; DescribeTrainingJob and
+#: DescribeEndpoint answer them). Each record is checked for each of its class's fields when it is handed
+#: out, so a moto that renamed one fails there, by name.
+FIELDS = (
+    "moto.sagemaker.models.SageMakerModelBackend.training_jobs",
+    "moto.sagemaker.models.SageMakerModelBackend.endpoints",
+    # What the inference-component emulation reads (``_MotoHosting``).
+    "moto.sagemaker.models.SageMakerModelBackend.describe_endpoint",
+    "moto.sagemaker.models.SageMakerModelBackend.describe_endpoint_config",
+    "moto.sagemaker.models.SageMakerModelBackend.describe_model",
+    *(
+        f"moto.sagemaker.models.FakeTrainingJob.{name}"
+        for name in (
+            "training_job_name",
+            "algorithm_specification",
+            "model_artifacts",
+            "training_job_status",
+            "secondary_status",
+            "secondary_status_transitions",
+            "training_start_time",
+            "training_end_time",
+            "final_metric_data_list",
+        )
+    ),
+    *(
+        f"moto.sagemaker.models.FakeEndpoint.{name}"
+        for name in (
+            "endpoint_name",
+            "arn",
+            "endpoint_config_name",
+            "endpoint_status",
+            "failure_reason",
+            "last_modified_time",
+            "production_variants",
+        )
+    ),
+)
+#: Attributes local mode adds to moto's objects, which DescribeTrainingJob and DescribeEndpoint then answer
+#: as moto answers every attribute its object holds (not moto's: not checked against it).
+ADDED = (
+    "FakeTrainingJob.training_time_in_seconds",
+    "FakeTrainingJob.billable_time_in_seconds",
+    "FakeTrainingJob.failure_reason",
+    "FakeEndpoint.pending_deployment_summary",
+    "FakeEndpoint.last_deployment_config",
+    "FakeScalableTarget.hfpipe_tags",
+)
+#: Every moto module and attribute local mode touches, reads and writes alike; nothing outside this module
+#: imports moto beyond ``mock_aws`` (tests/layout/test_moto_adapter.py keeps both true).
+TARGETS = PATCHED + USED + FIELDS
+
+#: SageMaker's modeled exceptions: the optimized integration names these ``SageMaker.<Code>Exception``
+#: (the SDK's exception classes); anything else is the SDK's base class, AmazonSageMakerException
+#: (https://docs.aws.amazon.com/step-functions/latest/dg/connect-sagemaker.html retries exactly
+#: SageMaker.AmazonSageMakerException and SageMaker.ResourceLimitExceededException).
+SAGEMAKER_MODELED = ("ResourceLimitExceeded", "ResourceInUse", "ResourceNotFound", "Conflict")
+
+
+class MotoVersionError(LocalModeError):
+    """The installed moto is not the release local mode's patches were written for."""
+
+
+def installed_moto_version() -> str:
+    return metadata.version("moto")
+
+
+def check_moto_version() -> None:
+    """Raise MotoVersionError unless the installed moto is ``MOTO_VERSION``."""
+    found = installed_moto_version()
+    if found != MOTO_VERSION:
+        raise MotoVersionError(
+            f"local mode patches moto {MOTO_VERSION} internals ({', '.join(TARGETS)}); found moto {found}: "
+            "install the pinned moto from requirements-local.txt (scripts/bootstrap.sh, or pip install "
+            "-r requirements-local.txt -c constraints.txt)"
+        )
+
+
+# -- reads: what local mode's other modules take from moto, each through one function -----------------------
+def default_account_id() -> str:
+    """moto's default account, which every local resource and ARN belongs to."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    return str(DEFAULT_ACCOUNT_ID)
+
+
+def event_pattern_matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether ``event`` matches the EventBridge ``pattern``, as moto's EventBridge decides it."""
+    from moto.events.models import EventPattern
+
+    return bool(EventPattern.load(json.dumps(pattern)).matches_event(event))
+
+
+def threaded_server(host: str, port: int) -> Any:
+    """moto's HTTP server (not started) in front of this process's moto accounts."""
+    from moto.server import ThreadedMotoServer
+
+    return ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+
+
+def interpreter_threads() -> list[threading.Thread]:
+    """Every thread moto's Step Functions interpreter has started in this process, ended or not: an
+    execution's, its program's, a Parallel branch's or Map iteration's, a wait for a task token's (moto
+    keeps them all in one list, ``TMP_THREADS``)."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    return list(TMP_THREADS)
+
+
+def stop_execution(worker: Any, error: str, cause: str, deadline: float) -> None:
+    """Stop the execution ``worker`` runs (moto's ExecutionWorker, as ``Engine.execution_started`` got it) as
+    StopExecution does, where its state machine may be gone; nothing changes for one that has ended, but a task
+    its program still waits on is released (moto leaves a timed-out execution's program running its current
+    state). Its thread makes its environment: until ``deadline`` (``time.monotonic()``), wait for that."""
+    import datetime
+
+    while getattr(worker, "env", None) is None:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+    worker.stop(stop_date=datetime.datetime.now(tz=datetime.UTC), error=error, cause=cause)
+
+
+def sagemaker_backend(account: str, region: str) -> Any:
+    """moto's SageMaker backend of ``account`` in ``region`` (its jobs, endpoints...)."""
+    from moto.backends import get_backend
+
+    backend = get_backend("sagemaker")[account][region]
+    _check_fields(backend, FIELDS)
+    return backend
+
+
+def training_job_record(account: str, region: str, name: str) -> Any:
+    """moto's object for the training job ``name`` (KeyError: none), whose attributes DescribeTrainingJob
+    answers (the engine's ``training`` plug-in sets them, hfpipe.local.engine.engine)."""
+    job = sagemaker_backend(account, region).training_jobs[name]
+    _check_fields(job, FIELDS)
+    return job
+
+
+def endpoint_record(account: str, region: str, name: str) -> Any:
+    """moto's object for the endpoint ``name``, whose attributes DescribeEndpoint answers; None: none."""
+    endpoint = sagemaker_backend(account, region).endpoints.get(name)
+    if endpoint is not None:
+        _check_fields(endpoint, FIELDS)
+    return endpoint
+
+
+def _check_fields(obj: Any, fields: tuple[str, ...]) -> None:
+    """Raise MotoVersionError unless ``obj`` has each of the FIELDS entries of its class."""
+    kind = type(obj).__name__
+    for target in fields:
+        owner, name = target.rsplit(".", 2)[-2:]
+        if owner == kind and not hasattr(obj, name):
+            raise MotoVersionError(f"moto's {kind} has no {name} ({target}); moto {installed_moto_version()}")
+
+
+def sagemaker_optimized_error_name(code: str) -> str:
+    """The Step Functions error name of a SageMaker error code in the optimized integration."""
+    base = code.removesuffix("Exception")
+    return f"SageMaker.{base}Exception" if base in SAGEMAKER_MODELED else "SageMaker.AmazonSageMakerException"
+
+
+class World(Protocol):
+    """What the local world adds (hfpipe.local.world.LocalWorld)."""
+
+    def foreign_object(
+        self, bucket: str, key: str, version_id: str | None
+    ) -> tuple[bytes, dict[str, str]] | None:
+        """The body and user metadata of an object of another world environment's bucket; None: none has it."""
+
+
+class Engine(Protocol):
+    """What the patches call back into (hfpipe.local.engine.engine.LocalEngine)."""
+
+    time_scale: float
+    timeout_scale: float
+    world: World | None  # None outside the local world
+    quotas: Any  # hfpipe.local.engine.quotas.QuotaTable: the account's SageMaker quotas
+    inference_components: Any  # hfpipe.local.engine.inference_components.InferenceComponents
+
+    fleets: Any  # hfpipe.local.runtime.LocalRuntime in the local world: serves inference components
+
+    @property
+    def traffic(self) -> Any: ...  # hfpipe.local.engine.traffic.Traffic
+
+    def execution_started(self, worker: Any) -> None: ...
+
+    def execution_ending(self, arn: str) -> None: ...
+
+    def execution_ended(self, execution: Any) -> None: ...
+
+
+#: (label in TARGETS, object, attribute or None for a dict's items, replacement)
+Patch = tuple[str, Any, "str | None", Any]
+
+
+def patches(engine: Engine) -> list[Patch]:
+    """Every patch, in the order of PATCHED (a test keeps the two equal), labelled by its PATCHED entry."""
+    check_moto_version()
+    made = _sagemaker(engine) + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
+    return [(_qualified(label), *rest) for label, *rest in made + _scaling_tags()]
+
+
+def _qualified(label: str) -> str:
+    """The PATCHED entry of a patch's short label (``Class.attribute``, ``module.attribute``)."""
+    (found,) = [target for target in PATCHED if target.endswith(f".{label}")]
+    return found
+
+
+def install(stack: contextlib.ExitStack, engine: Engine) -> None:
+    """Apply every patch until ``stack`` closes (after moto has started, before the first execution)."""
+    for _, target, name, value in patches(engine):
+        patch = mock.patch.dict(target, value) if name is None else mock.patch.object(target, name, value)
+        stack.enter_context(patch)
+
+
+def _sagemaker(engine: Engine) -> list[Patch]:
+    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.models import FakeEndpointConfig, SageMakerModelBackend
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def validate_instance_type(config: Any, instance_type: str) -> None:
+        if not str(instance_type).startswith("ml."):
+            raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' is not an ml.* type")
+
+    original_variants = SageMakerModelBackend.validate_production_variants
+
+    def validate_production_variants(backend: Any, variants: list[dict[str, Any]]) -> None:
+        original_variants(backend, [v for v in variants if "ModelName" in v])
+
+    original_create_model_package = SageMakerResponse.create_model_package
+
+    def create_model_package(response: Any) -> Any:
+        if response._get_param("ModelPackageGroupName") and response._get_param("Tags"):
+            raise ValidationError(
+                message="Tags cannot be supplied for a versioned model package (ModelPackageGroupName): it uses "
+                "the tags of its model package group"
+            )
+        return original_create_model_package(response)
+
+    update_model_package = _update_model_package(SageMakerModelBackend.update_model_package)
+
+    return [
+        (
+            "FakeEndpointConfig.validate_instance_type",
+            FakeEndpointConfig,
+            "validate_instance_type",
+            validate_instance_type,
+        ),
+        (
+            "SageMakerModelBackend.validate_production_variants",
+            SageMakerModelBackend,
+            "validate_production_variants",
+            validate_production_variants,
+        ),
+        (
+            "SageMakerResponse.create_model_package",
+            SageMakerResponse,
+            "create_model_package",
+            create_model_package,
+        ),
+        (
+            "SageMakerModelBackend.update_model_package",
+            SageMakerModelBackend,
+            "update_model_package",
+            update_model_package,
+        ),
+        _inference_components(engine, SageMakerResponse),
+    ]
+
+
+def _update_model_package(original: Any) -> Any:
+    """UpdateModelPackage changing only what the call gives (the module docstring)."""
+
+    def update_model_package(backend: Any, **request: Any) -> str:
+        arn = request["model_package_arn"]
+        package = backend.model_packages.get(backend.model_package_name_mapping.get(arn, arn))
+        if package is not None:
+            given = request.get("customer_metadata_properties") or {}
+            kept = dict(package.customer_metadata_properties or {})
+            request["customer_metadata_properties"] = {**kept, **given} or None
+            for key, kept_value in (
+                ("approval_description", package.approval_description),
+                ("model_approval_status", package.model_approval_status),
+            ):
+                if request.get(key) is None:
+                    request[key] = kept_value
+        return str(original(backend, **request))
+
+    return update_model_package
+
+
+def _inference_components(engine: Engine, response_class: Any) -> Patch:
+    """SageMaker's handler answers the inference-component operations from the engine's store."""
+    from hfpipe.local.engine.deployment import ApiError
+    from hfpipe.local.engine.inference_components import OPERATIONS
+
+    original = response_class.call_action
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        if operation not in OPERATIONS:
+            return original(response)
+        account, region = response.current_account, response.region
+        try:
+            answer = engine.inference_components.answer(
+                operation, account, region, json.loads(response.body or "{}"), _MotoHosting(account, region)
+            )
+        except ApiError as err:
+            headers = {"status": 400, "x-amzn-ErrorType": err.code}
+            return 400, headers, json.dumps({"__type": err.code, "message": err.message})
+        return 200, {}, json.dumps(answer)
+
+    return ("SageMakerResponse.call_action", response_class, "call_action", call_action)
+
+
+def moto_hosting(account: str, region: str) -> Any:
+    """hfpipe.local.engine.inference_components.Hosting over moto's SageMaker backend of one account and region."""
+    return _MotoHosting(account, region)
+
+
+class _MotoHosting:
+    """hfpipe.local.engine.inference_components.Hosting over moto's SageMaker backend of one account and region,
+    through its describe methods (moto's ValidationError: none)."""
+
+    def __init__(self, account: str, region: str) -> None:
+        self.backend = sagemaker_backend(account, region)
+
+    def _described(self, method: str, name: str) -> Any:
+        from moto.sagemaker.exceptions import ValidationError
+
+        try:
+            return getattr(self.backend, method)(name)
+        except ValidationError:
+            return None
+
+    def endpoint(self, name: str) -> dict[str, Any] | None:
+        found = self._described("describe_endpoint", name)
+        return None if found is None else dict(found)
+
+    def endpoint_config(self, name: str) -> dict[str, Any] | None:
+        found = self._described("describe_endpoint_config", name)
+        return None if found is None else dict(found)
+
+    def has_model(self, name: str) -> bool:
+        return self._described("describe_model", name) is not None
+
+
+def _interpreter(engine: Engine) -> list[Patch]:
+    """The Step Functions interpreter's patches: SageMaker's errors and results as AWS's, task callbacks
+    and stops, the end of an execution, and one client per service."""
+    return [*_task_results(), *_task_callbacks(), *_execution_end(engine), *_shared_clients()]
+
+
+def _task_results() -> list[Patch]:
+    """A SageMaker task's error named as AWS names it (`_sagemaker_failure`), an SDK task's result as plain JSON."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as aws_sdk,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_unsupported as unsupported,
+    )
+
+    original_from_error = unsupported.StateTaskServiceUnsupported._from_error
+    original_eval = aws_sdk.StateTaskServiceAwsSdk._eval_service_task
+
+    def from_error(task: Any, env: Any, ex: Exception) -> Any:
+        from botocore.exceptions import ClientError
+
+        if not isinstance(ex, ClientError) or task._get_boto_service_name() != "sagemaker":
+            return original_from_error(task, env, ex)
+        return _sagemaker_failure(task, env, ex)
+
+    def eval_aws_sdk(task: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+        original_eval(task, env, *args, **kwargs)
+        env.stack.append(json.loads(json.dumps(env.stack.pop(), default=str)))
+
+    return [
+        (
+            "state_task_service_aws_sdk._SERVICE_ERROR_NAMES",
+            aws_sdk._SERVICE_ERROR_NAMES,
+            None,
+            {"sagemaker": "SageMaker"},
+        ),
+        (
+            "StateTaskServiceUnsupported._from_error",
+            unsupported.StateTaskServiceUnsupported,
+            "_from_error",
+            from_error,
+        ),
+        (
+            "StateTaskServiceAwsSdk._eval_service_task",
+            aws_sdk.StateTaskServiceAwsSdk,
+            "_eval_service_task",
+            eval_aws_sdk,
+        ),
+    ]
+
+
+def _task_callbacks() -> list[Patch]:
+    """SendTaskFailure with its error and cause, and a stopped execution releasing its waiting task."""
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original_stop = ExecutionWorker.stop
+
+    def send_task_failure(response: Any) -> Any:
+        response.stepfunction_backend.send_task_failure(
+            response._get_param("taskToken"),
+            error=response._get_param("error"),
+            cause=response._get_param("cause"),
+        )
+        return EmptyResult()
+
+    def stop(worker: Any, stop_date: Any, error: Any, cause: Any) -> None:
+        original_stop(worker, stop_date, error, cause)
+        # Release the waiting task without an error (an error would run its Catch): the program loop then
+        # sees the execution stopped and ends it ABORTED before any further state.
+        for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+            if endpoint.get_outcome() is None:
+                endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
+    return [
+        (
+            "StepFunctionResponse.send_task_failure",
+            StepFunctionResponse,
+            "send_task_failure",
+            send_task_failure,
+        ),
+        ("ExecutionWorker.stop", ExecutionWorker, "stop", stop),
+    ]
+
+
+def _execution_end(engine: Engine) -> list[Patch]:
+    """The engine told when an execution starts (its worker) and when it ends (before and after its end event
+    is delivered)."""
+    from moto.stepfunctions.parser.backend import execution as parser_execution
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original_start = ExecutionWorker.start
+    original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+
+    def start(worker: Any) -> None:
+        engine.execution_started(worker)
+        original_start(worker)
+
+    def terminated(comm: Any) -> None:
+        # Marked first, so that a caller waiting for the end also waits for the event's delivery.
+        engine.execution_ending(comm.execution.exec_arn)
+        original_terminated(comm)
+        engine.execution_ended(comm.execution)
+
+    return [
+        ("ExecutionWorker.start", ExecutionWorker, "start", start),
+        (
+            "BaseExecutionWorkerCommunication.terminated",
+            parser_execution.BaseExecutionWorkerCommunication,
+            "terminated",
+            terminated,
+        ),
+    ]
+
+
+def _shared_clients() -> list[Patch]:
+    """One boto3 client per (region, service, credentials) for every task of the engine, not one per task.
+
+    A client copies its session's event handlers when it is built, so a handler registered on the session
+    later (a test's stand-in) would not reach a shared client: each client is kept with the session and the
+    registrations it was built under, and built again once either changed. botocore's emitter replaces its
+    lookup cache at every register and unregister, which marks them; without that mark, nothing is shared.
+    """
+    import importlib
+
+    import boto3
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    original, lock = boto_client.boto_client_for, threading.Lock()
+    clients: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+
+    def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        key = (region, service, json.dumps(state_credentials, sort_keys=True, default=str))
+        with lock:
+            kept = clients.get(key)
+            if kept and kept[0] is boto3.DEFAULT_SESSION and kept[1] is _registrations():
+                return kept[2]
+            client = original(region, service, state_credentials)  # sets up boto3's default session if none
+            if _registrations() is not None:
+                clients[key] = (boto3.DEFAULT_SESSION, _registrations(), client)
+            return client
+
+    def _registrations() -> Any:
+        events = getattr(boto3.DEFAULT_SESSION, "events", None)
+        return getattr(getattr(events, "_emitter", None), "_lookup_cache", None)
+
+    return [
+        (
+            f"{module.rsplit('.', 1)[1]}.boto_client_for",
+            importlib.import_module(module),
+            "boto_client_for",
+            client_for,
+        )
+        for module in _CLIENT_MODULES
+    ]
+
+
+def _sagemaker_failure(task: Any, env: Any, ex: Any) -> Any:
+    """The TaskFailed event of an optimized SageMaker task, named as AWS names it."""
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEvent
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    code = ex.response["Error"]["Code"]
+    error = sagemaker_optimized_error_name(code)
+    cause = f"{ex.response['Error'].get('Message', '')} (Service: AmazonSageMaker; Error Code: {code})"
+    return FailureEvent(
+        env=env,
+        error_name=CustomErrorName(error),
+        event_type=HistoryEventType.TaskFailed,
+        event_details=EventDetails(
+            taskFailedEventDetails=TaskFailedEventDetails(
+                error=error,
+                cause=cause,
+                resource=task._get_sfn_resource(),
+                resourceType=task._get_sfn_resource_type(),
+            )
+        ),
+    )
+
+
+def _time(engine: Engine) -> list[Patch]:
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import (
+        TimeoutSeconds,
+        TimeoutSecondsPath,
+    )
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    original_seconds = TimeoutSecondsPath._eval_seconds
+    original_literal_seconds = TimeoutSeconds._eval_seconds
+    original_wait = WaitFunction._wait_interval
+
+    def timeout_seconds(timeout: Any, env: Any) -> int:
+        return max(1, math.ceil(original_seconds(timeout, env) * engine.timeout_scale))
+
+    def literal_timeout_seconds(timeout: Any, env: Any) -> int:
+        # A state's own TimeoutSeconds (the execution's is read elsewhere, unscaled).
+        return max(1, math.ceil(original_literal_seconds(timeout, env) * engine.timeout_scale))
+
+    def wait_interval(function: Any, env: Any, wait_seconds: int) -> None:
+        scaled = wait_seconds * engine.time_scale
+        if scaled == int(scaled):
+            original_wait(function, env=env, wait_seconds=int(scaled))
+        else:  # moto's loop would wait its whole seconds again and again; StopExecution still ends it
+            env.program_state_event.wait(scaled)
+
+    return [
+        ("TimeoutSecondsPath._eval_seconds", TimeoutSecondsPath, "_eval_seconds", timeout_seconds),
+        ("TimeoutSeconds._eval_seconds", TimeoutSeconds, "_eval_seconds", literal_timeout_seconds),
+        ("WaitFunction._wait_interval", WaitFunction, "_wait_interval", wait_interval),
+        ("retrier_decl.time", retrier_decl, "time", _ScaledSleep(engine)),
+    ]
+
+
+class _ScaledSleep:
+    """Stands in for the ``time`` module of moto's retrier: ``sleep`` scaled, the rest unchanged."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds * self.engine.time_scale)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _world(engine: Engine) -> list[Patch]:
+    from urllib.parse import unquote
+
+    from moto.s3.models import FakeKey, S3Backend, s3_backends
+    from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+    original = SageMakerRuntimeResponse.invoke_endpoint
+
+    def invoke_endpoint(response: Any) -> Any:
+        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations
+        to_component = _component_invocation(engine, response, name)
+        if to_component is not None:
+            return original(response) if to_component == () else to_component
+        if engine.world is None:
+            return original(response)
+        if endpoint_record(response.current_account, response.region, name) is None:
+            message = f"Endpoint {name} of account {response.current_account} not found."
+            return (
+                400,
+                {"status": 400, "x-amzn-ErrorType": "ValidationError"},
+                json.dumps({"message": message}),
+            )
+        try:
+            answer = engine.traffic.invoke_raw(name, response.body)
+        except engine.traffic.InvocationError as err:  # the toolkit's 400, a dead worker's 500
+            return _model_error(err.status, err.message)
+        return 200, {"Content-Type": "application/json"}, json.dumps(answer)
+
+    original_get_object = S3Backend.get_object
+
+    def get_object(backend: Any, bucket_name: str, key_name: str, *args: Any, **kw: Any) -> Any:
+        if engine.world is None or bucket_name in s3_backends.bucket_accounts:  # every bucket of this moto
+            return original_get_object(backend, bucket_name, key_name, *args, **kw)
+        found = engine.world.foreign_object(bucket_name, key_name, args[0] if args else kw.get("version_id"))
+        if found is None:  # moto's own answer: NoSuchBucket
+            return original_get_object(backend, bucket_name, key_name, *args, **kw)
+        key = FakeKey(key_name, found[0], backend.account_id, "us-east-1", bucket_name=bucket_name)
+        key.set_metadata(found[1])
+        return key
+
+    return [
+        (
+            "SageMakerRuntimeResponse.invoke_endpoint",
+            SageMakerRuntimeResponse,
+            "invoke_endpoint",
+            invoke_endpoint,
+        ),
+        *_response_stream(engine),
+        ("S3Backend.get_object", S3Backend, "get_object", get_object),
+    ]
+
+
+def _model_error(status: int, message: str) -> tuple[int, dict[str, Any], str]:
+    """InvokeEndpoint's ModelError (424) for a container that answered ``status`` with ``message``."""
+    side = "client" if status < 500 else "server"
+    error = {
+        "ErrorCode": f"{side.upper()}_ERROR_FROM_MODEL",
+        "OriginalStatusCode": status,
+        "OriginalMessage": message,
+        "Message": f'Received {side} error ({status}) from primary with message "{message}".',
+    }
+    return 424, {"status": 424, "x-amzn-ErrorType": "ModelError"}, json.dumps(error)
+
+
+def _response_stream(engine: Engine) -> list[Patch]:
+    """InvokeEndpointWithResponseStream: its route, and its answer for an inference component."""
+    from urllib.parse import unquote
+
+    from moto.sagemaker import urls as api_urls
+    from moto.sagemakerruntime import urls
+    from moto.sagemakerruntime.responses import SageMakerRuntimeResponse
+
+    original = SageMakerRuntimeResponse.call_action
+    path = "{0}/endpoints/(?P<name>[^/]+)/invocations-response-stream$"
+
+    def call_action(response: Any) -> Any:
+        if response._get_action() != "InvokeEndpointWithResponseStream":
+            return original(response)
+        name = unquote(response.path.split("/")[2])  # /endpoints/<name>/invocations-response-stream
+        answered = _component_invocation(engine, response, name, stream=True)
+        if answered is None:
+            why = f"endpoint {name} was called without an inference component it serves"
+        elif answered == ():
+            why = "outside the local world moto has no answer to stream"
+        else:
+            return answered
+        message = f"local mode streams the answers of inference components in the local world only: {why}"
+        return 400, {"status": 400, "x-amzn-ErrorType": "ValidationError"}, json.dumps({"message": message})
+
+    return [
+        ("sagemakerruntime.urls.url_paths", urls.url_paths, None, {path: urls.response.dispatch}),
+        # moto's server hands a request signed for "sagemaker" to the runtime's routes only when its path ends
+        # in "invocations" (werkzeug_app.infer_service_region_host); the stream's reaches the API's.
+        ("sagemaker.urls.url_paths", api_urls.url_paths, None, {path: urls.response.dispatch}),
+        ("SageMakerRuntimeResponse.call_action", SageMakerRuntimeResponse, "call_action", call_action),
+    ]
+
+
+def _component_invocation(engine: Engine, response: Any, name: str, *, stream: bool = False) -> Any:
+    """None for a call to an endpoint that serves a model (or to no endpoint); for a call to an
+    inference-component endpoint or naming a component, AWS's refusal (ValidationError), else () outside the
+    local world (moto's canned answer) and, in it, the vLLM stand-in's answer (``stream``: as the stream's
+    events)."""
+    from hfpipe.local.engine.deployment import ApiError
+
+    account, region = response.current_account, response.region
+    component = response.headers.get("X-Amzn-SageMaker-Inference-Component")
+    try:
+        route = engine.inference_components.route(
+            account, region, name, component, _MotoHosting(account, region)
+        )
+    except ApiError as err:
+        return 400, {"status": 400, "x-amzn-ErrorType": err.code}, json.dumps({"message": err.message})
+    if route is None:
+        return None
+    if engine.world is None:
+        return ()
+    try:
+        answer = engine.fleets.invoke_component(
+            route, response.body, response.headers.get("Content-Type"), stream=stream
+        )
+    except ApiError as err:  # a component local mode cannot serve
+        return 400, {"status": 400, "x-amzn-ErrorType": err.code}, json.dumps({"message": err.message})
+    except engine.traffic.InvocationError as err:  # vLLM's error answer
+        return _model_error(err.status, err.message)
+    if not stream:
+        return 200, {"Content-Type": "application/json"}, answer
+    events = b"".join(event_stream_message({":event-type": "PayloadPart"}, part) for part in answer)
+    headers = {
+        "Content-Type": "application/vnd.amazon.eventstream",
+        "X-Amzn-SageMaker-Content-Type": EVENT_STREAM,
+    }
+    return 200, headers, events
+
+
+#: The media type of vLLM's streamed answers, which InvokeEndpointWithResponseStream reports as ContentType.
+EVENT_STREAM = "text/event-stream"
+
+
+def event_stream_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One message of AWS's event-stream encoding (the framing botocore.eventstream decodes): the prelude
+    (total and headers length, its CRC32), string headers (``:message-type`` event, ``:content-type``
+    octets by default), the payload, the message's CRC32; big-endian throughout."""
+    import struct
+    import zlib
+
+    fields = {":message-type": "event", ":content-type": "application/octet-stream", **headers}
+    encoded = b"".join(
+        struct.pack("!B", len(k)) + k.encode() + struct.pack("!BH", 7, len(v.encode())) + v.encode()
+        for k, v in fields.items()
+    )
+    prelude = struct.pack("!II", 16 + len(encoded) + len(payload), len(encoded))
+    message = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
+    return message + struct.pack("!I", zlib.crc32(message))
+
+
+def _quotas(engine: Engine) -> list[Patch]:
+    from moto.servicequotas.responses import ServiceQuotasResponse
+
+    from hfpipe.local.engine.quotas import OPERATIONS
+
+    original = ServiceQuotasResponse.call_action
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        params = json.loads(response.body or "{}") if operation in OPERATIONS else {}
+        if params.get("ServiceCode") != "sagemaker":  # moto's own answer (its vpc defaults)
+            return original(response)
+        return 200, {}, json.dumps(engine.quotas.answer(operation, params))
+
+    return [("ServiceQuotasResponse.call_action", ServiceQuotasResponse, "call_action", call_action)]
+
+
+def _scaling_tags() -> list[Patch]:
+    from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+
+    original = ApplicationAutoScalingResponse.call_action
+    operations = ("RegisterScalableTarget", "TagResource", "ListTagsForResource")
+
+    def call_action(response: Any) -> Any:
+        operation = response._get_action()
+        if operation not in operations:
+            return original(response)
+        params = json.loads(response.body or "{}")
+        targets = response.applicationautoscaling_backend.targets
+        if operation == "RegisterScalableTarget":
+            existed = params.get("ResourceId") in targets.get(params.get("ScalableDimension"), {})
+            answer = original(response)
+            target = targets.get(params.get("ScalableDimension"), {}).get(params.get("ResourceId"))
+            if target is not None and not existed:
+                target.hfpipe_tags = dict(params.get("Tags") or {})
+            return answer
+        arn = params.get("ResourceARN")
+        found = [t for by_id in targets.values() for t in by_id.values() if t.arn == arn]
+        if not found:
+            error = {"__type": "ResourceNotFoundException", "Message": f"No scalable target found for {arn}"}
+            headers = {"status": 400, "x-amzn-ErrorType": "ResourceNotFoundException"}
+            return 400, headers, json.dumps({**error, "ResourceName": arn})
+        tags = found[0].__dict__.setdefault("hfpipe_tags", {})
+        if operation == "TagResource":
+            tags.update(params.get("Tags") or {})
+            return 200, {}, "{}"
+        return 200, {}, json.dumps({"Tags": dict(tags)})
+
+    return [
+        (
+            "ApplicationAutoScalingResponse.call_action",
+            ApplicationAutoScalingResponse,
+            "call_action",
+            call_action,
+        )
+    ]

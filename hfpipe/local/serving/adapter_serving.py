@@ -1,0 +1,217 @@
+"""Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (docs/adapters.md).
+
+In the local world (the engine's ``world`` set), a call that names an InService component of an
+inference-component endpoint (hfpipe.local.engine.inference_components ``route``) is served here, through
+hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.serving.openai_endpoint.OpenAIEndpoint:
+
+- the base: the base component's model (``Specification.ModelName``) names the Hub id it serves in its
+  container's ``SM_VLLM_MODEL``. Local mode builds, without a download, the bases of the bundled adapter
+  recipes: each recipe's ``adapter.base_model``, built as local mode builds that recipe's ``model`` channel,
+  or the stand-in it substitutes for the recipe's Hub model (the tiny family
+  ``for_this_machine(recipe).model_family`` picks, by hfpipe.fixtures.build_tiny_model: the same builder and
+  seed, so an adapter trained here fits it). The tiny base gets a chat template when its tokenizer has none
+  (``CHAT_TEMPLATE``): vLLM answers an adapter's chat request with the base's template, and the instruct
+  bases a shared base serves have one, which the random-weight stand-in lacks. Any other Hub id is refused in one
+  line (``ComponentRefused``, InvokeEndpoint's ValidationError) naming it and what is accepted. The model's
+  ``SM_VLLM_*`` environment goes to the stand-in (``SM_VLLM_MAX_LORA_RANK``, ``SM_VLLM_MAX_MODEL_LEN``...);
+  the served name is ``SM_VLLM_MODEL``, as vLLM names a model given by Hub id, unless
+  ``SM_VLLM_SERVED_MODEL_NAME`` says otherwise;
+- the adapter: its component's ``Container.ArtifactUrl`` (the version's model.tar.gz) is downloaded from S3
+  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), and served
+  next to the base under the component's name.
+
+How the AWS vLLM container learns which adapter a call is for, from its sources: vLLM's SageMaker routes
+(vllm/entrypoints/sagemaker/routes.py, since vllm-project/vllm#27892) decorate ``/invocations`` with
+``model_hosting_container_standards``' ``inject_adapter_id(adapter_path="model")``, which copies the
+``X-Amzn-SageMaker-Adapter-Identifier`` header into the body's ``model`` field (aws/model-hosting-container-
+standards, python/model_hosting_container_standards/sagemaker/__init__.py and sagemaker/lora/README.md,
+"replace" the default mode), and register vLLM's ``load_lora_adapter`` behind ``POST /adapters``
+(``{"name": ..., "src": ...}``). So the stand-in is given the adapter under a name, and a call to the
+adapter's component reaches it with that name as its OpenAI ``model``; a call to the base component goes
+on with its body as sent (no ``model``, or the base's: the base answers). Not confirmed from any source:
+that SageMaker's identifier (the header's value and the load's ``name``) is the adapter component's name,
+which is what local mode uses, and that SageMaker loads the adapter when the component is created rather
+than at its first call (local mode: at the first call).
+
+Served stand-ins are kept by (base model, artifact URL): a second call does not build again, an update
+to a new artifact serves the new adapter (the old one stays for a rollback to it), and ``close`` (the
+runtime's, when the world stops) closes every one. A cached stand-in serves its adapter under the name of
+the component that first called it, which names another component only when two share one artifact.
+Errors of the stand-in (vLLM's 4xx and 5xx) are hfpipe.local.engine.traffic.InvocationError, the ModelError
+(424) every local endpoint answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import tarfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hfpipe.local.engine.deployment import ApiError
+from hfpipe.local.engine.traffic import InvocationError
+from hfpipe.local.training.container import LocalContainerError
+
+#: The tiny base's chat template where its tokenizer has none: ChatML, the form of the Qwen instruct bases'
+#: templates (role and content between <|im_start|> and <|im_end|>, then the assistant's turn).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class ComponentRefused(ApiError):
+    """A component local mode cannot serve (InvokeEndpoint's ValidationError, one line)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("ValidationError", message)
+
+
+@functools.cache
+def local_base_models() -> dict[str, str]:
+    """{Hub id: tiny model family} of the bases local mode builds without a download: each bundled adapter
+    recipe's ``adapter.base_model``, and the family its ``model`` channel is built from here."""
+    from hfpipe.core.recipe.recipes import available_recipes, load_recipe
+    from hfpipe.local.training.substitute import for_this_machine
+
+    bases: dict[str, str] = {}
+    for name in available_recipes():
+        recipe = load_recipe(name)
+        base = (recipe.get("adapter") or {}).get("base_model")
+        if base:  # its `model` channel, or the stand-in local mode substitutes for its Hub model
+            bases[base] = for_this_machine(recipe, gpu=False).model_family
+    return bases
+
+
+def with_adapter(body: bytes | str, adapter: str | None) -> bytes | str:
+    """The body as vLLM's SageMaker route hands it on: ``model`` set to the adapter identifier (a body that
+    is not a JSON object goes on as sent, for the stand-in to refuse as vLLM does)."""
+    if adapter is None:
+        return body
+    try:
+        request = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body
+    if not isinstance(request, dict):
+        return body
+    return json.dumps({**request, "model": adapter})
+
+
+class AdapterServing:
+    """The stand-ins serving inference components, by (base model, artifact URL; None: the base alone)."""
+
+    def __init__(self, sagemaker: Any, download: Callable[[str, Path], None], workdir: Path) -> None:
+        #: ``download(s3_url, file)``: the S3 object to a local file (the runtime's S3 client).
+        self.sagemaker, self.download, self.workdir = sagemaker, download, workdir
+        self.served: dict[tuple[str, str | None], tuple[Any, str | None]] = {}
+        self._bases: dict[str, Path] = {}
+        self._lock = threading.Lock()
+
+    def answer(
+        self, route: Any, body: bytes | str, content_type: str | None, *, stream: bool = False
+    ) -> bytes | Iterator[bytes]:
+        """The stand-in's answer to one call reaching ``route`` (hfpipe.local.engine.inference_components.Route):
+        the body, or with ``stream`` the Server-Sent Events as generated; InvocationError for its error
+        answers, ComponentRefused for a component local mode cannot serve."""
+        from hfpipe.local.serving.openai_protocol import OpenAIError
+
+        endpoint, adapter = self.stand_in(route)
+        try:
+            answer = endpoint.answer("/invocations", with_adapter(body, adapter), content_type)
+        except OpenAIError as err:
+            raise InvocationError(err.status, err.message) from None
+        if stream:
+            return answer.stream if answer.stream is not None else iter([answer.body])
+        return b"".join(answer.stream) if answer.stream is not None else bytes(answer.body)
+
+    def stand_in(self, route: Any) -> tuple[Any, str | None]:
+        """(the stand-in serving ``route``, the adapter name it serves the component's calls under)."""
+        model, environment = self._base_model(route.base)
+        key = (model, route.adapter_artifact)
+        with self._lock:
+            if key not in self.served:
+                self.served[key] = self._start(model, environment, route)
+            return self.served[key]
+
+    def _base_model(self, base_component: str) -> tuple[str, dict[str, str]]:
+        """The Hub id the base component's model serves and its container's environment."""
+        spec = self.sagemaker.describe_inference_component(InferenceComponentName=base_component)
+        model_name = spec["Specification"].get("ModelName")
+        model = self.sagemaker.describe_model(ModelName=model_name) if model_name else {}
+        container = model.get("PrimaryContainer") or (model.get("Containers") or [{}])[0]
+        environment = dict(container.get("Environment") or {})
+        hub = environment.get("SM_VLLM_MODEL", "")
+        accepted = sorted(local_base_models())
+        if hub not in accepted:
+            raise ComponentRefused(
+                f"base component {base_component}: SM_VLLM_MODEL {hub!r} of model {model_name} is not a base "
+                f"model local mode builds without a download; accepted: one of {', '.join(accepted)} (the "
+                "bundled adapter recipes' adapter.base_model)"
+            )
+        return hub, environment
+
+    def _start(self, model: str, environment: dict[str, str], route: Any) -> tuple[Any, str | None]:
+        from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
+
+        adapters = {}
+        if route.adapter_artifact is not None:  # first: an artifact refused builds nothing
+            adapters[route.component] = self._adapter_folder(route.adapter_artifact)
+        base = self._base_folder(model)
+        env = {"SM_VLLM_SERVED_MODEL_NAME": model, **environment}
+        try:
+            endpoint = OpenAIEndpoint(base, environment=env, adapters=adapters)
+        except (LocalContainerError, OSError, ValueError) as err:  # vLLM refuses to start
+            what = f"adapter component {route.component}" if adapters else f"base component {route.base}"
+            message = " ".join(str(err).split())
+            raise ComponentRefused(f"{what}: the vLLM stand-in does not start: {message}") from None
+        return endpoint, (route.component if adapters else None)
+
+    def _base_folder(self, model: str) -> Path:
+        """The base model's folder, built once (as local mode builds the adapter recipe's model channel),
+        with a chat template when its tokenizer has none."""
+        from hfpipe.fixtures import build_tiny_model
+
+        if model not in self._bases:
+            folder = build_tiny_model(local_base_models()[model], self.workdir / "bases" / _slug(model))
+            config = folder / "tokenizer_config.json"
+            settings = json.loads(config.read_text()) if config.is_file() else {}
+            if not settings.get("chat_template"):
+                config.write_text(json.dumps({**settings, "chat_template": CHAT_TEMPLATE}, indent=2))
+            self._bases[model] = folder
+        return self._bases[model]
+
+    def _adapter_folder(self, url: str) -> Path:
+        """The adapter's model.tar.gz downloaded from S3 and unpacked, once per URL."""
+        from hfpipe.local.serving.endpoint import extract_model
+
+        where = self.workdir / "adapters" / _slug(url)
+        archive = where / "model.tar.gz"
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            self.download(url, archive)
+        except Exception as err:  # botocore's ClientError (404: no such key), a bucket that is not there
+            raise ComponentRefused(f"Container.ArtifactUrl {url}: cannot be read from S3 ({err})") from None
+        try:
+            return extract_model(archive, where / "adapter")
+        except (tarfile.TarError, OSError) as err:  # not a gzip'd tar, a member leaving the folder
+            raise ComponentRefused(
+                f"Container.ArtifactUrl {url}: not a model.tar.gz local mode unpacks ({err}); accepted: a gzip "
+                "compressed tar archive with the adapter's files at its root"
+            ) from None
+
+    def close(self) -> None:
+        """Close every stand-in (the world is stopping)."""
+        with self._lock:
+            served, self.served = list(self.served.values()), {}
+        for endpoint, _ in served:
+            endpoint.close()
+
+
+def _slug(text: str) -> str:
+    """A folder name for a Hub id or URL: readable, and unique by its hash."""
+    readable = "".join(c if c.isalnum() else "-" for c in text)[-40:].strip("-")
+    return f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
