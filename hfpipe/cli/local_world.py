@@ -64,16 +64,20 @@ def _env_of(args: argparse.Namespace) -> str | None:
 
 
 def _how_to_start(env: str) -> str:
-    """`hfpipe local up` for an environment of cdk.json; for any other name, the ones there are."""
+    """`hfpipe local up` for an environment of cdk.json; for any other name, `local up`'s own refusal of it
+    (hfpipe.local.stacks.local_environments), which names the ones there are."""
     from hfpipe.local.checkout import LocalModeError, cdk_environments, checkout_root
+    from hfpipe.local.stacks import local_environments
 
     try:
-        known = sorted(cdk_environments(checkout_root()))
+        environments = cdk_environments(checkout_root())
     except (LocalModeError, OSError, ValueError, KeyError):  # no checkout (an installed wheel) or no cdk.json
         return f"start it with hfpipe local up --env {env}"
-    if env in known:
-        return f"start it with hfpipe local up --env {env}"
-    return f"{env!r} is not an environment of cdk.json; accepted: {', '.join(known)}"
+    try:
+        local_environments(env, environments)
+    except LocalModeError as exc:
+        return str(exc)
+    return f"start it with hfpipe local up --env {env}"
 
 
 def clients_for(args: argparse.Namespace, env: str | None = None) -> Clients:

@@ -255,8 +255,8 @@ def test_a_missing_or_dead_environment_is_one_line(world: World) -> None:
         assert (proc.returncode, proc.stdout) == (1, "")
         # Neither is an environment of cdk.json: `local up` would refuse it, so that is not the advice.
         assert proc.stderr == (
-            f"error: no local environment {env!r} is up: {env!r} is not an environment of cdk.json; accepted: "
-            "dev, prod\n"
+            f"error: no local environment {env!r} is up: --env {env!r}: not an environment of cdk.json; "
+            "accepted: dev, prod\n"
         )
     again = world.hfpipe("local", "up", "--env", "dev")
     assert again.returncode == 1 and "local environment 'dev' is already up" in again.stderr

@@ -167,7 +167,7 @@ def test_an_environment_cdk_json_does_not_name_gets_the_ones_it_does(monkeypatch
     monkeypatch.setenv("HFPIPE_LOCAL_HOME", "/nonexistent-world")
     with pytest.raises(HfpipeError) as refused:
         local_world.clients_for(argparse.Namespace(env="staging", region=None))
-    assert "'staging' is not an environment of cdk.json; accepted: dev, prod" in str(refused.value)
+    assert "--env 'staging': not an environment of cdk.json; accepted: dev, prod" in str(refused.value)
     with pytest.raises(HfpipeError, match="start it with hfpipe local up --env dev"):
         local_world.clients_for(argparse.Namespace(env="dev", region=None))
 
@@ -226,3 +226,33 @@ def test_what_the_file_system_refuses_is_one_line(capsys: pytest.CaptureFixture[
 
     assert faults.run(unreadable, argparse.Namespace()) == 1
     assert capsys.readouterr().err == "error: '/srv/data/train.jsonl': Permission denied\n"
+
+
+def test_invoke_finds_a_named_endpoint_by_its_cdk_json_name() -> None:
+    """`hfpipe invoke classifier --env prod` once answered "unknown execution 'classifier'" while `hfpipe
+    endpoints delete classifier` took the name: both resolve NAME the same way (named_endpoints.resolve_name)."""
+    import botocore.exceptions
+
+    from hfpipe.cli.deploy import invoke
+
+    class SageMaker:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def describe_endpoint(self, EndpointName: str) -> dict[str, Any]:
+            self.asked.append(EndpointName)
+            if EndpointName != "hfpipe-prod-classifier":
+                error = {
+                    "Error": {
+                        "Code": "ValidationException",
+                        "Message": f"Could not find endpoint {EndpointName}",
+                    }
+                }
+                raise botocore.exceptions.ClientError(error, "DescribeEndpoint")  # type: ignore[arg-type]
+            return {"EndpointName": EndpointName}
+
+    clients = SimpleNamespace(sagemaker=SageMaker())
+    found = invoke._endpoint_named(clients, "classifier", "prod")  # type: ignore[arg-type]
+    assert found == {"EndpointName": "hfpipe-prod-classifier"}
+    assert invoke._endpoint_named(clients, "nothing", "prod") is None  # type: ignore[arg-type]
+    assert invoke._endpoint_named(clients, "classifier", None) is None  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.deploy import invoke_openai
+from hfpipe.cli.deploy import invoke_openai, named_endpoints
 from hfpipe.cli.deploy.invoke_requests import read_requests
 from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_options, option_rules
 from hfpipe.cli.recipe import recipes as cli_recipes
@@ -167,12 +167,11 @@ def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
 
 
 def _endpoint_named(clients: aws.Clients, ref: str, env: str | None) -> dict[str, Any] | None:
-    """The endpoint `ref` names in `env`: by its name, or a named endpoint by its cdk.json name."""
+    """The endpoint `ref` names in `env`: by its name, or a named endpoint by its cdk.json name (the rule
+    `hfpipe endpoints delete` resolves NAME by: named_endpoints.resolve_name)."""
     if not env or ref.startswith("arn:"):
         return None
-    return _describe_endpoint(clients.sagemaker, ref) or _describe_endpoint(
-        clients.sagemaker, contract.deployed_endpoint_name(env, ref)
-    )
+    return _describe_endpoint(clients.sagemaker, named_endpoints.resolve_name(clients.sagemaker, ref, env))
 
 
 def _execution_named(clients: aws.Clients, ref: str, env: str | None) -> dict[str, Any]:
