@@ -7,6 +7,7 @@ import importlib.util
 import logging
 import os
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -130,22 +131,58 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (-seconds(p := item.nodeid.split("::", 1)[0]), first_seen[p]))
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that ended (user + system)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's CPU seconds (its process's and its ended children's: a training run, `hfpipe local up`),
+    carried to the controller with its teardown report: the suite's time on CI is CPU-bound, and a wait
+    costs a worker wall time but no CPU."""
+    item.stash[_CPU_START] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    if call.when == "teardown" and _CPU_START in item.stash:
+        item.user_properties.append(("cpu_s", _cpu_seconds() - item.stash[_CPU_START]))
+    yield
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Seconds per test file: setup, call and teardown of its tests (in the controller, every worker's)."""
-    _FILE_SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+    """Seconds per test file: setup, call and teardown of its tests, and their CPU seconds (in the controller,
+    every worker's)."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] += report.duration
+    _FILE_CPU[path] += sum(
+        value for key, value in report.user_properties if key == "cpu_s" and report.when == "teardown"
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     seconds = _FILE_SECONDS
     if not seconds or hasattr(config, "workerinput"):
         return
-    terminalreporter.write_sep("=", f"slowest {SLOWEST_FILES} test files (seconds of setup, call, teardown)")
+    terminalreporter.write_sep(
+        "=", f"slowest {SLOWEST_FILES} test files (seconds of setup, call, teardown; CPU seconds)"
+    )
     for path, total in sorted(seconds.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
-        terminalreporter.write_line(f"{total:8.1f} s  {path}")
-    terminalreporter.write_line(f"{sum(seconds.values()):8.1f} s  all {len(seconds)} files together")
+        terminalreporter.write_line(f"{total:8.1f} s  {_FILE_CPU[path]:8.1f} s CPU  {path}")
+    terminalreporter.write_line(
+        f"{sum(seconds.values()):8.1f} s  {sum(_FILE_CPU.values()):8.1f} s CPU  all {len(seconds)} files together"
+    )
+    terminalreporter.write_sep("=", f"most CPU: {SLOWEST_FILES} test files")
+    for path, cpu in sorted(_FILE_CPU.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{cpu:8.1f} s CPU  {seconds[path]:8.1f} s  {path}")
 
 
 _FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_FILE_CPU: defaultdict[str, float] = defaultdict(float)
+_CPU_START = pytest.StashKey[float]()
 _OWN_CACHE = pytest.StashKey[str]()
 
 
