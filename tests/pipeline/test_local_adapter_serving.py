@@ -184,15 +184,18 @@ def test_each_adapter_component_answers_as_its_adapter_and_the_base_as_the_base(
     texts = [answer["choices"][0]["text"] for answer in (one, two, base)]
     assert len(set(texts)) == 3, texts
     assert texts == [direct(adapters, "one"), direct(adapters, "two"), direct(adapters, None)]
-    # Kept by (base model, artifact URL): a second call builds nothing.
+    # One container per base, as on the endpoint: each adapter registered on it under its component's name
+    # (the container's POST /adapters), and kept: a second call builds and registers nothing.
     kept = dict(served.fleets.components.served)
-    assert set(kept) == {
-        (BASE_MODEL, "s3://artifacts/summary/1/model.tar.gz"),
-        (BASE_MODEL, "s3://artifacts/topics/1/model.tar.gz"),
-        (BASE_MODEL, None),
+    assert set(kept) == {(DEV.component, BASE_MODEL)}
+    registered = {
+        SUMMARY: "s3://artifacts/summary/1/model.tar.gz",
+        TOPICS: "s3://artifacts/topics/1/model.tar.gz",
     }
+    assert served.fleets.components.registered == {(DEV.component, BASE_MODEL): registered}
     assert invoke(served, SUMMARY)["choices"][0]["text"] == texts[0]
     assert served.fleets.components.served == kept
+    assert served.fleets.components.registered == {(DEV.component, BASE_MODEL): registered}
     # The update to the other artifact: the component answers as the other adapter.
     assert deploy(served, "summary", summary_2)["action"] == "updated"
     assert invoke(served, SUMMARY)["choices"][0]["text"] == texts[1]

@@ -33,6 +33,7 @@ answers vLLM's protocol with transformers on the CPU (float32), and says what di
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -67,6 +68,8 @@ MAX_LEN_KEYS = (
 CHAT_ROUTE, COMPLETION_ROUTE = contract.CHAT_ROUTE, contract.COMPLETION_ROUTE
 ROUTES = (contract.INVOCATIONS, CHAT_ROUTE, COMPLETION_ROUTE)
 EVENT_STREAM = "text/event-stream"
+#: The files vLLM reads an adapter's weights from (vllm/lora/models.py, ``from_local_checkpoint``).
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "adapter_model.pt")
 #: The request fields the stand-in acts on (or that change nothing in its answer: user, request_id, ...).
 #: A request that sets another field of the contract to other than its default is answered 501, naming it:
 #: vLLM serves it, this stand-in does not (the type vLLM gives a NotImplementedError, serving_engine.py).
@@ -127,7 +130,8 @@ class OpenAIEndpoint(LocalEndpoint):
         # What the contract also checks a request against: the served name, the context, the vocabulary
         # (input_processor: the larger of the tokenizer's and the model's).
         vocab = max(len(self.tokenizer), int(getattr(self.model.config, "vocab_size", 0) or 0))
-        self.adapters = self._load_adapters(adapters or {}, env)
+        self.adapters: dict[str, Path] = {}
+        self._load_adapters(adapters or {}, env)
         self.served = contract.Served((self.served_model_name, *self.adapters), self.max_model_len, vocab)
         self._lock = threading.Lock()  # one generation at a time: the stand-in has no continuous batching
 
@@ -196,32 +200,110 @@ class OpenAIEndpoint(LocalEndpoint):
         """The PEFT LoRA adapters served next to the base (vLLM's --enable-lora --lora-modules NAME=PATH),
         refused as vLLM refuses them: a model class vLLM serves no LoRA on, a rank over --max-lora-rank
         (``SM_VLLM_MAX_LORA_RANK``, default 16), a name that is the base's."""
+        self.max_lora_rank = int(env.get("SM_VLLM_MAX_LORA_RANK") or DEFAULT_LORA_RANK)
+        self.adapters = {}
         if not adapters:
             return {}
-        from peft import PeftModel
-
-        architecture = (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0]
-        if architecture in ARCHITECTURES_WITHOUT_LORA:
-            raise LocalContainerError(
-                f"{architecture} does not support LoRA yet (vLLM's refusal of --enable-lora for this model "
-                "class; docs/adapters.md); accepted: adapters over a model class vLLM serves LoRA on"
-            )
-        max_rank = int(env.get("SM_VLLM_MAX_LORA_RANK") or DEFAULT_LORA_RANK)
-        loaded: dict[str, Path] = {}
+        problem = self._lora_model_problem()
+        if problem:
+            raise LocalContainerError(problem)
         for name, folder in adapters.items():
             rank = int(json.loads((Path(folder) / "adapter_config.json").read_text())["r"])
-            if name == self.served_model_name or rank > max_rank:
-                why = "is the base's name" if rank <= max_rank else f"has LoRA rank {rank}, over {max_rank}"
+            if name == self.served_model_name or rank > self.max_lora_rank:
+                why = (
+                    "is the base's name"
+                    if rank <= self.max_lora_rank
+                    else f"has LoRA rank {rank}, over {self.max_lora_rank}"
+                )
                 raise LocalContainerError(
                     f"adapter {name!r} ({folder}) {why}; accepted: another name, and a rank of at most "
                     "max_lora_rank (SM_VLLM_MAX_LORA_RANK)"
                 )
-            if not loaded:
-                self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name).eval()
-            else:
-                self.model.load_adapter(str(folder), adapter_name=name)
-            loaded[name] = Path(folder)
-        return loaded
+            self._attach(name, Path(folder))
+        return self.adapters
+
+    def _lora_model_problem(self) -> str | None:
+        architecture = (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0]
+        if architecture in ARCHITECTURES_WITHOUT_LORA:
+            return (
+                f"{architecture} does not support LoRA yet (vLLM's refusal of --enable-lora for this model "
+                "class; docs/adapters.md); accepted: adapters over a model class vLLM serves LoRA on"
+            )
+        return None
+
+    def _attach(self, name: str, folder: Path) -> None:
+        """PEFT's load of one adapter over the base (the first wraps the model, the next are added)."""
+        from peft import PeftModel
+
+        if not self.adapters:
+            self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name).eval()
+        else:
+            self.model.load_adapter(str(folder), adapter_name=name)
+        self.adapters[name] = folder
+
+    def load_adapter(self, name: Any, folder: Any) -> str:
+        """vLLM's ``load_lora_adapter`` (the handler behind the container's ``POST /adapters``,
+        hfpipe.local.serving.sagemaker_layer): the adapter at ``folder`` served as ``name`` from the next
+        request; vLLM's answer, or OpenAIError with vLLM's status and words (serving_models.py
+        ``_check_load_lora_adapter_request``; the engine's ``add_lora``: vllm/lora/models.py "doesn't contain
+        tensors", vllm/lora/worker_manager.py "No adapter found", "LoRA rank R is greater than max_lora_rank
+        M.")."""
+        with self._lock:
+            self._check_load(name, folder)
+            try:
+                self._attach(str(name), Path(folder))
+            except (ValueError, KeyError, RuntimeError, OSError) as err:  # weights that do not fit the base
+                raise op.OpenAIError(str(err), err_type="BadRequestError") from None
+            self.served = dataclasses.replace(
+                self.served, model_names=(self.served_model_name, *self.adapters)
+            )
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def _check_load(self, name: Any, folder: Any) -> None:
+        if not name or not folder:
+            raise op.OpenAIError(
+                "Both 'lora_name' and 'lora_path' must be provided.", err_type="InvalidUserInput"
+            )
+        if name in self.adapters or name == self.served_model_name:
+            raise op.OpenAIError(
+                f"The lora adapter '{name}' has already been loaded.", err_type="InvalidUserInput"
+            )
+        problem = self._lora_model_problem()
+        if problem:
+            raise op.OpenAIError(problem, err_type="BadRequestError")
+        config = Path(folder) / "adapter_config.json"
+        if not config.is_file():
+            raise op.OpenAIError(
+                f"Loading lora {name} failed: No adapter found for {folder}",
+                status=404,
+                err_type="NotFoundError",
+            )
+        if not any((Path(folder) / f).is_file() for f in ADAPTER_WEIGHTS):
+            raise op.OpenAIError(f"{folder} doesn't contain tensors", err_type="BadRequestError")
+        rank = int(json.loads(config.read_text()).get("r") or 0)
+        if rank > self.max_lora_rank:
+            raise op.OpenAIError(
+                f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
+                err_type="BadRequestError",
+            )
+
+    def unload_adapter(self, name: Any) -> str:
+        """vLLM's ``unload_lora_adapter`` (behind the container's ``DELETE /adapters/{name}``): the adapter
+        no longer served; OpenAIError 404 for one not loaded, in vLLM's words."""
+        with self._lock:
+            if name not in self.adapters:
+                raise op.OpenAIError(
+                    f"The lora adapter '{name}' cannot be found.", status=404, err_type="NotFoundError"
+                )
+            del self.adapters[name]
+            if self.adapters:
+                self.model.delete_adapter(name)
+            else:  # the last one: the plain base again
+                self.model = self.model.unload().eval()
+            self.served = dataclasses.replace(
+                self.served, model_names=(self.served_model_name, *self.adapters)
+            )
+        return f"Success: LoRA adapter '{name}' removed successfully."
 
     # -------------------------------------------------------------------------------------- the routes
     def _chat(self, checked: contract.Checked, name: str) -> Answer:
