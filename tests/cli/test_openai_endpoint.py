@@ -514,3 +514,38 @@ def test_the_containers_sagemaker_layer_is_wired_as_vllm_wires_it() -> None:
         ResponseMessage.ADAPTER_UNREGISTERED.format(alias="summary"),
     )
     assert on.stand_in.loaded == []
+
+
+def test_the_stand_ins_differences_from_vllm_are_one_table_the_contract_and_the_stand_in_read(
+    model_dir: Path,
+) -> None:
+    """openai_contract.STAND_IN_DIFFERENCES: each of its fields is one of vLLM's request fields, each is the
+    stand-in's 501 quoting its row, and an unknown field's refusal (the contract's, which `hfpipe invoke` and
+    Plan share) quotes the unknown-field row; a field outside the table is served."""
+    from hfpipe.kinds import openai_contract as contract
+    from hfpipe.local.serving.openai_protocol import OpenAIError
+
+    table = contract.STAND_IN_DIFFERENCES
+    fields = set(contract.CHAT_FIELDS) | set(contract.COMPLETION_FIELDS)
+    assert set(table) - fields == {contract.UNKNOWN_FIELD, "stream_options.continuous_usage_stats"}
+    endpoint = OpenAIEndpoint(model_dir, environment={"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN)})
+    chat = {"messages": [{"role": "user", "content": DIALOGUE}], "max_tokens": 2}
+    for field, extra in (
+        ("n", {"n": 2, "temperature": 1.0}),
+        ("logprobs", {"logprobs": True, "top_logprobs": 2}),
+        ("echo", {"echo": True}),
+        ("response_format", {"response_format": {"type": "json_object"}}),
+    ):
+        with pytest.raises(OpenAIError) as caught:
+            endpoint.invoke(json.dumps({**chat, **extra}))
+        assert (caught.value.status, caught.value.param) == (501, field), caught.value.message
+        assert table[field] in caught.value.message
+    for body in ({**chat, "max_token": 5}, {"prompt": "a", "best_of": 3}):
+        with pytest.raises(OpenAIError) as caught:
+            endpoint.invoke(json.dumps(body))
+        assert caught.value.status == 400 and table[contract.UNKNOWN_FIELD] in caught.value.message
+        with pytest.raises(contract.ContractError) as checked:
+            contract.check_request(body)
+        assert checked.value.message == caught.value.message
+    served = json.loads(endpoint.invoke(json.dumps({**chat, "temperature": 0.5, "top_k": 3, "seed": 1})))
+    assert served["object"] == "chat.completion"

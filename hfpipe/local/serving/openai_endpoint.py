@@ -16,8 +16,10 @@ answers vLLM's protocol with transformers on the CPU (float32), and says what di
 - one request at a time under a lock (no continuous batching, no paged attention), token by token; the
   tokens become text as vLLM's incremental detokenizer makes it (hfpipe/local/serving/detokenizer.py), so a
   streamed answer is the unstreamed one in pieces;
-- `n`, `best_of`, beam search, logprobs, echo, tools, response_format and suffix are refused naming the
-  field (vLLM serves them); sampling: temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
+- what it does not implement (`n`, beam search, logprobs, echo, tools, response_format, suffix, ...) is
+  answered 501 naming the field and quoting its row of the one table of differences from vLLM
+  (hfpipe.kinds.openai_contract.STAND_IN_DIFFERENCES, which the request contract reads too); sampling:
+  temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
 - the default `max_model_len` is vLLM's derivation from config.json (`max_position_embeddings`,
   `n_positions`, ... else 2048, BLOOM's case); `SM_VLLM_MAX_MODEL_LEN` and `SM_VLLM_SERVED_MODEL_NAME` are
   read like the container's flags, the rest of `SM_VLLM_*` has no meaning here and is ignored;
@@ -70,18 +72,11 @@ ROUTES = (contract.INVOCATIONS, CHAT_ROUTE, COMPLETION_ROUTE)
 EVENT_STREAM = "text/event-stream"
 #: The files vLLM reads an adapter's weights from (vllm/lora/models.py, ``from_local_checkpoint``).
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "adapter_model.pt")
-#: The request fields the stand-in acts on (or that change nothing in its answer: user, request_id, ...).
-#: A request that sets another field of the contract to other than its default is answered 501, naming it:
-#: vLLM serves it, this stand-in does not (the type vLLM gives a NotImplementedError, serving_engine.py).
-IMPLEMENTED = frozenset(
-    {
-        *("messages", "prompt", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p"),
-        *("top_k", "seed", "stop", "stream", "stream_options", "ignore_eos", "skip_special_tokens"),
-        *("add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs"),
-        *("user", "request_id", "priority", "cache_salt", "tool_choice", "parallel_tool_calls"),
-        "include_reasoning",
-    }
-)
+#: What the stand-in does not implement, and why: the rows of the contract's one table of differences from
+#: vLLM (openai_contract.STAND_IN_DIFFERENCES). A request that sets one to other than its default is answered
+#: 501 quoting its row (the type vLLM gives a NotImplementedError, serving_engine.py); every other field of
+#: the request models is acted on or changes nothing in the answer (user, request_id, ...).
+NOT_IMPLEMENTED = {k: v for k, v in contract.STAND_IN_DIFFERENCES.items() if k != contract.UNKNOWN_FIELD}
 
 
 @dataclass
@@ -161,14 +156,16 @@ class OpenAIEndpoint(LocalEndpoint):
         except (ValueError, UnicodeDecodeError) as exc:  # routes.py invocations: an HTTPException(400)
             raise op.OpenAIError(f"JSON decode error: {exc}", err_type="Bad Request") from None
         checked = contract.check(request, path, self.served)
-        unimplemented = sorted(set(checked.set_fields()) - IMPLEMENTED)
+        unimplemented = sorted(set(checked.set_fields()) & set(NOT_IMPLEMENTED))
         if (request.get("stream_options") or {}).get("continuous_usage_stats"):
             unimplemented.append("stream_options.continuous_usage_stats")
         if unimplemented:
+            field = unimplemented[0]
             raise op.OpenAIError(
-                f"{unimplemented[0]}: this local stand-in of the vLLM container does not implement it (vLLM "
-                f"{contract.VLLM_VERSION} on the endpoint does); leave it out or at its default here",
-                param=unimplemented[0],
+                f"{field}: this local stand-in of the vLLM container does not implement it (vLLM "
+                f"{contract.VLLM_VERSION} on the endpoint does: {NOT_IMPLEMENTED[field]}); leave it out or at its "
+                "default here",
+                param=field,
                 status=501,
                 err_type="NotImplementedError",
             )
