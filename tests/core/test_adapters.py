@@ -324,7 +324,7 @@ def test_the_base_requests_carry_each_field_aws_example_and_the_container_docs_n
         "dev",
         base,
         image="image",
-        role_arn="arn:aws:iam::111122223333:role/r",
+        role_arn="arn:aws:iam::1:role/r",
         gpus=4,
         memory_mb=1024,
         tags=[],
