@@ -16,27 +16,25 @@ hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.serving.
   ``SM_VLLM_*`` environment goes to the stand-in (``SM_VLLM_MAX_LORA_RANK``, ``SM_VLLM_MAX_MODEL_LEN``...);
   the served name is ``SM_VLLM_MODEL``, as vLLM names a model given by Hub id, unless
   ``SM_VLLM_SERVED_MODEL_NAME`` says otherwise;
+- the container: the stand-in runs behind the vLLM container's own SageMaker layer
+  (hfpipe.local.serving.sagemaker_layer: AWS's model-hosting-container-standards wired as vLLM wires it), one
+  per base component, so SageMaker's calls reach it as they reach the container;
 - the adapter: its component's ``Container.ArtifactUrl`` (the version's model.tar.gz) is downloaded from S3
-  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), and served
-  next to the base under the component's name.
+  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), then
+  registered on its base's container under the component's name (``POST /adapters`` with ``{"name", "src"}``;
+  an update of the component to another artifact unregisters the name first, ``DELETE /adapters/{name}``),
+  and each call to the component carries that name in the ``X-Amzn-SageMaker-Adapter-Identifier`` header,
+  which the layer puts in the body's ``model``. A call to the base component carries no header: the layer
+  sets ``model`` to null and the base answers. What the container refuses (no adapter routes on a base
+  without VLLM_ALLOW_RUNTIME_LORA_UPDATING, a rank over max_lora_rank, no weights) is ``ComponentRefused``
+  quoting its answer.
 
-How the AWS vLLM container learns which adapter a call is for, from its sources: vLLM's SageMaker routes
-(vllm/entrypoints/sagemaker/routes.py, since vllm-project/vllm#27892) decorate ``/invocations`` with
-``model_hosting_container_standards``' ``inject_adapter_id(adapter_path="model")``, which copies the
-``X-Amzn-SageMaker-Adapter-Identifier`` header into the body's ``model`` field (aws/model-hosting-container-
-standards, python/model_hosting_container_standards/sagemaker/__init__.py and sagemaker/lora/README.md,
-"replace" the default mode), and register vLLM's ``load_lora_adapter`` behind ``POST /adapters``
-(``{"name": ..., "src": ...}``). So the stand-in is given the adapter under a name, and a call to the
-adapter's component reaches it with that name as its OpenAI ``model``; a call to the base component goes
-on with its body as sent (no ``model``, or the base's: the base answers). Not confirmed from any source:
-that SageMaker's identifier (the header's value and the load's ``name``) is the adapter component's name,
-which is what local mode uses, and that SageMaker loads the adapter when the component is created rather
-than at its first call (local mode: at the first call).
+Not confirmed from any source: that SageMaker's identifier (the header's value and the register's ``name``)
+is the adapter component's name, which is what local mode uses, and that SageMaker registers the adapter when
+the component is created rather than at its first call (local mode: at the first call).
 
-Served stand-ins are kept by (base model, artifact URL): a second call does not build again, an update
-to a new artifact serves the new adapter (the old one stays for a rollback to it), and ``close`` (the
-runtime's, when the world stops) closes every one. A cached stand-in serves its adapter under the name of
-the component that first called it, which names another component only when two share one artifact.
+Containers are kept by (base component, Hub id) and registrations by (component, artifact URL): a second call
+builds and registers nothing, and ``close`` (the runtime's, when the world stops) closes every container.
 Errors of the stand-in (vLLM's 4xx and 5xx) are hfpipe.local.engine.traffic.InvocationError, the ModelError
 (424) every local endpoint answers.
 """
