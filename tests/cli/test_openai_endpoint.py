@@ -502,6 +502,12 @@ def test_the_containers_sagemaker_layer_is_wired_as_vllm_wires_it() -> None:
         ResponseMessage.ADAPTER_REGISTERED.format(alias="summary"),
     )
     assert on.stand_in.loaded == [("summary", "/adapters/summary")]
+    aliased = on.client.post(
+        "/adapters",
+        json={"name": "topics", "src": "/adapters/topics"},
+        headers={"X-Amzn-SageMaker-Adapter-Alias": "topics-v2"},
+    )
+    assert aliased.text == ResponseMessage.ADAPTER_REGISTERED.format(alias="topics-v2")  # the alias header
     refused = on.register_adapter("wide", "/adapters/wide")
     assert (refused.status, refused.message()) == (400, "LoRA rank 32 is greater than max_lora_rank 16.")
     missing = on.client.post(
@@ -513,7 +519,7 @@ def test_the_containers_sagemaker_layer_is_wired_as_vllm_wires_it() -> None:
         200,
         ResponseMessage.ADAPTER_UNREGISTERED.format(alias="summary"),
     )
-    assert on.stand_in.loaded == []
+    assert on.stand_in.loaded == [("topics", "/adapters/topics")]
 
 
 def test_the_stand_ins_differences_from_vllm_are_one_table_the_contract_and_the_stand_in_read(
