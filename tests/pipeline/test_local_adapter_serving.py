@@ -143,7 +143,7 @@ def deploy(
     )
     environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
     for name in without:
-        del environment[name]
+        environment.pop(name, None)  # absent already on a base that never set it
     return adapter_deploy.deploy_adapter(
         served.sm, "dev", shared, adapter, described, base_requests=requests, wait=wait, tags=[]
     )
