@@ -188,6 +188,64 @@ DEFAULTS: dict[str, Any] = {
     "include_reasoning": True,
     "parallel_tool_calls": True,
 }
+#: The row of STAND_IN_DIFFERENCES for a field that is none of the request model's.
+UNKNOWN_FIELD = "(a field of neither request model)"
+#: Where local mode's stand-in for vLLM 0.14.0's server (hfpipe.local.serving.openai_endpoint) and this
+#: contract answer differently from vLLM: the one table of it. Read by this contract (an unknown field's
+#: refusal quotes its row) and by the stand-in (a request setting a field of a row to other than its default
+#: is answered 501 NotImplementedError quoting the row; every other field of the request models it serves);
+#: docs/vllm.md and docs/adapters.md point here. Each row: what vLLM does, then what is done here instead.
+STAND_IN_DIFFERENCES: dict[str, str] = {
+    UNKNOWN_FIELD: "vLLM logs 'The following fields were present in the request but ignored' and answers "
+    "(protocol.py, OpenAIBaseModel); refused here with 400 by `hfpipe invoke`, Plan and the stand-in alike, "
+    "so a misspelt max_token is not silently the default",
+    **dict.fromkeys(
+        ("n", "use_beam_search", "length_penalty"),
+        "vLLM returns n choices, or beam search's; the stand-in generates one sequence per prompt: 501",
+    ),
+    **dict.fromkeys(
+        (
+            "logprobs",
+            "top_logprobs",
+            "prompt_logprobs",
+            "echo",
+            "return_token_ids",
+            "return_tokens_as_token_ids",
+        ),
+        "vLLM returns the tokens' log probabilities, their ids or the echoed prompt; the stand-in computes none: "
+        "501",
+    ),
+    **dict.fromkeys(
+        ("response_format", "structured_outputs", "tools", "allowed_token_ids", "bad_words", "logit_bias"),
+        "vLLM constrains decoding (structured outputs, tools, token masks and biases); the stand-in samples "
+        "unconstrained: 501",
+    ),
+    **dict.fromkeys(
+        (
+            "frequency_penalty",
+            "presence_penalty",
+            "repetition_penalty",
+            "min_p",
+            "min_tokens",
+            "stop_token_ids",
+        ),
+        "vLLM applies these sampling settings; the stand-in samples with temperature, top_p, top_k, seed, stop "
+        "and max_tokens only: 501",
+    ),
+    **dict.fromkeys(
+        ("include_stop_str_in_output", "spaces_between_special_tokens", "truncate_prompt_tokens", "suffix"),
+        "vLLM changes the prompt or the text by these; the stand-in does not: 501",
+    ),
+    **dict.fromkeys(
+        ("chat_template", "documents", "mm_processor_kwargs", "prompt_embeds", "reasoning_effort"),
+        "vLLM takes another template, documents, multimodal or embedded inputs, reasoning settings; the stand-in "
+        "renders the model's own template over text: 501",
+    ),
+    **dict.fromkeys(
+        ("logits_processors", "kv_transfer_params", "vllm_xargs", "stream_options.continuous_usage_stats"),
+        "vLLM's engine extras and per-chunk usage; the stand-in has none: 501",
+    ),
+}
 _KINDS = {
     "int": "an integer",
     "float": "a number",
@@ -269,8 +327,8 @@ def _fields(body: dict[str, Any], fields: Mapping[str, tuple[str, bool]], kind: 
     if unknown:
         close = difflib.get_close_matches(unknown[0], sorted(fields), n=1)
         raise SchemaError(
-            f"{unknown[0]}: not a field of vLLM {VLLM_VERSION}'s {kind} (a field it would ignore is refused "
-            f"here); {f'did you mean {close[0]}? ' if close else ''}accepted: its fields (openai_contract."
+            f"{unknown[0]}: not a field of vLLM {VLLM_VERSION}'s {kind} ({STAND_IN_DIFFERENCES[UNKNOWN_FIELD]}); "
+            f"{f'did you mean {close[0]}? ' if close else ''}accepted: its fields (openai_contract."
             f"{'CHAT' if kind.startswith('Chat') else 'COMPLETION'}_FIELDS), e.g. max_tokens, temperature, "
             "top_p, stop, seed, stream"
         )

@@ -396,3 +396,162 @@ def test_adapters_are_refused_as_vllm_refuses_them(llama_with_adapters, model_di
             environment={"SM_VLLM_MAX_LORA_RANK": "1"},
             adapters={"samsum": samsum},
         )
+
+
+def test_adapters_load_and_unload_at_run_time_in_vllms_words(llama_with_adapters, tmp_path: Path) -> None:
+    """vLLM's load_lora_adapter and unload_lora_adapter (what the container's /adapters routes call): the
+    answers and refusals of serving_models.py and the engine's add_lora."""
+    from hfpipe.local.serving.openai_protocol import OpenAIError
+
+    paths = llama_with_adapters
+    env = {"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": "base"}
+    static = OpenAIEndpoint(paths["base"], environment=env, adapters={"samsum": paths["samsum"]})
+    served = OpenAIEndpoint(paths["base"], environment=env)
+    base_text = _completion_text(served, None)
+    said = served.load_adapter("samsum", str(paths["samsum"]))
+    assert said == "Success: LoRA adapter 'samsum' added successfully."
+    assert _completion_text(served, "samsum") == _completion_text(static, "samsum")
+    assert _completion_text(served, None) == base_text
+
+    def refusal(call) -> tuple[int, str, str]:
+        with pytest.raises(OpenAIError) as caught:
+            call()
+        return caught.value.status, caught.value.err_type, caught.value.message
+
+    assert refusal(lambda: served.load_adapter("samsum", str(paths["dialogsum"]))) == (
+        400,
+        "InvalidUserInput",
+        "The lora adapter 'samsum' has already been loaded.",
+    )
+    assert refusal(lambda: served.load_adapter("x", str(tmp_path / "nowhere")))[:2] == (404, "NotFoundError")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "adapter_config.json").write_text((paths["samsum"] / "adapter_config.json").read_text())
+    assert refusal(lambda: served.load_adapter("x", str(bare))) == (
+        400,
+        "BadRequestError",
+        f"{bare} doesn't contain tensors",
+    )
+    narrow = OpenAIEndpoint(paths["base"], environment={**env, "SM_VLLM_MAX_LORA_RANK": "1"})
+    assert refusal(lambda: narrow.load_adapter("samsum", str(paths["samsum"]))) == (
+        400,
+        "BadRequestError",
+        "LoRA rank 8 is greater than max_lora_rank 1.",
+    )
+    assert served.unload_adapter("samsum") == "Success: LoRA adapter 'samsum' removed successfully."
+    assert refusal(lambda: _completion_text(served, "samsum"))[:1] == (404,)
+    assert _completion_text(served, None) == base_text
+    assert refusal(lambda: served.unload_adapter("samsum")) == (
+        404,
+        "NotFoundError",
+        "The lora adapter 'samsum' cannot be found.",
+    )
+
+
+class _StandIn:
+    """What the layer calls, recording each call: the body /invocations hands on, the adapters loaded."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.loaded: list[tuple[str, str]] = []
+
+    def answer(self, path: str, body: bytes, content_type: str | None):
+        from types import SimpleNamespace
+
+        self.bodies.append(json.loads(body))
+        return SimpleNamespace(stream=None, body=b'{"ok": true}', content_type="application/json")
+
+    def load_adapter(self, name: str, src: str) -> str:
+        from hfpipe.local.serving.openai_protocol import OpenAIError
+
+        if name == "wide":
+            raise OpenAIError("LoRA rank 32 is greater than max_lora_rank 16.")
+        self.loaded.append((name, src))
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def unload_adapter(self, name: str) -> str:
+        self.loaded = [(n, s) for n, s in self.loaded if n != name]
+        return f"Success: LoRA adapter '{name}' removed successfully."
+
+
+def test_the_containers_sagemaker_layer_is_wired_as_vllm_wires_it() -> None:
+    """model-hosting-container-standards under the stand-in: the adapter identifier header replaces the body's
+    model; POST /adapters and DELETE /adapters/{name} exist only with VLLM_ALLOW_RUNTIME_LORA_UPDATING, take the
+    package's request and answer in its words, and pass vLLM's refusal on as it is."""
+    from model_hosting_container_standards.sagemaker.lora.constants import ResponseMessage
+
+    from hfpipe.local.serving.sagemaker_layer import ContainerLayer
+
+    off = ContainerLayer(_StandIn(), {})
+    body = json.dumps({"prompt": "x", "model": "asked"})
+    assert off.invoke(body, "application/json", "summary").status == 200
+    assert off.invoke(body, "application/json", None).status == 200
+    assert [b["model"] for b in off.stand_in.bodies] == ["summary", None]  # the header replaces, or null
+    assert (off.register_adapter("summary", "/a").status, off.unregister_adapter("summary").status) == (
+        404,
+        404,
+    )
+    assert off.stand_in.loaded == []
+    for setting in ("true", "1", " TRUE "):
+        assert ContainerLayer(_StandIn(), {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": setting}).adapter_routes
+    assert not ContainerLayer(_StandIn(), {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "yes"}).adapter_routes
+    on = ContainerLayer(_StandIn(), {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true"})
+    registered = on.register_adapter("summary", "/adapters/summary")
+    assert (registered.status, registered.body.decode()) == (
+        200,
+        ResponseMessage.ADAPTER_REGISTERED.format(alias="summary"),
+    )
+    assert on.stand_in.loaded == [("summary", "/adapters/summary")]
+    aliased = on.client.post(
+        "/adapters",
+        json={"name": "topics", "src": "/adapters/topics"},
+        headers={"X-Amzn-SageMaker-Adapter-Alias": "topics-v2"},
+    )
+    assert aliased.text == ResponseMessage.ADAPTER_REGISTERED.format(alias="topics-v2")  # the alias header
+    refused = on.register_adapter("wide", "/adapters/wide")
+    assert (refused.status, refused.message()) == (400, "LoRA rank 32 is greater than max_lora_rank 16.")
+    missing = on.client.post(
+        "/adapters", json={"name": "summary"}
+    )  # the package's request model: src required
+    assert missing.status_code == 400 and "src" in missing.text
+    gone = on.unregister_adapter("summary")
+    assert (gone.status, gone.body.decode()) == (
+        200,
+        ResponseMessage.ADAPTER_UNREGISTERED.format(alias="summary"),
+    )
+    assert on.stand_in.loaded == [("topics", "/adapters/topics")]
+
+
+def test_the_stand_ins_differences_from_vllm_are_one_table_the_contract_and_the_stand_in_read(
+    model_dir: Path,
+) -> None:
+    """openai_contract.STAND_IN_DIFFERENCES: each of its fields is one of vLLM's request fields, each is the
+    stand-in's 501 quoting its row, and an unknown field's refusal (the contract's, which `hfpipe invoke` and
+    Plan share) quotes the unknown-field row; a field outside the table is served."""
+    from hfpipe.kinds import openai_contract as contract
+    from hfpipe.local.serving.openai_protocol import OpenAIError
+
+    table = contract.STAND_IN_DIFFERENCES
+    fields = set(contract.CHAT_FIELDS) | set(contract.COMPLETION_FIELDS)
+    assert set(table) - fields == {contract.UNKNOWN_FIELD, "stream_options.continuous_usage_stats"}
+    endpoint = OpenAIEndpoint(model_dir, environment={"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN)})
+    chat = {"messages": [{"role": "user", "content": DIALOGUE}], "max_tokens": 2}
+    for field, extra in (
+        ("n", {"n": 2, "temperature": 1.0}),
+        ("logprobs", {"logprobs": True, "top_logprobs": 2}),
+        ("echo", {"echo": True}),
+        ("response_format", {"response_format": {"type": "json_object"}}),
+    ):
+        with pytest.raises(OpenAIError) as caught:
+            endpoint.invoke(json.dumps({**chat, **extra}))
+        assert (caught.value.status, caught.value.param) == (501, field), caught.value.message
+        assert table[field] in caught.value.message
+    for body in ({**chat, "max_token": 5}, {"prompt": "a", "best_of": 3}):
+        with pytest.raises(OpenAIError) as caught:
+            endpoint.invoke(json.dumps(body))
+        assert caught.value.status == 400 and table[contract.UNKNOWN_FIELD] in caught.value.message
+        with pytest.raises(contract.ContractError) as checked:
+            contract.check_request(body)
+        assert checked.value.message == caught.value.message
+    served = json.loads(endpoint.invoke(json.dumps({**chat, "temperature": 0.5, "top_k": 3, "seed": 1})))
+    assert served["object"] == "chat.completion"

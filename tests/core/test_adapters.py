@@ -305,3 +305,57 @@ def test_the_tiny_llamas_figures_are_the_model_local_mode_builds(tmp_path):
     linear = [*vars(layer.self_attn)["_modules"].values(), *vars(layer.mlp)["_modules"].values()]
     width = sum(m.in_features + m.out_features for m in linear if hasattr(m, "in_features"))
     assert adapter_fit.LORA_FIGURES["hfpipe-fixtures/tiny-llama"].lora_width == width
+
+
+def test_the_base_requests_carry_each_field_aws_example_and_the_container_docs_name():
+    """aws/model-hosting-container-standards docs/sagemaker/05_lora_adapter_management.md (Steps 1 to 3): the
+    model's VLLM_ALLOW_RUNTIME_LORA_UPDATING (Required) and tensor parallel size over the GPUs its component
+    reserves, the variant's startup health check and routing, the component's StartupParameters; the host
+    image from the vllm serving kind, the one source named vLLM endpoints read (hfpipe.core.deploy.fleets)."""
+    import botocore.session
+    from botocore.validate import validate_parameters
+
+    from hfpipe.core.adapters import adapter_deploy
+    from hfpipe.core.deploy import fleets
+    from hfpipe.kinds import serving_kind
+
+    base = SharedBase("my-org/base-8b", "ml.g5.12xlarge", max_adapters=4)
+    requests = adapter_deploy.base_requests(
+        "dev",
+        base,
+        image="image",
+        role_arn="arn:aws:iam::1:role/r",
+        gpus=4,
+        memory_mb=1024,
+        tags=[],
+    )
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    for operation, request in requests.items():
+        validate_parameters(request, model.operation_model(operation).input_shape)
+    environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
+    assert environment["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
+    assert environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
+    component = requests["CreateInferenceComponent"]["Specification"]
+    assert component["ComputeResourceRequirements"]["NumberOfAcceleratorDevicesRequired"] == 4
+    assert component["StartupParameters"] == {
+        "ModelDataDownloadTimeoutInSeconds": 600,
+        "ContainerStartupHealthCheckTimeoutInSeconds": 600,
+    }
+    (variant,) = requests["CreateEndpointConfig"]["ProductionVariants"]
+    named = fleets.production_variant("m", "ml.g5.12xlarge", 1, "vllm")
+    assert (
+        variant["InferenceAmiVersion"]
+        == named["InferenceAmiVersion"]
+        == "al2-ami-sagemaker-inference-gpu-3-1"
+    )
+    assert variant["InferenceAmiVersion"] == serving_kind("vllm").inference_ami_version
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    assert "ModelDataDownloadTimeoutInSeconds" not in variant and "ModelName" not in variant
+    for shape, value in (
+        ("ProductionVariantContainerStartupHealthCheckTimeoutInSeconds", 600),
+        ("ProductionVariantModelDataDownloadTimeoutInSeconds", 600),
+    ):
+        bounds = model.shape_for(shape).metadata
+        assert bounds["min"] <= value <= bounds["max"]
+    assert "LEAST_OUTSTANDING_REQUESTS" in model.shape_for("RoutingStrategy").enum

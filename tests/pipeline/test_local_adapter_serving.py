@@ -123,7 +123,12 @@ def version(sm, recipe: str, number: int, base: str = BASE_MODEL) -> dict:
     return sm.describe_model_package(ModelPackageName=arn)
 
 
-def deploy(served, adapter: str, described: dict, shared: SharedBase = SHARED) -> dict:
+def deploy(
+    served, adapter: str, described: dict, shared: SharedBase = SHARED, *, without: tuple[str, ...] = ()
+) -> dict:
+    """``adapter_deploy.deploy_adapter`` on the test's account; ``without``: variables left out of the base
+    model's environment."""
+
     def wait(kind: str, name: str) -> None:
         served.clock.now += 120  # past every transitional status
 
@@ -136,6 +141,9 @@ def deploy(served, adapter: str, described: dict, shared: SharedBase = SHARED) -
         memory_mb=1024,
         tags=[],
     )
+    environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
+    for name in without:
+        environment.pop(name, None)  # absent already on a base that never set it
     return adapter_deploy.deploy_adapter(
         served.sm, "dev", shared, adapter, described, base_requests=requests, wait=wait, tags=[]
     )
@@ -184,15 +192,18 @@ def test_each_adapter_component_answers_as_its_adapter_and_the_base_as_the_base(
     texts = [answer["choices"][0]["text"] for answer in (one, two, base)]
     assert len(set(texts)) == 3, texts
     assert texts == [direct(adapters, "one"), direct(adapters, "two"), direct(adapters, None)]
-    # Kept by (base model, artifact URL): a second call builds nothing.
+    # One container per base, as on the endpoint: each adapter registered on it under its component's name
+    # (the container's POST /adapters), and kept: a second call builds and registers nothing.
     kept = dict(served.fleets.components.served)
-    assert set(kept) == {
-        (BASE_MODEL, "s3://artifacts/summary/1/model.tar.gz"),
-        (BASE_MODEL, "s3://artifacts/topics/1/model.tar.gz"),
-        (BASE_MODEL, None),
+    assert set(kept) == {(DEV.component, BASE_MODEL)}
+    registered = {
+        SUMMARY: "s3://artifacts/summary/1/model.tar.gz",
+        TOPICS: "s3://artifacts/topics/1/model.tar.gz",
     }
+    assert served.fleets.components.registered == {(DEV.component, BASE_MODEL): registered}
     assert invoke(served, SUMMARY)["choices"][0]["text"] == texts[0]
     assert served.fleets.components.served == kept
+    assert served.fleets.components.registered == {(DEV.component, BASE_MODEL): registered}
     # The update to the other artifact: the component answers as the other adapter.
     assert deploy(served, "summary", summary_2)["action"] == "updated"
     assert invoke(served, SUMMARY)["choices"][0]["text"] == texts[1]
@@ -287,3 +298,61 @@ def test_the_stream_is_refused_where_no_component_is_served(served) -> None:
         "local mode streams the answers of inference components in the local world only: endpoint plain was "
         "called without an inference component it serves"
     }
+
+
+def upload(served, adapters: dict[str, Path], archive: str, key: str) -> None:
+    served.s3.upload_file(str(adapters[f"{archive}.tar.gz"]), "artifacts", f"{key}/model.tar.gz")
+
+
+def test_a_base_without_runtime_adapter_updating_refuses_its_adapters_as_the_container_would(
+    served, adapters
+) -> None:
+    """vLLM mounts the container's adapter routes only with VLLM_ALLOW_RUNTIME_LORA_UPDATING on
+    (vllm/entrypoints/serve/lora/api_router.py), so SageMaker's POST /adapters finds no route."""
+    upload(served, adapters, "one", "summary/1")
+    deploy(served, "summary", version(served.sm, "summary", 1), without=("VLLM_ALLOW_RUNTIME_LORA_UPDATING",))
+    message = refused(lambda: invoke(served, SUMMARY), "ValidationError")["Error"]["Message"]
+    assert message == (
+        f"adapter component {SUMMARY}: the container refused its adapter (s3://artifacts/summary/1/model.tar.gz): "
+        "POST /adapters answered 404: Not Found (vLLM mounts the adapter routes only with "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true in the base model's environment; accepted: a model of base "
+        f"component {DEV.component} that sets it)"
+    )
+    assert invoke(served, DEV.component)["model"] == BASE_MODEL  # the base itself still answers
+    assert served.fleets.components.registered == {(DEV.component, BASE_MODEL): {}}
+
+
+def test_an_adapter_that_does_not_load_is_refused_in_the_containers_words(served, adapters, tmp_path) -> None:
+    """A rank over the base's max_lora_rank, and an adapter without weights: vLLM's answer to the container's
+    POST /adapters, which the layer's ResponseMessage names."""
+    from model_hosting_container_standards.sagemaker.lora.constants import ResponseMessage
+
+    upload(served, adapters, "one", "summary/1")  # rank 4
+    narrow = SharedBase(BASE_MODEL, "ml.g5.4xlarge", max_adapters=2, max_lora_rank=1, max_model_len=CONTEXT)
+    deploy(served, "summary", version(served.sm, "summary", 1), shared=narrow)
+    message = refused(lambda: invoke(served, SUMMARY), "ValidationError")["Error"]["Message"]
+    assert message.endswith("POST /adapters answered 400: LoRA rank 4 is greater than max_lora_rank 1.")
+    assert ResponseMessage.ADAPTER_MAX_LORA_RANK in message
+    with tarfile.open(tmp_path / "bare.tar.gz", "w:gz") as tar:
+        tar.add(adapters["one"] / "adapter_config.json", arcname="adapter_config.json")
+    served.s3.upload_file(str(tmp_path / "bare.tar.gz"), "artifacts", "topics/1/model.tar.gz")
+    deploy(served, "topics", version(served.sm, "topics", 1), shared=narrow)
+    message = refused(lambda: invoke(served, TOPICS), "ValidationError")["Error"]["Message"]
+    assert ResponseMessage.ADAPTER_INVALID_WEIGHTS in message and message.startswith(
+        f"adapter component {TOPICS}: the container refused its adapter (s3://artifacts/topics/1/model.tar.gz): "
+        "POST /adapters answered 400: "
+    )
+
+
+def test_two_adapters_of_one_version_each_answer_under_their_own_name(served, adapters) -> None:
+    """Each adapter component is registered under its own name, so the adapter identifier SageMaker sends
+    selects it, whichever was called first and whether or not it shares its artifact."""
+    upload(served, adapters, "one", "summary/1")
+    one = version(served.sm, "summary", 1)
+    deploy(served, "summary", one)
+    deploy(served, "topics", one)
+    assert invoke(served, TOPICS)["model"] == TOPICS
+    assert invoke(served, SUMMARY)["model"] == SUMMARY
+    # A body naming another model is served as the identifier says: the layer replaces its model field.
+    assert invoke(served, TOPICS, {**PROMPT, "model": SUMMARY})["model"] == TOPICS
+    assert invoke(served, DEV.component, {**PROMPT, "model": SUMMARY})["model"] == BASE_MODEL

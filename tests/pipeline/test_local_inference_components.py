@@ -310,6 +310,38 @@ def on_base(sm) -> dict[str, str]:
     }
 
 
+def test_the_bases_startup_and_routing_fields_are_kept_as_aws_keeps_them(world):
+    """The endpoint config's variant keeps its host image, startup health check and routing (moto stores the
+    variant as given), the base component its StartupParameters; a timeout over 3600 s is AWS's refusal."""
+    sm = world.sm
+    put_adapter(world, "summary", registered(sm, "summary", 1))
+    (variant,) = sm.describe_endpoint_config(EndpointConfigName=DEV_BASE.endpoint_config)[
+        "ProductionVariants"
+    ]
+    assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-gpu-3-1"
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    spec = sm.describe_inference_component(InferenceComponentName=DEV_BASE.component)["Specification"]
+    assert spec["StartupParameters"] == {
+        "ModelDataDownloadTimeoutInSeconds": 600,
+        "ContainerStartupHealthCheckTimeoutInSeconds": 600,
+    }
+    startup = {"ModelDataDownloadTimeoutInSeconds": 3601}
+    message = refused(
+        lambda: sm.create_inference_component(
+            InferenceComponentName="late",
+            EndpointName=DEV_BASE.endpoint,
+            Specification={**BASE_SPEC, "StartupParameters": startup},
+        ),
+        "ValidationException",
+    )
+    assert message == (
+        "1 validation error detected: Value 3601 at 'specification.startupParameters."
+        "modelDataDownloadTimeoutInSeconds' failed to satisfy constraint: Member must have value between 60 "
+        "and 3600"
+    )
+
+
 def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
     sm = world.sm
     summary_1, summary_2 = registered(sm, "summary", 1), registered(sm, "summary", 2)

@@ -29,6 +29,7 @@ from hfpipe.core.adapters import adapter_rules
 from hfpipe.core.adapters.adapter_rules import Component
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.promotion import registry
+from hfpipe.kinds.serving import VLLM, serving_kind
 
 #: An adapter's name (`--adapter NAME`): it becomes the component hfpipe-<env>-adapter-NAME (at most 63
 #: characters of [a-zA-Z0-9-], botocore's InferenceComponentName) and what a call selects it by.
@@ -40,6 +41,17 @@ VARIANT = "AllTraffic"
 #: clean-up from it (hfpipe.core.run.cleanup).
 SHARED_BASE_NAME = contract.SHARED_BASE
 APPROVED = "Approved"
+#: The serving kind of the shared base: the AWS vLLM container, the kind that serves adapters
+#: (hfpipe/kinds/serving.py); its host image is the kind's, as a named vLLM endpoint's.
+SERVING_KIND = VLLM
+#: vLLM's switch for the adapter routes (vllm/envs.py).
+RUNTIME_LORA_UPDATING = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+#: The startup limits AWS's lora example gives the base (docs/sagemaker/05_lora_adapter_management.md: the
+#: variant's ContainerStartupHealthCheckTimeoutInSeconds, the base component's StartupParameters), seconds.
+STARTUP_TIMEOUT_SECONDS = 600
+#: The example's RoutingConfig.RoutingStrategy (botocore's RoutingStrategy: LEAST_OUTSTANDING_REQUESTS,
+#: RANDOM, PREFIX_AWARE, KV_AWARE): each call to the instance with the fewest outstanding requests.
+ROUTING_STRATEGY = "LEAST_OUTSTANDING_REQUESTS"
 
 #: ``wait(kind, name)``: returns once the endpoint or inference component ``name`` is InService.
 Wait = Callable[[str, str], None]
@@ -89,15 +101,53 @@ def tags(env: str) -> list[dict[str, str]]:
     ]
 
 
-def server_environment(base: SharedBase) -> dict[str, str]:
-    """The vLLM container's flags for the base, as SM_VLLM_* variables (the container turns SM_VLLM_X_Y into
-    --x-y): the base model, LoRA on, at most ``max_adapters`` adapters of rank ``max_lora_rank``, the context."""
+def server_environment(base: SharedBase, gpus: int) -> dict[str, str]:
+    """The base model's container environment. The vLLM container's flags as SM_VLLM_* variables (the container
+    turns SM_VLLM_X_Y into --x-y: aws/deep-learning-containers, the vLLM SageMaker entrypoint): the base model,
+    LoRA on, at most ``max_adapters`` adapters of rank ``max_lora_rank``, the context, and tensor parallel
+    over the ``gpus`` the base component reserves (NumberOfAcceleratorDevicesRequired: the example sets
+    SM_VLLM_TENSOR_PARALLEL_SIZE to the same count; without it vLLM uses one GPU). And vLLM's own switch for
+    the adapter routes SageMaker loads adapter components through: VLLM_ALLOW_RUNTIME_LORA_UPDATING=true,
+    marked Required for adapters with inference components (aws/model-hosting-container-standards,
+    docs/sagemaker/05_lora_adapter_management.md; vLLM mounts the routes only with it:
+    vllm/entrypoints/serve/lora/api_router.py, ``attach_router``)."""
     return {
         "SM_VLLM_MODEL": base.base_model,
         "SM_VLLM_ENABLE_LORA": "true",
         "SM_VLLM_MAX_LORAS": str(base.max_adapters),
         "SM_VLLM_MAX_LORA_RANK": str(base.max_lora_rank),
         "SM_VLLM_MAX_MODEL_LEN": str(base.max_model_len),
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": str(gpus),
+        RUNTIME_LORA_UPDATING: "true",
+    }
+
+
+def base_variant(base: SharedBase) -> dict[str, Any]:
+    """The shared base's one production variant, as AWS's lora example writes it
+    (docs/sagemaker/05_lora_adapter_management.md, Step 1; each field in botocore's ProductionVariant):
+    no ModelName (an endpoint for inference components), ``ContainerStartupHealthCheckTimeoutInSeconds``
+    (60-3600) and ``RoutingConfig`` as the example sets them, and the host image the vllm serving kind needs
+    (``InferenceAmiVersion``: the kind's ``variant_fields``, the one source named endpoints read too,
+    hfpipe.core.deploy.fleets). Not set, as the example does not set it here: the variant's
+    ``ModelDataDownloadTimeoutInSeconds`` (the example gives the base component's ``StartupParameters``
+    that limit instead, ``component_startup``)."""
+    return {
+        "VariantName": VARIANT,
+        "InstanceType": base.instance_type,
+        "InitialInstanceCount": base.copies,
+        "ContainerStartupHealthCheckTimeoutInSeconds": STARTUP_TIMEOUT_SECONDS,
+        "RoutingConfig": {"RoutingStrategy": ROUTING_STRATEGY},
+        **serving_kind(SERVING_KIND).variant_fields(),
+    }
+
+
+def component_startup() -> dict[str, int]:
+    """The base component's ``Specification.StartupParameters`` (botocore's InferenceComponentStartupParameters:
+    ``ModelDataDownloadTimeoutInSeconds`` and ``ContainerStartupHealthCheckTimeoutInSeconds``, 60-3600 each), as
+    the example's Step 3 sets them for a base that downloads its weights when it starts."""
+    return {
+        "ModelDataDownloadTimeoutInSeconds": STARTUP_TIMEOUT_SECONDS,
+        "ContainerStartupHealthCheckTimeoutInSeconds": STARTUP_TIMEOUT_SECONDS,
     }
 
 
@@ -113,12 +163,7 @@ def base_requests(
 ) -> dict[str, dict[str, Any]]:
     """The requests that make the shared base, by operation, in the order they are sent."""
     names = BaseNames.of(env)
-    container = {"Image": image, "Environment": server_environment(base)}
-    variant = {
-        "VariantName": VARIANT,
-        "InstanceType": base.instance_type,
-        "InitialInstanceCount": base.copies,
-    }
+    container = {"Image": image, "Environment": server_environment(base, gpus)}
     return {
         "CreateModel": {
             "ModelName": names.model,
@@ -130,7 +175,7 @@ def base_requests(
         "CreateEndpointConfig": {
             "EndpointConfigName": names.endpoint_config,
             "ExecutionRoleArn": role_arn,
-            "ProductionVariants": [variant],
+            "ProductionVariants": [base_variant(base)],
             "Tags": tags,
         },
         "CreateEndpoint": {
@@ -145,6 +190,7 @@ def base_requests(
             "VariantName": VARIANT,
             "Specification": {
                 "ModelName": names.model,
+                "StartupParameters": component_startup(),
                 "ComputeResourceRequirements": {
                     "NumberOfAcceleratorDevicesRequired": gpus,
                     "MinMemoryRequiredInMb": memory_mb,

@@ -20,6 +20,8 @@ AWS's refusals, each a ValidationException naming what and why:
 - ``Specification`` or ``Specifications``, "but not both" (CreateInferenceComponent); local mode plays the
   singular one;
 - a base component names an existing model (``ModelName``) or a container image, and its compute resources;
+  its ``StartupParameters`` (the model download and the container's first health check) are kept as given
+  and answered in Describe, each 60 to 3600 seconds;
 - an adapter component (``BaseInferenceComponentName``) names a base that exists, InService, on the same
   endpoint, itself no adapter ("Before you can create an adapter inference component, you must have an
   existing inference component that contains the foundation model", InferenceComponentSpecification), gives its
@@ -70,6 +72,9 @@ SETTLE_SECONDS = {"Creating": 60.0, "Updating": 30.0, "Deleting": 10.0}
 _NAME = re.compile(r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$")
 _URL = re.compile(r"^(https|s3)://([^/]+)/?(.*)$")
 VALIDATION = "ValidationException"
+#: InferenceComponentStartupParameters' members, and the seconds each accepts (botocore's model of SageMaker).
+STARTUP_PARAMETERS = ("ModelDataDownloadTimeoutInSeconds", "ContainerStartupHealthCheckTimeoutInSeconds")
+STARTUP_SECONDS = (60, 3600)
 #: InvokeEndpoint's answer for an inference-component endpoint called without a component (AWS's words).
 COMPONENT_REQUIRED = (
     "Inference Component Name header is required for endpoints to which you plan to deploy inference "
@@ -385,6 +390,23 @@ def _check_base(where: _Where, spec: dict[str, Any]) -> None:
             "ComputeResourceRequirements is required for an inference component that hosts a model; accepted: "
             "the accelerators, CPU cores and memory each copy takes",
         )
+    _check_startup(spec.get("StartupParameters") or {})
+
+
+def _check_startup(startup: dict[str, Any]) -> None:
+    """InferenceComponentStartupParameters as AWS holds them: each timeout 60 to 3600 seconds (botocore's
+    ProductionVariantModelDataDownloadTimeoutInSeconds and ...ContainerStartupHealthCheckTimeoutInSeconds,
+    ``min`` 60, ``max`` 3600; botocore checks only the minimum before sending, the service the maximum)."""
+    for member, value in startup.items():
+        if member not in STARTUP_PARAMETERS:
+            continue
+        if not isinstance(value, int) or not STARTUP_SECONDS[0] <= value <= STARTUP_SECONDS[1]:
+            field = "specification.startupParameters." + member[0].lower() + member[1:]
+            raise ApiError(
+                VALIDATION,
+                f"1 validation error detected: Value {value!r} at '{field}' failed to satisfy constraint: "
+                f"Member must have value between {STARTUP_SECONDS[0]} and {STARTUP_SECONDS[1]}",
+            )
 
 
 def _check_adapter(where: _Where, name: str, endpoint: str, spec: dict[str, Any]) -> None:

@@ -16,27 +16,25 @@ hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.serving.
   ``SM_VLLM_*`` environment goes to the stand-in (``SM_VLLM_MAX_LORA_RANK``, ``SM_VLLM_MAX_MODEL_LEN``...);
   the served name is ``SM_VLLM_MODEL``, as vLLM names a model given by Hub id, unless
   ``SM_VLLM_SERVED_MODEL_NAME`` says otherwise;
+- the container: the stand-in runs behind the vLLM container's own SageMaker layer
+  (hfpipe.local.serving.sagemaker_layer: AWS's model-hosting-container-standards wired as vLLM wires it), one
+  per base component, so SageMaker's calls reach it as they reach the container;
 - the adapter: its component's ``Container.ArtifactUrl`` (the version's model.tar.gz) is downloaded from S3
-  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), and served
-  next to the base under the component's name.
+  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), then
+  registered on its base's container under the component's name (``POST /adapters`` with ``{"name", "src"}``;
+  an update of the component to another artifact unregisters the name first, ``DELETE /adapters/{name}``),
+  and each call to the component carries that name in the ``X-Amzn-SageMaker-Adapter-Identifier`` header,
+  which the layer puts in the body's ``model``. A call to the base component carries no header: the layer
+  sets ``model`` to null and the base answers. What the container refuses (no adapter routes on a base
+  without VLLM_ALLOW_RUNTIME_LORA_UPDATING, a rank over max_lora_rank, no weights) is ``ComponentRefused``
+  quoting its answer.
 
-How the AWS vLLM container learns which adapter a call is for, from its sources: vLLM's SageMaker routes
-(vllm/entrypoints/sagemaker/routes.py, since vllm-project/vllm#27892) decorate ``/invocations`` with
-``model_hosting_container_standards``' ``inject_adapter_id(adapter_path="model")``, which copies the
-``X-Amzn-SageMaker-Adapter-Identifier`` header into the body's ``model`` field (aws/model-hosting-container-
-standards, python/model_hosting_container_standards/sagemaker/__init__.py and sagemaker/lora/README.md,
-"replace" the default mode), and register vLLM's ``load_lora_adapter`` behind ``POST /adapters``
-(``{"name": ..., "src": ...}``). So the stand-in is given the adapter under a name, and a call to the
-adapter's component reaches it with that name as its OpenAI ``model``; a call to the base component goes
-on with its body as sent (no ``model``, or the base's: the base answers). Not confirmed from any source:
-that SageMaker's identifier (the header's value and the load's ``name``) is the adapter component's name,
-which is what local mode uses, and that SageMaker loads the adapter when the component is created rather
-than at its first call (local mode: at the first call).
+Not confirmed from any source: that SageMaker's identifier (the header's value and the register's ``name``)
+is the adapter component's name, which is what local mode uses, and that SageMaker registers the adapter when
+the component is created rather than at its first call (local mode: at the first call).
 
-Served stand-ins are kept by (base model, artifact URL): a second call does not build again, an update
-to a new artifact serves the new adapter (the old one stays for a rollback to it), and ``close`` (the
-runtime's, when the world stops) closes every one. A cached stand-in serves its adapter under the name of
-the component that first called it, which names another component only when two share one artifact.
+Containers are kept by (base component, Hub id) and registrations by (component, artifact URL): a second call
+builds and registers nothing, and ``close`` (the runtime's, when the world stops) closes every container.
 Errors of the stand-in (vLLM's 4xx and 5xx) are hfpipe.local.engine.traffic.InvocationError, the ModelError
 (424) every local endpoint answers.
 """
@@ -87,55 +85,72 @@ def local_base_models() -> dict[str, str]:
     return bases
 
 
-def with_adapter(body: bytes | str, adapter: str | None) -> bytes | str:
-    """The body as vLLM's SageMaker route hands it on: ``model`` set to the adapter identifier (a body that
-    is not a JSON object goes on as sent, for the stand-in to refuse as vLLM does)."""
-    if adapter is None:
-        return body
-    try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return body
-    if not isinstance(request, dict):
-        return body
-    return json.dumps({**request, "model": adapter})
-
-
 class AdapterServing:
-    """The stand-ins serving inference components, by (base model, artifact URL; None: the base alone)."""
+    """The containers serving inference components: one per base component (and the Hub id its model
+    serves), each the vLLM stand-in behind the container's SageMaker layer
+    (hfpipe.local.serving.sagemaker_layer), holding the adapters registered on it by component name."""
 
     def __init__(self, sagemaker: Any, download: Callable[[str, Path], None], workdir: Path) -> None:
         #: ``download(s3_url, file)``: the S3 object to a local file (the runtime's S3 client).
         self.sagemaker, self.download, self.workdir = sagemaker, download, workdir
-        self.served: dict[tuple[str, str | None], tuple[Any, str | None]] = {}
+        #: (base component, Hub id) -> the container serving it.
+        self.served: dict[tuple[str, str], Any] = {}
+        #: (base component, Hub id) -> {adapter component: the artifact URL registered under its name}.
+        self.registered: dict[tuple[str, str], dict[str, str]] = {}
         self._bases: dict[str, Path] = {}
         self._lock = threading.Lock()
 
     def answer(
         self, route: Any, body: bytes | str, content_type: str | None, *, stream: bool = False
     ) -> bytes | Iterator[bytes]:
-        """The stand-in's answer to one call reaching ``route`` (hfpipe.local.engine.inference_components.Route):
-        the body, or with ``stream`` the Server-Sent Events as generated; InvocationError for its error
-        answers, ComponentRefused for a component local mode cannot serve."""
-        from hfpipe.local.serving.openai_protocol import OpenAIError
+        """The container's answer to one call reaching ``route`` (hfpipe.local.engine.inference_components.Route):
+        the body (with ``stream``: its Server-Sent Events, whole); InvocationError for its error answers,
+        ComponentRefused for a component local mode cannot serve or whose adapter the container refuses."""
+        container, adapter = self.container(route)
+        answer = container.invoke(body, content_type, adapter)
+        if answer.status != 200:
+            raise InvocationError(answer.status, answer.message())
+        return iter([answer.body]) if stream else answer.body
 
-        endpoint, adapter = self.stand_in(route)
-        try:
-            answer = endpoint.answer("/invocations", with_adapter(body, adapter), content_type)
-        except OpenAIError as err:
-            raise InvocationError(err.status, err.message) from None
-        if stream:
-            return answer.stream if answer.stream is not None else iter([answer.body])
-        return b"".join(answer.stream) if answer.stream is not None else bytes(answer.body)
-
-    def stand_in(self, route: Any) -> tuple[Any, str | None]:
-        """(the stand-in serving ``route``, the adapter name it serves the component's calls under)."""
+    def container(self, route: Any) -> tuple[Any, str | None]:
+        """(the container serving ``route``'s base, the adapter identifier the call carries: the adapter
+        component's name, registered with its artifact first when it is not yet, or None for the base)."""
         model, environment = self._base_model(route.base)
-        key = (model, route.adapter_artifact)
+        key = (route.base, model)
         with self._lock:
+            folder = None
+            wanted = route.adapter_artifact
+            if wanted is not None and self.registered.get(key, {}).get(route.component) != wanted:
+                folder = self._adapter_folder(wanted)  # first: an artifact refused starts nothing
             if key not in self.served:
                 self.served[key] = self._start(model, environment, route)
-            return self.served[key]
+                self.registered[key] = {}
+            container = self.served[key]
+            if folder is not None:
+                self._register(container, self.registered[key], route, folder)
+        return container, (route.component if wanted is not None else None)
+
+    def _register(self, container: Any, registered: dict[str, str], route: Any, folder: Path) -> None:
+        """The adapter component's artifact registered under its name (``POST /adapters``), replacing what
+        was registered under it before (``DELETE /adapters/{name}`` first); ComponentRefused with the
+        container's answer when it refuses."""
+        url = route.adapter_artifact
+        if route.component in registered:
+            container.unregister_adapter(route.component)
+            del registered[route.component]
+        answer = container.register_adapter(route.component, folder)
+        if answer.status != 200:
+            hint = ""
+            if answer.status == 404 and not container.adapter_routes:
+                hint = (
+                    " (vLLM mounts the adapter routes only with VLLM_ALLOW_RUNTIME_LORA_UPDATING=true in the "
+                    f"base model's environment; accepted: a model of base component {route.base} that sets it)"
+                )
+            raise ComponentRefused(
+                f"adapter component {route.component}: the container refused its adapter ({url}): POST "
+                f"/adapters answered {answer.status}: {answer.message()}{hint}"
+            )
+        registered[route.component] = url
 
     def _base_model(self, base_component: str) -> tuple[str, dict[str, str]]:
         """The Hub id the base component's model serves and its container's environment."""
@@ -154,21 +169,20 @@ class AdapterServing:
             )
         return hub, environment
 
-    def _start(self, model: str, environment: dict[str, str], route: Any) -> tuple[Any, str | None]:
+    def _start(self, model: str, environment: dict[str, str], route: Any) -> Any:
         from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
+        from hfpipe.local.serving.sagemaker_layer import ContainerLayer
 
-        adapters = {}
-        if route.adapter_artifact is not None:  # first: an artifact refused builds nothing
-            adapters[route.component] = self._adapter_folder(route.adapter_artifact)
         base = self._base_folder(model)
         env = {"SM_VLLM_SERVED_MODEL_NAME": model, **environment}
         try:
-            endpoint = OpenAIEndpoint(base, environment=env, adapters=adapters)
+            endpoint = OpenAIEndpoint(base, environment=env)
         except (LocalContainerError, OSError, ValueError) as err:  # vLLM refuses to start
-            what = f"adapter component {route.component}" if adapters else f"base component {route.base}"
             message = " ".join(str(err).split())
-            raise ComponentRefused(f"{what}: the vLLM stand-in does not start: {message}") from None
-        return endpoint, (route.component if adapters else None)
+            raise ComponentRefused(
+                f"base component {route.base}: the vLLM stand-in does not start: {message}"
+            ) from None
+        return ContainerLayer(endpoint, env)
 
     def _base_folder(self, model: str) -> Path:
         """The base model's folder, built once (as local mode builds the adapter recipe's model channel),
@@ -206,9 +220,9 @@ class AdapterServing:
     def close(self) -> None:
         """Close every stand-in (the world is stopping)."""
         with self._lock:
-            served, self.served = list(self.served.values()), {}
-        for endpoint, _ in served:
-            endpoint.close()
+            served, self.served, self.registered = list(self.served.values()), {}, {}
+        for container in served:
+            container.close()
 
 
 def _slug(text: str) -> str:

@@ -16,8 +16,10 @@ answers vLLM's protocol with transformers on the CPU (float32), and says what di
 - one request at a time under a lock (no continuous batching, no paged attention), token by token; the
   tokens become text as vLLM's incremental detokenizer makes it (hfpipe/local/serving/detokenizer.py), so a
   streamed answer is the unstreamed one in pieces;
-- `n`, `best_of`, beam search, logprobs, echo, tools, response_format and suffix are refused naming the
-  field (vLLM serves them); sampling: temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
+- what it does not implement (`n`, beam search, logprobs, echo, tools, response_format, suffix, ...) is
+  answered 501 naming the field and quoting its row of the one table of differences from vLLM
+  (hfpipe.kinds.openai_contract.STAND_IN_DIFFERENCES, which the request contract reads too); sampling:
+  temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
 - the default `max_model_len` is vLLM's derivation from config.json (`max_position_embeddings`,
   `n_positions`, ... else 2048, BLOOM's case); `SM_VLLM_MAX_MODEL_LEN` and `SM_VLLM_SERVED_MODEL_NAME` are
   read like the container's flags, the rest of `SM_VLLM_*` has no meaning here and is ignored;
@@ -33,6 +35,7 @@ answers vLLM's protocol with transformers on the CPU (float32), and says what di
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -67,18 +70,13 @@ MAX_LEN_KEYS = (
 CHAT_ROUTE, COMPLETION_ROUTE = contract.CHAT_ROUTE, contract.COMPLETION_ROUTE
 ROUTES = (contract.INVOCATIONS, CHAT_ROUTE, COMPLETION_ROUTE)
 EVENT_STREAM = "text/event-stream"
-#: The request fields the stand-in acts on (or that change nothing in its answer: user, request_id, ...).
-#: A request that sets another field of the contract to other than its default is answered 501, naming it:
-#: vLLM serves it, this stand-in does not (the type vLLM gives a NotImplementedError, serving_engine.py).
-IMPLEMENTED = frozenset(
-    {
-        *("messages", "prompt", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p"),
-        *("top_k", "seed", "stop", "stream", "stream_options", "ignore_eos", "skip_special_tokens"),
-        *("add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs"),
-        *("user", "request_id", "priority", "cache_salt", "tool_choice", "parallel_tool_calls"),
-        "include_reasoning",
-    }
-)
+#: The files vLLM reads an adapter's weights from (vllm/lora/models.py, ``from_local_checkpoint``).
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "adapter_model.pt")
+#: What the stand-in does not implement, and why: the rows of the contract's one table of differences from
+#: vLLM (openai_contract.STAND_IN_DIFFERENCES). A request that sets one to other than its default is answered
+#: 501 quoting its row (the type vLLM gives a NotImplementedError, serving_engine.py); every other field of
+#: the request models is acted on or changes nothing in the answer (user, request_id, ...).
+NOT_IMPLEMENTED = {k: v for k, v in contract.STAND_IN_DIFFERENCES.items() if k != contract.UNKNOWN_FIELD}
 
 
 @dataclass
@@ -127,7 +125,8 @@ class OpenAIEndpoint(LocalEndpoint):
         # What the contract also checks a request against: the served name, the context, the vocabulary
         # (input_processor: the larger of the tokenizer's and the model's).
         vocab = max(len(self.tokenizer), int(getattr(self.model.config, "vocab_size", 0) or 0))
-        self.adapters = self._load_adapters(adapters or {}, env)
+        self.adapters: dict[str, Path] = {}
+        self._load_adapters(adapters or {}, env)
         self.served = contract.Served((self.served_model_name, *self.adapters), self.max_model_len, vocab)
         self._lock = threading.Lock()  # one generation at a time: the stand-in has no continuous batching
 
@@ -157,14 +156,16 @@ class OpenAIEndpoint(LocalEndpoint):
         except (ValueError, UnicodeDecodeError) as exc:  # routes.py invocations: an HTTPException(400)
             raise op.OpenAIError(f"JSON decode error: {exc}", err_type="Bad Request") from None
         checked = contract.check(request, path, self.served)
-        unimplemented = sorted(set(checked.set_fields()) - IMPLEMENTED)
+        unimplemented = sorted(set(checked.set_fields()) & set(NOT_IMPLEMENTED))
         if (request.get("stream_options") or {}).get("continuous_usage_stats"):
             unimplemented.append("stream_options.continuous_usage_stats")
         if unimplemented:
+            field = unimplemented[0]
             raise op.OpenAIError(
-                f"{unimplemented[0]}: this local stand-in of the vLLM container does not implement it (vLLM "
-                f"{contract.VLLM_VERSION} on the endpoint does); leave it out or at its default here",
-                param=unimplemented[0],
+                f"{field}: this local stand-in of the vLLM container does not implement it (vLLM "
+                f"{contract.VLLM_VERSION} on the endpoint does: {NOT_IMPLEMENTED[field]}); leave it out or at its "
+                "default here",
+                param=field,
                 status=501,
                 err_type="NotImplementedError",
             )
@@ -196,32 +197,110 @@ class OpenAIEndpoint(LocalEndpoint):
         """The PEFT LoRA adapters served next to the base (vLLM's --enable-lora --lora-modules NAME=PATH),
         refused as vLLM refuses them: a model class vLLM serves no LoRA on, a rank over --max-lora-rank
         (``SM_VLLM_MAX_LORA_RANK``, default 16), a name that is the base's."""
+        self.max_lora_rank = int(env.get("SM_VLLM_MAX_LORA_RANK") or DEFAULT_LORA_RANK)
+        self.adapters = {}
         if not adapters:
             return {}
-        from peft import PeftModel
-
-        architecture = (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0]
-        if architecture in ARCHITECTURES_WITHOUT_LORA:
-            raise LocalContainerError(
-                f"{architecture} does not support LoRA yet (vLLM's refusal of --enable-lora for this model "
-                "class; docs/adapters.md); accepted: adapters over a model class vLLM serves LoRA on"
-            )
-        max_rank = int(env.get("SM_VLLM_MAX_LORA_RANK") or DEFAULT_LORA_RANK)
-        loaded: dict[str, Path] = {}
+        problem = self._lora_model_problem()
+        if problem:
+            raise LocalContainerError(problem)
         for name, folder in adapters.items():
             rank = int(json.loads((Path(folder) / "adapter_config.json").read_text())["r"])
-            if name == self.served_model_name or rank > max_rank:
-                why = "is the base's name" if rank <= max_rank else f"has LoRA rank {rank}, over {max_rank}"
+            if name == self.served_model_name or rank > self.max_lora_rank:
+                why = (
+                    "is the base's name"
+                    if rank <= self.max_lora_rank
+                    else f"has LoRA rank {rank}, over {self.max_lora_rank}"
+                )
                 raise LocalContainerError(
                     f"adapter {name!r} ({folder}) {why}; accepted: another name, and a rank of at most "
                     "max_lora_rank (SM_VLLM_MAX_LORA_RANK)"
                 )
-            if not loaded:
-                self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name).eval()
-            else:
-                self.model.load_adapter(str(folder), adapter_name=name)
-            loaded[name] = Path(folder)
-        return loaded
+            self._attach(name, Path(folder))
+        return self.adapters
+
+    def _lora_model_problem(self) -> str | None:
+        architecture = (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0]
+        if architecture in ARCHITECTURES_WITHOUT_LORA:
+            return (
+                f"{architecture} does not support LoRA yet (vLLM's refusal of --enable-lora for this model "
+                "class; docs/adapters.md); accepted: adapters over a model class vLLM serves LoRA on"
+            )
+        return None
+
+    def _attach(self, name: str, folder: Path) -> None:
+        """PEFT's load of one adapter over the base (the first wraps the model, the next are added)."""
+        from peft import PeftModel
+
+        if not self.adapters:
+            self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name).eval()
+        else:
+            self.model.load_adapter(str(folder), adapter_name=name)
+        self.adapters[name] = folder
+
+    def load_adapter(self, name: Any, folder: Any) -> str:
+        """vLLM's ``load_lora_adapter`` (the handler behind the container's ``POST /adapters``,
+        hfpipe.local.serving.sagemaker_layer): the adapter at ``folder`` served as ``name`` from the next
+        request; vLLM's answer, or OpenAIError with vLLM's status and words (serving_models.py
+        ``_check_load_lora_adapter_request``; the engine's ``add_lora``: vllm/lora/models.py "doesn't contain
+        tensors", vllm/lora/worker_manager.py "No adapter found", "LoRA rank R is greater than max_lora_rank
+        M.")."""
+        with self._lock:
+            self._check_load(name, folder)
+            try:
+                self._attach(str(name), Path(folder))
+            except (ValueError, KeyError, RuntimeError, OSError) as err:  # weights that do not fit the base
+                raise op.OpenAIError(str(err), err_type="BadRequestError") from None
+            self.served = dataclasses.replace(
+                self.served, model_names=(self.served_model_name, *self.adapters)
+            )
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def _check_load(self, name: Any, folder: Any) -> None:
+        if not name or not folder:
+            raise op.OpenAIError(
+                "Both 'lora_name' and 'lora_path' must be provided.", err_type="InvalidUserInput"
+            )
+        if name in self.adapters or name == self.served_model_name:
+            raise op.OpenAIError(
+                f"The lora adapter '{name}' has already been loaded.", err_type="InvalidUserInput"
+            )
+        problem = self._lora_model_problem()
+        if problem:
+            raise op.OpenAIError(problem, err_type="BadRequestError")
+        config = Path(folder) / "adapter_config.json"
+        if not config.is_file():
+            raise op.OpenAIError(
+                f"Loading lora {name} failed: No adapter found for {folder}",
+                status=404,
+                err_type="NotFoundError",
+            )
+        if not any((Path(folder) / f).is_file() for f in ADAPTER_WEIGHTS):
+            raise op.OpenAIError(f"{folder} doesn't contain tensors", err_type="BadRequestError")
+        rank = int(json.loads(config.read_text()).get("r") or 0)
+        if rank > self.max_lora_rank:
+            raise op.OpenAIError(
+                f"LoRA rank {rank} is greater than max_lora_rank {self.max_lora_rank}.",
+                err_type="BadRequestError",
+            )
+
+    def unload_adapter(self, name: Any) -> str:
+        """vLLM's ``unload_lora_adapter`` (behind the container's ``DELETE /adapters/{name}``): the adapter
+        no longer served; OpenAIError 404 for one not loaded, in vLLM's words."""
+        with self._lock:
+            if name not in self.adapters:
+                raise op.OpenAIError(
+                    f"The lora adapter '{name}' cannot be found.", status=404, err_type="NotFoundError"
+                )
+            del self.adapters[name]
+            if self.adapters:
+                self.model.delete_adapter(name)
+            else:  # the last one: the plain base again
+                self.model = self.model.unload().eval()
+            self.served = dataclasses.replace(
+                self.served, model_names=(self.served_model_name, *self.adapters)
+            )
+        return f"Success: LoRA adapter '{name}' removed successfully."
 
     # -------------------------------------------------------------------------------------- the routes
     def _chat(self, checked: contract.Checked, name: str) -> Answer:
