@@ -150,7 +150,7 @@ def _whole_number(path: str, value: object, low: int, high: int, accepted: str) 
 
 
 def _names(path: str, value: object, pattern: re.Pattern[str], accepted: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.match(e) for e in value):
+    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.fullmatch(e) for e in value):
         raise _rejected(path, value, accepted)
     return tuple(value)
 
@@ -240,10 +240,10 @@ def _placement(
     if "region" not in entry:
         raise ConfigError(f"{path}.region: required; accepted: {_ENV_KEYS['region']}")
     region = entry["region"]
-    if not isinstance(region, str) or not _REGION.match(region):
+    if not isinstance(region, str) or not _REGION.fullmatch(region):
         raise _rejected(f"{path}.region", region, _ENV_KEYS["region"])
     account = entry.get("account", default_account)
-    if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
+    if account is not None and (not isinstance(account, str) or not _ACCOUNT.fullmatch(account)):
         raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
     promote_from = entry.get("promote_from")
     if promote_from is not None and (

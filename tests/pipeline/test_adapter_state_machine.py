@@ -197,6 +197,9 @@ def test_the_same_version_again_changes_nothing(clean):
         ("bad name", "--adapter: 'Bad_Name' is not accepted"),
         ("bad input", "not accepted; accepted: "),
         ("unknown version", "not found"),
+        ("newline name", "--adapter: 'support\\n' is not accepted"),  # not a second component
+        ("other region", "a version in region us-west-2, account"),  # not "not found"
+        ("other account", "account 999999999999; environment 'dev' is in region"),
     ],
 )
 def test_a_refused_deploy_creates_nothing(clean, case, message):
@@ -212,6 +215,12 @@ def test_a_refused_deploy_creates_nothing(clean, case, message):
         request = {"action": "deploy", "adapter": "support"}
     elif case == "unknown version":
         request["version"] = version.rsplit("/", 1)[0] + "/999"
+    elif case == "newline name":
+        request["adapter"] = "support\n"
+    elif case == "other region":
+        request["version"] = version.replace(":eu-west-1:", ":us-west-2:")
+    elif case == "other account":
+        request["version"] = version.replace(f":{ACCOUNT}:", ":999999999999:")
     r = run(clean, **request)
     assert (r.status, r.error) == ("FAILED", "AdapterRefused"), r.cause
     assert message in json.loads(r.cause)["errorMessage"]

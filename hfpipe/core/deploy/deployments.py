@@ -283,7 +283,7 @@ def parse_endpoint(env: str, name: object, entry: object, path: str) -> Endpoint
     )
     if (
         not isinstance(name, str)
-        or not _NAME.match(name)
+        or not _NAME.fullmatch(name)
         or len(contract.deployed_endpoint_name(env, name)) > 63
     ):
         raise _rejected(path, name, f"endpoint names of {accepted}")

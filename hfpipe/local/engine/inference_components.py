@@ -310,7 +310,7 @@ def _hosts_components(config: dict[str, Any]) -> bool:
 
 
 def _checked_name(member: str, value: Any) -> str:
-    if not isinstance(value, str) or len(value) > 63 or not _NAME.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not _NAME.fullmatch(value):
         raise ApiError(
             VALIDATION,
             f"1 validation error detected: Value {value!r} at '{member}' failed to satisfy constraint: Member "
@@ -402,7 +402,7 @@ def _check_adapter(where: _Where, name: str, endpoint: str, spec: dict[str, Any]
             "Container.ArtifactUrl",
         )
     url = (spec.get("Container") or {}).get("ArtifactUrl")
-    if not isinstance(url, str) or len(url) > 1024 or not _URL.match(url) or not url.endswith(".tar.gz"):
+    if not isinstance(url, str) or len(url) > 1024 or not _URL.fullmatch(url) or not url.endswith(".tar.gz"):
         raise ApiError(
             VALIDATION,
             f"Container.ArtifactUrl {url!r} of adapter inference component {name} is not accepted; accepted: "

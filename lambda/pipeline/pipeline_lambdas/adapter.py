@@ -35,6 +35,7 @@ from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.promotion import registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup
 from pipeline_lambdas import aws
@@ -110,7 +111,12 @@ def base_requests(env: str, base: SharedBase) -> dict[str, dict[str, Any]]:
 
 
 def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
-    arn = version_arn(ref, env, os.environ["EXECUTION_ROLE_ARN"], sagemaker.meta.region_name)
+    role_arn, region = os.environ["EXECUTION_ROLE_ARN"], sagemaker.meta.region_name
+    try:  # an ARN of another region or account says so, rather than "not found"
+        registry.check_location(ref, env, region=region, account=role_arn.split(":")[4])
+    except registry.RegistryRefError as err:
+        raise AdapterRefused(str(err)) from None
+    arn = version_arn(ref, env, role_arn, region)
     try:
         return dict(sagemaker.describe_model_package(ModelPackageName=arn))
     except Exception as err:  # the deploy's Prepare reads "not found" the same way (deploy_prepare)
