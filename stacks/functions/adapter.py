@@ -5,7 +5,7 @@ Made only where cdk.json declares the environment's ``shared_base``. Its environ
 (``SHARED_BASE``, validated at synth, its fit checked against the image catalog's GPU table), the vLLM image
 the base serves on (``SHARED_BASE_IMAGE``: the catalog's newest vLLM container), the GPUs of its instance
 (``SHARED_BASE_GPUS``), the execution role (``EXECUTION_ROLE_ARN``: the base model's role, which pulls the
-image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``).
+image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``, ``BAKE_PROBES``).
 
 Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
 for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
@@ -30,8 +30,10 @@ from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, p
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
 from stacks.nag import acknowledge, rendered
 
-#: The bake: seconds the adapter's component is watched for errors after its smoke test passed.
+#: The bake: seconds the adapter's component is watched after its smoke test passed, and the probes of it in
+#: that time (one every BAKE_SECONDS / BAKE_PROBES seconds, each the smoke test's call: each must answer).
 BAKE_SECONDS = 300
+BAKE_PROBES = 5
 #: The base component's host memory (Specification.ComputeResourceRequirements.MinMemoryRequiredInMb): its
 #: weights live on the GPUs; AWS's adapter examples reserve 1,024 MB of host memory for a base component.
 BASE_MEMORY_MB = 1024
@@ -108,6 +110,7 @@ class AdapterFunction(Construct):
                 "SHARED_BASE_MEMORY_MB": str(BASE_MEMORY_MB),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
                 "BAKE_SECONDS": str(BAKE_SECONDS),
+                "BAKE_PROBES": str(BAKE_PROBES),
             },
         )
         grant_pass_role(self.role)

@@ -115,6 +115,9 @@ class InferenceComponents:
     clock: Callable[[], float] = time.monotonic
     #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
     count: Callable[[str, str, str], None] | None = None
+    #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
+    #: once it is answered (None: not recorded): the errors SageMaker publishes per component.
+    answered: Callable[[str, str, str, int], None] | None = None
     _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -184,6 +187,13 @@ class InferenceComponents:
             return
         with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
             self.count(account, region, component)
+
+    def record_answer(self, account: str, region: str, component: str, status: int) -> None:
+        """The answer of a call ``route`` let through to ``component``, recorded (the ``answered`` hook)."""
+        if self.answered is None:
+            return
+        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
+            self.answered(account, region, component, status)
 
     # -- the operations -----------------------------------------------------------------------------------
     def _create(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
