@@ -26,7 +26,13 @@ from constructs import Construct
 from hfpipe import contract
 from hfpipe.core.adapters import adapter_fit
 from hfpipe.core.adapters.shared_base import SharedBase
-from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, pipeline_function
+from stacks.functions.common import (
+    FunctionSettings,
+    PassRoleGrant,
+    deploy_arn,
+    owned_by,
+    pipeline_function,
+)
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
 from stacks.nag import acknowledge, rendered
 
@@ -95,6 +101,7 @@ class AdapterFunction(Construct):
         region: str,
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
+        named_endpoints: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
@@ -111,9 +118,12 @@ class AdapterFunction(Construct):
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
                 "BAKE_SECONDS": str(BAKE_SECONDS),
                 "BAKE_PROBES": str(BAKE_PROBES),
+                # The environment's named endpoints (cdk.json), counted beside the base it would make.
+                "NAMED_ENDPOINTS": ",".join(contract.deployed_endpoint_name(env, n) for n in named_endpoints),
             },
         )
         grant_pass_role(self.role)
+        self._env = env
         self._grant(env)
 
     def _grant(self, env: str) -> None:
@@ -157,6 +167,12 @@ class AdapterFunction(Construct):
                 None,
             ),
             (["sagemaker:DescribeInferenceComponent"], [components], None),
+            # Before the base is made: what the environment's named endpoints run of its type (the quota).
+            (
+                ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
+                [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")],
+                None,
+            ),
             (["states:ListExecutions"], [machine], None),
             (["states:DescribeExecution"], [executions], None),
         ):
@@ -170,6 +186,9 @@ class AdapterFunction(Construct):
             "sagemaker:ListModelPackageGroups",
             "sagemaker:ListModelPackages",
             "cloudwatch:GetMetricStatistics",
+            # The base's endpoint-usage quota, read before the base is made (hfpipe.core.run.quotas).
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ]
         self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
         self._acknowledge(stack, versions, components, executions)
@@ -193,9 +212,21 @@ class AdapterFunction(Construct):
                 "refuse a change while another one of the same adapter runs.",
             ),
             (
+                deploy_arn(self, "endpoint", self._env),
+                "Reads (DescribeEndpoint) the environment's endpoints (hfpipe-<env>-*: its named endpoints and "
+                "its shared base) before the base is made: what they run of the base's instance type counts "
+                "against the same endpoint-usage quota; read-only.",
+            ),
+            (
+                deploy_arn(self, "endpoint-config", self._env),
+                "Reads (DescribeEndpointConfig) the configs of the environment's endpoints (hfpipe-<env>-*): "
+                "the instance type each variant runs; read-only.",
+            ),
+            (
                 "*",
-                "ListInferenceComponents, ListModelPackageGroups, ListModelPackages and GetMetricStatistics "
-                "have no resource types (Service Authorization Reference); all are read-only.",
+                "ListInferenceComponents, ListModelPackageGroups, ListModelPackages, GetMetricStatistics, "
+                "Service Quotas' ListServiceQuotas and ListAWSDefaultServiceQuotas have no resource types "
+                "(Service Authorization Reference); all are read-only.",
             ),
         ):
             acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

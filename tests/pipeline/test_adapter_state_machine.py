@@ -238,6 +238,42 @@ def test_a_refused_deploy_creates_nothing(clean, case, message):
     assert not [e for e in sm.list_endpoints()["Endpoints"] if e["EndpointName"] == NAMES.endpoint]
 
 
+def test_an_adapter_that_would_make_the_base_checks_its_quota_beside_the_named_endpoints(clean):
+    """The first adapter makes the base: the endpoint-usage quota of its type must hold its instance beside
+    what the environment's named endpoints run of that type (read from SageMaker); refused with nothing
+    created otherwise."""
+    sm, summaries = clean.client("sagemaker"), contract.deployed_endpoint_name(ENV, "summaries")
+    role = f"arn:aws:iam::{ACCOUNT}:role/r"
+    sm.create_model(ModelName=summaries, ExecutionRoleArn=role, PrimaryContainer={"Image": "image"})
+    variant = {"VariantName": "AllTraffic", "ModelName": summaries, "InstanceType": "ml.g5.4xlarge"}
+    sm.create_endpoint_config(
+        EndpointConfigName=summaries, ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName=summaries, EndpointConfigName=summaries)
+    before = clean.quotas.value_for
+    version = register(clean)
+    try:
+        clean.quotas.value_for = lambda name: 1.0 if name == "ml.g5.4xlarge for endpoint usage" else 100.0
+        r = run(clean, action="deploy", adapter="support", version=version)
+        assert (r.status, r.error, r.states) == ("FAILED", "AdapterRefused", ["Action?", "Apply", "Refused"])
+        assert json.loads(r.cause)["errorMessage"] == (
+            f"shared base {NAMES.endpoint}: quota 'ml.g5.4xlarge for endpoint usage': applied value 1 < needed "
+            "2; request an increase (the QuotaStack does this for the quotas in cdk.json): its 1 instance(s) of "
+            f"ml.g5.4xlarge (shared_base.copies), {summaries} 1 beside it must fit before the base is made; "
+            "raise the quota (cdk.json quotas, the QuotaStack) or lower shared_base.copies"
+        )
+        assert components(clean) == [] and NAMES.endpoint not in [
+            e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]
+        ]
+        clean.quotas.value_for = lambda name: 2.0 if name == "ml.g5.4xlarge for endpoint usage" else 100.0
+        assert run(clean, action="deploy", adapter="support", version=version).status == "SUCCEEDED"
+    finally:
+        clean.quotas.value_for = before
+        sm.delete_endpoint(EndpointName=summaries)
+        sm.delete_endpoint_config(EndpointConfigName=summaries)
+        sm.delete_model(ModelName=summaries)
+
+
 def test_deleting_an_adapter_not_on_the_base_is_refused(clean):
     r = run(clean, action="delete", adapter="nobody")
     assert (r.status, r.error) == ("FAILED", "AdapterRefused")

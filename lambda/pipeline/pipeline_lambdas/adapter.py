@@ -40,10 +40,11 @@ from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests
 from hfpipe.core.promotion import registry
 from hfpipe.core.recipe.recipes import resolve_recipe
-from hfpipe.core.run import cleanup
+from hfpipe.core.run import cleanup, quotas
 from pipeline_lambdas import aws
+from pipeline_lambdas.deploy_common import describe_endpoint
 from pipeline_lambdas.deploy_guards import other_deploy
-from pipeline_lambdas.deploy_prepare import version_arn
+from pipeline_lambdas.deploy_prepare import running_of_type, version_arn
 
 LOG = aws.logger(__name__)
 ACTIONS = ("deploy", "rollback", "delete")
@@ -134,6 +135,28 @@ def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
         raise
 
 
+def check_base_quota(sagemaker: Any, service_quotas: Any, env: str, base: SharedBase) -> None:
+    """Before the shared base is made (its endpoint absent): the account's endpoint-usage quota of its instance
+    type holds its ``copies`` instances beside what the environment's named endpoints run of that type now
+    (read from SageMaker, as a deploy counts them: deploy_prepare.running_of_type); AdapterRefused otherwise,
+    with nothing created. Endpoints outside the environment are SageMaker's to count."""
+    names = BaseNames.of(env)
+    if describe_endpoint(sagemaker, names.endpoint) is not None:
+        return
+    named = tuple(n for n in os.environ.get("NAMED_ENDPOINTS", "").split(",") if n)
+    running = running_of_type(sagemaker, named, base.instance_type)
+    quota = quotas.endpoint_quota_name(base.instance_type)
+    try:
+        quotas.check_quotas(service_quotas, {quota: base.instances + sum(running.values())})
+    except quotas.QuotaTooLowError as err:
+        beside = "".join(f", {n} {c} beside it" for n, c in running.items())
+        raise AdapterRefused(
+            f"shared base {names.endpoint}: {err}: its {base.instances} instance(s) of {base.instance_type} "
+            f"(shared_base.copies){beside} must fit before the base is made; raise the quota (cdk.json quotas, "
+            "the QuotaStack) or lower shared_base.copies"
+        ) from None
+
+
 def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
     """The execution's request, refused while another execution for the same adapter runs."""
     request = _request(event.get("input"))
@@ -165,6 +188,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         raise AdapterRefused(
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
+    check_base_quota(sagemaker, clients["service-quotas"], env, base)
     applied = adapter_deploy.apply_adapter(
         sagemaker,
         env,
@@ -307,7 +331,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     sagemaker = aws.client("sagemaker")
     applied = event.get("applied") or {}
     if step == "apply":
-        return apply(event, env, {"sagemaker": sagemaker, "stepfunctions": aws.client("stepfunctions")})
+        clients = {
+            "stepfunctions": aws.client("stepfunctions"),
+            "service-quotas": aws.client("service-quotas"),
+        }
+        return apply(event, env, {"sagemaker": sagemaker, **clients})
     if step == "wait":
         _wait(sagemaker)("inference-component", applied["component"])
         return {"component": applied["component"], "status": "InService"}
