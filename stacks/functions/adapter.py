@@ -10,9 +10,12 @@ image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``, ``BAKE_
 Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
 for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
 endpoint config and endpoint (hfpipe-<env>-shared-base only); create (request tags), update, delete (resource
-tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components and
-read the bake's CloudWatch metrics (actions without resource types: ``*``); pass the execution role to
-SageMaker; list and read its own state machine's executions (one change at a time per adapter). Nothing else.
+tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components,
+read the bake's CloudWatch metrics and the account's Service Quotas (actions without resource types: ``*``);
+read this environment's endpoints and endpoint configs (hfpipe-<env>-*: before the base is made, what its
+named endpoints run of the base's instance type counts against the same endpoint-usage quota); pass the
+execution role to SageMaker; list and read its own state machine's executions (one change at a time per
+adapter). Nothing else.
 """
 
 from __future__ import annotations
@@ -167,18 +170,17 @@ class AdapterFunction(Construct):
                 None,
             ),
             (["sagemaker:DescribeInferenceComponent"], [components], None),
-            # Before the base is made: what the environment's named endpoints run of its type (the quota).
-            (
-                ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
-                [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")],
-                None,
-            ),
             (["states:ListExecutions"], [machine], None),
             (["states:DescribeExecution"], [executions], None),
         ):
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
             )
+        self._grant_reads(env)
+        self._acknowledge(stack, versions, components, executions)
+
+    def _grant_reads(self, env: str) -> None:
+        """The reads without resource types, and what the environment's named endpoints run (the quota)."""
         # No resource types (Service Authorization Reference: SageMaker's ListInferenceComponents,
         # ListModelPackageGroups and ListModelPackages; CloudWatch's GetMetricStatistics).
         unscoped = [
@@ -191,7 +193,14 @@ class AdapterFunction(Construct):
             "servicequotas:ListAWSDefaultServiceQuotas",
         ]
         self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
-        self._acknowledge(stack, versions, components, executions)
+        # Before the base is made: what the environment's named endpoints run of its type (the quota).
+        neighbours = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
+                resources=neighbours,
+            )
+        )
 
     def _acknowledge(self, stack: cdk.Stack, versions: str, components: str, executions: str) -> None:
         for resource, reason in (

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from accounts import ACCOUNT_A, ACCOUNT_B
 
 from hfpipe.cli.aws import HfpipeError, validate_execution_name
 from hfpipe.cli.recipe.data import validate_name
@@ -54,7 +55,7 @@ def test_a_named_endpoint_name_with_a_newline_is_refused():
 
 
 def test_version_references_and_arns_with_a_newline_are_refused():
-    arn = "arn:aws:sagemaker:eu-west-1:111122223333:model-package/hfpipe-dev-tiny/3"
+    arn = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT_A}:model-package/hfpipe-dev-tiny/3"
     assert registry.parse_ref(arn, "dev") == ("hfpipe-dev-tiny", 3)
     assert registry.parse_ref("tiny/3", "dev") == ("hfpipe-dev-tiny", 3)
     for ref in (arn + NL, "tiny/3" + NL):
@@ -73,12 +74,12 @@ def test_command_line_names_with_a_newline_are_refused():
 
 
 def test_cdk_json_region_account_buckets_registries_and_shared_base_with_a_newline_are_refused():
-    good = {"region": "eu-west-1", "account": "111122223333"}
+    good = {"region": "eu-west-1", "account": ACCOUNT_A}
     assert parse_environment("dev", good).region == "eu-west-1"
     base = {"base_model": "my-org/base-8b", "instance_type": "ml.g5.4xlarge", "max_adapters": 2}
     for bad, field in (
         ({"region": "eu-west-1" + NL}, "dev.region"),
-        ({**good, "account": "111122223333" + NL}, "dev.account"),
+        ({**good, "account": ACCOUNT_A + NL}, "dev.account"),
         ({**good, "allowed_s3_buckets": ["my-bucket" + NL]}, "dev.allowed_s3_buckets"),
         ({**good, "allowed_image_registries": ["ghcr.io" + NL]}, "dev.allowed_image_registries"),
         ({**good, "shared_base": {**base, "base_model": "my-org/base-8b" + NL}}, "shared_base.base_model"),
@@ -92,7 +93,7 @@ def test_cdk_json_region_account_buckets_registries_and_shared_base_with_a_newli
 
 
 def test_image_uris_sagemaker_names_and_log_streams_are_matched_whole():
-    image = "763104351884.dkr.ecr.eu-west-1.amazonaws.com/huggingface-pytorch-inference:2.1-gpu"
+    image = f"{ACCOUNT_B}.dkr.ecr.eu-west-1.amazonaws.com/huggingface-pytorch-inference:2.1-gpu"
     catalog = {"hf": {"2.1": {"gpu": image}}}
     assert promotion.target_image(image, catalog) == image
     with pytest.raises(promotion.PromotionRefused):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from accounts import ACCOUNT
+from accounts import ACCOUNT, ACCOUNT_D
 
 from hfpipe import contract
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
@@ -207,7 +207,7 @@ def test_the_same_version_again_changes_nothing(clean):
         ("unknown version", "not found"),
         ("newline name", "--adapter: 'support\\n' is not accepted"),  # not a second component
         ("other region", "a version in region us-west-2, account"),  # not "not found"
-        ("other account", "account 999999999999; environment 'dev' is in region"),
+        ("other account", f"account {ACCOUNT_D}; environment 'dev' is in region"),
     ],
 )
 def test_a_refused_deploy_creates_nothing(clean, case, message):
@@ -228,7 +228,7 @@ def test_a_refused_deploy_creates_nothing(clean, case, message):
     elif case == "other region":
         request["version"] = version.replace(":eu-west-1:", ":us-west-2:")
     elif case == "other account":
-        request["version"] = version.replace(f":{ACCOUNT}:", ":999999999999:")
+        request["version"] = version.replace(f":{ACCOUNT}:", f":{ACCOUNT_D}:")
     r = run(clean, **request)
     assert (r.status, r.error) == ("FAILED", "AdapterRefused"), r.cause
     assert message in json.loads(r.cause)["errorMessage"]

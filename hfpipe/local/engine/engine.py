@@ -159,8 +159,7 @@ class LocalEngine(EngineViews):
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
         #: SageMaker's inference components, which moto lacks (hfpipe.local.engine.inference_components).
-        #: Each call routed to a component puts its Invocations in CloudWatch (``count_invocation``), and its
-        #: answer the component's error metrics (``count_answer``).
+        #: Each call routed to a component puts its metrics in CloudWatch (``count_invocation``, ``count_answer``).
         self.inference_components = InferenceComponents(
             time_scale=lambda: self.time_scale, count=self.count_invocation, answered=self.count_answer
         )
