@@ -415,7 +415,7 @@ def endpoint_usage(endpoints: tuple[EndpointSettings, ...], base_instances: int)
     widest = max(endpoints, key=lambda e: e.largest_fleet, default=None)
     update = widest.largest_fleet if widest else 0
     parts = [f"the shared base's {base_instances} (shared_base.copies)"] if base_instances else []
-    if endpoints:
+    if widest is not None:
         each = ", ".join(f"{e.name} {e.largest_fleet}" for e in endpoints)
         parts.append(f"the named endpoints' fleets ({each}; instance_count, or autoscaling.max_instances)")
         parts.append(f"a blue/green update's new fleet beside them ({update}, endpoint {widest.name!r})")
