@@ -7,7 +7,9 @@ step: ``{"step": ..., "input": <that input>, "execution_name": ..., "state_machi
 steps after ``apply`` its result as ``applied``.
 
 - ``apply``: the request checked (AdapterRefused, nothing created: a bad input, another execution for the
-  same adapter still running, and hfpipe.core.adapters.adapter_deploy's refusals), then the version chosen (a
+  same adapter still running, a version ARN of another region or account, a base the endpoint-usage quota
+  cannot hold beside the named endpoints (``check_base_quota``), and hfpipe.core.adapters.adapter_deploy's
+  refusals), then the version chosen (a
   rollback's: ``adapter_deploy.rollback_target``, read from the adapter's component) and put on the base
   (``adapter_deploy.apply_adapter``: the base made when absent). While the base's endpoint or component is
   not InService yet it raises AdapterNotReady, which the state machine retries; every step it repeats looks
