@@ -150,7 +150,7 @@ def _whole_number(path: str, value: object, low: int, high: int, accepted: str) 
 
 
 def _names(path: str, value: object, pattern: re.Pattern[str], accepted: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.match(e) for e in value):
+    if not isinstance(value, list) or not all(isinstance(e, str) and pattern.fullmatch(e) for e in value):
         raise _rejected(path, value, accepted)
     return tuple(value)
 
@@ -202,7 +202,7 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     except (deployments.EndpointSettingsError, SharedBaseError) as err:
         raise ConfigError(str(err)) from None
     _check_quota_names(path, quotas)
-    _check_endpoint_quotas(path, quotas, endpoints)
+    _check_endpoint_quotas(path, quotas, endpoints, base)
     return EnvironmentConfig(
         name=name,
         region=region,
@@ -240,10 +240,10 @@ def _placement(
     if "region" not in entry:
         raise ConfigError(f"{path}.region: required; accepted: {_ENV_KEYS['region']}")
     region = entry["region"]
-    if not isinstance(region, str) or not _REGION.match(region):
+    if not isinstance(region, str) or not _REGION.fullmatch(region):
         raise _rejected(f"{path}.region", region, _ENV_KEYS["region"])
     account = entry.get("account", default_account)
-    if account is not None and (not isinstance(account, str) or not _ACCOUNT.match(account)):
+    if account is not None and (not isinstance(account, str) or not _ACCOUNT.fullmatch(account)):
         raise _rejected(f"{path}.account", account, _ENV_KEYS["account"])
     promote_from = entry.get("promote_from")
     if promote_from is not None and (
@@ -282,23 +282,24 @@ def _check_quota_names(path: str, quotas: tuple[QuotaTarget, ...]) -> None:
 
 
 def _check_endpoint_quotas(
-    path: str, targets: tuple[QuotaTarget, ...], endpoints: tuple[deployments.EndpointSettings, ...]
+    path: str,
+    targets: tuple[QuotaTarget, ...],
+    endpoints: tuple[deployments.EndpointSettings, ...],
+    base: SharedBase | None,
 ) -> None:
-    """Every endpoint-usage quota target covers a blue/green update of each named endpoint (both fleets at
-    once): nothing binds a named endpoint to a recipe, so a version served on any instance type listed here
-    may be deployed to any of them."""
-    if not endpoints:
-        return
-    widest = max(endpoints, key=lambda e: e.update_instances)
+    """Every endpoint-usage quota target holds what the environment's endpoints can run of its type at once
+    (``deployments.endpoint_usage``): the shared base's instances where it is of that type, every named
+    endpoint's fleet, and one blue/green update's new fleet beside them."""
     for i, quota in enumerate(targets):
         if quota.service_code != "sagemaker" or not quota.name.endswith(quotas.ENDPOINT_USAGE):
             continue
-        if quota.value < widest.update_instances:
+        instance_type = quota.name.removesuffix(quotas.ENDPOINT_USAGE)
+        base_instances = base.instances if base is not None and base.instance_type == instance_type else 0
+        needed, why = deployments.endpoint_usage(endpoints, base_instances)
+        if quota.value < needed:
             raise ConfigError(
                 f"{path}.quotas[{i}].value: {quota.value!r} is not accepted for {quota.name!r}; accepted: at "
-                f"least {widest.update_instances}: a blue/green update of endpoint {widest.name!r} runs its new "
-                f"fleet beside the old one, {widest.largest_fleet} instance(s) each (instance_count, or "
-                "autoscaling.max_instances), and a version of any recipe may be deployed to it"
+                f"least {needed}: {why}, all of {instance_type} at once"
             )
 
 

@@ -259,7 +259,7 @@ def execution_arn_for(state_machine_arn: str, name: str) -> str:
 
 def validate_execution_name(name: str) -> str:
     """An execution name Step Functions accepts, or a one-line error."""
-    if not _EXECUTION_NAME.match(name):
+    if not _EXECUTION_NAME.fullmatch(name):
         raise HfpipeError(
             f"--name {name!r} is not a valid execution name: use 1 to 80 letters, digits, '-' or '_'"
         )

@@ -71,7 +71,7 @@ def derive_names(execution_name: str, env: str) -> dict[str, str]:
     names = {"training_job_name": base}
     names.update({f"{kind}_name": base + suffix for kind, suffix in _SUFFIXES.items()})
     for value in names.values():
-        assert _SAGEMAKER_NAME.match(value), value
+        assert _SAGEMAKER_NAME.fullmatch(value), value
     return names
 
 

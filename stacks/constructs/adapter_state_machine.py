@@ -2,7 +2,8 @@
 rolled back or deleted (docs/adapters.md, "Deploying an adapter"). Made where cdk.json declares a shared base.
 
 Action? -> [delete: Delete -> Gone -> Deleted] |
-Apply -> WaitAdapter -> SmokeTest -> Bake -> BakeCheck -> Deployed.
+Apply -> WaitAdapter -> SmokeTest -> BakeStart -> [Bake -> BakeProbe -> BakeCheck -> Baked?] x BAKE_PROBES
+-> Deployed.
 
 Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created; while it
 waits for the shared base to come up it raises AdapterNotReady, retried every ``POLL`` for at most
@@ -15,7 +16,9 @@ error that sent it there. Only the one adapter's component is touched on any pat
 SageMaker's rolling update of an inference component (UpdateInferenceComponent's DeploymentConfig) moves
 copies of a component in batches with alarms; an adapter component has no copies of its own (it uses its
 base's), so the state machine states its own mechanism with the same guarantees: the smoke test, a bake of
-``BAKE_SECONDS`` watching the adapter's own error metrics, and the way back.
+``BAKE_SECONDS`` that calls the adapter ``BAKE_PROBES`` times (BakeProbe: the SmokeTest function; each call
+must answer) and reads the adapter's own error metrics after each (BakeCheck: any error fails it; metrics with
+no datapoints never pass it, the answers do), and the way back.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from stacks.constructs.pipeline_state_machine import (
     THROTTLING_ATTEMPTS,
 )
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
-from stacks.functions.adapter import BAKE_SECONDS, AdapterFunction
+from stacks.functions.adapter import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
 from stacks.functions.common import handler_of
 
 J = sfn.JsonPath
@@ -122,9 +125,17 @@ class AdapterStateMachine(Construct):
         apply.add_catch(refused, errors=["AdapterRefused"], result_path=ERROR)
         apply.add_catch(failed, errors=["States.ALL"], result_path=ERROR)
         wait = self._step("WaitAdapter", "wait", "$.status", waits=True, applied=J.object_at(APPLIED))
-        smoke = tasks.LambdaInvoke(
+        smoke = self._smoke("SmokeTest", "$.smoke_test")
+        for state in (wait, smoke):
+            state.add_catch(way_back, errors=["States.ALL"], result_path=ERROR)
+        deployed = sfn.Succeed(self, "Deployed", output_path=APPLIED)
+        return apply.next(wait).next(smoke).next(self._bake(way_back, deployed))
+
+    def _smoke(self, cid: str, result_path: str) -> tasks.LambdaInvoke:
+        """The SmokeTest function's call of the adapter's component with its version's smoke test."""
+        return tasks.LambdaInvoke(
             self,
-            "SmokeTest",
+            cid,
             lambda_function=self._functions["smoke_test"],
             payload=sfn.TaskInput.from_object(
                 {
@@ -133,15 +144,35 @@ class AdapterStateMachine(Construct):
                 }
             ),
             payload_response_only=True,
-            result_path="$.smoke_test",
+            result_path=result_path,
             retry_on_service_exceptions=True,
         )
-        bake = sfn.Wait(self, "Bake", time=sfn.WaitTime.duration(cdk.Duration.seconds(BAKE_SECONDS)))
-        check = self._step("BakeCheck", "bake", "$.bake", applied=J.object_at(APPLIED))
-        for state in (wait, smoke, check):
+
+    def _bake(self, way_back: sfn.IChainable, deployed: sfn.Succeed) -> sfn.Chain:
+        """BAKE_PROBES rounds over BAKE_SECONDS: wait, call the adapter (each call must answer), read its
+        errors (BakeCheck, the function's ``bake`` step, says when the rounds are ``done``)."""
+        start = sfn.Pass(
+            self,
+            "BakeStart",
+            result=sfn.Result.from_object({"probes": 0, "done": False}),
+            result_path="$.bake",
+        )
+        wait = sfn.Wait(
+            self, "Bake", time=sfn.WaitTime.duration(cdk.Duration.seconds(BAKE_SECONDS // BAKE_PROBES))
+        )
+        probe = self._smoke("BakeProbe", "$.bake_probe")
+        check = self._step(
+            "BakeCheck",
+            "bake",
+            "$.bake",
+            applied=J.object_at(APPLIED),
+            bake=J.object_at("$.bake"),
+            probe=J.object_at("$.bake_probe"),
+        )
+        for state in (probe, check):
             state.add_catch(way_back, errors=["States.ALL"], result_path=ERROR)
-        deployed = sfn.Succeed(self, "Deployed", output_path=APPLIED)
-        return apply.next(wait).next(smoke).next(bake).next(check).next(deployed)
+        baked = sfn.Choice(self, "Baked?").when(sfn.Condition.boolean_equals("$.bake.done", True), deployed)
+        return start.next(wait).next(probe).next(check).next(baked.otherwise(wait))
 
     def _way_back(self, failed: sfn.Fail) -> sfn.Chain:
         back = self._step("WayBack", "way_back", "$.way_back", applied=J.object_at(APPLIED))

@@ -5,14 +5,17 @@ Made only where cdk.json declares the environment's ``shared_base``. Its environ
 (``SHARED_BASE``, validated at synth, its fit checked against the image catalog's GPU table), the vLLM image
 the base serves on (``SHARED_BASE_IMAGE``: the catalog's newest vLLM container), the GPUs of its instance
 (``SHARED_BASE_GPUS``), the execution role (``EXECUTION_ROLE_ARN``: the base model's role, which pulls the
-image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``).
+image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``, ``BAKE_PROBES``).
 
 Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
 for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
 endpoint config and endpoint (hfpipe-<env>-shared-base only); create (request tags), update, delete (resource
-tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components and
-read the bake's CloudWatch metrics (actions without resource types: ``*``); pass the execution role to
-SageMaker; list and read its own state machine's executions (one change at a time per adapter). Nothing else.
+tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components,
+read the bake's CloudWatch metrics and the account's Service Quotas (actions without resource types: ``*``);
+read this environment's endpoints and endpoint configs (hfpipe-<env>-*: before the base is made, what its
+named endpoints run of the base's instance type counts against the same endpoint-usage quota); pass the
+execution role to SageMaker; list and read its own state machine's executions (one change at a time per
+adapter). Nothing else.
 """
 
 from __future__ import annotations
@@ -26,12 +29,20 @@ from constructs import Construct
 from hfpipe import contract
 from hfpipe.core.adapters import adapter_fit
 from hfpipe.core.adapters.shared_base import SharedBase
-from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, pipeline_function
+from stacks.functions.common import (
+    FunctionSettings,
+    PassRoleGrant,
+    deploy_arn,
+    owned_by,
+    pipeline_function,
+)
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
 from stacks.nag import acknowledge, rendered
 
-#: The bake: seconds the adapter's component is watched for errors after its smoke test passed.
+#: The bake: seconds the adapter's component is watched after its smoke test passed, and the probes of it in
+#: that time (one every BAKE_SECONDS / BAKE_PROBES seconds, each the smoke test's call: each must answer).
 BAKE_SECONDS = 300
+BAKE_PROBES = 5
 #: The base component's host memory (Specification.ComputeResourceRequirements.MinMemoryRequiredInMb): its
 #: weights live on the GPUs; AWS's adapter examples reserve 1,024 MB of host memory for a base component.
 BASE_MEMORY_MB = 1024
@@ -93,6 +104,7 @@ class AdapterFunction(Construct):
         region: str,
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
+        named_endpoints: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
@@ -108,9 +120,13 @@ class AdapterFunction(Construct):
                 "SHARED_BASE_MEMORY_MB": str(BASE_MEMORY_MB),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
                 "BAKE_SECONDS": str(BAKE_SECONDS),
+                "BAKE_PROBES": str(BAKE_PROBES),
+                # The environment's named endpoints (cdk.json), counted beside the base it would make.
+                "NAMED_ENDPOINTS": ",".join(contract.deployed_endpoint_name(env, n) for n in named_endpoints),
             },
         )
         grant_pass_role(self.role)
+        self._env = env
         self._grant(env)
 
     def _grant(self, env: str) -> None:
@@ -160,6 +176,11 @@ class AdapterFunction(Construct):
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
             )
+        self._grant_reads(env)
+        self._acknowledge(stack, versions, components, executions)
+
+    def _grant_reads(self, env: str) -> None:
+        """The reads without resource types, and what the environment's named endpoints run (the quota)."""
         # No resource types (Service Authorization Reference: SageMaker's ListInferenceComponents,
         # ListModelPackageGroups and ListModelPackages; CloudWatch's GetMetricStatistics).
         unscoped = [
@@ -167,9 +188,19 @@ class AdapterFunction(Construct):
             "sagemaker:ListModelPackageGroups",
             "sagemaker:ListModelPackages",
             "cloudwatch:GetMetricStatistics",
+            # The base's endpoint-usage quota, read before the base is made (hfpipe.core.run.quotas).
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ]
         self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
-        self._acknowledge(stack, versions, components, executions)
+        # Before the base is made: what the environment's named endpoints run of its type (the quota).
+        neighbours = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
+                resources=neighbours,
+            )
+        )
 
     def _acknowledge(self, stack: cdk.Stack, versions: str, components: str, executions: str) -> None:
         for resource, reason in (
@@ -190,9 +221,21 @@ class AdapterFunction(Construct):
                 "refuse a change while another one of the same adapter runs.",
             ),
             (
+                deploy_arn(self, "endpoint", self._env),
+                "Reads (DescribeEndpoint) the environment's endpoints (hfpipe-<env>-*: its named endpoints and "
+                "its shared base) before the base is made: what they run of the base's instance type counts "
+                "against the same endpoint-usage quota; read-only.",
+            ),
+            (
+                deploy_arn(self, "endpoint-config", self._env),
+                "Reads (DescribeEndpointConfig) the configs of the environment's endpoints (hfpipe-<env>-*): "
+                "the instance type each variant runs; read-only.",
+            ),
+            (
                 "*",
-                "ListInferenceComponents, ListModelPackageGroups, ListModelPackages and GetMetricStatistics "
-                "have no resource types (Service Authorization Reference); all are read-only.",
+                "ListInferenceComponents, ListModelPackageGroups, ListModelPackages, GetMetricStatistics, "
+                "Service Quotas' ListServiceQuotas and ListAWSDefaultServiceQuotas have no resource types "
+                "(Service Authorization Reference); all are read-only.",
             ),
         ):
             acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

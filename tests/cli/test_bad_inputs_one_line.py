@@ -110,6 +110,9 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (files, ("invoke", "--local", "--data", DEEP), 1, ["--data is nested deeper than can be read"]),
     (files, ("invoke", "--local", "--file", "deep.jsonl"), 1, ["--file deep.jsonl is nested deeper than can be read"]),
     (files, ("invoke", "--local", "--data", "{}", "--parameters", DEEP), 1, ["--parameters is nested deeper"]),
+    # an adapter's name matched whole, and its component's name within InferenceComponentName's 63 characters
+    (files, ("deploy", "--env", "dev", "--adapter", "support\n", "--delete"), 1, ["--adapter: 'support\\n' is not accepted"]),
+    (files, ("deploy", "--env", "abcdefghijklmnop", "--adapter", "a" * 32, "--model", "tiny/1"), 1, ["--adapter: 'aaaa", "of 64 characters", "an adapter name of at most 31 characters in environment 'abcdefghijklmnop'"]),
 ]
 # fmt: on
 

@@ -176,13 +176,46 @@ def test_cdk_json_declares_summaries_and_classifier_in_dev_and_prod(synthesized)
 
 def test_cdk_jsons_deploys_would_be_accepted_by_aws(synthesized):
     """Every named endpoint's traffic shifting fits its fleet, and every endpoint-usage quota holds both fleets
-    of an update of the largest one."""
+    of an update of the largest one beside every other named endpoint and the shared base of its type."""
     for env in synthesized.environments.values():
         for e in env.endpoints:
             assert fleets.shifting_problem(e.traffic.type, e.instance_count) is None, (env.name, e)
-            for quota in env.quotas:
-                if quota.name.endswith(" for endpoint usage"):
-                    assert quota.value >= 2 * e.largest_fleet, (env.name, quota, e.name)
+        fleet_sum = sum(e.largest_fleet for e in env.endpoints)
+        for quota in env.quotas:
+            if quota.name.endswith(" for endpoint usage"):
+                assert quota.value >= 2 * max(e.largest_fleet for e in env.endpoints), (env.name, quota)
+                base = env.shared_base
+                held = base.instances if base and quota.name.startswith(f"{base.instance_type} ") else 0
+                assert quota.value >= held + fleet_sum + max(e.largest_fleet for e in env.endpoints)
+    # dev's figures: the base holds one ml.g5.4xlarge, summaries and classifier one each, an update one more.
+    dev = {q.name: q.value for q in synthesized.environments["dev"].quotas}
+    assert dev["ml.g5.4xlarge for endpoint usage"] == 4
+
+
+def test_endpoint_quotas_count_the_shared_base():
+    """dev's figures: the shared base holds one ml.g5.4xlarge, and a blue/green update of a named endpoint on
+    ml.g5.4xlarge needs two more (its old fleet and its new one) beside it: a quota of 2 cannot hold them."""
+    base = {"base_model": "my-org/base-8b", "instance_type": "ml.g5.4xlarge", "max_adapters": 2}
+    quota = [{"name": "ml.g5.4xlarge for endpoint usage", "value": 2}]
+    with pytest.raises(ConfigError) as raised:
+        parse_environment("dev", {**DEV, "shared_base": base, "endpoints": {"s": {}}, "quotas": quota})
+    assert str(raised.value) == (
+        "hfpipe:environments.dev.quotas[0].value: 2 is not accepted for 'ml.g5.4xlarge for endpoint usage'; "
+        "accepted: at least 3: the shared base's 1 (shared_base.copies), the named endpoints' fleets (s 1; "
+        "instance_count, or autoscaling.max_instances), a blue/green update's new fleet beside them (1, "
+        "endpoint 's'), all of ml.g5.4xlarge at once"
+    )
+    three = [dict(quota[0], value=3)]
+    assert parse_environment("dev", {**DEV, "shared_base": base, "endpoints": {"s": {}}, "quotas": three})
+    # The base alone: its copies, one instance each.
+    copies = [dict(quota[0], value=1)]
+    with pytest.raises(
+        ConfigError, match=r"accepted: at least 2: the shared base's 2 \(shared_base\.copies\)"
+    ):
+        parse_environment("dev", {**DEV, "shared_base": {**base, "copies": 2}, "quotas": copies})
+    # A base of another type counts nothing against this quota.
+    other = {**base, "instance_type": "ml.g5.12xlarge"}
+    assert parse_environment("dev", {**DEV, "shared_base": other, "endpoints": {"s": {}}, "quotas": quota})
 
 
 @pytest.mark.parametrize(
@@ -191,9 +224,9 @@ def test_cdk_jsons_deploys_would_be_accepted_by_aws(synthesized):
         (
             {"endpoints": {"s": {}}, "quotas": [{"name": "ml.g5.xlarge for endpoint usage", "value": 1}]},
             "hfpipe:environments.dev.quotas[0].value: 1 is not accepted for 'ml.g5.xlarge for endpoint usage'; "
-            "accepted: at least 2: a blue/green update of endpoint 's' runs its new fleet beside the old one, 1 "
-            "instance(s) each (instance_count, or autoscaling.max_instances), and a version of any recipe may "
-            "be deployed to it",
+            "accepted: at least 2: the named endpoints' fleets (s 1; instance_count, or "
+            "autoscaling.max_instances), a blue/green update's new fleet beside them (1, endpoint 's'), all of "
+            "ml.g5.xlarge at once",
         ),
         (
             {
@@ -210,7 +243,8 @@ def test_cdk_jsons_deploys_would_be_accepted_by_aws(synthesized):
                 ],
             },
             "hfpipe:environments.dev.quotas[1].value: 5 is not accepted for 'ml.m5.large for endpoint usage'; "
-            "accepted: at least 6: a blue/green update of endpoint 'b' runs its new fleet beside the old one, 3",
+            "accepted: at least 7: the named endpoints' fleets (a 1, b 3; instance_count, or "
+            "autoscaling.max_instances), a blue/green update's new fleet beside them (3, endpoint 'b')",
         ),
     ],
 )
@@ -218,7 +252,7 @@ def test_endpoint_quotas_must_hold_both_fleets_of_an_update(entry, message):
     with pytest.raises(ConfigError) as raised:
         parse_environment("dev", {**DEV, **entry})
     assert str(raised.value).startswith(message), str(raised.value)
-    ok = dict(entry, quotas=[dict(q, value=6) for q in entry["quotas"]])
+    ok = dict(entry, quotas=[dict(q, value=7) for q in entry["quotas"]])
     assert parse_environment("dev", {**DEV, **ok}).endpoints
 
 

@@ -122,7 +122,8 @@ def test_snapshot_per_stack(synthesized, snapshot):
 FIXED_QUOTAS = [
     {"name": "ml.g5.2xlarge for training job usage", "value": 1},
     {"name": "ml.g5.2xlarge for spot training job usage", "value": 2},
-    {"name": "ml.g5.4xlarge for endpoint usage", "value": 2},
+    # What dev's endpoints can hold of it at once (stacks.config: the base, both named endpoints, an update).
+    {"name": "ml.g5.4xlarge for endpoint usage", "value": 4},
 ]
 FIXED_USERS = {
     "ml.g5.2xlarge for training job usage": ("recipe-a", "recipe-b"),

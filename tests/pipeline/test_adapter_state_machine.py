@@ -8,13 +8,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from accounts import ACCOUNT
+from accounts import ACCOUNT, ACCOUNT_D
 
 from hfpipe import contract
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
+from stacks.functions.adapter import BAKE_PROBES
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +143,13 @@ def test_two_adapters_make_one_base_one_fleet_and_each_is_smoke_tested(clean):
         "CreateEndpoint",
         "CreateInferenceComponent",
     ]
-    assert first.states == ["Action?", "Apply", "WaitAdapter", "SmokeTest", "Bake", "BakeCheck", "Deployed"]
+    bake = ["Bake", "BakeProbe", "BakeCheck", "Baked?"] * BAKE_PROBES
+    assert first.states == ["Action?", "Apply", "WaitAdapter", "SmokeTest", "BakeStart", *bake, "Deployed"]
+    baked = exited(first, "BakeCheck")["bake"]
+    assert (baked["probes"], baked["done"]) == (BAKE_PROBES, True)
+    assert (
+        baked["metrics"] == f"{BAKE_PROBES + 1} Invocations counted"
+    )  # the smoke test's call and the probes'
     smoke = exited(first, "SmokeTest")["smoke_test"]
     assert smoke["response"]["model"] == component_name(ENV, "support")  # the call named the adapter
     second = run(clean, action="deploy", adapter="sales", version=v2)
@@ -197,6 +205,9 @@ def test_the_same_version_again_changes_nothing(clean):
         ("bad name", "--adapter: 'Bad_Name' is not accepted"),
         ("bad input", "not accepted; accepted: "),
         ("unknown version", "not found"),
+        ("newline name", "--adapter: 'support\\n' is not accepted"),  # not a second component
+        ("other region", "a version in region us-west-2, account"),  # not "not found"
+        ("other account", f"account {ACCOUNT_D}; environment 'dev' is in region"),
     ],
 )
 def test_a_refused_deploy_creates_nothing(clean, case, message):
@@ -212,6 +223,12 @@ def test_a_refused_deploy_creates_nothing(clean, case, message):
         request = {"action": "deploy", "adapter": "support"}
     elif case == "unknown version":
         request["version"] = version.rsplit("/", 1)[0] + "/999"
+    elif case == "newline name":
+        request["adapter"] = "support\n"
+    elif case == "other region":
+        request["version"] = version.replace(":eu-west-1:", ":us-west-2:")
+    elif case == "other account":
+        request["version"] = version.replace(f":{ACCOUNT}:", f":{ACCOUNT_D}:")
     r = run(clean, **request)
     assert (r.status, r.error) == ("FAILED", "AdapterRefused"), r.cause
     assert message in json.loads(r.cause)["errorMessage"]
@@ -219,6 +236,42 @@ def test_a_refused_deploy_creates_nothing(clean, case, message):
     assert components(clean) == []
     sm = clean.client("sagemaker")
     assert not [e for e in sm.list_endpoints()["Endpoints"] if e["EndpointName"] == NAMES.endpoint]
+
+
+def test_an_adapter_that_would_make_the_base_checks_its_quota_beside_the_named_endpoints(clean):
+    """The first adapter makes the base: the endpoint-usage quota of its type must hold its instance beside
+    what the environment's named endpoints run of that type (read from SageMaker); refused with nothing
+    created otherwise."""
+    sm, summaries = clean.client("sagemaker"), contract.deployed_endpoint_name(ENV, "summaries")
+    role = f"arn:aws:iam::{ACCOUNT}:role/r"
+    sm.create_model(ModelName=summaries, ExecutionRoleArn=role, PrimaryContainer={"Image": "image"})
+    variant = {"VariantName": "AllTraffic", "ModelName": summaries, "InstanceType": "ml.g5.4xlarge"}
+    sm.create_endpoint_config(
+        EndpointConfigName=summaries, ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName=summaries, EndpointConfigName=summaries)
+    before = clean.quotas.value_for
+    version = register(clean)
+    try:
+        clean.quotas.value_for = lambda name: 1.0 if name == "ml.g5.4xlarge for endpoint usage" else 100.0
+        r = run(clean, action="deploy", adapter="support", version=version)
+        assert (r.status, r.error, r.states) == ("FAILED", "AdapterRefused", ["Action?", "Apply", "Refused"])
+        assert json.loads(r.cause)["errorMessage"] == (
+            f"shared base {NAMES.endpoint}: quota 'ml.g5.4xlarge for endpoint usage': applied value 1 < needed "
+            "2; request an increase (the QuotaStack does this for the quotas in cdk.json): its 1 instance(s) of "
+            f"ml.g5.4xlarge (shared_base.copies), {summaries} 1 beside it must fit before the base is made; "
+            "raise the quota (cdk.json quotas, the QuotaStack) or lower shared_base.copies"
+        )
+        assert components(clean) == [] and NAMES.endpoint not in [
+            e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]
+        ]
+        clean.quotas.value_for = lambda name: 2.0 if name == "ml.g5.4xlarge for endpoint usage" else 100.0
+        assert run(clean, action="deploy", adapter="support", version=version).status == "SUCCEEDED"
+    finally:
+        clean.quotas.value_for = before
+        sm.delete_endpoint(EndpointName=summaries)
+        sm.delete_endpoint_config(EndpointConfigName=summaries)
+        sm.delete_model(ModelName=summaries)
 
 
 def test_deleting_an_adapter_not_on_the_base_is_refused(clean):
@@ -262,8 +315,81 @@ def test_errors_during_the_bake_put_the_adapter_back(clean):
     clean.component = erring
     updated = run(clean, action="deploy", adapter="baked", version=v2)
     assert (updated.status, updated.error) == ("FAILED", "AdapterBakeFailed"), updated.cause
-    assert "Invocation5XXErrors 1" in json.loads(updated.cause)["errorMessage"]
+    # The smoke test's call and the first probe's each put one (the first BakeCheck fails the bake).
+    assert "Invocation5XXErrors 2" in json.loads(updated.cause)["errorMessage"]
+    assert updated.states.count("BakeCheck") == 1
     assert serving(clean, "baked") == artifact(clean, v1)
+
+
+def test_an_adapter_that_stops_answering_during_the_bake_is_put_back(clean):
+    """The bake calls the adapter BAKE_PROBES times: one that answered the smoke test and then stops answering
+    fails the bake (its error metrics counted in local CloudWatch), and the adapter goes back."""
+    v1, v2 = register(clean), register(clean)
+    assert run(clean, action="deploy", adapter="flaky", version=v1).status == "SUCCEEDED"
+    calls = itertools.count()
+
+    def failing_after_the_smoke_test(route: Any, body: Any) -> Any:
+        if route.adapter_artifact == artifact(clean, v2) and next(calls) >= 2:
+            raise clean.traffic.InvocationError(500, "CUDA error: an illegal memory access")
+        return chat_answer(route, body)
+
+    clean.component = failing_after_the_smoke_test
+    updated = run(clean, action="deploy", adapter="flaky", version=v2)
+    assert updated.status == "FAILED", updated.cause
+    assert "BakeProbe" in updated.states and updated.states[-3:] == ["WayBack", "WayBackSettled", "Failed"]
+    assert updated.states.count("BakeCheck") == 1  # the first probe answered, the second did not
+    assert "ModelError" in updated.cause
+    assert serving(clean, "flaky") == artifact(clean, v1)
+    now = datetime.now(UTC)
+    (point,) = clean.client("cloudwatch").get_metric_statistics(
+        Namespace="AWS/SageMaker",
+        MetricName="InvocationModelErrors",
+        Dimensions=[{"Name": "InferenceComponentName", "Value": component_name(ENV, "flaky")}],
+        StartTime=now - timedelta(minutes=10),
+        EndTime=now + timedelta(minutes=1),
+        Period=900,
+        Statistics=["Sum"],
+    )["Datapoints"]
+    assert point["Sum"] == 1.0
+
+
+def _bake(probe: Any, progress: Any = None, sums: dict[str, float] | None = None) -> dict[str, Any]:
+    """One round of the bake step against CloudWatch holding one datapoint of each metric in ``sums``."""
+    from pipeline_lambdas import adapter
+
+    class Metrics:
+        def get_metric_statistics(self, MetricName: str, **_: Any) -> dict[str, Any]:
+            found = (sums or {}).get(MetricName)
+            return {"Datapoints": [] if found is None else [{"Sum": found}]}
+
+    applied = {
+        "adapter": "support",
+        "component": component_name(ENV, "support"),
+        "applied_at": datetime.now(UTC).isoformat(),
+    }
+    return dict(adapter.bake(applied, Metrics(), 300, probes=2, progress=progress, probe=probe))
+
+
+def test_a_bake_with_no_data_does_not_pass():
+    """No answer is never healthy: a round without its probe's answer fails, with CloudWatch holding no
+    datapoint at all (what passed before); metrics with no datapoints pass nothing, they are reported as
+    such; errors fail it; the bake is done after its probes' answers only."""
+    from pipeline_lambdas.adapter import AdapterBakeFailed
+
+    for probe in (None, {}, {"ok": False}):
+        with pytest.raises(
+            AdapterBakeFailed,
+            match=r"probe 1 of 2 during the 300 s bake brought no answer \(.*\); a bake with no answer is not healthy",
+        ):
+            _bake(probe)
+    first = _bake({"ok": True, "latency_ms": 12.0})
+    assert (first["probes"], first["done"]) == (1, False)  # one answer of two: not done
+    assert first["metrics"] == "no datapoints (not counted as healthy)"
+    second = _bake({"ok": True}, progress=first, sums={"Invocations": 3.0, "Invocation5XXErrors": 0.0})
+    assert (second["probes"], second["done"]) == (2, True)
+    assert second["metrics"] == "3 Invocations counted"
+    with pytest.raises(AdapterBakeFailed, match="errors during the 300 s bake: InvocationModelErrors 2"):
+        _bake({"ok": True}, progress=first, sums={"Invocations": 3.0, "InvocationModelErrors": 2.0})
 
 
 def test_a_retried_apply_creates_nothing_twice(clean):

@@ -132,6 +132,37 @@ def test_bad_arguments_are_refused_before_anything_runs(
     assert after == before
 
 
+@pytest.mark.parametrize(
+    ("region", "account"), [("us-west-2", ACCOUNT), ("eu-west-1", ACCOUNT_B)], ids=["region", "account"]
+)
+def test_an_adapters_version_of_another_region_or_account_says_so(
+    deployed_env: Any, capsys: Any, region: str, account: str
+) -> None:
+    """deploy --adapter reads where the environment is from its adapter state machine's ARN, as deploy does
+    from its deploy state machine's: a version ARN elsewhere is said so, not "not found", and nothing starts."""
+    machine = deployed_env.state_machine_arns[contract.adapter_state_machine_name("dev")]
+    deployed_env.client("ssm").put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_ADAPTER_STATE_MACHINE_ARN),
+        Value=machine,
+        Type="String",
+        Overwrite=True,
+    )
+    before = deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+    version = f"arn:aws:sagemaker:{region}:{account}:model-package/hfpipe-dev-tiny-adapter/1"
+    code, _, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--adapter", "a", "--model", version
+    )
+    assert (
+        code == 1 and f"--model: version {version!r}: a version in region {region}, account {account}" in err
+    )
+    assert "environment 'dev' is in region eu-west-1" in err, err
+    after = deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+    assert after == before
+    deployed_env.client("ssm").delete_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_ADAPTER_STATE_MACHINE_ARN)
+    )
+
+
 def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     from datetime import UTC, datetime
 

@@ -151,6 +151,64 @@ def test_a_first_deploy_needs_the_quota_for_its_one_fleet(clients):
     assert prepare(clients, settings, quota=2)["action"] == "create"
 
 
+@contextlib.contextmanager
+def running(clients: dict[str, Any], name: str, instances: int, model: bool = True) -> Any:
+    """Endpoint ``name`` holding ``instances`` of TYPE (``model``: False, an inference-component endpoint as
+    the shared base's: a variant naming no model), deleted afterwards."""
+    sm = clients["sagemaker"]
+    variant = {"VariantName": "AllTraffic", "InstanceType": TYPE, "InitialInstanceCount": instances}
+    if model:
+        sm.create_model(ModelName=name, ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "image"})
+        variant["ModelName"] = name
+    sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[variant], ExecutionRoleArn=ROLE)
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    try:
+        yield
+    finally:
+        sm.delete_endpoint(EndpointName=name)
+        sm.delete_endpoint_config(EndpointConfigName=name)
+        if model:
+            sm.delete_model(ModelName=name)
+
+
+def test_the_endpoint_quota_counts_the_shared_base_and_the_other_named_endpoints(clients):
+    """What the environment runs of the fleet's type counts (read from SageMaker): the shared base's instance
+    and another named endpoint's beside a first deploy of one instance need 3; a quota of 2 is refused."""
+    from pipeline_lambdas import deploy_prepare
+
+    base = contract.deployed_endpoint_name(ENV, contract.SHARED_BASE)
+    other = contract.deployed_endpoint_name(ENV, "other")
+    settings = EndpointSettings(name=NAME)
+    declared = {NAME: settings, "other": EndpointSettings(name="other")}
+
+    def first_deploy(quota: float) -> Any:
+        return deploy_prepare.prepare(
+            {"version": register_in(clients["sagemaker"]), "endpoint": NAME},
+            f"deploy-{next(_ids)}",
+            ENV,
+            declared,
+            ROLE,
+            {**clients, "service-quotas": quotas(quota)},
+        )
+
+    with running(clients, base, 1, model=False), running(clients, other, 1):
+        assert deploy_prepare.running_of_type(clients["sagemaker"], (other, base), TYPE) == {
+            other: 1,
+            base: 1,
+        }
+        assert deploy_prepare.running_of_type(clients["sagemaker"], (other, base), "ml.g5.4xlarge") == {}
+        with pytest.raises(deploy_prepare.EndpointQuotaTooLow) as refused:
+            first_deploy(2)
+        assert str(refused.value).startswith(
+            f"quota '{TYPE} for endpoint usage': applied value 2 < needed 3; request an increase"
+        )
+        assert (
+            f"the new fleet (1 instance(s) of {TYPE}), {other} 1 beside it, {base} 1 beside it must fit"
+            in str(refused.value)
+        )
+        assert first_deploy(3).action == "create"
+
+
 def test_the_way_back_keeps_an_autoscaled_fleets_live_count(clients):
     """Autoscaling grew the fleet to 5: the new fleet starts with 5, and the way back after a failed smoke test
     keeps the live count (RetainAllVariantProperties) instead of the previous config's initial 2."""
@@ -324,3 +382,22 @@ def test_cloudwatch_throttling_the_alarms_look_is_an_error_the_state_machine_ret
     states = state_machine_definition(template, contract.deploy_state_machine_name(ENV))["States"]
     for state in ("Prepare", "PrepareAgain"):
         assert any("AlarmLookupThrottled" in r["ErrorEquals"] for r in states[state]["Retry"]), state
+
+
+def test_an_endpoint_being_updated_counts_both_fleets_of_the_type():
+    """DescribeEndpoint's live variants (their type from the config) and, during an update, its
+    PendingDeploymentSummary's variants (their own InstanceType) both hold instances."""
+    from hfpipe.core.deploy.fleets import instances_of_type
+
+    config = {"ProductionVariants": [{"VariantName": "AllTraffic", "InstanceType": TYPE}]}
+    endpoint = {
+        "ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": 2}],
+        "PendingDeploymentSummary": {
+            "ProductionVariants": [
+                {"VariantName": "AllTraffic", "InstanceType": TYPE, "CurrentInstanceCount": 1}
+            ]
+        },
+    }
+    assert instances_of_type(endpoint, config, TYPE) == 3
+    assert instances_of_type(endpoint, config, "ml.g5.4xlarge") == 0
+    assert instances_of_type(None, None, TYPE) == 0

@@ -349,6 +349,34 @@ def test_a_call_routed_to_an_inference_component_counts_as_its_invocations(fresh
     assert point["Sum"] == 2.0
 
 
+def test_a_components_answers_put_the_errors_the_bake_reads(fresh):
+    """What the adapter state machine's bake reads per component (Invocation5XXErrors, InvocationModelErrors,
+    dimension InferenceComponentName) is what local mode publishes for each answer: 0 for an answer, 1 in
+    each error class the container's status falls in."""
+    cw = fresh.client("cloudwatch")
+    component = f"cw-component-{next(_ids)}"
+    assert fresh.inference_components.answered == fresh.count_answer
+    for status in (200, 200, 424, 503):
+        fresh.count_answer(ACCOUNT, fresh.region, component, status)
+    now = datetime.now(UTC)
+
+    def sums(metric: str) -> tuple[float, float]:
+        (point,) = cw.get_metric_statistics(
+            Namespace="AWS/SageMaker",
+            MetricName=metric,
+            Dimensions=[{"Name": "InferenceComponentName", "Value": component}],
+            StartTime=now - timedelta(minutes=5),
+            EndTime=now + timedelta(minutes=1),
+            Period=600,
+            Statistics=["Sum", "SampleCount"],
+        )["Datapoints"]
+        return point["Sum"], point["SampleCount"]
+
+    assert sums("Invocation4XXErrors") == (1.0, 4.0)
+    assert sums("Invocation5XXErrors") == (1.0, 4.0)
+    assert sums("InvocationModelErrors") == (2.0, 4.0)
+
+
 def test_a_local_job_is_in_progress_from_the_first_act_of_its_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -172,6 +172,18 @@ def test_aws_refusals_of_a_component_and_of_an_adapter(world):
     assert "is itself an adapter component" in refused(lambda: create_adapter(sm, "b", base="a"))
 
 
+def test_a_component_name_is_matched_whole_as_aws_matches_it(world):
+    """botocore's InferenceComponentName pattern is the whole value: a name and a newline is not the name (the
+    emulation's pattern ended in ``$``, which Python also matches before a final newline)."""
+    sm, clock = world.sm, world.clock
+    create_base(sm)
+    clock.now += 60
+    assert "failed to satisfy constraint" in refused(lambda: create_base(sm, "base\n"))
+    assert "failed to satisfy constraint" in refused(lambda: create_adapter(sm, "support\n"))
+    listed = sm.list_inference_components(EndpointNameEquals=ENDPOINT)["InferenceComponents"]
+    assert [c["InferenceComponentName"] for c in listed] == ["base"]
+
+
 def test_a_base_outlives_its_adapters_and_an_update_keeps_its_base(world):
     sm, clock = world.sm, world.clock
     create_base(sm)

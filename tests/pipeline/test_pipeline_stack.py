@@ -76,7 +76,7 @@ def actions(statements):
 
 #: The adapter function's actions: the shared base made, adapter components created, updated, deleted and
 #: read, versions read and their groups listed, the bake's metrics, the execution role passed, one change at a
-#: time per adapter.
+#: time per adapter, the base's endpoint-usage quota read before the base is made.
 ADAPTER_ACTIONS = {
     "sagemaker:DescribeModelPackage",
     "sagemaker:CreateModel",
@@ -94,6 +94,8 @@ ADAPTER_ACTIONS = {
     "sagemaker:ListModelPackageGroups",
     "sagemaker:ListModelPackages",
     "cloudwatch:GetMetricStatistics",
+    "servicequotas:ListServiceQuotas",
+    "servicequotas:ListAWSDefaultServiceQuotas",
     "iam:PassRole",
     "states:ListExecutions",
     "states:DescribeExecution",

@@ -42,7 +42,7 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
             "(deploy it), --rollback (back to the previous approved version) and --delete"
         )
     try:
-        adapter_deploy.check_adapter_name(args.adapter)
+        adapter_deploy.component_name(args.env, args.adapter)  # the name, and its component's length
     except AdapterRefused as err:
         raise HfpipeError(str(err)) from None
     if args.model:
@@ -52,6 +52,19 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
             raise HfpipeError(f"--model: {exc}") from None
         return {"action": "deploy", "adapter": args.adapter, "version": args.model}
     return {"action": "rollback" if args.rollback else "delete", "adapter": args.adapter}
+
+
+def _check_location(request: dict[str, str], env: str, machine: str) -> None:
+    """A version ARN of another region or account than the environment's says so (SageMaker would answer
+    "not found"); the adapter state machine's ARN says where the environment is
+    (arn:aws:states:REGION:ACCOUNT:stateMachine:...)."""
+    if "version" not in request:
+        return
+    located = machine.split(":")
+    try:
+        registry.check_location(request["version"], env, region=located[3], account=located[4])
+    except registry.RegistryRefError as exc:
+        raise HfpipeError(f"--model: {exc}") from None
 
 
 def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
@@ -84,6 +97,7 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
             "entry declares shared_base, deployed (docs/adapters.md)"
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
+    _check_location(request, args.env, machine)
     component = adapter_deploy.component_name(args.env, args.adapter)
     before = aws.call(
         f"reading inference component {component}", serving, sagemaker=clients.sagemaker, component=component

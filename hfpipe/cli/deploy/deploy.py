@@ -100,7 +100,7 @@ def _checked(args: argparse.Namespace) -> tuple[str, int]:
         group, number = registry.parse_ref(args.model, args.env)
     except registry.RegistryRefError as exc:
         raise HfpipeError(f"--model: {exc}") from None
-    if not _NAME.match(args.endpoint):
+    if not _NAME.fullmatch(args.endpoint):
         raise HfpipeError(
             f"--endpoint: {args.endpoint!r} is not an endpoint name; accepted: a name declared under the "
             "environment's \"endpoints\" in cdk.json (lower-case letters, digits and '-')"

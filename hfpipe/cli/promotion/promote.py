@@ -85,7 +85,7 @@ def answer(desc: dict[str, Any]) -> Promoted:
 def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     """Start the target's Promote state machine for one source version; with --watch, wait for the result."""
     aws.validate_env_name(args.env)
-    if not _REF.match(args.version):
+    if not _REF.fullmatch(args.version):
         raise HfpipeError(
             f"VERSION {args.version!r} is not accepted; accepted: RECIPE/N or a model package version ARN of "
             f"the environment {args.env!r} promotes from"

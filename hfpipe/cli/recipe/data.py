@@ -35,7 +35,7 @@ FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
 
 def validate_name(name: str) -> str:
     """A prefix name that is safe in S3 URIs and recipes, or an error."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise HfpipeError(
             f"--name {name!r} is not a valid data set name: use lower-case letters, digits, '.', '_' or '-' "
             "(at most 100, starting with a letter or digit)"

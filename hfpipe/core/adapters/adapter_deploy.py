@@ -33,7 +33,11 @@ from hfpipe.kinds.serving import VLLM, serving_kind
 
 #: An adapter's name (`--adapter NAME`): it becomes the component hfpipe-<env>-adapter-NAME (at most 63
 #: characters of [a-zA-Z0-9-], botocore's InferenceComponentName) and what a call selects it by.
-ADAPTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+#: Matched whole (``fullmatch``), as AWS matches its patterns: Python's ``$`` also matches before a final
+#: newline, so ``re.match`` would take ``"support\n"`` for ``support`` and make a second component.
+ADAPTER_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
+#: InferenceComponentName's length limit (botocore's model of SageMaker: max 63).
+MAX_COMPONENT_NAME = 63
 #: The one variant of the shared base's endpoint config.
 VARIANT = "AllTraffic"
 #: The shared base's name among the environment's deployments (contract.SHARED_BASE): its model, endpoint
@@ -78,7 +82,7 @@ class BaseNames:
 
 def check_adapter_name(adapter: object) -> str:
     """``adapter`` when it is an adapter's name; AdapterRefused saying what is accepted otherwise."""
-    if not isinstance(adapter, str) or not ADAPTER_NAME.match(adapter):
+    if not isinstance(adapter, str) or not ADAPTER_NAME.fullmatch(adapter):
         raise AdapterRefused(
             f"--adapter: {adapter!r} is not accepted; accepted: 1 to 32 of a-z, 0-9 and '-', starting and "
             "ending with a letter or digit"
@@ -86,9 +90,30 @@ def check_adapter_name(adapter: object) -> str:
     return adapter
 
 
+def component_prefix(env: str) -> str:
+    """What every adapter component of ``env`` starts with: ``hfpipe-<env>-adapter-``."""
+    return f"{contract.PROJECT}-{env}-adapter-"
+
+
+def longest_adapter_name(env: str) -> int:
+    """The most characters an adapter's name may have in ``env``: the pattern's 32, or fewer where the
+    component name ``hfpipe-<env>-adapter-NAME`` would pass InferenceComponentName's 63."""
+    return min(32, MAX_COMPONENT_NAME - len(component_prefix(env)))
+
+
 def component_name(env: str, adapter: str) -> str:
-    """The adapter's inference component; AdapterRefused for a name that is not one."""
-    return f"{contract.PROJECT}-{env}-adapter-{check_adapter_name(adapter)}"
+    """The adapter's inference component; AdapterRefused for a name that is not one, or one whose component
+    name would be longer than SageMaker takes (checked before anything is made: AWS would refuse the
+    CreateInferenceComponent after the base exists)."""
+    name = f"{component_prefix(env)}{check_adapter_name(adapter)}"
+    if len(name) > MAX_COMPONENT_NAME:
+        raise AdapterRefused(
+            f"--adapter: {adapter!r} makes the inference component name {name!r} of {len(name)} characters; "
+            f"accepted: InferenceComponentName of at most {MAX_COMPONENT_NAME} characters (botocore's model of "
+            f"SageMaker), so an adapter name of at most {longest_adapter_name(env)} characters in environment "
+            f"{env!r}"
+        )
+    return name
 
 
 def tags(env: str) -> list[dict[str, str]]:

@@ -127,7 +127,7 @@ def parse_shared_base(entry: object, path: str) -> SharedBase | None:
         if required not in entry:
             raise SharedBaseError(f"{path}.{required}: required; accepted: {_KEYS[required]}")
     for key, pattern in (("base_model", _HUB_ID), ("instance_type", _INSTANCE_TYPE)):
-        if not isinstance(entry[key], str) or not pattern.match(entry[key]):
+        if not isinstance(entry[key], str) or not pattern.fullmatch(entry[key]):
             raise _rejected(f"{path}.{key}", entry[key], _KEYS[key])
     rank = entry.get("max_lora_rank", DEFAULT_LORA_RANK)
     if isinstance(rank, bool) or rank not in LORA_RANKS:

@@ -283,7 +283,7 @@ def parse_endpoint(env: str, name: object, entry: object, path: str) -> Endpoint
     )
     if (
         not isinstance(name, str)
-        or not _NAME.match(name)
+        or not _NAME.fullmatch(name)
         or len(contract.deployed_endpoint_name(env, name)) > 63
     ):
         raise _rejected(path, name, f"endpoint names of {accepted}")
@@ -402,3 +402,21 @@ def deployment_config(env: str, settings: EndpointSettings) -> dict[str, Any]:
         },
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": a.name} for a in alarm_specs(env, settings)]},
     }
+
+
+def endpoint_usage(endpoints: tuple[EndpointSettings, ...], base_instances: int) -> tuple[int, str]:
+    """(instances, why) of one instance type the environment's endpoints can hold at once, counted against the
+    account's "<type> for endpoint usage" quota: the shared base's instances when it is of that type
+    (``base_instances``: cdk.json's shared_base copies), every named endpoint's largest fleet (nothing binds a
+    named endpoint to an instance type: a version served on any type may be deployed to any of them), and the
+    new fleet of one blue/green update beside them (the largest; SageMaker runs both fleets until the bake
+    ends). Two updates at once need more: the deploy counts what runs before it starts (deploy_prepare)."""
+    fleets = sum(e.largest_fleet for e in endpoints)
+    widest = max(endpoints, key=lambda e: e.largest_fleet, default=None)
+    update = widest.largest_fleet if widest else 0
+    parts = [f"the shared base's {base_instances} (shared_base.copies)"] if base_instances else []
+    if widest is not None:
+        each = ", ".join(f"{e.name} {e.largest_fleet}" for e in endpoints)
+        parts.append(f"the named endpoints' fleets ({each}; instance_count, or autoscaling.max_instances)")
+        parts.append(f"a blue/green update's new fleet beside them ({update}, endpoint {widest.name!r})")
+    return base_instances + fleets + update, ", ".join(parts) or "nothing"

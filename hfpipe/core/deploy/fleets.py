@@ -53,3 +53,27 @@ def shifting_problem(traffic_type: str, instances: int) -> str | None:
             f"bake (bake_seconds) for this fleet, or at least {MIN_SHIFTING_INSTANCES} instances"
         )
     return None
+
+
+def instances_of_type(
+    endpoint: dict[str, Any] | None, config: dict[str, Any] | None, instance_type: str
+) -> int:
+    """Instances of ``instance_type`` an endpoint holds now (what counts against the account's endpoint-usage
+    quota of that type): its live variants' ``CurrentInstanceCount`` (DescribeEndpoint), each of the type its
+    config (DescribeEndpointConfig) gives the variant, and, during an update, the new fleet's
+    (DescribeEndpoint's ``PendingDeploymentSummary.ProductionVariants``: ``InstanceType`` and
+    ``CurrentInstanceCount``; botocore's model of SageMaker). None: no such endpoint."""
+    if endpoint is None:
+        return 0
+    types = {
+        v.get("VariantName"): v.get("InstanceType") for v in (config or {}).get("ProductionVariants") or []
+    }
+    held = sum(
+        int(v.get("CurrentInstanceCount") or 0)
+        for v in endpoint.get("ProductionVariants") or []
+        if types.get(v.get("VariantName")) == instance_type
+    )
+    pending = (endpoint.get("PendingDeploymentSummary") or {}).get("ProductionVariants") or []
+    return held + sum(
+        int(v.get("CurrentInstanceCount") or 0) for v in pending if v.get("InstanceType") == instance_type
+    )

@@ -150,7 +150,7 @@ def _images(catalog: Mapping[str, Any]) -> list[str]:
         for by_processor in scope.values()
         if isinstance(by_processor, Mapping)
         for uri in by_processor.values()
-        if isinstance(uri, str) and _IMAGE.match(uri)
+        if isinstance(uri, str) and _IMAGE.fullmatch(uri)
     )
 
 
@@ -162,12 +162,12 @@ def target_image(
     registry is one the target environment allows (cdk.json ``allowed_image_registries``)."""
     if image_registry(source_image) in set(allowed_registries):
         return source_image
-    found = _IMAGE.match(source_image)
+    found = _IMAGE.fullmatch(source_image)
     images = _images(catalog)
     if found:
         wanted = (found.group("repository"), found.group("tag"))
         for uri in images:
-            match = _IMAGE.match(uri)
+            match = _IMAGE.fullmatch(uri)
             if match and (match.group("repository"), match.group("tag")) == wanted:
                 return uri
     repositories = sorted({u.split("/", 1)[1] for u in images})

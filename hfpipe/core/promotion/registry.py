@@ -155,8 +155,8 @@ def package_request(
 def parse_ref(ref: str, env: str) -> tuple[str, int]:
     """(group name, version number) of a version ARN or ``<recipe>/<n>``, which must be ``env``'s: a
     version of another environment's group is refused (RegistryRefError)."""
-    arn = _VERSION_ARN.match(ref)
-    short = _SHORT_REF.match(ref)
+    arn = _VERSION_ARN.fullmatch(ref)
+    short = _SHORT_REF.fullmatch(ref)
     if arn:
         group, number = arn.group(1), int(arn.group(2))
     elif short:
@@ -193,7 +193,7 @@ def check_location(ref: str, env: str, *, region: str, account: str) -> None:
 
 def ref_of_arn(arn: str, env: str) -> str:
     """RECIPE/N of a version ARN of ``env``'s groups (the way the commands name versions), else the ARN."""
-    match = _VERSION_ARN.match(arn)
+    match = _VERSION_ARN.fullmatch(arn)
     if not match or not match.group(1).lower().startswith(group_prefix(env).lower()):
         return arn
     return f"{match.group(1)[len(group_prefix(env)) :]}/{match.group(2)}"

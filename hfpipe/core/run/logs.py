@@ -23,7 +23,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TAIL_LINES = 20
 # Between a failure cause and the log tail the Report Lambda appends to it; views cut the cause there.
 CAUSE_TAIL_MARKER = "\nlast lines of the training log:\n"
-_HOST = re.compile(r"/(algo-\d+)(?:-\d+)?$")
+_HOST = re.compile(r"/(algo-\d+)(?:-\d+)?\Z")
 
 
 def stream_prefix(job_name: str) -> str:

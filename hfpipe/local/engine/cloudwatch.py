@@ -16,9 +16,12 @@ invocation, and metric alarms evaluated from those metrics, since moto stores al
   inference component, in the same namespace with the one dimension ``InferenceComponentName`` (the same page:
   "Filters inference component invocation metrics"; hfpipe.core.adapters.adapter_cost, which `hfpipe endpoints` reads
   them with), for every call hfpipe.local.engine.inference_components routes to a component (its ``count`` hook,
-  which hfpipe.local.engine.engine wires to it). Not
-  published yet for such a call: its errors and latency (the answer is not served here yet) and AWS's
-  ``InvocationsPerCopy``.
+  which hfpipe.local.engine.engine wires to it).
+- ``record_component_answer``: for the same call once answered, with the same one dimension, what the adapter
+  state machine's bake reads (lambda/pipeline/pipeline_lambdas/adapter.py ``bake``): ``Invocation4XXErrors``
+  and ``Invocation5XXErrors`` (1 for a container answer of that class, else 0) and ``InvocationModelErrors``
+  (1 for any answer that is not 2xx, else 0), as the same page defines them for the endpoint's invocation
+  metrics (its ``answered`` hook). Not published for such a call: its latency and AWS's ``InvocationsPerCopy``.
 - ``evaluate``: a metric alarm's state from GetMetricStatistics over its last ``EvaluationPeriods`` periods of
   ``Period`` seconds ending now, its ``Statistic``, ``ComparisonOperator`` and ``Threshold``, "M out of N"
   with ``DatapointsToAlarm``, and ``TreatMissingData`` as the CloudWatch User Guide describes them ("Using
@@ -136,6 +139,27 @@ def record_component_invocation(cloudwatch: Any, component: str, when: datetime 
                 "Value": 1.0,
                 "Unit": "None",
             }
+        ],
+    )
+
+
+def record_component_answer(
+    cloudwatch: Any, component: str, status: int, when: datetime | None = None
+) -> None:
+    """The errors SageMaker publishes for one InvokeEndpoint naming inference component ``component`` that its
+    container answered with HTTP ``status`` (0 when it is not that class of error, as for an endpoint)."""
+    values = {
+        "Invocation4XXErrors": 1.0 if 400 <= status < 500 else 0.0,
+        "Invocation5XXErrors": 1.0 if status >= 500 else 0.0,
+        "InvocationModelErrors": 0.0 if 200 <= status < 300 else 1.0,
+    }
+    dimensions = [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}]
+    stamp = when or datetime.now(UTC)
+    cloudwatch.put_metric_data(
+        Namespace=adapter_cost.METRIC_NAMESPACE,
+        MetricData=[
+            {"MetricName": name, "Dimensions": dimensions, "Timestamp": stamp, "Value": value, "Unit": "None"}
+            for name, value in values.items()
         ],
     )
 

@@ -69,7 +69,11 @@ from unittest import mock
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.bus import LocalBus, execution_status_change
-from hfpipe.local.engine.cloudwatch import create_alarms, record_component_invocation
+from hfpipe.local.engine.cloudwatch import (
+    create_alarms,
+    record_component_answer,
+    record_component_invocation,
+)
 from hfpipe.local.engine.guardrails import Guardrails
 from hfpipe.local.engine.hooks import SessionHooks, runtime_client
 from hfpipe.local.engine.inference_components import InferenceComponents
@@ -155,9 +159,9 @@ class LocalEngine(EngineViews):
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
         #: SageMaker's inference components, which moto lacks (hfpipe.local.engine.inference_components).
-        #: Each call routed to a component puts its Invocations in CloudWatch (``count_invocation``).
+        #: Each call routed to a component puts its metrics in CloudWatch (``count_invocation``, ``count_answer``).
         self.inference_components = InferenceComponents(
-            time_scale=lambda: self.time_scale, count=self.count_invocation
+            time_scale=lambda: self.time_scale, count=self.count_invocation, answered=self.count_answer
         )
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
@@ -291,18 +295,25 @@ class LocalEngine(EngineViews):
         for name, value in {**(extra or {}), **parameters}.items():
             ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
 
-    def count_invocation(self, account: str, region: str, component: str) -> None:
-        """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in
-        CloudWatch of ``region`` (hfpipe.local.engine.cloudwatch.record_component_invocation); every local resource
-        is in moto's default ``account``, the one the engine's clients reach. One client per region, made once
-        (the default session is not safe to make clients from in several threads at once)."""
+    def _cloudwatch_of(self, region: str) -> Any:
         with self._clients_lock:
             if region not in self._cloudwatch:
                 import boto3
 
                 self._cloudwatch[region] = boto3.client("cloudwatch", region_name=region)
-            client = self._cloudwatch[region]
-        record_component_invocation(client, component)
+            return self._cloudwatch[region]
+
+    def count_answer(self, account: str, region: str, component: str, status: int) -> None:
+        """The error metrics of inference component ``component`` for one call its container answered with
+        HTTP ``status`` (hfpipe.local.engine.cloudwatch.record_component_answer), as ``count_invocation``."""
+        record_component_answer(self._cloudwatch_of(region), component, status)
+
+    def count_invocation(self, account: str, region: str, component: str) -> None:
+        """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in
+        CloudWatch of ``region`` (hfpipe.local.engine.cloudwatch.record_component_invocation); every local resource
+        is in moto's default ``account``, the one the engine's clients reach. One client per region, made once
+        (the default session is not safe to make clients from in several threads at once)."""
+        record_component_invocation(self._cloudwatch_of(region), component)
 
     def _pending_errors(self, method: str) -> list[str] | None:
         return self.create_errors if method == "create_training_job" else self.sagemaker_errors.get(method)

@@ -120,6 +120,9 @@ class InferenceComponents:
     clock: Callable[[], float] = time.monotonic
     #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
     count: Callable[[str, str, str], None] | None = None
+    #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
+    #: once it is answered (None: not recorded): the errors SageMaker publishes per component.
+    answered: Callable[[str, str, str, int], None] | None = None
     _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -189,6 +192,13 @@ class InferenceComponents:
             return
         with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
             self.count(account, region, component)
+
+    def record_answer(self, account: str, region: str, component: str, status: int) -> None:
+        """The answer of a call ``route`` let through to ``component``, recorded (the ``answered`` hook)."""
+        if self.answered is None:
+            return
+        with contextlib.suppress(Exception):  # a metric lost must not fail the invocation
+            self.answered(account, region, component, status)
 
     # -- the operations -----------------------------------------------------------------------------------
     def _create(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +325,7 @@ def _hosts_components(config: dict[str, Any]) -> bool:
 
 
 def _checked_name(member: str, value: Any) -> str:
-    if not isinstance(value, str) or len(value) > 63 or not _NAME.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not _NAME.fullmatch(value):
         raise ApiError(
             VALIDATION,
             f"1 validation error detected: Value {value!r} at '{member}' failed to satisfy constraint: Member "
@@ -424,7 +434,7 @@ def _check_adapter(where: _Where, name: str, endpoint: str, spec: dict[str, Any]
             "Container.ArtifactUrl",
         )
     url = (spec.get("Container") or {}).get("ArtifactUrl")
-    if not isinstance(url, str) or len(url) > 1024 or not _URL.match(url) or not url.endswith(".tar.gz"):
+    if not isinstance(url, str) or len(url) > 1024 or not _URL.fullmatch(url) or not url.endswith(".tar.gz"):
         raise ApiError(
             VALIDATION,
             f"Container.ArtifactUrl {url!r} of adapter inference component {name} is not accepted; accepted: "

@@ -881,8 +881,10 @@ def _component_invocation(engine: Engine, response: Any, name: str, *, stream: b
         )
     except ApiError as err:  # a component local mode cannot serve
         return 400, {"status": 400, "x-amzn-ErrorType": err.code}, json.dumps({"message": err.message})
-    except engine.traffic.InvocationError as err:  # vLLM's error answer
+    except engine.traffic.InvocationError as err:  # vLLM's error answer: the component's error metrics
+        engine.inference_components.record_answer(account, region, route.component, err.status)
         return _model_error(err.status, err.message)
+    engine.inference_components.record_answer(account, region, route.component, 200)
     if not stream:
         return 200, {"Content-Type": "application/json"}, answer
     events = b"".join(event_stream_message({":event-type": "PayloadPart"}, part) for part in answer)

@@ -106,6 +106,16 @@ class Traffic:
             from hfpipe.local.engine.deployment import ApiError
 
             raise ApiError("ValidationError", f"Endpoint {endpoint} of account {account} not found.")
+        store = self.engine.inference_components
+        try:
+            answer = self._component_answer(route, raw)
+        except InvocationError as err:  # the container's error: the component's error metrics
+            store.record_answer(account, region, route.component, err.status)
+            raise
+        store.record_answer(account, region, route.component, 200)
+        return answer
+
+    def _component_answer(self, route: Any, raw: bytes | str) -> Any:
         fleets: Any = getattr(self.engine, "fleets", None)
         if self.engine.world is not None and hasattr(fleets, "invoke_component"):  # the vLLM stand-in
             return json.loads(fleets.invoke_component(route, raw, "application/json"))

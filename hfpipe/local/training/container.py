@@ -432,7 +432,7 @@ def script_error(log: str) -> str | None:
     if start >= 0:
         own = own[1:]  # the command line the toolkit printed after "Invoking script with ..."
     for line in reversed(own):
-        if _EXCEPTION_LINE.match(line) or ": error: " in line:
+        if _EXCEPTION_LINE.fullmatch(line) or ": error: " in line:
             return line
     return own[-1] if own else None
 

@@ -81,7 +81,7 @@ def requirement_files(source: Path) -> dict[str, str]:
             )
         files[relative] = text or ""
         for line in _meaningful(text or ""):
-            found = _INCLUDE.match(line)
+            found = _INCLUDE.fullmatch(line)
             if found:
                 pending.append(_inside(relative, found.group(2)))
     return files
@@ -105,7 +105,7 @@ def requirement_lines(source: Path) -> list[str]:
     def lines_of(relative: str, seen: tuple[str, ...]) -> list[str]:
         out: list[str] = []
         for line in _meaningful(files[relative]):
-            found = _INCLUDE.match(line)
+            found = _INCLUDE.fullmatch(line)
             if found is None:
                 out.append(line)
             elif found.group(1) in {"-r", "--requirement"}:

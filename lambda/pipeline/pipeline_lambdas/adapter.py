@@ -7,15 +7,20 @@ step: ``{"step": ..., "input": <that input>, "execution_name": ..., "state_machi
 steps after ``apply`` its result as ``applied``.
 
 - ``apply``: the request checked (AdapterRefused, nothing created: a bad input, another execution for the
-  same adapter still running, and hfpipe.core.adapters.adapter_deploy's refusals), then the version chosen (a
+  same adapter still running, a version ARN of another region or account, a base the endpoint-usage quota
+  cannot hold beside the named endpoints (``check_base_quota``), and hfpipe.core.adapters.adapter_deploy's
+  refusals), then the version chosen (a
   rollback's: ``adapter_deploy.rollback_target``, read from the adapter's component) and put on the base
   (``adapter_deploy.apply_adapter``: the base made when absent). While the base's endpoint or component is
   not InService yet it raises AdapterNotReady, which the state machine retries; every step it repeats looks
   first, so a retry creates nothing twice. Returns what it did and the smoke test of the version's recipe,
   aimed at the adapter's component.
 - ``wait``: AdapterNotReady until the adapter's component is InService; AdapterFailed when it failed.
-- ``bake``: after the bake time, the component's Invocation5XXErrors and InvocationModelErrors over it
-  (CloudWatch, AWS/SageMaker, dimension InferenceComponentName): AdapterBakeFailed when any.
+- ``bake``: one round of the bake, after a probe of the adapter (the SmokeTest function's call of its
+  component, ``BAKE_PROBES`` of them spread over ``BAKE_SECONDS``): the probe must have answered, and the
+  component's Invocation5XXErrors and InvocationModelErrors since it was applied (CloudWatch, AWS/SageMaker,
+  dimension InferenceComponentName) must be none; AdapterBakeFailed otherwise. No answer is never healthy:
+  the bake passes on ``BAKE_PROBES`` answers, not on metrics that may hold no datapoint (``bake``).
 - ``way_back``: the adapter as it was: a component this deploy created is deleted, an updated one is updated
   back to the artifact it served before; ``unchanged`` touches nothing. ``settled`` waits (AdapterNotReady)
   until that is done.
@@ -35,17 +40,25 @@ from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.promotion import registry
 from hfpipe.core.recipe.recipes import resolve_recipe
-from hfpipe.core.run import cleanup
+from hfpipe.core.run import cleanup, quotas
 from pipeline_lambdas import aws
+from pipeline_lambdas.deploy_common import describe_endpoint
 from pipeline_lambdas.deploy_guards import other_deploy
-from pipeline_lambdas.deploy_prepare import version_arn
+from pipeline_lambdas.deploy_prepare import running_of_type, version_arn
 
 LOG = aws.logger(__name__)
 ACTIONS = ("deploy", "rollback", "delete")
 #: The errors the bake reads, per inference component (AWS/SageMaker; "Invocation5XXErrors" and
-#: "InvocationModelErrors": the component's server errors and its model's errors).
+#: "InvocationModelErrors": the component's server errors and its model's errors). The Amazon SageMaker AI
+#: Developer Guide ("SageMaker AI endpoint invocation metrics", monitoring-cloudwatch.html) lists the
+#: dimension InferenceComponentName ("Filters inference component invocation metrics"); no AWS source read
+#: says SageMaker publishes them for an adapter component, which runs in its base's container. So they can
+#: fail a bake, never pass one: the bake passes on its probes' answers (``bake``).
 BAKE_METRICS = ("Invocation5XXErrors", "InvocationModelErrors")
+#: What says the component's calls were counted at all (reported, not required: see BAKE_METRICS).
+BAKE_COUNT_METRIC = "Invocations"
 
 
 class AdapterNotReady(Exception):
@@ -110,13 +123,40 @@ def base_requests(env: str, base: SharedBase) -> dict[str, dict[str, Any]]:
 
 
 def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
-    arn = version_arn(ref, env, os.environ["EXECUTION_ROLE_ARN"], sagemaker.meta.region_name)
+    role_arn, region = os.environ["EXECUTION_ROLE_ARN"], sagemaker.meta.region_name
+    try:  # an ARN of another region or account says so, rather than "not found"
+        registry.check_location(ref, env, region=region, account=role_arn.split(":")[4])
+    except registry.RegistryRefError as err:
+        raise AdapterRefused(str(err)) from None
+    arn = version_arn(ref, env, role_arn, region)
     try:
         return dict(sagemaker.describe_model_package(ModelPackageName=arn))
     except Exception as err:  # the deploy's Prepare reads "not found" the same way (deploy_prepare)
         if cleanup.is_not_found(err) or "not found" in str(err):
             raise AdapterRefused(f"version {ref!r} ({arn}): not found") from None
         raise
+
+
+def check_base_quota(sagemaker: Any, service_quotas: Any, env: str, base: SharedBase) -> None:
+    """Before the shared base is made (its endpoint absent): the account's endpoint-usage quota of its instance
+    type holds its ``copies`` instances beside what the environment's named endpoints run of that type now
+    (read from SageMaker, as a deploy counts them: deploy_prepare.running_of_type); AdapterRefused otherwise,
+    with nothing created. Endpoints outside the environment are SageMaker's to count."""
+    names = BaseNames.of(env)
+    if describe_endpoint(sagemaker, names.endpoint) is not None:
+        return
+    named = tuple(n for n in os.environ.get("NAMED_ENDPOINTS", "").split(",") if n)
+    running = running_of_type(sagemaker, named, base.instance_type)
+    quota = quotas.endpoint_quota_name(base.instance_type)
+    try:
+        quotas.check_quotas(service_quotas, {quota: base.instances + sum(running.values())})
+    except quotas.QuotaTooLowError as err:
+        beside = "".join(f", {n} {c} beside it" for n, c in running.items())
+        raise AdapterRefused(
+            f"shared base {names.endpoint}: {err}: its {base.instances} instance(s) of {base.instance_type} "
+            f"(shared_base.copies){beside} must fit before the base is made; raise the quota (cdk.json quotas, "
+            "the QuotaStack) or lower shared_base.copies"
+        ) from None
 
 
 def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
@@ -150,6 +190,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         raise AdapterRefused(
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
+    check_base_quota(sagemaker, clients["service-quotas"], env, base)
     applied = adapter_deploy.apply_adapter(
         sagemaker,
         env,
@@ -171,32 +212,86 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
     }
 
 
-def bake(
-    applied: dict[str, Any], cloudwatch: Any, seconds: int, now: datetime | None = None
-) -> dict[str, Any]:
-    """The ``bake`` step: the errors the component answered with since it was applied (at most the last
-    ``seconds``; errors of the version it served before are not this one's). The window ends a minute
-    ahead: CloudWatch keeps a datapoint at its own time, and the last minute may still be arriving."""
-    end = now or datetime.now(UTC)
-    start = max(datetime.fromisoformat(applied["applied_at"]), end - timedelta(seconds=seconds))
-    errors = {}
-    for metric in BAKE_METRICS:
+def _component_sums(
+    cloudwatch: Any, component: str, start: datetime, end: datetime
+) -> dict[str, tuple[float, int]]:
+    """metric -> (Sum, datapoints) of the component's BAKE_METRICS and BAKE_COUNT_METRIC from ``start``; the
+    window ends a minute ahead: CloudWatch keeps a datapoint at its own time, and the last minute may still
+    be arriving."""
+    sums = {}
+    for metric in (*BAKE_METRICS, BAKE_COUNT_METRIC):
         points = cloudwatch.get_metric_statistics(
             Namespace="AWS/SageMaker",
             MetricName=metric,
-            Dimensions=[{"Name": "InferenceComponentName", "Value": applied["component"]}],
+            Dimensions=[{"Name": "InferenceComponentName", "Value": component}],
             StartTime=start,
             EndTime=end + timedelta(seconds=60),
             Period=60,
             Statistics=["Sum"],
         ).get("Datapoints", [])
-        errors[metric] = sum(float(p.get("Sum", 0)) for p in points)
+        sums[metric] = (sum(float(p.get("Sum", 0)) for p in points), len(points))
+    return sums
+
+
+def bake(
+    applied: dict[str, Any],
+    cloudwatch: Any,
+    seconds: int,
+    *,
+    probes: int,
+    progress: dict[str, Any] | None,
+    probe: Any,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """One round of the ``bake`` step, after one probe of the adapter (``probe``: the SmokeTest function's
+    answer; ``progress``: the previous round's result, None or ``{"probes": 0}`` before the first). The probe
+    must have answered, and the component's errors since it was applied (at most the last ``seconds``; errors
+    of the version it served before are not this one's) must be none: AdapterBakeFailed otherwise. Done
+    (``done``) after ``probes`` answers. A bake that saw no answer never passes, whatever the metrics hold."""
+    name = f"adapter {applied['adapter']!r} ({applied['component']})"
+    if probes < 1:
+        raise AdapterBakeFailed(f"{name}: a bake of {probes} probes sees nothing; accepted: at least 1")
+    answered = int((progress or {}).get("probes", 0))
+    if not isinstance(probe, dict) or probe.get("ok") is not True:
+        raise AdapterBakeFailed(
+            f"{name}: probe {answered + 1} of {probes} during the {seconds} s bake brought no answer "
+            f"({str(probe)[:200]}); a bake with no answer is not healthy"
+        )
+    answered += 1
+    end = now or datetime.now(UTC)
+    start = max(datetime.fromisoformat(applied["applied_at"]), end - timedelta(seconds=seconds))
+    sums = _component_sums(cloudwatch, applied["component"], start, end)
+    errors = {metric: sums[metric][0] for metric in BAKE_METRICS}
     if any(errors.values()):
         raise AdapterBakeFailed(
-            f"adapter {applied['adapter']!r} ({applied['component']}) answered with errors during the "
-            f"{seconds} s bake: " + ", ".join(f"{k} {v:g}" for k, v in errors.items() if v)
+            f"{name} answered with errors during the {seconds} s bake: "
+            + ", ".join(f"{k} {v:g}" for k, v in errors.items() if v)
         )
-    return {"bake_seconds": seconds, "errors": errors}
+    calls, datapoints = sums[BAKE_COUNT_METRIC]
+    return {
+        "bake_seconds": seconds,
+        "probes": answered,
+        "probes_wanted": probes,
+        "done": answered >= probes,
+        "errors": errors,
+        # Whether CloudWatch counted the component's calls at all: no datapoints is not read as healthy.
+        "metrics": f"{calls:g} Invocations counted"
+        if datapoints
+        else "no datapoints (not counted as healthy)",
+    }
+
+
+def bake_step(event: dict[str, Any], cloudwatch: Any) -> dict[str, Any]:
+    """``bake`` with the function's settings and the round's state (``bake``: the previous round's result,
+    ``probe``: this round's probe)."""
+    return bake(
+        event.get("applied") or {},
+        cloudwatch,
+        int(os.environ["BAKE_SECONDS"]),
+        probes=int(os.environ["BAKE_PROBES"]),
+        progress=event.get("bake"),
+        probe=event.get("probe"),
+    )
 
 
 def way_back(applied: dict[str, Any], sagemaker: Any, env: str) -> dict[str, Any]:
@@ -238,12 +333,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     sagemaker = aws.client("sagemaker")
     applied = event.get("applied") or {}
     if step == "apply":
-        return apply(event, env, {"sagemaker": sagemaker, "stepfunctions": aws.client("stepfunctions")})
+        clients = {
+            "stepfunctions": aws.client("stepfunctions"),
+            "service-quotas": aws.client("service-quotas"),
+        }
+        return apply(event, env, {"sagemaker": sagemaker, **clients})
     if step == "wait":
         _wait(sagemaker)("inference-component", applied["component"])
         return {"component": applied["component"], "status": "InService"}
     if step == "bake":
-        return bake(applied, aws.client("cloudwatch"), int(os.environ["BAKE_SECONDS"]))
+        return bake_step(event, aws.client("cloudwatch"))
     if step == "way_back":
         return way_back(applied, sagemaker, env)
     if step == "delete":

@@ -180,17 +180,42 @@ def _live_count(endpoint: dict[str, Any]) -> int:
     return sum(int(v.get("CurrentInstanceCount") or 0) for v in endpoint.get("ProductionVariants") or [])
 
 
+def neighbours(env: str, endpoints: dict[str, EndpointSettings], name: str) -> tuple[str, ...]:
+    """The environment's other endpoints that count against the same account quotas: its other named
+    endpoints and its shared base (hfpipe-<env>-shared-base; the role reads hfpipe-<env>-* only)."""
+    others = [settings.endpoint_name(env) for key, settings in sorted(endpoints.items()) if key != name]
+    return (*others, contract.deployed_endpoint_name(env, contract.SHARED_BASE))
+
+
+def running_of_type(sagemaker: Any, names: tuple[str, ...], instance_type: str) -> dict[str, int]:
+    """Instances of ``instance_type`` each of the endpoints ``names`` holds now, read from SageMaker
+    (hfpipe.core.deploy.fleets.instances_of_type); absent endpoints and other types are left out."""
+    held = {}
+    for name in names:
+        endpoint = describe_endpoint(sagemaker, name)
+        if endpoint is None:
+            continue
+        config = describe_config(sagemaker, endpoint["EndpointConfigName"])
+        count = fleets.instances_of_type(endpoint, config, instance_type)
+        if count:
+            held[name] = count
+    return held
+
+
 def _check_fleet(
     settings: EndpointSettings,
     endpoint: dict[str, Any] | None,
     previous: PreviousDeploy | None,
     instance_type: str,
     count: int,
-    service_quotas: Any,
+    clients: dict[str, Any],
+    others: tuple[str, ...],
 ) -> None:
     """The new fleet of ``count`` can shift traffic as declared, and the account's endpoint-usage quota for
-    its instance type holds it beside the old fleet (a blue/green update runs both until the bake ends).
-    Other endpoints of the account that use the same type are SageMaker's to count (ResourceLimitExceeded)."""
+    its instance type holds it beside the old fleet (a blue/green update runs both until the bake ends) and
+    beside what the environment's ``others`` (its other named endpoints, its shared base) run of that type
+    now, read from SageMaker. Endpoints outside the environment are SageMaker's to count
+    (ResourceLimitExceeded)."""
     if endpoint is not None:
         problem = fleets.shifting_problem(settings.traffic.type, count)
         if problem:
@@ -199,15 +224,17 @@ def _check_fleet(
                 f"(cdk.json instance_count {settings.instance_count}); {problem}"
             )
     same_type = endpoint is not None and previous is not None and previous.instance_type == instance_type
+    running = running_of_type(clients["sagemaker"], others, instance_type)
     needed = count + (_live_count(endpoint) if same_type and endpoint is not None else 0)
     name = quotas.endpoint_quota_name(instance_type)
     try:
-        quotas.check_quotas(service_quotas, {name: needed})
+        quotas.check_quotas(clients["service-quotas"], {name: needed + sum(running.values())})
     except quotas.QuotaTooLowError as err:
         held = "the new fleet beside the old one" if same_type else "the new fleet"
+        beside = "".join(f", {n} {c} beside it" for n, c in running.items())
         raise EndpointQuotaTooLow(
-            f"{err}: {held} ({needed} instance(s) of {instance_type}) must fit before the deploy starts; "
-            "raise the quota (cdk.json quotas, the QuotaStack) or lower instance_count"
+            f"{err}: {held} ({needed} instance(s) of {instance_type}){beside} must fit before the deploy "
+            "starts; raise the quota (cdk.json quotas, the QuotaStack) or lower instance_count"
         ) from None
 
 
@@ -310,13 +337,12 @@ def prepare(
     info = _approved_version(sagemaker, wanted.version, env, role_arn)
     plan = _first_plan(wanted, settings, info, env, execution_name)
     endpoint = describe_endpoint(sagemaker, plan.endpoint_name)
+    others = neighbours(env, endpoints, wanted.endpoint)
     if endpoint is None:
-        _check_fleet(
-            settings, None, None, str(info.instance_type), settings.instance_count, clients["service-quotas"]
-        )
+        _check_fleet(settings, None, None, str(info.instance_type), settings.instance_count, clients, others)
         plan = _with_requests(plan, info, role_arn, execution_name, env, settings.instance_count, None)
     else:
-        plan = _update(plan, endpoint, info, role_arn, execution_name, env, clients, waiting, now)
+        plan = _update(plan, endpoint, info, role_arn, execution_name, env, clients, waiting, now, others)
     if plan.action in ("create", "update"):
         aws.log_json(
             LOG, "deploy prepared", action=plan.action, version=info.arn, endpoint=plan.endpoint_name
@@ -334,6 +360,7 @@ def _update(
     clients: dict[str, Any],
     waiting: AlarmWait | None,
     now: datetime | None,
+    others: tuple[str, ...] = (),
 ) -> DeployPlan:
     """The endpoint exists: check it is this environment's deploy's and settled, then update it blue/green
     (or find the version serving already, or wait for its rollback alarms)."""
@@ -358,7 +385,7 @@ def _update(
         # The new fleet starts as large as the old one is now: auto scaling waits while the update runs.
         count = min(max(count, _live_count(endpoint)), int(target.get("MaxCapacity") or count))
     instance_type = str(info.instance_type)
-    _check_fleet(plan.settings, endpoint, previous, instance_type, count, clients["service-quotas"])
+    _check_fleet(plan.settings, endpoint, previous, instance_type, count, clients, others)
     plan = replace(plan, previous=previous)
     plan = _with_requests(plan, info, role_arn, execution_name, env, count, target)
     # Before anything is written: an update started while a rollback alarm is in ALARM is rolled back.
