@@ -10,7 +10,9 @@ image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``).
 Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
 for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
 endpoint config and endpoint (hfpipe-<env>-shared-base only); create (request tags), update, delete (resource
-tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components and
+tags) and read this environment's inference components (hfpipe-<env>-*); delete the shared base's endpoint,
+config and model (resource tags: retiring the base); read this environment's artifacts (an adapter's
+adapter_config.json); list the inference components and
 read the bake's CloudWatch metrics (actions without resource types: ``*``); pass the execution role to
 SageMaker; list and read its own state machine's executions (one change at a time per adapter). Nothing else.
 """
@@ -28,7 +30,7 @@ from hfpipe.core.adapters import adapter_fit
 from hfpipe.core.adapters.shared_base import SharedBase
 from stacks.functions.common import FunctionSettings, PassRoleGrant, owned_by, pipeline_function
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered, rendered_value
 
 #: The bake: seconds the adapter's component is watched for errors after its smoke test passed.
 BAKE_SECONDS = 300
@@ -93,6 +95,7 @@ class AdapterFunction(Construct):
         region: str,
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
+        artifacts_bucket_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
@@ -112,6 +115,23 @@ class AdapterFunction(Construct):
         )
         grant_pass_role(self.role)
         self._grant(env)
+        self._grant_artifact_reads(artifacts_bucket_name)
+
+    def _grant_artifact_reads(self, artifacts_bucket_name: str) -> None:
+        """GetObject of this environment's artifacts: Apply reads an adapter version's adapter_config.json
+        from its model.tar.gz (hfpipe.core.adapters.adapter_load) before anything is made."""
+        stack = cdk.Stack.of(self)
+        objects = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/*"
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::"
+            + rendered(stack, f"arn:{stack.partition}:s3:::")
+            + rendered_value(stack, artifacts_bucket_name)
+            + "/*]",
+            "Reads (GetObject) the adapter versions' model.tar.gz in this environment's artifacts bucket only "
+            "(keys named by the training job), to check the adapter's adapter_config.json against the base.",
+        )
 
     def _grant(self, env: str) -> None:
         stack = cdk.Stack.of(self)
@@ -146,6 +166,12 @@ class AdapterFunction(Construct):
             (
                 ["sagemaker:UpdateInferenceComponent", "sagemaker:DeleteInferenceComponent"],
                 [components],
+                owned_by(env, "aws:ResourceTag"),
+            ),
+            # Retiring the base (and a failed first deploy's way back): its endpoint, config and model.
+            (
+                ["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
+                hosting,
                 owned_by(env, "aws:ResourceTag"),
             ),
             (

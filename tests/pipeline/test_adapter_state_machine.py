@@ -6,8 +6,10 @@ adapter back as it was; a retried step creates nothing twice (docs/adapters.md).
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
+import tarfile
 from typing import Any
 
 import pytest
@@ -66,14 +68,51 @@ def wipe(engine: Any) -> None:
             call()
 
 
-def register(engine: Any, *, status: str = "Approved", base: str = BASE) -> str:
-    """An adapter version as RegisterAdapter makes one: its artifact, its recipe and the base it needs."""
+def adapter_archive(config: dict[str, Any]) -> bytes:
+    """A model.tar.gz as run_clm.py leaves an adapter: adapter_config.json (PEFT's) at the top, weights next."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in (
+            ("adapter_config.json", json.dumps(config).encode()),
+            ("adapter_model.safetensors", b"\0" * 64),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def lora_config(base: str = BASE, **changes: Any) -> dict[str, Any]:
+    """PEFT's adapter_config.json of a rank-8 adapter on q_proj and v_proj of ``base``."""
+    return {
+        "peft_type": "LORA",
+        "base_model_name_or_path": base,
+        "r": 8,
+        "lora_alpha": 16,
+        "target_modules": ["q_proj", "v_proj"],
+        **changes,
+    }
+
+
+def register(
+    engine: Any, *, status: str = "Approved", base: str = BASE, config: dict[str, Any] | None = None
+) -> str:
+    """An adapter version as RegisterAdapter makes one: its artifact (uploaded: an adapter_config.json on
+    ``base``, or ``config``), its recipe and the base it needs."""
     sm, group = engine.client("sagemaker"), engine.group
     try:
         sm.describe_model_package_group(ModelPackageGroupName=group)
     except sm.exceptions.ClientError:
         sm.create_model_package_group(ModelPackageGroupName=group)
     n = next(_ids)
+    s3 = engine.client("s3")
+    with contextlib.suppress(s3.exceptions.ClientError):
+        s3.create_bucket(Bucket="artifacts", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    s3.put_object(
+        Bucket="artifacts",
+        Key=f"run-{n}/output/model.tar.gz",
+        Body=adapter_archive(config or lora_config(base)),
+    )
     spec = {
         "Containers": [
             {
@@ -141,7 +180,16 @@ def test_two_adapters_make_one_base_one_fleet_and_each_is_smoke_tested(clean):
         "CreateEndpoint",
         "CreateInferenceComponent",
     ]
-    assert first.states == ["Action?", "Apply", "WaitAdapter", "SmokeTest", "Bake", "BakeCheck", "Deployed"]
+    assert first.states == [
+        "Action?",
+        "Apply",
+        "WaitAdapter",
+        "SmokeTest",
+        "Bake",
+        "BakeCheck",
+        "Confirm",
+        "Deployed",
+    ]
     smoke = exited(first, "SmokeTest")["smoke_test"]
     assert smoke["response"]["model"] == component_name(ENV, "support")  # the call named the adapter
     second = run(clean, action="deploy", adapter="sales", version=v2)
