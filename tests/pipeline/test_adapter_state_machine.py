@@ -374,3 +374,175 @@ def test_a_second_change_of_an_adapter_while_one_runs_is_refused():
             AdapterRefused, match=r"execution first .* is still running; accepted: one change"
         ):
             adapter._first_change(event, sfn)
+
+
+# --- issue 44: one lifecycle for base and adapters, every decision re-checked at the act -------------------
+
+
+def nothing_billing(engine: Any) -> None:
+    """No shared base left: no endpoint, config, model or component of it."""
+    sm = engine.client("sagemaker")
+    assert components(engine) == []
+    assert not [e for e in sm.list_endpoints()["Endpoints"] if e["EndpointName"] == NAMES.endpoint]
+    for call in (
+        lambda: sm.describe_endpoint_config(EndpointConfigName=NAMES.endpoint_config),
+        lambda: sm.describe_model(ModelName=NAMES.model),
+    ):
+        with pytest.raises(sm.exceptions.ClientError):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (lora_config(r=32), "has rank 32, above the shared base's max_lora_rank 16"),
+        (
+            lora_config(target_modules=["query_key_value"]),
+            "changes query_key_value, which vLLM does not wrap",
+        ),
+        (lora_config("meta-llama/Llama-3.1-8B"), "base_model_name_or_path: adapter 'support' was trained on"),
+    ],
+    ids=["rank", "modules", "base"],
+)
+def test_an_adapter_that_would_not_load_is_refused_before_a_base_exists(clean, config, message):
+    """Read from the adapter's own adapter_config.json in its model.tar.gz: a rank 32 adapter on a base of
+    max_lora_rank 16 made the whole base and was caught only by the smoke test; now nothing is made."""
+    r = run(clean, action="deploy", adapter="support", version=register(clean, config=config))
+    assert (r.status, r.error) == ("FAILED", "AdapterRefused"), r.cause
+    assert message in json.loads(r.cause)["errorMessage"]
+    assert r.states == ["Action?", "Apply", "Refused"]
+    nothing_billing(clean)
+
+
+def test_a_failed_first_deploy_leaves_nothing_billing(clean):
+    """A first deploy refused at the smoke test made the base; its way back deletes the adapter and, no
+    adapter remaining, retires the base it made (component, endpoint, config, model)."""
+    clean.component = lambda route, body: {"object": "error"}
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    assert r.states[-3:] == ["WayBack", "WayBackSettled", "Failed"]
+    assert exited(r, "WayBackSettled")["settled"]["base"] == "retired"
+    nothing_billing(clean)
+
+
+def test_a_version_rejected_while_its_smoke_test_runs_is_taken_back(clean):
+    """The approval is read again before the deploy is reported done (Confirm): a version rejected while
+    it is smoke-tested ends failed and is taken back (an update back to what served; a new adapter deleted)."""
+    v1, v2 = register(clean), register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+    sm, deploying = clean.client("sagemaker"), [v2]
+
+    def rejecting(route: Any, body: Any) -> Any:
+        sm.update_model_package(ModelPackageArn=deploying[-1], ModelApprovalStatus="Rejected")
+        return chat_answer(route, body)
+
+    clean.component = rejecting
+    updated = run(clean, action="deploy", adapter="support", version=v2)
+    assert (updated.status, updated.error) == ("FAILED", "AdapterNotApproved"), updated.cause
+    assert "is Rejected now, no longer Approved" in json.loads(updated.cause)["errorMessage"]
+    assert updated.states[-4:] == ["Confirm", "WayBack", "WayBackSettled", "Failed"]
+    assert serving(clean, "support") == artifact(clean, v1)
+    deploying.append(v3 := register(clean))
+    created = run(clean, action="deploy", adapter="sales", version=v3)
+    assert (created.status, created.error) == ("FAILED", "AdapterNotApproved"), created.cause
+    assert serving(clean, "sales") is None
+    assert sm.describe_model_package(ModelPackageName=v3)["ModelApprovalStatus"] == "Rejected"
+
+
+def test_the_way_back_retries_what_aws_throttles_and_shows_its_own_error(clean):
+    """The way back's UpdateInferenceComponent throttled once is retried (the adapter is back); failing for
+    another reason, its own error joins the cause the command prints, and the newer version is named there."""
+    v1, v2, v3 = register(clean), register(clean), register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+
+    def failing_with(code: str) -> Any:
+        def answer(route: Any, body: Any) -> Any:
+            clean.sagemaker_errors["update_inference_component"] = [code]
+            return {"object": "error"}
+
+        return answer
+
+    clean.component = failing_with("ThrottlingException")
+    throttled = run(clean, action="deploy", adapter="support", version=v2)
+    assert (throttled.status, throttled.error) == ("FAILED", "SmokeTestFailed"), throttled.cause
+    assert serving(clean, "support") == artifact(clean, v1)  # updated back after the retry
+    clean.component = failing_with("ValidationException")
+    refused = run(clean, action="deploy", adapter="support", version=v3)
+    assert (refused.status, refused.error) == ("FAILED", "SmokeTestFailed"), refused.cause
+    assert "the way back failed too: ClientError" in refused.cause, refused.cause
+    assert "ValidationException" in refused.cause
+    assert refused.states[-3:] == ["WayBack", "WayBackFailed", "Failed"]
+    assert serving(clean, "support") == artifact(clean, v3)  # what serves, as it is
+
+
+def test_deleting_the_last_adapter_names_what_bills_and_retiring_waits_for_no_adapter(clean):
+    """Deleting the last adapter says the base keeps billing (its USD/h) and names --retire-base; retiring
+    is refused while an adapter remains, then deletes the base in AWS's order and nothing bills."""
+    v1 = register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+    assert run(clean, action="deploy", adapter="sales", version=v1).status == "SUCCEEDED"
+    refused = run(clean, action="retire")
+    assert (refused.status, refused.error) == ("FAILED", "AdapterRefused"), refused.cause
+    assert "hfpipe-dev-adapter-sales, hfpipe-dev-adapter-support" in json.loads(refused.cause)["errorMessage"]
+    assert refused.states == ["Action?", "Retire", "RetireRefused"]
+    first = run(clean, action="delete", adapter="sales")
+    assert first.output["remaining"] == [component_name(ENV, "support")]
+    last = run(clean, action="delete", adapter="support")
+    assert last.status == "SUCCEEDED", last.cause
+    assert last.output["remaining"] == []
+    assert last.output["base"]["usd_per_hour"] == 2.03
+    assert last.output["base"]["retire_command"] == "hfpipe deploy --env dev --retire-base"
+    retired = run(clean, action="retire")
+    assert retired.status == "SUCCEEDED", (retired.error, retired.cause)
+    assert retired.states == ["Action?", "Retire", "Retired"]
+    assert retired.output["gone"][0] == f"inference component {NAMES.endpoint}"
+    nothing_billing(clean)
+
+
+class FakeSageMaker:
+    """DescribeInferenceComponent answering one status; every other call recorded."""
+
+    def __init__(self, status: str) -> None:
+        self.status, self.calls = status, []
+
+    def describe_inference_component(self, **request: Any) -> dict[str, Any]:
+        return {
+            "InferenceComponentName": request["InferenceComponentName"],
+            "InferenceComponentStatus": self.status,
+            "FailureReason": "CUDA out of memory",
+            "Specification": {"Container": {"ArtifactUrl": "s3://artifacts/new/model.tar.gz"}},
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda **request: self.calls.append(name)
+
+
+def test_the_way_back_waits_while_the_component_is_updating_and_a_failed_one_names_its_way_out():
+    from pipeline_lambdas import adapter
+
+    from hfpipe.core.adapters.adapter_plan import AdapterPlan
+    from hfpipe.core.deploy.deploy_requests import SmokeSpec
+
+    plan = AdapterPlan(
+        request="deploy",
+        adapter="support",
+        component=component_name(ENV, "support"),
+        action="updated",
+        version_ref="r/2",
+        version_arn="arn",
+        artifact="s3://artifacts/new/model.tar.gz",
+        previous_artifact="s3://artifacts/old/model.tar.gz",
+        smoke=SmokeSpec("e", "vllm", {}, [], 1.0, "x"),
+        applied_at="2026-01-01T00:00:00+00:00",
+    )
+    updating = FakeSageMaker("Updating")
+    with pytest.raises(adapter.AdapterNotReady, match="is Updating; the way back waits"):
+        adapter.way_back(plan, updating, ENV)
+    assert updating.calls == []
+    failed = FakeSageMaker("Failed")
+    with pytest.raises(adapter.AdapterFailed, match=r"--adapter support --delete"):
+        adapter._wait(failed, ENV)("inference-component", plan.component)
+    with pytest.raises(adapter.AdapterFailed, match=r"--retire-base"):
+        adapter._wait(failed, ENV)("inference-component", NAMES.component)
+    assert adapter.way_back(plan, failed, ENV)["way_back"] == "updated back"
+    assert failed.calls == ["update_inference_component"]
