@@ -115,7 +115,29 @@ class AdapterFunction(Construct):
         )
         grant_pass_role(self.role)
         self._grant(env)
+        self._grant_retire(env)
         self._grant_artifact_reads(artifacts_bucket_name)
+
+    def _grant_retire(self, env: str) -> None:
+        """Retiring the base (and a failed first deploy's way back): its endpoint, config and model, on their
+        environment tags (its components: DeleteInferenceComponent, granted with the adapters')."""
+        stack = cdk.Stack.of(self)
+        base = contract.deployed_endpoint_name(env, contract.SHARED_BASE)
+        hosting = [
+            stack.format_arn(service="sagemaker", resource=r, resource_name=base)
+            for r in ("model", "endpoint-config", "endpoint")
+        ]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:DeleteEndpoint",
+                    "sagemaker:DeleteEndpointConfig",
+                    "sagemaker:DeleteModel",
+                ],
+                resources=hosting,
+                conditions=owned_by(env, "aws:ResourceTag"),
+            )
+        )
 
     def _grant_artifact_reads(self, artifacts_bucket_name: str) -> None:
         """GetObject of this environment's artifacts: Apply reads an adapter version's adapter_config.json
@@ -166,12 +188,6 @@ class AdapterFunction(Construct):
             (
                 ["sagemaker:UpdateInferenceComponent", "sagemaker:DeleteInferenceComponent"],
                 [components],
-                owned_by(env, "aws:ResourceTag"),
-            ),
-            # Retiring the base (and a failed first deploy's way back): its endpoint, config and model.
-            (
-                ["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
-                hosting,
                 owned_by(env, "aws:ResourceTag"),
             ),
             (

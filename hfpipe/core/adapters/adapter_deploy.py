@@ -312,21 +312,7 @@ def apply_adapter(
     if problem:
         raise AdapterRefused(problem)
     before = serving_artifact(sagemaker, env, adapter) if mine is not None else None
-    spec = adapter_specification(env, artifact)
-    if before == artifact:
-        action = "unchanged"
-    elif mine is not None:
-        sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
-        action = "updated"
-    else:
-        sagemaker.create_inference_component(
-            InferenceComponentName=name, EndpointName=names.endpoint, Specification=spec, Tags=tags
-        )
-        action = "created"
-        problem = over_count(sagemaker, env, adapter, base)
-        if problem:
-            sagemaker.delete_inference_component(InferenceComponentName=name)
-            raise AdapterRefused(problem)
+    action = _act(sagemaker, env, base, adapter, artifact, before, mine is not None, tags)
     return {
         "component": name,
         "action": action,
@@ -335,6 +321,34 @@ def apply_adapter(
         "version_arn": version["ModelPackageArn"],
         "base_created": created,
     }
+
+
+def _act(
+    sagemaker: Any,
+    env: str,
+    base: SharedBase,
+    adapter: str,
+    artifact: str,
+    before: str | None,
+    exists: bool,
+    tags: list[dict[str, str]],
+) -> str:
+    """The adapter's component created, updated to ``artifact`` or left as it is (what was done); a created
+    one over ``max_adapters``, counted again, is deleted and refused (``over_count``)."""
+    name, spec = component_name(env, adapter), adapter_specification(env, artifact)
+    if before == artifact:
+        return "unchanged"
+    if exists:
+        sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
+        return "updated"
+    sagemaker.create_inference_component(
+        InferenceComponentName=name, EndpointName=BaseNames.of(env).endpoint, Specification=spec, Tags=tags
+    )
+    problem = over_count(sagemaker, env, adapter, base)
+    if problem:
+        sagemaker.delete_inference_component(InferenceComponentName=name)
+        raise AdapterRefused(problem)
+    return "created"
 
 
 def check_loads(s3: Any, adapter: str, artifact: str, base: SharedBase) -> None:
