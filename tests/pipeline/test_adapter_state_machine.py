@@ -546,3 +546,35 @@ def test_the_way_back_waits_while_the_component_is_updating_and_a_failed_one_nam
         adapter._wait(failed, ENV)("inference-component", NAMES.component)
     assert adapter.way_back(plan, failed, ENV)["way_back"] == "updated back"
     assert failed.calls == ["update_inference_component"]
+
+
+def test_the_state_machine_reads_the_typed_plan_through_its_field_names(pipeline_app):
+    """Every path the adapter state machine reads of what Apply decided is a field of AdapterPlan (the
+    paths come from AdapterPlan.path), every step it asks the function for is one of STEPS, and no state
+    reads the untyped ``applied`` dict of before; the plan itself is read back field by field."""
+    import re
+
+    from hfpipe.core.adapters.adapter_plan import STEPS, AdapterPlan, AdapterPlanFormatError
+
+    template = pipeline_app.assertions(ENV, "Pipeline")
+    ((_, machine),) = [
+        (k, v)
+        for k, v in template.find_resources("AWS::StepFunctions::StateMachine").items()
+        if v["Properties"].get("StateMachineName") == contract.adapter_state_machine_name(ENV)
+    ]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "0" for p in parts)
+    states = json.loads(text)["States"]
+    assert "$.applied" not in text
+    paths = set(re.findall(r"\$\.plan(?:\.[a-z_]+)*", text))
+    assert paths >= {"$.plan", "$.plan.smoke", "$.plan.component"}, paths
+    for path in paths - {"$.plan"}:
+        assert AdapterPlan.path(*path.split(".")[2:]) == path
+    steps = {s["Parameters"]["step"] for s in states.values() if "step" in (s.get("Parameters") or {})}
+    assert steps and steps <= set(STEPS), steps
+    planned = {n for n, s in states.items() if "plan.$" in (s.get("Parameters") or {})}
+    assert planned == {"WaitAdapter", "BakeCheck", "Confirm", "WayBack", "WayBackSettled"}, planned
+    with pytest.raises(AdapterPlanFormatError, match=r"adapter.adapter: missing"):
+        AdapterPlan.from_json({"schema_version": 1, "request": "deploy"})
+    with pytest.raises(AdapterPlanFormatError, match=r"adapter.applied: unknown field"):
+        AdapterPlan.from_json({"schema_version": 1, "applied": {}})

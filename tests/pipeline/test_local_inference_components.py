@@ -577,7 +577,7 @@ def test_four_first_deploys_at_once_put_no_more_adapters_on_the_base_than_it_hol
                 wait=wait,
                 tags=[],
             )["action"]
-        except Exception as err:  # noqa: BLE001 - the outcome is what the test reads
+        except Exception as err:  # the outcome is what the test reads
             outcomes[name] = f"{type(err).__name__}: {err}"
 
     threads = [threading.Thread(target=deploy, args=(name,)) for name in versions]
