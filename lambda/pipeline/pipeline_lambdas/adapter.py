@@ -157,13 +157,9 @@ def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
 def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
     """The execution's request, refused while another execution for the same adapter runs."""
     request = _request(event.get("input"))
-    first = other_deploy(
-        stepfunctions,
-        event["state_machine"],
-        event["execution_name"],
-        request.get("adapter", "shared-base"),
-        "adapter",
-    )
+    # A retirement waits for another retirement (its input's action); a change, for one of its adapter.
+    name, key = (request["adapter"], "adapter") if "adapter" in request else ("retire", "action")
+    first = other_deploy(stepfunctions, event["state_machine"], event["execution_name"], name, key)
     if first:
         raise AdapterRefused(
             f"adapter {request.get('adapter', 'shared-base')!r}: execution {first} is still running; "
