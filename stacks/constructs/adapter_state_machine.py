@@ -153,7 +153,9 @@ class AdapterStateMachine(Construct):
 
     def _deploy(self, way_back: sfn.IChainable, failed: sfn.Fail) -> sfn.Chain:
         refused = sfn.Fail(self, "Refused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
-        apply = self._step("Apply", "apply", PLAN, waits=True)
+        # The execution's start: what of the base was made since is this execution's (retired on its way back
+        # when no adapter remains), however often Apply was retried while the base came up.
+        apply = self._step("Apply", "apply", PLAN, waits=True, started=J.string_at("$$.Execution.StartTime"))
         apply.add_catch(refused, errors=["AdapterRefused"], result_path=ERROR)
         apply.add_catch(failed, errors=["States.ALL"], result_path=ERROR)
         wait = self._planned("WaitAdapter", "wait", "$.status", waits=True)

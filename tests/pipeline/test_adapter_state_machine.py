@@ -319,7 +319,9 @@ def test_a_retried_apply_creates_nothing_twice(clean):
     clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
     r = run(clean, action="deploy", adapter="support", version=v1)
     assert r.status == "SUCCEEDED", (r.error, r.cause)
-    assert r.output["action"] == "unchanged"  # the retry found the component it had made
+    # The retry found the component its first call had made: nothing created twice, and it is reported as
+    # this execution's creation (CreationTime after the execution's start), so a way back would delete it.
+    assert r.output["action"] == "created"
     assert components(clean) == sorted([NAMES.component, component_name(ENV, "support")])
 
 
@@ -578,3 +580,22 @@ def test_the_state_machine_reads_the_typed_plan_through_its_field_names(pipeline
         AdapterPlan.from_json({"schema_version": 1, "request": "deploy"})
     with pytest.raises(AdapterPlanFormatError, match=r"adapter.applied: unknown field"):
         AdapterPlan.from_json({"schema_version": 1, "applied": {}})
+
+
+def test_a_first_deploy_whose_apply_was_retried_still_retires_the_base_it_made(clean):
+    """On AWS, Apply is retried while the base comes up, and each call creates only what is still absent: what
+    this execution made is read from the base's CreationTimes against the execution's start, so its way
+    back still retires the base (one call's own list would be empty)."""
+    clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
+    clean.component = lambda route, body: {"object": "error"}
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    plan = exited(r, "Apply")["plan"]
+    assert plan["action"] == "created"  # by the call whose answer was lost: the way back deletes it
+    assert plan["base_created"] == [
+        "CreateModel",
+        "CreateEndpointConfig",
+        "CreateEndpoint",
+        "CreateInferenceComponent",
+    ]
+    nothing_billing(clean)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
@@ -620,3 +621,38 @@ def serving_state(sagemaker: Any, component: str) -> tuple[str, str | None] | No
         return None
     artifact = ((described.get("Specification") or {}).get("Container") or {}).get("ArtifactUrl")
     return str(described["InferenceComponentStatus"]), artifact
+
+
+def made_since(sagemaker: Any, env: str, started: datetime) -> list[str]:
+    """The parts of the shared base (as the Create* requests that make them, in order) that SageMaker created
+    at or after ``started`` (the execution's StartTime): what this execution made, also when its Apply was
+    retried while the base came up (each retry creates only what is still absent, so what one call created is
+    not the whole of it). A deploy started after the base was made finds none."""
+    names = BaseNames.of(env)
+    looks = (
+        ("CreateModel", lambda: sagemaker.describe_model(ModelName=names.model)),
+        (
+            "CreateEndpointConfig",
+            lambda: sagemaker.describe_endpoint_config(EndpointConfigName=names.endpoint_config),
+        ),
+        ("CreateEndpoint", lambda: sagemaker.describe_endpoint(EndpointName=names.endpoint)),
+        (
+            "CreateInferenceComponent",
+            lambda: sagemaker.describe_inference_component(InferenceComponentName=names.component),
+        ),
+    )
+    made = []
+    for operation, look in looks:
+        described = _described(look)
+        created = (described or {}).get("CreationTime")
+        if isinstance(created, datetime) and created >= started:
+            made.append(operation)
+    return made
+
+
+def created_since(sagemaker: Any, component: str, started: datetime) -> bool:
+    """Whether ``component`` was created at or after ``started``: a retried Apply that finds the component an
+    earlier call of the same execution created reports it as created, so the way back deletes it."""
+    described = _described(lambda: sagemaker.describe_inference_component(InferenceComponentName=component))
+    created = (described or {}).get("CreationTime")
+    return isinstance(created, datetime) and created >= started

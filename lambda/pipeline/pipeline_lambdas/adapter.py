@@ -199,6 +199,13 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         expect_serving=serving,
         s3=clients.get("s3"),
     )
+    started = event.get("started")
+    if (
+        applied["action"] == "unchanged"
+        and isinstance(started, str)
+        and adapter_deploy.created_since(sagemaker, applied["component"], datetime.fromisoformat(started))
+    ):
+        applied["action"] = "created"  # by an earlier call of this execution (its answer was lost)
     aws.log_json(LOG, "adapter applied", **{k: v for k, v in applied.items() if k != "base_created"})
     plan = AdapterPlan(
         request=request["action"],
@@ -209,11 +216,19 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         version_arn=applied["version_arn"],
         artifact=applied["artifact"],
         previous_artifact=applied["previous_artifact"],
-        base_created=list(applied["base_created"]),
+        base_created=_made_here(sagemaker, env, started, applied["base_created"]),
         smoke=smoke,
         applied_at=datetime.now(UTC).isoformat(),
     )
     return plan.to_json()
+
+
+def _made_here(sagemaker: Any, env: str, started: Any, this_call: list[str]) -> list[str]:
+    """What of the base this execution made (``adapter_deploy.made_since`` its StartTime, which the state
+    machine passes as ``started``; without it, what this call of Apply created)."""
+    if not isinstance(started, str):
+        return list(this_call)
+    return adapter_deploy.made_since(sagemaker, env, datetime.fromisoformat(started))
 
 
 def bake(
