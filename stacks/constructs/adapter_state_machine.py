@@ -8,7 +8,8 @@ Apply's answer is the typed adapter plan (hfpipe.core.adapters.adapter_plan.Adap
 every path the states read of it comes from ``AdapterPlan.path`` (a field that does not exist fails the
 synth), and every step the function is asked for is one of ``adapter_plan.STEPS``.
 
-Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created; while it
+Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created (and any
+other error of it goes through Abandon, which takes back what the execution made); while it
 waits for the shared base to come up it raises AdapterNotReady, retried every ``POLL`` for at most
 ``POLLS`` times (the base is made on the first adapter's deploy: a GPU endpoint and its model's load). After
 Apply, every error (the component failed, the smoke test of the version's recipe on the adapter failed, errors
@@ -157,7 +158,14 @@ class AdapterStateMachine(Construct):
         # when no adapter remains), however often Apply was retried while the base came up.
         apply = self._step("Apply", "apply", PLAN, waits=True, started=J.string_at("$$.Execution.StartTime"))
         apply.add_catch(refused, errors=["AdapterRefused"], result_path=ERROR)
-        apply.add_catch(failed, errors=["States.ALL"], result_path=ERROR)
+        # Apply failed (not refused) after it may have made the base or the component: Abandon takes back what
+        # this execution made, then the execution fails with Apply's error.
+        abandon = self._step(
+            "Abandon", "abandon", "$.abandoned", waits=True, started=J.string_at("$$.Execution.StartTime")
+        )
+        abandon.add_catch(failed, errors=["States.ALL"], result_path=WAY_BACK_ERROR)
+        abandon.next(failed)
+        apply.add_catch(abandon, errors=["States.ALL"], result_path=ERROR)
         wait = self._planned("WaitAdapter", "wait", "$.status", waits=True)
         smoke = tasks.LambdaInvoke(
             self,

@@ -599,3 +599,15 @@ def test_a_first_deploy_whose_apply_was_retried_still_retires_the_base_it_made(c
         "CreateInferenceComponent",
     ]
     nothing_billing(clean)
+
+
+def test_an_apply_that_fails_after_making_the_base_leaves_nothing_billing(clean):
+    """Apply made the base's model, config and endpoint, then CreateInferenceComponent of the base failed:
+    Abandon retires what this execution made (nothing else holds an adapter), and the execution fails with
+    Apply's own error."""
+    clean.sagemaker_errors["create_inference_component"] = ["ValidationException"]
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert r.status == "FAILED" and "ValidationException" in r.cause, (r.error, r.cause)
+    assert r.states[-3:] == ["Apply", "Abandon", "Failed"], r.states
+    assert exited(r, "Abandon")["abandoned"]["base"] == "retired"
+    nothing_billing(clean)

@@ -29,7 +29,7 @@ REQUESTS = ("deploy", "rollback", "delete", "retire")
 #: What Apply did to the adapter's component (the plan's ``action``).
 CHANGES = ("created", "updated", "unchanged")
 #: The adapter function's steps, one per state that invokes it (the payload's ``step``).
-STEPS = ("apply", "wait", "bake", "confirm", "way_back", "settled", "delete", "gone", "retire")
+STEPS = ("apply", "abandon", "wait", "bake", "confirm", "way_back", "settled", "delete", "gone", "retire")
 
 
 class AdapterPlanFormatError(ValueError):

@@ -15,6 +15,9 @@ its typed plan as ``plan`` (hfpipe.core.adapters.adapter_plan.AdapterPlan, read 
   (``adapter_deploy.apply_adapter``: the base made when absent, the adapter counted again after its create).
   While the base's endpoint or component is not InService yet it raises AdapterNotReady, which the state
   machine retries; every step it repeats looks first, so a retry creates nothing twice. Returns the plan.
+- ``abandon``: after an Apply that failed (not refused), what this execution made is taken back: its own
+  adapter component (created since the execution's start) deleted and, no adapter remaining, the base it made
+  retired (AdapterNotReady while SageMaker deletes); the execution then fails with Apply's error.
 - ``wait``: AdapterNotReady until the adapter's component is InService; AdapterFailed (naming the way out)
   when it failed.
 - ``bake``: after the bake time, the component's errors over it: AdapterBakeFailed when any.
@@ -345,6 +348,27 @@ def settled(plan: AdapterPlan, way_back_done: dict[str, Any], sagemaker: Any, en
     return {"deleted": plan.component, "base": "retired"}
 
 
+def abandon(event: dict[str, Any], env: str, sagemaker: Any) -> dict[str, Any]:
+    """The ``abandon`` step (the module docstring): nothing this execution made is left billing."""
+    request, started = _request(event.get("input")), event.get("started")
+    if not isinstance(started, str):
+        return {"abandoned": []}
+    since = datetime.fromisoformat(started)
+    component = adapter_deploy.component_name(env, request["adapter"])
+    state = adapter_deploy.serving_state(sagemaker, component)
+    if state is not None and adapter_deploy.created_since(sagemaker, component, since):
+        if state[0] not in ("Creating", "Updating", "Deleting"):
+            sagemaker.delete_inference_component(InferenceComponentName=component)
+        raise AdapterNotReady(f"taking back {component}: it is {state[0]}")
+    made = adapter_deploy.made_since(sagemaker, env, since)
+    if not made or adapter_deploy.adapters_left(sagemaker, env):
+        return {"abandoned": [], "base": "kept"}
+    waiting = adapter_deploy.retire_step(sagemaker, env)
+    if waiting:
+        raise AdapterNotReady(f"retiring the base this deploy made: {waiting}")
+    return {"abandoned": made, "base": "retired"}
+
+
 def delete(event: dict[str, Any], env: str, sagemaker: Any, stepfunctions: Any) -> dict[str, Any]:
     """The ``delete`` step: the adapter's component deleted; what remains and what still bills."""
     request = _first_change(event, stepfunctions)
@@ -392,6 +416,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return act(event, env, sagemaker, aws.client("stepfunctions"))
     if step == "gone":
         return gone(sagemaker, str(event["component"]))
+    if step == "abandon":
+        return abandon(event, env, sagemaker)
     plan = AdapterPlan.from_json(event["plan"])
     steps: dict[str, Callable[[], dict[str, Any]]] = {
         "wait": lambda: _waited(sagemaker, env, plan),
