@@ -10,6 +10,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from accounts import ACCOUNT
 from rich.console import Console
 
 from hfpipe.cli.adapters import deploy_adapter
@@ -17,7 +18,7 @@ from hfpipe.core.adapters.adapter_plan import AdapterDeleted, BaseBilling
 
 ARTIFACT = "s3://artifacts/run-3/output/model.tar.gz"
 GROUP = "hfpipe-dev-tiny-adapter"
-VERSION = f"arn:aws:sagemaker:eu-west-1:123456789012:model-package/{GROUP}/3"
+VERSION = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/{GROUP}/3"
 
 
 class Pages:
