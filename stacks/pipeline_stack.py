@@ -247,6 +247,7 @@ class PipelineStack(Stack):
             execution_role=self.execution_role,
             grant_pass_role=self.grant_pass_execution_role,
             named_endpoints=tuple(e.name for e in self.config.endpoints),
+            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
         )
         grant_invoke_adapters(self.pipeline_lambdas.smoke_test.role, self.config.name)
         name = contract.adapter_state_machine_name(self.config.name)

@@ -1,17 +1,26 @@
 """The adapter state machine (Standard, JSONPath): one adapter of the environment's shared base deployed,
 rolled back or deleted (docs/adapters.md, "Deploying an adapter"). Made where cdk.json declares a shared base.
 
-Action? -> [delete: Delete -> Gone -> Deleted] |
+Action? -> [delete: Delete -> Gone -> Deleted] | [retire: Retire -> Retired] |
 Apply -> WaitAdapter -> SmokeTest -> BakeStart -> [Bake -> BakeProbe -> BakeCheck -> Baked?] x BAKE_PROBES
--> Deployed.
+-> Confirm -> Deployed.
 
-Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created; while it
+Apply's answer is the typed adapter plan (hfpipe.core.adapters.adapter_plan.AdapterPlan), kept at ``$.plan``;
+every path the states read of it comes from ``AdapterPlan.path`` (a field that does not exist fails the
+synth), and every step the function is asked for is one of ``adapter_plan.STEPS``.
+
+Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created (and any
+other error of it goes through Abandon, which takes back what the execution made); while it
 waits for the shared base to come up it raises AdapterNotReady, retried every ``POLL`` for at most
 ``POLLS`` times (the base is made on the first adapter's deploy: a GPU endpoint and its model's load). After
 Apply, every error (the component failed, the smoke test of the version's recipe on the adapter failed, errors
 during the bake) goes the way back: WayBack puts the adapter as it was (a new component deleted, an updated
-one updated back to the artifact it served), WayBackSettled waits for that, and the execution fails with the
-error that sent it there. Only the one adapter's component is touched on any path.
+one updated back to the artifact it served, once the component can take it), WayBackSettled waits for that
+(and retires a base this execution made when no adapter remains), and the execution fails with the error
+that sent it there; when the way back fails too, its own error is added to the cause (WayBackFailed). Confirm
+reads the version's approval again before Deployed: a version rejected meanwhile goes the way back. Only the
+one adapter's component is touched on any deploy path; Retire deletes the base, refused while adapters
+remain.
 
 SageMaker's rolling update of an inference component (UpdateInferenceComponent's DeploymentConfig) moves
 copies of a component in batches with alarms; an adapter component has no copies of its own (it uses its
@@ -33,6 +42,15 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
+from hfpipe.core.adapters.adapter_plan import (
+    DELETED,
+    REQUESTS,
+    RETIRED,
+    ROOT_PATH,
+    STEPS,
+    AdapterDeleted,
+    AdapterPlan,
+)
 from stacks.constructs.pipeline_state_machine import (
     LAMBDA_THROTTLING_ERRORS,
     RETRY_INTERVAL,
@@ -48,8 +66,19 @@ POLL = cdk.Duration.seconds(30)
 POLLS = 120
 NOT_READY = ["AdapterNotReady"]
 ERROR = "$.error"
-APPLIED = "$.applied"
+WAY_BACK_ERROR = "$.way_back_error"
+#: JSONPaths into the adapter plan, from its field names.
+P = AdapterPlan.path
+PLAN = ROOT_PATH
+#: The execution input's action (hfpipe deploy --adapter's request; one of adapter_plan.REQUESTS).
+INPUT_ACTION = "$.action"
 EXECUTION_TIMEOUT = cdk.Duration.hours(3)
+
+
+def _action_is(action: str) -> sfn.Condition:
+    if action not in REQUESTS:
+        raise ValueError(f"adapter action {action!r}: not one of {REQUESTS}")
+    return sfn.Condition.string_equals(INPUT_ACTION, action)
 
 
 class AdapterStateMachine(Construct):
@@ -74,7 +103,8 @@ class AdapterStateMachine(Construct):
         way_back = self._way_back(failed)
         action = (
             sfn.Choice(self, "Action?")
-            .when(sfn.Condition.string_equals("$.action", "delete"), self._delete())
+            .when(_action_is("delete"), self._delete())
+            .when(_action_is("retire"), self._retire())
             .otherwise(self._deploy(way_back, failed))
         )
         self.state_machine = sfn.StateMachine(
@@ -93,6 +123,8 @@ class AdapterStateMachine(Construct):
     def _step(
         self, cid: str, step: str, result_path: str, *, waits: bool = False, **extra: object
     ) -> tasks.LambdaInvoke:
+        if step not in STEPS:
+            raise ValueError(f"adapter step {step!r}: not one of {STEPS}")
         payload = {
             "step": step,
             "input": J.object_at("$$.Execution.Input"),
@@ -119,17 +151,33 @@ class AdapterStateMachine(Construct):
             state.add_retry(errors=NOT_READY, interval=POLL, backoff_rate=1, max_attempts=POLLS)
         return state
 
+    def _planned(
+        self, cid: str, step: str, result_path: str, *, waits: bool = False, **fields: object
+    ) -> tasks.LambdaInvoke:
+        """A step after Apply: it gets the plan (and ``fields``)."""
+        return self._step(cid, step, result_path, waits=waits, plan=J.object_at(PLAN), **fields)
+
     def _deploy(self, way_back: sfn.IChainable, failed: sfn.Fail) -> sfn.Chain:
         refused = sfn.Fail(self, "Refused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
-        apply = self._step("Apply", "apply", APPLIED, waits=True)
+        # The execution's start: what of the base was made since is this execution's (retired on its way back
+        # when no adapter remains), however often Apply was retried while the base came up.
+        apply = self._step("Apply", "apply", PLAN, waits=True, started=J.string_at("$$.Execution.StartTime"))
         apply.add_catch(refused, errors=["AdapterRefused"], result_path=ERROR)
-        apply.add_catch(failed, errors=["States.ALL"], result_path=ERROR)
-        wait = self._step("WaitAdapter", "wait", "$.status", waits=True, applied=J.object_at(APPLIED))
+        # Apply failed (not refused) after it may have made the base or the component: Abandon takes back what
+        # this execution made, then the execution fails with Apply's error.
+        abandon = self._step(
+            "Abandon", "abandon", "$.abandoned", waits=True, started=J.string_at("$$.Execution.StartTime")
+        )
+        abandon.add_catch(failed, errors=["States.ALL"], result_path=WAY_BACK_ERROR)
+        abandon.next(failed)
+        apply.add_catch(abandon, errors=["States.ALL"], result_path=ERROR)
+        wait = self._planned("WaitAdapter", "wait", "$.status", waits=True)
         smoke = self._smoke("SmokeTest", "$.smoke_test")
-        for state in (wait, smoke):
+        confirm = self._planned("Confirm", "confirm", "$.confirmed")
+        for state in (wait, smoke, confirm):
             state.add_catch(way_back, errors=["States.ALL"], result_path=ERROR)
-        deployed = sfn.Succeed(self, "Deployed", output_path=APPLIED)
-        return apply.next(wait).next(smoke).next(self._bake(way_back, deployed))
+        deployed = sfn.Succeed(self, "Deployed", output_path=PLAN)
+        return apply.next(wait).next(smoke).next(self._bake(way_back, confirm.next(deployed)))
 
     def _smoke(self, cid: str, result_path: str) -> tasks.LambdaInvoke:
         """The SmokeTest function's call of the adapter's component with its version's smoke test."""
@@ -138,17 +186,14 @@ class AdapterStateMachine(Construct):
             cid,
             lambda_function=self._functions["smoke_test"],
             payload=sfn.TaskInput.from_object(
-                {
-                    "smoke": J.object_at(f"{APPLIED}.smoke"),
-                    "inference_component": J.string_at(f"{APPLIED}.component"),
-                }
+                {"smoke": J.object_at(P("smoke")), "inference_component": J.string_at(P("component"))}
             ),
             payload_response_only=True,
             result_path=result_path,
             retry_on_service_exceptions=True,
         )
 
-    def _bake(self, way_back: sfn.IChainable, deployed: sfn.Succeed) -> sfn.Chain:
+    def _bake(self, way_back: sfn.IChainable, baked_then: sfn.IChainable) -> sfn.Chain:
         """BAKE_PROBES rounds over BAKE_SECONDS: wait, call the adapter (each call must answer), read its
         errors (BakeCheck, the function's ``bake`` step, says when the rounds are ``done``)."""
         start = sfn.Pass(
@@ -161,36 +206,53 @@ class AdapterStateMachine(Construct):
             self, "Bake", time=sfn.WaitTime.duration(cdk.Duration.seconds(BAKE_SECONDS // BAKE_PROBES))
         )
         probe = self._smoke("BakeProbe", "$.bake_probe")
-        check = self._step(
-            "BakeCheck",
-            "bake",
-            "$.bake",
-            applied=J.object_at(APPLIED),
-            bake=J.object_at("$.bake"),
-            probe=J.object_at("$.bake_probe"),
+        check = self._planned(
+            "BakeCheck", "bake", "$.bake", bake=J.object_at("$.bake"), probe=J.object_at("$.bake_probe")
         )
         for state in (probe, check):
             state.add_catch(way_back, errors=["States.ALL"], result_path=ERROR)
-        baked = sfn.Choice(self, "Baked?").when(sfn.Condition.boolean_equals("$.bake.done", True), deployed)
+        baked = sfn.Choice(self, "Baked?").when(sfn.Condition.boolean_equals("$.bake.done", True), baked_then)
         return start.next(wait).next(probe).next(check).next(baked.otherwise(wait))
 
     def _way_back(self, failed: sfn.Fail) -> sfn.Chain:
-        back = self._step("WayBack", "way_back", "$.way_back", applied=J.object_at(APPLIED))
+        back = self._planned("WayBack", "way_back", "$.way_back", waits=True)
         settled = self._step(
             "WayBackSettled",
             "settled",
             "$.settled",
             waits=True,
-            applied=J.object_at(APPLIED),
+            plan=J.object_at(PLAN),
             way_back=J.object_at("$.way_back"),
         )
+        # The way back's own error joins the one that sent it there: the command shows both.
+        both = sfn.Pass(
+            self,
+            "WayBackFailed",
+            parameters={
+                "Error.$": f"{ERROR}.Error",
+                "Cause.$": (
+                    f"States.Format('{{}}; the way back failed too: {{}}: {{}}', {ERROR}.Cause, "
+                    f"{WAY_BACK_ERROR}.Error, {WAY_BACK_ERROR}.Cause)"
+                ),
+            },
+            result_path=ERROR,
+        )
         for state in (back, settled):
-            state.add_catch(failed, errors=["States.ALL"], result_path="$.way_back_error")
+            state.add_catch(both, errors=["States.ALL"], result_path=WAY_BACK_ERROR)
+        both.next(failed)
         return back.next(settled).next(failed)
 
     def _delete(self) -> sfn.Chain:
         refused = sfn.Fail(self, "DeleteRefused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
-        delete = self._step("Delete", "delete", "$.deleted")
+        delete = self._step("Delete", "delete", DELETED.root)
         delete.add_catch(refused, errors=["States.ALL"], result_path=ERROR)
-        gone = self._step("Gone", "gone", "$.gone", waits=True, component=J.string_at("$.deleted.component"))
-        return delete.next(gone).next(sfn.Succeed(self, "Deleted", output_path="$.deleted"))
+        gone = self._step(
+            "Gone", "gone", "$.gone", waits=True, component=J.string_at(AdapterDeleted.path("component"))
+        )
+        return delete.next(gone).next(sfn.Succeed(self, "Deleted", output_path=DELETED.root))
+
+    def _retire(self) -> sfn.Chain:
+        refused = sfn.Fail(self, "RetireRefused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        retire = self._step("Retire", "retire", RETIRED.root, waits=True)
+        retire.add_catch(refused, errors=["States.ALL"], result_path=ERROR)
+        return retire.next(sfn.Succeed(self, "Retired", output_path=RETIRED.root))

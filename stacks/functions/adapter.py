@@ -10,12 +10,13 @@ image and reads the adapters' artifacts) and the bake (``BAKE_SECONDS``, ``BAKE_
 Its role may: read this environment's model package versions and list its groups' versions (a rollback looks
 for the version an adapter serves); create (this environment's request tags) and read the shared base's model,
 endpoint config and endpoint (hfpipe-<env>-shared-base only); create (request tags), update, delete (resource
-tags) and read this environment's inference components (hfpipe-<env>-*); list the inference components,
-read the bake's CloudWatch metrics and the account's Service Quotas (actions without resource types: ``*``);
-read this environment's endpoints and endpoint configs (hfpipe-<env>-*: before the base is made, what its
-named endpoints run of the base's instance type counts against the same endpoint-usage quota); pass the
-execution role to SageMaker; list and read its own state machine's executions (one change at a time per
-adapter). Nothing else.
+tags) and read this environment's inference components (hfpipe-<env>-*); delete the shared base's endpoint,
+config and model (resource tags: retiring the base); read this environment's artifacts (an adapter's
+adapter_config.json); list the inference components, read the bake's CloudWatch metrics and the account's
+Service Quotas (actions without resource types: ``*``); read this environment's endpoints and endpoint configs
+(hfpipe-<env>-*: before the base is made, what its named endpoints run of the base's instance type counts
+against the same endpoint-usage quota); pass the execution role to SageMaker; list and read its own state
+machine's executions (one change at a time per adapter). Nothing else.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from stacks.functions.common import (
     pipeline_function,
 )
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered, rendered_value
 
 #: The bake: seconds the adapter's component is watched after its smoke test passed, and the probes of it in
 #: that time (one every BAKE_SECONDS / BAKE_PROBES seconds, each the smoke test's call: each must answer).
@@ -105,6 +106,7 @@ class AdapterFunction(Construct):
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
         named_endpoints: tuple[str, ...] = (),
+        artifacts_bucket_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
@@ -128,6 +130,45 @@ class AdapterFunction(Construct):
         grant_pass_role(self.role)
         self._env = env
         self._grant(env)
+        self._grant_retire(env)
+        self._grant_artifact_reads(artifacts_bucket_name)
+
+    def _grant_retire(self, env: str) -> None:
+        """Retiring the base (and a failed first deploy's way back): its endpoint, config and model, on their
+        environment tags (its components: DeleteInferenceComponent, granted with the adapters')."""
+        stack = cdk.Stack.of(self)
+        base = contract.deployed_endpoint_name(env, contract.SHARED_BASE)
+        hosting = [
+            stack.format_arn(service="sagemaker", resource=r, resource_name=base)
+            for r in ("model", "endpoint-config", "endpoint")
+        ]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:DeleteEndpoint",
+                    "sagemaker:DeleteEndpointConfig",
+                    "sagemaker:DeleteModel",
+                ],
+                resources=hosting,
+                conditions=owned_by(env, "aws:ResourceTag"),
+            )
+        )
+
+    def _grant_artifact_reads(self, artifacts_bucket_name: str) -> None:
+        """GetObject of this environment's artifacts: Apply reads an adapter version's adapter_config.json
+        from its model.tar.gz (hfpipe.core.adapters.adapter_load) before anything is made."""
+        stack = cdk.Stack.of(self)
+        objects = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/*"
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::"
+            + rendered(stack, f"arn:{stack.partition}:s3:::")
+            + rendered_value(stack, artifacts_bucket_name)
+            + "/*]",
+            "Reads (GetObject) the adapter versions' model.tar.gz in this environment's artifacts bucket only "
+            "(keys named by the training job), to check the adapter's adapter_config.json against the base.",
+        )
 
     def _grant(self, env: str) -> None:
         stack = cdk.Stack.of(self)

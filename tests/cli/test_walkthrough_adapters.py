@@ -1,13 +1,15 @@
 """docs/adapters.md's walk-through ("Many fine-tunes on one GPU"), command by command: its `hfpipe local
 up` line, as written, starts the local world's dev (this world's shared base the tiny Llama), and every
 `hfpipe` command of the block runs as typed, in order, against it (issue 31's walk-through: train two
-adapters, approve both, deploy both onto one base, call each, roll one back, delete the other)."""
+adapters, approve both, deploy both onto one base, call each, roll one back, delete the other; issue 44's end:
+delete the last one, retire the base, nothing billing)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from doc_blocks import block_commands
@@ -28,14 +30,18 @@ def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
     assert kinds.count("start") == 2 and kinds.count("invoke") == 2
     assert [a[a.index("--adapter") + 1] for a in argvs if a[0] == "invoke"] == ["support", "sales"]
     deploys = [a for a in argvs if a[0] == "deploy"]
-    assert [a[a.index("--adapter") + 1] for a in deploys] == [
+    assert [a[a.index("--adapter") + 1] if "--adapter" in a else "base" for a in deploys] == [
         "support",
         "sales",
         "support",
         "support",
         "sales",
+        "support",
+        "base",
     ]
-    assert "--rollback" in deploys[3] and "--delete" in deploys[4]
+    assert "--rollback" in deploys[3] and "--delete" in deploys[4] and "--delete" in deploys[5]
+    # It ends with the base retired and `hfpipe endpoints` showing nothing billing (issue 44).
+    assert "--retire-base" in deploys[6] and argvs[-1][:1] == ["endpoints"]
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,7 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     """Every command of docs/adapters.md's block, run as typed, in order, against the local world's dev:
     two adapters on one shared base, each answering as itself, one rolled back, the other deleted."""
     answers: dict[str, str] = {}
+    listed: list[dict[str, Any]] = []
     for argv, _comment in adapter_commands()[1:]:
         proc = adapter_world.hfpipe(*argv)
         assert proc.returncode == 0, (argv, proc.stdout, proc.stderr, adapter_world.log("dev")[-3000:])
@@ -61,8 +68,23 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             )
         elif argv[0] == "deploy" and "--rollback" in argv:
             assert "serves tiny-adapter/1 (s3://" in proc.stdout, proc.stdout
+        elif argv[0] == "deploy" and "--retire-base" in argv:
+            assert "retired: the shared base hfpipe-dev-shared-base (1 x ml.g5.4xlarge, 2.03 USD/h)" in (
+                proc.stdout
+            ), proc.stdout
+        elif argv[0] == "deploy" and argv[argv.index("--adapter") + 1] == "support":  # the last one
+            flat = " ".join(proc.stdout.split())
+            assert "deleted: hfpipe-dev-adapter-support" in flat, proc.stdout
+            assert (
+                "no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x "
+                "ml.g5.4xlarge, 2.03 USD/h) until it is retired: hfpipe deploy --env dev --retire-base"
+            ) in flat, proc.stdout
         elif argv[0] == "deploy":
             assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout
+            assert (
+                "still on the shared base hfpipe-dev-shared-base: hfpipe-dev-adapter-support" in proc.stdout
+            )
+            listed = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
         elif argv[0] == "invoke":
             answers[argv[argv.index("--adapter") + 1]] = proc.stdout
         elif argv[0] == "start":
@@ -75,15 +97,17 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
                 "served on dev's shared base hfpipe-dev-shared-base (hfpipe-fixtures/tiny-llama on 1 x "
                 "ml.g5.4xlarge, 2.03 USD/h) once deployed"
             ) in flat, proc.stdout
-        elif argv[0] == "endpoints":
+        elif argv[0] == "endpoints" and not answers:
             assert re.search(r"hfpipe-dev-adapter-support .*1\.015", proc.stdout), proc.stdout
             assert re.search(r"hfpipe-dev-adapter-sales .*1\.015", proc.stdout), proc.stdout
+        elif argv[0] == "endpoints":  # the last command: the base retired, nothing bills
+            assert "no endpoints up in environment 'dev'" in proc.stdout, proc.stdout
     # Each call reached its own adapter: the OpenAI answer names the model (the adapter) that wrote it.
     for adapter, printed in answers.items():
         answer = json.loads(printed.strip().splitlines()[-1])
         assert f'"model": "hfpipe-dev-adapter-{adapter}"' in json.dumps(answer), answer
-    components = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
-    shared = [e for e in components if e["name"] == "hfpipe-dev-shared-base"]
+    # After sales was deleted, support alone stayed on the base (until it went too and the base retired).
+    shared = [e for e in listed if e["name"] == "hfpipe-dev-shared-base"]
     assert [a["component"] for a in shared[0]["adapters"]] == ["hfpipe-dev-adapter-support"], shared
     # Each run's loss curve, from what the world has of it (its training log: it publishes no metrics).
     runs = json.loads(out(adapter_world["dev"]("list", "--json")))

@@ -6,8 +6,10 @@ adapter back as it was; a retried step creates nothing twice (docs/adapters.md).
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
+import tarfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -68,14 +70,51 @@ def wipe(engine: Any) -> None:
             call()
 
 
-def register(engine: Any, *, status: str = "Approved", base: str = BASE) -> str:
-    """An adapter version as RegisterAdapter makes one: its artifact, its recipe and the base it needs."""
+def adapter_archive(config: dict[str, Any]) -> bytes:
+    """A model.tar.gz as run_clm.py leaves an adapter: adapter_config.json (PEFT's) at the top, weights next."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in (
+            ("adapter_config.json", json.dumps(config).encode()),
+            ("adapter_model.safetensors", b"\0" * 64),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def lora_config(base: str = BASE, **changes: Any) -> dict[str, Any]:
+    """PEFT's adapter_config.json of a rank-8 adapter on q_proj and v_proj of ``base``."""
+    return {
+        "peft_type": "LORA",
+        "base_model_name_or_path": base,
+        "r": 8,
+        "lora_alpha": 16,
+        "target_modules": ["q_proj", "v_proj"],
+        **changes,
+    }
+
+
+def register(
+    engine: Any, *, status: str = "Approved", base: str = BASE, config: dict[str, Any] | None = None
+) -> str:
+    """An adapter version as RegisterAdapter makes one: its artifact (uploaded: an adapter_config.json on
+    ``base``, or ``config``), its recipe and the base it needs."""
     sm, group = engine.client("sagemaker"), engine.group
     try:
         sm.describe_model_package_group(ModelPackageGroupName=group)
     except sm.exceptions.ClientError:
         sm.create_model_package_group(ModelPackageGroupName=group)
     n = next(_ids)
+    s3 = engine.client("s3")
+    with contextlib.suppress(s3.exceptions.ClientError):
+        s3.create_bucket(Bucket="artifacts", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    s3.put_object(
+        Bucket="artifacts",
+        Key=f"run-{n}/output/model.tar.gz",
+        Body=adapter_archive(config or lora_config(base)),
+    )
     spec = {
         "Containers": [
             {
@@ -144,7 +183,16 @@ def test_two_adapters_make_one_base_one_fleet_and_each_is_smoke_tested(clean):
         "CreateInferenceComponent",
     ]
     bake = ["Bake", "BakeProbe", "BakeCheck", "Baked?"] * BAKE_PROBES
-    assert first.states == ["Action?", "Apply", "WaitAdapter", "SmokeTest", "BakeStart", *bake, "Deployed"]
+    assert first.states == [
+        "Action?",
+        "Apply",
+        "WaitAdapter",
+        "SmokeTest",
+        "BakeStart",
+        *bake,
+        "Confirm",
+        "Deployed",
+    ]
     baked = exited(first, "BakeCheck")["bake"]
     assert (baked["probes"], baked["done"]) == (BAKE_PROBES, True)
     assert (
@@ -397,7 +445,9 @@ def test_a_retried_apply_creates_nothing_twice(clean):
     clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
     r = run(clean, action="deploy", adapter="support", version=v1)
     assert r.status == "SUCCEEDED", (r.error, r.cause)
-    assert r.output["action"] == "unchanged"  # the retry found the component it had made
+    # The retry found the component its first call had made: nothing created twice, and it is reported as
+    # this execution's creation (CreationTime after the execution's start), so a way back would delete it.
+    assert r.output["action"] == "created"
     assert components(clean) == sorted([NAMES.component, component_name(ENV, "support")])
 
 
@@ -452,3 +502,238 @@ def test_a_second_change_of_an_adapter_while_one_runs_is_refused():
             AdapterRefused, match=r"execution first .* is still running; accepted: one change"
         ):
             adapter._first_change(event, sfn)
+
+
+# --- issue 44: one lifecycle for base and adapters, every decision re-checked at the act -------------------
+
+
+def nothing_billing(engine: Any) -> None:
+    """No shared base left: no endpoint, config, model or component of it."""
+    sm = engine.client("sagemaker")
+    assert components(engine) == []
+    assert not [e for e in sm.list_endpoints()["Endpoints"] if e["EndpointName"] == NAMES.endpoint]
+    for call in (
+        lambda: sm.describe_endpoint_config(EndpointConfigName=NAMES.endpoint_config),
+        lambda: sm.describe_model(ModelName=NAMES.model),
+    ):
+        with pytest.raises(sm.exceptions.ClientError):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (lora_config(r=32), "has rank 32, above the shared base's max_lora_rank 16"),
+        (
+            lora_config(target_modules=["query_key_value"]),
+            "changes query_key_value, which vLLM does not wrap",
+        ),
+        (lora_config("meta-llama/Llama-3.1-8B"), "base_model_name_or_path: adapter 'support' was trained on"),
+    ],
+    ids=["rank", "modules", "base"],
+)
+def test_an_adapter_that_would_not_load_is_refused_before_a_base_exists(clean, config, message):
+    """Read from the adapter's own adapter_config.json in its model.tar.gz: a rank 32 adapter on a base of
+    max_lora_rank 16 made the whole base and was caught only by the smoke test; now nothing is made."""
+    r = run(clean, action="deploy", adapter="support", version=register(clean, config=config))
+    assert (r.status, r.error) == ("FAILED", "AdapterRefused"), r.cause
+    assert message in json.loads(r.cause)["errorMessage"]
+    assert r.states == ["Action?", "Apply", "Refused"]
+    nothing_billing(clean)
+
+
+def test_a_failed_first_deploy_leaves_nothing_billing(clean):
+    """A first deploy refused at the smoke test made the base; its way back deletes the adapter and, no
+    adapter remaining, retires the base it made (component, endpoint, config, model)."""
+    clean.component = lambda route, body: {"object": "error"}
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    assert r.states[-3:] == ["WayBack", "WayBackSettled", "Failed"]
+    assert exited(r, "WayBackSettled")["settled"]["base"] == "retired"
+    nothing_billing(clean)
+
+
+def test_a_version_rejected_while_its_smoke_test_runs_is_taken_back(clean):
+    """The approval is read again before the deploy is reported done (Confirm): a version rejected while
+    it is smoke-tested ends failed and is taken back (an update back to what served; a new adapter deleted)."""
+    v1, v2 = register(clean), register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+    sm, deploying = clean.client("sagemaker"), [v2]
+
+    def rejecting(route: Any, body: Any) -> Any:
+        sm.update_model_package(ModelPackageArn=deploying[-1], ModelApprovalStatus="Rejected")
+        return chat_answer(route, body)
+
+    clean.component = rejecting
+    updated = run(clean, action="deploy", adapter="support", version=v2)
+    assert (updated.status, updated.error) == ("FAILED", "AdapterNotApproved"), updated.cause
+    assert "is Rejected now, no longer Approved" in json.loads(updated.cause)["errorMessage"]
+    assert updated.states[-4:] == ["Confirm", "WayBack", "WayBackSettled", "Failed"]
+    assert serving(clean, "support") == artifact(clean, v1)
+    deploying.append(v3 := register(clean))
+    created = run(clean, action="deploy", adapter="sales", version=v3)
+    assert (created.status, created.error) == ("FAILED", "AdapterNotApproved"), created.cause
+    assert serving(clean, "sales") is None
+    assert sm.describe_model_package(ModelPackageName=v3)["ModelApprovalStatus"] == "Rejected"
+
+
+def test_the_way_back_retries_what_aws_throttles_and_shows_its_own_error(clean):
+    """The way back's UpdateInferenceComponent throttled once is retried (the adapter is back); failing for
+    another reason, its own error joins the cause the command prints, and the newer version is named there."""
+    v1, v2, v3 = register(clean), register(clean), register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+
+    def failing_with(code: str) -> Any:
+        def answer(route: Any, body: Any) -> Any:
+            clean.sagemaker_errors["update_inference_component"] = [code]
+            return {"object": "error"}
+
+        return answer
+
+    clean.component = failing_with("ThrottlingException")
+    throttled = run(clean, action="deploy", adapter="support", version=v2)
+    assert (throttled.status, throttled.error) == ("FAILED", "SmokeTestFailed"), throttled.cause
+    assert serving(clean, "support") == artifact(clean, v1)  # updated back after the retry
+    clean.component = failing_with("ValidationException")
+    refused = run(clean, action="deploy", adapter="support", version=v3)
+    assert (refused.status, refused.error) == ("FAILED", "SmokeTestFailed"), refused.cause
+    assert "the way back failed too: ClientError" in refused.cause, refused.cause
+    assert "ValidationException" in refused.cause
+    assert refused.states[-3:] == ["WayBack", "WayBackFailed", "Failed"]
+    assert serving(clean, "support") == artifact(clean, v3)  # what serves, as it is
+
+
+def test_deleting_the_last_adapter_names_what_bills_and_retiring_waits_for_no_adapter(clean):
+    """Deleting the last adapter says the base keeps billing (its USD/h) and names --retire-base; retiring
+    is refused while an adapter remains, then deletes the base in AWS's order and nothing bills."""
+    v1 = register(clean)
+    assert run(clean, action="deploy", adapter="support", version=v1).status == "SUCCEEDED"
+    assert run(clean, action="deploy", adapter="sales", version=v1).status == "SUCCEEDED"
+    refused = run(clean, action="retire")
+    assert (refused.status, refused.error) == ("FAILED", "AdapterRefused"), refused.cause
+    assert "hfpipe-dev-adapter-sales, hfpipe-dev-adapter-support" in json.loads(refused.cause)["errorMessage"]
+    assert refused.states == ["Action?", "Retire", "RetireRefused"]
+    first = run(clean, action="delete", adapter="sales")
+    assert first.output["remaining"] == [component_name(ENV, "support")]
+    last = run(clean, action="delete", adapter="support")
+    assert last.status == "SUCCEEDED", last.cause
+    assert last.output["remaining"] == []
+    assert last.output["base"]["usd_per_hour"] == 2.03
+    assert last.output["base"]["retire_command"] == "hfpipe deploy --env dev --retire-base"
+    retired = run(clean, action="retire")
+    assert retired.status == "SUCCEEDED", (retired.error, retired.cause)
+    assert retired.states == ["Action?", "Retire", "Retired"]
+    assert retired.output["gone"][0] == f"inference component {NAMES.endpoint}"
+    nothing_billing(clean)
+
+
+class FakeSageMaker:
+    """DescribeInferenceComponent answering one status; every other call recorded."""
+
+    def __init__(self, status: str) -> None:
+        self.status, self.calls = status, []
+
+    def describe_inference_component(self, **request: Any) -> dict[str, Any]:
+        return {
+            "InferenceComponentName": request["InferenceComponentName"],
+            "InferenceComponentStatus": self.status,
+            "FailureReason": "CUDA out of memory",
+            "Specification": {"Container": {"ArtifactUrl": "s3://artifacts/new/model.tar.gz"}},
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda **request: self.calls.append(name)
+
+
+def test_the_way_back_waits_while_the_component_is_updating_and_a_failed_one_names_its_way_out():
+    from pipeline_lambdas import adapter
+
+    from hfpipe.core.adapters.adapter_plan import AdapterPlan
+    from hfpipe.core.deploy.deploy_requests import SmokeSpec
+
+    plan = AdapterPlan(
+        request="deploy",
+        adapter="support",
+        component=component_name(ENV, "support"),
+        action="updated",
+        version_ref="r/2",
+        version_arn="arn",
+        artifact="s3://artifacts/new/model.tar.gz",
+        previous_artifact="s3://artifacts/old/model.tar.gz",
+        smoke=SmokeSpec("e", "vllm", {}, [], 1.0, "x"),
+        applied_at="2026-01-01T00:00:00+00:00",
+    )
+    updating = FakeSageMaker("Updating")
+    with pytest.raises(adapter.AdapterNotReady, match="is Updating; the way back waits"):
+        adapter.way_back(plan, updating, ENV)
+    assert updating.calls == []
+    failed = FakeSageMaker("Failed")
+    with pytest.raises(adapter.AdapterFailed, match=r"--adapter support --delete"):
+        adapter._wait(failed, ENV)("inference-component", plan.component)
+    with pytest.raises(adapter.AdapterFailed, match=r"--retire-base"):
+        adapter._wait(failed, ENV)("inference-component", NAMES.component)
+    assert adapter.way_back(plan, failed, ENV)["way_back"] == "updated back"
+    assert failed.calls == ["update_inference_component"]
+
+
+def test_the_state_machine_reads_the_typed_plan_through_its_field_names(pipeline_app):
+    """Every path the adapter state machine reads of what Apply decided is a field of AdapterPlan (the
+    paths come from AdapterPlan.path), every step it asks the function for is one of STEPS, and no state
+    reads the untyped ``applied`` dict of before; the plan itself is read back field by field."""
+    import re
+
+    from hfpipe.core.adapters.adapter_plan import STEPS, AdapterPlan, AdapterPlanFormatError
+
+    template = pipeline_app.assertions(ENV, "Pipeline")
+    ((_, machine),) = [
+        (k, v)
+        for k, v in template.find_resources("AWS::StepFunctions::StateMachine").items()
+        if v["Properties"].get("StateMachineName") == contract.adapter_state_machine_name(ENV)
+    ]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "0" for p in parts)
+    states = json.loads(text)["States"]
+    assert "$.applied" not in text
+    paths = set(re.findall(r"\$\.plan(?:\.[a-z_]+)*", text))
+    assert paths >= {"$.plan", "$.plan.smoke", "$.plan.component"}, paths
+    for path in paths - {"$.plan"}:
+        assert AdapterPlan.path(*path.split(".")[2:]) == path
+    steps = {s["Parameters"]["step"] for s in states.values() if "step" in (s.get("Parameters") or {})}
+    assert steps and steps <= set(STEPS), steps
+    planned = {n for n, s in states.items() if "plan.$" in (s.get("Parameters") or {})}
+    assert planned == {"WaitAdapter", "BakeCheck", "Confirm", "WayBack", "WayBackSettled"}, planned
+    with pytest.raises(AdapterPlanFormatError, match=r"adapter.adapter: missing"):
+        AdapterPlan.from_json({"schema_version": 1, "request": "deploy"})
+    with pytest.raises(AdapterPlanFormatError, match=r"adapter.applied: unknown field"):
+        AdapterPlan.from_json({"schema_version": 1, "applied": {}})
+
+
+def test_a_first_deploy_whose_apply_was_retried_still_retires_the_base_it_made(clean):
+    """On AWS, Apply is retried while the base comes up, and each call creates only what is still absent: what
+    this execution made is read from the base's CreationTimes against the execution's start, so its way
+    back still retires the base (one call's own list would be empty)."""
+    clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
+    clean.component = lambda route, body: {"object": "error"}
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), r.cause
+    plan = exited(r, "Apply")["plan"]
+    assert plan["action"] == "created"  # by the call whose answer was lost: the way back deletes it
+    assert plan["base_created"] == [
+        "CreateModel",
+        "CreateEndpointConfig",
+        "CreateEndpoint",
+        "CreateInferenceComponent",
+    ]
+    nothing_billing(clean)
+
+
+def test_an_apply_that_fails_after_making_the_base_leaves_nothing_billing(clean):
+    """Apply made the base's model, config and endpoint, then CreateInferenceComponent of the base failed:
+    Abandon retires what this execution made (nothing else holds an adapter), and the execution fails with
+    Apply's own error."""
+    clean.sagemaker_errors["create_inference_component"] = ["ValidationException"]
+    r = run(clean, action="deploy", adapter="support", version=register(clean))
+    assert r.status == "FAILED" and "ValidationException" in r.cause, (r.error, r.cause)
+    assert r.states[-3:] == ["Apply", "Abandon", "Failed"], r.states
+    assert exited(r, "Abandon")["abandoned"]["base"] == "retired"
+    nothing_billing(clean)

@@ -570,3 +570,187 @@ def test_an_adapter_being_changed_is_not_changed_again(world):
 
 def artifact_of(version: dict) -> str:
     return str(version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"])
+
+
+# --- issue 44: one lifecycle for base and adapters, every decision re-checked at the act -------------------
+
+
+class Racing:
+    """A SageMaker client whose adapter creates wait for each other: every deploy has counted the adapters
+    on the base (and passed) before any of them creates its component, as deploys run at once can."""
+
+    def __init__(self, sm, barrier) -> None:
+        self._sm, self._barrier = sm, barrier
+
+    def __getattr__(self, name: str):
+        return getattr(self._sm, name)
+
+    def create_inference_component(self, **request):
+        if request["Specification"].get("BaseInferenceComponentName"):
+            self._barrier.wait(timeout=60)
+        return self._sm.create_inference_component(**request)
+
+
+def test_four_first_deploys_at_once_put_no_more_adapters_on_the_base_than_it_holds(world):
+    """Four first deploys on a fresh environment, each counting before any creates: the base is made once,
+    and each counts again after its own create in the one order all agree on (CreationTime, then name), so
+    the fourth adapter's deploy deletes its component and is refused (max_adapters 3)."""
+    import threading
+
+    sm = world.sm
+    three = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=3)
+    versions = {name: registered(sm, name, 1) for name in ("a", "b", "c", "d")}
+    requests = adapter_deploy.base_requests(
+        "dev", three, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
+    )
+    barrier, outcomes = threading.Barrier(4), {}
+
+    def wait(kind: str, name: str) -> None:
+        world.clock.now += 120  # past every transitional status
+
+    def deploy(name: str) -> None:
+        client = Racing(boto3.client("sagemaker", region_name=REGION), barrier)
+        try:
+            outcomes[name] = adapter_deploy.apply_adapter(
+                client,
+                "dev",
+                three,
+                name,
+                versions[name],
+                base_requests=requests,
+                wait=wait,
+                tags=[],
+            )["action"]
+        except Exception as err:  # the outcome is what the test reads
+            outcomes[name] = f"{type(err).__name__}: {err}"
+
+    threads = [threading.Thread(target=deploy, args=(name,)) for name in versions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    refused = [name for name, outcome in outcomes.items() if outcome != "created"]
+    assert len(refused) == 1, outcomes
+    assert "AdapterRefused" in outcomes[refused[0]] and "took its places" in outcomes[refused[0]], outcomes
+    world.clock.now += 120  # the refused component's deletion done
+    held = adapter_deploy.adapters_left(sm, "dev")
+    assert len(held) == 3 and adapter_deploy.component_name("dev", refused[0]) not in held, held
+
+
+class Recording:
+    """A SageMaker client that records the Delete* calls it passes on."""
+
+    def __init__(self, sm) -> None:
+        self._sm, self.deleted = sm, []
+
+    def __getattr__(self, name: str):
+        call = getattr(self._sm, name)
+        if not name.startswith("delete_"):
+            return call
+
+        def recorded(**request):
+            self.deleted.append(name)
+            return call(**request)
+
+        return recorded
+
+
+def test_retiring_the_base_is_refused_while_adapters_remain_then_deletes_in_aws_order(world):
+    """Retiring the shared base names the adapters still on it and deletes nothing; once they are gone it
+    deletes the base component first, then (once it is gone) the endpoint, then its config and model."""
+    sm = world.sm
+    put_adapter(world, "summary", registered(sm, "summary", 1))
+    recording = Recording(sm)
+    with pytest.raises(
+        AdapterRefused, match=r"still holds 1 adapter component\(s\) \(hfpipe-dev-adapter-summary\)"
+    ):
+        adapter_deploy.retire_step(recording, "dev")
+    assert recording.deleted == []
+    adapter_deploy.delete_adapter(sm, "dev", "summary")
+    world.clock.now += 120
+    waits = []
+    while (waiting := adapter_deploy.retire_step(recording, "dev")) is not None:
+        waits.append(waiting)
+        world.clock.now += 120
+        assert len(waits) < 5, waits
+    assert recording.deleted == [
+        "delete_inference_component",
+        "delete_endpoint",
+        "delete_endpoint_config",
+        "delete_model",
+    ]
+    assert DEV_BASE.endpoint not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+    with pytest.raises(ClientError):
+        sm.describe_endpoint_config(EndpointConfigName=DEV_BASE.endpoint_config)
+    with pytest.raises(ClientError):
+        sm.describe_model(ModelName=DEV_BASE.model)
+    assert adapter_deploy.retire_step(recording, "dev") is None  # a rerun deletes nothing twice
+    assert len(recording.deleted) == 4
+
+
+def test_endpoints_delete_refuses_the_shared_base_and_names_its_adapters(world):
+    """`hfpipe endpoints delete hfpipe-dev-shared-base --yes` deleted the base with adapters on it (exit 0);
+    it is refused, naming the adapters and the command that retires the base, and nothing is deleted."""
+    sm = world.sm
+    put_adapter(world, "summary", registered(sm, "summary", 1))
+    put_adapter(world, "topics", registered(sm, "topics", 1))
+    args = SimpleNamespace(name=DEV_BASE.endpoint, env="dev", yes=True, wait_timeout=None)
+    clients = SimpleNamespace(sagemaker=sm, region=REGION)
+    with pytest.raises(HfpipeError) as refused:
+        endpoints._delete_one(clients, args, Console(record=True))  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "hfpipe-dev-adapter-summary, hfpipe-dev-adapter-topics" in message, message
+    assert "hfpipe deploy --env dev --retire-base" in message and "nothing deleted" in message
+    assert DEV_BASE.endpoint in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+    assert len(on_base(sm)) == 3
+
+
+def test_an_adapter_that_would_not_load_is_refused_before_the_base_is_made(world):
+    """The adapter's own adapter_config.json (in the version's model.tar.gz) is read before anything is
+    created: a rank over the base's max_lora_rank, a module vLLM does not wrap, another base."""
+    import io
+    import json
+    import tarfile
+
+    sm, s3 = world.sm, boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="artifacts")
+    requests = adapter_deploy.base_requests(
+        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
+    )
+    good = {"base_model_name_or_path": "my-org/base-8b", "r": 8, "target_modules": ["q_proj", "v_proj"]}
+    cases = [
+        (
+            {**good, "r": 32},
+            r"adapter_config.json.r: adapter 'summary' has rank 32, above the shared base's max_lora_rank 16",
+        ),
+        ({**good, "target_modules": ["query_key_value"]}, r"target_modules: .*changes query_key_value"),
+        (
+            {**good, "base_model_name_or_path": "other/base"},
+            r"base_model_name_or_path: .*was trained on 'other/base'",
+        ),
+    ]
+    for n, (config, message) in enumerate(cases, start=1):
+        version = registered(sm, "summary", n)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            data = json.dumps(config).encode()
+            info = tarfile.TarInfo("adapter_config.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        bucket, _, key = artifact_of(version).removeprefix("s3://").partition("/")
+        s3.put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
+        with pytest.raises(AdapterRefused, match=message):
+            adapter_deploy.apply_adapter(
+                sm,
+                "dev",
+                SHARED,
+                "summary",
+                version,
+                base_requests=requests,
+                wait=lambda kind, name: None,
+                tags=[],
+                s3=s3,
+            )
+    assert DEV_BASE.endpoint not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+    with pytest.raises(ClientError):
+        sm.describe_model(ModelName=DEV_BASE.model)

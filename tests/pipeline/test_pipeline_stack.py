@@ -86,6 +86,12 @@ ADAPTER_ACTIONS = {
     "sagemaker:AddTags",
     "sagemaker:UpdateInferenceComponent",
     "sagemaker:DeleteInferenceComponent",
+    # Retiring the base (and a failed first deploy's way back): its endpoint, config and model.
+    "sagemaker:DeleteEndpoint",
+    "sagemaker:DeleteEndpointConfig",
+    "sagemaker:DeleteModel",
+    # Apply reads the adapter's adapter_config.json from its version's model.tar.gz.
+    "s3:GetObject",
     "sagemaker:DescribeModel",
     "sagemaker:DescribeEndpointConfig",
     "sagemaker:DescribeEndpoint",

@@ -4,11 +4,14 @@ adapter back, or delete one, through the environment's adapter state machine (do
     hfpipe deploy --env dev --adapter support --model qwen2.5-7b-lora-samsum-adapter/2
     hfpipe deploy --env dev --adapter support --rollback
     hfpipe deploy --env dev --adapter support --delete
+    hfpipe deploy --env dev --retire-base
 
-The command starts the execution, shows the adapter's inference component as its status changes, and ends
-with what the adapter serves now, read from its component (its ArtifactUrl, and the version that holds it),
-never from the execution's output alone: exit 0 when the execution succeeded and the component serves what
-it says (or, for --delete, is gone), 1 otherwise (the error and its cause printed, and what serves then).
+The command starts the execution, shows the adapter's inference component (for --retire-base: the base
+component) as its status changes, and ends with what the adapter serves now, read from its component (its
+ArtifactUrl, and the version that holds it), never from the execution's output alone: exit 0 when the
+execution succeeded and the component serves what it says (or, for --delete, is gone), 1 otherwise (the error
+and its cause printed, the way back's own error among them, and what serves then, on the last line). A
+delete that leaves the base with no adapter says what still bills and the command that retires the base.
 """
 
 from __future__ import annotations
@@ -23,14 +26,25 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.core.adapters import adapter_deploy
-from hfpipe.core.adapters.adapter_deploy import AdapterRefused
+from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
+from hfpipe.core.adapters.adapter_plan import AdapterDeleted, AdapterPlan, BaseBilling, BaseRetired
 from hfpipe.core.promotion import registry
 
 DEFAULT_INTERVAL_S = 15.0
 
 
 def request_of(args: argparse.Namespace) -> dict[str, str]:
-    """The execution input for --adapter with exactly one of --model, --rollback and --delete."""
+    """The execution input for --adapter with exactly one of --model, --rollback and --delete, or for
+    --retire-base with none of them."""
+    if getattr(args, "retire_base", False):
+        given = [
+            f
+            for f, on in (("--model", args.model), ("--rollback", args.rollback), ("--delete", args.delete))
+            if on
+        ]
+        if given:
+            raise UsageError(f"--retire-base: {' and '.join(given)} given; accepted: --retire-base alone")
+        return {"action": "retire"}
     chosen = [
         flag
         for flag, on in (("--model", args.model), ("--rollback", args.rollback), ("--delete", args.delete))
@@ -69,14 +83,7 @@ def _check_location(request: dict[str, str], env: str, machine: str) -> None:
 
 def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
     """The component's status and the artifact it serves, read from it; None when it does not exist."""
-    try:
-        described = sagemaker.describe_inference_component(InferenceComponentName=component)
-    except Exception as err:
-        if adapter_deploy.is_absent(err):
-            return None
-        raise
-    artifact = ((described.get("Specification") or {}).get("Container") or {}).get("ArtifactUrl")
-    return str(described["InferenceComponentStatus"]), artifact
+    return adapter_deploy.serving_state(sagemaker, component)
 
 
 def _describe(state: tuple[str, str | None] | None) -> str:
@@ -98,12 +105,20 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
     _check_location(request, args.env, machine)
-    component = adapter_deploy.component_name(args.env, args.adapter)
+    retiring = request["action"] == "retire"
+    component = (
+        BaseNames.of(args.env).component
+        if retiring
+        else adapter_deploy.component_name(args.env, args.adapter)
+    )
+    subject = "the shared base" if retiring else f"adapter {args.adapter}"
     before = aws.call(
         f"reading inference component {component}", serving, sagemaker=clients.sagemaker, component=component
     )
     what = request.get("version") or request["action"]
-    name = aws.unique_execution_name(f"adapter-{args.adapter}-{what.replace('/', '-')[:40]}")
+    name = aws.unique_execution_name(
+        f"adapter-{args.adapter or contract.SHARED_BASE}-{what.replace('/', '-')[:40]}"
+    )
     faults.state(
         f"the change {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
         f"{args.env}`, then run the same command again"
@@ -115,8 +130,8 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         name=name,
         input=json.dumps(request),
     )["executionArn"]
-    console.print(f"{request['action']} adapter {args.adapter} ({component}) in {args.env}: execution {name}")
-    console.print(f"  adapter now: {_describe(before)}")
+    console.print(f"{request['action']} {subject} ({component}) in {args.env}: execution {name}")
+    console.print(f"  {'base' if retiring else 'adapter'} now: {_describe(before)}")
     if not aws.is_local_world(clients):
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
     if args.no_wait:
@@ -155,25 +170,75 @@ def _follow(
     if desc["status"] != "SUCCEEDED":
         error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
         print(f"error: adapter change {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)
-        console.print(f"adapter {component} now: {_describe(state)}")
+        console.print(f"{component} now: {_serves(env, state, clients)}")
         return 1
     output = json.loads(desc.get("output") or "{}")
-    if "artifact" not in output:  # a delete: the component must be gone
-        if state is not None:
-            print(f"error: the delete succeeded but {component} is {_describe(state)}", file=sys.stderr)
-            return 1
-        console.print(f"deleted: {component}; no other adapter was touched")
-        return 0
-    if state is None or state[1] != output["artifact"]:
+    if "gone" in output:
+        return _retired(BaseRetired.from_json(output), state, component, console)
+    if "remaining" in output:
+        return _deleted(AdapterDeleted.from_json(output), state, component, console)
+    plan = AdapterPlan.from_json(output)
+    if state is None or state[1] != plan.artifact:
         print(
             f"error: the change succeeded but {component} is {_describe(state)}, read from it; the execution "
-            f"says {output['artifact']}",
+            f"says {plan.artifact}",
             file=sys.stderr,
         )
+        console.print(f"{component} now: {_serves(env, state, clients)}")
         return 1
-    version = registry.ref_of_arn(output["version_arn"], env)
-    note = {"unchanged": " (it served this version already)", "created": "", "updated": ""}[output["action"]]
+    if plan.previous_artifact and plan.action == "updated":
+        console.print(f"  it served {plan.previous_artifact} before")
+    note = {"unchanged": " (it served this version already)", "created": "", "updated": ""}[plan.action]
+    version = registry.ref_of_arn(plan.version_arn, env)
     console.print(f"deployed: adapter {component} serves {version} ({state[1]}){note}")
-    if output.get("previous_artifact") and output["action"] == "updated":
-        console.print(f"  it served {output['previous_artifact']} before")
+    return 0
+
+
+def _serves(env: str, state: tuple[str, str | None] | None, clients: Any) -> str:
+    """What a component serves, read from it: its status, artifact and the version of this environment that
+    holds the artifact (when one is found)."""
+    if state is None:
+        return "absent: it serves nothing"
+    version = None
+    if state[1]:
+        version = aws.call(
+            "finding the version that holds the artifact",
+            adapter_deploy.version_of_artifact,
+            sagemaker=clients.sagemaker,
+            env=env,
+            artifact=state[1],
+        )
+    held = f"{version} " if version else ""
+    return f"{state[0]}, serving {held}({state[1] or 'nothing'})"
+
+
+def _money(billing: BaseBilling) -> str:
+    usd = "an unknown price" if billing.usd_per_hour is None else f"{billing.usd_per_hour:g} USD/h"
+    return f"{billing.instances} x {billing.instance_type}, {usd}"
+
+
+def _deleted(deleted: AdapterDeleted, state: Any, component: str, console: Any) -> int:
+    if state is not None:
+        print(f"error: the delete succeeded but {component} is {_describe(state)}", file=sys.stderr)
+        return 1
+    console.print(f"deleted: {component}; no other adapter was touched")
+    base = deleted.base
+    if deleted.remaining:
+        console.print(f"  still on the shared base {base.endpoint}: {', '.join(deleted.remaining)}")
+        return 0
+    console.print(
+        f"  no adapter is left on the shared base {base.endpoint}; it keeps billing ({_money(base)}) until "
+        f"it is retired: {base.retire_command}"
+    )
+    return 0
+
+
+def _retired(retired: BaseRetired, state: Any, component: str, console: Any) -> int:
+    if state is not None:
+        print(f"error: the retirement succeeded but {component} is {_describe(state)}", file=sys.stderr)
+        return 1
+    console.print(
+        f"retired: the shared base {retired.base.endpoint} ({_money(retired.base)}) no longer bills"
+    )
+    console.print(f"  gone, in this order: {', '.join(retired.gone)}")
     return 0

@@ -279,6 +279,11 @@ def add_to(sub: Subparsers) -> None:
         metavar="NAME",
         help="an adapter on the environment's shared base (docs/adapters.md): with --model, --rollback or --delete",
     )
+    target.add_argument(
+        "--retire-base",
+        action="store_true",
+        help="delete the environment's shared base (refused while adapters remain on it; docs/adapters.md)",
+    )
     p.add_argument(
         "--rollback", action="store_true", help="with --adapter: back to the previous approved version"
     )
@@ -300,7 +305,7 @@ def add_to(sub: Subparsers) -> None:
 
 def _deploy(args: argparse.Namespace, console: Any) -> int:
     """A named endpoint's deploy, or an adapter's change on the shared base (hfpipe.cli.adapters.deploy_adapter)."""
-    if args.adapter:
+    if args.adapter or args.retire_base:
         from hfpipe.cli.adapters.deploy_adapter import cmd_deploy_adapter
 
         return cmd_deploy_adapter(args, console)

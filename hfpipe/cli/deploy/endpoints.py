@@ -31,7 +31,7 @@ from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
-from hfpipe.core.adapters import adapter_cost
+from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.deploy.what_serves import what_serves
 from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
 
@@ -344,6 +344,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         name=args.name,
         env=args.env,
     )
+    _refuse_shared_base(sagemaker, name, args.env)
     timeout_s = wait_timeout(args)
     info = _ours_or_none(sagemaker, name, args.env)
     name, deployment, leftovers, rest = _what_it_leaves(clients, name, info, args.env)
@@ -363,6 +364,26 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
             console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")
     return 0
+
+
+def _refuse_shared_base(sagemaker: Any, name: str, env: str) -> None:
+    """The environment's shared base is not deleted here: DeleteEndpoint would leave its inference components
+    recorded on a deleted endpoint, and its adapters with nothing to serve them. Its own command deletes the
+    components first (AWS's order) and refuses while adapters remain; this one names them and it."""
+    if name != adapter_deploy.BaseNames.of(env).endpoint:
+        return
+    held = step(f"reading the adapters on {name}", adapter_deploy.adapters_left, sagemaker=sagemaker, env=env)
+    adapters = (
+        f"it holds {len(held)} adapter(s) ({', '.join(held)}): delete each with `hfpipe deploy --env {env} "
+        "--adapter NAME --delete`, then "
+        if held
+        else "it holds no adapter: "
+    )
+    raise HfpipeError(
+        f"endpoint {name} is {env}'s shared base; {adapters}retire it with "
+        f"`{adapter_deploy.retire_command(env)}` (its inference components first, then the endpoint, config "
+        "and model); nothing deleted"
+    )
 
 
 def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:

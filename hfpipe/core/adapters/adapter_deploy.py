@@ -22,13 +22,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.adapters import adapter_rules
+from hfpipe.core import prices
+from hfpipe.core.adapters import adapter_load, adapter_rules
+from hfpipe.core.adapters.adapter_plan import BaseBilling
 from hfpipe.core.adapters.adapter_rules import Component
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.promotion import registry
+from hfpipe.core.run.cleanup import NOT_DELETABLE_YET
 from hfpipe.kinds.serving import VLLM, serving_kind
 
 #: An adapter's name (`--adapter NAME`): it becomes the component hfpipe-<env>-adapter-NAME (at most 63
@@ -275,9 +279,17 @@ def version_problem(adapter: str, version: Mapping[str, Any], base: SharedBase) 
     return adapter_rules.base_model_problem(adapter, registry.adapter_base(dict(version)), base.base_model)
 
 
+def _already_exists(err: Exception) -> bool:
+    """A Create* refused because the resource exists: another deploy made it since this one looked (four
+    first deploys at once on a fresh environment). SageMaker answers ValidationException "Cannot create
+    already existing ..." (as local mode's emulation does; botocore's model names no error for it)."""
+    code = str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
+    return code == "ValidationException" and "already exist" in str(err)
+
+
 def ensure_base(sagemaker: Any, env: str, requests: Mapping[str, Mapping[str, Any]], wait: Wait) -> list[str]:
     """Create what of the shared base is absent, in order, waiting for the endpoint and the base component to
-    be InService; returns what it created."""
+    be InService; returns what it created (not what another deploy made meanwhile)."""
     names, created = BaseNames.of(env), []
     steps = (
         ("CreateModel", lambda: sagemaker.describe_model(ModelName=names.model), sagemaker.create_model),
@@ -299,8 +311,12 @@ def ensure_base(sagemaker: Any, env: str, requests: Mapping[str, Mapping[str, An
     )
     for operation, look, create in steps:
         if not _exists(look):
-            create(**requests[operation])
-            created.append(operation)
+            try:
+                create(**requests[operation])
+                created.append(operation)
+            except Exception as err:
+                if not _already_exists(err):
+                    raise
         if operation == "CreateEndpoint":
             wait("endpoint", names.endpoint)
     wait("inference-component", names.component)
@@ -337,17 +353,24 @@ def apply_adapter(
     wait: Wait,
     tags: list[dict[str, str]],
     expect_serving: str | None = None,
+    s3: Any = None,
 ) -> dict[str, Any]:
     """Put ``version`` (DescribeModelPackage's answer) on the shared base as adapter ``adapter``: the base
     made when absent, then the adapter's component created, or updated to this version's artifact (left as
     it is when it serves that artifact already: a rerun changes nothing). The refusals are checked before the
-    base is made and again, read afresh, just before the adapter acts; ``expect_serving`` (a rollback's) is
-    the artifact the component must still serve then. Returns what it did, with the artifact served before."""
+    base is made (with ``s3``: also whether the adapter loads on the base, read from its own
+    adapter_config.json: ``check_loads``) and again, read afresh, just before the adapter acts;
+    ``expect_serving`` (a rollback's) is the artifact the component must still serve then. A component it
+    created is counted again once it exists (``over_count``): the one over ``max_adapters`` is deleted and
+    refused. Returns what it did, with the artifact served before."""
     name = component_name(env, adapter)
     names = BaseNames.of(env)
     problem = version_problem(adapter, version, base)
     if problem:
         raise AdapterRefused(problem)
+    artifact = version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    if s3 is not None:
+        check_loads(s3, adapter, artifact, base)
     created = ensure_base(sagemaker, env, base_requests, wait)
     components = components_on(sagemaker, names.endpoint)
     mine = next((c for c in components if c.name == name), None)
@@ -360,19 +383,8 @@ def apply_adapter(
     )
     if problem:
         raise AdapterRefused(problem)
-    artifact = version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
     before = serving_artifact(sagemaker, env, adapter) if mine is not None else None
-    spec = adapter_specification(env, artifact)
-    if before == artifact:
-        action = "unchanged"
-    elif mine is not None:
-        sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
-        action = "updated"
-    else:
-        sagemaker.create_inference_component(
-            InferenceComponentName=name, EndpointName=names.endpoint, Specification=spec, Tags=tags
-        )
-        action = "created"
+    action = _act(sagemaker, env, base, adapter, artifact, before, mine is not None, tags)
     return {
         "component": name,
         "action": action,
@@ -381,6 +393,93 @@ def apply_adapter(
         "version_arn": version["ModelPackageArn"],
         "base_created": created,
     }
+
+
+def _act(
+    sagemaker: Any,
+    env: str,
+    base: SharedBase,
+    adapter: str,
+    artifact: str,
+    before: str | None,
+    exists: bool,
+    tags: list[dict[str, str]],
+) -> str:
+    """The adapter's component created, updated to ``artifact`` or left as it is (what was done); a created
+    one over ``max_adapters``, counted again, is deleted and refused (``over_count``)."""
+    name, spec = component_name(env, adapter), adapter_specification(env, artifact)
+    if before == artifact:
+        return "unchanged"
+    if exists:
+        sagemaker.update_inference_component(InferenceComponentName=name, Specification=spec)
+        return "updated"
+    sagemaker.create_inference_component(
+        InferenceComponentName=name, EndpointName=BaseNames.of(env).endpoint, Specification=spec, Tags=tags
+    )
+    problem = over_count(sagemaker, env, adapter, base)
+    if problem:
+        sagemaker.delete_inference_component(InferenceComponentName=name)
+        raise AdapterRefused(problem)
+    return "created"
+
+
+def check_loads(s3: Any, adapter: str, artifact: str, base: SharedBase) -> None:
+    """AdapterRefused when the adapter in ``artifact`` (s3://bucket/key of a model.tar.gz) would not load on
+    ``base``, read from its own adapter_config.json (hfpipe.core.adapters.adapter_load), or cannot be read."""
+    bucket, _, key = artifact.removeprefix("s3://").partition("/")
+    if not artifact.startswith("s3://") or not bucket or not key:
+        raise AdapterRefused(
+            f"artifact {artifact!r}: not accepted; accepted: s3://BUCKET/KEY of a model.tar.gz"
+        )
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        config = adapter_load.read_config(body, artifact)
+    except adapter_load.AdapterConfigError as err:
+        raise AdapterRefused(f"adapter {adapter!r}: {err}") from None
+    except Exception as err:
+        if is_absent(err) or "NoSuchKey" in str(err) or "Not Found" in str(err):
+            raise AdapterRefused(f"adapter {adapter!r}: artifact {artifact} not found") from None
+        raise
+    problem = adapter_load.load_problem(adapter, config, base)
+    if problem:
+        raise AdapterRefused(problem)
+
+
+def over_count(sagemaker: Any, env: str, adapter: str, base: SharedBase) -> str | None:
+    """Why adapter ``adapter``, whose component was just created, is one over ``max_adapters``, counted again
+    once it exists (None: it is not). Two deploys that each counted before creating can both pass the count;
+    each counts again after its own create, in one order all of them agree on: the adapters' CreationTime
+    (DescribeInferenceComponent's, set by SageMaker when it accepted the create), then the name. The adapters
+    after the first ``max_adapters`` in that order are the extra ones, so whichever deploys see the same
+    components refuse exactly those: each deletes its own component and ends refused. What makes it hold:
+    a create that returned is listed to every ListInferenceComponents sent after it (not stated by AWS's
+    documentation; local mode's emulation lists it at once). Components being deleted do not count."""
+    names = BaseNames.of(env)
+    mine = component_name(env, adapter)
+    held = []
+    for page in sagemaker.get_paginator("list_inference_components").paginate(
+        EndpointNameEquals=names.endpoint
+    ):
+        for summary in page.get("InferenceComponents", []):
+            described = sagemaker.describe_inference_component(
+                InferenceComponentName=summary["InferenceComponentName"]
+            )
+            spec = described.get("Specification") or {}
+            if spec.get("BaseInferenceComponentName") != names.component:
+                continue
+            if described.get("InferenceComponentStatus") == "Deleting":
+                continue
+            held.append((described["CreationTime"], described["InferenceComponentName"]))
+    order = [name for _, name in sorted(held)]
+    if mine not in order or order.index(mine) < base.max_adapters:
+        return None
+    first = order[: base.max_adapters]
+    return (
+        f"adapter component {mine!r} would be adapter {order.index(mine) + 1} on base component "
+        f"{names.component!r}, which holds at most {base.max_adapters} (shared_base.max_adapters): "
+        f"{', '.join(first)} took its places while this deploy ran, and its component was deleted again; "
+        "accepted: deleting one of them first, or a larger max_adapters that still fits the instance"
+    )
 
 
 def _busy_problem(adapter: str, mine: Component | None) -> str | None:
@@ -476,6 +575,27 @@ def group_versions(sagemaker: Any, group: str) -> list[dict[str, Any]]:
     return found
 
 
+def _versions_holding(sagemaker: Any, env: str, artifact: str) -> list[dict[str, Any]] | None:
+    """The versions of the environment's model package group that has a version holding ``artifact`` (None:
+    no group has one)."""
+    prefix = registry.group_prefix(env)
+    for page in sagemaker.get_paginator("list_model_package_groups").paginate(NameContains=prefix):
+        for group in page.get("ModelPackageGroupSummaryList", []):
+            if not str(group["ModelPackageGroupName"]).lower().startswith(prefix):
+                continue
+            versions = group_versions(sagemaker, group["ModelPackageGroupName"])
+            if any(_artifact_of(v) == artifact for v in versions):
+                return versions
+    return None
+
+
+def version_of_artifact(sagemaker: Any, env: str, artifact: str) -> str | None:
+    """RECIPE/N of the environment's version whose artifact is ``artifact`` (None: none holds it)."""
+    versions = _versions_holding(sagemaker, env, artifact) or []
+    held = [v for v in versions if _artifact_of(v) == artifact]
+    return registry.ref_of_arn(str(held[0]["ModelPackageArn"]), env) if held else None
+
+
 def rollback_target(sagemaker: Any, env: str, adapter: str) -> tuple[Mapping[str, Any], str]:
     """The version adapter ``adapter`` rolls back to, and the artifact it serves now (read from its
     component): of the environment's model package groups, the one with a version holding that artifact,
@@ -483,15 +603,127 @@ def rollback_target(sagemaker: Any, env: str, adapter: str) -> tuple[Mapping[str
     version of the environment holds what it serves."""
     on_base(sagemaker, env, adapter)
     serving = serving_artifact(sagemaker, env, adapter)
-    prefix = registry.group_prefix(env)
-    for page in sagemaker.get_paginator("list_model_package_groups").paginate(NameContains=prefix):
-        for group in page.get("ModelPackageGroupSummaryList", []):
-            if not str(group["ModelPackageGroupName"]).lower().startswith(prefix):
-                continue
-            versions = group_versions(sagemaker, group["ModelPackageGroupName"])
-            if any(_artifact_of(v) == serving for v in versions):
-                return previous_version(versions, serving), serving
+    versions = _versions_holding(sagemaker, env, serving)
+    if versions is not None:
+        return previous_version(versions, serving), serving
     raise AdapterRefused(
         f"adapter {adapter!r} serves {serving}, which no version of {env}'s model groups holds; nothing to "
         "roll back to"
     )
+
+
+def retire_command(env: str) -> str:
+    """The command that retires environment ``env``'s shared base (docs/adapters.md, "Retiring the base")."""
+    return f"hfpipe deploy --env {env} --retire-base"
+
+
+def billing(env: str, base: SharedBase) -> BaseBilling:
+    """What the shared base bills while it stands (its fleet's on-demand price, hfpipe.core.prices)."""
+    price = prices.price_per_hour(base.instance_type)
+    return BaseBilling(
+        endpoint=BaseNames.of(env).endpoint,
+        instance_type=base.instance_type,
+        instances=base.instances,
+        usd_per_hour=None if price is None else round(price * base.instances, 4),
+        retire_command=retire_command(env),
+    )
+
+
+def adapters_left(sagemaker: Any, env: str) -> list[str]:
+    """The adapter components on the environment's base, by name (being deleted or not)."""
+    names = BaseNames.of(env)
+    return adapter_rules.adapters_of(names.component, components_on(sagemaker, names.endpoint))
+
+
+#: What the retirement deletes, in AWS's order: the endpoint's inference components first ("Delete inference
+#: components first", https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-delete-resources.html),
+#: then the endpoint, then its config (DeleteEndpointConfig: "You must not delete an EndpointConfig in use by
+#: an endpoint that is live", API reference), then the model.
+RETIRE_ORDER = ("inference component", "endpoint", "endpoint config", "model")
+
+
+def retire_step(sagemaker: Any, env: str) -> str | None:
+    """One pass of the shared base's retirement: refused (AdapterRefused naming them) while adapters remain;
+    otherwise the first of ``RETIRE_ORDER`` that still exists is deleted, or waited for while SageMaker
+    changes it. Returns what it waits for (the caller looks again later), None once all of it is gone.
+    Every pass looks first, so a rerun deletes nothing twice; a Failed base component or endpoint is deleted
+    like any other (the way out of a base that failed)."""
+    names = BaseNames.of(env)
+    components = components_on(sagemaker, names.endpoint)
+    problem = adapter_rules.base_deletion_problem(names.component, components)
+    if problem:
+        raise AdapterRefused(
+            f"{problem} (`hfpipe deploy --env {env} --adapter NAME --delete` each), then "
+            f"`{retire_command(env)}`; nothing deleted"
+        )
+    found = next((c for c in components if c.name == names.component), None)
+    if found is not None:
+        if found.status in ("Creating", "Updating", "Deleting"):
+            return f"base component {names.component} is {found.status}"
+        sagemaker.delete_inference_component(InferenceComponentName=names.component)
+        return f"base component {names.component} is Deleting"
+    endpoint = _described(lambda: sagemaker.describe_endpoint(EndpointName=names.endpoint))
+    if endpoint is not None:
+        status = str(endpoint["EndpointStatus"])
+        if status not in ("Deleting", *NOT_DELETABLE_YET):
+            sagemaker.delete_endpoint(EndpointName=names.endpoint)
+            status = "Deleting"
+        return f"endpoint {names.endpoint} is {status}"
+    if _exists(lambda: sagemaker.describe_endpoint_config(EndpointConfigName=names.endpoint_config)):
+        sagemaker.delete_endpoint_config(EndpointConfigName=names.endpoint_config)
+    if _exists(lambda: sagemaker.describe_model(ModelName=names.model)):
+        sagemaker.delete_model(ModelName=names.model)
+    return None
+
+
+def _described(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception as err:
+        if is_absent(err):
+            return None
+        raise
+
+
+def serving_state(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
+    """The component's status and the artifact it serves, read from it; None when it does not exist."""
+    described = _described(lambda: sagemaker.describe_inference_component(InferenceComponentName=component))
+    if described is None:
+        return None
+    artifact = ((described.get("Specification") or {}).get("Container") or {}).get("ArtifactUrl")
+    return str(described["InferenceComponentStatus"]), artifact
+
+
+def made_since(sagemaker: Any, env: str, started: datetime) -> list[str]:
+    """The parts of the shared base (as the Create* requests that make them, in order) that SageMaker created
+    at or after ``started`` (the execution's StartTime): what this execution made, also when its Apply was
+    retried while the base came up (each retry creates only what is still absent, so what one call created is
+    not the whole of it). A deploy started after the base was made finds none."""
+    names = BaseNames.of(env)
+    looks = (
+        ("CreateModel", lambda: sagemaker.describe_model(ModelName=names.model)),
+        (
+            "CreateEndpointConfig",
+            lambda: sagemaker.describe_endpoint_config(EndpointConfigName=names.endpoint_config),
+        ),
+        ("CreateEndpoint", lambda: sagemaker.describe_endpoint(EndpointName=names.endpoint)),
+        (
+            "CreateInferenceComponent",
+            lambda: sagemaker.describe_inference_component(InferenceComponentName=names.component),
+        ),
+    )
+    made = []
+    for operation, look in looks:
+        described = _described(look)
+        created = (described or {}).get("CreationTime")
+        if isinstance(created, datetime) and created >= started:
+            made.append(operation)
+    return made
+
+
+def created_since(sagemaker: Any, component: str, started: datetime) -> bool:
+    """Whether ``component`` was created at or after ``started``: a retried Apply that finds the component an
+    earlier call of the same execution created reports it as created, so the way back deletes it."""
+    described = _described(lambda: sagemaker.describe_inference_component(InferenceComponentName=component))
+    created = (described or {}).get("CreationTime")
+    return isinstance(created, datetime) and created >= started
