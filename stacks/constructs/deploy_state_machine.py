@@ -368,19 +368,25 @@ class DeployStateMachine(Construct):
 
     # -- the way back after a failed smoke test or a rejection -------------------------------------------
 
-    def _way_back(self) -> sfn.CustomState:
-        """PutPreviousConfigBack (SageMaker's default all-at-once blue/green) and its own bounded poll, then
-        DeployCleanup; the execution still fails with the smoke test's error. A failed way back (the update
-        back refused, e.g. the previous config deleted meanwhile; failed; timed out; or ended on another
-        config) goes to WhatServesAfterWayBack (deploy_guards.way_back_failed): WayBackFailed naming what
-        serves, after DeployCleanup."""
-        rollback = self._sagemaker_task(
-            "PutPreviousConfigBack",
-            "aws-sdk:sagemaker:updateEndpoint",
-            "Rollback",
-            ("EndpointName", "EndpointConfigName", "RetainAllVariantProperties"),
-            "$.rollback",
+    def _way_back(self) -> tasks.LambdaInvoke:
+        """PutPreviousConfigBack (SageMaker's default all-at-once blue/green, sent by DeployCleanup's function
+        once the endpoint can take it: its Retry waits for an endpoint still changing and retries throttling;
+        deploy_way_back.py) and its own bounded poll, then DeployCleanup; the execution still fails with the
+        smoke test's error. A failed way back (the update back refused, e.g. the previous config deleted
+        meanwhile; failed; timed out; or ended on another config) goes to WhatServesAfterWayBack
+        (deploy_guards.way_back_failed): WayBackFailed naming what serves, after DeployCleanup."""
+        # DeployCleanup's function sends the Rollback request once the endpoint can take it, and names AWS's
+        # error codes (deploy_way_back.py): the SDK integration names a throttle and a refusal alike.
+        rollback = self._invoke(
+            "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
         )
+        rollback.add_retry(
+            errors=["EndpointNotReadyForWayBack"],
+            interval=cdk.Duration.seconds(deploy_limits.POLL_SECONDS),
+            backoff_rate=1,
+            max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
+        )
+        self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         way_back_failed = self._invoke(
             "WhatServesAfterWayBack",
             "deploy_prepare",

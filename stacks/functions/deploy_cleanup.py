@@ -1,9 +1,10 @@
 """DeployCleanupFunction: lambda/pipeline/pipeline_lambdas/deploy_cleanup.py, where every failed deploy ends: it
 deletes the model and endpoint config the execution made when no endpoint uses them, and an endpoint the
-execution created (never one it was updating), and puts back autoscaling Prepare took off the old fleet.
+execution created (never one it was updating), and puts back autoscaling Prepare took off the old fleet; and
+the way back after a failed smoke test (deploy_way_back.py: UpdateEndpoint to the previous config).
 
 Its role may read the environment's named endpoints, their configs and models (hfpipe-<env>-*) and their tags,
-delete them only with this environment's tags, and register, scale and deregister the endpoints' variants
+delete them and update an endpoint back to a previous config only with this environment's tags, and register, scale and deregister the endpoints' variants
 with Application Auto Scaling; nothing else.
 """
 
@@ -47,6 +48,15 @@ class DeployCleanupFunction(Construct):
                     "sagemaker:DeleteModel",
                 ],
                 resources=hosting,
+                conditions=owned_by(env, "aws:ResourceTag"),
+            )
+        )
+        # The way back after a failed smoke test (deploy_way_back.py): UpdateEndpoint checks the endpoint and
+        # the config it moves to, both tagged by this environment's deploys.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:UpdateEndpoint"],
+                resources=hosting[:2],
                 conditions=owned_by(env, "aws:ResourceTag"),
             )
         )

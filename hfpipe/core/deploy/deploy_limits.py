@@ -18,6 +18,11 @@ ROLLBACK_SECONDS = 3600
 MAX_POLLS = math.ceil((MAX_DEPLOYMENT_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
 #: Polls of the deploy's own rollback after a failed smoke test (an all-at-once update to the old config).
 ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
+#: The way back (PutPreviousConfigBack) waits for an endpoint that cannot take an UpdateEndpoint yet (Updating,
+#: SystemUpdating, RollingBack: lambda/pipeline/pipeline_lambdas/deploy_way_back.py) by a Retry every POLL_SECONDS,
+#: this many times at most (30 minutes): three events a retry (LambdaFunctionScheduled, Started, Failed).
+WAY_BACK_READY_ATTEMPTS = 30
+WAY_BACK_WAIT_EVENTS = 3 * WAY_BACK_READY_ATTEMPTS
 #: An update whose rollback alarms are in ALARM before it starts waits for them this long at most (CloudWatch's
 #: clock: Prepare compares its own time with the first look's), polling them every ALARM_POLL_SECONDS. The
 #: alarms have one-minute periods and treat missing data as not breaching: one whose errors have stopped is OK
@@ -46,6 +51,7 @@ EXECUTION_TIMEOUT_SECONDS = (
     (MAX_POLLS + ROLLBACK_POLLS) * POLL_SECONDS
     + ALARM_WAIT_SECONDS
     + ALARM_POLL_SECONDS
+    + WAY_BACK_READY_ATTEMPTS * POLL_SECONDS
     + OTHER_STATES_SECONDS
 )
 
@@ -64,6 +70,7 @@ def worst_case_history_events(
     return (
         FIXED_PATH_EVENTS
         + RETRY_EVENTS
+        + WAY_BACK_WAIT_EVENTS
         + (polls + rollback_polls) * EVENTS_PER_POLL
         + alarm_polls * EVENTS_PER_ALARM_POLL
     )

@@ -24,6 +24,7 @@ from hfpipe.core.deploy.deploy_plan import DeployPlan
 from hfpipe.core.run import cleanup as rule
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
+from pipeline_lambdas.deploy_way_back import put_back
 
 LOG = aws.logger(__name__)
 MODEL, CONFIG = rule.KINDS[2], rule.KINDS[1]
@@ -138,8 +139,11 @@ def _delete_new_endpoint(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}."""
+    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}; or
+    {"way_back": <Prepare's result>} (PutPreviousConfigBack: deploy_way_back.put_back)."""
     aws.bind(event)
+    if "way_back" in event:
+        return put_back(aws.client("sagemaker"), DeployPlan.from_json(event["way_back"]))
     return cleanup(
         DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
