@@ -304,6 +304,9 @@ class DeployStateMachine(Construct):
             "$.record",
             {"deploy": J.object_at(P()), "execution_name": J.string_at(EXECUTION_NAME)},
         )
+        # The version serves and passed its smoke test, but a claim could not be written (deploy_record.py):
+        # nothing to clean up or put back; the error names what serves, and a rerun writes the claims.
+        record.add_catch(self._fail("RecordIncomplete"), errors=["RecordIncomplete"], result_path=ERROR)
         self._catch(record)
         record.next(sfn.Succeed(self, "Deployed", output_path="$.record"))
         # A version rejected while the update ran is not recorded: the previous config goes back (below).
