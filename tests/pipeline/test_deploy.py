@@ -143,6 +143,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
         contract.TAG_DEPLOYMENT: NAME,
         contract.TAG_MODEL_VERSION: version,
         contract.TAG_DEPLOY_EXECUTION: name,
+        contract.TAG_TASK: "question-answering",
     }
     for arn in (
         model["ModelArn"],
