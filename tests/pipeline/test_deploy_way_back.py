@@ -114,3 +114,35 @@ def test_the_throttling_codes_are_botocores():
     from pipeline_lambdas import deploy_way_back
 
     assert frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES) == deploy_way_back.THROTTLING_CODES
+
+
+def test_a_version_rejected_during_its_smoke_test_ends_failed_and_rolled_back(clean):
+    """Approval is re-read before the record is written: a version rejected while its smoke test runs is not
+    recorded, and the previous config serves again."""
+    before = first_deploy(clean)
+    second = register(clean)
+    sm = clean.client("sagemaker")
+
+    def answer(name, body):
+        sm.update_model_package(ModelPackageArn=second, ModelApprovalStatus="Rejected")
+        return [{"answer": "a", "score": 0.9, "start": 0, "end": 1}]
+
+    clean.endpoint = answer
+    with stand_in_updates(clean, Update(polls=1), Update(polls=1)) as play:
+        _, r = deploy(clean, second)
+    assert (r.status, r.error) == ("FAILED", "VersionRejectedDuringDeploy"), (r.error, r.cause)
+    assert "SmokeTestFailed" not in r.states and "Record" not in r.states
+    assert r.states[r.states.index("ApprovalBeforeRecord") :][:3] == [
+        "ApprovalBeforeRecord",
+        "PutPreviousBack?",
+        "PutPreviousConfigBack",
+    ]
+    assert f"version tiny-qa/{second.rsplit('/', 1)[1]}" in json.loads(r.cause)["errorMessage"]
+    assert play.requests[1]["EndpointConfigName"] == before["endpoint_config"]
+    endpoint = sm.describe_endpoint(EndpointName=ENDPOINT)
+    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
+        "InService",
+        before["endpoint_config"],
+    )
+    assert stored_record(clean) == before
+    assert tags(clean, endpoint["EndpointArn"])[contract.TAG_MODEL_VERSION] == before["model_version_arn"]
