@@ -175,6 +175,8 @@ class DeployStateMachine(Construct):
                 "deploy": J.object_at(P()),
                 "execution_name": J.string_at(EXECUTION_NAME),
                 "error": J.object_at(ERROR),
+                # What earlier deploys' failed clean-ups left is found by their executions' end.
+                "state_machine": J.string_at("$$.StateMachine.Id"),
             },
         )
         cleanup.add_catch(deploy_failed, errors=["States.ALL"], result_path="$.cleanup_error")

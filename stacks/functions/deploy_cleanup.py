@@ -14,13 +14,16 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hfpipe import contract
 from stacks.functions.common import (
     FunctionSettings,
     deploy_arn,
+    deployment_parameters_arn,
     grant_endpoint_scaling,
     owned_by,
     pipeline_function,
 )
+from stacks.functions.deploy_prepare import state_machine_arns
 from stacks.nag import acknowledge, rendered
 
 
@@ -60,6 +63,7 @@ class DeployCleanupFunction(Construct):
                 conditions=owned_by(env, "aws:ResourceTag"),
             )
         )
+        self._grant_leftover_reads(env)
         grant_endpoint_scaling(self.role, env, register=True)
         acknowledge(
             self.role,
@@ -67,3 +71,31 @@ class DeployCleanupFunction(Construct):
             "The models of the named endpoints (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy execution): "
             "read-only, or deleted only with this environment's hfpipe:managed-by and hfpipe:env tags.",
         )
+
+    def _grant_leftover_reads(self, env: str) -> None:
+        """What finding earlier deploys' leftovers reads (hfpipe.core.run.cleanup.deploy_leftovers): the
+        configs and models listed (ListEndpointConfigs, ListModels: no resource-level permissions, Service
+        Authorization Reference, Amazon SageMaker), the deploy executions' status (DescribeExecution on
+        this environment's deploy state machine's executions) and the deployment records (GetParameter)."""
+        _, executions = state_machine_arns(self, contract.deploy_state_machine_name(env))
+        parameters = deployment_parameters_arn(self, env)
+        for actions, resources in (
+            (["sagemaker:ListEndpointConfigs", "sagemaker:ListModels"], ["*"]),
+            (["states:DescribeExecution"], [executions]),
+            (["ssm:GetParameter"], [parameters]),
+        ):
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+        stack = cdk.Stack.of(self)
+        for resource, reason in (
+            (
+                executions,
+                "Reads (DescribeExecution) the executions of this environment's deploy state machine only: "
+                "what a deploy that ended unsuccessfully left is found by its execution's status.",
+            ),
+            (
+                parameters,
+                "Reads the deployment records of the environment's named endpoints (the configs they name "
+                "stay), one SSM parameter per endpoint under /hfpipe/<env>/deployments/.",
+            ),
+        ):
+            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

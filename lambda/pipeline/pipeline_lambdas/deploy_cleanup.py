@@ -10,12 +10,18 @@
 - When Prepare deregistered the endpoint's autoscaling (an instance type change) and the old fleet serves
   again, the declared autoscaling is put back (deploy_common.apply_scaling).
 
+- What earlier deploys of the same endpoint left when their own clean-up failed (or never ran: an aborted or
+  timed-out execution) goes too: configs and models tagged for this environment's deploys of the endpoint,
+  whose deploy execution ended unsuccessfully, that neither the endpoint nor its deployment record uses
+  (hfpipe.core.run.cleanup.deploy_leftovers; `hfpipe cleanup` applies the same rule to every named endpoint).
+
 Everything is decided from what exists and its tags, so a retried or repeated invocation finishes what an
 interrupted one left; every step is tried, and ``DeployCleanupIncomplete`` names the ones that failed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -23,7 +29,13 @@ from hfpipe import contract
 from hfpipe.core.deploy.deploy_plan import DeployPlan
 from hfpipe.core.run import cleanup as rule
 from pipeline_lambdas import aws
-from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
+from pipeline_lambdas.deploy_common import (
+    apply_scaling,
+    describe_endpoint,
+    error_code,
+    is_deploy_made,
+    remove_scaling,
+)
 from pipeline_lambdas.deploy_way_back import put_back
 
 LOG = aws.logger(__name__)
@@ -47,8 +59,16 @@ def _in_use(endpoint: dict[str, Any] | None, config_name: str) -> bool:
     return config_name in (endpoint.get("EndpointConfigName"), pending)
 
 
-def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, Any]) -> dict[str, Any]:
-    """Delete what this deploy made and nothing serves from; returns what was deleted and kept (and why)."""
+def cleanup(
+    plan: DeployPlan,
+    execution_name: str,
+    env: str,
+    clients: dict[str, Any],
+    state_machine_arn: str | None = None,
+) -> dict[str, Any]:
+    """Delete what this deploy made and nothing serves from, and (with ``state_machine_arn``, the deploy state
+    machine's) what earlier deploys of the endpoint left when their clean-up failed (``_sweep``); returns what
+    was deleted and kept (and why)."""
     sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
     name, endpoint_name = plan.name, plan.endpoint_name
     deleted: list[str] = []
@@ -99,6 +119,8 @@ def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, 
             restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
         except Exception as err:
             failed.append(f"autoscaling of {endpoint_name}: {err}")
+    if state_machine_arn:
+        _sweep(clients, state_machine_arn, env, name, deleted, failed)
     result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
     if failed:
         aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
@@ -107,6 +129,74 @@ def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, 
         )
     aws.log_json(LOG, "deploy cleanup", **result)
     return result
+
+
+def execution_status(stepfunctions: Any, state_machine_arn: str) -> Any:
+    """execution name -> its status (DescribeExecution; None when Step Functions no longer knows it: closed
+    executions are kept 90 days). An execution's ARN is its state machine's with ``execution`` for
+    ``stateMachine`` and its name appended (arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME)."""
+    base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+
+    def status(name: str) -> str | None:
+        try:
+            return str(stepfunctions.describe_execution(executionArn=f"{base}:{name}")["status"])
+        except Exception as err:
+            if error_code(err) == "ExecutionDoesNotExist":
+                return None
+            raise
+
+    return status
+
+
+def recorded_configs(ssm: Any, env: str) -> Any:
+    """named endpoint -> the configs its deployment record names (the live one and the one before it)."""
+
+    def configs(name: str) -> set[str]:
+        try:
+            value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"][
+                "Value"
+            ]
+            record = json.loads(value)
+        except Exception as err:
+            if error_code(err) == "ParameterNotFound":
+                return set()
+            raise
+        found = (record.get("endpoint_config"), record.get("previous_endpoint_config"))
+        return {str(c) for c in found if c}
+
+    return configs
+
+
+def _sweep(
+    clients: dict[str, Any],
+    state_machine_arn: str,
+    env: str,
+    name: str,
+    deleted: list[str],
+    failed: list[str],
+) -> None:
+    """What earlier deploys of endpoint ``name`` left when their clean-up failed (or never ran: an aborted or
+    timed-out execution), found by their tags and their execution's end (hfpipe.core.run.cleanup.
+    deploy_leftovers): deleted, configs before models."""
+    sagemaker = clients["sagemaker"]
+    try:
+        found = rule.deploy_leftovers(
+            sagemaker,
+            execution_status(clients["stepfunctions"], state_machine_arn),
+            recorded_configs(clients["ssm"], env),
+            env,
+            name,
+        )
+    except Exception as err:
+        failed.append(f"finding what earlier deploys of {name} left: {err}")
+        return
+    for resource in found:
+        label = f"{resource.kind.name} {resource.name}"
+        try:
+            rule.delete(sagemaker, resource.kind, resource.name)
+            deleted.append(f"{label} (left by {resource.execution})")
+        except Exception as err:
+            failed.append(f"{label} (left by {resource.execution}): {err}")
 
 
 def _delete_new_endpoint(
@@ -139,7 +229,8 @@ def _delete_new_endpoint(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}; or
+    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>,
+    "state_machine": <its ARN>}; or
     {"way_back": <Prepare's result>} (PutPreviousConfigBack: deploy_way_back.put_back)."""
     aws.bind(event)
     if "way_back" in event:
@@ -148,5 +239,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
-        {s: aws.client(s) for s in ("sagemaker", "application-autoscaling")},
+        {s: aws.client(s) for s in ("sagemaker", "application-autoscaling", "stepfunctions", "ssm")},
+        event.get("state_machine"),
     )
