@@ -18,6 +18,7 @@ Stdlib only; the SageMaker client is passed in.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -354,3 +355,51 @@ def _in_use(sagemaker: Any, env: str, name: str, recorded: Callable[[str], set[s
             continue
         used |= {str(v["ModelName"]) for v in variants or [] if v.get("ModelName")}
     return used
+
+
+def _error_code(err: Exception) -> str:
+    response = getattr(err, "response", None) or {}
+    return str((response.get("Error") or {}).get("Code", ""))
+
+
+def deploy_execution_status(stepfunctions: Any, state_machine_arn: str) -> Callable[[str], str | None]:
+    """execution name -> its status (DescribeExecution; None when Step Functions no longer knows it: closed
+    executions are kept 90 days). An execution's ARN is its state machine's with ``execution`` for
+    ``stateMachine`` and its name appended (arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME)."""
+    base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+
+    def status(name: str) -> str | None:
+        try:
+            return str(stepfunctions.describe_execution(executionArn=f"{base}:{name}")["status"])
+        except Exception as err:
+            if _error_code(err) == "ExecutionDoesNotExist":
+                return None
+            raise
+
+    return status
+
+
+def recorded_configs(ssm: Any, env: str) -> Callable[[str], set[str]]:
+    """named endpoint -> the configs its deployment record names (the live one and the one before it)."""
+
+    def configs(name: str) -> set[str]:
+        try:
+            value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"][
+                "Value"
+            ]
+        except Exception as err:
+            if _error_code(err) == "ParameterNotFound":
+                return set()
+            raise
+        try:
+            record = json.loads(value)
+        except ValueError:
+            return set()
+        found = (
+            (record.get("endpoint_config"), record.get("previous_endpoint_config"))
+            if isinstance(record, dict)
+            else ()
+        )
+        return {str(c) for c in found if c}
+
+    return configs

@@ -21,7 +21,6 @@ interrupted one left; every step is tried, and ``DeployCleanupIncomplete`` names
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -32,7 +31,6 @@ from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import (
     apply_scaling,
     describe_endpoint,
-    error_code,
     is_deploy_made,
     remove_scaling,
 )
@@ -131,42 +129,6 @@ def cleanup(
     return result
 
 
-def execution_status(stepfunctions: Any, state_machine_arn: str) -> Any:
-    """execution name -> its status (DescribeExecution; None when Step Functions no longer knows it: closed
-    executions are kept 90 days). An execution's ARN is its state machine's with ``execution`` for
-    ``stateMachine`` and its name appended (arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME)."""
-    base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
-
-    def status(name: str) -> str | None:
-        try:
-            return str(stepfunctions.describe_execution(executionArn=f"{base}:{name}")["status"])
-        except Exception as err:
-            if error_code(err) == "ExecutionDoesNotExist":
-                return None
-            raise
-
-    return status
-
-
-def recorded_configs(ssm: Any, env: str) -> Any:
-    """named endpoint -> the configs its deployment record names (the live one and the one before it)."""
-
-    def configs(name: str) -> set[str]:
-        try:
-            value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"][
-                "Value"
-            ]
-            record = json.loads(value)
-        except Exception as err:
-            if error_code(err) == "ParameterNotFound":
-                return set()
-            raise
-        found = (record.get("endpoint_config"), record.get("previous_endpoint_config"))
-        return {str(c) for c in found if c}
-
-    return configs
-
-
 def _sweep(
     clients: dict[str, Any],
     state_machine_arn: str,
@@ -182,8 +144,8 @@ def _sweep(
     try:
         found = rule.deploy_leftovers(
             sagemaker,
-            execution_status(clients["stepfunctions"], state_machine_arn),
-            recorded_configs(clients["ssm"], env),
+            rule.deploy_execution_status(clients["stepfunctions"], state_machine_arn),
+            rule.recorded_configs(clients["ssm"], env),
             env,
             name,
         )
