@@ -380,18 +380,7 @@ class DeployStateMachine(Construct):
         smoke test's error. A failed way back (the update back refused, e.g. the previous config deleted
         meanwhile; failed; timed out; or ended on another config) goes to WhatServesAfterWayBack
         (deploy_guards.way_back_failed): WayBackFailed naming what serves, after DeployCleanup."""
-        # DeployCleanup's function sends the Rollback request once the endpoint can take it, and names AWS's
-        # error codes (deploy_way_back.py): the SDK integration names a throttle and a refusal alike.
-        rollback = self._invoke(
-            "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
-        )
-        rollback.add_retry(
-            errors=["EndpointNotReadyForWayBack"],
-            interval=cdk.Duration.seconds(deploy_limits.POLL_SECONDS),
-            backoff_rate=1,
-            max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
-        )
-        self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        rollback = self._put_previous_back()
         way_back_failed = self._invoke(
             "WhatServesAfterWayBack",
             "deploy_prepare",
@@ -437,6 +426,23 @@ class DeployStateMachine(Construct):
             )
             .otherwise(rb_count)
         )
+        return rollback
+
+    def _put_previous_back(self) -> tasks.LambdaInvoke:
+        """PutPreviousConfigBack: DeployCleanup's function sends the Rollback request once the endpoint can
+        take it, and names AWS's error codes (deploy_way_back.py): the SDK integration names a throttle and a
+        refusal alike. An endpoint still changing is waited for (a Retry every poll, WAY_BACK_READY_ATTEMPTS
+        at most); a throttle past botocore's retries is retried as throttling."""
+        rollback = self._invoke(
+            "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
+        )
+        rollback.add_retry(
+            errors=["EndpointNotReadyForWayBack"],
+            interval=cdk.Duration.seconds(deploy_limits.POLL_SECONDS),
+            backoff_rate=1,
+            max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
+        )
+        self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         return rollback
 
     def _rollback_note(self, then: sfn.IChainable, cid: str, text: str, *values: str) -> sfn.Chain:

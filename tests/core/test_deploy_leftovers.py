@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from accounts import ACCOUNT
 from moto import mock_aws
 
 from hfpipe import contract
@@ -29,8 +30,8 @@ def made(
     ]
     sm.create_model(
         ModelName=name,
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/x",
-        PrimaryContainer={"Image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/x:1"},
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+        PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/x:1"},
         Tags=tags,
     )
     sm.create_endpoint_config(
@@ -102,5 +103,5 @@ def test_an_endpoint_still_changing_keeps_them_all(sm: Any) -> None:
     made(sm, f"{ENDPOINT}-v2-failed", "d-failed")
     from moto.backends import get_backend
 
-    get_backend("sagemaker")["123456789012"][REGION].endpoints[ENDPOINT].endpoint_status = "Updating"
+    get_backend("sagemaker")[ACCOUNT][REGION].endpoints[ENDPOINT].endpoint_status = "Updating"
     assert deploy_leftovers(sm, {"d-failed": "FAILED"}.get, lambda name: set(), "dev", "summaries") == []

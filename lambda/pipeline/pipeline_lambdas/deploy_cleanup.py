@@ -86,11 +86,42 @@ def cleanup(
     except Exception as err:
         failed.append(f"endpoint {endpoint_name}: {err}")
         endpoint = {"EndpointStatus": "unknown"}  # keep its config and model: it may still use them
-    config_name, model_name = plan.endpoint_config_name, plan.model_name
+    if plan.action not in ("none", "record"):  # else Prepare found the version serving: it made nothing
+        _delete_own(sagemaker, plan, endpoint, env, execution_name, deleted, kept, failed)
+    restored = None
+    if plan.scaling_deregistered and endpoint is not None and endpoint.get("EndpointStatus") == "InService":
+        try:
+            restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
+        except Exception as err:
+            failed.append(f"autoscaling of {endpoint_name}: {err}")
+    if state_machine_arn:
+        _sweep(clients, state_machine_arn, env, name, deleted, failed)
+    result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
+    if failed:
+        aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
+        raise DeployCleanupIncomplete(
+            "; ".join(failed) + f" (done so far: {result}); rerunning the clean-up finishes it"
+        )
+    aws.log_json(LOG, "deploy cleanup", **result)
+    return result
+
+
+def _delete_own(
+    sagemaker: Any,
+    plan: DeployPlan,
+    endpoint: dict[str, Any] | None,
+    env: str,
+    execution_name: str,
+    deleted: list[str],
+    kept: list[str],
+    failed: list[str],
+) -> None:
+    """The config and model this execution made, when they carry its tags and the endpoint does not use them."""
+    name, endpoint_name = plan.name, plan.endpoint_name
     config_kept = False
-    for kind, resource in ((CONFIG, config_name), (MODEL, model_name)):
-        if not resource or plan.action in ("none", "record"):
-            continue  # Prepare found the version serving: this execution made nothing
+    for kind, resource in ((CONFIG, plan.endpoint_config_name), (MODEL, plan.model_name)):
+        if not resource:
+            continue
         label = f"{kind.name} {resource}"
         try:
             found = getattr(sagemaker, kind.describe)(**{kind.name_key: resource})
@@ -111,22 +142,6 @@ def cleanup(
                 deleted.append(label)
         except Exception as err:
             failed.append(f"{label}: {err}")
-    restored = None
-    if plan.scaling_deregistered and endpoint is not None and endpoint.get("EndpointStatus") == "InService":
-        try:
-            restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
-        except Exception as err:
-            failed.append(f"autoscaling of {endpoint_name}: {err}")
-    if state_machine_arn:
-        _sweep(clients, state_machine_arn, env, name, deleted, failed)
-    result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
-    if failed:
-        aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
-        raise DeployCleanupIncomplete(
-            "; ".join(failed) + f" (done so far: {result}); rerunning the clean-up finishes it"
-        )
-    aws.log_json(LOG, "deploy cleanup", **result)
-    return result
 
 
 def _sweep(
