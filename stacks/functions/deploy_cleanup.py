@@ -64,7 +64,14 @@ class DeployCleanupFunction(Construct):
             )
         )
         self._grant_leftover_reads(env)
-        grant_endpoint_scaling(self.role, env, register=True)
+        grant_endpoint_scaling(
+            self.role,
+            env,
+            register=True,
+            also=" SageMaker's ListEndpointConfigs and ListModels (what failed deploy clean-ups left) support no "
+            "resource-level permissions (Service Authorization Reference, Amazon SageMaker); what they list is "
+            "read and deleted only as the other statements allow (hfpipe-<env>-* names, this environment's tags).",
+        )
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{rendered(cdk.Stack.of(self), hosting[2])}]",
