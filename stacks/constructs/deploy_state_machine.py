@@ -297,7 +297,7 @@ class DeployStateMachine(Construct):
         return self._invoke(cid, "deploy_prepare", J.DISCARD, {"recheck": J.object_at(P()), "before": before})
 
     def _smoke_test_and_record(self) -> tasks.LambdaInvoke:
-        """SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed; a failed smoke test or a version rejected
+        """SmokeTest -> ApprovalBeforeRecord -> Record -> SweepLeftovers -> Deployed; a failed smoke test or a version rejected
         meanwhile goes back to the previous config after an update (``_way_back``), else to DeployCleanup."""
         smoke = self._invoke("SmokeTest", "smoke_test", "$.smoke", {"smoke": J.object_at(P("smoke"))})
         record = self._invoke(
@@ -310,7 +310,21 @@ class DeployStateMachine(Construct):
         # nothing to clean up or put back; the error names what serves, and a rerun writes the claims.
         record.add_catch(self._fail("RecordIncomplete"), errors=["RecordIncomplete"], result_path=ERROR)
         self._catch(record)
-        record.next(sfn.Succeed(self, "Deployed", output_path="$.record"))
+        deployed = sfn.Succeed(self, "Deployed", output_path="$.record")
+        # A deploy that succeeds also removes what earlier deploys' failed clean-ups left (deploy_cleanup.py,
+        # hfpipe.core.run.cleanup.deploy_leftovers); the version serves and is recorded whatever it finds.
+        sweep = self._invoke(
+            "SweepLeftovers",
+            "deploy_cleanup",
+            "$.swept",
+            {
+                "sweep": J.object_at(P()),
+                "execution_name": J.string_at(EXECUTION_NAME),
+                "state_machine": J.string_at("$$.StateMachine.Id"),
+            },
+        )
+        sweep.add_catch(deployed, errors=["States.ALL"], result_path="$.sweep_error")
+        record.next(sweep).next(deployed)
         # A version rejected while the update ran is not recorded: the previous config goes back (below).
         approval_before_record = self._approval("ApprovalBeforeRecord", "the record is written")
         smoke.next(approval_before_record).next(record)

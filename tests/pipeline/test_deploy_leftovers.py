@@ -60,3 +60,23 @@ def test_a_config_a_failed_clean_up_left_is_removed_by_the_next_clean_up(clean):
     deleted = state_input(r, "DeployFailed")["cleanup"]["deleted"]
     assert f"endpoint config {left} (left by {failed_name})" in deleted
     assert named(clean)["endpoint_configs"] == [live] and named(clean)["models"] == [first.output["model"]]
+
+
+def test_a_rerun_that_succeeds_removes_what_a_failed_clean_up_left(clean):
+    _, first = deploy(clean, register(clean))
+    assert first.status == "SUCCEEDED", first.cause
+    second = register(clean)
+    with stand_in_updates(clean, Update(polls=1, outcome="rolled back")), throttled("DeleteEndpointConfig"):
+        failed_name, r = deploy(clean, second)
+    assert (r.status, r.error) == ("FAILED", "DeploymentRolledBack"), r.cause
+    left = state_input(r, "DeployFailed")["deploy"]["endpoint_config_name"]
+    with stand_in_updates(clean, Update(polls=1)):
+        _, r = deploy(clean, second)
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states[-3:] == ["Record", "SweepLeftovers", "Deployed"]
+    assert state_input(r, "Deployed")["swept"] == {
+        "deleted": [f"endpoint config {left} (left by {failed_name})"]
+    }
+    assert named(clean)["endpoint_configs"] == sorted(
+        [first.output["endpoint_config"], r.output["endpoint_config"]]
+    )

@@ -14,6 +14,8 @@
   timed-out execution) goes too: configs and models tagged for this environment's deploys of the endpoint,
   whose deploy execution ended unsuccessfully, that neither the endpoint nor its deployment record uses
   (hfpipe.core.run.cleanup.deploy_leftovers; `hfpipe cleanup` applies the same rule to every named endpoint).
+  A deploy that succeeds does the same after its Record (``sweep``: SweepLeftovers), so a rerun that succeeds
+  removes them too.
 
 Everything is decided from what exists and its tags, so a retried or repeated invocation finishes what an
 interrupted one left; every step is tried, and ``DeployCleanupIncomplete`` names the ones that failed.
@@ -104,6 +106,22 @@ def cleanup(
         )
     aws.log_json(LOG, "deploy cleanup", **result)
     return result
+
+
+def sweep(plan: DeployPlan, env: str, clients: dict[str, Any], state_machine_arn: str) -> dict[str, Any]:
+    """After a successful Record: what earlier deploys of the endpoint left when their clean-up failed
+    (``_sweep``); raises DeployCleanupIncomplete naming what could not be removed (the state machine still
+    ends Deployed, the error kept beside the record)."""
+    deleted: list[str] = []
+    failed: list[str] = []
+    _sweep(clients, state_machine_arn, env, plan.name, deleted, failed)
+    if failed:
+        aws.log_json(LOG, "leftovers not all removed", failed=failed, deleted=deleted)
+        raise DeployCleanupIncomplete(
+            "; ".join(failed) + f" (removed: {deleted}); the next deploy or `hfpipe cleanup` finishes it"
+        )
+    aws.log_json(LOG, "leftovers removed", deleted=deleted)
+    return {"deleted": deleted}
 
 
 def _delete_own(
@@ -207,11 +225,19 @@ def _delete_new_endpoint(
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>,
-    "state_machine": <its ARN>}; or
+    "state_machine": <its ARN>}; or {"sweep": <Prepare's result>, "execution_name": ..., "state_machine": ...}
+    (after a successful Record: ``sweep``); or
     {"way_back": <Prepare's result>} (PutPreviousConfigBack: deploy_way_back.put_back)."""
     aws.bind(event)
     if "way_back" in event:
         return put_back(aws.client("sagemaker"), DeployPlan.from_json(event["way_back"]))
+    if "sweep" in event:
+        return sweep(
+            DeployPlan.from_json(event["sweep"]),
+            os.environ["HFPIPE_ENV"],
+            {s: aws.client(s) for s in ("sagemaker", "stepfunctions", "ssm")},
+            str(event["state_machine"]),
+        )
     return cleanup(
         DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
