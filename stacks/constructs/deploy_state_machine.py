@@ -446,7 +446,7 @@ class DeployStateMachine(Construct):
         """PutPreviousConfigBack: DeployCleanup's function sends the Rollback request once the endpoint can
         take it, and names AWS's error codes (deploy_way_back.py): the SDK integration names a throttle and a
         refusal alike. An endpoint still changing is waited for (a Retry every poll, WAY_BACK_READY_ATTEMPTS
-        at most); a throttle past botocore's retries is retried as throttling."""
+        at most); a throttle past botocore's retries is retried as throttling, a capacity error as capacity."""
         rollback = self._invoke(
             "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
         )
@@ -457,6 +457,7 @@ class DeployStateMachine(Construct):
             max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
         )
         self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        self._retry(rollback, ["WayBackCapacity"], CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
         return rollback
 
     def _rollback_note(self, then: sfn.IChainable, cid: str, text: str, *values: str) -> sfn.Chain:

@@ -179,7 +179,15 @@ def test_the_definition_sends_the_way_backs_retention(template):
     retries = {
         e: r["MaxAttempts"] for r in states["PutPreviousConfigBack"]["Retry"] for e in r["ErrorEquals"]
     }
-    assert (retries["EndpointNotReadyForWayBack"], retries["WayBackThrottled"]) == (30, 6)
+    assert (
+        retries["EndpointNotReadyForWayBack"],
+        retries["WayBackThrottled"],
+        retries["WayBackCapacity"],
+    ) == (
+        30,
+        6,
+        5,
+    )
     assert any("QuotaLookupThrottled" in r["ErrorEquals"] for r in states["Prepare"]["Retry"])
 
 

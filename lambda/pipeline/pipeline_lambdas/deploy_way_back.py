@@ -16,7 +16,9 @@ it has no model for ``SageMaker.SageMakerException`` (a throttle and a refusal a
    request throttling", https://docs.aws.amazon.com/sagemaker/latest/APIReference/CommonErrors.html) is
    ``WayBackThrottled``, retried by the state machine with back-off as the other throttles
    (THROTTLING_ATTEMPTS).
-4. Anything else SageMaker refuses (the previous config deleted meanwhile: ValidationException) is
+4. ``ResourceLimitExceeded`` (SageMaker's capacity error) is ``WayBackCapacity``, retried as the deploy's
+   other capacity errors are (CAPACITY_ATTEMPTS, a minute apart).
+5. Anything else SageMaker refuses (the previous config deleted meanwhile: ValidationException) is
    ``WayBackRefused``, naming the code and AWS's message: the state machine takes it to WhatServesAfterWayBack,
    whose WayBackFailed quotes it beside what serves, read from the endpoint.
 """
@@ -63,6 +65,11 @@ class WayBackThrottled(Exception):
     """SageMaker throttled the UpdateEndpoint back past botocore's retries; the state machine retries it."""
 
 
+class WayBackCapacity(Exception):
+    """SageMaker answered ResourceLimitExceeded (its capacity error, the one the SageMaker integrations name
+    SageMaker.ResourceLimitExceededException); the state machine retries it as the other capacity errors."""
+
+
 class WayBackRefused(Exception):
     """SageMaker refused the UpdateEndpoint back, or the endpoint cannot take it (gone, Failed); the message
     names AWS's error code and message."""
@@ -95,6 +102,10 @@ def put_back(sagemaker: Any, plan: DeployPlan) -> dict[str, Any]:
         sagemaker.update_endpoint(**request)
     except Exception as err:
         code = error_code(err)
+        if code == "ResourceLimitExceeded":
+            raise WayBackCapacity(
+                f"UpdateEndpoint of {endpoint_name} back to {previous}: no capacity ({code}): {err}"
+            ) from err
         if code in THROTTLING_CODES:
             raise WayBackThrottled(
                 f"UpdateEndpoint of {endpoint_name} back to {previous} throttled ({code}): {err}"
