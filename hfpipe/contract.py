@@ -48,6 +48,9 @@ TAG_DEPLOYMENT = "hfpipe:deployment"
 # The model package version (ARN) a named endpoint serves, and the deploy execution that put it there.
 TAG_MODEL_VERSION = "hfpipe:model-version"
 TAG_DEPLOY_EXECUTION = "hfpipe:deploy-execution"
+# The task kind (the recipe's ``task``) a named endpoint is bound to, put on it when a deploy creates it: its
+# callers send that task's requests, so a later deploy of another task's version is refused.
+TAG_TASK = "hfpipe:task"
 
 
 def state_machine_name(env: str) -> str:

@@ -175,6 +175,8 @@ class DeployStateMachine(Construct):
                 "deploy": J.object_at(P()),
                 "execution_name": J.string_at(EXECUTION_NAME),
                 "error": J.object_at(ERROR),
+                # What earlier deploys' failed clean-ups left is found by their executions' end.
+                "state_machine": J.string_at("$$.StateMachine.Id"),
             },
         )
         cleanup.add_catch(deploy_failed, errors=["States.ALL"], result_path="$.cleanup_error")
@@ -295,7 +297,7 @@ class DeployStateMachine(Construct):
         return self._invoke(cid, "deploy_prepare", J.DISCARD, {"recheck": J.object_at(P()), "before": before})
 
     def _smoke_test_and_record(self) -> tasks.LambdaInvoke:
-        """SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed; a failed smoke test or a version rejected
+        """SmokeTest -> ApprovalBeforeRecord -> Record -> SweepLeftovers -> Deployed; a failed smoke test or a version rejected
         meanwhile goes back to the previous config after an update (``_way_back``), else to DeployCleanup."""
         smoke = self._invoke("SmokeTest", "smoke_test", "$.smoke", {"smoke": J.object_at(P("smoke"))})
         record = self._invoke(
@@ -304,8 +306,25 @@ class DeployStateMachine(Construct):
             "$.record",
             {"deploy": J.object_at(P()), "execution_name": J.string_at(EXECUTION_NAME)},
         )
+        # The version serves and passed its smoke test, but a claim could not be written (deploy_record.py):
+        # nothing to clean up or put back; the error names what serves, and a rerun writes the claims.
+        record.add_catch(self._fail("RecordIncomplete"), errors=["RecordIncomplete"], result_path=ERROR)
         self._catch(record)
-        record.next(sfn.Succeed(self, "Deployed", output_path="$.record"))
+        deployed = sfn.Succeed(self, "Deployed", output_path="$.record")
+        # A deploy that succeeds also removes what earlier deploys' failed clean-ups left (deploy_cleanup.py,
+        # hfpipe.core.run.cleanup.deploy_leftovers); the version serves and is recorded whatever it finds.
+        sweep = self._invoke(
+            "SweepLeftovers",
+            "deploy_cleanup",
+            "$.swept",
+            {
+                "sweep": J.object_at(P()),
+                "execution_name": J.string_at(EXECUTION_NAME),
+                "state_machine": J.string_at("$$.StateMachine.Id"),
+            },
+        )
+        sweep.add_catch(deployed, errors=["States.ALL"], result_path="$.sweep_error")
+        record.next(sweep).next(deployed)
         # A version rejected while the update ran is not recorded: the previous config goes back (below).
         approval_before_record = self._approval("ApprovalBeforeRecord", "the record is written")
         smoke.next(approval_before_record).next(record)
@@ -368,19 +387,14 @@ class DeployStateMachine(Construct):
 
     # -- the way back after a failed smoke test or a rejection -------------------------------------------
 
-    def _way_back(self) -> sfn.CustomState:
-        """PutPreviousConfigBack (SageMaker's default all-at-once blue/green) and its own bounded poll, then
-        DeployCleanup; the execution still fails with the smoke test's error. A failed way back (the update
-        back refused, e.g. the previous config deleted meanwhile; failed; timed out; or ended on another
-        config) goes to WhatServesAfterWayBack (deploy_guards.way_back_failed): WayBackFailed naming what
-        serves, after DeployCleanup."""
-        rollback = self._sagemaker_task(
-            "PutPreviousConfigBack",
-            "aws-sdk:sagemaker:updateEndpoint",
-            "Rollback",
-            ("EndpointName", "EndpointConfigName", "RetainAllVariantProperties"),
-            "$.rollback",
-        )
+    def _way_back(self) -> tasks.LambdaInvoke:
+        """PutPreviousConfigBack (SageMaker's default all-at-once blue/green, sent by DeployCleanup's function
+        once the endpoint can take it: its Retry waits for an endpoint still changing and retries throttling;
+        deploy_way_back.py) and its own bounded poll, then DeployCleanup; the execution still fails with the
+        smoke test's error. A failed way back (the update back refused, e.g. the previous config deleted
+        meanwhile; failed; timed out; or ended on another config) goes to WhatServesAfterWayBack
+        (deploy_guards.way_back_failed): WayBackFailed naming what serves, after DeployCleanup."""
+        rollback = self._put_previous_back()
         way_back_failed = self._invoke(
             "WhatServesAfterWayBack",
             "deploy_prepare",
@@ -426,6 +440,24 @@ class DeployStateMachine(Construct):
             )
             .otherwise(rb_count)
         )
+        return rollback
+
+    def _put_previous_back(self) -> tasks.LambdaInvoke:
+        """PutPreviousConfigBack: DeployCleanup's function sends the Rollback request once the endpoint can
+        take it, and names AWS's error codes (deploy_way_back.py): the SDK integration names a throttle and a
+        refusal alike. An endpoint still changing is waited for (a Retry every poll, WAY_BACK_READY_ATTEMPTS
+        at most); a throttle past botocore's retries is retried as throttling, a capacity error as capacity."""
+        rollback = self._invoke(
+            "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
+        )
+        rollback.add_retry(
+            errors=["EndpointNotReadyForWayBack"],
+            interval=cdk.Duration.seconds(deploy_limits.POLL_SECONDS),
+            backoff_rate=1,
+            max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
+        )
+        self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        self._retry(rollback, ["WayBackCapacity"], CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
         return rollback
 
     def _rollback_note(self, then: sfn.IChainable, cid: str, text: str, *values: str) -> sfn.Chain:

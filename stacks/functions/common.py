@@ -283,7 +283,7 @@ def scaling_tagging(env_name: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> None:
+def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool, also: str = "") -> None:
     """Application Auto Scaling on this environment's scalable targets: read, tag (an untagged target,
     registered before targets were tagged, becomes this environment's at its next deploy) and deregister
     (``register`` also: register targets and put target tracking policies, with what AWS requires of such a
@@ -297,7 +297,8 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> 
     and TagResource aws:RequestTag and aws:TagKeys; RegisterScalableTarget with Tags needs TagResource too;
     "Tagging support for Application Auto Scaling",
     https://docs.aws.amazon.com/autoscaling/application/userguide/resource-tagging-support.html).
-    DescribeScalableTargets has no resource type and no condition key: it cannot be scoped."""
+    DescribeScalableTargets has no resource type and no condition key: it cannot be scoped. ``also``: the rest
+    of the role's ``Resource::*`` acknowledgement (one per role), for its other actions on "*"."""
     tag_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_MANAGED_BY, contract.TAG_ENV]}}
     role.add_to_policy(
         iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
@@ -335,7 +336,7 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool) -> 
         "Application Auto Scaling: DescribeScalableTargets supports no resource-level permissions; scalable "
         "target ARNs end in a generated ID, so Register/Tag/Deregister/PutScalingPolicy are on * and limited "
         "to this environment's targets by its tags (aws:ResourceTag, aws:RequestTag) and to SageMaker variants' "
-        "instance counts by the service-namespace and scalable-dimension condition keys.",
+        "instance counts by the service-namespace and scalable-dimension condition keys." + also,
     )
     if register:
         _grant_scaling_dependencies(role, env_name)

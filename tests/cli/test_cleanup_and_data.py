@@ -309,3 +309,55 @@ def test_a_mistyped_environment_is_unknown_not_empty(
     assert code == 1
     assert err.startswith(f"error: unknown environment '{argv[argv.index('--env') + 1]}': "), err
     assert "nothing to clean up" not in out and "no endpoints up" not in out
+
+
+def test_cleanup_finds_what_a_failed_deploy_clean_up_left(environment: Environment, capsys: Any) -> None:
+    """A named endpoint's config and model whose deploy execution ended unsuccessfully (here ABORTED, so its
+    DeployCleanup never ran) and that nothing uses are cleaned up; the live config and its model stay."""
+    from hfpipe import contract
+
+    machine = environment.sfn.create_state_machine(
+        name=contract.deploy_state_machine_name("dev"),
+        definition=json.dumps(
+            {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+        ),
+        roleArn=ROLE,
+    )["stateMachineArn"]
+    environment.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_DEPLOY_STATE_MACHINE_ARN),
+        Value=machine,
+        Type="String",
+    )
+    # Both ABORTED: the live config stays because the endpoint uses it, whatever its execution's end.
+    for execution in ("deploy-live", "deploy-aborted"):
+        arn = environment.sfn.start_execution(stateMachineArn=machine, name=execution)["executionArn"]
+        environment.sfn.stop_execution(executionArn=arn)
+    endpoint = contract.deployed_endpoint_name("dev", "summaries")
+    for execution in ("live", "aborted"):
+        tags = [
+            {"Key": contract.TAG_ENV, "Value": "dev"},
+            {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
+            {"Key": contract.TAG_DEPLOYMENT, "Value": "summaries"},
+            {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": f"deploy-{execution}"},
+        ]
+        name = f"{endpoint}-{execution}"
+        environment.sagemaker.create_model(
+            ModelName=name, ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "example.invalid/i"}, Tags=tags
+        )
+        environment.sagemaker.create_endpoint_config(
+            EndpointConfigName=name,
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": name,
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.m5.large",
+                }
+            ],
+            Tags=tags,
+        )
+    environment.sagemaker.create_endpoint(EndpointName=endpoint, EndpointConfigName=f"{endpoint}-live")
+    code, out, err = run(capsys, "cleanup", "--env", "dev", "--yes")
+    assert (code, err) == (0, ""), out
+    assert f"deleted endpoint config {endpoint}-aborted" in out and f"deleted model {endpoint}-aborted" in out
+    assert names(environment) == {endpoint, f"{endpoint}-live"}

@@ -209,9 +209,10 @@ def test_endpoints_delete_by_its_short_name_removes_all_its_deploys_left(
     ours = [t for t in scalable_targets() if "summaries" in t]
     assert ours == [f"endpoint/{prod_endpoint}/variant/AllTraffic"]
     assert named.ssm.get_parameter(Name=contract.deployment_parameter_name("prod", "summaries"))
-    # A rerun finds nothing left and says so.
-    code, _, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
-    assert code == 1 and "no endpoint" in err
+    # A rerun finds nothing left, says the delete is done, and exits 0.
+    code, out, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert (code, err) == (0, "")
+    assert "endpoint summaries: nothing of it is left" in " ".join(out.split())
 
 
 def test_endpoints_delete_refuses_another_environments_named_endpoint(
@@ -255,6 +256,31 @@ def test_a_delete_interrupted_at_any_call_is_finished_by_a_rerun(
     assert [t for t in scalable_targets() if "hfpipe-dev-summaries" in t] == []
     with pytest.raises(named.ssm.exceptions.ParameterNotFound):
         named.ssm.get_parameter(Name=contract.deployment_parameter_name("dev", "summaries"))
+
+
+def test_a_delete_whose_last_step_failed_after_aws_did_it_is_done_on_its_rerun(
+    named: Environment, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeleteParameter, the last step, answers a 5xx after SSM deleted the record: the
+    command exits 1; its rerun finds nothing left, says the delete is done and exits 0."""
+    original = botocore.client.BaseClient._make_api_call
+    failed: list[str] = []
+
+    def applied_then_5xx(client: Any, name: str, params: dict[str, Any]) -> Any:
+        answer = original(client, name, params)
+        if name == "DeleteParameter" and not failed:
+            failed.append(name)
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "try again"}}, name
+            )
+        return answer
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", applied_then_5xx)
+    code, _, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert failed == ["DeleteParameter"] and code == 1 and "InternalServerError" in err, err
+    code, out, err = run(capsys, "endpoints", "delete", "summaries", "--env", "dev", "--yes")
+    assert (code, err) == (0, ""), out
+    assert "nothing of it is left" in out and "nothing to delete" in " ".join(out.split())
 
 
 def test_a_fault_at_every_call_of_a_delete_is_one_line_and_a_rerun_finishes(

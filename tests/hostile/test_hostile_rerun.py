@@ -350,8 +350,9 @@ def test_endpoints_delete_of_a_gone_endpoint_deletes_what_it_left(
         "S3 data and model artifacts are never touched",
     ]
     assert_nothing_billing(names, keep)
-    code, _, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
-    assert code == 1 and f"no endpoint {names.endpoint_name!r}" in err
+    # The rerun of the finished delete says so and exits 0 (issue 44: it exited 1 though the delete was done).
+    code, out, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
+    assert (code, err) == (0, "") and f"endpoint {names.endpoint_name}: nothing of it is left" in out
 
 
 def test_endpoints_delete_leaves_another_environments_config_and_model(
@@ -366,8 +367,12 @@ def test_endpoints_delete_leaves_another_environments_config_and_model(
         ExecutionRoleArn=ROLE,
         Tags=prod_tags,
     )
-    code, _, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
-    assert code == 1 and f"no endpoint {names.endpoint_name!r}" in err
+    code, out, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
+    assert (
+        (code, err) == (0, "")
+        and "nothing of it is left" in out
+        and "of environment dev" in " ".join(out.split())
+    )
     assert names.model_name in existing()
 
 

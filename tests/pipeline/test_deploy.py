@@ -96,6 +96,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
         "SmokeTest",
         "ApprovalBeforeRecord",
         "Record",
+        "SweepLeftovers",
         "Deployed",
     ]
     assert asked == [ENDPOINT]  # the smoke test asked the named endpoint, with tiny-qa's sample
@@ -143,6 +144,7 @@ def test_a_first_deploy_creates_smoke_tests_tags_and_records_the_endpoint(clean)
         contract.TAG_DEPLOYMENT: NAME,
         contract.TAG_MODEL_VERSION: version,
         contract.TAG_DEPLOY_EXECUTION: name,
+        contract.TAG_TASK: "question-answering",
     }
     for arn in (
         model["ModelArn"],
@@ -185,7 +187,15 @@ def test_a_lost_record_is_written_again_after_a_smoke_test(clean):
     before = named(clean)
     _, again = deploy(clean, version)
     assert again.status == "SUCCEEDED", again.cause
-    assert again.states == ["Prepare", "Action?", "SmokeTest", "ApprovalBeforeRecord", "Record", "Deployed"]
+    assert again.states == [
+        "Prepare",
+        "Action?",
+        "SmokeTest",
+        "ApprovalBeforeRecord",
+        "Record",
+        "SweepLeftovers",
+        "Deployed",
+    ]
     assert again.output["execution"] == first_name  # the deploy that put the version there
     assert stored_record(clean) == again.output and named(clean) == before
 

@@ -231,8 +231,20 @@ def test_the_way_back_of_a_fixed_fleet_is_the_previous_config_as_it_was(clients)
 
 def test_the_definition_sends_the_way_backs_retention(template):
     states = state_machine_definition(template, contract.deploy_state_machine_name(ENV))["States"]
-    assert states["PutPreviousConfigBack"]["Parameters"]["RetainAllVariantProperties.$"] == (
-        "$.deploy.requests.Rollback.RetainAllVariantProperties"
+    # DeployCleanup's function sends the plan's Rollback request as built, RetainAllVariantProperties included
+    # (deploy_way_back.put_back; test_deploy_update.py checks the request sent).
+    assert states["PutPreviousConfigBack"]["Parameters"] == {"way_back.$": "$.deploy"}
+    retries = {
+        e: r["MaxAttempts"] for r in states["PutPreviousConfigBack"]["Retry"] for e in r["ErrorEquals"]
+    }
+    assert (
+        retries["EndpointNotReadyForWayBack"],
+        retries["WayBackThrottled"],
+        retries["WayBackCapacity"],
+    ) == (
+        30,
+        6,
+        5,
     )
     assert any("QuotaLookupThrottled" in r["ErrorEquals"] for r in states["Prepare"]["Retry"])
 

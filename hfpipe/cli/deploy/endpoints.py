@@ -348,6 +348,14 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
     timeout_s = wait_timeout(args)
     info = _ours_or_none(sagemaker, name, args.env)
     name, deployment, leftovers, rest = _what_it_leaves(clients, name, info, args.env)
+    if info is None and not leftovers and not rest:
+        # A finished delete run again (its last step may have failed after AWS had done it): done, exit 0.
+        console.print(
+            f"endpoint {name}: nothing of it is left in {clients.region} (no endpoint, config, model, "
+            f"deployment record or autoscaling target of environment {args.env}): deleted already, or never "
+            f"made here (`hfpipe endpoints --env {args.env}` lists them); nothing to delete"
+        )
+        return 0
     if not _confirmed(args, console, name, info, [f"{r.kind.name} {r.name}" for r in leftovers] + rest):
         console.print("nothing deleted")
         return 1
@@ -415,7 +423,7 @@ def _what_it_leaves(
     clients: aws.Clients, name: str, info: EndpointInfo | None, env: str
 ) -> tuple[str, Any, list[Any], list[str]]:
     """The endpoint's name, its named deployment (or None), the configs and models to delete with it, and what
-    else an interrupted delete of a named endpoint left; refused when there is nothing at all."""
+    else an interrupted delete of a named endpoint left (none of them: nothing is left to delete)."""
     sagemaker = clients.sagemaker
     leftovers = _leftovers(sagemaker, name, info.endpoint_config if info else None, env)
     # A named endpoint's: every config and model its deploys made (found by tag, also once it is gone), and
@@ -431,10 +439,6 @@ def _what_it_leaves(
             for r in named_endpoints.leftovers(sagemaker, env, deployment)
             if (r.kind.name, r.name) not in seen
         ]
-    if info is None and not leftovers and not rest:
-        raise HfpipeError(
-            f"no endpoint {name!r} in {clients.region}: list them with `hfpipe endpoints --env {env}`"
-        )
     return name, deployment, leftovers, rest
 
 

@@ -34,9 +34,12 @@ from hfpipe.core.run.cleanup import (
     NotDeletableYet,
     Resource,
     delete,
+    deploy_execution_status,
+    deploy_leftovers,
     find_resources,
     is_ours,
     planned_resources,
+    recorded_configs,
     tags_of,
     wait_until_deletable,
 )
@@ -410,6 +413,27 @@ def _confirm(question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
 
 
+def _deploy_leftovers(
+    clients: aws.Clients, environment: Any, env: str, older_than: timedelta | None
+) -> list[Resource]:
+    """The configs and models named endpoints' deploys made and a failed clean-up of theirs left (the rule
+    DeployCleanup applies: hfpipe.core.run.cleanup.deploy_leftovers); none where the environment has no deploy
+    state machine."""
+    machine = environment.values.get(contract.SSM_DEPLOY_STATE_MACHINE_ARN)
+    if not machine:
+        return []
+    found = deploy_leftovers(
+        clients.sagemaker,
+        deploy_execution_status(clients.sfn, machine),
+        recorded_configs(clients.ssm, env),
+        env,
+    )
+    if older_than is None:
+        return found
+    cutoff = datetime.now(UTC) - older_than
+    return [r for r in found if isinstance(r.created, datetime) and r.created <= cutoff]
+
+
 def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
     """Delete the pipeline's endpoints, endpoint configs and models in an environment, after asking."""
     aws.validate_env_name(args.env)
@@ -418,11 +442,19 @@ def cmd_cleanup(args: argparse.Namespace, console: Console) -> int:
     timeout_s = wait_timeout(args)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for list/start/report).
-    aws.resolve_environment(clients, args.env)
+    environment = aws.resolve_environment(clients, args.env)
     found = step(
         "listing SageMaker resources",
         find_resources,
         sagemaker=clients.sagemaker,
+        env=args.env,
+        older_than=older_than,
+    )
+    found += step(
+        "listing what failed deploy clean-ups left",
+        _deploy_leftovers,
+        clients=clients,
+        environment=environment,
         env=args.env,
         older_than=older_than,
     )

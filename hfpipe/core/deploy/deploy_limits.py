@@ -18,6 +18,11 @@ ROLLBACK_SECONDS = 3600
 MAX_POLLS = math.ceil((MAX_DEPLOYMENT_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
 #: Polls of the deploy's own rollback after a failed smoke test (an all-at-once update to the old config).
 ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
+#: The way back (PutPreviousConfigBack) waits for an endpoint that cannot take an UpdateEndpoint yet (Updating,
+#: SystemUpdating, RollingBack: lambda/pipeline/pipeline_lambdas/deploy_way_back.py) by a Retry every POLL_SECONDS,
+#: this many times at most (30 minutes): three events a retry (LambdaFunctionScheduled, Started, Failed), in
+#: RETRY_EVENTS.
+WAY_BACK_READY_ATTEMPTS = 30
 #: An update whose rollback alarms are in ALARM before it starts waits for them this long at most (CloudWatch's
 #: clock: Prepare compares its own time with the first look's), polling them every ALARM_POLL_SECONDS. The
 #: alarms have one-minute periods and treat missing data as not breaching: one whose errors have stopped is OK
@@ -38,7 +43,7 @@ EVENTS_PER_POLL = 13
 #: DeployCleanup, the Fail, and the Pass/Choice states between), with the events hfpipe.core.limits counts per state, plus every retry their Retry policies
 #: allow (3 each).
 FIXED_PATH_EVENTS = 100
-RETRY_EVENTS = 3 * 110
+RETRY_EVENTS = 3 * (120 + WAY_BACK_READY_ATTEMPTS)
 #: Lambdas (15 minutes at most each), Retry back-offs: everything but the two waits.
 OTHER_STATES_SECONDS = 2 * 3600
 #: The deploy state machine's TimeoutSeconds: both waits at their longest, and the rest.
@@ -46,6 +51,7 @@ EXECUTION_TIMEOUT_SECONDS = (
     (MAX_POLLS + ROLLBACK_POLLS) * POLL_SECONDS
     + ALARM_WAIT_SECONDS
     + ALARM_POLL_SECONDS
+    + WAY_BACK_READY_ATTEMPTS * POLL_SECONDS
     + OTHER_STATES_SECONDS
 )
 

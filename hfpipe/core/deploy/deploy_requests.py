@@ -79,10 +79,11 @@ def resource_name(endpoint_name: str, number: int, execution_name: str) -> str:
 
 
 def deploy_tags(
-    env: str, name: str, recipe: str, version_arn: str, execution_name: str
+    env: str, name: str, recipe: str, version_arn: str, execution_name: str, task: str | None = None
 ) -> list[dict[str, str]]:
-    """The tags of everything a deploy creates (model, endpoint config, endpoint)."""
-    return [
+    """The tags of everything a deploy creates (model, endpoint config, endpoint); with ``task``, the task
+    kind the named endpoint is bound to (``contract.TAG_TASK``)."""
+    tags = [
         {"Key": contract.TAG_ENV, "Value": env},
         {"Key": contract.TAG_MANAGED_BY, "Value": contract.PROJECT},
         {"Key": contract.TAG_RECIPE, "Value": recipe},
@@ -90,6 +91,7 @@ def deploy_tags(
         {"Key": contract.TAG_MODEL_VERSION, "Value": version_arn},
         {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": execution_name},
     ]
+    return tags + ([{"Key": contract.TAG_TASK, "Value": task}] if task else [])
 
 
 def model_request(name: str, role_arn: str, version_arn: str, tags: list[dict[str, str]]) -> dict[str, Any]:

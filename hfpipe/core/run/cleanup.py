@@ -18,6 +18,7 @@ Stdlib only; the SageMaker client is passed in.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -279,3 +280,126 @@ def delete(sagemaker: Any, kind: Kind, name: str) -> None:
     except Exception as err:
         if not is_not_found(err):
             raise
+
+
+# -- a named endpoint's deploys: what a failed clean-up left ------------------------------------------------
+
+#: A deploy execution's status (Step Functions DescribeExecution ``status``) after which nothing it made serves
+#: by its design: it ended without recording its version (its DeployCleanup, when it ran, removed what it could;
+#: an ABORTED or TIMED_OUT execution never ran it).
+DEPLOY_ENDED_UNSUCCESSFULLY = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+
+
+def deploy_leftovers(
+    sagemaker: Any,
+    execution_status: Callable[[str], str | None],
+    recorded: Callable[[str], set[str]],
+    env: str,
+    name: str | None = None,
+) -> list[Resource]:
+    """The endpoint configs and models deploys of environment ``env`` made for named endpoint ``name`` (every
+    named endpoint when None) that a failed clean-up left: tagged by this environment's deploys for that name
+    (``hfpipe:managed-by``, ``hfpipe:env``, ``hfpipe:deployment``), not kept by a user, made by a deploy
+    execution that ended unsuccessfully (``execution_status`` of its ``hfpipe:deploy-execution``:
+    DEPLOY_ENDED_UNSUCCESSFULLY; None, an execution Step Functions no longer knows, keeps it), and used by
+    nothing: neither the endpoint's live config nor the one an update moves to (an endpoint still changing
+    keeps them all), nor a config its deployment record names (``recorded``), nor a model of one of those.
+    Configs first, then models (the order they are deleted in)."""
+    prefix = contract.deployed_endpoint_name(env, name or "") + ("-" if name else "")
+    kept: dict[str, set[str] | None] = {}
+    statuses: dict[str, str | None] = {}
+    found: list[Resource] = []
+    for kind in KINDS[1:]:
+        for page in sagemaker.get_paginator(kind.list).paginate(NameContains=prefix):
+            for item in page[kind.list_key]:
+                resource = str(item[kind.name_key])
+                if not resource.startswith(prefix):
+                    continue
+                tags = tags_of(sagemaker, item[kind.arn_key])
+                deployment = tags.get(contract.TAG_DEPLOYMENT)
+                if not deployment or not is_ours(tags, env) or is_kept(tags) or (name and deployment != name):
+                    continue
+                if deployment not in kept:
+                    kept[deployment] = _in_use(sagemaker, env, deployment, recorded)
+                in_use = kept[deployment]
+                if in_use is None or resource in in_use:
+                    continue
+                execution = tags.get(contract.TAG_DEPLOY_EXECUTION, "")
+                if execution not in statuses:
+                    statuses[execution] = execution_status(execution) if execution else None
+                if statuses[execution] in DEPLOY_ENDED_UNSUCCESSFULLY:
+                    found.append(Resource(kind, resource, execution, item.get("CreationTime")))
+    return found
+
+
+def _in_use(sagemaker: Any, env: str, name: str, recorded: Callable[[str], set[str]]) -> set[str] | None:
+    """The configs (and their models) named endpoint ``name`` uses or its record names; None while the endpoint
+    is changing (SageMaker may be moving to any of its configs: NOT_DELETABLE_YET)."""
+    try:
+        endpoint = sagemaker.describe_endpoint(EndpointName=contract.deployed_endpoint_name(env, name))
+    except Exception as err:
+        if not is_not_found(err):
+            raise
+        endpoint = {}
+    if endpoint.get("EndpointStatus") in NOT_DELETABLE_YET:
+        return None
+    pending = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    configs = {c for c in (endpoint.get("EndpointConfigName"), pending, *recorded(name)) if c}
+    used = set(configs)
+    for config in configs:
+        try:
+            variants = sagemaker.describe_endpoint_config(EndpointConfigName=config).get("ProductionVariants")
+        except Exception as err:
+            if not is_not_found(err):
+                raise
+            continue
+        used |= {str(v["ModelName"]) for v in variants or [] if v.get("ModelName")}
+    return used
+
+
+def _error_code(err: Exception) -> str:
+    response = getattr(err, "response", None) or {}
+    return str((response.get("Error") or {}).get("Code", ""))
+
+
+def deploy_execution_status(stepfunctions: Any, state_machine_arn: str) -> Callable[[str], str | None]:
+    """execution name -> its status (DescribeExecution; None when Step Functions no longer knows it: closed
+    executions are kept 90 days). An execution's ARN is its state machine's with ``execution`` for
+    ``stateMachine`` and its name appended (arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME)."""
+    base = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+
+    def status(name: str) -> str | None:
+        try:
+            return str(stepfunctions.describe_execution(executionArn=f"{base}:{name}")["status"])
+        except Exception as err:
+            if _error_code(err) == "ExecutionDoesNotExist":
+                return None
+            raise
+
+    return status
+
+
+def recorded_configs(ssm: Any, env: str) -> Callable[[str], set[str]]:
+    """named endpoint -> the configs its deployment record names (the live one and the one before it)."""
+
+    def configs(name: str) -> set[str]:
+        try:
+            value = ssm.get_parameter(Name=contract.deployment_parameter_name(env, name))["Parameter"][
+                "Value"
+            ]
+        except Exception as err:
+            if _error_code(err) == "ParameterNotFound":
+                return set()
+            raise
+        try:
+            record = json.loads(value)
+        except ValueError:
+            return set()
+        found = (
+            (record.get("endpoint_config"), record.get("previous_endpoint_config"))
+            if isinstance(record, dict)
+            else ()
+        )
+        return {str(c) for c in found if c}
+
+    return configs

@@ -10,6 +10,13 @@
 - When Prepare deregistered the endpoint's autoscaling (an instance type change) and the old fleet serves
   again, the declared autoscaling is put back (deploy_common.apply_scaling).
 
+- What earlier deploys of the same endpoint left when their own clean-up failed (or never ran: an aborted or
+  timed-out execution) goes too: configs and models tagged for this environment's deploys of the endpoint,
+  whose deploy execution ended unsuccessfully, that neither the endpoint nor its deployment record uses
+  (hfpipe.core.run.cleanup.deploy_leftovers; `hfpipe cleanup` applies the same rule to every named endpoint).
+  A deploy that succeeds does the same after its Record (``sweep``: SweepLeftovers), so a rerun that succeeds
+  removes them too.
+
 Everything is decided from what exists and its tags, so a retried or repeated invocation finishes what an
 interrupted one left; every step is tried, and ``DeployCleanupIncomplete`` names the ones that failed.
 """
@@ -23,7 +30,13 @@ from hfpipe import contract
 from hfpipe.core.deploy.deploy_plan import DeployPlan
 from hfpipe.core.run import cleanup as rule
 from pipeline_lambdas import aws
-from pipeline_lambdas.deploy_common import apply_scaling, describe_endpoint, is_deploy_made, remove_scaling
+from pipeline_lambdas.deploy_common import (
+    apply_scaling,
+    describe_endpoint,
+    is_deploy_made,
+    remove_scaling,
+)
+from pipeline_lambdas.deploy_way_back import put_back
 
 LOG = aws.logger(__name__)
 MODEL, CONFIG = rule.KINDS[2], rule.KINDS[1]
@@ -46,8 +59,16 @@ def _in_use(endpoint: dict[str, Any] | None, config_name: str) -> bool:
     return config_name in (endpoint.get("EndpointConfigName"), pending)
 
 
-def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, Any]) -> dict[str, Any]:
-    """Delete what this deploy made and nothing serves from; returns what was deleted and kept (and why)."""
+def cleanup(
+    plan: DeployPlan,
+    execution_name: str,
+    env: str,
+    clients: dict[str, Any],
+    state_machine_arn: str | None = None,
+) -> dict[str, Any]:
+    """Delete what this deploy made and nothing serves from, and (with ``state_machine_arn``, the deploy state
+    machine's) what earlier deploys of the endpoint left when their clean-up failed (``_sweep``); returns what
+    was deleted and kept (and why)."""
     sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
     name, endpoint_name = plan.name, plan.endpoint_name
     deleted: list[str] = []
@@ -67,11 +88,58 @@ def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, 
     except Exception as err:
         failed.append(f"endpoint {endpoint_name}: {err}")
         endpoint = {"EndpointStatus": "unknown"}  # keep its config and model: it may still use them
-    config_name, model_name = plan.endpoint_config_name, plan.model_name
+    if plan.action not in ("none", "record"):  # else Prepare found the version serving: it made nothing
+        _delete_own(sagemaker, plan, endpoint, env, execution_name, deleted, kept, failed)
+    restored = None
+    if plan.scaling_deregistered and endpoint is not None and endpoint.get("EndpointStatus") == "InService":
+        try:
+            restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
+        except Exception as err:
+            failed.append(f"autoscaling of {endpoint_name}: {err}")
+    if state_machine_arn:
+        _sweep(clients, state_machine_arn, env, name, deleted, failed)
+    result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
+    if failed:
+        aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
+        raise DeployCleanupIncomplete(
+            "; ".join(failed) + f" (done so far: {result}); rerunning the clean-up finishes it"
+        )
+    aws.log_json(LOG, "deploy cleanup", **result)
+    return result
+
+
+def sweep(plan: DeployPlan, env: str, clients: dict[str, Any], state_machine_arn: str) -> dict[str, Any]:
+    """After a successful Record: what earlier deploys of the endpoint left when their clean-up failed
+    (``_sweep``); raises DeployCleanupIncomplete naming what could not be removed (the state machine still
+    ends Deployed, the error kept beside the record)."""
+    deleted: list[str] = []
+    failed: list[str] = []
+    _sweep(clients, state_machine_arn, env, plan.name, deleted, failed)
+    if failed:
+        aws.log_json(LOG, "leftovers not all removed", failed=failed, deleted=deleted)
+        raise DeployCleanupIncomplete(
+            "; ".join(failed) + f" (removed: {deleted}); the next deploy or `hfpipe cleanup` finishes it"
+        )
+    aws.log_json(LOG, "leftovers removed", deleted=deleted)
+    return {"deleted": deleted}
+
+
+def _delete_own(
+    sagemaker: Any,
+    plan: DeployPlan,
+    endpoint: dict[str, Any] | None,
+    env: str,
+    execution_name: str,
+    deleted: list[str],
+    kept: list[str],
+    failed: list[str],
+) -> None:
+    """The config and model this execution made, when they carry its tags and the endpoint does not use them."""
+    name, endpoint_name = plan.name, plan.endpoint_name
     config_kept = False
-    for kind, resource in ((CONFIG, config_name), (MODEL, model_name)):
-        if not resource or plan.action in ("none", "record"):
-            continue  # Prepare found the version serving: this execution made nothing
+    for kind, resource in ((CONFIG, plan.endpoint_config_name), (MODEL, plan.model_name)):
+        if not resource:
+            continue
         label = f"{kind.name} {resource}"
         try:
             found = getattr(sagemaker, kind.describe)(**{kind.name_key: resource})
@@ -92,20 +160,38 @@ def cleanup(plan: DeployPlan, execution_name: str, env: str, clients: dict[str, 
                 deleted.append(label)
         except Exception as err:
             failed.append(f"{label}: {err}")
-    restored = None
-    if plan.scaling_deregistered and endpoint is not None and endpoint.get("EndpointStatus") == "InService":
-        try:
-            restored = apply_scaling(autoscaling, endpoint_name, plan.settings.autoscaling, env)
-        except Exception as err:
-            failed.append(f"autoscaling of {endpoint_name}: {err}")
-    result = {"deleted": deleted, "kept": kept, "autoscaling_restored": restored}
-    if failed:
-        aws.log_json(LOG, "deploy cleanup incomplete", failed=failed, **result)
-        raise DeployCleanupIncomplete(
-            "; ".join(failed) + f" (done so far: {result}); rerunning the clean-up finishes it"
+
+
+def _sweep(
+    clients: dict[str, Any],
+    state_machine_arn: str,
+    env: str,
+    name: str,
+    deleted: list[str],
+    failed: list[str],
+) -> None:
+    """What earlier deploys of endpoint ``name`` left when their clean-up failed (or never ran: an aborted or
+    timed-out execution), found by their tags and their execution's end (hfpipe.core.run.cleanup.
+    deploy_leftovers): deleted, configs before models."""
+    sagemaker = clients["sagemaker"]
+    try:
+        found = rule.deploy_leftovers(
+            sagemaker,
+            rule.deploy_execution_status(clients["stepfunctions"], state_machine_arn),
+            rule.recorded_configs(clients["ssm"], env),
+            env,
+            name,
         )
-    aws.log_json(LOG, "deploy cleanup", **result)
-    return result
+    except Exception as err:
+        failed.append(f"finding what earlier deploys of {name} left: {err}")
+        return
+    for resource in found:
+        label = f"{resource.kind.name} {resource.name}"
+        try:
+            rule.delete(sagemaker, resource.kind, resource.name)
+            deleted.append(f"{label} (left by {resource.execution})")
+        except Exception as err:
+            failed.append(f"{label} (left by {resource.execution}): {err}")
 
 
 def _delete_new_endpoint(
@@ -138,11 +224,24 @@ def _delete_new_endpoint(
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>}."""
+    """Event: {"deploy": <Prepare's result>, "execution_name": <name>, "error": <the caught error>,
+    "state_machine": <its ARN>}; or {"sweep": <Prepare's result>, "execution_name": ..., "state_machine": ...}
+    (after a successful Record: ``sweep``); or
+    {"way_back": <Prepare's result>} (PutPreviousConfigBack: deploy_way_back.put_back)."""
     aws.bind(event)
+    if "way_back" in event:
+        return put_back(aws.client("sagemaker"), DeployPlan.from_json(event["way_back"]))
+    if "sweep" in event:
+        return sweep(
+            DeployPlan.from_json(event["sweep"]),
+            os.environ["HFPIPE_ENV"],
+            {s: aws.client(s) for s in ("sagemaker", "stepfunctions", "ssm")},
+            str(event["state_machine"]),
+        )
     return cleanup(
         DeployPlan.from_json(event["deploy"]),
         str(event["execution_name"]),
         os.environ["HFPIPE_ENV"],
-        {s: aws.client(s) for s in ("sagemaker", "application-autoscaling")},
+        {s: aws.client(s) for s in ("sagemaker", "application-autoscaling", "stepfunctions", "ssm")},
+        event.get("state_machine"),
     )

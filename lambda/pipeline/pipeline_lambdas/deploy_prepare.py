@@ -108,6 +108,12 @@ class EndpointQuotaTooLow(DeployRefused):
     """The account's endpoint-usage quota for the instance type cannot hold the fleets the deploy runs."""
 
 
+class EndpointTaskMismatch(DeployRefused):
+    """The version's task kind is not the one the named endpoint is bound to (its ``hfpipe:task`` tag, put
+    there when a deploy created it; for an endpoint created before that tag, the task of the version it
+    serves)."""
+
+
 class DeployInProgress(DeployRefused):
     """Another execution of this deploy state machine for the same endpoint started first and still runs."""
 
@@ -173,6 +179,43 @@ def _check_endpoint(endpoint: dict[str, Any], tags: dict[str, str], env: str, na
             else "bring it back to one InService config by hand (or delete it), then deploy again"
         )
         raise EndpointBusy(f"endpoint {endpoint_name} is {status}; accepted: an InService endpoint ({hint})")
+
+
+def task_of(recipe_name: str) -> str | None:
+    """The task kind of a bundled recipe (its ``task``); None when this release has no such recipe."""
+    try:
+        return str(resolve_recipe(recipe_name=recipe_name)["task"])
+    except Exception:  # RecipeError: a recipe this release does not bundle (an older version's)
+        return None
+
+
+def _check_task(
+    sagemaker: Any,
+    endpoint_name: str,
+    endpoint_tags: dict[str, str],
+    served_arn: str | None,
+    info: requests.VersionInfo,
+    env: str,
+) -> None:
+    """The version's task is the one the endpoint is bound to: its ``hfpipe:task`` tag, recorded when a deploy
+    created it; for an endpoint created before that tag, the task of the version it serves (read from it).
+    Unknown either way (no tag, and what serves is unknown or of a recipe not bundled here): nothing to
+    compare."""
+    wanted = task_of(info.recipe)
+    bound, why = (
+        endpoint_tags.get(contract.TAG_TASK),
+        f"its {contract.TAG_TASK} tag, recorded at its creation",
+    )
+    if not bound and served_arn:
+        served = requests.version_info(env, sagemaker.describe_model_package(ModelPackageName=served_arn))
+        bound, why = task_of(served.recipe), f"the task of {served.ref}, which it serves"
+    if bound and wanted and bound != wanted:
+        raise EndpointTaskMismatch(
+            f"endpoint {endpoint_name} serves task {bound} ({why}); version {info.ref} is task {wanted} "
+            f"(recipe {info.recipe}): a named endpoint keeps its task, since its callers send that task's "
+            f"requests; accepted: a version of a {bound} recipe, or another endpoint name declared in cdk.json "
+            f"for {wanted}"
+        )
 
 
 def _live_count(endpoint: dict[str, Any]) -> int:
@@ -367,13 +410,15 @@ def _update(
     sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
     endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
     _check_endpoint(endpoint, endpoint_tags, env, plan.name)
+    served_arn = read_config(sagemaker, endpoint["EndpointConfigName"]).version_arn
+    _check_task(sagemaker, endpoint["EndpointName"], endpoint_tags, served_arn, info, env)
     live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
     live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
     variant = (live.get("ProductionVariants") or [{}])[0]
     # The version that serves is the live config's model's package (never a tag: hfpipe.core.deploy.what_serves).
     previous = PreviousDeploy(
         endpoint_config_name=endpoint["EndpointConfigName"],
-        model_version_arn=read_config(sagemaker, endpoint["EndpointConfigName"]).version_arn,
+        model_version_arn=served_arn,
         model_name=variant.get("ModelName"),
         instance_type=variant.get("InstanceType"),
     )
@@ -413,7 +458,7 @@ def _with_requests(
     what serves) update with the way back; each checked against botocore's shapes."""
     instance_type = str(info.instance_type)
     model_name = requests.resource_name(plan.endpoint_name, info.number, execution_name)
-    tags = requests.deploy_tags(env, plan.name, info.recipe, info.arn, execution_name)
+    tags = requests.deploy_tags(env, plan.name, info.recipe, info.arn, execution_name, task_of(info.recipe))
     config = requests.endpoint_config_request(
         model_name, model_name, instance_type, count, tags, plan.smoke.serving_kind
     )
