@@ -235,6 +235,17 @@ def execution_argument(parser: argparse.ArgumentParser, optional: str = "") -> N
     parser.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
 
 
+def version_ref(text: str) -> str:
+    """VERSION on the command line (``type=`` of the argument): RECIPE/N or a version ARN in form, a usage
+    error (exit 2) before any AWS call otherwise (hfpipe.core.promotion.registry.check_ref_form)."""
+    from hfpipe.core.promotion import registry
+
+    try:
+        return registry.check_ref_form(text)
+    except registry.RegistryRefError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _folder(text: str) -> str:
     """A folder given on the command line: a path that is not empty and not a file (it may not exist yet)."""
     import os

@@ -111,7 +111,7 @@ def test_compare_prints_the_metric_differences(
         ),
         (
             ["approve", "tiny-lora"],
-            "version 'tiny-lora': not accepted; accepted: a model package version ARN",
+            "argument VERSION: 'tiny-lora' is not accepted; accepted: RECIPE/N (N from 1) or a model package version ARN",
         ),
         (["approve"], "the following arguments are required: VERSION"),
         (["compare", "tiny-lora/1"], "the following arguments are required: VERSION"),

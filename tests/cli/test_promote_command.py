@@ -139,8 +139,8 @@ def test_an_environment_without_promote_from_or_a_malformed_version_is_refused_b
         'is missing in eu-west-1; accepted: an environment with "promote_from" in cdk.json, deployed with '
         "`cdk deploy -c env=dev --all`\n"
     )
-    code, _, err = promote(capsys, "tiny lora 1")
-    assert code == 1 and "VERSION 'tiny lora 1' is not accepted; accepted: RECIPE/N or a model package" in err
+    code, _, err = promote(capsys, "tiny lora 1")  # argparse's usage error, before any AWS call
+    assert code == 2 and "argument VERSION: 'tiny lora 1' is not accepted; accepted: RECIPE/N" in err
     assert sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"] == before
 
 

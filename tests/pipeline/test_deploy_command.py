@@ -96,7 +96,8 @@ def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any
             ],
             "--model: version",
         ),
-        (["--model", "tiny-qa", "--endpoint", NAME], "--model: version 'tiny-qa': not accepted"),
+        # Malformed in form: argparse's usage error (exit 2), before credentials or any AWS call.
+        (["--model", "tiny-qa", "--endpoint", NAME], "argument --model: 'tiny-qa' is not accepted"),
         # dev's group, but in another region or account than dev's: said so, not "not found".
         (
             [
@@ -125,7 +126,7 @@ def test_bad_arguments_are_refused_before_anything_runs(
         stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
     )["executions"]
     code, _, err = run(capsys, deployed_env.region, "deploy", "--env", "dev", *argv)
-    assert code == 1 and message in err, err
+    assert code == (2 if message.startswith("argument") else 1) and message in err, err
     after = deployed_env.client("stepfunctions").list_executions(
         stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
     )["executions"]

@@ -28,7 +28,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, version_ref
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.deploy.deploy_plan import (
     ROOT_PATH,
@@ -271,7 +271,7 @@ def add_to(sub: Subparsers) -> None:
         help="put an approved model version on a named endpoint (blue/green), or an adapter on the shared base",
     )
     env_option(p)
-    p.add_argument("--model", metavar="VERSION", help="RECIPE/N or a version ARN, approved")
+    p.add_argument("--model", metavar="VERSION", type=version_ref, help="RECIPE/N or a version ARN, approved")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--endpoint", metavar="NAME", help="an endpoint of the environment in cdk.json")
     target.add_argument(

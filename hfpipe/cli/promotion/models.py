@@ -29,7 +29,7 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, version_ref, with_actions
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text
 from hfpipe.core.promotion import promotion, registry
@@ -412,7 +412,9 @@ def add_to(sub: Subparsers) -> None:
 
 def _versions(parser: argparse.ArgumentParser, count: int, text: str) -> None:
     # argparse counts them: one missing or one too many is its usage error (exit 2), before any AWS call.
-    parser.add_argument("refs", nargs=count, metavar="VERSION", help=f"{text}: RECIPE/N or a version ARN")
+    parser.add_argument(
+        "refs", nargs=count, metavar="VERSION", type=version_ref, help=f"{text}: RECIPE/N or a version ARN"
+    )
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

@@ -27,12 +27,10 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, option_rules
+from hfpipe.cli.parser import Subparsers, aws_options, option_rules, version_ref
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.promotion.promote_plan import Promoted
-
-_REF = re.compile(r"^([A-Za-z0-9-]+/\d+|arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:model-package/[^/]+/\d+)$")
 
 
 def state_machine(environment: aws.Environment) -> str:
@@ -85,11 +83,6 @@ def answer(desc: dict[str, Any]) -> Promoted:
 def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     """Start the target's Promote state machine for one source version; with --watch, wait for the result."""
     aws.validate_env_name(args.env)
-    if not _REF.fullmatch(args.version):
-        raise HfpipeError(
-            f"VERSION {args.version!r} is not accepted; accepted: RECIPE/N or a model package version ARN of "
-            f"the environment {args.env!r} promotes from"
-        )
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, 5.0)  # checked before anything starts
     faults.state("no promotion started; run the same command again")
@@ -136,7 +129,10 @@ def add_to(sub: Subparsers) -> None:
         "promote", help="copy an approved version of the source environment into this one (promote_from)"
     )
     p.add_argument(
-        "version", metavar="VERSION", help="RECIPE/N or a version ARN of the environment --env promotes from"
+        "version",
+        metavar="VERSION",
+        type=version_ref,
+        help="RECIPE/N or a version ARN of the environment --env promotes from",
     )
     p.add_argument(
         "--env", required=True, help="the target environment (its cdk.json entry names promote_from)"
