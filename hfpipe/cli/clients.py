@@ -94,10 +94,11 @@ def _botocore_session() -> Any:
 
 
 def validate_env_name(env: str) -> str:
-    """The environment name as the stacks accept it, or a one-line error."""
+    """The environment name as the stacks accept it, or a one-line usage error (exit 2: its form is known
+    before any AWS call)."""
     problem = names.env_name_problem(env)
     if problem:
-        raise HfpipeError(
+        raise UsageError(
             f"--env {env!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
         )
     return env

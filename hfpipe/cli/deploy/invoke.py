@@ -33,7 +33,7 @@ from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.deploy import invoke_openai, named_endpoints
 from hfpipe.cli.deploy.invoke_requests import read_requests
-from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_options, option_rules
+from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_options, env_name, option_rules
 from hfpipe.cli.recipe import recipes as cli_recipes
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
@@ -453,7 +453,7 @@ def add_to(sub: Subparsers) -> None:
         metavar="EXECUTION|ENDPOINT",
         help="the execution that created the endpoint, or the endpoint's name (with --env)",
     )
-    p.add_argument("--env", help="environment of the execution or endpoint")
+    p.add_argument("--env", type=env_name, help="environment of the execution or endpoint")
     p.add_argument("--data", metavar="JSON", help="one request, as JSON")
     p.add_argument("--file", metavar="PATH", help="a JSON request, or one request per line (JSON lines)")
     p.add_argument("--dialogue", metavar="FILE", help="a chat to summarize (summarization recipes)")

@@ -27,7 +27,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, option_rules, version_ref
+from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, version_ref
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.promotion.promote_plan import Promoted
@@ -135,7 +135,10 @@ def add_to(sub: Subparsers) -> None:
         help="RECIPE/N or a version ARN of the environment --env promotes from",
     )
     p.add_argument(
-        "--env", required=True, help="the target environment (its cdk.json entry names promote_from)"
+        "--env",
+        type=env_name,
+        required=True,
+        help="the target environment (its cdk.json entry names promote_from)",
     )
     p.add_argument("--watch", action="store_true", help="wait for the promotion and print the new version")
     p.add_argument(
