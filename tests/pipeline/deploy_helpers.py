@@ -18,13 +18,17 @@ ENDPOINT = contract.deployed_endpoint_name(ENV, NAME)
 PARAMETER = contract.deployment_parameter_name(ENV, NAME)
 
 
-def register(engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None) -> str:
+def register(
+    engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None, **metadata: str
+) -> str:
     """A version in the recipe's group of dev, as the Register step makes one (moto); its ARN."""
-    return register_in(engine.client("sagemaker"), status=status, recipe=recipe, types=types)
+    return register_in(engine.client("sagemaker"), status=status, recipe=recipe, types=types, **metadata)
 
 
-def register_in(sm: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None) -> str:
-    """The same through a SageMaker client of dev's region."""
+def register_in(
+    sm: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None, **metadata: str
+) -> str:
+    """The same through a SageMaker client of dev's region (``metadata``: more CustomerMetadataProperties)."""
     group = contract.model_package_group_name(ENV, recipe)
     try:
         sm.describe_model_package_group(ModelPackageGroupName=group)
@@ -43,7 +47,7 @@ def register_in(sm: Any, *, status: str = "Approved", recipe: str = "tiny-qa", t
             ModelPackageGroupName=group,
             InferenceSpecification=spec,
             ModelApprovalStatus=status,
-            CustomerMetadataProperties={"recipe": recipe, "execution": f"run-{next(_ids)}"},
+            CustomerMetadataProperties={"recipe": recipe, "execution": f"run-{next(_ids)}", **metadata},
         )["ModelPackageArn"]
     )
 

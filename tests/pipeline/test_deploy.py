@@ -50,6 +50,8 @@ NOTHING = {"training_jobs": [], "models": [], "endpoint_configs": [], "endpoints
         ("prod's version", "VersionOfAnotherEnvironment", "is not environment 'dev''s"),
         ("no such version", "VersionNotFound", "not found"),
         ("no instance type", "VersionNotDeployable", "no SupportedRealtimeInferenceInstanceTypes"),
+        # An unmerged LoRA adapter has no model to serve: refused before a (GPU) endpoint is made for it.
+        ("an adapter", "VersionNotDeployable", "is a LoRA adapter of hfpipe-fixtures/tiny-llama"),
         ("bad reference", "InvalidDeployInput", "not accepted; accepted: a model package version ARN"),
     ],
 )
@@ -64,6 +66,8 @@ def test_a_refused_deploy_creates_nothing(clean, case, error, message):
         version = version.rsplit("/", 1)[0] + "/9999"
     elif case == "no instance type":
         version = register(clean, types=[])
+    elif case == "an adapter":
+        version = register(clean, recipe="tiny-adapter", adapter_base_model="hfpipe-fixtures/tiny-llama")
     elif case == "bad reference":
         version = "tiny-qa-latest"
     _, r = deploy(clean, version, endpoint)

@@ -662,7 +662,7 @@ def test_retiring_the_base_is_refused_while_adapters_remain_then_deletes_in_aws_
     put_adapter(world, "summary", registered(sm, "summary", 1))
     recording = Recording(sm)
     with pytest.raises(
-        AdapterRefused, match=r"still holds 1 adapter component\(s\) \(hfpipe-dev-adapter-summary\)"
+        AdapterRefused, match=r"still holds 1 adapter\(s\): summary; accepted: deleting them first"
     ):
         adapter_deploy.retire_step(recording, "dev")
     assert recording.deleted == []

@@ -116,6 +116,8 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
     before = aws.call(
         f"reading inference component {component}", serving, sagemaker=clients.sagemaker, component=component
     )
+    if _nothing_to_change(clients, args.env, request, before, console):
+        return 0
     what = request.get("version") or request["action"]
     name = aws.unique_execution_name(
         f"adapter-{args.adapter or contract.SHARED_BASE}-{what.replace('/', '-')[:40]}"
@@ -141,6 +143,51 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         f"the change {name} still runs without this command; `hfpipe endpoints --env {args.env}` shows the adapters"
     )
     return _follow(clients, arn, args.env, component, before, interval, console)
+
+
+def _nothing_to_change(clients: Any, env: str, request: dict[str, str], before: Any, console: Any) -> bool:
+    """A delete of an adapter not on the base, or a retirement with nothing of the base left: done already
+    (a rerun after an interruption, or after its last step failed once AWS had done it), said with what still
+    bills, and no execution started (exit 0). A name that was never deployed reads the same; the line names
+    the adapters on the base."""
+    sagemaker = clients.sagemaker
+    if request["action"] == "retire":
+        parts = aws.call("reading the shared base", adapter_deploy.base_parts, sagemaker=sagemaker, env=env)
+        if parts:
+            return False
+        console.print(f"the shared base of {env}: nothing of it is left (deleted already); nothing to retire")
+        return True
+    if request["action"] != "delete" or before is not None:
+        return False
+    staying = aws.call(
+        "reading the shared base", adapter_deploy.adapters_staying, sagemaker=sagemaker, env=env
+    )
+    held = adapter_deploy.adapter_names(env, staying)
+    console.print(
+        f"adapter {request['adapter']}: not on {env}'s shared base (deleted already, or never deployed; "
+        f"adapters on it: {', '.join(held) or 'none'}); nothing to delete"
+    )
+    if not held:
+        _billing_line(clients, env, console)
+    return True
+
+
+def _billing_line(clients: Any, env: str, console: Any) -> None:
+    """What keeps billing when no adapter stays on the base (nothing, when nothing of the base is left)."""
+    parts = aws.call(
+        "reading the shared base", adapter_deploy.base_parts, sagemaker=clients.sagemaker, env=env
+    )
+    if "endpoint" not in parts:
+        return
+    from hfpipe.cli.adapters.adapter_report import environment_shared_base
+
+    deployed = environment_shared_base(clients.ssm, env).base
+    endpoint, command = BaseNames.of(env).endpoint, adapter_deploy.retire_command(env)
+    cost = f" ({_money(adapter_deploy.billing(env, deployed))})" if deployed else ""
+    console.print(
+        f"  no adapter is left on the shared base {endpoint}; it keeps billing{cost} until it is retired: "
+        f"{command}"
+    )
 
 
 def _follow(
@@ -177,7 +224,7 @@ def _follow(
     if "gone" in output:
         return _retired(BaseRetired.from_json(output), state, component, console)
     if "remaining" in output:
-        return _deleted(AdapterDeleted.from_json(output), state, component, console)
+        return _deleted(AdapterDeleted.from_json(output), state, component, console, clients, env)
     plan = AdapterPlan.from_json(output)
     if state is None or state[1] != plan.artifact:
         print(
@@ -218,18 +265,25 @@ def _money(billing: BaseBilling) -> str:
     return f"{billing.instances} x {billing.instance_type}, {usd}"
 
 
-def _deleted(deleted: AdapterDeleted, state: Any, component: str, console: Any) -> int:
+def _deleted(
+    deleted: AdapterDeleted, state: Any, component: str, console: Any, clients: Any, env: str
+) -> int:
+    """The delete's end: what stays on the base, read now (another delete may have ended meanwhile: the
+    execution's own ``remaining`` was read before it did)."""
     if state is not None:
         print(f"error: the delete succeeded but {component} is {_describe(state)}", file=sys.stderr)
         return 1
     console.print(f"deleted: {component}; no other adapter was touched")
-    base = deleted.base
-    if deleted.remaining:
-        console.print(f"  still on the shared base {base.endpoint}: {', '.join(deleted.remaining)}")
+    staying = aws.call(
+        "reading the shared base", adapter_deploy.adapters_staying, sagemaker=clients.sagemaker, env=env
+    )
+    if staying:
+        names = adapter_deploy.adapter_names(env, staying)
+        console.print(f"  still on the shared base {deleted.base.endpoint}: {', '.join(names)}")
         return 0
     console.print(
-        f"  no adapter is left on the shared base {base.endpoint}; it keeps billing ({_money(base)}) until "
-        f"it is retired: {base.retire_command}"
+        f"  no adapter is left on the shared base {deleted.base.endpoint}; it keeps billing "
+        f"({_money(deleted.base)}) until it is retired: {deleted.base.retire_command}"
     )
     return 0
 
@@ -241,5 +295,5 @@ def _retired(retired: BaseRetired, state: Any, component: str, console: Any) -> 
     console.print(
         f"retired: the shared base {retired.base.endpoint} ({_money(retired.base)}) no longer bills"
     )
-    console.print(f"  gone, in this order: {', '.join(retired.gone)}")
+    console.print(f"  none left of: {', '.join(retired.gone)}")
     return 0

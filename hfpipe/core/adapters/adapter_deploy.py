@@ -512,17 +512,20 @@ def _fresh(sagemaker: Any, version: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sagemaker.describe_model_package(ModelPackageName=version["ModelPackageArn"]))
 
 
+def adapter_names(env: str, components: Sequence[str]) -> list[str]:
+    """The names ``--adapter`` takes (NAME of hfpipe-<env>-adapter-NAME) of adapter components."""
+    return [c.removeprefix(component_prefix(env)) for c in components]
+
+
 def on_base(sagemaker: Any, env: str, adapter: str) -> str:
     """Adapter ``adapter``'s component, read from the environment's base; AdapterRefused naming the adapters
-    that are there when it is not one of them."""
+    that are there (by the names --adapter takes) when it is not one of them."""
     name = component_name(env, adapter)
     components = components_on(sagemaker, BaseNames.of(env).endpoint)
     if not any(c.name == name for c in components):
-        held = adapter_rules.adapters_of(BaseNames.of(env).component, components)
-        raise AdapterRefused(
-            f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: one of "
-            f"{', '.join(held) or 'none (no adapter is deployed)'}"
-        )
+        held = adapter_names(env, adapter_rules.adapters_of(BaseNames.of(env).component, components))
+        accepted = f"one of {', '.join(held)}" if held else "none: no adapter is on the base"
+        raise AdapterRefused(f"--adapter: {adapter!r} is not on {env}'s shared base; accepted: {accepted}")
     return name
 
 
@@ -635,6 +638,15 @@ def adapters_left(sagemaker: Any, env: str) -> list[str]:
     return adapter_rules.adapters_of(names.component, components_on(sagemaker, names.endpoint))
 
 
+def adapters_staying(sagemaker: Any, env: str) -> list[str]:
+    """The adapter components on the environment's base that are not being deleted, read now: what still
+    shares (and pays for) the base once the deletes under way end. Read at the end of a delete, not at its
+    start: two deletes at once each saw the other's adapter still there."""
+    names = BaseNames.of(env)
+    staying = [c for c in components_on(sagemaker, names.endpoint) if c.status != "Deleting"]
+    return adapter_rules.adapters_of(names.component, staying)
+
+
 #: What the retirement deletes, in AWS's order: the endpoint's inference components first ("Delete inference
 #: components first", https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-delete-resources.html),
 #: then the endpoint, then its config (DeleteEndpointConfig: "You must not delete an EndpointConfig in use by
@@ -650,10 +662,11 @@ def retire_step(sagemaker: Any, env: str) -> str | None:
     like any other (the way out of a base that failed)."""
     names = BaseNames.of(env)
     components = components_on(sagemaker, names.endpoint)
-    problem = adapter_rules.base_deletion_problem(names.component, components)
-    if problem:
+    if adapter_rules.base_deletion_problem(names.component, components):
+        held = adapter_names(env, adapter_rules.adapters_of(names.component, components))
         raise AdapterRefused(
-            f"{problem} (`hfpipe deploy --env {env} --adapter NAME --delete` each), then "
+            f"the shared base {names.endpoint} still holds {len(held)} adapter(s): {', '.join(held)}; "
+            f"accepted: deleting them first (`hfpipe deploy --env {env} --adapter NAME --delete` each), then "
             f"`{retire_command(env)}`; nothing deleted"
         )
     found = next((c for c in components if c.name == names.component), None)
@@ -674,6 +687,22 @@ def retire_step(sagemaker: Any, env: str) -> str | None:
     if _exists(lambda: sagemaker.describe_model(ModelName=names.model)):
         sagemaker.delete_model(ModelName=names.model)
     return None
+
+
+def base_parts(sagemaker: Any, env: str) -> list[str]:
+    """Which of the shared base's parts (``RETIRE_ORDER``'s kinds) exist now."""
+    names = BaseNames.of(env)
+    reads = {
+        "inference component": lambda: sagemaker.describe_inference_component(
+            InferenceComponentName=names.component
+        ),
+        "endpoint": lambda: sagemaker.describe_endpoint(EndpointName=names.endpoint),
+        "endpoint config": lambda: sagemaker.describe_endpoint_config(
+            EndpointConfigName=names.endpoint_config
+        ),
+        "model": lambda: sagemaker.describe_model(ModelName=names.model),
+    }
+    return [kind for kind in RETIRE_ORDER if _described(reads[kind]) is not None]
 
 
 def _described(call: Callable[[], Any]) -> Any:

@@ -181,8 +181,8 @@ def check_ref_form(ref: str) -> str:
     """``ref`` when it has the form of a version reference (RECIPE/N with N >= 1, or a model package version
     ARN), whichever environment it names; RegistryRefError otherwise: what a command checks of VERSION as it
     parses its arguments, before any credentials or AWS call (``parse_ref`` checks the environment later)."""
-    arn, short = _VERSION_ARN.fullmatch(ref), _SHORT_REF.fullmatch(ref)
-    number = int((arn or short).group(2)) if (arn or short) else 0
+    found = _VERSION_ARN.fullmatch(ref) or _SHORT_REF.fullmatch(ref)
+    number = int(found.group(2)) if found else 0
     if number < 1:
         raise RegistryRefError(
             f"{ref!r} is not accepted; accepted: RECIPE/N (N from 1) or a model package version ARN "

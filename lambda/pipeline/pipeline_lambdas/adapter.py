@@ -471,7 +471,7 @@ def delete(event: dict[str, Any], env: str, sagemaker: Any, stepfunctions: Any) 
     if request["action"] != "delete":
         raise AdapterRefused(f"action {request['action']!r}: not a delete")
     name = adapter_deploy.delete_adapter(sagemaker, env, request["adapter"])
-    remaining = [c for c in adapter_deploy.adapters_left(sagemaker, env) if c != name]
+    remaining = [c for c in adapter_deploy.adapters_staying(sagemaker, env) if c != name]
     deleted = AdapterDeleted(
         component=name, remaining=remaining, base=adapter_deploy.billing(env, base_of_environment())
     )

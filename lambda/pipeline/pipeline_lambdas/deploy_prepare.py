@@ -336,6 +336,14 @@ def _approved_version(sagemaker: Any, ref: str, env: str, role_arn: str) -> requ
         raise VersionNotDeployable(
             f"version {info.ref}: no SupportedRealtimeInferenceInstanceTypes to deploy on"
         )
+    trained_on = registry.adapter_base(described)
+    if trained_on:
+        # An unmerged LoRA adapter (docs/adapters.md): no model of its own to serve; it goes on the shared base.
+        raise VersionNotDeployable(
+            f"version {info.ref} is a LoRA adapter of {trained_on} (its registry metadata adapter_base_model): "
+            f"it has no endpoint of its own; accepted: `hfpipe deploy --env {env} --adapter NAME --model "
+            f"{info.ref}` (the environment's shared base), or a version of a recipe that merges its adapter"
+        )
     return info
 
 
