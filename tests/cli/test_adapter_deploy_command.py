@@ -29,24 +29,44 @@ class Pages:
         return self.pages
 
 
+def absent(what: str) -> Exception:
+    error = Exception(f"Could not find {what}")
+    error.response = {"Error": {"Code": "ValidationException"}}  # type: ignore[attr-defined]
+    return error
+
+
 class SageMaker:
-    """What the command reads at its end: the component (InService, serving version 3's artifact) and the
-    environment's model package groups."""
+    """What the command reads at its end: the component (InService, serving version 3's artifact), the
+    environment's model package groups, and the other adapters on the base (``others``: name -> status)."""
 
-    def __init__(self, exists: bool = True) -> None:
-        self.exists = exists
+    def __init__(self, exists: bool = True, others: dict[str, str] | None = None, base: bool = True) -> None:
+        self.exists, self.others, self.base = exists, others or {}, base
 
-    def describe_inference_component(self, **_: Any) -> dict[str, Any]:
-        if not self.exists:
-            error = Exception("Could not find inference component")
-            error.response = {"Error": {"Code": "ValidationException"}}  # type: ignore[attr-defined]
-            raise error
+    def describe_inference_component(self, InferenceComponentName: str, **_: Any) -> dict[str, Any]:
+        if InferenceComponentName in self.others:
+            return {
+                "InferenceComponentName": InferenceComponentName,
+                "EndpointName": "hfpipe-dev-shared-base",
+                "InferenceComponentStatus": self.others[InferenceComponentName],
+                "Specification": {"BaseInferenceComponentName": "hfpipe-dev-shared-base"},
+            }
+        if not self.exists or (InferenceComponentName == "hfpipe-dev-shared-base" and not self.base):
+            raise absent("inference component")
         return {
             "InferenceComponentStatus": "InService",
             "Specification": {"Container": {"ArtifactUrl": ARTIFACT}},
         }
 
+    def describe_endpoint(self, **_: Any) -> dict[str, Any]:
+        if not self.base:
+            raise absent("endpoint")
+        return {"EndpointStatus": "InService"}
+
+    describe_endpoint_config = describe_model = describe_endpoint
+
     def get_paginator(self, operation: str) -> Pages:
+        if operation == "list_inference_components":
+            return Pages([{"InferenceComponents": [{"InferenceComponentName": n} for n in self.others]}])
         if operation == "list_model_package_groups":
             return Pages([{"ModelPackageGroupSummaryList": [{"ModelPackageGroupName": GROUP}]}])
         return Pages([{"ModelPackageSummaryList": [{"ModelPackageArn": VERSION}]}])
@@ -105,3 +125,59 @@ def test_deleting_the_last_adapter_says_what_bills_and_how_to_retire_the_base(ca
         "  no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x ml.g5.4xlarge, "
         "2.03 USD/h) until it is retired: hfpipe deploy --env dev --retire-base",
     ], lines
+
+
+def _deleted_execution(remaining: list[str]) -> dict[str, Any]:
+    deleted = AdapterDeleted(
+        component="hfpipe-dev-adapter-support",
+        remaining=remaining,
+        base=BaseBilling(
+            endpoint="hfpipe-dev-shared-base",
+            instance_type="ml.g5.4xlarge",
+            instances=1,
+            usd_per_hour=2.03,
+            retire_command="hfpipe deploy --env dev --retire-base",
+        ),
+    )
+    return {"status": "SUCCEEDED", "output": json.dumps(deleted.to_json())}
+
+
+def test_the_last_two_deletes_at_once_each_say_what_bills(capsys):
+    """Two deletes at once: each step saw the other adapter still there ("remaining"); by the end the other
+    is Deleting, so no adapter stays, and the line says what keeps billing (read at the end, not taken from
+    the step)."""
+    others = {"hfpipe-dev-adapter-sales": "Deleting"}
+    code, lines, _ = follow(
+        _deleted_execution(["hfpipe-dev-adapter-sales"]), SageMaker(False, others), capsys
+    )
+    assert code == 0 and "it keeps billing (1 x ml.g5.4xlarge, 2.03 USD/h)" in lines[-1], lines
+    others = {"hfpipe-dev-adapter-sales": "InService"}
+    code, lines, _ = follow(_deleted_execution([]), SageMaker(False, others), capsys)
+    assert lines[-1] == "  still on the shared base hfpipe-dev-shared-base: sales", lines  # --adapter's name
+
+
+def _nothing(sagemaker: SageMaker, request: dict[str, str]) -> tuple[bool, list[str]]:
+    ssm = SimpleNamespace(get_parameters=lambda **_: {"Parameters": [], "InvalidParameters": []})
+    clients = SimpleNamespace(sagemaker=sagemaker, ssm=ssm)
+    out = io.StringIO()
+    done = deploy_adapter._nothing_to_change(clients, "dev", request, None, Console(file=out, width=400))
+    return done, out.getvalue().strip().splitlines()
+
+
+def test_a_finished_delete_or_retirement_run_again_is_done_and_says_what_bills():
+    """A rerun after Ctrl-C (the delete went on without the command), or after its last step failed once AWS
+    had done it: no execution starts, exit 0, and what still bills is said."""
+    done, lines = _nothing(SageMaker(exists=False), {"action": "delete", "adapter": "support"})
+    assert done and "adapter support: not on dev's shared base (deleted already" in lines[0], lines
+    assert "adapters on it: none" in lines[0] and "it keeps billing" in lines[1], lines
+    done, lines = _nothing(
+        SageMaker(False, {"hfpipe-dev-adapter-sales": "InService"}),
+        {"action": "delete", "adapter": "support"},
+    )
+    assert done and "adapters on it: sales" in lines[0] and len(lines) == 1, lines
+    done, lines = _nothing(SageMaker(exists=False, base=False), {"action": "retire"})
+    assert done and lines == [
+        "the shared base of dev: nothing of it is left (deleted already); nothing to retire"
+    ]
+    assert _nothing(SageMaker(), {"action": "retire"}) == (False, [])
+    assert _nothing(SageMaker(), {"action": "deploy", "adapter": "support"}) == (False, [])
