@@ -611,7 +611,7 @@ def test_deleting_the_last_adapter_names_what_bills_and_retiring_waits_for_no_ad
     assert run(clean, action="deploy", adapter="sales", version=v1).status == "SUCCEEDED"
     refused = run(clean, action="retire")
     assert (refused.status, refused.error) == ("FAILED", "AdapterRefused"), refused.cause
-    assert "hfpipe-dev-adapter-sales, hfpipe-dev-adapter-support" in json.loads(refused.cause)["errorMessage"]
+    assert "still holds 2 adapter(s): sales, support" in json.loads(refused.cause)["errorMessage"]
     assert refused.states == ["Action?", "Retire", "RetireRefused"]
     first = run(clean, action="delete", adapter="sales")
     assert first.output["remaining"] == [component_name(ENV, "support")]
