@@ -117,7 +117,7 @@ def test_an_adapter_trained_on_another_base_is_refused_naming_both_models():
         "adapter 'samsum' was trained on 'other/7b', and the shared base serves 'my-org/base-8b'; accepted: "
         "an adapter trained on 'my-org/base-8b' (its registry version records the base it needs)"
     )
-    assert "names no base model it was trained on" in str(
+    assert "is not a LoRA adapter (its registry metadata names no adapter_base_model" in str(
         adapter_rules.base_model_problem("samsum", None, "my-org/base-8b")
     )
 

@@ -230,7 +230,10 @@ def test_update_rollback_and_delete_touch_only_their_adapter(clean):
     assert serving(clean, "sales") == artifact(clean, v1)  # untouched
     again = run(clean, action="rollback", adapter="support")
     assert (again.status, again.error) == ("FAILED", "AdapterRefused")
-    assert "first approved version; nothing to roll back to" in json.loads(again.cause)["errorMessage"]
+    assert (
+        "no version before it is Approved (it is the first); nothing to roll back to"
+        in json.loads(again.cause)["errorMessage"]
+    )
     deleted = run(clean, action="delete", adapter="sales")
     assert deleted.status == "SUCCEEDED", (deleted.error, deleted.cause)
     assert deleted.states == ["Action?", "Delete", "Gone", "Deleted"]

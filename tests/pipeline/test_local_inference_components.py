@@ -416,9 +416,19 @@ def test_two_adapters_share_one_base_and_one_fleet_and_each_moves_alone(world):
     put_adapter(world, "summary", dict(back))
     assert on_base(sm)[summary] == "s3://artifacts/summary/1/model.tar.gz"
     assert on_base(sm)[topics] == "s3://artifacts/topics/1/model.tar.gz"
-    with pytest.raises(AdapterRefused, match="first approved version; nothing to roll back to"):
+    with pytest.raises(
+        AdapterRefused, match=r"serves version 1, and no version before it is Approved \(it is the first\)"
+    ):
         adapter_deploy.previous_version(
             [summary_1, summary_2], serving="s3://artifacts/summary/1/model.tar.gz"
+        )
+    # A rejected earlier version is no way back, and the refusal says so (not "the first approved version").
+    rejected = {**summary_1, "ModelApprovalStatus": "Rejected"}
+    with pytest.raises(
+        AdapterRefused, match=r"serves version 2, and no version before it is Approved \(1 Rejected\)"
+    ):
+        adapter_deploy.previous_version(
+            [rejected, summary_2], serving="s3://artifacts/summary/2/model.tar.gz"
         )
     assert adapter_deploy.delete_adapter(sm, "dev", "topics") == topics
     world.clock.now += 120
@@ -515,9 +525,7 @@ def test_a_version_the_rules_refuse_creates_nothing_and_says_why(world):
         put_adapter(world, "b", registered(sm, "b", 1), base=one)
     with pytest.raises(AdapterRefused, match=r"--adapter: 'B_1' is not accepted"):
         put_adapter(world, "B_1", registered(sm, "c", 1), base=one)
-    with pytest.raises(
-        AdapterRefused, match=r"'b' is not on dev's shared base; accepted: one of a$"
-    ):
+    with pytest.raises(AdapterRefused, match=r"'b' is not on dev's shared base; accepted: one of a$"):
         adapter_deploy.delete_adapter(sm, "dev", "b")
 
 

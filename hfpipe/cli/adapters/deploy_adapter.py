@@ -210,7 +210,8 @@ def _follow(
             component=component,
         )
         if state != last:
-            console.print(f"  adapter: {_describe(state)}")
+            label = "base" if component == BaseNames.of(env).component else "adapter"
+            console.print(f"  {label}: {_describe(state)}")
             last = state
         if desc["status"] != "RUNNING":
             break
@@ -247,6 +248,8 @@ def _serves(env: str, state: tuple[str, str | None] | None, clients: Any) -> str
     holds the artifact (when one is found)."""
     if state is None:
         return "absent: it serves nothing"
+    if not state[1]:  # the base component: it serves the base model, and its adapters beside it
+        return f"{state[0]} (the shared base's component)"
     version = None
     if state[1]:
         version = aws.call(

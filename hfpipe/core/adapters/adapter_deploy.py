@@ -555,12 +555,13 @@ def previous_version(versions: Sequence[Mapping[str, Any]], serving: str) -> Map
         raise AdapterRefused(
             f"the adapter serves {serving}, which no version of its group holds; nothing to roll back to"
         )
-    older = [
-        v for v in versions if number(v) < number(current[0]) and v.get("ModelApprovalStatus") == APPROVED
-    ]
+    earlier = sorted((v for v in versions if number(v) < number(current[0])), key=number)
+    older = [v for v in earlier if v.get("ModelApprovalStatus") == APPROVED]
     if not older:
+        statuses = ", ".join(f"{number(v)} {v.get('ModelApprovalStatus')}" for v in earlier)
         raise AdapterRefused(
-            f"version {number(current[0])} is the adapter's first approved version; nothing to roll back to"
+            f"the adapter serves version {number(current[0])}, and no version before it is Approved "
+            f"({statuses or 'it is the first'}); nothing to roll back to"
         )
     return max(older, key=number)
 

@@ -54,7 +54,13 @@ def base_model_problem(adapter: str, trained_on: str | None, serving: str) -> st
     that model's layers, meaningless (or the wrong shape) on another."""
     if trained_on == serving:
         return None
-    what = f"was trained on {trained_on!r}" if trained_on else "names no base model it was trained on"
+    if not trained_on:
+        return (
+            f"the version given for adapter {adapter!r} is not a LoRA adapter (its registry metadata names no "
+            "adapter_base_model: a merged model, which a named endpoint serves: `hfpipe deploy --endpoint "
+            f"NAME`); accepted: a version of a recipe with adapter.base_model {serving!r}"
+        )
+    what = f"was trained on {trained_on!r}"
     return (
         f"adapter {adapter!r} {what}, and the shared base serves {serving!r}; accepted: an adapter trained "
         f"on {serving!r} (its registry version records the base it needs)"
