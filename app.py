@@ -26,6 +26,8 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hfpipe.contract import PROJECT, TAG_ENV, TAG_MANAGED_BY, stack_name
+from hfpipe.core.adapters.shared_base import SharedBaseError
+from hfpipe.core.validate import RecipeError
 from stacks.checkov import CheckovAcknowledgements
 from stacks.config import (
     CONTEXT_KEY,
@@ -145,7 +147,9 @@ def main() -> int:
     nag = value(NAG_CONTEXT_KEY) not in (False, "false")
     try:
         app = build_app(default_account=os.environ.get("CDK_DEFAULT_ACCOUNT"), parts=parts, nag=nag)
-    except ConfigError as error:
+    except (ConfigError, RecipeError, SharedBaseError) as error:
+        # A cdk.json entry the stacks refuse, also where a construct checks it against the project's rules
+        # (a shared base's fit: RecipeError naming environments.ENV.shared_base...): one line, no traceback.
         print(f"hfpipe: cdk.json: {error}", file=sys.stderr)
         return 1
     app.synth()

@@ -122,7 +122,8 @@ def add_to(actions: Subparsers) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a setting of ENV's cdk.json entry in this local world only (repeatable), e.g. --set "
-        "shared_base.base_model=hfpipe-fixtures/tiny-llama",
+        "shared_base.base_model=hfpipe-fixtures/tiny-llama --set shared_base.max_model_len=256 (the tiny "
+        "Llama's context)",
     )
     up.add_argument(
         "--time-scale",

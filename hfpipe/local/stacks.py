@@ -92,7 +92,8 @@ def _overridden(entry: dict[str, Any], override: str, env: str) -> dict[str, Any
     if not sep or not all(parts):
         raise LocalModeError(
             f"--set {override!r}: not accepted; accepted: KEY=VALUE, KEY a dotted setting of environment {env}'s "
-            "cdk.json entry, e.g. --set shared_base.base_model=hfpipe-fixtures/tiny-llama"
+            "cdk.json entry, e.g. --set shared_base.base_model=hfpipe-fixtures/tiny-llama --set "
+            "shared_base.max_model_len=256"
         )
     try:
         value: Any = json.loads(raw)
@@ -201,7 +202,8 @@ def _synth(root: Path, env: str, environments: dict[str, Any]) -> dict[str, dict
         )
         if proc.returncode != 0:
             raise LocalModeError(
-                f"synthesizing the app in {root} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+                f"synthesizing the app in {root} failed (exit {proc.returncode}): "
+                f"{(proc.stderr.strip() or proc.stdout.strip())[-2000:]}"
             )
         stacks = {
             part: json.loads((Path(outdir) / f"{stack_name(env, part)}.template.json").read_text())

@@ -82,11 +82,19 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
         elif argv[0] == "deploy":
             assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout
             assert (
-                "still on the shared base hfpipe-dev-shared-base: hfpipe-dev-adapter-support" in proc.stdout
+                "still on the shared base hfpipe-dev-shared-base: support"
+                in proc.stdout  # as --adapter takes it
             )
             listed = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
         elif argv[0] == "invoke":
             answers[argv[argv.index("--adapter") + 1]] = proc.stdout
+            if len(answers) == 1:  # the same call without --adapter: SageMaker would refuse it; said first
+                at = argv.index("--adapter")
+                bare = adapter_world.hfpipe(*argv[:at], *argv[at + 2 :])
+                assert bare.returncode == 1 and (
+                    "is the shared base: it answers a call that names one of its adapters; accepted: --adapter "
+                    "NAME (adapters on it: sales, support)"
+                ) in " ".join(bare.stderr.split()), bare.stderr
         elif argv[0] == "start":
             # The report is of the environment the run ran in: this world's dev serves the tiny Llama
             # (`local up --set`), whatever the checkout's cdk.json declares for dev (Qwen 7B).

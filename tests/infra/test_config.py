@@ -197,6 +197,26 @@ def test_main_prints_one_line_and_fails(monkeypatch, capsys):
     )
 
 
+def test_a_shared_base_the_fit_check_refuses_is_one_line_too(monkeypatch, capsys):
+    """The shared base's fit is checked by its construct (RecipeError naming the key), not by ConfigError:
+    the same one line, no traceback (a `local up --set shared_base=...` with an unknown base printed nothing
+    of it: rich wrote the traceback to stdout)."""
+    context = copy.deepcopy(cdk_app.cdk_json_context())
+    context["hfpipe:environments"]["dev"]["shared_base"] = {
+        "base_model": "my-org/base-8b",
+        "instance_type": "ml.g5.4xlarge",
+        "max_adapters": 10,
+    }
+    context["env"] = "dev"
+    monkeypatch.setattr(cdk_app, "cdk_json_context", lambda: context)
+    assert cdk_app.main() == 1
+    assert capsys.readouterr().err.splitlines()[-1] + "\n" == (
+        "hfpipe: cdk.json: environments.dev.shared_base.model: the fit check does not know the model "
+        "my-org/base-8b; accepted: its figures from its config.json (parameters, layers, kv_heads, head_dim, "
+        "lora_width)\n"
+    )
+
+
 @pytest.mark.parametrize("parts", [("Pipeline",), ("Quota", "Pipeline"), ("Data", "Nope")])
 def test_build_app_parts_need_data_for_pipeline_and_known_names(parts):
     with pytest.raises(ConfigError) as err:

@@ -328,7 +328,19 @@ def with_adapter(clients: aws.Clients | None, target: Target, adapter: str, env:
 def _resolve(args: argparse.Namespace, clients: aws.Clients | None) -> Target:
     """The local server or the named endpoint, with the --adapter it selects."""
     target = local_target(args.port) if clients is None else resolve_target(clients, args.endpoint, args.env)
-    return with_adapter(clients, target, args.adapter, args.env) if args.adapter else target
+    if args.adapter:
+        return with_adapter(clients, target, args.adapter, args.env)
+    if clients is not None and target.name == adapter_deploy.BaseNames.of(str(args.env)).endpoint:
+        # SageMaker refuses a call to an inference-component endpoint that names no component ("Inference
+        # Component Name header is required ..."): say which to name instead.
+        held = adapter_deploy.adapter_names(
+            str(args.env), adapter_deploy.adapters_left(clients.sagemaker, str(args.env))
+        )
+        raise HfpipeError(
+            f"{target.name} is the shared base: it answers a call that names one of its adapters; accepted: "
+            f"--adapter NAME (adapters on it: {', '.join(held) or 'none'})"
+        )
+    return target
 
 
 def with_model_field(requests: list[Any], adapter: str | None) -> list[Any]:
