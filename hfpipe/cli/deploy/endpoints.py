@@ -271,9 +271,10 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         named_endpoints.print_records(console, records, args.env)
         named_endpoints.print_mismatches(console, found)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)
+        retire = _shared_base_lines(console, found, args.env)
         console.print(
             f"{len(found)} endpoint{'s' if len(found) != 1 else ''} up: {total:.4g} USD/h together; "
-            f"delete one with `hfpipe endpoints delete NAME --env {args.env}`"
+            f"delete one with `hfpipe endpoints delete NAME --env {args.env}`{retire}"
         )
         return 0
     return _delete_one(clients, args, console)
@@ -324,6 +325,25 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
         if is_ours(tags, env):
             found.append(Resource(model_kind, model, tags.get(contract.TAG_EXECUTION, "-"), None))
     return found
+
+
+def _shared_base_lines(console: Any, found: list[Any], env: str) -> str:
+    """A shared base with no adapter on it bills for nothing: said, with the command that retires it. Returns
+    what the last line adds where the shared base is up (`endpoints delete` refuses it)."""
+    from hfpipe.core.adapters import adapter_deploy
+
+    base = adapter_deploy.BaseNames.of(env).endpoint
+    standing = [e for e in found if e.name == base]
+    if not standing:
+        return ""
+    command = adapter_deploy.retire_command(env)
+    if not any(not share.is_base for share in standing[0].adapters):
+        usd = standing[0].price_per_hour_usd
+        cost = "" if usd is None else f" ({usd:.4g} USD/h)"
+        console.print(
+            f"{base}: no adapter on it: the shared base bills{cost} for nothing; retire it: `{command}`"
+        )
+    return f" (the shared base {base}: `{command}`)"
 
 
 def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
