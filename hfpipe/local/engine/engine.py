@@ -72,6 +72,7 @@ from hfpipe.local.engine.bus import LocalBus, execution_status_change
 from hfpipe.local.engine.cloudwatch import (
     create_alarms,
     record_component_answer,
+    record_no_capacity,
     record_component_invocation,
 )
 from hfpipe.local.engine.guardrails import Guardrails
@@ -161,7 +162,10 @@ class LocalEngine(EngineViews):
         #: SageMaker's inference components, which moto lacks (hfpipe.local.engine.inference_components).
         #: Each call routed to a component puts its metrics in CloudWatch (``count_invocation``, ``count_answer``).
         self.inference_components = InferenceComponents(
-            time_scale=lambda: self.time_scale, count=self.count_invocation, answered=self.count_answer
+            time_scale=lambda: self.time_scale,
+            count=self.count_invocation,
+            answered=self.count_answer,
+            no_capacity=self.no_capacity,
         )
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
@@ -307,6 +311,12 @@ class LocalEngine(EngineViews):
         """The error metrics of inference component ``component`` for one call its container answered with
         HTTP ``status`` (hfpipe.local.engine.cloudwatch.record_component_answer), as ``count_invocation``."""
         record_component_answer(self._cloudwatch_of(region), component, status)
+
+    def no_capacity(self, account: str, region: str, component: str) -> bool:
+        """A call found inference component ``component`` with no copy: its ``NoCapacityInvocationFailures``
+        in CloudWatch and its scale-out alarm evaluated (hfpipe.local.engine.cloudwatch.record_no_capacity);
+        whether the alarm is in ALARM, which runs its step policy."""
+        return record_no_capacity(self._cloudwatch_of(region), component) == "ALARM"
 
     def count_invocation(self, account: str, region: str, component: str) -> None:
         """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in

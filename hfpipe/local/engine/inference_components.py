@@ -57,7 +57,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hfpipe.core.adapters import adapter_rules
+from hfpipe.core.adapters import scale_to_zero as zero_rules
 from hfpipe.core.adapters.adapter_rules import Component
+from hfpipe.local.engine import scale_to_zero
 from hfpipe.local.engine.deployment import ApiError
 
 OPERATIONS = (
@@ -123,7 +125,12 @@ class InferenceComponents:
     #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
     #: once it is answered (None: not recorded): the errors SageMaker publishes per component.
     answered: Callable[[str, str, str, int], None] | None = None
+    #: Called with (account, region, component) for each call that finds the component with no copy: publishes
+    #: ``NoCapacityInvocationFailures`` and answers whether its alarm is in ALARM (None: never).
+    no_capacity: Callable[[str, str, str], bool] | None = None
     _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
+    #: Application Auto Scaling's registrations of components' copies (hfpipe.local.engine.scale_to_zero).
+    _scaling: dict[tuple[str, str, str], scale_to_zero.Scaling] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(
@@ -182,9 +189,53 @@ class InferenceComponents:
             )
         spec = found["Specification"]
         base = spec.get("BaseInferenceComponentName")
+        self._check_capacity(account, region, base or component)
         artifact = (spec.get("Container") or {}).get("ArtifactUrl") if base else None
         self._count(account, region, component)
         return Route(endpoint, component, base or component, artifact)
+
+    def scaling(self, operation: str, account: str, region: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Application Auto Scaling's ``scale_to_zero.OPERATIONS`` on a component's copies (moto refuses the
+        dimension); ApiError for what AWS refuses."""
+        name = scale_to_zero.component_of(params)
+        key = (account, region, name)
+        with self._lock:
+            if operation == "RegisterScalableTarget":
+                self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
+                arn = f"arn:aws:application-autoscaling:{region}:{account}:scalable-target/{name}"
+                return {"ScalableTargetARN": arn}
+            if operation == "DeregisterScalableTarget":
+                if self._scaling.pop(key, None) is None:
+                    raise ApiError("ObjectNotFoundException", f"No scalable target registered for {name}")
+                return {}
+            policy = f"arn:aws:autoscaling:{region}:{account}:scalingPolicy:{name}:policyName/{params['PolicyName']}"
+            return scale_to_zero.put_policy(self._scaling.get(key), params, policy)
+
+    def copies(self, account: str, region: str, component: str) -> int | None:
+        """The component's copies now (its CurrentCopyCount; None: no such component or no copy count)."""
+        with self._lock:
+            record = self._settled(account, region).get(component)
+        return ((record.description.get("RuntimeConfig") or {}) if record else {}).get("CurrentCopyCount")
+
+    def _check_capacity(self, account: str, region: str, base: str) -> None:
+        """A call to a base with no copy: ``no_capacity`` (the metric, the alarm), the wake when the alarm
+        fired, and InvokeEndpoint's ValidationError (hfpipe.core.adapters.scale_to_zero.NO_CAPACITY_MESSAGE)."""
+        with self._lock:
+            record = self._settled(account, region).get(base)
+            copies = (record.description.get("RuntimeConfig") if record else None) or {}
+            scaling = self._scaling.get((account, region, base))
+            if scaling is not None and copies.get("CurrentCopyCount", 1) > 0:
+                scaling.last_active = self.clock()
+                return
+            if scaling is None or copies.get("CurrentCopyCount", 1) > 0:
+                return
+        alarmed = False
+        if self.no_capacity is not None:
+            with contextlib.suppress(Exception):  # a metric lost must not change the answer
+                alarmed = self.no_capacity(account, region, base)
+        with self._lock:
+            scale_to_zero.wake(scaling, copies, alarmed, self.clock(), self.time_scale())
+        raise ApiError("ValidationError", zero_rules.NO_CAPACITY_MESSAGE)
 
     def _count(self, account: str, region: str, component: str) -> None:
         """One call routed to ``component``, counted (its ``Invocations``: the ``count`` hook)."""
@@ -288,6 +339,11 @@ class InferenceComponents:
         records = self._records.setdefault((account, region), {})
         now = self.clock()
         for name, record in list(records.items()):
+            scaling = self._scaling.get((account, region, name))
+            copies = record.description.get("RuntimeConfig")
+            if scaling is not None and copies and record.settles_at is None:
+                scale_to_zero.settle(scaling, copies, now)
+                scale_to_zero.idle(scaling, copies, now, self.time_scale())
             if record.settles_at is None or record.settles_at > now:
                 continue
             if record.then is None:
