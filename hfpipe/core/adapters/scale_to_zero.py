@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hfpipe.core import cost
+
 #: The idle period's default and bounds, minutes. The upper bound is Application Auto Scaling's cooldown
 #: limit of one day (the Cooldown shape has no bound in botocore's model; a day keeps a dev base from
 #: billing a whole day for one call).
@@ -44,6 +46,9 @@ DEFAULT_IDLE_MINUTES = 15
 MAX_IDLE_MINUTES = 1440
 #: The page's step policy cooldown, seconds.
 STEP_COOLDOWN_SECONDS = 60
+#: How long a base takes to come back from zero, seconds: "the provisioning process takes several minutes"
+#: (the page); 300 s is the project's figure for it (local mode's cold start, the idle-day cost), not measured.
+COLD_START_SECONDS = 300
 #: The page's alarm period, seconds.
 ALARM_PERIOD_SECONDS = 60
 NAMESPACE = "sagemaker"
@@ -213,3 +218,12 @@ def running_instances(variant: Mapping[str, Any] | None) -> int | None:
     zero), None when the description does not say."""
     count = (variant or {}).get("CurrentInstanceCount")
     return count if isinstance(count, int) else None
+
+
+def idle_day_usd(instance_type: str, instances: int, setting: ScaleToZero, wakes: int = 0) -> float | None:
+    """What the base costs over a day with no traffic but ``wakes`` calls, each after more than the idle
+    period (hfpipe.core.cost, on-demand): all day when it does not scale to zero; else, per wake, the cold start
+    and the idle period that follows before it is back at 0 (billed as instances running then)."""
+    day = 24 * 3600
+    seconds = day if not setting.enabled else min(day, wakes * (COLD_START_SECONDS + setting.idle_seconds))
+    return cost.estimate_cost(instance_type, instances, seconds)

@@ -26,9 +26,9 @@ from hfpipe.core.adapters import scale_to_zero
 from hfpipe.local.engine.deployment import ApiError
 
 OPERATIONS = ("RegisterScalableTarget", "PutScalingPolicy", "DeregisterScalableTarget")
-#: How long a base takes to come back from zero, seconds (scaled by ``time_scale``): "the provisioning process
-#: takes several minutes" (the page); 300 s is this emulation's figure, not one measured.
-COLD_START_SECONDS = 300.0
+#: How long a base takes to come back from zero, seconds (scaled by ``time_scale``): the project's figure
+#: (hfpipe.core.adapters.scale_to_zero.COLD_START_SECONDS), not one measured.
+COLD_START_SECONDS = float(scale_to_zero.COLD_START_SECONDS)
 _PREFIX = "inference-component/"
 
 
