@@ -54,8 +54,14 @@ def test_dev_scales_its_base_to_zero_and_prod_keeps_it_up():
         (True, rf"^{PATH}: True is not accepted; accepted: an object with keys enabled, idle_minutes$"),
         ({"idle_minutes": 5}, rf"^{PATH}.enabled: None is not accepted; accepted: true or false"),
         ({"enabled": "yes"}, rf"^{PATH}.enabled: 'yes' is not accepted; accepted: true or false"),
-        ({"enabled": True, "idle_minutes": 0}, rf"^{PATH}.idle_minutes: 0 is not accepted; accepted: a whole"),
-        ({"enabled": True, "idle_minutes": 1441}, rf"^{PATH}.idle_minutes: 1441 is not accepted; .* to 1440 "),
+        (
+            {"enabled": True, "idle_minutes": 0},
+            rf"^{PATH}.idle_minutes: 0 is not accepted; accepted: a whole",
+        ),
+        (
+            {"enabled": True, "idle_minutes": 1441},
+            rf"^{PATH}.idle_minutes: 1441 is not accepted; .* to 1440 ",
+        ),
         ({"enabled": True, "idle_minutes": 2.5}, rf"^{PATH}.idle_minutes: 2.5 is not accepted"),
         ({"enabled": True, "idle": 5}, rf"^{PATH}.idle: unknown key; accepted: enabled, idle_minutes$"),
     ],
@@ -67,14 +73,22 @@ def test_a_bad_scale_to_zero_stops_synth_with_one_line_naming_the_key(setting, m
 
 
 def test_the_variant_carries_managed_instance_scaling_down_to_zero_in_botocores_shape():
-    base = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=4, copies=2, scale_to_zero=ScaleToZero(True))
+    base = SharedBase(
+        "my-org/base-8b", "ml.g5.4xlarge", max_adapters=4, copies=2, scale_to_zero=ScaleToZero(True)
+    )
     requests = adapter_deploy.base_requests(
         "dev", base, image="i", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
     )
     model = botocore.session.get_session().get_service_model("sagemaker")
-    validate_parameters(requests["CreateEndpointConfig"], model.operation_model("CreateEndpointConfig").input_shape)
+    validate_parameters(
+        requests["CreateEndpointConfig"], model.operation_model("CreateEndpointConfig").input_shape
+    )
     (variant,) = requests["CreateEndpointConfig"]["ProductionVariants"]
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
+    assert variant["ManagedInstanceScaling"] == {
+        "Status": "ENABLED",
+        "MinInstanceCount": 0,
+        "MaxInstanceCount": 2,
+    }
     shape = model.shape_for("ProductionVariantManagedInstanceScaling").members
     assert "ENABLED" in shape["Status"].enum and shape["MinInstanceCount"].metadata["min"] == 0
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
@@ -85,13 +99,14 @@ def test_the_scaling_requests_carry_each_field_of_awss_page_in_botocores_shapes(
     autoscaling = boto3.client("application-autoscaling", region_name="us-east-1")
     metrics = boto3.client("cloudwatch", region_name="us-east-1")
     arn = "arn:aws:autoscaling:us-east-1:1:scalingPolicy:x:resource/sagemaker/inference-component/c:policyName/w"
-    requests = scale_to_zero.scaling_requests(COMPONENT, ScaleToZero(True, idle_minutes=20), 3)
+    tags = {"hfpipe:managed-by": "hfpipe", "hfpipe:env": "dev"}
+    requests = scale_to_zero.scaling_requests(COMPONENT, ScaleToZero(True, idle_minutes=20), 3, tags)
     target = {
         "ServiceNamespace": "sagemaker",
         "ResourceId": f"inference-component/{COMPONENT}",
         "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
     }
-    assert requests["RegisterScalableTarget"] == {**target, "MinCapacity": 0, "MaxCapacity": 3}
+    assert requests["RegisterScalableTarget"] == {**target, "MinCapacity": 0, "MaxCapacity": 3, "Tags": tags}
     tracking = requests["PutScalingPolicy:TargetTracking"]["TargetTrackingScalingPolicyConfiguration"]
     assert tracking["PredefinedMetricSpecification"] == {
         "PredefinedMetricType": "SageMakerInferenceComponentInvocationsPerCopy"
@@ -119,10 +134,12 @@ def test_the_scaling_requests_carry_each_field_of_awss_page_in_botocores_shapes(
     )
     with Stubber(autoscaling) as a, Stubber(metrics) as c:
         a.add_response("register_scalable_target", {}, requests["RegisterScalableTarget"])
-        a.add_response("put_scaling_policy", {"PolicyARN": arn + "t"}, requests["PutScalingPolicy:TargetTracking"])
+        a.add_response(
+            "put_scaling_policy", {"PolicyARN": arn + "t"}, requests["PutScalingPolicy:TargetTracking"]
+        )
         a.add_response("put_scaling_policy", {"PolicyARN": arn}, requests["PutScalingPolicy:StepScaling"])
         c.add_response("put_metric_alarm", {}, alarm)
-        name = scale_to_zero.apply_scaling(autoscaling, metrics, COMPONENT, ScaleToZero(True, 20), 3)
+        name = scale_to_zero.apply_scaling(autoscaling, metrics, COMPONENT, ScaleToZero(True, 20), 3, tags)
         a.assert_no_pending_responses()
         c.assert_no_pending_responses()
     assert name == alarm["AlarmName"]

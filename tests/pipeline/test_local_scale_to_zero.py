@@ -36,7 +36,10 @@ def world():
     clock = Clock()
 
     def no_capacity(account: str, region: str, component: str) -> bool:  # as LocalEngine.no_capacity
-        return cloudwatch.record_no_capacity(boto3.client("cloudwatch", region_name=region), component) == "ALARM"
+        return (
+            cloudwatch.record_no_capacity(boto3.client("cloudwatch", region_name=region), component)
+            == "ALARM"
+        )
 
     store = InferenceComponents(time_scale=lambda: SCALE, clock=clock, no_capacity=no_capacity)
     engine = SimpleNamespace(time_scale=SCALE, timeout_scale=1.0, world=None, inference_components=store)
@@ -51,7 +54,9 @@ def world():
             "InitialInstanceCount": 1,
             "ManagedInstanceScaling": rules.managed_instance_scaling(1),
         }
-        sm.create_endpoint_config(EndpointConfigName="ic", ProductionVariants=[variant], ExecutionRoleArn=role)
+        sm.create_endpoint_config(
+            EndpointConfigName="ic", ProductionVariants=[variant], ExecutionRoleArn=role
+        )
         sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="ic")
         sm.create_inference_component(
             InferenceComponentName=BASE,

@@ -93,10 +93,14 @@ def parse_scale_to_zero(entry: object, path: str) -> ScaleToZero:
         if key not in _KEYS:
             raise ScaleToZeroError(f"{path}.{key}: unknown key; accepted: {', '.join(sorted(_KEYS))}")
     if not isinstance(entry.get("enabled"), bool):
-        raise ScaleToZeroError(f"{path}.enabled: {entry.get('enabled')!r} is not accepted; accepted: {_KEYS['enabled']}")
+        raise ScaleToZeroError(
+            f"{path}.enabled: {entry.get('enabled')!r} is not accepted; accepted: {_KEYS['enabled']}"
+        )
     idle = entry.get("idle_minutes", DEFAULT_IDLE_MINUTES)
     if isinstance(idle, bool) or not isinstance(idle, int) or not 1 <= idle <= MAX_IDLE_MINUTES:
-        raise ScaleToZeroError(f"{path}.idle_minutes: {idle!r} is not accepted; accepted: {_KEYS['idle_minutes']}")
+        raise ScaleToZeroError(
+            f"{path}.idle_minutes: {idle!r} is not accepted; accepted: {_KEYS['idle_minutes']}"
+        )
     return ScaleToZero(enabled=entry["enabled"], idle_minutes=idle)
 
 
@@ -121,16 +125,27 @@ def alarm_name(component: str) -> str:
 
 
 def _target(component: str) -> dict[str, str]:
-    return {"ServiceNamespace": NAMESPACE, "ResourceId": resource_id(component), "ScalableDimension": DIMENSION}
+    return {
+        "ServiceNamespace": NAMESPACE,
+        "ResourceId": resource_id(component),
+        "ScalableDimension": DIMENSION,
+    }
 
 
-def scaling_requests(component: str, setting: ScaleToZero, max_copies: int) -> dict[str, dict[str, Any]]:
+def scaling_requests(
+    component: str, setting: ScaleToZero, max_copies: int, tags: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """The requests that make the base component scale to zero and back, by operation, in order: the scalable
     target (min 0), the target tracking policy (the page's, its ScaleInCooldown the idle period) and the step
     policy; the alarm's request is ``alarm_request``, which needs the step policy's ARN."""
     idle_policy, wake_policy = policy_names(component)
     return {
-        "RegisterScalableTarget": {**_target(component), "MinCapacity": 0, "MaxCapacity": max_copies},
+        "RegisterScalableTarget": {
+            **_target(component),
+            "MinCapacity": 0,
+            "MaxCapacity": max_copies,
+            **({"Tags": dict(tags)} if tags else {}),
+        },
         "PutScalingPolicy:TargetTracking": {
             **_target(component),
             "PolicyName": idle_policy,
@@ -177,10 +192,17 @@ def alarm_request(component: str, policy_arn: str) -> dict[str, Any]:
     }
 
 
-def apply_scaling(autoscaling: Any, cloudwatch: Any, component: str, setting: ScaleToZero, max_copies: int) -> str:
+def apply_scaling(
+    autoscaling: Any,
+    cloudwatch: Any,
+    component: str,
+    setting: ScaleToZero,
+    max_copies: int,
+    tags: Mapping[str, str] | None = None,
+) -> str:
     """Register the base component's copies, put both policies and the alarm; each call creates or updates,
     so a rerun changes nothing twice. Returns the alarm's name."""
-    requests = scaling_requests(component, setting, max_copies)
+    requests = scaling_requests(component, setting, max_copies, tags)
     autoscaling.register_scalable_target(**requests["RegisterScalableTarget"])
     autoscaling.put_scaling_policy(**requests["PutScalingPolicy:TargetTracking"])
     step = autoscaling.put_scaling_policy(**requests["PutScalingPolicy:StepScaling"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfpipe.core.adapters.scale_to_zero import ScaleToZero, parse_scale_to_zero
@@ -77,7 +77,7 @@ class SharedBase:
     #: The base model's figures as cdk.json states them (``FIGURE_KEYS``), else () and the fit check's table.
     model: tuple[tuple[str, int], ...] = ()
     #: cdk.json's ``scale_to_zero`` (off when absent).
-    scale_to_zero: ScaleToZero = ScaleToZero()
+    scale_to_zero: ScaleToZero = field(default_factory=ScaleToZero)
 
     @property
     def instances(self) -> int:

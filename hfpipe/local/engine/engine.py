@@ -72,8 +72,8 @@ from hfpipe.local.engine.bus import LocalBus, execution_status_change
 from hfpipe.local.engine.cloudwatch import (
     create_alarms,
     record_component_answer,
-    record_no_capacity,
     record_component_invocation,
+    record_no_capacity,
 )
 from hfpipe.local.engine.guardrails import Guardrails
 from hfpipe.local.engine.hooks import SessionHooks, runtime_client

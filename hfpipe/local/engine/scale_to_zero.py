@@ -118,5 +118,7 @@ def wake(scaling: Scaling, copies: dict[str, Any], alarmed: bool, now: float, ti
     which come up after the cold start."""
     if not alarmed or scaling.wake_step is None or scaling.wakes_at is not None:
         return
-    copies["DesiredCopyCount"] = min(scaling.max_capacity, copies.get("DesiredCopyCount", 0) + scaling.wake_step)
+    copies["DesiredCopyCount"] = min(
+        scaling.max_capacity, copies.get("DesiredCopyCount", 0) + scaling.wake_step
+    )
     scaling.wakes_at = now + COLD_START_SECONDS * time_scale
