@@ -230,6 +230,21 @@ def _code(err: Exception) -> str:
     return str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
 
 
+def at_zero(described: Mapping[str, Any] | None) -> bool:
+    """Whether a component (DescribeInferenceComponent's answer) has no copy now and none is coming: its
+    RuntimeConfig's ``CurrentCopyCount`` and ``DesiredCopyCount`` both 0."""
+    copies = (described or {}).get("RuntimeConfig") or {}
+    return copies.get("CurrentCopyCount") == 0 and copies.get("DesiredCopyCount") == 0
+
+
+def wake_request(component: str, copies: int) -> dict[str, Any]:
+    """UpdateInferenceComponentRuntimeConfig that brings a base at zero back to ``copies`` (what SageMaker's
+    no-capacity answer itself names: "try to increase the capacity by invoking
+    UpdateInferenceComponentRuntimeConfig API"; botocore: ``DesiredRuntimeConfig.CopyCount``). A deploy sends it
+    before it smoke-tests an adapter on the base, rather than fail its first call."""
+    return {"InferenceComponentName": component, "DesiredRuntimeConfig": {"CopyCount": copies}}
+
+
 def is_cold_start(err: Exception) -> bool:
     """InvokeEndpoint's answer while the component has no copy (ValidationError, ``NO_CAPACITY_MESSAGE``)."""
     return _code(err) == "ValidationError" and "has no capacity to process this request" in str(err)

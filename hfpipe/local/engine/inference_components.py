@@ -68,6 +68,7 @@ OPERATIONS = (
     "UpdateInferenceComponent",
     "DeleteInferenceComponent",
     "ListInferenceComponents",
+    "UpdateInferenceComponentRuntimeConfig",
 )
 #: How long each transitional status lasts before the next, in seconds (scaled by ``time_scale``).
 SETTLE_SECONDS = {"Creating": 60.0, "Updating": 30.0, "Deleting": 10.0}
@@ -146,6 +147,7 @@ class InferenceComponents:
                 "UpdateInferenceComponent": self._update,
                 "DeleteInferenceComponent": self._delete,
                 "ListInferenceComponents": _list,
+                "UpdateInferenceComponentRuntimeConfig": self._update_copies,
             }[operation]
             return handler(where, params)
 
@@ -318,6 +320,29 @@ class InferenceComponents:
         where.records[old["InferenceComponentName"]] = self._transition(new, "Updating")
         return {"InferenceComponentArn": old["InferenceComponentArn"]}
 
+    def _update_copies(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        """UpdateInferenceComponentRuntimeConfig: the component's ``DesiredRuntimeConfig.CopyCount``, Updating
+        until its copies are up (a base with no copy of its own: refused, as an adapter has none)."""
+        record = _found(where, params.get("InferenceComponentName"))
+        old = record.description
+        count = (params.get("DesiredRuntimeConfig") or {}).get("CopyCount")
+        if "RuntimeConfig" not in old or not isinstance(count, int) or count < 0:
+            raise ApiError(
+                VALIDATION,
+                f"DesiredRuntimeConfig.CopyCount {count!r} is not accepted for {old['InferenceComponentName']}; "
+                "accepted: a whole number >= 0 of copies, for a component that has copies (not an adapter)",
+            )
+        if old["InferenceComponentStatus"] != "InService":
+            raise ApiError(
+                VALIDATION,
+                f"Cannot update inference component {old['InferenceComponentName']} while it is "
+                f"{old['InferenceComponentStatus']}.",
+            )
+        new = {**old, "RuntimeConfig": {**old["RuntimeConfig"], "DesiredCopyCount": count}}
+        new["LastModifiedTime"] = time.time()
+        where.records[old["InferenceComponentName"]] = self._transition(new, "Updating")
+        return {"InferenceComponentArn": old["InferenceComponentArn"]}
+
     def _delete(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
         record = _found(where, params.get("InferenceComponentName"))
         name = record.description["InferenceComponentName"]
@@ -353,6 +378,8 @@ class InferenceComponents:
             copies = record.description.get("RuntimeConfig")
             if copies:
                 copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
+            if scaling is not None:
+                scaling.last_active = now  # its copies just came up: the idle period starts again
             record.settles_at = None
         return records
 

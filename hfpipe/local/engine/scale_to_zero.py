@@ -99,8 +99,15 @@ def put_policy(scaling: Scaling | None, params: dict[str, Any], arn: str) -> dic
 
 
 def idle(scaling: Scaling, copies: dict[str, Any], now: float, time_scale: float) -> None:
-    """Scale in to the minimum once the idle period passed without a call (target tracking's scale-in)."""
-    if scaling.idle_seconds is None or scaling.wakes_at is not None or not copies.get("CurrentCopyCount"):
+    """Scale in to the minimum once the idle period passed without a call (target tracking's scale-in). Under
+    ``time_scale`` 0 (every wait played at once) the idle period never ends: going idle is no wait anyone waits
+    on, and at once it would take a base to zero between any two calls."""
+    if (
+        time_scale == 0
+        or scaling.idle_seconds is None
+        or scaling.wakes_at is not None
+        or not copies.get("CurrentCopyCount")
+    ):
         return
     if now - scaling.last_active >= scaling.idle_seconds * time_scale:
         copies["DesiredCopyCount"] = copies["CurrentCopyCount"] = scaling.min_capacity

@@ -236,6 +236,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
     check_base_quota(sagemaker, clients["service-quotas"], env, base)
+    wake_base(sagemaker, env, base)
     applied = adapter_deploy.apply_adapter(
         sagemaker,
         env,
@@ -294,6 +295,29 @@ def scale_base(env: str, base: SharedBase) -> None:
             component=component,
             idle_minutes=base.scale_to_zero.idle_minutes,
         )
+
+
+def wake_base(sagemaker: Any, env: str, base: SharedBase) -> None:
+    """A base scaled to zero is brought back before an adapter goes on it (its smoke test would otherwise meet
+    SageMaker's no-capacity answer): its copies set back to ``copies``, then AdapterNotReady until they are up
+    (Apply is retried every 30 s). A base that is absent, or up, is left as it is."""
+    if not base.scale_to_zero.enabled:
+        return
+    component = BaseNames.of(env).component
+    try:
+        described = sagemaker.describe_inference_component(InferenceComponentName=component)
+    except Exception as err:
+        if adapter_deploy.is_absent(err):
+            return
+        raise
+    copies = described.get("RuntimeConfig") or {}
+    if scale_to_zero.at_zero(described):
+        sagemaker.update_inference_component_runtime_config(
+            **scale_to_zero.wake_request(component, base.copies)
+        )
+        raise AdapterNotReady(f"base component {component} is waking from zero")
+    if copies.get("CurrentCopyCount") == 0:
+        raise AdapterNotReady(f"base component {component} is waking from zero")
 
 
 def unscale_base(env: str) -> None:
