@@ -149,3 +149,62 @@ def test_a_policy_before_its_target_is_refused_as_aws_refuses_it(world):
     with pytest.raises(ClientError) as caught:
         world.autoscaling.put_scaling_policy(**request)
     assert caught.value.response["Error"]["Code"] == "ObjectNotFoundException"
+
+
+def test_hfpipe_invoke_says_it_waits_for_a_cold_start_retries_and_says_how_long_it_took(
+    world, monkeypatch, capsys
+):
+    from hfpipe.cli.deploy import invoke
+
+    rules.apply_scaling(world.autoscaling, world.cloudwatch, BASE, ScaleToZero(enabled=True), max_copies=1)
+    world.clock.now += 15 * 60 * SCALE
+    assert copies(world) == (0, 0)
+    slept = []
+
+    def sleep(seconds: float) -> None:  # the command's wait between calls, on the engine's clock
+        slept.append(seconds)
+        world.clock.now += seconds * SCALE
+
+    monkeypatch.setattr(rules.time, "sleep", sleep)
+    target = invoke.Target(name=ENDPOINT, task=None, component=BASE)
+    answer, _ = invoke.send(SimpleNamespace(runtime=world.runtime), target, {"inputs": "hi"})
+    assert answer is not None and copies(world) == (1, 1)
+    # The cold start (300 s scaled) is 30 waits of 10 s scaled: the first call fired the alarm.
+    assert slept == [rules.RETRY_SECONDS] * int(scale_to_zero.COLD_START_SECONDS / rules.RETRY_SECONDS)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        f"{ENDPOINT}: no copy of the base is up (it scaled to zero): waiting for a cold start, calling again "
+        "every 10 s for at most 900 s"
+    )
+    assert err[1].startswith(f"{ENDPOINT}: cold start: answered after ") and len(err) == 2
+
+
+def test_a_base_that_never_comes_back_is_reported_after_the_limit(world, monkeypatch):
+    rules.apply_scaling(world.autoscaling, world.cloudwatch, BASE, ScaleToZero(enabled=True), max_copies=1)
+    world.clock.now += 15 * 60 * SCALE
+    said, calls = [], []
+
+    def refused():
+        calls.append(1)
+        return world.runtime.invoke_endpoint(
+            EndpointName=ENDPOINT, InferenceComponentName="missing", Body=b"{}"
+        )
+
+    with pytest.raises(ClientError) as caught:  # another error: raised at once, not retried
+        rules.through_cold_start(refused, said.append, sleep=lambda s: None)
+    assert not rules.is_cold_start(caught.value) and said == [] and len(calls) == 1
+    ticks = iter(range(0, 10_000, 10))
+    with pytest.raises(ClientError) as caught:  # the base never comes back: the limit, then its answer
+        rules.through_cold_start(
+            lambda: (_ for _ in ()).throw(_no_capacity()),
+            said.append,
+            sleep=lambda s: None,
+            clock=lambda: next(ticks),
+        )
+    assert rules.is_cold_start(caught.value) and len(said) == 1
+
+
+def _no_capacity() -> ClientError:
+    return ClientError(
+        {"Error": {"Code": "ValidationError", "Message": rules.NO_CAPACITY_MESSAGE}}, "InvokeEndpoint"
+    )

@@ -33,7 +33,8 @@ Stdlib only: the stacks, the adapter function and local mode read it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,6 +249,50 @@ def wake_request(component: str, copies: int) -> dict[str, Any]:
 def is_cold_start(err: Exception) -> bool:
     """InvokeEndpoint's answer while the component has no copy (ValidationError, ``NO_CAPACITY_MESSAGE``)."""
     return _code(err) == "ValidationError" and "has no capacity to process this request" in str(err)
+
+
+#: How often ``hfpipe invoke`` calls again while a base comes back from zero, and for how long at most,
+#: seconds: the page says only that provisioning "takes several minutes" and that calls meanwhile fail, and
+#: names no retry interval; every 10 s for 15 minutes covers its several minutes.
+RETRY_SECONDS = 10.0
+RETRY_LIMIT_SECONDS = 900.0
+
+
+def through_cold_start(
+    call: Callable[[], Any],
+    say: Callable[[str], None],
+    *,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+    interval: float = RETRY_SECONDS,
+    limit: float = RETRY_LIMIT_SECONDS,
+) -> Any:
+    """``call()``, called again every ``interval`` seconds while it gets SageMaker's no-capacity answer
+    (``is_cold_start``: the base is at zero and coming back), for ``limit`` seconds at most; ``say`` tells
+    when a call waits for a cold start and, once answered, how long it took. Any other error is raised as
+    it is; the last no-capacity answer too once the limit is passed."""
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
+    started = None
+    while True:
+        try:
+            answer = call()
+        except Exception as err:
+            if not is_cold_start(err):
+                raise
+            now = clock()
+            if started is None:
+                started = now
+                say(
+                    "no copy of the base is up (it scaled to zero): waiting for a cold start, calling again "
+                    f"every {interval:g} s for at most {limit:g} s"
+                )
+            if now - started >= limit:
+                raise
+            sleep(interval)
+            continue
+        if started is not None:
+            say(f"cold start: answered after {clock() - started:.1f} s")
+        return answer
 
 
 def running_instances(variant: Mapping[str, Any] | None) -> int | None:

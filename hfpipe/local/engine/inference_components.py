@@ -365,22 +365,21 @@ class InferenceComponents:
         now = self.clock()
         for name, record in list(records.items()):
             scaling = self._scaling.get((account, region, name))
+            if record.settles_at is not None and record.settles_at <= now:
+                if record.then is None:
+                    del records[name]
+                    continue
+                record.description["InferenceComponentStatus"] = record.then
+                copies = record.description.get("RuntimeConfig")
+                if copies:
+                    copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
+                if scaling is not None:  # its copies came up then: the idle period starts again from there
+                    scaling.last_active = max(scaling.last_active, record.settles_at)
+                record.settles_at = None
             copies = record.description.get("RuntimeConfig")
             if scaling is not None and copies and record.settles_at is None:
                 scale_to_zero.settle(scaling, copies, now)
                 scale_to_zero.idle(scaling, copies, now, self.time_scale())
-            if record.settles_at is None or record.settles_at > now:
-                continue
-            if record.then is None:
-                del records[name]
-                continue
-            record.description["InferenceComponentStatus"] = record.then
-            copies = record.description.get("RuntimeConfig")
-            if copies:
-                copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
-            if scaling is not None:
-                scaling.last_active = now  # its copies just came up: the idle period starts again
-            record.settles_at = None
         return records
 
 
