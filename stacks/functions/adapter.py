@@ -166,7 +166,6 @@ class AdapterFunction(Construct):
         requires of such a caller on the target service (DescribeInferenceComponent, granted above, and
         UpdateInferenceComponentRuntimeConfig) and the service-linked role, the target tracking policy's
         alarms (TargetTracking-inference-component/<name>-...) and the no-capacity alarm by its name."""
-        stack = cdk.Stack.of(self)
         component = contract.deployed_endpoint_name(env, contract.SHARED_BASE)
         scope = {
             "application-autoscaling:service-namespace": scale_to_zero.NAMESPACE,
@@ -199,6 +198,12 @@ class AdapterFunction(Construct):
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=actions, resources=["*"], conditions=conditions)
             )
+        self._grant_scaling_dependencies(env, component)
+
+    def _grant_scaling_dependencies(self, env: str, component: str) -> None:
+        """What Application Auto Scaling requires of the caller that registers the base component and puts
+        its policies, and the no-capacity alarm (``_grant_scale_to_zero``)."""
+        stack = cdk.Stack.of(self)
         alarms = [
             stack.format_arn(
                 service="cloudwatch",

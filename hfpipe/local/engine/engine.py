@@ -159,14 +159,11 @@ class LocalEngine(EngineViews):
         self.fleets = fleets
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
-        #: SageMaker's inference components, which moto lacks (hfpipe.local.engine.inference_components).
-        #: Each call routed to a component puts its metrics in CloudWatch (``count_invocation``, ``count_answer``).
+        #: SageMaker's inference components (moto lacks them); each routed call's metrics go to CloudWatch.
         self.inference_components = InferenceComponents(
-            time_scale=lambda: self.time_scale,
-            count=self.count_invocation,
-            answered=self.count_answer,
-            no_capacity=self.no_capacity,
+            time_scale=lambda: self.time_scale, count=self.count_invocation, answered=self.count_answer
         )
+        self.inference_components.no_capacity = self.no_capacity  # a call to a base at zero: its alarm
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}
