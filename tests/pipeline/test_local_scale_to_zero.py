@@ -208,3 +208,19 @@ def _no_capacity() -> ClientError:
     return ClientError(
         {"Error": {"Code": "ValidationError", "Message": rules.NO_CAPACITY_MESSAGE}}, "InvokeEndpoint"
     )
+
+
+def test_a_base_at_zero_instances_costs_nothing_in_hfpipe_endpoints(world):
+    """DescribeEndpoint's CurrentInstanceCount 0 (AWS's answer for an endpoint scaled to zero; moto's record set
+    here to stand for it): `hfpipe endpoints` prices it at 0 USD/h; with its instance back, at the fleet's."""
+    from datetime import UTC, datetime
+
+    from hfpipe.cli.deploy import endpoints
+
+    info = endpoints.describe(world.sm, ENDPOINT, {}, datetime.now(UTC))
+    assert (info.instance_count, info.price_per_hour_usd) == (1, 2.03)
+    record = moto_patches.endpoint_record(moto_patches.default_account_id(), REGION, ENDPOINT)
+    record.production_variants[0]["CurrentInstanceCount"] = 0
+    info = endpoints.describe(world.sm, ENDPOINT, {}, datetime.now(UTC))
+    assert (info.instance_count, info.price_per_hour_usd) == (0, 0.0)
+    assert {a.usd_per_hour for a in info.adapters} <= {0.0}
