@@ -1,7 +1,7 @@
 """Local mode's SageMaker inference components: moto 5.2.5 has none, so local mode plays them (docs/adapters.md).
 
-CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent and
-ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
+CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent,
+UpdateInferenceComponentRuntimeConfig and ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
 routes moto's SageMaker handler to ``InferenceComponents.answer``), one store per account and region, next to
 moto's endpoints, configs and models, which it reads through a ``Hosting`` (no moto import here).
 
@@ -40,6 +40,10 @@ and the engine puts SageMaker's ``Invocations`` metric of that component in Clou
 dimension ``InferenceComponentName``: hfpipe.local.engine.cloudwatch.record_component_invocation, wired by
 hfpipe.local.engine.engine as the endpoint metrics are, so this module imports no CloudWatch code), as SageMaker counts
 every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
+
+A component's copies registered with Application Auto Scaling scale to zero when idle and back on a call
+(hfpipe.local.engine.scale_to_zero; ``scaling`` answers the registration, ``route`` refuses a call to a base with
+no copy with SageMaker's no-capacity ValidationError and the ``no_capacity`` hook fires its alarm).
 
 Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
 run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
