@@ -102,6 +102,8 @@ def test_a_base_idle_for_the_window_reaches_zero_and_the_next_request_wakes_it(w
     assert call(world)["ResponseMetadata"]["HTTPStatusCode"] == 200  # the idle window starts again
     world.clock.now += 15 * 60 * SCALE
     assert copies(world) == (0, 0)  # one copy per instance on the shared base: 0 instances
+    (variant,) = world.sm.describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"]
+    assert variant["CurrentInstanceCount"] == 0
 
     with pytest.raises(ClientError) as caught:
         call(world)
@@ -211,16 +213,24 @@ def _no_capacity() -> ClientError:
 
 
 def test_a_base_at_zero_instances_costs_nothing_in_hfpipe_endpoints(world):
-    """DescribeEndpoint's CurrentInstanceCount 0 (AWS's answer for an endpoint scaled to zero; moto's record set
-    here to stand for it): `hfpipe endpoints` prices it at 0 USD/h; with its instance back, at the fleet's."""
+    """The emulated base idle for the window: DescribeEndpoint's CurrentInstanceCount follows its copies to 0
+    (AWS's answer for an endpoint scaled to zero), and `hfpipe endpoints` prices it at 0 USD/h; woken, at the
+    fleet's again."""
     from datetime import UTC, datetime
 
     from hfpipe.cli.deploy import endpoints
 
-    info = endpoints.describe(world.sm, ENDPOINT, {}, datetime.now(UTC))
-    assert (info.instance_count, info.price_per_hour_usd) == (1, 2.03)
-    record = moto_patches.endpoint_record(moto_patches.default_account_id(), REGION, ENDPOINT)
-    record.production_variants[0]["CurrentInstanceCount"] = 0
-    info = endpoints.describe(world.sm, ENDPOINT, {}, datetime.now(UTC))
-    assert (info.instance_count, info.price_per_hour_usd) == (0, 0.0)
-    assert {a.usd_per_hour for a in info.adapters} <= {0.0}
+    def running():
+        info = endpoints.describe(world.sm, ENDPOINT, {}, datetime.now(UTC))
+        (variant,) = world.sm.describe_endpoint(EndpointName=ENDPOINT)["ProductionVariants"]
+        assert variant["CurrentInstanceCount"] == info.instance_count
+        return info.instance_count, info.price_per_hour_usd
+
+    rules.apply_scaling(world.autoscaling, world.cloudwatch, BASE, ScaleToZero(enabled=True), max_copies=1)
+    assert running() == (1, 2.03)
+    world.clock.now += 15 * 60 * SCALE
+    assert running() == (0, 0.0)
+    with pytest.raises(ClientError):
+        call(world)
+    world.clock.now += scale_to_zero.COLD_START_SECONDS * SCALE
+    assert running() == (1, 2.03)

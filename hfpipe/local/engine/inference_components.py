@@ -100,6 +100,9 @@ class Hosting(Protocol):
 
     def has_model(self, name: str) -> bool: ...
 
+    def set_instances(self, endpoint: str, variant: str, count: int) -> None:
+        """The instances DescribeEndpoint says ``variant`` runs now (a base scaled to zero and back)."""
+
 
 @dataclass
 class _Record:
@@ -200,14 +203,23 @@ class InferenceComponents:
         self._count(account, region, component)
         return Route(endpoint, component, base or component, artifact)
 
-    def scaling(self, operation: str, account: str, region: str, params: dict[str, Any]) -> dict[str, Any]:
+    def scaling(
+        self,
+        operation: str,
+        account: str,
+        region: str,
+        params: dict[str, Any],
+        hosting: Hosting | None = None,
+    ) -> dict[str, Any]:
         """Application Auto Scaling's ``scale_to_zero.OPERATIONS`` on a component's copies (moto refuses the
-        dimension); ApiError for what AWS refuses."""
+        dimension); ApiError for what AWS refuses. ``hosting``: where the endpoint's instances follow the
+        copies (one copy per instance on the shared base), so DescribeEndpoint says 0 at zero."""
         name = scale_to_zero.component_of(params)
         key = (account, region, name)
         with self._lock:
             if operation == "RegisterScalableTarget":
                 self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
+                self._scaling[key].hosting = hosting
                 arn = f"arn:aws:application-autoscaling:{region}:{account}:scalable-target/{name}"
                 return {"ScalableTargetARN": arn}
             if operation == "DeregisterScalableTarget":
@@ -384,6 +396,8 @@ class InferenceComponents:
             if scaling is not None and copies and record.settles_at is None:
                 scale_to_zero.settle(scaling, copies, now)
                 scale_to_zero.idle(scaling, copies, now, self.time_scale())
+            if scaling is not None and copies:
+                scale_to_zero.follow(scaling, record.description)
         return records
 
 

@@ -480,6 +480,8 @@ def _inference_components(engine: Engine, response_class: Any) -> Patch:
 
     def call_action(response: Any) -> Any:
         operation = response._get_action()
+        if operation == "DescribeEndpoint":  # its instances follow a base's copies scaled to zero and back
+            engine.inference_components.components(response.current_account, response.region)
         if operation not in OPERATIONS:
             return original(response)
         account, region = response.current_account, response.region
@@ -525,6 +527,13 @@ class _MotoHosting:
 
     def has_model(self, name: str) -> bool:
         return self._described("describe_model", name) is not None
+
+    def set_instances(self, endpoint: str, variant: str, count: int) -> None:
+        """The variant's CurrentInstanceCount and DesiredInstanceCount, which DescribeEndpoint answers."""
+        record = self.backend.endpoints.get(endpoint)
+        for found in getattr(record, "production_variants", None) or []:
+            if found.get("VariantName") == variant:
+                found["CurrentInstanceCount"] = found["DesiredInstanceCount"] = count
 
 
 def _interpreter(engine: Engine) -> list[Patch]:
@@ -950,8 +959,9 @@ def _scaling_tags(engine: Engine) -> list[Patch]:
         params = json.loads(response.body or "{}")
         if operation in scale_to_zero.OPERATIONS and scale_to_zero.is_ours(params):
             try:
+                account, region = response.current_account, response.region
                 answer = engine.inference_components.scaling(
-                    operation, response.current_account, response.region, params
+                    operation, account, region, params, _MotoHosting(account, region)
                 )
             except ApiError as err:
                 headers = {"status": 400, "x-amzn-ErrorType": err.code}

@@ -45,6 +45,10 @@ class Scaling:
     #: When the cold start ends (None: none under way).
     wakes_at: float | None = None
     policies: dict[str, str] = field(default_factory=dict)
+    #: Where the endpoint's instance count follows the copies (inference_components.Hosting; None: nowhere).
+    hosting: Any = None
+    #: The instance count last written there.
+    instances: int | None = None
 
 
 def is_ours(params: dict[str, Any]) -> bool:
@@ -129,3 +133,13 @@ def wake(scaling: Scaling, copies: dict[str, Any], alarmed: bool, now: float, ti
         scaling.max_capacity, copies.get("DesiredCopyCount", 0) + scaling.wake_step
     )
     scaling.wakes_at = now + COLD_START_SECONDS * time_scale
+
+
+def follow(scaling: Scaling, description: dict[str, Any]) -> None:
+    """The endpoint's instances follow the base component's copies (one copy per instance on the shared base:
+    hfpipe.core.adapters.shared_base), so DescribeEndpoint's CurrentInstanceCount is 0 at zero, as on AWS."""
+    count = int((description.get("RuntimeConfig") or {}).get("CurrentCopyCount", 0))
+    if scaling.hosting is None or scaling.instances == count:
+        return
+    scaling.hosting.set_instances(description["EndpointName"], description["VariantName"], count)
+    scaling.instances = count
