@@ -28,9 +28,11 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core.adapters import adapter_fit
+from hfpipe.core.adapters import adapter_fit, scale_to_zero
 from hfpipe.core.adapters.shared_base import SharedBase
 from stacks.functions.common import (
+    SCALING_ROLE,
+    SCALING_SERVICE,
     FunctionSettings,
     PassRoleGrant,
     deploy_arn,
@@ -132,6 +134,8 @@ class AdapterFunction(Construct):
         self._grant(env)
         self._grant_retire(env)
         self._grant_artifact_reads(artifacts_bucket_name)
+        if base.scale_to_zero.enabled:
+            self._grant_scale_to_zero(env)
 
     def _grant_retire(self, env: str) -> None:
         """Retiring the base (and a failed first deploy's way back): its endpoint, config and model, on their
@@ -152,6 +156,102 @@ class AdapterFunction(Construct):
                 resources=hosting,
                 conditions=owned_by(env, "aws:ResourceTag"),
             )
+        )
+
+    def _grant_scale_to_zero(self, env: str) -> None:
+        """Scale to zero of the base (hfpipe.core.adapters.scale_to_zero), made with the base and removed when it
+        is retired: Application Auto Scaling on the base component's copies only (the service-namespace and
+        scalable-dimension condition keys; targets end in a generated ID, so "*" scoped by this environment's
+        tags, as the named endpoints' scaling is: stacks.functions.common.grant_endpoint_scaling), what AWS
+        requires of such a caller on the target service (DescribeInferenceComponent, granted above, and
+        UpdateInferenceComponentRuntimeConfig) and the service-linked role, the target tracking policy's
+        alarms (TargetTracking-inference-component/<name>-...) and the no-capacity alarm by its name."""
+        component = contract.deployed_endpoint_name(env, contract.SHARED_BASE)
+        scope = {
+            "application-autoscaling:service-namespace": scale_to_zero.NAMESPACE,
+            "application-autoscaling:scalable-dimension": scale_to_zero.DIMENSION,
+        }
+        tag_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_MANAGED_BY, contract.TAG_ENV]}}
+        request_tags = owned_by(env, "aws:RequestTag")["StringEquals"]
+        resource_tags = owned_by(env, "aws:ResourceTag")["StringEquals"]
+        for actions, conditions in (
+            (
+                ["application-autoscaling:RegisterScalableTarget"],
+                {
+                    "StringEquals": {**scope, **request_tags},
+                    "StringEqualsIfExists": resource_tags,
+                    **tag_keys,
+                },
+            ),
+            (
+                ["application-autoscaling:TagResource"],
+                {"StringEquals": request_tags, "StringEqualsIfExists": resource_tags, **tag_keys},
+            ),
+            (
+                [
+                    "application-autoscaling:PutScalingPolicy",
+                    "application-autoscaling:DeregisterScalableTarget",
+                ],
+                {"StringEquals": {**scope, **resource_tags}},
+            ),
+        ):
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=actions, resources=["*"], conditions=conditions)
+            )
+        self._grant_scaling_dependencies(env, component)
+
+    def _grant_scaling_dependencies(self, env: str, component: str) -> None:
+        """What Application Auto Scaling requires of the caller that registers the base component and puts
+        its policies, and the no-capacity alarm (``_grant_scale_to_zero``)."""
+        stack = cdk.Stack.of(self)
+        alarms = [
+            stack.format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name=name,
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for name in (
+                scale_to_zero.alarm_name(component),
+                f"TargetTracking-inference-component/{component}-*",
+            )
+        ]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
+                resources=alarms,
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:UpdateInferenceComponentRuntimeConfig"],
+                resources=[
+                    stack.format_arn(
+                        service="sagemaker", resource="inference-component", resource_name=component
+                    )
+                ],
+                conditions=owned_by(env, "aws:ResourceTag"),
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[
+                    stack.format_arn(
+                        service="iam",
+                        region="",
+                        resource="role",
+                        resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+                    )
+                ],
+                conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
+            )
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, alarms[1])}]",
+            "Application Auto Scaling names the base component's target tracking alarms "
+            "TargetTracking-inference-component/<component>-AlarmHigh|AlarmLow-<id>: the id is its own.",
         )
 
     def _grant_artifact_reads(self, artifacts_bucket_name: str) -> None:
@@ -276,7 +376,11 @@ class AdapterFunction(Construct):
                 "*",
                 "ListInferenceComponents, ListModelPackageGroups, ListModelPackages, GetMetricStatistics, "
                 "Service Quotas' ListServiceQuotas and ListAWSDefaultServiceQuotas have no resource types "
-                "(Service Authorization Reference); all are read-only.",
+                "(Service Authorization Reference); all are read-only. Where the base scales to zero: "
+                "scalable target ARNs end in a generated ID, so Register/Tag/Deregister/PutScalingPolicy are "
+                "on * and limited to this environment's targets by its tags (aws:ResourceTag, aws:RequestTag) "
+                "and to inference components' copy counts by the service-namespace and scalable-dimension "
+                "condition keys.",
             ),
         ):
             acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)

@@ -740,3 +740,39 @@ def test_an_apply_that_fails_after_making_the_base_leaves_nothing_billing(clean)
     assert r.states[-3:] == ["Apply", "Abandon", "Failed"], r.states
     assert exited(r, "Abandon")["abandoned"]["base"] == "retired"
     nothing_billing(clean)
+
+
+def test_dev_base_scales_to_zero_a_deploy_wakes_it_and_retiring_removes_its_scaling(clean):
+    """Scale to zero (dev's cdk.json: hfpipe.core.adapters.scale_to_zero): the base Apply made gets its scalable
+    target and the no-capacity alarm; an adapter deployed while the base is at zero wakes it first (Apply
+    retried until its copy is up), so its smoke test is answered; the retirement removes both."""
+    from hfpipe.core.adapters import scale_to_zero
+
+    v1 = register(clean)
+    first = run(clean, action="deploy", adapter="support", version=v1)
+    assert first.status == "SUCCEEDED", (first.error, first.cause)
+    metrics, sm = clean.client("cloudwatch"), clean.client("sagemaker")
+    alarm = scale_to_zero.alarm_name(NAMES.component)
+    (found,) = metrics.describe_alarms(AlarmNames=[alarm])["MetricAlarms"]
+    assert (found["MetricName"], found["Threshold"]) == ("NoCapacityInvocationFailures", 1.0)
+    assert (ACCOUNT, "eu-west-1", NAMES.component) in clean.inference_components._scaling
+    # The base scaled in to zero (as its idle policy would), then a second adapter is deployed.
+    sm.update_inference_component_runtime_config(
+        InferenceComponentName=NAMES.component, DesiredRuntimeConfig={"CopyCount": 0}
+    )
+    assert sm.describe_inference_component(InferenceComponentName=NAMES.component)["RuntimeConfig"] == {
+        "DesiredCopyCount": 0,
+        "CurrentCopyCount": 0,
+    }
+    second = run(clean, action="deploy", adapter="sales", version=v1)
+    assert second.status == "SUCCEEDED", (second.error, second.cause)
+    # Apply raised AdapterNotReady while the base came back, and was retried.
+    assert "is waking from zero" in json.dumps(second.history, default=str)
+    copies = sm.describe_inference_component(InferenceComponentName=NAMES.component)["RuntimeConfig"]
+    assert copies["CurrentCopyCount"] == 1
+    for adapter in ("support", "sales"):
+        assert run(clean, action="delete", adapter=adapter).status == "SUCCEEDED"
+    retired = run(clean, action="retire")
+    assert retired.status == "SUCCEEDED", (retired.error, retired.cause)
+    assert metrics.describe_alarms(AlarmNames=[alarm])["MetricAlarms"] == []
+    assert (ACCOUNT, "eu-west-1", NAMES.component) not in clean.inference_components._scaling

@@ -79,6 +79,16 @@ def _ours(tags: dict[str, str], env: str) -> bool:
     return tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT and tags.get(contract.TAG_ENV) == env
 
 
+def running_count(current: int | None, configured: int, variants: Any) -> int:
+    """The instances an endpoint runs, and so bills: DescribeEndpoint's current count where it says one,
+    else the config's. 0 only for an endpoint whose variants name no model (it hosts inference components):
+    that is a shared base scaled to zero (hfpipe.core.adapters.scale_to_zero; "An endpoint can scale to and
+    from zero instances only if it hosts inference components"), which costs nothing while there."""
+    if current == 0 and variants and all(v.model is None for v in variants):
+        return 0
+    return current or configured or 1
+
+
 def describe(
     sagemaker: Any, name: str, tags: dict[str, str], now: datetime, cloudwatch: Any = None
 ) -> EndpointInfo:
@@ -90,14 +100,14 @@ def describe(
     if serving is None:
         raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
     instance_type, count = serving.live.fleet if serving.live else (None, 0)
+    variants = serving.live.variants if serving.live else ()
     # A running endpoint reports its current count per variant; prefer it over the initial one.
-    count = serving.current_instance_count or count or 1
+    count = running_count(serving.current_instance_count, count, variants)
     created = _utc(serving.creation_time)
     per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
     so_far = (
         cost.endpoint_cost_so_far(instance_type, count, created, now) if instance_type and created else None
     )
-    variants = serving.live.variants if serving.live else ()
     # Only an endpoint whose variants name no model holds inference components.
     shares = (
         adapter_endpoints.adapter_shares(

@@ -23,7 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -37,7 +37,7 @@ from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_option
 from hfpipe.cli.recipe import recipes as cli_recipes
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
-from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters import adapter_deploy, scale_to_zero
 from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.serving.endpoint import load_handler_module
 from hfpipe.local.serving.serve import HOST as LOCAL_HOST
@@ -281,12 +281,15 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
 
         assert clients is not None
         try:
-            response = clients.runtime.invoke_endpoint(
-                EndpointName=target.name,
-                ContentType="application/json",
-                Accept="application/json",
-                Body=body,
-                **({"InferenceComponentName": target.component} if target.component else {}),
+            response = scale_to_zero.through_cold_start(
+                lambda: clients.runtime.invoke_endpoint(
+                    EndpointName=target.name,
+                    ContentType="application/json",
+                    Accept="application/json",
+                    Body=body,
+                    **({"InferenceComponentName": target.component} if target.component else {}),
+                ),
+                _say_cold_start(target.name),
             )
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise invoke_openai.endpoint_error(exc, target.name) from None
@@ -296,6 +299,17 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
         return json.loads(raw), latency_ms
     except (ValueError, UnicodeDecodeError):
         return raw.decode(errors="replace"), latency_ms
+
+
+def _say_cold_start(name: str) -> Callable[[str], None]:
+    """Where ``hfpipe invoke`` says it waits for a cold start and how long it took: stderr, so --json's
+    stdout stays one record per answer (hfpipe.core.adapters.scale_to_zero.through_cold_start)."""
+
+    def say(line: str) -> None:
+        sys.stderr.write(f"{name}: {line}\n")
+        sys.stderr.flush()
+
+    return say
 
 
 def with_adapter(clients: aws.Clients | None, target: Target, adapter: str, env: str | None) -> Target:

@@ -27,7 +27,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import prices
-from hfpipe.core.adapters import adapter_load, adapter_rules
+from hfpipe.core.adapters import adapter_load, adapter_rules, scale_to_zero
 from hfpipe.core.adapters.adapter_plan import BaseBilling
 from hfpipe.core.adapters.adapter_rules import Component
 from hfpipe.core.adapters.shared_base import SharedBase
@@ -159,8 +159,10 @@ def base_variant(base: SharedBase) -> dict[str, Any]:
     (``InferenceAmiVersion``: the kind's ``variant_fields``, the one source named endpoints read too,
     hfpipe.core.deploy.fleets). Not set, as the example does not set it here: the variant's
     ``ModelDataDownloadTimeoutInSeconds`` (the example gives the base component's ``StartupParameters``
-    that limit instead, ``component_startup``)."""
-    return {
+    that limit instead, ``component_startup``). With ``scale_to_zero`` on, ``ManagedInstanceScaling`` with a
+    minimum of 0 and the copies as maximum (hfpipe.core.adapters.scale_to_zero); AWS's page asks for no other
+    variant field for it (no RoutingConfig of its own: the example's above stays)."""
+    variant = {
         "VariantName": VARIANT,
         "InstanceType": base.instance_type,
         "InitialInstanceCount": base.copies,
@@ -168,6 +170,9 @@ def base_variant(base: SharedBase) -> dict[str, Any]:
         "RoutingConfig": {"RoutingStrategy": ROUTING_STRATEGY},
         **serving_kind(SERVING_KIND).variant_fields(),
     }
+    if base.scale_to_zero.enabled:
+        variant["ManagedInstanceScaling"] = scale_to_zero.managed_instance_scaling(base.copies)
+    return variant
 
 
 def component_startup() -> dict[str, int]:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from hfpipe.core.adapters.scale_to_zero import ScaleToZero, parse_scale_to_zero
 
 #: vLLM's accepted --max-lora-rank values (``MaxLoRARanks``, vllm/config/lora.py) and its default.
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -53,6 +55,8 @@ _KEYS = {
     "max_model_len": "a whole number of tokens >= 1 each sequence may hold (optional; default 2048)",
     "model": "the base model's figures from its config.json, for a model the fit check does not know: an "
     f"object with {', '.join(FIGURE_KEYS)} (whole numbers >= 1; optional)",
+    "scale_to_zero": '{"enabled": true|false, "idle_minutes": N}: the base\'s instances go to 0 after N idle '
+    "minutes and come back on the next call (optional; off when absent; hfpipe.core.adapters.scale_to_zero)",
 }
 
 
@@ -72,6 +76,8 @@ class SharedBase:
     max_model_len: int = 2048
     #: The base model's figures as cdk.json states them (``FIGURE_KEYS``), else () and the fit check's table.
     model: tuple[tuple[str, int], ...] = ()
+    #: cdk.json's ``scale_to_zero`` (off when absent).
+    scale_to_zero: ScaleToZero = field(default_factory=ScaleToZero)
 
     @property
     def instances(self) -> int:
@@ -91,11 +97,19 @@ class SharedBase:
         entry = self.to_json()
         if not self.model:
             del entry["model"]
+        if not self.scale_to_zero.enabled:
+            del entry["scale_to_zero"]
         return entry
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SharedBase:
-        return cls(**{**data, "model": tuple(sorted((data.get("model") or {}).items()))})
+        return cls(
+            **{
+                **data,
+                "model": tuple(sorted((data.get("model") or {}).items())),
+                "scale_to_zero": ScaleToZero(**(data.get("scale_to_zero") or {})),
+            }
+        )
 
 
 def _rejected(path: str, value: object, accepted: str) -> SharedBaseError:
@@ -142,4 +156,12 @@ def parse_shared_base(entry: object, path: str) -> SharedBase | None:
             f"{path}.max_model_len", entry.get("max_model_len", 2048), 1, None, _KEYS["max_model_len"]
         ),
         model=_figures(f"{path}.model", entry["model"]) if "model" in entry else (),
+        scale_to_zero=_scale_to_zero(entry.get("scale_to_zero"), f"{path}.scale_to_zero"),
     )
+
+
+def _scale_to_zero(entry: object, path: str) -> ScaleToZero:
+    try:
+        return parse_scale_to_zero(entry, path)
+    except ValueError as err:
+        raise SharedBaseError(str(err)) from None

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hfpipe.core.adapters import adapter_cost
+from hfpipe.core.adapters import adapter_cost, scale_to_zero
 
 NAMESPACE = "AWS/SageMaker"
 #: PutMetricAlarm's parameters: an AWS::CloudWatch::Alarm's properties of the same names are passed on.
@@ -162,6 +162,29 @@ def record_component_answer(
             for name, value in values.items()
         ],
     )
+
+
+def record_no_capacity(cloudwatch: Any, component: str, when: datetime | None = None) -> str | None:
+    """``NoCapacityInvocationFailures`` (1) of inference component ``component`` for a call that found no copy
+    ("SageMaker AI emits this metric when an endpoint receives an inference request, but the endpoint has no
+    active instances to serve the request", "Scale an endpoint to zero instances"), then its scale-out alarm
+    (hfpipe.core.adapters.scale_to_zero.alarm_name) evaluated: its state, None when there is no such alarm."""
+    cloudwatch.put_metric_data(
+        Namespace=adapter_cost.METRIC_NAMESPACE,
+        MetricData=[
+            {
+                "MetricName": scale_to_zero.NO_CAPACITY_METRIC,
+                "Dimensions": [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}],
+                "Timestamp": when or datetime.now(UTC),
+                "Value": 1.0,
+                "Unit": "None",
+            }
+        ],
+    )
+    try:
+        return evaluate(cloudwatch, scale_to_zero.alarm_name(component), when)
+    except LookupError:
+        return None
 
 
 def evaluate(cloudwatch: Any, name: str, now: datetime | None = None) -> str:

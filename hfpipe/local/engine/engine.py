@@ -73,6 +73,7 @@ from hfpipe.local.engine.cloudwatch import (
     create_alarms,
     record_component_answer,
     record_component_invocation,
+    record_no_capacity,
 )
 from hfpipe.local.engine.guardrails import Guardrails
 from hfpipe.local.engine.hooks import SessionHooks, runtime_client
@@ -158,11 +159,11 @@ class LocalEngine(EngineViews):
         self.fleets = fleets
         #: Service Quotas' answers; set ``quotas.value_for`` to change the applied values.
         self.quotas = QuotaTable(quotas or default_quotas())
-        #: SageMaker's inference components, which moto lacks (hfpipe.local.engine.inference_components).
-        #: Each call routed to a component puts its metrics in CloudWatch (``count_invocation``, ``count_answer``).
+        #: SageMaker's inference components (moto lacks them); each routed call's metrics go to CloudWatch.
         self.inference_components = InferenceComponents(
             time_scale=lambda: self.time_scale, count=self.count_invocation, answered=self.count_answer
         )
+        self.inference_components.no_capacity = self.no_capacity  # a call to a base at zero: its alarm
         self.create_errors = list(create_training_job_errors or [])
         self.sagemaker_errors = {k: list(v) for k, v in (sagemaker_errors or {}).items()}
         self.after_errors = {k: list(v) for k, v in (after_handler_errors or {}).items()}
@@ -307,6 +308,12 @@ class LocalEngine(EngineViews):
         """The error metrics of inference component ``component`` for one call its container answered with
         HTTP ``status`` (hfpipe.local.engine.cloudwatch.record_component_answer), as ``count_invocation``."""
         record_component_answer(self._cloudwatch_of(region), component, status)
+
+    def no_capacity(self, account: str, region: str, component: str) -> bool:
+        """A call found inference component ``component`` with no copy: its ``NoCapacityInvocationFailures``
+        in CloudWatch and its scale-out alarm evaluated (hfpipe.local.engine.cloudwatch.record_no_capacity);
+        whether the alarm is in ALARM, which runs its step policy."""
+        return record_no_capacity(self._cloudwatch_of(region), component) == "ALARM"
 
     def count_invocation(self, account: str, region: str, component: str) -> None:
         """SageMaker's ``Invocations`` of inference component ``component`` for one call routed to it, in

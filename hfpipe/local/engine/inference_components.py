@@ -1,7 +1,7 @@
 """Local mode's SageMaker inference components: moto 5.2.5 has none, so local mode plays them (docs/adapters.md).
 
-CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent and
-ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
+CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent,
+UpdateInferenceComponentRuntimeConfig and ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
 routes moto's SageMaker handler to ``InferenceComponents.answer``), one store per account and region, next to
 moto's endpoints, configs and models, which it reads through a ``Hosting`` (no moto import here).
 
@@ -41,6 +41,10 @@ dimension ``InferenceComponentName``: hfpipe.local.engine.cloudwatch.record_comp
 hfpipe.local.engine.engine as the endpoint metrics are, so this module imports no CloudWatch code), as SageMaker counts
 every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
 
+A component's copies registered with Application Auto Scaling scale to zero when idle and back on a call
+(hfpipe.local.engine.scale_to_zero; ``scaling`` answers the registration, ``route`` refuses a call to a base with
+no copy with SageMaker's no-capacity ValidationError and the ``no_capacity`` hook fires its alarm).
+
 Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
 run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
 stand-in answers it (hfpipe.local.serving.adapter_serving).
@@ -57,7 +61,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hfpipe.core.adapters import adapter_rules
+from hfpipe.core.adapters import scale_to_zero as zero_rules
 from hfpipe.core.adapters.adapter_rules import Component
+from hfpipe.local.engine import scale_to_zero
 from hfpipe.local.engine.deployment import ApiError
 
 OPERATIONS = (
@@ -66,6 +72,7 @@ OPERATIONS = (
     "UpdateInferenceComponent",
     "DeleteInferenceComponent",
     "ListInferenceComponents",
+    "UpdateInferenceComponentRuntimeConfig",
 )
 #: How long each transitional status lasts before the next, in seconds (scaled by ``time_scale``).
 SETTLE_SECONDS = {"Creating": 60.0, "Updating": 30.0, "Deleting": 10.0}
@@ -92,6 +99,9 @@ class Hosting(Protocol):
         """DescribeEndpointConfig's answer; None: no such config."""
 
     def has_model(self, name: str) -> bool: ...
+
+    def set_instances(self, endpoint: str, variant: str, count: int) -> None:
+        """The instances DescribeEndpoint says ``variant`` runs now (a base scaled to zero and back)."""
 
 
 @dataclass
@@ -123,7 +133,12 @@ class InferenceComponents:
     #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
     #: once it is answered (None: not recorded): the errors SageMaker publishes per component.
     answered: Callable[[str, str, str, int], None] | None = None
+    #: Called with (account, region, component) for each call that finds the component with no copy: publishes
+    #: ``NoCapacityInvocationFailures`` and answers whether its alarm is in ALARM (None: never).
+    no_capacity: Callable[[str, str, str], bool] | None = None
     _records: dict[tuple[str, str], dict[str, _Record]] = field(default_factory=dict)
+    #: Application Auto Scaling's registrations of components' copies (hfpipe.local.engine.scale_to_zero).
+    _scaling: dict[tuple[str, str, str], scale_to_zero.Scaling] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(
@@ -139,6 +154,7 @@ class InferenceComponents:
                 "UpdateInferenceComponent": self._update,
                 "DeleteInferenceComponent": self._delete,
                 "ListInferenceComponents": _list,
+                "UpdateInferenceComponentRuntimeConfig": self._update_copies,
             }[operation]
             return handler(where, params)
 
@@ -182,9 +198,62 @@ class InferenceComponents:
             )
         spec = found["Specification"]
         base = spec.get("BaseInferenceComponentName")
+        self._check_capacity(account, region, base or component)
         artifact = (spec.get("Container") or {}).get("ArtifactUrl") if base else None
         self._count(account, region, component)
         return Route(endpoint, component, base or component, artifact)
+
+    def scaling(
+        self,
+        operation: str,
+        account: str,
+        region: str,
+        params: dict[str, Any],
+        hosting: Hosting | None = None,
+    ) -> dict[str, Any]:
+        """Application Auto Scaling's ``scale_to_zero.OPERATIONS`` on a component's copies (moto refuses the
+        dimension); ApiError for what AWS refuses. ``hosting``: where the endpoint's instances follow the
+        copies (one copy per instance on the shared base), so DescribeEndpoint says 0 at zero."""
+        name = scale_to_zero.component_of(params)
+        key = (account, region, name)
+        with self._lock:
+            if operation == "RegisterScalableTarget":
+                self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
+                self._scaling[key].hosting = hosting
+                arn = f"arn:aws:application-autoscaling:{region}:{account}:scalable-target/{name}"
+                return {"ScalableTargetARN": arn}
+            if operation == "DeregisterScalableTarget":
+                if self._scaling.pop(key, None) is None:
+                    raise ApiError("ObjectNotFoundException", f"No scalable target registered for {name}")
+                return {}
+            policy = f"arn:aws:autoscaling:{region}:{account}:scalingPolicy:{name}:policyName/{params['PolicyName']}"
+            return scale_to_zero.put_policy(self._scaling.get(key), params, policy)
+
+    def copies(self, account: str, region: str, component: str) -> int | None:
+        """The component's copies now (its CurrentCopyCount; None: no such component or no copy count)."""
+        with self._lock:
+            record = self._settled(account, region).get(component)
+        return ((record.description.get("RuntimeConfig") or {}) if record else {}).get("CurrentCopyCount")
+
+    def _check_capacity(self, account: str, region: str, base: str) -> None:
+        """A call to a base with no copy: ``no_capacity`` (the metric, the alarm), the wake when the alarm
+        fired, and InvokeEndpoint's ValidationError (hfpipe.core.adapters.scale_to_zero.NO_CAPACITY_MESSAGE)."""
+        with self._lock:
+            record = self._settled(account, region).get(base)
+            copies = (record.description.get("RuntimeConfig") if record else None) or {}
+            scaling = self._scaling.get((account, region, base))
+            if scaling is not None and copies.get("CurrentCopyCount", 1) > 0:
+                scaling.last_active = self.clock()
+                return
+            if scaling is None or copies.get("CurrentCopyCount", 1) > 0:
+                return
+        alarmed = False
+        if self.no_capacity is not None:
+            with contextlib.suppress(Exception):  # a metric lost must not change the answer
+                alarmed = self.no_capacity(account, region, base)
+        with self._lock:
+            scale_to_zero.wake(scaling, copies, alarmed, self.clock(), self.time_scale())
+        raise ApiError("ValidationError", zero_rules.NO_CAPACITY_MESSAGE)
 
     def _count(self, account: str, region: str, component: str) -> None:
         """One call routed to ``component``, counted (its ``Invocations``: the ``count`` hook)."""
@@ -267,6 +336,29 @@ class InferenceComponents:
         where.records[old["InferenceComponentName"]] = self._transition(new, "Updating")
         return {"InferenceComponentArn": old["InferenceComponentArn"]}
 
+    def _update_copies(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
+        """UpdateInferenceComponentRuntimeConfig: the component's ``DesiredRuntimeConfig.CopyCount``, Updating
+        until its copies are up (a base with no copy of its own: refused, as an adapter has none)."""
+        record = _found(where, params.get("InferenceComponentName"))
+        old = record.description
+        count = (params.get("DesiredRuntimeConfig") or {}).get("CopyCount")
+        if "RuntimeConfig" not in old or not isinstance(count, int) or count < 0:
+            raise ApiError(
+                VALIDATION,
+                f"DesiredRuntimeConfig.CopyCount {count!r} is not accepted for {old['InferenceComponentName']}; "
+                "accepted: a whole number >= 0 of copies, for a component that has copies (not an adapter)",
+            )
+        if old["InferenceComponentStatus"] != "InService":
+            raise ApiError(
+                VALIDATION,
+                f"Cannot update inference component {old['InferenceComponentName']} while it is "
+                f"{old['InferenceComponentStatus']}.",
+            )
+        new = {**old, "RuntimeConfig": {**old["RuntimeConfig"], "DesiredCopyCount": count}}
+        new["LastModifiedTime"] = time.time()
+        where.records[old["InferenceComponentName"]] = self._transition(new, "Updating")
+        return {"InferenceComponentArn": old["InferenceComponentArn"]}
+
     def _delete(self, where: _Where, params: dict[str, Any]) -> dict[str, Any]:
         record = _found(where, params.get("InferenceComponentName"))
         name = record.description["InferenceComponentName"]
@@ -288,16 +380,24 @@ class InferenceComponents:
         records = self._records.setdefault((account, region), {})
         now = self.clock()
         for name, record in list(records.items()):
-            if record.settles_at is None or record.settles_at > now:
-                continue
-            if record.then is None:
-                del records[name]
-                continue
-            record.description["InferenceComponentStatus"] = record.then
+            scaling = self._scaling.get((account, region, name))
+            if record.settles_at is not None and record.settles_at <= now:
+                if record.then is None:
+                    del records[name]
+                    continue
+                record.description["InferenceComponentStatus"] = record.then
+                copies = record.description.get("RuntimeConfig")
+                if copies:
+                    copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
+                if scaling is not None:  # its copies came up then: the idle period starts again from there
+                    scaling.last_active = max(scaling.last_active, record.settles_at)
+                record.settles_at = None
             copies = record.description.get("RuntimeConfig")
-            if copies:
-                copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
-            record.settles_at = None
+            if scaling is not None and copies and record.settles_at is None:
+                scale_to_zero.settle(scaling, copies, now)
+                scale_to_zero.idle(scaling, copies, now, self.time_scale())
+            if scaling is not None and copies:
+                scale_to_zero.follow(scaling, record.description)
         return records
 
 

@@ -379,7 +379,7 @@ def patches(engine: Engine) -> list[Patch]:
     """Every patch, in the order of PATCHED (a test keeps the two equal), labelled by its PATCHED entry."""
     check_moto_version()
     made = _sagemaker(engine) + _interpreter(engine) + _time(engine) + _world(engine) + _quotas(engine)
-    return [(_qualified(label), *rest) for label, *rest in made + _scaling_tags()]
+    return [(_qualified(label), *rest) for label, *rest in made + _scaling_tags(engine)]
 
 
 def _qualified(label: str) -> str:
@@ -480,6 +480,8 @@ def _inference_components(engine: Engine, response_class: Any) -> Patch:
 
     def call_action(response: Any) -> Any:
         operation = response._get_action()
+        if operation == "DescribeEndpoint":  # its instances follow a base's copies scaled to zero and back
+            engine.inference_components.components(response.current_account, response.region)
         if operation not in OPERATIONS:
             return original(response)
         account, region = response.current_account, response.region
@@ -525,6 +527,13 @@ class _MotoHosting:
 
     def has_model(self, name: str) -> bool:
         return self._described("describe_model", name) is not None
+
+    def set_instances(self, endpoint: str, variant: str, count: int) -> None:
+        """The variant's CurrentInstanceCount and DesiredInstanceCount, which DescribeEndpoint answers."""
+        record = self.backend.endpoints.get(endpoint)
+        for found in getattr(record, "production_variants", None) or []:
+            if found.get("VariantName") == variant:
+                found["CurrentInstanceCount"] = found["DesiredInstanceCount"] = count
 
 
 def _interpreter(engine: Engine) -> list[Patch]:
@@ -933,17 +942,33 @@ def _quotas(engine: Engine) -> list[Patch]:
     return [("ServiceQuotasResponse.call_action", ServiceQuotasResponse, "call_action", call_action)]
 
 
-def _scaling_tags() -> list[Patch]:
+def _scaling_tags(engine: Engine) -> list[Patch]:
+    """Application Auto Scaling's tags, and its calls on inference components' copies, which moto refuses
+    (``sagemaker:inference-component:DesiredCopyCount``), answered by the engine's store
+    (hfpipe.local.engine.scale_to_zero)."""
     from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+
+    from hfpipe.local.engine import scale_to_zero
+    from hfpipe.local.engine.deployment import ApiError
 
     original = ApplicationAutoScalingResponse.call_action
     operations = ("RegisterScalableTarget", "TagResource", "ListTagsForResource")
 
     def call_action(response: Any) -> Any:
         operation = response._get_action()
+        params = json.loads(response.body or "{}")
+        if operation in scale_to_zero.OPERATIONS and scale_to_zero.is_ours(params):
+            try:
+                account, region = response.current_account, response.region
+                answer = engine.inference_components.scaling(
+                    operation, account, region, params, _MotoHosting(account, region)
+                )
+            except ApiError as err:
+                headers = {"status": 400, "x-amzn-ErrorType": err.code}
+                return 400, headers, json.dumps({"__type": err.code, "Message": err.message})
+            return 200, {}, json.dumps(answer)
         if operation not in operations:
             return original(response)
-        params = json.loads(response.body or "{}")
         targets = response.applicationautoscaling_backend.targets
         if operation == "RegisterScalableTarget":
             existed = params.get("ResourceId") in targets.get(params.get("ScalableDimension"), {})

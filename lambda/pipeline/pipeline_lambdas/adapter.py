@@ -35,6 +35,10 @@ its typed plan as ``plan`` (hfpipe.core.adapters.adapter_plan.AdapterPlan, read 
   (AdapterNotReady) until that is done, then retires the base this execution made when no adapter remains.
 - ``delete``: the adapter's component deleted (``adapter_deploy.delete_adapter``); ``gone`` waits
   (AdapterNotReady) until it is. Its answer says what still bills when no adapter remains.
+- scale to zero (cdk.json's ``shared_base.scale_to_zero``; hfpipe.core.adapters.scale_to_zero): when ``apply``
+  made the base, its component's copies are registered with Application Auto Scaling, with the idle and wake
+  policies and the NoCapacityInvocationFailures alarm (``scale_base``); every retirement removes them first
+  (``unscale_base``), so nothing of it outlives the base.
 - ``retire``: the shared base retired (``adapter_deploy.retire_step``, refused while adapters remain),
   AdapterNotReady while SageMaker deletes a part of it.
 Every step acts on its own adapter's component only (``retire``, on the base with no adapter).
@@ -49,7 +53,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters import adapter_deploy, scale_to_zero
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
 from hfpipe.core.adapters.shared_base import SharedBase
@@ -232,6 +236,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
             f"version {info.ref}: recipe {info.recipe!r} has no smoke test here: {err}"
         ) from None
     check_base_quota(sagemaker, clients["service-quotas"], env, base)
+    wake_base(sagemaker, env, base)
     applied = adapter_deploy.apply_adapter(
         sagemaker,
         env,
@@ -252,6 +257,9 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
     ):
         applied["action"] = "created"  # by an earlier call of this execution (its answer was lost)
     aws.log_json(LOG, "adapter applied", **{k: v for k, v in applied.items() if k != "base_created"})
+    base_created = _made_here(sagemaker, env, started, applied["base_created"])
+    if base_created:
+        scale_base(env, base)
     plan = AdapterPlan(
         request=request["action"],
         adapter=request["adapter"],
@@ -261,11 +269,65 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         version_arn=applied["version_arn"],
         artifact=applied["artifact"],
         previous_artifact=applied["previous_artifact"],
-        base_created=_made_here(sagemaker, env, started, applied["base_created"]),
+        base_created=base_created,
         smoke=smoke,
         applied_at=datetime.now(UTC).isoformat(),
     )
     return plan.to_json()
+
+
+def scale_base(env: str, base: SharedBase) -> None:
+    """The base this execution made scales to zero when idle and back on a call, where cdk.json turns it on:
+    its scalable target, both policies and the alarm (each a create-or-update, so a retried Apply changes
+    nothing twice)."""
+    if base.scale_to_zero.enabled:
+        component = BaseNames.of(env).component
+        scale_to_zero.apply_scaling(
+            aws.client("application-autoscaling"),
+            aws.client("cloudwatch"),
+            component,
+            base.scale_to_zero,
+            base.copies,
+        )
+        aws.log_json(
+            LOG,
+            "shared base scales to zero",
+            component=component,
+            idle_minutes=base.scale_to_zero.idle_minutes,
+        )
+
+
+def wake_base(sagemaker: Any, env: str, base: SharedBase) -> None:
+    """A base scaled to zero is brought back before an adapter goes on it (its smoke test would otherwise meet
+    SageMaker's no-capacity answer): its copies set back to ``copies``, then AdapterNotReady until they are up
+    (Apply is retried every 30 s). A base that is absent, or up, is left as it is."""
+    if not base.scale_to_zero.enabled:
+        return
+    component = BaseNames.of(env).component
+    try:
+        described = sagemaker.describe_inference_component(InferenceComponentName=component)
+    except Exception as err:
+        if adapter_deploy.is_absent(err):
+            return
+        raise
+    copies = described.get("RuntimeConfig") or {}
+    if scale_to_zero.at_zero(described):
+        sagemaker.update_inference_component_runtime_config(
+            **scale_to_zero.wake_request(component, base.copies)
+        )
+        raise AdapterNotReady(f"base component {component} is waking from zero")
+    if copies.get("CurrentCopyCount") == 0:
+        raise AdapterNotReady(f"base component {component} is waking from zero")
+
+
+def unscale_base(env: str) -> None:
+    """Before a pass of the base's retirement: its alarm and scalable target removed (what is gone already is
+    no error), where cdk.json turns scale to zero on."""
+    if base_of_environment().scale_to_zero.enabled:
+        component = BaseNames.of(env).component
+        scale_to_zero.remove_scaling(
+            aws.client("application-autoscaling"), aws.client("cloudwatch"), component
+        )
 
 
 def _made_here(sagemaker: Any, env: str, started: Any, this_call: list[str]) -> list[str]:
@@ -438,6 +500,7 @@ def settled(plan: AdapterPlan, way_back_done: dict[str, Any], sagemaker: Any, en
     gone(sagemaker, plan.component)
     if not plan.base_created or adapter_deploy.adapters_left(sagemaker, env):
         return {"deleted": plan.component, "base": "kept"}
+    unscale_base(env)
     waiting = adapter_deploy.retire_step(sagemaker, env)
     if waiting:
         raise AdapterNotReady(f"retiring the base this deploy made: {waiting}")
@@ -459,6 +522,7 @@ def abandon(event: dict[str, Any], env: str, sagemaker: Any) -> dict[str, Any]:
     made = adapter_deploy.made_since(sagemaker, env, since)
     if not made or adapter_deploy.adapters_left(sagemaker, env):
         return {"abandoned": [], "base": "kept"}
+    unscale_base(env)
     waiting = adapter_deploy.retire_step(sagemaker, env)
     if waiting:
         raise AdapterNotReady(f"retiring the base this deploy made: {waiting}")
@@ -483,6 +547,7 @@ def retire(event: dict[str, Any], env: str, sagemaker: Any, stepfunctions: Any) 
     request = _first_change(event, stepfunctions)
     if request["action"] != "retire":
         raise AdapterRefused(f"action {request['action']!r}: not a retirement")
+    unscale_base(env)
     waiting = adapter_deploy.retire_step(sagemaker, env)
     if waiting:
         raise AdapterNotReady(f"retiring the shared base: {waiting}")
