@@ -183,45 +183,21 @@ def gone(clients: Any, env: str, given: str) -> tuple[str, str, list[str]] | Non
 
 def remaining(clients: Any, env: str, endpoint: str, name: str) -> list[str]:
     """The autoscaling target and the deployment record of a named endpoint, those that exist."""
-    resource_id = f"endpoint/{endpoint}/variant/{VARIANT}"
-    scaling = clients.client("application-autoscaling")
-    found = []
-    if step(
-        f"reading the autoscaling target of {endpoint}",
-        scaling.describe_scalable_targets,
-        ServiceNamespace="sagemaker",
-        ResourceIds=[resource_id],
-    ).get("ScalableTargets"):
-        found.append(f"autoscaling target {resource_id}")
+    resource_id, targets = _scalable_targets(clients.client("application-autoscaling"), endpoint)
+    found = [f"autoscaling target {resource_id}"] if targets else []
     parameter = contract.deployment_parameter_name(env, name)
-    if step(f"reading deployment record {parameter}", _parameter_exists, ssm=clients.ssm, name=parameter):
+    if step(
+        f"reading deployment record {parameter}", _unless_gone, call=clients.ssm.get_parameter, name=parameter
+    ):
         found.append(f"deployment record {parameter}")
     return found
-
-
-def _parameter_exists(ssm: Any, name: str) -> bool:
-    import botocore.exceptions
-
-    try:
-        ssm.get_parameter(Name=name)
-    except botocore.exceptions.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
-            return False
-        raise
-    return True
 
 
 def forget(clients: Any, env: str, endpoint: str, name: str) -> list[str]:
     """After the endpoint is gone: its autoscaling target and its deployment record; what was removed."""
     removed: list[str] = []
     scaling = clients.client("application-autoscaling")
-    resource_id = f"endpoint/{endpoint}/variant/{VARIANT}"
-    targets = step(
-        f"reading the autoscaling target of {endpoint}",
-        scaling.describe_scalable_targets,
-        ServiceNamespace="sagemaker",
-        ResourceIds=[resource_id],
-    ).get("ScalableTargets", [])
+    resource_id, targets = _scalable_targets(scaling, endpoint)
     for target in targets:
         step(
             f"deregistering the autoscaling target of {endpoint}",
@@ -232,17 +208,35 @@ def forget(clients: Any, env: str, endpoint: str, name: str) -> list[str]:
         )
         removed.append(f"autoscaling target {resource_id}")
     parameter = contract.deployment_parameter_name(env, name)
-    if step(f"deleting deployment record {parameter}", _delete_parameter, ssm=clients.ssm, name=parameter):
+    if step(
+        f"deleting deployment record {parameter}",
+        _unless_gone,
+        call=clients.ssm.delete_parameter,
+        name=parameter,
+    ):
         removed.append(f"deployment record {parameter}")
     return removed
 
 
-def _delete_parameter(ssm: Any, name: str) -> bool:
-    """DeleteParameter; False when it is gone already (a rerun after an interruption)."""
+def _scalable_targets(scaling: Any, endpoint: str) -> tuple[str, list[dict[str, Any]]]:
+    """The autoscaling target's resource ID of ``endpoint`` and the targets registered under it (none or one)."""
+    resource_id = f"endpoint/{endpoint}/variant/{VARIANT}"
+    targets = step(
+        f"reading the autoscaling target of {endpoint}",
+        scaling.describe_scalable_targets,
+        ServiceNamespace="sagemaker",
+        ResourceIds=[resource_id],
+    ).get("ScalableTargets", [])
+    return resource_id, targets
+
+
+def _unless_gone(call: Any, name: str) -> bool:
+    """SSM's GetParameter or DeleteParameter of ``name``; False when it does not exist (ParameterNotFound: a
+    rerun after an interruption finds it gone already)."""
     import botocore.exceptions
 
     try:
-        ssm.delete_parameter(Name=name)
+        call(Name=name)
     except botocore.exceptions.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ParameterNotFound":
             return False
