@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -102,6 +103,35 @@ def poll(
             print(f"warning: {aws_error(exc, doing)}; looking again in {interval:g} s", file=sys.stderr)
             sleep(interval)
     raise AssertionError("unreachable")
+
+
+def follow(
+    sfn: Any,
+    arn: str,
+    what: str,
+    looks: tuple[str, Callable[..., Any], dict[str, Any]],
+    show: Callable[[Any], None],
+    last: Any,
+    interval: float,
+    between: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, Any], Any]:
+    """Follow the ``what`` execution ``arn`` (deploy, adapter) and what it changes until it ends: every ``interval`` its description and
+    ``looks`` (what it is doing, the function, its arguments), ``show`` called with each new look, ``between``
+    while it runs; its last description and look. A transient fault of a look is looked at again (``poll``):
+    the execution goes on without the command."""
+    doing, look, kwargs = looks
+    while True:
+        desc = poll(
+            f"reading the {what} execution", sfn.describe_execution, time.sleep, interval, executionArn=arn
+        )
+        state = poll(doing, look, time.sleep, interval, **kwargs)
+        if state != last:
+            show(state)
+            last = state
+        if desc["status"] != "RUNNING":
+            return desc, state
+        between()
+        time.sleep(interval)
 
 
 def run(func: Callable[[Any], int], args: Any) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from hfpipe import contract
@@ -193,29 +192,21 @@ def _billing_line(clients: Any, env: str, console: Any) -> None:
 def _follow(
     clients: Any, arn: str, env: str, component: str, last: Any, interval: float, console: Any
 ) -> int:
-    while True:
-        desc = faults.poll(
-            "reading the adapter execution",
-            clients.sfn.describe_execution,
-            time.sleep,
-            interval,
-            executionArn=arn,
-        )
-        state = faults.poll(
-            f"reading inference component {component}",
-            serving,
-            time.sleep,
-            interval,
-            sagemaker=clients.sagemaker,
-            component=component,
-        )
-        if state != last:
-            label = "base" if component == BaseNames.of(env).component else "adapter"
-            console.print(f"  {label}: {_describe(state)}")
-            last = state
-        if desc["status"] != "RUNNING":
-            break
-        time.sleep(interval)
+    label = "base" if component == BaseNames.of(env).component else "adapter"
+    looks = (
+        f"reading inference component {component}",
+        serving,
+        {"sagemaker": clients.sagemaker, "component": component},
+    )
+    desc, state = faults.follow(
+        clients.sfn,
+        arn,
+        "adapter",
+        looks,
+        lambda now: console.print(f"  {label}: {_describe(now)}"),
+        last,
+        interval,
+    )
     if desc["status"] != "SUCCEEDED":
         error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
         print(f"error: adapter change {desc['status'].lower()}: {error}: {cause}", file=sys.stderr)

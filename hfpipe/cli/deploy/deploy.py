@@ -188,39 +188,34 @@ def _follow(clients: Any, arn: str, env: str, endpoint: str, last: Any, interval
     transient fault of a look (throttled, 5xx) is looked at again (hfpipe.cli.faults.poll): the deploy goes on
     without the command."""
     waiting_for: list[str] = []
-    while True:
-        desc = faults.poll(
-            "reading the deploy execution",
-            clients.sfn.describe_execution,
-            time.sleep,
-            interval,
-            executionArn=arn,
-        )
-        state = faults.poll(
-            f"reading endpoint {endpoint}",
-            _endpoint_state,
-            time.sleep,
-            interval,
-            sagemaker=clients.sagemaker,
-            endpoint=endpoint,
-            env=env,
-        )
-        if state != last:
-            console.print(f"  endpoint: {_describe(state)}")
-            last = state
-        if desc["status"] != "RUNNING":
-            break
+
+    def say_alarm_wait() -> None:
         wait = faults.poll(
             "reading the deploy execution", _alarm_wait, time.sleep, interval, sfn=clients.sfn, arn=arn
         )
         if wait and wait.alarms != waiting_for:
-            waiting_for = list(wait.alarms)
+            waiting_for[:] = wait.alarms
             console.print(
                 f"  waiting: rollback alarm(s) {', '.join(waiting_for)} in ALARM before the update began "
                 f"(SageMaker would roll it back at once); looking again every {wait.poll_seconds} s, "
                 f"for {wait.wait_seconds} s at most"
             )
-        time.sleep(interval)
+
+    looks = (
+        f"reading endpoint {endpoint}",
+        _endpoint_state,
+        {"sagemaker": clients.sagemaker, "endpoint": endpoint, "env": env},
+    )
+    desc, state = faults.follow(
+        clients.sfn,
+        arn,
+        "deploy",
+        looks,
+        lambda now: console.print(f"  endpoint: {_describe(now)}"),
+        last,
+        interval,
+        say_alarm_wait,
+    )
     if desc["status"] == "SUCCEEDED":
         return _succeeded(desc, state, env, endpoint, console)
     error, cause = desc.get("error") or desc["status"], aws.cause_message(desc.get("cause"))
