@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
+from model_servers import serving
 
 from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
 from hfpipe.local.serving.serve import ModelServer
@@ -45,16 +45,8 @@ def server(model_dir: Path) -> Iterator[ModelServer]:
         model_dir,
         environment={"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": "tiny"},
     )
-    srv = ModelServer(port=0)
-    thread = threading.Thread(target=srv.serve, args=(endpoint,), kwargs={"serving_kind": "vllm"})
-    thread.start()
-    try:
+    with serving(endpoint, serving_kind="vllm") as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
 
 
 @pytest.fixture(scope="module")

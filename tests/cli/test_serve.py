@@ -5,12 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_servers import serving
 
 from hfpipe.cli import main
 from hfpipe.local.serving.endpoint import LocalEndpoint
@@ -40,26 +40,14 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def server(model_dir: Path) -> Iterator[ModelServer]:
     """The server on a free port in a thread; stopped (shutdown + close) after the test."""
-    endpoint = LocalEndpoint(model_dir)
-    srv = ModelServer(port=0)
-    thread = threading.Thread(
-        target=srv.serve,
-        args=(endpoint,),
-        kwargs={
-            "entry_point": "run_clm.py",
-            "recipe": "tiny-lora",
-            "task": "summarization",
-            "serving_kind": "hf-inference",
-        },
-    )
-    thread.start()
-    try:
+    with serving(
+        LocalEndpoint(model_dir),
+        entry_point="run_clm.py",
+        recipe="tiny-lora",
+        task="summarization",
+        serving_kind="hf-inference",
+    ) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
 
 
 def request(

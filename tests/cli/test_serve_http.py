@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from model_servers import serving
 
 from hfpipe.local.serving.serve import MAX_BODY_BYTES, ModelServer
 
@@ -27,15 +28,8 @@ class Echo:
 
 @pytest.fixture
 def server() -> Iterator[ModelServer]:
-    srv = ModelServer(port=0)
-    thread = threading.Thread(target=srv.serve, args=(Echo(),))
-    thread.start()
-    try:
+    with serving(Echo()) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
 
 
 def raw(srv: ModelServer, data: bytes) -> bytes:

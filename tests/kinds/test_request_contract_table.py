@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import http.client
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_servers import serving
 
 from hfpipe import kinds
 from hfpipe.cli.aws import HfpipeError
@@ -243,15 +243,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
     endpoint = OpenAIEndpoint(
         model, environment={"SM_VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "SM_VLLM_SERVED_MODEL_NAME": NAME}
     )
-    srv = ModelServer(port=0)
-    thread = threading.Thread(target=srv.serve, args=(endpoint,), kwargs={"serving_kind": "vllm"})
-    thread.start()
-    try:
+    with serving(endpoint, serving_kind="vllm") as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
 
 
 def post(
