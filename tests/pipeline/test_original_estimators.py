@@ -30,6 +30,7 @@ from unittest import mock
 
 import pytest
 from accounts import ACCOUNT
+from notebooks import METRICS, MNLI_HYPERPARAMETERS, SMP_DISTRIBUTION, SQUAD_HYPERPARAMETERS
 from own_sources import TRANSFORMERS, transformers_at_v461
 
 from hfpipe.cli.recipe import sources as cli_sources
@@ -44,13 +45,6 @@ BUCKET = "artifacts-bucket"  # the SDK session's default bucket and the environm
 DATA = "data-bucket"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "own-code.md"
 
-METRICS = [
-    {"Name": "train_runtime", "Regex": "train_runtime.*=\\D*(.*?)$"},
-    {"Name": "train_samples_per_second", "Regex": "train_samples_per_second.*=\\D*(.*?)$"},
-    {"Name": "epoch", "Regex": "epoch.*=\\D*(.*?)$"},
-    {"Name": "f1", "Regex": "f1.*=\\D*(.*?)$"},
-    {"Name": "exact_match", "Regex": "exact_match.*=\\D*(.*?)$"},
-]
 GIT_V461 = {"repo": TRANSFORMERS, "branch": "v4.6.1"}
 
 #: name: (the estimator's arguments as written, fit's inputs, the task kind its recipe says)
@@ -68,21 +62,7 @@ ORIGINALS: dict[str, tuple[dict[str, Any], dict[str, str] | None, str]] = {
             "pytorch_version": "1.7",
             "py_version": "py36",
             "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
-            "hyperparameters": {
-                "model_name_or_path": "bert-large-uncased-whole-word-masking",
-                "dataset_name": "squad",
-                "do_train": True,
-                "do_eval": True,
-                "fp16": True,
-                "per_device_train_batch_size": 4,
-                "per_device_eval_batch_size": 4,
-                "num_train_epochs": 2,
-                "max_seq_length": 384,
-                "max_steps": 100,
-                "pad_to_max_length": True,
-                "doc_stride": 128,
-                "output_dir": "/opt/ml/model",
-            },
+            "hyperparameters": SQUAD_HYPERPARAMETERS,
         },
         None,
         "question-answering",
@@ -99,34 +79,8 @@ ORIGINALS: dict[str, tuple[dict[str, Any], dict[str, str] | None, str]] = {
             "transformers_version": "4.6",
             "pytorch_version": "1.7",
             "py_version": "py36",
-            "distribution": {
-                "smdistributed": {
-                    "modelparallel": {
-                        "enabled": True,
-                        "parameters": {
-                            "microbatches": 4,
-                            "placement_strategy": "spread",
-                            "pipeline": "interleaved",
-                            "optimize": "speed",
-                            "partitions": 4,
-                            "ddp": True,
-                        },
-                    }
-                },
-                "mpi": {"enabled": True, "processes_per_host": 8},
-            },
-            "hyperparameters": {
-                "model_name_or_path": "roberta-large",
-                "task_name": "mnli",
-                "per_device_train_batch_size": 16,
-                "per_device_eval_batch_size": 16,
-                "do_train": True,
-                "do_eval": True,
-                "do_predict": True,
-                "num_train_epochs": 2,
-                "output_dir": "/opt/ml/model",
-                "max_steps": 500,
-            },
+            "distribution": SMP_DISTRIBUTION,
+            "hyperparameters": MNLI_HYPERPARAMETERS,
             "debugger_hook_config": False,
         },
         None,

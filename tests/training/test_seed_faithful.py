@@ -2,11 +2,11 @@
 
 The originals are Hugging Face's SageMaker notebooks (huggingface/notebooks, sagemaker/03_distributed_training_
 data_parallelism, sagemaker/04_distributed_training_model_parallelism and, in its IMDb version (commit 2c9da03),
-sagemaker/05_spot_instances with its scripts/train.py); their estimator settings are written down here once, as
-the notebooks pass them to the SDK's HuggingFace estimator, which is what the job got: 04 passes its metric
-definitions as `metrics_definition=`, which the estimator's **kwargs swallow, so its job had none; 05's script
-hard-codes its TrainingArguments (written here in run_classification.py's argument names, with the Trainer's
-defaults of transformers 4.12 where it leaves one out).
+sagemaker/05_spot_instances with its scripts/train.py); their estimator settings are written down once (here;
+03's and 04's in tests/notebooks.py), as the notebooks pass them to the SDK's HuggingFace estimator, which is
+what the job got: 04 passes its metric definitions as `metrics_definition=`, which the estimator's **kwargs
+swallow, so its job had none; 05's script hard-codes its TrainingArguments (written here in
+run_classification.py's argument names, with the Trainer's defaults of transformers 4.12 where it leaves one out).
 """
 
 from __future__ import annotations
@@ -14,16 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from notebooks import METRICS, MNLI_HYPERPARAMETERS, SMP_DISTRIBUTION, SQUAD_HYPERPARAMETERS
 
 from hfpipe.core.recipe.recipes import resolve_recipe
-
-NOTEBOOK_METRICS = [
-    {"Name": "train_runtime", "Regex": "train_runtime.*=\\D*(.*?)$"},
-    {"Name": "train_samples_per_second", "Regex": "train_samples_per_second.*=\\D*(.*?)$"},
-    {"Name": "epoch", "Regex": "epoch.*=\\D*(.*?)$"},
-    {"Name": "f1", "Regex": "f1.*=\\D*(.*?)$"},
-    {"Name": "exact_match", "Regex": "exact_match.*=\\D*(.*?)$"},
-]
 
 ORIGINALS: dict[str, dict[str, Any]] = {
     "bert-large-squad-smddp": {
@@ -31,62 +24,22 @@ ORIGINALS: dict[str, dict[str, Any]] = {
         "training.instance_count": 2,
         "training.volume_size_gb": 200,
         "training.distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
-        "training.metric_definitions": NOTEBOOK_METRICS,
+        "training.metric_definitions": METRICS,
         "container.training.transformers_version": "4.6",
         "container.training.pytorch_version": "1.7",
         "container.training.py_version": "py36",
-        "training.hyperparameters": {
-            "model_name_or_path": "bert-large-uncased-whole-word-masking",
-            "dataset_name": "squad",
-            "do_train": True,
-            "do_eval": True,
-            "fp16": True,
-            "per_device_train_batch_size": 4,
-            "per_device_eval_batch_size": 4,
-            "num_train_epochs": 2,
-            "max_seq_length": 384,
-            "max_steps": 100,
-            "pad_to_max_length": True,
-            "doc_stride": 128,
-            "output_dir": "/opt/ml/model",
-        },
+        "training.hyperparameters": SQUAD_HYPERPARAMETERS,
     },
     "roberta-large-mnli-smp": {
         "training.instance_type": "ml.p3dn.24xlarge",
         "training.instance_count": 1,
         "training.volume_size_gb": 400,
-        "training.distribution": {
-            "smdistributed": {
-                "modelparallel": {
-                    "enabled": True,
-                    "parameters": {
-                        "microbatches": 4,
-                        "placement_strategy": "spread",
-                        "pipeline": "interleaved",
-                        "optimize": "speed",
-                        "partitions": 4,
-                        "ddp": True,
-                    },
-                }
-            },
-            "mpi": {"enabled": True, "processes_per_host": 8},
-        },
+        "training.distribution": SMP_DISTRIBUTION,
         "training.metric_definitions": [],  # metrics_definition=..., dropped by the SDK
         "container.training.transformers_version": "4.6",
         "container.training.pytorch_version": "1.7",
         "container.training.py_version": "py36",
-        "training.hyperparameters": {
-            "model_name_or_path": "roberta-large",
-            "task_name": "mnli",
-            "per_device_train_batch_size": 16,
-            "per_device_eval_batch_size": 16,
-            "do_train": True,
-            "do_eval": True,
-            "do_predict": True,
-            "num_train_epochs": 2,
-            "output_dir": "/opt/ml/model",
-            "max_steps": 500,
-        },
+        "training.hyperparameters": MNLI_HYPERPARAMETERS,
     },
     "distilbert-spot": {
         "training.instance_type": "ml.p3.2xlarge",
