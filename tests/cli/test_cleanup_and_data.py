@@ -13,6 +13,7 @@ import pytest
 from accounts import ACCOUNT
 from cli_moto import ROLE, Environment, plan_for, tags_for
 from moto.backends import get_backend
+from sagemaker_resources import serving_resources
 
 from hfpipe.cli import main
 from hfpipe.cli.recipe.data import default_name
@@ -32,26 +33,14 @@ class Tty(io.StringIO):
 def make_endpoint(environment: Environment, execution: str, env: str = "dev", managed: bool = True) -> None:
     plan = plan_for(execution, env)
     tags = tags_for(plan) if managed else [{"Key": "team", "Value": "other"}]
-    environment.sagemaker.create_model(
-        ModelName=plan["model_name"],
-        ExecutionRoleArn=ROLE,
+    serving_resources(
+        environment.sagemaker,
+        model=plan["model_name"],
+        config=plan["endpoint_config_name"],
+        endpoint=plan["endpoint_name"],
+        role=ROLE,
+        tags=tags,
         PrimaryContainer={"Image": "example.invalid/inference"},
-        Tags=tags,
-    )
-    environment.sagemaker.create_endpoint_config(
-        EndpointConfigName=plan["endpoint_config_name"],
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": plan["model_name"],
-                "InitialInstanceCount": 1,
-                "InstanceType": "ml.m5.large",  # moto knows no g5 types
-            }
-        ],
-        Tags=tags,
-    )
-    environment.sagemaker.create_endpoint(
-        EndpointName=plan["endpoint_name"], EndpointConfigName=plan["endpoint_config_name"], Tags=tags
     )
 
 
@@ -341,20 +330,13 @@ def test_cleanup_finds_what_a_failed_deploy_clean_up_left(environment: Environme
             {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": f"deploy-{execution}"},
         ]
         name = f"{endpoint}-{execution}"
-        environment.sagemaker.create_model(
-            ModelName=name, ExecutionRoleArn=ROLE, PrimaryContainer={"Image": "example.invalid/i"}, Tags=tags
-        )
-        environment.sagemaker.create_endpoint_config(
-            EndpointConfigName=name,
-            ProductionVariants=[
-                {
-                    "VariantName": "AllTraffic",
-                    "ModelName": name,
-                    "InitialInstanceCount": 1,
-                    "InstanceType": "ml.m5.large",
-                }
-            ],
-            Tags=tags,
+        serving_resources(
+            environment.sagemaker,
+            model=name,
+            config=name,
+            role=ROLE,
+            tags=tags,
+            PrimaryContainer={"Image": "example.invalid/i"},
         )
     environment.sagemaker.create_endpoint(EndpointName=endpoint, EndpointConfigName=f"{endpoint}-live")
     code, out, err = run(capsys, "cleanup", "--env", "dev", "--yes")

@@ -14,6 +14,7 @@ import botocore.exceptions
 import pytest
 from cli_moto import REGION, ROLE, Environment
 from faults import Faults, on_the_command, one_error_line
+from sagemaker_resources import serving_resources
 from test_cleanup_and_data import make_endpoint, names, run
 
 from hfpipe import contract
@@ -47,23 +48,13 @@ def deploy(environment: Environment, name: str, versions: list[int], env: str = 
     for version in versions:
         tags = deploy_tags(name, version, f"deploy-{name}-{version}", env)
         model, config = f"{endpoint}-v{version}-model", f"{endpoint}-v{version}-config"
-        sm.create_model(  # as the deploy creates it: the version's model package is its container
-            ModelName=model,
-            ExecutionRoleArn=ROLE,
+        serving_resources(  # as the deploy creates them: the version's model package is the container
+            sm,
+            model=model,
+            config=config,
+            role=ROLE,
+            tags=tags,
             Containers=[{"ModelPackageName": version_arn(version, env)}],
-            Tags=tags,
-        )
-        sm.create_endpoint_config(
-            EndpointConfigName=config,
-            ProductionVariants=[
-                {
-                    "VariantName": "AllTraffic",
-                    "ModelName": model,
-                    "InitialInstanceCount": 1,
-                    "InstanceType": "ml.m5.large",
-                }
-            ],
-            Tags=tags,
         )
     last = versions[-1]
     sm.create_endpoint(

@@ -14,6 +14,7 @@ import pytest
 import requests
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
 from moto.backends import get_backend
+from sagemaker_resources import serving_resources
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -41,29 +42,18 @@ def deploy_endpoint(
     create."""
     sm = deployed.sagemaker
     tags = tags if tags is not None else tags_for(plan)
-    sm.create_model(
-        ModelName=plan["model_name"],
+    serving_resources(
+        sm,
+        model=plan["model_name"],
+        config=plan["endpoint_config_name"],
+        endpoint=plan["endpoint_name"],
+        role=ROLE,
+        tags=tags,
+        instance_type=instance_type,
         PrimaryContainer={
             "Image": "example.invalid/hf-inference:latest",
             "ModelDataUrl": "s3://a/model.tar.gz",
         },
-        ExecutionRoleArn=ROLE,
-        Tags=tags,
-    )
-    sm.create_endpoint_config(
-        EndpointConfigName=plan["endpoint_config_name"],
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": plan["model_name"],
-                "InitialInstanceCount": 1,
-                "InstanceType": instance_type,
-            }
-        ],
-        Tags=tags,
-    )
-    sm.create_endpoint(
-        EndpointName=plan["endpoint_name"], EndpointConfigName=plan["endpoint_config_name"], Tags=tags
     )
 
 

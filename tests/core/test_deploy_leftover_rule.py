@@ -10,6 +10,7 @@ import boto3
 import pytest
 from accounts import ACCOUNT
 from moto import mock_aws
+from sagemaker_resources import serving_resources
 
 from hfpipe import contract
 from hfpipe.core.run.cleanup import deploy_leftovers
@@ -28,23 +29,13 @@ def made(
         {"Key": contract.TAG_DEPLOY_EXECUTION, "Value": execution},
         *({"Key": k, "Value": v} for k, v in extra.items()),
     ]
-    sm.create_model(
-        ModelName=name,
-        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+    serving_resources(
+        sm,
+        model=name,
+        config=name,
+        role=f"arn:aws:iam::{ACCOUNT}:role/x",
+        tags=tags,
         PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/x:1"},
-        Tags=tags,
-    )
-    sm.create_endpoint_config(
-        EndpointConfigName=name,
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": name,
-                "InitialInstanceCount": 1,
-                "InstanceType": "ml.m5.large",
-            }
-        ],
-        Tags=tags,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 from cli_moto import ACCOUNT, ROLE, Environment, sagemaker_backend, tags_for
+from sagemaker_resources import serving_resources
 
 from hfpipe import contract
 from hfpipe.cli import aws
@@ -153,26 +154,15 @@ def execution_resources(
             Tags=tags,
         )
         sagemaker_backend().training_jobs[names.training_job_name].training_job_status = "InProgress"
-    sm.create_model(
-        ModelName=names.model_name,
+    serving_resources(
+        sm,
+        model=names.model_name,
+        config=names.endpoint_config_name,
+        endpoint=names.endpoint_name,
+        role=ROLE,
+        tags=tags,
+        instance_type="ml.g4dn.xlarge",
         PrimaryContainer={"Image": "example.invalid/i", "ModelDataUrl": "s3://a/model.tar.gz"},
-        ExecutionRoleArn=ROLE,
-        Tags=tags,
-    )
-    sm.create_endpoint_config(
-        EndpointConfigName=names.endpoint_config_name,
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": names.model_name,
-                "InitialInstanceCount": 1,
-                "InstanceType": "ml.g4dn.xlarge",
-            }
-        ],
-        Tags=tags,
-    )
-    sm.create_endpoint(
-        EndpointName=names.endpoint_name, EndpointConfigName=names.endpoint_config_name, Tags=tags
     )
     sagemaker_backend().endpoints[names.endpoint_name].endpoint_status = status
     return names
