@@ -52,6 +52,27 @@ def register_in(
     )
 
 
+def adapter_version(sm: Any, recipe: str, number: int, *, base: str, approved: bool = True) -> dict[str, Any]:
+    """Version ``number`` of ``recipe``'s group as the Register step writes an adapter's (moto's registry):
+    its adapter trained on ``base``; the group is made with version 1."""
+    group = f"hfpipe-dev-{recipe}"
+    if number == 1:
+        sm.create_model_package_group(ModelPackageGroupName=group)
+    arn = sm.create_model_package(
+        ModelPackageGroupName=group,
+        InferenceSpecification={
+            "Containers": [
+                {"Image": "image", "ModelDataUrl": f"s3://artifacts/{recipe}/{number}/model.tar.gz"}
+            ],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        CustomerMetadataProperties={"adapter_base_model": base},
+        ModelApprovalStatus="Approved" if approved else "PendingManualApproval",
+    )["ModelPackageArn"]
+    return sm.describe_model_package(ModelPackageName=arn)
+
+
 def deploy(engine: Any, version: str, endpoint: str = NAME) -> tuple[str, Any]:
     name = f"deploy-{next(_ids)}"
     machine = engine.state_machine_arns[contract.deploy_state_machine_name(ENV)]

@@ -9,6 +9,7 @@ over the tiny Llama local mode builds for the `tiny-adapter` recipe's `model` ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import tarfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from deploy_helpers import adapter_version
 from moto import mock_aws
 
 from hfpipe.core.adapters import adapter_deploy
@@ -103,24 +105,8 @@ def served(tmp_path: Path):
         yield SimpleNamespace(sm=sm, s3=s3, runtime=client, http=over_http, clock=clock, fleets=runtime)
 
 
-def version(sm, recipe: str, number: int, base: str = BASE_MODEL) -> dict:
-    """Version ``number`` of ``recipe``'s group as the Register step writes an adapter's."""
-    group = f"hfpipe-dev-{recipe}"
-    if number == 1:
-        sm.create_model_package_group(ModelPackageGroupName=group)
-    arn = sm.create_model_package(
-        ModelPackageGroupName=group,
-        InferenceSpecification={
-            "Containers": [
-                {"Image": "image", "ModelDataUrl": f"s3://artifacts/{recipe}/{number}/model.tar.gz"}
-            ],
-            "SupportedContentTypes": ["application/json"],
-            "SupportedResponseMIMETypes": ["application/json"],
-        },
-        CustomerMetadataProperties={"adapter_base_model": base},
-        ModelApprovalStatus="Approved",
-    )["ModelPackageArn"]
-    return sm.describe_model_package(ModelPackageName=arn)
+#: A version of a recipe's group as the Register step writes an adapter's (on this file's base).
+version = functools.partial(adapter_version, base=BASE_MODEL)
 
 
 def deploy(

@@ -5,6 +5,7 @@ botocore's shapes, the statuses on a clock the test moves, AWS's refusals, and I
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from botocore.validate import validate_parameters
+from deploy_helpers import adapter_version
 from moto import mock_aws
 from rich.console import Console
 
@@ -271,24 +273,8 @@ DEV_BASE = BaseNames.of("dev")
 SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 
 
-def registered(sm, recipe: str, number: int, *, base="my-org/base-8b", approved=True) -> dict:
-    """Version ``number`` of ``recipe``'s group, as the Register step writes an adapter's (moto's registry)."""
-    group = f"hfpipe-dev-{recipe}"
-    if number == 1:
-        sm.create_model_package_group(ModelPackageGroupName=group)
-    arn = sm.create_model_package(
-        ModelPackageGroupName=group,
-        InferenceSpecification={
-            "Containers": [
-                {"Image": "image", "ModelDataUrl": f"s3://artifacts/{recipe}/{number}/model.tar.gz"}
-            ],
-            "SupportedContentTypes": ["application/json"],
-            "SupportedResponseMIMETypes": ["application/json"],
-        },
-        CustomerMetadataProperties={"adapter_base_model": base},
-        ModelApprovalStatus="Approved" if approved else "PendingManualApproval",
-    )["ModelPackageArn"]
-    return sm.describe_model_package(ModelPackageName=arn)
+#: A version of a recipe's group as the Register step writes an adapter's (on SHARED's base unless told).
+registered = functools.partial(adapter_version, base="my-org/base-8b")
 
 
 def put_adapter(world, adapter: str, version: dict, base: SharedBase = SHARED) -> dict:
