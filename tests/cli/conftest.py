@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_moto import Environment, aws_credentials, deployed, engine
@@ -22,3 +24,19 @@ def moto_account(aws_credentials: None) -> Iterator[None]:
 def environment(moto_account: None) -> Environment:
     """The dev environment's parameters and buckets, nothing running (clean-up, data upload)."""
     return Environment("dev")
+
+
+@pytest.fixture
+def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
+    """What `report --plot` hands the plot: its series and the x axis's label."""
+    from hfpipe.cli.run import report
+
+    calls: list[tuple[dict[str, Any], str | None]] = []
+    real = report.plot_losses
+
+    def record(series: dict[str, Any], path: Path, title: str, xlabel: str | None = None) -> Path:
+        calls.append((series, xlabel))
+        return real(series, path, title, xlabel=xlabel)
+
+    monkeypatch.setattr(report, "plot_losses", record)
+    return calls

@@ -308,22 +308,6 @@ def test_report_plot_writes_png(deployed: Deployed, capsys: Any, tmp_path: Any) 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture
-def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
-    """What `report --plot` hands the plot: its series and the x axis's label."""
-    from hfpipe.cli.run import report
-
-    calls: list[tuple[dict[str, Any], str | None]] = []
-    real = report.plot_losses
-
-    def record(series: dict[str, Any], path: Any, title: str, xlabel: str | None = None) -> Any:
-        calls.append((series, xlabel))
-        return real(series, path, title, xlabel=xlabel)
-
-    monkeypatch.setattr(report, "plot_losses", record)
-    return calls
-
-
 def write_training_log(deployed: Deployed, job: str, lines: list[str]) -> None:
     """The job's log as SageMaker sends it to CloudWatch Logs: one stream for algo-1."""
     import contextlib

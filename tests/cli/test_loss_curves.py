@@ -129,22 +129,6 @@ def _finished_run(
     return run_dir
 
 
-@pytest.fixture
-def plotted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str | None]]:
-    """What `report --plot` hands the plot: its series and the x axis's label."""
-    from hfpipe.cli.run import report
-
-    calls: list[tuple[dict[str, Any], str | None]] = []
-    real = report.plot_losses
-
-    def record(series: dict[str, Any], path: Path, title: str, xlabel: str | None = None) -> Path:
-        calls.append((series, xlabel))
-        return real(series, path, title, xlabel=xlabel)
-
-    monkeypatch.setattr(report, "plot_losses", record)
-    return calls
-
-
 def test_the_plot_x_axis_is_the_trainers_step(tmp_path: Path, plotted: list[Any], capsys: Any) -> None:
     history = [
         {"loss": 2.0, "grad_norm": 1.0, "learning_rate": 1e-3, "epoch": 0.5, "step": 2},
