@@ -93,11 +93,7 @@ def group_denied(
         f"`aws sagemaker put-model-package-group-policy --model-package-group-name {group} "
         f'--resource-policy file://policy.json` (the policy: docs/promote.md, "Across accounts")'
     )
-    if account is not None and account == source_account:
-        return f"{head}: {own}; nothing written"
-    if account is not None:
-        return f"{head}: {shared}; nothing written"
-    return f"{head}: in one account, {own}; across accounts, {shared}; nothing written"
+    return _refusal(head, own, shared, account == source_account if account is not None else None)
 
 
 def bucket_denied(
@@ -132,8 +128,14 @@ def bucket_denied(
     missing = (
         "; or the key does not exist (S3 answers 403 for a missing key to a caller without s3:ListBucket)"
     )
-    if account is not None and account == source_account:
+    return _refusal(head, own, shared, account == source_account if account is not None else None, missing)
+
+
+def _refusal(head: str, own: str, shared: str, same_account: bool | None, missing: str = "") -> str:
+    """The refusal's line: the target's own policy (the source's account), the source's resource policy
+    (another account), or both (the target's account not known)."""
+    if same_account:
         return f"{head}: {own}{missing}; nothing written"
-    if account is not None:
+    if same_account is not None:
         return f"{head}: {shared}{missing}; nothing written"
     return f"{head}: in one account, {own}; across accounts, {shared}{missing}; nothing written"
