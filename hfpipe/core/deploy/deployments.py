@@ -139,13 +139,6 @@ class EndpointSettings:
         return self.autoscaling.max_instances if self.autoscaling else self.instance_count
 
     @property
-    def update_instances(self) -> int:
-        """Instances a blue/green update can hold at once: the new fleet beside the old one until the bake
-        ends ("Blue/Green Deployments": SageMaker provisions the green fleet, then terminates the blue one),
-        each at most ``largest_fleet``; the account's endpoint-usage quota must allow them."""
-        return 2 * self.largest_fleet
-
-    @property
     def deployment_seconds(self) -> int:
         """MaximumExecutionTimeoutInSeconds: the new fleet's start, every traffic wait and the bake time."""
         waiting = PROVISIONING_SECONDS + self.traffic.waits * self.traffic.wait_seconds + self.bake_seconds

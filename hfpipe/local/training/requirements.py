@@ -57,11 +57,6 @@ def _read_member(source: Path, relative: str) -> str | None:
         return member.read().decode() if member is not None else None
 
 
-def read_requirements(source: Path) -> str:
-    """The text of the source's top-level requirements.txt (a folder or a sourcedir.tar.gz); '' without one."""
-    return _read_member(source, "requirements.txt") or ""
-
-
 def requirement_files(source: Path) -> dict[str, str]:
     """requirements.txt and every file its `-r` / `-c` lines name, by path relative to the source, as pip
     resolves them from the source's root (the toolkit's working folder); a file outside the source or
