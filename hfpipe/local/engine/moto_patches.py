@@ -1,100 +1,20 @@
 """The one adapter to moto's internals: every read and every change local mode makes to them, for the one moto
-version they were written against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and constraints.txt; a test
-keeps them equal). ``check_moto_version`` refuses any other version at once: these targets are private to moto
-and move between its releases.
+version they were written against (``MOTO_VERSION``, the pin in requirements-local.txt, requirements-dev.txt and
+constraints.txt; a test keeps them equal). ``check_moto_version`` refuses any other version at once: these
+targets are private to moto and move between its releases.
 
-What the engine needs that moto's supported surface (``mock_aws`` and its config, the backends' public
-methods, boto3 calls) does not offer, each target with its reason:
-
-- ``FakeEndpointConfig.validate_instance_type``: moto's list of endpoint instance types predates g5 (AWS
-  validates the type itself); any ``ml.*`` type is accepted;
-- ``SageMakerModelBackend.validate_production_variants``: moto requires every variant to name a model; on
-  AWS a variant that names none is an inference-component endpoint's (the components bring the models), so
-  only the models named are looked up;
-- ``SageMakerResponse.create_model_package``: moto takes Tags on a versioned model package; AWS does not ("If
-  you supply ModelPackageGroupName, ... you cannot supply a tag argument", the API reference), so neither does
-  the emulation (ValidationException);
-- ``SageMakerModelBackend.update_model_package``: moto sets a version's ``CustomerMetadataProperties`` to what
-  the call gives (None when it gives none: an approval wiped the version's recipe, lineage and the base an
-  adapter needs), and its ``ApprovalDescription`` and ``ModelApprovalStatus`` likewise (a metadata update
-  wiped the approval); AWS's UpdateModelPackage changes what it is given, every member but the ARN optional:
-  ``CustomerMetadataProperties`` adds or updates keys and ``CustomerMetadataPropertiesToRemove`` removes keys
-  (botocore's model of SageMaker, UpdateModelPackageInput), which only means something if the others stay;
-- ``SageMakerResponse.call_action``: moto has no inference components (CreateInferenceComponent and the
-  others answer NotImplementedError); their operations are answered by the engine's ``inference_components``
-  (hfpipe.local.engine.inference_components: botocore's shapes, the statuses, AWS's refusals), which reads moto's
-  endpoints, configs and models through the backend's describe methods (``_MotoHosting``);
-- ``state_task_service_aws_sdk._SERVICE_ERROR_NAMES``: the AWS SDK integration names SageMaker's errors
-  ``SageMaker.<Exception>`` (moto: ``sagemaker.``);
-- ``StateTaskServiceUnsupported._from_error``: moto has no optimized SageMaker integration and reports
-  every error of one as ``States.Runtime``; AWS names them ``SageMaker.<Modeled>Exception`` or
-  ``SageMaker.AmazonSageMakerException`` (``sagemaker_optimized_error_name``);
-- ``StateTaskServiceAwsSdk._eval_service_task``: AWS hands an SDK task's result on as JSON (timestamps as
-  strings); moto keeps the SDK's datetimes in the state data, and its own DescribeExecution then fails to
-  encode an output that holds one;
-- ``StepFunctionResponse.send_task_failure``: moto's handler drops SendTaskFailure's ``cause``;
-- ``ExecutionWorker.stop``: StopExecution ends a task waiting for its token at once (moto's waits out the
-  task's timeout);
-- ``ExecutionWorker.start``: moto runs each execution in threads of the process that outlive the mock; the
-  engine is told of each execution it starts, so that leaving it stops those still running
-  (``stop_execution``), also where their state machine was deleted meanwhile (StopExecution finds none);
-- ``BaseExecutionWorkerCommunication.terminated``: moto emits no "Step Functions Execution Status Change"
-  event; the engine puts one on its bus when an execution ends;
-- ``TimeoutSecondsPath._eval_seconds``, ``TimeoutSeconds._eval_seconds``, ``WaitFunction._wait_interval``,
-  ``retrier_decl.time``: task timeouts (from a path, or literal like the Launch task's re-check
-  interval), Wait states and Retry intervals scaled (``timeout_scale``, ``time_scale``), so the tests run
-  the real definition's waits in no time; a scaled wait keeps its fraction of a second (moto's own wait
-  counts whole seconds only), so the local world's short waits (``hfpipe local up --time-scale``) are real;
-- ``SageMakerRuntimeResponse.invoke_endpoint``: moto answers InvokeEndpoint with canned results; in the local
-  world (the engine's ``world`` set: its commands' calls reach moto over HTTP), a call that reaches moto is
-  answered as the handlers' calls are (hfpipe.local.engine.hooks.runtime_client), through the engine's ``traffic``
-  (hfpipe.local.engine.traffic: the fleet that serves it during an update, the CloudWatch metrics of its outcome): an
-  unknown endpoint is SageMaker's ValidationError, an error of the model its ModelError (424, the container's
-  status and message: the toolkit's 400, a dead worker's 500). Elsewhere moto's canned results stay (tests
-  queue them). Everywhere, a call to an inference-component endpoint, or one naming a component
-  (``InferenceComponentName``, the ``X-Amzn-SageMaker-Inference-Component`` header), is first held to AWS's
-  rules (``InferenceComponents.route``: ValidationError when it names none, an unknown one, or one not
-  InService); in the local world a component's call is answered by the vLLM stand-in serving its base and
-  adapter (the engine's ``fleets``: hfpipe.local.runtime.LocalRuntime ``invoke_component``,
-  hfpipe.local.serving.adapter_serving), its errors ModelError (424) as above;
-- ``sagemakerruntime.urls.url_paths``, ``sagemaker.urls.url_paths`` and
-  ``SageMakerRuntimeResponse.call_action``: moto has no InvokeEndpointWithResponseStream (no route for
-  ``/endpoints/<name>/invocations-response-stream``); the path is added (to SageMaker's routes too: moto's
-  server sends a request signed for ``sagemaker`` there unless its path ends in ``invocations``) and the
-  operation answered: a call naming an inference component is held to the same rules, and
-  in the local world answered by the stand-in's Server-Sent Events as the stream's PayloadPart events
-  (AWS's event-stream encoding, ``event_stream_message``), all at once when generation ends (moto answers
-  whole bodies); any other call is refused (ValidationError: local mode streams components only);
-- ``S3Backend.get_object``: S3's bucket names are global, and one world environment's process holds only its
-  own buckets; in the local world, an object of a bucket this moto does not hold (a promotion's CopyObject or
-  UploadPartCopy source, in its source environment) is read from the world environment that holds it
-  (``world.foreign_object``), so a copy across environments is played as S3 plays it;
-- ``ServiceQuotasResponse.call_action``: moto has no SageMaker quotas nor ListServiceQuotas (over HTTP: a 500
-  HTML page); SageMaker's are answered from ``engine.quotas`` (hfpipe.local.engine.quotas), which its Plan Lambda
-  reads, so `hfpipe start --dry-run` (in-process or in the local world) sees what Plan sees;
-- ``ApplicationAutoScalingResponse.call_action``: moto drops RegisterScalableTarget's Tags and has no TagResource
-  nor ListTagsForResource; a target keeps the Tags it was created with (AWS applies them at creation only: "To
-  tag an existing scalable target, use the TagResource operation", the API reference), TagResource adds or
-  replaces tags on a registered target (ResourceNotFoundException for any other ARN), ListTagsForResource reads
-  them, so the deploy's tagging (the environment's IAM scoping of its targets) is played and can be read back;
-- ``boto_client_for`` in the interpreter's task modules: moto builds a new boto3 client for every task it runs
-  (tens of milliseconds each: a third of a long execution's time); one client per region, service and
-  credentials serves every task of the engine (boto3's clients are safe to share between threads once built).
-
-Reads, for the other modules of local mode (none of which imports moto beyond ``mock_aws``): the default
-account (``default_account_id``), EventBridge's pattern matching (``event_pattern_matches``), moto's HTTP
-server (``threaded_server``), SageMaker's backend and its training job and endpoint objects
-(``sagemaker_backend``, ``training_job_record``, ``endpoint_record``), whose attributes DescribeTrainingJob
-and DescribeEndpoint answer (the engine's plug-ins and hfpipe.local.engine.guardrails set them).
+It patches what the engine needs that moto's supported surface (``mock_aws`` and its config, the backends'
+public methods, boto3 calls) does not offer: each target and its reason in docs/pipeline.md ("Local engine",
+moto_patches.py). It reads, for the other modules of local mode (none imports moto beyond ``mock_aws``): the
+default account, EventBridge's pattern matching, moto's HTTP server, SageMaker's backend and its training
+job and endpoint records.
 
 ``TARGETS`` names each moto module and attribute touched, by its place in moto: ``PATCHED`` (in the order
 of ``patches``), ``USED`` (read or built with, unpatched) and ``FIELDS`` (attributes of the objects moto
 makes, checked on each record handed out); ``ADDED`` names the attributes local mode adds to them.
 tests/layout/test_moto_adapter.py keeps the list equal to what this module imports and to the attributes
-local mode's modules touch on the records, and checks that the pinned moto has each.
-
-Over 400 lines: this is the one adapter to moto's internals, and keeping every target in it (with the list
-the version error names) is worth more than a split by size.
+local mode's modules touch on the records, and checks that the pinned moto has each. Over 400 lines: keeping
+every target in one adapter (with the list the version error names) is worth more than a split by size.
 """
 
 from __future__ import annotations
