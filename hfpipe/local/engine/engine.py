@@ -2,46 +2,10 @@
 
 The definition comes from a synthesized CloudFormation template (its tokens resolved to moto resources by
 hfpipe.local.engine.template), runs on moto's Step Functions interpreter (``execute_state_machine``), and every
-Lambda task calls the handler named in the template, in this process, against the same moto account.
-Plug-ins let the caller decide what happens outside AWS's control plane; that is the whole interface:
-
-``training(request, job)``
-    called after moto has created a training job (``request`` is a copy of the CreateTrainingJob request
-    as sent, ``job`` moto's job object, whose AlgorithmSpecification is the request's). Tests set
-    ``job.training_job_status = "Failed"``; ``hfpipe local`` runs the real training here
-    (hfpipe.local.training.container) and uploads model.tar.gz to ``job.model_artifacts["S3ModelArtifacts"]``.
-``endpoint(endpoint_name, body) -> answer``
-    serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
-    ``hfpipe local`` serves through hfpipe.local.serving.endpoint.LocalEndpoint.
-
-``fleets``
-    optional: serves one fleet of an endpoint while an update shifts traffic (``start_fleet``, ``invoke_fleet``,
-    ``stop_fleet``; hfpipe.local.engine.traffic); ``hfpipe local`` sets its LocalRuntime. Without it ``endpoint``
-    serves every fleet.
-
-Optional: ``on_endpoint(endpoint)`` after CreateEndpoint (set ``endpoint.endpoint_status``),
-``create_training_job_errors`` (error codes CreateTrainingJob answers first, e.g. ThrottlingException),
-``sagemaker_errors`` ({client method: [error codes]}, e.g. ``create_model``), ``after_handler_errors``
-({function key: [error types]}: the handler runs, then the invocation fails, as when a Lambda times out
-after doing its work), ``quotas`` (the applied SageMaker quota values, hfpipe.local.engine.quotas), ``imports``
-(values for the template's ``Fn::ImportValue``, e.g. the DataStack's bucket exports) and ``time_scale``
-(Wait states and Retry intervals take that many times their seconds: 0 in the tests, so the real
-stack's 5 s / 60 s retries and poll waits cost nothing).
-
-Where local mode cannot play AWS's part, it says so here and in the module that does the playing:
-
-- SageMaker does not train or serve: the plug-ins do, in this process (hfpipe.local.runtime);
-- UpdateEndpoint's deployment guardrails (traffic shifting, bakes, rollback on alarms) are played by
-  hfpipe.local.engine.guardrails; the template's alarms are made in moto's CloudWatch and evaluated here from the
-  metrics every invocation records (hfpipe.local.engine.cloudwatch); with no users, the emulation sends stand-in
-  traffic during an update (the recipe's sample and fixture requests, hfpipe.local.engine.standin);
-- SageMaker's and Step Functions' state-change events are put on a local bus (hfpipe.local.engine.bus) by the
-  engine: when a job created through the engine has ended inside CreateTrainingJob (``training_job_ended``),
-  and when an execution ends; EventBridge's delivery retries and at-least-once duplicates are not played;
-- Service Quotas answers come from a table (hfpipe.local.engine.quotas), not from an account;
-- IAM is not enforced: roles exist, their policies are not evaluated;
-- the interpreter is moto's, patched where it differs from AWS in what the pipeline relies on
-  (hfpipe.local.engine.moto_patches, which also refuses any other moto release than the pinned one).
+Lambda task calls the handler named in the template, in this process, against the same moto account. What
+happens outside AWS's control plane is the caller's plug-ins (``LocalEngine``); where local mode cannot play
+AWS's part (no training or serving by SageMaker, no IAM, quotas from a table, no EventBridge retries) is
+listed in docs/pipeline.md ("Local engine").
 
 Example: ``with LocalEngine(template, training=t, endpoint=e) as engine: engine.run({"recipe_name": "tiny-qa"},
 name="demo-1")``. A template may hold several state machines (the pipeline's and the deploy one): all are
@@ -125,7 +89,33 @@ EXIT_WAIT_S = 60.0
 
 
 class LocalEngine(EngineViews):
-    """A context manager: moto started, resources created, state machine ready to ``run``."""
+    """A context manager: moto started, resources created, state machine ready to ``run``.
+
+    Plug-ins let the caller decide what happens outside AWS's control plane; that is the whole interface:
+
+    ``training(request, job)``
+        called after moto has created a training job (``request`` is a copy of the CreateTrainingJob request
+        as sent, ``job`` moto's job object, whose AlgorithmSpecification is the request's). Tests set
+        ``job.training_job_status = "Failed"``; ``hfpipe local`` runs the real training here
+        (hfpipe.local.training.container) and uploads model.tar.gz to ``job.model_artifacts["S3ModelArtifacts"]``.
+    ``endpoint(endpoint_name, body) -> answer``
+        serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
+        ``hfpipe local`` serves through hfpipe.local.serving.endpoint.LocalEndpoint.
+
+    ``fleets``
+        optional: serves one fleet of an endpoint while an update shifts traffic (``start_fleet``, ``invoke_fleet``,
+        ``stop_fleet``; hfpipe.local.engine.traffic); ``hfpipe local`` sets its LocalRuntime. Without it ``endpoint``
+        serves every fleet.
+
+    Optional: ``on_endpoint(endpoint)`` after CreateEndpoint (set ``endpoint.endpoint_status``),
+    ``create_training_job_errors`` (error codes CreateTrainingJob answers first, e.g. ThrottlingException),
+    ``sagemaker_errors`` ({client method: [error codes]}, e.g. ``create_model``), ``after_handler_errors``
+    ({function key: [error types]}: the handler runs, then the invocation fails, as when a Lambda times out
+    after doing its work), ``quotas`` (the applied SageMaker quota values, hfpipe.local.engine.quotas), ``imports``
+    (values for the template's ``Fn::ImportValue``, e.g. the DataStack's bucket exports) and ``time_scale``
+    (Wait states and Retry intervals take that many times their seconds: 0 in the tests, so the real
+    stack's 5 s / 60 s retries and poll waits cost nothing).
+    """
 
     def __init__(
         self,
