@@ -1,26 +1,7 @@
 """hfpipe: the command-line tool of the pipelines (console script `hfpipe = hfpipe.cli:main`).
 
-    hfpipe recipes                      list the recipes; `recipes show NAME` prints one, resolved
-    hfpipe start --env dev --recipe NAME [--set key=value ...] [--name N] [--keep-endpoint] [--watch]
-    hfpipe watch EXECUTION [--env dev]  live view until it ends, then the report
-    hfpipe list --env dev               recent executions and the endpoints they left up
-    hfpipe stop EXECUTION [--env dev] [--yes]  stop the execution, its training job and its endpoint
-    hfpipe cleanup --env dev [--older-than 7d] [--yes]
-    hfpipe report EXECUTION [--env dev] [--plot loss.png] [--json]
-    hfpipe data upload PATH --env dev [--name N] [--recipe NAME]
-    hfpipe invoke EXECUTION|ENDPOINT --env dev --data JSON | --file F | --dialogue F   (or --local)
-    hfpipe endpoints --env dev          endpoints up and their cost; `endpoints delete NAME` deletes one
-    hfpipe models --env dev [--recipe NAME]   registered model versions; `models approve|reject RECIPE/N`,
-                                        `models compare A B`, `models download RECIPE/N [--to DIR]`
-    hfpipe deploy --env prod --model RECIPE/N --endpoint NAME   an approved version onto a named endpoint
-                                        (created, or updated blue/green with automatic rollback)
-    hfpipe logs EXECUTION --env dev [--follow] [--since 10m]   the training log (or --local)
-    hfpipe promote RECIPE/N --env prod [--watch]   copy an approved version of the environment prod
-                                        promotes from (cdk.json promote_from) into prod's registry
-    hfpipe local --recipe NAME [--serve [--port 8080]]   the pipeline on this machine; then serve the model
-    hfpipe local up --env dev [--port N]   serve environment dev here; HFPIPE_LOCAL=1 sends commands to it
-    hfpipe local prune [--keep N]       remove old local runs under .hfpipe/local, keeping the newest N
-    hfpipe completion bash|zsh|tcsh     a completion script: eval "$(hfpipe completion bash)"
+Every command, its options and what it does: docs/cli.md ("Command reference"); `hfpipe --help` and
+`hfpipe COMMAND --help` print them from the parser.
 
 Exit status: 0 success; 1 a one-line `error: ...` on stderr (or, for `watch`/`start --watch`, an execution
 that did not succeed; for `logs --follow`, a job that did not complete; under an AWS fault, the line ends with
