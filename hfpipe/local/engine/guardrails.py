@@ -1,49 +1,14 @@
 """UpdateEndpoint in local mode: SageMaker's deployment guardrails played as AWS documents them, since moto has no
-UpdateEndpoint. The engine answers the call here (hfpipe.local.engine.hooks); hfpipe.local.engine.traffic routes invocations.
+UpdateEndpoint. The engine answers the call here (hfpipe.local.engine.hooks); hfpipe.local.engine.traffic routes
+invocations.
 
-Amazon SageMaker Developer Guide, "Deployment guardrails" (blue/green deployments; all at once, canary and linear
-traffic shifting; auto-rollback configuration and monitoring), and the API reference (UpdateEndpoint,
-DescribeEndpoint, DeploymentConfig, TrafficRoutingConfig, CapacitySize):
-
-- the request is checked against botocore's model (hfpipe.core.api_shapes); an endpoint that does not exist,
-  a config that does not exist, an endpoint not InService are refused with ValidationException, in AWS's
-  words ("Could not find endpoint", "Could not find endpoint configuration", "Cannot update in-progress
-  endpoint", as aws/amazon-sagemaker-operator-for-k8s matches them:
-  controllers/sdkutil/clientwrapper/sagemaker_client.go); a canary above 50% and a linear step outside
-  10-50% of the new fleet's instance count are refused (CanarySize, LinearStepSize), counted in instances: a
-  step is at least one instance, so a one-instance fleet takes neither a canary nor a linear step;
-- RetainAllVariantProperties keeps the variant's live instance count for the new fleet (VariantProperty
-  DesiredInstanceCount) unless ExcludeRetainedVariantProperties names it;
-- accepted, the endpoint is Updating, FailureReason cleared, PendingDeploymentSummary describes the new fleet
-  (VariantStatus Creating, ActivatingTraffic, Baking with the messages of the "SageMaker endpoint deployment
-  state change" event examples), LastDeploymentConfig is the deployment's configuration (RetainDeploymentConfig
-  reuses it). While Updating, EndpointConfigName and ProductionVariants still name the old fleet (the event
-  example: EndpointConfigName config-1 with PendingDeploymentSummary config-2);
-- in a background thread the new fleet comes up (the ``fleets`` plug-in's ``start_fleet``: the runtime loads
-  the new config's model), then traffic shifts: ALL_AT_ONCE in one step; CANARY the canary, a bake of
-  WaitIntervalInSeconds, then the rest; LINEAR steps of LinearStepSize with WaitIntervalInSeconds between
-  them; after the last step the bake of TerminationWaitInSeconds, then the old fleet is terminated. No
-  DeploymentConfig: all at once, no bake (BlueGreenUpdatePolicy's default). Waits take ``time_scale`` times
-  their seconds; MaximumExecutionTimeoutInSeconds bounds their sum;
-- during every step and bake the alarms of AutoRollbackConfiguration are evaluated (hfpipe.local.engine.cloudwatch);
-  one in ALARM rolls back: all traffic to the old fleet, the new fleet stopped, the endpoint InService with
-  the OLD EndpointConfigName and a FailureReason, LastDeploymentConfig kept (the guardrails notebooks of
-  aws/amazon-sagemaker-examples reuse it with RetainDeploymentConfig after a rollback). A new fleet that
-  cannot start, or a timeout, rolls back the same way (aws-controllers-k8s/sagemaker-controller's e2e test
-  test_endpoint.py: a failed update leaves the endpoint InService on its old config with a FailureReason,
-  which a later successful update clears). The new fleet's start counts against MaximumExecutionTimeoutInSeconds
-  (28,800 s, the API's maximum, without a DeploymentConfig): a fleet still starting when it is spent is
-  rolled back as a timeout, its start abandoned. The FailureReason's words are local: AWS documents no wording.
-- on success: InService, the new EndpointConfigName and its ProductionVariants, no PendingDeploymentSummary.
-
-Substituted: local mode has no users, so during each step and bake the emulation sends stand-in traffic itself
-(hfpipe.local.engine.traffic, hfpipe.local.engine.standin: the recipe's sample and requests from its fixture data), and
-every invocation, stand-in or real, becomes the CloudWatch metrics the alarms read.
-"SageMaker Endpoint Deployment State Change" events go on the engine's bus with the documented example's
-shape; their EndpointStatus beyond "UPDATING" is this emulation's upper-case spelling. moto's endpoint object
-describes every attribute it holds, so the fields moto lacks (PendingDeploymentSummary, LastDeploymentConfig)
-are attributes set on it, as hfpipe.local.engine.hooks sets a training job's: no moto code is patched. Not played:
-RollingUpdatePolicy (refused), multi-variant configs (the first variant serves).
+The contract, each rule with its source (the Developer Guide's "Deployment guardrails", the API reference,
+what AWS's own controllers and examples show), is docs/deploy.md, "UpdateEndpoint as local mode plays it":
+the request checked against botocore's model and refused in AWS's words; the new fleet started, traffic
+shifted all at once, canary or linear, the bake, the alarms evaluated during every step and bake, a rollback
+to the old config with a FailureReason, a timeout bounded by MaximumExecutionTimeoutInSeconds; stand-in
+traffic during an update (local mode has no users). The fields moto lacks are attributes set on its endpoint
+object: no moto code is patched. Not played: RollingUpdatePolicy (refused), multi-variant configs.
 """
 
 from __future__ import annotations

@@ -1,53 +1,21 @@
-"""Local mode's SageMaker inference components: moto 5.2.5 has none, so local mode plays them (docs/adapters.md).
+"""Local mode's SageMaker inference components: moto 5.2.5 has none, so local mode plays them (docs/adapters.md,
+"Local mode plays the inference-component API": the statuses, AWS's refusals with their sources, what is not
+played).
 
 CreateInferenceComponent, DescribeInferenceComponent, UpdateInferenceComponent, DeleteInferenceComponent,
-UpdateInferenceComponentRuntimeConfig and ListInferenceComponents are answered here in the shapes of botocore's SageMaker model (hfpipe.local.engine.moto_patches
-routes moto's SageMaker handler to ``InferenceComponents.answer``), one store per account and region, next to
-moto's endpoints, configs and models, which it reads through a ``Hosting`` (no moto import here).
-
-Statuses move as on AWS: a created component is ``Creating``, then ``InService``; an update makes it
-``Updating``, then ``InService`` again; a deleted one is ``Deleting``, then gone (Describe answers
-ValidationException). Each transitional status lasts ``SETTLE_SECONDS`` scaled by the engine's
-``time_scale`` (0: at once).
-
-AWS's refusals, each a ValidationException naming what and why:
-
-- names and URLs held to botocore's patterns and lengths (``InferenceComponentName``: 63 characters of
-  ``[a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])?``; an adapter's ``ArtifactUrl`` "must point to a single gzip
-  compressed tar archive (.tar.gz suffix)", InferenceComponentContainerSpecification);
-- the endpoint must exist, and its config must be an inference-component one: its variants name no model
-  (an endpoint that serves a model has no room for components); ``VariantName`` one of its variants;
-- ``Specification`` or ``Specifications``, "but not both" (CreateInferenceComponent); local mode plays the
-  singular one;
-- a base component names an existing model (``ModelName``) or a container image, and its compute resources;
-  its ``StartupParameters`` (the model download and the container's first health check) are kept as given
-  and answered in Describe, each 60 to 3600 seconds;
-- an adapter component (``BaseInferenceComponentName``) names a base that exists, InService, on the same
-  endpoint, itself no adapter ("Before you can create an adapter inference component, you must have an
-  existing inference component that contains the foundation model", InferenceComponentSpecification), gives its
-  adapter's ``Container.ArtifactUrl`` and omits ``ComputeResourceRequirements`` ("Omit this parameter if your
-  request is meant to create an adapter inference component": it uses its base's);
-- a base is not deleted while adapters remain on it (hfpipe.core.adapters.adapter_rules: the project's rule, which AWS's
-  documentation does not state; so neither the deploy nor a hand-made call leaves adapters without a base);
-- InvokeEndpoint on an inference-component endpoint names a component of that endpoint, InService ("Inference
-  Component Name header is required for endpoints to which you plan to deploy inference components. Please
-  include Inference Component Name header or consider using SageMaker models.", SageMaker's ValidationError as
-  users met it: https://github.com/aws-samples/amazon-kendra-langchain-extensions/issues/64), and one that
-  serves a model names none (``route``).
-
-Each call ``route`` lets through is counted: the store's ``count`` hook gets its account, region and component,
-and the engine puts SageMaker's ``Invocations`` metric of that component in CloudWatch with it (``AWS/SageMaker``,
-dimension ``InferenceComponentName``: hfpipe.local.engine.cloudwatch.record_component_invocation, wired by
-hfpipe.local.engine.engine as the endpoint metrics are, so this module imports no CloudWatch code), as SageMaker counts
-every call to a component; `hfpipe endpoints` splits a shared base's cost by those counts.
+UpdateInferenceComponentRuntimeConfig and ListInferenceComponents are answered here in the shapes of botocore's
+SageMaker model (hfpipe.local.engine.moto_patches routes moto's SageMaker handler to
+``InferenceComponents.answer``), one store per account and region, next to moto's endpoints, configs and
+models, which it reads through a ``Hosting`` (no moto import here). Each
+transitional status lasts ``SETTLE_SECONDS`` scaled by the engine's ``time_scale`` (0: at once).
+``route`` says which component an InvokeEndpoint reaches, or refuses it as AWS does, and counts each call it
+lets through with the store's ``count`` hook (the engine puts SageMaker's ``Invocations`` metric of that
+component in CloudWatch with it: hfpipe.local.engine.cloudwatch); in the local world the vLLM stand-in
+answers it (hfpipe.local.serving.adapter_serving).
 
 A component's copies registered with Application Auto Scaling scale to zero when idle and back on a call
 (hfpipe.local.engine.scale_to_zero; ``scaling`` answers the registration, ``route`` refuses a call to a base with
 no copy with SageMaker's no-capacity ValidationError and the ``no_capacity`` hook fires its alarm).
-
-Not played: ``Specifications`` (one per instance type), ``DeploymentConfig``'s rolling update (kept, not
-run), copies placed on instances. ``route`` says which component a call reaches; in the local world the vLLM
-stand-in answers it (hfpipe.local.serving.adapter_serving).
 """
 
 from __future__ import annotations
