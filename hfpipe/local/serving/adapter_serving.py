@@ -1,37 +1,15 @@
-"""Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (docs/adapters.md).
+"""Local mode answers an inference component's InvokeEndpoint with the vLLM stand-in (docs/adapters.md, "Local
+mode serves adapter components with the vLLM stand-in": the base, the container's layer, the adapter, what is
+not confirmed).
 
 In the local world (the engine's ``world`` set), a call that names an InService component of an
 inference-component endpoint (hfpipe.local.engine.inference_components ``route``) is served here, through
-hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.serving.openai_endpoint.OpenAIEndpoint:
-
-- the base: the base component's model (``Specification.ModelName``) names the Hub id it serves in its
-  container's ``SM_VLLM_MODEL``. Local mode builds, without a download, the bases of the bundled adapter
-  recipes: each recipe's ``adapter.base_model``, built as local mode builds that recipe's ``model`` channel,
-  or the stand-in it substitutes for the recipe's Hub model (the tiny family
-  ``for_this_machine(recipe).model_family`` picks, by hfpipe.fixtures.build_tiny_model: the same builder and
-  seed, so an adapter trained here fits it). The tiny base gets a chat template when its tokenizer has none
-  (``CHAT_TEMPLATE``): vLLM answers an adapter's chat request with the base's template, and the instruct
-  bases a shared base serves have one, which the random-weight stand-in lacks. Any other Hub id is refused in one
-  line (``ComponentRefused``, InvokeEndpoint's ValidationError) naming it and what is accepted. The model's
-  ``SM_VLLM_*`` environment goes to the stand-in (``SM_VLLM_MAX_LORA_RANK``, ``SM_VLLM_MAX_MODEL_LEN``...);
-  the served name is ``SM_VLLM_MODEL``, as vLLM names a model given by Hub id, unless
-  ``SM_VLLM_SERVED_MODEL_NAME`` says otherwise;
-- the container: the stand-in runs behind the vLLM container's own SageMaker layer
-  (hfpipe.local.serving.sagemaker_layer: AWS's model-hosting-container-standards wired as vLLM wires it), one
-  per base component, so SageMaker's calls reach it as they reach the container;
-- the adapter: its component's ``Container.ArtifactUrl`` (the version's model.tar.gz) is downloaded from S3
-  and unpacked (hfpipe.local.serving.endpoint.extract_model, the archive checks of every local endpoint), then
-  registered on its base's container under the component's name (``POST /adapters`` with ``{"name", "src"}``;
-  an update of the component to another artifact unregisters the name first, ``DELETE /adapters/{name}``),
-  and each call to the component carries that name in the ``X-Amzn-SageMaker-Adapter-Identifier`` header,
-  which the layer puts in the body's ``model``. A call to the base component carries no header: the layer
-  sets ``model`` to null and the base answers. What the container refuses (no adapter routes on a base
-  without VLLM_ALLOW_RUNTIME_LORA_UPDATING, a rank over max_lora_rank, no weights) is ``ComponentRefused``
-  quoting its answer.
-
-Not confirmed from any source: that SageMaker's identifier (the header's value and the register's ``name``)
-is the adapter component's name, which is what local mode uses, and that SageMaker registers the adapter when
-the component is created rather than at its first call (local mode: at the first call).
+hfpipe.local.runtime.LocalRuntime ``invoke_component``, by hfpipe.local.serving.openai_endpoint.OpenAIEndpoint
+behind the vLLM container's own SageMaker layer (hfpipe.local.serving.sagemaker_layer), one per base
+component: the base is the Hub id its model's ``SM_VLLM_MODEL`` names, built here without a download (any
+other is ``ComponentRefused``, InvokeEndpoint's ValidationError); the adapter is the component's
+``Container.ArtifactUrl``, unpacked and registered on its base's container under the component's name, which
+each call carries in the ``X-Amzn-SageMaker-Adapter-Identifier`` header.
 
 Containers are kept by (base component, Hub id) and registrations by (component, artifact URL): a second call
 builds and registers nothing, and ``close`` (the runtime's, when the world stops) closes every container.
