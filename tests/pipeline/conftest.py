@@ -61,3 +61,15 @@ def fresh(engine):
     _defaults(engine)
     yield engine
     _defaults(engine)
+
+
+@pytest.fixture
+def s3() -> Any:
+    """moto's S3 with the bucket "artifacts" (the Launch and OnTrainingEvent handlers' tests)."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="artifacts")
+        yield client

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
 from accounts import ACCOUNT
-from moto import mock_aws
 from pipeline_lambdas import launch as handler
 from pipeline_lambdas.training_task import token_key
 from test_pipeline_limits import plan_of
@@ -55,14 +53,6 @@ class Sfn:
 
     def send_task_failure(self, **kwargs):
         self.calls.append(("failure", kwargs))
-
-
-@pytest.fixture
-def s3():
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
 
 
 @pytest.fixture(scope="module")

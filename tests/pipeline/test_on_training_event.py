@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from pipeline_lambdas import on_training_event as handler
 from pipeline_lambdas.training_task import token_key
 
@@ -47,14 +45,6 @@ def event(name, status):
         "detail-type": "SageMaker Training Job State Change",
         "detail": {"TrainingJobName": name, "TrainingJobStatus": status},
     }
-
-
-@pytest.fixture
-def s3():
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield client
 
 
 def keep_token(s3, name):
