@@ -262,12 +262,7 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
     body = json.dumps(request).encode()
     started = time.perf_counter()
     if target.url is not None:
-        http_request = urllib.request.Request(
-            f"{target.url}/invocations",
-            data=body,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            method="POST",
-        )
+        http_request = invoke_openai.local_request(target.url, body, "application/json")
         try:
             with urllib.request.urlopen(http_request, timeout=600) as response:
                 raw = response.read()
@@ -277,23 +272,16 @@ def send(clients: aws.Clients | None, target: Target, request: Any) -> tuple[Any
         except (urllib.error.URLError, OSError) as err:
             raise HfpipeError(f"{target.name} did not answer: {getattr(err, 'reason', err)}") from None
     else:
-        import botocore.exceptions
-
         assert clients is not None
-        try:
-            response = scale_to_zero.through_cold_start(
-                lambda: clients.runtime.invoke_endpoint(
-                    EndpointName=target.name,
-                    ContentType="application/json",
-                    Accept="application/json",
-                    Body=body,
-                    **({"InferenceComponentName": target.component} if target.component else {}),
-                ),
-                _say_cold_start(target.name),
-            )
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-            raise invoke_openai.endpoint_error(exc, target.name) from None
-        raw = response["Body"].read()
+        answer = invoke_openai.call_endpoint(
+            clients.runtime.invoke_endpoint,
+            target.name,
+            body,
+            "application/json",
+            target.component,
+            lambda call: scale_to_zero.through_cold_start(call, _say_cold_start(target.name)),
+        )
+        raw = answer["Body"].read()
     latency_ms = round((time.perf_counter() - started) * 1000.0, 1)
     try:
         return json.loads(raw), latency_ms

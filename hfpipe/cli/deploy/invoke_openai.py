@@ -265,14 +265,8 @@ def local_stream(url: str, body: bytes, name: str) -> Iterator[bytes]:
     """The local server's /invocations answer to a streaming request, as it arrives."""
     import http.client
 
-    request = urllib.request.Request(
-        f"{url}/invocations",
-        data=body,
-        headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-        method="POST",
-    )
     try:
-        with urllib.request.urlopen(request, timeout=600) as response:
+        with urllib.request.urlopen(local_request(url, body, "text/event-stream"), timeout=600) as response:
             while piece := response.read1(65536):
                 yield piece
     except urllib.error.HTTPError as err:
@@ -303,6 +297,43 @@ def endpoint_error(exc: Exception, endpoint: str) -> HfpipeError:
     return aws.aws_error(exc, f"invoking endpoint {endpoint}")
 
 
+def local_request(url: str, body: bytes, accept: str) -> urllib.request.Request:
+    """POST /invocations of the local server at ``url``: ``body`` as application/json, answered as ``accept``."""
+    return urllib.request.Request(
+        f"{url}/invocations",
+        data=body,
+        headers={"Content-Type": "application/json", "Accept": accept},
+        method="POST",
+    )
+
+
+def call_endpoint(
+    operation: Any,
+    endpoint: str,
+    body: bytes,
+    accept: str,
+    component: str | None,
+    through: Callable[[Callable[[], Any]], Any] = lambda call: call(),
+) -> Any:
+    """``operation`` (InvokeEndpoint or InvokeEndpointWithResponseStream) of ``body`` as application/json on
+    ``endpoint``, or its ``component``, made ``through`` a wrapper (a cold start's waits); an error of the
+    call is one line (``endpoint_error``)."""
+    import botocore.exceptions
+
+    try:
+        return through(
+            lambda: operation(
+                EndpointName=endpoint,
+                Body=body,
+                ContentType="application/json",
+                Accept=accept,
+                **({"InferenceComponentName": component} if component else {}),
+            )
+        )
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        raise endpoint_error(exc, endpoint) from None
+
+
 def endpoint_stream(
     runtime: Any, endpoint: str, body: bytes, component: str | None = None
 ) -> Iterator[bytes]:
@@ -313,16 +344,9 @@ def endpoint_stream(
     itself (ModelError, throttling) and a connection lost while reading are one-line errors too."""
     import botocore.exceptions
 
-    try:
-        response = runtime.invoke_endpoint_with_response_stream(
-            EndpointName=endpoint,
-            Body=body,
-            ContentType="application/json",
-            Accept="text/event-stream",
-            **({"InferenceComponentName": component} if component else {}),
-        )
-    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-        raise endpoint_error(exc, endpoint) from None
+    response = call_endpoint(
+        runtime.invoke_endpoint_with_response_stream, endpoint, body, "text/event-stream", component
+    )
     try:
         for event in response["Body"]:
             if "PayloadPart" in event:
