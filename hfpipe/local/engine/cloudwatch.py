@@ -1,35 +1,6 @@
-"""CloudWatch in local mode: the template's alarms made in moto, SageMaker's endpoint metrics put there for every
-invocation, and metric alarms evaluated from those metrics, since moto stores alarms but never evaluates them.
-
-- ``create_alarms``: every ``AWS::CloudWatch::Alarm`` of the template, its properties resolved, becomes a
-  PutMetricAlarm (the resource's properties are PutMetricAlarm's parameters); ``Ref`` names the alarm, as in
-  CloudFormation. An alarm on a resource local mode does not make (the failed-events queue's) is left out.
-- ``record_invocation``: what SageMaker publishes for one InvokeEndpoint in the ``AWS/SageMaker`` namespace with
-  the dimensions ``EndpointName`` and ``VariantName`` (Amazon SageMaker Developer Guide, "Monitor Amazon
-  SageMaker with Amazon CloudWatch", endpoint invocation metrics): ``Invocations``, ``Invocation4XXErrors`` and
-  ``Invocation5XXErrors`` (1 for a request answered with that class of status, else 0) and ``ModelLatency`` in
-  microseconds. In AWS only SageMaker publishes in ``AWS/`` namespaces; here the emulation does it for it.
-  Not published: the copies with an ``EndpointConfigName`` dimension that AWS adds during a deployment
-  (moto's GetMetricStatistics matches a dimension subset, so they would count twice in an alarm on
-  ``EndpointName`` + ``VariantName``).
-- ``record_component_invocation``: the ``Invocations`` SageMaker publishes for one InvokeEndpoint naming an
-  inference component, in the same namespace with the one dimension ``InferenceComponentName`` (the same page:
-  "Filters inference component invocation metrics"; hfpipe.core.adapters.adapter_cost, which `hfpipe endpoints` reads
-  them with), for every call hfpipe.local.engine.inference_components routes to a component (its ``count`` hook,
-  which hfpipe.local.engine.engine wires to it).
-- ``record_component_answer``: for the same call once answered, with the same one dimension, what the adapter
-  state machine's bake reads (lambda/pipeline/pipeline_lambdas/adapter.py ``bake``): ``Invocation4XXErrors``
-  and ``Invocation5XXErrors`` (1 for a container answer of that class, else 0) and ``InvocationModelErrors``
-  (1 for any answer that is not 2xx, else 0), as the same page defines them for the endpoint's invocation
-  metrics (its ``answered`` hook). Not published for such a call: its latency and AWS's ``InvocationsPerCopy``.
-- ``evaluate``: a metric alarm's state from GetMetricStatistics over its last ``EvaluationPeriods`` periods of
-  ``Period`` seconds ending now, its ``Statistic``, ``ComparisonOperator`` and ``Threshold``, "M out of N"
-  with ``DatapointsToAlarm``, and ``TreatMissingData`` as the CloudWatch User Guide describes them ("Using
-  Amazon CloudWatch alarms": evaluating an alarm; configuring how alarms treat missing data,
-  https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html). The state is
-  set in moto with SetAlarmState, so ``describe-alarms`` shows what fired. Periods are real time (the
-  engine's ``time_scale`` shortens waits, not CloudWatch's clock). Metric-math and anomaly-detection alarms
-  are not evaluated (their state stays as it is).
+"""CloudWatch in local mode: the template's alarms made in moto, SageMaker's endpoint and inference-component
+metrics put there for every invocation, and metric alarms evaluated from those metrics, since moto stores
+alarms but never evaluates them. Each function says what of AWS it plays and where AWS documents it.
 """
 
 from __future__ import annotations
@@ -84,7 +55,12 @@ def create_alarms(
     cloudwatch: Any, resources: dict[str, Any], resolve: Callable[[Any], Any], physical: dict[str, str]
 ) -> list[str]:
     """Put every AWS::CloudWatch::Alarm of the template in moto; returns their names. A resource without an
-    AlarmName gets its logical ID (CloudFormation would generate a name; nothing here depends on its form)."""
+    AlarmName gets its logical ID (CloudFormation would generate a name; nothing here depends on its form).
+
+    Every ``AWS::CloudWatch::Alarm`` of the template, its properties resolved, becomes a
+    PutMetricAlarm (the resource's properties are PutMetricAlarm's parameters); ``Ref`` names the alarm, as in
+    CloudFormation. An alarm on a resource local mode does not make (the failed-events queue's) is left out.
+    """
     from hfpipe.local.engine.template import TemplateError
 
     names = []
@@ -108,7 +84,17 @@ def create_alarms(
 def record_invocation(
     cloudwatch: Any, endpoint: str, variant: str, status: int, latency_us: float, when: datetime | None = None
 ) -> None:
-    """The metrics SageMaker publishes for one InvokeEndpoint answered with HTTP ``status``."""
+    """The metrics SageMaker publishes for one InvokeEndpoint answered with HTTP ``status``.
+
+    What SageMaker publishes for one InvokeEndpoint in the ``AWS/SageMaker`` namespace with
+    the dimensions ``EndpointName`` and ``VariantName`` (Amazon SageMaker Developer Guide, "Monitor Amazon
+    SageMaker with Amazon CloudWatch", endpoint invocation metrics): ``Invocations``, ``Invocation4XXErrors`` and
+    ``Invocation5XXErrors`` (1 for a request answered with that class of status, else 0) and ``ModelLatency`` in
+    microseconds. In AWS only SageMaker publishes in ``AWS/`` namespaces; here the emulation does it for it.
+    Not published: the copies with an ``EndpointConfigName`` dimension that AWS adds during a deployment
+    (moto's GetMetricStatistics matches a dimension subset, so they would count twice in an alarm on
+    ``EndpointName`` + ``VariantName``).
+    """
     dimensions = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
     stamp = when or datetime.now(UTC)
     values = {
@@ -128,7 +114,14 @@ def record_invocation(
 
 def record_component_invocation(cloudwatch: Any, component: str, when: datetime | None = None) -> None:
     """The ``Invocations`` SageMaker publishes for one InvokeEndpoint that names inference component
-    ``component`` (1, per call; its Sum over a period is the component's calls)."""
+    ``component`` (1, per call; its Sum over a period is the component's calls).
+
+    The ``Invocations`` SageMaker publishes for one InvokeEndpoint naming an
+    inference component, in the same namespace with the one dimension ``InferenceComponentName`` (the same page:
+    "Filters inference component invocation metrics"; hfpipe.core.adapters.adapter_cost, which `hfpipe endpoints` reads
+    them with), for every call hfpipe.local.engine.inference_components routes to a component (its ``count`` hook,
+    which hfpipe.local.engine.engine wires to it).
+    """
     cloudwatch.put_metric_data(
         Namespace=adapter_cost.METRIC_NAMESPACE,
         MetricData=[
@@ -147,7 +140,14 @@ def record_component_answer(
     cloudwatch: Any, component: str, status: int, when: datetime | None = None
 ) -> None:
     """The errors SageMaker publishes for one InvokeEndpoint naming inference component ``component`` that its
-    container answered with HTTP ``status`` (0 when it is not that class of error, as for an endpoint)."""
+    container answered with HTTP ``status`` (0 when it is not that class of error, as for an endpoint).
+
+    For the same call once answered, with the same one dimension, what the adapter
+    state machine's bake reads (lambda/pipeline/pipeline_lambdas/adapter.py ``bake``): ``Invocation4XXErrors``
+    and ``Invocation5XXErrors`` (1 for a container answer of that class, else 0) and ``InvocationModelErrors``
+    (1 for any answer that is not 2xx, else 0), as the same page defines them for the endpoint's invocation
+    metrics (its ``answered`` hook). Not published for such a call: its latency and AWS's ``InvocationsPerCopy``.
+    """
     values = {
         "Invocation4XXErrors": 1.0 if 400 <= status < 500 else 0.0,
         "Invocation5XXErrors": 1.0 if status >= 500 else 0.0,
@@ -189,7 +189,17 @@ def record_no_capacity(cloudwatch: Any, component: str, when: datetime | None = 
 
 def evaluate(cloudwatch: Any, name: str, now: datetime | None = None) -> str:
     """Evaluate the metric alarm ``name`` now, set its state in moto when it changed, and return the state
-    (OK, ALARM or INSUFFICIENT_DATA); LookupError when there is no such metric alarm."""
+    (OK, ALARM or INSUFFICIENT_DATA); LookupError when there is no such metric alarm.
+
+    A metric alarm's state from GetMetricStatistics over its last ``EvaluationPeriods`` periods of
+    ``Period`` seconds ending now, its ``Statistic``, ``ComparisonOperator`` and ``Threshold``, "M out of N"
+    with ``DatapointsToAlarm``, and ``TreatMissingData`` as the CloudWatch User Guide describes them ("Using
+    Amazon CloudWatch alarms": evaluating an alarm; configuring how alarms treat missing data,
+    https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html). The state is
+    set in moto with SetAlarmState, so ``describe-alarms`` shows what fired. Periods are real time (the
+    engine's ``time_scale`` shortens waits, not CloudWatch's clock). Metric-math and anomaly-detection alarms
+    are not evaluated (their state stays as it is).
+    """
     found = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
     if not found:
         raise LookupError(f"CloudWatch alarm {name!r} does not exist in this account and region")
