@@ -25,8 +25,8 @@ named endpoints, promotion source; removal policy, retention and expirations mad
 - waits scaled by ``time_scale`` (Wait states, Retry intervals, and whatever else reads the engine's
   ``time_scale``); task timeouts stay real, as training here takes real time.
 
-What is not played is `hfpipe.local.engine.engine`'s list (IAM, EventBridge's retries, ...); everything lives in
-this process's memory and ends with it.
+What is not played is local mode's list (docs/pipeline.md, "Local engine": IAM, EventBridge's retries, ...);
+everything lives in this process's memory and ends with it.
 """
 
 from __future__ import annotations

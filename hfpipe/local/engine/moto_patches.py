@@ -371,7 +371,9 @@ def _sagemaker(engine: Engine) -> list[Patch]:
 
 
 def _update_model_package(original: Any) -> Any:
-    """UpdateModelPackage changing only what the call gives (the module docstring)."""
+    """UpdateModelPackage changing only what the call gives: moto sets a member the call omits to None (an
+    approval wiped the version's metadata); AWS's changes what it is given, every member but the ARN optional
+    (botocore's model of SageMaker, UpdateModelPackageInput; docs/pipeline.md, "Local engine")."""
 
     def update_model_package(backend: Any, **request: Any) -> str:
         arn = request["model_package_arn"]
