@@ -6,30 +6,9 @@ OpenAI server on port 8080 over the merged model at /opt/ml/model, its flags fro
 configuration/ and .../vllm/deployment/sagemaker/). `POST /invocations` takes OpenAI bodies: one with
 `messages` is a chat completion, one with `prompt` a completion, `"stream": true` answers Server-Sent Events.
 
-vLLM itself cannot run here. Tried on this project's CPU-only x86 machines: `pip download vllm==0.33.0
---no-deps` (the newest on PyPI) gives `vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl`, 336 MB, whose
-kernels (`_C_stable_libtorch.abi3.so`) link libcudart.so.13, libcuda.so.1 and libtorch_cuda.so and which
-pins the CUDA build of torch 2.14.0; vLLM's CPU backend exists only as a source build
-(`VLLM_TARGET_DEVICE=cpu`, a C++ toolchain and its own torch), far beyond a test suite's budget. So this class
-answers vLLM's protocol with transformers on the CPU (float32), and says what differs:
-
-- one request at a time under a lock (no continuous batching, no paged attention), token by token; the
-  tokens become text as vLLM's incremental detokenizer makes it (hfpipe/local/serving/detokenizer.py), so a
-  streamed answer is the unstreamed one in pieces;
-- what it does not implement (`n`, beam search, logprobs, echo, tools, response_format, suffix, ...) is
-  answered 501 naming the field and quoting its row of the one table of differences from vLLM
-  (hfpipe.kinds.openai_contract.STAND_IN_DIFFERENCES, which the request contract reads too); sampling:
-  temperature (0 is greedy), top_p, top_k, seed, stop, max_tokens;
-- the default `max_model_len` is vLLM's derivation from config.json (`max_position_embeddings`,
-  `n_positions`, ... else 2048, BLOOM's case); `SM_VLLM_MAX_MODEL_LEN` and `SM_VLLM_SERVED_MODEL_NAME` are
-  read like the container's flags, the rest of `SM_VLLM_*` has no meaning here and is ignored;
-- the served model name defaults to the model path, as vLLM names a model given by path (`--model
-  /opt/ml/model`: `get_served_model_name` falls back to the model argument);
-- LoRA adapters (`adapters`: name -> a PEFT adapter folder) are served next to the base as vLLM serves
-  `--enable-lora --lora-modules NAME=PATH`: a request's `model` names the base or an adapter (an unknown name
-  is vLLM's 404), the answer carries that name, `/v1/models` lists each adapter with the base as its parent;
-  the model classes vLLM serves no LoRA on (BLOOM) and ranks over `SM_VLLM_MAX_LORA_RANK` are refused at
-  start. One adapter (or none) is active per generation (PEFT's `set_adapter`), not vLLM's mixed batches.
+vLLM itself cannot run here (its wheels need CUDA; docs/vllm.md, "The local stand-in"), so this class answers
+vLLM's protocol with transformers on the CPU, one request at a time; what differs from vLLM is listed there and
+answered 501 from the one table of differences (hfpipe.kinds.openai_contract.STAND_IN_DIFFERENCES).
 """
 
 from __future__ import annotations
