@@ -8,34 +8,15 @@ Plan refuses an instance whose GPUs, at `USABLE_SHARE`, cannot hold those weight
 `ACTIVATION_RESERVE_MIB` per GPU. A model it does not know, and a CPU instance (no memory table for them
 here), are not checked: the handler serves any model and the endpoint's own start is the test.
 
-`vllm` ("vllm-kv-cache"): the server settings and whether they run on, and fit, the endpoint's GPUs.
-
-The SageMaker vLLM image turns each `SM_VLLM_*` environment variable into the vLLM flag of the same name
-(https://aws.github.io/deep-learning-containers/vllm/configuration/): the Plan writes them from the
-recipe's `serving.server` settings, with tensor parallelism over every GPU of the endpoint's instance, and
-the recipe's `serving.environment` over them. The check is of what the container gets: `serving.server` over
-the defaults, then the `SM_VLLM_*` values of `serving.environment`, each error naming the field that set the
-value. The rules vLLM applies when it starts, on paper:
-
-- dtype: bfloat16 needs a GPU of compute capability 8.0 or more (vLLM's platform dtype check: "Bfloat16 is
-  only supported on GPUs with compute capability of at least 8.0"; a T4 has 7.5, a V100 7.0), and the image
-  is a CUDA build (no AMD GPU);
-- parallelism: tensor x pipeline parallel size at most the instance's GPUs (a GPU per worker), tensor
-  parallel dividing the model's attention heads and its KV heads, or a multiple of the KV heads when it
-  exceeds them (vLLM's `verify_with_parallel_config`; KV heads replicated, QKVParallelLinear);
-- memory (docs/lora.md, "Serving on vLLM" works the bloomz-7b1 numbers through): vLLM takes
-  `gpu_memory_utilization` of each GPU for the weights, the activations of its profiling pass and the KV
-  cache (default 0.90). The Plan refuses a setting whose weights and activations leave less KV cache than
-  one sequence of `max_model_len` tokens needs, and says the longest that fits.
-
-- GPU count and memory per instance type: the SageMaker Python SDK's `image_uri_config/instance_gpu_info.json`
-  (TotalGpuMemoryInMiB over Count), shipped to the Plan in the image catalog (stacks/image_catalog.py); the
-  SageMaker GPU types it lacks, and each family's GPU, in hfpipe/core/accelerators.py.
-- A program sees less than the nominal memory (ECC, the driver's reserve): an A10G's 24,576 MiB shows as
-  23,028 MiB in `nvidia-smi`, the ratio `USABLE_SHARE` applied to every GPU here.
-- Model figures (parameters, layers, KV heads x head size) from the model's `config.json` on the Hugging
-  Face Hub, in `KNOWN_MODELS`, or from the recipe's `serving.server.model` when the model is not listed; a
-  model with neither is refused (its fit cannot be checked).
+`vllm` ("vllm-kv-cache"): the server settings and whether they run on, and fit, the endpoint's GPUs. The
+SageMaker vLLM image turns each `SM_VLLM_*` environment variable into the vLLM flag of the same name
+(https://aws.github.io/deep-learning-containers/vllm/configuration/): the Plan writes them from the recipe's
+`serving.server` settings, with tensor parallelism over every GPU of the endpoint's instance, and the recipe's
+`serving.environment` over them. The check is of what the container gets, each error naming the field that
+set the value, against the rules vLLM applies when it starts (dtype, parallelism, the KV cache's memory):
+each rule, its source in vLLM and an example refusal, and where the GPU and model figures come from
+(`instance_gpu_info.json` of the SageMaker Python SDK, hfpipe/core/accelerators.py, `KNOWN_MODELS`), are in
+docs/lora.md ("Serving on vLLM"), which works the bloomz-7b1 numbers through.
 """
 
 from __future__ import annotations
@@ -238,7 +219,9 @@ def fit(
 
 
 def check_dtype(instance_type: str, dtype: str, field_name: str) -> None:
-    """vLLM's dtype rule on the instance's GPU: bfloat16 needs compute capability 8.0 or more."""
+    """vLLM's dtype rule on the instance's GPU: bfloat16 needs compute capability 8.0 or more (vLLM's platform
+    dtype check: "Bfloat16 is only supported on GPUs with compute capability of at least 8.0"; a T4 has 7.5,
+    a V100 7.0), and the image is a CUDA build (no AMD GPU)."""
     gpu = accelerators.gpu_of(instance_type)
     if gpu is None:
         return  # a family the table does not name: the SDK's table says it has GPUs, nothing more
@@ -264,7 +247,9 @@ def check_parallel(
     figures: ModelFigures,
 ) -> int:
     """The tensor parallel size (every GPU unless set): tensor x pipeline parallel within the instance's
-    GPUs, and dividing the model's heads as vLLM requires."""
+    GPUs (a GPU per worker), and dividing the model's attention heads and its KV heads, or a multiple of the
+    KV heads when it exceeds them, as vLLM requires (`verify_with_parallel_config`; KV heads replicated,
+    QKVParallelLinear)."""
     tensor_parallel = int(settings.get("tensor_parallel_size", gpus))
     stages = int(settings.get("pipeline_parallel_size", 1))
     set_by = fields.get("tensor_parallel_size") or fields.get("pipeline_parallel_size")
