@@ -57,23 +57,29 @@ def _not_found(exc: Exception) -> bool:
     return isinstance(response, dict) and response.get("Error", {}).get("Code") == "ResourceNotFoundException"
 
 
-def log_streams(logs: Any, job_name: str) -> list[str]:
-    """The job's log stream names (one per instance that has logged), sorted; [] before any exists."""
-    names: list[str] = []
-    kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": stream_prefix(job_name)}
+def _pages(call: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of ``call(**kwargs)``, following ``nextToken`` until the service stops returning a new one;
+    none when the log group or stream does not exist (ResourceNotFoundException)."""
+    kwargs = dict(kwargs)
     try:
         while True:
-            page = logs.describe_log_streams(**kwargs)
-            names.extend(s["logStreamName"] for s in page.get("logStreams", []))
+            page = call(**kwargs)
+            yield page
             token = page.get("nextToken")
             if not token or token == kwargs.get("nextToken"):
-                break
+                return
             kwargs["nextToken"] = token
     except Exception as exc:
         if _not_found(exc):
-            return []
+            return
         raise
-    return sorted(names)
+
+
+def log_streams(logs: Any, job_name: str) -> list[str]:
+    """The job's log stream names (one per instance that has logged), sorted; [] before any exists."""
+    kwargs = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": stream_prefix(job_name)}
+    pages = _pages(logs.describe_log_streams, kwargs)
+    return sorted(s["logStreamName"] for page in pages for s in page.get("logStreams", []))
 
 
 def read_events(logs: Any, job_name: str, start_ms: int | None = None) -> Iterator[LogLine]:
@@ -91,27 +97,17 @@ def read_events(logs: Any, job_name: str, start_ms: int | None = None) -> Iterat
     }
     if start_ms is not None:
         kwargs["startTime"] = int(start_ms)
-    try:
-        while True:
-            page = logs.filter_log_events(**kwargs)
-            for event in page.get("events", []):
-                # AWS applies the prefix; checked here as well because moto's FilterLogEvents ignores it.
-                if not str(event.get("logStreamName", "")).startswith(kwargs["logStreamNamePrefix"]):
-                    continue
-                yield LogLine(
-                    int(event.get("timestamp", 0)),
-                    host_of(event.get("logStreamName", "")),
-                    str(event.get("message", "")).rstrip("\n"),
-                    str(event.get("eventId", "")),
-                )
-            token = page.get("nextToken")
-            if not token or token == kwargs.get("nextToken"):
-                return
-            kwargs["nextToken"] = token
-    except Exception as exc:
-        if _not_found(exc):
-            return
-        raise
+    for page in _pages(logs.filter_log_events, kwargs):
+        for event in page.get("events", []):
+            # AWS applies the prefix; checked here as well because moto's FilterLogEvents ignores it.
+            if not str(event.get("logStreamName", "")).startswith(kwargs["logStreamNamePrefix"]):
+                continue
+            yield LogLine(
+                int(event.get("timestamp", 0)),
+                host_of(event.get("logStreamName", "")),
+                str(event.get("message", "")).rstrip("\n"),
+                str(event.get("eventId", "")),
+            )
 
 
 def log_tail(logs: Any, job_name: str, lines: int = TAIL_LINES) -> list[LogLine]:
