@@ -37,6 +37,17 @@ def tags_for(plan: dict[str, Any]) -> list[dict[str, str]]:
     return request.resource_tags(plan["env"], plan["execution_name"], plan["recipe_name"])
 
 
+def tagged_model(where: Any, name: str, env: str, execution: str, recipe: str = "tiny-qa") -> None:
+    """A model in ``where``'s SageMaker (an Environment or a Deployed), tagged as execution ``execution`` of
+    environment ``env`` tags what it creates."""
+    where.sagemaker.create_model(
+        ModelName=name,
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
+        PrimaryContainer={"Image": "example.invalid/i"},
+        Tags=tags_for({"env": env, "execution_name": execution, "recipe_name": recipe}),
+    )
+
+
 @functools.cache
 def image_catalog() -> str:
     """The image catalog the Pipeline stack writes for REGION (stacks/image_catalog.py), as JSON."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_moto import ACCOUNT, Environment, tags_for
+from cli_moto import ACCOUNT, Environment, tagged_model
 
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.recipe import data
@@ -18,13 +18,7 @@ from hfpipe.cli.recipe import data
 Run = Callable[..., tuple[int, str, str]]
 
 
-def model(environment: Environment, name: str, env: str, execution: str) -> None:
-    environment.sagemaker.create_model(
-        ModelName=name,
-        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
-        PrimaryContainer={"Image": "example.invalid/i"},
-        Tags=tags_for({"env": env, "execution_name": execution, "recipe_name": "tiny-qa"}),
-    )
+model = tagged_model
 
 
 def models(environment: Environment) -> list[str]:

@@ -5,6 +5,7 @@ StopTrainingJob, so a stop that reached a job the command must leave alone would
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -20,19 +21,14 @@ from cli_moto import (
     StopRecordingSageMaker,
     plan_for,
     sagemaker_backend,
+    tagged_model,
     tags_for,
 )
 
 Run = Callable[..., tuple[int, str, str]]
 
 
-def model(deployed: Deployed, name: str, env: str, execution: str) -> None:
-    deployed.sagemaker.create_model(
-        ModelName=name,
-        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/r",
-        PrimaryContainer={"Image": "example.invalid/i"},
-        Tags=tags_for({"env": env, "execution_name": execution, "recipe_name": "tiny-lora"}),
-    )
+model = functools.partial(tagged_model, recipe="tiny-lora")
 
 
 def models(deployed: Deployed) -> set[str]:
