@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from hfpipe.core.adapters.adapter_plan import AdapterDeleted, AdapterPlan, AdapterPlanFormatError, BaseRetired
 from hfpipe.core.deploy.deploy_plan import DeploymentRecord, DeployPlan, DeployPlanFormatError
 from hfpipe.core.promotion.promote_plan import Promoted, PromotePlan, PromotePlanFormatError
 from hfpipe.core.run.plan_model import Plan, PlanFormatError
@@ -16,6 +17,9 @@ DOCUMENTS = [
     (DeploymentRecord, "record", "$", DeployPlanFormatError),
     (PromotePlan, "promotion", "$", PromotePlanFormatError),
     (Promoted, "promoted", "$", PromotePlanFormatError),
+    (AdapterPlan, "adapter", "$.plan", AdapterPlanFormatError),
+    (AdapterDeleted, "deleted", "$.deleted", AdapterPlanFormatError),
+    (BaseRetired, "retired", "$.retired", AdapterPlanFormatError),
 ]
 
 
