@@ -85,7 +85,7 @@ def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any
     [
         (
             ["--model", "tiny-qa/1", "--endpoint", "Not_A_Name"],
-            "--endpoint: 'Not_A_Name' is not an endpoint name",
+            "argument --endpoint: 'Not_A_Name' is not an endpoint name",
         ),
         (
             [
