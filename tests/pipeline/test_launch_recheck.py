@@ -11,10 +11,10 @@ import boto3
 import pytest
 from accounts import ACCOUNT
 from moto import mock_aws
-from pipeline_lambdas import launch as handler
-from pipeline_lambdas.training_task import token_key
 from test_pipeline_limits import plan_of
 
+from functions.launch import handler
+from functions.training_task.task import token_key
 from hfpipe import contract
 
 BUCKET = "artifacts"
