@@ -445,7 +445,8 @@ class LocalEngine(EngineViews):
         if props is None:
             raise TemplateError(f"Lambda {logical}: not an hfpipe pipeline function in the template")
         module_name, func_name = props["Handler"].rsplit(".", 1)
-        key = module_name.rsplit(".", 1)[-1]
+        # The function's folder names it (functions/<name>/handler.py): launch, plan, ...
+        key = module_name.removeprefix(f"{LAMBDA_PACKAGE}.").split(".")[0]
         self.invocations.append((key, logical))
         own = self._own_env[logical]
         event = json.loads(body) if body else {}
