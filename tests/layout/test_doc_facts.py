@@ -541,7 +541,9 @@ def test_the_text_checks_can_fail() -> None:
         r"\1core, boto3 |",
         read("docs/layers.md"),
     )
-    assert [p.split(" imports ")[0] for p in layer_problems(old_lambda_row)] == ["docs/layers.md: `functions/` but `construct.py`"]
+    assert [p.split(" imports ")[0] for p in layer_problems(old_lambda_row)] == [
+        "docs/layers.md: `functions/` but `construct.py`"
+    ]
     bad = '```json\n"stage": {"region": "eu-central-1", "removal_policy": "keep"}\n```\n'
     [problem] = environment_problems({"x.md": bad})
     assert problem.startswith("x.md: ") and "removal_policy" in problem, problem
