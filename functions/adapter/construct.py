@@ -159,7 +159,7 @@ class AdapterFunction(Construct):
         """Scale to zero of the base (hfpipe.core.adapters.scale_to_zero), made with the base and removed when it
         is retired: Application Auto Scaling on the base component's copies only (the service-namespace and
         scalable-dimension condition keys; targets end in a generated ID, so "*" scoped by this environment's
-        tags, as the named endpoints' scaling is: stacks.functions.common.grant_endpoint_scaling), what AWS
+        tags, as the named endpoints' scaling is: functions.shared.construct.grant_endpoint_scaling), what AWS
         requires of such a caller on the target service (DescribeInferenceComponent, granted above, and
         UpdateInferenceComponentRuntimeConfig) and the service-linked role, the target tracking policy's
         alarms (TargetTracking-inference-component/<name>-...) and the no-capacity alarm by its name."""
