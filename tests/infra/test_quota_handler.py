@@ -15,8 +15,10 @@ OTHER_QUOTAS = [
 
 
 @pytest.fixture(scope="module")
-def quota(load_lambda):
-    return load_lambda("quota/quota_request.py")
+def quota():
+    from functions.quota_request import handler
+
+    return handler
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from deploy_helpers import deploy, named, register, state_input, wiped
 from deploy_standin import Update, stand_in_updates
-from pipeline_lambdas import aws
+
+from functions.shared import aws
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ import json
 
 import pytest
 from accounts import ACCOUNT
-from pipeline_lambdas import cleanup, execution_end
+
+from functions.cleanup import execution_end
+from functions.cleanup import handler as cleanup
 
 OURS = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-pipeline"
 

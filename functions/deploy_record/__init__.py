@@ -1,0 +1,2 @@
+"""The deploy's Record function: tags the named endpoint, writes the deployment record and applies the
+declared autoscaling."""

@@ -1,0 +1,1 @@
+"""The Gate function: the recipe's final metric against its threshold."""

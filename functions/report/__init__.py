@@ -1,0 +1,1 @@
+"""The Report function: the execution's report (cost, metrics, artifacts), published to the topic."""

@@ -1,0 +1,1 @@
+"""The SmokeTest function: invokes the new endpoint with the recipe's sample request and checks the answer."""
