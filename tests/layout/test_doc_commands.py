@@ -278,9 +278,14 @@ def bundled_recipes() -> frozenset[str]:
 
 
 def parse_error(args: list[str]) -> str | None:
-    """None when the command's own parser takes args, else what it said."""
+    """None when the command's own parser takes args, else what it said. The docs write `<account>` where a
+    reader puts their account ID (no account ID is committed: tests/layout/test_no_account_ids.py); a
+    synthetic one stands in for it here, as the reader's would."""
+    from accounts import ACCOUNT
+
     from hfpipe.cli import build_parser
 
+    args = [a.replace("<account>", ACCOUNT) for a in args]
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
