@@ -13,7 +13,7 @@ scripts/serving_venv.sh
 scripts/checkov_venv.sh
 ruff check .
 ruff format --check .
-mypy stacks functions hfpipe app.py
+mypy stacks lambda hfpipe app.py
 # In parallel on the machine's cores, whole files per worker (their module fixtures, a local world or an
 # engine, are set up once), in a new random order each run (pytest-randomly prints the seed; rerun an order
 # with --randomly-seed=N). One worker more than cores: a quarter of the suite's time is spent waiting on

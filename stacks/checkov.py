@@ -27,7 +27,7 @@ FUNCTION = {
     "Lambda encrypts them at rest with its service key.",
 }
 #: Only for functions invoked synchronously (by Step Functions, which retries and catches their errors); the
-#: asynchronously invoked ones (EventBridge targets) have a dead-letter queue (functions/shared/construct.py).
+#: asynchronously invoked ones (EventBridge targets) have a dead-letter queue (stacks/functions/common.py).
 SYNCHRONOUS_FUNCTION = {
     "CKV_AWS_116": "Invoked synchronously by the state machine, which retries and catches every error; a "
     "dead-letter queue applies to asynchronous invocations only.",

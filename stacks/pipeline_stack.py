@@ -20,7 +20,6 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from functions.adapter.construct import AdapterFunction, grant_invoke_adapters
 from hfpipe import contract
 from hfpipe.contract import (
     SSM_DEPLOY_STATE_MACHINE_ARN,
@@ -44,6 +43,7 @@ from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
+from stacks.functions.adapter import AdapterFunction, grant_invoke_adapters
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +138,7 @@ class PipelineStack(Stack):
     def _add_state_machine(self) -> None:
         """The pipeline Lambdas, the state machine and the two event rules, wired together.
 
-        Each Lambda is a construct of functions/<name>/ (composed by PipelineLambdas) that starts from its
+        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
         own empty `lambda_role` and grants itself what its handler calls; the state machine gets the seven
         functions it invokes, the event rules OnTrainingEvent and Cleanup.
         """

@@ -8,11 +8,11 @@ from typing import Any
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from constructs import Construct
 
-from functions.quota_request.construct import QuotaRequest, QuotaRequestProvider, quota_construct_id
 from hfpipe.core.recipe.recipes import available_recipes, load_recipe
 from hfpipe.core.recipe.schema import validate
 from hfpipe.core.run.quotas import quota_users
 from stacks.config import EnvironmentConfig
+from stacks.constructs.quota_request import QuotaRequest, QuotaRequestProvider, quota_construct_id
 from stacks.pipeline_stack import retention_days
 
 

@@ -60,7 +60,7 @@ def synthesize(outdir: Path) -> Synthesized:
 
 def synthesize_environments(outdir: Path, environments: dict[str, Any], *, nag: bool = True) -> Synthesized:
     """The app for other environments than cdk.json's (`environments`: the `hfpipe:environments` value), e.g.
-    a source and a target in two accounts; no bundling (the handlers run from functions/ locally)."""
+    a source and a target in two accounts; no bundling (the handlers run from lambda/ locally)."""
     context = {
         **cdk_app.cdk_json_context(),
         "hfpipe:environments": environments,

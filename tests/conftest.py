@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import importlib.util
 import logging
 import os
 import re
@@ -13,7 +14,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -219,6 +220,31 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def pipeline_template(synthesized: Any) -> dict[str, Any]:
     """The dev environment's real PipelineStack template (from the session's synthesis)."""
     return dict(synthesized.pipeline("dev"))
+
+
+@pytest.fixture(scope="session")
+def load_lambda() -> Callable[[str], ModuleType]:
+    """Import a Lambda module by path (`lambda/` is a keyword, so it cannot be a package).
+
+    `load_lambda("quota/quota_request.py")` returns the module; its folder is first on sys.path while it is
+    imported, as in the Lambda runtime, so the module's own sibling imports work, and only then: the
+    process's sys.path is every later test's (tests/state_guard.py).
+    """
+
+    def load(relative_path: str) -> ModuleType:
+        path = REPO_ROOT / "lambda" / relative_path
+        name = "lambda_" + relative_path.removesuffix(".py").replace("/", "_")
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        with mock.patch.object(sys, "path", [str(path.parent), *sys.path]):
+            spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture

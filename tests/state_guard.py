@@ -4,7 +4,7 @@ The suite runs many test files one after another in each process (pytest-xdist's
 and some state belongs to the process, not to a test: the environment, the working folder, sys.path and
 sys.modules, signal handlers, logging's levels and root handlers, boto3's default session and the handlers
 registered on it, moto's mock and the internals local mode patches (hfpipe.local.engine.moto_patches.PATCHED), the
-Lambda package's client overrides (functions.shared.aws), the command's client factory, local mode's running
+Lambda package's client overrides (pipeline_lambdas.aws), the command's client factory, local mode's running
 training processes, and threads. A change left there reaches whichever test the process runs next: a local
 engine's executions left running went on in the next test file's engine (its handlers run there, its end
 events put on that engine's bus), where replacing boto3's default session under the engine's hooks fails
@@ -168,10 +168,10 @@ def _moto(state: State) -> None:
 
 
 def _project(state: State) -> None:
-    aws = sys.modules.get("functions.shared.aws")
+    aws = sys.modules.get("pipeline_lambdas.aws")
     if aws is not None:
         for name in ("OVERRIDES", "REGION_OVERRIDES"):
-            state[("functions.shared.aws", name)] = {k: Same(v) for k, v in getattr(aws, name).items()}
+            state[("pipeline_lambdas.aws", name)] = {k: Same(v) for k, v in getattr(aws, name).items()}
     cli = sys.modules.get("hfpipe.cli.aws")
     if cli is not None:
         factory = cli.clients_factory
@@ -229,7 +229,7 @@ def changes(before: State, after: State, *, threads: bool = False) -> list[str]:
 #: Groups read from a module once it is imported (moto, the project's): its first import (by a test) brings them,
 #: empty or zero.
 _FIRST_IMPORT = frozenset(
-    {"moto", "functions.shared.aws", "hfpipe.cli.aws", "hfpipe.local.training.container"}
+    {"moto", "pipeline_lambdas.aws", "hfpipe.cli.aws", "hfpipe.local.training.container"}
 )
 #: Mappings compared entry by entry, where an entry only added is no change.
 _ENTRIES = frozenset({("sys", "modules"), ("logging", "levels")})
@@ -298,8 +298,8 @@ def restore(before: State, after: State) -> None:
         elif (group, name) == ("logging", "levels"):
             for logger, level in value.items():
                 logging.getLogger(logger).setLevel(level)
-        elif group == "functions.shared.aws":
-            overrides = getattr(sys.modules["functions.shared.aws"], name)
+        elif group == "pipeline_lambdas.aws":
+            overrides = getattr(sys.modules["pipeline_lambdas.aws"], name)
             overrides.clear()
             overrides.update({k: v.obj for k, v in value.items()})
 

@@ -1,5 +1,5 @@
 """Where local mode finds what the installed package does not ship: the CDK app (app.py, cdk.json,
-stacks/) and the Lambda functions (functions/), with the training code (training_code/) next to them.
+stacks/) and the Lambda code (lambda/pipeline/), with the training code (training_code/) next to them.
 
 The `hfpipe` wheel carries the command, the core rules, the kind registries, the recipes and a copy of the
 training code (for `hfpipe invoke`'s request checks), which is all the AWS commands need. `hfpipe local` stands the whole pipeline up, so it needs a checkout of the repository: the one the
@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import Any
 
 CHECKOUT_ENV = "HFPIPE_CHECKOUT"
-#: The Lambda functions' package (functions/: each function's handler.py beside its construct.py), imported
-#: by this name as in Lambda.
-LAMBDA_PACKAGE = "functions"
-#: The handlers' client factory and overrides (functions/shared/aws.py).
-CLIENTS_MODULE = f"{LAMBDA_PACKAGE}.shared.aws"
+#: The pipeline Lambdas' package (lambda/pipeline/pipeline_lambdas), imported by this name as in Lambda.
+LAMBDA_PACKAGE = "pipeline_lambdas"
 # What local mode reads from the checkout.
-NEEDED = ("app.py", "cdk.json", "stacks", "functions", "training_code")
+NEEDED = ("app.py", "cdk.json", "stacks", "lambda/pipeline", "training_code")
 
 
 class LocalModeError(RuntimeError):
@@ -59,7 +56,7 @@ def checkout_root() -> Path:
         if _is_checkout(folder):
             return folder
     raise LocalModeError(
-        "`hfpipe local` needs a checkout of the hfpipe repository (app.py, cdk.json, stacks/, functions/, "
+        "`hfpipe local` needs a checkout of the hfpipe repository (app.py, cdk.json, stacks/, lambda/, "
         f"training_code/) and the CDK's Node.js packages: run it inside a clone, or set {CHECKOUT_ENV}=PATH"
     )
 
@@ -73,17 +70,17 @@ def cdk_environments(root: Path) -> dict[str, Any]:
 
 
 def load_lambda_package(lambda_dir: Path | None) -> None:
-    """Make the functions' package (functions/ in ``lambda_dir``, else in the checkout) importable by its name, as the Lambda
+    """Make the handlers' package (lambda/pipeline/pipeline_lambdas) importable by its name, as the Lambda
     runtime does from its task root, without touching sys.path: the package is loaded from its folder once
     (a test that already imported it from the same folder keeps its module)."""
     if LAMBDA_PACKAGE in sys.modules:
         return
-    folder = (lambda_dir or checkout_root()) / LAMBDA_PACKAGE
+    folder = (lambda_dir or checkout_root() / "lambda" / "pipeline") / LAMBDA_PACKAGE
     spec = importlib.util.spec_from_file_location(
         LAMBDA_PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
     if spec is None or spec.loader is None:
-        raise LocalModeError(f"{folder}: not the Lambda functions' package")
+        raise LocalModeError(f"{folder}: not the pipeline Lambdas' package")
     module = importlib.util.module_from_spec(spec)
     sys.modules[LAMBDA_PACKAGE] = module
     spec.loader.exec_module(module)

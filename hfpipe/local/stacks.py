@@ -48,7 +48,7 @@ TEMPLATE_INPUTS = (
     "hfpipe/core/**/*.py",
     "hfpipe/contract.py",
     "hfpipe/local/stacks.py",
-    "functions/**/*.py",
+    "lambda/**/*.py",
 )
 
 
@@ -125,7 +125,7 @@ def synth_stacks(
     The checkout's own app (`python app.py`, as `cdk synth` runs it), in a child process, for `env` (default:
     the `local` environment of `LOCAL_SETTINGS`) with `environments` as the `hfpipe:environments` context
     (default: `local` alone), through the context the CDK command line would pass (`CDK_CONTEXT_JSON`):
-    without bundling (the handlers run from functions/, the training code from training_code/) and without
+    without bundling (the handlers run from lambda/, the training code from training_code/) and without
     cdk-nag (the tests check the deployable environments); cached by the hash of the code that shapes it
     and of the environments.
     """
@@ -275,7 +275,7 @@ def plan_config(stacks: dict[str, dict[str, Any]]) -> PlanConfig:
         res["Properties"]
         for res in resources.values()
         if res["Type"] == "AWS::Lambda::Function"
-        and res["Properties"].get("Handler") == f"{LAMBDA_PACKAGE}.plan.handler.handler"
+        and res["Properties"].get("Handler") == f"{LAMBDA_PACKAGE}.plan.handler"
     ]
     variables = function.get("Environment", {}).get("Variables", {})
     # AWS_REGION is the Lambda runtime's, as the engine sets it for the handlers.

@@ -19,7 +19,7 @@ named endpoints, promotion source; removal policy, retention and expirations mad
   failed job whose reason says so, a recipe that local mode would have to change (a hub model, a hub data
   set, GPUs): `hfpipe local --recipe NAME` runs those; it serves endpoints with the serving kind of the
   model's recipe;
-- the Lambda package's clients for another environment's region (`functions.shared.aws.REGION_OVERRIDES`) go
+- the Lambda package's clients for another environment's region (`pipeline_lambdas.aws.REGION_OVERRIDES`) go
   to that environment's own world process, found in the world file (hfpipe.local.world_file): one process
   per environment, as separate accounts are, so a promotion reads its source where the source lives;
 - waits scaled by ``time_scale`` (Wait states, Retry intervals, and whatever else reads the engine's
@@ -46,7 +46,7 @@ from unittest import mock
 
 from hfpipe import contract
 from hfpipe.local import world_file
-from hfpipe.local.checkout import CLIENTS_MODULE, LocalModeError, cdk_environments, checkout_root
+from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, cdk_environments, checkout_root
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.engine import LocalEngine, quieted
 from hfpipe.local.runtime import LocalRuntime, upload_dir
@@ -246,7 +246,7 @@ class LocalWorld:
         return uploaded
 
     def _route_other_regions(self, environments: dict[str, Any]) -> None:
-        aws = importlib.import_module(CLIENTS_MODULE)
+        aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         regions: dict[str, list[str]] = {}
         for name, entry in sorted(environments.items()):
             if name != self.env and entry["region"] != self.region:

@@ -41,8 +41,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from functions.adapter.construct import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
-from functions.shared.construct import folder_of, handler_of
 from hfpipe import contract
 from hfpipe.core.adapters.adapter_plan import (
     DELETED,
@@ -59,6 +57,8 @@ from stacks.constructs.pipeline_state_machine import (
     THROTTLING_ATTEMPTS,
 )
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.functions.adapter import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
+from stacks.functions.common import handler_of
 
 J = sfn.JsonPath
 #: The wait for the shared base and for an adapter's component: every 30 s, for an hour at most.
@@ -86,7 +86,7 @@ class AdapterStateMachine(Construct):
 
     INVOKES = ("adapter", "smoke_test")
     #: Runtime module -> the Handler of its own function (as PipelineLambdas.HANDLERS for the pipeline's).
-    HANDLERS = {folder_of(AdapterFunction): handler_of(AdapterFunction)}
+    HANDLERS = {AdapterFunction.RUNTIME_MODULE: handler_of(AdapterFunction.RUNTIME_MODULE)}
 
     def __init__(
         self,

@@ -34,7 +34,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from functions.shared.construct import PassRoleGrant, deploy_arn
 from hfpipe import contract
 from hfpipe.core.deploy import deploy_limits
 from hfpipe.core.deploy.deploy_plan import ACTIONS, DeployPlan
@@ -53,6 +52,7 @@ from stacks.constructs.pipeline_state_machine import (
     THROTTLING_ATTEMPTS,
     Retryable,
 )
+from stacks.functions.common import PassRoleGrant, deploy_arn
 
 J = sfn.JsonPath
 C = sfn.Condition

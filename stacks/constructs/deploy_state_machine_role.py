@@ -11,9 +11,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
-from functions.shared.construct import PassRoleGrant, deploy_arn, owned_by
 from stacks.constructs.endpoint_alarms import EndpointAlarms
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.functions.common import PassRoleGrant, deploy_arn, owned_by
 from stacks.nag import acknowledge, rendered
 
 

@@ -8,7 +8,7 @@ and the state machine's abnormal ends to Cleanup.
 - "Step Functions Execution Status Change" (source aws.states,
   https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html) of this state machine with
   status TIMED_OUT, ABORTED or FAILED: Cleanup deletes what the execution created and sends the
-  failure report when the state machine could not (functions/cleanup/execution_end.py).
+  failure report when the state machine could not (lambda/pipeline/pipeline_lambdas/execution_end.py).
 
 Each target retries for up to a day and then puts the event in the environment's failed-events queue
 (stacks/constructs/failed_events.py; EventBridge's retry policy and dead-letter queues,
@@ -33,7 +33,7 @@ MAX_EVENT_AGE = cdk.Duration.hours(24)
 
 class PipelineEvents(Construct):
     """``training_rule`` (to ``on_training_event``) and ``execution_end_rule`` (to ``cleanup``) of one
-    environment's pipeline; the functions are their folders' constructs (functions/<name>/construct.py)."""
+    environment's pipeline; the functions are the components' (stacks/functions/)."""
 
     def __init__(
         self,

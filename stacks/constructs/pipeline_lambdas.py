@@ -1,7 +1,7 @@
-"""The pipeline's eight Lambda functions and the deploy's three, composed: one construct each from
-functions/<name>/construct.py.
+"""The pipeline's eight Lambda functions and the deploy's three, composed: one component each from
+stacks/functions/.
 
-Each construct (``functions/<name>/construct.py``, beside its code ``functions/<name>/handler.py``) makes
+Each component (``stacks/functions/<name>.py`` for ``lambda/pipeline/pipeline_lambdas/<name>.py``) makes
 its function from the one shared code asset and grants its own role what its handler calls; this construct
 holds no grants. It only shares the settings, and it keeps the construct path ``PipelineLambdas/<Name>Function``
 under which the functions' logical IDs were first named.
@@ -19,28 +19,27 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from functions.cleanup.construct import CleanupFunction
-from functions.deploy_cleanup.construct import DeployCleanupFunction
-from functions.deploy_prepare.construct import DeployPrepareFunction
-from functions.deploy_record.construct import DeployRecordFunction
-from functions.gate.construct import GateFunction
-from functions.launch.construct import LaunchFunction
-from functions.on_training_event.construct import OnTrainingEventFunction
-from functions.plan.construct import PlanFunction
-from functions.register.construct import RegisterFunction
-from functions.report.construct import ReportFunction
-from functions.shared.construct import (
+from hfpipe.core.deploy import deployments
+from hfpipe.core.promotion import registry
+from stacks.functions.cleanup import CleanupFunction
+from stacks.functions.common import (
     Component,
     FunctionSettings,
     PassRoleGrant,
     RoleFactory,
     code_asset,
-    folder_of,
     handler_of,
 )
-from functions.smoke_test.construct import SmokeTestFunction
-from hfpipe.core.deploy import deployments
-from hfpipe.core.promotion import registry
+from stacks.functions.deploy_cleanup import DeployCleanupFunction
+from stacks.functions.deploy_prepare import DeployPrepareFunction
+from stacks.functions.deploy_record import DeployRecordFunction
+from stacks.functions.gate import GateFunction
+from stacks.functions.launch import LaunchFunction
+from stacks.functions.on_training_event import OnTrainingEventFunction
+from stacks.functions.plan import PlanFunction
+from stacks.functions.register import RegisterFunction
+from stacks.functions.report import ReportFunction
+from stacks.functions.smoke_test import SmokeTestFunction
 
 #: The components in the order they are made (the first binds the shared code asset).
 COMPONENTS: tuple[type[Component], ...] = (
@@ -73,7 +72,7 @@ class PipelineLambdas(Construct):
     """
 
     #: Runtime module -> the Handler of its function (hfpipe.local.engine.engine finds the functions by it).
-    HANDLERS = {folder_of(c): handler_of(c) for c in COMPONENTS}
+    HANDLERS = {c.RUNTIME_MODULE: handler_of(c.RUNTIME_MODULE) for c in COMPONENTS}
 
     def __init__(
         self,
@@ -221,5 +220,5 @@ class PipelineLambdas(Construct):
             self.deploy_cleanup,
         )
         assert [type(c) for c in components] == list(COMPONENTS)
-        self.functions: dict[str, lambda_.Function] = {folder_of(c): c.function for c in components}
-        self.roles: dict[str, iam.Role] = {folder_of(c): c.role for c in components}
+        self.functions: dict[str, lambda_.Function] = {c.RUNTIME_MODULE: c.function for c in components}
+        self.roles: dict[str, iam.Role] = {c.RUNTIME_MODULE: c.role for c in components}

@@ -25,12 +25,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from functions.shared.construct import PassRoleGrant, run_arn
 from hfpipe import contract
 from hfpipe.core import limits
 from hfpipe.core.run.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
 from stacks.constructs.state_machine_role import grant_hosting
+from stacks.functions.common import PassRoleGrant, run_arn
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.

@@ -2,7 +2,7 @@
 grants it.
 
 In the target environment (cdk.json ``promote_from``), ``Promotion`` makes the Promote function
-(functions/promote/construct.py), a Standard state machine named ``contract.promote_state_machine_name`` that
+(stacks/functions/promote.py), a Standard state machine named ``contract.promote_state_machine_name`` that
 runs it, its log group, and the SSM parameter the command finds it by (``SSM_PROMOTE_STATE_MACHINE_ARN``).
 
     input   {"version": "<recipe>/<n>" | "<version ARN of the source environment>"}
@@ -14,7 +14,7 @@ runs it, its log group, and the SSM parameter the command finds it by (``SSM_PRO
 
 In a source environment that an environment in another account promotes from, ``share_artifacts`` adds the
 artifacts bucket's policy statement for the target's Promote role; the group policies are the source's
-Register step's (functions/register/handler.py, ``share_group``).
+Register step's (pipeline_lambdas/register.py, ``share_group``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from functions.promote.construct import TIMEOUT_SECONDS, PromoteFunction
-from functions.shared.construct import FunctionSettings, folder_of, handler_of
 from hfpipe import contract
 from hfpipe.core.promotion import promotion, promotion_access, registry
 from stacks.config import PromotionPeer
@@ -42,6 +40,8 @@ from stacks.constructs.pipeline_state_machine import (
     THROTTLING_ATTEMPTS,
 )
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.functions.common import FunctionSettings, handler_of
+from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction
 
 #: Every retry of the one task runs the whole copy again: room for all of them.
 EXECUTION_TIMEOUT = cdk.Duration.hours(3)
@@ -51,7 +51,7 @@ class Promotion(Construct):
     """The Promote function (``promote``), its state machine (``state_machine``) and the SSM parameter."""
 
     #: Runtime module -> the Handler of its function (as PipelineLambdas.HANDLERS for the pipeline's).
-    HANDLERS = {folder_of(PromoteFunction): handler_of(PromoteFunction)}
+    HANDLERS = {PromoteFunction.RUNTIME_MODULE: handler_of(PromoteFunction.RUNTIME_MODULE)}
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """The pipeline state machine's fixed physical name and the ARN built from it.
 
 The Cleanup function checks an abnormal-end event's ``detail.stateMachineArn`` against this ARN
-(functions/cleanup/execution_end.py); hfpipe.local.engine.engine creates its state machine under
+(lambda/pipeline/pipeline_lambdas/execution_end.py); hfpipe.local.engine.engine creates its state machine under
 the template's name, so the same check holds locally.
 """
 

@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
-from functions.shared.construct import PassRoleGrant, owned_by, run_arn
 from hfpipe import contract
+from stacks.functions.common import PassRoleGrant, owned_by, run_arn
 from stacks.nag import acknowledge, rendered, rendered_value
 
 

@@ -60,7 +60,8 @@ def deployed_with(clients: Clients, shared_base: dict | None, adapter_machine: b
 def reported(config, recipe: str, monkeypatch: pytest.MonkeyPatch, clients=None) -> tuple[dict, str]:
     """The report `hfpipe report` prints for a completed run of ``recipe`` (the ReportAdapter state's own
     report in the execution's output), as a dict and as the printed text; ``clients``: dev's."""
-    from functions.report.handler import build_report as lambda_report
+    monkeypatch.syspath_prepend(str(ROOT / "lambda" / "pipeline"))
+    from pipeline_lambdas.report import build_report as lambda_report
 
     plan = build_plan({"recipe_name": recipe}, f"{recipe}-1", config, QUOTAS)
     output = {

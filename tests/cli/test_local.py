@@ -128,7 +128,7 @@ def test_the_local_environments_settings_are_the_plan_functions_in_the_engine(tm
 
     stacks = synth_stacks(tmp_path / ".cache")
     with LocalEngine(stacks["Pipeline"], imports=local_data(stacks["Data"]).imports, region=REGION) as engine:
-        (plan,) = [k for k, p in engine.functions.items() if p["Handler"] == "functions.plan.handler.handler"]
+        (plan,) = [k for k, p in engine.functions.items() if p["Handler"] == "pipeline_lambdas.plan.handler"]
         in_engine = PlanConfig.from_environment({**os.environ, **engine._own_env[plan]})
     assert plan_config(stacks) == in_engine
     assert (in_engine.env, in_engine.region, sorted(in_engine.image_catalog)[:1]) == (

@@ -132,7 +132,7 @@ def test_a_handler_reaches_another_region_through_its_override(monkeypatch: Any)
     from hfpipe.local.checkout import load_lambda_package
 
     load_lambda_package(None)
-    lambda_aws = importlib.import_module("functions.shared.aws")
+    lambda_aws = importlib.import_module("pipeline_lambdas.aws")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setattr(lambda_aws, "OVERRIDES", {"s3": "own s3"})
     monkeypatch.setattr(

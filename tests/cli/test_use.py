@@ -327,7 +327,7 @@ def test_a_kept_endpoint_is_tagged_by_the_pipeline_and_survives_an_abnormal_end(
 ) -> None:
     """keep_endpoint: true is the user's decision: after the smoke test the pipeline tags the endpoint
     hfpipe:keep=true, so an abnormal end later (a failed Report, a timeout) leaves it, as `stop` does."""
-    from functions.cleanup import execution_end
+    from pipeline_lambdas import execution_end
 
     name = kept["endpoint_name"]
     endpoint = deployed.sagemaker.describe_endpoint(EndpointName=name)
@@ -571,8 +571,10 @@ def test_report_lambda_adds_the_log_tail_of_a_failed_job(
     deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import importlib
+    from pathlib import Path
 
-    report_lambda = importlib.import_module("functions.report.handler")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    report_lambda = importlib.import_module("pipeline_lambdas.report")
     t = now_ms(-60)
     write_log(deployed, "oom-2-train", "algo-1", [(t + i, f"step {i}") for i in range(25)])
     write_log(deployed, "oom-2-train", "algo-2", [(t + 30, "Traceback (most recent call last):")])

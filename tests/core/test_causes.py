@@ -5,6 +5,7 @@ all show that one message."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,8 +39,10 @@ def test_the_message_of_a_cause(cause: str | None, message: str) -> None:
 def test_the_report_the_deploy_and_the_command_show_the_same_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from functions.report.handler import build_report
-    from functions.shared.deploy_guards import _error_text
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas.deploy_guards import _error_text
+    from pipeline_lambdas.report import build_report
+
     from hfpipe.cli.run.execution import failure_of
 
     plan = build_plan(

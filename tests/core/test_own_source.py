@@ -487,7 +487,8 @@ def test_a_script_whose_parser_cannot_be_read_is_planned_and_reported_as_not_che
     )
     assert planned.hyperparameters_not_checked == expected
     assert plan(load_recipe("tiny-qa"), s3).hyperparameters_not_checked is None  # the project's own script
-    from functions.report.handler import build_report
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas.report import build_report
 
     report = build_report({"plan": planned.to_json(), "training": {"TrainingJobStatus": "Completed"}})
     assert report["hyperparameters_not_checked"] == expected

@@ -1,6 +1,6 @@
 """Names, ARNs and ids are matched whole, as AWS matches its patterns (botocore's model: whole-value), never
 with Python's ``$``, which also matches before a final newline: ``re.match(r"^a$", "a\\n")`` matches. One test
-per family of patterns, each with the value and a newline after it; and a scan of hfpipe/, functions/ and
+per family of patterns, each with the value and a newline after it; and a scan of hfpipe/, lambda/ and
 stacks/ that no pattern ending in ``$`` is used with ``match`` or ``search``. The adapter component's length
 (botocore's InferenceComponentName: at most 63) is checked before anything is made, naming the longest
 adapter name the environment accepts."""
@@ -140,7 +140,7 @@ def _dollar_patterns(tree: ast.AST) -> tuple[set[str], list[int]]:
 def test_no_pattern_ending_in_dollar_is_used_with_match_or_search():
     found = []
     files = [ROOT / "app.py"] + [
-        p for top in ("hfpipe", "functions", "stacks") for p in sorted((ROOT / top).rglob("*.py"))
+        p for top in ("hfpipe", "lambda", "stacks") for p in sorted((ROOT / top).rglob("*.py"))
     ]
     for path in files:
         tree = ast.parse(path.read_text(), filename=str(path))

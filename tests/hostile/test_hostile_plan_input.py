@@ -173,9 +173,11 @@ def test_own_buckets_and_string_environments_accepted() -> None:
 def test_lambda_reads_the_allow_lists_from_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
     import sys
+    from pathlib import Path
 
-    plan_module = importlib.import_module("functions.plan.handler")
-    assert "functions.plan.handler" in sys.modules
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    plan_module = importlib.import_module("pipeline_lambdas.plan")
+    assert "pipeline_lambdas.plan" in sys.modules
     env = {
         "HFPIPE_ENV": "dev",
         "AWS_REGION": REGION,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
@@ -444,7 +445,8 @@ def test_a_bad_wait_timeout_is_one_clear_error(environment: Environment, cli: Ru
 
 @pytest.fixture
 def teardown(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from functions.cleanup import teardown as module
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas import teardown as module
 
     return module
 
@@ -518,7 +520,7 @@ def aborted(name: str, state_machine_arn: str) -> dict[str, Any]:
 def test_stop_keep_endpoint_survives_the_abnormal_end_cleanup(
     slow: Environment, faults: Faults, cli: Run, teardown: Any
 ) -> None:
-    from functions.cleanup import execution_end
+    from pipeline_lambdas import execution_end
 
     names = execution_resources(slow, "keeper")
     running_execution(slow, "keeper")

@@ -9,6 +9,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,7 +155,9 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
     """`hfpipe stop` leaves a job tagged for another environment; the Cleanup Lambda, which the stop's
     ABORTED event reaches through the abnormal-end rule with names derived from the execution name alone,
     must leave it too."""
-    from functions.cleanup.teardown import cleanup
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "lambda" / "pipeline"))
+    from pipeline_lambdas.teardown import cleanup
+
     from hfpipe.core.names import PlannedNames
 
     names = PlannedNames.derive("clash", "dev")

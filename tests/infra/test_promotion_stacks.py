@@ -56,7 +56,7 @@ def function(
     (props,) = [
         r["Properties"]
         for r in resources(template, "AWS::Lambda::Function").values()
-        if r["Properties"].get("Handler") == f"functions.{module}.handler.handler"
+        if r["Properties"].get("Handler") == f"pipeline_lambdas.{module}.handler"
     ]
     role_id = props["Role"]["Fn::GetAtt"][0]
     statements = [

@@ -15,10 +15,8 @@ OTHER_QUOTAS = [
 
 
 @pytest.fixture(scope="module")
-def quota():
-    from functions.quota_request import handler
-
-    return handler
+def quota(load_lambda):
+    return load_lambda("quota/quota_request.py")
 
 
 @pytest.fixture

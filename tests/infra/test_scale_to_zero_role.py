@@ -1,4 +1,4 @@
-"""The adapter function's role where dev's shared base scales to zero (functions/adapter/construct.py,
+"""The adapter function's role where dev's shared base scales to zero (stacks/functions/adapter.py,
 ``_grant_scale_to_zero``): exactly the scaling actions the function sends (hfpipe.core.adapters.scale_to_zero),
 each limited to this environment's inference components' copy counts, and none in prod, which keeps its base
 up (docs/adapters.md, "Scale to zero")."""

@@ -12,8 +12,8 @@ from aws_cdk import assertions
 from aws_cdk.assertions import Capture, Match
 
 import app as cdk_app
-from functions.quota_request.construct import RESOURCE_TYPE
 from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, stack_name
+from stacks.constructs.quota_request import RESOURCE_TYPE
 from stacks.data_stack import DataStack
 from stacks.pipeline_stack import PipelineStack
 
@@ -415,7 +415,7 @@ def test_one_quota_request_per_configured_quota(synthesized, env):
         "AWS::Lambda::Function",
         {
             "Properties": {
-                "Handler": "functions.quota_request.handler.handler",
+                "Handler": "quota_request.handler",
                 "Runtime": "python3.14",
                 "LoggingConfig": {"LogFormat": "JSON"},
             }

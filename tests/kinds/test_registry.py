@@ -189,12 +189,12 @@ def test_the_lambda_bundle_carries_the_kinds_the_core_imports(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from functions.shared.construct import bundle_into
+    from stacks.functions.common import bundle_into
 
     bundle_into(tmp_path / "bundle")
     script = (
-        "import pkgutil, sys; import functions as p\n"
-        "for m in pkgutil.walk_packages(p.__path__, 'functions.'): __import__(m.name)\n"
+        "import pkgutil, sys; import pipeline_lambdas as p\n"
+        "for m in pkgutil.iter_modules(p.__path__): __import__('pipeline_lambdas.' + m.name)\n"
         "import hfpipe.core.run.plan, hfpipe.kinds, fastjsonschema; print(hfpipe.kinds.__file__)\n"
         "print(fastjsonschema.__file__)\n"
         "from hfpipe.core.recipe.recipes import resolve_recipe\n"
@@ -357,8 +357,8 @@ def test_every_lambda_bundle_imports_its_handler_with_only_what_the_runtime_has(
     import subprocess
     import sys
 
-    from functions.quota_request import construct as quota_request
-    from functions.shared import construct as common
+    from stacks.constructs import quota_request
+    from stacks.functions import common
 
     runtime = tmp_path / "runtime"
     runtime.mkdir()
@@ -369,8 +369,8 @@ def test_every_lambda_bundle_imports_its_handler_with_only_what_the_runtime_has(
         target = origin.parent if origin.name == "__init__.py" else origin
         (runtime / target.name).symlink_to(target)
     for bundle, handlers in (
-        (quota_request.bundle_into, ["functions.quota_request.handler"]),
-        (common.bundle_into, ["functions.plan.handler", "functions.cleanup.handler"]),
+        (quota_request.bundle_into, ["quota_request"]),
+        (common.bundle_into, ["pipeline_lambdas.plan", "pipeline_lambdas.cleanup"]),
     ):
         folder = tmp_path / bundle.__module__
         bundle(folder)

@@ -329,8 +329,7 @@ def lambda_errors() -> frozenset[str]:
 
     return frozenset(
         node.name
-        for path in (REPO / "functions").rglob("*.py")
-        if path.name != "construct.py"
+        for path in (REPO / "lambda").rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef)
         and any(getattr(b, "id", "").endswith(("Exception", "Error")) for b in node.bases)
@@ -429,8 +428,8 @@ def test_quoted_versions_are_the_pinned_ones() -> None:
 # --- the layers ---------------------------------------------------------------------------------------------
 
 LAYER_CELLS = {
-    "`hfpipe/kinds`": "kinds", "`hfpipe/core`, `hfpipe/contract.py`": "core",
-    "`functions/` but `construct.py`": "lambda", "`stacks/`, `functions/*/construct.py`": "stacks", "`app.py`": "app", "`hfpipe/local`": "local", "`hfpipe/fixtures`": "fixtures",
+    "`hfpipe/kinds`": "kinds", "`hfpipe/core`, `hfpipe/contract.py`": "core", "`lambda/`": "lambda",
+    "`stacks/`": "stacks", "`app.py`": "app", "`hfpipe/local`": "local", "`hfpipe/fixtures`": "fixtures",
     "`hfpipe/cli`": "cli",
 }  # fmt: skip
 LAYER_WORDS = {"kinds", "core", "stacks", "fixtures", "local", "lambda", "cli"}
@@ -537,13 +536,11 @@ def test_the_text_checks_can_fail() -> None:
         "docs/development.md: the local transformers and torch are not stated",
     ]
     old_lambda_row = re.sub(
-        r"(\| `functions/` but `construct.py` \|.*\| )core, kinds, boto3 \(and botocore\) \|",
+        r"(\| `lambda/` \|.*\| )core, kinds, boto3 \(and botocore\) \|",
         r"\1core, boto3 |",
         read("docs/layers.md"),
     )
-    assert [p.split(" imports ")[0] for p in layer_problems(old_lambda_row)] == [
-        "docs/layers.md: `functions/` but `construct.py`"
-    ]
+    assert [p.split(" imports ")[0] for p in layer_problems(old_lambda_row)] == ["docs/layers.md: `lambda/`"]
     bad = '```json\n"stage": {"region": "eu-central-1", "removal_policy": "keep"}\n```\n'
     [problem] = environment_problems({"x.md": bad})
     assert problem.startswith("x.md: ") and "removal_policy" in problem, problem

@@ -1,10 +1,10 @@
-"""No import circles anywhere: the import graph of every module of hfpipe/, functions/, stacks/, training_code/,
+"""No import circles anywhere: the import graph of every module of hfpipe/, lambda/, stacks/, training_code/,
 benchmarks/ and app.py, module-level and function-level imports alike, has no cycle.
 
 Two modules that import each other work only as long as each import happens to run after the other
 module has defined what it needs (which is why the ones removed here imported inside functions); a shared
-third module is the fix. Modules are named as they are imported where they run: the functions from the
-bundle's root, as from the repository's (``functions.launch.handler``), and the
+third module is the fix. Modules are named as they are imported where they run: lambda/pipeline/ and
+lambda/quota/ are the Lambda runtime's task roots (``pipeline_lambdas.launch``, ``quota_request``) and the
 training scripts import their siblings by bare name (``request_checks``). An ``import a.b`` is an edge to
 ``a.b`` only (not to the package ``a`` it also initializes); ``from a import b`` to the module ``a.b``
 when there is one, else to ``a``.
@@ -24,7 +24,8 @@ SOURCES = {
     "hfpipe": ".",
     "stacks": ".",
     "benchmarks": ".",
-    "functions": ".",
+    "lambda/pipeline": "lambda/pipeline",
+    "lambda/quota": "lambda/quota",
     "training_code": "training_code",
 }
 # Module -> imported module -> (file, line) of the first import of it.
@@ -45,7 +46,7 @@ def module_files() -> dict[str, Path]:
 def _resolve(imported: str, names: dict[str, Path]) -> str | None:
     """The project module an import refers to (the longest known prefix), or None (stdlib, third party).
 
-    _imports names a relative import from the repository root (``training_code.x``);
+    _imports names a relative import from the repository root (``lambda.pipeline.pipeline_lambdas.x``);
     the folder part is dropped so it resolves like the absolute import the runtime sees."""
     candidates = [imported]
     for base in SOURCES.values():
@@ -149,12 +150,11 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert len(graph) > 80
     expected = {
         ("app", "stacks.pipeline_stack"),  # module level
-        ("functions.launch.handler", "functions.training_task.task"),  # Lambda task root
-        ("functions.plan.handler", "hfpipe.core.run.plan"),  # the bundled core
+        ("pipeline_lambdas.launch", "pipeline_lambdas.training_task"),  # Lambda task root
+        ("pipeline_lambdas.plan", "hfpipe.core.run.plan"),  # the bundled core
         ("benchmarks.gpu_fit", "hfpipe.core.recipe.recipes"),  # inside a function
         ("inference_qa", "request_checks"),  # a training script's sibling
-        ("functions.quota_request.handler", "hfpipe.core.run.quotas"),
-        ("functions.plan.construct", "functions.shared.construct"),  # a construct beside its handler
+        ("quota_request", "hfpipe.core.run.quotas"),
     }
     assert {(a, b) for a, b in expected if b in graph[a]} == expected
 
@@ -176,14 +176,16 @@ def test_the_cycle_finder(graph: dict[str, set[str]], cycles: list[list[str]]) -
 def test_a_circle_put_back_is_found_and_named() -> None:
     """The pair this test was written for: Launch and OnTrainingEvent importing each other again."""
     graph = import_graph()
-    graph["functions.training_task.task"]["functions.launch.handler"] = ("training_task.py", 1)
+    graph["pipeline_lambdas.training_task"]["pipeline_lambdas.launch"] = ("training_task.py", 1)
     found = [describe(cycle, graph) for cycle in find_cycles(graph)]
     line = next(
         n
-        for n, text in enumerate((ROOT / "functions/launch/handler.py").read_text().splitlines(), 1)
-        if text.startswith("from functions.training_task.task import")
+        for n, text in enumerate(
+            (ROOT / "lambda/pipeline/pipeline_lambdas/launch.py").read_text().splitlines(), 1
+        )
+        if text.startswith("from pipeline_lambdas.training_task import")
     )
     assert found == [
-        f"functions.launch.handler (functions/launch/handler.py:{line}) -> "
-        "functions.training_task.task (training_task.py:1) -> functions.launch.handler"
+        f"pipeline_lambdas.launch (lambda/pipeline/pipeline_lambdas/launch.py:{line}) -> "
+        "pipeline_lambdas.training_task (training_task.py:1) -> pipeline_lambdas.launch"
     ]

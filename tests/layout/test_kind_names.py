@@ -18,7 +18,7 @@ from hfpipe.kinds import serving, tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The code outside the registries: every layer but hfpipe/kinds, and what ships to the containers.
-SCANNED = ("hfpipe/**/*.py", "stacks/**/*.py", "functions/**/*.py", "app.py", "training_code/**/*.py")
+SCANNED = ("hfpipe/**/*.py", "stacks/**/*.py", "lambda/**/*.py", "app.py", "training_code/**/*.py")
 KIND_NAMES = frozenset(kinds.SERVING_KINDS) | frozenset(kinds.TASK_KINDS)
 #: hfpipe.kinds' module constants that hold a kind's name (VLLM, DEFAULT_SERVING_KIND, ...).
 KIND_CONSTANTS = frozenset(

@@ -1,6 +1,6 @@
 """The layout is the architecture (docs/layers.md): dependencies point one way,
 
-    hfpipe/kinds  <-  hfpipe/core (+ hfpipe/contract.py)  <-  lambda, stacks  <-  app.py  <-  hfpipe/local  <-  hfpipe/cli
+    hfpipe/kinds  <-  hfpipe/core (+ hfpipe/contract.py)  <-  lambda/, stacks/  <-  app.py  <-  hfpipe/local  <-  hfpipe/cli
 
 Every module of each layer is read (its imports, module-level and inside functions) and imported; none may
 import a layer above it or beside it, statically or at run time (importlib). The core and the kinds are
@@ -21,13 +21,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Layer -> the files in it (relative globs; a "!" glob takes files out). functions/ holds both sides of each
-# Lambda function, a folder each: its construct.py is the stacks' (CDK), every other module the runtime's.
+# Layer -> the files in it (relative globs).
 LAYERS: dict[str, tuple[str, ...]] = {
     "kinds": ("hfpipe/kinds/*.py",),
     "core": ("hfpipe/__init__.py", "hfpipe/contract.py", "hfpipe/core/*.py", "hfpipe/core/*/*.py"),
-    "lambda": ("functions/*.py", "functions/*/*.py", "!functions/*/construct.py"),
-    "stacks": ("stacks/*.py", "stacks/constructs/*.py", "functions/*/construct.py"),
+    "lambda": ("lambda/pipeline/pipeline_lambdas/*.py", "lambda/quota/*.py"),
+    "stacks": ("stacks/*.py", "stacks/constructs/*.py", "stacks/functions/*.py"),
     "app": ("app.py",),
     "fixtures": ("hfpipe/fixtures/*.py",),
     "local": ("hfpipe/local/*.py", "hfpipe/local/*/*.py"),
@@ -73,11 +72,7 @@ FUNCTION_BUDGET = 60
 
 
 def _files(layer: str) -> list[Path]:
-    patterns = LAYERS[layer]
-    taken = {p for pattern in patterns if not pattern.startswith("!") for p in ROOT.glob(pattern)}
-    return sorted(
-        taken - {p for pattern in patterns if pattern.startswith("!") for p in ROOT.glob(pattern[1:])}
-    )
+    return sorted({p for pattern in LAYERS[layer] for p in ROOT.glob(pattern)})
 
 
 def _layer_of(module: str) -> str | None:
@@ -92,9 +87,8 @@ def _layer_of(module: str) -> str | None:
             return name
     if top == "hfpipe":
         return "unknown"  # a module outside every layer
-    if top == "functions":
-        # functions.<name>.construct (and what is imported from it) is the stacks'; the rest the runtime's.
-        return "stacks" if module.split(".")[2:3] == ["construct"] else "lambda"
+    if top in ("pipeline_lambdas", "quota_request"):
+        return "lambda"
     if top == "stacks":
         return "stacks"
     if top == "app":
@@ -124,9 +118,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 def test_every_module_is_in_a_layer() -> None:
     placed = {p for layer in LAYERS for p in _files(layer)}
-    code = {p for d in ("hfpipe", "functions", "stacks") for p in (ROOT / d).rglob("*.py")} | {
-        ROOT / "app.py"
-    }
+    code = {p for d in ("hfpipe", "lambda", "stacks") for p in (ROOT / d).rglob("*.py")} | {ROOT / "app.py"}
     assert sorted(str(p.relative_to(ROOT)) for p in code - placed) == []
 
 
@@ -142,8 +134,8 @@ def test_no_layer_imports_one_above_or_beside_it(layer: str) -> None:
 
 
 def _bundled_packages() -> tuple[str, ...]:
-    """functions/shared/construct.py's BUNDLED_PACKAGES, read without importing the CDK."""
-    tree = ast.parse((ROOT / "functions" / "shared" / "construct.py").read_text())
+    """stacks/functions/common.py's BUNDLED_PACKAGES, read without importing the CDK."""
+    tree = ast.parse((ROOT / "stacks" / "functions" / "common.py").read_text())
     [value] = [
         node.value
         for node in tree.body
@@ -180,7 +172,7 @@ for name in names:
     importlib.import_module(name)
 print(json.dumps(sorted(sys.modules)))
 """
-    for layer in ("kinds", "core", "lambda", "local", "cli"):
+    for layer in ("kinds", "core", "local", "cli"):
         names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in _files(layer)]
         names = [n.removesuffix(".__init__") for n in names if not n.endswith("__main__")]
         out = subprocess.run(
@@ -192,9 +184,6 @@ print(json.dumps(sorted(sys.modules)))
         assert above == [], layer
         if layer in ("kinds", "core"):
             assert not [m for m in loaded if m.split(".")[0] in ("boto3", "botocore", "rich", "aws_cdk")]
-        if layer == "lambda":
-            # The runtime never loads a construct or the CDK (they are not in its bundle).
-            assert not [m for m in loaded if m.split(".")[0] in ("aws_cdk", "constructs", "jsii", "stacks")]
 
 
 def _touches_sys_path(tree: ast.AST) -> bool:

@@ -17,7 +17,7 @@ from hfpipe.local.engine import moto_patches
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = "hfpipe/local/engine/moto_patches.py"
 #: The project's own code (tests may use moto's API as they like).
-SOURCES = ("hfpipe/**/*.py", "functions/**/*.py", "stacks/**/*.py", "app.py")
+SOURCES = ("hfpipe/**/*.py", "lambda/**/*.py", "stacks/**/*.py", "app.py")
 #: moto's public entry points, which any module may import.
 PUBLIC = {("moto", "mock_aws")}
 

@@ -4,6 +4,7 @@ moto engine per session."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from app_synth import ENV, Synthesized, data_imports, region_of
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "lambda" / "pipeline"))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 

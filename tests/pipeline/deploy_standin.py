@@ -121,8 +121,8 @@ def stand_in_updates(engine: Any, *updates: Update) -> Iterator[StandIn]:
         play._pending = {}
 
     # The state machine's SDK tasks make their clients from boto3's default session; the Lambdas use the
-    # engine's (functions.shared.aws.OVERRIDES, made once): the way back is sent by DeployCleanup's function.
-    from functions.shared import aws
+    # engine's (pipeline_lambdas.aws.OVERRIDES, made once): the way back is sent by DeployCleanup's function.
+    from pipeline_lambdas import aws
 
     emitters = [boto3.DEFAULT_SESSION.events]  # type: ignore[union-attr]
     if "sagemaker" in aws.OVERRIDES:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT, ACCOUNT_D
 
-from functions.adapter.construct import BAKE_PROBES
 from hfpipe import contract
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
+from stacks.functions.adapter import BAKE_PROBES
 
 pytestmark = pytest.mark.slow
 
@@ -406,7 +406,7 @@ def test_an_adapter_that_stops_answering_during_the_bake_is_put_back(clean):
 
 def _bake(probe: Any, progress: Any = None, sums: dict[str, float] | None = None) -> dict[str, Any]:
     """One round of the bake step against CloudWatch holding one datapoint of each metric in ``sums``."""
-    from functions.adapter import handler as adapter
+    from pipeline_lambdas import adapter
 
     class Metrics:
         def get_metric_statistics(self, MetricName: str, **_: Any) -> dict[str, Any]:
@@ -425,7 +425,7 @@ def test_a_bake_with_no_data_does_not_pass():
     """No answer is never healthy: a round without its probe's answer fails, with CloudWatch holding no
     datapoint at all (what passed before); metrics with no datapoints pass nothing, they are reported as
     such; errors fail it; the bake is done after its probes' answers only."""
-    from functions.adapter.handler import AdapterBakeFailed
+    from pipeline_lambdas.adapter import AdapterBakeFailed
 
     for probe in (None, {}, {"ok": False}):
         with pytest.raises(
@@ -461,8 +461,7 @@ def test_a_second_change_of_an_adapter_while_one_runs_is_refused():
 
     import boto3
     from botocore.stub import Stubber
-
-    from functions.adapter import handler as adapter
+    from pipeline_lambdas import adapter
 
     sfn = boto3.client("stepfunctions", region_name="eu-west-1")
     machine = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-adapters"
@@ -650,7 +649,8 @@ class FakeSageMaker:
 
 
 def test_the_way_back_waits_while_the_component_is_updating_and_a_failed_one_names_its_way_out():
-    from functions.adapter import handler as adapter
+    from pipeline_lambdas import adapter
+
     from hfpipe.core.adapters.adapter_plan import AdapterPlan
     from hfpipe.core.deploy.deploy_requests import SmokeSpec
 

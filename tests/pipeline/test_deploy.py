@@ -231,7 +231,7 @@ def test_a_failed_smoke_test_of_a_new_endpoint_deletes_it(clean):
 def test_an_update_request_is_blue_green_with_the_alarms(clean):
     """The second version's deploy: Prepare builds UpdateEndpoint with dev's DeploymentConfig, and the way
     back (Rollback) to the serving config."""
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     first = register(clean)
     _, r = deploy(clean, first)
@@ -307,7 +307,7 @@ def test_an_update_that_sagemaker_refuses_leaves_the_serving_version_alone(clean
 def test_record_refuses_a_version_that_does_not_serve(clean):
     """Record reads what serves from the endpoint (live config -> model -> package): a deploy whose version is
     not the one its config's model is fails naming what serves, and writes neither the tag nor the record."""
-    from functions.deploy_record import handler as deploy_record
+    from pipeline_lambdas import deploy_record
 
     first_version = register(clean)
     _, first = deploy(clean, first_version)

@@ -10,8 +10,8 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 from deploy_helpers import ENDPOINT, deploy, named, register, stored_record, tags, wiped
+from pipeline_lambdas import aws
 
-from functions.shared import aws
 from hfpipe import contract
 
 

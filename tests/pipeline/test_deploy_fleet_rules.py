@@ -89,7 +89,7 @@ def prepare(
     recipe: str = "tiny-qa",
     **kw: Any,
 ) -> dict[str, Any]:
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     arn = register_in(clients["sagemaker"], recipe=recipe)
     if isinstance(kw.get("waiting"), dict):  # what PrepareAgain hands back: the previous look's alarm_wait
@@ -108,7 +108,7 @@ def prepare(
 def test_an_update_refuses_canary_or_linear_on_a_fleet_of_one(clients):
     """Settings made before the rule (or a target capped at one instance): the fleet resolves to one instance,
     which SageMaker cannot shift as a canary or in linear steps; refused before anything is created."""
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     serving(clients, instances=1)
     for traffic in (Traffic("CANARY", 10, 300), Traffic("LINEAR", 20, 300)):
@@ -128,7 +128,7 @@ def test_an_update_refuses_canary_or_linear_on_a_fleet_of_one(clients):
 
 
 def test_the_endpoint_quota_must_hold_both_fleets_of_an_update(clients):
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     serving(clients, instances=2)
     settings = EndpointSettings(name=NAME, instance_count=2, traffic=Traffic("CANARY", 50, 0))
@@ -142,7 +142,7 @@ def test_the_endpoint_quota_must_hold_both_fleets_of_an_update(clients):
 
 
 def test_a_first_deploy_needs_the_quota_for_its_one_fleet(clients):
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     settings = EndpointSettings(name=NAME, instance_count=2, traffic=Traffic("CANARY", 50, 0))
     with pytest.raises(deploy_prepare.EndpointQuotaTooLow) as refused:
@@ -174,7 +174,7 @@ def running(clients: dict[str, Any], name: str, instances: int, model: bool = Tr
 def test_the_endpoint_quota_counts_the_shared_base_and_the_other_named_endpoints(clients):
     """What the environment runs of the fleet's type counts (read from SageMaker): the shared base's instance
     and another named endpoint's beside a first deploy of one instance need 3; a quota of 2 is refused."""
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     base = contract.deployed_endpoint_name(ENV, contract.SHARED_BASE)
     other = contract.deployed_endpoint_name(ENV, "other")
@@ -263,11 +263,11 @@ def test_a_vllm_versions_endpoint_config_carries_the_kinds_host_image(clients):
 
 
 def test_the_deploy_tags_every_scalable_target_it_registers_or_finds(clients):
-    """The environment's grants allow autoscaling writes only on its tagged targets (functions/shared/construct.py,
+    """The environment's grants allow autoscaling writes only on its tagged targets (stacks/functions/common.py,
     grant_endpoint_scaling): a target is registered with the tags, and one registered before targets were tagged
     (no Tags) is tagged before it is updated or deregistered (AWS applies RegisterScalableTarget's Tags at
     creation only; the emulation plays that, hfpipe.local.engine.moto_patches)."""
-    from functions.shared import deploy_common
+    from pipeline_lambdas import deploy_common
 
     aas = clients["application-autoscaling"]
 
@@ -352,7 +352,7 @@ def test_an_update_waits_while_a_rollback_alarm_is_in_alarm_then_goes_on(clients
 
 
 def test_an_alarm_still_in_alarm_at_the_bound_refuses_the_deploy_naming_it(clients):
-    from functions.shared import deploy_guards
+    from pipeline_lambdas import deploy_guards
 
     serving(clients, instances=1)
     began = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -382,7 +382,7 @@ def test_an_alarm_still_in_alarm_at_the_bound_refuses_the_deploy_naming_it(clien
 
 def test_cloudwatch_throttling_the_alarms_look_is_an_error_the_state_machine_retries(clients, template):
 
-    from functions.shared import deploy_guards
+    from pipeline_lambdas import deploy_guards
 
     serving(clients, instances=1)
     with (

@@ -11,8 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from deploy_helpers import deploy, named, register, state_input, wiped
 from deploy_standin import Update, stand_in_updates
-
-from functions.shared import aws
+from pipeline_lambdas import aws
 
 
 @pytest.fixture

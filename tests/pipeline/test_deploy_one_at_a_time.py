@@ -101,7 +101,7 @@ def test_a_version_rejected_during_its_update_is_not_recorded_and_the_previous_c
 def test_a_version_rejected_before_traffic_moves_starts_nothing(clean, monkeypatch):
     """Rejected between Prepare and the update: ApprovalBeforeTraffic refuses, no UpdateEndpoint is sent, and
     the model and config this deploy made are cleaned up."""
-    from functions.deploy_prepare import handler as deploy_prepare
+    from pipeline_lambdas import deploy_prepare
 
     before = first_deploy(clean)
     second = register(clean)
@@ -149,8 +149,7 @@ def _execution(name: str, started: datetime.datetime) -> dict[str, Any]:
 def test_which_deploy_goes_first(others, goes_first):
     """ListExecutions (RUNNING) and DescribeExecution as the API reference answers them, through Stubber."""
     import boto3
-
-    from functions.shared import deploy_guards
+    from pipeline_lambdas import deploy_guards
 
     ours = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
     machine = MACHINE

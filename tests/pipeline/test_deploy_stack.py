@@ -70,7 +70,7 @@ def test_each_named_endpoint_has_its_three_rollback_alarms(pipeline_app, env):
 def test_prepare_gets_the_declared_endpoints_and_builds_their_deployment_config(pipeline_app, env):
     template = pipeline_app.assertions(env, "Pipeline")
     ((_, function),) = template.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"Handler": "functions.deploy_prepare.handler.handler"}}
+        "AWS::Lambda::Function", {"Properties": {"Handler": "pipeline_lambdas.deploy_prepare.handler"}}
     ).items()
     variables = function["Properties"]["Environment"]["Variables"]
     declared = deployments.settings_from_json(variables["DEPLOY_ENDPOINTS"])

@@ -1,4 +1,4 @@
-"""The way back after a failed smoke test (PutPreviousConfigBack, functions/deploy_cleanup/deploy_way_back.py),
+"""The way back after a failed smoke test (PutPreviousConfigBack, lambda/pipeline/pipeline_lambdas/deploy_way_back.py),
 on the local engine with the test-only UpdateEndpoint stand-in (deploy_standin.py, which refuses an update of an
 endpoint that is not InService as SageMaker does): it waits for an endpoint that cannot take the change yet,
 retries SageMaker's throttling past the catch-all's attempts, and a refusal names AWS's own error beside what
@@ -111,7 +111,7 @@ def test_a_refused_way_back_names_aws_error_and_what_serves(clean):
 
 def test_the_throttling_codes_are_botocores():
     """The way back treats as throttling exactly what botocore's standard retry mode does."""
-    from functions.deploy_cleanup import deploy_way_back
+    from pipeline_lambdas import deploy_way_back
 
     assert frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES) == deploy_way_back.THROTTLING_CODES
 

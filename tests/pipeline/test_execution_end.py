@@ -8,9 +8,7 @@ import json
 
 import pytest
 from accounts import ACCOUNT
-
-from functions.cleanup import execution_end
-from functions.cleanup import handler as cleanup
+from pipeline_lambdas import cleanup, execution_end
 
 OURS = f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:hfpipe-dev-pipeline"
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from accounts import ACCOUNT
+from pipeline_lambdas import launch as handler
+from pipeline_lambdas.training_task import token_key
 from test_pipeline_limits import plan_of
 
-from functions.launch import handler
-from functions.training_task.task import token_key
 from hfpipe import contract
 
 BUCKET = "artifacts"

@@ -79,7 +79,7 @@ class _Panic(BaseException):
 
 
 def test_real_invocations_record_sagemakers_metrics_and_errors_answer_as_aws(fresh):
-    from functions.shared import aws
+    from pipeline_lambdas import aws
 
     name = _endpoint(fresh, PrimaryContainer={"Image": "x", "ModelDataUrl": "s3://b/m.tar.gz"})
 

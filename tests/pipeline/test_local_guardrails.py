@@ -383,7 +383,7 @@ def test_an_update_through_the_state_machine_integration(eng):
 
 
 def _runtime() -> Any:
-    from functions.shared import aws
+    from pipeline_lambdas import aws
 
     return aws.OVERRIDES["sagemaker-runtime"]
 

@@ -26,26 +26,26 @@ def test_names_stay_within_sagemaker_limits(execution):
 
 
 def test_every_log_line_names_the_execution(caplog):
-    import functions.shared.aws as aws
+    import pipeline_lambdas.aws as aws
 
-    log = aws.logger("functions.test")
+    log = aws.logger("pipeline_lambdas.test")
     aws.bind({"plan": {"execution_name": "not-read"}}, "exec-42")  # a handler binds its typed plan's name
-    with caplog.at_level(logging.INFO, logger="functions.test"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         aws.log_json(log, "launched", training_job_name="dev-exec-42", created=True)
         log.warning("plain line")
     assert [r.execution_name for r in caplog.records] == ["exec-42", "exec-42"]
     # Fields go under one key, so names LogRecord uses itself (created, name, ...) cannot clash.
     assert caplog.records[0].details == {"training_job_name": "dev-exec-42", "created": True}
     aws.bind({"detail": {"name": "from-eventbridge"}})
-    with caplog.at_level(logging.INFO, logger="functions.test"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         log.info("x")
     assert caplog.records[-1].execution_name == "from-eventbridge"
     aws.bind({"input": {}, "execution_name": "planning"})  # the Plan task's own input
-    with caplog.at_level(logging.INFO, logger="functions.test"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         log.info("y")
     assert caplog.records[-1].execution_name == "planning"
     # An untyped plan is not read, not even for a log line: only a handler's parsed plan names it.
     aws.bind({"plan": {"execution_name": "untyped"}})
-    with caplog.at_level(logging.INFO, logger="functions.test"):
+    with caplog.at_level(logging.INFO, logger="pipeline_lambdas.test"):
         log.info("z")
     assert caplog.records[-1].execution_name == ""

@@ -7,9 +7,8 @@ import json
 
 import pytest
 from botocore.exceptions import ClientError
-
-from functions.on_training_event import handler
-from functions.training_task.task import token_key
+from pipeline_lambdas import on_training_event as handler
+from pipeline_lambdas.training_task import token_key
 
 BUCKET = "artifacts"
 ENV = "dev"
@@ -116,7 +115,7 @@ def test_an_event_ahead_of_describe_leaves_the_task_waiting(s3):
 
 
 def test_complete_never_answers_a_task_from_a_status_that_is_not_final():
-    from functions.training_task.task import complete
+    from pipeline_lambdas.training_task import complete
 
     sfn = Sfn()
     assert complete(sfn, "tok", {"TrainingJobName": "dev-k", "TrainingJobStatus": "Stopping"}) is False

@@ -230,8 +230,8 @@ def test_endpoint_wait_timeout_leaves_an_endpoint_still_creating_to_hfpipe_clean
     not be deleted meanwhile; the Cleanup function, which runs for minutes at most, does not wait: it reports
     the endpoint as not deletable yet and names the command that finishes it (teardown.py)."""
     from moto.backends import get_backend
+    from pipeline_lambdas.teardown import cleanup
 
-    from functions.cleanup.teardown import cleanup
     from hfpipe.core.names import PlannedNames
     from hfpipe.local.engine.engine import ACCOUNT
 

@@ -34,7 +34,7 @@ TAGGED_ACTIONS = {
 }
 
 
-#: Registering, scaling and deregistering a named endpoint's variant (functions/shared/construct.py).
+#: Registering, scaling and deregistering a named endpoint's variant (stacks/functions/common.py).
 SCALING = {
     "application-autoscaling:DescribeScalableTargets",
     # A target registered before targets were tagged is tagged for the environment first (docs/deploy.md).
@@ -61,8 +61,7 @@ def role_statements(template: assertions.Template, role_id: str) -> list[dict]:
 def pipeline_functions(template: assertions.Template) -> dict[str, tuple[dict, list[dict]]]:
     """Handler key (plan, launch, ...) -> (function properties, its role's statements)."""
     functions = template.find_resources(
-        "AWS::Lambda::Function",
-        {"Properties": {"Handler": Match.string_like_regexp(r"^functions\.\w+\.handler\.handler$")}},
+        "AWS::Lambda::Function", {"Properties": {"Handler": Match.string_like_regexp(r"^pipeline_lambdas\.")}}
     )
     out = {}
     for props in (r["Properties"] for r in functions.values()):
@@ -350,7 +349,7 @@ def test_state_machine_logs_traces_and_is_published(pipeline_app, env):
     template.has_resource_properties(
         "AWS::Lambda::Function",
         {
-            "Handler": "functions.plan.handler.handler",
+            "Handler": "pipeline_lambdas.plan.handler",
             "Environment": {"Variables": Match.object_like({"IMAGE_CATALOG": catalog})},
         },
     )
@@ -396,7 +395,7 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
         for logical_id, props in (
             (i, r["Properties"]) for i, r in template.find_resources("AWS::Lambda::Function").items()
         )
-        if props.get("Handler", "").startswith("functions.")
+        if props.get("Handler", "").startswith("pipeline_lambdas.")
     }
     invoke_configs = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
     assert sorted(c["Properties"]["FunctionName"]["Ref"] for c in invoke_configs) == sorted(
@@ -513,7 +512,7 @@ def test_register_role_is_limited_to_this_environments_groups_and_metrics_prefix
             json.dumps({"StringEquals": {"sagemaker:ModelApprovalStatus": "PendingManualApproval"}}),
         ),
         (("sagemaker:DescribeModelPackage",), (version,), "null"),
-        # A listing names no version, so a version ARN would never match it (functions/register/construct.py).
+        # A listing names no version, so a version ARN would never match it (stacks/functions/register.py).
         (("sagemaker:ListModelPackages",), ("*",), "null"),
         (("s3:PutObject",), (bucket,), "null"),
     }

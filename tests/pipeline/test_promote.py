@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from app_synth import ARTIFACTS_BUCKET, synthesize_environments
 from faults import Faults
+from pipeline_lambdas import aws, promote
 from promote_moto import (
     SOURCE_REGION,
     TARGET_REGION,
@@ -28,8 +29,6 @@ from promote_moto import (
     target_objects,
 )
 
-from functions.promote import handler as promote
-from functions.shared import aws
 from hfpipe import contract
 from hfpipe.core.promotion import promotion
 from hfpipe.local.engine.engine import ACCOUNT

@@ -10,9 +10,8 @@ import pytest
 from accounts import ACCOUNT as OWN_ACCOUNT
 from accounts import ACCOUNT_A, ACCOUNT_B, ACCOUNT_C, ACCOUNT_D
 from botocore.stub import Stubber
+from pipeline_lambdas import promote, register
 
-from functions.promote import handler as promote
-from functions.register import handler as register
 from hfpipe.core import api_shapes
 from hfpipe.core.promotion import promotion, promotion_access
 from hfpipe.core.promotion.promotion import PromotionRefused

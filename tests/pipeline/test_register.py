@@ -14,8 +14,8 @@ import pytest
 from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET
 from botocore.stub import Stubber
+from pipeline_lambdas import register
 
-from functions.register import handler as register
 from hfpipe import contract
 from hfpipe.core import api_shapes
 from hfpipe.core.promotion import registry

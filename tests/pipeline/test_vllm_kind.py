@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from pipeline_lambdas.smoke_test import SmokeTestFailed, check_openai_answer, smoke_test
 from plan_config import dev_config
 
-from functions.smoke_test.handler import SmokeTestFailed, check_openai_answer, smoke_test
 from hfpipe import kinds
 from hfpipe.core.recipe import serving_fit
 from hfpipe.core.recipe.recipes import resolve_recipe

@@ -29,6 +29,7 @@ from hfpipe.kinds import serving_kind_of
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "training_code"))
+sys.path.insert(0, str(ROOT / "lambda" / "pipeline"))
 
 RECIPES = available_recipes()
 SERVING_PYTHON = ROOT / ".venv-serving" / "bin" / "python"
@@ -157,7 +158,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dic
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(ANSWER_CASES))
 def test_sample_request_gets_the_expected_answer_under_every_containers_transformers(case, answers):
-    from functions.smoke_test.handler import check_answer
+    from pipeline_lambdas.smoke_test import check_answer
 
     recipe = resolve_recipe(recipe_name=ANSWER_CASES[case][0])
     wanted = {"inference": recipe["container"]["inference"]["transformers_version"]}
@@ -186,9 +187,9 @@ def test_sample_request_gets_an_openai_answer_from_the_vllm_stand_in(name, tmp_p
     """A recipe served by the vllm kind: its sample request, through the stand-in for the vLLM container, over
     the model as run_clm.py saves it (weights, tokenizer and the chat template of the recipe's prompt)."""
     import inference_clm
+    from pipeline_lambdas.smoke_test import check_answer, check_openai_answer
     from transformers import AutoTokenizer
 
-    from functions.smoke_test.handler import check_answer, check_openai_answer
     from hfpipe.core.recipe import serving_fit
     from hfpipe.local.serving.openai_endpoint import OpenAIEndpoint
 

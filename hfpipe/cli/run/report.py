@@ -1,7 +1,7 @@
 """The report of one execution: metrics, cost, artifacts, smoke test; and drawing the loss plot (where its values
 are read from: hfpipe.cli.run.loss_curves).
 
-A succeeded execution carries the Report Lambda's `report` in its output (shape: `build_report` in functions/report/handler.py); for a
+A succeeded execution carries the Report Lambda's `report` in its output (shape: `build_report` in lambda/pipeline/pipeline_lambdas/report.py); for a
 running, failed or stopped one the same keys are filled from the plan and DescribeTrainingJob, so
 `hfpipe report` and the end of `hfpipe watch` look the same whatever happened.
 """

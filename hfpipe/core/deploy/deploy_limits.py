@@ -19,7 +19,7 @@ MAX_POLLS = math.ceil((MAX_DEPLOYMENT_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS
 #: Polls of the deploy's own rollback after a failed smoke test (an all-at-once update to the old config).
 ROLLBACK_POLLS = math.ceil((PROVISIONING_SECONDS + ROLLBACK_SECONDS) / POLL_SECONDS)
 #: The way back (PutPreviousConfigBack) waits for an endpoint that cannot take an UpdateEndpoint yet (Updating,
-#: SystemUpdating, RollingBack: functions/deploy_cleanup/deploy_way_back.py) by a Retry every POLL_SECONDS,
+#: SystemUpdating, RollingBack: lambda/pipeline/pipeline_lambdas/deploy_way_back.py) by a Retry every POLL_SECONDS,
 #: this many times at most (30 minutes): three events a retry (LambdaFunctionScheduled, Started, Failed), in
 #: RETRY_EVENTS.
 WAY_BACK_READY_ATTEMPTS = 30

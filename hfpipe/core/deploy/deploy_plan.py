@@ -1,7 +1,7 @@
 """The deploy plan as a type: what the deploy's Prepare step decided, read by the deploy state machine, its
 Lambdas and the command through this one definition (as the pipeline's ``Plan``, hfpipe/core/run/plan_model.py).
 
-Prepare (functions/deploy_prepare/handler.py) builds a ``DeployPlan`` once and returns
+Prepare (lambda/pipeline/pipeline_lambdas/deploy_prepare.py) builds a ``DeployPlan`` once and returns
 ``plan.to_json()``, which the deploy state machine keeps at ``$.deploy``: every JSONPath it reads comes from
 ``DeployPlan.path`` (stacks/constructs/deploy_state_machine.py), so a renamed field breaks the synth and its test,
 not an execution. Record, DeployCleanup, the approval re-checks and ``hfpipe deploy`` read it back with

@@ -189,7 +189,7 @@ def scaling_resource_id(endpoint_name: str) -> str:
 
 def scaling_tags(env: str) -> dict[str, str]:
     """The tags of an environment's scalable targets (Application Auto Scaling's Tags: a map): its IAM grants
-    allow writes only on targets that carry them (functions/shared/construct.py, grant_endpoint_scaling)."""
+    allow writes only on targets that carry them (stacks/functions/common.py, grant_endpoint_scaling)."""
     return {contract.TAG_MANAGED_BY: contract.PROJECT, contract.TAG_ENV: env}
 
 

@@ -1,6 +1,6 @@
 """The promote plan as a type: what the Promote step decided before its first write, and what it answers.
 
-The Promote function (functions/promote/handler.py) builds a ``PromotePlan`` once, from its
+The Promote function (lambda/pipeline/pipeline_lambdas/promote.py) builds a ``PromotePlan`` once, from its
 reads and checks of the source version (``plan_promotion``), then carries it out; its answer, the Promote state
 machine's output, is a ``Promoted`` (``to_json``), which ``hfpipe promote`` reads back with
 ``Promoted.from_json``. Both accept exactly this schema version's fields with their types and refuse anything

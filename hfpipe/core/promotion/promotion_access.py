@@ -2,7 +2,7 @@
 
 The role reads the source version (DescribeModelPackage: granted by its own policy and, across accounts, by the
 source group's resource policy, hfpipe.core.promotion.promotion.group_policy) and two kinds of objects of the source's
-artifacts bucket (s3:GetObject under ``SOURCE_KEY_PREFIXES``: its own policy, functions/promote/construct.py,
+artifacts bucket (s3:GetObject under ``SOURCE_KEY_PREFIXES``: its own policy, stacks/functions/promote.py,
 and across accounts the source bucket's statement ``bucket_statement_sid``, stacks/constructs/promotion.py).
 A URL outside that grant is refused before any call (``readable_source``); a refused call is one line naming
 the policy that lacks the grant and how to add it (``group_denied``, ``bucket_denied``); a missing object
@@ -17,7 +17,7 @@ from hfpipe import contract
 from hfpipe.core.promotion import registry
 from hfpipe.core.promotion.promotion import PromotionRefused, role_arn
 
-#: The source artifacts bucket's keys the Promote role reads (its identity policy, functions/promote/construct.py,
+#: The source artifacts bucket's keys the Promote role reads (its identity policy, stacks/functions/promote.py,
 #: and the source's bucket statement, stacks/constructs/promotion.py): the training outputs, the metrics documents.
 SOURCE_KEY_PREFIXES = (contract.ARTIFACTS_OUTPUT_PREFIX, contract.ARTIFACTS_MODEL_METRICS_PREFIX)
 #: Error codes of a refused call: SageMaker's (AccessDeniedException), S3's (AccessDenied; a HEAD request has
@@ -82,7 +82,7 @@ def group_denied(
     head = f"DescribeModelPackage {version}: access denied ({code})"
     own = (
         f"{_promoter(partition, account, target_env)}'s own policy lacks sagemaker:DescribeModelPackage on "
-        f"model-package/{registry.group_prefix(source_env)}*/* (functions/promote/construct.py): redeploy "
+        f"model-package/{registry.group_prefix(source_env)}*/* (stacks/functions/promote.py): redeploy "
         f"{target_env!r} with `npx cdk deploy -c env={target_env} --all`"
     )
     shared = (
@@ -115,7 +115,7 @@ def bucket_denied(
     head = f"{operation} s3://{bucket}/{key}: access denied ({code})"
     own = (
         f"{_promoter(partition, account, target_env)}'s own policy lacks s3:GetObject on "
-        f"{source_bucket_prefix(source_env)}*/{key.split('/', 1)[0]}/* (functions/promote/construct.py): redeploy "
+        f"{source_bucket_prefix(source_env)}*/{key.split('/', 1)[0]}/* (stacks/functions/promote.py): redeploy "
         f"{target_env!r} with `npx cdk deploy -c env={target_env} --all`"
     )
     shared = (

@@ -4,7 +4,7 @@
 The schema is data (``RECIPE_SCHEMA``), so editors and the ``jsonschema`` library can read it; it is checked
 against draft-07's meta-schema in the tests (tests/core/test_schema.py).
 ``fastjsonschema`` (pure Python, no dependencies; pinned in requirements.txt and copied into the Lambda bundle
-by functions/shared/construct.py) compiles it once and fills the ``default`` of every missing property; its
+by stacks/functions/common.py) compiles it once and fills the ``default`` of every missing property; its
 exception becomes the project's one line in ``schema_error``. Every property carries a ``description``: that is
 the documentation of the recipe format.
 """

@@ -143,7 +143,7 @@ def record_component_answer(
     container answered with HTTP ``status`` (0 when it is not that class of error, as for an endpoint).
 
     For the same call once answered, with the same one dimension, what the adapter
-    state machine's bake reads (functions/adapter/handler.py ``bake``): ``Invocation4XXErrors``
+    state machine's bake reads (lambda/pipeline/pipeline_lambdas/adapter.py ``bake``): ``Invocation4XXErrors``
     and ``Invocation5XXErrors`` (1 for a container answer of that class, else 0) and ``InvocationModelErrors``
     (1 for any answer that is not 2xx, else 0), as the same page defines them for the endpoint's invocation
     metrics (its ``answered`` hook). Not published for such a call: its latency and AWS's ``InvocationsPerCopy``.

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hfpipe.local.checkout import CLIENTS_MODULE, LAMBDA_PACKAGE, load_lambda_package
+from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.bus import LocalBus, execution_status_change
 from hfpipe.local.engine.cloudwatch import (
@@ -212,7 +212,7 @@ class LocalEngine(EngineViews):
         self.guardrails = Guardrails(self, self.traffic, self.region)
         self._stack.callback(self.guardrails.close)  # before moto stops: updates under way end first
         load_lambda_package(self.lambda_dir)
-        aws = importlib.import_module(CLIENTS_MODULE)
+        aws = importlib.import_module(f"{LAMBDA_PACKAGE}.aws")
         clients = {
             "service-quotas": self.quotas.client(self.region),
             "sagemaker-runtime": runtime_client(
@@ -237,7 +237,7 @@ class LocalEngine(EngineViews):
         handlers' clients are still this engine's.
 
         moto runs executions in threads of this process, and moto's accounts, its patched interpreter, boto3's
-        default session and the handlers' clients (``functions.shared.aws``) belong to the process, not to
+        default session and the handlers' clients (``pipeline_lambdas.aws``) belong to the process, not to
         the engine: an execution left running (a test that leaves its job in progress, a command stopped
         midway) went on after the engine had gone, its next task and its end event answered by whichever
         engine the process started next, with that engine's handlers and moto account, or by no mock at all;
@@ -342,7 +342,7 @@ class LocalEngine(EngineViews):
             logical: res["Properties"]
             for logical, res in self.resources.items()
             if res["Type"] == "AWS::Lambda::Function"
-            and res["Properties"].get("Handler", "").startswith(f"{LAMBDA_PACKAGE}.")
+            and "pipeline_lambdas." in res["Properties"].get("Handler", "")
         }
         machines = [k for k, r in self.resources.items() if r["Type"] == "AWS::StepFunctions::StateMachine"]
         #: Every state machine of the template by its physical name (the pipeline's, the deploy one, ...).
@@ -435,8 +435,7 @@ class LocalEngine(EngineViews):
         if props is None:
             raise TemplateError(f"Lambda {logical}: not an hfpipe pipeline function in the template")
         module_name, func_name = props["Handler"].rsplit(".", 1)
-        # The function's folder names it (functions/<name>/handler.py): launch, plan, ...
-        key = module_name.removeprefix(f"{LAMBDA_PACKAGE}.").split(".")[0]
+        key = module_name.rsplit(".", 1)[-1]
         self.invocations.append((key, logical))
         own = self._own_env[logical]
         event = json.loads(body) if body else {}

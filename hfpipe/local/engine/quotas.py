@@ -2,7 +2,7 @@
 table (``QuotaTable``), in the shape AWS answers.
 
 moto cannot play this part: its Service Quotas backend knows only ``vpc`` defaults and has no
-ListServiceQuotas. So the client the engine hands the Plan function (through functions.shared.aws
+ListServiceQuotas. So the client the engine hands the Plan function (through pipeline_lambdas.aws
 OVERRIDES) is answered by botocore's event system, the mechanism botocore.stub.Stubber uses: a
 ``before-call`` hook returns the parsed answer instead of sending the request, after botocore has
 validated the request, and each answer is validated against the operation's output shape as Stubber

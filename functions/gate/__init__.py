@@ -1,1 +1,0 @@
-"""The Gate function: the recipe's final metric against its threshold."""

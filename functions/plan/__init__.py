@@ -1,1 +1,0 @@
-"""The Plan function: validates an execution's input and builds its plan (hfpipe.core.run.plan)."""

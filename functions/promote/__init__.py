@@ -1,1 +1,0 @@
-"""The Promote function: promotes an approved model version of the source environment into this one."""

@@ -1,1 +1,0 @@
-"""The Register function: registers a run that passed its smoke test as a model package version."""

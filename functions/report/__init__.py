@@ -1,1 +1,0 @@
-"""The Report function: the execution's report (cost, metrics, artifacts), published to the topic."""

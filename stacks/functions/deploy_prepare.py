@@ -1,0 +1,150 @@
+"""DeployPrepareFunction: lambda/pipeline/pipeline_lambdas/deploy_prepare.py, the deploy state machine's first
+step: it reads the registered version and the named endpoint, refuses what may not be deployed, and builds the
+requests the state machine sends (create, or a blue/green update).
+
+Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints, their
+configs with their tags and the configs' models (hfpipe-<env>-*; what serves is read from them) and its deployment records (SSM), read the account's SageMaker quotas
+(the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
+instance type change needs that before UpdateEndpoint); nothing else here. The stack grants it DescribeAlarms
+on the named endpoints' rollback alarms (EndpointAlarms.grant_describe), which an update looks at first. The
+endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
+role) as ``EXECUTION_ROLE_ARN``.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from hfpipe import contract
+from hfpipe.core.deploy import deployments
+from hfpipe.core.promotion import registry
+from stacks.functions.common import (
+    FunctionSettings,
+    deploy_arn,
+    deployment_parameters_arn,
+    grant_endpoint_scaling,
+    grant_quota_reads,
+    pipeline_function,
+)
+from stacks.nag import acknowledge, rendered
+
+
+class DeployPrepareFunction(Construct):
+    """The Prepare function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "deploy_prepare"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: FunctionSettings,
+        execution_role: iam.IRole,
+        endpoints: tuple[deployments.EndpointSettings, ...],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function, self.role = pipeline_function(
+            self,
+            settings,
+            runtime_module=self.RUNTIME_MODULE,
+            environment={
+                "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
+                "EXECUTION_ROLE_ARN": execution_role.role_arn,
+            },
+        )
+        env = settings.env_name
+        versions = versions_arn(self, env)
+        hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
+        parameters = deployment_parameters_arn(self, env)
+        machine_arn, executions = state_machine_arns(self, contract.deploy_state_machine_name(env))
+        self._grant_reads(versions, hosting, parameters, machine_arn, executions)
+        grant_endpoint_scaling(self.role, env, register=False)
+        # The fleet's endpoint-usage quota, read before anything starts.
+        grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
+        self._acknowledge_reads(versions, hosting, parameters, executions)
+
+    def _grant_reads(
+        self, versions: str, hosting: list[str], parameters: str, machine_arn: str, executions: str
+    ) -> None:
+        """The role's reads: versions, named endpoints and their configs and models, records, deploys."""
+        for actions, resources in (
+            (["sagemaker:DescribeModelPackage"], [versions]),
+            (
+                ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:ListTags"],
+                hosting[:2],
+            ),
+            # What serves (hfpipe.core.deploy.what_serves): the live config's model, for its package version.
+            (["sagemaker:DescribeModel"], hosting[2:]),
+            (["ssm:GetParameter"], [parameters]),
+            (["states:ListExecutions"], [machine_arn]),
+            (["states:DescribeExecution"], [executions]),
+        ):
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+
+    def _acknowledge_reads(self, versions: str, hosting: list[str], parameters: str, executions: str) -> None:
+        """cdk-nag's acknowledgements of the reads' ARNs that end in ``*``, each with its reason."""
+        stack = cdk.Stack.of(self)
+        for resource, reason in (
+            (
+                versions,
+                "Reads (DescribeModelPackage) the versions of this environment's model package groups only "
+                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration.",
+            ),
+            (
+                hosting[0],
+                "Reads the environment's named endpoints (hfpipe-<env>-<name>, declared in cdk.json) and their "
+                "tags: read-only.",
+            ),
+            (
+                hosting[1],
+                "Reads the named endpoints' configs (hfpipe-<env>-<name>-v<n>-<hash>, one per deploy) and their "
+                "tags: read-only.",
+            ),
+            (
+                hosting[2],
+                "Reads (DescribeModel) the models the deploys made (hfpipe-<env>-<name>-v<n>-<hash>): the version "
+                "an endpoint serves is its live config's model's package; read-only.",
+            ),
+            (
+                executions,
+                "Reads (DescribeExecution) the executions of this environment's deploy state machine only, to "
+                "refuse a deploy while another one of the same endpoint runs.",
+            ),
+            (
+                parameters,
+                "Reads the deployment records of the environment's named endpoints, one SSM parameter per "
+                "endpoint under /hfpipe/<env>/deployments/.",
+            ),
+        ):
+            acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]", reason)
+
+
+def versions_arn(scope: Construct, env: str) -> str:
+    """The versions of this environment's model package groups (hfpipe-<env>-*)."""
+    return cdk.Stack.of(scope).format_arn(
+        service="sagemaker", resource="model-package", resource_name=f"{registry.group_prefix(env)}*/*"
+    )
+
+
+def state_machine_arns(scope: Construct, machine: str) -> tuple[str, str]:
+    """State machine ``machine``'s ARN and its executions' (for ListExecutions and DescribeExecution)."""
+    # One deploy at a time per endpoint (per adapter): the state machine's running executions and their
+    # inputs (named, not referenced: the state machine invokes this function). Service Authorization
+    # Reference, Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
+    stack = cdk.Stack.of(scope)
+    machine_arn = stack.format_arn(
+        service="states",
+        resource="stateMachine",
+        resource_name=machine,
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    executions = stack.format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{machine}:*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    return machine_arn, executions

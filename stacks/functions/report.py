@@ -1,0 +1,55 @@
+"""ReportFunction: lambda/pipeline/pipeline_lambdas/report.py, which builds the execution's report (cost,
+metrics, artifacts; the training log's last lines for a failed job) and publishes it to the notification
+topic.
+
+Its role may publish to that topic and read the log streams of SageMaker's training-job log group.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from hfpipe.core.run.logs import LOG_GROUP as TRAINING_LOG_GROUP
+from stacks.functions.common import FunctionSettings, grant_publish, pipeline_function
+from stacks.nag import acknowledge, rendered
+
+
+class ReportFunction(Construct):
+    """The Report function (``function``) and its role (``role``)."""
+
+    RUNTIME_MODULE = "report"
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, topic: sns.ITopic
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function, self.role = pipeline_function(
+            self, settings, runtime_module=self.RUNTIME_MODULE, environment={"TOPIC_ARN": topic.topic_arn}
+        )
+        grant_publish(self.role, topic)
+        # A failed job's report carries the last lines of its log (hfpipe.core.run.logs.log_tail): the streams of
+        # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
+        # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
+        stack = cdk.Stack.of(self)
+        training_logs = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=TRAINING_LOG_GROUP,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
+        )
+        training_streams = f"{training_logs}:log-stream:*"
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[training_streams])
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{rendered(stack, training_streams)}]",
+            "SageMaker names a training job's log streams <job>/algo-<n>-<epoch> at run time; the grant is "
+            "read-only (GetLogEvents) and limited to the streams of the /aws/sagemaker/TrainingJobs log group.",
+        )
