@@ -18,23 +18,9 @@ from typing import Any
 from hfpipe.cli.aws import aws_error
 from hfpipe.cli.clients import AwsFault, HfpipeError, UsageError
 from hfpipe.cli.parser import check_rules
+from hfpipe.core import throttling
 from hfpipe.core.validate import RecipeError
 
-#: Error codes of a throttled call (botocore's retry handler's throttling codes, and S3's SlowDown).
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-    }
-)
 #: What a command that stopped on an AWS fault leaves: what still runs, what to run next (``state``).
 _STATE: contextvars.ContextVar[str | None] = contextvars.ContextVar("hfpipe_state", default=None)
 
@@ -58,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, botocore.exceptions.ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        return code in THROTTLING_CODES or status >= 500
+        return code in throttling.THROTTLING_CODES or status >= 500
     return isinstance(
         exc,
         (

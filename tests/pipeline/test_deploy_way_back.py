@@ -110,10 +110,14 @@ def test_a_refused_way_back_names_aws_error_and_what_serves(clean):
 
 
 def test_the_throttling_codes_are_botocores():
-    """The way back treats as throttling exactly what botocore's standard retry mode does."""
+    """The way back (and every other caller: hfpipe.core.throttling is their one list) treats as throttling
+    exactly what botocore's standard retry mode does."""
     from pipeline_lambdas import deploy_way_back
 
-    assert frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES) == deploy_way_back.THROTTLING_CODES
+    from hfpipe.core import throttling
+
+    assert frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES) == throttling.THROTTLING_CODES
+    assert deploy_way_back.THROTTLING_CODES is throttling.THROTTLING_CODES
 
 
 def test_a_version_rejected_during_its_smoke_test_ends_failed_and_rolled_back(clean):

@@ -53,6 +53,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core import throttling
 from hfpipe.core.adapters import adapter_deploy, scale_to_zero
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
@@ -77,9 +78,6 @@ ACTIONS = ("deploy", "rollback", "delete", "retire")
 BAKE_METRICS = ("Invocation5XXErrors", "InvocationModelErrors")
 #: What says the component's calls were counted at all (reported, not required: see BAKE_METRICS).
 BAKE_COUNT_METRIC = "Invocations"
-#: What SageMaker answers a call it throttles (botocore's retry model for SageMaker: ThrottlingException;
-#: the way back retries them as AdapterNotReady rather than failing with the new version serving).
-THROTTLED = ("ThrottlingException", "Throttling", "TooManyRequestsException")
 
 
 class AdapterNotReady(Exception):
@@ -434,17 +432,12 @@ def confirm(plan: AdapterPlan, sagemaker: Any) -> dict[str, Any]:
     return {"version_arn": plan.version_arn, "status": status}
 
 
-def _throttled(err: Exception) -> bool:
-    code = str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
-    return code in THROTTLED
-
-
 def _retried_if_throttled(what: str, call: Callable[[], Any]) -> Any:
     """``call()``; AdapterNotReady (the state machine retries it) when AWS throttles it."""
     try:
         return call()
     except Exception as err:
-        if _throttled(err):
+        if throttling.is_throttled(err):
             raise AdapterNotReady(f"{what}: throttled ({err}); retried") from None
         raise
 

@@ -12,17 +12,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
+from hfpipe.core import throttling
 from hfpipe.core.causes import cause_message
 from hfpipe.core.deploy import deploy_limits
 from hfpipe.core.deploy.deploy_plan import AlarmWait, DeployPlan
 from hfpipe.core.deploy.what_serves import Serving, what_serves
 from hfpipe.core.promotion import registry
-from hfpipe.core.run.quotas import error_code
 from pipeline_lambdas.deploy_common import describe_endpoint
 
-#: CloudWatch's throttling error codes (the Query API's "Throttling"; botocore's _retry.json), left after
-#: botocore's own retries.
-CLOUDWATCH_THROTTLING = frozenset({"Throttling", "ThrottlingException"})
 #: DescribeAlarms takes at most 100 AlarmNames (botocore's model: AlarmNames max 100).
 ALARM_NAMES_PER_CALL = 100
 
@@ -140,7 +137,7 @@ def firing_alarms(cloudwatch: Any, names: list[str]) -> list[str]:
                     if alarm.get("StateValue") == "ALARM":
                         fired.add(str(alarm["AlarmName"]))
     except Exception as err:
-        if error_code(err) in CLOUDWATCH_THROTTLING:
+        if throttling.is_throttled(err):  # left after botocore's own retries
             raise AlarmLookupThrottled(
                 f"CloudWatch throttled DescribeAlarms for the rollback alarms {', '.join(names)}: {err}"
             ) from err

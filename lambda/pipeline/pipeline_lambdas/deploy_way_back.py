@@ -27,32 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfpipe.core import throttling
 from hfpipe.core.deploy.deploy_plan import DeployPlan
 from pipeline_lambdas import aws
 from pipeline_lambdas.deploy_common import describe_endpoint, error_code
 
 LOG = aws.logger(__name__)
-#: botocore's standard retry mode's throttling codes (botocore/retries/standard.py,
-#: ThrottledRetryableChecker._THROTTLED_ERROR_CODES, botocore 1.44.8; tests/pipeline/test_deploy_way_back.py
-#: compares them with the installed botocore).
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "TransactionInProgressException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-        "EC2ThrottledException",
-    }
-)
+#: What counts as throttled (hfpipe.core.throttling: botocore's standard retry mode's codes).
+THROTTLING_CODES = throttling.THROTTLING_CODES
 #: Statuses that end by themselves, after which the endpoint takes an UpdateEndpoint again.
 NOT_READY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes
+from hfpipe.core import api_shapes, throttling
 from hfpipe.core.promotion import promotion, promotion_access, registry
 from hfpipe.core.promotion.promote_plan import (
     Promoted,
@@ -49,13 +49,6 @@ LOG = aws.logger(__name__)
 _MIB = 1024 * 1024
 #: Parts of 256 MiB, 16 at a time (s3transfer raises the part size itself past 10,000 parts).
 COPY_SETTINGS = {"multipart_threshold": 256 * _MIB, "multipart_chunksize": 256 * _MIB, "max_concurrency": 16}
-_THROTTLING = {
-    "ThrottlingException",
-    "Throttling",
-    "SlowDown",
-    "TooManyRequestsException",
-    "RequestLimitExceeded",
-}
 
 __all__ = [
     "PromotionRefused",
@@ -230,7 +223,7 @@ def promote(
     try:
         return _promote(ref, execution_name, s, clients, copy_settings or COPY_SETTINGS)
     except Exception as err:
-        if _code(err) in _THROTTLING:
+        if throttling.is_throttled(err):
             raise ThrottlingException(str(err)) from err
         raise
 
