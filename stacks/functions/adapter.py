@@ -31,11 +31,10 @@ from hfpipe import contract
 from hfpipe.core.adapters import adapter_fit, scale_to_zero
 from hfpipe.core.adapters.shared_base import SharedBase
 from stacks.functions.common import (
-    SCALING_ROLE,
-    SCALING_SERVICE,
     FunctionSettings,
     PassRoleGrant,
     deploy_arn,
+    grant_scaling_service_linked_role,
     owned_by,
     pipeline_function,
 )
@@ -233,20 +232,7 @@ class AdapterFunction(Construct):
                 conditions=owned_by(env, "aws:ResourceTag"),
             )
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["iam:CreateServiceLinkedRole"],
-                resources=[
-                    stack.format_arn(
-                        service="iam",
-                        region="",
-                        resource="role",
-                        resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
-                    )
-                ],
-                conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
-            )
-        )
+        grant_scaling_service_linked_role(self.role)
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{rendered(stack, alarms[1])}]",

@@ -342,6 +342,26 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool, als
         _grant_scaling_dependencies(role, env_name)
 
 
+def grant_scaling_service_linked_role(role: iam.Role) -> None:
+    """CreateServiceLinkedRole of Application Auto Scaling's role for SageMaker (its first scalable target in
+    an account makes it), that role only and for that service only."""
+    stack = cdk.Stack.of(role)
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["iam:CreateServiceLinkedRole"],
+            resources=[
+                stack.format_arn(
+                    service="iam",
+                    region="",
+                    resource="role",
+                    resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+                )
+            ],
+            conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
+        )
+    )
+
+
 def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
     """What AWS requires of a caller that registers SageMaker variants and puts target tracking policies:
     the endpoint and its config, the target tracking alarms, and the service-linked role."""
@@ -370,20 +390,7 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
             resources=[alarms],
         )
     )
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["iam:CreateServiceLinkedRole"],
-            resources=[
-                stack.format_arn(
-                    service="iam",
-                    region="",
-                    resource="role",
-                    resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
-                )
-            ],
-            conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
-        )
-    )
+    grant_scaling_service_linked_role(role)
     for resource, reason in (
         (
             endpoints[0],
