@@ -21,6 +21,10 @@ GROUP = "hfpipe-dev-tiny-adapter"
 VERSION = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/{GROUP}/3"
 
 
+#: An environment whose SSM parameters say nothing of its shared base (the checkout's cdk.json is read then).
+NO_PARAMETERS = SimpleNamespace(get_parameters=lambda **_: {"Parameters": [], "InvalidParameters": []})
+
+
 class Pages:
     def __init__(self, pages: list[dict[str, Any]]) -> None:
         self.pages = pages
@@ -81,7 +85,7 @@ class SageMaker:
 
 def follow(execution: dict[str, Any], sagemaker: SageMaker, capsys: Any) -> tuple[int, list[str], str]:
     clients = SimpleNamespace(
-        sfn=SimpleNamespace(describe_execution=lambda **_: execution), sagemaker=sagemaker
+        sfn=SimpleNamespace(describe_execution=lambda **_: execution), sagemaker=sagemaker, ssm=NO_PARAMETERS
     )
     out = io.StringIO()
     console = Console(file=out, width=400)
@@ -122,8 +126,11 @@ def test_deleting_the_last_adapter_says_what_bills_and_how_to_retire_the_base(ca
     assert code == 0
     assert lines[-2:] == [
         "deleted: hfpipe-dev-adapter-support; no other adapter was touched",
+        # The environment's SSM says nothing of its base here, so the checkout's cdk.json is read: dev's base
+        # scales to zero.
         "  no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x ml.g5.4xlarge, "
-        "2.03 USD/h) until it is retired: hfpipe deploy --env dev --retire-base",
+        "2.03 USD/h) until 15 idle minutes have passed (it scales to zero; a call wakes it) or it is retired: "
+        "hfpipe deploy --env dev --retire-base",
     ], lines
 
 
@@ -157,8 +164,7 @@ def test_the_last_two_deletes_at_once_each_say_what_bills(capsys):
 
 
 def _nothing(sagemaker: SageMaker, request: dict[str, str]) -> tuple[bool, list[str]]:
-    ssm = SimpleNamespace(get_parameters=lambda **_: {"Parameters": [], "InvalidParameters": []})
-    clients = SimpleNamespace(sagemaker=sagemaker, ssm=ssm)
+    clients = SimpleNamespace(sagemaker=sagemaker, ssm=NO_PARAMETERS)
     out = io.StringIO()
     done = deploy_adapter._nothing_to_change(clients, "dev", request, None, Console(file=out, width=400))
     return done, out.getvalue().strip().splitlines()
@@ -181,3 +187,19 @@ def test_a_finished_delete_or_retirement_run_again_is_done_and_says_what_bills()
     ]
     assert _nothing(SageMaker(), {"action": "retire"}) == (False, [])
     assert _nothing(SageMaker(), {"action": "deploy", "adapter": "support"}) == (False, [])
+
+
+def test_a_base_that_scales_to_zero_bills_until_its_idle_window_has_passed():
+    """The last adapter's delete says what the base bills and until when: with scale_to_zero, until its idle
+    window has passed (then nothing until a call wakes it), not until it is retired."""
+    from hfpipe.core.adapters.scale_to_zero import ScaleToZero
+
+    out = io.StringIO()
+    deployed = SimpleNamespace(scale_to_zero=ScaleToZero(enabled=True, idle_minutes=15))
+    billing = json.loads(_deleted_execution([])["output"])["base"]
+    deploy_adapter._keeps_billing(Console(file=out, width=400), "dev", BaseBilling(**billing), deployed)
+    assert out.getvalue().strip() == (
+        "no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x ml.g5.4xlarge, "
+        "2.03 USD/h) until 15 idle minutes have passed (it scales to zero; a call wakes it) or it is retired: "
+        "hfpipe deploy --env dev --retire-base"
+    )

@@ -181,11 +181,25 @@ def _billing_line(clients: Any, env: str, console: Any) -> None:
     from hfpipe.cli.adapters.adapter_report import environment_shared_base
 
     deployed = environment_shared_base(clients.ssm, env).base
+    billing = adapter_deploy.billing(env, deployed) if deployed else None
+    _keeps_billing(console, env, billing, deployed)
+
+
+def _keeps_billing(console: Any, env: str, billing: BaseBilling | None, deployed: Any) -> None:
+    """The line a delete ends with when no adapter stays: what the base bills, until when, and the command
+    that retires it; a base that scales to zero (``deployed``: the environment's shared base, as deployed)
+    bills until its idle window has passed, then nothing until a call wakes it."""
     endpoint, command = BaseNames.of(env).endpoint, adapter_deploy.retire_command(env)
-    cost = f" ({_money(adapter_deploy.billing(env, deployed))})" if deployed else ""
+    cost = f" ({_money(billing)})" if billing else ""
+    scaling = getattr(deployed, "scale_to_zero", None)
+    until = (
+        f"until {scaling.idle_minutes} idle minutes have passed (it scales to zero; a call wakes it) or it is "
+        "retired"
+        if scaling is not None and scaling.enabled
+        else "until it is retired"
+    )
     console.print(
-        f"  no adapter is left on the shared base {endpoint}; it keeps billing{cost} until it is retired: "
-        f"{command}"
+        f"  no adapter is left on the shared base {endpoint}; it keeps billing{cost} {until}: {command}"
     )
 
 
@@ -275,10 +289,10 @@ def _deleted(
         names = adapter_deploy.adapter_names(env, staying)
         console.print(f"  still on the shared base {deleted.base.endpoint}: {', '.join(names)}")
         return 0
-    console.print(
-        f"  no adapter is left on the shared base {deleted.base.endpoint}; it keeps billing "
-        f"({_money(deleted.base)}) until it is retired: {deleted.base.retire_command}"
-    )
+    from hfpipe.cli.adapters.adapter_report import environment_shared_base
+
+    deployed = aws.call("reading the shared base", environment_shared_base, ssm=clients.ssm, env=env).base
+    _keeps_billing(console, env, deleted.base, deployed)
     return 0
 
 
