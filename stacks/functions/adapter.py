@@ -34,6 +34,7 @@ from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
     deploy_arn,
+    grant_hosting_deletes,
     grant_scaling_service_linked_role,
     owned_by,
     pipeline_function,
@@ -145,17 +146,7 @@ class AdapterFunction(Construct):
             stack.format_arn(service="sagemaker", resource=r, resource_name=base)
             for r in ("model", "endpoint-config", "endpoint")
         ]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DeleteEndpoint",
-                    "sagemaker:DeleteEndpointConfig",
-                    "sagemaker:DeleteModel",
-                ],
-                resources=hosting,
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
-        )
+        grant_hosting_deletes(self.role, env, hosting)
 
     def _grant_scale_to_zero(self, env: str) -> None:
         """Scale to zero of the base (hfpipe.core.adapters.scale_to_zero), made with the base and removed when it

@@ -342,6 +342,18 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool, als
         _grant_scaling_dependencies(role, env_name)
 
 
+def grant_hosting_deletes(role: iam.Role, env_name: str, hosting: list[str]) -> None:
+    """DeleteEndpoint, DeleteEndpointConfig and DeleteModel of ``hosting`` (their ARNs), only where they carry
+    this environment's tags."""
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
+            resources=hosting,
+            conditions=owned_by(env_name, "aws:ResourceTag"),
+        )
+    )
+
+
 def grant_scaling_service_linked_role(role: iam.Role) -> None:
     """CreateServiceLinkedRole of Application Auto Scaling's role for SageMaker (its first scalable target in
     an account makes it), that role only and for that service only."""

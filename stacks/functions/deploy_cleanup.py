@@ -20,6 +20,7 @@ from stacks.functions.common import (
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
+    grant_hosting_deletes,
     owned_by,
     pipeline_function,
 )
@@ -43,17 +44,7 @@ class DeployCleanupFunction(Construct):
                 resources=hosting,
             )
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DeleteEndpoint",
-                    "sagemaker:DeleteEndpointConfig",
-                    "sagemaker:DeleteModel",
-                ],
-                resources=hosting,
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
-        )
+        grant_hosting_deletes(self.role, env, hosting)
         # The way back after a failed smoke test (deploy_way_back.py): UpdateEndpoint checks the endpoint and
         # the config it moves to, both tagged by this environment's deploys.
         self.role.add_to_policy(

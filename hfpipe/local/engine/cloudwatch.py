@@ -122,18 +122,7 @@ def record_component_invocation(cloudwatch: Any, component: str, when: datetime 
     them with), for every call hfpipe.local.engine.inference_components routes to a component (its ``count`` hook,
     which hfpipe.local.engine.engine wires to it).
     """
-    cloudwatch.put_metric_data(
-        Namespace=adapter_cost.METRIC_NAMESPACE,
-        MetricData=[
-            {
-                "MetricName": adapter_cost.INVOCATIONS_METRIC,
-                "Dimensions": [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}],
-                "Timestamp": when or datetime.now(UTC),
-                "Value": 1.0,
-                "Unit": "None",
-            }
-        ],
-    )
+    _put_component_metrics(cloudwatch, component, {adapter_cost.INVOCATIONS_METRIC: 1.0}, when)
 
 
 def record_component_answer(
@@ -153,6 +142,14 @@ def record_component_answer(
         "Invocation5XXErrors": 1.0 if status >= 500 else 0.0,
         "InvocationModelErrors": 0.0 if 200 <= status < 300 else 1.0,
     }
+    _put_component_metrics(cloudwatch, component, values, when)
+
+
+def _put_component_metrics(
+    cloudwatch: Any, component: str, values: dict[str, float], when: datetime | None
+) -> None:
+    """Each of ``values`` (metric name -> value) as SageMaker publishes a component's metrics: namespace
+    AWS/SageMaker, the one dimension InferenceComponentName, unit None."""
     dimensions = [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}]
     stamp = when or datetime.now(UTC)
     cloudwatch.put_metric_data(
@@ -169,18 +166,7 @@ def record_no_capacity(cloudwatch: Any, component: str, when: datetime | None = 
     ("SageMaker AI emits this metric when an endpoint receives an inference request, but the endpoint has no
     active instances to serve the request", "Scale an endpoint to zero instances"), then its scale-out alarm
     (hfpipe.core.adapters.scale_to_zero.alarm_name) evaluated: its state, None when there is no such alarm."""
-    cloudwatch.put_metric_data(
-        Namespace=adapter_cost.METRIC_NAMESPACE,
-        MetricData=[
-            {
-                "MetricName": scale_to_zero.NO_CAPACITY_METRIC,
-                "Dimensions": [{"Name": adapter_cost.COMPONENT_DIMENSION, "Value": component}],
-                "Timestamp": when or datetime.now(UTC),
-                "Value": 1.0,
-                "Unit": "None",
-            }
-        ],
-    )
+    _put_component_metrics(cloudwatch, component, {scale_to_zero.NO_CAPACITY_METRIC: 1.0}, when)
     try:
         return evaluate(cloudwatch, scale_to_zero.alarm_name(component), when)
     except LookupError:
