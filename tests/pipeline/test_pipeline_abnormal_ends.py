@@ -72,7 +72,14 @@ def test_a_timed_out_execution_is_cleaned_up_and_reported(fresh):
     arn = fresh.start({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=name, state_machine_arn=machine)
     assert blocking.entered.wait(30), "the smoke test never started"
     assert time.monotonic() - started < timeout_s, "the smoke test started after the execution's timeout"
-    time.sleep(started + timeout_s + 0.5 - time.monotonic())  # past the timeout while the smoke test holds
+    # Hold the smoke test until the execution has timed out: the clock of TimeoutSeconds starts when the
+    # interpreter begins the definition, later than start_execution returns (on 2 busy cores, by more than
+    # any fixed margin), so the release waits on the execution's own status, not on a sleep.
+    sfn = fresh.client("stepfunctions")
+    deadline = time.monotonic() + 60
+    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution never timed out"
+        time.sleep(0.2)
     blocking.release.set()
     r = fresh.wait(arn, timeout_s=60)
     assert r.status == "TIMED_OUT"
