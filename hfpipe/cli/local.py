@@ -141,9 +141,8 @@ def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, serve
     # or packed, and before torch is imported to look for a GPU. Neither a GPU nor an own script's parser
     # changes more than hyperparameters, which those rules do not read.
     early = _as_run_here(args, loaded, False, None)
-    cache_dir = Path(args.out).resolve() / CACHE_FOLDER
-    warming = _Warming(early, cache_dir)
-    _in_local_environment(cache_dir, early, say=stage, meanwhile=warming.start)
+    warming = _Warming(early)
+    _in_local_environment(Path(args.out).resolve() / CACHE_FOLDER, early, say=stage, meanwhile=warming.start)
     if warming.thread is not None:
         warming.thread.join()  # before this thread imports any of what it imports
     # A recipe's own dir or git source, packed (a git one cloned) once, before anything is built.
@@ -340,9 +339,8 @@ class _Warming:
     module locks. The fixtures are built in a folder of their own, moved into the run's folder once the run
     has one (hfpipe.local.run.LocalRun's ``built``), and removed when the command ends before that."""
 
-    def __init__(self, substitutions: Any, cache_dir: Path) -> None:
+    def __init__(self, substitutions: Any) -> None:
         self.substitutions = substitutions  # the recipe as it runs here, before the look for a GPU
-        self.cache_dir = cache_dir
         self.thread: threading.Thread | None = None
         self.built: tuple[Path, dict[str, Path]] | None = None
 
@@ -358,9 +356,7 @@ class _Warming:
                 import torch  # noqa: F401
                 import transformers  # noqa: F401
 
-                from hfpipe.local.stacks import cache_folder
-
-                self.built = folder, self.substitutions.fixture_channels(folder, cache_folder(self.cache_dir))
+                self.built = folder, self.substitutions.fixture_channels(folder)
 
         # A daemon: a recipe refused meanwhile ends the command without waiting for it.
         self.thread = threading.Thread(target=build, name="hfpipe-warm", daemon=True)

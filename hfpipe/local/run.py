@@ -18,7 +18,7 @@ from typing import Any
 from hfpipe.local.engine.engine import LocalEngine, quieted
 from hfpipe.local.outputs import INTERRUPTED, METRICS, MODEL, REPORT, TRAINING_JOB
 from hfpipe.local.runtime import LocalRuntime, split_s3_uri, upload_dir
-from hfpipe.local.stacks import REGION, cache_folder, local_data, synth_stacks
+from hfpipe.local.stacks import REGION, local_data, synth_stacks
 from hfpipe.local.training.substitute import Substitutions
 
 
@@ -89,7 +89,7 @@ class LocalRun:
         """The recipe's fixture channels under `root`: built now, or moved there from where they were built."""
         if self.built is None:
             self.say("building the fixtures: the tiny model, its tokenizer and the data (hfpipe.fixtures)")
-            return self.substitutions.fixture_channels(root, cache_folder(self.cache_dir))
+            return self.substitutions.fixture_channels(root)
         folder, channels = self.built
         shutil.move(str(folder), str(root))
         return {

@@ -36,9 +36,9 @@ LOCAL_SETTINGS: dict[str, Any] = {
 #: decides (region, model approval, named endpoints, promotion source, ...); these keys take LOCAL_SETTINGS' values.
 LOCAL_FRIENDLY_KEYS = tuple(k for k in LOCAL_SETTINGS if k != "region")
 LOCAL_PARTS = ("Data", "Pipeline")
-#: A folder for the synthesized templates and the built tiny fixture models that several runs share (a test
-#: suite's workers, a CI job), instead of each run folder's own `.cache`: entries are named by the hash of what
-#: shapes them, so a shared folder never serves a stale entry.
+#: A folder for the synthesized templates that several runs share (a test suite's workers, a CI job), instead
+#: of each run folder's own `.cache`: entries are named by the hash of what shapes them, so a shared folder
+#: never serves a stale template.
 CACHE_ENV = "HFPIPE_SYNTH_CACHE"
 # The code that shapes the templates: an edit in any of it invalidates the cache.
 TEMPLATE_INPUTS = (
@@ -50,13 +50,6 @@ TEMPLATE_INPUTS = (
     "hfpipe/local/stacks.py",
     "lambda/**/*.py",
 )
-
-
-def cache_folder(cache_dir: Path) -> Path:
-    """The cache folder a run uses: the one HFPIPE_SYNTH_CACHE names where it is set, else ``cache_dir``."""
-    import os
-
-    return Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else cache_dir
 
 
 def _template_inputs(root: Path) -> list[Path]:
@@ -139,7 +132,7 @@ def synth_stacks(
     import os
 
     root = root or checkout_root()
-    cache_dir = cache_folder(cache_dir)
+    cache_dir = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else cache_dir
     environments = environments if environments is not None else {LOCAL_ENV: LOCAL_SETTINGS}
     digest = hashlib.sha256(json.dumps([env, environments], sort_keys=True).encode())
     for path in _template_inputs(root):

@@ -50,7 +50,7 @@ from hfpipe.local.checkout import LAMBDA_PACKAGE, LocalModeError, cdk_environmen
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.engine import LocalEngine, quieted
 from hfpipe.local.runtime import LocalRuntime, upload_dir
-from hfpipe.local.stacks import cache_folder, local_data, local_environments, synth_stacks
+from hfpipe.local.stacks import local_data, local_environments, synth_stacks
 
 #: Waits take this share of their seconds: a deploy's 300 s canary wait 3 s, its 600 s bake 6 s.
 DEFAULT_TIME_SCALE = 0.01
@@ -240,9 +240,7 @@ class LocalWorld:
             prefixes: dict[str, str] = recipe["training"].get("channels") or {}
             if substitutions.recipe != recipe or not prefixes:
                 continue
-            for channel, folder in substitutions.fixture_channels(
-                self.workdir / "fixtures" / name, cache_folder(self.cache_dir)
-            ).items():
+            for channel, folder in substitutions.fixture_channels(self.workdir / "fixtures" / name).items():
                 upload_dir(s3, folder, bucket, prefixes[channel])
             uploaded.append(name)
         return uploaded

@@ -89,13 +89,10 @@ class Substitutions:
     def add(self, setting: str, real: Any, local: Any, why: str) -> None:
         self.items.append(Substitution(setting, _show(real), _show(local), why))
 
-    def fixture_channels(self, root: Path, cache_dir: Path | None = None) -> dict[str, Path]:
-        """Build the fixture folders of every channel the (substituted) recipe reads, by channel name
-        (``cache_dir``: where the tiny model is built once, hfpipe.fixtures.build_tiny_model)."""
+    def fixture_channels(self, root: Path) -> dict[str, Path]:
+        """Build the fixture folders of every channel the (substituted) recipe reads, by channel name."""
         wanted = set(self.recipe["training"].get("channels") or {}) - set(self.given_channels)
-        built = (
-            {"model": build_model(self.model_family, root / "model", cache_dir)} if "model" in wanted else {}
-        )
+        built = {"model": build_model(self.model_family, root / "model")} if "model" in wanted else {}
         if wanted - {"model"}:
             built.update(build_data(self.data_kind, root / "data", rows=self.hub_rows))
         return {**{name: path for name, path in built.items() if name in wanted}, **self.given_channels}
@@ -128,11 +125,7 @@ class Substitutions:
 
 
 def has_gpu() -> bool:
-    """Whether torch sees a CUDA device here (half precision and FSDP stay as the recipe says). Without a
-    GPU's device file (NVIDIA's driver, or ROCm's /dev/kfd) torch is not imported to ask: it would say no, a
-    second and a half later."""
-    if not any(Path("/dev").glob("nvidia[0-9]*")) and not Path("/dev/kfd").exists():
-        return False
+    """Whether torch sees a CUDA device here (half precision and FSDP stay as the recipe says)."""
     try:
         import torch
     except ImportError:
@@ -440,11 +433,11 @@ def _log_often(hps: dict[str, Any], subs: Substitutions) -> None:
     )
 
 
-def build_model(family: str, dest: Path, cache_dir: Path | None = None) -> Path:
+def build_model(family: str, dest: Path) -> Path:
     """A tiny random-weight model of `family` (hfpipe.kinds.TINY_MODELS) with its tokenizer, saved to `dest`."""
     from hfpipe.fixtures import build_tiny_model
 
-    return build_tiny_model(family, dest, cache_dir)
+    return build_tiny_model(family, dest)
 
 
 def build_data(kind: str, root: Path, rows: bool = False) -> dict[str, Path]:
