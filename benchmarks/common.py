@@ -14,9 +14,7 @@ import math
 import os
 import platform
 import re
-import statistics
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -69,20 +67,6 @@ def validate_figure(fig: Any, source: str) -> dict[str, Any]:
         if v is not None and not isinstance(v, int | float):
             raise ValueError(f"{source}: figure {fig['name']!r} has {key}={v!r}; expected a number or None")
     return fig
-
-
-def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 0) -> float:
-    """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` untimed calls."""
-    if repeats < 1:
-        raise ValueError(f"repeats={repeats}: need at least 1")
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _cpu_model() -> str:

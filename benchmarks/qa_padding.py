@@ -82,7 +82,6 @@ def padding(
 
 
 # SQuAD v1.1-shaped lengths, in tokens (see squad_shaped_rows).
-SQUAD_TRAIN_EXAMPLES = 87_599
 CONTEXT_MEDIAN, CONTEXT_SIGMA, CONTEXT_MIN, CONTEXT_MAX = 140, 0.45, 25, 800
 QUESTION_MIN, QUESTION_MAX = 6, 24
 

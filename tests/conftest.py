@@ -289,3 +289,19 @@ def load_event() -> Callable[[str], dict]:
         return json.loads((EVENTS_DIR / name).read_text().replace("${ACCOUNT}", ACCOUNT))
 
     return load
+
+
+@pytest.fixture
+def quotas_client() -> Iterator[Any]:
+    """A real Service Quotas client whose answers come from a botocore Stubber (``quotas_client.stubber``),
+    every queued answer used by the end of the test."""
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client(
+        "service-quotas", region_name="eu-west-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
+    with Stubber(client) as stubber:
+        client.stubber = stubber
+        yield client
+        stubber.assert_no_pending_responses()

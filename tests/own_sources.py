@@ -155,12 +155,19 @@ def transformers_at_v461(root: Path) -> Path:
     (examples / "text-classification" / "requirements.txt").write_text("datasets >= 1.1.3\n")
     (examples / "text-classification" / "run_xnli.sh").write_text('#!/bin/sh\npython run_glue.py "$@"\n')
     (examples / "text-classification" / "run_xnli.sh").chmod(0o755)
-    git(root, "init", "--quiet", "--initial-branch=master")
+    changed = examples / "question-answering" / "run_qa.py"
+    return tagged_then_changed(root, "master", "v4.6.1", changed, "raise SystemExit('master, not v4.6.1')\n")
+
+
+def tagged_then_changed(root: Path, branch: str, tag: str, changed: Path, text: str) -> Path:
+    """`root` made a git repository on `branch`: what it holds committed and tagged `tag`, then `changed`
+    rewritten to `text` and committed after the tag."""
+    git(root, "init", "--quiet", f"--initial-branch={branch}")
     git(root, "add", ".")
-    git(root, "commit", "--quiet", "-m", "v4.6.1")
-    git(root, "tag", "v4.6.1")
-    (examples / "question-answering" / "run_qa.py").write_text("raise SystemExit('master, not v4.6.1')\n")
-    git(root, "commit", "--quiet", "-am", "after v4.6.1")
+    git(root, "commit", "--quiet", "-m", tag)
+    git(root, "tag", tag)
+    changed.write_text(text)
+    git(root, "commit", "--quiet", "-am", f"after {tag}")
     return root
 
 

@@ -28,6 +28,22 @@ DATA_SUFFIXES = (".json", ".jsonl", ".csv")
 
 
 @dataclass
+class ModelArguments:
+    """Which model and tokenizer to fine-tune."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Hub id or local directory; default: the 'model' channel ($SM_CHANNEL_MODEL)."},
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
+    )
+
+
+@dataclass
 class ContainerArguments:
     """Where the finished model goes; checkpoints go to TrainingArguments.output_dir."""
 
@@ -255,6 +271,16 @@ def end_process_group() -> None:
         # Every rank arrives first: a rank leaving while another still saves made that one hang or abort.
         dist.barrier()
         dist.destroy_process_group()
+
+
+def end_run() -> None:
+    """The end of a script's main(): leave the process group, then end a rank of a distributed run at once.
+
+    A rank ends here while main() still holds the trainer: returning would free the DDP reducer, whose gloo
+    group's destructor waits on a peer that has already gone (a hang seen here).
+    """
+    end_process_group()
+    exit_after_distributed_run()
 
 
 def exit_after_distributed_run() -> None:

@@ -79,19 +79,9 @@ MISMATCHED = "validation_mismatched"
 
 
 @dataclass
-class ModelArguments:
-    """Which model and tokenizer to fine-tune."""
+class ModelArguments(encoder_utils.ModelArguments):
+    """Which model and tokenizer to fine-tune, and whether a head of another size is replaced."""
 
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "Hub id or local directory; default: the 'model' channel ($SM_CHANNEL_MODEL)."},
-    )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
-    trust_remote_code: bool = field(
-        default=False,
-        metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
-    )
     ignore_mismatched_sizes: bool = field(
         default=False,
         metadata={
@@ -475,10 +465,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metrics.update(evaluate(trainer, splits))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_classification.py", metrics)
-    encoder_utils.end_process_group()
-    # A rank of a distributed run ends here, while main() still holds the trainer: returning would free the
-    # DDP reducer, whose gloo group's destructor waits on a peer that has already gone (a hang seen here).
-    encoder_utils.exit_after_distributed_run()
+    encoder_utils.end_run()
     return metrics
 
 

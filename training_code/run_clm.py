@@ -710,10 +710,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             os.makedirs(out_data, exist_ok=True)
             with open(os.path.join(out_data, "metrics.json"), "w") as f:
                 json.dump(all_metrics, f, indent=2, sort_keys=True)
-    encoder_utils.end_process_group()
-    # A rank of a distributed run ends here, while main() still holds the trainer: returning would free the
-    # DDP reducer, whose gloo group's destructor waits on a peer that has already gone (a hang seen here).
-    encoder_utils.exit_after_distributed_run()
+    encoder_utils.end_run()
     return all_metrics
 
 

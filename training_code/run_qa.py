@@ -44,20 +44,7 @@ from transformers import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ModelArguments:
-    """Which model and tokenizer to fine-tune."""
-
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "Hub id or local directory; default: the 'model' channel ($SM_CHANNEL_MODEL)."},
-    )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models are cached."})
-    trust_remote_code: bool = field(
-        default=False,
-        metadata={"help": "Allow model code from the hub; off unless you trust the repository."},
-    )
+ModelArguments = encoder_utils.ModelArguments
 
 
 @dataclass
@@ -168,33 +155,31 @@ def windowed_splits(raw: Any, tokenizer: Any, data_args: DataTrainingArguments, 
         "doc_stride": data_args.doc_stride,
         "pad_to_max_length": data_args.pad_to_max_length,
     }
+
+    def windows(examples: Any, limit: int | None, features: Any, desc: str) -> tuple[Any, Any]:
+        if limit is not None:
+            examples = examples.select(range(min(len(examples), limit)))
+        return examples, examples.map(
+            features,
+            fn_kwargs=window,
+            batched=True,
+            remove_columns=examples.column_names,
+            num_proc=data_args.preprocessing_num_workers,
+            desc=desc,
+        )
+
     train_dataset = eval_examples = eval_features = None
     with training_args.main_process_first(desc="tokenizing"):
         if training_args.do_train:
-            examples = raw["train"]
-            if data_args.max_train_samples is not None:
-                examples = examples.select(range(min(len(examples), data_args.max_train_samples)))
-            train_dataset = examples.map(
-                qa_utils.prepare_train_features,
-                fn_kwargs=window,
-                batched=True,
-                remove_columns=examples.column_names,
-                num_proc=data_args.preprocessing_num_workers,
-                desc="train windows",
+            _, train_dataset = windows(
+                raw["train"], data_args.max_train_samples, qa_utils.prepare_train_features, "train windows"
             )
         if training_args.do_eval:
-            eval_examples = raw["validation"]
-            if data_args.max_eval_samples is not None:
-                eval_examples = eval_examples.select(
-                    range(min(len(eval_examples), data_args.max_eval_samples))
-                )
-            eval_features = eval_examples.map(
+            eval_examples, eval_features = windows(
+                raw["validation"],
+                data_args.max_eval_samples,
                 qa_utils.prepare_validation_features,
-                fn_kwargs=window,
-                batched=True,
-                remove_columns=eval_examples.column_names,
-                num_proc=data_args.preprocessing_num_workers,
-                desc="validation windows",
+                "validation windows",
             )
     return train_dataset, eval_examples, eval_features
 
@@ -232,10 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metrics.update(encoder_utils.record_eval(trainer, eval_metrics))
 
     encoder_utils.save_outputs(trainer, container_args.model_dir, "inference_qa.py", metrics)
-    encoder_utils.end_process_group()
-    # A rank of a distributed run ends here, while main() still holds the trainer: returning would free the
-    # DDP reducer, whose gloo group's destructor waits on a peer that has already gone (a hang seen here).
-    encoder_utils.exit_after_distributed_run()
+    encoder_utils.end_run()
     return metrics
 
 

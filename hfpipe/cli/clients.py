@@ -28,6 +28,16 @@ class AwsFault(HfpipeError):
         self.state = state
 
 
+class _Service:
+    """A `Clients` attribute: that service's client, made on first use and kept (`clients.sfn`)."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    def __get__(self, clients: Clients, owner: type | None = None) -> Any:
+        return clients.client(self.service)
+
+
 class Clients:
     """Lazily created boto3 clients of one session, so commands only pay for the services they use."""
 
@@ -44,37 +54,14 @@ class Clients:
             self._clients[service] = self.session.client(service)
         return self._clients[service]
 
-    @property
-    def sfn(self) -> Any:
-        return self.client("stepfunctions")
-
-    @property
-    def sagemaker(self) -> Any:
-        return self.client("sagemaker")
-
-    @property
-    def ssm(self) -> Any:
-        return self.client("ssm")
-
-    @property
-    def cloudformation(self) -> Any:
-        return self.client("cloudformation")
-
-    @property
-    def cloudwatch(self) -> Any:
-        return self.client("cloudwatch")
-
-    @property
-    def s3(self) -> Any:
-        return self.client("s3")
-
-    @property
-    def logs(self) -> Any:
-        return self.client("logs")
-
-    @property
-    def runtime(self) -> Any:
-        return self.client("sagemaker-runtime")
+    sfn = _Service("stepfunctions")
+    sagemaker = _Service("sagemaker")
+    ssm = _Service("ssm")
+    cloudformation = _Service("cloudformation")
+    cloudwatch = _Service("cloudwatch")
+    s3 = _Service("s3")
+    logs = _Service("logs")
+    runtime = _Service("sagemaker-runtime")
 
 
 _shared_loader: Any = None

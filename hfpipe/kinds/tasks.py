@@ -253,6 +253,20 @@ def _prompt_fixture(hp: Hyperparameters) -> int:
 
 CHAT = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!"
 
+SUMMARIZATION = TaskKind(
+    name="summarization",
+    description="dialogue summarization by a causal LM trained on a prompt template",
+    entry_point="run_clm.py",
+    handler="inference_clm",
+    columns=_prompt_columns,
+    fixtures=(SAMSUM, SAMSUM_LLAMA),
+    pick_fixture=_prompt_fixture,
+    sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
+    takes_dialogue=True,
+    metrics=CAUSAL_LM_METRICS,
+    evaluation_arguments=CAUSAL_LM_EVALUATION_ARGUMENTS,
+)
+
 TASK_KINDS: dict[str, TaskKind] = {
     kind.name: kind
     for kind in (
@@ -330,31 +344,14 @@ TASK_KINDS: dict[str, TaskKind] = {
                 }
             },
         ),
-        TaskKind(
-            name="summarization",
-            description="dialogue summarization by a causal LM trained on a prompt template",
-            entry_point="run_clm.py",
-            handler="inference_clm",
-            columns=_prompt_columns,
-            fixtures=(SAMSUM, SAMSUM_LLAMA),
-            pick_fixture=_prompt_fixture,
-            sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
-            takes_dialogue=True,
-            metrics=CAUSAL_LM_METRICS,
-            evaluation_arguments=CAUSAL_LM_EVALUATION_ARGUMENTS,
-        ),
-        TaskKind(
-            # The same script and handler as summarization: a causal LM on any prompt template's fields.
+        SUMMARIZATION,
+        # The same script and handler as summarization: a causal LM on any prompt template's fields.
+        replace(
+            SUMMARIZATION,
             name="text-generation",
             description="a causal LM trained on a prompt template's fields, answering prompts",
-            entry_point="run_clm.py",
-            handler="inference_clm",
-            columns=_prompt_columns,
-            fixtures=(SAMSUM, SAMSUM_LLAMA),
-            pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
-            metrics=CAUSAL_LM_METRICS,
-            evaluation_arguments=CAUSAL_LM_EVALUATION_ARGUMENTS,
+            takes_dialogue=False,
         ),
     )
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from benchmarks import gpu_lora
@@ -16,6 +18,13 @@ def _table(stdout: str) -> dict[str, dict[str, str]]:
         cells = [c.strip() for c in ln.strip("|").split("|")]
         rows[cells[0]] = dict(zip(header, cells, strict=True))
     return rows
+
+
+def one_step(**options: Any) -> gpu_lora.Options:
+    """Options of a tiny run on CPU, one step of 32-token blocks on one thread; ``options``: the rest."""
+    return gpu_lora.Options(
+        tiny=True, device="cpu", block_size=32, warmup_steps=0, steps=1, threads=1, **options
+    )
 
 
 def _assert_measured_or_explained(row: dict[str, str]) -> None:
@@ -54,15 +63,7 @@ def test_a_failing_setting_is_reported_and_the_others_go_on(monkeypatch: pytest.
         return real_load(setting, model_dir, device)
 
     monkeypatch.setattr(gpu_lora, "load_model", load)
-    opts = gpu_lora.Options(
-        tiny=True,
-        device="cpu",
-        block_size=32,
-        warmup_steps=0,
-        steps=1,
-        settings=("nf4-ckpt", "bf16-no-ckpt"),
-        threads=1,
-    )
+    opts = one_step(settings=("nf4-ckpt", "bf16-no-ckpt"))
     run = gpu_lora.run_benchmark(opts)
     rows = {r["setting"]: r for r in run["rows"]}
     assert rows["nf4-ckpt"]["status"] == "failed"
@@ -78,16 +79,7 @@ def test_a_failing_setting_is_reported_and_the_others_go_on(monkeypatch: pytest.
 @pytest.mark.slow
 def test_isolated_child_process_returns_its_row() -> None:
     # The GPU default: each setting in a child process. One setting keeps this test short.
-    opts = gpu_lora.Options(
-        tiny=True,
-        device="cpu",
-        block_size=32,
-        warmup_steps=0,
-        steps=1,
-        settings=("bf16-ckpt",),
-        isolate=True,
-        threads=1,
-    )
+    opts = one_step(settings=("bf16-ckpt",), isolate=True)
     run = gpu_lora.run_benchmark(opts)
     [row] = run["rows"]
     assert run["isolated"] is True

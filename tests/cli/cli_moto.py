@@ -246,6 +246,20 @@ def sagemaker_backend() -> Any:
     return get_backend("sagemaker")[ACCOUNT][REGION]
 
 
+def running_training_job(sm: Any, name: str, tags: list[dict[str, str]], output: str) -> None:
+    """A training job `name` tagged `tags`, writing under `output`, InProgress (moto's API cannot set it)."""
+    sm.create_training_job(
+        TrainingJobName=name,
+        AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
+        RoleArn=ROLE,
+        OutputDataConfig={"S3OutputPath": output},
+        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        Tags=tags,
+    )
+    sagemaker_backend().training_jobs[name].training_job_status = "InProgress"
+
+
 class StopRecordingSageMaker:
     """moto's SageMaker, plus StopTrainingJob (which moto does not implement): records and applies it."""
 

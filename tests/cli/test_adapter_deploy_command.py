@@ -110,19 +110,7 @@ def test_a_failed_change_shows_the_way_backs_error_and_ends_naming_what_serves(c
 
 
 def test_deleting_the_last_adapter_says_what_bills_and_how_to_retire_the_base(capsys):
-    deleted = AdapterDeleted(
-        component="hfpipe-dev-adapter-support",
-        remaining=[],
-        base=BaseBilling(
-            endpoint="hfpipe-dev-shared-base",
-            instance_type="ml.g5.4xlarge",
-            instances=1,
-            usd_per_hour=2.03,
-            retire_command="hfpipe deploy --env dev --retire-base",
-        ),
-    )
-    execution = {"status": "SUCCEEDED", "output": json.dumps(deleted.to_json())}
-    code, lines, _ = follow(execution, SageMaker(exists=False), capsys)
+    code, lines, _ = follow(_deleted_execution([]), SageMaker(exists=False), capsys)
     assert code == 0
     assert lines[-2:] == [
         "deleted: hfpipe-dev-adapter-support; no other adapter was touched",

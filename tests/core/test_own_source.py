@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from own_sources import SPOT_RECIPE, git, squad_recipe_from, transformers_at_v461
+from own_sources import SPOT_RECIPE, git, squad_recipe_from, tagged_then_changed, transformers_at_v461
 from plan_config import dev_config
 
 from hfpipe import contract
@@ -282,13 +282,7 @@ def test_the_archive_size_is_bounded(tmp_path: Path) -> None:
 def local_repository(root: Path) -> Path:
     """A git repository made here (nothing downloaded): examples/train.py at tag v1, changed after it."""
     make_source(root / "examples")
-    git(root, "init", "--quiet", "--initial-branch=main")
-    git(root, "add", ".")
-    git(root, "commit", "--quiet", "-m", "one")
-    git(root, "tag", "v1")
-    (root / "examples" / "train.py").write_text("print('two')\n")
-    git(root, "commit", "--quiet", "-am", "two")
-    return root
+    return tagged_then_changed(root, "main", "v1", root / "examples" / "train.py", "print('two')\n")
 
 
 def test_a_git_source_is_cloned_at_its_tag_and_packed_from_its_sub_folder(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
-from cli_moto import ACCOUNT, ROLE, Environment, sagemaker_backend, tags_for
+from cli_moto import ACCOUNT, ROLE, Environment, running_training_job, sagemaker_backend, tags_for
 from sagemaker_resources import serving_resources
 
 from hfpipe import contract
@@ -144,16 +144,7 @@ def execution_resources(
     tags = tags_for({"env": tag_env, "execution_name": execution, "recipe_name": "tiny-lora"})
     sm = env.sagemaker
     if job:
-        sm.create_training_job(
-            TrainingJobName=names.training_job_name,
-            AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
-            RoleArn=ROLE,
-            OutputDataConfig={"S3OutputPath": "s3://artifacts/models/"},
-            ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
-            StoppingCondition={"MaxRuntimeInSeconds": 3600},
-            Tags=tags,
-        )
-        sagemaker_backend().training_jobs[names.training_job_name].training_job_status = "InProgress"
+        running_training_job(sm, names.training_job_name, tags, "s3://artifacts/models/")
     serving_resources(
         sm,
         model=names.model_name,

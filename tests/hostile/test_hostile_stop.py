@@ -20,6 +20,7 @@ from cli_moto import (
     Environment,
     StopRecordingSageMaker,
     plan_for,
+    running_training_job,
     sagemaker_backend,
     tagged_model,
     tags_for,
@@ -55,16 +56,9 @@ def running(deployed: Deployed, name: str) -> tuple[str, dict[str, Any]]:
 def test_stop_ignores_a_plan_forged_in_the_execution_input(deployed: Deployed, cli: Run) -> None:
     """While Plan has not finished, $.plan is whatever the caller sent: here it names prod's job and model."""
     prod = plan_for("prod-run", env="prod")
-    deployed.sagemaker.create_training_job(
-        TrainingJobName=prod["training_job_name"],
-        AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
-        RoleArn=ROLE,
-        OutputDataConfig={"S3OutputPath": "s3://prod-artifacts/models/"},
-        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
-        StoppingCondition={"MaxRuntimeInSeconds": 3600},
-        Tags=tags_for(prod),
+    running_training_job(
+        deployed.sagemaker, prod["training_job_name"], tags_for(prod), "s3://prod-artifacts/models/"
     )
-    sagemaker_backend().training_jobs[prod["training_job_name"]].training_job_status = "InProgress"
     model(deployed, "prod-run-model-x", "prod", "prod-run")
     slow_plan = {"StartAt": "Plan", "States": {"Plan": {"Type": "Wait", "Seconds": 3600, "End": True}}}
     machine = deployed.sfn.create_state_machine(name="slow", definition=json.dumps(slow_plan), roleArn=ROLE)
@@ -161,16 +155,8 @@ def test_abnormal_end_cleanup_stops_a_job_only_when_its_tags_name_the_environmen
     from hfpipe.core.names import PlannedNames
 
     names = PlannedNames.derive("clash", "dev")
-    environment.sagemaker.create_training_job(
-        TrainingJobName=names.training_job_name,
-        AlgorithmSpecification={"TrainingImage": "example.invalid/t:1", "TrainingInputMode": "File"},
-        RoleArn=ROLE,
-        OutputDataConfig={"S3OutputPath": "s3://prod-artifacts/models/"},
-        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
-        StoppingCondition={"MaxRuntimeInSeconds": 3600},
-        Tags=tags_for({"env": tag_env, "execution_name": "clash", "recipe_name": "tiny-lora"}),
-    )
-    sagemaker_backend().training_jobs[names.training_job_name].training_job_status = "InProgress"
+    tags = tags_for({"env": tag_env, "execution_name": "clash", "recipe_name": "tiny-lora"})
+    running_training_job(environment.sagemaker, names.training_job_name, tags, "s3://prod-artifacts/models/")
     sagemaker = StopRecordingSageMaker(environment.sagemaker)
     result = cleanup(sagemaker, names)
     assert sagemaker.stopped == ([names.training_job_name] if stopped else [])

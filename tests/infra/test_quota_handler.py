@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 
 QUOTA_NAME = "ml.g5.2xlarge for training job usage"
 QUOTA_CODE = "L-D6DA5B2D"
@@ -20,14 +18,8 @@ def quota(load_lambda):
 
 
 @pytest.fixture
-def client():
-    client = boto3.client(
-        "service-quotas", region_name="eu-west-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
-    with Stubber(client) as stubber:
-        client.stubber = stubber
-        yield client
-        stubber.assert_no_pending_responses()
+def client(quotas_client):
+    return quotas_client  # tests/conftest.py: a Stubber-backed Service Quotas client
 
 
 def _quota(code=QUOTA_CODE, name=QUOTA_NAME, value=0.0):

@@ -18,6 +18,15 @@ ENDPOINT = contract.deployed_endpoint_name(ENV, NAME)
 PARAMETER = contract.deployment_parameter_name(ENV, NAME)
 
 
+class Clock:
+    """A local world's clock, moved by the test (``clock.now += 120``)."""
+
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def register(
     engine: Any, *, status: str = "Approved", recipe: str = "tiny-qa", types: Any = None, **metadata: str
 ) -> str:
@@ -71,6 +80,48 @@ def adapter_version(sm: Any, recipe: str, number: int, *, base: str, approved: b
         ModelApprovalStatus="Approved" if approved else "PendingManualApproval",
     )["ModelPackageArn"]
     return sm.describe_model_package(ModelPackageName=arn)
+
+
+def put_on_base(
+    world: Any,
+    base: Any,
+    adapter: str,
+    version: dict,
+    *,
+    without: tuple[str, ...] = (),
+    checked: bool = False,
+) -> dict[str, Any]:
+    """``adapter_deploy.deploy_adapter`` of ``version`` as ``adapter`` on the shared ``base`` of dev in a local
+    world (``world.sm``, ``world.clock``); ``checked``: the base's requests validated first as botocore's model
+    of SageMaker takes them; ``without``: variables left out of the base model's environment."""
+    from hfpipe.core.adapters import adapter_deploy
+    from hfpipe.local.engine import moto_patches
+
+    def wait(kind: str, name: str) -> None:
+        world.clock.now += 120  # past every transitional status
+
+    requests = adapter_deploy.base_requests(
+        "dev",
+        base,
+        image="image",
+        role_arn=f"arn:aws:iam::{moto_patches.default_account_id()}:role/r",
+        gpus=1,
+        memory_mb=1024,
+        tags=[],
+    )
+    if checked:
+        import botocore.session
+        from botocore.validate import validate_parameters
+
+        model = botocore.session.get_session().get_service_model("sagemaker")
+        for operation, request in requests.items():
+            validate_parameters(request, model.operation_model(operation).input_shape)
+    environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
+    for name in without:
+        environment.pop(name, None)  # absent already on a base that never set it
+    return adapter_deploy.deploy_adapter(
+        world.sm, "dev", base, adapter, version, base_requests=requests, wait=wait, tags=[]
+    )
 
 
 def deploy(engine: Any, version: str, endpoint: str = NAME) -> tuple[str, Any]:

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from deploy_helpers import adapter_version
+from deploy_helpers import Clock, adapter_version, put_on_base
 from moto import mock_aws
 
 from hfpipe.core.adapters import adapter_deploy
@@ -38,13 +38,6 @@ SHARED = SharedBase(BASE_MODEL, "ml.g5.4xlarge", max_adapters=2, max_model_len=C
 DEV = BaseNames.of("dev")
 SUMMARY, TOPICS = "hfpipe-dev-adapter-summary", "hfpipe-dev-adapter-topics"
 PROMPT = {"prompt": "Amanda: I baked cookies.\nJerry: Sure!\nSummary:", "max_tokens": 8, "temperature": 0}
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -114,25 +107,7 @@ def deploy(
 ) -> dict:
     """``adapter_deploy.deploy_adapter`` on the test's account; ``without``: variables left out of the base
     model's environment."""
-
-    def wait(kind: str, name: str) -> None:
-        served.clock.now += 120  # past every transitional status
-
-    requests = adapter_deploy.base_requests(
-        "dev",
-        shared,
-        image="image",
-        role_arn=f"arn:aws:iam::{moto_patches.default_account_id()}:role/r",
-        gpus=1,
-        memory_mb=1024,
-        tags=[],
-    )
-    environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
-    for name in without:
-        environment.pop(name, None)  # absent already on a base that never set it
-    return adapter_deploy.deploy_adapter(
-        served.sm, "dev", shared, adapter, described, base_requests=requests, wait=wait, tags=[]
-    )
+    return put_on_base(served, shared, adapter, described, without=without)
 
 
 def invoke(served, component: str, body: dict = PROMPT, *, http: bool = False) -> dict:

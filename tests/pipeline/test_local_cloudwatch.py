@@ -38,21 +38,19 @@ def _tidy(request):
         yield
 
 
+def _config(sm: Any, config: str, model: str) -> None:
+    """CreateEndpointConfig ``config``: ``model`` on one ml.m5.large, all the traffic."""
+    variant = {"VariantName": "AllTraffic", "ModelName": model, "InstanceType": "ml.m5.large"}
+    sm.create_endpoint_config(
+        EndpointConfigName=config, ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+
+
 def _endpoint(engine: Any, **container: Any) -> str:
     name = f"cw-{next(_ids)}"
     sm = engine.client("sagemaker")
     sm.create_model(ModelName=f"{name}-m", ExecutionRoleArn=ROLE, **container)
-    sm.create_endpoint_config(
-        EndpointConfigName=f"{name}-c",
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": f"{name}-m",
-                "InstanceType": "ml.m5.large",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
+    _config(sm, f"{name}-c", f"{name}-m")
     sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-c")
     return name
 
@@ -295,17 +293,7 @@ def test_the_runtime_serves_a_model_package_version_beside_the_old_fleet(fresh, 
     )["ModelPackageArn"]
     # AWS's way to deploy a registered version: CreateModel with the version's ARN as its container.
     sm.create_model(ModelName=f"{name}-v", ExecutionRoleArn=ROLE, Containers=[{"ModelPackageName": version}])
-    sm.create_endpoint_config(
-        EndpointConfigName=f"{name}-c2",
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": f"{name}-v",
-                "InstanceType": "ml.m5.large",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
+    _config(sm, f"{name}-c2", f"{name}-v")
     runtime = LocalRuntime(s3, sm, tmp_path)
     try:
         runtime.start_fleet(name, f"{name}-c2")

@@ -11,12 +11,10 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import boto3
-import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-from botocore.validate import validate_parameters
-from deploy_helpers import adapter_version
+from deploy_helpers import Clock, adapter_version, put_on_base
 from moto import mock_aws
 from rich.console import Console
 
@@ -35,13 +33,6 @@ BASE_SPEC = {
     "ModelName": "base-model",
     "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": 1, "MinMemoryRequiredInMb": 1024},
 }
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -270,7 +261,6 @@ def test_invoke_endpoint_reaches_a_named_component_of_its_endpoint_only(world):
 
 SHARED = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=2)
 DEV_BASE = BaseNames.of("dev")
-SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 
 
 #: A version of a recipe's group as the Register step writes an adapter's (on SHARED's base unless told).
@@ -278,23 +268,7 @@ registered = functools.partial(adapter_version, base="my-org/base-8b")
 
 
 def put_adapter(world, adapter: str, version: dict, base: SharedBase = SHARED) -> dict:
-    def wait(kind: str, name: str) -> None:
-        world.clock.now += 120  # past every transitional status
-
-    requests = adapter_deploy.base_requests(
-        "dev",
-        base,
-        image="image",
-        role_arn=f"arn:aws:iam::{moto_patches.default_account_id()}:role/r",
-        gpus=1,
-        memory_mb=1024,
-        tags=[],
-    )
-    for operation, request in requests.items():  # as botocore's model of SageMaker takes them
-        validate_parameters(request, SAGEMAKER.operation_model(operation).input_shape)
-    return adapter_deploy.deploy_adapter(
-        world.sm, "dev", base, adapter, version, base_requests=requests, wait=wait, tags=[]
-    )
+    return put_on_base(world, base, adapter, version, checked=True)
 
 
 def on_base(sm) -> dict[str, str]:

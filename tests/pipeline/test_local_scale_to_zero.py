@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from deploy_helpers import Clock
 from moto import mock_aws
 
 from hfpipe.core.adapters import scale_to_zero as rules
@@ -22,13 +23,6 @@ from hfpipe.local.engine.inference_components import InferenceComponents
 REGION = "us-east-1"
 ENDPOINT, BASE = "hfpipe-dev-shared-base", "hfpipe-dev-shared-base"
 SCALE = 0.01  # the engine's time_scale: a 15-minute idle period is 9 s here, the 300 s cold start 3 s
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

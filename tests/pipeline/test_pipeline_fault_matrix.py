@@ -22,6 +22,17 @@ def run(engine, recipe_name="tiny-qa", **inp):
     return name, result
 
 
+def run_with_endpoint_failed(engine, reason):
+    """A run whose endpoint goes to Failed with ``reason`` (FailureReason)."""
+
+    def failed(ep):
+        ep.endpoint_status = "Failed"
+        ep.failure_reason = reason
+
+    engine.on_endpoint = failed
+    return run(engine)
+
+
 def left(engine, name):
     """SageMaker resources of one execution still present (by the derived names: env-execution-...)."""
     res = engine.sagemaker_resources()
@@ -212,12 +223,7 @@ def test_launch_retried_after_job_created_makes_no_second_job(fresh):
 
 
 def test_endpoint_failed_is_cleaned_up(fresh):
-    def failed(ep):
-        ep.endpoint_status = "Failed"
-        ep.failure_reason = "Image pull failed"
-
-    fresh.on_endpoint = failed
-    name, r = run(fresh)
+    name, r = run_with_endpoint_failed(fresh, "Image pull failed")
     assert (r.status, r.error) == ("FAILED", "EndpointFailed")
     assert f"dev-{name}-ep is Failed" in r.cause
     assert "CleanupOnError" in r.states
@@ -440,12 +446,9 @@ def test_cleanup_failure_is_reported_with_the_original_error(fresh):
 
 
 def test_endpoint_failure_reason_reaches_the_report(fresh):
-    def failed(ep):
-        ep.endpoint_status = "Failed"
-        ep.failure_reason = "The primary container for production variant AllTraffic did not pass the ping"
-
-    fresh.on_endpoint = failed
-    _, r = run(fresh)
+    _, r = run_with_endpoint_failed(
+        fresh, "The primary container for production variant AllTraffic did not pass the ping"
+    )
     assert (r.status, r.error) == ("FAILED", "EndpointFailed")
     assert "did not pass the ping" in r.cause
 

@@ -232,13 +232,8 @@ def test_a_job_still_running_past_its_training_wait_is_given_up_and_stopped(fres
 
 
 def test_state_machine_logs_to_a_vended_logs_group(template):
-    (machine,) = [
-        r
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::StepFunctions::StateMachine"
-        and r["Properties"]["StateMachineName"].endswith("-pipeline")
-    ]
-    destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
+    _, machine = definition(template)
+    destination = machine["LoggingConfiguration"]["Destinations"][0]
     group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
     name = template["Resources"][group_id]["Properties"]["LogGroupName"]
     assert name == "/aws/vendedlogs/states/hfpipe-dev-pipeline"

@@ -7,9 +7,7 @@ ListAWSDefaultServiceQuotas has the defaults; throttling is TooManyRequestsExcep
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 
 from hfpipe.core.run.quotas import QuotaLookupThrottled, QuotaTooLowError, check_quotas
 
@@ -23,14 +21,8 @@ def q(name, value, code="L-00000001"):
 
 
 @pytest.fixture
-def client():
-    client = boto3.client(
-        "service-quotas", region_name="eu-west-1", aws_access_key_id="t", aws_secret_access_key="t"
-    )
-    with Stubber(client) as stubber:
-        client.stubber = stubber
-        yield client
-        stubber.assert_no_pending_responses()
+def client(quotas_client):
+    return quotas_client  # tests/conftest.py: a Stubber-backed Service Quotas client
 
 
 def test_applied_values_on_a_second_page_are_read(client):

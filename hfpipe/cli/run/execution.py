@@ -59,7 +59,6 @@ class Snapshot:
 
 # Where SageMaker puts the metrics a training job's MetricDefinitions extract from its logs.
 TRAINING_METRICS_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-LOSS_METRICS = ("loss", "train_loss", "eval_loss")
 
 
 def metric_names(job: dict[str, Any]) -> list[str]:

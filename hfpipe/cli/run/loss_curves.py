@@ -121,6 +121,14 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
+def _add_losses(series: Series, x: Any, logged: dict[str, Any]) -> None:
+    """Append each loss `logged` carries as a number to its curve, at `x`."""
+    for name in LOSS_NAMES:
+        value = _number(logged.get(name))
+        if value is not None:
+            series.setdefault(name, []).append((x, value))
+
+
 def history_series(state: Any) -> Series:
     """Loss curves from the Trainer's own log history (trainer_state.json, written by `save_state`): each
     entry carries the global step it was logged at, the x value."""
@@ -130,10 +138,7 @@ def history_series(state: Any) -> Series:
         step = entry.get("step") if isinstance(entry, dict) else None
         if not isinstance(step, int) or isinstance(step, bool):
             continue
-        for name in LOSS_NAMES:
-            value = _number(entry.get(name))
-            if value is not None:
-                series.setdefault(name, []).append((step, value))
+        _add_losses(series, step, entry)
     return series
 
 
@@ -152,10 +157,7 @@ def trainer_line_series(log: str) -> Series:
         epoch = _number(logged.get("epoch")) if isinstance(logged, dict) else None
         if epoch is None:
             continue
-        for name in LOSS_NAMES:
-            value = _number(logged.get(name))
-            if value is not None:
-                series.setdefault(name, []).append((epoch, value))
+        _add_losses(series, epoch, logged)
     return series
 
 
