@@ -185,6 +185,8 @@ def _endpoint_state(report: dict[str, Any], env: str) -> str:
         price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
         cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
         cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
+        per_million = report.get("endpoint_usd_per_million_tokens")
+        cost += "" if per_million is None else f", {float(per_million):.4g} USD per million tokens"
         return f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
     if report.get("endpoint_deleted"):
         return "deleted"

@@ -182,9 +182,15 @@ class InferenceComponents:
         """Application Auto Scaling's ``scale_to_zero.OPERATIONS`` on a component's copies (moto refuses the
         dimension); ApiError for what AWS refuses. ``hosting``: where the endpoint's instances follow the
         copies (one copy per instance on the shared base), so DescribeEndpoint says 0 at zero."""
+        if operation == "DescribeScalingActivities":  # the dimension is optional there
+            params = {"ScalableDimension": zero_rules.DIMENSION, **params}
         name = scale_to_zero.component_of(params)
         key = (account, region, name)
         with self._lock:
+            if operation == "DescribeScalingActivities":
+                self._settled(account, region)  # the clock brought up to date first
+                now, wall = self.clock(), time.time()
+                return scale_to_zero.activities(self._scaling.get(key), params, lambda t: wall - (now - t))
             if operation == "RegisterScalableTarget":
                 self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
                 self._scaling[key].hosting = hosting
