@@ -50,7 +50,7 @@ class TokenCost:
 def periods(
     sagemaker: Any, autoscaling: Any, serving: Any, count_now: int, record: Any, base: str | None
 ) -> tuple[list[fleet_cost.Period], str | None]:
-    """The endpoint's periods (hfpipe.core.fleet_cost.history) and a warning when its scaling activities could
+    """The endpoint's periods (hfpipe.core.fleet_cost.history) and a note when its scaling activities could
     not be read (then its live fleet is priced at its count now). ``base``: the base component of an
     inference-component endpoint, whose copies are its instances; else each variant's activities count."""
     instance_type, initial = serving.live.fleet if serving.live else (None, 0)
@@ -67,13 +67,15 @@ def periods(
     warning = None
     if autoscaling is not None:
         try:
+            if not base:  # a variant has activities only while autoscaled (DescribeScalableTargets)
+                resources = _registered(autoscaling, resources)
             for resource in resources:
                 activities += fleet_cost.scaling_activities(autoscaling, resource)
         except Exception as exc:
             activities = []
             warning = (
-                f"{aws.aws_error(exc, 'reading the scaling activities of ' + serving.endpoint)}; its cost so far "
-                "prices its live fleet at its count now"
+                f"{aws.aws_error(exc, 'reading its scaling activities')}; its cost so far prices its live fleet "
+                "at its count now"
             )
     created = cost.as_utc(serving.creation_time)
     assert created is not None
@@ -87,6 +89,14 @@ def periods(
         except Exception:
             changed = None
     return fleet_cost.history(created, live, activities, previous, pending, changed), warning
+
+
+def _registered(autoscaling: Any, resources: list[str]) -> list[str]:
+    """The variants of ``resources`` registered as scalable targets (DescribeScalableTargets' ResourceIds)."""
+    if not resources:
+        return []
+    answer = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=resources)
+    return [t["ResourceId"] for t in answer.get("ScalableTargets", [])]
 
 
 def periods_json(found: list[fleet_cost.Period], priced: fleet_cost.FleetCost) -> tuple[dict[str, Any], ...]:

@@ -65,6 +65,8 @@ class EndpointInfo:
     cost_periods: tuple[dict[str, Any], ...] = ()
     #: Its tokens and cost per million tokens in the counted window, then each component's (endpoint_cost).
     tokens: tuple[endpoint_cost.TokenCost, ...] = ()
+    #: Why its cost so far is less exact than that (its scaling activities could not be read), or None.
+    cost_note: str | None = None
 
 
 def _utc(value: Any) -> datetime | None:
@@ -122,11 +124,9 @@ def describe(
     # Only an endpoint whose variants name no model holds inference components.
     components = components_on(sagemaker, name) if variants and all(v.model is None for v in variants) else []
     base = next((c.name for c in components if c.base is None), None)
-    so_far, periods, tokens = None, (), ()
+    so_far, periods, tokens, note = None, (), (), None
     if created is not None:
-        found, warning = endpoint_cost.periods(sagemaker, autoscaling, serving, count, record, base)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+        found, note = endpoint_cost.periods(sagemaker, autoscaling, serving, count, record, base)
         priced = fleet_cost.price(found, now)
         so_far, periods = priced.usd, endpoint_cost.periods_json(found, priced)
         tokens = endpoint_cost.tokens_of(cloudwatch, name, [c.name for c in components], found, now, created)
@@ -151,6 +151,7 @@ def describe(
         endpoint_config=serving.config,
         deployment=named_endpoints.deployment_of(tags),
         cost_periods=periods,
+        cost_note=note,
         tokens=tokens,
         **named_endpoints.serving(serving, tags),
     )
@@ -328,6 +329,9 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
         console.print(table(args.env, found))
         adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
         endpoint_cost.print_tokens(console, [(e.name, e.tokens) for e in found])
+        for e in found:
+            if e.cost_note:
+                console.print(f"{e.name}: {e.cost_note}", markup=False)
         named_endpoints.print_records(console, records, args.env)
         named_endpoints.print_mismatches(console, found)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)

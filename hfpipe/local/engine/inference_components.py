@@ -96,6 +96,8 @@ class InferenceComponents:
 
     time_scale: Callable[[], float] = lambda: 1.0
     clock: Callable[[], float] = time.monotonic
+    #: The wall clock (epoch seconds) the engine's clock is read against where AWS answers a time.
+    wall: Callable[[], float] = time.time
     #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
     count: Callable[[str, str, str], None] | None = None
     #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
@@ -189,7 +191,7 @@ class InferenceComponents:
         with self._lock:
             if operation == "DescribeScalingActivities":
                 self._settled(account, region)  # the clock brought up to date first
-                now, wall = self.clock(), time.time()
+                now, wall = self.clock(), self.wall()
                 return scale_to_zero.activities(self._scaling.get(key), params, lambda t: wall - (now - t))
             if operation == "RegisterScalableTarget":
                 self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
