@@ -124,12 +124,6 @@ def describe(
     # Only an endpoint whose variants name no model holds inference components.
     components = components_on(sagemaker, name) if variants and all(v.model is None for v in variants) else []
     base = next((c.name for c in components if c.base is None), None)
-    so_far, periods, tokens, note = None, (), (), None
-    if created is not None:
-        found, note = endpoint_cost.periods(sagemaker, autoscaling, serving, count, record, base)
-        priced = fleet_cost.price(found, now)
-        so_far, periods = priced.usd, endpoint_cost.periods_json(found, priced)
-        tokens = endpoint_cost.tokens_of(cloudwatch, name, [c.name for c in components], found, now, created)
     shares = (
         adapter_endpoints.adapter_shares(
             sagemaker, name, per_hour, cloudwatch, adapter_cost.counted_period(now, created)
@@ -137,6 +131,12 @@ def describe(
         if components
         else []
     )
+    so_far, periods, tokens, note = None, (), (), None
+    if created is not None:
+        found, note = endpoint_cost.periods(sagemaker, autoscaling, serving, count, record, base)
+        priced = fleet_cost.price(found, now)
+        so_far, periods = priced.usd, endpoint_cost.periods_json(found, priced)
+        tokens = endpoint_cost.tokens_of(cloudwatch, name, [c.name for c in components], found, now, created)
     return EndpointInfo(
         name=name,
         adapters=tuple(shares),
