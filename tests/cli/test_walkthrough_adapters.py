@@ -104,7 +104,8 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             assert "deleted: hfpipe-dev-adapter-support" in flat, proc.stdout
             assert (
                 "no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x "
-                "ml.g5.4xlarge, 2.03 USD/h) until it is retired: hfpipe deploy --env dev --retire-base"
+                "ml.g5.4xlarge, 2.03 USD/h) until 30 idle minutes have passed (it scales to zero; a call wakes "
+                "it) or it is retired: hfpipe deploy --env dev --retire-base"
             ) in flat, proc.stdout
         elif argv[0] == "deploy":
             assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout

@@ -134,3 +134,30 @@ def test_the_tokens_of_an_answer_are_its_openai_usage():
     assert fleet_cost.usage_of({"generated_text": "x"}) is None
     assert fleet_cost.usage_of({"usage": {"prompt_tokens": True}}) is None
     assert fleet_cost.usage_of("text") is None
+
+
+def test_dev_idle_day_priced_per_period_is_the_cost_models_figure():
+    """The closing figure of issue 48 both ways: dev's base (1 x ml.g5.4xlarge, 2.03 USD/h) for a day without
+    traffic is 2.03 x 24 = 48.72 USD without scale to zero; with it (15 idle minutes), four calls that each find
+    it at zero bill 4 x (300 s cold start + 900 s idle) = 4,800 s: 2.03 x 4,800 / 3,600 = 2.7067 USD, the
+    figure of tests/core/test_scale_to_zero.py::test_dev_idle_cost_per_day_before_and_after, here from the
+    periods its scaling activities give."""
+    from hfpipe.core.adapters.scale_to_zero import COLD_START_SECONDS, ScaleToZero, idle_day_usd
+
+    day = (T0, at(24))
+    always = fleet_cost.history(T0, Fleet("ml.g5.4xlarge", 1))
+    assert fleet_cost.price(always, at(24), day).usd == pytest.approx(48.72)
+    activities = [{"Description": "to 0.", "StartTime": T0, "EndTime": T0, "StatusCode": "Successful"}]
+    for hour in (1, 7, 13, 19):
+        up = at(hour) + timedelta(seconds=COLD_START_SECONDS)
+        down = up + timedelta(minutes=15)
+        activities += [
+            {"Description": "to 1.", "StartTime": at(hour), "EndTime": up, "StatusCode": "Successful"},
+            {"Description": "to 0.", "StartTime": down, "EndTime": down, "StatusCode": "Successful"},
+        ]
+    periods = fleet_cost.history(T0, Fleet("ml.g5.4xlarge", 0, initial=1), activities)
+    woken = fleet_cost.price(periods, at(24), day).usd
+    assert woken == pytest.approx(2.7067, abs=1e-4)
+    assert woken == pytest.approx(
+        idle_day_usd("ml.g5.4xlarge", 1, ScaleToZero(enabled=True), wakes=4), abs=1e-4
+    )
