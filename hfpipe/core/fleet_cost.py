@@ -48,7 +48,7 @@ from hfpipe.core.cost import as_utc, cost_usd
 from hfpipe.core.prices import price_per_hour
 
 #: Where `hfpipe invoke` puts the tokens of each answer (the project's own namespace: AWS publishes none).
-TOKENS_NAMESPACE = "hfpipe/Tokens"
+TOKENS_NAMESPACE = "hfpipe-tokens"
 PROMPT_TOKENS, COMPLETION_TOKENS = "PromptTokens", "CompletionTokens"
 ENDPOINT_DIMENSION, COMPONENT_DIMENSION = "EndpointName", "InferenceComponentName"
 _COUNT = re.compile(r"(\d+)\.?\s*$")

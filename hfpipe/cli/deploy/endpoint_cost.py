@@ -114,13 +114,13 @@ def periods_json(found: list[fleet_cost.Period], priced: fleet_cost.FleetCost) -
     )
 
 
-def record_tokens(
-    cloudwatch: Any, endpoint: str, component: str | None, answer: Any
-) -> tuple[int, int] | None:
-    """Put one answer's tokens (its OpenAI ``usage``) in CloudWatch; the tokens put, None for an answer without
-    usage. What fails is said on stderr and does not fail the call."""
+def record_tokens(where: Any, endpoint: str, component: str | None, answer: Any) -> tuple[int, int] | None:
+    """Put one answer's tokens (its OpenAI ``usage``) in CloudWatch (``where``: a CloudWatch client, or the
+    command's clients); the tokens put, None for an answer without usage. What fails is said on stderr and
+    does not fail the call."""
     usage = fleet_cost.usage_of(answer)
-    if usage is None:
+    cloudwatch = getattr(where, "cloudwatch", where)
+    if usage is None or not hasattr(cloudwatch, "put_metric_data"):  # nowhere to put it
         return None
     dimensions = [{"Name": fleet_cost.ENDPOINT_DIMENSION, "Value": endpoint}]
     if component:
@@ -242,6 +242,28 @@ def tokens_of(
         )
         return ()
     return tuple(token_costs(fleet_cost.price(found, now, window).usd, counts, window))
+
+
+def cost_of(
+    clients: tuple[Any, Any, Any],
+    serving: Any,
+    count_now: int,
+    record: Any,
+    components: list[str],
+    base: str | None,
+    now: datetime,
+) -> tuple[float | None, tuple[dict[str, Any], ...], tuple[TokenCost, ...], str | None]:
+    """An endpoint's cost so far priced per period, its periods as --json shows them, its tokens' cost and a
+    note on what could not be read; ``clients``: SageMaker, Application Auto Scaling, CloudWatch (None: not read).
+    Nothing without a CreationTime."""
+    sagemaker, autoscaling, cloudwatch = clients
+    created = cost.as_utc(serving.creation_time)
+    if created is None:
+        return None, (), (), None
+    found, note = periods(sagemaker, autoscaling, serving, count_now, record, base)
+    priced = fleet_cost.price(found, now)
+    tokens = tokens_of(cloudwatch, serving.endpoint, components, found, now, created)
+    return priced.usd, periods_json(found, priced), tokens, note
 
 
 def print_tokens(console: Any, endpoints: list[tuple[str, tuple[TokenCost, ...]]]) -> None:

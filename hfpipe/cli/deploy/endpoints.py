@@ -30,7 +30,7 @@ from hfpipe.cli.deploy import endpoint_cost, named_endpoints
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.terminal import with_console
-from hfpipe.core import cost, fleet_cost, json_text
+from hfpipe.core import cost, json_text
 from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import components_on
 from hfpipe.core.deploy.what_serves import what_serves
@@ -131,12 +131,9 @@ def describe(
         if components
         else []
     )
-    so_far, periods, tokens, note = None, (), (), None
-    if created is not None:
-        found, note = endpoint_cost.periods(sagemaker, autoscaling, serving, count, record, base)
-        priced = fleet_cost.price(found, now)
-        so_far, periods = priced.usd, endpoint_cost.periods_json(found, priced)
-        tokens = endpoint_cost.tokens_of(cloudwatch, name, [c.name for c in components], found, now, created)
+    so_far, periods, tokens, note = endpoint_cost.cost_of(
+        (sagemaker, autoscaling, cloudwatch), serving, count, record, [c.name for c in components], base, now
+    )
     return EndpointInfo(
         name=name,
         adapters=tuple(shares),

@@ -418,7 +418,7 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
         else:
             answer, latency_ms = send(clients, target, request)
             if clients is not None:  # its tokens, where `hfpipe endpoints` prices them (endpoint_cost)
-                endpoint_cost.record_tokens(clients.cloudwatch, target.name, target.component, answer)
+                endpoint_cost.record_tokens(clients, target.name, target.component, answer)
             _print_answer(args, console, target.name, index, len(requests), answer, latency_ms)
     return 0
 
