@@ -22,7 +22,8 @@ when is read from its sources (``read_history``), each cited where it is read:
   (``inference-component/NAME``, one copy per instance: hfpipe.core.adapters.shared_base), scale to zero
   included. A Successful activity's ``Description`` ends in the new count ("Setting desired instance count to
   2.", the page's example form; for an inference component's copies the same form is assumed, not confirmed);
-  a scale-out bills from its ``StartTime`` (instances bill while they start), a scale-in from its ``EndTime``.
+  a scale-out bills from its ``StartTime`` (instances bill while they start), a scale-in from its ``EndTime``;
+  an activity still InProgress counts once it has succeeded.
 
 SageMaker's CloudWatch metrics (``AWS/SageMaker``) count invocations, not instances, so no metric says the
 count over time; without activities the live fleet is priced at its count now for its whole period.

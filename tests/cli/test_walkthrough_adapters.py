@@ -151,14 +151,20 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     runs = json.loads(out(adapter_world["dev"]("list", "--json")))
     names = [r["name"] for r in runs if r["name"].startswith("tiny-adapter-")]
     assert len(names) == 2, runs
+    served = []
     for name in names:
         adapter = json.loads(out(adapter_world["dev"]("report", name, "--json")))["adapter"]
         assert adapter["shared_base"]["base_model"] == "hfpipe-fixtures/tiny-llama", adapter
         assert adapter["deployed"] and adapter["refused"] is None, adapter
+        served += adapter["served"]
         png = adapter_world.home / f"{name}.png"
         plotted = out(adapter_world["dev"]("report", name, "--plot", str(png)))
         assert "from the Trainer's lines in its training log: " in plotted and "loss 4 values" in plotted
         assert png.read_bytes().startswith(b"\x89PNG")
+    # The README's call left support (tiny-adapter/1) on the base: its run's report says what its tokens cost.
+    (support,) = served
+    assert support["component"] == "hfpipe-dev-adapter-support" and support["tokens"] > 0, served
+    assert support["usd_per_million_tokens"] > 0, served
 
 
 def replay_scale_to_zero(adapter_world: World) -> None:

@@ -71,7 +71,8 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     else:
         report = _report_from_job(snap)
     report["execution_status"] = snap.status
-    adapter = adapter_report.of_plan(snap.plan, clients)
+    artifact = ((snap.training_job or {}).get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    adapter = adapter_report.of_plan(snap.plan, clients, artifact=artifact)
     if adapter is not None:  # served on the environment's shared base, not on an endpoint of its own
         report["adapter"] = adapter
     if snap.failure:
