@@ -167,6 +167,8 @@ def history(
     no scaling activity) holds from ``changed`` (the component's LastModifiedTime) on."""
     periods: list[Period] = []
     live_start = created
+    if previous is not None and previous[2] <= created:  # a record older than this endpoint: not its update
+        previous = None
     if previous is not None:
         fleet, started, ended = previous
         periods.append(Period(created, ended, fleet.instance_type, fleet.count, "previous config (record)"))

@@ -49,8 +49,11 @@ def test_an_endpoint_that_changed_instance_type_once_is_priced_per_period():
     assert previous == (Fleet("ml.g5.xlarge", 1), at(10), at(10.5))
     periods = fleet_cost.history(T0, Fleet("ml.g5.4xlarge", 1), previous=previous)
     assert fleet_cost.price(periods, at(12)).usd == pytest.approx(18.844)
-    # A record of another config (the endpoint was changed since) says nothing of this one's update.
+    # A record of another config (the endpoint was changed since) says nothing of this one's update, nor one
+    # whose update ended before the endpoint was created (an endpoint of the same name made again).
     assert fleet_cost.previous_fleet(sagemaker, "other", record) is None
+    again = fleet_cost.history(at(11), Fleet("ml.g5.4xlarge", 1), previous=previous)
+    assert fleet_cost.price(again, at(12)).usd == pytest.approx(2.03)
 
 
 def test_both_fleets_are_priced_while_a_blue_green_update_runs():
