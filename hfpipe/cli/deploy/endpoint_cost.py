@@ -8,8 +8,8 @@ by `hfpipe invoke` as two CloudWatch metrics in the project's namespace (``fleet
 ``EndpointName`` and, for a call to an inference component, ``InferenceComponentName`` too: SageMaker publishes
 no token metric (its ``AWS/SageMaker`` invocation metrics count calls and latency) and the container's own
 token counters are not exported off the instance, so what a caller other than `hfpipe invoke` sends is not
-counted: ``TokenCost.calls`` says how many calls carried tokens against SageMaker's ``Invocations`` of the
-same window when it reads them.
+counted: ``TokenCost.calls`` says how many calls carried tokens, which a reader compares with SageMaker's
+``Invocations`` of the same window (for an adapter, its share's line in `hfpipe endpoints` counts them).
 """
 
 from __future__ import annotations
