@@ -241,6 +241,8 @@ def tokens_of(
             file=sys.stderr,
         )
         return ()
+    if not components and not any(p + c for p, c, _ in counts.values()):
+        return ()  # an endpoint of one model that served no token (not an LLM, or not called): nothing to say
     return tuple(token_costs(fleet_cost.price(found, now, window).usd, counts, window))
 
 
@@ -271,16 +273,24 @@ def print_tokens(console: Any, endpoints: list[tuple[str, tuple[TokenCost, ...]]
     tokens, its share by tokens."""
     for endpoint, costs in endpoints:
         for tc in costs:
-            figure = "-" if tc.usd_per_million_tokens is None else f"{tc.usd_per_million_tokens:.4g}"
             usd = "price unknown" if tc.usd is None else f"{tc.usd:.4f} USD"
-            if tc.component is None:
+            figure = (
+                "no USD per million tokens"
+                if tc.usd_per_million_tokens is None
+                else f"{tc.usd_per_million_tokens:.4g} USD per million tokens"
+            )
+            if tc.component is not None:
                 console.print(
-                    f"{endpoint}: {tc.tokens} tokens ({tc.prompt_tokens} prompt + {tc.completion_tokens} "
-                    f"completion, {tc.calls} calls recorded) from {tc.period_start} to {tc.period_end}; "
-                    f"its fleet cost {usd} then: {figure} USD per million tokens"
+                    f"{endpoint}: {tc.component}: {tc.tokens} tokens, {usd} of the fleet by its tokens: {figure}"
+                )
+            elif not tc.tokens:
+                console.print(
+                    f"{endpoint}: no tokens recorded from {tc.period_start} to {tc.period_end} (`hfpipe invoke` "
+                    f"records its answers'): {figure}; its fleet cost {usd} then"
                 )
             else:
+                calls = f"{tc.calls} call{'s' if tc.calls != 1 else ''}"
                 console.print(
-                    f"{endpoint}: {tc.component}: {tc.tokens} tokens, {usd} of the fleet by its tokens: "
-                    f"{figure} USD per million tokens"
+                    f"{endpoint}: {tc.tokens} tokens ({tc.prompt_tokens} prompt + {tc.completion_tokens} completion, "
+                    f"{calls} recorded) from {tc.period_start} to {tc.period_end}; its fleet cost {usd} then: {figure}"
                 )
