@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
-from doc_blocks import block_commands
+from doc_blocks import block_commands, doc_block
 from world_helpers import World, out, worlds_up
 
 
@@ -42,6 +44,31 @@ def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
     assert "--rollback" in deploys[3] and "--delete" in deploys[4] and "--delete" in deploys[5]
     # It ends with the base retired and `hfpipe endpoints` showing nothing billing (issue 44).
     assert "--retire-base" in deploys[6] and argvs[-1][:1] == ["endpoints"]
+
+
+def scale_to_zero_commands() -> list[list[str]]:
+    """The README's block "A shared base that goes to zero and wakes up": each command's argv as typed."""
+    return [c.argv for c in doc_block("scale-to-zero").commands()]
+
+
+def test_the_readme_scale_to_zero_block_waits_longer_than_the_worlds_idle_period() -> None:
+    """The README's block runs in this module's world (after its walk-through): a deploy, `endpoints`, a pause
+    longer than the world's idle period at its time scale (hfpipe local up's default 0.01), `endpoints` at
+    zero, the call that wakes the base, `endpoints` again."""
+    argvs = scale_to_zero_commands()
+    assert [a[1] if a[0] == "hfpipe" else a[0] for a in argvs] == [
+        "deploy",
+        "endpoints",
+        "sleep",
+        "endpoints",
+        "invoke",
+        "endpoints",
+    ]
+    (up, _), *_ = adapter_commands()
+    assert "--time-scale" not in up
+    shared = json.loads(up[up.index("--set") + 1].split("=", 1)[1])
+    idle_s = shared["scale_to_zero"]["idle_minutes"] * 60 * 0.01
+    assert shared["scale_to_zero"]["enabled"] and idle_s < float(argvs[2][1]) < idle_s + 5
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +104,8 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             assert "deleted: hfpipe-dev-adapter-support" in flat, proc.stdout
             assert (
                 "no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x "
-                "ml.g5.4xlarge, 2.03 USD/h) until it is retired: hfpipe deploy --env dev --retire-base"
+                "ml.g5.4xlarge, 2.03 USD/h) until 30 idle minutes have passed (it scales to zero; a call wakes "
+                "it) or it is retired: hfpipe deploy --env dev --retire-base"
             ) in flat, proc.stdout
         elif argv[0] == "deploy":
             assert "deleted: hfpipe-dev-adapter-sales" in proc.stdout, proc.stdout
@@ -110,6 +138,8 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             assert re.search(r"hfpipe-dev-adapter-sales .*1\.015", proc.stdout), proc.stdout
         elif argv[0] == "endpoints":  # the last command: the base retired, nothing bills
             assert "no endpoints up in environment 'dev'" in proc.stdout, proc.stdout
+    # Then the README's block in the same world: the base goes to zero and wakes up.
+    replay_scale_to_zero(adapter_world)
     # Each call reached its own adapter: the OpenAI answer names the model (the adapter) that wrote it.
     for adapter, printed in answers.items():
         answer = json.loads(printed.strip().splitlines()[-1])
@@ -121,11 +151,57 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     runs = json.loads(out(adapter_world["dev"]("list", "--json")))
     names = [r["name"] for r in runs if r["name"].startswith("tiny-adapter-")]
     assert len(names) == 2, runs
+    served = []
     for name in names:
         adapter = json.loads(out(adapter_world["dev"]("report", name, "--json")))["adapter"]
         assert adapter["shared_base"]["base_model"] == "hfpipe-fixtures/tiny-llama", adapter
         assert adapter["deployed"] and adapter["refused"] is None, adapter
+        served += adapter["served"]
         png = adapter_world.home / f"{name}.png"
         plotted = out(adapter_world["dev"]("report", name, "--plot", str(png)))
         assert "from the Trainer's lines in its training log: " in plotted and "loss 4 values" in plotted
         assert png.read_bytes().startswith(b"\x89PNG")
+    # The README's call left support (tiny-adapter/1) on the base: its run's report says what its tokens cost.
+    (support,) = served
+    assert support["component"] == "hfpipe-dev-adapter-support" and support["tokens"] > 0, served
+    assert support["usd_per_million_tokens"] > 0, served
+
+
+def replay_scale_to_zero(adapter_world: World) -> None:
+    """The README's "A shared base that goes to zero and wakes up", as typed, in the walk-through's world after
+    its last command: the base back with one adapter, at zero after the idle period (0 instances, 0 USD/h), woken
+    by a call that waits for its cold start, then priced per period and per million tokens."""
+    base = "hfpipe-dev-shared-base"
+    listed = []
+    for argv in scale_to_zero_commands():
+        if argv[0] == "sleep":
+            time.sleep(float(argv[1]))
+            continue
+        proc = adapter_world.hfpipe(*argv[1:])
+        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr, adapter_world.log("dev")[-3000:])
+        if argv[1] == "invoke":
+            flat = " ".join(proc.stderr.split())
+            assert f"{base}: no copy of the base is up (it scaled to zero): waiting for a cold start" in flat
+            assert f"{base}: cold start: answered after " in flat, proc.stderr
+        elif argv[1] == "endpoints":
+            found = json.loads(out(adapter_world["dev"]("endpoints", "--json")))
+            listed.append(next(e for e in found if e["name"] == base))
+            if len(listed) == 3:
+                assert "USD per million tokens" in proc.stdout, proc.stdout
+    up, zero, woken = listed
+    assert (up["instance_count"], up["price_per_hour_usd"]) == (1, 2.03)
+    assert (zero["instance_count"], zero["price_per_hour_usd"]) == (0, 0.0)
+    assert [p["instance_count"] for p in zero["cost_periods"]] == [1, 0]
+    assert woken["instance_count"] == 1
+    assert [p["instance_count"] for p in woken["cost_periods"]] == [1, 0, 1]
+    # Priced per period: less than its whole age at one instance, by the time it was at zero (at least a
+    # second: the pause is longer than the idle period).
+    whole = woken["tokens"][0]
+    age = (
+        datetime.fromisoformat(whole["period_end"]) - datetime.fromisoformat(woken["created"])
+    ).total_seconds()
+    assert woken["cost_so_far_usd"] < 2.03 * (age - 1) / 3600, woken
+    whole = woken["tokens"][0]
+    assert whole["component"] is None and whole["prompt_tokens"] > 0 and whole["calls"] == 1, woken["tokens"]
+    assert whole["usd_per_million_tokens"] > 0
+    assert [t["component"] for t in woken["tokens"][1:]] == ["hfpipe-dev-adapter-support"]

@@ -273,6 +273,16 @@ def test_during_the_update_describe_shows_the_pending_fleet_and_a_second_update_
         )
         assert variant["VariantStatus"][0]["Status"] == "Creating"
         assert variant["VariantStatus"][0]["StatusMessage"] == "Launching 3 instance(s)."
+        # `hfpipe endpoints` prices both fleets meanwhile: the old one's 3 and the 3 the new one launches.
+        from datetime import UTC, datetime
+
+        from hfpipe.cli.deploy import endpoints
+
+        info = endpoints.describe(eng.client("sagemaker"), name, {}, datetime.now(UTC))
+        assert [(p["source"], p["instance_type"], p["instance_count"]) for p in info.cost_periods] == [
+            ("DescribeEndpoint", "ml.m5.large", 3),
+            ("PendingDeploymentSummary", "ml.m5.large", 3),
+        ]
         with pytest.raises(ClientError) as refused:
             eng.client("sagemaker").update_endpoint(EndpointName=name, EndpointConfigName=old)
         error = refused.value.response["Error"]

@@ -454,16 +454,20 @@ def test_endpoints_split_the_fleet_by_each_adapters_invocations(world, capsys):
     # Counts CloudWatch refuses (no cloudwatch:GetMetricData): equal shares, and a warning names the call.
     denied = boto3.client("cloudwatch", region_name=REGION)
     with Stubber(denied) as stubber:
-        stubber.add_client_error(
-            "get_metric_data", "AccessDenied", "not authorized: cloudwatch:GetMetricData"
-        )
+        for _ in range(2):  # the invocations, then the tokens (hfpipe.cli.deploy.endpoint_cost)
+            stubber.add_client_error(
+                "get_metric_data", "AccessDenied", "not authorized: cloudwatch:GetMetricData"
+            )
         refused_counts = endpoints.describe(sm, DEV_BASE.endpoint, {}, datetime.now(UTC), denied)
     assert {(a.rule, a.invocations) for a in refused_counts.adapters} == {("equal", None)}
     assert capsys.readouterr().err == (
         f"warning: reading the Invocations of {DEV_BASE.endpoint} from CloudWatch failed: access denied "
         "(not authorized: cloudwatch:GetMetricData); check your role's permissions; its adapters are shown "
         "in equal shares\n"
+        f"warning: reading the tokens of {DEV_BASE.endpoint} failed: access denied (not authorized: "
+        "cloudwatch:GetMetricData); check your role's permissions; no cost per token\n"
     )
+    assert refused_counts.tokens == ()
     adapter_endpoints.print_shares(console, [(info.name, refused_counts.adapters)])
     assert "(equal shares of 2 adapters: the invocation counts were not read)" in capsys.readouterr().out
 

@@ -228,3 +228,68 @@ def test_a_base_at_zero_instances_costs_nothing_in_hfpipe_endpoints(world):
         call(world)
     world.clock.now += scale_to_zero.COLD_START_SECONDS * SCALE
     assert running() == (1, 2.03)
+
+
+def test_hfpipe_endpoints_prices_a_base_per_period_from_its_scaling_activities_and_its_tokens(world):
+    """The emulated base goes to 0 and is woken: DescribeScalingActivities answers both activities (newest
+    first), and `hfpipe endpoints` prices the periods it had instances, not its whole age; the tokens `hfpipe
+    invoke` records (its answers' usage) give its cost per million tokens over the same window."""
+    from datetime import UTC, datetime
+
+    from hfpipe.cli.deploy import endpoint_cost, endpoints
+    from hfpipe.core import fleet_cost
+
+    # The wall clock moves with the test's engine clock from here (the endpoint was created a moment ago).
+    wall0 = datetime.now(UTC).timestamp() - world.clock.now
+    world.store.wall = lambda: wall0 + world.clock.now
+    rules.apply_scaling(world.autoscaling, world.cloudwatch, BASE, ScaleToZero(enabled=True), max_copies=1)
+    world.clock.now += 15 * 60 * SCALE + 5  # at 0 for the last 5 s
+    with pytest.raises(ClientError):
+        call(world)  # wakes it
+    world.clock.now += scale_to_zero.COLD_START_SECONDS * SCALE
+    answer = {"usage": {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}}
+    assert endpoint_cost.record_tokens(world.cloudwatch, ENDPOINT, BASE, answer) == (30, 10)
+    assert endpoint_cost.record_tokens(world.cloudwatch, ENDPOINT, BASE, {"text": "no usage"}) is None
+
+    found = world.autoscaling.describe_scaling_activities(
+        ServiceNamespace="sagemaker", ResourceId=f"inference-component/{BASE}"
+    )["ScalingActivities"]
+    assert [(a["Description"], a["StatusCode"]) for a in found] == [
+        ("Setting desired copy count to 1.", "Successful"),
+        ("Setting desired copy count to 0.", "Successful"),
+    ]
+    assert found[0]["StartTime"] < found[0]["EndTime"]  # the cold start, on the wall clock
+    # A variant's activities: local mode plays none (moto has no DescribeScalingActivities).
+    assert (
+        world.autoscaling.describe_scaling_activities(
+            ServiceNamespace="sagemaker", ResourceId=f"endpoint/{ENDPOINT}/variant/AllTraffic"
+        )["ScalingActivities"]
+        == []
+    )
+
+    now = datetime.fromtimestamp(world.store.wall(), UTC)
+    info = endpoints.describe(world.sm, ENDPOINT, {}, now, world.cloudwatch, world.autoscaling)
+    assert [p["instance_count"] for p in info.cost_periods] == [1, 0, 1]
+    assert all(p["source"] == "scaling activities" for p in info.cost_periods)
+    up = sum(
+        (
+            (datetime.fromisoformat(p["end"]) if p["end"] else now) - datetime.fromisoformat(p["start"])
+        ).total_seconds()
+        for p in info.cost_periods
+        if p["instance_count"]
+    )
+    assert info.cost_so_far_usd == pytest.approx(2.03 * up / 3600, abs=1e-4)
+    whole = info.tokens[0]
+    assert (whole.component, whole.prompt_tokens, whole.completion_tokens, whole.calls) == (None, 30, 10, 1)
+    window = endpoint_cost.counted_period(now, info.created)
+    window_usd = fleet_cost.price(
+        endpoint_cost.periods(world.sm, world.autoscaling, _serving(world), 1, None, BASE)[0], now, window
+    ).usd
+    assert whole.usd_per_million_tokens == pytest.approx(window_usd * 1_000_000 / 40, rel=1e-3)
+    assert [t.component for t in info.tokens[1:]] == [BASE]
+
+
+def _serving(world):
+    from hfpipe.core.deploy.what_serves import what_serves
+
+    return what_serves(world.sm, ENDPOINT)

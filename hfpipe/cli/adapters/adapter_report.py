@@ -9,7 +9,8 @@ readable), and the line says so. The report states the rule, with the figures of
 measurement: the base fleet's USD per hour (``copies`` instances of its instance type, hfpipe.core.prices), the
 equal share each adapter pays when the base holds its ``max_adapters``, and what one endpoint of its own would
 cost instead (hfpipe.core.adapters.adapter_cost.shared_vs_separate). What it pays in fact is the split by invocations
-that `hfpipe endpoints` shows. An adapter trained on another model than the base serves is said to be refused
+that `hfpipe endpoints` shows; the adapter components serving the run's model now are listed (``served``) with
+the tokens they served and their USD per million tokens (hfpipe.cli.deploy.endpoint_cost). An adapter trained on another model than the base serves is said to be refused
 there (hfpipe.core.adapters.adapter_rules.base_model_problem).
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core.adapters import adapter_cost, adapter_rules
-from hfpipe.core.adapters.adapter_deploy import BaseNames
+from hfpipe.core.adapters.adapter_deploy import BaseNames, components_on
 from hfpipe.core.adapters.shared_base import SharedBase, SharedBaseError, parse_shared_base
 
 
@@ -154,18 +155,71 @@ def describe(adapter: dict[str, Any]) -> str:
     declared = "" if adapter.get("deployed", True) else f" (as cdk.json declares it: {adapter.get('source')})"
     if adapter.get("refused"):
         return f"{trained}; not servable on {where}{declared}: {adapter['refused']}"
+    now = "".join(
+        f"; served now by {s['component']}: {s['tokens']} tokens, "
+        + (
+            "no token recorded"
+            if s["usd_per_million_tokens"] is None
+            else f"{s['usd_per_million_tokens']:.4g} USD"
+        )
+        + " per million tokens"
+        for s in adapter.get("served") or []
+    )
     return (
         f"{trained}; served on {where}{declared} once deployed: the fleet's cost split by invocations over "
         f"the last {adapter_cost.COUNTED_HOURS} h (`hfpipe endpoints --env {env}`), equal shares without calls: "
         f"{_usd(adapter.get('full_base_share_usd_per_hour'))} with its {base['max_adapters']} adapters "
         f"(max_adapters), against {_usd(adapter.get('own_endpoint_usd_per_hour'))} for an endpoint of its own"
+        f"{now}"
     )
 
 
-def of_plan(plan: Any, clients: Any, root: Path | None = None) -> dict[str, Any] | None:
+def of_plan(
+    plan: Any, clients: Any, root: Path | None = None, artifact: str | None = None
+) -> dict[str, Any] | None:
     """The report's ``adapter`` of an adapter run's plan (None: the run is not an adapter's), with the shared
-    base of the environment it ran in, read with ``clients`` (hfpipe.cli.aws.Clients of that environment)."""
+    base of the environment it ran in, read with ``clients`` (hfpipe.cli.aws.Clients of that environment), and
+    the adapter components that serve its ``artifact`` now with their cost per million tokens (``served``)."""
     if plan is None or not plan.adapter_base_model:
         return None
     found = environment_shared_base(clients.ssm, plan.env, root)
-    return adapter_serving(plan.env, plan.recipe_name, plan.adapter_base_model, found)
+    record = adapter_serving(plan.env, plan.recipe_name, plan.adapter_base_model, found)
+    if found.base is not None and artifact:
+        record["served"] = served(clients, plan.env, artifact)
+    return record
+
+
+def served(clients: Any, env: str, artifact: str) -> list[dict[str, Any]]:
+    """The adapter components on ``env``'s shared base whose artifact (``Container.ArtifactUrl``) is the run's
+    model, each with the tokens it served in `hfpipe endpoints`' window and its cost per million tokens by
+    them (hfpipe.cli.deploy.endpoint_cost); [] when none serves it, or the base cannot be read."""
+    from hfpipe.cli.deploy import endpoints
+
+    base = BaseNames.of(env).endpoint
+    try:
+        names = [
+            c["InferenceComponentName"]
+            for c in (
+                clients.sagemaker.describe_inference_component(InferenceComponentName=s.name)
+                for s in components_on(clients.sagemaker, base)
+                if s.base is not None
+            )
+            if ((c.get("Specification") or {}).get("Container") or {}).get("ArtifactUrl") == artifact
+        ]
+    except Exception:  # the report must not fail because the base is unreadable
+        return []
+    if not names:
+        return []
+    info = endpoints.endpoint_of(
+        clients.sagemaker, base, env, clients.cloudwatch, clients.client("application-autoscaling")
+    )
+    costs = {t.component: t for t in (info.tokens if info else ())}
+    return [
+        {
+            "component": name,
+            "tokens": costs[name].tokens if name in costs else 0,
+            "usd": costs[name].usd if name in costs else None,
+            "usd_per_million_tokens": costs[name].usd_per_million_tokens if name in costs else None,
+        }
+        for name in names
+    ]

@@ -26,12 +26,13 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.adapters import adapter_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.deploy import named_endpoints
+from hfpipe.cli.deploy import endpoint_cost, named_endpoints
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
 from hfpipe.core.adapters import adapter_cost, adapter_deploy
+from hfpipe.core.adapters.adapter_deploy import components_on
 from hfpipe.core.deploy.what_serves import what_serves
 from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
 
@@ -60,6 +61,12 @@ class EndpointInfo:
     #: An inference-component endpoint's adapters (and its base's own calls, when there were any), each with
     #: its share of the fleet's cost, the rule that gave it and the period counted.
     adapters: tuple[adapter_endpoints.AdapterShare, ...] = ()
+    #: The periods its cost so far priced, each at the type and count it had (endpoint_cost.periods).
+    cost_periods: tuple[dict[str, Any], ...] = ()
+    #: Its tokens and cost per million tokens in the counted window, then each component's (endpoint_cost).
+    tokens: tuple[endpoint_cost.TokenCost, ...] = ()
+    #: Why its cost so far is less exact than that (its scaling activities could not be read), or None.
+    cost_note: str | None = None
 
 
 def _utc(value: Any) -> datetime | None:
@@ -90,12 +97,21 @@ def running_count(current: int | None, configured: int, variants: Any) -> int:
 
 
 def describe(
-    sagemaker: Any, name: str, tags: dict[str, str], now: datetime, cloudwatch: Any = None
+    sagemaker: Any,
+    name: str,
+    tags: dict[str, str],
+    now: datetime,
+    cloudwatch: Any = None,
+    autoscaling: Any = None,
+    record: Any = None,
 ) -> EndpointInfo:
     """Status, what it serves (read from the endpoint: hfpipe.core.deploy.what_serves), instances (from its live
-    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``. An
-    inference-component endpoint's adapters get their shares by the invocations ``cloudwatch`` counts over
-    hfpipe.core.adapters.adapter_cost.counted_period (without a client: equal shares)."""
+    config), price and cost so far of one endpoint; a tag naming another version is a ``mismatch``. The cost so
+    far prices each period at the fleet it had (endpoint_cost.periods: its scaling activities through
+    ``autoscaling``, the last update through its deployment ``record``). An inference-component endpoint's
+    adapters get their shares by the invocations ``cloudwatch`` counts over
+    hfpipe.core.adapters.adapter_cost.counted_period (without a client: equal shares), and its tokens there
+    give its cost per million tokens."""
     serving = what_serves(sagemaker, name)
     if serving is None:
         raise named_endpoints.EndpointGone(f"endpoint {name} no longer exists")
@@ -105,16 +121,18 @@ def describe(
     count = running_count(serving.current_instance_count, count, variants)
     created = _utc(serving.creation_time)
     per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
-    so_far = (
-        cost.endpoint_cost_so_far(instance_type, count, created, now) if instance_type and created else None
-    )
     # Only an endpoint whose variants name no model holds inference components.
+    components = components_on(sagemaker, name) if variants and all(v.model is None for v in variants) else []
+    base = next((c.name for c in components if c.base is None), None)
     shares = (
         adapter_endpoints.adapter_shares(
             sagemaker, name, per_hour, cloudwatch, adapter_cost.counted_period(now, created)
         )
-        if variants and all(v.model is None for v in variants)
+        if components
         else []
+    )
+    so_far, periods, tokens, note = endpoint_cost.cost_of(
+        (sagemaker, autoscaling, cloudwatch), serving, count, record, [c.name for c in components], base, now
     )
     return EndpointInfo(
         name=name,
@@ -126,37 +144,51 @@ def describe(
         instance_count=count,
         created=created,
         price_per_hour_usd=per_hour,
-        cost_so_far_usd=so_far,
+        cost_so_far_usd=so_far if instance_type else None,
         endpoint_config=serving.config,
         deployment=named_endpoints.deployment_of(tags),
+        cost_periods=periods,
+        cost_note=note,
+        tokens=tokens,
         **named_endpoints.serving(serving, tags),
     )
 
 
-def endpoint_of(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
+def endpoint_of(
+    sagemaker: Any, name: str, env: str, cloudwatch: Any = None, autoscaling: Any = None
+) -> EndpointInfo | None:
     """One endpoint by name when it exists and is this environment's, else None."""
     try:
         arn = sagemaker.describe_endpoint(EndpointName=name)["EndpointArn"]
         tags = _tags(sagemaker, arn)
-        return describe(sagemaker, name, tags, datetime.now(UTC)) if _ours(tags, env) else None
+        if not _ours(tags, env):
+            return None
+        return describe(sagemaker, name, tags, datetime.now(UTC), cloudwatch, autoscaling)
     except Exception:
         return None
 
 
-def add_to_report(sagemaker: Any, report: dict[str, Any], snap: Any) -> None:
-    """An execution's report gets its endpoint's status, price and cost so far while it is up."""
+def add_to_report(sagemaker: Any, report: dict[str, Any], snap: Any, clients: Any = None) -> None:
+    """An execution's report gets its endpoint's status, price and cost so far while it is up, and with
+    ``clients`` its cost per million tokens (endpoint_cost) and the periods its cost so far priced."""
     env = snap.plan.env if snap.plan else None
     if not report.get("endpoint_name") or not env:
         return
     if snap.endpoint_status in (None, "deleted", "not created yet"):
         return
-    info = endpoint_of(sagemaker, str(report["endpoint_name"]), env)
+    cloudwatch = clients.cloudwatch if clients is not None else None
+    autoscaling = clients.client("application-autoscaling") if clients is not None else None
+    info = endpoint_of(sagemaker, str(report["endpoint_name"]), env, cloudwatch, autoscaling)
     if info is not None:
         report["endpoint_deleted"] = False
         report["endpoint_status"] = info.status
         report["endpoint_price_per_hour_usd"] = info.price_per_hour_usd
         report["endpoint_cost_so_far_usd"] = info.cost_so_far_usd
         report["endpoint_env"] = env
+        report["endpoint_cost_periods"] = list(info.cost_periods)
+        whole = next((t for t in info.tokens if t.component is None), None)
+        report["endpoint_tokens"] = None if whole is None else asdict(whole)
+        report["endpoint_usd_per_million_tokens"] = None if whole is None else whole.usd_per_million_tokens
 
 
 def by_execution(sagemaker: Any, env: str) -> dict[str, EndpointInfo]:
@@ -191,17 +223,26 @@ def execution_records(executions: list[dict[str, Any]], up: dict[str, EndpointIn
 
 
 def find_endpoints(
-    sagemaker: Any, env: str, now: datetime | None = None, cloudwatch: Any = None
+    sagemaker: Any,
+    env: str,
+    now: datetime | None = None,
+    cloudwatch: Any = None,
+    autoscaling: Any = None,
+    records: dict[str, Any] | None = None,
 ) -> list[EndpointInfo]:
-    """Every endpoint tagged for this environment by the pipeline, oldest first (``cloudwatch``: describe's)."""
+    """Every endpoint tagged for this environment by the pipeline, oldest first (``cloudwatch``,
+    ``autoscaling``: describe's; ``records``: the named endpoints' deployment records by name)."""
     now = now or datetime.now(UTC)
     found = []
     for page in sagemaker.get_paginator("list_endpoints").paginate():
         for item in page["Endpoints"]:
             tags = _tags(sagemaker, item["EndpointArn"])
             if _ours(tags, env):
+                record = (records or {}).get(named_endpoints.deployment_of(tags) or "")
                 try:
-                    found.append(describe(sagemaker, item["EndpointName"], tags, now, cloudwatch))
+                    found.append(
+                        describe(sagemaker, item["EndpointName"], tags, now, cloudwatch, autoscaling, record)
+                    )
                 except named_endpoints.EndpointGone:
                     continue  # deleted since it was listed: not up
     found.sort(key=lambda e: e.created or datetime.min.replace(tzinfo=UTC))
@@ -262,12 +303,18 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     aws.resolve_environment(clients, args.env)
     sagemaker = clients.sagemaker
     if args.action == "list":
+        # What each named endpoint's deploys recorded (its last update is priced from it).
+        records = named_endpoints.records(clients.ssm, args.env)
         try:
-            found = find_endpoints(sagemaker, args.env, cloudwatch=clients.cloudwatch)
+            found = find_endpoints(
+                sagemaker,
+                args.env,
+                cloudwatch=clients.cloudwatch,
+                autoscaling=clients.client("application-autoscaling"),
+                records=records,
+            )
         except Exception as exc:
             raise aws.aws_error(exc, "listing endpoints") from None
-        # What each named endpoint's deploys recorded.
-        records = named_endpoints.records(clients.ssm, args.env)
         found = [named_endpoints.with_record(e, records, args.env) for e in found]
         if args.json:
             listed = [{**as_json(e), "deployment_record": _record_json(records, e)} for e in found]
@@ -278,6 +325,10 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             return 0
         console.print(table(args.env, found))
         adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
+        endpoint_cost.print_tokens(console, [(e.name, e.tokens) for e in found])
+        for e in found:
+            if e.cost_note:
+                console.print(f"{e.name}: {e.cost_note}", markup=False)
         named_endpoints.print_records(console, records, args.env)
         named_endpoints.print_mismatches(console, found)
         total = sum(e.price_per_hour_usd or 0.0 for e in found)

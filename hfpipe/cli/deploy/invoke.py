@@ -31,7 +31,7 @@ from typing import Any
 from hfpipe import contract, kinds
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.deploy import invoke_openai, named_endpoints
+from hfpipe.cli.deploy import endpoint_cost, invoke_openai, named_endpoints
 from hfpipe.cli.deploy.invoke_requests import read_requests
 from hfpipe.cli.parser import LOCAL_EXCLUDES, LOCAL_PORT, Subparsers, aws_options, env_name, option_rules
 from hfpipe.cli.recipe import recipes as cli_recipes
@@ -416,7 +416,10 @@ def cmd_invoke(args: argparse.Namespace, console: Any) -> int:
             source = target.name if target.url is not None else f"endpoint {target.name}"
             invoke_openai.print_stream(pieces, target.name, index, args.json, console, source)
         else:
-            _print_answer(args, console, target.name, index, len(requests), *send(clients, target, request))
+            answer, latency_ms = send(clients, target, request)
+            if clients is not None:  # its tokens, where `hfpipe endpoints` prices them (endpoint_cost)
+                endpoint_cost.record_tokens(clients, target.name, target.component, answer)
+            _print_answer(args, console, target.name, index, len(requests), answer, latency_ms)
     return 0
 
 

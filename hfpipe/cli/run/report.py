@@ -71,7 +71,8 @@ def build_report(clients: Clients, snap: Snapshot) -> dict[str, Any]:
     else:
         report = _report_from_job(snap)
     report["execution_status"] = snap.status
-    adapter = adapter_report.of_plan(snap.plan, clients)
+    artifact = ((snap.training_job or {}).get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    adapter = adapter_report.of_plan(snap.plan, clients, artifact=artifact)
     if adapter is not None:  # served on the environment's shared base, not on an endpoint of its own
         report["adapter"] = adapter
     if snap.failure:
@@ -185,6 +186,8 @@ def _endpoint_state(report: dict[str, Any], env: str) -> str:
         price, so_far = report.get("endpoint_price_per_hour_usd"), report.get("endpoint_cost_so_far_usd")
         cost = "price unknown" if price is None else f"{float(price):.4g} USD/h"
         cost += "" if so_far is None else f", {float(so_far):.4f} USD so far"
+        per_million = report.get("endpoint_usd_per_million_tokens")
+        cost += "" if per_million is None else f", {float(per_million):.4g} USD per million tokens"
         return f"up: {report['endpoint_status']}, {cost}; `hfpipe endpoints delete {name} --env {env}`"
     if report.get("endpoint_deleted"):
         return "deleted"

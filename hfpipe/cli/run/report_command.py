@@ -58,7 +58,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = build_report(clients, snap)
     from hfpipe.cli.deploy.endpoints import add_to_report
 
-    add_to_report(clients.sagemaker, report, snap)
+    add_to_report(clients.sagemaker, report, snap, clients)
     console = terminal.console()
     if args.json:
         sys.stdout.write(json_text.dumps(report, indent=2, sort_keys=True, default=str) + "\n")

@@ -97,6 +97,9 @@ class Serving:
     current_instance_count: int | None = None
     creation_time: Any = field(default=None, compare=False)
     variants_summary: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    #: DescribeEndpoint's PendingDeploymentSummary as answered (None: no update under way); its StartTime and
+    #: new fleet are priced beside the live one (hfpipe.core.fleet_cost).
+    pending_summary: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def config(self) -> str | None:
@@ -239,4 +242,5 @@ def what_serves(sagemaker: Any, endpoint_name: str) -> Serving | None:
         creation_time=endpoint.get("CreationTime"),
         current_instance_count=sum(counts) if counts and all(isinstance(c, int) for c in counts) else None,
         variants_summary=summary,
+        pending_summary=endpoint.get("PendingDeploymentSummary") or None,
     )

@@ -96,6 +96,8 @@ class InferenceComponents:
 
     time_scale: Callable[[], float] = lambda: 1.0
     clock: Callable[[], float] = time.monotonic
+    #: The wall clock (epoch seconds) the engine's clock is read against where AWS answers a time.
+    wall: Callable[[], float] = time.time
     #: Called with (account, region, component) for each call ``route`` lets through (None: not counted).
     count: Callable[[str, str, str], None] | None = None
     #: Called with (account, region, component, HTTP status of the container's answer) for each routed call
@@ -182,9 +184,15 @@ class InferenceComponents:
         """Application Auto Scaling's ``scale_to_zero.OPERATIONS`` on a component's copies (moto refuses the
         dimension); ApiError for what AWS refuses. ``hosting``: where the endpoint's instances follow the
         copies (one copy per instance on the shared base), so DescribeEndpoint says 0 at zero."""
+        if operation == "DescribeScalingActivities":  # the dimension is optional there
+            params = {"ScalableDimension": zero_rules.DIMENSION, **params}
         name = scale_to_zero.component_of(params)
         key = (account, region, name)
         with self._lock:
+            if operation == "DescribeScalingActivities":
+                self._settled(account, region)  # the clock brought up to date first
+                now, wall = self.clock(), self.wall()
+                return scale_to_zero.activities(self._scaling.get(key), params, lambda t: wall - (now - t))
             if operation == "RegisterScalableTarget":
                 self._scaling[key] = scale_to_zero.register(self._scaling.get(key), params, self.clock())
                 self._scaling[key].hosting = hosting

@@ -899,6 +899,9 @@ def _scaling_tags(engine: Engine) -> list[Patch]:
     def call_action(response: Any) -> Any:
         operation = response._get_action()
         params = json.loads(response.body or "{}")
+        if operation == "DescribeScalingActivities" and not scale_to_zero.is_ours(params):
+            # moto 5.2.5 has no DescribeScalingActivities; local mode plays no variant's scaling: none.
+            return 200, {}, json.dumps({"ScalingActivities": []})
         if operation in scale_to_zero.OPERATIONS and scale_to_zero.is_ours(params):
             try:
                 account, region = response.current_account, response.region

@@ -19,13 +19,19 @@ Not played: the target tracking policy's scale-out above one copy, cooldowns bet
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe.core.adapters import scale_to_zero
 from hfpipe.local.engine.deployment import ApiError
 
-OPERATIONS = ("RegisterScalableTarget", "PutScalingPolicy", "DeregisterScalableTarget")
+OPERATIONS = (
+    "RegisterScalableTarget",
+    "PutScalingPolicy",
+    "DeregisterScalableTarget",
+    "DescribeScalingActivities",
+)
 #: How long a base takes to come back from zero, seconds (scaled by ``time_scale``): the project's figure
 #: (hfpipe.core.adapters.scale_to_zero.COLD_START_SECONDS), not one measured.
 COLD_START_SECONDS = float(scale_to_zero.COLD_START_SECONDS)
@@ -49,6 +55,9 @@ class Scaling:
     hosting: Any = None
     #: The instance count last written there.
     instances: int | None = None
+    #: Its scaling activities, oldest first: each scale-in to zero and each wake, with their times on the
+    #: engine's clock (``activities`` answers DescribeScalingActivities).
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 def is_ours(params: dict[str, Any]) -> bool:
@@ -115,12 +124,18 @@ def idle(scaling: Scaling, copies: dict[str, Any], now: float, time_scale: float
         return
     if now - scaling.last_active >= scaling.idle_seconds * time_scale:
         copies["DesiredCopyCount"] = copies["CurrentCopyCount"] = scaling.min_capacity
+        at = scaling.last_active + scaling.idle_seconds * time_scale  # when the idle period ended
+        _activity(
+            scaling, scaling.min_capacity, at, at, "no call for the target tracking policy's ScaleInCooldown"
+        )
 
 
 def settle(scaling: Scaling, copies: dict[str, Any], now: float) -> None:
     """The cold start's end: the desired copies are InService."""
     if scaling.wakes_at is not None and scaling.wakes_at <= now:
         copies["CurrentCopyCount"] = copies["DesiredCopyCount"]
+        if scaling.history and scaling.history[-1]["StatusCode"] == "InProgress":
+            scaling.history[-1].update(StatusCode="Successful", EndTime=scaling.wakes_at)
         scaling.wakes_at, scaling.last_active = None, now
 
 
@@ -133,6 +148,9 @@ def wake(scaling: Scaling, copies: dict[str, Any], alarmed: bool, now: float, ti
         scaling.max_capacity, copies.get("DesiredCopyCount", 0) + scaling.wake_step
     )
     scaling.wakes_at = now + COLD_START_SECONDS * time_scale
+    _activity(
+        scaling, copies["DesiredCopyCount"], now, None, "the no-capacity alarm in ALARM ran the step policy"
+    )
 
 
 def follow(scaling: Scaling, description: dict[str, Any]) -> None:
@@ -143,3 +161,39 @@ def follow(scaling: Scaling, description: dict[str, Any]) -> None:
         return
     scaling.hosting.set_instances(description["EndpointName"], description["VariantName"], count)
     scaling.instances = count
+
+
+def _activity(scaling: Scaling, count: int, start: float, end: float | None, cause: str) -> None:
+    """One scaling activity, as DescribeScalingActivities describes it (botocore's ScalingActivity); the
+    Description's form is that of AWS's example for a variant ("Setting desired instance count to 2."), in
+    copies: AWS documents none for an inference component's."""
+    scaling.history.append(
+        {
+            "ActivityId": str(uuid.uuid4()),
+            "Description": f"Setting desired copy count to {count}.",
+            "Cause": cause,
+            "StartTime": start,
+            "EndTime": end,
+            "StatusCode": "Successful" if end is not None else "InProgress",
+        }
+    )
+
+
+def activities(scaling: Scaling | None, params: dict[str, Any], to_wall: Any) -> dict[str, Any]:
+    """DescribeScalingActivities of a component's copies: newest first, with its target's namespace, resource
+    and dimension, each time on the wall clock (``to_wall`` of an engine time)."""
+    found = []
+    for activity in reversed(scaling.history if scaling else []):
+        answer = {
+            **activity,
+            "ServiceNamespace": scale_to_zero.NAMESPACE,
+            "ResourceId": params["ResourceId"],
+            "ScalableDimension": scale_to_zero.DIMENSION,
+            "StartTime": to_wall(activity["StartTime"]),
+        }
+        if activity["EndTime"] is None:
+            del answer["EndTime"]
+        else:
+            answer["EndTime"] = to_wall(activity["EndTime"])
+        found.append(answer)
+    return {"ScalingActivities": found}
