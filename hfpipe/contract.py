@@ -51,6 +51,10 @@ TAG_DEPLOY_EXECUTION = "hfpipe:deploy-execution"
 # The task kind (the recipe's ``task``) a named endpoint is bound to, put on it when a deploy creates it: its
 # callers send that task's requests, so a later deploy of another task's version is refused.
 TAG_TASK = "hfpipe:task"
+# When an endpoint (and the config and model made for it) expires: ISO 8601 UTC, e.g. 2026-12-08T17:30:00Z, set
+# when it is created (cdk.json endpoint_ttl_hours, or --ttl). The environment's reaper deletes an expired one
+# that had no calls in its idle window (hfpipe.core.deploy.expiry); without it an endpoint never expires.
+TAG_EXPIRES_AT = "hfpipe:expires-at"
 
 
 def state_machine_name(env: str) -> str:
