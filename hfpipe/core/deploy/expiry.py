@@ -65,7 +65,7 @@ def parse_ttl(text: object, field: str = "--ttl") -> int | None:
 
 def ttl_of_hours(hours: float | None) -> int | None:
     """cdk.json's ``endpoint_ttl_hours`` (None: no expiry) in seconds."""
-    return None if hours is None else int(round(hours * 3600))
+    return None if hours is None else round(hours * 3600)
 
 
 def stamp(when: datetime) -> str:

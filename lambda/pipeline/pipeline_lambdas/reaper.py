@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeline_lambdas import aws
-
 from hfpipe import contract
 from hfpipe.core import names
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy import expiry
 from hfpipe.core.run import cleanup
+from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
 CLIENTS = ("sagemaker", "cloudwatch", "sns")
