@@ -1,0 +1,98 @@
+"""The reaper in each environment's PipelineStack (stacks/functions/reaper.py): its hourly schedule, its function
+and a role that reads unscoped only what AWS cannot scope and deletes only what carries the environment's tags
+(docs/deploy.md, "Time to live"). From the session's synthesis (tests/conftest.py ``synthesized``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from iam_reference import check_template
+
+from hfpipe.core.deploy import expiry
+
+
+def _reaper(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (k, r)
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"].endswith("reaper.handler")
+    ]
+    return found
+
+
+def _statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    value = statement["Action"]
+    return {value} if isinstance(value, str) else set(value)
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+@pytest.mark.parametrize(("env", "idle"), [("dev", "60"), ("prod", "60")])
+def test_each_environment_runs_its_reaper_every_hour(synthesized, env, idle):
+    template = dict(synthesized.pipeline(env))
+    logical, function = _reaper(template)
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["HFPIPE_ENV"] == env and variables["IDLE_MINUTES"] == idle and "TOPIC_ARN" in variables
+    rules = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in r["Properties"]
+    ]
+    (rule,) = rules
+    assert rule["ScheduleExpression"] == "rate(1 hour)" and rule["State"] == "ENABLED"
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [logical, "Arn"]} and "DeadLetterConfig" in target
+
+
+def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only_unscoped(synthesized):
+    template = dict(synthesized.pipeline("dev"))
+    _, function = _reaper(template)
+    statements = _statements(template, function["Properties"]["Role"]["Fn::GetAtt"][0])
+    deletes = [s for s in statements if any(a.startswith("sagemaker:Delete") for a in _actions(s))]
+    assert set().union(*map(_actions, deletes)) == {
+        "sagemaker:DeleteEndpoint",
+        "sagemaker:DeleteEndpointConfig",
+        "sagemaker:DeleteModel",
+        "sagemaker:DeleteInferenceComponent",
+    }
+    for statement in deletes:
+        assert statement["Condition"] == {
+            "StringEquals": {"aws:ResourceTag/hfpipe:managed-by": "hfpipe", "aws:ResourceTag/hfpipe:env": "dev"}
+        }
+        assert statement["Resource"] != "*"
+        resources = _text(statement["Resource"])
+        assert ":endpoint/dev-*" in resources or "inference-component/hfpipe-dev-*" in resources
+    unscoped = [s for s in statements if s["Resource"] == "*"]
+    assert set().union(*map(_actions, unscoped)) == {
+        "sagemaker:ListEndpoints",
+        "sagemaker:ListEndpointConfigs",
+        "sagemaker:ListModels",
+        "sagemaker:ListInferenceComponents",
+        "cloudwatch:GetMetricStatistics",
+    }
+    reads = [s for s in statements if "sagemaker:ListTags" in _actions(s)]
+    assert len(reads) == 1 and "hfpipe-dev-*" in _text(reads[0]["Resource"])
+    assert any("sns:Publish" in _actions(s) for s in statements)
+    # What AWS's Service Authorization Reference says of each action, resource and condition key.
+    found = check_template("Hfpipe-dev-Pipeline", template, "eu-west-1")
+    assert [f for f in found if "Reaper" in str(f)] == []
+
+
+def test_the_ttl_refuses_what_is_not_one_naming_the_field():
+    assert expiry.parse_ttl("90m") == 5400 and expiry.parse_ttl("8h") == 28800 and expiry.parse_ttl("3d") == 259200
+    assert expiry.parse_ttl("none") is None
+    for bad in ("8", "0h", "1.5h", "8 hours", "366d", "", "-1h"):
+        with pytest.raises(expiry.TtlError, match=r"^--ttl: .* is not accepted; accepted: a whole number"):
+            expiry.parse_ttl(bad)
