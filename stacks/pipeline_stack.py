@@ -171,6 +171,7 @@ class PipelineStack(Stack):
             allowed_image_registries=self.config.allowed_image_registries,
             model_approval=self.config.model_approval,
             endpoints=self.config.endpoints,
+            endpoint_ttl_hours=self.config.endpoint_ttl_hours,
             promote_role_arns=tuple(
                 promotion.role_arn(self.partition, str(t.account), t.name)
                 for t in self.config.promoted_to

@@ -32,6 +32,7 @@ from stacks.functions.common import (
     deploy_arn,
     grant_hosting_deletes,
     grant_publish,
+    handler_of,
     owned_by,
     pipeline_function,
     run_arn,
@@ -47,6 +48,8 @@ class ReaperFunction(Construct):
     """The Reaper function (``function``), its role (``role``) and its schedule (``rule``)."""
 
     RUNTIME_MODULE = "reaper"
+    #: Runtime module -> its Handler (hfpipe.local.engine.engine finds the function by it).
+    HANDLERS = {RUNTIME_MODULE: handler_of(RUNTIME_MODULE)}
 
     def __init__(
         self,
@@ -68,6 +71,25 @@ class ReaperFunction(Construct):
             dead_letter_queue=failed_events,
         )
         grant_publish(self.role, topic)
+        self._grant(env)
+        # EventBridge invokes it asynchronously: what it and Lambda could not deliver goes to the queue.
+        self.rule = events.Rule(
+            self,
+            "Schedule",
+            description=f"hfpipe {env}: the reaper of expired, idle endpoints, every hour",
+            schedule=SCHEDULE,
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    retry_attempts=2,
+                    max_event_age=MAX_EVENT_AGE,
+                    dead_letter_queue=failed_events,
+                )
+            ],
+        )
+
+    def _grant(self, env: str) -> None:
+        """Reads of the environment's hosting and tags, deletes only with its tags, and the unscoped lists."""
         hosting = [arn(self, r, env) for arn in (run_arn, deploy_arn) for r in HOSTING]
         component = deploy_arn(self, "inference-component", env)
         self.role.add_to_policy(
@@ -98,17 +120,6 @@ class ReaperFunction(Construct):
             "cloudwatch:GetMetricStatistics",
         ]
         self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
-        self.rule = events.Rule(
-            self,
-            "Schedule",
-            description=f"hfpipe {env}: the reaper of expired, idle endpoints, every hour",
-            schedule=SCHEDULE,
-            targets=[
-                targets.LambdaFunction(
-                    self.function, retry_attempts=2, max_event_age=MAX_EVENT_AGE, dead_letter_queue=failed_events
-                )
-            ],
-        )
         self._acknowledge([*hosting, component])
 
     def _acknowledge(self, resources: list[str]) -> None:

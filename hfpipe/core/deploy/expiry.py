@@ -63,9 +63,20 @@ def parse_ttl(text: object, field: str = "--ttl") -> int | None:
     return seconds
 
 
+#: The environment variable the functions that create endpoints (Plan, DeployPrepare, Adapter) read the
+#: environment's time to live from, in seconds (the stack sets it from cdk.json's endpoint_ttl_hours).
+TTL_VARIABLE = "ENDPOINT_TTL_SECONDS"
+
+
 def ttl_of_hours(hours: float | None) -> int | None:
     """cdk.json's ``endpoint_ttl_hours`` (None: no expiry) in seconds."""
     return None if hours is None else round(hours * 3600)
+
+
+def ttl_of_variables(variables: Mapping[str, str]) -> int | None:
+    """The environment's time to live from a function's environment variables (absent or empty: none)."""
+    value = variables.get(TTL_VARIABLE)
+    return round(float(value)) if value else None
 
 
 def stamp(when: datetime) -> str:

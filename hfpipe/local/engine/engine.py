@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from hfpipe.core.deploy import expiry
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.bus import LocalBus, execution_status_change
@@ -89,7 +90,7 @@ EXIT_WAIT_S = 60.0
 #: The functions' environment variables that are durations of the environment (the endpoints' time to live, the
 #: reaper's idle window): on the engine's clock they take ``time_scale`` times their value (not under 0: they
 #: are no waits, and 0 would expire every endpoint at its creation).
-SCALED_DURATIONS = ("ENDPOINT_TTL_SECONDS", "IDLE_MINUTES")
+SCALED_DURATIONS = (expiry.TTL_VARIABLE, "IDLE_MINUTES")
 
 
 def scaled_durations(variables: dict[str, str], time_scale: float) -> dict[str, str]:
