@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from iam_reference import check_template
 
-from hfpipe.core.deploy import expiry
-
 
 def _reaper(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     (found,) = [
@@ -69,7 +67,10 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
     }
     for statement in deletes:
         assert statement["Condition"] == {
-            "StringEquals": {"aws:ResourceTag/hfpipe:managed-by": "hfpipe", "aws:ResourceTag/hfpipe:env": "dev"}
+            "StringEquals": {
+                "aws:ResourceTag/hfpipe:managed-by": "hfpipe",
+                "aws:ResourceTag/hfpipe:env": "dev",
+            }
         }
         assert statement["Resource"] != "*"
         resources = _text(statement["Resource"])
@@ -88,11 +89,3 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
     # What AWS's Service Authorization Reference says of each action, resource and condition key.
     found = check_template("Hfpipe-dev-Pipeline", template, "eu-west-1")
     assert [f for f in found if "Reaper" in str(f)] == []
-
-
-def test_the_ttl_refuses_what_is_not_one_naming_the_field():
-    assert expiry.parse_ttl("90m") == 5400 and expiry.parse_ttl("8h") == 28800 and expiry.parse_ttl("3d") == 259200
-    assert expiry.parse_ttl("none") is None
-    for bad in ("8", "0h", "1.5h", "8 hours", "366d", "", "-1h"):
-        with pytest.raises(expiry.TtlError, match=r"^--ttl: .* is not accepted; accepted: a whole number"):
-            expiry.parse_ttl(bad)

@@ -10,7 +10,7 @@ from typing import Any
 
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options, ttl_option
 from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 
@@ -27,6 +27,7 @@ def add_to(sub: Subparsers) -> None:
         action="store_true",
         help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
     )
+    ttl_option(p, "the run's endpoint (counted from the start)")
     p.add_argument(
         "--interval",
         type=float,
@@ -137,6 +138,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
     bucket = config.artifacts_bucket
     execution_input, accepted, packed = _execution_input(bucket, loaded, accepted)
+    if args.ttl is not None:
+        execution_input["ttl"] = args.ttl
     from hfpipe.cli.recipe import sources
 
     # The dry run's plan, before anything starts or is uploaded: what it refuses, start refuses. An own source
