@@ -6,6 +6,7 @@ twice and nothing wrong."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -219,3 +220,30 @@ def test_a_fault_at_each_call_then_a_clean_run_deletes_nothing_twice_and_nothing
                 if op.startswith("Delete") and i != at
             )
             assert all(n == 1 for n in deletes.values()), (at, deletes)
+
+
+def test_endpoints_shows_each_endpoints_expiry_and_idle_time():
+    from rich.console import Console
+
+    from hfpipe.cli.deploy import endpoints
+
+    with _moto() as w:
+        world_of_survivors(w)
+        found = {e.name: e for e in endpoints.find_endpoints(w.sm, "dev", NOW, w.cw)}
+        console = Console(record=True, width=200)
+        endpoints.print_expiry(console, list(found.values()), "dev")
+    assert {n: e.expires for n, e in found.items()} == {
+        "dev-expired-ep": "expired",
+        "dev-kept-ep": "none (kept)",
+        "dev-fresh-ep": "in 2 h",
+        "hfpipe-dev-summaries": "expired",
+        BASE.endpoint: "expired",
+    }
+    assert re.fullmatch(r"1[0-4] min", found["hfpipe-dev-summaries"].idle)
+    assert re.fullmatch(r"(9[0-9]|1[0-9]{2}) min|1 h", found["dev-expired-ep"].idle)
+    assert found["dev-kept-ep"].idle == "over 5 d"
+    text = console.export_text()
+    assert "dev-kept-ep: expires none (kept); idle over 5 d" in text
+    assert "an expired endpoint is deleted by dev's reaper (hourly) once idle" in " ".join(text.split())
+    # Without CloudWatch (a client that cannot read it), the idle time is unknown, never a guess.
+    assert endpoints.idle_time(None, "dev-kept-ep", ["AllTraffic"], [], NOW) == "unknown"

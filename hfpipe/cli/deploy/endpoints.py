@@ -32,6 +32,7 @@ from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wai
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
 from hfpipe.core.adapters import adapter_cost, adapter_deploy
+from hfpipe.core.deploy import expiry
 from hfpipe.core.deploy.what_serves import what_serves
 from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
 
@@ -60,6 +61,10 @@ class EndpointInfo:
     #: An inference-component endpoint's adapters (and its base's own calls, when there were any), each with
     #: its share of the fleet's cost, the rule that gave it and the period counted.
     adapters: tuple[adapter_endpoints.AdapterShare, ...] = ()
+    #: When it expires ("in 3 h", "expired", "none (kept)": hfpipe.core.deploy.expiry.expiry_text) and the time
+    #: since its last call (CloudWatch's Invocations; "unknown" when not read).
+    expires: str = "none"
+    idle: str = "unknown"
 
 
 def _utc(value: Any) -> datetime | None:
@@ -130,7 +135,24 @@ def describe(
         endpoint_config=serving.config,
         deployment=named_endpoints.deployment_of(tags),
         **named_endpoints.serving(serving, tags),
+        expires=expiry.expiry_text(tags, now),
+        idle=idle_time(cloudwatch, name, [v.name for v in variants], shares, now),
     )
+
+
+def idle_time(cloudwatch: Any, name: str, variants: list[str], shares: list[Any], now: datetime) -> str:
+    """The time since the endpoint's last call: CloudWatch's Invocations per variant and per inference component
+    (hfpipe.core.deploy.expiry.last_call); "unknown" without a client or when CloudWatch cannot be read."""
+    if cloudwatch is None:
+        return expiry.idle_text(None, now, known=False)
+    components = sorted({c for s in shares for c in (s.component, s.base)})
+    series = expiry.metric_dimensions(
+        {"EndpointName": name, "ProductionVariants": [{"VariantName": v} for v in variants]}, components
+    )
+    try:
+        return expiry.idle_text(expiry.last_call(cloudwatch, series, now), now)
+    except Exception:  # the listing is still worth showing
+        return expiry.idle_text(None, now, known=False)
 
 
 def endpoint_of(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
@@ -243,6 +265,19 @@ def table(env: str, endpoints: list[EndpointInfo]) -> Table:
     return out
 
 
+def print_expiry(console: Any, endpoints: list[EndpointInfo], env: str) -> None:
+    """Each endpoint's expiry and time since its last call, one line each, under the table (its columns are
+    the cost's); then what the environment's reaper does with an expired one."""
+    for e in endpoints:
+        console.print(f"{e.name}: expires {e.expires}; idle {e.idle}", markup=False, soft_wrap=True)
+    if any(e.expires == "expired" for e in endpoints):
+        console.print(
+            f"an expired endpoint is deleted by {env}'s reaper (hourly) once idle for its window, unless it is "
+            'the shared base with adapters on it (docs/deploy.md, "Time to live")',
+            markup=False,
+        )
+
+
 def _record_json(records: dict[str, Any], e: EndpointInfo) -> dict[str, Any] | None:
     record = records.get(e.deployment or "")
     return None if record is None else dict(record.to_json())
@@ -277,6 +312,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             console.print(f"no endpoints up in environment {args.env!r}")
             return 0
         console.print(table(args.env, found))
+        print_expiry(console, found, args.env)
         adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
         named_endpoints.print_records(console, records, args.env)
         named_endpoints.print_mismatches(console, found)
