@@ -89,3 +89,46 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
     # What AWS's Service Authorization Reference says of each action, resource and condition key.
     found = check_template("Hfpipe-dev-Pipeline", template, "eu-west-1")
     assert [f for f in found if "Reaper" in str(f)] == []
+
+
+def test_cdk_json_gives_devs_endpoints_a_day_and_prods_no_expiry(synthesized):
+    dev, prod = synthesized.environments["dev"], synthesized.environments["prod"]
+    assert (dev.endpoint_ttl_hours, dev.endpoint_idle_minutes) == (24, 60)
+    assert (prod.endpoint_ttl_hours, prod.endpoint_idle_minutes) == (None, 60)
+    # What the functions that create endpoints read it from: dev's in seconds, prod's not at all.
+    for env, value in (("dev", "86400"), ("prod", None)):
+        template = dict(synthesized.pipeline(env))
+        for handler in ("plan", "deploy_prepare", "adapter"):
+            found = [
+                r["Properties"]["Environment"]["Variables"]
+                for r in template["Resources"].values()
+                if r["Type"] == "AWS::Lambda::Function"
+                and r["Properties"]["Handler"] == f"pipeline_lambdas.{handler}.handler"
+            ]
+            assert all(v.get("ENDPOINT_TTL_SECONDS") == value for v in found), (env, handler)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"endpoint_ttl_hours": 0},
+            "hfpipe:environments.dev.endpoint_ttl_hours: 0 is not accepted; accepted: a whole number of hours "
+            "from 1 to 8760, or null",
+        ),
+        ({"endpoint_ttl_hours": "8h"}, "hfpipe:environments.dev.endpoint_ttl_hours: '8h' is not accepted"),
+        (
+            {"endpoint_idle_minutes": 2},
+            "hfpipe:environments.dev.endpoint_idle_minutes: 2 is not accepted; accepted: a whole number of "
+            "minutes from 5 to 1440",
+        ),
+    ],
+)
+def test_a_bad_ttl_or_idle_window_in_cdk_json_names_the_key(entry, message):
+    from stacks.config import ConfigError, parse_environment
+
+    with pytest.raises(ConfigError) as raised:
+        parse_environment("dev", {"region": "eu-west-1", **entry})
+    assert str(raised.value).startswith(message)
+    defaults = parse_environment("dev", {"region": "eu-west-1"})
+    assert (defaults.endpoint_ttl_hours, defaults.endpoint_idle_minutes) == (None, 60)
