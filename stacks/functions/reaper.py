@@ -81,7 +81,7 @@ class ReaperFunction(Construct):
             targets=[
                 targets.LambdaFunction(
                     self.function,
-                    retry_attempts=2,
+                    retry_attempts=8,
                     max_event_age=MAX_EVENT_AGE,
                     dead_letter_queue=failed_events,
                 )
