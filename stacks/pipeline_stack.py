@@ -296,6 +296,7 @@ class PipelineStack(Stack):
             topic=self.notification_topic,
             idle_minutes=self.config.endpoint_idle_minutes,
             failed_events=self.failed_events.queue,
+            shared_base=self.config.shared_base is not None,
         )
 
     def _add_promotion(self) -> None:

@@ -8,11 +8,12 @@ https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncl
 - list endpoints, endpoint configs, models and inference components, and read CloudWatch's metric statistics:
   ``*``, since ListEndpoints, ListEndpointConfigs, ListModels, ListInferenceComponents and GetMetricStatistics
   have no resource types;
-- describe and read the tags of the endpoints, configs, models and inference components whose names this
-  environment's runs (``<env>-``) and deploys (``hfpipe-<env>-``) give;
-- delete them (DeleteEndpoint, DeleteEndpointConfig, DeleteModel; DeleteInferenceComponent of the shared base's
-  component, AWS's first step in retiring a base) only where they carry this environment's tags
+- describe and read the tags of the endpoints, configs and models whose names this environment's runs
+  (``<env>-``) and deploys (``hfpipe-<env>-``) give;
+- delete them (DeleteEndpoint, DeleteEndpointConfig, DeleteModel) only where they carry this environment's tags
   (``aws:ResourceTag``; ``grant_hosting_deletes``);
+- where the environment has a shared base: describe its inference components (the adapters on it) and start
+  the adapter state machine (its retirement, which that state machine's own roles carry out);
 - publish its report to the environment's notification topic.
 """
 
@@ -26,6 +27,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from hfpipe import contract
 from stacks.constructs.pipeline_events import MAX_EVENT_AGE
 from stacks.functions.common import (
     FunctionSettings,
@@ -33,10 +35,10 @@ from stacks.functions.common import (
     grant_hosting_deletes,
     grant_publish,
     handler_of,
-    owned_by,
     pipeline_function,
     run_arn,
 )
+from stacks.functions.deploy_prepare import state_machine_arns
 from stacks.nag import acknowledge, rendered
 
 #: How often the reaper runs: an expired endpoint bills at most this long past its idle window.
@@ -60,18 +62,25 @@ class ReaperFunction(Construct):
         topic: sns.ITopic,
         idle_minutes: int,
         failed_events: sqs.IQueue,
+        shared_base: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
+        environment = {"TOPIC_ARN": topic.topic_arn, "IDLE_MINUTES": str(idle_minutes)}
+        machine, _ = state_machine_arns(self, contract.adapter_state_machine_name(env))
+        if shared_base:
+            environment["ADAPTER_STATE_MACHINE_ARN"] = machine
         self.function, self.role = pipeline_function(
             self,
             settings,
             runtime_module=self.RUNTIME_MODULE,
-            environment={"TOPIC_ARN": topic.topic_arn, "IDLE_MINUTES": str(idle_minutes)},
+            environment=environment,
             dead_letter_queue=failed_events,
         )
         grant_publish(self.role, topic)
         self._grant(env)
+        if shared_base:
+            self._grant_retirement(env, machine)
         # EventBridge invokes it asynchronously: what it and Lambda could not deliver goes to the queue.
         self.rule = events.Rule(
             self,
@@ -91,27 +100,18 @@ class ReaperFunction(Construct):
     def _grant(self, env: str) -> None:
         """Reads of the environment's hosting and tags, deletes only with its tags, and the unscoped lists."""
         hosting = [arn(self, r, env) for arn in (run_arn, deploy_arn) for r in HOSTING]
-        component = deploy_arn(self, "inference-component", env)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=[
                     "sagemaker:DescribeEndpoint",
                     "sagemaker:DescribeEndpointConfig",
                     "sagemaker:DescribeModel",
-                    "sagemaker:DescribeInferenceComponent",
                     "sagemaker:ListTags",
                 ],
-                resources=[*hosting, component],
+                resources=hosting,
             )
         )
         grant_hosting_deletes(self.role, env, hosting)
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DeleteInferenceComponent"],
-                resources=[component],
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
-        )
         unscoped = [
             "sagemaker:ListEndpoints",
             "sagemaker:ListEndpointConfigs",
@@ -120,7 +120,18 @@ class ReaperFunction(Construct):
             "cloudwatch:GetMetricStatistics",
         ]
         self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
-        self._acknowledge([*hosting, component])
+        self._acknowledge(hosting)
+        self._acknowledge_lists()
+
+    def _grant_retirement(self, env: str, machine: str) -> None:
+        """The shared base's adapters read at the act (its components), and its retirement started: the adapter
+        state machine's StartExecution (Service Authorization Reference, Step Functions: on stateMachine)."""
+        component = deploy_arn(self, "inference-component", env)
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeInferenceComponent"], resources=[component])
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine]))
+        self._acknowledge([component])
 
     def _acknowledge(self, resources: list[str]) -> None:
         stack = cdk.Stack.of(self)
@@ -132,6 +143,8 @@ class ReaperFunction(Construct):
                 "environment's prefixes; read-only (Describe*, ListTags), or deleted only with this "
                 "environment's hfpipe:managed-by and hfpipe:env resource tags.",
             )
+
+    def _acknowledge_lists(self) -> None:
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",

@@ -63,7 +63,6 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
         "sagemaker:DeleteEndpoint",
         "sagemaker:DeleteEndpointConfig",
         "sagemaker:DeleteModel",
-        "sagemaker:DeleteInferenceComponent",
     }
     for statement in deletes:
         assert statement["Condition"] == {
@@ -74,7 +73,7 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
         }
         assert statement["Resource"] != "*"
         resources = _text(statement["Resource"])
-        assert ":endpoint/dev-*" in resources or "inference-component/hfpipe-dev-*" in resources
+        assert ":endpoint/dev-*" in resources and ":endpoint/hfpipe-dev-*" in resources
     unscoped = [s for s in statements if s["Resource"] == "*"]
     assert set().union(*map(_actions, unscoped)) == {
         "sagemaker:ListEndpoints",
@@ -86,6 +85,19 @@ def test_the_reapers_role_deletes_only_with_the_environments_tags_and_lists_only
     reads = [s for s in statements if "sagemaker:ListTags" in _actions(s)]
     assert len(reads) == 1 and "hfpipe-dev-*" in _text(reads[0]["Resource"])
     assert any("sns:Publish" in _actions(s) for s in statements)
+    # The shared base (dev's) is retired by its own state machine: the reaper may only start it.
+    (start,) = [s for s in statements if "states:StartExecution" in _actions(s)]
+    assert _actions(start) == {"states:StartExecution"} and "stateMachine:hfpipe-dev-adapters" in _text(start)
+    assert "ADAPTER_STATE_MACHINE_ARN" in function["Properties"]["Environment"]["Variables"]
+    prod = dict(synthesized.pipeline("prod"))
+    _, prod_function = _reaper(prod)
+    prod_statements = _statements(prod, prod_function["Properties"]["Role"]["Fn::GetAtt"][0])
+    assert "ADAPTER_STATE_MACHINE_ARN" not in prod_function["Properties"]["Environment"]["Variables"]
+    assert not [
+        s
+        for s in prod_statements
+        if _actions(s) & {"states:StartExecution", "sagemaker:DescribeInferenceComponent"}
+    ]
     # What AWS's Service Authorization Reference says of each action, resource and condition key.
     found = check_template("Hfpipe-dev-Pipeline", template, "eu-west-1")
     assert [f for f in found if "Reaper" in str(f)] == []

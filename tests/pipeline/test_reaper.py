@@ -6,6 +6,7 @@ twice and nothing wrong."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -126,7 +127,21 @@ def world_of_survivors(w) -> None:
         _tags(expires=None, **{contract.TAG_KEEP: "true"}),
     )
     hosting(w, "dev-fresh-ep", "dev-fresh-config", "dev-fresh-model", _tags(expires=FUTURE))
-    hosting(w, "hfpipe-dev-summaries", "hfpipe-dev-summaries-v1", "hfpipe-dev-summaries-v1", _tags())
+    summaries = _tags(**{contract.TAG_DEPLOYMENT: "summaries"})
+    hosting(w, "hfpipe-dev-summaries", "hfpipe-dev-summaries-v1", "hfpipe-dev-summaries-v1", summaries)
+    # An earlier deploy's config and model, expired with the endpoint: they stay while it lives.
+    w.sm.create_model(
+        ModelName="hfpipe-dev-summaries-v0",
+        ExecutionRoleArn=w.role,
+        PrimaryContainer={"Image": "i"},
+        Tags=summaries,
+    )
+    variant = {"VariantName": "AllTraffic", "InstanceType": "ml.g5.xlarge", "InitialInstanceCount": 1}
+    w.sm.create_endpoint_config(
+        EndpointConfigName="hfpipe-dev-summaries-v0",
+        ProductionVariants=[{**variant, "ModelName": "hfpipe-dev-summaries-v0"}],
+        Tags=summaries,
+    )
     called(w, "hfpipe-dev-summaries", 10)
     called(w, "dev-expired-ep", 90)  # before the idle window
     shared_base(w, ("samsum",))
@@ -154,6 +169,7 @@ def test_only_expired_idle_own_endpoints_go_with_their_own_config_and_model():
         assert before["configs"] - after["configs"] == {"dev-expired-config", "hfpipe-dev-classifier-v2"}
         assert before["models"] - after["models"] == {"dev-expired-model"}
         assert "users-model" in after["models"]
+        assert "hfpipe-dev-summaries-v0" in after["configs"] and "hfpipe-dev-summaries-v0" in after["models"]
         assert run.left["dev-foreign-ep"] == "not environment dev's (tag hfpipe:env: prod)"
         assert run.left["dev-kept-ep"] == "no expiry (kept)"
         assert run.left["dev-fresh-ep"] == f"expires at {FUTURE}"
@@ -165,14 +181,37 @@ def test_only_expired_idle_own_endpoints_go_with_their_own_config_and_model():
         assert reaper.report(None, None, run)["usd_per_day_saved"] == pytest.approx(2 * per_day)
 
 
-def test_a_shared_base_without_adapters_is_retired_component_first():
+def test_a_shared_base_without_adapters_is_retired_by_the_adapter_state_machine():
     with _moto() as w:
         shared_base(w, ())
-        run = reaper.reap({"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", NOW, IDLE)
-        assert run.retiring == {BASE.endpoint: f"base component {BASE.component} is Deleting"}
-        assert (
-            BASE.endpoint in names_of(w)["endpoints"]
-        )  # AWS's order: the component first, the endpoint later
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        machine = sfn.create_state_machine(
+            name="hfpipe-dev-adapters",
+            definition='{"StartAt": "A", "States": {"A": {"Type": "Succeed"}}}',
+            roleArn=w.role,
+        )["stateMachineArn"]
+        clients = {"sagemaker": w.sm, "cloudwatch": w.cw, "stepfunctions": sfn}
+        first = reaper.reap(clients, "dev", NOW, IDLE, machine)
+        again = reaper.reap(clients, "dev", NOW, IDLE, machine)  # within the same hour
+        name = f"reaper-retire-{NOW:%Y%m%dT%H}"
+        assert first.retiring == {BASE.endpoint: f"retirement started: execution {name}"}
+        # StartExecution again with the name and input of a running execution answers that one (a closed one:
+        # ExecutionAlreadyExists, said as started already): one execution either way.
+        assert again.retiring[BASE.endpoint] in (
+            first.retiring[BASE.endpoint],
+            f"retirement {name} started already",
+        )
+        assert not again.faults
+        sfn.stop_execution(
+            executionArn=sfn.list_executions(stateMachineArn=machine)["executions"][0]["executionArn"]
+        )
+        closed = reaper.reap(clients, "dev", NOW, IDLE, machine)
+        assert closed.retiring == {BASE.endpoint: f"retirement {name} started already"} and not closed.faults
+        (execution,) = sfn.list_executions(stateMachineArn=machine)["executions"]
+        described = sfn.describe_execution(executionArn=execution["executionArn"])
+        assert (execution["name"], json.loads(described["input"])) == (name, {"action": "retire"})
+        # The reaper deletes none of the base itself: its state machine does, in AWS's order.
+        assert BASE.endpoint in names_of(w)["endpoints"] and not first.deleted
 
 
 def _small_world(w, env: str) -> None:

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from accounts import ACCOUNT
 from deploy_helpers import ENDPOINT, NAME, register, tags, wiped
 
 from hfpipe import contract
@@ -32,7 +33,7 @@ def _expired_run_endpoint(sm) -> None:
         {"Key": contract.TAG_KEEP, "Value": "true"},
         {"Key": contract.TAG_EXPIRES_AT, "Value": PAST},
     ]
-    role = "arn:aws:iam::123456789012:role/r"
+    role = f"arn:aws:iam::{ACCOUNT}:role/r"
     sm.create_model(
         ModelName="dev-old-model", ExecutionRoleArn=role, PrimaryContainer={"Image": "i"}, Tags=tags_
     )

@@ -74,14 +74,17 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _execution_input(bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any, Any]:
-    """The input `start` sends, the recipe as accepted (`accepted`: in the environment but for an own
-    source) and the packed own source (None without one): a recipe's own `dir` or `git` source packed (what
-    is left out named, what is packed summed up), its arguments checked (`hfpipe.core.run.plan.accept` with the
-    archive) and named by both at the URI `upload` will put it at. Nothing is uploaded here."""
+def _execution_input(
+    bucket: str, loaded: Any, accepted: Any, ttl: str | None = None
+) -> tuple[dict[str, Any], Any, Any]:
+    """The input `start` sends (with ``ttl``, --ttl, when given), the recipe as accepted (`accepted`: in the
+    environment but for an own source) and the packed own source (None without one): a recipe's own `dir` or
+    `git` source packed (what is left out named, what is packed summed up), its arguments checked
+    (`hfpipe.core.run.plan.accept` with the archive) and named by both at the URI `upload` will put it at.
+    Nothing is uploaded here."""
     from hfpipe.cli.recipe import recipes, sources
 
-    execution_input = recipes.execution_input(loaded)
+    execution_input = {**recipes.execution_input(loaded), **({"ttl": ttl} if ttl is not None else {})}
     packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
         return execution_input, accepted, None
@@ -137,9 +140,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
     bucket = config.artifacts_bucket
-    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted)
-    if args.ttl is not None:
-        execution_input["ttl"] = args.ttl
+    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted, args.ttl)
     from hfpipe.cli.recipe import sources
 
     # The dry run's plan, before anything starts or is uploaded: what it refuses, start refuses. An own source

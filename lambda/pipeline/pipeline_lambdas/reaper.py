@@ -6,8 +6,9 @@ it carries this environment's tags (``hfpipe:managed-by``, ``hfpipe:env``), its 
 over the idle window, and it is not the environment's shared base while adapters are on it (the components are
 read at the act). Tags, status and components are read again just before the delete. Then the endpoint config
 and the model behind it go, each only when it carries this environment's tags (as `hfpipe endpoints delete`
-decides: a model someone else made stays). A shared base with no adapter left is retired in AWS's order, one
-step per run (hfpipe.core.adapters.adapter_deploy.retire_step: its base component first).
+decides: a model someone else made stays). A shared base with no adapter left is retired by the environment's
+adapter state machine (an execution of ``{"action": "retire"}``, as `hfpipe deploy --retire-base` starts it: its
+scaling taken off, then its component, endpoint, config and model in AWS's order; docs/adapters.md).
 
 Every run works from what exists: a fault at any call (throttling past botocore's retries, a delete refused,
 the endpoint gone meanwhile) is reported for that endpoint and the run goes on with the next; the next run
@@ -20,6 +21,7 @@ per day (hfpipe.core.cost's hourly price x instances x 24), what was left and wh
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -35,7 +37,7 @@ from hfpipe.core.run import cleanup
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
-CLIENTS = ("sagemaker", "cloudwatch", "sns")
+CLIENTS = ("sagemaker", "cloudwatch", "sns", "stepfunctions")
 #: The idle window when the function's environment does not say (cdk.json endpoint_idle_minutes' default).
 DEFAULT_IDLE_MINUTES = 60
 
@@ -125,10 +127,35 @@ def _fleet(sagemaker: Any, endpoint: dict[str, Any]) -> tuple[str | None, int, l
     return variants[0].get("InstanceType"), int(count or 0), models
 
 
+def retire_base(stepfunctions: Any, machine: str | None, now: datetime) -> str:
+    """Start the adapter state machine's retirement of the shared base; its name is the hour's, so a second run
+    within the hour starts none (StartExecution: ExecutionAlreadyExists for a name used, unless the running
+    execution has the same input, when it answers that execution)."""
+    if not machine:
+        return "not retired: the environment has no adapter state machine (cdk.json shared_base)"
+    name = f"reaper-retire-{now:%Y%m%dT%H}"
+    try:
+        stepfunctions.start_execution(
+            stateMachineArn=machine, name=name, input=json.dumps({"action": "retire"})
+        )
+    except Exception as err:
+        if "ExecutionAlreadyExists" not in _fault(err):
+            raise
+        return f"retirement {name} started already"
+    return f"retirement started: execution {name}"
+
+
 def consider(
-    sagemaker: Any, cloudwatch: Any, env: str, name: str, now: datetime, idle: timedelta, run: Run
+    clients: dict[str, Any],
+    env: str,
+    name: str,
+    now: datetime,
+    idle: timedelta,
+    run: Run,
+    machine: str | None,
 ) -> None:
     """Delete endpoint ``name`` (and what was made for it) if the rule allows it; else say why it stays."""
+    sagemaker, cloudwatch = clients["sagemaker"], clients["cloudwatch"]
     endpoint, reason = _look(sagemaker, env, name, now)
     if endpoint is None or reason:
         run.left[name] = str(reason)
@@ -145,7 +172,7 @@ def consider(
         run.left[name] = str(reason)
         return
     if name == adapter_deploy.BaseNames.of(env).endpoint:
-        run.retiring[name] = adapter_deploy.retire_step(sagemaker, env) or "retired"
+        run.retiring[name] = retire_base(clients.get("stepfunctions"), machine, now)
         return
     instance_type, count, models = _fleet(sagemaker, endpoint)
     cleanup.delete(sagemaker, cleanup.KINDS[0], name)
@@ -167,28 +194,35 @@ def _delete_own(sagemaker: Any, env: str, kind: cleanup.Kind, name: str, run: Ru
 
 def expired_leftovers(sagemaker: Any, env: str, now: datetime, run: Run) -> None:
     """Configs, then models, of this environment past their expiry that nothing uses: no endpoint of the
-    environment's names uses the config, and no remaining config of them names the model."""
+    environment's names uses the config, no remaining config of them names the model, and the named endpoint
+    (or shared base) they were made for is gone (its earlier configs stay while it lives: its record names
+    them, hfpipe.core.run.cleanup.deploy_leftovers)."""
     prefixes = (names.run_prefix(env), contract.deployed_endpoint_name(env, ""))
+    endpoints = own_endpoints(sagemaker, env)
     in_use: set[str] = set()
-    for name in own_endpoints(sagemaker, env):
-        endpoint = _described(lambda n=name: sagemaker.describe_endpoint(EndpointName=n)) or {}
+    for name in endpoints:
+        endpoint = _described(functools.partial(sagemaker.describe_endpoint, EndpointName=name)) or {}
         pending = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         in_use |= {c for c in (endpoint.get("EndpointConfigName"), pending) if c}
-    configs = _listed(sagemaker, cleanup.KINDS[1], prefixes)
-    for name, arn in configs.items():
-        if name not in in_use and expiry.is_expired(cleanup.tags_of(sagemaker, arn), env, now):
+
+    def left(arn: str) -> bool:
+        tags = cleanup.tags_of(sagemaker, arn)
+        deployment = tags.get(contract.TAG_DEPLOYMENT)
+        serving = deployment and contract.deployed_endpoint_name(env, deployment) in endpoints
+        return expiry.is_expired(tags, env, now) and not serving
+
+    for name, arn in _listed(sagemaker, cleanup.KINDS[1], prefixes).items():
+        if name not in in_use and left(arn):
             cleanup.delete(sagemaker, cleanup.KINDS[1], name)
             run.leftovers_deleted.append(f"endpoint config {name}")
-    models = {
-        name: arn
-        for name, arn in _listed(sagemaker, cleanup.KINDS[2], prefixes).items()
-        if expiry.is_expired(cleanup.tags_of(sagemaker, arn), env, now)
-    }
+    models = [name for name, arn in _listed(sagemaker, cleanup.KINDS[2], prefixes).items() if left(arn)]
     if not models:
         return
     named: set[str] = set()
     for name in _listed(sagemaker, cleanup.KINDS[1], prefixes):
-        config = _described(lambda n=name: sagemaker.describe_endpoint_config(EndpointConfigName=n)) or {}
+        config = (
+            _described(functools.partial(sagemaker.describe_endpoint_config, EndpointConfigName=name)) or {}
+        )
         named |= {str(v.get("ModelName")) for v in config.get("ProductionVariants") or []}
     for name in sorted(set(models) - named):
         cleanup.delete(sagemaker, cleanup.KINDS[2], name)
@@ -206,9 +240,12 @@ def _listed(sagemaker: Any, kind: cleanup.Kind, prefixes: tuple[str, ...]) -> di
     return found
 
 
-def reap(clients: dict[str, Any], env: str, now: datetime, idle: timedelta) -> Run:
-    """One run of the reaper over environment ``env``; a fault is reported for what it hit, never raised."""
-    sagemaker, cloudwatch = clients["sagemaker"], clients["cloudwatch"]
+def reap(
+    clients: dict[str, Any], env: str, now: datetime, idle: timedelta, adapter_machine: str | None = None
+) -> Run:
+    """One run of the reaper over environment ``env``; a fault is reported for what it hit, never raised.
+    ``adapter_machine``: the ARN of the adapter state machine that retires the shared base (None: none)."""
+    sagemaker = clients["sagemaker"]
     run = Run(env)
     try:
         listed = own_endpoints(sagemaker, env)
@@ -217,7 +254,7 @@ def reap(clients: dict[str, Any], env: str, now: datetime, idle: timedelta) -> R
         return run
     for name in listed:
         try:
-            consider(sagemaker, cloudwatch, env, name, now, idle, run)
+            consider(clients, env, name, now, idle, run, adapter_machine)
         except Exception as err:  # one endpoint's fault: the next run finds what is left
             run.faults[name] = _fault(err)
     try:
@@ -248,5 +285,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     aws.bind(event, "reaper")
     clients = {s: aws.client(s) for s in CLIENTS}
     idle = timedelta(minutes=float(os.environ.get("IDLE_MINUTES", DEFAULT_IDLE_MINUTES)))
-    run = reap(clients, os.environ["HFPIPE_ENV"], datetime.now(UTC), idle)
+    machine = os.environ.get("ADAPTER_STATE_MACHINE_ARN")
+    run = reap(clients, os.environ["HFPIPE_ENV"], datetime.now(UTC), idle, machine)
     return report(clients["sns"], os.environ.get("TOPIC_ARN"), run)
