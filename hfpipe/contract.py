@@ -24,6 +24,9 @@ SSM_ADAPTER_STATE_MACHINE_ARN = "adapter-state-machine-arn"
 # The shared base an environment serves adapters on, as deployed (cdk.json's shared_base, defaults filled,
 # as JSON): what the command reads of it, so a deployed environment, not the checkout's cdk.json, answers.
 SSM_SHARED_BASE = "shared-base"
+# How long the environment's endpoints live, in seconds (cdk.json endpoint_ttl_hours; absent: no expiry): what
+# `hfpipe start --dry-run` plans with, as the Plan Lambda does.
+SSM_ENDPOINT_TTL_SECONDS = "endpoint-ttl-seconds"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:

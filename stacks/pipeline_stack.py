@@ -298,6 +298,15 @@ class PipelineStack(Stack):
             failed_events=self.failed_events.queue,
             shared_base=self.config.shared_base is not None,
         )
+        hours = self.config.endpoint_ttl_hours
+        if hours is not None:  # what the command plans a dry run with (the Plan reads its own variable)
+            ssm.StringParameter(
+                self,
+                "EndpointTtlParameter",
+                parameter_name=ssm_parameter_name(self.config.name, contract.SSM_ENDPOINT_TTL_SECONDS),
+                string_value=str(hours * 3600),
+                description=f"hfpipe {self.config.name}: {contract.SSM_ENDPOINT_TTL_SECONDS}",
+            )
 
     def _add_promotion(self) -> None:
         """The Promote state machine, where cdk.json names an environment this one promotes from."""

@@ -286,3 +286,13 @@ def test_endpoints_shows_each_endpoints_expiry_and_idle_time():
     assert "an expired endpoint is deleted by dev's reaper (hourly) once idle" in " ".join(text.split())
     # Without CloudWatch (a client that cannot read it), the idle time is unknown, never a guess.
     assert endpoints.idle_time(None, "dev-kept-ep", ["AllTraffic"], [], NOW) == "unknown"
+
+
+def test_an_endpoint_gone_between_the_listing_and_its_look_is_left_without_a_fault(monkeypatch):
+    with _moto() as w:
+        hosting(w, "dev-expired-ep", "dev-expired-config", "dev-expired-model", _tags())
+        listed = reaper.own_endpoints(w.sm, "dev")
+        monkeypatch.setattr(reaper, "own_endpoints", lambda sm, env: [*listed, "dev-gone-ep"])
+        run = reaper.reap({"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", NOW, IDLE)
+    assert run.left == {"dev-gone-ep": "gone"} and not run.faults
+    assert [r.endpoint for r in run.deleted] == ["dev-expired-ep"]

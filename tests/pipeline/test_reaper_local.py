@@ -1,7 +1,7 @@
 """The reaper in local mode, on the real dev template (hfpipe.local.engine): a deploy gives the endpoint it creates
 its expiry (``--ttl`` as the execution input's ``ttl``), the template's hourly schedule fires the Reaper function on
 the engine's clock (its period times ``time_scale``), and the function deletes the expired, idle endpoint and
-leaves the one that has time left; the engine scales the environment's durations by ``time_scale``."""
+leaves the one that has time left; the engine scales the reaper's idle window by ``time_scale``."""
 
 from __future__ import annotations
 
@@ -86,8 +86,9 @@ def test_the_schedule_runs_on_the_engines_clock(clean):
             time.sleep(0.1)
     finally:
         clean.time_scale = 0.0
+    # The reaper's idle window is on the engine's clock; the endpoints' time to live is the user's.
     assert scaled_durations({"ENDPOINT_TTL_SECONDS": "86400", "IDLE_MINUTES": "60", "X": "7"}, 0.01) == {
-        "ENDPOINT_TTL_SECONDS": "864",
+        "ENDPOINT_TTL_SECONDS": "86400",
         "IDLE_MINUTES": "0.6",
         "X": "7",
     }

@@ -135,7 +135,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or default_execution_name(loaded.name)
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
-    config, notes = dryrun.environment_config(environment, loaded.resolved)
+    config, notes = dryrun.environment_config(environment, loaded.resolved, args.ttl)
     # The environment's rules that do not read an own source (its images for the instance types among
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)

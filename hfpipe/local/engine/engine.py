@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hfpipe.core.deploy import expiry
 from hfpipe.local.checkout import LAMBDA_PACKAGE, load_lambda_package
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.bus import LocalBus, execution_status_change
@@ -87,10 +86,11 @@ def quieted(*names: str) -> Iterator[None]:
 #: How long leaving a LocalEngine waits, in all, for what it still runs to end (``LocalEngine._end_what_runs``):
 #: a stopped execution ends at its next state, a handler that is running when it is stopped ends first.
 EXIT_WAIT_S = 60.0
-#: The functions' environment variables that are durations of the environment (the endpoints' time to live, the
-#: reaper's idle window): on the engine's clock they take ``time_scale`` times their value (not under 0: they
-#: are no waits, and 0 would expire every endpoint at its creation).
-SCALED_DURATIONS = (expiry.TTL_VARIABLE, "IDLE_MINUTES")
+#: The functions' environment variables that are durations the engine plays (the reaper's idle window): on the
+#: engine's clock they take ``time_scale`` times their value (not under 0: they are no waits). The endpoints'
+#: time to live is not among them: it is the user's (cdk.json, --ttl), and an endpoint of a world up for a
+#: quarter of an hour should not expire as after a day.
+SCALED_DURATIONS = ("IDLE_MINUTES",)
 
 
 def scaled_durations(variables: dict[str, str], time_scale: float) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Prepare: decide what a deploy of a registered version to a named endpoint does, and build its requests.
 
-Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``. Refused, with nothing created,
+Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``, and optionally ``"ttl"`` (``hfpipe
+deploy --ttl``: when an endpoint it creates expires; hfpipe.core.deploy.expiry). Refused, with nothing created,
 unless the version is of this environment's groups, exists, is Approved and declares a real-time instance
 type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and the endpoint,
 if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
