@@ -10,8 +10,8 @@ Invocations: SageMaker publishes ``Invocations`` ("The number of InvokeEndpoint 
 endpoint") in the ``AWS/SageMaker`` namespace per ``EndpointName`` and ``VariantName``, and per
 ``InferenceComponentName`` for calls to an inference component (Amazon SageMaker Developer Guide, "Amazon
 SageMaker AI metrics in Amazon CloudWatch", endpoint invocation metrics and inference component metrics,
-https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html). A minute with no call has no
-datapoint (no zero), so "no datapoint over the window" is "no call".
+https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html; "use the Sum statistic" for the
+count). A period without a call has no datapoint or a Sum of 0: both count as no call.
 
 Stdlib only; the CloudWatch client is passed in.
 """
@@ -66,11 +66,6 @@ def parse_ttl(text: object, field: str = "--ttl") -> int | None:
 #: The environment variable the functions that create endpoints (Plan, DeployPrepare, Adapter) read the
 #: environment's time to live from, in seconds (the stack sets it from cdk.json's endpoint_ttl_hours).
 TTL_VARIABLE = "ENDPOINT_TTL_SECONDS"
-
-
-def ttl_of_hours(hours: float | None) -> int | None:
-    """cdk.json's ``endpoint_ttl_hours`` (None: no expiry) in seconds."""
-    return None if hours is None else round(hours * 3600)
 
 
 def ttl_of_variables(variables: Mapping[str, str]) -> int | None:
