@@ -41,7 +41,8 @@ TAG_RECIPE = "hfpipe:recipe"
 TAG_MANAGED_BY = "hfpipe:managed-by"
 # A user's decision to keep an endpoint (`hfpipe stop --keep-endpoint`): put on the endpoint, its config and
 # its model, it makes clean-up (the Cleanup Lambda, `hfpipe stop`, `hfpipe cleanup`) leave them; only a
-# command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then.
+# command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then, or the environment's
+# reaper once one that also carries TAG_EXPIRES_AT has expired (hfpipe.core.deploy.expiry).
 TAG_KEEP = "hfpipe:keep"
 TAG_KEEP_VALUE = "true"
 # Named endpoints (`hfpipe deploy`): the endpoint's short name as declared in cdk.json ("endpoints"), put on the
