@@ -24,6 +24,9 @@ SSM_ADAPTER_STATE_MACHINE_ARN = "adapter-state-machine-arn"
 # The shared base an environment serves adapters on, as deployed (cdk.json's shared_base, defaults filled,
 # as JSON): what the command reads of it, so a deployed environment, not the checkout's cdk.json, answers.
 SSM_SHARED_BASE = "shared-base"
+# How long the environment's endpoints live, in seconds (cdk.json endpoint_ttl_hours; absent: no expiry): what
+# `hfpipe start --dry-run` plans with, as the Plan Lambda does.
+SSM_ENDPOINT_TTL_SECONDS = "endpoint-ttl-seconds"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:
@@ -38,7 +41,8 @@ TAG_RECIPE = "hfpipe:recipe"
 TAG_MANAGED_BY = "hfpipe:managed-by"
 # A user's decision to keep an endpoint (`hfpipe stop --keep-endpoint`): put on the endpoint, its config and
 # its model, it makes clean-up (the Cleanup Lambda, `hfpipe stop`, `hfpipe cleanup`) leave them; only a
-# command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then.
+# command that names the endpoint (`hfpipe endpoints delete NAME`) deletes them then, or the environment's
+# reaper once one that also carries TAG_EXPIRES_AT has expired (hfpipe.core.deploy.expiry).
 TAG_KEEP = "hfpipe:keep"
 TAG_KEEP_VALUE = "true"
 # Named endpoints (`hfpipe deploy`): the endpoint's short name as declared in cdk.json ("endpoints"), put on the
@@ -51,6 +55,10 @@ TAG_DEPLOY_EXECUTION = "hfpipe:deploy-execution"
 # The task kind (the recipe's ``task``) a named endpoint is bound to, put on it when a deploy creates it: its
 # callers send that task's requests, so a later deploy of another task's version is refused.
 TAG_TASK = "hfpipe:task"
+# When an endpoint (and the config and model made for it) expires: ISO 8601 UTC, e.g. 2026-12-08T17:30:00Z, set
+# when it is created (cdk.json endpoint_ttl_hours, or --ttl). The environment's reaper deletes an expired one
+# that had no calls in its idle window (hfpipe.core.deploy.expiry); without it an endpoint never expires.
+TAG_EXPIRES_AT = "hfpipe:expires-at"
 
 
 def state_machine_name(env: str) -> str:

@@ -54,6 +54,11 @@ _ENV_KEYS = {
     + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',
     "endpoints": "an object {NAME: settings} of the named endpoints registered versions are deployed to "
     "(optional; default none; docs/deploy.md lists the settings)",
+    "endpoint_ttl_hours": "a whole number of hours from 1 to 8760, or null: every endpoint the environment's runs, "
+    "deploys and shared base create expires that long after its creation, unless the command that creates it "
+    'gives --ttl (optional; default null: no expiry; docs/deploy.md, "Time to live")',
+    "endpoint_idle_minutes": "a whole number of minutes from 5 to 1440: the reaper deletes an expired endpoint "
+    "only after this long without a call (optional; default 60)",
     "shared_base": "an object with base_model, instance_type, max_adapters (copies, max_lora_rank, "
     "max_model_len, model optional): the base model the environment's LoRA adapters are served on "
     "(optional; default none; docs/adapters.md)",
@@ -76,6 +81,8 @@ _DEFAULTS: dict[str, Any] = {
     "model_approval": registry.DEFAULT_APPROVAL,
     "endpoints": {},
     "shared_base": None,
+    "endpoint_ttl_hours": None,
+    "endpoint_idle_minutes": 60,
 }
 
 
@@ -127,6 +134,10 @@ class EnvironmentConfig:
     endpoints: tuple[deployments.EndpointSettings, ...] = ()
     #: The base model its LoRA adapters are served on as inference components (hfpipe.core.adapters.shared_base).
     shared_base: SharedBase | None = None
+    #: How long its endpoints live (None: no expiry) and how long an expired one must go without a call before
+    #: the reaper deletes it (hfpipe.core.deploy.expiry).
+    endpoint_ttl_hours: int | None = None
+    endpoint_idle_minutes: int = 60
 
     @property
     def retain(self) -> bool:
@@ -218,8 +229,25 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         model_approval=model_approval,
         endpoints=endpoints,
         shared_base=base,
+        **_expiry(path, values),
         **days,
     )
+
+
+def _expiry(path: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The endpoints' time to live (null: none) and the reaper's idle window."""
+    ttl = values["endpoint_ttl_hours"]
+    key = "endpoint_ttl_hours"
+    return {
+        key: None if ttl is None else _whole_number(f"{path}.{key}", ttl, 1, 8760, _ENV_KEYS[key]),
+        "endpoint_idle_minutes": _whole_number(
+            f"{path}.endpoint_idle_minutes",
+            values["endpoint_idle_minutes"],
+            5,
+            1440,
+            _ENV_KEYS["endpoint_idle_minutes"],
+        ),
+    }
 
 
 def _environment_entry(name: str, path: str, entry: object) -> Mapping[str, Any]:

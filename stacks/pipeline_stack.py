@@ -44,6 +44,7 @@ from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.functions.adapter import AdapterFunction, grant_invoke_adapters
+from stacks.functions.reaper import ReaperFunction
 from stacks.image_catalog import build_catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,7 @@ class PipelineStack(Stack):
         self._add_state_machine()
         self._add_deploy()
         self._add_adapters()
+        self._add_reaper()
         self._add_promotion()
         self._add_outputs()
 
@@ -169,6 +171,7 @@ class PipelineStack(Stack):
             allowed_image_registries=self.config.allowed_image_registries,
             model_approval=self.config.model_approval,
             endpoints=self.config.endpoints,
+            endpoint_ttl_hours=self.config.endpoint_ttl_hours,
             promote_role_arns=tuple(
                 promotion.role_arn(self.partition, str(t.account), t.name)
                 for t in self.config.promoted_to
@@ -283,6 +286,27 @@ class PipelineStack(Stack):
                 description=f"hfpipe {self.config.name}: {key}",
             )
         CfnOutput(self, "AdapterStateMachineArn", value=arn)
+
+    def _add_reaper(self) -> None:
+        """The reaper of expired, idle endpoints and its hourly schedule (docs/deploy.md, "Time to live")."""
+        self.reaper = ReaperFunction(
+            self,
+            "ReaperFunction",
+            settings=self.pipeline_lambdas.settings,
+            topic=self.notification_topic,
+            idle_minutes=self.config.endpoint_idle_minutes,
+            failed_events=self.failed_events.queue,
+            shared_base=self.config.shared_base is not None,
+        )
+        hours = self.config.endpoint_ttl_hours
+        if hours is not None:  # what the command plans a dry run with (the Plan reads its own variable)
+            ssm.StringParameter(
+                self,
+                "EndpointTtlParameter",
+                parameter_name=ssm_parameter_name(self.config.name, contract.SSM_ENDPOINT_TTL_SECONDS),
+                string_value=str(hours * 3600),
+                description=f"hfpipe {self.config.name}: {contract.SSM_ENDPOINT_TTL_SECONDS}",
+            )
 
     def _add_promotion(self) -> None:
         """The Promote state machine, where cdk.json names an environment this one promotes from."""

@@ -47,3 +47,20 @@ def strings(node: Any) -> list[str]:
     if isinstance(node, list):
         return [s for v in node for s in strings(v)]
     return [node] if isinstance(node, str) else []
+
+
+def assert_same_plan(stored: dict[str, Any], planned: dict[str, Any]) -> None:
+    """The plan a Plan state stored is the one a dry run printed: the same JSON, but for the endpoint's expiry
+    tag, which counts from each one's planning (seconds apart), and which both have or neither has."""
+    from hfpipe import contract
+    from hfpipe.core.deploy import expiry
+
+    def split(plan: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        tags = plan["hosting_tags"]
+        rest = [t for t in tags if t["Key"] != contract.TAG_EXPIRES_AT]
+        return {**plan, "hosting_tags": rest}, expiry.expiry_of({t["Key"]: t["Value"] for t in tags})
+
+    (a, a_expires), (b, b_expires) = split(stored), split(planned)
+    assert a == b
+    assert (a_expires is None) == (b_expires is None)
+    assert a_expires is None or abs((a_expires - b_expires).total_seconds()) < 600

@@ -185,6 +185,29 @@ def env_name(text: str) -> str:
     return text
 
 
+def ttl(text: str) -> str:
+    """--ttl in form (``type=`` of every --ttl): 90m, 8h, 3d or none, else a usage error (exit 2) before anything
+    is read or made, by the rule the Lambdas apply (hfpipe.core.deploy.expiry.parse_ttl)."""
+    from hfpipe.core.deploy import expiry
+
+    try:
+        expiry.parse_ttl(text, "--ttl")
+    except expiry.TtlError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--ttl: ")) from None
+    return text.strip().lower()
+
+
+def ttl_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """--ttl: how long the endpoint a command creates lives (docs/deploy.md, "Time to live")."""
+    parser.add_argument(
+        "--ttl",
+        type=ttl,
+        metavar="TTL",
+        help=f"{what} expires this long after it is created: 90m, 8h, 3d, or none (never); default: cdk.json's "
+        "endpoint_ttl_hours. The environment's reaper deletes an expired endpoint once idle",
+    )
+
+
 def env_option(parser: argparse.ArgumentParser, required: bool = True, text: str = "") -> None:
     """--env: an environment of cdk.json."""
     parser.add_argument(

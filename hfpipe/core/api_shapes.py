@@ -209,17 +209,17 @@ def pipeline_requests(plan: Plan) -> dict[str, dict[str, Any]]:
             "ModelDataUrl": f"{output}/{plan.training_job_name}/output/model.tar.gz",
             "Environment": plan.serving_environment,
         },
-        "Tags": plan.tags,
+        "Tags": plan.hosting_tags,
     }
     out["CreateEndpointConfig"] = {
         "EndpointConfigName": plan.endpoint_config_name,
         "ProductionVariants": plan.serving_production_variants,
-        "Tags": plan.tags,
+        "Tags": plan.hosting_tags,
     }
     out["CreateEndpoint"] = {
         "EndpointName": plan.endpoint_name,
         "EndpointConfigName": plan.endpoint_config_name,
-        "Tags": plan.tags,
+        "Tags": plan.hosting_tags,
     }
     return out
 

@@ -98,6 +98,7 @@ class PipelineLambdas(Construct):
         model_approval: str = registry.DEFAULT_APPROVAL,
         endpoints: tuple[deployments.EndpointSettings, ...] = (),
         promote_role_arns: tuple[str, ...] = (),
+        endpoint_ttl_hours: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         #: What every function shares (the Promote function, where there is one, is made with it too).
@@ -107,6 +108,7 @@ class PipelineLambdas(Construct):
             role_factory=role_factory,
             log_retention=log_retention,
             removal_policy=removal_policy,
+            endpoint_ttl_hours=endpoint_ttl_hours,
         )
         self._add_training_functions(
             execution_role=execution_role,

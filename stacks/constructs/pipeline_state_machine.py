@@ -263,14 +263,15 @@ class PipelineStateMachine(Construct):
     # -- the endpoint ------------------------------------------------------------------------------------
 
     def _sagemaker_task(self, cid: str, api: str, parameters: dict) -> sfn.CustomState:
-        """A native SageMaker service integration (request/response), tagged like every other resource."""
+        """A native SageMaker service integration (request/response), tagged like every other resource (and with
+        the run's expiry: the plan's hosting_tags)."""
         state = sfn.CustomState(
             self,
             cid,
             state_json={
                 "Type": "Task",
                 "Resource": f"arn:{self._stack.partition}:states:::sagemaker:{api}",
-                "Parameters": {**parameters, "Tags.$": P("tags")},
+                "Parameters": {**parameters, "Tags.$": P("hosting_tags")},
                 # Keep the ARN under $.created (what this execution made); the rest of the state stays.
                 "ResultPath": f"$.created.{api}",
             },

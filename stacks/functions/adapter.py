@@ -127,6 +127,7 @@ class AdapterFunction(Construct):
                 "BAKE_PROBES": str(BAKE_PROBES),
                 # The environment's named endpoints (cdk.json), counted beside the base it would make.
                 "NAMED_ENDPOINTS": ",".join(contract.deployed_endpoint_name(env, n) for n in named_endpoints),
+                **settings.ttl_environment(),
             },
         )
         grant_pass_role(self.role)

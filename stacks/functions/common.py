@@ -30,7 +30,7 @@ from constructs import Construct
 
 from hfpipe import contract
 from hfpipe.core import limits, names
-from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.deploy import deploy_requests, expiry
 from stacks.nag import acknowledge, rendered
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -125,6 +125,14 @@ class FunctionSettings:
     role_factory: RoleFactory
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY
+    #: cdk.json endpoint_ttl_hours: how long the endpoints the environment creates live (None: no expiry).
+    endpoint_ttl_hours: int | None = None
+
+    def ttl_environment(self) -> dict[str, str]:
+        """The variable the functions that create endpoints (Plan, DeployPrepare, Adapter) read their time to
+        live from, in seconds (hfpipe.core.deploy.expiry); none without one."""
+        hours = self.endpoint_ttl_hours
+        return {} if hours is None else {expiry.TTL_VARIABLE: str(hours * 3600)}
 
 
 #: Lambda's asynchronous invocation settings for the functions EventBridge invokes: Lambda's own maximum

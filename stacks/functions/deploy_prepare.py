@@ -53,6 +53,7 @@ class DeployPrepareFunction(Construct):
             environment={
                 "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
+                **settings.ttl_environment(),
             },
         )
         env = settings.env_name

@@ -47,6 +47,7 @@ class PlanFunction(Construct):
             "ARTIFACTS_BUCKET": artifacts_bucket_name,
             "IMAGE_CATALOG": cdk.Stack.of(self).to_json_string(image_catalog),
             "DEFAULT_POLL_SECONDS": str(default_poll_seconds),
+            **settings.ttl_environment(),
         }
         # Only when cdk.json allows anything outside the environment (pipeline_lambdas/plan.py reads them).
         if allowed_s3_buckets:

@@ -17,6 +17,7 @@ import pytest
 from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, data_imports
 from moto.backends import get_backend
 
+import app as cdk_app
 from hfpipe import contract
 from hfpipe.cli.aws import make_clients, stored_plan
 from hfpipe.core.names import derive_names
@@ -86,11 +87,18 @@ class Environment:
             contract.SSM_NOTIFICATION_TOPIC_ARN: f"arn:aws:sns:{REGION}:{ACCOUNT}:hfpipe-{env}",
             # What the Pipeline stack writes: `start` plans with it before it starts (as its dry run does).
             contract.SSM_IMAGE_CATALOG: image_catalog(),
+            **_ttl_parameter(env),
         }
         for key, value in values.items():
             self.ssm.put_parameter(
                 Name=contract.ssm_parameter_name(env, key), Value=value, Type="String", Overwrite=True
             )
+
+
+def _ttl_parameter(env: str) -> dict[str, str]:
+    """What the Pipeline stack writes of cdk.json's endpoint_ttl_hours for ``env`` (dev's: a day), if anything."""
+    hours = cdk_app.cdk_json_context()["hfpipe:environments"].get(env, {}).get("endpoint_ttl_hours")
+    return {} if hours is None else {contract.SSM_ENDPOINT_TTL_SECONDS: str(hours * 3600)}
 
 
 def pipeline_engine(template: dict[str, Any]) -> LocalEngine:

@@ -400,7 +400,17 @@ def test_report_shows_the_endpoint_up_and_its_cost(
 
 def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     code, out, err = run(
-        capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "k-1", "--keep-endpoint"
+        capsys,
+        "start",
+        "--env",
+        "dev",
+        "--recipe",
+        "tiny-lora",
+        "--name",
+        "k-1",
+        "--keep-endpoint",
+        "--ttl",
+        "90M",
     )
     assert (code, err) == (0, "")
     assert "the endpoint stays up after the smoke test (billed per hour)" in out
@@ -408,12 +418,17 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":k-1"
     sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])
     assert sent["keep_endpoint"] is True
+    assert sent["ttl"] == "90m"  # --ttl, as the Plan reads it (docs/deploy.md, "Time to live")
     # the Plan Lambda turns the input field into serving.keep_endpoint, and the pipeline keeps the endpoint
     # it names in its plan
     assert deployed.wait(arn) == "SUCCEEDED"
     plan = stored_plan(deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"])
     assert plan is not None and plan.keep_endpoint is True
     assert list(sagemaker_backend().endpoints) == [plan.endpoint_name]
+    (expires,) = [t["Value"] for t in plan.hosting_tags if t["Key"] == contract.TAG_EXPIRES_AT]
+    endpoint_arn = deployed.sagemaker.describe_endpoint(EndpointName=plan.endpoint_name)["EndpointArn"]
+    tagged = deployed.sagemaker.list_tags(ResourceArn=endpoint_arn)["Tags"]
+    assert {"Key": contract.TAG_EXPIRES_AT, "Value": expires} in tagged
 
     code, _, err = run(
         capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"

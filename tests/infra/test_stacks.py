@@ -206,6 +206,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
                 if synthesized.environments[env].shared_base
                 else []
             ),
+            # An environment whose endpoints expire (cdk.json endpoint_ttl_hours): what the dry run plans with.
+            *(["endpoint-ttl-seconds"] if synthesized.environments[env].endpoint_ttl_hours else []),
         )
     }
     pipeline = synthesized.assertions(env, "Pipeline")

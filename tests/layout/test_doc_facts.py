@@ -231,8 +231,9 @@ def count_problems(text: str, templates: dict[str, dict[str, Any]]) -> list[str]
     problems = []
     for word, names in re.findall(rf"\b({'|'.join(NUMBERS)}) Lambdas \(([A-Za-z, \n]+)\)", text):
         listed = [n.strip() for n in re.split(r",|\n", names) if n.strip()]
-        # The pipeline state machine's own functions: not the deploy's, the adapter's or the promotion's.
-        own = {f for f in functions if not f.startswith("Deploy")} - {"Adapter", "Promote"}
+        # The pipeline state machine's own functions: not the deploy's, the adapter's, the promotion's or the
+        # reaper's.
+        own = {f for f in functions if not f.startswith("Deploy")} - {"Adapter", "Promote", "Reaper"}
         if NUMBERS.get(word) != len(listed) or set(listed) != own:
             problems.append(f"{word} Lambdas ({', '.join(listed)}): the pipeline's are {sorted(own)}")
     deploy = [f for f in functions if f.startswith("Deploy")]
@@ -555,13 +556,13 @@ def test_the_stack_checks_can_fail(synthesized: Any) -> None:
     )
     assert old != block
     old = old.replace("eight Lambdas", "seven Lambdas").replace(
-        "two EventBridge rules", "three EventBridge rules"
+        "three EventBridge rules", "four EventBridge rules"
     )
     problems = architecture_problems(old, synthesized.templates)
     assert "the app's state machine hfpipe-<env>-adapters is not in the block" in problems, problems
     assert "the app's function Adapter is not in the block" in problems, problems
     assert any(p.startswith("seven Lambdas (Plan, Launch,") for p in problems), problems
-    assert "three EventBridge rules: the app has 2" in problems, problems
+    assert "four EventBridge rules: the app has 3" in problems, problems
     machines = {n: d for t in synthesized.templates.values() for n, d in state_machines(t).items()}
     drawn = diagram_names("Prepare --refused--> Refused\nPrepair -> Action?")
     assert state_name_problems("x.md", drawn, machines["hfpipe-dev-deploy"]) == [

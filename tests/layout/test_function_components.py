@@ -65,13 +65,15 @@ def test_the_composition_handlers_are_the_components() -> None:
     from stacks.constructs.adapter_state_machine import AdapterStateMachine
     from stacks.constructs.pipeline_lambdas import PipelineLambdas
     from stacks.constructs.promotion import Promotion
+    from stacks.functions.reaper import ReaperFunction
 
     # The pipeline's functions, the Promote function of an environment that promotes from another, and the
-    # adapter function of one that declares a shared base.
+    # adapter function of one that declares a shared base, and every environment's reaper.
     assert {name: f"pipeline_lambdas.{name}.handler" for name in _handler_modules()} == {
         **PipelineLambdas.HANDLERS,
         **Promotion.HANDLERS,
         **AdapterStateMachine.HANDLERS,
+        **ReaperFunction.HANDLERS,
     }
 
 

@@ -53,7 +53,7 @@ WAIT = an_alarm_wait()
 def test_a_deploy_plan_survives_json_both_ways(changes: dict[str, Any]) -> None:
     plan = a_plan(**changes)
     doc = json.loads(json.dumps(plan.to_json()))  # what the state machine keeps and hands back
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2  # 2: input.ttl
     assert DeployPlan.from_json(doc) == plan
     assert DeployPlan.from_json(doc).to_json() == doc
     # Nested parts come back typed, not as dicts.
@@ -126,8 +126,8 @@ def _refusals(doc: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return [
         (
             "another version",
-            with_value(doc, ("schema_version",), 2),
-            r"^deploy\.schema_version: 2 is not accepted",
+            with_value(doc, ("schema_version",), 1),
+            r"^deploy\.schema_version: 1 is not accepted",
         ),
         ("no version", without(doc, "schema_version"), r"^deploy\.schema_version: missing"),
         ("missing field", without(doc, "endpoint_name"), r"^deploy\.endpoint_name: missing; deploy schema"),

@@ -131,6 +131,9 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
     # Where it declares a shared base (dev), the adapter state machine's function (docs/adapters.md).
     adapter = functions.pop("adapter", None)
     assert (adapter is not None) == (pipeline_app.environments[env].shared_base is not None)
+    # Every environment's reaper of expired, idle endpoints: its role is checked in
+    # tests/infra/test_reaper_stack.py.
+    assert functions.pop("reaper", None) is not None
     if adapter is not None:
         base = pipeline_app.environments[env].shared_base
         expected = ADAPTER_ACTIONS | (SCALE_TO_ZERO_ACTIONS if base.scale_to_zero.enabled else set())
@@ -381,15 +384,16 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
     queue_arn = {"Fn::GetAtt": [queue_id, "Arn"]}
-    # Both functions EventBridge invokes asynchronously have it as their dead-letter queue (CKV_AWS_116).
+    # The functions EventBridge invokes asynchronously have it as their dead-letter queue (CKV_AWS_116): the
+    # two of the pipeline's events and the reaper of its schedule.
     functions = pipeline_functions(template)
-    for key in ("on_training_event", "cleanup"):
+    for key in ("on_training_event", "cleanup", "reaper"):
         props, statements = functions[key]
         assert props["DeadLetterConfig"] == {"TargetArn": queue_arn}
         (send,) = [s for s in statements if "sqs:SendMessage" in as_list(s["Action"])]
         assert (as_list(send["Action"]), send["Resource"]) == (["sqs:SendMessage"], queue_arn)
     # Lambda's own retries of a function error are written out (Lambda retries those, not EventBridge),
-    # for these two functions and no other.
+    # for these three functions and no other.
     function_ids = {
         props["Handler"].split(".")[1]: logical_id
         for logical_id, props in (
@@ -399,14 +403,14 @@ def test_failed_events_go_to_an_encrypted_queue_with_an_alarm(pipeline_app, env)
     }
     invoke_configs = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
     assert sorted(c["Properties"]["FunctionName"]["Ref"] for c in invoke_configs) == sorted(
-        function_ids[key] for key in ("on_training_event", "cleanup")
+        function_ids[key] for key in ("on_training_event", "cleanup", "reaper")
     )
     for config in invoke_configs:
         assert config["Properties"]["MaximumRetryAttempts"] == 2
         assert config["Properties"]["MaximumEventAgeInSeconds"] == 6 * 3600
-    # ... and both rule targets, which retry for a day first.
+    # ... and the three rule targets, which retry for a day first.
     rules = template.find_resources("AWS::Events::Rule")
-    assert len(rules) == 2
+    assert len(rules) == 3
     for rule in rules.values():
         (target,) = rule["Properties"]["Targets"]
         assert target["DeadLetterConfig"] == {"Arn": queue_arn}

@@ -130,8 +130,8 @@ PLAN_PATH = re.compile(r"\$\.plan(?:\.[A-Za-z0-9_]+)*")
 def test_every_plan_path_of_the_state_machine_names_a_plan_field(pipeline_template: dict[str, Any]) -> None:
     definition = state_machine_definition(pipeline_template, contract.state_machine_name("dev"))
     found = sorted({m for s in strings(definition) for m in PLAN_PATH.findall(s)})
-    # The walk sees what the pipeline reads: the plan (Launch), the tags, the names, the gate switch.
-    assert {"$.plan", "$.plan.tags", "$.plan.gate.enabled"} <= set(found)
+    # The walk sees what the pipeline reads: the plan (Launch), the hosting's tags, the names, the gate switch.
+    assert {"$.plan", "$.plan.hosting_tags", "$.plan.gate.enabled"} <= set(found)
     for path in found:
         parts = path.split(".")[2:]
         assert Plan.path(*parts) == path  # ValueError names a path the plan does not have

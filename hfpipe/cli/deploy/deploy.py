@@ -28,7 +28,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, version_ref
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, ttl_option, version_ref
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy.deploy_plan import (
@@ -140,7 +140,9 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         clients.sfn.start_execution,
         stateMachineArn=machine,
         name=name,
-        input=json.dumps({"version": args.model, "endpoint": args.endpoint}),
+        input=json.dumps(
+            {"version": args.model, "endpoint": args.endpoint, **({"ttl": args.ttl} if args.ttl else {})}
+        ),
     )["executionArn"]
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  endpoint now: {_describe(before)}")
@@ -309,9 +311,14 @@ def add_to(sub: Subparsers) -> None:
         type=float,
         help="seconds between looks at the endpoint (default 15; 1 in a local world)",
     )
+    ttl_option(
+        p, "with --endpoint: the named endpoint, when this deploy creates it (an update keeps its expiry),"
+    )
     aws_options(p)
     option_rules(
-        p, excludes={("--interval", "--no-wait"): "--no-wait returns at once, with nothing to look at"}
+        p,
+        needs={"--ttl": "--endpoint"},
+        excludes={("--interval", "--no-wait"): "--no-wait returns at once, with nothing to look at"},
     )
     p.set_defaults(func=with_console(_deploy), command_parser=p)
 

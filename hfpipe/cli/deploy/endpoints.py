@@ -33,6 +33,7 @@ from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
 from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import components_on
+from hfpipe.core.deploy import expiry
 from hfpipe.core.deploy.what_serves import what_serves
 from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
 
@@ -67,6 +68,10 @@ class EndpointInfo:
     tokens: tuple[endpoint_cost.TokenCost, ...] = ()
     #: Why its cost so far is less exact than that (its scaling activities could not be read), or None.
     cost_note: str | None = None
+    #: When it expires ("in 3 h", "expired", "none (kept)": hfpipe.core.deploy.expiry.expiry_text) and the time
+    #: since its last call (CloudWatch's Invocations; "unknown" when not read).
+    expires: str = "none"
+    idle: str = "unknown"
 
 
 def _utc(value: Any) -> datetime | None:
@@ -151,7 +156,24 @@ def describe(
         cost_note=note,
         tokens=tokens,
         **named_endpoints.serving(serving, tags),
+        expires=expiry.expiry_text(tags, now),
+        idle=idle_time(cloudwatch, name, [v.name for v in variants], shares, now),
     )
+
+
+def idle_time(cloudwatch: Any, name: str, variants: list[str], shares: list[Any], now: datetime) -> str:
+    """The time since the endpoint's last call: CloudWatch's Invocations per variant and per inference component
+    (hfpipe.core.deploy.expiry.last_call); "unknown" without a client or when CloudWatch cannot be read."""
+    if cloudwatch is None:
+        return expiry.idle_text(None, now, known=False)
+    components = sorted({c for s in shares for c in (s.component, s.base)})
+    series = expiry.metric_dimensions(
+        {"EndpointName": name, "ProductionVariants": [{"VariantName": v} for v in variants]}, components
+    )
+    try:
+        return expiry.idle_text(expiry.last_call(cloudwatch, series, now), now)
+    except Exception:  # the listing is still worth showing
+        return expiry.idle_text(None, now, known=False)
 
 
 def endpoint_of(
@@ -284,6 +306,19 @@ def table(env: str, endpoints: list[EndpointInfo]) -> Table:
     return out
 
 
+def print_expiry(console: Any, endpoints: list[EndpointInfo], env: str) -> None:
+    """Each endpoint's expiry and time since its last call, one line each, under the table (its columns are
+    the cost's); then what the environment's reaper does with an expired one."""
+    for e in endpoints:
+        console.print(f"{e.name}: expires {e.expires}; idle {e.idle}", markup=False, soft_wrap=True)
+    if any(e.expires == "expired" for e in endpoints):
+        console.print(
+            f"an expired endpoint is deleted by {env}'s reaper (hourly) once idle for its window, unless it is "
+            'the shared base with adapters on it (docs/deploy.md, "Time to live")',
+            markup=False,
+        )
+
+
 def _record_json(records: dict[str, Any], e: EndpointInfo) -> dict[str, Any] | None:
     record = records.get(e.deployment or "")
     return None if record is None else dict(record.to_json())
@@ -324,6 +359,7 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
             console.print(f"no endpoints up in environment {args.env!r}")
             return 0
         console.print(table(args.env, found))
+        print_expiry(console, found, args.env)
         adapter_endpoints.print_shares(console, [(e.name, e.adapters) for e in found])
         endpoint_cost.print_tokens(console, [(e.name, e.tokens) for e in found])
         for e in found:

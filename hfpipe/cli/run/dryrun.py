@@ -21,6 +21,7 @@ from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import validate
+from hfpipe.core.deploy import expiry
 from hfpipe.core.run import quotas
 from hfpipe.core.run.plan import Accepted, PlanConfig, accept, build_plan
 from hfpipe.core.run.plan_model import Plan
@@ -48,9 +49,12 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
     return tuple(buckets), tuple(registries)
 
 
-def environment_config(environment: aws.Environment, recipe: dict[str, Any]) -> tuple[PlanConfig, list[str]]:
+def environment_config(
+    environment: aws.Environment, recipe: dict[str, Any], ttl: str | None = None
+) -> tuple[PlanConfig, list[str]]:
     """The environment's settings as its Plan Lambda has them (from its SSM parameters), with the buckets and
-    registries outside it that ``recipe`` (resolved) names planned as allowed, and the note that says so."""
+    registries outside it that ``recipe`` (resolved) names planned as allowed, and the note that says so;
+    ``ttl``: `start --ttl`, which the execution input gives the Plan (else the environment's)."""
     own = (environment.data_bucket, environment.require(contract.SSM_ARTIFACTS_BUCKET))
     buckets, registries = _outside(recipe, own)
     notes = []
@@ -69,6 +73,13 @@ def environment_config(environment: aws.Environment, recipe: dict[str, Any]) -> 
         image_catalog=json.loads(environment.values.get(contract.SSM_IMAGE_CATALOG) or "{}"),
         allowed_s3_buckets=buckets,
         allowed_image_registries=registries,
+        endpoint_ttl_seconds=(
+            expiry.parse_ttl(ttl)
+            if ttl is not None
+            else expiry.ttl_of_variables(
+                {expiry.TTL_VARIABLE: environment.values.get(contract.SSM_ENDPOINT_TTL_SECONDS) or ""}
+            )
+        ),
     )
     return config, notes
 
@@ -125,6 +136,10 @@ def plan_for(
     return plan, notes
 
 
+def _tags(tags: list[dict[str, str]]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in tags}
+
+
 def show(console: Console, plan: Plan, notes: list[str]) -> None:
     """The plan's summary, then the request SageMaker would get."""
     table = Table.grid(padding=(0, 2))
@@ -147,7 +162,8 @@ def show(console: Console, plan: Plan, notes: list[str]) -> None:
             "endpoint",
             f"{plan.endpoint_name}: {plan.serving_instance_count} x {plan.serving_instance_type}, "
             f"{plan.inference_image_uri}"
-            + (", kept" if plan.keep_endpoint else ", deleted after the smoke test"),
+            + (", kept" if plan.keep_endpoint else ", deleted after the smoke test")
+            + f", expires {expiry.expiry_of(_tags(plan.hosting_tags)) or 'never (no time to live)'}",
         )
     else:
         table.add_row("endpoint", "none (deploy: false)")

@@ -10,7 +10,7 @@ from typing import Any
 
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options, ttl_option
 from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 
@@ -27,6 +27,7 @@ def add_to(sub: Subparsers) -> None:
         action="store_true",
         help="keep the endpoint after the smoke test (billed per hour until `hfpipe endpoints delete`)",
     )
+    ttl_option(p, "the run's endpoint (counted from the start)")
     p.add_argument(
         "--interval",
         type=float,
@@ -73,14 +74,17 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _execution_input(bucket: str, loaded: Any, accepted: Any) -> tuple[dict[str, Any], Any, Any]:
-    """The input `start` sends, the recipe as accepted (`accepted`: in the environment but for an own
-    source) and the packed own source (None without one): a recipe's own `dir` or `git` source packed (what
-    is left out named, what is packed summed up), its arguments checked (`hfpipe.core.run.plan.accept` with the
-    archive) and named by both at the URI `upload` will put it at. Nothing is uploaded here."""
+def _execution_input(
+    bucket: str, loaded: Any, accepted: Any, ttl: str | None = None
+) -> tuple[dict[str, Any], Any, Any]:
+    """The input `start` sends (with ``ttl``, --ttl, when given), the recipe as accepted (`accepted`: in the
+    environment but for an own source) and the packed own source (None without one): a recipe's own `dir` or
+    `git` source packed (what is left out named, what is packed summed up), its arguments checked
+    (`hfpipe.core.run.plan.accept` with the archive) and named by both at the URI `upload` will put it at.
+    Nothing is uploaded here."""
     from hfpipe.cli.recipe import recipes, sources
 
-    execution_input = recipes.execution_input(loaded)
+    execution_input = {**recipes.execution_input(loaded), **({"ttl": ttl} if ttl is not None else {})}
     packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
         return execution_input, accepted, None
@@ -131,12 +135,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = args.name or default_execution_name(loaded.name)
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
-    config, notes = dryrun.environment_config(environment, loaded.resolved)
+    config, notes = dryrun.environment_config(environment, loaded.resolved, args.ttl)
     # The environment's rules that do not read an own source (its images for the instance types among
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
     bucket = config.artifacts_bucket
-    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted)
+    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted, args.ttl)
     from hfpipe.cli.recipe import sources
 
     # The dry run's plan, before anything starts or is uploaded: what it refuses, start refuses. An own source

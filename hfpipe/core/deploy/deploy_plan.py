@@ -24,7 +24,7 @@ from hfpipe.core.deploy.deployments import EndpointSettings
 from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type (of the plan, of the record).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: input.ttl
 RECORD_SCHEMA_VERSION = 1
 #: Where the deploy state machine keeps the plan (Prepare's ResultPath).
 ROOT_PATH = "$.deploy"
@@ -49,6 +49,8 @@ class DeployInput:
 
     version: str
     endpoint: str
+    #: `hfpipe deploy --ttl` as given (90m, 8h, 3d or none; hfpipe.core.deploy.expiry); null: the environment's.
+    ttl: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

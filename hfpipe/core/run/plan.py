@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract, kinds
@@ -19,7 +20,7 @@ from hfpipe.core import api_shapes, cost, limits, names, prices
 from hfpipe.core import validate as rules
 from hfpipe.core.accelerators import kind_of, processor
 from hfpipe.core.adapters import adapter_recipe
-from hfpipe.core.deploy import fleets
+from hfpipe.core.deploy import expiry, fleets
 from hfpipe.core.recipe import serving_fit, sources
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.sample_request import check as check_sample_request
@@ -50,6 +51,8 @@ class PlanConfig:
     #: outside the image catalog's (cdk.json allowed_s3_buckets, allowed_image_registries); empty: only its own.
     allowed_s3_buckets: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
+    #: How long the run's endpoint lives (cdk.json endpoint_ttl_hours, in seconds; None: no expiry).
+    endpoint_ttl_seconds: int | None = None
 
     @classmethod
     def from_environment(cls, variables: Mapping[str, str]) -> PlanConfig:
@@ -69,6 +72,10 @@ class PlanConfig:
             # Comma-separated; set by the stack only when cdk.json allows anything outside the environment.
             allowed_s3_buckets=tuple(b for b in v.get("ALLOWED_S3_BUCKETS", "").split(",") if b),
             allowed_image_registries=tuple(r for r in v.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
+            # Empty or absent: the environment gives its endpoints no expiry.
+            endpoint_ttl_seconds=round(float(v["ENDPOINT_TTL_SECONDS"]))
+            if v.get("ENDPOINT_TTL_SECONDS")
+            else None,
         )
 
     def catalog_registries(self) -> set[str]:
@@ -413,7 +420,7 @@ def resolve_input(event: Any) -> dict[str, Any]:
     keep_endpoint), with its rules and the environment's ownership rules still to check."""
     if not isinstance(event, dict):
         raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
-    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint"}
+    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint", "ttl"}
     unknown = sorted(set(event) - allowed)
     if unknown:
         raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
@@ -474,6 +481,7 @@ def build_plan(
     config: PlanConfig,
     quota_client: quotas.QuotaPaginatorClient,
     s3: Any = None,
+    now: datetime | None = None,
 ) -> Plan:
     """The plan (its fields: hfpipe.core.run.plan_model.Plan) of an execution input, or of a recipe ``accept``
     took already; every recipe rule through ``accept`` (`s3` reads a recipe's own training source back)."""
@@ -519,6 +527,7 @@ def build_plan(
         **_serving_fields(recipe["serving"], n["model_name"], kind_environment),
         gate=_gate(recipe["evaluation_gate"]),
         tags=tags,
+        hosting_tags=hosting_tags(event, config, tags, deploy, now),
         training_job_request=job_request,
         hyperparameters_not_checked=accepted.hyperparameters_not_checked,
         adapter_base_model=adapter_recipe.base_model(recipe),
@@ -526,6 +535,25 @@ def build_plan(
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
     return plan
+
+
+def hosting_tags(
+    event: Any, config: PlanConfig, tags: list[dict[str, str]], deploy: bool, now: datetime | None
+) -> list[dict[str, str]]:
+    """The model's, config's and endpoint's tags: the run's, and its endpoint's expiry where it has one."""
+    ttl = endpoint_ttl(event, config)  # a bad ttl is refused with or without an endpoint
+    return tags + expiry.expiry_tags(ttl if deploy else None, now or datetime.now(UTC))
+
+
+def endpoint_ttl(event: Any, config: PlanConfig) -> int | None:
+    """The run's endpoint's time to live: the input's ``ttl`` (`hfpipe start --ttl`), else the environment's.
+    It counts from the Plan (Step Functions' JSONPath has no date arithmetic to count it from CreateEndpoint)."""
+    if not isinstance(event, dict) or "ttl" not in event:
+        return config.endpoint_ttl_seconds
+    try:
+        return expiry.parse_ttl(event["ttl"], "input.ttl")
+    except expiry.TtlError as err:
+        raise RecipeError(str(err)) from None
 
 
 def _job_request(

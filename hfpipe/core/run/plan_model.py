@@ -20,7 +20,8 @@ from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
-SCHEMA_VERSION = 4  # 2: serving_production_variants; 3: hyperparameters_not_checked; 4: adapter_base_model
+# 2: serving_production_variants; 3: hyperparameters_not_checked; 4: adapter_base_model; 5: hosting_tags
+SCHEMA_VERSION = 5
 #: Where the state machine keeps the plan (the Plan task's ResultPath).
 ROOT_PATH = "$.plan"
 
@@ -93,6 +94,9 @@ class Plan(Typed, document=DOCUMENT):
     max_latency_ms: float
     gate: Gate
     tags: list[dict[str, str]]
+    #: The tags of the model, endpoint config and endpoint: ``tags`` and, where the run has a time to live,
+    #: ``hfpipe:expires-at`` (hfpipe.core.deploy.expiry), counted from the Plan.
+    hosting_tags: list[dict[str, str]]
     training_job_request: dict[str, Any]
     #: Why a recipe's own script's hyperparameters were not checked against its parser (it cannot be read
     #: without running the script: hfpipe.core.recipe.sources.not_checked); null when they were, or for the

@@ -4,11 +4,18 @@ An event put on the bus goes to the targets of every rule whose pattern matches 
 EventBridge pattern implementation (``EventPattern``, through hfpipe.local.engine.moto_patches). moto's bus itself cannot be
 used: its rules deliver to SQS, logs and other buses, not to Lambda functions; and nothing in moto puts
 SageMaker's or Step Functions' state-change events on it, so the engine does (hfpipe.local.engine.engine).
+
+A rule with a ``ScheduleExpression`` (the reaper's) matches no event: the engine fires it on its own clock
+(``fire_schedules``, and a timer every ``schedule_seconds`` x ``time_scale``), with the "Scheduled Event" EventBridge
+sends ("Creating a rule that runs on a schedule in Amazon EventBridge", the event's example:
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html). Only rate expressions
+are played; a cron expression is refused here, naming the rule.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +23,22 @@ from typing import Any
 
 from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.template import ACCOUNT
+
+#: ``rate(value unit)``: a positive number and minute(s), hour(s) or day(s) (EventBridge's "Schedule expressions
+#: for rules", https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-scheduled-rule-pattern.html).
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def schedule_seconds(rule: str, expression: str) -> float:
+    """The period of a rate expression, in seconds; ValueError for any other expression (a cron one)."""
+    match = _RATE.fullmatch(expression)
+    if not match:
+        raise ValueError(
+            f"rule {rule}: ScheduleExpression {expression!r} is not played locally; accepted: rate(N minute|"
+            "minutes|hour|hours|day|days)"
+        )
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).rstrip("s")]
 
 
 def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
@@ -33,6 +56,8 @@ class LocalBus:
         region: str,
     ) -> None:
         self.rules = rules
+        #: (rule logical ID, period in seconds, target function logical IDs) of each scheduled rule.
+        self.schedules: list[tuple[str, float, list[str]]] = []
         self.deliver = deliver
         self.region = region
         #: Every event put on the bus, and (detail-type, target, its answer) for each delivery.
@@ -47,20 +72,42 @@ class LocalBus:
         deliver: Callable[[str, dict[str, Any]], Any],
         region: str,
     ) -> LocalBus:
-        """The bus with the template's rules, their patterns resolved (a rule may name the state machine)."""
-        rules = [
-            (
-                resolve(res["Properties"]["EventPattern"]),
-                [t["Arn"]["Fn::GetAtt"][0] for t in res["Properties"].get("Targets", [])],
-            )
-            for res in resources.values()
-            if res["Type"] == "AWS::Events::Rule"
-        ]
-        return cls(rules, deliver, region)
+        """The bus with the template's rules, their patterns resolved (a rule may name the state machine), and
+        its scheduled rules."""
+        found = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::Events::Rule"}
 
-    def put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
-        """Put one event on the bus: every rule it matches invokes its targets, in this thread."""
-        event = {
+        def targets(properties: dict[str, Any]) -> list[str]:
+            return [t["Arn"]["Fn::GetAtt"][0] for t in properties.get("Targets", [])]
+
+        bus = cls(
+            [(resolve(p["EventPattern"]), targets(p)) for p in found.values() if "EventPattern" in p],
+            deliver,
+            region,
+        )
+        bus.schedules = [
+            (k, schedule_seconds(k, str(p["ScheduleExpression"])), targets(p))
+            for k, p in found.items()
+            if "ScheduleExpression" in p
+        ]
+        return bus
+
+    def fire_schedules(self, only: str | None = None) -> None:
+        """Every scheduled rule (``only``: that one) fires once now: its targets get EventBridge's "Scheduled
+        Event"."""
+        for rule, _, targets in self.schedules:
+            if only not in (None, rule):
+                continue
+            event = self._event(
+                "aws.events", "Scheduled Event", {}, [f"arn:aws:events:{self.region}:{ACCOUNT}:rule/{rule}"]
+            )
+            self.events.append(event)
+            for logical in targets:
+                self.deliveries.append(("Scheduled Event", logical, self.deliver(logical, event)))
+
+    def _event(
+        self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]
+    ) -> dict[str, Any]:
+        return {
             "version": "0",
             "id": str(uuid.uuid4()),
             "detail-type": detail_type,
@@ -71,6 +118,10 @@ class LocalBus:
             "resources": resources,
             "detail": json.loads(json.dumps(detail, default=str)),
         }
+
+    def put(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
+        """Put one event on the bus: every rule it matches invokes its targets, in this thread."""
+        event = self._event(source, detail_type, detail, resources)
         self.events.append(event)
         for pattern, targets in self.rules:
             if matches(pattern, event):

@@ -86,6 +86,20 @@ def quieted(*names: str) -> Iterator[None]:
 #: How long leaving a LocalEngine waits, in all, for what it still runs to end (``LocalEngine._end_what_runs``):
 #: a stopped execution ends at its next state, a handler that is running when it is stopped ends first.
 EXIT_WAIT_S = 60.0
+#: The functions' environment variables that are durations the engine plays (the reaper's idle window): on the
+#: engine's clock they take ``time_scale`` times their value (not under 0: they are no waits). The endpoints'
+#: time to live is not among them: it is the user's (cdk.json, --ttl), and an endpoint of a world up for a
+#: quarter of an hour should not expire as after a day.
+SCALED_DURATIONS = ("IDLE_MINUTES",)
+
+
+def scaled_durations(variables: dict[str, str], time_scale: float) -> dict[str, str]:
+    """``variables`` with each of SCALED_DURATIONS (a number; empty: none) times ``time_scale``."""
+    if time_scale <= 0:
+        return variables
+    return {
+        k: (f"{float(v) * time_scale:g}" if k in SCALED_DURATIONS and v else v) for k, v in variables.items()
+    }
 
 
 class LocalEngine(EngineViews):
@@ -232,6 +246,7 @@ class LocalEngine(EngineViews):
         }
         self._stack.enter_context(mock.patch.dict(aws.OVERRIDES, clients))
         self._create_resources()
+        self._start_schedules()
 
     def __exit__(self, *exc: Any) -> None:
         try:
@@ -380,8 +395,36 @@ class LocalEngine(EngineViews):
     def _set_environments(self) -> None:
         """The functions' environment variables (hfpipe.local.engine.template.split_environments): the shared ones
         set once for the engine's life, a function's own ones per invocation (``_own_env``)."""
-        shared, self._own_env = split_environments(self.functions, self.resolve)
-        self._stack.enter_context(mock.patch.dict(os.environ, shared))
+        shared, own = split_environments(self.functions, self.resolve)
+        self._own_env = {k: scaled_durations(v, self.time_scale) for k, v in own.items()}
+        self._stack.enter_context(mock.patch.dict(os.environ, scaled_durations(shared, self.time_scale)))
+
+    def _start_schedules(self) -> None:
+        """The template's scheduled rules (the reaper's) on the engine's clock: each fires every period x
+        ``time_scale`` in a thread of its own, stopped before moto stops; under ``time_scale`` 0 none fires by
+        itself (``fire_schedules`` fires them)."""
+        self._schedules_stop = threading.Event()
+        threads = [
+            threading.Thread(target=self._tick, args=(rule, period), name=f"schedule {rule}", daemon=True)
+            for rule, period, _ in self.bus.schedules
+        ]
+        for thread in threads:
+            thread.start()
+
+        def stop() -> None:
+            self._schedules_stop.set()
+            self._join(threads, time.monotonic() + EXIT_WAIT_S)
+
+        self._stack.callback(stop)
+
+    def _tick(self, rule: str, period: float) -> None:
+        while not self._schedules_stop.wait(period * self.time_scale if self.time_scale else 1.0):
+            if self.time_scale:
+                self.bus.fire_schedules(rule)
+
+    def fire_schedules(self) -> None:
+        """Every scheduled rule of the template fires now (what its timer does every period x time_scale)."""
+        self.bus.fire_schedules()
 
     # -- the event bus --------------------------------------------------------------------------------
     def put_event(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:

@@ -58,7 +58,7 @@ from hfpipe.core.adapters import adapter_deploy, scale_to_zero
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
 from hfpipe.core.adapters.shared_base import SharedBase
-from hfpipe.core.deploy import deploy_requests
+from hfpipe.core.deploy import deploy_requests, expiry
 from hfpipe.core.promotion import registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup, quotas
@@ -159,7 +159,10 @@ def base_requests(env: str, base: SharedBase) -> dict[str, dict[str, Any]]:
         role_arn=os.environ["EXECUTION_ROLE_ARN"],
         gpus=int(os.environ["SHARED_BASE_GPUS"]),
         memory_mb=int(os.environ["SHARED_BASE_MEMORY_MB"]),
-        tags=adapter_deploy.tags(env),
+        # A base made now expires with the environment's time to live (hfpipe.core.deploy.expiry); the reaper
+        # retires it once expired and idle, never while adapters are on it.
+        tags=adapter_deploy.tags(env)
+        + expiry.expiry_tags(expiry.ttl_of_variables(os.environ), datetime.now(UTC)),
     )
 
 

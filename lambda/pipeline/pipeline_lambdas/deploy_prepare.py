@@ -1,6 +1,7 @@
 """Prepare: decide what a deploy of a registered version to a named endpoint does, and build its requests.
 
-Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``. Refused, with nothing created,
+Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``, and optionally ``"ttl"`` (``hfpipe
+deploy --ttl``: when an endpoint it creates expires; hfpipe.core.deploy.expiry). Refused, with nothing created,
 unless the version is of this environment's groups, exists, is Approved and declares a real-time instance
 type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and the endpoint,
 if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
@@ -20,13 +21,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import api_shapes
 from hfpipe.core.deploy import deploy_requests as requests
-from hfpipe.core.deploy import deployments, fleets
+from hfpipe.core.deploy import deployments, expiry, fleets
 from hfpipe.core.deploy.deploy_plan import (
     AlarmWait,
     DeployInput,
@@ -282,14 +283,30 @@ def _check_fleet(
 
 
 def _accepted(event_input: Any) -> DeployInput:
-    if not isinstance(event_input, dict) or not all(
-        isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
+    if (
+        not isinstance(event_input, dict)
+        or not all(
+            isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
+        )
+        or set(event_input) - {"version", "endpoint", "ttl"}
     ):
         raise InvalidDeployInput(
             f"input {event_input!r}: not accepted; accepted: "
-            '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME"}'
+            '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME", "ttl": "8h" (optional)}'
         )
-    return DeployInput(version=event_input["version"], endpoint=event_input["endpoint"])
+    ttl = event_input.get("ttl")
+    if ttl is not None:
+        try:
+            expiry.parse_ttl(ttl, "input.ttl")
+        except expiry.TtlError as err:
+            raise InvalidDeployInput(str(err)) from None
+    return DeployInput(version=event_input["version"], endpoint=event_input["endpoint"], ttl=ttl)
+
+
+def expires(wanted: DeployInput, env_ttl: int | None, now: datetime | None) -> list[dict[str, str]]:
+    """The expiry tag of an endpoint this deploy creates: ``--ttl`` (the input's), else the environment's."""
+    ttl = env_ttl if wanted.ttl is None else expiry.parse_ttl(wanted.ttl, "input.ttl")
+    return expiry.expiry_tags(ttl, now or datetime.now(UTC))
 
 
 def _declared(name: str, endpoints: dict[str, EndpointSettings], env: str) -> EndpointSettings:
@@ -376,10 +393,12 @@ def prepare(
     state_machine_arn: str | None = None,
     waiting: AlarmWait | None = None,
     now: datetime | None = None,
+    ttl_seconds: int | None = None,
 ) -> DeployPlan:
     """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
     "service-quotas", "cloudwatch" and (with ``state_machine_arn``, the deploy state machine's)
-    "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait."""
+    "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait.
+    ``ttl_seconds``: the environment's time to live of an endpoint it creates (None: no expiry)."""
     sagemaker = clients["sagemaker"]
     wanted = _accepted(event_input)
     settings = _declared(wanted.endpoint, endpoints, env)
@@ -391,7 +410,8 @@ def prepare(
     others = neighbours(env, endpoints, wanted.endpoint)
     if endpoint is None:
         _check_fleet(settings, None, None, str(info.instance_type), settings.instance_count, clients, others)
-        plan = _with_requests(plan, info, role_arn, execution_name, env, settings.instance_count, None)
+        made = expires(wanted, ttl_seconds, now)
+        plan = _with_requests(plan, info, role_arn, execution_name, env, settings.instance_count, None, made)
     else:
         plan = _update(plan, endpoint, info, role_arn, execution_name, env, clients, waiting, now, others)
     if plan.action in ("create", "update"):
@@ -440,7 +460,10 @@ def _update(
     instance_type = str(info.instance_type)
     _check_fleet(plan.settings, endpoint, previous, instance_type, count, clients, others)
     plan = replace(plan, previous=previous)
-    plan = _with_requests(plan, info, role_arn, execution_name, env, count, target)
+    # The new config and model expire with the endpoint they serve (an update keeps the endpoint's expiry).
+    kept = endpoint_tags.get(contract.TAG_EXPIRES_AT)
+    made = [{"Key": contract.TAG_EXPIRES_AT, "Value": kept}] if kept else []
+    plan = _with_requests(plan, info, role_arn, execution_name, env, count, target, made)
     # Before anything is written: an update started while a rollback alarm is in ALARM is rolled back.
     wait = alarm_wait(clients["cloudwatch"], plan.requests.UpdateEndpoint or {}, waiting, now)
     if wait is not None:
@@ -461,12 +484,15 @@ def _with_requests(
     env: str,
     count: int,
     target: dict[str, Any] | None,
+    expiry_tags: tuple[dict[str, str], ...] | list[dict[str, str]] = (),
 ) -> DeployPlan:
     """The plan with the model and config it makes and its requests: create, or (``plan.previous`` naming
-    what serves) update with the way back; each checked against botocore's shapes."""
+    what serves) update with the way back; each checked against botocore's shapes. ``expiry_tags``: the
+    expiry of what it makes (hfpipe.core.deploy.expiry)."""
     instance_type = str(info.instance_type)
     model_name = requests.resource_name(plan.endpoint_name, info.number, execution_name)
     tags = requests.deploy_tags(env, plan.name, info.recipe, info.arn, execution_name, task_of(info.recipe))
+    tags = tags + list(expiry_tags)
     config = requests.endpoint_config_request(
         model_name, model_name, instance_type, count, tags, plan.smoke.serving_kind
     )
@@ -563,4 +589,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         {s: aws.client(s) for s in CLIENTS},
         event.get("state_machine"),
         alarm_wait_from_json(event.get("alarm_wait")),
+        ttl_seconds=expiry.ttl_of_variables(os.environ),
     ).to_json()
