@@ -24,6 +24,8 @@ SSM_ADAPTER_STATE_MACHINE_ARN = "adapter-state-machine-arn"
 # The shared base an environment serves adapters on, as deployed (cdk.json's shared_base, defaults filled,
 # as JSON): what the command reads of it, so a deployed environment, not the checkout's cdk.json, answers.
 SSM_SHARED_BASE = "shared-base"
+#: cdk.json ``evaluation_gate`` of the environment (hfpipe.core.promotion.evaluation_gate.GATE_MODES).
+SSM_EVALUATION_GATE = "evaluation-gate"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-CHAMPION_ARN = "arn:aws:sagemaker:us-east-1:123456789012:model-package/hfpipe-dev-tiny-qa/1"
+from accounts import ACCOUNT
+
+CHAMPION_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/1"
 
 
 def document(

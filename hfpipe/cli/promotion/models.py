@@ -30,9 +30,10 @@ from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, version_ref, with_actions
+from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text
-from hfpipe.core.promotion import promotion, registry
+from hfpipe.core.promotion import evaluation_gate, promotion, registry
 
 
 @dataclass(frozen=True)
@@ -235,15 +236,23 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     return 0
 
 
-def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
+def _decide(
+    clients: aws.Clients, args: argparse.Namespace, console: Any, environment: aws.Environment
+) -> int:
     sagemaker = clients.sagemaker
     arn = resolve(sagemaker, args.refs[0], args.env)
     before = describe_version(sagemaker, clients.s3, args.env, arn)
     status = registry.DECISIONS[args.action]
+    description = args.reason or f"{status.lower()} with hfpipe models {args.action}"
+    decision = None
+    if args.action == "approve":  # the gate: read again now, the champion from the evaluation's target
+        decision = gate.check(clients, environment, arn, target=None, override=args.override_evaluation)
+        if decision.note:
+            description = f"{args.reason}; {decision.note}" if args.reason else decision.note
     request = {
         "ModelPackageArn": arn,
         "ModelApprovalStatus": status,
-        "ApprovalDescription": args.reason or f"{status.lower()} with hfpipe models {args.action}",
+        "ApprovalDescription": description[: evaluation_gate.APPROVAL_DESCRIPTION_MAX],
     }
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:
@@ -251,6 +260,8 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
     aws.call(f"updating model package {arn}", sagemaker.update_model_package, **request)
     console.print(f"{before.ref} ({before.group}): {before.status} -> {status}")
     console.print(f"  {arn}")
+    if decision is not None:
+        console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
     return 0
 
 
@@ -361,14 +372,14 @@ def cmd_models(args: argparse.Namespace, console: Any) -> int:
     aws.validate_env_name(args.env)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
-    aws.resolve_environment(clients, args.env)
+    environment = aws.resolve_environment(clients, args.env)
     if args.action == "list":
         return _list(clients, args, console)
     if args.action == "compare":
         return _compare(clients, args, console)
     if args.action == "download":
         return _download(clients, args, console)
-    return _decide(clients, args, console)
+    return _decide(clients, args, console, environment)
 
 
 # --- hfpipe models [list | approve | reject | compare | download] ----------------------------------------
@@ -395,6 +406,8 @@ def add_to(sub: Subparsers) -> None:
             "--reason",
             help=f"why: recorded as the version's approval description (default: '... with hfpipe models {name}')",
         )
+        if name == "approve":
+            gate.add_override_option(decide)
         _options(decide)
     compare = actions.add_parser("compare", help="two versions' metrics, cost and lineage side by side")
     _versions(compare, 2, "the two versions to compare")
