@@ -137,6 +137,10 @@ class TaskKind:
     #: served-model fixture (hfpipe/fixtures/serving.py, `HEAD_BUILDERS`) builds the first fixture's tiny
     #: family with it.
     model_head: str = "causal-lm"
+    #: The metrics the evaluation job scores for this kind (training_code/eval_scores.py TASK_METRICS says the
+    #: same, tests/training/test_eval_scores.py compares them), each with whether higher is better: what a
+    #: recipe's evaluation.metric may name (docs/evaluation.md).
+    metrics: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def serving_kinds(self) -> tuple[str, ...]:
@@ -169,6 +173,11 @@ class TaskKind:
                 f"serving kind {serving!r} cannot serve task {self.name!r}; accepted for {self.name}: "
                 f"{list(self.serving_kinds)}"
             )
+
+
+#: ROUGE-1/2/L/Lsum of greedy generations against the template's response field, and perplexity (lower is
+#: better) of the rendered records.
+CAUSAL_LM_METRICS = {"rouge1": True, "rouge2": True, "rougeL": True, "rougeLsum": True, "perplexity": False}
 
 
 # --- the records each script reads (see training_code/qa_utils.py, run_classification.py, run_clm.py) ----
@@ -256,6 +265,7 @@ TASK_KINDS: dict[str, TaskKind] = {
                 ),
             ),
             model_head="question-answering",
+            metrics={"exact_match": True, "f1": True},
             sample_request={
                 "inputs": {
                     "question": "What does the pipeline deploy?",
@@ -291,6 +301,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             ),
             pick_fixture=_classification_fixture,
             model_head="sequence-classification",
+            metrics={"accuracy": True, "macro_f1": True},
             sample_request={
                 "inputs": {
                     "text": "A man is playing a guitar on stage.",
@@ -308,6 +319,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
             takes_dialogue=True,
+            metrics=CAUSAL_LM_METRICS,
         ),
         TaskKind(
             # The same script and handler as summarization: a causal LM on any prompt template's fields.
@@ -319,6 +331,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             fixtures=(SAMSUM, SAMSUM_LLAMA),
             pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
+            metrics=CAUSAL_LM_METRICS,
         ),
     )
 }

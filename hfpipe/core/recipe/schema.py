@@ -22,7 +22,7 @@ from hfpipe.core.adapters.shared_base import HUB_ID_PATTERN
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
-__all__ = ["RECIPE_SCHEMA", "RecipeError", "schema_error", "validate"]
+__all__ = ["RECIPE_SCHEMA", "RecipeError", "check_evaluation", "schema_error", "validate"]
 
 _INSTANCE_TYPE = {"type": "string", "pattern": r"^ml\.[a-z0-9]+\.[a-z0-9]+$"}
 
@@ -134,6 +134,61 @@ _SOURCE = {
             "items": {"type": "string"},
             "description": "Files and folders never packed: globs of a path or a name, a folder ending in "
             "'/' (e.g. '.venv/', '*.csv', 'data/raw/*').",
+        },
+    },
+}
+
+#: recipe.evaluation: the held-out evaluation of a version against the one it would replace (docs/evaluation.md);
+#: that data names a held-out channel or split and the metric one its task kind scores is
+#: ``check_evaluation``'s rule, below.
+_EVALUATION = {
+    "type": ["object", "null"],
+    "default": None,
+    "additionalProperties": False,
+    "required": ["data", "metric"],
+    "description": "Optional: score each version and the one it would replace (the champion) on the same "
+    "held-out data in a SageMaker processing job (training_code/evaluate.py; docs/evaluation.md); null: the "
+    "recipe's versions are not evaluated.",
+    "properties": {
+        "data": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+            "description": "The held-out data: a channel of training.channels other than training and model "
+            "(validation, test, ...), or, for a recipe that reads a Hub data set (the dataset_name "
+            "hyperparameter), one of its held-out splits (validation, validation_matched, test).",
+        },
+        "metric": {
+            "type": "string",
+            "description": "The metric the verdict compares, one the task kind scores (hfpipe/kinds/tasks.py "
+            "metrics): exact_match, f1 (question-answering); accuracy, macro_f1 (text-classification); "
+            "rouge1, rouge2, rougeL, rougeLsum, perplexity (summarization, text-generation).",
+        },
+        "margin": {
+            "type": "number",
+            "minimum": 0,
+            "default": 0.0,
+            "description": "How much worse than the champion still passes, in the metric's units: worse "
+            "means the whole interval of the difference lies below -margin.",
+        },
+        "confidence": {
+            "type": "number",
+            "minimum": 0.5,
+            "maximum": 0.999,
+            "default": 0.95,
+            "description": "The confidence of the bootstrap intervals (percentile bootstrap).",
+        },
+        "resamples": {
+            "type": "integer",
+            "minimum": 100,
+            "maximum": 10000,
+            "default": 1000,
+            "description": "Bootstrap resamples of the examples.",
+        },
+        "max_examples": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "Score the first N held-out examples only; null: all of them.",
         },
     },
 }
@@ -301,6 +356,7 @@ RECIPE_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "evaluation": _EVALUATION,
         "adapter": {
             "type": ["object", "null"],
             "default": None,
@@ -440,7 +496,40 @@ def validate(recipe: Any) -> dict[str, Any]:
         checked: dict[str, Any] = _validator()(copy.deepcopy(recipe))
     except fastjsonschema.JsonSchemaValueException as err:
         raise RecipeError(schema_error(err)) from None
+    check_evaluation(checked)
     return checked
+
+
+#: Channels that are never held-out data: what the model is trained on, and the model it starts from.
+NOT_HELD_OUT = ("training", "train", "model")
+
+
+def check_evaluation(recipe: dict[str, Any]) -> None:
+    """recipe.evaluation's rules past the schema: its metric one the task kind scores, its data a held-out
+    channel of the recipe, or a split of the Hub data set it reads; RecipeError naming the field."""
+    evaluation = recipe.get("evaluation")
+    if evaluation is None:
+        return
+    scored = list(TASK_KINDS[recipe["task"]].metrics)
+    if evaluation["metric"] not in scored:
+        raise RecipeError(
+            f"recipe.evaluation.metric: {evaluation['metric']!r} is not scored for task {recipe['task']!r}; "
+            f"accepted: {scored}"
+        )
+    data, training = evaluation["data"], recipe["training"]
+    channels = training.get("channels") or {}
+    held_out = [name for name in channels if name not in NOT_HELD_OUT]
+    if data in NOT_HELD_OUT:
+        raise RecipeError(
+            f"recipe.evaluation.data: {data!r} is not held-out data (the training data or the model); "
+            f"accepted: {held_out or 'a held-out channel or split'}"
+        )
+    hub = (training.get("hyperparameters") or {}).get("dataset_name")
+    if data not in channels and not hub:
+        raise RecipeError(
+            f"recipe.evaluation.data: {data!r} is not a channel of the recipe; accepted: {held_out} (a split "
+            "name only for a recipe that reads a Hub data set, the dataset_name hyperparameter)"
+        )
 
 
 def schema_error(err: fastjsonschema.JsonSchemaValueException) -> str:

@@ -216,6 +216,7 @@ def for_this_machine(
     if model_id:
         _model_stand_in(local, fixture, subs, f"{data_prefix}/{name}/model/", own)
     _dataset_stand_in(hps, channels, subs, fixture, f"{data_prefix}/{name}", script_arguments)
+    _evaluation_stand_in(local, channels, subs)
     # Steps are capped only where the model or the data became a stand-in. A recipe that runs here as
     # written (the tiny-* ones: their own model and data channels, sized for a CPU) keeps its own steps and
     # epochs, with no bound: training longer is a setting of the recipe (--set), as on AWS. A recipe's own
@@ -300,6 +301,21 @@ def _dataset_stand_in(
         f"{fixture.description} in channels {', '.join(fixture.channels)}{given}",
         "no hub downloads here",
     )
+
+
+def _evaluation_stand_in(local: dict[str, Any], channels: dict[str, str], subs: Substitutions) -> None:
+    """A recipe evaluated on a split of the hub data set (recipe.evaluation.data, docs/evaluation.md) is
+    evaluated here on the fixture's validation channel, the stand-in for that data set's held-out split."""
+    evaluation = local.get("evaluation")
+    if not evaluation or evaluation.get("data") in channels or "validation" not in channels:
+        return
+    subs.add(
+        "evaluation.data",
+        f"{evaluation['data']} (a split of the hub data set)",
+        "the validation channel of the stand-in data",
+        "no hub downloads here",
+    )
+    evaluation["data"] = "validation"
 
 
 def _container_substitution(local: dict[str, Any], subs: Substitutions) -> None:

@@ -1,0 +1,448 @@
+#!/usr/bin/env python
+"""The evaluation job's entry point: score the challenger (and the champion) on held-out data, write
+evaluation.json (schema hfpipe.evaluation/1; docs/evaluation.md).
+
+It runs in a SageMaker processing job on the recipe's training image, whose inputs and output are:
+
+    /opt/ml/processing/input/data        the held-out channel's files, as the training job gets them
+    /opt/ml/processing/input/challenger  the candidate's model.tar.gz
+    /opt/ml/processing/input/champion    the champion's model.tar.gz (with --champion)
+    /opt/ml/processing/input/base        optional: the base model of an unmerged LoRA adapter
+    /opt/ml/processing/output/evaluation.json
+
+    python3 /opt/ml/processing/input/code/evaluate.py --task question-answering --metric f1 --margin 0 \\
+        --confidence 0.95 --resamples 1000 --champion --max-seq-length 384 --doc-stride 128
+
+A recipe that reads a Hub data set names its split instead of a channel: `--dataset-name rajpurkar/squad
+--split validation` (no data input then). Each model is loaded as its inference handler loads it
+(inference_clm.model_fn for a causal LM, a LoRA adapter over its base), predicts every example as training's
+evaluation does (qa_utils' windows and n-best post-processing, the classification head's argmax, greedy
+generation from the training prompt), and eval_scores scores it. A bad argument is one line naming it, exit
+status 2; a failure is one line, exit status 1, also written to /opt/ml/output/message, which SageMaker
+returns as DescribeProcessingJob's ExitMessage (docs: "Save and Access Metadata Information About Your
+Processing Job"). Local mode sets HFPIPE_LOCAL_OPT_ML to the folder standing in for /opt/ml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eval_scores
+
+#: The container's /opt/ml (local mode: a folder of the job's).
+OPT_ML = Path(os.environ.get("HFPIPE_LOCAL_OPT_ML", "/opt/ml"))
+DATA_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+BOUNDS = {"confidence": (0.5, 0.999), "resamples": (100, 10000)}
+
+
+class EvaluationError(RuntimeError):
+    """The evaluation cannot go on (missing input, unreadable data); the message says what."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a refusal in one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _say_and_exit(f"evaluate.py: error: {message}", 2)
+
+
+def _say_and_exit(line: str, status: int) -> NoReturn:
+    print(line, file=sys.stderr, flush=True)
+    message = OPT_ML / "output" / "message"
+    try:
+        message.parent.mkdir(parents=True, exist_ok=True)
+        message.write_text(line[:1024], encoding="utf-8")
+    except OSError:
+        pass  # outside a container there may be no /opt/ml: the line on stderr is enough
+    sys.exit(status)
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
+    rule = parser.add_argument_group("the rule (the recipe's evaluation field)")
+    rule.add_argument("--task", required=True, choices=sorted(eval_scores.TASK_METRICS))
+    rule.add_argument("--metric", required=True, help="one the task kind scores (eval_scores.TASK_METRICS)")
+    rule.add_argument("--margin", type=float, default=0.0, help=">= 0, in the metric's units")
+    rule.add_argument("--confidence", type=float, default=0.95, help="0.5..0.999")
+    rule.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 100..10000")
+    rule.add_argument("--max-examples", type=int, default=None, help="score the first N examples only")
+    rule.add_argument("--champion", action="store_true", help="compare with input/champion")
+    rule.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    data = parser.add_argument_group("the data")
+    data.add_argument("--channel", default="validation", help="the channel's name, for the document")
+    data.add_argument("--dataset-name", default=None, help="a Hub data set instead of input/data")
+    data.add_argument("--dataset-config", default=None, help="its configuration (glue: mnli)")
+    data.add_argument("--split", default=None, help="its held-out split (validation, test, ...)")
+    task = parser.add_argument_group("what a task needs (the recipe's hyperparameters of the same names)")
+    task.add_argument("--max-seq-length", type=int, default=None, help="QA 384, classification 128")
+    task.add_argument("--doc-stride", type=int, default=128)
+    task.add_argument("--n-best-size", type=int, default=20)
+    task.add_argument("--max-answer-length", type=int, default=30)
+    task.add_argument("--text-columns", default=None, help="classification: 'premise,hypothesis', 'text'")
+    task.add_argument("--label-column", default="label")
+    task.add_argument("--class-names", default=None, help="the data's label names in id order")
+    task.add_argument("--max-new-tokens", type=int, default=64, help="ROUGE: greedy summary length")
+    task.add_argument("--block-size", type=int, default=1024, help="perplexity: tokens per example at most")
+    task.add_argument("--batch-size", type=int, default=8)
+    paths = parser.add_argument_group("paths (the processing job's)")
+    paths.add_argument("--input-dir", type=Path, default=OPT_ML / "processing" / "input")
+    paths.add_argument("--output-dir", type=Path, default=OPT_ML / "processing" / "output")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, each checked; a bad one ends the run with one line naming it (exit status 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    metrics = eval_scores.TASK_METRICS[args.task]
+    if args.metric not in metrics:
+        parser.error(
+            f"argument --metric: {args.metric!r} is not scored for {args.task}; accepted: {list(metrics)}"
+        )
+    if args.margin < 0:
+        parser.error(f"argument --margin: {args.margin} is negative; accepted: >= 0 (the metric's units)")
+    for name, (low, high) in BOUNDS.items():
+        if not low <= getattr(args, name) <= high:
+            parser.error(f"argument --{name}: {getattr(args, name)}; accepted: {low}..{high}")
+    for name in (
+        "max_examples",
+        "max_seq_length",
+        "doc_stride",
+        "max_new_tokens",
+        "block_size",
+        "batch_size",
+    ):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"argument --{name.replace('_', '-')}: {value}; accepted: an integer >= 1")
+    if args.dataset_name and not args.split:
+        parser.error("argument --split: required with --dataset-name (the held-out split, e.g. validation)")
+    if args.split in ("train", "training"):
+        parser.error(f"argument --split: {args.split!r} is the training data; accepted: a held-out split")
+    return args
+
+
+# --- inputs ------------------------------------------------------------------------------------------------
+def extract_model(input_dir: Path, name: str, work: Path) -> Path:
+    """The model.tar.gz of input/<name>, extracted (tar members as SageMaker packs them: relative paths)."""
+    folder = input_dir / name
+    archives = sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []
+    if len(archives) != 1:
+        raise EvaluationError(
+            f"input/{name}: expected one model.tar.gz in {folder}; found {[a.name for a in archives]}"
+        )
+    target = work / name
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archives[0]) as tar:
+        tar.extractall(target, filter="data")  # refuses absolute paths and '..' members
+    return target
+
+
+def _data_file(folder: Path) -> Path:
+    files = (
+        sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
+        if folder.is_dir()
+        else []
+    )
+    if len(files) != 1:
+        raise EvaluationError(
+            f"input/data ({folder}) must hold exactly one data file ({', '.join(DATA_SUFFIXES)}); "
+            f"found {[f.name for f in files]}"
+        )
+    return files[0]
+
+
+def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The held-out records: the Hub split, else the one data file of input/data (a SQuAD JSON for QA, as
+    run_qa.py reads it; JSON lines, CSV or parquet otherwise, as the other scripts read them)."""
+    import datasets
+
+    if args.dataset_name:
+        rows = datasets.load_dataset(args.dataset_name, args.dataset_config, split=args.split).to_list()
+    else:
+        path = _data_file(args.input_dir / "data")
+        if args.task == "question-answering":
+            import qa_utils
+
+            rows = qa_utils.load_squad_json(path)
+        else:
+            loaded = datasets.load_dataset(DATA_SUFFIXES[path.suffix], data_files=[str(path)], split="train")
+            rows = loaded.to_list()
+    if args.task == "text-classification":
+        # GLUE marks unlabelled rows with -1 (run_classification.py leaves them out too).
+        rows = [r for r in rows if not isinstance(r.get(args.label_column), int) or r[args.label_column] >= 0]
+    if args.max_examples is not None:
+        rows = rows[: args.max_examples]
+    if not rows:
+        raise EvaluationError("the held-out data holds no example to score")
+    return rows
+
+
+# --- predictions, per task kind ----------------------------------------------------------------------------
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def qa_metrics(
+    model_dir: Path, rows: list[dict[str, Any]], args: argparse.Namespace
+) -> list[eval_scores.Metric]:
+    """Windows of max_seq_length tokens overlapping by doc_stride, start/end logits, the n-best span per
+    question (qa_utils, as run_qa.py's evaluation), scored as SQuAD v1.1 scores."""
+    import qa_utils
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForQuestionAnswering.from_pretrained(model_dir).to(device()).eval()
+    batch = {key: [row[key] for row in rows] for key in ("id", "question", "context")}
+    features = qa_utils.prepare_validation_features(
+        batch, tokenizer, max_seq_length=args.max_seq_length or 384, doc_stride=args.doc_stride
+    )
+    names = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in features]
+    collate = qa_utils.RightPaddingCollator(tokenizer)
+    starts, ends = [], []
+    for first in range(0, len(features["input_ids"]), args.batch_size):
+        window = [
+            {k: features[k][i] for k in names}
+            for i in range(first, min(first + args.batch_size, len(features["input_ids"])))
+        ]
+        with torch.no_grad():
+            out = model(**{k: v.to(model.device) for k, v in collate(window).items()})
+        starts.extend(out.start_logits.float().cpu().numpy())
+        ends.extend(out.end_logits.float().cpu().numpy())
+    rows_of_features = [
+        {"example_id": features["example_id"][i], "offset_mapping": features["offset_mapping"][i]}
+        for i in range(len(features["input_ids"]))
+    ]
+    answers, _ = qa_utils.postprocess_qa_predictions(
+        rows,
+        rows_of_features,
+        (starts, ends),
+        n_best_size=args.n_best_size,
+        max_answer_length=args.max_answer_length,
+    )
+    references = {row["id"]: row["answers"]["text"] for row in rows}
+    return eval_scores.qa_metrics(answers, references)
+
+
+def _text_columns(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    if args.text_columns:
+        names = [c.strip() for c in args.text_columns.split(",") if c.strip()]
+    elif "premise" in rows[0] and "hypothesis" in rows[0]:
+        names = ["premise", "hypothesis"]
+    else:
+        names = ["sentence" if "sentence" in rows[0] else "text"]
+    for name in [*names, args.label_column]:
+        if name not in rows[0]:
+            raise EvaluationError(f"column {name!r} is not in the data; columns: {sorted(rows[0])}")
+    return names
+
+
+def gold_ids(rows: list[dict[str, Any]], args: argparse.Namespace, label2id: dict[str, int]) -> list[int]:
+    """The gold labels as the model's label ids: a label name by the model's label2id (case-insensitive), an
+    integer id through --class-names when given (the data's names in id order), else as the model's id."""
+    by_name = {str(k).lower(): int(v) for k, v in label2id.items()}
+    names = [n.strip() for n in args.class_names.split(",")] if args.class_names else None
+    out = []
+    for row in rows:
+        label = row[args.label_column]
+        if isinstance(label, int) and names is not None:
+            label = names[label]
+        if isinstance(label, str):
+            if label.lower() not in by_name:
+                raise EvaluationError(f"label {label!r} is not one of the model's labels {sorted(label2id)}")
+            label = by_name[label.lower()]
+        out.append(int(label))
+    return out
+
+
+def classification_predictions(
+    model_dir: Path, rows: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[list[int], list[int]]:
+    """(predicted ids, gold ids): the head's argmax over the text (pair), truncated to max_seq_length."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).to(device()).eval()
+    columns = _text_columns(rows, args)
+    predicted: list[int] = []
+    for first in range(0, len(rows), args.batch_size):
+        part = rows[first : first + args.batch_size]
+        texts = [[str(r[c]) for r in part] for c in columns]
+        encoded = tokenizer(
+            *texts, truncation=True, max_length=args.max_seq_length or 128, padding=True, return_tensors="pt"
+        )
+        with torch.no_grad():
+            logits = model(**encoded.to(model.device)).logits
+        predicted.extend(int(i) for i in logits.argmax(-1).cpu())
+    return predicted, gold_ids(rows, args, dict(model.config.label2id))
+
+
+def load_causal_lm(model_dir: Path, base_dir: Path | None) -> dict[str, Any]:
+    """The model as inference_clm.model_fn loads it (a merged model, or a LoRA adapter over the base its
+    adapter_config.json names); an adapter over input/base when that input is given."""
+    import inference_clm
+
+    bundle = (
+        inference_clm.model_fn(str(model_dir)) if base_dir is None else _adapter_over(model_dir, base_dir)
+    )
+    if bundle["tokenizer"].pad_token is None:
+        bundle["tokenizer"].pad_token = bundle["tokenizer"].eos_token
+    return bundle
+
+
+def _adapter_over(model_dir: Path, base_dir: Path) -> dict[str, Any]:
+    import inference_clm
+    from peft import PeftModel
+
+    bundle = inference_clm.model_fn(str(base_dir))
+    bundle["model"] = PeftModel.from_pretrained(bundle["model"], str(model_dir)).eval()
+    prompt = model_dir / inference_clm.PROMPT_FILE
+    if prompt.exists():
+        bundle.update(json.loads(prompt.read_text()))
+    return bundle
+
+
+def rouge_metrics(
+    bundle: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace
+) -> list[eval_scores.Metric]:
+    """Greedy summaries of the prompt rendered up to its response field (as run_clm.py's ROUGE and the
+    handler render it), scored against the response field."""
+    import inference_clm
+    import torch
+
+    model, tokenizer = bundle["model"], bundle["tokenizer"]
+    template, field = bundle["prompt_template"], bundle["response_field"]
+    prefix = inference_clm.prompt_prefix(template, field)
+    eos, side = tokenizer.eos_token or "", tokenizer.padding_side
+    tokenizer.padding_side = "left"  # continuations start right after each prompt
+    summaries: list[str] = []
+    try:
+        for first in range(0, len(rows), args.batch_size):
+            part = rows[first : first + args.batch_size]
+            prompts = [inference_clm.render(prefix, row, eos) for row in part]
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+                model.device
+            )
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=args.max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            summaries += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = side
+    return eval_scores.rouge_metrics([str(r[field]) for r in rows], summaries)
+
+
+def perplexity_metrics(
+    bundle: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace
+) -> list[eval_scores.Metric]:
+    """Each record rendered whole with the training template (its EOS included, as training saw it), at most
+    block_size tokens; its summed next-token negative log-likelihood and its number of predicted tokens."""
+    import inference_clm
+    import torch
+
+    model, tokenizer = bundle["model"], bundle["tokenizer"]
+    nll, counts = [], []
+    for row in rows:
+        text = inference_clm.render(bundle["prompt_template"], row, tokenizer.eos_token or "")
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][
+            :, : args.block_size
+        ]
+        if ids.shape[1] < 2:
+            raise EvaluationError("a record renders to fewer than 2 tokens: nothing to predict")
+        ids = ids.to(model.device)
+        with torch.no_grad():
+            loss = model(
+                input_ids=ids, labels=ids
+            ).loss  # the mean over the ids.shape[1] - 1 predicted tokens
+        nll.append(float(loss) * (ids.shape[1] - 1))
+        counts.append(ids.shape[1] - 1)
+    return [eval_scores.perplexity_metric(nll, counts)]
+
+
+def causal_lm_metrics(
+    model_dir: Path, rows: list[dict[str, Any]], args: argparse.Namespace
+) -> list[eval_scores.Metric]:
+    """A causal LM's metrics of the rule's family only: ROUGE generates, perplexity reads."""
+    base = args.input_dir / "base"
+    bundle = load_causal_lm(model_dir, base if base.is_dir() and any(base.iterdir()) else None)
+    if args.metric == "perplexity":
+        return perplexity_metrics(bundle, rows, args)
+    return rouge_metrics(bundle, rows, args)
+
+
+def all_metrics(
+    dirs: dict[str, Path], rows: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, list[eval_scores.Metric]]:
+    """Each model's metrics on the same records. Macro-F1's classes are those in the gold labels or in any
+    model's predictions, the same for every model, so the paired difference compares like with like."""
+    if args.task == "question-answering":
+        return {name: qa_metrics(d, rows, args) for name, d in dirs.items()}
+    if args.task != "text-classification":
+        return {name: causal_lm_metrics(d, rows, args) for name, d in dirs.items()}
+    predictions = {name: classification_predictions(d, rows, args) for name, d in dirs.items()}
+    labels = sorted({i for predicted, gold in predictions.values() for i in (*predicted, *gold)})
+    return {
+        name: eval_scores.classification_metrics(predicted, gold, labels)
+        for name, (predicted, gold) in predictions.items()
+    }
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Load the records and the models, score them, and return evaluation.json's document."""
+    started = time.monotonic()
+    rows = load_records(args)
+    names = ["challenger", "champion"] if args.champion else ["challenger"]
+    metrics = all_metrics({name: extract_model(args.input_dir, name, work) for name in names}, rows, args)
+    rule = {
+        "metric": args.metric,
+        "margin": args.margin,
+        "confidence": args.confidence,
+        "resamples": args.resamples,
+    }
+    return eval_scores.document(
+        task=args.task,
+        channel=args.split if args.dataset_name else args.channel,
+        rule=rule,
+        challenger=metrics["challenger"],
+        champion=metrics.get("champion"),
+        seed=args.seed,
+        seconds=time.monotonic() - started,
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="evaluate-") as work:
+            doc = run(args, Path(work))
+    except (EvaluationError, ValueError, KeyError, OSError) as err:
+        _say_and_exit(f"evaluate.py: {type(err).__name__}: {err}", 1)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "evaluation.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(
+        f"evaluation: {doc['verdict']}: {doc['reason']} ({doc['data']['examples']} examples, {doc['seconds']} s)"
+    )
+    return doc
+
+
+if __name__ == "__main__":
+    main()
