@@ -19,7 +19,13 @@ def document(
         "schema": "hfpipe.evaluation/1",
         "task": "question-answering",
         "data": {"channel": "validation", "examples": 40},
-        "rule": {"metric": "f1", "margin": 0.0, "confidence": 0.95, "resamples": 1000},
+        "rule": {
+            "metric": "f1",
+            "margin": 0.0,
+            "confidence": 0.95,
+            "resamples": 1000,
+            "higher_is_better": True,
+        },
         "challenger": {
             "scores": {
                 "f1": {"value": 58.1, "n": 40, "low": 52.0, "high": 64.0},

@@ -88,7 +88,7 @@ def test_an_override_passes_and_gives_the_approval_description():
         ({"schema": "hfpipe.evaluation/2"}, "evaluation.schema"),
         ({"verdict": "maybe"}, "evaluation.verdict"),
         ({"difference": None}, "evaluation.difference"),
-        ({"rule": {"metric": "f1", "margin": "0", "confidence": 0.95}}, "evaluation.rule.margin"),
+        ({"rule": {**document()["rule"], "margin": "0"}}, "evaluation.rule.margin"),
     ],
 )
 def test_a_document_off_the_contract_is_refused_naming_the_field(change, field):

@@ -24,13 +24,14 @@ The gate reads the verdict and the figures; it never recomputes them. Stdlib onl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfpipe.core.recipe import evaluation
+from hfpipe.core.validate import RecipeError
+
 #: The document's schema (the contract between the evaluation job and the gate).
-SCHEMA = "hfpipe.evaluation/1"
-VERDICTS = ("better", "not_worse", "worse", "no_champion")
+SCHEMA = evaluation.SCHEMA
 #: cdk.json ``evaluation_gate``: what the gate does with a version that has no evaluation.
 GATE_MODES = ("mandatory", "advisory")
 DEFAULT_GATE_MODE = "advisory"
@@ -52,13 +53,6 @@ def document_key(execution_name: str) -> str:
     return f"{EVALUATIONS_PREFIX}{execution_name}/evaluation.json"
 
 
-def _number(doc: dict[str, Any], where: str, name: str) -> float:
-    value = doc.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise EvaluationFormatError(f"{where}.{name}: {value!r} is not accepted; accepted: a finite number")
-    return float(value)
-
-
 def _object(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise EvaluationFormatError(f"{where}: {type(doc).__name__} is not accepted; accepted: an object")
@@ -66,35 +60,13 @@ def _object(doc: Any, where: str) -> dict[str, Any]:
 
 
 def check_document(doc: Any) -> dict[str, Any]:
-    """``doc`` when it is the contract's document (the fields the gate reads); EvaluationFormatError naming the
-    first field that is not."""
-    doc = _object(doc, "evaluation")
-    if doc.get("schema") != SCHEMA:
-        raise EvaluationFormatError(
-            f"evaluation.schema: {doc.get('schema')!r} is not accepted; accepted: {SCHEMA!r}"
-        )
-    if doc.get("verdict") not in VERDICTS:
-        raise EvaluationFormatError(
-            f"evaluation.verdict: {doc.get('verdict')!r} is not accepted; accepted: {', '.join(VERDICTS)}"
-        )
-    rule = _object(doc.get("rule"), "evaluation.rule")
-    if not isinstance(rule.get("metric"), str):
-        raise EvaluationFormatError(
-            f"evaluation.rule.metric: {rule.get('metric')!r}; accepted: a metric name"
-        )
-    for name in ("margin", "confidence"):
-        _number(rule, "evaluation.rule", name)
-    _object(
-        _object(doc.get("challenger"), "evaluation.challenger").get("scores"), "evaluation.challenger.scores"
-    )
-    if doc["verdict"] != "no_champion":
-        difference = _object(doc.get("difference"), "evaluation.difference")
-        for name in ("value", "low", "high"):
-            _number(difference, "evaluation.difference", name)
-        _object(
-            _object(doc.get("champion"), "evaluation.champion").get("scores"), "evaluation.champion.scores"
-        )
-    return doc
+    """``doc`` when it is the contract's document (its schema and consistency rules:
+    hfpipe.core.recipe.evaluation.check_document, the one definition evaluate.py's output is held to);
+    EvaluationFormatError naming the first field that is not."""
+    try:
+        return evaluation.check_document(doc)
+    except RecipeError as err:
+        raise EvaluationFormatError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -172,16 +144,28 @@ def of_statistics(statistics: dict[str, Any]) -> Evaluated | None:
     return None if value is None else Evaluated.from_json(value)
 
 
+def _figure(value: Any, signed: bool = False) -> str:
+    """A figure of the document; the schema allows null where a score could not be computed."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "n/a"
+    return f"{value:+.4g}" if signed else f"{value:.4g}"
+
+
 def _interval(entry: dict[str, Any]) -> str:
-    return f"{entry['value']:+.4g} ({entry['low']:+.4g} to {entry['high']:+.4g})"
+    return (
+        f"{_figure(entry.get('value'), True)} ({_figure(entry.get('low'), True)} to "
+        f"{_figure(entry.get('high'), True)})"
+    )
 
 
 def _score(doc: dict[str, Any], side: str, metric: str) -> str:
     entry = (((doc.get(side) or {}).get("scores") or {}).get(metric)) or {}
-    try:
-        return f"{entry['value']:.4g} [{entry['low']:.4g}, {entry['high']:.4g}] on {entry['n']}"
-    except (KeyError, TypeError, ValueError):
+    if not entry:
         return "-"
+    return (
+        f"{_figure(entry.get('value'))} [{_figure(entry.get('low'))}, {_figure(entry.get('high'))}] "
+        f"on {entry.get('n')}"
+    )
 
 
 def figures(doc: dict[str, Any]) -> str:
