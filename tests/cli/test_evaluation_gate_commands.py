@@ -31,15 +31,21 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def _version(env: Environment, n: int, evaluation: dict[str, Any] | None) -> None:
-    key = f"model-metrics/run-{n}/metrics.json"
-    doc = {"version": 1, "metadata": {"execution": f"run-{n}", "task": "question-answering"}, "metrics": {}}
+def _version(
+    env: Environment,
+    n: int,
+    evaluation: dict[str, Any] | None,
+    group: str = GROUP,
+    task: str = "question-answering",
+) -> None:
+    key = f"model-metrics/{group}-{n}/metrics.json"
+    doc = {"version": 1, "metadata": {"execution": f"run-{n}", "task": task}, "metrics": {}}
     if evaluation is not None:
         doc["evaluation"] = evaluation
     bucket = contract_bucket(env)
     env.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
     env.sagemaker.create_model_package(
-        ModelPackageGroupName=GROUP,
+        ModelPackageGroupName=group,
         ModelPackageDescription=f"hfpipe execution run-{n}",
         InferenceSpecification={
             "Containers": [{"Image": "img:1", "ModelDataUrl": f"s3://{bucket}/run-{n}/model.tar.gz"}],
@@ -184,3 +190,27 @@ def test_a_mandatory_gate_refuses_a_version_with_no_evaluation(registry_world, c
     assert (
         code == 1 and "version tiny-qa/3 has no evaluation" in text and "evaluation_gate is mandatory" in text
     )
+
+
+def test_compare_refuses_versions_of_different_tasks_in_one_line(registry_world, capsys):
+    registry_world.sagemaker.create_model_package_group(ModelPackageGroupName="hfpipe-dev-tiny-mnli")
+    _version(registry_world, 1, None, group="hfpipe-dev-tiny-mnli", task="text-classification")
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/1", "tiny-mnli/1", "--env", "dev")
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines() == [
+        "error: models compare: tiny-qa/1 is a question-answering model and tiny-mnli/1 a text-classification "
+        "one; accepted: two versions of the same task (their metrics measure different things)"
+    ]
+
+
+def test_compare_shows_each_stored_evaluation(registry_world, capsys):
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/2", "tiny-qa/4", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    record = json.loads(out)
+    assert record["a"]["evaluation"]["document"]["verdict"] == "worse"
+    assert record["b"]["evaluation"]["document"]["difference"]["low"] == 0.5
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/2", "tiny-qa/4", "--env", "dev")
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert any("evaluation verdict │ worse │ better" in line for line in lines), out
+    assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
+    assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out

@@ -56,6 +56,10 @@ class VersionInfo:
     promoted_from_env: str | None = None
     #: An unmerged adapter's base, as the version records it (hfpipe.core.promotion.registry.adapter_base).
     adapter_base: str | None = None
+    #: The task kind the version was trained for (its metadata's ``task``).
+    task: str | None = None
+    #: The evaluation stored with it (hfpipe.core.promotion.evaluation_gate.Evaluated, as JSON), if any.
+    evaluation: dict[str, Any] | None = None
 
     @property
     def ref(self) -> str:
@@ -120,6 +124,8 @@ def describe_version(sagemaker: Any, s3: Any, env: str, arn: str) -> VersionInfo
         promoted_from=meta.get(promotion.PROMOTED_FROM),
         promoted_from_env=meta.get(promotion.PROMOTED_FROM_ENV),
         adapter_base=registry.adapter_base({"CustomerMetadataProperties": meta}),
+        task=meta.get("task"),
+        evaluation=doc.get(evaluation_gate.STATISTICS_KEY),
     )
 
 
@@ -270,6 +276,11 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
         describe_version(clients.sagemaker, clients.s3, args.env, resolve(clients.sagemaker, ref, args.env))
         for ref in args.refs
     )
+    if a.task and b.task and a.task != b.task:
+        raise HfpipeError(
+            f"models compare: {a.ref} is a {a.task} model and {b.ref} a {b.task} one; accepted: two versions of "
+            "the same task (their metrics measure different things)"
+        )
     rows = registry.metric_differences(a.metrics, b.metrics)
     if args.json:
         record = {
@@ -291,8 +302,24 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
     cost_diff = None if a.cost_usd is None or b.cost_usd is None else b.cost_usd - a.cost_usd
     out.add_row("cost (USD)", _money(a.cost_usd), _money(b.cost_usd), shown(cost_diff, signed=True))
     out.add_row("status", a.status, b.status, "")
+    _evaluation_rows(out, a, b)
     console.print(out)
     return 0
+
+
+def _evaluation_rows(out: Table, a: VersionInfo, b: VersionInfo) -> None:
+    """Each version's stored evaluation (the verdict, the rule's metric with its interval, the difference
+    against the champion it was scored with), where either has one."""
+    ea, eb = evaluation_gate.summary(a.evaluation), evaluation_gate.summary(b.evaluation)
+    if ea is None and eb is None:
+        return
+    for key, label in (
+        ("verdict", "evaluation verdict"),
+        ("score", "evaluation score [interval] on n"),
+        ("difference", "vs its champion (interval)"),
+        ("champion", "evaluated against"),
+    ):
+        out.add_row(label, (ea or {}).get(key, "-"), (eb or {}).get(key, "-"), "")
 
 
 #: What `models download` writes next to the unpacked model: the version it came from.

@@ -181,6 +181,27 @@ def figures(doc: dict[str, Any]) -> str:
     )
 
 
+def summary(stored: Any) -> dict[str, str] | None:
+    """What `hfpipe models compare` shows of a stored evaluation (its wrapper, as the statistics document holds
+    it): the verdict, the rule's metric with its interval, the difference against its champion; None when
+    there is none or it is not the contract's."""
+    try:
+        evaluated = Evaluated.from_json(stored) if stored is not None else None
+    except EvaluationFormatError:
+        return None
+    if evaluated is None:
+        return None
+    doc = evaluated.document
+    metric = str(doc["rule"]["metric"])
+    return {
+        "verdict": evaluated.verdict,
+        "metric": metric,
+        "score": f"{metric} {_score(doc, 'challenger', metric)}",
+        "difference": _interval(doc["difference"]) if doc.get("difference") else "-",
+        "champion": _champion_text(evaluated.champion),
+    }
+
+
 def headline(evaluated: Evaluated) -> dict[str, str]:
     """CustomerMetadataProperties of an evaluated version: the verdict and the headline figures (strings)."""
     doc = evaluated.document
