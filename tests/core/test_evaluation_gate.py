@@ -101,8 +101,8 @@ def test_headline_properties_are_strings():
     assert props == {
         "evaluation_verdict": "worse",
         "evaluation_metric": "f1",
-        "evaluation_score": "58.1 [52, 64] on 40",
-        "evaluation_difference": "-3.1 (-5 to -1.2)",
+        "evaluation_score": "value 58.1 low 52 high 64 n 40",
+        "evaluation_difference": "value -3.1 low -5 high -1.2",
         "evaluation_champion": CHAMPION_ARN,
         "evaluation_document": "s3://artifacts/evaluations/run-2/evaluation.json",
     }

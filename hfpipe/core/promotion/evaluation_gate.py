@@ -24,6 +24,7 @@ The gate reads the verdict and the figures; it never recomputes them. Stdlib onl
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,19 +203,39 @@ def summary(stored: Any) -> dict[str, str] | None:
     }
 
 
+#: What a CustomerMetadataProperties value may hold (botocore's sagemaker model, CustomerMetadataValue:
+#: ``^([\p{L}\p{Z}\p{N}_.:\/=+\-@]*)${1,256}``); anything else becomes a space.
+_METADATA_CHARACTER = re.compile(r"[\w\s.:/=+\-@]")
+METADATA_VALUE_MAX = 256
+
+
+def metadata_value(text: str) -> str:
+    """``text`` as a CustomerMetadataProperties value: the characters the API accepts, at most 256."""
+    kept = "".join(c if _METADATA_CHARACTER.fullmatch(c) else " " for c in text)
+    return " ".join(kept.split())[:METADATA_VALUE_MAX] or "-"
+
+
+def _plain(entry: dict[str, Any]) -> str:
+    """A score or difference in the characters a metadata value may hold: 'value V low L high H [n N]'."""
+    text = f"value {_figure(entry.get('value'))} low {_figure(entry.get('low'))} high {_figure(entry.get('high'))}"
+    return text + (f" n {entry['n']}" if entry.get("n") is not None else "")
+
+
 def headline(evaluated: Evaluated) -> dict[str, str]:
-    """CustomerMetadataProperties of an evaluated version: the verdict and the headline figures (strings)."""
+    """CustomerMetadataProperties of an evaluated version: the verdict and the headline figures (strings in the
+    characters the API accepts: ``metadata_value``)."""
     doc = evaluated.document
     metric = str(doc["rule"]["metric"])
+    score = ((doc.get("challenger") or {}).get("scores") or {}).get(metric)
     values = {
         "evaluation_verdict": evaluated.verdict,
         "evaluation_metric": metric,
-        "evaluation_score": _score(doc, "challenger", metric),
-        "evaluation_difference": _interval(doc["difference"]) if doc.get("difference") else None,
+        "evaluation_score": _plain(score) if score else None,
+        "evaluation_difference": _plain(doc["difference"]) if doc.get("difference") else None,
         "evaluation_champion": evaluated.champion.version_arn if evaluated.champion else None,
         "evaluation_document": evaluated.document_uri,
     }
-    return {key: value for key, value in values.items() if value}
+    return {key: metadata_value(value) for key, value in values.items() if value}
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def check_input(event_input: Any) -> str:
     if not isinstance(event_input, Mapping) or set(event_input) - {OVERRIDE_KEY} != set(INPUT_KEYS):
         keys = sorted(event_input) if isinstance(event_input, Mapping) else type(event_input).__name__
         raise PromotionRefused(
-            f"input: {keys!r} is not accepted; accepted: an object with the key version "
+            f"input: {keys!r} is not accepted; accepted: an object with one key, version "
             '(e.g. {"version": "tiny-lora/3"} or a version ARN of the source environment), and optionally '
             f"{OVERRIDE_KEY} (a reason)"
         )

@@ -32,7 +32,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import api_shapes, throttling
-from hfpipe.core.promotion import promotion, promotion_access, registry
+from hfpipe.core.promotion import evaluation_gate, promotion, promotion_access, registry
 from hfpipe.core.promotion.promote_plan import (
     Promoted,
     PromotePlan,
@@ -298,7 +298,7 @@ def plan_promotion(ref: str, s: Settings, clients: Clients, override: str | None
     if (
         gate.note
     ):  # the override's reason, with the version (CustomerMetadataProperties: 256 characters a value)
-        properties[EVALUATION_OVERRIDE_KEY] = gate.note[:256]
+        properties[EVALUATION_OVERRIDE_KEY] = evaluation_gate.metadata_value(gate.note)
     request = _checked_request(desc, s, recipe, image, model, metrics, properties)
     before = _target_version(clients, group, source.version_arn)
     return PromotePlan(
