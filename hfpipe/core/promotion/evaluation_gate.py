@@ -289,7 +289,7 @@ def problem(
         )
     if evaluated.verdict == "worse":
         return (
-            f"version {version} is worse than the champion {_champion_text(champion_now)} on "
+            f"version {version} is worse than the champion {_champion_text(evaluated.champion)} on "
             f"{evaluated.document.get('data', {}).get('channel', 'the held-out data')}: "
             f"{figures(evaluated.document)}"
         )
@@ -302,7 +302,11 @@ def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: st
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
     if champion_now is None:
         return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
-    return f"evaluation {evaluated.verdict} against {_champion_text(champion_now)}: {figures(evaluated.document)}"
+    # The champion as evaluated (its version ARN): the one serving now is the same model (``problem``).
+    return (
+        f"evaluation {evaluated.verdict} against {_champion_text(evaluated.champion)}: "
+        f"{figures(evaluated.document)}"
+    )
 
 
 def decide(

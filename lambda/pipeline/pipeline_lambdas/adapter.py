@@ -204,7 +204,7 @@ def check_evaluation(
     )
     if not decision.allowed:
         raise AdapterRefused(f"refused by the evaluation gate: {decision.message}")
-    aws.log_json(LOG, "evaluation gate", allowed=True, message=decision.message)
+    aws.log_json(LOG, "evaluation gate passed", decision=decision.message)
 
 
 def check_base_quota(sagemaker: Any, service_quotas: Any, env: str, base: SharedBase) -> None:
