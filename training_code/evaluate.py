@@ -38,8 +38,12 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eval_scores
 
-#: The container's /opt/ml (local mode: a folder of the job's).
-OPT_ML = Path(os.environ.get("HFPIPE_LOCAL_OPT_ML", "/opt/ml"))
+
+def opt_ml() -> Path:
+    """The container's /opt/ml (local mode: the job's folder that stands for it)."""
+    return Path(os.environ.get("HFPIPE_LOCAL_OPT_ML", "/opt/ml"))
+
+
 DATA_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 BOUNDS = {"confidence": (0.5, 0.999), "resamples": (100, 10000)}
 
@@ -57,12 +61,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 def _say_and_exit(line: str, status: int) -> NoReturn:
     print(line, file=sys.stderr, flush=True)
-    message = OPT_ML / "output" / "message"
-    try:
+    if opt_ml().is_dir():  # in a container; elsewhere the line on stderr is all
+        message = opt_ml() / "output" / "message"
         message.parent.mkdir(parents=True, exist_ok=True)
         message.write_text(line[:1024], encoding="utf-8")
-    except OSError:
-        pass  # outside a container there may be no /opt/ml: the line on stderr is enough
     sys.exit(status)
 
 
@@ -94,8 +96,8 @@ def build_parser() -> OneLineParser:
     task.add_argument("--block-size", type=int, default=1024, help="perplexity: tokens per example at most")
     task.add_argument("--batch-size", type=int, default=8)
     paths = parser.add_argument_group("paths (the processing job's)")
-    paths.add_argument("--input-dir", type=Path, default=OPT_ML / "processing" / "input")
-    paths.add_argument("--output-dir", type=Path, default=OPT_ML / "processing" / "output")
+    paths.add_argument("--input-dir", type=Path, default=opt_ml() / "processing" / "input")
+    paths.add_argument("--output-dir", type=Path, default=opt_ml() / "processing" / "output")
     return parser
 
 
@@ -161,12 +163,22 @@ def _data_file(folder: Path) -> Path:
     return files[0]
 
 
+def _json_rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON list of records, or JSON lines (one record a line), as datasets' json loader reads both."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return whole if isinstance(whole, list) else [whole]
+
+
 def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The held-out records: the Hub split, else the one data file of input/data (a SQuAD JSON for QA, as
-    run_qa.py reads it; JSON lines, CSV or parquet otherwise, as the other scripts read them)."""
-    import datasets
-
+    run_qa.py reads it; JSON lines, a JSON list, CSV or parquet otherwise, as the other scripts read them)."""
     if args.dataset_name:
+        import datasets
+
         rows = datasets.load_dataset(args.dataset_name, args.dataset_config, split=args.split).to_list()
     else:
         path = _data_file(args.input_dir / "data")
@@ -174,7 +186,11 @@ def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
             import qa_utils
 
             rows = qa_utils.load_squad_json(path)
+        elif path.suffix in (".json", ".jsonl"):
+            rows = _json_rows(path)
         else:
+            import datasets
+
             loaded = datasets.load_dataset(DATA_SUFFIXES[path.suffix], data_files=[str(path)], split="train")
             rows = loaded.to_list()
     if args.task == "text-classification":
@@ -407,9 +423,9 @@ def all_metrics(
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Load the records and the models, score them, and return evaluation.json's document."""
     started = time.monotonic()
-    rows = load_records(args)
     names = ["challenger", "champion"] if args.champion else ["challenger"]
-    metrics = all_metrics({name: extract_model(args.input_dir, name, work) for name in names}, rows, args)
+    dirs = {name: extract_model(args.input_dir, name, work) for name in names}
+    metrics = all_metrics(dirs, load_records(args), args)
     rule = {
         "metric": args.metric,
         "margin": args.margin,

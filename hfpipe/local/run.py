@@ -73,6 +73,7 @@ class LocalRun:
                 self.s3, self.engine.client("sagemaker"), self.out, substitutions=self.substitutions
             )
             self.engine.fleets = self.runtime  # an endpoint update serves the old and new config side by side
+            self.engine.processing = self.runtime.processing  # the evaluation's processing jobs run here
             for bucket in data.buckets:  # the DataStack's; the Pipeline stack imports them
                 self.s3.create_bucket(Bucket=bucket)
             # What the command reads of the environment (its report of an adapter run: the shared base).

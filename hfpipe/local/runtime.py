@@ -61,6 +61,8 @@ class LocalRuntime:
         self.lock = threading.Lock()
         #: The stand-ins serving inference components (hfpipe.local.serving.adapter_serving), closed with the fleets.
         self.components = AdapterServing(sagemaker, self._download, workdir / "components")
+        #: The engine's ``processing`` plug-in: processing jobs (the evaluation's) run here.
+        self.processing = LocalProcessing(s3, workdir / "processing")
 
     def training(self, request: dict[str, Any], job: Any) -> None:
         """Run a CreateTrainingJob request here; fill moto's job like SageMaker would."""
@@ -210,6 +212,73 @@ class LocalRuntime:
         for endpoint in self.endpoints.values():
             endpoint.close()
         self.components.close()
+        self.processing.close()
+
+
+class LocalProcessing:
+    """Processing jobs run on this machine (hfpipe.local.training.processing), one thread each, as SageMaker
+    runs them: CreateProcessingJob returns at once, the job is InProgress while its inputs are copied in and
+    its container runs, its EndOfJob outputs are uploaded when it has completed, then it is Completed, Failed
+    (FailureReason) or Stopped, and ``ended`` sends its state-change event."""
+
+    def __init__(self, s3: Any, workdir: Path) -> None:
+        self.s3 = s3
+        self.workdir = workdir
+        self.threads: dict[str, threading.Thread] = {}
+        #: The runs that got as far as their container, by job name.
+        self.results: dict[str, Any] = {}
+
+    def check(self, request: dict[str, Any]) -> str | None:
+        """The refusal of a request that cannot run here (ValidationException before anything is created)."""
+        from hfpipe.local.training.processing import check_request
+
+        return check_request(request)
+
+    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        name = request["ProcessingJobName"]
+        thread = threading.Thread(
+            target=self._run, args=(request, job, ended), name=f"processing-{name}", daemon=True
+        )
+        self.threads[name] = thread
+        thread.start()
+
+    def _run(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        status, failure, message = "Failed", None, None
+        try:
+            result = self._execute(request, job)
+            status, failure, message = result.status, result.failure_reason, result.exit_message
+        except Exception as err:  # the inputs could not be fetched, the container not started
+            failure = f"ClientError: {err}"[:1024]
+        job.processing_end_time = job.last_modified_time = datetime.now(UTC)
+        job.failure_reason, job.exit_message = failure, message
+        job.processing_job_status = status
+        ended()
+
+    def _execute(self, request: dict[str, Any], job: Any) -> Any:
+        from hfpipe.local.training.processing import input_folders, run_processing_request
+
+        name = request["ProcessingJobName"]
+        job_dir = self.workdir / name
+        for uri, folder in input_folders(request, job_dir).values():
+            download_prefix(self.s3, uri, folder)
+        job.processing_start_time = datetime.now(UTC)
+        result = run_processing_request(request, job_dir)
+        self.results[name] = result
+        if result.status == "Completed":
+            for output in (request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
+                bucket, prefix = split_s3_uri(output["S3Output"]["S3Uri"])
+                upload_dir(self.s3, result.outputs[output["OutputName"]], bucket, prefix)
+        return result
+
+    def wait(self, name: str, timeout_s: float = 300.0) -> Any:
+        """Wait for the job's thread to end; its run (hfpipe.local.training.processing.LocalProcessingJob), or
+        None where it failed before its container ran."""
+        self.threads[name].join(timeout_s)
+        return self.results.get(name)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        for thread in list(self.threads.values()):
+            thread.join(timeout_s)
 
 
 def _final_metrics(logs: str, definitions: list[dict[str, str]]) -> dict[str, float]:

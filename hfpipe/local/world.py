@@ -204,6 +204,7 @@ class LocalWorld:
         self.engine.world = self  # InvokeEndpoint over HTTP, other environments' S3 objects (moto_patches)
         self.runtime = WorldRuntime(self.engine, self.workdir, self.say)
         self.engine.fleets = self.runtime  # an endpoint update serves the old and new config side by side
+        self.engine.processing = self.runtime.processing  # the evaluation's processing jobs run here
         self._stack.callback(self.runtime.close)
         # Last in, first out: training process groups end before the account they write to.
         self._stack.callback(stop_all)

@@ -83,6 +83,8 @@ def test_only_what_cannot_exist_here_is_substituted_and_each_is_said(name):
         assert local["evaluation_gate"]["threshold"] == 0.0 and "evaluation_gate" in said
     if real["training"].get("distribution"):
         assert subs.distributed and "distribution" in said
+    if local.get("evaluation") != real.get("evaluation"):  # a hub split became the stand-in's channel
+        assert "evaluation" in said and local["evaluation"]["data"] in local["training"]["channels"]
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -313,3 +315,26 @@ def test_a_recipe_of_each_kind_runs_end_to_end_locally(name, out_root: Path) -> 
     if load_recipe(name)["training"].get("distribution"):
         assert f"--nproc_per_node {LOCAL_PROCESSES}" in (run_dir / "training.log").read_text()
     print(f"{name}: {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [
+        ("roberta-large-mnli-mp", "validation_matched"),
+        ("distilbert-spot", "test"),
+        ("bloomz-7b1-lora-samsum", "test"),
+    ],
+)
+def test_a_hub_split_to_evaluate_on_becomes_the_stand_in_s_validation_channel(name: str, split: str) -> None:
+    """recipe.evaluation.data names a split of the hub data set; here the data set is the fixture's channels,
+    so the evaluation reads their validation channel, and the run says so (docs/evaluation.md)."""
+    real = load_recipe(name)
+    assert real["evaluation"]["data"] == split
+    subs = for_this_machine(real, gpu=False)
+    assert subs.recipe["evaluation"]["data"] == "validation"
+    resolve_recipe(subs.recipe)  # a held-out channel of the recipe as it runs here
+    line = (
+        "evaluation.data: "
+        + f"{split} (a split of the hub data set) -> the validation channel of the stand-in data"
+    )
+    assert any(printed.startswith(line) for printed in subs.lines()), subs.lines()

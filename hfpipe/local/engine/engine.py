@@ -98,6 +98,11 @@ class LocalEngine(EngineViews):
         as sent, ``job`` moto's job object, whose AlgorithmSpecification is the request's). Tests set
         ``job.training_job_status = "Failed"``; ``hfpipe local`` runs the real training here
         (hfpipe.local.training.container) and uploads model.tar.gz to ``job.model_artifacts["S3ModelArtifacts"]``.
+    ``processing``
+        optional: runs processing jobs (``check(request) -> refusal or None`` before CreateProcessingJob,
+        ``start(request, job, ended)`` after moto recorded it: returns at once, sets moto's job as
+        DescribeProcessingJob should answer, and calls ``ended()`` when the job has ended, which sends the
+        job's state-change event). ``hfpipe local`` sets its LocalRuntime's (hfpipe.local.runtime).
     ``endpoint(endpoint_name, body) -> answer``
         serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
         ``hfpipe local`` serves through hfpipe.local.serving.endpoint.LocalEndpoint.
@@ -139,6 +144,8 @@ class LocalEngine(EngineViews):
         self.template = template
         self.resources: dict[str, Any] = template["Resources"]
         self.training = training
+        #: Runs processing jobs (the class docstring); None: moto's answer stands (Completed at once).
+        self.processing: Any = None
         self.endpoint = endpoint or (lambda name, body: [{"echo": body}])
         #: Answers an InvokeEndpoint naming an inference component AWS would route (``component(route,
         #: body)``, route: hfpipe.local.engine.inference_components.Route); the local world serves adapters with it.
@@ -390,6 +397,16 @@ class LocalEngine(EngineViews):
             self.put_event(
                 "aws.sagemaker", "SageMaker Training Job State Change", job, [job["TrainingJobArn"]]
             )
+
+    def processing_job_ended(self, name: str) -> None:
+        """SageMaker's processing-job state-change event, as EventBridge delivers it (detail-type "SageMaker
+        Processing Job State Change", the detail DescribeProcessingJob's answer: "Events that Amazon SageMaker
+        AI sends to Amazon EventBridge")."""
+        job = self.client("sagemaker").describe_processing_job(ProcessingJobName=name)
+        job.pop("ResponseMetadata", None)
+        self.put_event(
+            "aws.sagemaker", "SageMaker Processing Job State Change", job, [job["ProcessingJobArn"]]
+        )
 
     def execution_started(self, worker: Any) -> None:
         """An execution started (moto_patches): leaving the engine stops it unless it has ended by then, and

@@ -13,6 +13,9 @@ service-integration clients that way):
   (which moto lacks) is answered by ``plugins.guardrails`` (hfpipe.local.engine.guardrails);
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
   plug-ins get moto's job or endpoint object (hfpipe.local.engine.moto_patches) once moto has created it;
+- ``before-call`` / ``after-call.sagemaker.CreateProcessingJob``: the ``processing`` plug-in refuses a request
+  that cannot run here (ValidationException, nothing created), else starts the job once moto has recorded it
+  (moto calls it Completed at once: it is InProgress until the run ends);
 - ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates metric alarms all the time, moto never
   does, so the alarms the call names (every alarm when it names none) are evaluated first
   (hfpipe.local.engine.cloudwatch.evaluate, from the metrics every invocation records); moto then answers with the
@@ -68,6 +71,7 @@ class SessionHooks:
             ("before-call.sagemaker", self._inject),
             ("after-call.sagemaker.CreateTrainingJob", self._training_job_created),
             ("after-call.sagemaker.CreateEndpoint", self._endpoint_created),
+            ("after-call.sagemaker.CreateProcessingJob", self._processing_job_created),
             ("before-parameter-build.cloudwatch.DescribeAlarms", _keep_request),
             ("before-call.cloudwatch.DescribeAlarms", self._evaluate_alarms),
         ):
@@ -129,6 +133,10 @@ class SessionHooks:
         from hfpipe.local.engine.deployment import ApiError
 
         pending = self.errors(xform_name(model.name))
+        if not pending and model.name == "CreateProcessingJob" and self.plugins.processing:
+            refused = self.plugins.processing.check(context[_REQUEST])
+            if refused:
+                return _error("ValidationException", refused)
         if not pending:
             if model.name != "UpdateEndpoint":
                 return None
@@ -151,6 +159,25 @@ class SessionHooks:
             job.algorithm_specification = copy.deepcopy(request["AlgorithmSpecification"])
         if self.plugins.training:
             self.plugins.training(copy.deepcopy(request), job)
+
+    def _processing_job_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        """moto records the job Completed at once; the ``processing`` plug-in runs it (InProgress until it
+        ends) and calls back when it has, for the state-change event."""
+        if http_response.status_code >= 300 or not self.plugins.processing:
+            return
+        request = context[_REQUEST]
+        name = request["ProcessingJobName"]
+        job = moto_patches.processing_job_record(ACCOUNT, self.region, name)
+        # What moto's CreateProcessingJob drops, as DescribeProcessingJob answers it (botocore's model); the
+        # attributes the run sets later exist from now on, None (left out of the answer) until then, so that
+        # setting them never resizes the object's __dict__ while another thread's Describe encodes it.
+        job.processing_resources = copy.deepcopy(request["ProcessingResources"])
+        job.environment = copy.deepcopy(request.get("Environment"))
+        job.processing_start_time = job.processing_end_time = job.failure_reason = job.exit_message = None
+        job.processing_job_status = "InProgress"
+        self.plugins.processing.start(
+            copy.deepcopy(request), job, lambda: self.plugins.processing_job_ended(name)
+        )
 
     def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         if http_response.status_code >= 300:

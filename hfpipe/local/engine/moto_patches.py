@@ -135,6 +135,22 @@ FIELDS = (
             "production_variants",
         )
     ),
+    # The processing job moto records and calls Completed at once; local mode runs it (hfpipe.local.runtime).
+    "moto.sagemaker.models.SageMakerModelBackend.processing_jobs",
+    *(
+        f"moto.sagemaker.models.FakeProcessingJob.{name}"
+        for name in (
+            "processing_job_name",
+            "arn",
+            "processing_job_status",
+            "processing_end_time",
+            "last_modified_time",
+            "app_specification",
+            "processing_inputs",
+            "processing_output_config",
+            "stopping_condition",
+        )
+    ),
 )
 #: Attributes local mode adds to moto's objects, which DescribeTrainingJob and DescribeEndpoint then answer
 #: as moto answers every attribute its object holds (not moto's: not checked against it).
@@ -145,6 +161,12 @@ ADDED = (
     "FakeEndpoint.pending_deployment_summary",
     "FakeEndpoint.last_deployment_config",
     "FakeScalableTarget.hfpipe_tags",
+    # The request's fields moto's CreateProcessingJob drops, and what the run sets (DescribeProcessingJob).
+    "FakeProcessingJob.processing_resources",
+    "FakeProcessingJob.environment",
+    "FakeProcessingJob.processing_start_time",
+    "FakeProcessingJob.failure_reason",
+    "FakeProcessingJob.exit_message",
 )
 #: Every moto module and attribute local mode touches, reads and writes alike; nothing outside this module
 #: imports moto beyond ``mock_aws`` (tests/layout/test_moto_adapter.py keeps both true).
@@ -234,6 +256,14 @@ def training_job_record(account: str, region: str, name: str) -> Any:
     """moto's object for the training job ``name`` (KeyError: none), whose attributes DescribeTrainingJob
     answers (the engine's ``training`` plug-in sets them, hfpipe.local.engine.engine)."""
     job = sagemaker_backend(account, region).training_jobs[name]
+    _check_fields(job, FIELDS)
+    return job
+
+
+def processing_job_record(account: str, region: str, name: str) -> Any:
+    """moto's object for the processing job ``name`` (KeyError: none), whose attributes DescribeProcessingJob
+    answers (the engine's ``processing`` plug-in sets them, hfpipe.local.engine.engine)."""
+    job = sagemaker_backend(account, region).processing_jobs[name]
     _check_fields(job, FIELDS)
     return job
 

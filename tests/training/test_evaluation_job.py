@@ -1,0 +1,236 @@
+"""The evaluation job in local mode: a CreateProcessingJob runs training_code/evaluate.py on this machine under
+SageMaker Processing's contract (hfpipe.local.training.processing, the engine's processing plug-in) and leaves
+evaluation.json in S3, valid against the contract (hfpipe.core.recipe.evaluation).
+
+No training run: the tiny served classification model (hfpipe.fixtures.serving, what run_classification.py
+leaves in model.tar.gz) with its head's weights set so that it answers one class, entailment (right on 27 of
+the 30 held-out pairs) or contradiction (right on none): a better and a worse version of the same model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfpipe.core.recipe.evaluation import INPUT_PATHS, OUTPUT_PATH, check_document
+from hfpipe.core.validate import RecipeError
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "training_code"))
+BUCKET = "artifacts"
+#: The smallest template the engine takes: one state machine (the processing job needs none).
+TEMPLATE = {
+    "Resources": {
+        "Pipeline": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "DefinitionString": json.dumps({"StartAt": "End", "States": {"End": {"Type": "Succeed"}}})
+            },
+        }
+    }
+}
+
+
+def _pack(folder: Path, archive: Path) -> None:
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """inputs/{better,worse}/model.tar.gz and inputs/data/validation.jsonl (30 MNLI pairs, 27 entailment)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from hfpipe.fixtures.mnli import make_mnli
+    from hfpipe.fixtures.serving import build_served_model
+
+    root = tmp_path_factory.mktemp("evaluation")
+    served = build_served_model("run_classification.py", root / "served")
+    for name, label in (("better", 0), ("worse", 2)):
+        model = AutoModelForSequenceClassification.from_pretrained(served)
+        head = model.classifier.out_proj  # RoBERTa's classification head
+        with torch.no_grad():
+            head.weight.zero_()
+            head.bias.copy_(torch.tensor([-10.0, -10.0, -10.0]))
+            head.bias[label] = 10.0
+        folder = root / "models" / name
+        shutil.copytree(served, folder)
+        model.save_pretrained(folder)
+        _pack(folder, root / "inputs" / name / "model.tar.gz")
+    rows = make_mnli(30)
+    for i, row in enumerate(rows):
+        row["label"] = 0 if i < 27 else 1
+    (root / "inputs" / "data").mkdir()
+    (root / "inputs" / "data" / "validation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root / "inputs"
+
+
+@pytest.fixture(scope="module")
+def engine(inputs: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The local engine with the runtime's processing plug-in, the inputs and training_code/ in its S3."""
+    from hfpipe.local.engine.engine import LocalEngine
+    from hfpipe.local.runtime import LocalProcessing, upload_dir
+
+    with LocalEngine(TEMPLATE, region="us-east-1", time_scale=0.0) as eng:
+        s3 = eng.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        for name in ("better", "worse", "data"):
+            upload_dir(s3, inputs / name, BUCKET, f"inputs/{name}")
+        upload_dir(s3, REPO / "training_code", BUCKET, "code")
+        eng.processing = LocalProcessing(s3, tmp_path_factory.mktemp("processing"))
+        yield eng
+
+
+def _request(name: str, challenger: str, champion: str | None, arguments: list[str]) -> dict[str, Any]:
+    """A CreateProcessingJob request by the contract: inputs at INPUT_PATHS, the output at OUTPUT_PATH."""
+    sources = {"challenger": f"inputs/{challenger}", "data": "inputs/data", "code": "code"}
+    if champion:
+        sources["champion"] = f"inputs/{champion}"
+    return {
+        "ProcessingJobName": name,
+        "RoleArn": "arn:aws:iam::123456789012:role/evaluation",
+        "ProcessingResources": {
+            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 30}
+        },
+        "AppSpecification": {
+            "ImageUri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.8.0",
+            "ContainerEntrypoint": ["python3", f"{INPUT_PATHS['code']}/evaluate.py"],
+            "ContainerArguments": arguments,
+        },
+        "ProcessingInputs": [
+            {
+                "InputName": input_name,
+                "S3Input": {
+                    "S3Uri": f"s3://{BUCKET}/{key}",
+                    "LocalPath": INPUT_PATHS[input_name],
+                    "S3DataType": "S3Prefix",
+                    "S3InputMode": "File",
+                },
+            }
+            for input_name, key in sources.items()
+        ],
+        "ProcessingOutputConfig": {
+            "Outputs": [
+                {
+                    "OutputName": "evaluation",
+                    "S3Output": {
+                        "S3Uri": f"s3://{BUCKET}/evaluations/{name}",
+                        "LocalPath": OUTPUT_PATH,
+                        "S3UploadMode": "EndOfJob",
+                    },
+                }
+            ]
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+
+
+RULE = ["--task", "text-classification", "--metric", "accuracy", "--margin", "1.0", "--resamples", "500"]
+EXTRA = ["--max-seq-length", "64", "--text-columns", "premise,hypothesis"]
+
+
+def _run(engine: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """Create the job (InProgress at once, as CreateProcessingJob leaves it), wait for its end; its description."""
+    sagemaker = engine.client("sagemaker")
+    sagemaker.create_processing_job(**request)
+    name = request["ProcessingJobName"]
+    assert sagemaker.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"] in (
+        "InProgress",
+        "Completed",  # a fast machine: the thread ran to its end already
+    )
+    engine.processing.wait(name)
+    return sagemaker.describe_processing_job(ProcessingJobName=name)
+
+
+def _document(engine: Any, name: str) -> dict[str, Any]:
+    body = engine.client("s3").get_object(Bucket=BUCKET, Key=f"evaluations/{name}/evaluation.json")["Body"]
+    return check_document(json.loads(body.read()))
+
+
+def test_a_worse_challenger_s_job_completes_with_the_verdict_worse_and_the_figures(engine: Any) -> None:
+    job = _run(engine, _request("worse-one", "worse", "better", [*RULE, "--champion", *EXTRA]))
+    assert job["ProcessingJobStatus"] == "Completed", job.get("FailureReason")
+    assert job["ProcessingStartTime"] <= job["ProcessingEndTime"] and "FailureReason" not in job
+    doc = _document(engine, "worse-one")
+    assert doc["data"] == {"channel": "validation", "examples": 30}
+    assert doc["challenger"]["scores"]["accuracy"]["value"] == 0.0
+    assert doc["champion"]["scores"]["accuracy"]["value"] == 90.0
+    assert doc["verdict"] == "worse" and doc["difference"]["value"] == -90.0
+    assert doc["difference"]["high"] < -1.0 and "worse" in doc["reason"]  # below -margin
+    ended = [e for e in engine.events if e["detail-type"] == "SageMaker Processing Job State Change"]
+    assert [(e["detail"]["ProcessingJobName"], e["detail"]["ProcessingJobStatus"]) for e in ended][:1] == [
+        ("worse-one", "Completed")
+    ]
+
+
+def test_a_better_challenger_is_better(inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same entry point, in this process (torch is loaded already): the better model as the challenger.
+    import evaluate
+
+    folder = tmp_path / "input"
+    folder.mkdir()
+    for name, source in (("challenger", "better"), ("champion", "worse"), ("data", "data")):
+        (folder / name).symlink_to(inputs / source)
+    monkeypatch.setenv("HFPIPE_LOCAL_OPT_ML", str(tmp_path))
+    doc = evaluate.main(
+        [*RULE, "--champion", *EXTRA, "--input-dir", str(folder), "--output-dir", str(tmp_path)]
+    )
+    assert check_document(json.loads((tmp_path / "evaluation.json").read_text())) == doc
+    assert doc["challenger"]["scores"]["accuracy"]["value"] == 90.0
+    assert doc["verdict"] == "better" and doc["difference"]["low"] > 0
+
+
+def test_a_failed_evaluation_fails_its_job_saying_why(engine: Any) -> None:
+    # --champion without a champion input: evaluate.py's one line is the job's FailureReason and ExitMessage.
+    job = _run(engine, _request("no-champion-input", "better", None, [*RULE, "--champion", *EXTRA]))
+    assert job["ProcessingJobStatus"] == "Failed"
+    assert job["FailureReason"].startswith("AlgorithmError: evaluate.py: EvaluationError: input/champion")
+    assert job["ExitMessage"].startswith("evaluate.py: EvaluationError: input/champion")
+    keys = engine.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="evaluations/no-champion-input")
+    assert keys["KeyCount"] == 0  # EndOfJob outputs of a failed job are not uploaded
+
+
+def test_a_request_local_mode_cannot_run_is_refused_before_a_job_exists(engine: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    request = _request("elsewhere", "better", None, RULE)
+    request["ProcessingInputs"][0]["S3Input"]["LocalPath"] = "/data/challenger"
+    with pytest.raises(ClientError) as refused:
+        engine.client("sagemaker").create_processing_job(**request)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "ProcessingInputs[0].S3Input.LocalPath: '/data/challenger'" in str(refused.value)
+    with pytest.raises(ClientError):
+        engine.client("sagemaker").describe_processing_job(ProcessingJobName="elsewhere")
+
+
+def test_the_document_s_rules_name_the_field() -> None:
+    with pytest.raises(RecipeError, match=r"^evaluation.verdict: 'better' with champion absent"):
+        check_document(
+            {
+                "schema": "hfpipe.evaluation/1",
+                "task": "text-classification",
+                "data": {"channel": "validation", "examples": 3},
+                "rule": {
+                    "metric": "accuracy",
+                    "margin": 0.0,
+                    "confidence": 0.95,
+                    "resamples": 100,
+                    "higher_is_better": True,
+                },
+                "challenger": {"scores": {"accuracy": {"value": 1.0, "n": 3, "low": 0.0, "high": 2.0}}},
+                "champion": None,
+                "difference": None,
+                "verdict": "better",
+                "reason": "",
+                "seconds": 1.0,
+            }
+        )
