@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfpipe import contract
 from hfpipe.core.recipe import evaluation
 from hfpipe.core.validate import RecipeError
 
@@ -39,7 +40,7 @@ DEFAULT_GATE_MODE = "advisory"
 #: Where the wrapper sits in a version's statistics document (hfpipe.core.promotion.registry.statistics).
 STATISTICS_KEY = "evaluation"
 #: The artifacts bucket prefix of the documents (the contract's key: evaluations/<execution>/evaluation.json).
-EVALUATIONS_PREFIX = "evaluations/"
+EVALUATIONS_PREFIX = contract.ARTIFACTS_EVALUATIONS_PREFIX
 #: The option that overrides the gate, and the start of the approval description it records.
 OVERRIDE_OPTION = "--override-evaluation"
 OVERRIDE_PREFIX = "evaluation gate overridden: "
