@@ -182,6 +182,7 @@ class PipelineStack(Stack):
             env_name=self.config.name,
             grant_pass_role=self.grant_pass_execution_role,
             log_group=self.log_group,
+            execution_role_arn=self.execution_role.role_arn,
         )
         self.state_machine = self.pipeline.state_machine
         self.pipeline_events = PipelineEvents(

@@ -64,3 +64,43 @@ def wrapper(
         },
         "document": document(verdict, **figures),
     }
+
+
+class StandInEvaluation:
+    """The engine's ``processing`` plug-in for tests that run the pipeline without evaluate.py (the recipes'
+    evaluation job): the job writes a contract document for its task and metric at its output, and ends
+    Completed at once. ``verdict``: what it says when a champion is scored (``--champion``); without one,
+    no_champion. ``requests``: the CreateProcessingJob requests it ran."""
+
+    def __init__(self, verdict: str = "not_worse") -> None:
+        self.verdict = verdict
+        self.requests: list[dict[str, Any]] = []
+
+    def check(self, request: dict[str, Any]) -> str | None:
+        return None
+
+    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        import json
+        from datetime import UTC, datetime
+
+        import boto3
+
+        self.requests.append(request)
+        args = request["AppSpecification"]["ContainerArguments"]
+        task, metric = args[args.index("--task") + 1], args[args.index("--metric") + 1]
+        doc = document(self.verdict if "--champion" in args else "no_champion")
+        doc["task"] = task
+        doc["rule"] = {**doc["rule"], "metric": metric}
+        for side in ("challenger", "champion"):
+            if doc[side] is not None:
+                doc[side]["scores"] = {metric: doc[side]["scores"]["f1"]}
+        if doc["difference"] is not None:
+            doc["difference"]["metric"] = metric
+        (output,) = request["ProcessingOutputConfig"]["Outputs"]
+        bucket, _, prefix = output["S3Output"]["S3Uri"].removeprefix("s3://").partition("/")
+        boto3.client("s3").put_object(
+            Bucket=bucket, Key=f"{prefix.rstrip('/')}/evaluation.json", Body=json.dumps(doc).encode()
+        )
+        job.processing_start_time = job.processing_end_time = datetime.now(UTC)
+        job.processing_job_status = "Completed"
+        ended()

@@ -83,6 +83,7 @@ class PipelineStateMachine(Construct):
         env_name: str,
         grant_pass_role: PassRoleGrant,
         log_group: logs.ILogGroup,
+        execution_role_arn: str,
         retry_interval: cdk.Duration = RETRY_INTERVAL,
         capacity_retry_interval: cdk.Duration = CAPACITY_RETRY_INTERVAL,
         timeout: cdk.Duration = EXECUTION_TIMEOUT,
@@ -93,6 +94,7 @@ class PipelineStateMachine(Construct):
         self._stack = cdk.Stack.of(self)
         self._env_name = env_name
         self._functions = functions
+        self._execution_role_arn = execution_role_arn
         self._retry_interval = retry_interval
         self._capacity_retry_interval = capacity_retry_interval
         self._cleanup_on_error = self._error_path()
@@ -277,16 +279,22 @@ class PipelineStateMachine(Construct):
             "ProcessingResources",
             "StoppingCondition",
             "AppSpecification",
-            "RoleArn",
             "Tags",
         )
+        # RoleArn as a value, not a path: moto's interpreter (5.2.5) reads the key "RoleArn.$" as a literal
+        # field name (RoleArn is a keyword of its ASL grammar: Credentials), and local mode runs this definition.
+        # The value is the execution role, the request's own (hfpipe.core.run.evaluation_job: the plan's
+        # role_arn, the same ARN), which the role's PassRole grant names.
         state = sfn.CustomState(
             self,
             "Evaluate",
             state_json={
                 "Type": "Task",
                 "Resource": f"arn:{self._stack.partition}:states:::sagemaker:createProcessingJob.sync",
-                "Parameters": {f"{name}.$": f"{request}.{name}" for name in fields},
+                "Parameters": {
+                    **{f"{name}.$": f"{request}.{name}" for name in fields},
+                    "RoleArn": self._execution_role_arn,
+                },
                 "ResultPath": "$.evaluation_job.job",
             },
         )
