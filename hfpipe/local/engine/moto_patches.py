@@ -94,6 +94,8 @@ USED = (
     "moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name.CustomErrorName",
     "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEvent",
     "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEventException",
+    "moto.stepfunctions.parser.asl.component.common.error_name.states_error_name.StatesErrorName",
+    "moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type.StatesErrorNameType.StatesTaskFailed",
     "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource.ResourceCondition",
     "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
@@ -608,10 +610,13 @@ def _processing_sync(unsupported: Any) -> list[Patch]:
 def _sync_failure(task: Any, env: Any, cause: str) -> Exception:
     """States.TaskFailed of a `.sync` task whose job ended Failed or Stopped, its description the cause."""
     from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
-    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
     from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
         FailureEvent,
         FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
     )
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
@@ -624,7 +629,7 @@ def _sync_failure(task: Any, env: Any, cause: str) -> Exception:
     return FailureEventException(
         FailureEvent(
             env=env,
-            error_name=CustomErrorName("States.TaskFailed"),
+            error_name=StatesErrorName(typ=StatesErrorNameType.StatesTaskFailed),
             event_type=HistoryEventType.TaskFailed,
             event_details=EventDetails(taskFailedEventDetails=details),
         )
