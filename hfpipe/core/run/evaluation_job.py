@@ -15,7 +15,8 @@ model.tar.gz and, when a version serves there, the champion's, with ``--champion
   (API reference: ProcessingS3Input).
 - Role: the environment's SageMaker execution role, which already reads the data and artifacts buckets; it
   writes only under the job's output prefix besides training's (stacks/constructs/execution_role.py).
-- Instance: the training instance type, one instance (evaluate.py runs one process).
+- Instance: the training instance type, one instance (evaluate.py runs one process); its time limit the
+  training job's, at most ``limits.EVALUATION_MAX_SECONDS`` (counted in the execution's other states' time).
 
 Stdlib only: the Plan and PrepareEvaluation Lambdas run it.
 """
@@ -27,7 +28,7 @@ import re
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core import api_shapes
+from hfpipe.core import api_shapes, limits
 from hfpipe.core.adapters.adapter_deploy import ADAPTER_NAME
 from hfpipe.core.recipe import evaluation
 from hfpipe.core.run.plan_model import Evaluation
@@ -118,7 +119,9 @@ def base_request(
                 "VolumeSizeInGB": t["volume_size_gb"],
             }
         },
-        "StoppingCondition": {"MaxRuntimeInSeconds": int(t["max_run_seconds"])},
+        "StoppingCondition": {
+            "MaxRuntimeInSeconds": min(int(t["max_run_seconds"]), limits.EVALUATION_MAX_SECONDS)
+        },
         "AppSpecification": {
             "ImageUri": training_request["AlgorithmSpecification"]["TrainingImage"],
             "ContainerEntrypoint": list(ENTRYPOINT),
