@@ -217,10 +217,8 @@ def reason(verdict_: str, rule: Mapping[str, Any], difference: Mapping[str, Any]
     if difference is None:
         return f"no champion to compare with: the challenger's {metric} is recorded, nothing is compared"
     sense = "" if rule.get("higher_is_better", True) else " (lower is better; positive means better)"
-    span = (
-        f"challenger - champion {metric}{sense}: {difference['value']:+.4g}, "
-        f"{confidence:.0%} interval [{difference['low']:+.4g}, {difference['high']:+.4g}]"
-    )
+    value, low, high = (_figure(difference[key]) for key in ("value", "low", "high"))
+    span = f"challenger - champion {metric}{sense}: {value}, {confidence:.1%} interval [{low}, {high}]"
     said = {
         "better": "better beyond noise: the whole interval is above 0",
         "worse": f"worse: the whole interval is below -{rule['margin']:g} (the margin)",
@@ -229,9 +227,13 @@ def reason(verdict_: str, rule: Mapping[str, Any], difference: Mapping[str, Any]
     return f"{said[verdict_]}; {span}"
 
 
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.4g}"
+
+
 def _finite(value: float) -> float | None:
     """JSON has no NaN or infinity: None where a figure is not a number."""
-    return round(value, 6) if math.isfinite(value) else None
+    return round(value, 6) + 0.0 if math.isfinite(value) else None  # + 0.0: no "-0"
 
 
 def document(

@@ -31,6 +31,8 @@ import os
 import sys
 import tarfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -173,29 +175,43 @@ def _json_rows(path: Path) -> list[dict[str, Any]]:
     return whole if isinstance(whole, list) else [whole]
 
 
+def squad_rows(path: Path) -> list[dict[str, Any]]:
+    """A SQuAD v1.1 file's questions (or flattened rows), as run_qa.py reads them."""
+    import qa_utils
+
+    return qa_utils.load_squad_json(path)
+
+
+def table_rows(path: Path) -> list[dict[str, Any]]:
+    """JSON lines, a JSON list, CSV or parquet records, as run_classification.py and run_clm.py read them."""
+    if path.suffix in (".json", ".jsonl"):
+        return _json_rows(path)
+    import datasets
+
+    return datasets.load_dataset(DATA_SUFFIXES[path.suffix], data_files=[str(path)], split="train").to_list()
+
+
+def every_row(row: dict[str, Any], args: argparse.Namespace) -> bool:
+    return True
+
+
+def labelled_row(row: dict[str, Any], args: argparse.Namespace) -> bool:
+    """GLUE marks unlabelled rows with -1; run_classification.py leaves them out too."""
+    label = row.get(args.label_column)
+    return not isinstance(label, int) or label >= 0
+
+
 def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The held-out records: the Hub split, else the one data file of input/data (a SQuAD JSON for QA, as
-    run_qa.py reads it; JSON lines, a JSON list, CSV or parquet otherwise, as the other scripts read them)."""
+    """The held-out records the task scores: the Hub split, else the one data file of input/data, read as
+    the task's training script reads it."""
+    way = WAYS[args.task]
     if args.dataset_name:
         import datasets
 
         rows = datasets.load_dataset(args.dataset_name, args.dataset_config, split=args.split).to_list()
     else:
-        path = _data_file(args.input_dir / "data")
-        if args.task == "question-answering":
-            import qa_utils
-
-            rows = qa_utils.load_squad_json(path)
-        elif path.suffix in (".json", ".jsonl"):
-            rows = _json_rows(path)
-        else:
-            import datasets
-
-            loaded = datasets.load_dataset(DATA_SUFFIXES[path.suffix], data_files=[str(path)], split="train")
-            rows = loaded.to_list()
-    if args.task == "text-classification":
-        # GLUE marks unlabelled rows with -1 (run_classification.py leaves them out too).
-        rows = [r for r in rows if not isinstance(r.get(args.label_column), int) or r[args.label_column] >= 0]
+        rows = way.read(_data_file(args.input_dir / "data"))
+    rows = [row for row in rows if way.keep(row, args)]
     if args.max_examples is not None:
         rows = rows[: args.max_examples]
     if not rows:
@@ -403,15 +419,22 @@ def causal_lm_metrics(
     return rouge_metrics(bundle, rows, args)
 
 
-def all_metrics(
+Scored = dict[str, list[eval_scores.Metric]]
+
+
+def qa_scored(dirs: dict[str, Path], rows: list[dict[str, Any]], args: argparse.Namespace) -> Scored:
+    return {name: qa_metrics(d, rows, args) for name, d in dirs.items()}
+
+
+def causal_lm_scored(dirs: dict[str, Path], rows: list[dict[str, Any]], args: argparse.Namespace) -> Scored:
+    return {name: causal_lm_metrics(d, rows, args) for name, d in dirs.items()}
+
+
+def classification_scored(
     dirs: dict[str, Path], rows: list[dict[str, Any]], args: argparse.Namespace
-) -> dict[str, list[eval_scores.Metric]]:
-    """Each model's metrics on the same records. Macro-F1's classes are those in the gold labels or in any
-    model's predictions, the same for every model, so the paired difference compares like with like."""
-    if args.task == "question-answering":
-        return {name: qa_metrics(d, rows, args) for name, d in dirs.items()}
-    if args.task != "text-classification":
-        return {name: causal_lm_metrics(d, rows, args) for name, d in dirs.items()}
+) -> Scored:
+    """Macro-F1's classes are those in the gold labels or in any model's predictions, the same for every
+    model, so the paired difference compares like with like."""
     predictions = {name: classification_predictions(d, rows, args) for name, d in dirs.items()}
     labels = sorted({i for predicted, gold in predictions.values() for i in (*predicted, *gold)})
     return {
@@ -420,12 +443,31 @@ def all_metrics(
     }
 
 
+@dataclass(frozen=True)
+class TaskWay:
+    """How a task kind's data is read (a data file's records), which records score, and how each model is
+    scored on them."""
+
+    read: Callable[[Path], list[dict[str, Any]]]
+    keep: Callable[[dict[str, Any], argparse.Namespace], bool]
+    score: Callable[[dict[str, Path], list[dict[str, Any]], argparse.Namespace], Scored]
+
+
+#: Per task kind (eval_scores.TASK_METRICS names the same kinds; tests/training/test_eval_scores.py).
+WAYS = {
+    "question-answering": TaskWay(squad_rows, every_row, qa_scored),
+    "text-classification": TaskWay(table_rows, labelled_row, classification_scored),
+    "summarization": TaskWay(table_rows, every_row, causal_lm_scored),
+    "text-generation": TaskWay(table_rows, every_row, causal_lm_scored),
+}
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Load the records and the models, score them, and return evaluation.json's document."""
     started = time.monotonic()
     names = ["challenger", "champion"] if args.champion else ["challenger"]
     dirs = {name: extract_model(args.input_dir, name, work) for name in names}
-    metrics = all_metrics(dirs, load_records(args), args)
+    metrics = WAYS[args.task].score(dirs, load_records(args), args)
     rule = {
         "metric": args.metric,
         "margin": args.margin,

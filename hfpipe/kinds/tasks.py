@@ -141,6 +141,9 @@ class TaskKind:
     #: same, tests/training/test_eval_scores.py compares them), each with whether higher is better: what a
     #: recipe's evaluation.metric may name (docs/evaluation.md).
     metrics: Mapping[str, bool] = field(default_factory=dict)
+    #: {recipe hyperparameter: training_code/evaluate.py argument}: what predicting needs, as the training
+    #: script used it (hfpipe.core.recipe.evaluation.container_arguments passes those the recipe sets).
+    evaluation_arguments: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def serving_kinds(self) -> tuple[str, ...]:
@@ -178,6 +181,12 @@ class TaskKind:
 #: ROUGE-1/2/L/Lsum of greedy generations against the template's response field, and perplexity (lower is
 #: better) of the rendered records.
 CAUSAL_LM_METRICS = {"rouge1": True, "rouge2": True, "rougeL": True, "rougeLsum": True, "perplexity": False}
+#: ROUGE's greedy summaries are as long as training's (generation_max_new_tokens); perplexity reads at most
+#: a training block of each record.
+CAUSAL_LM_EVALUATION_ARGUMENTS = {
+    "generation_max_new_tokens": "--max-new-tokens",
+    "block_size": "--block-size",
+}
 
 
 # --- the records each script reads (see training_code/qa_utils.py, run_classification.py, run_clm.py) ----
@@ -266,6 +275,12 @@ TASK_KINDS: dict[str, TaskKind] = {
             ),
             model_head="question-answering",
             metrics={"exact_match": True, "f1": True},
+            evaluation_arguments={
+                "max_seq_length": "--max-seq-length",
+                "doc_stride": "--doc-stride",
+                "n_best_size": "--n-best-size",
+                "max_answer_length": "--max-answer-length",
+            },
             sample_request={
                 "inputs": {
                     "question": "What does the pipeline deploy?",
@@ -302,6 +317,12 @@ TASK_KINDS: dict[str, TaskKind] = {
             pick_fixture=_classification_fixture,
             model_head="sequence-classification",
             metrics={"accuracy": True, "macro_f1": True},
+            evaluation_arguments={
+                "max_seq_length": "--max-seq-length",
+                "text_column_names": "--text-columns",
+                "label_column_name": "--label-column",
+                "class_names": "--class-names",
+            },
             sample_request={
                 "inputs": {
                     "text": "A man is playing a guitar on stage.",
@@ -320,6 +341,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8, "do_sample": False}},
             takes_dialogue=True,
             metrics=CAUSAL_LM_METRICS,
+            evaluation_arguments=CAUSAL_LM_EVALUATION_ARGUMENTS,
         ),
         TaskKind(
             # The same script and handler as summarization: a causal LM on any prompt template's fields.
@@ -332,6 +354,7 @@ TASK_KINDS: dict[str, TaskKind] = {
             pick_fixture=_prompt_fixture,
             sample_request={"inputs": CHAT, "parameters": {"max_new_tokens": 8}},
             metrics=CAUSAL_LM_METRICS,
+            evaluation_arguments=CAUSAL_LM_EVALUATION_ARGUMENTS,
         ),
     )
 }

@@ -234,34 +234,34 @@ class LocalProcessing:
 
         return check_request(request)
 
-    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+    def start(self, request: dict[str, Any], processing_job: Any, ended: Any) -> None:
         name = request["ProcessingJobName"]
         thread = threading.Thread(
-            target=self._run, args=(request, job, ended), name=f"processing-{name}", daemon=True
+            target=self._run, args=(request, processing_job, ended), name=f"processing-{name}", daemon=True
         )
         self.threads[name] = thread
         thread.start()
 
-    def _run(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+    def _run(self, request: dict[str, Any], processing_job: Any, ended: Any) -> None:
         status, failure, message = "Failed", None, None
         try:
-            result = self._execute(request, job)
+            result = self._execute(request, processing_job)
             status, failure, message = result.status, result.failure_reason, result.exit_message
         except Exception as err:  # the inputs could not be fetched, the container not started
             failure = f"ClientError: {err}"[:1024]
-        job.processing_end_time = job.last_modified_time = datetime.now(UTC)
-        job.failure_reason, job.exit_message = failure, message
-        job.processing_job_status = status
+        processing_job.processing_end_time = processing_job.last_modified_time = datetime.now(UTC)
+        processing_job.failure_reason, processing_job.exit_message = failure, message
+        processing_job.processing_job_status = status
         ended()
 
-    def _execute(self, request: dict[str, Any], job: Any) -> Any:
+    def _execute(self, request: dict[str, Any], processing_job: Any) -> Any:
         from hfpipe.local.training.processing import input_folders, run_processing_request
 
         name = request["ProcessingJobName"]
         job_dir = self.workdir / name
         for uri, folder in input_folders(request, job_dir).values():
             download_prefix(self.s3, uri, folder)
-        job.processing_start_time = datetime.now(UTC)
+        processing_job.processing_start_time = datetime.now(UTC)
         result = run_processing_request(request, job_dir)
         self.results[name] = result
         if result.status == "Completed":
@@ -271,7 +271,7 @@ class LocalProcessing:
         return result
 
     def wait(self, name: str, timeout_s: float = 300.0) -> Any:
-        """Wait for the job's thread to end; its run (hfpipe.local.training.processing.LocalProcessingJob), or
+        """Wait for the processing_job's thread to end; its run (hfpipe.local.training.processing.LocalProcessingJob), or
         None where it failed before its container ran."""
         self.threads[name].join(timeout_s)
         return self.results.get(name)

@@ -10,7 +10,7 @@ import pytest
 
 from hfpipe.core.recipe.evaluation import DOCUMENT_SCHEMA, container_arguments
 from hfpipe.core.recipe.recipes import load_recipe, resolve_recipe
-from hfpipe.core.recipe.schema import RecipeError, validate
+from hfpipe.core.recipe.schema import RecipeError
 
 
 def _with(name: str, evaluation: Any) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def _with(name: str, evaluation: Any) -> dict[str, Any]:
 
 
 def test_the_field_s_defaults_are_filled() -> None:
-    checked = validate(_with("tiny-mnli", {"data": "validation_mismatched", "metric": "macro_f1"}))
+    checked = resolve_recipe(_with("tiny-mnli", {"data": "validation_mismatched", "metric": "macro_f1"}))
     assert checked["evaluation"] == {
         "data": "validation_mismatched",
         "metric": "macro_f1",
@@ -29,7 +29,7 @@ def test_the_field_s_defaults_are_filled() -> None:
         "resamples": 1000,
         "max_examples": None,
     }
-    assert validate(_with("tiny-qa", None))["evaluation"] is None  # not evaluated
+    assert resolve_recipe(_with("tiny-qa", None))["evaluation"] is None  # not evaluated
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_the_field_s_defaults_are_filled() -> None:
 )
 def test_a_refusal_names_the_field_and_what_is_accepted(name: str, evaluation: Any, said: str) -> None:
     with pytest.raises(RecipeError) as refused:
-        validate(_with(name, evaluation))
+        resolve_recipe(_with(name, evaluation))
     assert str(refused.value).startswith(said), str(refused.value)
 
 

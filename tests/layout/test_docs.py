@@ -53,6 +53,7 @@ NOT_IN_REPOSITORY = {
     "hfpipe_prompt.json",  # the prompt template run_clm.py saves next to the model
     "install.json",  # the GPU script's outputs (benchmarks/gpu_run.sh)
     "log.txt",
+    "evaluate-v1.1.py",  # the official SQuAD v1.1 evaluation script, which docs/evaluation.md cites
     "run_glue.py",  # transformers' example scripts, whose argument names the training scripts keep
     "start_with_right_hostname.sh",  # the training images' entry point
     "handler.py",  # a generic Lambda module name, in a rule about bundles

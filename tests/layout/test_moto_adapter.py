@@ -160,17 +160,31 @@ def _moto_records() -> dict[str, Any]:
         }
         sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[variant])
         sm.create_endpoint(EndpointName="e", EndpointConfigName="c")
+        sm.create_processing_job(
+            ProcessingJobName="p",
+            RoleArn=role,
+            AppSpecification={"ImageUri": "image"},
+            ProcessingResources={
+                "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}
+            },
+        )
         records = [
             moto_patches.sagemaker_backend(account, region),
             moto_patches.training_job_record(account, region, "t"),
             moto_patches.endpoint_record(account, region, "e"),
+            moto_patches.processing_job_record(account, region, "p"),
         ]
     return {type(record).__name__: record for record in records}
 
 
 def test_each_field_is_on_the_object_moto_makes() -> None:
     records = _moto_records()
-    assert sorted(records) == ["FakeEndpoint", "FakeTrainingJob", "SageMakerModelBackend"]
+    assert sorted(records) == [
+        "FakeEndpoint",
+        "FakeProcessingJob",
+        "FakeTrainingJob",
+        "SageMakerModelBackend",
+    ]
     for target in moto_patches.FIELDS:
         kind, name = target.rsplit(".", 2)[-2:]
         assert hasattr(records[kind], name), target
@@ -181,8 +195,12 @@ def test_each_field_is_on_the_object_moto_makes() -> None:
 
 #: The modules that read or set the attributes of moto's records, and the class of each variable holding one.
 RECORD_USERS = {
-    "hfpipe/local/engine/hooks.py": {"job": "FakeTrainingJob", "endpoint": "FakeEndpoint"},
-    "hfpipe/local/runtime.py": {"job": "FakeTrainingJob"},
+    "hfpipe/local/engine/hooks.py": {
+        "job": "FakeTrainingJob",
+        "endpoint": "FakeEndpoint",
+        "processing_job": "FakeProcessingJob",
+    },
+    "hfpipe/local/runtime.py": {"job": "FakeTrainingJob", "processing_job": "FakeProcessingJob"},
     "hfpipe/local/world.py": {"job": "FakeTrainingJob"},
     "hfpipe/local/engine/guardrails.py": {"endpoint": "FakeEndpoint"},
 }

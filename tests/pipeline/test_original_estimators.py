@@ -182,6 +182,7 @@ def recipe_for(name: str, folder: Path, repository: Path) -> dict[str, Any]:
     recipe = copy.deepcopy(load_recipe(base))
     recipe.update(name=f"original-{name}", deploy=False)
     recipe.pop("evaluation_gate", None)  # the tiny recipe's gate reads metrics the original does not define
+    recipe.pop("evaluation", None)  # and its evaluation a channel the original may not have
     recipe["container"]["training"] = {
         k: kwargs[k] for k in ("transformers_version", "pytorch_version", "py_version")
     }

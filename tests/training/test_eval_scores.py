@@ -119,6 +119,10 @@ def test_the_document_pairs_the_models_on_the_same_examples() -> None:
 
 def test_the_task_kinds_name_the_metrics_the_job_scores() -> None:
     assert {name: dict(kind.metrics) for name, kind in TASK_KINDS.items()} == eval_scores.TASK_METRICS
+    assert set(evaluate.WAYS) == set(TASK_KINDS)  # each kind is read and scored
+    accepted = {option for action in evaluate.build_parser()._actions for option in action.option_strings}
+    for kind in TASK_KINDS.values():  # what hfpipe.core.recipe.evaluation.container_arguments passes
+        assert set(kind.evaluation_arguments.values()) <= accepted, kind.name
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import pytest
 
 from hfpipe.core.recipe.evaluation import INPUT_PATHS, OUTPUT_PATH, check_document
 from hfpipe.core.validate import RecipeError
+from hfpipe.local.engine.template import ACCOUNT
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "training_code"))
@@ -97,12 +98,12 @@ def _request(name: str, challenger: str, champion: str | None, arguments: list[s
         sources["champion"] = f"inputs/{champion}"
     return {
         "ProcessingJobName": name,
-        "RoleArn": "arn:aws:iam::123456789012:role/evaluation",
+        "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/evaluation",
         "ProcessingResources": {
             "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 30}
         },
         "AppSpecification": {
-            "ImageUri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.8.0",
+            "ImageUri": f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.8.0",
             "ContainerEntrypoint": ["python3", f"{INPUT_PATHS['code']}/evaluate.py"],
             "ContainerArguments": arguments,
         },

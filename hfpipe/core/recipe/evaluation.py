@@ -34,25 +34,6 @@ OUTPUT_PATH = "/opt/ml/processing/output"
 DOCUMENT_NAME = "evaluation.json"
 VERDICTS = ("better", "worse", "not_worse", "no_champion")
 
-#: recipe hyperparameter -> evaluate.py argument, per task kind's family: what predicting needs, as training
-#: used it (run_qa.py's windows, run_classification.py's columns and labels, run_clm.py's generation and
-#: blocks).
-_TASK_ARGUMENTS = {
-    "question-answering": {
-        "max_seq_length": "--max-seq-length",
-        "doc_stride": "--doc-stride",
-        "n_best_size": "--n-best-size",
-        "max_answer_length": "--max-answer-length",
-    },
-    "text-classification": {
-        "max_seq_length": "--max-seq-length",
-        "text_column_names": "--text-columns",
-        "label_column_name": "--label-column",
-        "class_names": "--class-names",
-    },
-    "causal-lm": {"generation_max_new_tokens": "--max-new-tokens", "block_size": "--block-size"},
-}
-
 
 def container_arguments(recipe: dict[str, Any], *, champion: bool) -> list[str]:
     """evaluate.py's arguments for a validated recipe with an `evaluation` field (AppSpecification's
@@ -85,8 +66,7 @@ def container_arguments(recipe: dict[str, Any], *, champion: bool) -> list[str]:
         args += ["--dataset-name", str(hps["dataset_name"]), "--split", evaluation["data"]]
         if hps.get("dataset_config_name"):
             args += ["--dataset-config", str(hps["dataset_config_name"])]
-    family = recipe["task"] if recipe["task"] in _TASK_ARGUMENTS else "causal-lm"
-    for name, flag in _TASK_ARGUMENTS[family].items():
+    for name, flag in TASK_KINDS[recipe["task"]].evaluation_arguments.items():
         if hps.get(name) is not None:
             args += [flag, str(hps[name])]
     return args

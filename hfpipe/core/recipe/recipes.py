@@ -11,7 +11,7 @@ import hfpipe
 from hfpipe.core import json_text
 from hfpipe.core import validate as rules
 from hfpipe.core.recipe import acceptance
-from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError, validate
+from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError, check_evaluation, validate
 from hfpipe.kinds import serving_kind
 
 #: recipes/ at the repository root; in the Lambda bundle and in the wheel it sits inside the hfpipe package.
@@ -146,6 +146,7 @@ def resolve_recipe(
     whole_integers(merged, RECIPE_SCHEMA, "recipe")
     checked = validate(merged)
     rules.recipe(checked)
+    check_evaluation(checked)  # after the channels' rules: its data names one of them
     acceptance.check(checked)  # what the training script's parser and SageMaker's enums accept
     # The serving kind's model environment is a default under the recipe's own (hfpipe/kinds/serving.py).
     serving = checked["serving"]

@@ -496,7 +496,6 @@ def validate(recipe: Any) -> dict[str, Any]:
         checked: dict[str, Any] = _validator()(copy.deepcopy(recipe))
     except fastjsonschema.JsonSchemaValueException as err:
         raise RecipeError(schema_error(err)) from None
-    check_evaluation(checked)
     return checked
 
 
@@ -506,7 +505,8 @@ NOT_HELD_OUT = ("training", "train", "model")
 
 def check_evaluation(recipe: dict[str, Any]) -> None:
     """recipe.evaluation's rules past the schema: its metric one the task kind scores, its data a held-out
-    channel of the recipe, or a split of the Hub data set it reads; RecipeError naming the field."""
+    channel of the recipe, or a split of the Hub data set it reads; RecipeError naming the field. Checked by
+    hfpipe.core.recipe.recipes.resolve_recipe after the channels' own rules (hfpipe.core.validate.recipe)."""
     evaluation = recipe.get("evaluation")
     if evaluation is None:
         return

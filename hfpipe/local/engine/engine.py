@@ -122,6 +122,9 @@ class LocalEngine(EngineViews):
     stack's 5 s / 60 s retries and poll waits cost nothing).
     """
 
+    #: Runs processing jobs (the class docstring); None: moto's answer stands (Completed at once).
+    processing: Any = None
+
     def __init__(
         self,
         template: dict[str, Any],
@@ -144,8 +147,6 @@ class LocalEngine(EngineViews):
         self.template = template
         self.resources: dict[str, Any] = template["Resources"]
         self.training = training
-        #: Runs processing jobs (the class docstring); None: moto's answer stands (Completed at once).
-        self.processing: Any = None
         self.endpoint = endpoint or (lambda name, body: [{"echo": body}])
         #: Answers an InvokeEndpoint naming an inference component AWS would route (``component(route,
         #: body)``, route: hfpipe.local.engine.inference_components.Route); the local world serves adapters with it.

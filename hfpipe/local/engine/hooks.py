@@ -167,16 +167,17 @@ class SessionHooks:
             return
         request = context[_REQUEST]
         name = request["ProcessingJobName"]
-        job = moto_patches.processing_job_record(ACCOUNT, self.region, name)
+        processing_job = moto_patches.processing_job_record(ACCOUNT, self.region, name)
         # What moto's CreateProcessingJob drops, as DescribeProcessingJob answers it (botocore's model); the
         # attributes the run sets later exist from now on, None (left out of the answer) until then, so that
         # setting them never resizes the object's __dict__ while another thread's Describe encodes it.
-        job.processing_resources = copy.deepcopy(request["ProcessingResources"])
-        job.environment = copy.deepcopy(request.get("Environment"))
-        job.processing_start_time = job.processing_end_time = job.failure_reason = job.exit_message = None
-        job.processing_job_status = "InProgress"
+        processing_job.processing_resources = copy.deepcopy(request["ProcessingResources"])
+        processing_job.environment = copy.deepcopy(request.get("Environment"))
+        processing_job.processing_start_time = processing_job.processing_end_time = None
+        processing_job.failure_reason = processing_job.exit_message = None
+        processing_job.processing_job_status = "InProgress"
         self.plugins.processing.start(
-            copy.deepcopy(request), job, lambda: self.plugins.processing_job_ended(name)
+            copy.deepcopy(request), processing_job, lambda: self.plugins.processing_job_ended(name)
         )
 
     def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:

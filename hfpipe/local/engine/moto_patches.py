@@ -145,17 +145,7 @@ FIELDS = (
     "moto.sagemaker.models.SageMakerModelBackend.processing_jobs",
     *(
         f"moto.sagemaker.models.FakeProcessingJob.{name}"
-        for name in (
-            "processing_job_name",
-            "arn",
-            "processing_job_status",
-            "processing_end_time",
-            "last_modified_time",
-            "app_specification",
-            "processing_inputs",
-            "processing_output_config",
-            "stopping_condition",
-        )
+        for name in ("processing_job_status", "processing_end_time", "last_modified_time")
     ),
 )
 #: Attributes local mode adds to moto's objects, which DescribeTrainingJob and DescribeEndpoint then answer
