@@ -37,12 +37,12 @@ from hfpipe.core.validate import RecipeError
 #: The processing job's name: the training job's plus this (training job names are at most 56 characters:
 #: hfpipe.core.names, so this fits SageMaker's 63).
 NAME_SUFFIX = "-eval"
-CODE_ARCHIVE = "sourcedir.tar.gz"
-#: Unpack the code, then run evaluate.py with the job's arguments (sys.argv after the -c program).
+#: Unpack the code (the one archive of the code input: the source asset, whatever its key's name), then run
+#: evaluate.py with the job's arguments (sys.argv after the -c program).
 _UNPACK_AND_RUN = (
-    "import runpy,sys,tarfile;"
+    "import glob,runpy,sys,tarfile;"
     f"d='{evaluation.INPUT_PATHS['code']}';"
-    f"tarfile.open(d+'/{CODE_ARCHIVE}').extractall(d);"
+    "[tarfile.open(f).extractall(d) for f in glob.glob(d+'/*gz')];"
     f"sys.argv=[d+'/{evaluation.ENTRY_POINT}']+sys.argv[1:];"
     "runpy.run_path(sys.argv[0],run_name='__main__')"
 )
