@@ -13,7 +13,8 @@ just before the act:
 
 - verdict ``worse`` (the difference's upper bound below ``-margin``): refused, with the figures;
 - the champion that serves now is not the one evaluated against (another version was deployed since the job):
-  the verdict is stale, refused; run the pipeline again to evaluate against what serves now;
+  the verdict is stale, refused; run the pipeline again to evaluate against what serves now (a version scored
+  alone, its run naming no champion, is not compared with anything, and passes saying so);
 - no evaluation: refused where the environment's cdk.json ``evaluation_gate`` is ``mandatory``, passed with a
   note where it is ``advisory``;
 - ``--override-evaluation REASON`` passes any of these, and the reason goes into the version's approval
@@ -280,8 +281,10 @@ def problem(
             f"version {version} has no evaluation (its recipe names no `evaluation`, or it was registered "
             "before one was stored), and this environment's cdk.json evaluation_gate is mandatory"
         )
-    if champion_now is None:
-        return None  # nothing serves there: there is no champion to be worse than
+    if champion_now is None or evaluated.champion is None:
+        # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
+        # no champion: nothing says it is worse; ``passed`` says it was not compared).
+        return None
     if not champion_now.same_as(evaluated.champion):
         return (
             f"the evaluation of version {version} is stale: it was scored against "
@@ -303,6 +306,11 @@ def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: st
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
     if champion_now is None:
         return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
+    if evaluated.champion is None:
+        return (
+            f"evaluation {evaluated.verdict}: scored alone, not against {_champion_text(champion_now)} that serves "
+            f"on {where} (start the run with --champion to compare): the gate lets it pass"
+        )
     # The champion as evaluated (its version ARN): the one serving now is the same model (``problem``).
     return (
         f"evaluation {evaluated.verdict} against {_champion_text(evaluated.champion)}: "
