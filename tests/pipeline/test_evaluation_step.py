@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET
 from evaluations import StandInEvaluation
 
@@ -19,7 +20,7 @@ from hfpipe.core.promotion import evaluation_gate
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
 GROUP = "hfpipe-dev-tiny-qa"
-ROLE = "arn:aws:iam::123456789012:role/x".replace("123456789012", "0" * 12)
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/x"
 
 
 def run(engine: Any, **inp: Any) -> tuple[str, Any]:
