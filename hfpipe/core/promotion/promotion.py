@@ -103,9 +103,9 @@ def check_input(event_input: Any) -> str:
     return version
 
 
-def override_of(event_input: Mapping[str, Any]) -> str | None:
+def override_of(event_input: Any) -> str | None:
     """The evaluation gate's override reason of a checked input (``check_input``), if any."""
-    value = event_input.get(OVERRIDE_KEY)
+    value = event_input.get(OVERRIDE_KEY) if isinstance(event_input, Mapping) else None
     return str(value) if value is not None else None
 
 
