@@ -214,3 +214,30 @@ def test_compare_shows_each_stored_evaluation(registry_world, capsys):
     assert any("evaluation verdict │ worse │ better" in line for line in lines), out
     assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
     assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
+
+
+def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-qa", "--champion", "qa")
+    assert code == 2, err
+    err = err.replace(chr(10), " ")
+    assert "'qa' is not accepted; accepted: endpoint:NAME" in " ".join(err.split())
+
+
+def test_the_report_states_the_evaluations_verdict_and_cost():
+    from hfpipe.cli.run.report import _evaluation
+
+    line = _evaluation(
+        {
+            "verdict": "worse",
+            "metric": "f1",
+            "difference": {"metric": "f1", "value": -3.1, "low": -5.0, "high": -1.2},
+            "champion_version_arn": arn(1),
+            "instance_type": "ml.g4dn.xlarge",
+            "instance_count": 1,
+            "seconds": 6,
+            "cost_usd": 0.0012,
+        }
+    )
+    assert (
+        line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
+    )
