@@ -90,10 +90,13 @@ def prepare(plan: Plan, training: dict[str, Any], sagemaker: Any) -> dict[str, A
 
 
 def _seconds(job: dict[str, Any], document: dict[str, Any]) -> float:
-    """The job's billable time: its start to its end (DescribeProcessingJob), else what the document says."""
+    """The job's billable time: its start to its end (the `.sync` task's DescribeProcessingJob answer, whose
+    timestamps come as ISO strings or epoch milliseconds), else what the document says."""
     start, end = job.get("ProcessingStartTime"), job.get("ProcessingEndTime")
     if isinstance(start, str) and isinstance(end, str):
         return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
+    if isinstance(start, int | float) and isinstance(end, int | float):
+        return max(0.0, (float(end) - float(start)) / 1000)
     return float(document.get("seconds") or 0.0)
 
 
