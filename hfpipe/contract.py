@@ -27,6 +27,8 @@ SSM_SHARED_BASE = "shared-base"
 # How long the environment's endpoints live, in seconds (cdk.json endpoint_ttl_hours; absent: no expiry): what
 # `hfpipe start --dry-run` plans with, as the Plan Lambda does.
 SSM_ENDPOINT_TTL_SECONDS = "endpoint-ttl-seconds"
+#: cdk.json ``evaluation_gate`` of the environment (hfpipe.core.promotion.evaluation_gate.GATE_MODES).
+SSM_EVALUATION_GATE = "evaluation-gate"
 
 
 def ssm_parameter_name(env: str, key: str) -> str:
@@ -137,6 +139,10 @@ ARTIFACTS_MODEL_METRICS_PREFIX = "model-metrics/"
 # Promotion copies a source environment's approved model.tar.gz (and its metrics document) here:
 # promoted/<source env>/<recipe>/<source version>/, so the target never reads the source's bucket again.
 ARTIFACTS_PROMOTED_PREFIX = "promoted/"
+# The evaluation job (a SageMaker processing job, docs/evaluation.md) writes its document here:
+# evaluations/<execution>/evaluation.json (the contract's key); the pipeline's store step adds the wrapper
+# beside it (evaluated.json). With models/ and checkpoints/, the execution role's writes.
+ARTIFACTS_EVALUATIONS_PREFIX = "evaluations/"
 # A recipe's own training source (training.source): `hfpipe start` uploads its sourcedir.tar.gz once per
 # content hash to sources/<sha256>/sourcedir.tar.gz; the Plan accepts a source only under this prefix and
 # may read only it (docs/own-code.md).

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from hfpipe.core import names
 from hfpipe.core.adapters.shared_base import SharedBase, SharedBaseError, parse_shared_base
 from hfpipe.core.deploy import deployments
-from hfpipe.core.promotion import registry
+from hfpipe.core.promotion import evaluation_gate, registry
 from hfpipe.core.run import quotas
 
 CONTEXT_KEY = "hfpipe:environments"
@@ -52,6 +52,9 @@ _ENV_KEYS = {
     "model_approval": "the approval status of each model version a run registers: "
     + " or ".join(f'"{s}"' for s in registry.APPROVAL_STATUSES)
     + f' (optional; default "{registry.DEFAULT_APPROVAL}"; "Approved" approves every run that passed its smoke test)',
+    "evaluation_gate": '"mandatory" or "advisory": whether `models approve`, `promote`, `deploy` and `deploy '
+    '--adapter` refuse a version with no evaluation (optional; default "advisory"; a version evaluated worse '
+    "than the version it would replace is refused in both; docs/evaluation.md)",
     "endpoints": "an object {NAME: settings} of the named endpoints registered versions are deployed to "
     "(optional; default none; docs/deploy.md lists the settings)",
     "endpoint_ttl_hours": "a whole number of hours from 1 to 8760, or null: every endpoint the environment's runs, "
@@ -79,6 +82,7 @@ _DEFAULTS: dict[str, Any] = {
     "allowed_s3_buckets": [],
     "allowed_image_registries": [],
     "model_approval": registry.DEFAULT_APPROVAL,
+    "evaluation_gate": evaluation_gate.DEFAULT_GATE_MODE,
     "endpoints": {},
     "shared_base": None,
     "endpoint_ttl_hours": None,
@@ -130,6 +134,8 @@ class EnvironmentConfig:
     allowed_image_registries: tuple[str, ...] = ()
     #: ModelApprovalStatus of the versions the Register step makes (hfpipe.core.promotion.registry.APPROVAL_STATUSES).
     model_approval: str = registry.DEFAULT_APPROVAL
+    #: What the evaluation gate does with an unevaluated version (hfpipe.core.promotion.evaluation_gate.GATE_MODES).
+    evaluation_gate: str = evaluation_gate.DEFAULT_GATE_MODE
     #: The named endpoints a deploy may serve registered versions on (hfpipe.core.deploy.deployments), by name.
     endpoints: tuple[deployments.EndpointSettings, ...] = ()
     #: The base model its LoRA adapters are served on as inference components (hfpipe.core.adapters.shared_base).
@@ -207,6 +213,8 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
     model_approval = values["model_approval"]
     if not isinstance(model_approval, str) or model_approval not in registry.APPROVAL_STATUSES:
         raise _rejected(f"{path}.model_approval", model_approval, _ENV_KEYS["model_approval"])
+    if values["evaluation_gate"] not in evaluation_gate.GATE_MODES:
+        raise _rejected(f"{path}.evaluation_gate", values["evaluation_gate"], _ENV_KEYS["evaluation_gate"])
     try:
         endpoints = deployments.parse_endpoints(name, values["endpoints"], f"{path}.endpoints")
         base = parse_shared_base(values["shared_base"], f"{path}.shared_base")
@@ -227,6 +235,7 @@ def parse_environment(name: str, entry: object, *, default_account: str | None =
         allowed_s3_buckets=allowed["allowed_s3_buckets"],
         allowed_image_registries=allowed["allowed_image_registries"],
         model_approval=model_approval,
+        evaluation_gate=values["evaluation_gate"],
         endpoints=endpoints,
         shared_base=base,
         **_expiry(path, values),

@@ -185,6 +185,7 @@ class PipelineStack(Stack):
             env_name=self.config.name,
             grant_pass_role=self.grant_pass_execution_role,
             log_group=self.log_group,
+            execution_role_arn=self.execution_role.role_arn,
         )
         self.state_machine = self.pipeline.state_machine
         self.pipeline_events = PipelineEvents(
@@ -251,6 +252,7 @@ class PipelineStack(Stack):
             grant_pass_role=self.grant_pass_execution_role,
             named_endpoints=tuple(e.name for e in self.config.endpoints),
             artifacts_bucket_name=self.artifacts_bucket.bucket_name,
+            evaluation_gate=self.config.evaluation_gate,
         )
         grant_invoke_adapters(self.pipeline_lambdas.smoke_test.role, self.config.name)
         name = contract.adapter_state_machine_name(self.config.name)
@@ -322,6 +324,7 @@ class PipelineStack(Stack):
             artifacts_bucket_name=self.artifacts_bucket.bucket_name,
             image_catalog=self.image_catalog,
             model_approval=self.config.model_approval,
+            evaluation_gate=self.config.evaluation_gate,
             allowed_image_registries=self.config.allowed_image_registries,
             log_retention=retention_days(self.config.log_retention_days),
             removal_policy=self._removal_policy,
@@ -353,6 +356,8 @@ class PipelineStack(Stack):
             (SSM_NOTIFICATION_TOPIC_ARN, self.notification_topic.topic_arn, "NotificationTopicArn"),
             (SSM_STATE_MACHINE_ARN, self.state_machine.state_machine_arn, "StateMachineArn"),
             (SSM_IMAGE_CATALOG, json.dumps(self.image_catalog, sort_keys=True), "ImageCatalog"),
+            # What `hfpipe models approve`, `deploy` and `deploy --adapter` do with an unevaluated version.
+            (contract.SSM_EVALUATION_GATE, self.config.evaluation_gate, "EvaluationGate"),
         ):
             ssm.StringParameter(
                 self,

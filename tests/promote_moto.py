@@ -46,6 +46,7 @@ def register_source_version(
     body: bytes = b"model bytes",
     recipe: str = RECIPE,
     execution: str = "reg-1",
+    evaluation: dict[str, Any] | None = None,
 ) -> str:
     """Register one version in the source's group for ``recipe`` as dev's Register step would; its ARN."""
     s3, sagemaker = _client("s3", SOURCE_REGION), _client("sagemaker", SOURCE_REGION)
@@ -76,6 +77,8 @@ def register_source_version(
         "metadata": properties,
         "metrics": {"eval_loss": {"value": 1.5}, "train_loss": {"value": 1.25}},
     }
+    if evaluation is not None:  # the wrapper the pipeline's evaluation step stores (tests/evaluations.py)
+        document["evaluation"] = evaluation
     s3.put_object(Bucket=SOURCE_BUCKET, Key=metrics_key, Body=json.dumps(document).encode())
     arn = sagemaker.create_model_package(
         ModelPackageGroupName=group,

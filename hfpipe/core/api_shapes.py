@@ -1,6 +1,6 @@
 """What SageMaker's API accepts, checked before anything is created: lengths, whole-value patterns, enums and
 ranges of every value the pipeline sends to CreateTrainingJob, CreateModel, CreateEndpointConfig,
-CreateEndpoint, a deploy's UpdateEndpoint and the model registry's CreateModelPackageGroup, CreateModelPackage
+CreateEndpoint, a deploy's UpdateEndpoint, the evaluation's CreateProcessingJob and the model registry's CreateModelPackageGroup, CreateModelPackage
 and UpdateModelPackage, from botocore's own service model (`api_shapes.json` beside this module, generated from it:
 `HFPIPE_UPDATE_SHAPES=1 pytest tests/core/test_api_shapes.py` rewrites it; the test fails when it is stale).
 
@@ -36,6 +36,8 @@ OPERATIONS = (
     "UpdateModelPackage",
     # A registered version deployed to a named endpoint (the deploy's Prepare step; CreateModel & co above).
     "UpdateEndpoint",
+    # The evaluation job (docs/evaluation.md: the pipeline's Evaluate step, hfpipe.core.run.evaluation_job).
+    "CreateProcessingJob",
 )
 
 # Java's Unicode classes as Python character-class contents: letters and numbers are what str.isalnum

@@ -36,8 +36,12 @@ EXECUTION_TIMEOUT_SECONDS = 35 * 24 * 3600
 #: Beyond StoppingCondition, a job spends time starting instances, downloading data and the image, and
 #: uploading the model; the training wait adds this much before Launch gives the job up as stuck.
 TRAINING_WAIT_MARGIN_SECONDS = 2 * 3600
-#: Time for everything but the two waits: Lambdas (at most 15 minutes each), Retry back-offs, clean-up.
+#: Time for everything but the two waits: Lambdas (at most 15 minutes each), Retry back-offs, clean-up, and
+#: the evaluation job (``EVALUATION_MAX_SECONDS`` of it).
 OTHER_STATES_SECONDS = 6 * 3600
+#: The evaluation job's MaxRuntimeInSeconds at most (the training job's limit when lower): inside the other
+#: states' time, so the longest execution Plan accepts stays within the execution timeout.
+EVALUATION_MAX_SECONDS = 4 * 3600
 #: The Launch task's own timeout: how often the waiting task re-checks its job when no event came, so a
 #: finished job completes its run within this long of its end whatever happened to the event.
 TRAINING_RECHECK_SECONDS = 3600
@@ -52,10 +56,13 @@ EVENTS_PER_RECHECK = 4
 EVENTS_PER_ENDPOINT_POLL = 13
 MAX_ENDPOINT_POLLS = 360
 #: Every state outside the endpoint loop visited once on the longest path (success with deploy, gate,
-#: smoke test and endpoint deletion, or a failure through clean-up and the failure report), counted with
-#: the per-state numbers above, plus every retry the Retry policies allow on that path (3 events each).
-FIXED_PATH_EVENTS = 120
-RETRY_EVENTS = 3 * 60
+#: evaluation, smoke test and endpoint deletion, or a failure through clean-up and the failure report), counted
+#: with the per-state numbers above, plus every retry the Retry policies allow on that path (3 events each).
+#: The evaluation adds 18: Evaluate? 2, PrepareEvaluation and StoreEvaluation 5 each, the .sync Evaluate 6
+#: (TaskSubmitted too); its retries, 32 (the two Lambdas' 6 service-exception and 6 throttling attempts each,
+#: Evaluate's 3 catch-all and 5 capacity attempts).
+FIXED_PATH_EVENTS = 138
+RETRY_EVENTS = 3 * (60 + 32)
 
 
 #: SageMaker real-time endpoints must answer InvokeEndpoint within 60 seconds

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
 
+from hfpipe import contract
 from hfpipe.local.checkout import checkout_root
 from hfpipe.local.outputs import TRAINING_LOG
 from hfpipe.local.serving.adapter_serving import AdapterServing
@@ -259,7 +261,14 @@ class LocalProcessing:
 
         name = request["ProcessingJobName"]
         job_dir = self.workdir / name
-        for uri, folder in input_folders(request, job_dir).values():
+        for input_name, (uri, folder) in input_folders(request, job_dir).items():
+            if input_name == "code" and not split_s3_uri(uri)[1].startswith(
+                contract.ARTIFACTS_SOURCES_PREFIX
+            ):
+                # The stack's source asset (the evaluation's code: hfpipe.core.run.evaluation_job), which local
+                # mode does not upload: this checkout's training_code/, as a training job's (``source_dir``).
+                shutil.copytree(checkout_root() / "training_code", folder, dirs_exist_ok=True)
+                continue
             download_prefix(self.s3, uri, folder)
         processing_job.processing_start_time = datetime.now(UTC)
         result = run_processing_request(request, job_dir)

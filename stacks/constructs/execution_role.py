@@ -17,10 +17,19 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hfpipe.contract import ARTIFACTS_CHECKPOINTS_PREFIX, ARTIFACTS_OUTPUT_PREFIX
+from hfpipe.contract import (
+    ARTIFACTS_CHECKPOINTS_PREFIX,
+    ARTIFACTS_EVALUATIONS_PREFIX,
+    ARTIFACTS_OUTPUT_PREFIX,
+)
 from stacks.nag import acknowledge, rendered, rendered_value
 
-SAGEMAKER_LOG_GROUP_PREFIXES = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/Endpoints/")
+# Processing jobs (the evaluation) log to /aws/sagemaker/ProcessingJobs, as training jobs to theirs.
+SAGEMAKER_LOG_GROUP_PREFIXES = (
+    "/aws/sagemaker/TrainingJobs",
+    "/aws/sagemaker/Endpoints/",
+    "/aws/sagemaker/ProcessingJobs",
+)
 SAGEMAKER_METRIC_NAMESPACE = "/aws/sagemaker/*"
 
 
@@ -44,6 +53,10 @@ def catalog_repositories(image_catalog: dict[str, Any]) -> tuple[tuple[str, str,
     if not found:
         raise ValueError("image catalog: no image URIs; the execution role would pull nothing")
     return tuple(sorted(found))
+
+
+#: The artifacts prefixes SageMaker jobs write under with the execution role.
+WRITTEN_PREFIXES = (ARTIFACTS_OUTPUT_PREFIX, ARTIFACTS_CHECKPOINTS_PREFIX, ARTIFACTS_EVALUATIONS_PREFIX)
 
 
 class SageMakerExecutionRole(Construct):
@@ -93,8 +106,9 @@ class SageMakerExecutionRole(Construct):
             )
         )
         # Jobs read model artifacts (CreateModel) and checkpoints (a spot resume) back; they write only
-        # under the two prefixes a job's request names: OutputDataConfig.S3OutputPath (models/) and
-        # CheckpointConfig.S3Uri (checkpoints/, which SageMaker's checkpoint sync also prunes).
+        # under the prefixes a job's request names: OutputDataConfig.S3OutputPath (models/),
+        # CheckpointConfig.S3Uri (checkpoints/, which SageMaker's checkpoint sync also prunes) and the
+        # evaluation job's ProcessingOutputConfig (evaluations/: hfpipe.core.run.evaluation_job).
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadArtifacts",
@@ -111,18 +125,16 @@ class SageMakerExecutionRole(Construct):
                     "s3:AbortMultipartUpload",
                     "s3:ListMultipartUploadParts",
                 ],
-                resources=[
-                    artifacts_bucket.arn_for_objects(f"{prefix}*")
-                    for prefix in (ARTIFACTS_OUTPUT_PREFIX, ARTIFACTS_CHECKPOINTS_PREFIX)
-                ],
+                resources=[artifacts_bucket.arn_for_objects(f"{prefix}*") for prefix in WRITTEN_PREFIXES],
             )
         )
-        for prefix in (ARTIFACTS_OUTPUT_PREFIX, ARTIFACTS_CHECKPOINTS_PREFIX):
+        for prefix in WRITTEN_PREFIXES:
             acknowledge(
                 self.role,
                 f"AwsSolutions-IAM5[Resource::{rendered_value(Stack.of(self), artifacts_bucket.bucket_arn)}/{prefix}*]",
-                "Training jobs write their model artifacts and checkpoints under keys named per job at run "
-                "time; writes are limited to these two prefixes of this environment's artifacts bucket.",
+                "Training jobs write their model artifacts and checkpoints, the evaluation job its document, "
+                "under keys named per job at run time; writes are limited to these prefixes of this "
+                "environment's artifacts bucket.",
             )
         for bucket in (data_bucket, artifacts_bucket):
             acknowledge(

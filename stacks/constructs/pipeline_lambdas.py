@@ -33,6 +33,7 @@ from stacks.functions.common import (
 from stacks.functions.deploy_cleanup import DeployCleanupFunction
 from stacks.functions.deploy_prepare import DeployPrepareFunction
 from stacks.functions.deploy_record import DeployRecordFunction
+from stacks.functions.evaluation import EvaluationFunction
 from stacks.functions.gate import GateFunction
 from stacks.functions.launch import LaunchFunction
 from stacks.functions.on_training_event import OnTrainingEventFunction
@@ -51,6 +52,8 @@ COMPONENTS: tuple[type[Component], ...] = (
     CleanupFunction,
     OnTrainingEventFunction,
     RegisterFunction,
+    # The evaluation job's two steps (docs/evaluation.md).
+    EvaluationFunction,
     # The deploy state machine's (stacks/constructs/deploy_state_machine.py); it also invokes SmokeTest.
     DeployPrepareFunction,
     DeployRecordFunction,
@@ -129,6 +132,9 @@ class PipelineLambdas(Construct):
             artifacts_bucket_name=artifacts_bucket_name,
             model_approval=model_approval,
             promote_role_arns=promote_role_arns,
+        )
+        self.evaluation = EvaluationFunction(
+            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
         )
         self._add_deploy_functions(execution_role, endpoints)
         self._index_components()
@@ -217,6 +223,7 @@ class PipelineLambdas(Construct):
             self.cleanup,
             self.on_training_event,
             self.register,
+            self.evaluation,
             self.deploy_prepare,
             self.deploy_record,
             self.deploy_cleanup,

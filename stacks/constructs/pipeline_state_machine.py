@@ -1,6 +1,7 @@
-"""The pipeline state machine (Standard, JSONPath; no `.sync`, no JSONata), as docs/pipeline.md draws it.
+"""The pipeline state machine (Standard, JSONPath; no JSONata), as docs/pipeline.md draws it.
 
-Plan -> Launch -> wait for the training job's end -> [Gate] -> CreateModel -> CreateEndpointConfig ->
+Plan -> Launch -> wait for the training job's end -> [Gate] -> [the evaluation: PrepareEvaluation -> Evaluate
+(createProcessingJob.sync, the one `.sync`) -> StoreEvaluation] -> CreateModel -> CreateEndpointConfig ->
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> Register (a model package version) -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
@@ -29,7 +30,7 @@ from hfpipe import contract
 from hfpipe.core import limits
 from hfpipe.core.run.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
-from stacks.constructs.state_machine_role import grant_hosting
+from stacks.constructs.state_machine_role import grant_evaluation, grant_hosting
 from stacks.functions.common import PassRoleGrant, run_arn
 
 J = sfn.JsonPath
@@ -71,7 +72,7 @@ class PipelineStateMachine(Construct):
     and its wait, and what follows the smoke test.
     """
 
-    INVOKES = ("plan", "launch", "gate", "smoke_test", "register", "report", "cleanup")
+    INVOKES = ("plan", "launch", "gate", "evaluation", "smoke_test", "register", "report", "cleanup")
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class PipelineStateMachine(Construct):
         env_name: str,
         grant_pass_role: PassRoleGrant,
         log_group: logs.ILogGroup,
+        execution_role_arn: str,
         retry_interval: cdk.Duration = RETRY_INTERVAL,
         capacity_retry_interval: cdk.Duration = CAPACITY_RETRY_INTERVAL,
         timeout: cdk.Duration = EXECUTION_TIMEOUT,
@@ -92,17 +94,19 @@ class PipelineStateMachine(Construct):
         self._stack = cdk.Stack.of(self)
         self._env_name = env_name
         self._functions = functions
+        self._execution_role_arn = execution_role_arn
         self._retry_interval = retry_interval
         self._capacity_retry_interval = capacity_retry_interval
         self._cleanup_on_error = self._error_path()
 
         plan, launch = self._plan_and_launch()
         deploy_choice = self._deploy_choice(self._endpoint_and_smoke_test())
-        gate = self._gate(deploy_choice)
+        evaluation = self._evaluation(deploy_choice)
+        gate = self._gate(evaluation)
         after_training = (
             sfn.Choice(self, "GateEnabled?")
             .when(sfn.Condition.boolean_equals(P("gate", "enabled"), True), gate)
-            .otherwise(deploy_choice)
+            .otherwise(evaluation)
         )
         definition = plan.next(launch).next(after_training)
 
@@ -117,6 +121,7 @@ class PipelineStateMachine(Construct):
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         grant_hosting(self.state_machine, env_name, functions, grant_pass_role)
+        grant_evaluation(self.state_machine, env_name)
 
     # -- building blocks ---------------------------------------------------------------------------------
 
@@ -223,7 +228,81 @@ class PipelineStateMachine(Construct):
         report_training_failed.next(self._fail("TrainingFailed"))
         return describe_failed
 
-    def _gate(self, deploy_choice: sfn.Choice) -> tasks.LambdaInvoke:
+    # -- the evaluation (docs/evaluation.md) ---------------------------------------------------------------
+
+    def _evaluation(self, deploy_choice: sfn.Choice) -> sfn.Choice:
+        """A recipe with ``evaluation``: PrepareEvaluation (the champion, read from the run's target now, and the
+        whole request) -> Evaluate (the processing job, ``.sync``) -> StoreEvaluation (the document wrapped, at
+        ``$.evaluation``, which Register stores with the version); without one, ``$.evaluation`` is null."""
+        prepare = self._invoke(
+            "PrepareEvaluation",
+            "evaluation",
+            "$.evaluation_job",
+            sfn.TaskInput.from_object(
+                {"step": "prepare", "plan": J.object_at(P()), "training": J.object_at("$.training")}
+            ),
+        )
+        self._catch(prepare)
+        store = self._invoke(
+            "StoreEvaluation",
+            "evaluation",
+            "$.evaluation",
+            sfn.TaskInput.from_object(
+                {
+                    "step": "store",
+                    "plan": J.object_at(P()),
+                    "prepared": J.object_at("$.evaluation_job"),
+                    "job": J.object_at("$.evaluation_job.job"),
+                }
+            ),
+        )
+        self._catch(store)
+        none = sfn.Pass(self, "NoEvaluation", result=sfn.Result.from_object({}), result_path="$.evaluation")
+        prepare.next(self._evaluate()).next(store).next(deploy_choice)
+        none.next(deploy_choice)
+        return (
+            sfn.Choice(self, "Evaluate?")
+            .when(sfn.Condition.is_not_null(P("evaluation")), prepare)
+            .otherwise(none)
+        )
+
+    def _evaluate(self) -> sfn.CustomState:
+        """CreateProcessingJob, waited on (``.sync``: Step Functions polls DescribeProcessingJob and returns its
+        answer when the job has ended; a Failed or Stopped job fails the task, which goes to clean-up:
+        https://docs.aws.amazon.com/step-functions/latest/dg/connect-sagemaker.html). The request is the one
+        PrepareEvaluation built and checked (hfpipe.core.run.evaluation_job), field by field."""
+        request = "$.evaluation_job.request"
+        fields = (
+            "ProcessingJobName",
+            "ProcessingInputs",
+            "ProcessingOutputConfig",
+            "ProcessingResources",
+            "StoppingCondition",
+            "AppSpecification",
+            "Tags",
+        )
+        # RoleArn as a value, not a path: moto's interpreter (5.2.5) reads the key "RoleArn.$" as a literal
+        # field name (RoleArn is a keyword of its ASL grammar: Credentials), and local mode runs this definition.
+        # The value is the execution role, the request's own (hfpipe.core.run.evaluation_job: the plan's
+        # role_arn, the same ARN), which the role's PassRole grant names.
+        state = sfn.CustomState(
+            self,
+            "Evaluate",
+            state_json={
+                "Type": "Task",
+                "Resource": f"arn:{self._stack.partition}:states:::sagemaker:createProcessingJob.sync",
+                "Parameters": {
+                    **{f"{name}.$": f"{request}.{name}" for name in fields},
+                    "RoleArn": self._execution_role_arn,
+                },
+                "ResultPath": "$.evaluation_job.job",
+            },
+        )
+        self._retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
+        self._catch(state)
+        return state
+
+    def _gate(self, deploy_choice: sfn.IChainable) -> tasks.LambdaInvoke:
         gate = self._invoke("Gate", "gate", "$.gate_result")
         self._catch(gate)
         report_gate = self._invoke("ReportGateNotPassed", "report", "$.report")
@@ -253,7 +332,13 @@ class PipelineStateMachine(Construct):
             "RegisterAdapter",
             "register",
             "$.registered",
-            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
+            sfn.TaskInput.from_object(
+                {
+                    "plan": J.object_at(P()),
+                    "training": J.object_at("$.training"),
+                    "evaluation": J.object_at("$.evaluation"),
+                }
+            ),
         )
         self._catch(register)
         report = self._invoke("ReportAdapter", "report", "$.report")
@@ -398,7 +483,13 @@ class PipelineStateMachine(Construct):
             "Register",
             "register",
             "$.registered",
-            sfn.TaskInput.from_object({"plan": J.object_at(P()), "training": J.object_at("$.training")}),
+            sfn.TaskInput.from_object(
+                {
+                    "plan": J.object_at(P()),
+                    "training": J.object_at("$.training"),
+                    "evaluation": J.object_at("$.evaluation"),
+                }
+            ),
         )
         self._catch(register)
         smoke.next(register)

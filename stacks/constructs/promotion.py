@@ -64,6 +64,7 @@ class Promotion(Construct):
         artifacts_bucket_name: str,
         image_catalog: dict[str, Any],
         model_approval: str = registry.DEFAULT_APPROVAL,
+        evaluation_gate: str = "advisory",
         allowed_image_registries: tuple[str, ...] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
@@ -79,6 +80,7 @@ class Promotion(Construct):
             artifacts_bucket_name=artifacts_bucket_name,
             image_catalog=image_catalog,
             model_approval=model_approval,
+            evaluation_gate=evaluation_gate,
             allowed_image_registries=allowed_image_registries,
         )
         self.log_group = logs.LogGroup(

@@ -113,3 +113,38 @@ def depend_on_policy_only(machine: sfn.StateMachine) -> None:
     policy = machine.role.node.find_child("DefaultPolicy").node.default_child
     assert isinstance(resource, cdk.CfnResource) and isinstance(policy, cdk.CfnResource)
     resource.add_override("DependsOn", [stack.get_logical_id(policy)])
+
+
+#: The rule Step Functions manages for `.sync` processing jobs (the policy its `.sync` integration needs:
+#: https://docs.aws.amazon.com/step-functions/latest/dg/sagemaker-iam.html, "CreateProcessingJob", Sync).
+SYNC_PROCESSING_RULE = "StepFunctionsGetEventsForSageMakerProcessingJobsRule"
+
+
+def grant_evaluation(machine: sfn.StateMachine, env_name: str) -> None:
+    """The Evaluate task (createProcessingJob.sync): create and tag the run's processing job (<env>-*, with its
+    request tags), describe, stop and list its tags (the `.sync` wait and its stop on abort), and the managed
+    EventBridge rule the wait uses; PassRole of the execution role is granted with the hosting tasks'."""
+    stack = cdk.Stack.of(machine)
+    role = machine.role
+    jobs = run_arn(machine, "processing-job", env_name)
+    rule = stack.format_arn(service="events", resource="rule", resource_name=SYNC_PROCESSING_RULE)
+    for actions, resources, conditions in (
+        (
+            ["sagemaker:CreateProcessingJob", "sagemaker:AddTags"],
+            [jobs],
+            owned_by(env_name, "aws:RequestTag"),
+        ),
+        (["sagemaker:DescribeProcessingJob", "sagemaker:ListTags"], [jobs], None),
+        (["sagemaker:StopProcessingJob"], [jobs], owned_by(env_name, "aws:ResourceTag")),
+        (["events:PutTargets", "events:PutRule", "events:DescribeRule"], [rule], None),
+    ):
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
+        )
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::{rendered(stack, jobs)}]",
+        "The evaluation's processing job is named after the execution (<env>-<execution>-eval), chosen at start "
+        "time; creating and tagging it require the request tags hfpipe:managed-by=hfpipe and hfpipe:env=<env>, "
+        "stopping it the resource tags; Describe/ListTags are read-only.",
+    )

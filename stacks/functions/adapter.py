@@ -109,6 +109,7 @@ class AdapterFunction(Construct):
         grant_pass_role: PassRoleGrant,
         named_endpoints: tuple[str, ...] = (),
         artifacts_bucket_name: str,
+        evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
@@ -128,6 +129,8 @@ class AdapterFunction(Construct):
                 # The environment's named endpoints (cdk.json), counted beside the base it would make.
                 "NAMED_ENDPOINTS": ",".join(contract.deployed_endpoint_name(env, n) for n in named_endpoints),
                 **settings.ttl_environment(),
+                # cdk.json evaluation_gate: Apply refuses an unevaluated version where it is mandatory.
+                "EVALUATION_GATE": evaluation_gate,
             },
         )
         grant_pass_role(self.role)

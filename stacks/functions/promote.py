@@ -56,6 +56,7 @@ class PromoteFunction(Construct):
         image_catalog: dict[str, Any],
         model_approval: str = registry.DEFAULT_APPROVAL,
         allowed_image_registries: tuple[str, ...] = (),
+        evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -69,7 +70,9 @@ class PromoteFunction(Construct):
             runtime_module=self.RUNTIME_MODULE,
             environment=_environment(
                 stack, source, artifacts_bucket_name, image_catalog, model_approval, allowed_image_registries
-            ),
+            )
+            # cdk.json evaluation_gate: the promotion refuses an unevaluated version where it is mandatory.
+            | {"EVALUATION_GATE": evaluation_gate},
             timeout_seconds=TIMEOUT_SECONDS,
         )
         grant_registry(self.role, settings.env_name, model_approval)

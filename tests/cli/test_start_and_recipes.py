@@ -288,7 +288,14 @@ def test_start_dry_run_shows_the_plan_and_request_and_starts_nothing(
     from hfpipe.cli import aws
 
     real = aws.Clients.client
-    quotas = Quotas({"ml.g4dn.xlarge for training job usage": 1, "ml.m5.large for endpoint usage": 1})
+    quotas = Quotas(
+        {
+            "ml.g4dn.xlarge for training job usage": 1,
+            "ml.m5.large for endpoint usage": 1,
+            # The evaluation job's (tiny recipes name an evaluation: docs/evaluation.md).
+            "ml.g4dn.xlarge for processing job usage": 1,
+        }
+    )
     monkeypatch.setattr(
         aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
     )
@@ -367,7 +374,9 @@ def test_start_dry_run_shows_what_it_packs_and_uploads_nothing(
     from hfpipe.cli import aws
 
     real = aws.Clients.client
-    quotas = Quotas({"ml.g4dn.xlarge for training job usage": 1})
+    quotas = Quotas(
+        {"ml.g4dn.xlarge for training job usage": 1, "ml.g4dn.xlarge for processing job usage": 1}
+    )
     monkeypatch.setattr(
         aws.Clients, "client", lambda self, s: quotas if s == "service-quotas" else real(self, s)
     )

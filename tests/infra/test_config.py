@@ -89,6 +89,7 @@ def test_defaults_and_account_fallback():
             {**DEV, "retention": 30},
             "hfpipe:environments.dev.retention: unknown key; accepted: account, allowed_image_registries, "
             "allowed_s3_buckets, checkpoint_expiration_days, endpoint_idle_minutes, endpoint_ttl_hours, endpoints, "
+            "evaluation_gate, "
             "log_retention_days, model_approval, noncurrent_version_expiration_days, promote_from, quotas, region, "
             "removal_policy, shared_base",
         ),

@@ -195,6 +195,8 @@ def test_ssm_parameters_and_outputs_name_what_the_cli_needs(synthesized, env):
             # The pipeline's: the state machine and the image catalog resolved at synth time.
             "state-machine-arn",
             "image-catalog",
+            # What the gate does with an unevaluated version (cdk.json evaluation_gate; docs/evaluation.md).
+            "evaluation-gate",
             # The deploy state machine's (docs/deploy.md).
             "deploy-state-machine-arn",
             # An environment that promotes from another (cdk.json promote_from): its Promote state machine.
@@ -312,8 +314,8 @@ def test_execution_role_is_scoped(synthesized, env):
                                 "Resource": {"Fn::Join": ["", [artifacts_arn, "/*"]]},
                             }
                         ),
-                        # Writes only under the prefixes a job's request names: models/ (S3OutputPath)
-                        # and checkpoints/ (CheckpointConfig).
+                        # Writes only under the prefixes a job's request names: models/ (S3OutputPath),
+                        # checkpoints/ (CheckpointConfig) and evaluations/ (the evaluation job's output).
                         Match.object_like(
                             {
                                 "Sid": "WriteJobOutputs",
@@ -322,6 +324,7 @@ def test_execution_role_is_scoped(synthesized, env):
                                 "Resource": Match.array_equals(
                                     [
                                         {"Fn::Join": ["", [artifacts_arn, "/checkpoints/*"]]},
+                                        {"Fn::Join": ["", [artifacts_arn, "/evaluations/*"]]},
                                         {"Fn::Join": ["", [artifacts_arn, "/models/*"]]},
                                     ]
                                 ),

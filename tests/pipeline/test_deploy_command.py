@@ -242,7 +242,9 @@ def test_following_a_deploy_says_it_waits_for_rollback_alarms_in_alarm() -> None
         ("StartExecution", 0, "ThrottlingException", "run the same command again"),
         # In the follow loop: a transient fault is looked at again, the command follows to the end...
         ("DescribeExecution", 0, "ThrottlingException", None),
-        ("DescribeEndpoint", 1, "InternalFailure", None),
+        # (DescribeEndpoint 0 is the evaluation gate's read of what serves, 1 the command's own before it
+        # starts: both before anything starts; 2 is the follow loop's first look.)
+        ("DescribeEndpoint", 2, "InternalFailure", None),
         ("DescribeModel", 0, "ThrottlingException", None),
         # ... any other ends it with what still runs and what to run next.
         ("DescribeExecution", 0, "AccessDeniedException", "still runs without this command"),

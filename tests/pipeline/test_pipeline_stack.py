@@ -31,6 +31,9 @@ TAGGED_ACTIONS = {
     "sagemaker:InvokeEndpoint",
     "sagemaker:CreateModelPackageGroup",
     "sagemaker:CreateModelPackage",
+    # The evaluation's processing job (the state machine's Evaluate task).
+    "sagemaker:CreateProcessingJob",
+    "sagemaker:StopProcessingJob",
 }
 
 
@@ -189,6 +192,17 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "sagemaker:DeleteModel",
             "sagemaker:StopTrainingJob",
             "sqs:SendMessage",
+        },
+        # The evaluation's steps: the champion read from the run's target, the job's document and its wrapper.
+        "evaluation": {
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig",
+            "sagemaker:DescribeModel",
+            "sagemaker:DescribeInferenceComponent",
+            "sagemaker:DescribeModelPackage",
+            "sagemaker:ListModelPackages",
+            "s3:GetObject",
+            "s3:PutObject",
         },
         "register": {
             "sagemaker:DescribeModelPackageGroup",

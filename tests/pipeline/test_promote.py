@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from app_synth import ARTIFACTS_BUCKET, synthesize_environments
+from evaluations import CHAMPION_ARN, wrapper
 from faults import Faults
 from pipeline_lambdas import aws, promote
 from promote_moto import (
@@ -420,3 +421,28 @@ def test_a_fault_at_every_call_of_the_promote_step_is_retried_or_fails_and_a_rer
             again = run(promoting, {"version": f"{recipe}/1"})
             assert again.status == "SUCCEEDED", (n, faults.failed[1], again.cause)
         assert len(group_versions(promoting, recipe) or []) == 1, (n, faults.failed[1])
+
+
+def test_the_gate_refuses_a_worse_version_and_an_override_passes_with_its_reason(promoting):
+    worse = wrapper("worse", champion=CHAMPION_ARN)
+    register_source_version(recipe="tiny-eval", execution="eval-1", evaluation=worse)
+    before = target_objects(promoting, ARTIFACTS_BUCKET)
+    refused(
+        run(promoting, {"version": "tiny-eval/1"}),
+        "refused by the evaluation gate: version tiny-eval/1 (dev) is worse than the champion",
+        "f1 difference -3.1 (-5 to -1.2) at 95% confidence",
+        "--override-evaluation",
+    )
+    assert target_objects(promoting, ARTIFACTS_BUCKET) == before
+    r = run(promoting, {"version": "tiny-eval/1", "override_evaluation": "relabelled data"})
+    assert r.status == "SUCCEEDED", r.cause
+    desc = promoting.client("sagemaker").describe_model_package(
+        ModelPackageName=r.output["target"]["model_package_arn"]
+    )
+    assert desc["CustomerMetadataProperties"]["evaluation_override"].startswith(
+        "evaluation gate overridden: relabelled data refused: version tiny-eval/1 dev is worse"
+    )
+    # The evaluation goes with the version: the target's deploy compares its champion with what serves there.
+    key = "promoted/dev/tiny-eval/1/metrics.json"
+    doc = json.loads(promoting.client("s3").get_object(Bucket=ARTIFACTS_BUCKET, Key=key)["Body"].read())
+    assert doc["evaluation"] == worse

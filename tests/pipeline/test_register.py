@@ -224,7 +224,11 @@ def test_the_definition_registers_between_smoke_test_and_keep_endpoint(engine):
     reg = states["Register"]
     assert reg["Next"] == "KeepEndpoint?" and reg["ResultPath"] == "$.registered"
     # Only the plan and the job's description go in; only the small result comes back (history stays small).
-    assert reg["Parameters"] == {"plan.$": "$.plan", "training.$": "$.training"}
+    assert reg["Parameters"] == {
+        "plan.$": "$.plan",
+        "training.$": "$.training",
+        "evaluation.$": "$.evaluation",  # the StoreEvaluation step's wrapper ({} without one)
+    }
     assert reg["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "CleanupOnError"}
     ]

@@ -24,6 +24,8 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
+from hfpipe.cli.promotion import gate
+from hfpipe.cli.promotion.models import resolve
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import AdapterDeleted, AdapterPlan, BaseBilling, BaseRetired
@@ -80,6 +82,29 @@ def _check_location(request: dict[str, str], env: str, machine: str) -> None:
         raise HfpipeError(f"--model: {exc}") from None
 
 
+def _gate(
+    clients: aws.Clients,
+    environment: aws.Environment,
+    args: argparse.Namespace,
+    request: dict[str, str],
+    console: Any,
+) -> None:
+    """The evaluation gate before an adapter's deploy (hfpipe.cli.promotion.gate): the version's evaluation
+    and what the adapter serves, read now; the override goes into the execution's input, whose Apply step
+    applies the same rule again, and is recorded on the version. A rollback (the way back) is not gated."""
+    override = getattr(args, "override_evaluation", None)
+    if request["action"] != "deploy":
+        if override is not None:
+            raise UsageError("--override-evaluation: accepted with --model VERSION only")
+        return
+    arn = resolve(clients.sagemaker, request["version"], args.env)
+    decision = gate.check(clients, environment, arn, target={"adapter": args.adapter}, override=override)
+    gate.record_override(clients, arn, decision)
+    if override is not None:
+        request["override_evaluation"] = override
+    console.print(f"evaluation gate: {decision.message}", soft_wrap=True)
+
+
 def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
     """The component's status and the artifact it serves, read from it; None when it does not exist."""
     return adapter_deploy.serving_state(sagemaker, component)
@@ -105,6 +130,7 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
     _check_location(request, args.env, machine)
+    _gate(clients, environment, args, request, console)
     retiring = request["action"] == "retire"
     component = (
         BaseNames.of(args.env).component

@@ -29,6 +29,8 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, ttl_option, version_ref
+from hfpipe.cli.promotion import gate
+from hfpipe.cli.promotion.models import resolve
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy.deploy_plan import (
@@ -40,6 +42,7 @@ from hfpipe.core.deploy.deploy_plan import (
 )
 from hfpipe.core.deploy.what_serves import mismatch, what_serves
 from hfpipe.core.promotion import registry
+from hfpipe.core.promotion.evaluation_gate import Decision
 
 #: The endpoint names cdk.json may declare (they become hfpipe-<env>-NAME in SageMaker).
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
@@ -121,6 +124,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
+    decision = _gate(clients, environment, args, endpoint)
     before = aws.call(
         f"reading endpoint {endpoint}",
         _endpoint_state,
@@ -145,6 +149,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         ),
     )["executionArn"]
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
+    console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
     console.print(f"  endpoint now: {_describe(before)}")
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
@@ -156,6 +161,19 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         f"what {args.endpoint} serves; once it has ended, the same command again says whether {version} serves"
     )
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
+
+
+def _gate(
+    clients: aws.Clients, environment: aws.Environment, args: argparse.Namespace, endpoint: str
+) -> Decision:
+    """The evaluation gate (hfpipe.cli.promotion.gate), just before the deploy starts: the version's evaluation
+    and what ``endpoint`` serves, both read now; an override is recorded on the version first."""
+    arn = resolve(clients.sagemaker, args.model, args.env)
+    decision = gate.check(
+        clients, environment, arn, target={"endpoint": endpoint}, override=args.override_evaluation
+    )
+    gate.record_override(clients, arn, decision)
+    return decision
 
 
 def _alarm_wait(sfn: Any, arn: str) -> AlarmWait | None:
@@ -306,6 +324,7 @@ def add_to(sub: Subparsers) -> None:
         "--delete", action="store_true", help="with --adapter: take the adapter off the shared base"
     )
     p.add_argument("--no-wait", action="store_true", help="start the deploy and return")
+    gate.add_override_option(p)
     p.add_argument(
         "--interval",
         type=float,

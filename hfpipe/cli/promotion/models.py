@@ -30,9 +30,10 @@ from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, version_ref, with_actions
+from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text
-from hfpipe.core.promotion import promotion, registry
+from hfpipe.core.promotion import evaluation_gate, promotion, registry
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class VersionInfo:
     promoted_from_env: str | None = None
     #: An unmerged adapter's base, as the version records it (hfpipe.core.promotion.registry.adapter_base).
     adapter_base: str | None = None
+    #: The task kind the version was trained for (its metadata's ``task``).
+    task: str | None = None
+    #: The evaluation stored with it (hfpipe.core.promotion.evaluation_gate.Evaluated, as JSON), if any.
+    evaluation: dict[str, Any] | None = None
 
     @property
     def ref(self) -> str:
@@ -119,6 +124,8 @@ def describe_version(sagemaker: Any, s3: Any, env: str, arn: str) -> VersionInfo
         promoted_from=meta.get(promotion.PROMOTED_FROM),
         promoted_from_env=meta.get(promotion.PROMOTED_FROM_ENV),
         adapter_base=registry.adapter_base({"CustomerMetadataProperties": meta}),
+        task=meta.get("task"),
+        evaluation=doc.get(evaluation_gate.STATISTICS_KEY),
     )
 
 
@@ -235,15 +242,23 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     return 0
 
 
-def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
+def _decide(
+    clients: aws.Clients, args: argparse.Namespace, console: Any, environment: aws.Environment
+) -> int:
     sagemaker = clients.sagemaker
     arn = resolve(sagemaker, args.refs[0], args.env)
     before = describe_version(sagemaker, clients.s3, args.env, arn)
     status = registry.DECISIONS[args.action]
+    description = args.reason or f"{status.lower()} with hfpipe models {args.action}"
+    decision = None
+    if args.action == "approve":  # the gate: read again now, the champion from the evaluation's target
+        decision = gate.check(clients, environment, arn, target=None, override=args.override_evaluation)
+        if decision.note:
+            description = f"{args.reason}; {decision.note}" if args.reason else decision.note
     request = {
         "ModelPackageArn": arn,
         "ModelApprovalStatus": status,
-        "ApprovalDescription": args.reason or f"{status.lower()} with hfpipe models {args.action}",
+        "ApprovalDescription": description[: evaluation_gate.APPROVAL_DESCRIPTION_MAX],
     }
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:
@@ -251,6 +266,8 @@ def _decide(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int
     aws.call(f"updating model package {arn}", sagemaker.update_model_package, **request)
     console.print(f"{before.ref} ({before.group}): {before.status} -> {status}")
     console.print(f"  {arn}")
+    if decision is not None:
+        console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
     return 0
 
 
@@ -259,6 +276,11 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
         describe_version(clients.sagemaker, clients.s3, args.env, resolve(clients.sagemaker, ref, args.env))
         for ref in args.refs
     )
+    if a.task and b.task and a.task != b.task:
+        raise HfpipeError(
+            f"models compare: {a.ref} is a {a.task} model and {b.ref} a {b.task} one; accepted: two versions of "
+            "the same task (their metrics measure different things)"
+        )
     rows = registry.metric_differences(a.metrics, b.metrics)
     if args.json:
         record = {
@@ -280,8 +302,24 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
     cost_diff = None if a.cost_usd is None or b.cost_usd is None else b.cost_usd - a.cost_usd
     out.add_row("cost (USD)", _money(a.cost_usd), _money(b.cost_usd), shown(cost_diff, signed=True))
     out.add_row("status", a.status, b.status, "")
+    _evaluation_rows(out, a, b)
     console.print(out)
     return 0
+
+
+def _evaluation_rows(out: Table, a: VersionInfo, b: VersionInfo) -> None:
+    """Each version's stored evaluation (the verdict, the rule's metric with its interval, the difference
+    against the champion it was scored with), where either has one."""
+    ea, eb = evaluation_gate.summary(a.evaluation), evaluation_gate.summary(b.evaluation)
+    if ea is None and eb is None:
+        return
+    for key, label in (
+        ("verdict", "evaluation verdict"),
+        ("score", "evaluation score [interval] on n"),
+        ("difference", "vs its champion (interval)"),
+        ("champion", "evaluated against"),
+    ):
+        out.add_row(label, (ea or {}).get(key, "-"), (eb or {}).get(key, "-"), "")
 
 
 #: What `models download` writes next to the unpacked model: the version it came from.
@@ -361,14 +399,14 @@ def cmd_models(args: argparse.Namespace, console: Any) -> int:
     aws.validate_env_name(args.env)
     clients = aws.clients_for(args)
     # A mistyped or never-deployed environment is an error, not an empty one (as for the other commands).
-    aws.resolve_environment(clients, args.env)
+    environment = aws.resolve_environment(clients, args.env)
     if args.action == "list":
         return _list(clients, args, console)
     if args.action == "compare":
         return _compare(clients, args, console)
     if args.action == "download":
         return _download(clients, args, console)
-    return _decide(clients, args, console)
+    return _decide(clients, args, console, environment)
 
 
 # --- hfpipe models [list | approve | reject | compare | download] ----------------------------------------
@@ -395,6 +433,8 @@ def add_to(sub: Subparsers) -> None:
             "--reason",
             help=f"why: recorded as the version's approval description (default: '... with hfpipe models {name}')",
         )
+        if name == "approve":
+            gate.add_override_option(decide)
         _options(decide)
     compare = actions.add_parser("compare", help="two versions' metrics, cost and lineage side by side")
     _versions(compare, 2, "the two versions to compare")

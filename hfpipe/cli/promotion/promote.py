@@ -28,9 +28,11 @@ from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, version_ref
+from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.promotion.promote_plan import Promoted
+from hfpipe.core.promotion.promotion import OVERRIDE_KEY
 
 
 def state_machine(environment: aws.Environment) -> str:
@@ -96,7 +98,10 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
         clients.sfn.start_execution,
         stateMachineArn=machine,
         name=name,
-        input=json.dumps({"version": args.version}),
+        input=json.dumps(
+            {"version": args.version}
+            | ({} if args.override_evaluation is None else {OVERRIDE_KEY: args.override_evaluation})
+        ),
     )["executionArn"]
     if not args.watch:
         console.print(f"promoting {args.version} into {args.env}: execution {name}")
@@ -145,6 +150,7 @@ def add_to(sub: Subparsers) -> None:
         "--interval", type=float, help="seconds between checks with --watch (default 5; 1 in a local world)"
     )
     p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
+    gate.add_override_option(p)
     aws_options(p)
     option_rules(p, needs={"--json": "--watch", "--interval": "--watch"})
     p.set_defaults(func=with_console(cmd_promote), command_parser=p)

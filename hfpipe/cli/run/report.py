@@ -163,7 +163,26 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
         summary.add_row("model version", _model_version(report, env))
     if isinstance(report.get("adapter"), dict):
         summary.add_row("adapter", adapter_report.describe(report["adapter"]))
+    if isinstance(report.get("evaluation"), dict):
+        summary.add_row("evaluation", _evaluation(report["evaluation"]))
     return summary
+
+
+def _evaluation(e: dict[str, Any]) -> str:
+    """The evaluation job's verdict and what it cost (docs/evaluation.md): 'worse (f1 -3.1, interval -5 to
+    -1.2) against tiny-qa/1; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD'."""
+    difference = e.get("difference") or {}
+    figures = (
+        f" ({e.get('metric')} {_fmt(difference.get('value'))}, interval {_fmt(difference.get('low'))} to "
+        f"{_fmt(difference.get('high'))}) against {e.get('champion_version_arn') or 'the champion'}"
+        if difference
+        else ""
+    )
+    usd = "-" if e.get("cost_usd") is None else f"{float(e['cost_usd']):.4f}"
+    return (
+        f"{e.get('verdict')}{figures}; {_fmt(e.get('instance_count'))} x {_fmt(e.get('instance_type'))}, "
+        f"{_fmt(e.get('seconds'), ' s')}, {usd} USD"
+    )
 
 
 def _cost(report: dict[str, Any]) -> str:

@@ -13,6 +13,8 @@ from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options, ttl_option
 from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
+from hfpipe.core.run import evaluation_job
+from hfpipe.core.validate import RecipeError
 
 
 def add_to(sub: Subparsers) -> None:
@@ -39,6 +41,14 @@ def add_to(sub: Subparsers) -> None:
         help="show the plan, the cost estimate and the CreateTrainingJob request; start nothing",
     )
     p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    p.add_argument(
+        "--champion",
+        type=_champion,
+        metavar="endpoint:NAME|adapter:NAME",
+        help="where the evaluation reads the version it compares the new one with (a named endpoint of the "
+        "environment, or an adapter on its shared base; docs/evaluation.md); without it the new version is "
+        "scored alone",
+    )
     aws_options(p)
     option_rules(
         p,
@@ -70,21 +80,38 @@ def _start_execution(
     return str(started["executionArn"])
 
 
+def _champion(text: str) -> dict[str, str]:
+    """--champion endpoint:NAME or adapter:NAME (``type=``: a usage error before anything is read)."""
+    kind, _, name = text.partition(":")
+    if kind not in ("endpoint", "adapter") or not name:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not accepted; accepted: endpoint:NAME (a named endpoint of the environment) or "
+            "adapter:NAME (an adapter on its shared base)"
+        )
+    return {kind: name}
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
 def _execution_input(
-    bucket: str, loaded: Any, accepted: Any, ttl: str | None = None
+    bucket: str, loaded: Any, accepted: Any, ttl: str | None = None, champion: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], Any, Any]:
     """The input `start` sends (with ``ttl``, --ttl, when given), the recipe as accepted (`accepted`: in the
     environment but for an own source) and the packed own source (None without one): a recipe's own `dir` or
     `git` source packed (what is left out named, what is packed summed up), its arguments checked
-    (`hfpipe.core.run.plan.accept` with the archive) and named by both at the URI `upload` will put it at.
-    Nothing is uploaded here."""
+    (`hfpipe.core.run.plan.accept` with the archive) and named by both at the URI `upload` will put it at, with
+    the evaluation's ``champion`` (--champion). Nothing is uploaded here."""
     from hfpipe.cli.recipe import recipes, sources
 
     execution_input = {**recipes.execution_input(loaded), **({"ttl": ttl} if ttl is not None else {})}
+    if champion is not None:
+        try:  # the Plan's own rule (a recipe without evaluation has no champion to read)
+            evaluation_job.target(champion, "env", loaded.resolved.get("evaluation") is not None)
+        except RecipeError as err:
+            raise HfpipeError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
+        execution_input["champion"] = champion
     packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
         return execution_input, accepted, None
@@ -140,7 +167,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)
     bucket = config.artifacts_bucket
-    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted, args.ttl)
+    execution_input, accepted, packed = _execution_input(bucket, loaded, accepted, args.ttl, args.champion)
     from hfpipe.cli.recipe import sources
 
     # The dry run's plan, before anything starts or is uploaded: what it refuses, start refuses. An own source

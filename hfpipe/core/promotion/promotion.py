@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.core.promotion import registry
+from hfpipe.core.promotion import evaluation_gate, registry
 from hfpipe.core.validate import image_registry
 
 #: The version's metadata key naming the source version's ARN (and the source environment's name).
@@ -36,8 +36,9 @@ PROMOTED_FROM = "promoted_from"
 PROMOTED_FROM_ENV = "promoted_from_env"
 #: Source metadata kept under another key: the target's own value replaces the original.
 SOURCE_KEYS = {"model_data": "source_model_data"}
-#: The one key of the Promote state machine's input.
+#: The one key of the Promote state machine's input, and the optional one (`hfpipe promote --override-evaluation`).
 INPUT_KEYS = ("version",)
+OVERRIDE_KEY = "override_evaluation"
 #: CustomerMetadataProperties: at most 50 entries, values of 1 to 256 characters (CreateModelPackage).
 _MAX_PROPERTIES = 50
 _MAX_VALUE = 256
@@ -82,11 +83,17 @@ def version_arn(partition: str, region: str, account: str, group: str, number: i
 
 def check_input(event_input: Any) -> str:
     """The ``version`` of the execution input ({"version": "<recipe>/<n>" or a version ARN})."""
-    if not isinstance(event_input, Mapping) or set(event_input) != set(INPUT_KEYS):
+    if not isinstance(event_input, Mapping) or set(event_input) - {OVERRIDE_KEY} != set(INPUT_KEYS):
         keys = sorted(event_input) if isinstance(event_input, Mapping) else type(event_input).__name__
         raise PromotionRefused(
             f"input: {keys!r} is not accepted; accepted: an object with one key, version "
-            '(e.g. {"version": "tiny-lora/3"} or a version ARN of the source environment)'
+            '(e.g. {"version": "tiny-lora/3"} or a version ARN of the source environment), and optionally '
+            f"{OVERRIDE_KEY} (a reason)"
+        )
+    override = event_input.get(OVERRIDE_KEY, "")
+    if not isinstance(override, str):
+        raise PromotionRefused(
+            f"input.{OVERRIDE_KEY}: {override!r} is not accepted; accepted: a reason, in words"
         )
     version = event_input["version"]
     if not isinstance(version, str) or not version:
@@ -94,6 +101,45 @@ def check_input(event_input: Any) -> str:
             f"input.version: {version!r} is not accepted; accepted: RECIPE/N or a model package version ARN"
         )
     return version
+
+
+def override_of(event_input: Any) -> str | None:
+    """The evaluation gate's override reason of a checked input (``check_input``), if any."""
+    value = event_input.get(OVERRIDE_KEY) if isinstance(event_input, Mapping) else None
+    return str(value) if value is not None else None
+
+
+def evaluation_decision(
+    source_document: Mapping[str, Any],
+    ref: str,
+    *,
+    source_env: str,
+    env: str,
+    mode: str,
+    override: str | None,
+) -> evaluation_gate.Decision:
+    """The evaluation gate at promotion (hfpipe.core.promotion.evaluation_gate): the source version's stored
+    evaluation decides, its champion as recorded (the source's target is read by the source's own commands;
+    the target's `hfpipe deploy` reads what serves there before traffic moves); the target's
+    ``evaluation_gate`` decides on a version with none. PromotionRefused when it refuses."""
+    try:
+        evaluated = evaluation_gate.of_statistics(dict(source_document))
+    except evaluation_gate.EvaluationFormatError as err:
+        raise PromotionRefused(f"version {ref} ({source_env}): {err}; the gate cannot decide on it") from None
+    try:
+        decision = evaluation_gate.decide(
+            evaluated,
+            version=f"{ref} ({source_env})",
+            champion_now=evaluated.champion if evaluated else None,
+            mode=mode,
+            where=f"environment {env}",
+            override=override,
+        )
+    except ValueError as err:
+        raise PromotionRefused(str(err)) from None
+    if not decision.allowed:
+        raise PromotionRefused(f"refused by the evaluation gate: {decision.message}")
+    return decision
 
 
 def source_version(ref: str, source_env: str, *, partition: str, region: str, account: str) -> str:
@@ -198,12 +244,17 @@ def statistics(source_document: Mapping[str, Any], group: str, properties: dict[
     """The promoted version's statistics document: the source's metrics unchanged, this version's group and
     metadata (what `hfpipe models` reads back)."""
     metrics = source_document.get("metrics")
-    return {
+    document = {
         "version": registry.STATISTICS_VERSION,
         "model_package_group": group,
         "metadata": properties,
         "metrics": dict(metrics) if isinstance(metrics, Mapping) else {},
     }
+    # The source's evaluation goes with it: the target's gate compares its champion with what serves there
+    # (a promoted champion is its source: hfpipe.core.promotion.evaluation_gate.Champion).
+    if source_document.get(evaluation_gate.STATISTICS_KEY) is not None:
+        document[evaluation_gate.STATISTICS_KEY] = source_document[evaluation_gate.STATISTICS_KEY]
+    return document
 
 
 def package_request(

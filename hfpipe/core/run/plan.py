@@ -25,8 +25,8 @@ from hfpipe.core.recipe import serving_fit, sources
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.sample_request import check as check_sample_request
 from hfpipe.core.recipe.schema import RecipeError
-from hfpipe.core.run import quotas, request
-from hfpipe.core.run.plan_model import Gate, Plan
+from hfpipe.core.run import evaluation_job, quotas, request
+from hfpipe.core.run.plan_model import Evaluation, Gate, Plan
 
 #: The image catalog's entry holding the SDK's smdistributed tables (stacks/image_catalog.distribution_rules).
 DISTRIBUTION_KEY = "distribution"
@@ -420,7 +420,17 @@ def resolve_input(event: Any) -> dict[str, Any]:
     keep_endpoint), with its rules and the environment's ownership rules still to check."""
     if not isinstance(event, dict):
         raise RecipeError(f"input: expected a JSON object, got {type(event).__name__}")
-    allowed = {"recipe", "recipe_name", "overrides", "poll_seconds", "deploy", "keep_endpoint", "ttl"}
+    # champion: where the evaluation reads the version it compares with (hfpipe.core.run.evaluation_job.target).
+    allowed = {
+        "recipe",
+        "recipe_name",
+        "overrides",
+        "poll_seconds",
+        "deploy",
+        "keep_endpoint",
+        "ttl",
+        "champion",
+    }
     unknown = sorted(set(event) - allowed)
     if unknown:
         raise RecipeError(f"input: unknown field(s) {unknown}; accepted: {sorted(allowed)}")
@@ -531,6 +541,7 @@ def build_plan(
         training_job_request=job_request,
         hyperparameters_not_checked=accepted.hyperparameters_not_checked,
         adapter_base_model=adapter_recipe.base_model(recipe),
+        evaluation=_evaluation(recipe, event, job_request, execution_name, config),
     )
     check_sample_request(recipe, plan.serving_environment)  # the smoke test's, as the served model takes it
     api_shapes.check_plan(plan)  # what SageMaker's API would refuse, refused here, before anything exists
@@ -554,6 +565,25 @@ def endpoint_ttl(event: Any, config: PlanConfig) -> int | None:
         return expiry.parse_ttl(event["ttl"], "input.ttl")
     except expiry.TtlError as err:
         raise RecipeError(str(err)) from None
+
+
+def _evaluation(
+    recipe: dict[str, Any], event: Any, job_request: dict[str, Any], execution_name: str, config: PlanConfig
+) -> Evaluation | None:
+    """The recipe's evaluation job (hfpipe.core.run.evaluation_job), its champion read where the execution
+    input's ``champion`` says."""
+    return evaluation_job.plan_evaluation(
+        recipe,
+        event.get("champion") if isinstance(event, dict) else None,
+        training_request=job_request,
+        execution_name=execution_name,
+        env=config.env,
+        # The project's own code, which holds evaluate.py (a recipe's own source does not).
+        code_uri=config.sourcedir_uri,
+        artifacts_bucket=config.artifacts_bucket,
+        # The table's on-demand price of the type (processing's list price is that of training's type).
+        price_per_hour_usd=prices.price_per_hour(recipe["training"]["instance_type"]),
+    )
 
 
 def _job_request(

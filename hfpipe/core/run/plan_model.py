@@ -20,8 +20,9 @@ from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type; a reader refuses any other version, so
 #: a plan written by another release is never half-understood.
-# 2: serving_production_variants; 3: hyperparameters_not_checked; 4: adapter_base_model; 5: hosting_tags
-SCHEMA_VERSION = 5
+# 2: serving_production_variants; 3: hyperparameters_not_checked; 4: adapter_base_model; 5: hosting_tags;
+# 6: evaluation
+SCHEMA_VERSION = 6
 #: Where the state machine keeps the plan (the Plan task's ResultPath).
 ROOT_PATH = "$.plan"
 
@@ -49,6 +50,24 @@ class Gate:
                 raise PlanFormatError(
                     f"plan.gate.{name}: null is not accepted when plan.gate.enabled is true"
                 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """The recipe's evaluation job (docs/evaluation.md; hfpipe.core.run.evaluation_job): the CreateProcessingJob
+    request without its models, where the champion is read (the execution input's ``champion``: a named
+    endpoint's SageMaker name or an adapter on the shared base; both null: the run names none, the job
+    scores the challenger alone), and the job's instance and price for the report."""
+
+    processing_job_name: str
+    request: dict[str, Any]
+    target_endpoint: str | None
+    target_adapter: str | None
+    instance_type: str
+    instance_count: int
+    price_per_hour_usd: float | None
+    #: The contract's document, s3://<artifacts>/evaluations/<execution>/evaluation.json.
+    document_uri: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +125,8 @@ class Plan(Typed, document=DOCUMENT):
     #: the run registers the adapter without an endpoint of its own (``deploy`` is false), to be served on
     #: the environment's shared base; null for every other recipe.
     adapter_base_model: str | None
+    #: The recipe's evaluation job, null for a recipe without ``evaluation`` (schema 6 added it).
+    evaluation: Evaluation | None
 
     @property
     def names(self) -> PlannedNames:

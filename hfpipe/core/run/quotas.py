@@ -121,7 +121,15 @@ def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
         s = recipe["serving"]
         key = endpoint_quota_name(s["instance_type"])
         needed[key] = needed.get(key, 0) + s["instance_count"]
+    if recipe.get("evaluation") is not None:
+        # The evaluation job: one instance of the training type (hfpipe.core.run.evaluation_job).
+        needed[processing_quota_name(t["instance_type"])] = 1
     return needed
+
+
+def processing_quota_name(instance_type: str) -> str:
+    """The SageMaker quota that bounds the instances of ``instance_type`` running processing jobs."""
+    return f"{instance_type} for processing job usage"
 
 
 def quota_users(recipes: Mapping[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:

@@ -55,6 +55,8 @@ PATCHED = (
     f"{_CLIENT_MODULES[1]}._SERVICE_ERROR_NAMES",
     f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._from_error",
     f"{_CLIENT_MODULES[1]}.StateTaskServiceAwsSdk._eval_service_task",
+    f"{_CLIENT_MODULES[4]}._SUPPORTED_INTEGRATION_PATTERNS",
+    f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._build_sync_resolver",
     "moto.stepfunctions.responses.StepFunctionResponse.send_task_failure",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
@@ -91,6 +93,10 @@ USED = (
     "moto.stepfunctions.parser.api.TaskFailedEventDetails",
     "moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name.CustomErrorName",
     "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEvent",
+    "moto.stepfunctions.parser.asl.component.common.error_name.failure_event.FailureEventException",
+    "moto.stepfunctions.parser.asl.component.common.error_name.states_error_name.StatesErrorName",
+    "moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type.StatesErrorNameType.StatesTaskFailed",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource.ResourceCondition",
     "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
     "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
@@ -526,7 +532,98 @@ def _task_results() -> list[Patch]:
             "_eval_service_task",
             eval_aws_sdk,
         ),
+        *_processing_sync(unsupported),
     ]
+
+
+#: The `.sync` SageMaker calls AWS waits on that local mode plays: CreateProcessingJob (the evaluation).
+_SYNC_DESCRIBE = {
+    "create_processing_job": ("describe_processing_job", "ProcessingJobName", "ProcessingJobStatus")
+}
+
+
+def _processing_sync(unsupported: Any) -> list[Patch]:
+    """``sagemaker:createProcessingJob.sync``, which moto's interpreter refuses (it runs SageMaker's optimized
+    integrations request-response only): the task polls DescribeProcessingJob, as Step Functions does, and ends
+    with its answer once the job has ended; a Failed or Stopped job fails the task with States.TaskFailed and the
+    description as the cause (https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html,
+    "Run a Job (.sync)")."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import (
+        ResourceCondition,
+    )
+
+    original = unsupported.StateTaskServiceUnsupported._build_sync_resolver
+
+    def build_sync_resolver(
+        task: Any, env: Any, resource_runtime_part: Any, normalised_parameters: dict, state_credentials: Any
+    ) -> Any:
+        action = task._get_boto_service_action()
+        if task._get_boto_service_name() != "sagemaker" or action not in _SYNC_DESCRIBE:
+            return original(task, env, resource_runtime_part, normalised_parameters, state_credentials)
+        from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
+
+        describe, key, status_key = _SYNC_DESCRIBE[action]
+        client = boto_client_for(
+            service="sagemaker", region=resource_runtime_part.region, state_credentials=state_credentials
+        )
+
+        def resolve() -> Any:
+            answer = getattr(client, describe)(**{key: normalised_parameters[key]})
+            answer.pop("ResponseMetadata", None)
+            status = answer.get(status_key)
+            if status in ("InProgress", "Stopping"):
+                return None
+            output = json.loads(json.dumps(answer, default=str))
+            if status == "Completed":
+                return output
+            raise _sync_failure(task, env, json.dumps(output, sort_keys=True))
+
+        return resolve
+
+    patterns = {*unsupported._SUPPORTED_INTEGRATION_PATTERNS, ResourceCondition.Sync}
+    return [
+        (
+            "state_task_service_unsupported._SUPPORTED_INTEGRATION_PATTERNS",
+            unsupported,
+            "_SUPPORTED_INTEGRATION_PATTERNS",
+            patterns,
+        ),
+        (
+            "StateTaskServiceUnsupported._build_sync_resolver",
+            unsupported.StateTaskServiceUnsupported,
+            "_build_sync_resolver",
+            build_sync_resolver,
+        ),
+    ]
+
+
+def _sync_failure(task: Any, env: Any, cause: str) -> Exception:
+    """States.TaskFailed of a `.sync` task whose job ended Failed or Stopped, its description the cause."""
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    details = TaskFailedEventDetails(
+        error="States.TaskFailed",
+        cause=cause,
+        resource=task._get_sfn_resource(),
+        resourceType=task._get_sfn_resource_type(),
+    )
+    return FailureEventException(
+        FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=StatesErrorNameType.StatesTaskFailed),
+            event_type=HistoryEventType.TaskFailed,
+            event_details=EventDetails(taskFailedEventDetails=details),
+        )
+    )
 
 
 def _task_callbacks() -> list[Patch]:

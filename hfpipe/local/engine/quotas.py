@@ -56,7 +56,12 @@ class QuotaTable:
         return self.names or [
             f"{t} for {use}"
             for t in PRICES_USD_PER_HOUR
-            for use in ("training job usage", "spot training job usage", "endpoint usage")
+            for use in (
+                "training job usage",
+                "spot training job usage",
+                "endpoint usage",
+                "processing job usage",
+            )
         ]
 
     def answer(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:

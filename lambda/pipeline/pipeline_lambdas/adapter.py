@@ -59,7 +59,7 @@ from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests, expiry
-from hfpipe.core.promotion import registry
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup, quotas
 from pipeline_lambdas import aws
@@ -98,15 +98,16 @@ class AdapterNotApproved(Exception):
 
 def _request(event_input: Any) -> dict[str, str]:
     accepted = (
-        '{"action": "deploy", "adapter": NAME, "version": "RECIPE/N"}, {"action": "rollback", "adapter": '
-        'NAME}, {"action": "delete", "adapter": NAME} or {"action": "retire"}'
+        '{"action": "deploy", "adapter": NAME, "version": "RECIPE/N"} (and "override_evaluation": REASON), '
+        '{"action": "rollback", "adapter": NAME}, {"action": "delete", "adapter": NAME} or {"action": "retire"}'
     )
     if not isinstance(event_input, dict) or event_input.get("action") not in ACTIONS:
         raise AdapterRefused(f"input {event_input!r}: not accepted; accepted: {accepted}")
     wanted = {"deploy": ("action", "adapter", "version"), "retire": ("action",)}.get(
         event_input["action"], ("action", "adapter")
     )
-    if set(event_input) != set(wanted) or not all(isinstance(event_input[k], str) for k in wanted):
+    given = set(event_input) - ({"override_evaluation"} if event_input["action"] == "deploy" else set())
+    if given != set(wanted) or not all(isinstance(event_input[k], str) for k in event_input):
         raise AdapterRefused(f"input {event_input!r}: not accepted; accepted: {accepted}")
     if "adapter" in wanted:
         adapter_deploy.check_adapter_name(event_input["adapter"])
@@ -181,6 +182,34 @@ def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
         raise
 
 
+def check_evaluation(
+    sagemaker: Any, s3: Any, env: str, request: dict[str, str], version: dict[str, Any]
+) -> None:
+    """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
+    evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses. A
+    rollback is the way back and is not gated. The override's reason is in the version's approval description
+    already (the command records it before it starts the execution)."""
+    arn = str(version["ModelPackageArn"])
+    try:
+        evaluated = evaluation_reads.evaluation_of(version, lambda uri: evaluation_reads.read_json(s3, uri))
+    except evaluation_gate.EvaluationFormatError as err:
+        raise AdapterRefused(f"version {arn}: {err}; the gate cannot decide on it") from None
+    champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
+    if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
+        champion = None  # it serves this version already
+    decision = evaluation_gate.decide(
+        evaluated,
+        version=registry.ref_of_arn(arn, env),
+        champion_now=champion,
+        mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
+        where=f"adapter {request['adapter']}",
+        override=request.get("override_evaluation"),
+    )
+    if not decision.allowed:
+        raise AdapterRefused(f"refused by the evaluation gate: {decision.message}")
+    aws.log_json(LOG, "evaluation gate passed", decision=decision.message)
+
+
 def check_base_quota(sagemaker: Any, service_quotas: Any, env: str, base: SharedBase) -> None:
     """Before the shared base is made (its endpoint absent): the account's endpoint-usage quota of its instance
     type holds its ``copies`` instances beside what the environment's named endpoints run of that type now
@@ -225,6 +254,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         version, serving = adapter_deploy.rollback_target(sagemaker, env, request["adapter"])
     elif request["action"] == "deploy":
         version = _version(sagemaker, request["version"], env)
+        check_evaluation(sagemaker, clients["s3"], env, request, version)
     else:
         raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
     info = deploy_requests.version_info(env, version)

@@ -32,7 +32,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import api_shapes, throttling
-from hfpipe.core.promotion import promotion, promotion_access, registry
+from hfpipe.core.promotion import evaluation_gate, promotion, promotion_access, registry
 from hfpipe.core.promotion.promote_plan import (
     Promoted,
     PromotePlan,
@@ -61,6 +61,10 @@ __all__ = [
 ]
 
 
+#: The promoted version's CustomerMetadataProperties key of an evaluation gate override's reason.
+EVALUATION_OVERRIDE_KEY = "evaluation_override"
+
+
 class ThrottlingException(Exception):
     """An AWS API throttled the step past botocore's own retries; the state machine retries it with backoff."""
 
@@ -78,6 +82,8 @@ class Settings:
     approval: str
     catalog: dict[str, Any] = field(default_factory=dict)
     allowed_registries: tuple[str, ...] = ()
+    #: cdk.json evaluation_gate of this (the target) environment (hfpipe.core.promotion.evaluation_gate).
+    evaluation_gate: str = "advisory"
     #: This (the target's) account, from the invocation's function ARN; None when not known (a refusal then
     #: names the policies of both cases, one account and two).
     account: str | None = None
@@ -95,6 +101,7 @@ class Settings:
             approval=e.get("MODEL_APPROVAL_STATUS", registry.DEFAULT_APPROVAL),
             catalog=json.loads(e.get("IMAGE_CATALOG", "{}")),
             allowed_registries=tuple(r for r in e.get("ALLOWED_IMAGE_REGISTRIES", "").split(",") if r),
+            evaluation_gate=e.get("EVALUATION_GATE", "advisory"),
             account=account,
         )
 
@@ -218,10 +225,12 @@ def promote(
     s: Settings,
     clients: Clients,
     copy_settings: dict[str, int] | None = None,
+    override: str | None = None,
 ) -> dict[str, Any]:
-    """Promote the source version ``ref`` (RECIPE/N or its ARN) once; returns the execution's output."""
+    """Promote the source version ``ref`` (RECIPE/N or its ARN) once; returns the execution's output.
+    ``override``: the evaluation gate's override reason (``hfpipe promote --override-evaluation``)."""
     try:
-        return _promote(ref, execution_name, s, clients, copy_settings or COPY_SETTINGS)
+        return _promote(ref, execution_name, s, clients, copy_settings or COPY_SETTINGS, override)
     except Exception as err:
         if throttling.is_throttled(err):
             raise ThrottlingException(str(err)) from err
@@ -229,9 +238,14 @@ def promote(
 
 
 def _promote(
-    ref: str, execution_name: str, s: Settings, clients: Clients, copy_settings: dict[str, int]
+    ref: str,
+    execution_name: str,
+    s: Settings,
+    clients: Clients,
+    copy_settings: dict[str, int],
+    override: str | None,
 ) -> dict[str, Any]:
-    plan = plan_promotion(ref, s, clients)
+    plan = plan_promotion(ref, s, clients, override)
     if (
         plan.promoted_before is not None
     ):  # promoted before: nothing to read of the source's model, nothing to write
@@ -240,7 +254,7 @@ def _promote(
     return carry_out(plan, s, clients, copy_settings).to_json()
 
 
-def plan_promotion(ref: str, s: Settings, clients: Clients) -> PromotePlan:
+def plan_promotion(ref: str, s: Settings, clients: Clients, override: str | None = None) -> PromotePlan:
     """Every read and check, before anything is written: the source version, its image in this environment's
     catalog, its statistics document, the request SageMaker would take, an earlier promotion of the version,
     and (unless there was one) the source's model object."""
@@ -266,6 +280,14 @@ def plan_promotion(ref: str, s: Settings, clients: Clients) -> PromotePlan:
     # Read before anything is written. The source's lineage: its version's metadata, else (moto drops it on
     # UpdateModelPackage; AWS keeps it) what its statistics document repeats.
     source_document = _source_metrics(clients, desc, s)
+    gate = promotion.evaluation_decision(
+        source_document,
+        source.ref,
+        source_env=s.source_env,
+        env=s.env,
+        mode=s.evaluation_gate,
+        override=override,
+    )
     lineage = {**(source_document.get("metadata") or {}), **(desc.get("CustomerMetadataProperties") or {})}
     properties = promotion.metadata(
         {str(k): str(v) for k, v in lineage.items()},
@@ -273,6 +295,10 @@ def plan_promotion(ref: str, s: Settings, clients: Clients) -> PromotePlan:
         source_env=s.source_env,
         model_data_url=model.uri,
     )
+    if (
+        gate.note
+    ):  # the override's reason, with the version (CustomerMetadataProperties: 256 characters a value)
+        properties[EVALUATION_OVERRIDE_KEY] = evaluation_gate.metadata_value(gate.note)
     request = _checked_request(desc, s, recipe, image, model, metrics, properties)
     before = _target_version(clients, group, source.version_arn)
     return PromotePlan(
@@ -403,4 +429,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         source_sagemaker=aws.client("sagemaker", region=settings.source_region),
         source_s3=aws.client("s3", region=settings.source_region),
     )
-    return promote(promotion.check_input(event.get("input")), execution_name, settings, clients)
+    event_input = event.get("input")
+    version = promotion.check_input(event_input)
+    return promote(version, execution_name, settings, clients, override=promotion.override_of(event_input))

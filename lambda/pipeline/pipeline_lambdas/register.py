@@ -13,7 +13,7 @@ from typing import Any
 
 from hfpipe.core import api_shapes
 from hfpipe.core import cost as costs
-from hfpipe.core.promotion import promotion, registry
+from hfpipe.core.promotion import evaluation_gate, promotion, registry
 from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
 from pipeline_lambdas.gate import final_metrics
@@ -97,11 +97,14 @@ def register(
     bucket: str,
     approval: str,
     promote_roles: list[str] | None = None,
+    evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Register the run's model once; returns a small result for the state ($.registered).
 
     ``promote_roles``: the Promote role ARNs of environments in other accounts that promote from this one
-    (``share_group``); none where every such environment shares this one's account."""
+    (``share_group``); none where every such environment shares this one's account. ``evaluation``: the
+    StoreEvaluation step's wrapper (hfpipe.core.promotion.evaluation_gate.Evaluated), stored with the version:
+    in its statistics document, and its verdict and headline figures in its CustomerMetadataProperties."""
     group = registry.group_request(plan.env, plan.recipe_name)["ModelPackageGroupName"]
     model_data_url = (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if not model_data_url:
@@ -116,6 +119,9 @@ def register(
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
     cost_usd = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
     properties = registry.metadata(plan, cost_usd=cost_usd, model_data_url=model_data_url)
+    evaluated = evaluation_gate.Evaluated.from_json(evaluation) if evaluation else None
+    if evaluated is not None:
+        properties.update(evaluation_gate.headline(evaluated))
     key = registry.metrics_key(plan.execution_name)
     request = _checked(
         "CreateModelPackage",
@@ -128,6 +134,8 @@ def register(
         ),
     )
     document = registry.statistics(plan, final_metrics(training), properties)
+    if evaluated is not None:
+        document[evaluation_gate.STATISTICS_KEY] = evaluated.to_json()
     # Written first, so the version never points at a missing document; a rerun writes the same key again.
     s3.put_object(
         Bucket=bucket, Key=key, Body=json.dumps(document, indent=2).encode(), ContentType="application/json"
@@ -149,7 +157,7 @@ def _result(group: str, arn: str, status: Any, *, created: bool) -> dict[str, An
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"plan": <plan>, "training": <DescribeTrainingJob>}."""
+    """Event: {"plan": <plan>, "training": <DescribeTrainingJob>, "evaluation": <the wrapper> | {} | absent}."""
     plan = Plan.from_json(event["plan"])
     aws.bind(event, plan.execution_name)
     return register(
@@ -160,4 +168,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         os.environ["ARTIFACTS_BUCKET"],
         os.environ.get("MODEL_APPROVAL_STATUS", registry.DEFAULT_APPROVAL),
         [r for r in os.environ.get("PROMOTE_ROLE_ARNS", "").split(",") if r],
+        event.get("evaluation") or None,
     )

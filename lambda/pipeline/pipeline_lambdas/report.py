@@ -37,8 +37,30 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
         report["endpoint_price_per_hour_usd"] = costs.endpoint_price_per_hour(
             plan.serving_instance_type, plan.serving_instance_count
         )
+    report["evaluation"] = evaluation_report(event.get("evaluation"))
     _add_outcome(report, event, plan)
     return report
+
+
+def evaluation_report(wrapper: Any) -> dict[str, Any] | None:
+    """The evaluation job's verdict and cost (its instance, seconds and USD: docs/evaluation.md), from the
+    StoreEvaluation step's wrapper; None for a run that was not evaluated (or not yet)."""
+    if not isinstance(wrapper, dict) or not wrapper.get("job"):
+        return None
+    document, job = wrapper.get("document") or {}, wrapper["job"]
+    return {
+        "verdict": document.get("verdict"),
+        "reason": document.get("reason"),
+        "metric": (document.get("rule") or {}).get("metric"),
+        "difference": document.get("difference"),
+        "champion_version_arn": (wrapper.get("champion") or {}).get("version_arn"),
+        "processing_job_name": job.get("name"),
+        "instance_type": job.get("instance_type"),
+        "instance_count": job.get("instance_count"),
+        "seconds": job.get("seconds"),
+        "cost_usd": job.get("usd"),
+        "document_uri": wrapper.get("document_uri"),
+    }
 
 
 def _training_report(event: dict[str, Any], plan: Plan) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""The evaluation gate as the command applies it where traffic moves: `hfpipe models approve`, `hfpipe deploy`
+and `hfpipe deploy --adapter` (`hfpipe promote` passes ``--override-evaluation`` to the Promote state machine,
+whose function applies the same rule: hfpipe.core.promotion.evaluation_gate).
+
+Just before the act, the command reads the version's evaluation again (its statistics document) and the
+champion from the target itself (hfpipe.core.promotion.evaluation_reads), and the rule decides; a refusal is one
+line with the figures, before anything is started or changed. An override is recorded in the version's approval
+description (UpdateModelPackage, its status unchanged).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.cli import aws
+from hfpipe.cli.aws import HfpipeError
+from hfpipe.core import api_shapes
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
+from hfpipe.core.promotion.evaluation_gate import Decision
+
+
+def add_override_option(parser: argparse.ArgumentParser) -> None:
+    """``--override-evaluation REASON`` on a command that moves traffic."""
+    parser.add_argument(
+        evaluation_gate.OVERRIDE_OPTION,
+        dest="override_evaluation",
+        metavar="REASON",
+        help="pass the evaluation gate (a version evaluated worse than what serves, a stale evaluation, or none "
+        "where the environment's evaluation_gate is mandatory); REASON is recorded in the version's approval "
+        "description",
+    )
+
+
+def mode(environment: aws.Environment) -> str:
+    """The environment's cdk.json ``evaluation_gate`` (its SSM parameter; absent: a stack deployed before the
+    gate, whose default is advisory)."""
+    value = environment.values.get(contract.SSM_EVALUATION_GATE) or evaluation_gate.DEFAULT_GATE_MODE
+    try:
+        return evaluation_gate.check_mode(
+            value, contract.ssm_parameter_name(environment.name, "evaluation-gate")
+        )
+    except ValueError as err:
+        raise HfpipeError(str(err)) from None
+
+
+def _evaluation(clients: aws.Clients, package: dict[str, Any]) -> evaluation_gate.Evaluated | None:
+    uri = evaluation_reads.statistics_uri(package)
+    try:
+        return aws.call(
+            f"reading the evaluation of {package.get('ModelPackageArn')} ({uri})",
+            evaluation_reads.evaluation_of,
+            package=package,
+            read=lambda u: evaluation_reads.read_json(clients.s3, u),
+        )
+    except evaluation_gate.EvaluationFormatError as err:
+        raise HfpipeError(f"{uri}: {err}; the gate cannot decide on it") from None
+
+
+def check(
+    clients: aws.Clients,
+    environment: aws.Environment,
+    arn: str,
+    *,
+    target: dict[str, str] | None,
+    override: str | None,
+) -> Decision:
+    """The gate's decision on version ``arn`` where traffic moves to ``target`` ({"endpoint": SageMaker name}
+    or {"adapter": NAME}; None: the target the version was evaluated for, as at approval); HfpipeError with
+    the refusal's line when it refuses."""
+    env = environment.name
+    package = aws.call(
+        f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
+    )
+    evaluated = _evaluation(clients, package)
+    where_to = target if target is not None else (evaluated.target if evaluated else {})
+    champion = aws.call(
+        f"reading what serves on {where_to}",
+        evaluation_reads.champion_at,
+        sagemaker=clients.sagemaker,
+        env=env,
+        target=where_to,
+    )
+    itself = evaluation_reads.champion_of_version(clients.sagemaker, arn)
+    if champion is not None and champion.same_as(itself):
+        champion = None  # the version serves there already: it replaces nothing
+    where = " ".join(f"{k} {v}" for k, v in where_to.items()) or "no target"
+    try:
+        decision = evaluation_gate.decide(
+            evaluated,
+            version=registry.ref_of_arn(arn, env),
+            champion_now=champion,
+            mode=mode(environment),
+            where=where,
+            override=override,
+        )
+    except ValueError as err:
+        raise HfpipeError(str(err)) from None
+    if not decision.allowed:
+        raise HfpipeError(f"refused by the evaluation gate: {decision.message}")
+    return decision
+
+
+def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
+    """The override's reason in the version's approval description, its approval status as it is now."""
+    if decision.note is None:
+        return
+    package = aws.call(
+        f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
+    )
+    status = package.get("ModelApprovalStatus")
+    request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": decision.note}
+    problems = api_shapes.problems("UpdateModelPackage", request)
+    if problems:
+        raise HfpipeError(f"{problems[0]}: SageMaker's UpdateModelPackage would refuse it; nothing changed")
+    aws.call(f"recording the override on {arn}", clients.sagemaker.update_model_package, **request)

@@ -1,0 +1,344 @@
+"""The evaluation gate: a challenger worse than its champion does not get traffic (docs/evaluation.md, "The gate").
+
+The pipeline's evaluation step scores a new version (the challenger) and the version that served on the run's
+target when the job ran (the champion) on the same held-out examples, in a SageMaker processing job whose
+``evaluation.json`` follows one schema (``SCHEMA``, written by training_code/evaluate.py). The step wraps it in
+who the versions are (``Evaluated``: the champion read from the target, the job's instance, seconds and USD)
+and stores the wrapper with the version, under ``STATISTICS_KEY`` of its statistics document (which
+UpdateModelPackage never touches), with the headline figures in its CustomerMetadataProperties (``headline``).
+
+Where traffic moves (``hfpipe models approve``, ``promote``, ``deploy``, ``deploy --adapter``, and the Promote
+and adapter state machines' Lambdas), one rule decides (``decide``) on the evaluation and the champion as read
+just before the act:
+
+- verdict ``worse`` (the difference's upper bound below ``-margin``): refused, with the figures;
+- the champion that serves now is not the one evaluated against (another version was deployed since the job):
+  the verdict is stale, refused; run the pipeline again to evaluate against what serves now (a version scored
+  alone, its run naming no champion, is not compared with anything, and passes saying so);
+- no evaluation: refused where the environment's cdk.json ``evaluation_gate`` is ``mandatory``, passed with a
+  note where it is ``advisory``;
+- ``--override-evaluation REASON`` passes any of these, and the reason goes into the version's approval
+  description (``override_note``).
+
+The gate reads the verdict and the figures; it never recomputes them. Stdlib only: the Lambdas run it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hfpipe import contract
+from hfpipe.core.recipe import evaluation
+from hfpipe.core.validate import RecipeError
+
+#: The document's schema (the contract between the evaluation job and the gate).
+SCHEMA = evaluation.SCHEMA
+#: cdk.json ``evaluation_gate``: what the gate does with a version that has no evaluation.
+GATE_MODES = ("mandatory", "advisory")
+DEFAULT_GATE_MODE = "advisory"
+#: Where the wrapper sits in a version's statistics document (hfpipe.core.promotion.registry.statistics).
+STATISTICS_KEY = "evaluation"
+#: The artifacts bucket prefix of the documents (the contract's key: evaluations/<execution>/evaluation.json).
+EVALUATIONS_PREFIX = contract.ARTIFACTS_EVALUATIONS_PREFIX
+#: The option that overrides the gate, and the start of the approval description it records.
+OVERRIDE_OPTION = "--override-evaluation"
+OVERRIDE_PREFIX = "evaluation gate overridden: "
+
+
+class EvaluationFormatError(ValueError):
+    """A document or wrapper that is not the contract's; the message names the field."""
+
+
+def document_key(execution_name: str) -> str:
+    """The artifacts bucket key of an execution's evaluation document (the contract's)."""
+    return f"{EVALUATIONS_PREFIX}{execution_name}/evaluation.json"
+
+
+def _object(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise EvaluationFormatError(f"{where}: {type(doc).__name__} is not accepted; accepted: an object")
+    return doc
+
+
+def check_document(doc: Any) -> dict[str, Any]:
+    """``doc`` when it is the contract's document (its schema and consistency rules:
+    hfpipe.core.recipe.evaluation.check_document, the one definition evaluate.py's output is held to);
+    EvaluationFormatError naming the first field that is not."""
+    try:
+        return evaluation.check_document(doc)
+    except RecipeError as err:
+        raise EvaluationFormatError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class Champion:
+    """A version that serves on a target: its ARN and its model data (an adapter is read by its artifact)."""
+
+    version_arn: str | None = None
+    model_data: str | None = None
+    #: A version promoted into this environment names its source (promotion.PROMOTED_FROM): the same model.
+    source_arn: str | None = None
+
+    def same_as(self, other: Champion | None) -> bool:
+        if other is None:
+            return False
+        mine = {self.version_arn, self.model_data, self.source_arn} - {None}
+        theirs = {other.version_arn, other.model_data, other.source_arn} - {None}
+        return bool(mine & theirs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version_arn": self.version_arn, "model_data": self.model_data, "source_arn": self.source_arn}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Champion | None:
+        if value is None:
+            return None
+        value = _object(value, "evaluation champion")
+        return cls(
+            **{
+                k: (str(value[k]) if value.get(k) else None)
+                for k in ("version_arn", "model_data", "source_arn")
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """The document and who was evaluated, as the pipeline's step stores it with the version."""
+
+    document: dict[str, Any]
+    document_uri: str
+    #: Where the champion was read: {"endpoint": NAME} or {"adapter": NAME}; {} when the run named none.
+    target: dict[str, str] = field(default_factory=dict)
+    champion: Champion | None = None
+    #: The processing job: name, instance_type, instance_count, seconds, usd.
+    job: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "document_uri": self.document_uri,
+            "target": dict(self.target),
+            "champion": self.champion.to_json() if self.champion else None,
+            "job": dict(self.job),
+            "document": self.document,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> Evaluated:
+        value = _object(value, STATISTICS_KEY)
+        return cls(
+            document=check_document(value.get("document")),
+            document_uri=str(value.get("document_uri") or ""),
+            target={str(k): str(v) for k, v in _object(value.get("target") or {}, "target").items()},
+            champion=Champion.from_json(value.get("champion")),
+            job=dict(_object(value.get("job") or {}, "job")),
+        )
+
+    @property
+    def verdict(self) -> str:
+        return str(self.document["verdict"])
+
+
+def of_statistics(statistics: dict[str, Any]) -> Evaluated | None:
+    """The wrapper a version's statistics document holds; None when the version was not evaluated."""
+    value = statistics.get(STATISTICS_KEY)
+    return None if value is None else Evaluated.from_json(value)
+
+
+def _figure(value: Any, signed: bool = False) -> str:
+    """A figure of the document; the schema allows null where a score could not be computed."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "n/a"
+    return f"{value:+.4g}" if signed else f"{value:.4g}"
+
+
+def _interval(entry: dict[str, Any]) -> str:
+    return (
+        f"{_figure(entry.get('value'), True)} ({_figure(entry.get('low'), True)} to "
+        f"{_figure(entry.get('high'), True)})"
+    )
+
+
+def _score(doc: dict[str, Any], side: str, metric: str) -> str:
+    entry = (((doc.get(side) or {}).get("scores") or {}).get(metric)) or {}
+    if not entry:
+        return "-"
+    return (
+        f"{_figure(entry.get('value'))} [{_figure(entry.get('low'))}, {_figure(entry.get('high'))}] "
+        f"on {entry.get('n')}"
+    )
+
+
+def figures(doc: dict[str, Any]) -> str:
+    """One line of the verdict's figures: the difference and its interval, and both sides' scores."""
+    rule = doc["rule"]
+    metric, confidence = rule["metric"], float(rule["confidence"])
+    challenger = f"challenger {metric} {_score(doc, 'challenger', metric)}"
+    if doc.get("difference") is None:
+        return f"{challenger} (no champion to compare with)"
+    return (
+        f"{metric} difference {_interval(doc['difference'])} at {confidence:.0%} confidence, margin "
+        f"{float(rule['margin']):.4g}; {challenger}, champion {_score(doc, 'champion', metric)}"
+    )
+
+
+def summary(stored: Any) -> dict[str, str] | None:
+    """What `hfpipe models compare` shows of a stored evaluation (its wrapper, as the statistics document holds
+    it): the verdict, the rule's metric with its interval, the difference against its champion; None when
+    there is none or it is not the contract's."""
+    try:
+        evaluated = Evaluated.from_json(stored) if stored is not None else None
+    except EvaluationFormatError:
+        return None
+    if evaluated is None:
+        return None
+    doc = evaluated.document
+    metric = str(doc["rule"]["metric"])
+    return {
+        "verdict": evaluated.verdict,
+        "metric": metric,
+        "score": f"{metric} {_score(doc, 'challenger', metric)}",
+        "difference": _interval(doc["difference"]) if doc.get("difference") else "-",
+        "champion": _champion_text(evaluated.champion),
+    }
+
+
+#: What a CustomerMetadataProperties value may hold (botocore's sagemaker model, CustomerMetadataValue:
+#: ``^([\p{L}\p{Z}\p{N}_.:\/=+\-@]*)${1,256}``); anything else becomes a space.
+_METADATA_CHARACTER = re.compile(r"[\w\s.:/=+\-@]")
+METADATA_VALUE_MAX = 256
+
+
+def metadata_value(text: str) -> str:
+    """``text`` as a CustomerMetadataProperties value: the characters the API accepts, at most 256."""
+    kept = "".join(c if _METADATA_CHARACTER.fullmatch(c) else " " for c in text)
+    return " ".join(kept.split())[:METADATA_VALUE_MAX] or "-"
+
+
+def _plain(entry: dict[str, Any]) -> str:
+    """A score or difference in the characters a metadata value may hold: 'value V low L high H [n N]'."""
+    text = f"value {_figure(entry.get('value'))} low {_figure(entry.get('low'))} high {_figure(entry.get('high'))}"
+    return text + (f" n {entry['n']}" if entry.get("n") is not None else "")
+
+
+def headline(evaluated: Evaluated) -> dict[str, str]:
+    """CustomerMetadataProperties of an evaluated version: the verdict and the headline figures (strings in the
+    characters the API accepts: ``metadata_value``)."""
+    doc = evaluated.document
+    metric = str(doc["rule"]["metric"])
+    score = ((doc.get("challenger") or {}).get("scores") or {}).get(metric)
+    values = {
+        "evaluation_verdict": evaluated.verdict,
+        "evaluation_metric": metric,
+        "evaluation_score": _plain(score) if score else None,
+        "evaluation_difference": _plain(doc["difference"]) if doc.get("difference") else None,
+        "evaluation_champion": evaluated.champion.version_arn if evaluated.champion else None,
+        "evaluation_document": evaluated.document_uri,
+    }
+    return {key: metadata_value(value) for key, value in values.items() if value}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gate decided: ``allowed``, one line saying why (``message``), and with an override the text
+    the version's approval description records (``note``)."""
+
+    allowed: bool
+    message: str
+    note: str | None = None
+
+
+#: UpdateModelPackage's ApprovalDescription holds at most 1024 characters (botocore's model).
+APPROVAL_DESCRIPTION_MAX = 1024
+
+
+def check_mode(value: Any, where: str = "evaluation_gate") -> str:
+    """``value`` when it is a gate mode; ValueError naming ``where`` and the modes otherwise."""
+    if value not in GATE_MODES:
+        raise ValueError(
+            f"{where}: {value!r} is not accepted; accepted: " + " or ".join(f'"{m}"' for m in GATE_MODES)
+        )
+    return str(value)
+
+
+def _champion_text(champion: Champion | None) -> str:
+    if champion is None:
+        return "no champion"
+    return champion.version_arn or champion.model_data or "an unregistered model"
+
+
+def problem(
+    evaluated: Evaluated | None, *, version: str, champion_now: Champion | None, mode: str, where: str
+) -> str | None:
+    """Why the gate refuses ``version`` where traffic moves to ``where``; None when it passes. ``champion_now``
+    is what serves there as read just before the act."""
+    if evaluated is None:
+        if check_mode(mode) == "advisory":
+            return None
+        return (
+            f"version {version} has no evaluation (its recipe names no `evaluation`, or it was registered "
+            "before one was stored), and this environment's cdk.json evaluation_gate is mandatory"
+        )
+    if champion_now is None or evaluated.champion is None:
+        # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
+        # no champion: nothing says it is worse; ``passed`` says it was not compared).
+        return None
+    if not champion_now.same_as(evaluated.champion):
+        return (
+            f"the evaluation of version {version} is stale: it was scored against "
+            f"{_champion_text(evaluated.champion)}, and {where} serves {_champion_text(champion_now)} now; "
+            "run the pipeline again to evaluate against what serves now"
+        )
+    if evaluated.verdict == "worse":
+        return (
+            f"version {version} is worse than the champion {_champion_text(evaluated.champion)} on "
+            f"{evaluated.document.get('data', {}).get('channel', 'the held-out data')}: "
+            f"{figures(evaluated.document)}"
+        )
+    return None
+
+
+def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: str) -> str:
+    """The line a passing gate says."""
+    if evaluated is None:
+        return "not evaluated (evaluation_gate advisory): the gate lets it pass"
+    if champion_now is None:
+        return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
+    if evaluated.champion is None:
+        return (
+            f"evaluation {evaluated.verdict}: scored alone, not against {_champion_text(champion_now)} that serves "
+            f"on {where} (start the run with --champion to compare): the gate lets it pass"
+        )
+    # The champion as evaluated (its version ARN): the one serving now is the same model (``problem``).
+    return (
+        f"evaluation {evaluated.verdict} against {_champion_text(evaluated.champion)}: "
+        f"{figures(evaluated.document)}"
+    )
+
+
+def decide(
+    evaluated: Evaluated | None,
+    *,
+    version: str,
+    champion_now: Champion | None,
+    mode: str,
+    where: str,
+    override: str | None = None,
+) -> Decision:
+    """The gate's one rule (module docstring), for every place traffic moves."""
+    found = problem(evaluated, version=version, champion_now=champion_now, mode=mode, where=where)
+    if found is None:
+        return Decision(True, passed(evaluated, champion_now, where))
+    if override is not None:
+        reason = override.strip()
+        if not reason:
+            raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+        note = f"{OVERRIDE_PREFIX}{reason} (refused: {found})"
+        return Decision(True, f"{found}; overridden: {reason}", note[:APPROVAL_DESCRIPTION_MAX])
+    return Decision(
+        False,
+        f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in the '
+        "version's approval description)",
+    )

@@ -1,0 +1,243 @@
+"""The evaluation gate where the command moves traffic (hfpipe.cli.promotion.gate): `hfpipe models approve` and
+`hfpipe deploy --endpoint` read the version's evaluation and what serves on the target just before the act, and
+refuse a challenger evaluated worse than the champion (with its figures), a stale evaluation and, where the
+environment's evaluation_gate is mandatory, none; --override-evaluation passes and is recorded. Versions,
+statistics documents and the champion's endpoint are made in moto as the Register step and a deploy leave them
+(documents written to the contract by hand: tests/evaluations.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cli_moto import ACCOUNT, REGION, ROLE, Environment
+from evaluations import wrapper
+
+from hfpipe import contract
+from hfpipe.cli import main
+
+GROUP = "hfpipe-dev-tiny-qa"
+ENDPOINT = "hfpipe-dev-qa"  # cdk.json's `qa` named endpoint, as SageMaker names it
+
+
+def arn(n: int) -> str:
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/{GROUP}/{n}"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _version(
+    env: Environment,
+    n: int,
+    evaluation: dict[str, Any] | None,
+    group: str = GROUP,
+    task: str = "question-answering",
+) -> None:
+    key = f"model-metrics/{group}-{n}/metrics.json"
+    doc = {"version": 1, "metadata": {"execution": f"run-{n}", "task": task}, "metrics": {}}
+    if evaluation is not None:
+        doc["evaluation"] = evaluation
+    bucket = contract_bucket(env)
+    env.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
+    env.sagemaker.create_model_package(
+        ModelPackageGroupName=group,
+        ModelPackageDescription=f"hfpipe execution run-{n}",
+        InferenceSpecification={
+            "Containers": [{"Image": "img:1", "ModelDataUrl": f"s3://{bucket}/run-{n}/model.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        ModelMetrics={
+            "ModelQuality": {
+                "Statistics": {"ContentType": "application/json", "S3Uri": f"s3://{bucket}/{key}"}
+            }
+        },
+        ModelApprovalStatus="PendingManualApproval",
+    )
+
+
+def contract_bucket(env: Environment) -> str:
+    return env.ssm.get_parameter(Name=contract.ssm_parameter_name("dev", contract.SSM_ARTIFACTS_BUCKET))[
+        "Parameter"
+    ]["Value"]
+
+
+def _serve(env: Environment, n: int) -> None:
+    """Version n serves on the `qa` endpoint, as the deploy state machine leaves it (a model of the package)."""
+    sm = env.sagemaker
+    sm.create_model(ModelName=f"m{n}", PrimaryContainer={"ModelPackageName": arn(n)}, ExecutionRoleArn=ROLE)
+    sm.create_endpoint_config(
+        EndpointConfigName=f"c{n}",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"m{n}",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName=f"c{n}")
+
+
+@pytest.fixture
+def registry_world(environment: Environment) -> Environment:
+    """tiny-qa/1 approved and serving on `qa`; tiny-qa/2 evaluated worse than it on `qa`'s champion;
+    tiny-qa/3 not evaluated; tiny-qa/4 evaluated better."""
+    environment.sagemaker.create_model_package_group(ModelPackageGroupName=GROUP)
+    _version(environment, 1, None)
+    environment.sagemaker.update_model_package(ModelPackageArn=arn(1), ModelApprovalStatus="Approved")
+    target = {"endpoint": ENDPOINT}
+    _version(environment, 2, wrapper("worse", champion=arn(1), target=target))
+    _version(environment, 3, None)
+    _version(environment, 4, wrapper("better", champion=arn(1), target=target, low=0.5, high=4.0, value=2.0))
+    _serve(environment, 1)
+    environment.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_DEPLOY_STATE_MACHINE_ARN),
+        Value=f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hfpipe-dev-deploy",
+        Type="String",
+        Overwrite=True,
+    )
+    return environment
+
+
+def _status(env: Environment, n: int) -> tuple[str, str | None]:
+    desc = env.sagemaker.describe_model_package(ModelPackageName=arn(n))
+    return desc["ModelApprovalStatus"], desc.get("ApprovalDescription")
+
+
+FIGURES = (
+    f"version tiny-qa/2 is worse than the champion {arn(1)} on validation: f1 difference -3.1 (-5 to -1.2) at "
+    "95% confidence, margin 0; challenger f1 58.1 [52, 64] on 40, champion 61.2 [55, 67.1] on 40"
+)
+
+
+def test_approve_refuses_a_worse_challenger_with_its_figures(registry_world, capsys):
+    code, _out, err = run(capsys, "models", "approve", "tiny-qa/2", "--env", "dev")
+    assert code == 1 and f"refused by the evaluation gate: {FIGURES}" in " ".join(err.split()), err
+    assert '--override-evaluation "REASON"' in err
+    assert _status(registry_world, 2)[0] == "PendingManualApproval"
+
+
+def test_approve_passes_a_better_one_and_says_why(registry_world, capsys):
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/4", "--env", "dev")
+    assert (code, err) == (0, ""), err
+    assert f"evaluation gate: evaluation better against {arn(1)}: f1 difference +2 (+0.5 to +4)" in out
+    assert _status(registry_world, 4)[0] == "Approved"
+
+
+def test_an_override_passes_and_is_recorded_in_the_approval_description(registry_world, capsys):
+    code, _out, err = run(
+        capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--override-evaluation", "labels were fixed"
+    )
+    assert code == 0, err
+    status, description = _status(registry_world, 2)
+    assert status == "Approved"
+    assert description.startswith("evaluation gate overridden: labels were fixed (refused: version tiny-qa/2")
+    assert "-3.1" in description
+
+
+def test_deploy_refuses_a_worse_challenger_before_anything_starts(registry_world, capsys):
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
+    code, _out, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait"
+    )
+    assert code == 1 and f"refused by the evaluation gate: {FIGURES}" in " ".join(err.split()), err
+    # Refused before StartExecution: the state machine named in SSM does not even exist here.
+
+
+def test_another_champion_since_the_job_makes_the_evaluation_stale(registry_world, capsys):
+    sm = registry_world.sagemaker
+    sm.delete_endpoint(EndpointName=ENDPOINT)
+    sm.create_model(ModelName="m3", PrimaryContainer={"ModelPackageName": arn(3)}, ExecutionRoleArn=ROLE)
+    sm.create_endpoint_config(
+        EndpointConfigName="c3",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "m3",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="c3")
+    code, _, err = run(capsys, "models", "approve", "tiny-qa/4", "--env", "dev")
+    text = " ".join(err.split())
+    assert (
+        code == 1 and "the evaluation of version tiny-qa/4 is stale: it was scored against " + arn(1) in text
+    )
+    assert f"endpoint {ENDPOINT} serves {arn(3)} now" in text
+
+
+def test_a_mandatory_gate_refuses_a_version_with_no_evaluation(registry_world, capsys):
+    assert run(capsys, "models", "approve", "tiny-qa/3", "--env", "dev")[0] == 0  # dev: advisory
+    registry_world.sagemaker.update_model_package(
+        ModelPackageArn=arn(3), ModelApprovalStatus="PendingManualApproval"
+    )
+    registry_world.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE),
+        Value="mandatory",
+        Type="String",
+    )
+    code, _, err = run(capsys, "models", "approve", "tiny-qa/3", "--env", "dev")
+    text = " ".join(err.split())
+    assert (
+        code == 1 and "version tiny-qa/3 has no evaluation" in text and "evaluation_gate is mandatory" in text
+    )
+
+
+def test_compare_refuses_versions_of_different_tasks_in_one_line(registry_world, capsys):
+    registry_world.sagemaker.create_model_package_group(ModelPackageGroupName="hfpipe-dev-tiny-mnli")
+    _version(registry_world, 1, None, group="hfpipe-dev-tiny-mnli", task="text-classification")
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/1", "tiny-mnli/1", "--env", "dev")
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines() == [
+        "error: models compare: tiny-qa/1 is a question-answering model and tiny-mnli/1 a text-classification "
+        "one; accepted: two versions of the same task (their metrics measure different things)"
+    ]
+
+
+def test_compare_shows_each_stored_evaluation(registry_world, capsys):
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/2", "tiny-qa/4", "--env", "dev", "--json")
+    assert (code, err) == (0, "")
+    record = json.loads(out)
+    assert record["a"]["evaluation"]["document"]["verdict"] == "worse"
+    assert record["b"]["evaluation"]["document"]["difference"]["low"] == 0.5
+    code, out, err = run(capsys, "models", "compare", "tiny-qa/2", "tiny-qa/4", "--env", "dev")
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert any("evaluation verdict │ worse │ better" in line for line in lines), out
+    assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
+    assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
+
+
+def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
+    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-qa", "--champion", "qa")
+    assert code == 2, err
+    err = err.replace(chr(10), " ")
+    assert "'qa' is not accepted; accepted: endpoint:NAME" in " ".join(err.split())
+
+
+def test_the_report_states_the_evaluations_verdict_and_cost():
+    from hfpipe.cli.run.report import _evaluation
+
+    line = _evaluation(
+        {
+            "verdict": "worse",
+            "metric": "f1",
+            "difference": {"metric": "f1", "value": -3.1, "low": -5.0, "high": -1.2},
+            "champion_version_arn": arn(1),
+            "instance_type": "ml.g4dn.xlarge",
+            "instance_count": 1,
+            "seconds": 6,
+            "cost_usd": 0.0012,
+        }
+    )
+    assert (
+        line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
+    )

@@ -1,0 +1,109 @@
+"""The evaluation gate's one rule (hfpipe.core.promotion.evaluation_gate), on documents written to the contract."""
+
+from __future__ import annotations
+
+import pytest
+from evaluations import CHAMPION_ARN, document, wrapper
+
+from hfpipe.core.promotion import evaluation_gate as gate
+from hfpipe.core.promotion.evaluation_gate import Champion, Evaluated
+
+CHAMPION = Champion(version_arn=CHAMPION_ARN)
+OTHER = Champion(version_arn=CHAMPION_ARN.replace("/1", "/7"))
+
+
+def _decide(evaluated, champion=CHAMPION, mode="advisory", override=None):
+    return gate.decide(
+        evaluated,
+        version="tiny-qa/2",
+        champion_now=champion,
+        mode=mode,
+        where="endpoint hfpipe-dev-qa",
+        override=override,
+    )
+
+
+def test_a_worse_challenger_is_refused_with_its_figures():
+    decision = _decide(Evaluated.from_json(wrapper("worse")))
+    assert not decision.allowed
+    assert "version tiny-qa/2 is worse than the champion " + CHAMPION_ARN in decision.message
+    assert "f1 difference -3.1 (-5 to -1.2) at 95% confidence, margin 0" in decision.message
+    assert "challenger f1 58.1 [52, 64] on 40, champion 61.2 [55, 67.1] on 40" in decision.message
+    assert '--override-evaluation "REASON"' in decision.message
+
+
+@pytest.mark.parametrize("verdict", ["better", "not_worse"])
+def test_a_better_or_not_worse_challenger_passes(verdict):
+    decision = _decide(Evaluated.from_json(wrapper(verdict, low=-1.0, high=2.0, value=0.5)))
+    assert decision.allowed and decision.note is None
+    assert decision.message.startswith(f"evaluation {verdict} against {CHAMPION_ARN}")
+
+
+def test_another_champion_now_makes_the_evaluation_stale():
+    decision = _decide(Evaluated.from_json(wrapper("better", low=1.0, high=2.0, value=1.5)), champion=OTHER)
+    assert not decision.allowed
+    assert "is stale: it was scored against " + CHAMPION_ARN in decision.message
+    assert f"serves {OTHER.version_arn} now" in decision.message
+    # Scored alone (the run named no champion): nothing says it is worse; it passes, saying so.
+    alone = _decide(Evaluated.from_json(wrapper("no_champion", champion=None)), champion=OTHER)
+    assert alone.allowed and f"scored alone, not against {OTHER.version_arn} that serves" in alone.message
+
+
+def test_a_promoted_champion_is_its_source():
+    promoted = Champion(
+        version_arn="arn:aws:sagemaker:us-east-1:1:model-package/hfpipe-prod-tiny-qa/1",
+        source_arn=CHAMPION_ARN,
+    )
+    assert not _decide(Evaluated.from_json(wrapper("worse")), champion=promoted).allowed
+    assert "stale" not in _decide(Evaluated.from_json(wrapper("worse")), champion=promoted).message
+
+
+def test_nothing_serving_passes():
+    decision = _decide(Evaluated.from_json(wrapper("worse")), champion=None)
+    assert decision.allowed and "nothing serves on endpoint hfpipe-dev-qa now" in decision.message
+
+
+def test_no_evaluation_is_refused_only_where_mandatory():
+    assert _decide(None, mode="advisory").allowed
+    refused = _decide(None, mode="mandatory")
+    assert not refused.allowed
+    assert "has no evaluation" in refused.message and "evaluation_gate is mandatory" in refused.message
+    with pytest.raises(ValueError, match="evaluation_gate: 'strict' is not accepted"):
+        _decide(None, mode="strict")
+
+
+def test_an_override_passes_and_gives_the_approval_description():
+    decision = _decide(Evaluated.from_json(wrapper("worse")), override="the champion's data drifted")
+    assert decision.allowed
+    assert decision.note.startswith(
+        "evaluation gate overridden: the champion's data drifted (refused: version"
+    )
+    assert "-3.1" in decision.note and len(decision.note) <= 1024
+    with pytest.raises(ValueError, match="--override-evaluation: an empty reason"):
+        _decide(Evaluated.from_json(wrapper("worse")), override="  ")
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"schema": "hfpipe.evaluation/2"}, "evaluation.schema"),
+        ({"verdict": "maybe"}, "evaluation.verdict"),
+        ({"difference": None}, "evaluation.difference"),
+        ({"rule": {**document()["rule"], "margin": "0"}}, "evaluation.rule.margin"),
+    ],
+)
+def test_a_document_off_the_contract_is_refused_naming_the_field(change, field):
+    with pytest.raises(gate.EvaluationFormatError, match=f"^{field}"):
+        gate.check_document({**document("worse"), **change})
+
+
+def test_headline_properties_are_strings():
+    props = gate.headline(Evaluated.from_json(wrapper("worse")))
+    assert props == {
+        "evaluation_verdict": "worse",
+        "evaluation_metric": "f1",
+        "evaluation_score": "value 58.1 low 52 high 64 n 40",
+        "evaluation_difference": "value -3.1 low -5 high -1.2",
+        "evaluation_champion": CHAMPION_ARN,
+        "evaluation_document": "s3://artifacts/evaluations/run-2/evaluation.json",
+    }

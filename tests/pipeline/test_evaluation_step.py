@@ -1,0 +1,152 @@
+"""The pipeline's evaluation step on the real state machine (moto; the job is a stand-in that writes a contract
+document: tests/evaluations.py): after training and before registration, the champion is read from the run's
+target (the execution input's ``champion``), the processing job gets the challenger's and the champion's
+model.tar.gz, and the document goes with the version (its statistics document and CustomerMetadataProperties),
+wrapped with the champion's ARN and the job's instance, seconds and USD, which the report states."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from accounts import ACCOUNT
+from app_synth import ARTIFACTS_BUCKET
+from evaluations import StandInEvaluation
+
+from hfpipe.core.promotion import evaluation_gate
+
+pytestmark = pytest.mark.slow
+_ids = itertools.count()
+GROUP = "hfpipe-dev-tiny-qa"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/x"
+
+
+def run(engine: Any, **inp: Any) -> tuple[str, Any]:
+    name = f"eval-{next(_ids)}"
+    return name, engine.run({"recipe_name": "tiny-qa", "poll_seconds": 1, **inp}, name=name)
+
+
+def version(engine: Any, arn: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """DescribeModelPackage of ``arn`` and its statistics document."""
+    desc = engine.client("sagemaker").describe_model_package(ModelPackageName=arn)
+    uri = desc["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"]
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return desc, json.loads(engine.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_the_definition_evaluates_after_training_and_before_registration(engine):
+    states = engine.definition["States"]
+    assert states["GatePassed?"]["Default"] == states["GateEnabled?"]["Default"] == "Evaluate?"
+    assert states["Evaluate?"]["Choices"][0]["Next"] == "PrepareEvaluation"
+    assert states["Evaluate?"]["Default"] == "NoEvaluation"
+    assert (
+        states["PrepareEvaluation"]["Next"] == "Evaluate" and states["Evaluate"]["Next"] == "StoreEvaluation"
+    )
+    assert states["StoreEvaluation"]["Next"] == states["NoEvaluation"]["Next"] == "Deploy?"
+    evaluate = states["Evaluate"]
+    assert evaluate["Resource"] == "arn:aws:states:::sagemaker:createProcessingJob.sync"
+    assert evaluate["Parameters"]["ProcessingJobName.$"] == "$.evaluation_job.request.ProcessingJobName"
+    assert [c["ErrorEquals"] for c in evaluate["Catch"]] == [["States.ALL"]]
+
+
+def test_a_run_with_no_champion_is_scored_alone_and_stored_with_its_version(fresh):
+    fresh.processing = jobs = StandInEvaluation()
+    name, r = run(fresh)
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states.index("Evaluate") < r.states.index("StoreEvaluation") < r.states.index("Register")
+    (request,) = jobs.requests
+    inputs = {i["InputName"]: i["S3Input"]["S3Uri"] for i in request["ProcessingInputs"]}
+    assert sorted(inputs) == ["challenger", "code", "data"]
+    assert inputs["challenger"] == r.output["training"]["ModelArtifacts"]["S3ModelArtifacts"]
+    assert request["ProcessingJobName"] == f"dev-{name}-eval"
+    assert "--champion" not in request["AppSpecification"]["ContainerArguments"]
+    desc, stats = version(fresh, r.output["registered"]["model_package_arn"])
+    wrapper = stats[evaluation_gate.STATISTICS_KEY]
+    assert wrapper["document"]["verdict"] == "no_champion" and wrapper["champion"] is None
+    assert wrapper["document_uri"] == f"s3://{ARTIFACTS_BUCKET}/evaluations/{name}/evaluation.json"
+    assert wrapper["job"]["instance_type"] == "ml.g4dn.xlarge" and wrapper["job"]["usd"] is not None
+    meta = desc["CustomerMetadataProperties"]
+    assert (meta["evaluation_verdict"], meta["evaluation_metric"]) == ("no_champion", "f1")
+    report = r.output["report"]["evaluation"]
+    assert (report["verdict"], report["instance_type"], report["processing_job_name"]) == (
+        "no_champion",
+        "ml.g4dn.xlarge",
+        f"dev-{name}-eval",
+    )
+    assert report["cost_usd"] == wrapper["job"]["usd"] and report["seconds"] == wrapper["job"]["seconds"]
+
+
+def test_the_champion_is_read_from_the_target_endpoint_and_scored_with_the_challenger(fresh):
+    fresh.processing = StandInEvaluation()
+    _, first = run(fresh)
+    champion_arn = first.output["registered"]["model_package_arn"]
+    champion_data = version(fresh, champion_arn)[0]["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    sm = fresh.client("sagemaker")
+    sm.create_model(
+        ModelName="hfpipe-dev-qa-v1",
+        PrimaryContainer={"ModelPackageName": champion_arn},
+        ExecutionRoleArn=ROLE,
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="hfpipe-dev-qa-v1",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "hfpipe-dev-qa-v1",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName="hfpipe-dev-qa", EndpointConfigName="hfpipe-dev-qa-v1")
+    fresh.processing = jobs = StandInEvaluation("worse")
+    _, r = run(fresh, champion={"endpoint": "qa"})
+    assert r.status == "SUCCEEDED", r.cause
+    (request,) = jobs.requests
+    inputs = {i["InputName"]: i["S3Input"] for i in request["ProcessingInputs"]}
+    assert inputs["champion"]["S3Uri"] == champion_data
+    assert inputs["champion"]["LocalPath"] == "/opt/ml/processing/input/champion"
+    assert request["AppSpecification"]["ContainerArguments"][-1] == "--champion"
+    desc, stats = version(fresh, r.output["registered"]["model_package_arn"])
+    wrapper = stats[evaluation_gate.STATISTICS_KEY]
+    assert wrapper["champion"]["version_arn"] == champion_arn and wrapper["target"] == {
+        "endpoint": "hfpipe-dev-qa"
+    }
+    meta = desc["CustomerMetadataProperties"]
+    assert (meta["evaluation_verdict"], meta["evaluation_champion"]) == ("worse", champion_arn)
+    assert meta["evaluation_difference"] == "value -3.1 low -5 high -1.2"
+    assert r.output["report"]["evaluation"]["champion_version_arn"] == champion_arn
+
+
+class FailedJob(StandInEvaluation):
+    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        job.processing_job_status, job.failure_reason = "Failed", "AlgorithmError: no validation data"
+        ended()
+
+
+def test_a_failed_evaluation_job_fails_the_run_through_cleanup(fresh):
+    fresh.processing = FailedJob()
+    _, r = run(fresh)
+    # States.TaskFailed, the job's description its cause; a Fail state may not raise a States.* name itself.
+    assert (r.status, r.error) == ("FAILED", "StatesTaskFailed"), r.cause
+    assert "AlgorithmError: no validation data" in r.cause
+    assert r.states[-3:] == ["CleanupOnError", "ReportError", "PipelineFailed"] and "Register" not in r.states
+
+
+@pytest.mark.parametrize(
+    ("champion", "message"),
+    [
+        ({"endpoint": "QA!"}, "input.champion.endpoint: 'QA!' is not accepted"),
+        (
+            {"endpoint": "qa", "adapter": "a"},
+            "input.champion: {'endpoint': 'qa', 'adapter': 'a'} is not accepted",
+        ),
+    ],
+)
+def test_a_bad_champion_is_refused_by_the_plan_naming_the_field(fresh, champion, message):
+    fresh.processing = jobs = StandInEvaluation()
+    _, r = run(fresh, champion=champion)
+    assert (r.status, r.error) == ("FAILED", "RecipeError") and message in r.cause, r.cause
+    assert jobs.requests == [] and r.states[-1] != "Evaluate"
