@@ -52,7 +52,7 @@ from hfpipe.core.prices import price_per_hour
 TOKENS_NAMESPACE = "hfpipe-tokens"
 PROMPT_TOKENS, COMPLETION_TOKENS = "PromptTokens", "CompletionTokens"
 ENDPOINT_DIMENSION, COMPONENT_DIMENSION = "EndpointName", "InferenceComponentName"
-_COUNT = re.compile(r"(\d+)\.?\s*$")
+_COUNT = re.compile(r"([0-9]+)\.?\s*\Z")
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,7 @@ class PipelineLambdas(Construct):
         endpoint_ttl_hours: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        #: What every function shares (the Promote function, where there is one, is made with it too).
-        self.settings = FunctionSettings(
+        self.settings = FunctionSettings(  # what every function shares (the Promote function's too)
             env_name=env_name,
             code=code_asset(),
             role_factory=role_factory,

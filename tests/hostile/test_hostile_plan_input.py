@@ -55,7 +55,12 @@ class Quotas:
         names = [
             f"{t} for {k}"
             for t in ("ml.g4dn.xlarge", "ml.m5.large", "ml.p3.16xlarge", "ml.g5.xlarge")
-            for k in ("training job usage", "spot training job usage", "endpoint usage")
+            for k in (
+                "training job usage",
+                "spot training job usage",
+                "endpoint usage",
+                "processing job usage",
+            )
         ]
         applied = operation_name == "list_service_quotas"
         quotas = [{"QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": 100.0} for i, n in enumerate(names)]

@@ -232,7 +232,12 @@ class _Quotas:
         names = [
             f"{t} for {k}"
             for t in ("ml.g4dn.xlarge", "ml.m5.large")
-            for k in ("training job usage", "spot training job usage", "endpoint usage")
+            for k in (
+                "training job usage",
+                "spot training job usage",
+                "endpoint usage",
+                "processing job usage",
+            )
         ]
         quotas = [{"QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": 100.0} for i, n in enumerate(names)]
         pages = [{"Quotas": quotas if operation_name == "list_service_quotas" else []}]

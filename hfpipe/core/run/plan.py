@@ -499,8 +499,7 @@ def build_plan(
     recipe, poll = accepted.recipe, int(accepted.poll_seconds or config.default_poll_seconds)
     t = recipe["training"]
     deploy = adapter_recipe.own_endpoint(recipe, recipe["deploy"])
-    # The serving kind's fit rule (its packaging, the model on the instance) and the environment of its
-    # own server settings (vllm: SM_VLLM_*), under the recipe's.
+    # The serving kind's fit rule and its own server settings (vllm: SM_VLLM_*), under the recipe's.
     kind_environment = (
         serving_fit.kind_environment(recipe, config.image_catalog, config.region) if deploy else {}
     )
