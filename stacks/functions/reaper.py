@@ -112,6 +112,24 @@ class ReaperFunction(Construct):
             )
         )
         grant_hosting_deletes(self.role, env, hosting)
+        # What uses a config or model before one of ours goes: every endpoint's config and every config's
+        # models in the account and region, whoever made them (DeleteEndpointConfig and DeleteModel do not
+        # refuse one in use); read-only, on the two resource types (Service Authorization Reference).
+        stack = cdk.Stack.of(self)
+        everyone = [stack.format_arn(service="sagemaker", resource=r, resource_name="*") for r in HOSTING[:2]]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"], resources=everyone
+            )
+        )
+        for resource in everyone:
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::{rendered(stack, resource)}]",
+                "Read-only: before an expired config or model of this environment is deleted, the reaper reads "
+                "every endpoint's config and every config's models in the account, so that one a user's own "
+                "endpoint or config still uses is never deleted.",
+            )
         unscoped = [
             "sagemaker:ListEndpoints",
             "sagemaker:ListEndpointConfigs",

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import io
 import json
+import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -414,6 +415,12 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     )
     assert (code, err) == (0, "")
     assert "the endpoint stays up after the smoke test (billed per hour)" in out
+    # ... and says until when: its expiry (--ttl 90m from the Plan), then the reaper's idle window.
+    said = " ".join(out.split())
+    assert re.search(
+        r"\(billed per hour\) until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, then until the environment's reaper",
+        said,
+    )
     # the execution of the environment's state machine (its ARN from SSM), named as asked
     arn = deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":k-1"
     sent = json.loads(deployed.sfn.describe_execution(executionArn=arn)["input"])

@@ -28,7 +28,18 @@ def test_the_ttl_form_and_its_refusals_name_the_field():
         31536000,
         None,
     ]
-    for bad in ("8", "0h", "1.5h", "8 hours", "366d", "", "-1h", "h"):
+    for bad in (
+        "8",
+        "0h",
+        "1.5h",
+        "8 hours",
+        "366d",
+        "",
+        "-1h",
+        "h",
+        "\uff13h",
+        "\u0663h",
+    ):  # fullwidth, Arabic 3
         with pytest.raises(expiry.TtlError, match=r"^--ttl: .* is not accepted; accepted: a whole number"):
             expiry.parse_ttl(bad)
     with pytest.raises(expiry.TtlError, match=r"^input\.ttl: 7 is not accepted"):
@@ -88,11 +99,16 @@ def test_what_endpoints_shows_of_the_expiry_and_the_idle_time():
     assert text(**{at: "2026-12-07T17:55:00Z"}) == "in 25 min"
     assert text(**{at: "2026-12-10T17:30:00Z"}) == "in 3 d"
     assert text(**{at: "2026-12-07T17:30:00Z"}) == "expired"
+    day = expiry.stamp(NOW + timedelta(hours=24) - timedelta(seconds=30))  # a day's, read half a minute on
+    assert text(**{at: day}) == "in 24 h"
     assert text(**{contract.TAG_KEEP: "true"}) == "none (kept)"
     assert text() == "none"
     assert text(**{at: "tomorrow"}) == "unreadable: tomorrow"
     assert expiry.idle_text(NOW - timedelta(minutes=12), NOW) == "12 min"
     assert expiry.idle_text(None, NOW) == "over 5 d"
+    young = NOW - timedelta(minutes=20)
+    assert expiry.idle_text(None, NOW, came_up=young) == "no call since it came up 20 min ago"
+    assert expiry.idle_text(None, NOW, came_up=NOW - timedelta(days=6)) == "over 5 d"
     assert expiry.idle_text(None, NOW, known=False) == "unknown"
 
 

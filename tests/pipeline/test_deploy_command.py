@@ -67,6 +67,33 @@ def test_deploy_creates_then_says_nothing_changed(deployed_env: Any, capsys: Any
     )
     assert (code, err) == (0, "")
     assert "it served this version already" in out
+    # --ttl sets the expiry of an endpoint the deploy creates: on an update it is refused, not ignored.
+    executions = deployed_env.client("stepfunctions").list_executions(
+        stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+    )["executions"]
+    code, out, err = run(
+        capsys,
+        deployed_env.region,
+        "deploy",
+        "--env",
+        "dev",
+        "--model",
+        version,
+        "--endpoint",
+        NAME,
+        "--ttl",
+        "none",
+    )
+    assert code == 1 and err.startswith(
+        f"error: --ttl: endpoint {ENDPOINT} exists (InService): an update keeps"
+    )
+    assert "nothing started" in err
+    assert (
+        deployed_env.client("stepfunctions").list_executions(
+            stateMachineArn=deployed_env.state_machine_arns[contract.deploy_state_machine_name("dev")]
+        )["executions"]
+        == executions
+    )
 
 
 def test_a_refused_deploy_exits_1_with_the_reason(deployed_env: Any, capsys: Any) -> None:

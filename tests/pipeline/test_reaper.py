@@ -25,8 +25,10 @@ from hfpipe.local.engine import cloudwatch, moto_patches
 from hfpipe.local.engine.inference_components import SETTLE_SECONDS, InferenceComponents
 
 REGION = "eu-west-1"
-NOW = datetime.now(UTC)
 IDLE = timedelta(minutes=60)
+#: The reaper's clock in these tests: two idle windows after the moto world's endpoints came up (they are made
+#: now), so each has lived through its idle window (expiry.up_for_less_than) unless a test says otherwise.
+NOW = datetime.now(UTC) + 2 * IDLE
 PAST, FUTURE = expiry.stamp(NOW - timedelta(hours=1)), expiry.stamp(NOW + timedelta(hours=3))
 BASE = BaseNames.of("dev")
 
@@ -274,15 +276,17 @@ def test_endpoints_shows_each_endpoints_expiry_and_idle_time():
     assert {n: e.expires for n, e in found.items()} == {
         "dev-expired-ep": "expired",
         "dev-kept-ep": "none (kept)",
-        "dev-fresh-ep": "in 2 h",
+        "dev-fresh-ep": "in 3 h",
         "hfpipe-dev-summaries": "expired",
         BASE.endpoint: "expired",
     }
     assert re.fullmatch(r"1[0-4] min", found["hfpipe-dev-summaries"].idle)
     assert re.fullmatch(r"(9[0-9]|1[0-9]{2}) min|1 h", found["dev-expired-ep"].idle)
-    assert found["dev-kept-ep"].idle == "over 5 d"
+    # Made when the test began, NOW's two hours before its clock (a few seconds short of them).
+    assert re.fullmatch(r"no call since it came up [12] h ago", found["dev-kept-ep"].idle)
     text = console.export_text()
-    assert "dev-kept-ep: expires none (kept); idle over 5 d" in text
+    assert re.search(r"dev-kept-ep: none \(kept\); idle no call since it came up [12] h ago", text)
+    assert "dev-expired-ep: expired; idle" in text and "dev-fresh-ep: expires in 3 h; idle" in text
     assert "an expired endpoint is deleted by dev's reaper (hourly) once idle" in " ".join(text.split())
     # Without CloudWatch (a client that cannot read it), the idle time is unknown, never a guess.
     assert endpoints.idle_time(None, "dev-kept-ep", ["AllTraffic"], [], NOW) == "unknown"
@@ -296,3 +300,47 @@ def test_an_endpoint_gone_between_the_listing_and_its_look_is_left_without_a_fau
         run = reaper.reap({"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", NOW, IDLE)
     assert run.left == {"dev-gone-ep": "gone"} and not run.faults
     assert [r.endpoint for r in run.deleted] == ["dev-expired-ep"]
+
+
+def test_an_endpoint_up_for_less_than_the_idle_window_stays_though_expired_and_uncalled():
+    """README: deleted "once it has expired and gone an hour without a call"; an endpoint that came up expired
+    (a run whose training outlasted its --ttl) 5 minutes ago has not gone an hour, and its smoke test's call may
+    not be in CloudWatch yet."""
+    with _moto() as w:
+        expired = expiry.stamp(datetime.now(UTC) - timedelta(hours=1))
+        hosting(
+            w,
+            "dev-new-ep",
+            "dev-new-config",
+            "dev-new-model",
+            _tags(expires=expired, **{"hfpipe:keep": "true"}),
+        )
+        came_up = w.sm.describe_endpoint(EndpointName="dev-new-ep")["LastModifiedTime"]
+        run = reaper.reap(
+            {"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", came_up + timedelta(minutes=5), IDLE
+        )
+        assert run.left["dev-new-ep"].startswith("up for 5 min, less than the idle window"), run.to_json()
+        assert not run.deleted
+
+
+def test_a_config_or_model_a_users_own_endpoint_or_config_uses_is_never_deleted():
+    """SageMaker deletes a config an endpoint runs on and a model a config names without a word: the reaper
+    reads every endpoint and config of the account first (a user's own, of any name)."""
+    with _moto() as w:
+        hosting(w, "dev-run-ep", "dev-run-config", "dev-run-model", _tags())
+        hosting(w, "dev-other-ep", "dev-other-config", "dev-other-model", _tags())
+        variant = {"VariantName": "AllTraffic", "InstanceType": "ml.g5.xlarge", "InitialInstanceCount": 1}
+        w.sm.create_endpoint_config(
+            EndpointConfigName="my-config", ProductionVariants=[{**variant, "ModelName": "dev-run-model"}]
+        )
+        w.sm.create_endpoint(EndpointName="my-endpoint", EndpointConfigName="my-config")
+        w.sm.create_endpoint(EndpointName="my-other-endpoint", EndpointConfigName="dev-other-config")
+        run = reaper.reap({"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", NOW, IDLE)
+        assert sorted(r.endpoint for r in run.deleted) == ["dev-other-ep", "dev-run-ep"], run.to_json()
+        assert run.leftovers_deleted == ["endpoint config dev-run-config"]
+        assert run.left["dev-run-model"] == "model still used by endpoint config my-config"
+        assert run.left["dev-other-config"] == "endpoint config still used by endpoint my-other-endpoint"
+        assert run.left["dev-other-model"] == "model still used by endpoint config dev-other-config"
+        # The next run (the leftover sweep) keeps them too while they are used.
+        again = reaper.reap({"sagemaker": w.sm, "cloudwatch": w.cw}, "dev", NOW, IDLE)
+        assert again.leftovers_deleted == [] and not again.faults, again.to_json()

@@ -44,6 +44,13 @@ def _expired_run_endpoint(sm) -> None:
         Tags=tags_,
     )
     sm.create_endpoint(EndpointName="dev-old-ep", EndpointConfigName="dev-old-config", Tags=tags_)
+    # Up for two hours, as a kept run's endpoint would be: moto's record of when it came up, moved back (the
+    # reaper leaves an endpoint that has not lived through its idle window: expiry.up_for_less_than).
+    from moto.sagemaker.models import sagemaker_backends
+
+    region = sm.meta.region_name
+    old = sagemaker_backends[ACCOUNT][region].endpoints["dev-old-ep"]
+    old.creation_time = old.last_modified_time = old.creation_time - timedelta(hours=2)
 
 
 def test_the_schedule_fires_the_reaper_which_deletes_the_expired_idle_endpoint_only(clean):

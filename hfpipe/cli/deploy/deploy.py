@@ -132,6 +132,13 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         endpoint=endpoint,
         env=args.env,
     )
+    if args.ttl and before is not None:
+        # --ttl sets the expiry of the endpoint a deploy creates; an update keeps the endpoint's own (Prepare).
+        raise HfpipeError(
+            f"--ttl: endpoint {endpoint} exists ({before[0]}): an update keeps its expiry (its "
+            f"{contract.TAG_EXPIRES_AT} tag; `hfpipe endpoints --env {args.env}` shows it); --ttl is accepted "
+            "only where the deploy creates the endpoint; nothing started"
+        )
     name = execution_name(args.endpoint, version)
     # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
     # runs (DeployInProgress), so running it again is safe either way.

@@ -157,11 +157,18 @@ def describe(
         tokens=tokens,
         **named_endpoints.serving(serving, tags),
         expires=expiry.expiry_text(tags, now),
-        idle=idle_time(cloudwatch, name, [v.name for v in variants], shares, now),
+        idle=idle_time(cloudwatch, name, [v.name for v in variants], shares, now, created),
     )
 
 
-def idle_time(cloudwatch: Any, name: str, variants: list[str], shares: list[Any], now: datetime) -> str:
+def idle_time(
+    cloudwatch: Any,
+    name: str,
+    variants: list[str],
+    shares: list[Any],
+    now: datetime,
+    created: datetime | None = None,
+) -> str:
     """The time since the endpoint's last call: CloudWatch's Invocations per variant and per inference component
     (hfpipe.core.deploy.expiry.last_call); "unknown" without a client or when CloudWatch cannot be read."""
     if cloudwatch is None:
@@ -171,7 +178,7 @@ def idle_time(cloudwatch: Any, name: str, variants: list[str], shares: list[Any]
         {"EndpointName": name, "ProductionVariants": [{"VariantName": v} for v in variants]}, components
     )
     try:
-        return expiry.idle_text(expiry.last_call(cloudwatch, series, now), now)
+        return expiry.idle_text(expiry.last_call(cloudwatch, series, now), now, came_up=created)
     except Exception:  # the listing is still worth showing
         return expiry.idle_text(None, now, known=False)
 
@@ -310,7 +317,10 @@ def print_expiry(console: Any, endpoints: list[EndpointInfo], env: str) -> None:
     """Each endpoint's expiry and time since its last call, one line each, under the table (its columns are
     the cost's); then what the environment's reaper does with an expired one."""
     for e in endpoints:
-        console.print(f"{e.name}: expires {e.expires}; idle {e.idle}", markup=False, soft_wrap=True)
+        expires = (
+            e.expires if e.expires in ("expired",) or e.expires.startswith("none") else f"expires {e.expires}"
+        )
+        console.print(f"{e.name}: {expires}; idle {e.idle}", markup=False, soft_wrap=True)
     if any(e.expires == "expired" for e in endpoints):
         console.print(
             f"an expired endpoint is deleted by {env}'s reaper (hourly) once idle for its window, unless it is "

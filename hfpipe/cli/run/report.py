@@ -211,7 +211,11 @@ def _endpoint_state(report: dict[str, Any], env: str) -> str:
     if report.get("endpoint_deleted"):
         return "deleted"
     price = report.get("endpoint_price_per_hour_usd")
-    billed = "" if price is None else f", {float(price):.4g} USD/h until deleted"
+    billed = (
+        ""
+        if price is None
+        else f", {float(price):.4g} USD/h until deleted (by you, or once expired and idle by the reaper)"
+    )
     return f"kept{billed}; delete it with `hfpipe endpoints delete {name} --env {env}`"
 
 

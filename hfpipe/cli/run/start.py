@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from hfpipe import contract
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options, ttl_option
@@ -192,9 +193,17 @@ def cmd_start(args: argparse.Namespace) -> int:
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"console:   {aws.console_url(arn, clients.region)}")
     if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
+        tags = {t["Key"]: t["Value"] for t in (plan.hosting_tags if plan is not None else [])}
+        expires = tags.get(contract.TAG_EXPIRES_AT)
+        until = (
+            f"until {expires}, then until the environment's reaper deletes it once it has gone its idle window "
+            'without a call (--ttl, cdk.json endpoint_ttl_hours; docs/deploy.md, "Time to live")'
+            if expires
+            else "until you delete it (no expiry)"
+        )
         console.print(
-            f"the endpoint stays up after the smoke test (billed per hour): `hfpipe invoke {name} --env "
-            f"{args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
+            f"the endpoint stays up after the smoke test (billed per hour) {until}: `hfpipe invoke {name} "
+            f"--env {args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
         )
     if args.watch:
         return watch.follow(clients, arn, console, aws.poll_interval(args.interval, clients, 10.0))

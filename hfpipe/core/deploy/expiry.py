@@ -30,7 +30,7 @@ from hfpipe.core.run import cleanup
 
 #: What --ttl and cdk.json's TTL accept, said in every refusal.
 TTL_FORM = "a whole number and a unit: m (minutes), h (hours) or d (days), e.g. 90m, 8h, 3d; or none"
-_TTL = re.compile(r"^(\d{1,6})([mhd])$")
+_TTL = re.compile(r"^([0-9]{1,6})([mhd])$")  # ASCII digits only (\d takes any script's)
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
 #: The longest time to live: a year (past it, "never" is what is meant: none).
 MAX_TTL_SECONDS = 365 * 86400
@@ -99,12 +99,14 @@ def expiry_of(tags: Mapping[str, str]) -> datetime | None:
     return when if when.tzinfo else None
 
 
-def _span(seconds: float) -> str:
+def _span(seconds: float, nearest: bool = False) -> str:
+    """Minutes below an hour, hours below two days, else days: rounded down (``nearest``: to the nearest)."""
+    whole = (lambda n, unit: round(n / unit)) if nearest else (lambda n, unit: n // unit)
     if seconds < 3600:
-        return f"{max(1, int(seconds // 60))} min"
+        return f"{max(1, int(whole(seconds, 60)))} min"
     if seconds < 2 * 86400:
-        return f"{int(seconds // 3600)} h"
-    return f"{int(seconds // 86400)} d"
+        return f"{int(whole(seconds, 3600))} h"
+    return f"{int(whole(seconds, 86400))} d"
 
 
 def expiry_text(tags: Mapping[str, str], now: datetime) -> str:
@@ -115,14 +117,22 @@ def expiry_text(tags: Mapping[str, str], now: datetime) -> str:
             return f"unreadable: {tags[contract.TAG_EXPIRES_AT]}"
         return "none (kept)" if cleanup.is_kept(tags) else "none"
     left = (when - now).total_seconds()
-    return "expired" if left <= 0 else f"in {_span(left)}"
+    # Rounded to the nearest unit: a fresh day's expiry is "in 24 h", not "in 23 h".
+    return "expired" if left <= 0 else f"in {_span(left, nearest=True)}"
 
 
-def idle_text(last: datetime | None, now: datetime, known: bool = True) -> str:
-    """Time since the last call: "12 min", "over 5 d" (none in LOOKBACK), or "unknown" (CloudWatch unread)."""
+def idle_text(
+    last: datetime | None, now: datetime, known: bool = True, came_up: datetime | None = None
+) -> str:
+    """Time since the last call: "12 min", "over 5 d" (none in LOOKBACK), "no call since it came up 20 min ago"
+    (none, and the endpoint is younger than LOOKBACK: ``came_up``, its LastModifiedTime), or "unknown"
+    (CloudWatch unread). CloudWatch's 5-minute datapoints date a call to the start of its period."""
     if not known:
         return "unknown"
     if last is None:
+        up = (now - came_up).total_seconds() if came_up is not None else None
+        if up is not None and up < LOOKBACK.total_seconds():
+            return f"no call since it came up {_span(max(60.0, up))} ago"
         return f"over {_span(LOOKBACK.total_seconds())}"
     return _span(max(60.0, (now - last).total_seconds()))
 
@@ -143,6 +153,18 @@ def refusal(tags: Mapping[str, str], status: str | None, env: str, now: datetime
     if status not in REAPABLE_STATUSES:
         return f"{status or 'gone'}, not InService or Failed"
     return None
+
+
+def up_for_less_than(endpoint: Mapping[str, Any], now: datetime, idle: timedelta) -> str | None:
+    """Why an endpoint that came up (or was last updated) less than the idle window ago stays (None: it has been
+    up for the window): no call in a window it has not lived through is no idleness, and the smoke test's own
+    call may not be in CloudWatch yet (SageMaker publishes Invocations once a minute). DescribeEndpoint's
+    LastModifiedTime ("when the endpoint was last modified", CreationTime before any update: API reference)."""
+    came_up = endpoint.get("LastModifiedTime") or endpoint.get("CreationTime")
+    if not isinstance(came_up, datetime):
+        return None
+    up = now - came_up.astimezone(UTC)
+    return f"up for {_span(up.total_seconds())}, less than the idle window {idle}" if up < idle else None
 
 
 def is_expired(tags: Mapping[str, str], env: str, now: datetime) -> bool:

@@ -52,6 +52,13 @@ class Run:
     left: dict[str, str] = field(default_factory=dict)
     faults: dict[str, str] = field(default_factory=dict)
     leftovers_deleted: list[str] = field(default_factory=list)
+    #: What uses each config and model of the account (``in_use``), read once a run when first needed.
+    users: dict[str, str] | None = None
+
+    def gone(self, user: str) -> None:
+        """``user`` (e.g. "endpoint NAME") was deleted: what it used is free (``in_use``)."""
+        if self.users is not None:
+            self.users = {k: v for k, v in self.users.items() if v != user}
 
     def to_json(self) -> dict[str, Any]:
         saved = [r.usd_per_day for r in self.deleted if r.usd_per_day is not None]
@@ -160,6 +167,10 @@ def consider(
     if endpoint is None or reason:
         run.left[name] = str(reason)
         return
+    young = expiry.up_for_less_than(endpoint, now, idle)
+    if young:
+        run.left[name] = young
+        return
     components = _components(sagemaker, name)
     calls = expiry.calls_in(cloudwatch, expiry.metric_dimensions(endpoint, components), now, idle)
     if calls:
@@ -176,6 +187,7 @@ def consider(
         return
     instance_type, count, models = _fleet(sagemaker, endpoint)
     cleanup.delete(sagemaker, cleanup.KINDS[0], name)
+    run.gone(f"endpoint {name}")
     run.deleted.append(expiry.Reaped(name, instance_type, count, expiry.usd_per_day(instance_type, count)))
     _delete_own(sagemaker, env, cleanup.KINDS[1], str(endpoint["EndpointConfigName"]), run)
     for model in models:
@@ -183,27 +195,62 @@ def consider(
 
 
 def _delete_own(sagemaker: Any, env: str, kind: cleanup.Kind, name: str, run: Run) -> None:
-    """Delete one config or model when it is this environment's (its tags); gone already counts as done."""
+    """Delete one config or model when it is this environment's (its tags) and nothing in the account uses it
+    (``in_use``); gone already counts as done."""
     found = _described(lambda: getattr(sagemaker, kind.describe)(**{kind.name_key: name}))
     if found is None:
         return
-    if cleanup.is_ours(cleanup.tags_of(sagemaker, found[kind.arn_key]), env):
-        cleanup.delete(sagemaker, kind, name)
-        run.leftovers_deleted.append(f"{kind.name} {name}")
+    if not cleanup.is_ours(cleanup.tags_of(sagemaker, found[kind.arn_key]), env):
+        return
+    user = in_use(sagemaker, run).get(name)
+    if user:
+        run.left[name] = f"{kind.name} still used by {user}"
+        return
+    cleanup.delete(sagemaker, kind, name)
+    run.leftovers_deleted.append(f"{kind.name} {name}")
+    run.gone(f"{kind.name} {name}")
+
+
+def in_use(sagemaker: Any, run: Run) -> dict[str, str]:
+    """What uses each endpoint config and model of the account, whoever made it: config name -> the endpoint
+    that runs on it (or is being updated to it), model name -> the config that names it. SageMaker deletes a
+    config an endpoint runs on, and a model a config names, without a word (DeleteEndpointConfig,
+    DeleteModel in the API reference), so a user's own endpoint on a run's config, or their own config naming a
+    run's model, is read here before anything of ours goes. Read once a run, when the first leftover is
+    considered (the schedule is hourly)."""
+    if run.users is None:
+        users: dict[str, str] = {}
+        for page in sagemaker.get_paginator("list_endpoints").paginate():
+            for item in page["Endpoints"]:
+                endpoint = _described(
+                    functools.partial(sagemaker.describe_endpoint, EndpointName=item["EndpointName"])
+                )
+                pending = ((endpoint or {}).get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+                for config in {(endpoint or {}).get("EndpointConfigName"), pending} - {None}:
+                    users[str(config)] = f"endpoint {item['EndpointName']}"
+        for page in sagemaker.get_paginator("list_endpoint_configs").paginate():
+            for item in page["EndpointConfigs"]:
+                name = item["EndpointConfigName"]
+                config = _described(
+                    functools.partial(sagemaker.describe_endpoint_config, EndpointConfigName=name)
+                )
+                variants = [
+                    *((config or {}).get("ProductionVariants") or []),
+                    *((config or {}).get("ShadowProductionVariants") or []),
+                ]
+                for variant in variants:
+                    if variant.get("ModelName"):
+                        users[str(variant["ModelName"])] = f"endpoint config {name}"
+        run.users = users
+    return run.users
 
 
 def expired_leftovers(sagemaker: Any, env: str, now: datetime, run: Run) -> None:
-    """Configs, then models, of this environment past their expiry that nothing uses: no endpoint of the
-    environment's names uses the config, no remaining config of them names the model, and the named endpoint
-    (or shared base) they were made for is gone (its earlier configs stay while it lives: its record names
-    them, hfpipe.core.run.cleanup.deploy_leftovers)."""
+    """Configs, then models, of this environment past their expiry that nothing in the account uses (``in_use``)
+    and whose named endpoint (or shared base) is gone (its earlier configs stay while it lives: its record names
+    them, hfpipe.core.run.cleanup.deploy_leftovers): what a run whose config or model delete failed left."""
     prefixes = (names.run_prefix(env), contract.deployed_endpoint_name(env, ""))
     endpoints = own_endpoints(sagemaker, env)
-    in_use: set[str] = set()
-    for name in endpoints:
-        endpoint = _described(functools.partial(sagemaker.describe_endpoint, EndpointName=name)) or {}
-        pending = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
-        in_use |= {c for c in (endpoint.get("EndpointConfigName"), pending) if c}
 
     def left(arn: str) -> bool:
         tags = cleanup.tags_of(sagemaker, arn)
@@ -211,22 +258,10 @@ def expired_leftovers(sagemaker: Any, env: str, now: datetime, run: Run) -> None
         serving = deployment and contract.deployed_endpoint_name(env, deployment) in endpoints
         return expiry.is_expired(tags, env, now) and not serving
 
-    for name, arn in _listed(sagemaker, cleanup.KINDS[1], prefixes).items():
-        if name not in in_use and left(arn):
-            cleanup.delete(sagemaker, cleanup.KINDS[1], name)
-            run.leftovers_deleted.append(f"endpoint config {name}")
-    models = [name for name, arn in _listed(sagemaker, cleanup.KINDS[2], prefixes).items() if left(arn)]
-    if not models:
-        return
-    named: set[str] = set()
-    for name in _listed(sagemaker, cleanup.KINDS[1], prefixes):
-        config = (
-            _described(functools.partial(sagemaker.describe_endpoint_config, EndpointConfigName=name)) or {}
-        )
-        named |= {str(v.get("ModelName")) for v in config.get("ProductionVariants") or []}
-    for name in sorted(set(models) - named):
-        cleanup.delete(sagemaker, cleanup.KINDS[2], name)
-        run.leftovers_deleted.append(f"model {name}")
+    for kind in cleanup.KINDS[1:]:  # configs first: a model is free once the configs naming it are gone
+        for name, arn in _listed(sagemaker, kind, prefixes).items():
+            if left(arn):
+                _delete_own(sagemaker, env, kind, name, run)
 
 
 def _listed(sagemaker: Any, kind: cleanup.Kind, prefixes: tuple[str, ...]) -> dict[str, str]:
