@@ -107,6 +107,16 @@ def _checked(args: argparse.Namespace) -> tuple[str, int]:
     return group, number
 
 
+def _ttl_only_on_creation(args: argparse.Namespace, endpoint: str, before: State) -> None:
+    """--ttl sets the expiry of the endpoint a deploy creates; an update keeps the endpoint's own (Prepare)."""
+    if args.ttl and before is not None:
+        raise HfpipeError(
+            f"--ttl: endpoint {endpoint} exists ({before[0]}): an update keeps its expiry (its "
+            f"{contract.TAG_EXPIRES_AT} tag; `hfpipe endpoints --env {args.env}` shows it); --ttl is accepted "
+            "only where the deploy creates the endpoint; nothing started"
+        )
+
+
 def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     """Start the deploy execution and follow it to its end (see the module docstring)."""
     aws.validate_env_name(args.env)
@@ -132,13 +142,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         endpoint=endpoint,
         env=args.env,
     )
-    if args.ttl and before is not None:
-        # --ttl sets the expiry of the endpoint a deploy creates; an update keeps the endpoint's own (Prepare).
-        raise HfpipeError(
-            f"--ttl: endpoint {endpoint} exists ({before[0]}): an update keeps its expiry (its "
-            f"{contract.TAG_EXPIRES_AT} tag; `hfpipe endpoints --env {args.env}` shows it); --ttl is accepted "
-            "only where the deploy creates the endpoint; nothing started"
-        )
+    _ttl_only_on_creation(args, endpoint, before)
     name = execution_name(args.endpoint, version)
     # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
     # runs (DeployInProgress), so running it again is safe either way.

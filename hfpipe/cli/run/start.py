@@ -142,6 +142,22 @@ def _upload(clients: Any, bucket: str, packed: Any, dry_run: bool) -> None:
     _say(f"training source: {uri} ({'uploaded' if uploaded else 'already there'})")
 
 
+def _kept(plan: Any, name: str, env: str) -> str:
+    """What a kept run's endpoint costs and until when: its expiry (the plan's hosting tags), then the reaper."""
+    tags = {t["Key"]: t["Value"] for t in (plan.hosting_tags if plan is not None else [])}
+    expires = tags.get(contract.TAG_EXPIRES_AT)
+    until = (
+        f"until {expires}, then until the environment's reaper deletes it once it has gone its idle window "
+        'without a call (--ttl, cdk.json endpoint_ttl_hours; docs/deploy.md, "Time to live")'
+        if expires
+        else "until you delete it (no expiry)"
+    )
+    return (
+        f"the endpoint stays up after the smoke test (billed per hour) {until}: `hfpipe invoke {name} "
+        f"--env {env} ...`, then `hfpipe endpoints delete NAME --env {env}`"
+    )
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     """Validate the recipe locally, start the execution in the environment, print its console link."""
     from hfpipe.cli.recipe import recipes
@@ -193,18 +209,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"console:   {aws.console_url(arn, clients.region)}")
     if args.keep_endpoint or loaded.resolved["serving"]["keep_endpoint"]:
-        tags = {t["Key"]: t["Value"] for t in (plan.hosting_tags if plan is not None else [])}
-        expires = tags.get(contract.TAG_EXPIRES_AT)
-        until = (
-            f"until {expires}, then until the environment's reaper deletes it once it has gone its idle window "
-            'without a call (--ttl, cdk.json endpoint_ttl_hours; docs/deploy.md, "Time to live")'
-            if expires
-            else "until you delete it (no expiry)"
-        )
-        console.print(
-            f"the endpoint stays up after the smoke test (billed per hour) {until}: `hfpipe invoke {name} "
-            f"--env {args.env} ...`, then `hfpipe endpoints delete NAME --env {args.env}`"
-        )
+        console.print(_kept(plan, name, args.env))
     if args.watch:
         return watch.follow(clients, arn, console, aws.poll_interval(args.interval, clients, 10.0))
     console.print(f"follow it with: hfpipe watch {name} --env {args.env}")
