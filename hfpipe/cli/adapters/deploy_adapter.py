@@ -91,7 +91,8 @@ def _gate(
 ) -> None:
     """The evaluation gate before an adapter's deploy (hfpipe.cli.promotion.gate): the version's evaluation
     and what the adapter serves, read now; the override goes into the execution's input, whose Apply step
-    applies the same rule again, and is recorded on the version. A rollback (the way back) is not gated."""
+    applies the same rule again, and is recorded on the version. A rollback's target is gated by Apply (it
+    is known there: adapter.check_rollback)."""
     override = getattr(args, "override_evaluation", None)
     if request["action"] != "deploy":
         if override is not None:
