@@ -34,7 +34,7 @@ def test_a_worse_challenger_is_refused_with_its_figures():
 
 @pytest.mark.parametrize("verdict", ["better", "not_worse"])
 def test_a_better_or_not_worse_challenger_passes(verdict):
-    decision = _decide(Evaluated.from_json(wrapper(verdict, low=-1.0, high=2.0, value=0.5)))
+    decision = _decide(Evaluated.from_json(wrapper(verdict)))  # figures that give the verdict
     assert decision.allowed and decision.note is None
     assert decision.message.startswith(f"evaluation {verdict} against {CHAMPION_ARN}")
 
@@ -107,3 +107,25 @@ def test_headline_properties_are_strings():
         "evaluation_champion": CHAMPION_ARN,
         "evaluation_document": "s3://artifacts/evaluations/run-2/evaluation.json",
     }
+
+
+@pytest.mark.parametrize(
+    "verdict, change, accepted",
+    [
+        ("better", {"low": -5.0, "high": -1.2, "value": -3.1}, "'worse'"),  # the whole interval below 0
+        ("worse", {"low": -0.5, "high": 2.0, "value": 0.4}, "'not_worse'"),
+        ("not_worse", {"low": 0.5, "high": 3.0, "value": 1.0}, "'better'"),
+    ],
+)
+def test_a_verdict_its_own_figures_contradict_is_unreadable_and_refused(verdict, change, accepted):
+    doc = document(verdict)
+    doc["difference"].update(change)
+    with pytest.raises(
+        gate.EvaluationFormatError, match=f"^evaluation.verdict: '{verdict}' contradicts .*{accepted}"
+    ):
+        gate.check_document(doc)
+    stored = {**wrapper(verdict), "document": doc}
+    with pytest.raises(
+        gate.EvaluationFormatError
+    ):  # the gate reads it through the same check: never decided on
+        _decide(Evaluated.from_json(stored))
