@@ -142,3 +142,23 @@ def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serve
         f"{CHAMPION_ARN}; this environment's cdk.json evaluation_gate is mandatory: evaluate it against what "
         "serves: start the pipeline again with --champion naming endpoint hfpipe-dev-qa"
     )
+
+
+def test_a_promote_refusal_says_where_promote_records_the_override():
+    from hfpipe.core.promotion import promotion
+
+    with pytest.raises(promotion.PromotionRefused) as refused:
+        promotion.evaluation_decision(
+            {"evaluation": wrapper("worse")},
+            "tiny-qa/2",
+            source_env="dev",
+            env="prod",
+            mode="mandatory",
+            override=None,
+        )
+    assert str(refused.value).endswith(
+        "(recorded in the promoted version's evaluation_override metadata (CustomerMetadataProperties))"
+    )
+    assert _decide(Evaluated.from_json(wrapper("worse"))).message.endswith(
+        "(recorded in the version's approval description)"
+    )

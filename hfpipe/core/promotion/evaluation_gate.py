@@ -46,6 +46,10 @@ EVALUATIONS_PREFIX = contract.ARTIFACTS_EVALUATIONS_PREFIX
 #: The option that overrides the gate, and the start of the approval description it records.
 OVERRIDE_OPTION = "--override-evaluation"
 OVERRIDE_PREFIX = "evaluation gate overridden: "
+#: Where an override's reason is recorded: the version's approval description (approve, deploy, adapter deploy);
+#: promote records it on the version it makes (``PROMOTE_RECORDED_IN``).
+RECORDED_IN = "the version's approval description"
+PROMOTE_RECORDED_IN = "the promoted version's evaluation_override metadata (CustomerMetadataProperties)"
 
 
 class EvaluationFormatError(ValueError):
@@ -333,19 +337,27 @@ def decide(
     mode: str,
     where: str,
     override: str | None = None,
+    recorded: str = RECORDED_IN,
 ) -> Decision:
-    """The gate's one rule (module docstring), for every place traffic moves."""
+    """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
+    place records an override's reason."""
     found = problem(evaluated, version=version, champion_now=champion_now, mode=mode, where=where)
     if found is None:
         return Decision(True, passed(evaluated, champion_now, where))
     if override is not None:
-        reason = override.strip()
-        if not reason:
-            raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+        reason = check_override(override)
         note = f"{OVERRIDE_PREFIX}{reason} (refused: {found})"
         return Decision(True, f"{found}; overridden: {reason}", note[:APPROVAL_DESCRIPTION_MAX])
     return Decision(
         False,
-        f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in the '
-        "version's approval description)",
+        f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in {recorded})',
     )
+
+
+def check_override(override: str) -> str:
+    """An override's reason, stripped; ValueError naming the option when it is blank (checked before anything
+    starts: ``hfpipe promote`` too, whose gate runs in its state machine)."""
+    reason = override.strip()
+    if not reason:
+        raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+    return reason

@@ -212,8 +212,8 @@ def check_evaluation(
 ) -> None:
     """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
     evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses.
-    The override's reason is in the version's approval description already (the command records it before it
-    starts the execution)."""
+    The command records the override's reason in the version's approval description once it has started the
+    execution."""
     arn = str(version["ModelPackageArn"])
     evaluated = _evaluated(s3, version)
     champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
