@@ -264,6 +264,16 @@ def test_compare_shows_each_stored_evaluation(registry_world, capsys):
     assert any("evaluation verdict │ worse │ better" in line for line in lines), out
     assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
     assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
+    assert any("│ evaluation score [interval] on n │" in line for line in lines), out
+
+
+def test_approving_a_version_scored_for_no_target_says_so(registry_world, capsys):
+    _version(registry_world, 5, wrapper("no_champion", champion=None, target={}))
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "evaluation no_champion: scored alone, for no target (its run named no --champion)" in said, out
+    assert "no target now" not in said
 
 
 def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):

@@ -162,3 +162,12 @@ def test_a_promote_refusal_says_where_promote_records_the_override():
     assert _decide(Evaluated.from_json(wrapper("worse"))).message.endswith(
         "(recorded in the version's approval description)"
     )
+
+
+def test_figures_near_the_margin_print_enough_digits_to_read_worse():
+    doc = document("worse", low=-0.3, high=-0.10004, value=-0.2)
+    doc["rule"]["margin"] = 0.1
+    refused = _decide(Evaluated.from_json({**wrapper("worse"), "document": doc}))
+    assert not refused.allowed
+    assert "f1 difference -0.2 (-0.3 to -0.10004) at 95% confidence, margin 0.1;" in refused.message
+    assert gate.summary({**wrapper("worse"), "document": doc})["difference"] == "-0.2 (-0.3 to -0.10004)"

@@ -84,7 +84,7 @@ def check(
     itself = evaluation_reads.champion_of_version(clients.sagemaker, arn)
     if champion is not None and champion.same_as(itself):
         champion = None  # the version serves there already: it replaces nothing
-    where = " ".join(f"{k} {v}" for k, v in where_to.items()) or "no target"
+    where = " ".join(f"{k} {v}" for k, v in where_to.items())  # "": no target (passed says so)
     try:
         decision = evaluation_gate.decide(
             evaluated,

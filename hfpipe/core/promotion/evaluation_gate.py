@@ -152,18 +152,25 @@ def of_statistics(statistics: dict[str, Any]) -> Evaluated | None:
     return None if value is None else Evaluated.from_json(value)
 
 
-def _figure(value: Any, signed: bool = False) -> str:
+def _figure(value: Any, signed: bool = False, digits: int = 4) -> str:
     """A figure of the document; the schema allows null where a score could not be computed."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return "n/a"
-    return f"{value:+.4g}" if signed else f"{value:.4g}"
+    return f"{value:+.{digits}g}" if signed else f"{value:.{digits}g}"
 
 
-def _interval(entry: dict[str, Any]) -> str:
-    return (
-        f"{_figure(entry.get('value'), True)} ({_figure(entry.get('low'), True)} to "
-        f"{_figure(entry.get('high'), True)})"
-    )
+def _digits(high: Any, margin: float) -> int:
+    """Significant digits enough that the interval's high end and -margin read apart where they differ (a
+    ``worse`` high of -0.10004 against margin 0.1 must not print as -0.1), 4 at least."""
+    if not isinstance(high, int | float) or isinstance(high, bool) or high == -margin:
+        return 4
+    return next((p for p in range(4, 18) if f"{high:.{p}g}" != f"{-margin:.{p}g}"), 17)
+
+
+def _interval(entry: dict[str, Any], margin: float = 0.0) -> str:
+    p = _digits(entry.get("high"), margin)
+    value, low, high = (entry.get(k) for k in ("value", "low", "high"))
+    return f"{_figure(value, True, p)} ({_figure(low, True, p)} to {_figure(high, True, p)})"
 
 
 def _score(doc: dict[str, Any], side: str, metric: str) -> str:
@@ -183,9 +190,11 @@ def figures(doc: dict[str, Any]) -> str:
     challenger = f"challenger {metric} {_score(doc, 'challenger', metric)}"
     if doc.get("difference") is None:
         return f"{challenger} (no champion to compare with)"
+    margin = float(rule["margin"])
+    digits = _digits(doc["difference"].get("high"), margin)
     return (
-        f"{metric} difference {_interval(doc['difference'])} at {confidence:.0%} confidence, margin "
-        f"{float(rule['margin']):.4g}; {challenger}, champion {_score(doc, 'champion', metric)}"
+        f"{metric} difference {_interval(doc['difference'], margin)} at {confidence:.0%} confidence, margin "
+        f"{margin:.{digits}g}; {challenger}, champion {_score(doc, 'champion', metric)}"
     )
 
 
@@ -205,7 +214,9 @@ def summary(stored: Any) -> dict[str, str] | None:
         "verdict": evaluated.verdict,
         "metric": metric,
         "score": f"{metric} {_score(doc, 'challenger', metric)}",
-        "difference": _interval(doc["difference"]) if doc.get("difference") else "-",
+        "difference": _interval(doc["difference"], float(doc["rule"]["margin"]))
+        if doc.get("difference")
+        else "-",
         "champion": _champion_text(evaluated.champion),
     }
 
@@ -315,6 +326,11 @@ def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: st
     """The line a passing gate says."""
     if evaluated is None:
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
+    if champion_now is None and not where:  # no target named, and the version's run named none either
+        return (
+            f"evaluation {evaluated.verdict}: scored alone, for no target (its run named no --champion): the gate "
+            "lets it pass"
+        )
     if champion_now is None:
         return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
     if evaluated.champion is None:
