@@ -10,11 +10,18 @@ from accounts import ACCOUNT
 CHAMPION_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-qa/1"
 
 
+#: Figures that give each verdict (docs/evaluation.md: better low > 0; worse high < -margin), low, high, value.
+FIGURES = {"worse": (-5.0, -1.2, -3.1), "better": (0.5, 3.0, 1.0), "not_worse": (-1.0, 2.0, 0.5)}
+
+
 def document(
-    verdict: str = "worse", low: float = -5.0, high: float = -1.2, value: float = -3.1
+    verdict: str = "worse", low: float | None = None, high: float | None = None, value: float | None = None
 ) -> dict[str, Any]:
-    """The contract's document: challenger scored against a champion, the difference challenger minus champion."""
+    """The contract's document: challenger scored against a champion, the difference challenger minus champion;
+    the figures are the verdict's (``FIGURES``) unless given."""
     with_champion = verdict != "no_champion"
+    given = FIGURES.get(verdict, FIGURES["worse"])
+    low, high, value = (given[i] if v is None else v for i, v in enumerate((low, high, value)))
     return {
         "schema": "hfpipe.evaluation/1",
         "task": "question-answering",

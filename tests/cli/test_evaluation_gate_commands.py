@@ -8,6 +8,7 @@ statistics documents and the champion's endpoint are made in moto as the Registe
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -151,6 +152,55 @@ def test_deploy_refuses_a_worse_challenger_before_anything_starts(registry_world
     # Refused before StartExecution: the state machine named in SSM does not even exist here.
 
 
+def _deploy_machine(environment: Environment) -> str:
+    """The deploy state machine that SSM names, made in moto (one Pass state: its execution starts and ends)."""
+    return environment.sfn.create_state_machine(
+        name="hfpipe-dev-deploy",
+        definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+        roleArn=ROLE,
+    )["stateMachineArn"]
+
+
+def test_a_deploy_override_is_appended_to_the_approval_description(registry_world, capsys):
+    code, _, err = run(
+        capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--reason", "QA sign-off ticket 12",
+        "--override-evaluation", "labels were fixed",
+    )  # fmt: skip
+    assert code == 0, err
+    machine = _deploy_machine(registry_world)
+    code, _, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+        "--override-evaluation", "hotfix",
+    )  # fmt: skip
+    assert code == 0, err
+    description = _status(registry_world, 2)[1]
+    assert description.startswith(
+        "QA sign-off ticket 12; evaluation gate overridden: labels were fixed (refused:"
+    )
+    assert "; evaluation gate overridden: hotfix (refused: version tiny-qa/2 is worse" in description
+    for execution in registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]:
+        _wait_ended(registry_world, execution["executionArn"])
+
+
+def _wait_ended(environment: Environment, execution: str) -> None:
+    """moto runs an execution on a thread of its own; the test ends once it has."""
+    for _ in range(100):
+        if environment.sfn.describe_execution(executionArn=execution)["status"] != "RUNNING":
+            return
+        time.sleep(0.05)
+    environment.sfn.stop_execution(executionArn=execution)
+
+
+def test_an_override_is_not_recorded_when_the_deploy_never_starts(registry_world, capsys):
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
+    code, _, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+        "--override-evaluation", "hotfix",
+    )  # fmt: skip
+    assert code == 1 and "StateMachineDoesNotExist" in err, err  # SSM names a machine moto does not hold
+    assert "hotfix" not in (_status(registry_world, 2)[1] or "")
+
+
 def test_another_champion_since_the_job_makes_the_evaluation_stale(registry_world, capsys):
     sm = registry_world.sagemaker
     sm.delete_endpoint(EndpointName=ENDPOINT)
@@ -214,6 +264,16 @@ def test_compare_shows_each_stored_evaluation(registry_world, capsys):
     assert any("evaluation verdict │ worse │ better" in line for line in lines), out
     assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
     assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
+    assert any("│ evaluation score [interval] on n │" in line for line in lines), out
+
+
+def test_approving_a_version_scored_for_no_target_says_so(registry_world, capsys):
+    _version(registry_world, 5, wrapper("no_champion", champion=None, target={}))
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "evaluation no_champion: scored alone, for no target (its run named no --champion)" in said, out
+    assert "no target now" not in said
 
 
 def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):

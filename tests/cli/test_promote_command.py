@@ -187,3 +187,12 @@ def test_a_fault_at_each_call_of_promote_is_one_line_with_the_state_and_a_rerun_
     exit_code, out, err = promote(capsys, f"{recipe}/1", "--watch")
     assert (exit_code, err) == (0, ""), err
     assert out.startswith(f"{recipe}/1 (dev) -> {recipe}/1 (prod)"), out
+
+
+def test_a_blank_override_is_refused_before_starting(deployed, capsys):
+    sfn = deployed.client("stepfunctions")
+    before = sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"]
+    code, out, err = promote(capsys, "tiny-qa/1", "--override-evaluation", "  ")
+    assert (code, out) == (1, "")
+    assert err == "error: --override-evaluation: an empty reason is not accepted; accepted: why, in words\n"
+    assert sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"] == before

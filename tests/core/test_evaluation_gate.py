@@ -34,7 +34,7 @@ def test_a_worse_challenger_is_refused_with_its_figures():
 
 @pytest.mark.parametrize("verdict", ["better", "not_worse"])
 def test_a_better_or_not_worse_challenger_passes(verdict):
-    decision = _decide(Evaluated.from_json(wrapper(verdict, low=-1.0, high=2.0, value=0.5)))
+    decision = _decide(Evaluated.from_json(wrapper(verdict)))  # figures that give the verdict
     assert decision.allowed and decision.note is None
     assert decision.message.startswith(f"evaluation {verdict} against {CHAMPION_ARN}")
 
@@ -107,3 +107,67 @@ def test_headline_properties_are_strings():
         "evaluation_champion": CHAMPION_ARN,
         "evaluation_document": "s3://artifacts/evaluations/run-2/evaluation.json",
     }
+
+
+@pytest.mark.parametrize(
+    "verdict, change, accepted",
+    [
+        ("better", {"low": -5.0, "high": -1.2, "value": -3.1}, "'worse'"),  # the whole interval below 0
+        ("worse", {"low": -0.5, "high": 2.0, "value": 0.4}, "'not_worse'"),
+        ("not_worse", {"low": 0.5, "high": 3.0, "value": 1.0}, "'better'"),
+    ],
+)
+def test_a_verdict_its_own_figures_contradict_is_unreadable_and_refused(verdict, change, accepted):
+    doc = document(verdict)
+    doc["difference"].update(change)
+    with pytest.raises(
+        gate.EvaluationFormatError, match=f"^evaluation.verdict: '{verdict}' contradicts .*{accepted}"
+    ):
+        gate.check_document(doc)
+    stored = {**wrapper(verdict), "document": doc}
+    with pytest.raises(
+        gate.EvaluationFormatError
+    ):  # the gate reads it through the same check: never decided on
+        _decide(Evaluated.from_json(stored))
+
+
+def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serves():
+    alone = Evaluated.from_json(wrapper("no_champion", champion=None))
+    assert _decide(alone, mode="advisory").allowed  # advisory: passes, saying it was not compared
+    assert _decide(alone, champion=None, mode="mandatory").allowed  # nothing serves: nothing to compare with
+    refused = _decide(alone, mode="mandatory")
+    assert not refused.allowed
+    assert refused.message.startswith(
+        f"version tiny-qa/2 was scored alone (evaluation no_champion), and endpoint hfpipe-dev-qa serves "
+        f"{CHAMPION_ARN}; this environment's cdk.json evaluation_gate is mandatory: evaluate it against what "
+        "serves: start the pipeline again with --champion naming endpoint hfpipe-dev-qa"
+    )
+
+
+def test_a_promote_refusal_says_where_promote_records_the_override():
+    from hfpipe.core.promotion import promotion
+
+    with pytest.raises(promotion.PromotionRefused) as refused:
+        promotion.evaluation_decision(
+            {"evaluation": wrapper("worse")},
+            "tiny-qa/2",
+            source_env="dev",
+            env="prod",
+            mode="mandatory",
+            override=None,
+        )
+    assert str(refused.value).endswith(
+        "(recorded in the promoted version's evaluation_override metadata (CustomerMetadataProperties))"
+    )
+    assert _decide(Evaluated.from_json(wrapper("worse"))).message.endswith(
+        "(recorded in the version's approval description)"
+    )
+
+
+def test_figures_near_the_margin_print_enough_digits_to_read_worse():
+    doc = document("worse", low=-0.3, high=-0.10004, value=-0.2)
+    doc["rule"]["margin"] = 0.1
+    refused = _decide(Evaluated.from_json({**wrapper("worse"), "document": doc}))
+    assert not refused.allowed
+    assert "f1 difference -0.2 (-0.3 to -0.10004) at 95% confidence, margin 0.1;" in refused.message
+    assert gate.summary({**wrapper("worse"), "document": doc})["difference"] == "-0.2 (-0.3 to -0.10004)"

@@ -80,6 +80,16 @@ def test_the_field_s_defaults_are_filled() -> None:
             "recipe.evaluation.margin: -1 is below the minimum 0",
         ),
         ("tiny-qa", {"data": "validation"}, "recipe.evaluation.metric: required field is missing"),
+        *(
+            (
+                "bert-large-squad-ddp",
+                {"data": split, "metric": "f1"},
+                f"recipe.evaluation.data: {split!r} is not a held-out split of the Hub data set 'rajpurkar/squad' nor a "
+                "channel of the recipe; accepted: a split of ['validation', 'validation_matched', "
+                "'validation_mismatched', 'test']",
+            )
+            for split in ("nonexistent", "unsupervised", "Train")
+        ),
     ],
 )
 def test_a_refusal_names_the_field_and_what_is_accepted(name: str, evaluation: Any, said: str) -> None:

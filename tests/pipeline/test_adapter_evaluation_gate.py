@@ -120,3 +120,31 @@ def test_the_input_takes_the_override_only_with_a_deploy():
     )
     with pytest.raises(AdapterRefused, match="not accepted"):
         adapter._request({"action": "delete", "adapter": "a", "override_evaluation": "why"})
+
+
+def rollback(monkeypatch: pytest.MonkeyPatch, document: dict[str, Any], stats: str | None = STATS) -> None:
+    """Apply with a rollback whose target (rollback_target's answer) is version 2."""
+    monkeypatch.setattr(adapter, "other_deploy", lambda *a: None)
+    monkeypatch.setattr(adapter, "base_of_environment", lambda: None)
+    target = (package(CHALLENGER, stats), "s3://artifacts/run-3/output/model.tar.gz")
+    monkeypatch.setattr(adapter.adapter_deploy, "rollback_target", lambda *a: target)
+    monkeypatch.setattr(adapter.deploy_requests, "version_info", lambda *a: pytest.fail("went past the gate"))
+    event = {
+        "input": {"action": "rollback", "adapter": "support"},
+        "state_machine": "sm",
+        "execution_name": "x",
+    }
+    adapter.apply(event, "dev", {"stepfunctions": None, "sagemaker": SageMaker(None), "s3": S3(document)})
+
+
+def test_a_rollback_to_a_version_the_gate_refuses_is_refused_and_a_passing_one_goes_on(monkeypatch):
+    with pytest.raises(
+        AdapterRefused, match=r"refused by the evaluation gate: version tiny-adapter/2 is worse"
+    ):
+        rollback(monkeypatch, stored("worse"))
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")
+    with pytest.raises(AdapterRefused, match=r"has no evaluation .* evaluation_gate is mandatory"):
+        rollback(monkeypatch, {}, stats=None)
+    # Judged against its own champion, not the version it leaves (/3 serves; /2 was better than /1): passes.
+    with pytest.raises(pytest.fail.Exception, match="went past the gate"):
+        rollback(monkeypatch, stored("better", low=0.5, high=3.0, value=1.0))

@@ -30,6 +30,7 @@ from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import AdapterDeleted, AdapterPlan, BaseBilling, BaseRetired
 from hfpipe.core.promotion import registry
+from hfpipe.core.promotion.evaluation_gate import Decision
 
 DEFAULT_INTERVAL_S = 15.0
 
@@ -88,21 +89,22 @@ def _gate(
     args: argparse.Namespace,
     request: dict[str, str],
     console: Any,
-) -> None:
+) -> tuple[str, Decision] | None:
     """The evaluation gate before an adapter's deploy (hfpipe.cli.promotion.gate): the version's evaluation
     and what the adapter serves, read now; the override goes into the execution's input, whose Apply step
-    applies the same rule again, and is recorded on the version. A rollback (the way back) is not gated."""
+    applies the same rule again, and is recorded on the version once the execution has started. A rollback's target is gated by Apply (it
+    is known there: adapter.check_rollback)."""
     override = getattr(args, "override_evaluation", None)
     if request["action"] != "deploy":
         if override is not None:
             raise UsageError("--override-evaluation: accepted with --model VERSION only")
-        return
+        return None
     arn = resolve(clients.sagemaker, request["version"], args.env)
     decision = gate.check(clients, environment, arn, target={"adapter": args.adapter}, override=override)
-    gate.record_override(clients, arn, decision)
     if override is not None:
         request["override_evaluation"] = override
     console.print(f"evaluation gate: {decision.message}", soft_wrap=True)
+    return arn, decision
 
 
 def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:
@@ -130,7 +132,7 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
     _check_location(request, args.env, machine)
-    _gate(clients, environment, args, request, console)
+    gated = _gate(clients, environment, args, request, console)
     retiring = request["action"] == "retire"
     component = (
         BaseNames.of(args.env).component
@@ -158,6 +160,8 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         name=name,
         input=json.dumps(request),
     )["executionArn"]
+    if gated is not None:  # once it started: a change never started overrode nothing
+        gate.record_override(clients, *gated)
     console.print(f"{request['action']} {subject} ({component}) in {args.env}: execution {name}")
     console.print(f"  {'base' if retiring else 'adapter'} now: {_describe(before)}")
     if not aws.is_local_world(clients):

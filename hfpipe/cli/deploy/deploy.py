@@ -134,7 +134,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
-    decision = _gate(clients, environment, args, endpoint)
+    version_arn, decision = _gate(clients, environment, args, endpoint)
     before = aws.call(
         f"reading endpoint {endpoint}",
         _endpoint_state,
@@ -159,6 +159,9 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
             {"version": args.model, "endpoint": args.endpoint, **({"ttl": args.ttl} if args.ttl else {})}
         ),
     )["executionArn"]
+    gate.record_override(
+        clients, version_arn, decision
+    )  # once it started: a deploy never started overrode nothing
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
     console.print(f"  endpoint now: {_describe(before)}")
@@ -176,15 +179,15 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
 
 def _gate(
     clients: aws.Clients, environment: aws.Environment, args: argparse.Namespace, endpoint: str
-) -> Decision:
+) -> tuple[str, Decision]:
     """The evaluation gate (hfpipe.cli.promotion.gate), just before the deploy starts: the version's evaluation
-    and what ``endpoint`` serves, both read now; an override is recorded on the version first."""
+    and what ``endpoint`` serves, both read now; the version's ARN and the decision (an override is recorded
+    on the version once the execution has started)."""
     arn = resolve(clients.sagemaker, args.model, args.env)
     decision = gate.check(
         clients, environment, arn, target={"endpoint": endpoint}, override=args.override_evaluation
     )
-    gate.record_override(clients, arn, decision)
-    return decision
+    return arn, decision
 
 
 def _alarm_wait(sfn: Any, arn: str) -> AlarmWait | None:

@@ -21,15 +21,14 @@ from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.promotion.evaluation_gate import Decision
 
 
-def add_override_option(parser: argparse.ArgumentParser) -> None:
-    """``--override-evaluation REASON`` on a command that moves traffic."""
+def add_override_option(parser: argparse.ArgumentParser, recorded: str = evaluation_gate.RECORDED_IN) -> None:
+    """``--override-evaluation REASON`` on a command that moves traffic; ``recorded``: where it records REASON."""
     parser.add_argument(
         evaluation_gate.OVERRIDE_OPTION,
         dest="override_evaluation",
         metavar="REASON",
         help="pass the evaluation gate (a version evaluated worse than what serves, a stale evaluation, or none "
-        "where the environment's evaluation_gate is mandatory); REASON is recorded in the version's approval "
-        "description",
+        "where the environment's evaluation_gate is mandatory); REASON is recorded in " + recorded,
     )
 
 
@@ -85,7 +84,7 @@ def check(
     itself = evaluation_reads.champion_of_version(clients.sagemaker, arn)
     if champion is not None and champion.same_as(itself):
         champion = None  # the version serves there already: it replaces nothing
-    where = " ".join(f"{k} {v}" for k, v in where_to.items()) or "no target"
+    where = " ".join(f"{k} {v}" for k, v in where_to.items())  # "": no target (passed says so)
     try:
         decision = evaluation_gate.decide(
             evaluated,
@@ -102,15 +101,25 @@ def check(
     return decision
 
 
+def appended(description: str | None, note: str) -> str:
+    """The approval description with ``note`` after what it holds (the approve's reason, earlier overrides
+    stay), at most UpdateModelPackage's 1024 characters (the end of the newest note is cut where it must)."""
+    text = f"{description}; {note}" if description else note
+    return text[: evaluation_gate.APPROVAL_DESCRIPTION_MAX]
+
+
 def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
-    """The override's reason in the version's approval description, its approval status as it is now."""
+    """The override's reason appended to the version's approval description, its approval status as it is
+    now. The commands call it once the change has started (an execution that never started overrode
+    nothing)."""
     if decision.note is None:
         return
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
     )
     status = package.get("ModelApprovalStatus")
-    request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": decision.note}
+    description = appended(package.get("ApprovalDescription"), decision.note)
+    request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": description}
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:
         raise HfpipeError(f"{problems[0]}: SageMaker's UpdateModelPackage would refuse it; nothing changed")

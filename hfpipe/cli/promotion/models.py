@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from hfpipe import contract
@@ -319,7 +320,8 @@ def _evaluation_rows(out: Table, a: VersionInfo, b: VersionInfo) -> None:
         ("difference", "vs its champion (interval)"),
         ("champion", "evaluated against"),
     ):
-        out.add_row(label, (ea or {}).get(key, "-"), (eb or {}).get(key, "-"), "")
+        # Rich reads "[...]" as markup: the label's [interval] and the scores' intervals are escaped.
+        out.add_row(escape(label), escape((ea or {}).get(key, "-")), escape((eb or {}).get(key, "-")), "")
 
 
 #: What `models download` writes next to the unpacked model: the version it came from.

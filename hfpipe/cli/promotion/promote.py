@@ -31,6 +31,7 @@ from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, v
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
+from hfpipe.core.promotion import evaluation_gate
 from hfpipe.core.promotion.promote_plan import Promoted
 from hfpipe.core.promotion.promotion import OVERRIDE_KEY
 
@@ -87,6 +88,11 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     aws.validate_env_name(args.env)
     clients = aws.clients_for(args)
     interval = aws.poll_interval(args.interval, clients, 5.0)  # checked before anything starts
+    if args.override_evaluation is not None:  # blank: refused here, as deploy does, before anything starts
+        try:
+            evaluation_gate.check_override(args.override_evaluation)
+        except ValueError as err:
+            raise HfpipeError(str(err)) from None
     faults.state("no promotion started; run the same command again")
     machine = state_machine(aws.resolve_environment(clients, args.env))
     name = execution_name(args.version)
@@ -150,7 +156,7 @@ def add_to(sub: Subparsers) -> None:
         "--interval", type=float, help="seconds between checks with --watch (default 5; 1 in a local world)"
     )
     p.add_argument("--json", action="store_true", help="with --watch: print the execution's output as JSON")
-    gate.add_override_option(p)
+    gate.add_override_option(p, evaluation_gate.PROMOTE_RECORDED_IN)
     aws_options(p)
     option_rules(p, needs={"--json": "--watch", "--interval": "--watch"})
     p.set_defaults(func=with_console(cmd_promote), command_parser=p)

@@ -14,7 +14,8 @@ just before the act:
 - verdict ``worse`` (the difference's upper bound below ``-margin``): refused, with the figures;
 - the champion that serves now is not the one evaluated against (another version was deployed since the job):
   the verdict is stale, refused; run the pipeline again to evaluate against what serves now (a version scored
-  alone, its run naming no champion, is not compared with anything, and passes saying so);
+  alone, its run naming no champion, is not compared with anything: it passes saying so where the gate is
+  advisory, and is refused where it is mandatory while something serves on the target);
 - no evaluation: refused where the environment's cdk.json ``evaluation_gate`` is ``mandatory``, passed with a
   note where it is ``advisory``;
 - ``--override-evaluation REASON`` passes any of these, and the reason goes into the version's approval
@@ -45,6 +46,10 @@ EVALUATIONS_PREFIX = contract.ARTIFACTS_EVALUATIONS_PREFIX
 #: The option that overrides the gate, and the start of the approval description it records.
 OVERRIDE_OPTION = "--override-evaluation"
 OVERRIDE_PREFIX = "evaluation gate overridden: "
+#: Where an override's reason is recorded: the version's approval description (approve, deploy, adapter deploy);
+#: promote records it on the version it makes (``PROMOTE_RECORDED_IN``).
+RECORDED_IN = "the version's approval description"
+PROMOTE_RECORDED_IN = "the promoted version's evaluation_override metadata (CustomerMetadataProperties)"
 
 
 class EvaluationFormatError(ValueError):
@@ -147,18 +152,25 @@ def of_statistics(statistics: dict[str, Any]) -> Evaluated | None:
     return None if value is None else Evaluated.from_json(value)
 
 
-def _figure(value: Any, signed: bool = False) -> str:
+def _figure(value: Any, signed: bool = False, digits: int = 4) -> str:
     """A figure of the document; the schema allows null where a score could not be computed."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return "n/a"
-    return f"{value:+.4g}" if signed else f"{value:.4g}"
+    return f"{value:+.{digits}g}" if signed else f"{value:.{digits}g}"
 
 
-def _interval(entry: dict[str, Any]) -> str:
-    return (
-        f"{_figure(entry.get('value'), True)} ({_figure(entry.get('low'), True)} to "
-        f"{_figure(entry.get('high'), True)})"
-    )
+def _digits(high: Any, margin: float) -> int:
+    """Significant digits enough that the interval's high end and -margin read apart where they differ (a
+    ``worse`` high of -0.10004 against margin 0.1 must not print as -0.1), 4 at least."""
+    if not isinstance(high, int | float) or isinstance(high, bool) or high == -margin:
+        return 4
+    return next((p for p in range(4, 18) if f"{high:.{p}g}" != f"{-margin:.{p}g}"), 17)
+
+
+def _interval(entry: dict[str, Any], margin: float = 0.0) -> str:
+    p = _digits(entry.get("high"), margin)
+    value, low, high = (entry.get(k) for k in ("value", "low", "high"))
+    return f"{_figure(value, True, p)} ({_figure(low, True, p)} to {_figure(high, True, p)})"
 
 
 def _score(doc: dict[str, Any], side: str, metric: str) -> str:
@@ -178,9 +190,11 @@ def figures(doc: dict[str, Any]) -> str:
     challenger = f"challenger {metric} {_score(doc, 'challenger', metric)}"
     if doc.get("difference") is None:
         return f"{challenger} (no champion to compare with)"
+    margin = float(rule["margin"])
+    digits = _digits(doc["difference"].get("high"), margin)
     return (
-        f"{metric} difference {_interval(doc['difference'])} at {confidence:.0%} confidence, margin "
-        f"{float(rule['margin']):.4g}; {challenger}, champion {_score(doc, 'champion', metric)}"
+        f"{metric} difference {_interval(doc['difference'], margin)} at {confidence:.0%} confidence, margin "
+        f"{margin:.{digits}g}; {challenger}, champion {_score(doc, 'champion', metric)}"
     )
 
 
@@ -200,7 +214,9 @@ def summary(stored: Any) -> dict[str, str] | None:
         "verdict": evaluated.verdict,
         "metric": metric,
         "score": f"{metric} {_score(doc, 'challenger', metric)}",
-        "difference": _interval(doc["difference"]) if doc.get("difference") else "-",
+        "difference": _interval(doc["difference"], float(doc["rule"]["margin"]))
+        if doc.get("difference")
+        else "-",
         "champion": _champion_text(evaluated.champion),
     }
 
@@ -281,9 +297,15 @@ def problem(
             f"version {version} has no evaluation (its recipe names no `evaluation`, or it was registered "
             "before one was stored), and this environment's cdk.json evaluation_gate is mandatory"
         )
+    if champion_now is not None and evaluated.champion is None and check_mode(mode) == "mandatory":
+        return (
+            f"version {version} was scored alone (evaluation {evaluated.verdict}), and {where} serves "
+            f"{_champion_text(champion_now)}; this environment's cdk.json evaluation_gate is mandatory: "
+            f"evaluate it against what serves: start the pipeline again with --champion naming {where}"
+        )
     if champion_now is None or evaluated.champion is None:
-        # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
-        # no champion: nothing says it is worse; ``passed`` says it was not compared).
+        # Nothing serves there (no champion to be worse than), or the version was scored alone where the gate
+        # is advisory (its run named no champion: nothing says it is worse; ``passed`` says it was not compared).
         return None
     if not champion_now.same_as(evaluated.champion):
         return (
@@ -304,6 +326,11 @@ def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: st
     """The line a passing gate says."""
     if evaluated is None:
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
+    if champion_now is None and not where:  # no target named, and the version's run named none either
+        return (
+            f"evaluation {evaluated.verdict}: scored alone, for no target (its run named no --champion): the gate "
+            "lets it pass"
+        )
     if champion_now is None:
         return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
     if evaluated.champion is None:
@@ -326,19 +353,27 @@ def decide(
     mode: str,
     where: str,
     override: str | None = None,
+    recorded: str = RECORDED_IN,
 ) -> Decision:
-    """The gate's one rule (module docstring), for every place traffic moves."""
+    """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
+    place records an override's reason."""
     found = problem(evaluated, version=version, champion_now=champion_now, mode=mode, where=where)
     if found is None:
         return Decision(True, passed(evaluated, champion_now, where))
     if override is not None:
-        reason = override.strip()
-        if not reason:
-            raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+        reason = check_override(override)
         note = f"{OVERRIDE_PREFIX}{reason} (refused: {found})"
         return Decision(True, f"{found}; overridden: {reason}", note[:APPROVAL_DESCRIPTION_MAX])
     return Decision(
         False,
-        f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in the '
-        "version's approval description)",
+        f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in {recorded})',
     )
+
+
+def check_override(override: str) -> str:
+    """An override's reason, stripped; ValueError naming the option when it is blank (checked before anything
+    starts: ``hfpipe promote`` too, whose gate runs in its state machine)."""
+    reason = override.strip()
+    if not reason:
+        raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+    return reason

@@ -134,6 +134,7 @@ def evaluation_decision(
             mode=mode,
             where=f"environment {env}",
             override=override,
+            recorded=evaluation_gate.PROMOTE_RECORDED_IN,
         )
     except ValueError as err:
         raise PromotionRefused(str(err)) from None

@@ -179,4 +179,32 @@ def check_document(document: Any) -> dict[str, Any]:
         raise RecipeError(
             f"evaluation.difference.metric: the difference must be on the rule's metric {metric!r}"
         )
+    _check_verdict(checked)
     return checked
+
+
+def verdict_of(difference: dict[str, Any] | None, margin: float) -> str:
+    """The verdict the figures give (docs/evaluation.md, "The bootstrap and the verdict"; the container's
+    twin is training_code/eval_scores.py verdict, which writes it)."""
+    if difference is None:
+        return "no_champion"
+    low, high = difference["low"], difference["high"]
+    if low is not None and low > 0:
+        return "better"
+    if high is not None and high < -margin:
+        return "worse"
+    return "not_worse"
+
+
+def _check_verdict(document: dict[str, Any]) -> None:
+    """The verdict is the one its own difference and margin give; a document that says otherwise is not read
+    (the gate never recomputes a verdict, nor passes one its figures contradict). A champion with no
+    difference is refused before (evaluation.difference.metric)."""
+    difference, margin = document["difference"], float(document["rule"]["margin"])
+    given = verdict_of(difference, margin)
+    if document["verdict"] != given:
+        figures = f"difference low {difference['low']}, high {difference['high']}, margin {margin:g}"
+        raise RecipeError(
+            f"evaluation.verdict: {document['verdict']!r} contradicts its own figures ({figures}); accepted: "
+            f"{given!r} (better: low > 0; worse: high < -margin; otherwise not_worse)"
+        )

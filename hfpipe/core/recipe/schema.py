@@ -501,6 +501,9 @@ def validate(recipe: Any) -> dict[str, Any]:
 
 #: Channels that are never held-out data: what the model is trained on, and the model it starts from.
 NOT_HELD_OUT = ("training", "train", "model")
+#: The Hub data set splits recipe.evaluation.data may name (docs/evaluation.md, "The recipe's evaluation"): the
+#: held-out splits of the data sets the recipes read (datasets' split names, case as the Hub writes them).
+HUB_HELD_OUT_SPLITS = ("validation", "validation_matched", "validation_mismatched", "test")
 
 
 def check_evaluation(recipe: dict[str, Any]) -> None:
@@ -529,6 +532,12 @@ def check_evaluation(recipe: dict[str, Any]) -> None:
         raise RecipeError(
             f"recipe.evaluation.data: {data!r} is not a channel of the recipe; accepted: {held_out} (a split "
             "name only for a recipe that reads a Hub data set, the dataset_name hyperparameter)"
+        )
+    if data not in channels and data not in HUB_HELD_OUT_SPLITS:
+        raise RecipeError(
+            f"recipe.evaluation.data: {data!r} is not a held-out split of the Hub data set {hub!r} nor a channel "
+            f"of the recipe; accepted: a split of {list(HUB_HELD_OUT_SPLITS)}"
+            + (f" or a channel of {held_out}" if held_out else "")
         )
 
 

@@ -182,32 +182,56 @@ def _version(sagemaker: Any, ref: str, env: str) -> dict[str, Any]:
         raise
 
 
-def check_evaluation(
-    sagemaker: Any, s3: Any, env: str, request: dict[str, str], version: dict[str, Any]
-) -> None:
-    """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
-    evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses. A
-    rollback is the way back and is not gated. The override's reason is in the version's approval description
-    already (the command records it before it starts the execution)."""
-    arn = str(version["ModelPackageArn"])
+def _evaluated(s3: Any, version: dict[str, Any]) -> evaluation_gate.Evaluated | None:
     try:
-        evaluated = evaluation_reads.evaluation_of(version, lambda uri: evaluation_reads.read_json(s3, uri))
+        return evaluation_reads.evaluation_of(version, lambda uri: evaluation_reads.read_json(s3, uri))
     except evaluation_gate.EvaluationFormatError as err:
-        raise AdapterRefused(f"version {arn}: {err}; the gate cannot decide on it") from None
-    champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
-    if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
-        champion = None  # it serves this version already
+        raise AdapterRefused(
+            f"version {version['ModelPackageArn']}: {err}; the gate cannot decide on it"
+        ) from None
+
+
+def _decided(
+    version: dict[str, Any], env: str, champion: Any, evaluated: Any, where: str, override: Any
+) -> None:
     decision = evaluation_gate.decide(
         evaluated,
-        version=registry.ref_of_arn(arn, env),
+        version=registry.ref_of_arn(str(version["ModelPackageArn"]), env),
         champion_now=champion,
         mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
-        where=f"adapter {request['adapter']}",
-        override=request.get("override_evaluation"),
+        where=where,
+        override=override,
     )
     if not decision.allowed:
         raise AdapterRefused(f"refused by the evaluation gate: {decision.message}")
     aws.log_json(LOG, "evaluation gate passed", decision=decision.message)
+
+
+def check_evaluation(
+    sagemaker: Any, s3: Any, env: str, request: dict[str, str], version: dict[str, Any]
+) -> None:
+    """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
+    evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses.
+    The command records the override's reason in the version's approval description once it has started the
+    execution."""
+    arn = str(version["ModelPackageArn"])
+    evaluated = _evaluated(s3, version)
+    champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
+    if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
+        champion = None  # it serves this version already
+    where = f"adapter {request['adapter']}"
+    _decided(version, env, champion, evaluated, where, request.get("override_evaluation"))
+
+
+def check_rollback(s3: Any, env: str, request: dict[str, str], version: dict[str, Any]) -> None:
+    """A rollback's target passes the gate like a deploy (docs/adapters.md, "Rolling back"), judged against the
+    champion it was evaluated against: what serves now is the version being left, so the stale rule (another
+    version serves since the job) does not apply, and the rest does: a target evaluated ``worse``, or with no
+    evaluation (or scored alone) where the gate is mandatory, is refused; nothing records which versions
+    served on a component before, so "it served once" cannot stand in for the gate."""
+    evaluated = _evaluated(s3, version)
+    champion = evaluated.champion if evaluated is not None else None
+    _decided(version, env, champion, evaluated, f"adapter {request['adapter']} (rollback)", None)
 
 
 def check_base_quota(sagemaker: Any, service_quotas: Any, env: str, base: SharedBase) -> None:
@@ -252,6 +276,7 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
     base, serving = base_of_environment(), None
     if request["action"] == "rollback":
         version, serving = adapter_deploy.rollback_target(sagemaker, env, request["adapter"])
+        check_rollback(clients["s3"], env, request, dict(version))
     elif request["action"] == "deploy":
         version = _version(sagemaker, request["version"], env)
         check_evaluation(sagemaker, clients["s3"], env, request, version)
