@@ -131,19 +131,6 @@ def test_a_verdict_its_own_figures_contradict_is_unreadable_and_refused(verdict,
         _decide(Evaluated.from_json(stored))
 
 
-def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serves():
-    alone = Evaluated.from_json(wrapper("no_champion", champion=None))
-    assert _decide(alone, mode="advisory").allowed  # advisory: passes, saying it was not compared
-    assert _decide(alone, champion=None, mode="mandatory").allowed  # nothing serves: nothing to compare with
-    refused = _decide(alone, mode="mandatory")
-    assert not refused.allowed
-    assert refused.message.startswith(
-        f"version tiny-qa/2 was scored alone (evaluation no_champion), and endpoint hfpipe-dev-qa serves "
-        f"{CHAMPION_ARN}; this environment's cdk.json evaluation_gate is mandatory: evaluate it against what "
-        "serves: start the pipeline again with --champion naming endpoint hfpipe-dev-qa"
-    )
-
-
 def test_a_promote_refusal_says_where_promote_records_the_override():
     from hfpipe.core.promotion import promotion
 

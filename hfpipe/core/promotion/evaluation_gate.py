@@ -14,8 +14,7 @@ just before the act:
 - verdict ``worse`` (the difference's upper bound below ``-margin``): refused, with the figures;
 - the champion that serves now is not the one evaluated against (another version was deployed since the job):
   the verdict is stale, refused; run the pipeline again to evaluate against what serves now (a version scored
-  alone, its run naming no champion, is not compared with anything: it passes saying so where the gate is
-  advisory, and is refused where it is mandatory while something serves on the target);
+  alone, its run naming no champion, is not compared with anything, and passes saying so);
 - no evaluation: refused where the environment's cdk.json ``evaluation_gate`` is ``mandatory``, passed with a
   note where it is ``advisory``;
 - ``--override-evaluation REASON`` passes any of these, and the reason goes into the version's approval
@@ -297,15 +296,9 @@ def problem(
             f"version {version} has no evaluation (its recipe names no `evaluation`, or it was registered "
             "before one was stored), and this environment's cdk.json evaluation_gate is mandatory"
         )
-    if champion_now is not None and evaluated.champion is None and check_mode(mode) == "mandatory":
-        return (
-            f"version {version} was scored alone (evaluation {evaluated.verdict}), and {where} serves "
-            f"{_champion_text(champion_now)}; this environment's cdk.json evaluation_gate is mandatory: "
-            f"evaluate it against what serves: start the pipeline again with --champion naming {where}"
-        )
     if champion_now is None or evaluated.champion is None:
-        # Nothing serves there (no champion to be worse than), or the version was scored alone where the gate
-        # is advisory (its run named no champion: nothing says it is worse; ``passed`` says it was not compared).
+        # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
+        # no champion: nothing says it is worse; ``passed`` says it was not compared).
         return None
     if not champion_now.same_as(evaluated.champion):
         return (
