@@ -78,12 +78,28 @@ def test_the_bootstrap_is_seeded_and_its_interval_holds_the_estimate() -> None:
     assert (constant["low"], constant["value"], constant["high"]) == (50.0, 50.0, 50.0)
 
 
-def test_the_verdict_rule() -> None:
-    assert eval_scores.verdict(None, 0.0) == "no_champion"
-    assert eval_scores.verdict({"low": 0.1, "high": 3.0}, 0.0) == "better"
-    assert eval_scores.verdict({"low": -2.0, "high": -0.5}, 1.0) == "not_worse"
-    assert eval_scores.verdict({"low": -2.0, "high": -1.5}, 1.0) == "worse"
-    assert eval_scores.verdict({"low": -2.0, "high": 0.5}, 0.0) == "not_worse"
+VERDICTS = [
+    (None, 0.0, "no_champion"),
+    ({"low": 0.1, "high": 3.0}, 0.0, "better"),
+    ({"low": -2.0, "high": -0.5}, 1.0, "not_worse"),
+    ({"low": -2.0, "high": -1.5}, 1.0, "worse"),
+    ({"low": -2.0, "high": 0.5}, 0.0, "not_worse"),
+    ({"low": 0.0, "high": 0.0}, 0.0, "not_worse"),
+    ({"low": -1.0, "high": -1.0}, 1.0, "not_worse"),
+    ({"low": None, "high": None}, 0.0, "not_worse"),
+]
+
+
+@pytest.mark.parametrize("difference, margin, verdict", VERDICTS)
+def test_the_verdict_rule_is_the_same_where_it_is_written_and_where_it_is_read(
+    difference, margin, verdict
+) -> None:
+    """The container writes the verdict (eval_scores.verdict, numpy beside it) and the gate checks a document
+    against its figures (hfpipe.core.recipe.evaluation.verdict_of, in the Lambdas, without numpy): two copies
+    of one rule, held to the same table, boundaries included."""
+    from hfpipe.core.recipe.evaluation import verdict_of
+
+    assert eval_scores.verdict(difference, margin) == verdict_of(difference, margin) == verdict
 
 
 def test_the_document_pairs_the_models_on_the_same_examples() -> None:
