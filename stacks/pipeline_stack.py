@@ -172,6 +172,7 @@ class PipelineStack(Stack):
             model_approval=self.config.model_approval,
             endpoints=self.config.endpoints,
             endpoint_ttl_hours=self.config.endpoint_ttl_hours,
+            evaluation_gate=self.config.evaluation_gate,
             promote_role_arns=tuple(
                 promotion.role_arn(self.partition, str(t.account), t.name)
                 for t in self.config.promoted_to

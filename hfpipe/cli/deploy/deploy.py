@@ -156,7 +156,13 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         stateMachineArn=machine,
         name=name,
         input=json.dumps(
-            {"version": args.model, "endpoint": args.endpoint, **({"ttl": args.ttl} if args.ttl else {})}
+            {
+                "version": args.model,
+                "endpoint": args.endpoint,
+                **({"ttl": args.ttl} if args.ttl else {}),
+                # Prepare applies the gate again, on what serves then: the override goes with the deploy.
+                **({"override_evaluation": args.override_evaluation} if args.override_evaluation else {}),
+            }
         ),
     )["executionArn"]
     gate.record_override(
