@@ -301,3 +301,83 @@ def test_the_report_states_the_evaluations_verdict_and_cost():
     assert (
         line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
     )
+
+
+PROD_GROUP = "hfpipe-prod-tiny-mnli"
+
+
+def _dev_arn(n: int) -> str:
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/hfpipe-dev-tiny-mnli/{n}"
+
+
+def _promoted(env: Environment, n: int, source: int, evaluation: dict[str, Any] | None, status: str) -> str:
+    """tiny-mnli/<n> of prod as the Promote function registers it from dev's tiny-mnli/<source>: its artifact
+    copied under promoted/, its lineage in its metadata and statistics document, the source's evaluation with
+    it (as evaluated in dev, against dev's endpoint)."""
+    bucket = env.ssm.get_parameter(Name=contract.ssm_parameter_name("prod", contract.SSM_ARTIFACTS_BUCKET))[
+        "Parameter"
+    ]["Value"]
+    prefix = f"promoted/dev/tiny-mnli/{source}/"
+    lineage = {"promoted_from": _dev_arn(source), "promoted_from_env": "dev"}
+    doc: dict[str, Any] = {
+        "version": 1,
+        "metadata": {**lineage, "task": "text-classification"},
+        "metrics": {},
+    }
+    if evaluation is not None:
+        doc["evaluation"] = evaluation
+    env.s3.put_object(Bucket=bucket, Key=f"{prefix}metrics.json", Body=json.dumps(doc).encode())
+    return env.sagemaker.create_model_package(
+        ModelPackageGroupName=PROD_GROUP,
+        InferenceSpecification={
+            "Containers": [{"Image": "img:1", "ModelDataUrl": f"s3://{bucket}/{prefix}model.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        ModelMetrics={
+            "ModelQuality": {
+                "Statistics": {
+                    "ContentType": "application/json",
+                    "S3Uri": f"s3://{bucket}/{prefix}metrics.json",
+                }
+            }
+        },
+        ModelApprovalStatus=status,
+        CustomerMetadataProperties=lineage,
+    )["ModelPackageArn"]
+
+
+@pytest.fixture
+def prod_world(moto_account: None) -> Environment:
+    """prod, promoted from dev: tiny-mnli/1 (dev's 1) serves on prod's `classifier`; dev's `classifier` serves
+    nothing; tiny-mnli/2 (dev's 2, evaluated in dev worse than dev's 1 on dev's `classifier`) and tiny-mnli/3
+    (dev's 3, evaluated better) wait for approval."""
+    env = Environment("prod")
+    env.sagemaker.create_model_package_group(ModelPackageGroupName=PROD_GROUP)
+    serving = _promoted(env, 1, 1, None, "Approved")
+    target = {"endpoint": "hfpipe-dev-classifier"}  # the SageMaker name the dev run's evaluation stored
+    _promoted(env, 2, 2, wrapper("worse", champion=_dev_arn(1), target=target), "PendingManualApproval")
+    better = wrapper("better", champion=_dev_arn(1), target=target, low=0.5, high=4.0, value=2.0)
+    _promoted(env, 3, 3, better, "PendingManualApproval")
+    sm = env.sagemaker
+    sm.create_model(ModelName="p1", PrimaryContainer={"ModelPackageName": serving}, ExecutionRoleArn=ROLE)
+    variant = {"VariantName": "AllTraffic", "ModelName": "p1", "InstanceType": "ml.m5.large"}
+    sm.create_endpoint_config(
+        EndpointConfigName="pc1", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName="hfpipe-prod-classifier", EndpointConfigName="pc1")
+    return env
+
+
+def test_prods_approve_reads_what_serves_on_prods_endpoint(prod_world, capsys):
+    """The evaluation named dev's `classifier` (hfpipe-dev-classifier); in prod the same named endpoint is
+    hfpipe-prod-classifier, whose champion, promoted from dev's tiny-mnli/1, counts as that source version."""
+    code, _out, err = run(capsys, "models", "approve", "tiny-mnli/2", "--env", "prod")
+    text = " ".join(err.split())
+    assert (
+        code == 1 and "refused by the evaluation gate: version tiny-mnli/2 is worse than the champion" in text
+    )
+    assert _dev_arn(1) in text and "f1 difference -3.1 (-5 to -1.2)" in text, text
+    code, out, err = run(capsys, "models", "approve", "tiny-mnli/3", "--env", "prod")
+    assert code == 0, err
+    assert f"evaluation better against {_dev_arn(1)}: f1 difference +2 (+0.5 to +4)" in " ".join(out.split())
