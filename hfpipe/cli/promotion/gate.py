@@ -100,6 +100,7 @@ def check(
             mode=mode(environment),
             where=where,
             override=override,
+            failed=evaluation_gate.failure_of(statistics),
         )
     except ValueError as err:
         raise HfpipeError(str(err)) from None

@@ -38,8 +38,14 @@ def read_json(s3: Any, uri: str) -> dict[str, Any]:
 def evaluation_of(package: dict[str, Any], read: Callable[[str], dict[str, Any]]) -> Evaluated | None:
     """The evaluation stored with a version (its DescribeModelPackage answer); None when it has none.
     ``read`` reads a JSON document by its URI (``read_json`` with the right client)."""
+    return evaluation_gate.of_statistics(statistics_of(package, read))
+
+
+def statistics_of(package: dict[str, Any], read: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A version's statistics document ({} when it names none): its evaluation (``of_statistics``), or its
+    evaluation job's failure (``failure_of``), and its lineage."""
     uri = statistics_uri(package)
-    return evaluation_gate.of_statistics(read(uri)) if uri else None
+    return read(uri) if uri else {}
 
 
 def champion_of_version(sagemaker: Any, arn: str) -> Champion:

@@ -348,7 +348,8 @@ def check_evaluation(
     execution has started). The line the gate says; EvaluationGateRefused with the figures when it refuses."""
     package = sagemaker.describe_model_package(ModelPackageName=info.arn)
     try:
-        evaluated = evaluation_reads.evaluation_of(package, lambda u: evaluation_reads.read_json(s3, u))
+        statistics = evaluation_reads.statistics_of(package, lambda u: evaluation_reads.read_json(s3, u))
+        evaluated = evaluation_gate.of_statistics(statistics)
     except evaluation_gate.EvaluationFormatError as err:
         raise EvaluationGateRefused(f"version {info.ref}: {err}; the gate cannot decide on it") from None
     target = {"endpoint": endpoint_name}
@@ -360,6 +361,7 @@ def check_evaluation(
         mode=mode,
         where=f"endpoint {endpoint_name}",
         override=wanted.override_evaluation,
+        failed=evaluation_gate.failure_of(statistics),
     )
     if not decision.allowed:
         raise EvaluationGateRefused(f"refused by the evaluation gate: {decision.message}")

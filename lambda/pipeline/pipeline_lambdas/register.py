@@ -104,7 +104,8 @@ def register(
     ``promote_roles``: the Promote role ARNs of environments in other accounts that promote from this one
     (``share_group``); none where every such environment shares this one's account. ``evaluation``: the
     StoreEvaluation step's wrapper (hfpipe.core.promotion.evaluation_gate.Evaluated), stored with the version:
-    in its statistics document, and its verdict and headline figures in its CustomerMetadataProperties."""
+    in its statistics document, and its verdict and headline figures in its CustomerMetadataProperties; or
+    RecordEvaluationFailure's record of a failed job, stored the same way (verdict ``failed``, its cause)."""
     group = registry.group_request(plan.env, plan.recipe_name)["ModelPackageGroupName"]
     model_data_url = (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if not model_data_url:
@@ -119,9 +120,13 @@ def register(
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
     cost_usd = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
     properties = registry.metadata(plan, cost_usd=cost_usd, model_data_url=model_data_url)
-    evaluated = evaluation_gate.Evaluated.from_json(evaluation) if evaluation else None
+    # A failed evaluation job is stored as such (``evaluation: failed`` with its cause): the gate reads it as none.
+    failed = evaluation_gate.failure_of({evaluation_gate.STATISTICS_KEY: evaluation}) if evaluation else None
+    evaluated = evaluation_gate.Evaluated.from_json(evaluation) if evaluation and not failed else None
     if evaluated is not None:
         properties.update(evaluation_gate.headline(evaluated))
+    if failed is not None and evaluation is not None:
+        properties.update(evaluation_gate.failure_headline(evaluation))
     key = registry.metrics_key(plan.execution_name)
     request = _checked(
         "CreateModelPackage",
@@ -136,6 +141,8 @@ def register(
     document = registry.statistics(plan, final_metrics(training), properties)
     if evaluated is not None:
         document[evaluation_gate.STATISTICS_KEY] = evaluated.to_json()
+    elif failed is not None:
+        document[evaluation_gate.STATISTICS_KEY] = evaluation
     # Written first, so the version never points at a missing document; a rerun writes the same key again.
     s3.put_object(
         Bucket=bucket, Key=key, Body=json.dumps(document, indent=2).encode(), ContentType="application/json"
