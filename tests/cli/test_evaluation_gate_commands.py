@@ -381,3 +381,56 @@ def test_prods_approve_reads_what_serves_on_prods_endpoint(prod_world, capsys):
     code, out, err = run(capsys, "models", "approve", "tiny-mnli/3", "--env", "prod")
     assert code == 0, err
     assert f"evaluation better against {_dev_arn(1)}: f1 difference +2 (+0.5 to +4)" in " ".join(out.split())
+
+
+FAILED_CAUSE = "Failed: AlgorithmError: no validation data"
+
+
+def _failed_evaluation() -> dict[str, Any]:
+    """What RecordEvaluationFailure stores when the version's evaluation job failed."""
+    stored = {
+        **wrapper("worse", champion=arn(1)),
+        "failure": {"error": "States.TaskFailed", "cause": FAILED_CAUSE},
+    }
+    del stored["document"]
+    return stored
+
+
+def test_a_version_whose_evaluation_failed_is_shown_so_and_gated_as_unevaluated(registry_world, capsys):
+    _version(registry_world, 5, _failed_evaluation())
+    code, out, err = run(capsys, "models", "--env", "dev", "--recipe", "tiny-qa")
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert rows["tiny-qa/5"].rstrip(" │").endswith("failed") and rows["tiny-qa/2"].rstrip(" │").endswith(
+        "worse"
+    )
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")  # dev: advisory
+    assert code == 0, err
+    assert f"not evaluated: its evaluation job failed ({FAILED_CAUSE})" in " ".join(out.split())
+    registry_world.sagemaker.update_model_package(
+        ModelPackageArn=arn(5), ModelApprovalStatus="PendingManualApproval"
+    )
+    registry_world.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE),
+        Value="mandatory",
+        Type="String",
+    )
+    code, _, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")
+    text = " ".join(err.split())
+    assert code == 1 and f"has no evaluation (its evaluation job failed: {FAILED_CAUSE})" in text, text
+
+
+def test_the_report_states_a_failed_evaluation_with_its_cause():
+    from hfpipe.cli.run.report import _evaluation
+
+    line = _evaluation(
+        {
+            "verdict": "failed",
+            "reason": FAILED_CAUSE,
+            "instance_type": "ml.g4dn.xlarge",
+            "instance_count": 1,
+            "seconds": 3,
+            "cost_usd": 0.0006,
+        }
+    )
+    assert line == f"failed: {FAILED_CAUSE}; 1 x ml.g4dn.xlarge, 3 s, 0.0006 USD"
