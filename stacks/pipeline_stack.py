@@ -140,10 +140,9 @@ class PipelineStack(Stack):
     def _add_state_machine(self) -> None:
         """The pipeline Lambdas, the state machine and the two event rules, wired together.
 
-        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
-        own empty `lambda_role` and grants itself what its handler calls; the state machine gets the seven
-        functions it invokes, the event rules OnTrainingEvent and Cleanup.
-        """
+        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its own
+        empty `lambda_role` and grants itself what its handler calls; the state machine gets the functions it
+        invokes (PipelineStateMachine.INVOKES), the event rules OnTrainingEvent and Cleanup."""
         self.failed_events = FailedEvents(
             self,
             "FailedEvents",

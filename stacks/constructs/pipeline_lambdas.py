@@ -125,17 +125,7 @@ class PipelineLambdas(Construct):
             allowed_image_registries=allowed_image_registries,
         )
         self._add_closing_functions(topic, state_machine_arn, failed_events, artifacts_bucket_name)
-        self.register = RegisterFunction(
-            self,
-            "RegisterFunction",
-            settings=self.settings,
-            artifacts_bucket_name=artifacts_bucket_name,
-            model_approval=model_approval,
-            promote_role_arns=promote_role_arns,
-        )
-        self.evaluation = EvaluationFunction(
-            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
-        )
+        self._add_registry_functions(artifacts_bucket_name, model_approval, promote_role_arns)
         self._add_deploy_functions(execution_role, endpoints, artifacts_bucket_name, evaluation_gate)
         self._index_components()
 
@@ -196,6 +186,22 @@ class PipelineLambdas(Construct):
             settings=self.settings,
             artifacts_bucket_name=artifacts_bucket_name,
             failed_events=failed_events,
+        )
+
+    def _add_registry_functions(
+        self, artifacts_bucket_name: str, model_approval: str, promote_role_arns: tuple[str, ...]
+    ) -> None:
+        """Register, and the evaluation's steps whose result Register stores with the version."""
+        self.register = RegisterFunction(
+            self,
+            "RegisterFunction",
+            settings=self.settings,
+            artifacts_bucket_name=artifacts_bucket_name,
+            model_approval=model_approval,
+            promote_role_arns=promote_role_arns,
+        )
+        self.evaluation = EvaluationFunction(
+            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
         )
 
     def _add_deploy_functions(
