@@ -178,11 +178,12 @@ def failed(plan: Plan, prepared: dict[str, Any], error: dict[str, Any]) -> dict[
     e = _settings(plan)
     job = _job_of(error, prepared)
     seconds = _seconds(job, {})
+    cause = _cause(error, job)
     record = {
         evaluation_gate.FAILURE_KEY: {
             "error": str(error.get("Error") or "States.TaskFailed"),
             "status": job.get("ProcessingJobStatus"),
-            "cause": _cause(error, job),
+            "cause": cause,
         },
         "document_uri": e.document_uri,
         "target": _target(e),
@@ -195,7 +196,7 @@ def failed(plan: Plan, prepared: dict[str, Any], error: dict[str, Any]) -> dict[
             "usd": cost.estimate_cost(e.instance_type, e.instance_count, seconds),
         },
     }
-    aws.log_json(LOG, "evaluation failed", cause=record[evaluation_gate.FAILURE_KEY]["cause"])
+    aws.log_json(LOG, "evaluation failed", cause=cause)
     return record
 
 
