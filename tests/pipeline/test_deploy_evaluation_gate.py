@@ -153,3 +153,18 @@ def test_prepares_role_reads_only_the_statistics_documents(template):
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def test_a_statistics_document_prepare_cannot_read_refuses_the_deploy(clean):
+    from pipeline_lambdas import deploy_prepare
+
+    champion = serving(clean)
+    unreadable = evaluated_version(clean, champion, "better")
+    key = clean.client("sagemaker").describe_model_package(ModelPackageName=unreadable)["ModelMetrics"]
+    uri = key["ModelQuality"]["Statistics"]["S3Uri"]
+    clean.client("s3").delete_object(Bucket=ARTIFACTS_BUCKET, Key=uri.split("/", 3)[3])
+    event = {"input": {"version": unreadable, "endpoint": NAME}, "execution_name": "x-unreadable"}
+    with pytest.raises(
+        deploy_prepare.EvaluationGateRefused, match=f"its statistics document {uri} could not"
+    ):
+        deploy_prepare.handler(event, None)

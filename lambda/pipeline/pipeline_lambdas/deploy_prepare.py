@@ -6,8 +6,8 @@ deploy --ttl``: when an endpoint it creates expires; hfpipe.core.deploy.expiry) 
 environment's groups, exists, is Approved and declares a real-time instance type; the evaluation gate passes
 it (``check_evaluation``: hfpipe.core.promotion.evaluation_gate's one rule on the version's stored evaluation
 and what serves on the endpoint, both read now, so a deploy started without the command is gated as the
-command gates it); NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and the endpoint,
-if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
+command gates it); NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and
+the endpoint, if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
 and has not failed. Each refusal is an exception class whose name is the execution's error.
 
 The result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
@@ -352,6 +352,13 @@ def check_evaluation(
         evaluated = evaluation_gate.of_statistics(statistics)
     except evaluation_gate.EvaluationFormatError as err:
         raise EvaluationGateRefused(f"version {info.ref}: {err}; the gate cannot decide on it") from None
+    except (
+        Exception
+    ) as err:  # not readable (AccessDenied, NoSuchKey, not JSON): a gate that cannot read refuses
+        uri = evaluation_reads.statistics_uri(package)
+        raise EvaluationGateRefused(
+            f"version {info.ref}: its statistics document {uri} could not be read ({err}); the gate cannot decide"
+        ) from None
     target = {"endpoint": endpoint_name}
     champion = evaluation_reads.champion_to_replace(sagemaker, env, target, info.arn)
     decision = evaluation_gate.decide(
