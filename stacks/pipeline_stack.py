@@ -140,10 +140,9 @@ class PipelineStack(Stack):
     def _add_state_machine(self) -> None:
         """The pipeline Lambdas, the state machine and the two event rules, wired together.
 
-        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its
-        own empty `lambda_role` and grants itself what its handler calls; the state machine gets the seven
-        functions it invokes, the event rules OnTrainingEvent and Cleanup.
-        """
+        Each Lambda is a component of stacks/functions/ (composed by PipelineLambdas) that starts from its own
+        empty `lambda_role` and grants itself what its handler calls; the state machine gets the functions it
+        invokes (PipelineStateMachine.INVOKES), the event rules OnTrainingEvent and Cleanup."""
         self.failed_events = FailedEvents(
             self,
             "FailedEvents",
@@ -172,6 +171,7 @@ class PipelineStack(Stack):
             model_approval=self.config.model_approval,
             endpoints=self.config.endpoints,
             endpoint_ttl_hours=self.config.endpoint_ttl_hours,
+            evaluation_gate=self.config.evaluation_gate,
             promote_role_arns=tuple(
                 promotion.role_arn(self.partition, str(t.account), t.name)
                 for t in self.config.promoted_to

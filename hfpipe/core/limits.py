@@ -58,11 +58,11 @@ MAX_ENDPOINT_POLLS = 360
 #: Every state outside the endpoint loop visited once on the longest path (success with deploy, gate,
 #: evaluation, smoke test and endpoint deletion, or a failure through clean-up and the failure report), counted
 #: with the per-state numbers above, plus every retry the Retry policies allow on that path (3 events each).
-#: The evaluation adds 18: Evaluate? 2, PrepareEvaluation and StoreEvaluation 5 each, the .sync Evaluate 6
-#: (TaskSubmitted too); its retries, 32 (the two Lambdas' 6 service-exception and 6 throttling attempts each,
-#: Evaluate's 3 catch-all and 5 capacity attempts).
-FIXED_PATH_EVENTS = 138
-RETRY_EVENTS = 3 * (60 + 32)
+#: The evaluation adds 23: Evaluate? 2, PrepareEvaluation, StoreEvaluation and (a document the gate cannot
+#: read) RecordEvaluationFailure 5 each, the .sync Evaluate 6 (TaskSubmitted too); its retries, 44 (the three
+#: Lambdas' 6 service-exception and 6 throttling attempts each, Evaluate's 3 catch-all and 5 capacity attempts).
+FIXED_PATH_EVENTS = 143
+RETRY_EVENTS = 3 * (60 + 44)
 
 
 #: SageMaker real-time endpoints must answer InvokeEndpoint within 60 seconds

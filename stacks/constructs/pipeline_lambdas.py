@@ -102,6 +102,7 @@ class PipelineLambdas(Construct):
         endpoints: tuple[deployments.EndpointSettings, ...] = (),
         promote_role_arns: tuple[str, ...] = (),
         endpoint_ttl_hours: int | None = None,
+        evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings = FunctionSettings(  # what every function shares (the Promote function's too)
@@ -124,18 +125,8 @@ class PipelineLambdas(Construct):
             allowed_image_registries=allowed_image_registries,
         )
         self._add_closing_functions(topic, state_machine_arn, failed_events, artifacts_bucket_name)
-        self.register = RegisterFunction(
-            self,
-            "RegisterFunction",
-            settings=self.settings,
-            artifacts_bucket_name=artifacts_bucket_name,
-            model_approval=model_approval,
-            promote_role_arns=promote_role_arns,
-        )
-        self.evaluation = EvaluationFunction(
-            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
-        )
-        self._add_deploy_functions(execution_role, endpoints)
+        self._add_registry_functions(artifacts_bucket_name, model_approval, promote_role_arns)
+        self._add_deploy_functions(execution_role, endpoints, artifacts_bucket_name, evaluation_gate)
         self._index_components()
 
     def _add_training_functions(
@@ -197,16 +188,38 @@ class PipelineLambdas(Construct):
             failed_events=failed_events,
         )
 
-    def _add_deploy_functions(
-        self, execution_role: iam.IRole, endpoints: tuple[deployments.EndpointSettings, ...]
+    def _add_registry_functions(
+        self, artifacts_bucket_name: str, model_approval: str, promote_role_arns: tuple[str, ...]
     ) -> None:
-        """The deploy state machine's Prepare, Record and Cleanup."""
+        """Register, and the evaluation's steps whose result Register stores with the version."""
+        self.register = RegisterFunction(
+            self,
+            "RegisterFunction",
+            settings=self.settings,
+            artifacts_bucket_name=artifacts_bucket_name,
+            model_approval=model_approval,
+            promote_role_arns=promote_role_arns,
+        )
+        self.evaluation = EvaluationFunction(
+            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
+        )
+
+    def _add_deploy_functions(
+        self,
+        execution_role: iam.IRole,
+        endpoints: tuple[deployments.EndpointSettings, ...],
+        artifacts_bucket_name: str,
+        evaluation_gate: str,
+    ) -> None:
+        """The deploy state machine's Prepare (with the evaluation gate), Record and Cleanup."""
         self.deploy_prepare = DeployPrepareFunction(
             self,
             "DeployPrepareFunction",
             settings=self.settings,
             execution_role=execution_role,
             endpoints=endpoints,
+            artifacts_bucket_name=artifacts_bucket_name,
+            evaluation_gate=evaluation_gate,
         )
         self.deploy_record = DeployRecordFunction(self, "DeployRecordFunction", settings=self.settings)
         self.deploy_cleanup = DeployCleanupFunction(self, "DeployCleanupFunction", settings=self.settings)

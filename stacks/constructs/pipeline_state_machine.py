@@ -1,7 +1,8 @@
 """The pipeline state machine (Standard, JSONPath; no JSONata), as docs/pipeline.md draws it.
 
 Plan -> Launch -> wait for the training job's end -> [Gate] -> [the evaluation: PrepareEvaluation -> Evaluate
-(createProcessingJob.sync, the one `.sync`) -> StoreEvaluation] -> CreateModel -> CreateEndpointConfig ->
+(createProcessingJob.sync, the one `.sync`) -> StoreEvaluation; a job that failed, or left no readable document,
+-> RecordEvaluationFailure, and the run goes on] -> CreateModel -> CreateEndpointConfig ->
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> Register (a model package version) -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
@@ -51,6 +52,13 @@ LAUNCH_CAPACITY_ERRORS = ["CapacityError"]
 PLAN_THROTTLING_ERRORS = ["QuotaLookupThrottled"]
 #: A training job that ended Failed or Stopped (OnTrainingEvent's SendTaskFailure).
 TRAINING_FAILED_ERRORS = ["TrainingJobFailed", "TrainingJobStopped"]
+#: The evaluation job ended Failed or Stopped (a `.sync` task's failure: "Run a Job (.sync)",
+#: https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html), and StoreEvaluation finding no
+#: document the gate can read (the evaluation Lambda's class name): the evaluation failed, not the run.
+EVALUATION_JOB_FAILED = "States.TaskFailed"
+EVALUATION_STORE_FAILED = "EvaluationFailed"
+#: Where the caught error of the evaluation is kept ({Error, Cause}).
+EVALUATION_ERROR = "$.evaluation_error"
 #: The Launch task's own timeout: retried, each retry a re-check of the job (Launch runs again).
 TRAINING_RECHECK_ERROR = "States.Timeout"
 # The states that take Retry and Catch fields (Task states, CDK's or hand-written).
@@ -256,9 +264,13 @@ class PipelineStateMachine(Construct):
                 }
             ),
         )
+        failed = self._evaluation_failed(deploy_choice)
+        # The job's own failure (a bad document included) fails the evaluation, not the run (docs/evaluation.md,
+        # "A failed evaluation"); any other error of the step still goes to clean-up. First match wins.
+        store.add_catch(failed, errors=[EVALUATION_STORE_FAILED], result_path=EVALUATION_ERROR)
         self._catch(store)
         none = sfn.Pass(self, "NoEvaluation", result=sfn.Result.from_object({}), result_path="$.evaluation")
-        prepare.next(self._evaluate()).next(store).next(deploy_choice)
+        prepare.next(self._evaluate(failed)).next(store).next(deploy_choice)
         none.next(deploy_choice)
         return (
             sfn.Choice(self, "Evaluate?")
@@ -266,7 +278,27 @@ class PipelineStateMachine(Construct):
             .otherwise(none)
         )
 
-    def _evaluate(self) -> sfn.CustomState:
+    def _evaluation_failed(self, deploy_choice: sfn.Choice) -> tasks.LambdaInvoke:
+        """RecordEvaluationFailure: the failure's record at ``$.evaluation`` (the job's status and cause, its
+        instance, seconds and USD), which Register stores with the version; then the run goes on."""
+        failed = self._invoke(
+            "RecordEvaluationFailure",
+            "evaluation",
+            "$.evaluation",
+            sfn.TaskInput.from_object(
+                {
+                    "step": "failed",
+                    "plan": J.object_at(P()),
+                    "prepared": J.object_at("$.evaluation_job"),
+                    "error": J.object_at(EVALUATION_ERROR),
+                }
+            ),
+        )
+        self._catch(failed)
+        failed.next(deploy_choice)
+        return failed
+
+    def _evaluate(self, failed: sfn.IChainable) -> sfn.CustomState:
         """CreateProcessingJob, waited on (``.sync``: Step Functions polls DescribeProcessingJob and returns its
         answer when the job has ended; a Failed or Stopped job fails the task, which goes to clean-up:
         https://docs.aws.amazon.com/step-functions/latest/dg/connect-sagemaker.html). The request is the one
@@ -299,6 +331,8 @@ class PipelineStateMachine(Construct):
             },
         )
         self._retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
+        # A job that ended Failed or Stopped: States.TaskFailed, its DescribeProcessingJob answer the cause.
+        state.add_catch(failed, errors=[EVALUATION_JOB_FAILED], result_path=EVALUATION_ERROR)
         self._catch(state)
         return state
 

@@ -5,10 +5,12 @@ requests the state machine sends (create, or a blue/green update).
 Its role may read this environment's model package versions (hfpipe-<env>-*), its named endpoints, their
 configs with their tags and the configs' models (hfpipe-<env>-*; what serves is read from them) and its deployment records (SSM), read the account's SageMaker quotas
 (the fleets must fit the endpoint-usage quota), and read and deregister the endpoints' scalable targets (an
-instance type change needs that before UpdateEndpoint); nothing else here. The stack grants it DescribeAlarms
+instance type change needs that before UpdateEndpoint), and read the versions' statistics documents in this
+environment's artifacts bucket (model-metrics/<execution>/metrics.json, promoted/<source>/<recipe>/<n>/
+metrics.json: the evaluation the gate reads, hfpipe.core.promotion.evaluation_reads); nothing else here. The stack grants it DescribeAlarms
 on the named endpoints' rollback alarms (EndpointAlarms.grant_describe), which an update looks at first. The
 endpoints cdk.json declares go to the function as ``DEPLOY_ENDPOINTS``, the execution role's ARN (the models'
-role) as ``EXECUTION_ROLE_ARN``.
+role) as ``EXECUTION_ROLE_ARN``, cdk.json ``evaluation_gate`` as ``EVALUATION_GATE``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from stacks.functions.common import (
     grant_quota_reads,
     pipeline_function,
 )
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered, rendered_value
 
 
 class DeployPrepareFunction(Construct):
@@ -44,6 +46,8 @@ class DeployPrepareFunction(Construct):
         settings: FunctionSettings,
         execution_role: iam.IRole,
         endpoints: tuple[deployments.EndpointSettings, ...],
+        artifacts_bucket_name: str,
+        evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(scope, construct_id)
         self.function, self.role = pipeline_function(
@@ -53,6 +57,8 @@ class DeployPrepareFunction(Construct):
             environment={
                 "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
+                # cdk.json evaluation_gate: Prepare refuses an unevaluated version where it is mandatory.
+                "EVALUATION_GATE": evaluation_gate,
                 **settings.ttl_environment(),
             },
         )
@@ -66,6 +72,29 @@ class DeployPrepareFunction(Construct):
         # The fleet's endpoint-usage quota, read before anything starts.
         grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
         self._acknowledge_reads(versions, hosting, parameters, executions)
+        self._grant_statistics_reads(artifacts_bucket_name)
+
+    def _grant_statistics_reads(self, artifacts_bucket_name: str) -> None:
+        """GetObject of the versions' statistics documents only (the evaluation the gate reads): a version's
+        ModelMetrics.ModelQuality.Statistics, written by Register (model-metrics/, registry.metrics_key) or
+        by a promotion into this environment (promoted/, the Promote function)."""
+        stack = cdk.Stack.of(self)
+        bucket = f"arn:{stack.partition}:s3:::"
+        keys = [
+            f"/{prefix}*/metrics.json"
+            for prefix in (contract.ARTIFACTS_MODEL_METRICS_PREFIX, contract.ARTIFACTS_PROMOTED_PREFIX)
+        ]
+        documents = [f"{bucket}{artifacts_bucket_name}{key}" for key in keys]
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=documents))
+        for key in keys:
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::{rendered(stack, bucket)}{rendered_value(stack, artifacts_bucket_name)}"
+                f"{key}]",
+                "Reads (GetObject) the model package versions' statistics documents (metrics.json, one per "
+                "version, keyed by its execution or its promoted source) in this environment's artifacts bucket "
+                "only: the evaluation the gate reads before traffic moves.",
+            )
 
     def _grant_reads(
         self, versions: str, hosting: list[str], parameters: str, machine_arn: str, executions: str

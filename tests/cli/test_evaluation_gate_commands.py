@@ -301,3 +301,136 @@ def test_the_report_states_the_evaluations_verdict_and_cost():
     assert (
         line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
     )
+
+
+PROD_GROUP = "hfpipe-prod-tiny-mnli"
+
+
+def _dev_arn(n: int) -> str:
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/hfpipe-dev-tiny-mnli/{n}"
+
+
+def _promoted(env: Environment, n: int, source: int, evaluation: dict[str, Any] | None, status: str) -> str:
+    """tiny-mnli/<n> of prod as the Promote function registers it from dev's tiny-mnli/<source>: its artifact
+    copied under promoted/, its lineage in its metadata and statistics document, the source's evaluation with
+    it (as evaluated in dev, against dev's endpoint)."""
+    bucket = env.ssm.get_parameter(Name=contract.ssm_parameter_name("prod", contract.SSM_ARTIFACTS_BUCKET))[
+        "Parameter"
+    ]["Value"]
+    prefix = f"promoted/dev/tiny-mnli/{source}/"
+    lineage = {"promoted_from": _dev_arn(source), "promoted_from_env": "dev"}
+    doc: dict[str, Any] = {
+        "version": 1,
+        "metadata": {**lineage, "task": "text-classification"},
+        "metrics": {},
+    }
+    if evaluation is not None:
+        doc["evaluation"] = evaluation
+    env.s3.put_object(Bucket=bucket, Key=f"{prefix}metrics.json", Body=json.dumps(doc).encode())
+    return env.sagemaker.create_model_package(
+        ModelPackageGroupName=PROD_GROUP,
+        InferenceSpecification={
+            "Containers": [{"Image": "img:1", "ModelDataUrl": f"s3://{bucket}/{prefix}model.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        ModelMetrics={
+            "ModelQuality": {
+                "Statistics": {
+                    "ContentType": "application/json",
+                    "S3Uri": f"s3://{bucket}/{prefix}metrics.json",
+                }
+            }
+        },
+        ModelApprovalStatus=status,
+        CustomerMetadataProperties=lineage,
+    )["ModelPackageArn"]
+
+
+@pytest.fixture
+def prod_world(moto_account: None) -> Environment:
+    """prod, promoted from dev: tiny-mnli/1 (dev's 1) serves on prod's `classifier`; dev's `classifier` serves
+    nothing; tiny-mnli/2 (dev's 2, evaluated in dev worse than dev's 1 on dev's `classifier`) and tiny-mnli/3
+    (dev's 3, evaluated better) wait for approval."""
+    env = Environment("prod")
+    env.sagemaker.create_model_package_group(ModelPackageGroupName=PROD_GROUP)
+    serving = _promoted(env, 1, 1, None, "Approved")
+    target = {"endpoint": "hfpipe-dev-classifier"}  # the SageMaker name the dev run's evaluation stored
+    _promoted(env, 2, 2, wrapper("worse", champion=_dev_arn(1), target=target), "PendingManualApproval")
+    better = wrapper("better", champion=_dev_arn(1), target=target, low=0.5, high=4.0, value=2.0)
+    _promoted(env, 3, 3, better, "PendingManualApproval")
+    sm = env.sagemaker
+    sm.create_model(ModelName="p1", PrimaryContainer={"ModelPackageName": serving}, ExecutionRoleArn=ROLE)
+    variant = {"VariantName": "AllTraffic", "ModelName": "p1", "InstanceType": "ml.m5.large"}
+    sm.create_endpoint_config(
+        EndpointConfigName="pc1", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName="hfpipe-prod-classifier", EndpointConfigName="pc1")
+    return env
+
+
+def test_prods_approve_reads_what_serves_on_prods_endpoint(prod_world, capsys):
+    """The evaluation named dev's `classifier` (hfpipe-dev-classifier); in prod the same named endpoint is
+    hfpipe-prod-classifier, whose champion, promoted from dev's tiny-mnli/1, counts as that source version."""
+    code, _out, err = run(capsys, "models", "approve", "tiny-mnli/2", "--env", "prod")
+    text = " ".join(err.split())
+    assert (
+        code == 1 and "refused by the evaluation gate: version tiny-mnli/2 is worse than the champion" in text
+    )
+    assert _dev_arn(1) in text and "f1 difference -3.1 (-5 to -1.2)" in text, text
+    code, out, err = run(capsys, "models", "approve", "tiny-mnli/3", "--env", "prod")
+    assert code == 0, err
+    assert f"evaluation better against {_dev_arn(1)}: f1 difference +2 (+0.5 to +4)" in " ".join(out.split())
+
+
+FAILED_CAUSE = "Failed: AlgorithmError: no validation data"
+
+
+def _failed_evaluation() -> dict[str, Any]:
+    """What RecordEvaluationFailure stores when the version's evaluation job failed."""
+    stored = {
+        **wrapper("worse", champion=arn(1)),
+        "failure": {"error": "States.TaskFailed", "cause": FAILED_CAUSE},
+    }
+    del stored["document"]
+    return stored
+
+
+def test_a_version_whose_evaluation_failed_is_shown_so_and_gated_as_unevaluated(registry_world, capsys):
+    _version(registry_world, 5, _failed_evaluation())
+    code, out, err = run(capsys, "models", "--env", "dev", "--recipe", "tiny-qa")
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert rows["tiny-qa/5"].rstrip(" │").endswith("failed") and rows["tiny-qa/2"].rstrip(" │").endswith(
+        "worse"
+    )
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")  # dev: advisory
+    assert code == 0, err
+    assert f"not evaluated: its evaluation job failed ({FAILED_CAUSE})" in " ".join(out.split())
+    registry_world.sagemaker.update_model_package(
+        ModelPackageArn=arn(5), ModelApprovalStatus="PendingManualApproval"
+    )
+    registry_world.ssm.put_parameter(
+        Name=contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE),
+        Value="mandatory",
+        Type="String",
+    )
+    code, _, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")
+    text = " ".join(err.split())
+    assert code == 1 and f"has no evaluation (its evaluation job failed: {FAILED_CAUSE})" in text, text
+
+
+def test_the_report_states_a_failed_evaluation_with_its_cause():
+    from hfpipe.cli.run.report import _evaluation
+
+    line = _evaluation(
+        {
+            "verdict": "failed",
+            "reason": FAILED_CAUSE,
+            "instance_type": "ml.g4dn.xlarge",
+            "instance_count": 1,
+            "seconds": 3,
+            "cost_usd": 0.0006,
+        }
+    )
+    assert line == f"failed: {FAILED_CAUSE}; 1 x ml.g4dn.xlarge, 3 s, 0.0006 USD"

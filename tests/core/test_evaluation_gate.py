@@ -158,3 +158,31 @@ def test_figures_near_the_margin_print_enough_digits_to_read_worse():
     assert not refused.allowed
     assert "f1 difference -0.2 (-0.3 to -0.10004) at 95% confidence, margin 0.1;" in refused.message
     assert gate.summary({**wrapper("worse"), "document": doc})["difference"] == "-0.2 (-0.3 to -0.10004)"
+
+
+def test_a_failed_evaluation_is_no_evaluation_and_the_gate_says_why():
+    """A version whose evaluation job failed stores its failure (docs/evaluation.md, "A failed evaluation"):
+    the gate reads it as no evaluation (refused where mandatory, passed where advisory), naming the cause."""
+    cause = "Failed: AlgorithmError: no validation data (exit message: CUDA out of memory)"
+    stored = {
+        **wrapper("worse"),
+        "failure": {"error": "States.TaskFailed", "status": "Failed", "cause": cause},
+    }
+    del stored["document"]
+    statistics = {gate.STATISTICS_KEY: stored}
+    assert gate.of_statistics(statistics) is None and gate.failure_of(statistics) == cause
+    assert gate.failure_of({gate.STATISTICS_KEY: wrapper("worse")}) is None and gate.failure_of({}) is None
+    failed = gate.failure_of(statistics)
+    for mode in ("advisory", "mandatory"):
+        decision = gate.decide(
+            None, version="tiny-qa/2", champion_now=CHAMPION, mode=mode, where="endpoint e", failed=failed
+        )
+        assert decision.allowed == (mode == "advisory")
+        assert f"its evaluation job failed: {cause}" in decision.message or (
+            f"its evaluation job failed ({cause})" in decision.message
+        )
+    assert gate.summary(stored)["verdict"] == "failed" and gate.summary(stored)["score"] == cause
+    assert gate.failure_headline(stored) == {
+        "evaluation_verdict": "failed",
+        "evaluation_failure": "Failed: AlgorithmError: no validation data exit message: CUDA out of memory",
+    }

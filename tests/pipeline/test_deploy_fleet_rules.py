@@ -32,7 +32,9 @@ _ids = itertools.count()
 def clients(fresh):
     """The session engine's moto clients, with no named endpoint, config, model, record or scalable target of
     NAME before and after the test (deploy_helpers.wiped)."""
-    clients = {s: fresh.client(s) for s in ("sagemaker", "ssm", "application-autoscaling", "cloudwatch")}
+    clients = {
+        s: fresh.client(s) for s in ("sagemaker", "ssm", "application-autoscaling", "cloudwatch", "s3")
+    }
 
     def deregister() -> None:
         scaling = clients["application-autoscaling"]

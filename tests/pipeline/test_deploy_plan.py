@@ -53,7 +53,7 @@ WAIT = an_alarm_wait()
 def test_a_deploy_plan_survives_json_both_ways(changes: dict[str, Any]) -> None:
     plan = a_plan(**changes)
     doc = json.loads(json.dumps(plan.to_json()))  # what the state machine keeps and hands back
-    assert doc["schema_version"] == SCHEMA_VERSION == 2  # 2: input.ttl
+    assert doc["schema_version"] == SCHEMA_VERSION == 3  # 2: input.ttl; 3: input.override_evaluation
     assert DeployPlan.from_json(doc) == plan
     assert DeployPlan.from_json(doc).to_json() == doc
     # Nested parts come back typed, not as dicts.

@@ -48,7 +48,7 @@ def test_the_definition_evaluates_after_training_and_before_registration(engine)
     evaluate = states["Evaluate"]
     assert evaluate["Resource"] == "arn:aws:states:::sagemaker:createProcessingJob.sync"
     assert evaluate["Parameters"]["ProcessingJobName.$"] == "$.evaluation_job.request.ProcessingJobName"
-    assert [c["ErrorEquals"] for c in evaluate["Catch"]] == [["States.ALL"]]
+    assert [c["ErrorEquals"] for c in evaluate["Catch"]] == [["States.TaskFailed"], ["States.ALL"]]
 
 
 def test_a_run_with_no_champion_is_scored_alone_and_stored_with_its_version(fresh):
@@ -121,18 +121,76 @@ def test_the_champion_is_read_from_the_target_endpoint_and_scored_with_the_chall
 
 
 class FailedJob(StandInEvaluation):
+    """The job ends Failed as SageMaker ends one whose container exited non-zero: FailureReason, and the
+    container's /opt/ml/output/message as ExitMessage (the local engine's, hfpipe.local.runtime)."""
+
     def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
         job.processing_job_status, job.failure_reason = "Failed", "AlgorithmError: no validation data"
+        job.exit_message = "evaluate.py: CUDA out of memory scoring the champion"
         ended()
 
 
-def test_a_failed_evaluation_job_fails_the_run_through_cleanup(fresh):
+class NoDocument(StandInEvaluation):
+    """The job completes without writing evaluation.json."""
+
+    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        job.processing_job_status = "Completed"
+        ended()
+
+
+def test_a_failed_evaluation_job_registers_the_version_as_evaluation_failed(fresh):
+    """The evaluation failed, not the training: the run goes on (endpoint, smoke test, Register, report), and
+    the version stores `evaluation: failed` with the job's cause, which the report states."""
     fresh.processing = FailedJob()
+    name, r = run(fresh)
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states[r.states.index("Evaluate") + 1] == "RecordEvaluationFailure"
+    assert "StoreEvaluation" not in r.states and "CleanupOnError" not in r.states
+    assert (
+        r.states.index("RecordEvaluationFailure") < r.states.index("SmokeTest") < r.states.index("Register")
+    )
+    desc, stats = version(fresh, r.output["registered"]["model_package_arn"])
+    stored = stats[evaluation_gate.STATISTICS_KEY]
+    cause = (
+        "Failed: AlgorithmError: no validation data (exit message: evaluate.py: CUDA out of memory scoring the "
+        "champion)"
+    )
+    assert stored["failure"] == {"error": "States.TaskFailed", "status": "Failed", "cause": cause}
+    assert "document" not in stored and stored["job"]["name"] == f"dev-{name}-eval"
+    assert evaluation_gate.of_statistics(stats) is None and evaluation_gate.failure_of(stats) == cause
+    meta = desc["CustomerMetadataProperties"]
+    assert meta["evaluation_verdict"] == "failed"
+    assert meta["evaluation_failure"].startswith("Failed: AlgorithmError: no validation data")
+    report = r.output["report"]["evaluation"]
+    assert (report["verdict"], report["reason"], report["instance_type"]) == (
+        "failed",
+        cause,
+        "ml.g4dn.xlarge",
+    )
+    assert report["cost_usd"] is not None and report["processing_job_name"] == f"dev-{name}-eval"
+
+
+def test_a_job_that_leaves_no_document_is_an_evaluation_failure_too(fresh):
+    fresh.processing = NoDocument()
     _, r = run(fresh)
-    # States.TaskFailed, the job's description its cause; a Fail state may not raise a States.* name itself.
-    assert (r.status, r.error) == ("FAILED", "StatesTaskFailed"), r.cause
-    assert "AlgorithmError: no validation data" in r.cause
-    assert r.states[-3:] == ["CleanupOnError", "ReportError", "PipelineFailed"] and "Register" not in r.states
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states[r.states.index("StoreEvaluation") + 1] == "RecordEvaluationFailure"
+    _, stats = version(fresh, r.output["registered"]["model_package_arn"])
+    failure = stats[evaluation_gate.STATISTICS_KEY]["failure"]
+    assert (failure["error"], failure["status"]) == ("EvaluationFailed", "Completed")
+    assert "the job wrote no document" in failure["cause"]
+
+
+def test_the_evaluations_failure_routes_only_its_own_errors(engine):
+    """Evaluate catches States.TaskFailed (the job ended Failed or Stopped) and StoreEvaluation its
+    EvaluationFailed before the catch-all to clean-up; a stopped run never reaches a Catch (its job stopped by
+    the stop: clean-up's rules, unchanged)."""
+    states = engine.definition["States"]
+    for state, error in (("Evaluate", "States.TaskFailed"), ("StoreEvaluation", "EvaluationFailed")):
+        catches = [(c["ErrorEquals"], c["Next"]) for c in states[state]["Catch"]]
+        assert catches == [([error], "RecordEvaluationFailure"), (["States.ALL"], "CleanupOnError")], state
+    assert states["RecordEvaluationFailure"]["Next"] == "Deploy?"
+    assert states["RecordEvaluationFailure"]["Catch"][0]["Next"] == "CleanupOnError"
 
 
 @pytest.mark.parametrize(

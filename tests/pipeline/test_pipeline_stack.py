@@ -234,6 +234,8 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "states:DescribeExecution",
             # An update's rollback alarms, looked at before anything is written (issue #34).
             "cloudwatch:DescribeAlarms",
+            # The evaluation gate: the version's statistics document (its stored evaluation).
+            "s3:GetObject",
         },
         "deploy_record": {"sagemaker:AddTags", "sagemaker:DescribeModel", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {

@@ -155,9 +155,7 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         clients.sfn.start_execution,
         stateMachineArn=machine,
         name=name,
-        input=json.dumps(
-            {"version": args.model, "endpoint": args.endpoint, **({"ttl": args.ttl} if args.ttl else {})}
-        ),
+        input=json.dumps(_execution_input(args)),
     )["executionArn"]
     gate.record_override(
         clients, version_arn, decision
@@ -175,6 +173,13 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         f"what {args.endpoint} serves; once it has ended, the same command again says whether {version} serves"
     )
     return _follow(clients, arn, args.env, endpoint, before, interval, console)
+
+
+def _execution_input(args: argparse.Namespace) -> dict[str, str]:
+    """The deploy state machine's input (Prepare's ``DeployInput``): the version, the endpoint, ``--ttl``, and
+    ``--override-evaluation``, since Prepare applies the gate again on what serves when it runs."""
+    optional = {"ttl": args.ttl, "override_evaluation": args.override_evaluation}
+    return {"version": args.model, "endpoint": args.endpoint, **{k: v for k, v in optional.items() if v}}
 
 
 def _gate(

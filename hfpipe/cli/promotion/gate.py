@@ -44,15 +44,21 @@ def mode(environment: aws.Environment) -> str:
         raise HfpipeError(str(err)) from None
 
 
-def _evaluation(clients: aws.Clients, package: dict[str, Any]) -> evaluation_gate.Evaluated | None:
+def _evaluation(
+    clients: aws.Clients, package: dict[str, Any]
+) -> tuple[evaluation_gate.Evaluated | None, dict[str, Any]]:
+    """The evaluation stored with a version and its statistics document ({} when it has none)."""
     uri = evaluation_reads.statistics_uri(package)
+    if not uri:
+        return None, {}
     try:
-        return aws.call(
+        statistics = aws.call(
             f"reading the evaluation of {package.get('ModelPackageArn')} ({uri})",
-            evaluation_reads.evaluation_of,
-            package=package,
-            read=lambda u: evaluation_reads.read_json(clients.s3, u),
+            evaluation_reads.read_json,
+            s3=clients.s3,
+            uri=uri,
         )
+        return evaluation_gate.of_statistics(statistics), statistics
     except evaluation_gate.EvaluationFormatError as err:
         raise HfpipeError(f"{uri}: {err}; the gate cannot decide on it") from None
 
@@ -72,18 +78,19 @@ def check(
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
     )
-    evaluated = _evaluation(clients, package)
-    where_to = target if target is not None else (evaluated.target if evaluated else {})
+    evaluated, statistics = _evaluation(clients, package)
+    where_to = target
+    if where_to is None:  # the target it was evaluated for, as this environment names it (a promoted version)
+        source_env = evaluation_reads.promoted_from_env(package, statistics)
+        where_to = evaluation_reads.target_here(evaluated.target if evaluated else {}, env, source_env)
     champion = aws.call(
         f"reading what serves on {where_to}",
-        evaluation_reads.champion_at,
+        evaluation_reads.champion_to_replace,
         sagemaker=clients.sagemaker,
         env=env,
         target=where_to,
+        version_arn=arn,
     )
-    itself = evaluation_reads.champion_of_version(clients.sagemaker, arn)
-    if champion is not None and champion.same_as(itself):
-        champion = None  # the version serves there already: it replaces nothing
     where = " ".join(f"{k} {v}" for k, v in where_to.items())  # "": no target (passed says so)
     try:
         decision = evaluation_gate.decide(
@@ -93,6 +100,7 @@ def check(
             mode=mode(environment),
             where=where,
             override=override,
+            failed=evaluation_gate.failure_of(statistics),
         )
     except ValueError as err:
         raise HfpipeError(str(err)) from None

@@ -200,7 +200,13 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
     # An "adapter of" column only where a version is an unmerged adapter (recipe.adapter): the base it needs.
     adapters = any(v.adapter_base for v in versions)
     columns = ("version", "status", "metrics", "cost (USD)", "execution", "created (UTC)")
-    extra = [*(["promoted from"] if promoted else []), *(["adapter of"] if adapters else [])]
+    # An "evaluation" column only where a version has one stored: its verdict (``failed``: its job failed).
+    evaluated = any(v.evaluation for v in versions)
+    extra = [
+        *(["promoted from"] if promoted else []),
+        *(["adapter of"] if adapters else []),
+        *(["evaluation"] if evaluated else []),
+    ]
     for column in (*columns, *extra):
         out.add_column(column, justify="right" if column.startswith("cost") else "left")
     for v in versions:
@@ -213,7 +219,10 @@ def table(env: str, versions: list[VersionInfo]) -> Table:
             v.created.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if v.created else "-",
         ]
         out.add_row(
-            *row, *([v.source or "-"] if promoted else []), *([v.adapter_base or "-"] if adapters else [])
+            *row,
+            *([v.source or "-"] if promoted else []),
+            *([v.adapter_base or "-"] if adapters else []),
+            *([(evaluation_gate.summary(v.evaluation) or {}).get("verdict", "-")] if evaluated else []),
         )
     return out
 

@@ -178,6 +178,8 @@ def _evaluation(e: dict[str, Any]) -> str:
         if difference
         else ""
     )
+    if e.get("verdict") == "failed":  # the job failed (docs/evaluation.md, "A failed evaluation"): its cause
+        figures = f": {e.get('reason') or 'no cause given'}"
     usd = "-" if e.get("cost_usd") is None else f"{float(e['cost_usd']):.4f}"
     return (
         f"{e.get('verdict')}{figures}; {_fmt(e.get('instance_count'))} x {_fmt(e.get('instance_type'))}, "

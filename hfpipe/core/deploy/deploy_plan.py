@@ -24,7 +24,7 @@ from hfpipe.core.deploy.deployments import EndpointSettings
 from hfpipe.core.typed_json import Document, Typed
 
 #: Raised with every change of a field's name, meaning or type (of the plan, of the record).
-SCHEMA_VERSION = 2  # 2: input.ttl
+SCHEMA_VERSION = 3  # 2: input.ttl; 3: input.override_evaluation
 RECORD_SCHEMA_VERSION = 1
 #: Where the deploy state machine keeps the plan (Prepare's ResultPath).
 ROOT_PATH = "$.deploy"
@@ -51,6 +51,9 @@ class DeployInput:
     endpoint: str
     #: `hfpipe deploy --ttl` as given (90m, 8h, 3d or none; hfpipe.core.deploy.expiry); null: the environment's.
     ttl: str | None = None
+    #: `hfpipe deploy --override-evaluation` as given: the reason Prepare's evaluation gate is passed with
+    #: (hfpipe.core.promotion.evaluation_gate); null: none.
+    override_evaluation: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -146,9 +146,10 @@ class Evaluated:
 
 
 def of_statistics(statistics: dict[str, Any]) -> Evaluated | None:
-    """The wrapper a version's statistics document holds; None when the version was not evaluated."""
+    """The wrapper a version's statistics document holds; None when the version was not evaluated, or its
+    evaluation job failed (``failure_of``: the gate treats it as no evaluation)."""
     value = statistics.get(STATISTICS_KEY)
-    return None if value is None else Evaluated.from_json(value)
+    return None if value is None or failure_of(statistics) is not None else Evaluated.from_json(value)
 
 
 def _figure(value: Any, signed: bool = False, digits: int = 4) -> str:
@@ -201,6 +202,14 @@ def summary(stored: Any) -> dict[str, str] | None:
     """What `hfpipe models compare` shows of a stored evaluation (its wrapper, as the statistics document holds
     it): the verdict, the rule's metric with its interval, the difference against its champion; None when
     there is none or it is not the contract's."""
+    if failure_of({STATISTICS_KEY: stored}) is not None:
+        return {
+            "verdict": "failed",
+            "metric": "-",
+            "score": str(stored["failure"].get("cause") or "-"),
+            "difference": "-",
+            "champion": _champion_text(Champion.from_json(stored.get("champion"))),
+        }
     try:
         evaluated = Evaluated.from_json(stored) if stored is not None else None
     except EvaluationFormatError:
@@ -285,17 +294,25 @@ def _champion_text(champion: Champion | None) -> str:
 
 
 def problem(
-    evaluated: Evaluated | None, *, version: str, champion_now: Champion | None, mode: str, where: str
+    evaluated: Evaluated | None,
+    *,
+    version: str,
+    champion_now: Champion | None,
+    mode: str,
+    where: str,
+    failed: str | None = None,
 ) -> str | None:
     """Why the gate refuses ``version`` where traffic moves to ``where``; None when it passes. ``champion_now``
-    is what serves there as read just before the act."""
+    is what serves there as read just before the act; ``failed``: the cause when its evaluation job failed."""
     if evaluated is None:
         if check_mode(mode) == "advisory":
             return None
-        return (
-            f"version {version} has no evaluation (its recipe names no `evaluation`, or it was registered "
-            "before one was stored), and this environment's cdk.json evaluation_gate is mandatory"
+        why = (
+            f"its evaluation job failed: {failed}"
+            if failed
+            else "its recipe names no `evaluation`, or it was registered before one was stored"
         )
+        return f"version {version} has no evaluation ({why}), and this environment's cdk.json evaluation_gate is mandatory"
     if champion_now is None or evaluated.champion is None:
         # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
         # no champion: nothing says it is worse; ``passed`` says it was not compared).
@@ -315,8 +332,12 @@ def problem(
     return None
 
 
-def passed(evaluated: Evaluated | None, champion_now: Champion | None, where: str) -> str:
+def passed(
+    evaluated: Evaluated | None, champion_now: Champion | None, where: str, failed: str | None = None
+) -> str:
     """The line a passing gate says."""
+    if evaluated is None and failed:
+        return f"not evaluated: its evaluation job failed ({failed}); evaluation_gate advisory: the gate lets it pass"
     if evaluated is None:
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
     if champion_now is None and not where:  # no target named, and the version's run named none either
@@ -347,12 +368,16 @@ def decide(
     where: str,
     override: str | None = None,
     recorded: str = RECORDED_IN,
+    failed: str | None = None,
 ) -> Decision:
     """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
-    place records an override's reason."""
-    found = problem(evaluated, version=version, champion_now=champion_now, mode=mode, where=where)
+    place records an override's reason; ``failed``: the cause when the version's evaluation job failed (it
+    is then no evaluation, ``failure_of``)."""
+    found = problem(
+        evaluated, version=version, champion_now=champion_now, mode=mode, where=where, failed=failed
+    )
     if found is None:
-        return Decision(True, passed(evaluated, champion_now, where))
+        return Decision(True, passed(evaluated, champion_now, where, failed))
     if override is not None:
         reason = check_override(override)
         note = f"{OVERRIDE_PREFIX}{reason} (refused: {found})"
@@ -370,3 +395,27 @@ def check_override(override: str) -> str:
     if not reason:
         raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
     return reason
+
+
+#: What a failed evaluation job leaves under ``STATISTICS_KEY`` (docs/evaluation.md, "A failed evaluation"):
+#: {"failure": {"error", "status", "cause"}, "document_uri", "target", "champion", "job"}, no document.
+FAILURE_KEY = "failure"
+#: The verdict a version whose evaluation job failed shows (its CustomerMetadataProperties, the report).
+FAILED_VERDICT = "failed"
+
+
+def failure_of(statistics: dict[str, Any]) -> str | None:
+    """The cause of a version's failed evaluation job (its statistics document's ``STATISTICS_KEY``); None when
+    the job did not fail (or the version was not evaluated)."""
+    value = statistics.get(STATISTICS_KEY)
+    failure = value.get(FAILURE_KEY) if isinstance(value, dict) else None
+    if not isinstance(failure, dict):
+        return None
+    return str(failure.get("cause") or "no cause given")
+
+
+def failure_headline(stored: dict[str, Any]) -> dict[str, str]:
+    """CustomerMetadataProperties of a version whose evaluation job failed: the verdict ``failed`` and the cause
+    (in the characters the API accepts: ``metadata_value``)."""
+    cause = failure_of({STATISTICS_KEY: stored}) or "no cause given"
+    return {"evaluation_verdict": FAILED_VERDICT, "evaluation_failure": metadata_value(cause)}

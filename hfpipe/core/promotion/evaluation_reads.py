@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from hfpipe import contract
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy.what_serves import what_serves
 from hfpipe.core.promotion import evaluation_gate, promotion
@@ -37,8 +38,14 @@ def read_json(s3: Any, uri: str) -> dict[str, Any]:
 def evaluation_of(package: dict[str, Any], read: Callable[[str], dict[str, Any]]) -> Evaluated | None:
     """The evaluation stored with a version (its DescribeModelPackage answer); None when it has none.
     ``read`` reads a JSON document by its URI (``read_json`` with the right client)."""
+    return evaluation_gate.of_statistics(statistics_of(package, read))
+
+
+def statistics_of(package: dict[str, Any], read: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A version's statistics document ({} when it names none): its evaluation (``of_statistics``), or its
+    evaluation job's failure (``failure_of``), and its lineage."""
     uri = statistics_uri(package)
-    return evaluation_gate.of_statistics(read(uri)) if uri else None
+    return read(uri) if uri else {}
 
 
 def champion_of_version(sagemaker: Any, arn: str) -> Champion:
@@ -78,3 +85,38 @@ def champion_at(sagemaker: Any, env: str, target: dict[str, str]) -> Champion | 
     if target.get("adapter"):
         return champion_on_adapter(sagemaker, env, target["adapter"])
     return None
+
+
+def champion_to_replace(
+    sagemaker: Any, env: str, target: dict[str, str], version_arn: str
+) -> Champion | None:
+    """What version ``version_arn`` would replace at ``target``, read now: the champion there, or None when
+    nothing serves there or it serves that version already (then it replaces nothing)."""
+    champion = champion_at(sagemaker, env, target)
+    if champion is not None and champion.same_as(champion_of_version(sagemaker, version_arn)):
+        return None
+    return champion
+
+
+def target_here(target: dict[str, str], env: str, source_env: str | None) -> dict[str, str]:
+    """An evaluation's target as environment ``env`` names it. The evaluation ran in the environment the version
+    was trained in (``source_env`` for a version promoted from there: its ``promoted_from_env``), which stored
+    its named endpoint's SageMaker name, hfpipe-<source>-NAME; here that named endpoint is hfpipe-<env>-NAME
+    (contract.deployed_endpoint_name). An adapter keeps its name (each environment's shared base)."""
+    endpoint = target.get("endpoint")
+    if not endpoint or not source_env or source_env == env:
+        return dict(target)
+    prefix = contract.deployed_endpoint_name(source_env, "")
+    if not endpoint.startswith(prefix):
+        return dict(target)
+    return {"endpoint": contract.deployed_endpoint_name(env, endpoint.removeprefix(prefix))}
+
+
+def promoted_from_env(package: dict[str, Any], statistics: dict[str, Any] | None = None) -> str | None:
+    """The environment a version was promoted from (its metadata ``promoted_from_env``, which its statistics
+    document repeats); None for a version trained in its own environment."""
+    meta = package.get("CustomerMetadataProperties") or {}
+    value = meta.get(promotion.PROMOTED_FROM_ENV) or ((statistics or {}).get("metadata") or {}).get(
+        promotion.PROMOTED_FROM_ENV
+    )
+    return str(value) if value else None

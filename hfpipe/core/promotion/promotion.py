@@ -135,6 +135,7 @@ def evaluation_decision(
             where=f"environment {env}",
             override=override,
             recorded=evaluation_gate.PROMOTE_RECORDED_IN,
+            failed=evaluation_gate.failure_of(dict(source_document)),
         )
     except ValueError as err:
         raise PromotionRefused(str(err)) from None

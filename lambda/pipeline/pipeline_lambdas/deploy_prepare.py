@@ -1,10 +1,13 @@
 """Prepare: decide what a deploy of a registered version to a named endpoint does, and build its requests.
 
 Input ``{"version": "<recipe>/<n>" | <version ARN>, "endpoint": "<NAME>"}``, and optionally ``"ttl"`` (``hfpipe
-deploy --ttl``: when an endpoint it creates expires; hfpipe.core.deploy.expiry). Refused, with nothing created,
-unless the version is of this environment's groups, exists, is Approved and declares a real-time instance
-type; NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and the endpoint,
-if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
+deploy --ttl``: when an endpoint it creates expires; hfpipe.core.deploy.expiry) and ``"override_evaluation"``
+(``hfpipe deploy --override-evaluation REASON``). Refused, with nothing created, unless the version is of this
+environment's groups, exists, is Approved and declares a real-time instance type; the evaluation gate passes
+it (``check_evaluation``: hfpipe.core.promotion.evaluation_gate's one rule on the version's stored evaluation
+and what serves on the endpoint, both read now, so a deploy started without the command is gated as the
+command gates it); NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and
+the endpoint, if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
 and has not failed. Each refusal is an exception class whose name is the execution's error.
 
 The result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
@@ -39,7 +42,7 @@ from hfpipe.core.deploy.deploy_plan import (
 )
 from hfpipe.core.deploy.deployments import EndpointSettings
 from hfpipe.core.deploy.what_serves import read_config
-from hfpipe.core.promotion import registry
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup as rule
 from hfpipe.core.run import quotas
@@ -55,7 +58,15 @@ from pipeline_lambdas.deploy_guards import alarm_wait, other_deploy, recheck_app
 
 LOG = aws.logger(__name__)
 #: The clients Prepare is given (``prepare``'s ``clients``).
-CLIENTS = ("sagemaker", "ssm", "application-autoscaling", "service-quotas", "stepfunctions", "cloudwatch")
+CLIENTS = (
+    "sagemaker",
+    "ssm",
+    "application-autoscaling",
+    "service-quotas",
+    "stepfunctions",
+    "cloudwatch",
+    "s3",
+)
 #: Statuses in which SageMaker is still changing the endpoint: a deploy now would be refused or race it.
 BUSY = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"})
 
@@ -113,6 +124,12 @@ class EndpointTaskMismatch(DeployRefused):
     """The version's task kind is not the one the named endpoint is bound to (its ``hfpipe:task`` tag, put
     there when a deploy created it; for an endpoint created before that tag, the task of the version it
     serves)."""
+
+
+class EvaluationGateRefused(DeployRefused):
+    """The evaluation gate refused the version (hfpipe.core.promotion.evaluation_gate): evaluated worse than what
+    serves on the endpoint, a stale evaluation, none where the environment's evaluation_gate is mandatory, or an
+    evaluation the gate cannot read."""
 
 
 class DeployInProgress(DeployRefused):
@@ -288,19 +305,75 @@ def _accepted(event_input: Any) -> DeployInput:
         or not all(
             isinstance(event_input.get(k), str) and event_input.get(k) for k in ("version", "endpoint")
         )
-        or set(event_input) - {"version", "endpoint", "ttl"}
+        or set(event_input) - {"version", "endpoint", "ttl", "override_evaluation"}
+        or not isinstance(event_input.get("override_evaluation") or "", str)
     ):
         raise InvalidDeployInput(
             f"input {event_input!r}: not accepted; accepted: "
-            '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME", "ttl": "8h" (optional)}'
+            '{"version": "RECIPE/N" or a model package version ARN, "endpoint": "NAME", "ttl": "8h" (optional), '
+            '"override_evaluation": "REASON" (optional)}'
         )
-    ttl = event_input.get("ttl")
+    ttl, override = event_input.get("ttl"), event_input.get("override_evaluation")
     if ttl is not None:
         try:
             expiry.parse_ttl(ttl, "input.ttl")
         except expiry.TtlError as err:
             raise InvalidDeployInput(str(err)) from None
-    return DeployInput(version=event_input["version"], endpoint=event_input["endpoint"], ttl=ttl)
+    if override is not None:
+        try:
+            evaluation_gate.check_override(override)
+        except ValueError as err:
+            raise InvalidDeployInput(f"input.override_evaluation: {err}") from None
+    return DeployInput(
+        version=event_input["version"],
+        endpoint=event_input["endpoint"],
+        ttl=ttl,
+        override_evaluation=override,
+    )
+
+
+def check_evaluation(
+    sagemaker: Any,
+    s3: Any,
+    env: str,
+    info: requests.VersionInfo,
+    endpoint_name: str,
+    wanted: DeployInput,
+    mode: str,
+) -> str:
+    """The evaluation gate (hfpipe.core.promotion.evaluation_gate.decide), as `hfpipe deploy` applies it before
+    it starts this state machine: the version's stored evaluation (its statistics document) and what serves on
+    the endpoint, both read now (hfpipe.core.promotion.evaluation_reads); the input's ``override_evaluation``
+    passes a refusal (`hfpipe deploy` records its reason in the version's approval description once this
+    execution has started). The line the gate says; EvaluationGateRefused with the figures when it refuses."""
+    package = sagemaker.describe_model_package(ModelPackageName=info.arn)
+    try:
+        statistics = evaluation_reads.statistics_of(package, lambda u: evaluation_reads.read_json(s3, u))
+        evaluated = evaluation_gate.of_statistics(statistics)
+    except evaluation_gate.EvaluationFormatError as err:
+        raise EvaluationGateRefused(f"version {info.ref}: {err}; the gate cannot decide on it") from None
+    except (
+        Exception
+    ) as err:  # not readable (AccessDenied, NoSuchKey, not JSON): a gate that cannot read refuses
+        uri = evaluation_reads.statistics_uri(package)
+        raise EvaluationGateRefused(
+            f"version {info.ref}: its statistics document {uri} could not be read ({err}); the gate cannot decide"
+        ) from None
+    target = {"endpoint": endpoint_name}
+    champion = evaluation_reads.champion_to_replace(sagemaker, env, target, info.arn)
+    decision = evaluation_gate.decide(
+        evaluated,
+        version=info.ref,
+        champion_now=champion,
+        mode=mode,
+        where=f"endpoint {endpoint_name}",
+        override=wanted.override_evaluation,
+        failed=evaluation_gate.failure_of(statistics),
+    )
+    if not decision.allowed:
+        raise EvaluationGateRefused(f"refused by the evaluation gate: {decision.message}")
+    aws.log_json(LOG, "evaluation gate passed", version=info.arn, decision=decision.message)
+    return decision.message
 
 
 def expires(wanted: DeployInput, env_ttl: int | None, now: datetime | None) -> list[dict[str, str]]:
@@ -394,17 +467,21 @@ def prepare(
     waiting: AlarmWait | None = None,
     now: datetime | None = None,
     ttl_seconds: int | None = None,
+    gate_mode: str = evaluation_gate.DEFAULT_GATE_MODE,
 ) -> DeployPlan:
     """What this deploy does; ``clients`` has "sagemaker", "ssm", "application-autoscaling",
-    "service-quotas", "cloudwatch" and (with ``state_machine_arn``, the deploy state machine's)
+    "service-quotas", "cloudwatch", "s3" and (with ``state_machine_arn``, the deploy state machine's)
     "stepfunctions". ``waiting``: the ``alarm_wait`` of the previous look when this one follows a wait.
-    ``ttl_seconds``: the environment's time to live of an endpoint it creates (None: no expiry)."""
+    ``ttl_seconds``: the environment's time to live of an endpoint it creates (None: no expiry).
+    ``gate_mode``: the environment's cdk.json evaluation_gate (``EVALUATION_GATE``)."""
     sagemaker = clients["sagemaker"]
     wanted = _accepted(event_input)
     settings = _declared(wanted.endpoint, endpoints, env)
     if state_machine_arn:
         _first_of_its_endpoint(clients["stepfunctions"], state_machine_arn, execution_name, wanted.endpoint)
     info = _approved_version(sagemaker, wanted.version, env, role_arn)
+    # Every look (a look after a wait for alarms too) reads what serves just then.
+    check_evaluation(sagemaker, clients["s3"], env, info, settings.endpoint_name(env), wanted, gate_mode)
     plan = _first_plan(wanted, settings, info, env, execution_name)
     endpoint = describe_endpoint(sagemaker, plan.endpoint_name)
     others = neighbours(env, endpoints, wanted.endpoint)
@@ -590,4 +667,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         event.get("state_machine"),
         alarm_wait_from_json(event.get("alarm_wait")),
         ttl_seconds=expiry.ttl_of_variables(os.environ),
+        gate_mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
     ).to_json()

@@ -11,6 +11,13 @@ version serving on the run's target (the champion) on the same held-out examples
   the target, the champion's version ARN, the job's instance, seconds and USD), writes the wrapper beside the
   document (evaluated.json) and returns it at ``$.evaluation``, for Register (the version's statistics document
   and CustomerMetadataProperties) and the report.
+- ``failed``: the evaluation failed, not the training (the job ended Failed or Stopped: the Evaluate task's
+  ``States.TaskFailed``, whose cause is the job's DescribeProcessingJob answer; or it wrote no document the
+  gate can read: StoreEvaluation's EvaluationFailed). The run goes on: it returns at ``$.evaluation`` a record
+  of the failure (``failure``: the error, the job's status and its cause, FailureReason with ExitMessage;
+  no document) with the target, the champion and the job's instance, seconds and USD, which Register stores
+  with the version as ``evaluation: failed`` and the gate treats as no evaluation
+  (hfpipe.core.promotion.evaluation_gate.failure_of).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from hfpipe.core import cost
+from hfpipe.core.causes import cause_message
 from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.promotion.evaluation_gate import Champion, Evaluated
 from hfpipe.core.run import evaluation_job
@@ -135,12 +143,72 @@ def store(plan: Plan, prepared: dict[str, Any], job: dict[str, Any], s3: Any) ->
     return wrapper
 
 
+#: At most this much of a failure's cause is kept (a job's FailureReason is at most 1024 characters, its
+#: ExitMessage 1024: botocore's model of SageMaker, DescribeProcessingJobResponse).
+CAUSE_MAX = 2100
+
+
+def _job_of(error: dict[str, Any], prepared: dict[str, Any]) -> dict[str, Any]:
+    """The job's DescribeProcessingJob answer: a `.sync` task's failure cause (the answer as JSON: Step
+    Functions, "Run a Job (.sync)"), else what the Evaluate task returned ({} when neither)."""
+    try:
+        described = json.loads(str(error.get("Cause") or ""))
+    except ValueError:
+        described = None
+    if isinstance(described, dict) and described.get("ProcessingJobStatus"):
+        return described
+    job = prepared.get("job")
+    return job if isinstance(job, dict) else {}
+
+
+def _cause(error: dict[str, Any], job: dict[str, Any]) -> str:
+    """'<status>: <FailureReason> (exit message: <ExitMessage>)' of a job that failed; else the error's cause
+    (EvaluationFailed's message)."""
+    status, reason, message = (job.get(k) for k in ("ProcessingJobStatus", "FailureReason", "ExitMessage"))
+    if status in ("Failed", "Stopped"):
+        text = f"{status}: {reason or 'no FailureReason given'}"
+        if message and str(message).strip() not in text:
+            text += f" (exit message: {str(message).strip()})"
+        return text[:CAUSE_MAX]
+    return cause_message(error.get("Cause"))[:CAUSE_MAX]
+
+
+def failed(plan: Plan, prepared: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
+    """The ``failed`` step (module docstring): the failure's record, as JSON."""
+    e = _settings(plan)
+    job = _job_of(error, prepared)
+    seconds = _seconds(job, {})
+    cause = _cause(error, job)
+    record = {
+        evaluation_gate.FAILURE_KEY: {
+            "error": str(error.get("Error") or "States.TaskFailed"),
+            "status": job.get("ProcessingJobStatus"),
+            "cause": cause,
+        },
+        "document_uri": e.document_uri,
+        "target": _target(e),
+        "champion": prepared.get("champion"),
+        "job": {
+            "name": e.processing_job_name,
+            "instance_type": e.instance_type,
+            "instance_count": e.instance_count,
+            "seconds": seconds,
+            "usd": cost.estimate_cost(e.instance_type, e.instance_count, seconds),
+        },
+    }
+    aws.log_json(LOG, "evaluation failed", cause=cause)
+    return record
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Event: {"step": "prepare", "plan", "training"} or {"step": "store", "plan", "prepared", "job"}."""
+    """Event: {"step": "prepare", "plan", "training"}, {"step": "store", "plan", "prepared", "job"} or
+    {"step": "failed", "plan", "prepared", "error"} (``error``: the Catch's {Error, Cause})."""
     plan = Plan.from_json(event["plan"])
     aws.bind(event, plan.execution_name)
     if event.get("step") == "prepare":
         return prepare(plan, event.get("training") or {}, aws.client("sagemaker"))
     if event.get("step") == "store":
         return store(plan, event.get("prepared") or {}, event.get("job") or {}, aws.client("s3"))
-    raise EvaluationFailed(f"step: {event.get('step')!r} is not accepted; accepted: prepare, store")
+    if event.get("step") == "failed":
+        return failed(plan, event.get("prepared") or {}, event.get("error") or {})
+    raise EvaluationFailed(f"step: {event.get('step')!r} is not accepted; accepted: prepare, store, failed")

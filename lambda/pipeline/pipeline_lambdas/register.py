@@ -104,7 +104,8 @@ def register(
     ``promote_roles``: the Promote role ARNs of environments in other accounts that promote from this one
     (``share_group``); none where every such environment shares this one's account. ``evaluation``: the
     StoreEvaluation step's wrapper (hfpipe.core.promotion.evaluation_gate.Evaluated), stored with the version:
-    in its statistics document, and its verdict and headline figures in its CustomerMetadataProperties."""
+    in its statistics document, and its verdict and headline figures in its CustomerMetadataProperties; or
+    RecordEvaluationFailure's record of a failed job, stored the same way (verdict ``failed``, its cause)."""
     group = registry.group_request(plan.env, plan.recipe_name)["ModelPackageGroupName"]
     model_data_url = (training.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if not model_data_url:
@@ -119,9 +120,8 @@ def register(
     billable_s = float(training.get("BillableTimeInSeconds") or training_s)
     cost_usd = costs.estimate_cost(plan.instance_type, plan.instance_count, billable_s)
     properties = registry.metadata(plan, cost_usd=cost_usd, model_data_url=model_data_url)
-    evaluated = evaluation_gate.Evaluated.from_json(evaluation) if evaluation else None
-    if evaluated is not None:
-        properties.update(evaluation_gate.headline(evaluated))
+    stored, headline = _evaluation(evaluation)
+    properties.update(headline)
     key = registry.metrics_key(plan.execution_name)
     request = _checked(
         "CreateModelPackage",
@@ -134,8 +134,8 @@ def register(
         ),
     )
     document = registry.statistics(plan, final_metrics(training), properties)
-    if evaluated is not None:
-        document[evaluation_gate.STATISTICS_KEY] = evaluated.to_json()
+    if stored is not None:
+        document[evaluation_gate.STATISTICS_KEY] = stored
     # Written first, so the version never points at a missing document; a rerun writes the same key again.
     s3.put_object(
         Bucket=bucket, Key=key, Body=json.dumps(document, indent=2).encode(), ContentType="application/json"
@@ -144,6 +144,18 @@ def register(
     result = _result(group, arn, approval, created=True)
     aws.log_json(LOG, "registered", created_group=created_group, **result)
     return result
+
+
+def _evaluation(evaluation: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """What the version stores of its evaluation (its statistics document's, None: none) and its
+    CustomerMetadataProperties: the wrapper and its headline, or a failed job's record (``evaluation: failed``
+    with its cause, which the gate reads as no evaluation: evaluation_gate.failure_of)."""
+    if not evaluation:
+        return None, {}
+    if evaluation_gate.failure_of({evaluation_gate.STATISTICS_KEY: evaluation}) is not None:
+        return evaluation, evaluation_gate.failure_headline(evaluation)
+    evaluated = evaluation_gate.Evaluated.from_json(evaluation)
+    return evaluated.to_json(), evaluation_gate.headline(evaluated)
 
 
 def _result(group: str, arn: str, status: Any, *, created: bool) -> dict[str, Any]:

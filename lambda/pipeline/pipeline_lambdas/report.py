@@ -8,6 +8,7 @@ from typing import Any
 
 from hfpipe.core import cost as costs
 from hfpipe.core.causes import cause_message
+from hfpipe.core.promotion import evaluation_gate
 from hfpipe.core.run.logs import CAUSE_TAIL_MARKER, format_lines, log_tail
 from hfpipe.core.run.plan_model import Plan
 from pipeline_lambdas import aws
@@ -44,13 +45,17 @@ def build_report(event: dict[str, Any], plan: Plan | None = None) -> dict[str, A
 
 def evaluation_report(wrapper: Any) -> dict[str, Any] | None:
     """The evaluation job's verdict and cost (its instance, seconds and USD: docs/evaluation.md), from the
-    StoreEvaluation step's wrapper; None for a run that was not evaluated (or not yet)."""
+    StoreEvaluation step's wrapper, or RecordEvaluationFailure's record (verdict ``failed``, the job's cause as
+    the reason); None for a run that was not evaluated (or not yet)."""
     if not isinstance(wrapper, dict) or not wrapper.get("job"):
         return None
     document, job = wrapper.get("document") or {}, wrapper["job"]
+    failed = evaluation_gate.failure_of(
+        {evaluation_gate.STATISTICS_KEY: wrapper}
+    )  # the job failed: its cause
     return {
-        "verdict": document.get("verdict"),
-        "reason": document.get("reason"),
+        "verdict": evaluation_gate.FAILED_VERDICT if failed else document.get("verdict"),
+        "reason": failed or document.get("reason"),
         "metric": (document.get("rule") or {}).get("metric"),
         "difference": document.get("difference"),
         "champion_version_arn": (wrapper.get("champion") or {}).get("version_arn"),
