@@ -51,12 +51,8 @@ from hfpipe.core.adapters.adapter_plan import (
     AdapterDeleted,
     AdapterPlan,
 )
-from stacks.constructs.pipeline_state_machine import (
-    LAMBDA_THROTTLING_ERRORS,
-    RETRY_INTERVAL,
-    THROTTLING_ATTEMPTS,
-)
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.constructs.workflow import lambda_task, retry, standard_workflow
 from stacks.functions.adapter import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
 from stacks.functions.common import handler_of
 
@@ -107,15 +103,9 @@ class AdapterStateMachine(Construct):
             .when(_action_is("retire"), self._retire())
             .otherwise(self._deploy(way_back, failed))
         )
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(action),
-            state_machine_name=contract.adapter_state_machine_name(env_name),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=EXECUTION_TIMEOUT,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        name = contract.adapter_state_machine_name(env_name)
+        self.state_machine = standard_workflow(
+            self, action, name=name, timeout=EXECUTION_TIMEOUT, log_group=log_group
         )
         acknowledge_cdk_grants(self.state_machine.role, functions.values())
         depend_on_policy_only(self.state_machine)
@@ -132,23 +122,11 @@ class AdapterStateMachine(Construct):
             "state_machine": J.string_at("$$.StateMachine.Id"),
             **extra,
         }
-        state = tasks.LambdaInvoke(
-            self,
-            cid,
-            lambda_function=self._functions["adapter"],
-            payload=sfn.TaskInput.from_object(payload),
-            payload_response_only=True,
-            result_path=result_path,
-            retry_on_service_exceptions=True,
-        )
-        state.add_retry(
-            errors=LAMBDA_THROTTLING_ERRORS,
-            interval=RETRY_INTERVAL,
-            backoff_rate=2,
-            max_attempts=THROTTLING_ATTEMPTS,
+        state = lambda_task(
+            self, cid, self._functions["adapter"], result_path, sfn.TaskInput.from_object(payload)
         )
         if waits:
-            state.add_retry(errors=NOT_READY, interval=POLL, backoff_rate=1, max_attempts=POLLS)
+            retry(state, NOT_READY, POLLS, POLL, 1)
         return state
 
     def _planned(

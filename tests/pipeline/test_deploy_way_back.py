@@ -15,7 +15,7 @@ from deploy_standin import Update, stand_in_updates
 
 from hfpipe import contract
 from hfpipe.local.engine.template import ACCOUNT
-from stacks.constructs.pipeline_state_machine import CATCH_ALL_ATTEMPTS, THROTTLING_ATTEMPTS
+from stacks.constructs.workflow import CATCH_ALL_ATTEMPTS, THROTTLING_ATTEMPTS
 
 
 @pytest.fixture
