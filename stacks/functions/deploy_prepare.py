@@ -24,16 +24,16 @@ from hfpipe.core.deploy import deployments
 from hfpipe.core.promotion import registry
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
     grant_quota_reads,
-    pipeline_function,
 )
 from stacks.nag import acknowledge, rendered, rendered_value
 
 
-class DeployPrepareFunction(Construct):
+class DeployPrepareFunction(PipelineFunction):
     """The Prepare function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "deploy_prepare"
@@ -49,11 +49,10 @@ class DeployPrepareFunction(Construct):
         artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={
                 "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
