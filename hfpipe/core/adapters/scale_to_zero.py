@@ -295,13 +295,6 @@ def through_cold_start(
         return answer
 
 
-def running_instances(variant: Mapping[str, Any] | None) -> int | None:
-    """The instances a variant runs now (DescribeEndpoint's ``CurrentInstanceCount``; 0 for a base scaled to
-    zero), None when the description does not say."""
-    count = (variant or {}).get("CurrentInstanceCount")
-    return count if isinstance(count, int) else None
-
-
 def idle_day_usd(instance_type: str, instances: int, setting: ScaleToZero, wakes: int = 0) -> float | None:
     """What the base costs over a day with no traffic but ``wakes`` calls, each after more than the idle
     period (hfpipe.core.cost, on-demand): all day when it does not scale to zero; else, per wake, the cold start

@@ -88,6 +88,16 @@ class Settings:
     #: names the policies of both cases, one account and two).
     account: str | None = None
 
+    def peers(self) -> dict[str, Any]:
+        """The target and its source, as hfpipe.core.promotion.promotion_access's refusals name them."""
+        return {
+            "partition": self.partition,
+            "account": self.account,
+            "source_account": self.source_account,
+            "source_env": self.source_env,
+            "target_env": self.env,
+        }
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, account: str | None = None) -> Settings:
         e = os.environ if env is None else env
@@ -139,17 +149,7 @@ def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, An
                 f"accepted: a registered version (list them with `hfpipe models --env {s.source_env}`)"
             ) from None
         if _denied(err):
-            raise PromotionRefused(
-                promotion_access.group_denied(
-                    arn,
-                    _code(err),
-                    partition=s.partition,
-                    account=s.account,
-                    source_account=s.source_account,
-                    source_env=s.source_env,
-                    target_env=s.env,
-                )
-            ) from None
+            raise PromotionRefused(promotion_access.group_denied(arn, _code(err), **s.peers())) from None
         raise
 
 
@@ -166,17 +166,7 @@ def _source_read(
             ) from None
         if _denied(err):
             raise PromotionRefused(
-                promotion_access.bucket_denied(
-                    operation,
-                    bucket,
-                    key,
-                    _code(err),
-                    partition=s.partition,
-                    account=s.account,
-                    source_account=s.source_account,
-                    source_env=s.source_env,
-                    target_env=s.env,
-                )
+                promotion_access.bucket_denied(operation, bucket, key, _code(err), **s.peers())
             ) from None
         raise
 
