@@ -9,16 +9,10 @@ from typing import Any
 import boto3
 import pytest
 from cli_moto import ACCOUNT, REGION, Deployed, StopRecordingSageMaker, tags_for
+from cli_run import run
 from moto.backends import get_backend
 
-from hfpipe.cli import aws, main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
+from hfpipe.cli import aws
 
 # --- errors every command shares --------------------------------------------------------------------
 

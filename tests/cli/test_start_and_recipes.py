@@ -7,18 +7,12 @@ from typing import Any
 
 import pytest
 from cli_moto import REGION, Deployed, image_catalog
+from cli_run import run
 
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.core.names import default_execution_name
 from hfpipe.core.recipe.recipes import available_recipes, load_recipe
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 KNOWN = ", ".join(available_recipes())
 
@@ -216,7 +210,6 @@ def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> N
     ],
 )
 def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: str, capsys: Any) -> None:
-    from hfpipe.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -224,7 +217,6 @@ def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: st
 
 
 def test_recipes_print_json_a_tool_can_read(capsys: Any) -> None:
-    from hfpipe.cli import main
 
     assert main(["recipes", "show", "tiny-qa", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["task"] == "question-answering"
@@ -239,8 +231,6 @@ def test_bash_completion_completes_commands_and_options(tmp_path: Any, capsys: A
     `hfpipe start --rec`."""
     import shutil
     import subprocess
-
-    from hfpipe.cli import main
 
     assert main(["completion", "bash"]) == 0
     script = tmp_path / "hfpipe.bash"

@@ -10,16 +10,11 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
+from cli_run import run
 
-from hfpipe.cli import build_parser, main
+from hfpipe.cli import build_parser
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(

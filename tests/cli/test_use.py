@@ -14,22 +14,16 @@ from typing import Any
 import pytest
 import requests
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
+from cli_run import run
 from moto.backends import get_backend
 from sagemaker_resources import serving_resources
 
 from hfpipe import contract
-from hfpipe.cli import main
 from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core import cost
 from hfpipe.core.run import logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def deploy_endpoint(
