@@ -232,6 +232,16 @@ def recipe_options(
     )
 
 
+def dry_run_options(parser: argparse.ArgumentParser, of: str = "") -> None:
+    """--dry-run and its --json, as start and local take them (``of``: whose request it shows)."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"show the plan, the cost estimate and the CreateTrainingJob request{of}; start nothing",
+    )
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+
+
 def with_actions(
     parser: argparse.ArgumentParser, title: str = "ACTION", default: str | None = "list"
 ) -> Subparsers:
