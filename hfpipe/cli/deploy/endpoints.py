@@ -35,7 +35,7 @@ from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import components_on
 from hfpipe.core.deploy import expiry
 from hfpipe.core.deploy.what_serves import what_serves
-from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
+from hfpipe.core.run.cleanup import Resource, delete, describe_or_none, is_ours, tags_of
 
 
 @dataclass(frozen=True)
@@ -401,7 +401,7 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     if config_name:
         config = step(
             f"reading endpoint config {config_name}",
-            named_endpoints.describe_or_none,
+            describe_or_none,
             call=sagemaker.describe_endpoint_config,
             EndpointConfigName=config_name,
         )
@@ -420,7 +420,7 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     for model in models:
         described = step(
             f"reading model {model}",
-            named_endpoints.describe_or_none,
+            describe_or_none,
             call=sagemaker.describe_model,
             ModelName=model,
         )
@@ -491,10 +491,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
     # The config and model served only this endpoint; they are deleted when they are this environment's too.
     delete_all(sagemaker, leftovers, console, timeout_s)
-    if (
-        deployment
-        and named_endpoints.describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None
-    ):
+    if deployment and describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None:
         for removed in named_endpoints.forget(clients, args.env, name, deployment):
             console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")
@@ -525,7 +522,7 @@ def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
     """Endpoint `name` as it is now (None: there is none), refused when it is not environment `env`'s."""
     endpoint = step(
         f"reading endpoint {name}",
-        named_endpoints.describe_or_none,
+        describe_or_none,
         call=sagemaker.describe_endpoint,
         EndpointName=name,
     )

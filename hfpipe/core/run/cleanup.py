@@ -190,6 +190,17 @@ def is_not_found(err: Exception) -> bool:
     return "Could not find" in message or "does not exist" in message
 
 
+def describe_or_none(call: Any, **request: str) -> dict[str, Any] | None:
+    """A Describe* answer (``call(**request)``), or None when the resource does not exist (``is_not_found``);
+    other errors are raised."""
+    try:
+        return dict(call(**request))
+    except Exception as err:
+        if is_not_found(err):
+            return None
+        raise
+
+
 @dataclass(frozen=True)
 class Resource:
     """One SageMaker resource the pipeline created."""

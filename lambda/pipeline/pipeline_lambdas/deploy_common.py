@@ -28,24 +28,12 @@ def error_code(err: Exception) -> str:
 
 def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeEndpoint, or None when there is no such endpoint."""
-    try:
-        found: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=name)
-    except Exception as err:
-        if rule.is_not_found(err):
-            return None
-        raise
-    return found
+    return rule.describe_or_none(sagemaker.describe_endpoint, EndpointName=name)
 
 
 def describe_config(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeEndpointConfig, or None when there is no such config."""
-    try:
-        found: dict[str, Any] = sagemaker.describe_endpoint_config(EndpointConfigName=name)
-    except Exception as err:
-        if rule.is_not_found(err):
-            return None
-        raise
-    return found
+    return rule.describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=name)
 
 
 def is_deploy_made(tags: dict[str, str], env: str, name: str) -> bool:

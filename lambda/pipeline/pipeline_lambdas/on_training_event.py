@@ -43,10 +43,8 @@ def _foreign(event: Any, env: str) -> str | None:
     """Why ``event`` is not a training-job state change of this environment's jobs; None when it is."""
     if not isinstance(event, dict):
         return "not an event"
-    if event.get("source") != SOURCE:
-        return f"source {event.get('source')!r} is not {SOURCE}"
-    if event.get("detail-type") != DETAIL_TYPE:
-        return f"detail-type {event.get('detail-type')!r} is not {DETAIL_TYPE!r}"
+    if (other := aws.not_sent_by(event, SOURCE, DETAIL_TYPE)) is not None:
+        return other
     detail = event.get("detail")
     name = detail.get("TrainingJobName") if isinstance(detail, dict) else None
     if not isinstance(name, str) or not name.startswith(f"{env}-"):
