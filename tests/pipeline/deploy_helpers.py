@@ -156,6 +156,17 @@ def stored_record(engine: Any) -> dict[str, Any] | None:
         return None
 
 
+def assert_serves_again(engine: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """The endpoint serves ``before``'s config again, InService, and the record is ``before``; its description."""
+    endpoint = engine.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
+        "InService",
+        before["endpoint_config"],
+    )
+    assert stored_record(engine) == before
+    return dict(endpoint)
+
+
 def wiped(fresh: Any) -> Iterator[Any]:
     """No named endpoint, config, model or record before and after each test (the session's engine is shared)."""
 
