@@ -1,33 +1,17 @@
 """The adapter state machine (Standard, JSONPath): one adapter of the environment's shared base deployed,
-rolled back or deleted (docs/adapters.md, "Deploying an adapter"). Made where cdk.json declares a shared base.
+rolled back or deleted, or the base retired (docs/adapters.md, "Deploying an adapter", draws it). Made where
+cdk.json declares a shared base.
 
 Action? -> [delete: Delete -> Gone -> Deleted] | [retire: Retire -> Retired] |
 Apply -> WaitAdapter -> SmokeTest -> BakeStart -> [Bake -> BakeProbe -> BakeCheck -> Baked?] x BAKE_PROBES
--> Confirm -> Deployed.
+-> Confirm -> Deployed; after Apply every error goes the way back (WayBack -> WayBackSettled -> Failed).
 
-Apply's answer is the typed adapter plan (hfpipe.core.adapters.adapter_plan.AdapterPlan), kept at ``$.plan``;
-every path the states read of it comes from ``AdapterPlan.path`` (a field that does not exist fails the
-synth), and every step the function is asked for is one of ``adapter_plan.STEPS``.
-
-Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created (and any
-other error of it goes through Abandon, which takes back what the execution made); while it
-waits for the shared base to come up it raises AdapterNotReady, retried every ``POLL`` for at most
-``POLLS`` times (the base is made on the first adapter's deploy: a GPU endpoint and its model's load). After
-Apply, every error (the component failed, the smoke test of the version's recipe on the adapter failed, errors
-during the bake) goes the way back: WayBack puts the adapter as it was (a new component deleted, an updated
-one updated back to the artifact it served, once the component can take it), WayBackSettled waits for that
-(and retires a base this execution made when no adapter remains), and the execution fails with the error
-that sent it there; when the way back fails too, its own error is added to the cause (WayBackFailed). Confirm
-reads the version's approval again before Deployed: a version rejected meanwhile goes the way back. Only the
-one adapter's component is touched on any deploy path; Retire deletes the base, refused while adapters
-remain.
-
-SageMaker's rolling update of an inference component (UpdateInferenceComponent's DeploymentConfig) moves
-copies of a component in batches with alarms; an adapter component has no copies of its own (it uses its
-base's), so the state machine states its own mechanism with the same guarantees: the smoke test, a bake of
-``BAKE_SECONDS`` that calls the adapter ``BAKE_PROBES`` times (BakeProbe: the SmokeTest function; each call
-must answer) and reads the adapter's own error metrics after each (BakeCheck: any error fails it; metrics with
-no datapoints never pass it, the answers do), and the way back.
+Apply's answer, the typed adapter plan (hfpipe.core.adapters.adapter_plan.AdapterPlan), is kept at ``$.plan``;
+every path into it comes from ``AdapterPlan.path`` and every step asked of the function is one of
+``adapter_plan.STEPS``, so a misspelt one fails the synth. Why a bake of its own: SageMaker's rolling update of
+an inference component moves copies, and an adapter component has none of its own (it uses its base's), so the
+smoke test, the bake (each probe must answer; the adapter's error metrics read after each) and the way back
+give the same guarantees.
 """
 
 from __future__ import annotations

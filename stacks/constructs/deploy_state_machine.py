@@ -2,25 +2,16 @@
 a named endpoint of this environment, created or updated blue/green with SageMaker's deployment guardrails.
 
 Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> ApprovalBeforeRecord -> Record] |
-[wait: WaitForAlarms -> PrepareAgain -> Action?] (rollback alarms in ALARM before an update writes anything:
-waited for within hfpipe.core.deploy.deploy_limits' bound, then refused) |
-CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic -> CreateOrUpdate? -> CreateEndpoint |
-UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_polls`` times, both from Prepare)
--> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
-endpoint running included) ends at Refused with nothing created; every later error goes through DeployCleanup
-to DeployFailed. A failed smoke test, or a version no longer Approved before the record, after an update first
-puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving; when
-that way back fails, WhatServesAfterWayBack reads what serves from the endpoint and the execution fails with
-WayBackFailed naming it. The polling bounds and the execution timeout come from
-hfpipe.core.deploy.deployments, which counts the history they can cost (far below 25,000 events).
+[wait: WaitForAlarms -> PrepareAgain -> Action?] | CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic
+-> CreateEndpoint | UpdateEndpoint -> poll DescribeEndpoint -> SmokeTest -> ApprovalBeforeRecord -> Record ->
+Deployed. A refusal of Prepare ends at Refused with nothing created; every later error goes through DeployCleanup
+to DeployFailed, after an update first putting the previous config back (the way back). The polling bounds and
+the execution timeout come from hfpipe.core.deploy.deploy_limits, which counts the history they can cost (far
+below 25,000 events).
 
-Prepare's result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py), kept at ``$.deploy``; every path into it is
-built by ``DeployPlan.path`` from the plan's field names, so the definition cannot read a field the plan does not
-have. Every request is Prepare's (``DeployPlan.requests``, checked against botocore's shapes there); this
-definition only sends them. Retry and Catch follow the pipeline's (stacks/constructs/pipeline_state_machine.py).
-The definition is built from small named pieces (the error path, Prepare and its wait, the SageMaker tasks, the
-endpoint's wait, the way back, the action's choice), one module: its states name each other (every error path
-ends in DeployCleanup, the way back shares the poll of the update).
+Prepare's result, a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py), is kept at ``$.deploy``; every path into
+it is built by ``DeployPlan.path`` from the plan's field names, and every request is Prepare's (checked against
+botocore's shapes there): this definition only sends them.
 """
 
 from __future__ import annotations
