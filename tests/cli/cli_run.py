@@ -11,3 +11,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def start_tiny_lora(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    """`hfpipe start --env dev --recipe tiny-lora` with ``extra``."""
+    return run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", *extra)

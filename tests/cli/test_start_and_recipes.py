@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from cli_moto import REGION, Deployed, image_catalog
-from cli_run import run
+from cli_run import run, start_tiny_lora
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -95,7 +95,7 @@ def test_start_bad_input(capsys: Any, argv: list[str], message: str) -> None:
 
 def test_start_no_credentials(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    code, _, err = start_tiny_lora(capsys)
     assert code == 1
     assert err.startswith("error: no AWS credentials found: ")
 
@@ -112,13 +112,8 @@ def test_start_unknown_environment(deployed: Deployed, capsys: Any) -> None:
 def test_start_sends_recipe_and_overrides_and_prints_the_console_link(
     deployed: Deployed, capsys: Any
 ) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--set",
         "training.hyperparameters.max_steps=2",
         "--name",
@@ -152,11 +147,11 @@ def test_start_derives_the_name(deployed: Deployed, capsys: Any) -> None:
 
 
 def test_start_same_name_twice(deployed: Deployed, capsys: Any) -> None:
-    assert run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")[0] == 0
+    assert start_tiny_lora(capsys, "--name", "twice")[0] == 0
     # While it runs, the same name and input start nothing new and succeed (StartExecution is idempotent
     # then); once it has ended, the name is taken.
     deployed.wait(deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":twice")
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")
+    code, _, err = start_tiny_lora(capsys, "--name", "twice")
     assert code == 1
     assert (
         err == "error: an execution named 'twice' already exists in environment 'dev'; pass another --name\n"
@@ -171,7 +166,7 @@ def test_start_checks_the_environments_image_catalog(deployed: Deployed, capsys:
         Overwrite=True,
         Type="String",
     )
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    code, _, err = start_tiny_lora(capsys)
     assert code == 1
     assert err == (
         "error: recipe 'tiny-lora' cannot run in this environment: recipe.container.training: versions "
@@ -181,13 +176,8 @@ def test_start_checks_the_environments_image_catalog(deployed: Deployed, capsys:
 
 
 def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--name",
         "watched",
         "--watch",

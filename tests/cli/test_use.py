@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
-from cli_run import run
+from cli_run import run, start_tiny_lora
 from moto.backends import get_backend
 from sagemaker_resources import serving_resources
 
@@ -394,13 +394,8 @@ def test_report_shows_the_endpoint_up_and_its_cost(
 
 
 def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--name",
         "k-1",
         "--keep-endpoint",
@@ -431,9 +426,7 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     tagged = deployed.sagemaker.list_tags(ResourceArn=endpoint_arn)["Tags"]
     assert {"Key": contract.TAG_EXPIRES_AT, "Value": expires} in tagged
 
-    code, _, err = run(
-        capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"
-    )
+    code, _, err = start_tiny_lora(capsys, "--set", "deploy=false", "--keep-endpoint")
     assert (code, err) == (
         1,
         "error: --keep-endpoint: recipe 'tiny-lora' sets deploy: false, so it creates no endpoint to keep\n",
