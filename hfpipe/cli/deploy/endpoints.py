@@ -80,17 +80,6 @@ def _utc(value: Any) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
-        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
-    return tags
-
-
-def _ours(tags: dict[str, str], env: str) -> bool:
-    return tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT and tags.get(contract.TAG_ENV) == env
-
-
 def running_count(current: int | None, configured: int, variants: Any) -> int:
     """The instances an endpoint runs, and so bills: DescribeEndpoint's current count where it says one,
     else the config's. 0 only for an endpoint whose variants name no model (it hosts inference components):
@@ -189,8 +178,8 @@ def endpoint_of(
     """One endpoint by name when it exists and is this environment's, else None."""
     try:
         arn = sagemaker.describe_endpoint(EndpointName=name)["EndpointArn"]
-        tags = _tags(sagemaker, arn)
-        if not _ours(tags, env):
+        tags = tags_of(sagemaker, arn)
+        if not is_ours(tags, env):
             return None
         return describe(sagemaker, name, tags, datetime.now(UTC), cloudwatch, autoscaling)
     except Exception:
@@ -265,8 +254,8 @@ def find_endpoints(
     found = []
     for page in sagemaker.get_paginator("list_endpoints").paginate():
         for item in page["Endpoints"]:
-            tags = _tags(sagemaker, item["EndpointArn"])
-            if _ours(tags, env):
+            tags = tags_of(sagemaker, item["EndpointArn"])
+            if is_ours(tags, env):
                 record = (records or {}).get(named_endpoints.deployment_of(tags) or "")
                 try:
                     found.append(
@@ -387,6 +376,18 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     return _delete_one(clients, args, console)
 
 
+def _tagged(
+    sagemaker: Any, what: str, describe: Any, arn_key: str, **request: str
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """``describe(**request)`` (``what``: "model NAME") and the tags of the ARN at ``arn_key``; (None, {})
+    when there is no such resource."""
+    described = step(f"reading {what}", describe_or_none, call=describe, **request)
+    if described is None:
+        return None, {}
+    tags = step(f"reading the tags of {what}", tags_of, sagemaker=sagemaker, arn=described[arn_key])
+    return described, tags
+
+
 def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str) -> list[Resource]:
     """The endpoint config and model(s) behind ``endpoint`` that are this environment's: from the endpoint's
     own config when it still exists, else by the pipeline's names (`<base>-config`, `<base>-model` for an
@@ -399,37 +400,24 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     found: list[Resource] = []
     models: list[str] = [f"{base}-model"] if base else []
     if config_name:
-        config = step(
-            f"reading endpoint config {config_name}",
-            describe_or_none,
-            call=sagemaker.describe_endpoint_config,
+        config, tags = _tagged(
+            sagemaker,
+            f"endpoint config {config_name}",
+            sagemaker.describe_endpoint_config,
+            "EndpointConfigArn",
             EndpointConfigName=config_name,
         )
         if config is not None:
             for variant in config.get("ProductionVariants", []):
                 if variant.get("ModelName") and variant["ModelName"] not in models:
                     models.append(variant["ModelName"])
-            tags = step(
-                f"reading the tags of endpoint config {config_name}",
-                tags_of,
-                sagemaker=sagemaker,
-                arn=config["EndpointConfigArn"],
-            )
             if is_ours(tags, env):
                 found.append(Resource(config_kind, config_name, tags.get(contract.TAG_EXECUTION, "-"), None))
     for model in models:
-        described = step(
-            f"reading model {model}",
-            describe_or_none,
-            call=sagemaker.describe_model,
-            ModelName=model,
+        described, tags = _tagged(
+            sagemaker, f"model {model}", sagemaker.describe_model, "ModelArn", ModelName=model
         )
-        if described is None:
-            continue
-        tags = step(
-            f"reading the tags of model {model}", tags_of, sagemaker=sagemaker, arn=described["ModelArn"]
-        )
-        if is_ours(tags, env):
+        if described is not None and is_ours(tags, env):
             found.append(Resource(model_kind, model, tags.get(contract.TAG_EXECUTION, "-"), None))
     return found
 
@@ -520,18 +508,12 @@ def _refuse_shared_base(sagemaker: Any, name: str, env: str) -> None:
 
 def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
     """Endpoint `name` as it is now (None: there is none), refused when it is not environment `env`'s."""
-    endpoint = step(
-        f"reading endpoint {name}",
-        describe_or_none,
-        call=sagemaker.describe_endpoint,
-        EndpointName=name,
+    endpoint, tags = _tagged(
+        sagemaker, f"endpoint {name}", sagemaker.describe_endpoint, "EndpointArn", EndpointName=name
     )
     if endpoint is None:
         return None
-    tags = step(
-        f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
-    )
-    if not _ours(tags, env):
+    if not is_ours(tags, env):
         owner = tags.get(contract.TAG_ENV)
         whose = f"environment {owner!r}" if owner else "no hfpipe environment"
         raise HfpipeError(
