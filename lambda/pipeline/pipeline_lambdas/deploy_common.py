@@ -19,11 +19,7 @@ from hfpipe import contract
 from hfpipe.core.deploy import deploy_requests as requests
 from hfpipe.core.deploy.deployments import Autoscaling
 from hfpipe.core.run import cleanup as rule
-
-
-def error_code(err: Exception) -> str:
-    response = getattr(err, "response", None) or {}
-    return str((response.get("Error") or {}).get("Code", ""))
+from hfpipe.core.throttling import error_code
 
 
 def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:

@@ -25,14 +25,11 @@ import json
 import os
 from typing import Any
 
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
 from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 
 LOG = aws.logger(__name__)
-
-
-def _code(err: Exception) -> str:
-    return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
 
 SOURCE = "aws.sagemaker"
@@ -63,7 +60,7 @@ def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
     try:
         body = s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()
     except Exception as err:
-        if _code(err) in ("NoSuchKey", "404"):
+        if error_code(err) in ("NoSuchKey", "404"):
             return None
         raise
     try:
