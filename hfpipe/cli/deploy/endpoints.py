@@ -74,12 +74,6 @@ class EndpointInfo:
     idle: str = "unknown"
 
 
-def _utc(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def running_count(current: int | None, configured: int, variants: Any) -> int:
     """The instances an endpoint runs, and so bills: DescribeEndpoint's current count where it says one,
     else the config's. 0 only for an endpoint whose variants name no model (it hosts inference components):
@@ -113,7 +107,7 @@ def describe(
     variants = serving.live.variants if serving.live else ()
     # A running endpoint reports its current count per variant; prefer it over the initial one.
     count = running_count(serving.current_instance_count, count, variants)
-    created = _utc(serving.creation_time)
+    created = cost.as_utc(serving.creation_time)
     per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
     # Only an endpoint whose variants name no model holds inference components.
     components = components_on(sagemaker, name) if variants and all(v.model is None for v in variants) else []
