@@ -89,15 +89,11 @@ class Settings:
     #: names the policies of both cases, one account and two).
     account: str | None = None
 
-    def peers(self) -> dict[str, Any]:
+    def peers(self) -> promotion_access.Peers:
         """The target and its source, as hfpipe.core.promotion.promotion_access's refusals name them."""
-        return {
-            "partition": self.partition,
-            "account": self.account,
-            "source_account": self.source_account,
-            "source_env": self.source_env,
-            "target_env": self.env,
-        }
+        return promotion_access.Peers(
+            self.partition, self.account, self.source_account, self.source_env, self.env
+        )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, account: str | None = None) -> Settings:
@@ -148,7 +144,7 @@ def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, An
                 f"accepted: a registered version (list them with `hfpipe models --env {s.source_env}`)"
             ) from None
         if _denied(err):
-            raise PromotionRefused(promotion_access.group_denied(arn, error_code(err), **s.peers())) from None
+            raise PromotionRefused(promotion_access.group_denied(arn, error_code(err), s.peers())) from None
         raise
 
 
@@ -165,7 +161,7 @@ def _source_read(
             ) from None
         if _denied(err):
             raise PromotionRefused(
-                promotion_access.bucket_denied(operation, bucket, key, error_code(err), **s.peers())
+                promotion_access.bucket_denied(operation, bucket, key, error_code(err), s.peers())
             ) from None
         raise
 
