@@ -253,6 +253,17 @@ def with_actions(
     return sub
 
 
+def listing_command(
+    sub: Subparsers, name: str, text: str, listing: str
+) -> tuple[Subparsers, argparse.ArgumentParser]:
+    """A command of several actions whose default is ``list`` (`hfpipe models`): its actions, and the list
+    action's parser (``listing``: its help)."""
+    p = sub.add_parser(name, help=text)
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    return actions, actions.add_parser("list", help=f"{listing} (the default)")
+
+
 def runs_folder_option(parser: argparse.ArgumentParser, text: str) -> None:
     """--out, the folder of local runs (``text``: what it is for in this command); its default, the
     checkout's `.hfpipe/local` (hfpipe.local.outputs.runs_folder), resolved as the arguments are parsed."""

@@ -27,7 +27,7 @@ from hfpipe.cli import aws, faults
 from hfpipe.cli.adapters import adapter_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.deploy import endpoint_cost, named_endpoints
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, listing_command
 from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
@@ -565,11 +565,11 @@ def _confirmed(
 
 def add_to(sub: Subparsers) -> None:
     """`hfpipe endpoints` and its actions: arguments and help."""
-    p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
-    p.set_defaults(command_parser=p)
-    actions = with_actions(p)
-    listed = actions.add_parser(
-        "list", help="the environment's endpoints, their status and cost (the default)"
+    actions, listed = listing_command(
+        sub,
+        "endpoints",
+        "the environment's endpoints and their cost; delete one",
+        "the environment's endpoints, their status and cost",
     )
     env_option(listed)
     listed.add_argument("--json", action="store_true", help="print the endpoints as JSON")
