@@ -84,9 +84,14 @@ def bundle_core(out: Path) -> None:
 
 
 @jsii.implements(cdk.ILocalBundling)
-class _LocalBundling:
+class LocalBundling:
+    """CDK's local bundling, no Docker: ``write(output_dir)`` writes the bundle."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+
     def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
-        bundle_into(output_dir)
+        self._write(output_dir)
         return True
 
 
@@ -95,7 +100,9 @@ def code_asset() -> lambda_.Code:
     return lambda_.Code.from_asset(
         str(ROOT / "lambda" / "pipeline"),
         asset_hash_type=cdk.AssetHashType.OUTPUT,
-        bundling=cdk.BundlingOptions(image=cdk.DockerImage.from_registry("unused"), local=_LocalBundling()),
+        bundling=cdk.BundlingOptions(
+            image=cdk.DockerImage.from_registry("unused"), local=LocalBundling(bundle_into)
+        ),
     )
 
 
