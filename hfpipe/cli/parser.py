@@ -282,6 +282,13 @@ def runs_folder_option(parser: argparse.ArgumentParser, text: str) -> None:
     )
 
 
+def local_run_options(parser: argparse.ArgumentParser, text: str) -> None:
+    """--local (``text``: what the command reads of a local run) with its --out, then the AWS options."""
+    parser.add_argument("--local", action="store_true", help=text)
+    runs_folder_option(parser, "folder of the local runs, with --local")
+    aws_options(parser)
+
+
 def execution_argument(parser: argparse.ArgumentParser, optional: str = "") -> None:
     """EXECUTION and --env, as watch, stop, report and logs take them (``optional``: what a command line
     without EXECUTION means, for a command where it may be left out)."""
