@@ -39,6 +39,7 @@ from stacks.constructs.workflow import (
     RETRY_INTERVAL,
     THROTTLING_ATTEMPTS,
     lambda_task,
+    log_group,
     retry,
     standard_workflow,
 )
@@ -85,13 +86,8 @@ class Promotion(Construct):
             evaluation_gate=evaluation_gate,
             allowed_image_registries=allowed_image_registries,
         )
-        self.log_group = logs.LogGroup(
-            self,
-            "LogGroup",
-            log_group_name=f"/aws/vendedlogs/states/{contract.promote_state_machine_name(env)}",
-            retention=log_retention,
-            removal_policy=removal_policy,
-        )
+        name = contract.promote_state_machine_name(env)
+        self.log_group = log_group(self, "LogGroup", name, log_retention, removal_policy)
         self.state_machine = self._state_machine(env, self._task())
         ssm.StringParameter(
             self,

@@ -73,6 +73,25 @@ def lambda_task(
     return state
 
 
+def log_group(
+    scope: Construct,
+    cid: str,
+    name: str,
+    retention: logs.RetentionDays,
+    removal_policy: cdk.RemovalPolicy,
+) -> logs.LogGroup:
+    """The log group of the state machine ``name``. Step Functions writes through CloudWatch Logs' vended-log
+    delivery; a group under /aws/vendedlogs/ keeps the log resource policy from growing per group
+    (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html)."""
+    return logs.LogGroup(
+        scope,
+        cid,
+        log_group_name=f"/aws/vendedlogs/states/{name}",
+        retention=retention,
+        removal_policy=removal_policy,
+    )
+
+
 def standard_workflow(
     scope: Construct,
     definition: sfn.IChainable,
