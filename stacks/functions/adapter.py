@@ -34,6 +34,7 @@ from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
     PipelineFunction,
+    colon_arn,
     deploy_arn,
     grant_artifacts,
     grant_hosting_deletes,
@@ -199,12 +200,7 @@ class AdapterFunction(PipelineFunction):
         its policies, and the no-capacity alarm (``_grant_scale_to_zero``)."""
         stack = cdk.Stack.of(self)
         alarms = [
-            stack.format_arn(
-                service="cloudwatch",
-                resource="alarm",
-                resource_name=name,
-                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-            )
+            colon_arn(stack, "cloudwatch", "alarm", name)
             for name in (
                 scale_to_zero.alarm_name(component),
                 f"TargetTracking-inference-component/{component}-*",

@@ -254,6 +254,14 @@ def acknowledge_artifacts(role: iam.IRole, artifacts_bucket_name: str, prefix: s
     acknowledge(role, f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}*]", reason)
 
 
+def colon_arn(scope: Construct, service: str, resource: str, name: str) -> str:
+    """The ARN of ``resource`` ``name`` in this stack's account and region, in the services' form with a colon
+    before the name (arn:...:alarm:NAME, :stateMachine:NAME, :log-group:NAME)."""
+    return cdk.Stack.of(scope).format_arn(
+        service=service, resource=resource, resource_name=name, arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
 def sagemaker_arn(scope: Construct, resource: str) -> str:
     """Every SageMaker ``resource`` (training-job, endpoint, ...) of this account and region."""
     return cdk.Stack.of(scope).format_arn(service="sagemaker", resource=resource, resource_name="*")
@@ -431,11 +439,11 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
         )
     )
     # Target tracking alarms are named TargetTracking-<ResourceId>-AlarmHigh|AlarmLow-<id>.
-    alarms = stack.format_arn(
-        service="cloudwatch",
-        resource="alarm",
-        resource_name=f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    alarms = colon_arn(
+        stack,
+        "cloudwatch",
+        "alarm",
+        f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
     )
     role.add_to_policy(
         iam.PolicyStatement(

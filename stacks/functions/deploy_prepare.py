@@ -25,6 +25,7 @@ from hfpipe.core.promotion import registry
 from stacks.functions.common import (
     FunctionSettings,
     PipelineFunction,
+    colon_arn,
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
@@ -164,16 +165,6 @@ def state_machine_arns(scope: Construct, machine: str) -> tuple[str, str]:
     # inputs (named, not referenced: the state machine invokes this function). Service Authorization
     # Reference, Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
     stack = cdk.Stack.of(scope)
-    machine_arn = stack.format_arn(
-        service="states",
-        resource="stateMachine",
-        resource_name=machine,
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
-    executions = stack.format_arn(
-        service="states",
-        resource="execution",
-        resource_name=f"{machine}:*",
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
+    machine_arn = colon_arn(stack, "states", "stateMachine", machine)
+    executions = colon_arn(stack, "states", "execution", f"{machine}:*")
     return machine_arn, executions

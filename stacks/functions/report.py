@@ -13,7 +13,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from hfpipe.core.run.logs import LOG_GROUP as TRAINING_LOG_GROUP
-from stacks.functions.common import FunctionSettings, PipelineFunction, grant_publish
+from stacks.functions.common import FunctionSettings, PipelineFunction, colon_arn, grant_publish
 from stacks.nag import acknowledge, rendered
 
 
@@ -31,12 +31,7 @@ class ReportFunction(PipelineFunction):
         # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
         # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
         stack = cdk.Stack.of(self)
-        training_logs = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=TRAINING_LOG_GROUP,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
+        training_logs = colon_arn(stack, "logs", "log-group", TRAINING_LOG_GROUP)
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
         )
