@@ -32,6 +32,7 @@ from hfpipe.contract import (
 )
 from hfpipe.core.promotion import promotion
 from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.constructs import workflow
 from stacks.constructs.adapter_state_machine import AdapterStateMachine
 from stacks.constructs.deploy_state_machine import DeployStateMachine
 from stacks.constructs.endpoint_alarms import EndpointAlarms
@@ -98,16 +99,7 @@ class PipelineStack(Stack):
         self.sourcedir.grant_read(self.execution_role)
 
         self._add_notifications()
-        self.log_group = logs.LogGroup(
-            self,
-            "PipelineLogGroup",
-            # Step Functions writes through CloudWatch Logs' vended-log delivery; a group under
-            # /aws/vendedlogs/ keeps the log resource policy from growing per group
-            # (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
-            log_group_name=f"/aws/vendedlogs/states/hfpipe-{config.name}-pipeline",
-            retention=retention_days(config.log_retention_days),
-            removal_policy=self._removal_policy,
-        )
+        self.log_group = self._log_group("PipelineLogGroup", contract.state_machine_name(config.name))
 
         self._add_state_machine()
         self._add_deploy()
@@ -115,6 +107,10 @@ class PipelineStack(Stack):
         self._add_reaper()
         self._add_promotion()
         self._add_outputs()
+
+    def _log_group(self, cid: str, name: str) -> logs.LogGroup:
+        retention = retention_days(self.config.log_retention_days)
+        return workflow.log_group(self, cid, name, retention, self._removal_policy)
 
     def _add_notifications(self) -> None:
         """The notification topic (success/failure of each run) and its customer managed key."""
@@ -209,12 +205,8 @@ class PipelineStack(Stack):
         self.endpoint_alarms.grant_describe(self.execution_role)
         # Prepare looks at them before an update writes anything (deploy_guards.alarm_wait).
         self.endpoint_alarms.grant_describe(self.pipeline_lambdas.deploy_prepare.role)
-        self.deploy_log_group = logs.LogGroup(
-            self,
-            "DeployLogGroup",
-            log_group_name=f"/aws/vendedlogs/states/{contract.deploy_state_machine_name(self.config.name)}",
-            retention=retention_days(self.config.log_retention_days),
-            removal_policy=self._removal_policy,
+        self.deploy_log_group = self._log_group(
+            "DeployLogGroup", contract.deploy_state_machine_name(self.config.name)
         )
         self.deploy = DeployStateMachine(
             self,
@@ -256,13 +248,7 @@ class PipelineStack(Stack):
         )
         grant_invoke_adapters(self.pipeline_lambdas.smoke_test.role, self.config.name)
         name = contract.adapter_state_machine_name(self.config.name)
-        log_group = logs.LogGroup(
-            self,
-            "AdapterLogGroup",
-            log_group_name=f"/aws/vendedlogs/states/{name}",
-            retention=retention_days(self.config.log_retention_days),
-            removal_policy=self._removal_policy,
-        )
+        log_group = self._log_group("AdapterLogGroup", name)
         self.adapters = AdapterStateMachine(
             self,
             "Adapters",

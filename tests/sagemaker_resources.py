@@ -27,3 +27,18 @@ def serving_resources(
     )
     if endpoint is not None:
         sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=config, Tags=tags)
+
+
+def run_hosting(sm: Any, names: Any, role: str, tags: list[dict[str, str]], image: str) -> None:
+    """A run's model, endpoint config and endpoint (``names``: a Plan or PlannedNames) on an ml.g4dn.xlarge,
+    serving ``image``."""
+    serving_resources(
+        sm,
+        model=names.model_name,
+        config=names.endpoint_config_name,
+        endpoint=names.endpoint_name,
+        role=role,
+        tags=tags,
+        instance_type="ml.g4dn.xlarge",
+        PrimaryContainer={"Image": image, "ModelDataUrl": "s3://a/model.tar.gz"},
+    )

@@ -10,12 +10,13 @@ exit status (docs/cli.md: 1 an error, 2 a usage error, 130 interrupted).
 from __future__ import annotations
 
 import contextvars
+import json
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from hfpipe.cli.aws import aws_error
+from hfpipe.cli.aws import aws_error, call
 from hfpipe.cli.clients import AwsFault, HfpipeError, UsageError
 from hfpipe.cli.parser import check_rules
 from hfpipe.core import throttling
@@ -29,6 +30,17 @@ def state(text: str | None) -> None:
     """Say what a fault from here on leaves: the error line of an AWS call that fails ends with ``text``
     (what still runs, what to run next); None: nothing to add."""
     _STATE.set(text)
+
+
+def start_execution(clients: Any, machine: str, name: str, request: dict[str, Any], unsure: str) -> str:
+    """StartExecution of ``machine`` named ``name`` with ``request``; the execution's ARN. An answer of 5xx
+    may come after the execution started: ``unsure`` is the state of a fault until the answer."""
+    state(unsure)
+    doing = f"starting {machine.rsplit(':', 1)[-1]}"
+    started = call(
+        doing, clients.sfn.start_execution, stateMachineArn=machine, name=name, input=json.dumps(request)
+    )
+    return str(started["executionArn"])
 
 
 def current_state() -> str | None:

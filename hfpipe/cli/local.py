@@ -24,6 +24,7 @@ from hfpipe.cli.aws import Clients, HfpipeError, UsageError
 from hfpipe.cli.parser import (
     LOCAL_PORT,
     Subparsers,
+    dry_run_options,
     option_rules,
     recipe_options,
     runs_folder_option,
@@ -51,12 +52,7 @@ def add_to(sub: Subparsers) -> None:
     local_prune.add_to(actions)
     recipe_options(p, "training.hyperparameters.max_steps=8", required=False)
     runs_folder_option(p, "folder for the run's model.tar.gz, log, metrics and report")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="show the plan, the cost estimate and the CreateTrainingJob request of the run; start nothing",
-    )
-    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    dry_run_options(p, " of the run")
     p.add_argument(
         "--serve",
         action="store_true",

@@ -232,6 +232,16 @@ def recipe_options(
     )
 
 
+def dry_run_options(parser: argparse.ArgumentParser, of: str = "") -> None:
+    """--dry-run and its --json, as start and local take them (``of``: whose request it shows)."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"show the plan, the cost estimate and the CreateTrainingJob request{of}; start nothing",
+    )
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+
+
 def with_actions(
     parser: argparse.ArgumentParser, title: str = "ACTION", default: str | None = "list"
 ) -> Subparsers:
@@ -241,6 +251,17 @@ def with_actions(
     sub = parser.add_subparsers(dest="action", metavar=title)
     parser.set_defaults(action=None, default_action=default)
     return sub
+
+
+def listing_command(
+    sub: Subparsers, name: str, text: str, listing: str
+) -> tuple[Subparsers, argparse.ArgumentParser]:
+    """A command of several actions whose default is ``list`` (`hfpipe models`): its actions, and the list
+    action's parser (``listing``: its help)."""
+    p = sub.add_parser(name, help=text)
+    p.set_defaults(command_parser=p)
+    actions = with_actions(p)
+    return actions, actions.add_parser("list", help=f"{listing} (the default)")
 
 
 def runs_folder_option(parser: argparse.ArgumentParser, text: str) -> None:
@@ -259,6 +280,13 @@ def runs_folder_option(parser: argparse.ArgumentParser, text: str) -> None:
         default=Deferred(checkout_runs, ".hfpipe/local in the checkout"),
         help=f"{text} (default: %(default)s)",
     )
+
+
+def local_run_options(parser: argparse.ArgumentParser, text: str) -> None:
+    """--local (``text``: what the command reads of a local run) with its --out, then the AWS options."""
+    parser.add_argument("--local", action="store_true", help=text)
+    runs_folder_option(parser, "folder of the local runs, with --local")
+    aws_options(parser)
 
 
 def execution_argument(parser: argparse.ArgumentParser, optional: str = "") -> None:

@@ -31,7 +31,8 @@ THROTTLING_CODES = BOTOCORE_THROTTLING_CODES
 
 def error_code(err: BaseException) -> str:
     """The AWS error code of a botocore ClientError (or of anything with its ``response``), else ""."""
-    return str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
+    response = getattr(err, "response", None) or {}
+    return str((response.get("Error") or {}).get("Code", ""))
 
 
 def is_throttled(err: BaseException) -> bool:

@@ -284,9 +284,6 @@ def metric_definitions(definitions: list[dict[str, str]], field: str) -> None:
             )
 
 
-_DISTRIBUTION_FLAGS = {"enabled": bool}
-
-
 def distribution(dist: Mapping[str, Any], field: str) -> None:
     """Each distribution entry is an object whose `enabled` is a boolean (the SDK's shape)."""
     for key, entry in dist.items():

@@ -1,32 +1,16 @@
-"""The local world: one environment of cdk.json on this machine, up until stopped (`hfpipe local up --env ENV`).
+"""The local world: one environment of cdk.json on this machine, up until stopped (`hfpipe local up --env ENV`;
+docs/local.md, "The local world").
 
-Where `hfpipe.local.run` stands up a throwaway `local` environment for one run inside one command, a world
-environment is the environment itself, named as in cdk.json with its region and settings (model approval,
-named endpoints, promotion source; removal policy, retention and expirations made local-friendly by
-`hfpipe.local.stacks.local_environments`), served by its own process until Ctrl-C/SIGTERM:
-
-- its Data and Pipeline stacks synthesized for it (`synth_stacks`) and stood up on moto by a `LocalEngine`
-  (every state machine of the template: the pipeline's and those the stacks add), with the buckets, exports and
-  SSM parameters the stacks would have, so `hfpipe.cli.aws.resolve_environment` finds it as on AWS;
-- moto's own HTTP server (`ThreadedMotoServer`) on 127.0.0.1 in front of the same moto account, which every
-  `hfpipe ... --env ENV` command reaches with `HFPIPE_LOCAL=1` (hfpipe.cli.local_world); an execution started
-  over HTTP runs here, with its Lambda handlers and SageMaker calls in this process, where the engine's hooks
-  see them; InvokeEndpoint over HTTP is answered by the runtime (moto_patches, ``serve_invocations``);
-- the fixture data of every bundled recipe that runs here as written (the tiny-* recipes: nothing of theirs
-  is substituted but the machine) in the data bucket, at the recipe's channel prefixes;
-- a runtime (`WorldRuntime`) that trains whatever recipe a job is for, decided per job from the execution
-  that launched it (its input's recipe and --set overrides; else the job's recipe tag), and refuses, as a
-  failed job whose reason says so, a recipe that local mode would have to change (a hub model, a hub data
-  set, GPUs): `hfpipe local --recipe NAME` runs those; it serves endpoints with the serving kind of the
-  model's recipe;
-- the Lambda package's clients for another environment's region (`pipeline_lambdas.aws.REGION_OVERRIDES`) go
-  to that environment's own world process, found in the world file (hfpipe.local.world_file): one process
-  per environment, as separate accounts are, so a promotion reads its source where the source lives;
-- waits scaled by ``time_scale`` (Wait states, Retry intervals, and whatever else reads the engine's
-  ``time_scale``); task timeouts stay real, as training here takes real time.
-
-What is not played is local mode's list (docs/pipeline.md, "Local engine": IAM, EventBridge's retries, ...);
-everything lives in this process's memory and ends with it.
+Where `hfpipe.local.run` stands up a throwaway `local` environment for one run, a world environment is the
+environment itself, named as in cdk.json with its region and settings (made local-friendly by
+`hfpipe.local.stacks.local_environments`), served by its own process until Ctrl-C/SIGTERM: its stacks on moto
+(a `LocalEngine`, every state machine of the template), moto's HTTP server on 127.0.0.1 that every
+`hfpipe ... --env ENV` command reaches with `HFPIPE_LOCAL=1`, the tiny recipes' fixture data in its data bucket,
+and a runtime (`WorldRuntime`) that trains and serves a job's recipe as written, refusing, as a failed job, one
+local mode would have to change. Another environment's region is that environment's own world process (the
+world file): one process per environment, as separate accounts are. Waits are scaled by ``time_scale``; task
+timeouts stay real. What is not played is local mode's list (docs/pipeline.md, "Local engine"); everything
+lives in this process's memory and ends with it.
 """
 
 from __future__ import annotations

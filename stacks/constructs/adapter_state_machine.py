@@ -1,33 +1,17 @@
 """The adapter state machine (Standard, JSONPath): one adapter of the environment's shared base deployed,
-rolled back or deleted (docs/adapters.md, "Deploying an adapter"). Made where cdk.json declares a shared base.
+rolled back or deleted, or the base retired (docs/adapters.md, "Deploying an adapter", draws it). Made where
+cdk.json declares a shared base.
 
 Action? -> [delete: Delete -> Gone -> Deleted] | [retire: Retire -> Retired] |
 Apply -> WaitAdapter -> SmokeTest -> BakeStart -> [Bake -> BakeProbe -> BakeCheck -> Baked?] x BAKE_PROBES
--> Confirm -> Deployed.
+-> Confirm -> Deployed; after Apply every error goes the way back (WayBack -> WayBackSettled -> Failed).
 
-Apply's answer is the typed adapter plan (hfpipe.core.adapters.adapter_plan.AdapterPlan), kept at ``$.plan``;
-every path the states read of it comes from ``AdapterPlan.path`` (a field that does not exist fails the
-synth), and every step the function is asked for is one of ``adapter_plan.STEPS``.
-
-Apply (the adapter function's ``apply`` step) refuses a bad request at Refused with nothing created (and any
-other error of it goes through Abandon, which takes back what the execution made); while it
-waits for the shared base to come up it raises AdapterNotReady, retried every ``POLL`` for at most
-``POLLS`` times (the base is made on the first adapter's deploy: a GPU endpoint and its model's load). After
-Apply, every error (the component failed, the smoke test of the version's recipe on the adapter failed, errors
-during the bake) goes the way back: WayBack puts the adapter as it was (a new component deleted, an updated
-one updated back to the artifact it served, once the component can take it), WayBackSettled waits for that
-(and retires a base this execution made when no adapter remains), and the execution fails with the error
-that sent it there; when the way back fails too, its own error is added to the cause (WayBackFailed). Confirm
-reads the version's approval again before Deployed: a version rejected meanwhile goes the way back. Only the
-one adapter's component is touched on any deploy path; Retire deletes the base, refused while adapters
-remain.
-
-SageMaker's rolling update of an inference component (UpdateInferenceComponent's DeploymentConfig) moves
-copies of a component in batches with alarms; an adapter component has no copies of its own (it uses its
-base's), so the state machine states its own mechanism with the same guarantees: the smoke test, a bake of
-``BAKE_SECONDS`` that calls the adapter ``BAKE_PROBES`` times (BakeProbe: the SmokeTest function; each call
-must answer) and reads the adapter's own error metrics after each (BakeCheck: any error fails it; metrics with
-no datapoints never pass it, the answers do), and the way back.
+Apply's answer, the typed adapter plan (hfpipe.core.adapters.adapter_plan.AdapterPlan), is kept at ``$.plan``;
+every path into it comes from ``AdapterPlan.path`` and every step asked of the function is one of
+``adapter_plan.STEPS``, so a misspelt one fails the synth. Why a bake of its own: SageMaker's rolling update of
+an inference component moves copies, and an adapter component has none of its own (it uses its base's), so the
+smoke test, the bake (each probe must answer; the adapter's error metrics read after each) and the way back
+give the same guarantees.
 """
 
 from __future__ import annotations
@@ -51,12 +35,8 @@ from hfpipe.core.adapters.adapter_plan import (
     AdapterDeleted,
     AdapterPlan,
 )
-from stacks.constructs.pipeline_state_machine import (
-    LAMBDA_THROTTLING_ERRORS,
-    RETRY_INTERVAL,
-    THROTTLING_ATTEMPTS,
-)
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.constructs.workflow import lambda_task, retry, standard_workflow
 from stacks.functions.adapter import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
 from stacks.functions.common import handler_of
 
@@ -107,15 +87,9 @@ class AdapterStateMachine(Construct):
             .when(_action_is("retire"), self._retire())
             .otherwise(self._deploy(way_back, failed))
         )
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(action),
-            state_machine_name=contract.adapter_state_machine_name(env_name),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=EXECUTION_TIMEOUT,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        name = contract.adapter_state_machine_name(env_name)
+        self.state_machine = standard_workflow(
+            self, action, name=name, timeout=EXECUTION_TIMEOUT, log_group=log_group
         )
         acknowledge_cdk_grants(self.state_machine.role, functions.values())
         depend_on_policy_only(self.state_machine)
@@ -132,23 +106,11 @@ class AdapterStateMachine(Construct):
             "state_machine": J.string_at("$$.StateMachine.Id"),
             **extra,
         }
-        state = tasks.LambdaInvoke(
-            self,
-            cid,
-            lambda_function=self._functions["adapter"],
-            payload=sfn.TaskInput.from_object(payload),
-            payload_response_only=True,
-            result_path=result_path,
-            retry_on_service_exceptions=True,
-        )
-        state.add_retry(
-            errors=LAMBDA_THROTTLING_ERRORS,
-            interval=RETRY_INTERVAL,
-            backoff_rate=2,
-            max_attempts=THROTTLING_ATTEMPTS,
+        state = lambda_task(
+            self, cid, self._functions["adapter"], result_path, sfn.TaskInput.from_object(payload)
         )
         if waits:
-            state.add_retry(errors=NOT_READY, interval=POLL, backoff_rate=1, max_attempts=POLLS)
+            retry(state, NOT_READY, POLLS, POLL, 1)
         return state
 
     def _planned(

@@ -2,25 +2,16 @@
 a named endpoint of this environment, created or updated blue/green with SageMaker's deployment guardrails.
 
 Prepare -> Action? -> [none: AlreadyServing] | [record: SmokeTest -> ApprovalBeforeRecord -> Record] |
-[wait: WaitForAlarms -> PrepareAgain -> Action?] (rollback alarms in ALARM before an update writes anything:
-waited for within hfpipe.core.deploy.deploy_limits' bound, then refused) |
-CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic -> CreateOrUpdate? -> CreateEndpoint |
-UpdateEndpoint -> poll DescribeEndpoint (every ``poll_seconds``, at most ``max_polls`` times, both from Prepare)
--> SmokeTest -> ApprovalBeforeRecord -> Record -> Deployed. A refusal of Prepare (another deploy of the
-endpoint running included) ends at Refused with nothing created; every later error goes through DeployCleanup
-to DeployFailed. A failed smoke test, or a version no longer Approved before the record, after an update first
-puts the previous config back (UpdateEndpoint, then its own bounded poll), so the old version keeps serving; when
-that way back fails, WhatServesAfterWayBack reads what serves from the endpoint and the execution fails with
-WayBackFailed naming it. The polling bounds and the execution timeout come from
-hfpipe.core.deploy.deployments, which counts the history they can cost (far below 25,000 events).
+[wait: WaitForAlarms -> PrepareAgain -> Action?] | CreateModel -> CreateEndpointConfig -> ApprovalBeforeTraffic
+-> CreateEndpoint | UpdateEndpoint -> poll DescribeEndpoint -> SmokeTest -> ApprovalBeforeRecord -> Record ->
+Deployed. A refusal of Prepare ends at Refused with nothing created; every later error goes through DeployCleanup
+to DeployFailed, after an update first putting the previous config back (the way back). The polling bounds and
+the execution timeout come from hfpipe.core.deploy.deploy_limits, which counts the history they can cost (far
+below 25,000 events).
 
-Prepare's result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py), kept at ``$.deploy``; every path into it is
-built by ``DeployPlan.path`` from the plan's field names, so the definition cannot read a field the plan does not
-have. Every request is Prepare's (``DeployPlan.requests``, checked against botocore's shapes there); this
-definition only sends them. Retry and Catch follow the pipeline's (stacks/constructs/pipeline_state_machine.py).
-The definition is built from small named pieces (the error path, Prepare and its wait, the SageMaker tasks, the
-endpoint's wait, the way back, the action's choice), one module: its states name each other (every error path
-ends in DeployCleanup, the way back shares the poll of the update).
+Prepare's result, a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py), is kept at ``$.deploy``; every path into
+it is built by ``DeployPlan.path`` from the plan's field names, and every request is Prepare's (checked against
+botocore's shapes there): this definition only sends them.
 """
 
 from __future__ import annotations
@@ -39,18 +30,19 @@ from hfpipe.core.deploy import deploy_limits
 from hfpipe.core.deploy.deploy_plan import ACTIONS, DeployPlan
 from stacks.constructs.deploy_state_machine_role import grant_deploy
 from stacks.constructs.endpoint_alarms import EndpointAlarms
-from stacks.constructs.pipeline_state_machine import (
+from stacks.constructs.pipeline_state_machine import PLAN_THROTTLING_ERRORS
+from stacks.constructs.workflow import (
     CAPACITY_ATTEMPTS,
     CAPACITY_RETRY_INTERVAL,
-    CATCH_ALL_ATTEMPTS,
-    LAMBDA_THROTTLING_ERRORS,
-    PLAN_THROTTLING_ERRORS,
     RETRY_INTERVAL,
-    SAGEMAKER_CAPACITY_ERRORS,
     SAGEMAKER_OPTIMIZED_ERRORS,
     SAGEMAKER_SDK_ERRORS,
     THROTTLING_ATTEMPTS,
     Retryable,
+    lambda_task,
+    retry,
+    retry_sagemaker,
+    standard_workflow,
 )
 from stacks.functions.common import PassRoleGrant, deploy_arn
 
@@ -122,40 +114,17 @@ class DeployStateMachine(Construct):
         )
         prepare_again.next(action)
         definition = prepare.next(action)
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            state_machine_name=contract.deploy_state_machine_name(env_name),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=timeout,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        name = contract.deploy_state_machine_name(env_name)
+        self.state_machine = standard_workflow(
+            self, definition, name=name, timeout=timeout, log_group=log_group
         )
         grant_deploy(self.state_machine, env_name, functions, grant_pass_role, alarms)
 
     # -- building blocks ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _retry(state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration) -> None:
-        state.add_retry(errors=errors, interval=interval, backoff_rate=2, max_attempts=attempts)
-
-    def _retry_sagemaker(self, state: Retryable, catch_all: list[str]) -> None:
-        self._retry(state, catch_all, CATCH_ALL_ATTEMPTS, RETRY_INTERVAL)
-        self._retry(state, SAGEMAKER_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
-
     def _invoke(self, cid: str, fn_key: str, result_path: str, payload: dict) -> tasks.LambdaInvoke:
-        state = tasks.LambdaInvoke(
-            self,
-            cid,
-            lambda_function=self._functions[fn_key],
-            payload=sfn.TaskInput.from_object(payload),
-            payload_response_only=True,
-            result_path=result_path,
-            retry_on_service_exceptions=True,
-        )
-        self._retry(state, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
-        return state
+        function = self._functions[fn_key]
+        return lambda_task(self, cid, function, result_path, sfn.TaskInput.from_object(payload))
 
     def _fail(self, cid: str) -> sfn.Fail:
         return sfn.Fail(self, cid, error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
@@ -209,7 +178,7 @@ class DeployStateMachine(Construct):
         for state in (prepare, prepare_again):
             # Service Quotas throttling the fleet's quota check (hfpipe.core.run.quotas) and CloudWatch throttling
             # the alarms' look (deploy_guards.firing_alarms) are retried as the Plan's throttling is.
-            self._retry(state, PREPARE_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+            retry(state, PREPARE_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
             state.add_catch(refused, errors=["States.ALL"], result_path=ERROR)
         wait_seconds = sfn.WaitTime.seconds_path(P("alarm_wait", "poll_seconds"))
         wait_for_alarms = sfn.Wait(self, "WaitForAlarms", time=wait_seconds)
@@ -234,7 +203,7 @@ class DeployStateMachine(Construct):
             },
         )
         sdk = resource.startswith("aws-sdk:")
-        self._retry_sagemaker(state, SAGEMAKER_SDK_ERRORS if sdk else SAGEMAKER_OPTIMIZED_ERRORS)
+        retry_sagemaker(state, SAGEMAKER_SDK_ERRORS if sdk else SAGEMAKER_OPTIMIZED_ERRORS)
         return state
 
     def _created(self, cid: str, resource: str, members: tuple[str, ...]) -> sfn.CustomState:
@@ -253,7 +222,7 @@ class DeployStateMachine(Construct):
             iam_resources=[deploy_arn(self, "endpoint", self._env_name)],
             result_path="$.endpoint",
         )
-        self._retry_sagemaker(state, SAGEMAKER_SDK_ERRORS)
+        retry_sagemaker(state, SAGEMAKER_SDK_ERRORS)
         state.add_catch(on_error, errors=["States.ALL"], result_path=error_path)
         return state
 
@@ -450,14 +419,10 @@ class DeployStateMachine(Construct):
         rollback = self._invoke(
             "PutPreviousConfigBack", "deploy_cleanup", "$.rollback", {"way_back": J.object_at(P())}
         )
-        rollback.add_retry(
-            errors=["EndpointNotReadyForWayBack"],
-            interval=cdk.Duration.seconds(deploy_limits.POLL_SECONDS),
-            backoff_rate=1,
-            max_attempts=deploy_limits.WAY_BACK_READY_ATTEMPTS,
-        )
-        self._retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
-        self._retry(rollback, ["WayBackCapacity"], CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
+        poll = cdk.Duration.seconds(deploy_limits.POLL_SECONDS)
+        retry(rollback, ["EndpointNotReadyForWayBack"], deploy_limits.WAY_BACK_READY_ATTEMPTS, poll, 1)
+        retry(rollback, ["WayBackThrottled"], THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        retry(rollback, ["WayBackCapacity"], CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
         return rollback
 
     def _rollback_note(self, then: sfn.IChainable, cid: str, text: str, *values: str) -> sfn.Chain:

@@ -20,6 +20,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe.core.deploy import deployments, fleets
+from stacks.functions.common import colon_arn
 
 
 class EndpointAlarms(Construct):
@@ -71,15 +72,7 @@ class EndpointAlarms(Construct):
     def alarm_arns(self) -> list[str]:
         """The alarms' ARNs, built from their fixed names (as a deploy names them)."""
         stack = cdk.Stack.of(self)
-        return [
-            stack.format_arn(
-                service="cloudwatch",
-                resource="alarm",
-                resource_name=name,
-                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-            )
-            for name in self.alarm_names
-        ]
+        return [colon_arn(stack, "cloudwatch", "alarm", name) for name in self.alarm_names]
 
     def grant_describe(self, grantee: iam.IGrantable) -> None:
         """cloudwatch:DescribeAlarms on these alarms only (none declared: nothing)."""

@@ -28,6 +28,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.functions.common import colon_arn
 from stacks.nag import acknowledge
 
 RETENTION = cdk.Duration.days(14)
@@ -93,12 +94,7 @@ def _admit_alarm(stack: cdk.Stack, alarm_name: str, topic: sns.ITopic, topic_key
     # (its only other statement denies non-TLS publishing) and the topic key's policy must admit it, for
     # this alarm only. The ARN is built from the fixed alarm name: a GetAtt would make a cycle (key ->
     # alarm -> topic -> key). Confused-deputy keys as CloudWatch documents them for SNS alarm actions.
-    alarm_arn = stack.format_arn(
-        service="cloudwatch",
-        resource="alarm",
-        resource_name=alarm_name,
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
+    alarm_arn = colon_arn(stack, "cloudwatch", "alarm", alarm_name)
     from_this_alarm = {
         "ArnLike": {"aws:SourceArn": alarm_arn},
         "StringEquals": {"aws:SourceAccount": stack.account},

@@ -23,9 +23,9 @@ from hfpipe.core.deploy import deployments
 from hfpipe.core.promotion import registry
 from stacks.functions.cleanup import CleanupFunction
 from stacks.functions.common import (
-    Component,
     FunctionSettings,
     PassRoleGrant,
+    PipelineFunction,
     RoleFactory,
     code_asset,
     handler_of,
@@ -43,7 +43,7 @@ from stacks.functions.report import ReportFunction
 from stacks.functions.smoke_test import SmokeTestFunction
 
 #: The components in the order they are made (the first binds the shared code asset).
-COMPONENTS: tuple[type[Component], ...] = (
+COMPONENTS: tuple[type[PipelineFunction], ...] = (
     PlanFunction,
     LaunchFunction,
     GateFunction,
@@ -226,7 +226,7 @@ class PipelineLambdas(Construct):
 
     def _index_components(self) -> None:
         """``functions`` and ``roles`` by runtime module name, the components made in COMPONENTS' order."""
-        components: tuple[Component, ...] = (
+        components: tuple[PipelineFunction, ...] = (
             self.plan,
             self.launch,
             self.gate,

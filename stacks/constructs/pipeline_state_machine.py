@@ -18,7 +18,6 @@ from the plan's field names, so the state machine cannot read a field the plan d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeAlias
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
@@ -32,20 +31,25 @@ from hfpipe.core import limits
 from hfpipe.core.run.plan_model import Plan
 from stacks.constructs.state_machine_name import state_machine_name
 from stacks.constructs.state_machine_role import grant_evaluation, grant_hosting
+from stacks.constructs.workflow import (
+    CAPACITY_ATTEMPTS,
+    CAPACITY_RETRY_INTERVAL,
+    LAMBDA_THROTTLING_ERRORS,
+    RETRY_INTERVAL,
+    SAGEMAKER_OPTIMIZED_ERRORS,
+    SAGEMAKER_SDK_ERRORS,
+    THROTTLING_ATTEMPTS,
+    Retryable,
+    lambda_task,
+    retry,
+    retry_sagemaker,
+    standard_workflow,
+)
 from stacks.functions.common import PassRoleGrant, run_arn
 
 J = sfn.JsonPath
 #: JSONPaths into the plan, from its field names: a field that does not exist fails the synth.
 P = Plan.path
-#: Lambda service errors (CDK's retry_on_service_exceptions covers the first three, plus
-#: Lambda.ClientExecutionTimeoutException) and Invoke throttling.
-LAMBDA_THROTTLING_ERRORS = ["Lambda.TooManyRequestsException"]
-#: Optimized SageMaker integration (createModel, createEndpointConfig, createEndpoint).
-SAGEMAKER_OPTIMIZED_ERRORS = ["SageMaker.AmazonSageMakerException"]
-#: AWS SDK SageMaker integration (describeEndpoint, describeTrainingJob).
-SAGEMAKER_SDK_ERRORS = ["SageMaker.SageMakerException"]
-#: Capacity, named the same by both SageMaker integrations.
-SAGEMAKER_CAPACITY_ERRORS = ["SageMaker.ResourceLimitExceededException"]
 #: Raised by our own Lambdas (launch.py, core/plan.py): their class names are the error names.
 LAUNCH_THROTTLING_ERRORS = ["ThrottlingException"]
 LAUNCH_CAPACITY_ERRORS = ["CapacityError"]
@@ -61,14 +65,6 @@ EVALUATION_STORE_FAILED = "EvaluationFailed"
 EVALUATION_ERROR = "$.evaluation_error"
 #: The Launch task's own timeout: retried, each retry a re-check of the job (Launch runs again).
 TRAINING_RECHECK_ERROR = "States.Timeout"
-# The states that take Retry and Catch fields (Task states, CDK's or hand-written).
-Retryable: TypeAlias = sfn.TaskStateBase | sfn.CustomState
-RETRY_INTERVAL = cdk.Duration.seconds(5)
-CAPACITY_RETRY_INTERVAL = cdk.Duration.seconds(60)
-#: Catch-alls carry validation and access errors too: a few attempts only.
-CATCH_ALL_ATTEMPTS = 3
-THROTTLING_ATTEMPTS = 6
-CAPACITY_ATTEMPTS = 5
 EXECUTION_TIMEOUT = cdk.Duration.seconds(limits.EXECUTION_TIMEOUT_SECONDS)
 
 
@@ -92,8 +88,6 @@ class PipelineStateMachine(Construct):
         grant_pass_role: PassRoleGrant,
         log_group: logs.ILogGroup,
         execution_role_arn: str,
-        retry_interval: cdk.Duration = RETRY_INTERVAL,
-        capacity_retry_interval: cdk.Duration = CAPACITY_RETRY_INTERVAL,
         timeout: cdk.Duration = EXECUTION_TIMEOUT,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -103,8 +97,6 @@ class PipelineStateMachine(Construct):
         self._env_name = env_name
         self._functions = functions
         self._execution_role_arn = execution_role_arn
-        self._retry_interval = retry_interval
-        self._capacity_retry_interval = capacity_retry_interval
         self._cleanup_on_error = self._error_path()
 
         plan, launch = self._plan_and_launch()
@@ -118,46 +110,20 @@ class PipelineStateMachine(Construct):
         )
         definition = plan.next(launch).next(after_training)
 
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            state_machine_name=state_machine_name(env_name),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=timeout,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        self.state_machine = standard_workflow(
+            self, definition, name=state_machine_name(env_name), timeout=timeout, log_group=log_group
         )
         grant_hosting(self.state_machine, env_name, functions, grant_pass_role)
         grant_evaluation(self.state_machine, env_name)
 
     # -- building blocks ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _retry(
-        state: Retryable, errors: list[str], attempts: int, interval: cdk.Duration, backoff: float = 2
-    ) -> None:
-        state.add_retry(errors=errors, interval=interval, backoff_rate=backoff, max_attempts=attempts)
-
-    def _retry_sagemaker(self, state: Retryable, catch_all: list[str]) -> None:
-        self._retry(state, catch_all, CATCH_ALL_ATTEMPTS, self._retry_interval)
-        self._retry(state, SAGEMAKER_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, self._capacity_retry_interval)
-
     def _invoke(
         self, cid: str, fn_key: str, result_path: str | None, payload: sfn.TaskInput | None = None
     ) -> tasks.LambdaInvoke:
-        state = tasks.LambdaInvoke(
-            self,
-            cid,
-            lambda_function=self._functions[fn_key],
-            # No payload: the Lambda gets the whole state (plan, training, error, ...).
-            payload=payload,
-            payload_response_only=True,
-            result_path=result_path if result_path else J.DISCARD,
-            retry_on_service_exceptions=True,
-        )
-        self._retry(state, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, self._retry_interval)
-        return state
+        # No payload: the Lambda gets the whole state (plan, training, error, ...).
+        function = self._functions[fn_key]
+        return lambda_task(self, cid, function, result_path if result_path else J.DISCARD, payload)
 
     def _fail(self, cid: str) -> sfn.Fail:
         return sfn.Fail(self, cid, error_path="$.report.error", cause_path="$.report.cause")
@@ -186,7 +152,7 @@ class PipelineStateMachine(Construct):
                 {"input": J.object_at("$"), "execution_name": J.string_at("$$.Execution.Name")}
             ),
         )
-        self._retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, self._retry_interval)
+        retry(plan, PLAN_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         # Launch creates the job and returns; the task waits for OnTrainingEvent, whose SendTaskSuccess
         # output (the job description) lands in $.training. For a late or lost event, the task times out
         # every TRAINING_RECHECK_SECONDS and its Retry on States.Timeout runs Launch again, which completes
@@ -206,11 +172,10 @@ class PipelineStateMachine(Construct):
             task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(limits.TRAINING_RECHECK_SECONDS)),
             retry_on_service_exceptions=True,
         )
-        interval = self._retry_interval
-        self._retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, interval)
-        self._retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, interval)
-        self._retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, self._capacity_retry_interval)
-        self._retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), 1)
+        retry(launch, LAMBDA_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        retry(launch, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
+        retry(launch, LAUNCH_CAPACITY_ERRORS, CAPACITY_ATTEMPTS, CAPACITY_RETRY_INTERVAL)
+        retry(launch, [TRAINING_RECHECK_ERROR], limits.TRAINING_RECHECKS, cdk.Duration.seconds(1), 1)
         launch.add_catch(self._training_failed(), errors=TRAINING_FAILED_ERRORS, result_path="$.error")
         self._catch(launch)
         return plan, launch
@@ -229,7 +194,7 @@ class PipelineStateMachine(Construct):
             ],
             result_path="$.training",
         )
-        self._retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
+        retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
         self._catch(describe_failed)
         report_training_failed = self._invoke("ReportTrainingFailure", "report", "$.report")
         describe_failed.next(report_training_failed)
@@ -330,7 +295,7 @@ class PipelineStateMachine(Construct):
                 "ResultPath": "$.evaluation_job.job",
             },
         )
-        self._retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
+        retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
         # A job that ended Failed or Stopped: States.TaskFailed, its DescribeProcessingJob answer the cause.
         state.add_catch(failed, errors=[EVALUATION_JOB_FAILED], result_path=EVALUATION_ERROR)
         self._catch(state)
@@ -358,12 +323,11 @@ class PipelineStateMachine(Construct):
             .otherwise(deploy)
         )
 
-    def _register_adapter(self) -> tasks.LambdaInvoke:
-        """An unmerged adapter (the plan names its base) has no endpoint of its own: it becomes a version in
-        the recipe's group straight after training (and the gate), and is served on the environment's
-        shared base by `hfpipe deploy --adapter` (docs/adapters.md)."""
+    def _register(self, cid: str) -> tasks.LambdaInvoke:
+        """The model (the plan, the job's description, the evaluation) becomes a version in the recipe's model
+        package group; a failed registration fails the run (Catch -> CleanupOnError)."""
         register = self._invoke(
-            "RegisterAdapter",
+            cid,
             "register",
             "$.registered",
             sfn.TaskInput.from_object(
@@ -375,6 +339,13 @@ class PipelineStateMachine(Construct):
             ),
         )
         self._catch(register)
+        return register
+
+    def _register_adapter(self) -> tasks.LambdaInvoke:
+        """An unmerged adapter (the plan names its base) has no endpoint of its own: it becomes a version in
+        the recipe's group straight after training (and the gate), and is served on the environment's
+        shared base by `hfpipe deploy --adapter` (docs/adapters.md)."""
+        register = self._register("RegisterAdapter")
         report = self._invoke("ReportAdapter", "report", "$.report")
         report.next(sfn.Succeed(self, "AdapterRegistered"))
         return register.next(report)
@@ -395,7 +366,7 @@ class PipelineStateMachine(Construct):
                 "ResultPath": f"$.created.{api}",
             },
         )
-        self._retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
+        retry_sagemaker(state, SAGEMAKER_OPTIMIZED_ERRORS)
         self._catch(state)
         return state
 
@@ -467,7 +438,7 @@ class PipelineStateMachine(Construct):
             # The whole description: FailureReason (present only when Failed) reaches the report.
             result_path="$.endpoint",
         )
-        self._retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
+        retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
         self._catch(describe_endpoint)
         count_down = sfn.Pass(
             self,
@@ -513,19 +484,7 @@ class PipelineStateMachine(Construct):
         # A model that passed the smoke test becomes a version in the recipe's model package group; a failed
         # registration fails the run (Catch -> CleanupOnError). Only the version's ARN and number go into
         # the state (the input is the plan and the job's description, already there).
-        register = self._invoke(
-            "Register",
-            "register",
-            "$.registered",
-            sfn.TaskInput.from_object(
-                {
-                    "plan": J.object_at(P()),
-                    "training": J.object_at("$.training"),
-                    "evaluation": J.object_at("$.evaluation"),
-                }
-            ),
-        )
-        self._catch(register)
+        register = self._register("Register")
         smoke.next(register)
         register.next(
             sfn.Choice(self, "KeepEndpoint?")
@@ -552,7 +511,7 @@ class PipelineStateMachine(Construct):
                 "ResultPath": "$.keep_tag",
             },
         )
-        self._retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
+        retry_sagemaker(tag_kept, SAGEMAKER_SDK_ERRORS)
         tag_kept.add_catch(report_success, errors=["States.ALL"], result_path="$.keep_tag_error")
         tag_kept.next(report_success)
         return tag_kept

@@ -33,13 +33,16 @@ from constructs import Construct
 from hfpipe import contract
 from hfpipe.core.promotion import promotion, promotion_access, registry
 from stacks.config import PromotionPeer
-from stacks.constructs.pipeline_state_machine import (
-    LAMBDA_THROTTLING_ERRORS,
-    LAUNCH_THROTTLING_ERRORS,
+from stacks.constructs.pipeline_state_machine import LAUNCH_THROTTLING_ERRORS
+from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
+from stacks.constructs.workflow import (
     RETRY_INTERVAL,
     THROTTLING_ATTEMPTS,
+    lambda_task,
+    log_group,
+    retry,
+    standard_workflow,
 )
-from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
 from stacks.functions.common import FunctionSettings, handler_of
 from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction
 
@@ -83,13 +86,8 @@ class Promotion(Construct):
             evaluation_gate=evaluation_gate,
             allowed_image_registries=allowed_image_registries,
         )
-        self.log_group = logs.LogGroup(
-            self,
-            "LogGroup",
-            log_group_name=f"/aws/vendedlogs/states/{contract.promote_state_machine_name(env)}",
-            retention=log_retention,
-            removal_policy=removal_policy,
-        )
+        name = contract.promote_state_machine_name(env)
+        self.log_group = log_group(self, "LogGroup", name, log_retention, removal_policy)
         self.state_machine = self._state_machine(env, self._task())
         ssm.StringParameter(
             self,
@@ -104,38 +102,26 @@ class Promotion(Construct):
         """The one task: the Promote function plans and carries out the promotion (every read and check
         before its first write, in one invocation); its answer (hfpipe.core.promotion.promote_plan.Promoted) is the
         output."""
-        task = tasks.LambdaInvoke(
+        payload = {
+            "input": sfn.JsonPath.object_at("$"),
+            "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
+        }
+        timeout = sfn.Timeout.duration(cdk.Duration.seconds(TIMEOUT_SECONDS + 60))
+        task = lambda_task(
             self,
             "Promote",
-            lambda_function=self.promote.function,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "input": sfn.JsonPath.object_at("$"),
-                    "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
-                }
-            ),
-            payload_response_only=True,
-            retry_on_service_exceptions=True,
-            task_timeout=sfn.Timeout.duration(cdk.Duration.seconds(TIMEOUT_SECONDS + 60)),
+            self.promote.function,
+            None,
+            sfn.TaskInput.from_object(payload),
+            task_timeout=timeout,
         )
-        for errors in (LAMBDA_THROTTLING_ERRORS, LAUNCH_THROTTLING_ERRORS):
-            task.add_retry(
-                errors=errors, interval=RETRY_INTERVAL, backoff_rate=2, max_attempts=THROTTLING_ATTEMPTS
-            )
+        retry(task, LAUNCH_THROTTLING_ERRORS, THROTTLING_ATTEMPTS, RETRY_INTERVAL)
         return task
 
     def _state_machine(self, env: str, task: tasks.LambdaInvoke) -> sfn.StateMachine:
-        machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(task),
-            state_machine_name=contract.promote_state_machine_name(env),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            timeout=EXECUTION_TIMEOUT,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
-            ),
+        name = contract.promote_state_machine_name(env)
+        machine = standard_workflow(
+            self, task, name=name, timeout=EXECUTION_TIMEOUT, log_group=self.log_group
         )
         depend_on_policy_only(machine)
         acknowledge_cdk_grants(machine.role, [self.promote.function])

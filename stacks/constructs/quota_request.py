@@ -6,16 +6,13 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
-import jsii
 from aws_cdk import (
     AssetHashType,
     BundlingOptions,
     CustomResource,
     DockerImage,
     Duration,
-    ILocalBundling,
     RemovalPolicy,
     Stack,
 )
@@ -26,7 +23,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from stacks.config import QuotaTarget
-from stacks.functions.common import bundle_core
+from stacks.functions.common import LocalBundling, bundle_core
 from stacks.nag import acknowledge, rendered_value
 from stacks.template_hygiene import function_depends_on_policy_only
 
@@ -42,13 +39,6 @@ def bundle_into(output_dir: str | Path) -> None:
     out = Path(output_dir)
     shutil.copytree(HANDLER_DIR, out, dirs_exist_ok=True, ignore=_IGNORE)
     bundle_core(out)
-
-
-@jsii.implements(ILocalBundling)
-class _LocalBundling:
-    def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
-        bundle_into(output_dir)
-        return True
 
 
 def quota_construct_id(quota: QuotaTarget) -> str:
@@ -146,7 +136,9 @@ class QuotaRequestProvider(Construct):
             code=lambda_.Code.from_asset(
                 str(HANDLER_DIR),
                 asset_hash_type=AssetHashType.OUTPUT,
-                bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_LocalBundling()),
+                bundling=BundlingOptions(
+                    image=DockerImage.from_registry("unused"), local=LocalBundling(bundle_into)
+                ),
             ),
             role=self.role,
             log_group=self.log_group,

@@ -7,10 +7,10 @@ the template's name, so the same check holds locally.
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from constructs import Construct
 
 from hfpipe import contract
+from stacks.functions.common import colon_arn
 
 
 def state_machine_name(env_name: str) -> str:
@@ -27,9 +27,4 @@ def state_machine_arn(scope: Construct, env_name: str) -> str:
     function). Built from the name it has no dependency at all, and needs no run-time lookup (an SSM
     read would add a permission and a failure mode to every abnormal end).
     """
-    return cdk.Stack.of(scope).format_arn(
-        service="states",
-        resource="stateMachine",
-        resource_name=state_machine_name(env_name),
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
+    return colon_arn(scope, "states", "stateMachine", state_machine_name(env_name))

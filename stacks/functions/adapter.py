@@ -33,14 +33,16 @@ from hfpipe.core.adapters.shared_base import SharedBase
 from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
+    PipelineFunction,
+    colon_arn,
     deploy_arn,
+    grant_artifacts,
     grant_hosting_deletes,
     grant_scaling_service_linked_role,
     owned_by,
-    pipeline_function,
 )
 from stacks.functions.deploy_prepare import state_machine_arns, versions_arn
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.nag import acknowledge, rendered
 
 #: The bake: seconds the adapter's component is watched after its smoke test passed, and the probes of it in
 #: that time (one every BAKE_SECONDS / BAKE_PROBES seconds, each the smoke test's call: each must answer).
@@ -91,7 +93,7 @@ def grant_invoke_adapters(role: iam.IRole, env: str) -> None:
     )
 
 
-class AdapterFunction(Construct):
+class AdapterFunction(PipelineFunction):
     """The adapter state machine's function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "adapter"
@@ -111,15 +113,14 @@ class AdapterFunction(Construct):
         artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
-        super().__init__(scope, construct_id)
         env = settings.env_name
         fit = adapter_fit.check_shared_base(base, image_catalog, region, f"environments.{env}.shared_base")
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={
-                "SHARED_BASE": cdk.Stack.of(self).to_json_string(base.to_json()),
+                "SHARED_BASE": cdk.Stack.of(scope).to_json_string(base.to_json()),
                 "SHARED_BASE_IMAGE": newest_vllm_image(image_catalog),
                 "SHARED_BASE_GPUS": str(fit.base.gpus),
                 "SHARED_BASE_MEMORY_MB": str(BASE_MEMORY_MB),
@@ -199,12 +200,7 @@ class AdapterFunction(Construct):
         its policies, and the no-capacity alarm (``_grant_scale_to_zero``)."""
         stack = cdk.Stack.of(self)
         alarms = [
-            stack.format_arn(
-                service="cloudwatch",
-                resource="alarm",
-                resource_name=name,
-                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-            )
+            colon_arn(stack, "cloudwatch", "alarm", name)
             for name in (
                 scale_to_zero.alarm_name(component),
                 f"TargetTracking-inference-component/{component}-*",
@@ -238,15 +234,11 @@ class AdapterFunction(Construct):
     def _grant_artifact_reads(self, artifacts_bucket_name: str) -> None:
         """GetObject of this environment's artifacts: Apply reads an adapter version's adapter_config.json
         from its model.tar.gz (hfpipe.core.adapters.adapter_load) before anything is made."""
-        stack = cdk.Stack.of(self)
-        objects = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/*"
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
-        acknowledge(
+        grant_artifacts(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            + rendered(stack, f"arn:{stack.partition}:s3:::")
-            + rendered_value(stack, artifacts_bucket_name)
-            + "/*]",
+            artifacts_bucket_name,
+            ["s3:GetObject"],
+            "",
             "Reads (GetObject) the adapter versions' model.tar.gz in this environment's artifacts bucket only "
             "(keys named by the training job), to check the adapter's adapter_config.json against the base.",
         )

@@ -23,15 +23,15 @@ from constructs import Construct
 
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     acknowledge_run_time_names,
     grant_publish,
     owned_by,
-    pipeline_function,
     sagemaker_arn,
 )
 
 
-class CleanupFunction(Construct):
+class CleanupFunction(PipelineFunction):
     """The Cleanup function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "cleanup"
@@ -46,11 +46,10 @@ class CleanupFunction(Construct):
         state_machine_arn: str,
         failed_events: sqs.IQueue,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={"TOPIC_ARN": topic.topic_arn, "STATE_MACHINE_ARN": state_machine_arn},
             # EventBridge invokes it asynchronously: an abnormal end it failed on must not vanish.
             dead_letter_queue=failed_events,

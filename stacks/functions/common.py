@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, cast
 
 import aws_cdk as cdk
 import jsii
@@ -31,7 +31,7 @@ from constructs import Construct
 from hfpipe import contract
 from hfpipe.core import limits, names
 from hfpipe.core.deploy import deploy_requests, expiry
-from stacks.nag import acknowledge, rendered
+from stacks.nag import acknowledge, rendered, rendered_value
 from stacks.template_hygiene import function_depends_on_policy_only
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,9 +84,14 @@ def bundle_core(out: Path) -> None:
 
 
 @jsii.implements(cdk.ILocalBundling)
-class _LocalBundling:
+class LocalBundling:
+    """CDK's local bundling, no Docker: ``write(output_dir)`` writes the bundle."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+
     def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
-        bundle_into(output_dir)
+        self._write(output_dir)
         return True
 
 
@@ -95,21 +100,15 @@ def code_asset() -> lambda_.Code:
     return lambda_.Code.from_asset(
         str(ROOT / "lambda" / "pipeline"),
         asset_hash_type=cdk.AssetHashType.OUTPUT,
-        bundling=cdk.BundlingOptions(image=cdk.DockerImage.from_registry("unused"), local=_LocalBundling()),
+        bundling=cdk.BundlingOptions(
+            image=cdk.DockerImage.from_registry("unused"), local=LocalBundling(bundle_into)
+        ),
     )
 
 
 def handler_of(runtime_module: str) -> str:
     """The Handler of the function whose code is lambda/pipeline/pipeline_lambdas/<runtime_module>.py."""
     return f"{HANDLER_PACKAGE}.{runtime_module}.handler"
-
-
-class Component(Protocol):
-    """What each component of stacks/functions/ has: the runtime module it runs, its function and role."""
-
-    RUNTIME_MODULE: ClassVar[str]
-    function: lambda_.Function
-    role: iam.Role
 
 
 @dataclass(frozen=True)
@@ -194,6 +193,22 @@ def pipeline_function(
     return function, role
 
 
+class PipelineFunction(Construct):
+    """A component of stacks/functions/: ``function`` runs lambda/pipeline/pipeline_lambdas/<RUNTIME_MODULE>.py
+    under ``role``, its own (``pipeline_function``, given ``options``); the component grants the role what
+    its handler calls."""
+
+    RUNTIME_MODULE: ClassVar[str]
+
+    def __init__(
+        self, scope: Construct, construct_id: str, settings: FunctionSettings, **options: Any
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function, self.role = pipeline_function(
+            self, settings, runtime_module=self.RUNTIME_MODULE, **options
+        )
+
+
 def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
     """An IAM condition: the hfpipe managed-by and env tags (``aws:RequestTag`` or ``aws:ResourceTag``).
 
@@ -219,6 +234,32 @@ def grant_publish(role: iam.IRole, topic: sns.ITopic) -> None:
         iam.Grant.add_to_principal(
             grantee=role, actions=["kms:GenerateDataKey", "kms:Decrypt"], resource_arns=[key.key_arn]
         )
+
+
+def grant_artifacts(
+    role: iam.IRole, artifacts_bucket_name: str, actions: list[str], prefix: str, reason: str
+) -> None:
+    """``actions`` on the objects under ``prefix`` of this environment's artifacts bucket (keys named at run
+    time), with cdk-nag's acknowledgement of that ``*`` (``reason``)."""
+    partition = cdk.Stack.of(role).partition
+    objects = f"arn:{partition}:s3:::{artifacts_bucket_name}/{prefix}*"
+    role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
+    acknowledge_artifacts(role, artifacts_bucket_name, prefix, reason)
+
+
+def acknowledge_artifacts(role: iam.IRole, artifacts_bucket_name: str, prefix: str, reason: str) -> None:
+    """cdk-nag's acknowledgement of a grant on ``prefix``* of this environment's artifacts bucket."""
+    stack = cdk.Stack.of(role)
+    bucket = rendered(stack, f"arn:{stack.partition}:s3:::") + rendered_value(stack, artifacts_bucket_name)
+    acknowledge(role, f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}*]", reason)
+
+
+def colon_arn(scope: Construct, service: str, resource: str, name: str) -> str:
+    """The ARN of ``resource`` ``name`` in this stack's account and region, in the services' form with a colon
+    before the name (arn:...:alarm:NAME, :stateMachine:NAME, :log-group:NAME)."""
+    return cdk.Stack.of(scope).format_arn(
+        service=service, resource=resource, resource_name=name, arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME
+    )
 
 
 def sagemaker_arn(scope: Construct, resource: str) -> str:
@@ -398,11 +439,11 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
         )
     )
     # Target tracking alarms are named TargetTracking-<ResourceId>-AlarmHigh|AlarmLow-<id>.
-    alarms = stack.format_arn(
-        service="cloudwatch",
-        resource="alarm",
-        resource_name=f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    alarms = colon_arn(
+        stack,
+        "cloudwatch",
+        "alarm",
+        f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
     )
     role.add_to_policy(
         iam.PolicyStatement(

@@ -17,25 +17,24 @@ from constructs import Construct
 from hfpipe import contract
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
     grant_hosting_deletes,
     owned_by,
-    pipeline_function,
 )
 from stacks.functions.deploy_prepare import state_machine_arns
 from stacks.nag import acknowledge, rendered
 
 
-class DeployCleanupFunction(Construct):
+class DeployCleanupFunction(PipelineFunction):
     """The DeployCleanup function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "deploy_cleanup"
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(self, settings, runtime_module=self.RUNTIME_MODULE)
+        super().__init__(scope, construct_id, settings)
         env = settings.env_name
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         self.role.add_to_policy(

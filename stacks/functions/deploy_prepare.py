@@ -24,16 +24,17 @@ from hfpipe.core.deploy import deployments
 from hfpipe.core.promotion import registry
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
+    colon_arn,
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
     grant_quota_reads,
-    pipeline_function,
 )
 from stacks.nag import acknowledge, rendered, rendered_value
 
 
-class DeployPrepareFunction(Construct):
+class DeployPrepareFunction(PipelineFunction):
     """The Prepare function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "deploy_prepare"
@@ -49,11 +50,10 @@ class DeployPrepareFunction(Construct):
         artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={
                 "DEPLOY_ENDPOINTS": deployments.settings_json(endpoints),
                 "EXECUTION_ROLE_ARN": execution_role.role_arn,
@@ -165,16 +165,6 @@ def state_machine_arns(scope: Construct, machine: str) -> tuple[str, str]:
     # inputs (named, not referenced: the state machine invokes this function). Service Authorization
     # Reference, Step Functions: ListExecutions on stateMachine, DescribeExecution on execution.
     stack = cdk.Stack.of(scope)
-    machine_arn = stack.format_arn(
-        service="states",
-        resource="stateMachine",
-        resource_name=machine,
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
-    executions = stack.format_arn(
-        service="states",
-        resource="execution",
-        resource_name=f"{machine}:*",
-        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-    )
+    machine_arn = colon_arn(stack, "states", "stateMachine", machine)
+    executions = colon_arn(stack, "states", "execution", f"{machine}:*")
     return machine_arn, executions

@@ -17,11 +17,11 @@ from constructs import Construct
 from hfpipe import contract
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     deploy_arn,
     deployment_parameters_arn,
     grant_endpoint_scaling,
     owned_by,
-    pipeline_function,
 )
 from stacks.nag import acknowledge, rendered
 
@@ -29,14 +29,13 @@ from stacks.nag import acknowledge, rendered
 RECORD_TAG_KEYS = [contract.TAG_MODEL_VERSION, contract.TAG_DEPLOY_EXECUTION, contract.TAG_RECIPE]
 
 
-class DeployRecordFunction(Construct):
+class DeployRecordFunction(PipelineFunction):
     """The Record function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "deploy_record"
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(self, settings, runtime_module=self.RUNTIME_MODULE)
+        super().__init__(scope, construct_id, settings)
         stack = cdk.Stack.of(self)
         env = settings.env_name
         endpoint = deploy_arn(self, "endpoint", env)

@@ -17,12 +17,17 @@ from constructs import Construct
 
 from hfpipe import contract
 from stacks.functions.adapter import components_arn
-from stacks.functions.common import FunctionSettings, deploy_arn, pipeline_function
+from stacks.functions.common import (
+    FunctionSettings,
+    PipelineFunction,
+    acknowledge_artifacts,
+    deploy_arn,
+)
 from stacks.functions.deploy_prepare import versions_arn
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.nag import acknowledge, rendered
 
 
-class EvaluationFunction(Construct):
+class EvaluationFunction(PipelineFunction):
     """The Evaluation function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "evaluation"
@@ -30,8 +35,7 @@ class EvaluationFunction(Construct):
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: FunctionSettings, artifacts_bucket_name: str
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(self, settings, runtime_module=self.RUNTIME_MODULE)
+        super().__init__(scope, construct_id, settings)
         env, stack = settings.env_name, cdk.Stack.of(self)
         versions = versions_arn(self, env)
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
@@ -71,12 +75,10 @@ class EvaluationFunction(Construct):
             "sagemaker:ListModelPackages: its resource type is optional and a listing names no version (Service "
             "Authorization Reference), as for the Register function; read-only.",
         )
-        acknowledge(
+        acknowledge_artifacts(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            + rendered(stack, f"arn:{stack.partition}:s3:::")
-            + rendered_value(stack, artifacts_bucket_name)
-            + f"/{contract.ARTIFACTS_EVALUATIONS_PREFIX}*]",
+            artifacts_bucket_name,
+            contract.ARTIFACTS_EVALUATIONS_PREFIX,
             "Each run's evaluation document and its wrapper are at evaluations/<execution>/ (named at run time) "
             "of this environment's artifacts bucket only.",
         )

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from stacks.functions.common import FunctionSettings, pipeline_function
+from stacks.functions.common import FunctionSettings, PipelineFunction
 
 
-class GateFunction(Construct):
+class GateFunction(PipelineFunction):
     """The Gate function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "gate"
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(self, settings, runtime_module=self.RUNTIME_MODULE)
+        super().__init__(scope, construct_id, settings)

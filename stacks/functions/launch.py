@@ -16,14 +16,14 @@ from stacks.functions import training_task
 from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
+    PipelineFunction,
     acknowledge_run_time_names,
     owned_by,
-    pipeline_function,
     run_arn,
 )
 
 
-class LaunchFunction(Construct):
+class LaunchFunction(PipelineFunction):
     """The Launch function (``function``) and its role (``role``).
 
     ``grant_pass_role(grantee)`` grants iam:PassRole on the execution role only, conditioned on
@@ -41,11 +41,10 @@ class LaunchFunction(Construct):
         artifacts_bucket_name: str,
         grant_pass_role: PassRoleGrant,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
         )
         job_arn = run_arn(self, "training-job", settings.env_name)  # <env>-*: this environment's jobs only

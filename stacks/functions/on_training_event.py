@@ -20,13 +20,13 @@ from hfpipe import contract
 from stacks.functions import training_task
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     acknowledge_run_time_names,
-    pipeline_function,
     sagemaker_arn,
 )
 
 
-class OnTrainingEventFunction(Construct):
+class OnTrainingEventFunction(PipelineFunction):
     """The OnTrainingEvent function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "on_training_event"
@@ -40,11 +40,10 @@ class OnTrainingEventFunction(Construct):
         artifacts_bucket_name: str,
         failed_events: sqs.IQueue,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
             # EventBridge invokes it asynchronously: an event it failed on must leave a trace.
             dead_letter_queue=failed_events,

@@ -15,11 +15,15 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
-from stacks.functions.common import FunctionSettings, grant_quota_reads, pipeline_function
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.functions.common import (
+    FunctionSettings,
+    PipelineFunction,
+    grant_artifacts,
+    grant_quota_reads,
+)
 
 
-class PlanFunction(Construct):
+class PlanFunction(PipelineFunction):
     """The Plan function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "plan"
@@ -39,13 +43,12 @@ class PlanFunction(Construct):
         allowed_s3_buckets: tuple[str, ...] = (),
         allowed_image_registries: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(scope, construct_id)
         environment = {
             "EXECUTION_ROLE_ARN": execution_role.role_arn,
             "SOURCEDIR_URI": sourcedir_uri,
             "DATA_BUCKET": data_bucket_name,
             "ARTIFACTS_BUCKET": artifacts_bucket_name,
-            "IMAGE_CATALOG": cdk.Stack.of(self).to_json_string(image_catalog),
+            "IMAGE_CATALOG": cdk.Stack.of(scope).to_json_string(image_catalog),
             "DEFAULT_POLL_SECONDS": str(default_poll_seconds),
             **settings.ttl_environment(),
         }
@@ -54,24 +57,14 @@ class PlanFunction(Construct):
             environment["ALLOWED_S3_BUCKETS"] = ",".join(allowed_s3_buckets)
         if allowed_image_registries:
             environment["ALLOWED_IMAGE_REGISTRIES"] = ",".join(allowed_image_registries)
-        self.function, self.role = pipeline_function(
-            self, settings, runtime_module=self.RUNTIME_MODULE, environment=environment
-        )
+        super().__init__(scope, construct_id, settings, environment=environment)
         grant_quota_reads(self.role, "the Plan Lambda")
-        self._grant_source_reads(artifacts_bucket_name)
-
-    def _grant_source_reads(self, artifacts_bucket_name: str) -> None:
         # HeadObject is authorized by s3:GetObject (Amazon S3 API reference, HeadObject: "Permissions").
-        stack = cdk.Stack.of(self)
-        prefix = contract.ARTIFACTS_SOURCES_PREFIX
-        sources = f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{prefix}*"
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[sources]))
-        acknowledge(
+        grant_artifacts(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            + rendered(stack, f"arn:{stack.partition}:s3:::")
-            + rendered_value(stack, artifacts_bucket_name)
-            + f"/{prefix}*]",
+            artifacts_bucket_name,
+            ["s3:GetObject"],
+            contract.ARTIFACTS_SOURCES_PREFIX,
             "A recipe's own training source is uploaded at sources/<sha256>/sourcedir.tar.gz (the hash known at "
             "run time); the Plan reads it back to check the hash, in this environment's artifacts bucket only.",
         )

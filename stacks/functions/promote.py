@@ -24,9 +24,13 @@ from hfpipe.core.promotion import promotion, promotion_access, registry
 from hfpipe.core.recipe.serving_fit import GPUS_KEY
 from hfpipe.core.run.plan import DISTRIBUTION_KEY
 from stacks.config import PromotionPeer
-from stacks.functions.common import FunctionSettings, pipeline_function
+from stacks.functions.common import (
+    FunctionSettings,
+    PipelineFunction,
+    acknowledge_artifacts,
+)
 from stacks.functions.register import grant_registry
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.nag import acknowledge, rendered
 
 #: Lambda's maximum: the copy of a large model must fit in it (pipeline_lambdas/promote.py).
 TIMEOUT_SECONDS = 900
@@ -35,7 +39,7 @@ TIMEOUT_SECONDS = 900
 _NOT_IMAGES = (DISTRIBUTION_KEY, GPUS_KEY, "training")
 
 
-class PromoteFunction(Construct):
+class PromoteFunction(PipelineFunction):
     """The Promote function (``function``) and its role (``role``) of a target environment.
 
     ``source``: the environment promoted from; ``cross_account``: it is deployed to another account than this
@@ -58,16 +62,15 @@ class PromoteFunction(Construct):
         allowed_image_registries: tuple[str, ...] = (),
         evaluation_gate: str = "advisory",
     ) -> None:
-        super().__init__(scope, construct_id)
-        stack = cdk.Stack.of(self)
+        stack = cdk.Stack.of(scope)
         if cross_account:
             settings = dataclasses.replace(
                 settings, role_factory=_named_role_factory(stack, settings.env_name)
             )
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment=_environment(
                 stack, source, artifacts_bucket_name, image_catalog, model_approval, allowed_image_registries
             )
@@ -127,12 +130,10 @@ class PromoteFunction(Construct):
                 "The source environment's artifacts bucket is named by CloudFormation from its stack "
                 "(hfpipe-<source>-data-...); GetObject on its training outputs and metrics documents only.",
             )
-        acknowledge(
+        acknowledge_artifacts(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            + rendered(stack, f"arn:{stack.partition}:s3:::")
-            + rendered_value(stack, artifacts_bucket_name)
-            + f"/{contract.ARTIFACTS_PROMOTED_PREFIX}*]",
+            artifacts_bucket_name,
+            contract.ARTIFACTS_PROMOTED_PREFIX,
             "Each promoted version's model.tar.gz and metrics document are written at "
             "promoted/<source>/<recipe>/<n>/ (the version is named at run time) of this environment's "
             "artifacts bucket only.",

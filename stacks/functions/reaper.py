@@ -31,11 +31,11 @@ from hfpipe import contract
 from stacks.constructs.pipeline_events import MAX_EVENT_AGE
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     deploy_arn,
     grant_hosting_deletes,
     grant_publish,
     handler_of,
-    pipeline_function,
     run_arn,
 )
 from stacks.functions.deploy_prepare import state_machine_arns
@@ -46,7 +46,7 @@ SCHEDULE = events.Schedule.rate(cdk.Duration.hours(1))
 HOSTING = ("endpoint", "endpoint-config", "model")
 
 
-class ReaperFunction(Construct):
+class ReaperFunction(PipelineFunction):
     """The Reaper function (``function``), its role (``role``) and its schedule (``rule``)."""
 
     RUNTIME_MODULE = "reaper"
@@ -64,16 +64,15 @@ class ReaperFunction(Construct):
         failed_events: sqs.IQueue,
         shared_base: bool = False,
     ) -> None:
-        super().__init__(scope, construct_id)
         env = settings.env_name
         environment = {"TOPIC_ARN": topic.topic_arn, "IDLE_MINUTES": str(idle_minutes)}
-        machine, _ = state_machine_arns(self, contract.adapter_state_machine_name(env))
+        machine, _ = state_machine_arns(scope, contract.adapter_state_machine_name(env))
         if shared_base:
             environment["ADAPTER_STATE_MACHINE_ARN"] = machine
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment=environment,
             dead_letter_queue=failed_events,
         )

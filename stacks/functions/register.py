@@ -16,11 +16,16 @@ from constructs import Construct
 
 from hfpipe import contract
 from hfpipe.core.promotion import registry
-from stacks.functions.common import FunctionSettings, owned_by, pipeline_function
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.functions.common import (
+    FunctionSettings,
+    PipelineFunction,
+    grant_artifacts,
+    owned_by,
+)
+from stacks.nag import acknowledge, rendered
 
 
-class RegisterFunction(Construct):
+class RegisterFunction(PipelineFunction):
     """The Register function (``function``) and its role (``role``).
 
     ``model_approval``: the ModelApprovalStatus of new versions (registry.APPROVAL_STATUSES).
@@ -40,15 +45,14 @@ class RegisterFunction(Construct):
         model_approval: str = registry.DEFAULT_APPROVAL,
         promote_role_arns: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(scope, construct_id)
         if model_approval not in registry.APPROVAL_STATUSES:
             raise ValueError(
                 f"model_approval: {model_approval!r}; accepted: {', '.join(registry.APPROVAL_STATUSES)}"
             )
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             environment={
                 "ARTIFACTS_BUCKET": artifacts_bucket_name,
                 "MODEL_APPROVAL_STATUS": model_approval,
@@ -56,23 +60,17 @@ class RegisterFunction(Construct):
                 **({"PROMOTE_ROLE_ARNS": ",".join(promote_role_arns)} if promote_role_arns else {}),
             },
         )
-        stack = cdk.Stack.of(self)
         group_arn = grant_registry(self.role, settings.env_name, model_approval)
         if promote_role_arns:
             # share_group: the group's resource policy for Promote roles of environments in other accounts.
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=["sagemaker:PutModelPackageGroupPolicy"], resources=[group_arn])
             )
-        metrics = (
-            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*"
-        )
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[metrics]))
-        acknowledge(
+        grant_artifacts(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            + rendered(stack, f"arn:{stack.partition}:s3:::")
-            + rendered_value(stack, artifacts_bucket_name)
-            + f"/{contract.ARTIFACTS_MODEL_METRICS_PREFIX}*]",
+            artifacts_bucket_name,
+            ["s3:PutObject"],
+            contract.ARTIFACTS_MODEL_METRICS_PREFIX,
             "Each registered version's metrics document is written at model-metrics/<execution>/metrics.json "
             "(the execution is named at run time) of this environment's artifacts bucket only.",
         )

@@ -13,11 +13,11 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from hfpipe.core.run.logs import LOG_GROUP as TRAINING_LOG_GROUP
-from stacks.functions.common import FunctionSettings, grant_publish, pipeline_function
+from stacks.functions.common import FunctionSettings, PipelineFunction, colon_arn, grant_publish
 from stacks.nag import acknowledge, rendered
 
 
-class ReportFunction(Construct):
+class ReportFunction(PipelineFunction):
     """The Report function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "report"
@@ -25,21 +25,13 @@ class ReportFunction(Construct):
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: FunctionSettings, topic: sns.ITopic
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self, settings, runtime_module=self.RUNTIME_MODULE, environment={"TOPIC_ARN": topic.topic_arn}
-        )
+        super().__init__(scope, construct_id, settings, environment={"TOPIC_ARN": topic.topic_arn})
         grant_publish(self.role, topic)
         # A failed job's report carries the last lines of its log (hfpipe.core.run.logs.log_tail): the streams of
         # SageMaker's training-job log group only. DescribeLogStreams acts on the log group, GetLogEvents on
         # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
         stack = cdk.Stack.of(self)
-        training_logs = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=TRAINING_LOG_GROUP,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
+        training_logs = colon_arn(stack, "logs", "log-group", TRAINING_LOG_GROUP)
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
         )

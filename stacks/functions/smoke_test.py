@@ -13,24 +13,23 @@ from constructs import Construct
 from hfpipe.core import limits
 from stacks.functions.common import (
     FunctionSettings,
+    PipelineFunction,
     acknowledge_run_time_names,
     owned_by,
-    pipeline_function,
     sagemaker_arn,
 )
 
 
-class SmokeTestFunction(Construct):
+class SmokeTestFunction(PipelineFunction):
     """The SmokeTest function (``function``) and its role (``role``)."""
 
     RUNTIME_MODULE = "smoke_test"
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
-        super().__init__(scope, construct_id)
-        self.function, self.role = pipeline_function(
-            self,
+        super().__init__(
+            scope,
+            construct_id,
             settings,
-            runtime_module=self.RUNTIME_MODULE,
             # Longer than the smoke test's latency limit (limits.MAX_SMOKE_LATENCY_MS), so a slow
             # endpoint fails the latency check rather than timing the Lambda out.
             timeout_seconds=limits.SMOKE_TEST_TIMEOUT_SECONDS,

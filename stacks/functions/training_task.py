@@ -5,29 +5,21 @@ artifacts bucket, and SendTaskSuccess/SendTaskFailure to complete the waiting ta
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
 from hfpipe import contract
-from stacks.nag import acknowledge, rendered, rendered_value
+from stacks.functions.common import grant_artifacts
+from stacks.nag import acknowledge
 
 
 def grant_tokens(role: iam.IRole, artifacts_bucket_name: str, actions: list[str]) -> None:
     """``actions`` on the task tokens' objects only: ``task-tokens/*`` of this environment's artifacts bucket
     (training_task.token_key), with the acknowledgement of that ``*``."""
-    stack = cdk.Stack.of(role)
-    prefix = contract.ARTIFACTS_TASK_TOKENS_PREFIX
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=actions, resources=[f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{prefix}*"]
-        )
-    )
-    acknowledge(
+    grant_artifacts(
         role,
-        "AwsSolutions-IAM5[Resource::"
-        + rendered(stack, f"arn:{stack.partition}:s3:::")
-        + rendered_value(stack, artifacts_bucket_name)
-        + f"/{prefix}*]",
+        artifacts_bucket_name,
+        actions,
+        contract.ARTIFACTS_TASK_TOKENS_PREFIX,
         "Task tokens are kept per training job (named at run time) under the task-tokens/ prefix of "
         "this environment's artifacts bucket only.",
     )

@@ -12,17 +12,11 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from cli_moto import ROLE, Environment, plan_for, tags_for
+from cli_run import run
 from moto.backends import get_backend
 from sagemaker_resources import serving_resources
 
-from hfpipe.cli import main
 from hfpipe.cli.recipe.data import default_name
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class Tty(io.StringIO):

@@ -9,18 +9,19 @@ from typing import Any
 import boto3
 import pytest
 from cli_moto import ACCOUNT, REGION, Deployed, StopRecordingSageMaker, tags_for
+from cli_run import run
 from moto.backends import get_backend
 
-from hfpipe.cli import aws, main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
+from hfpipe.cli import aws
 
 # --- errors every command shares --------------------------------------------------------------------
+
+
+def list_error(capsys: Any, env: str, *extra: str) -> str:
+    """`hfpipe list --env ENV` fails (exit status 1): what it says on stderr."""
+    code, _, err = run(capsys, "list", "--env", env, *extra)
+    assert code == 1
+    return err
 
 
 def test_no_credentials(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
@@ -44,9 +45,7 @@ def test_unknown_profile(aws_credentials: None, capsys: Any) -> None:
 def test_no_region(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.delenv("AWS_REGION")
     monkeypatch.delenv("AWS_DEFAULT_REGION")
-    code, _, err = run(capsys, "list", "--env", "dev")
-    assert code == 1
-    assert err == (
+    assert list_error(capsys, "dev") == (
         "error: no AWS region set: pass --region, set AWS_REGION or AWS_DEFAULT_REGION, or give the profile a "
         "region (`aws configure set region eu-west-1`)\n"
     )
@@ -79,9 +78,7 @@ def test_environment_without_pipeline(moto_account: None, capsys: Any) -> None:
     ssm.put_parameter(
         Name=contract.ssm_parameter_name("qa", contract.SSM_DATA_BUCKET), Value="b", Type="String"
     )
-    code, _, err = run(capsys, "list", "--env", "qa")
-    assert code == 1
-    assert err == (
+    assert list_error(capsys, "qa") == (
         f"error: environment 'qa' has no state-machine-arn: SSM parameter /hfpipe/qa/state-machine-arn is missing "
         f"in {REGION}; deploy Hfpipe-qa-Pipeline with `cdk deploy -c env=qa --all`\n"
     )
@@ -94,9 +91,7 @@ def test_stack_not_deployed(moto_account: None, capsys: Any) -> None:
     get_backend("cloudformation")[ACCOUNT][REGION].stacks  # noqa: B018 - moto has no failed deploys; set it
     for stack in get_backend("cloudformation")[ACCOUNT][REGION].stacks.values():
         stack.status = "ROLLBACK_COMPLETE"
-    code, _, err = run(capsys, "list", "--env", "stage")
-    assert code == 1
-    assert err == (
+    assert list_error(capsys, "stage") == (
         "error: stack Hfpipe-stage-Pipeline is not deployed (status ROLLBACK_COMPLETE); wait for it or "
         "redeploy with `cdk deploy -c env=stage --all`\n"
     )

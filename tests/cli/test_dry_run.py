@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from cli_moto import Deployed
+from cli_run import run
 from documents import assert_same_plan
 
 from hfpipe import contract
-from hfpipe.cli import main
 from hfpipe.cli.aws import execution_arn_for, stored_plan
 from hfpipe.core.recipe.recipes import available_recipes
 from hfpipe.local.engine.engine import LocalEngine
@@ -19,12 +19,6 @@ from hfpipe.local.engine.engine import LocalEngine
 #: What the Pipeline stack writes and the Plan Lambda reads from its own environment; the rest (the state
 #: machine of each test's deployment, the Data stack's buckets) the `deployed` fixture writes.
 STACK_KEYS = (contract.SSM_EXECUTION_ROLE_ARN, contract.SSM_SOURCEDIR_URI, contract.SSM_IMAGE_CATALOG)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def stack_parameters(engine: LocalEngine, template: dict[str, Any]) -> dict[str, str]:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from cli_moto import ACCOUNT, REGION, ROLE, Environment
+from cli_run import run
 from evaluations import wrapper
 
 from hfpipe import contract
-from hfpipe.cli import main
 
 GROUP = "hfpipe-dev-tiny-qa"
 ENDPOINT = "hfpipe-dev-qa"  # cdk.json's `qa` named endpoint, as SageMaker names it
@@ -24,12 +24,6 @@ ENDPOINT = "hfpipe-dev-qa"  # cdk.json's `qa` named endpoint, as SageMaker names
 
 def arn(n: int) -> str:
     return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/{GROUP}/{n}"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _version(

@@ -10,14 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from hfpipe.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_run import run
 
 
 def stages_only(err: str) -> bool:

@@ -13,16 +13,10 @@ from typing import Any
 
 import pytest
 from cli_moto import Deployed
+from cli_run import run
 
-from hfpipe.cli import main
 from hfpipe.core.names import default_execution_name
 from hfpipe.local import outputs
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _archive(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:

@@ -8,16 +8,9 @@ from typing import Any
 
 import pytest
 from cli_moto import ACCOUNT, REGION, Deployed, sagemaker_backend
-
-from hfpipe.cli import main
+from cli_run import run
 
 GROUP = "hfpipe-dev-tiny-lora"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from app_synth import ARTIFACTS_BUCKET, DATA_BUCKET, synthesize_environments
+from cli_run import run
 from faults import Faults, on_the_command, one_error_line
 from promote_moto import SOURCE_REGION, TARGET_REGION, promote_arn, register_source_version, target_engine
 
 from hfpipe import contract
-from hfpipe.cli import main
 from hfpipe.cli.promotion.promote import execution_name
 
 pytestmark = pytest.mark.slow
@@ -62,12 +62,6 @@ def _client(service: str, region: str) -> Any:
     import boto3
 
     return boto3.client(service, region_name=region)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def promote(capsys: pytest.CaptureFixture[str], version: str, *extra: str) -> tuple[int, str, str]:

@@ -10,16 +10,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from cli_run import run
 
-from hfpipe.cli import build_parser, main, terminal
+from hfpipe.cli import build_parser, terminal
 from hfpipe.cli.clients import HfpipeError
 from hfpipe.cli.run import loss_curves
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(

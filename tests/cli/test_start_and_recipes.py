@@ -7,18 +7,12 @@ from typing import Any
 
 import pytest
 from cli_moto import REGION, Deployed, image_catalog
+from cli_run import run, start_tiny_lora
 
 from hfpipe import contract
 from hfpipe.cli import main
 from hfpipe.core.names import default_execution_name
 from hfpipe.core.recipe.recipes import available_recipes, load_recipe
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 KNOWN = ", ".join(available_recipes())
 
@@ -101,7 +95,7 @@ def test_start_bad_input(capsys: Any, argv: list[str], message: str) -> None:
 
 def test_start_no_credentials(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    code, _, err = start_tiny_lora(capsys)
     assert code == 1
     assert err.startswith("error: no AWS credentials found: ")
 
@@ -118,13 +112,8 @@ def test_start_unknown_environment(deployed: Deployed, capsys: Any) -> None:
 def test_start_sends_recipe_and_overrides_and_prints_the_console_link(
     deployed: Deployed, capsys: Any
 ) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--set",
         "training.hyperparameters.max_steps=2",
         "--name",
@@ -158,11 +147,11 @@ def test_start_derives_the_name(deployed: Deployed, capsys: Any) -> None:
 
 
 def test_start_same_name_twice(deployed: Deployed, capsys: Any) -> None:
-    assert run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")[0] == 0
+    assert start_tiny_lora(capsys, "--name", "twice")[0] == 0
     # While it runs, the same name and input start nothing new and succeed (StartExecution is idempotent
     # then); once it has ended, the name is taken.
     deployed.wait(deployed.state_machine_arn.replace(":stateMachine:", ":execution:") + ":twice")
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--name", "twice")
+    code, _, err = start_tiny_lora(capsys, "--name", "twice")
     assert code == 1
     assert (
         err == "error: an execution named 'twice' already exists in environment 'dev'; pass another --name\n"
@@ -177,7 +166,7 @@ def test_start_checks_the_environments_image_catalog(deployed: Deployed, capsys:
         Overwrite=True,
         Type="String",
     )
-    code, _, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora")
+    code, _, err = start_tiny_lora(capsys)
     assert code == 1
     assert err == (
         "error: recipe 'tiny-lora' cannot run in this environment: recipe.container.training: versions "
@@ -187,13 +176,8 @@ def test_start_checks_the_environments_image_catalog(deployed: Deployed, capsys:
 
 
 def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--name",
         "watched",
         "--watch",
@@ -216,7 +200,6 @@ def test_start_watch_follows_to_the_report(deployed: Deployed, capsys: Any) -> N
     ],
 )
 def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: str, capsys: Any) -> None:
-    from hfpipe.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -224,7 +207,6 @@ def test_an_unknown_option_gets_the_subcommands_usage(argv: list[str], usage: st
 
 
 def test_recipes_print_json_a_tool_can_read(capsys: Any) -> None:
-    from hfpipe.cli import main
 
     assert main(["recipes", "show", "tiny-qa", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["task"] == "question-answering"
@@ -239,8 +221,6 @@ def test_bash_completion_completes_commands_and_options(tmp_path: Any, capsys: A
     `hfpipe start --rec`."""
     import shutil
     import subprocess
-
-    from hfpipe.cli import main
 
     assert main(["completion", "bash"]) == 0
     script = tmp_path / "hfpipe.bash"

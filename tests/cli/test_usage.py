@@ -10,16 +10,11 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT
+from cli_run import run, start_tiny_lora
 
-from hfpipe.cli import build_parser, main
+from hfpipe.cli import build_parser
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.schema import RecipeError
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(
@@ -103,7 +98,7 @@ def test_a_mistyped_instance_type_is_one_line_naming_the_field_and_close_types(
     setting: str, message: str, capsys: Any
 ) -> None:
     # Before credentials or AWS are looked at: no fixture gives any here.
-    code, out, err = run(capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", setting)
+    code, out, err = start_tiny_lora(capsys, "--set", setting)
     assert (code, out) == (1, "")
     assert len(err.splitlines()) == 1 and message in err, err
     # The Plan Lambda refuses it with the same rule (hfpipe.core.validate), before the quota look-up.

@@ -14,22 +14,16 @@ from typing import Any
 import pytest
 import requests
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, plan_for, sagemaker_backend, tags_for
+from cli_run import run, start_tiny_lora
 from moto.backends import get_backend
 from sagemaker_resources import serving_resources
 
 from hfpipe import contract
-from hfpipe.cli import main
 from hfpipe.cli.aws import HfpipeError, stored_plan
 from hfpipe.core import cost
 from hfpipe.core.run import logs
 
 DIALOGUE = "Amanda: I baked cookies. Do you want some?\nJerry: Sure!\nAmanda: I'll bring you tomorrow :-)\n"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def deploy_endpoint(
@@ -400,13 +394,8 @@ def test_report_shows_the_endpoint_up_and_its_cost(
 
 
 def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
-    code, out, err = run(
+    code, out, err = start_tiny_lora(
         capsys,
-        "start",
-        "--env",
-        "dev",
-        "--recipe",
-        "tiny-lora",
         "--name",
         "k-1",
         "--keep-endpoint",
@@ -437,9 +426,7 @@ def test_start_keep_endpoint(deployed: Deployed, capsys: Any) -> None:
     tagged = deployed.sagemaker.list_tags(ResourceArn=endpoint_arn)["Tags"]
     assert {"Key": contract.TAG_EXPIRES_AT, "Value": expires} in tagged
 
-    code, _, err = run(
-        capsys, "start", "--env", "dev", "--recipe", "tiny-lora", "--set", "deploy=false", "--keep-endpoint"
-    )
+    code, _, err = start_tiny_lora(capsys, "--set", "deploy=false", "--keep-endpoint")
     assert (code, err) == (
         1,
         "error: --keep-endpoint: recipe 'tiny-lora' sets deploy: false, so it creates no endpoint to keep\n",

@@ -103,13 +103,18 @@ def keys(environment: Environment) -> list[str]:
     )
 
 
-def test_failed_upload_removes_what_it_wrote(environment: Environment, tmp_path: Path) -> None:
-    folder = dataset_folder(tmp_path)
-    flaky = Flaky(environment.s3, fail_on=2)
+def failed_upload(environment: Environment, flaky: Any, folder: Path) -> str:
+    """``data.upload`` of ``folder`` to set/ through ``flaky``, which fails: the error's line."""
     with pytest.raises(HfpipeError) as err:
         data.upload(flaky, environment.data_bucket, folder, "set")
-    assert f"uploading to s3://{environment.data_bucket}/set/ failed" in str(err.value)
-    assert f"nothing was left in s3://{environment.data_bucket}/set/" in str(err.value)
+    return str(err.value)
+
+
+def test_failed_upload_removes_what_it_wrote(environment: Environment, tmp_path: Path) -> None:
+    flaky = Flaky(environment.s3, fail_on=2)
+    error = failed_upload(environment, flaky, dataset_folder(tmp_path))
+    assert f"uploading to s3://{environment.data_bucket}/set/ failed" in error
+    assert f"nothing was left in s3://{environment.data_bucket}/set/" in error
     assert flaky.uploaded == ["set/data-00000-of-00001.arrow"]  # the data first, the loader's files last
     assert keys(environment) == []
 
@@ -118,12 +123,8 @@ def test_interrupted_upload_is_completed_by_a_retry_and_then_refused(
     environment: Environment, tmp_path: Path
 ) -> None:
     folder = dataset_folder(tmp_path)
-    flaky = Flaky(environment.s3, fail_on=3, deletes_fail=True)
-    with pytest.raises(HfpipeError) as err:
-        data.upload(flaky, environment.data_bucket, folder, "set")
-    assert f"2 of 3 files are in s3://{environment.data_bucket}/set/: run the same command again" in str(
-        err.value
-    )
+    error = failed_upload(environment, Flaky(environment.s3, fail_on=3, deletes_fail=True), folder)
+    assert f"2 of 3 files are in s3://{environment.data_bucket}/set/: run the same command again" in error
     assert "set/state.json" not in keys(environment) or "set/dataset_info.json" not in keys(environment)
     uri, count = data.upload(environment.s3, environment.data_bucket, folder, "set")  # the retry completes it
     assert (uri, count) == (f"s3://{environment.data_bucket}/set/", 3)
@@ -232,12 +233,9 @@ class TransferFails(Flaky):
 
 
 def test_a_transfer_error_rolls_the_upload_back(environment: Environment, tmp_path: Path) -> None:
-    folder = dataset_folder(tmp_path)
-    flaky = TransferFails(environment.s3, fail_on=2)
-    with pytest.raises(HfpipeError) as err:
-        data.upload(flaky, environment.data_bucket, folder, "set")
-    assert f"uploading to s3://{environment.data_bucket}/set/" in str(err.value)
-    assert "SlowDown" in str(err.value) and "nothing was left" in str(err.value)
+    error = failed_upload(environment, TransferFails(environment.s3, fail_on=2), dataset_folder(tmp_path))
+    assert f"uploading to s3://{environment.data_bucket}/set/" in error
+    assert "SlowDown" in error and "nothing was left" in error
     assert keys(environment) == []
 
 

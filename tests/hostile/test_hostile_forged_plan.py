@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cli_moto import ACCOUNT, REGION, ROLE, Deployed, tags_for
 from moto.backends import get_backend
-from sagemaker_resources import serving_resources
+from sagemaker_resources import run_hosting
 
 from hfpipe.core.run import logs
 from hfpipe.core.run.plan import PlanConfig, build_plan
@@ -47,16 +47,7 @@ def prod_resources(deployed: Deployed, plan: Plan) -> None:
     """prod's endpoint (InService, tagged prod) and its training job's log, in this account and region."""
     tags = tags_for({"env": plan.env, "execution_name": plan.execution_name, "recipe_name": plan.recipe_name})
     sm = deployed.sagemaker
-    serving_resources(
-        sm,
-        model=plan.model_name,
-        config=plan.endpoint_config_name,
-        endpoint=plan.endpoint_name,
-        role=ROLE,
-        tags=tags,
-        instance_type="ml.g4dn.xlarge",
-        PrimaryContainer={"Image": "example.invalid/hf-inference:latest", "ModelDataUrl": "s3://a/m.tar.gz"},
-    )
+    run_hosting(sm, plan, ROLE, tags, "example.invalid/hf-inference:latest")
     assert sm.describe_endpoint(EndpointName=plan.endpoint_name)["EndpointStatus"] == "InService"
     client = deployed.logs
     with contextlib.suppress(client.exceptions.ResourceAlreadyExistsException):

@@ -25,7 +25,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 from cli_moto import ACCOUNT, ROLE, Environment, running_training_job, sagemaker_backend, tags_for
-from sagemaker_resources import serving_resources
+from sagemaker_resources import run_hosting
 
 from hfpipe import contract
 from hfpipe.cli import aws
@@ -145,16 +145,7 @@ def execution_resources(
     sm = env.sagemaker
     if job:
         running_training_job(sm, names.training_job_name, tags, "s3://artifacts/models/")
-    serving_resources(
-        sm,
-        model=names.model_name,
-        config=names.endpoint_config_name,
-        endpoint=names.endpoint_name,
-        role=ROLE,
-        tags=tags,
-        instance_type="ml.g4dn.xlarge",
-        PrimaryContainer={"Image": "example.invalid/i", "ModelDataUrl": "s3://a/model.tar.gz"},
-    )
+    run_hosting(sm, names, ROLE, tags, "example.invalid/i")
     sagemaker_backend().endpoints[names.endpoint_name].endpoint_status = status
     return names
 

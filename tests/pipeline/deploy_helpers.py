@@ -91,9 +91,10 @@ def put_on_base(
     without: tuple[str, ...] = (),
     checked: bool = False,
 ) -> dict[str, Any]:
-    """``adapter_deploy.deploy_adapter`` of ``version`` as ``adapter`` on the shared ``base`` of dev in a local
-    world (``world.sm``, ``world.clock``); ``checked``: the base's requests validated first as botocore's model
-    of SageMaker takes them; ``without``: variables left out of the base model's environment."""
+    """``adapter_deploy.apply_adapter`` of ``version`` as ``adapter`` on the shared ``base`` of dev in a local
+    world (``world.sm``, ``world.clock``), then its component InService; ``checked``: the base's requests
+    validated first as botocore's model of SageMaker takes them; ``without``: variables left out of the base
+    model's environment."""
     from hfpipe.core.adapters import adapter_deploy
     from hfpipe.local.engine import moto_patches
 
@@ -119,9 +120,11 @@ def put_on_base(
     environment = requests["CreateModel"]["PrimaryContainer"]["Environment"]
     for name in without:
         environment.pop(name, None)  # absent already on a base that never set it
-    return adapter_deploy.deploy_adapter(
+    result = adapter_deploy.apply_adapter(
         world.sm, "dev", base, adapter, version, base_requests=requests, wait=wait, tags=[]
     )
+    wait("inference-component", result["component"])  # the adapter's component InService
+    return result
 
 
 def deploy(engine: Any, version: str, endpoint: str = NAME) -> tuple[str, Any]:
@@ -154,6 +157,17 @@ def stored_record(engine: Any) -> dict[str, Any] | None:
         return json.loads(engine.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
     except engine.client("ssm").exceptions.ParameterNotFound:
         return None
+
+
+def assert_serves_again(engine: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """The endpoint serves ``before``'s config again, InService, and the record is ``before``; its description."""
+    endpoint = engine.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
+    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
+        "InService",
+        before["endpoint_config"],
+    )
+    assert stored_record(engine) == before
+    return dict(endpoint)
 
 
 def wiped(fresh: Any) -> Iterator[Any]:

@@ -12,7 +12,17 @@ from typing import Any
 import pytest
 from accounts import ACCOUNT
 from botocore.stub import Stubber
-from deploy_helpers import ENDPOINT, NAME, deploy, named, register, state_input, stored_record, wiped
+from deploy_helpers import (
+    ENDPOINT,
+    NAME,
+    assert_serves_again,
+    deploy,
+    named,
+    register,
+    state_input,
+    stored_record,
+    wiped,
+)
 from deploy_standin import Update, stand_in_updates
 
 pytestmark = pytest.mark.slow
@@ -90,12 +100,7 @@ def test_a_version_rejected_during_its_update_is_not_recorded_and_the_previous_c
     ]
     assert "Record" not in r.states
     assert play.requests[1]["EndpointConfigName"] == before["endpoint_config"]
-    endpoint = sm.describe_endpoint(EndpointName=ENDPOINT)
-    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
-        "InService",
-        before["endpoint_config"],
-    )
-    assert stored_record(clean) == before
+    assert_serves_again(clean, before)
 
 
 def test_a_version_rejected_before_traffic_moves_starts_nothing(clean, monkeypatch):

@@ -10,12 +10,12 @@ import json
 
 import pytest
 from botocore.retries.standard import ThrottledRetryableChecker
-from deploy_helpers import ENDPOINT, deploy, named, register, stored_record, tags, wiped
+from deploy_helpers import ENDPOINT, assert_serves_again, deploy, named, register, tags, wiped
 from deploy_standin import Update, stand_in_updates
 
 from hfpipe import contract
 from hfpipe.local.engine.template import ACCOUNT
-from stacks.constructs.pipeline_state_machine import CATCH_ALL_ATTEMPTS, THROTTLING_ATTEMPTS
+from stacks.constructs.workflow import CATCH_ALL_ATTEMPTS, THROTTLING_ATTEMPTS
 
 
 @pytest.fixture
@@ -52,12 +52,7 @@ def failing_smoke_test(engine, then):
 
 def assert_back_on(engine, before, r):
     assert (r.status, r.error) == ("FAILED", "SmokeTestFailed"), (r.error, r.cause)
-    endpoint = engine.client("sagemaker").describe_endpoint(EndpointName=ENDPOINT)
-    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
-        "InService",
-        before["endpoint_config"],
-    )
-    assert stored_record(engine) == before
+    endpoint = assert_serves_again(engine, before)
     assert tags(engine, endpoint["EndpointArn"])[contract.TAG_MODEL_VERSION] == before["model_version_arn"]
     assert named(engine)["endpoint_configs"] == [before["endpoint_config"]]
 
@@ -143,10 +138,5 @@ def test_a_version_rejected_during_its_smoke_test_ends_failed_and_rolled_back(cl
     ]
     assert f"version tiny-qa/{second.rsplit('/', 1)[1]}" in json.loads(r.cause)["errorMessage"]
     assert play.requests[1]["EndpointConfigName"] == before["endpoint_config"]
-    endpoint = sm.describe_endpoint(EndpointName=ENDPOINT)
-    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == (
-        "InService",
-        before["endpoint_config"],
-    )
-    assert stored_record(clean) == before
+    endpoint = assert_serves_again(clean, before)
     assert tags(clean, endpoint["EndpointArn"])[contract.TAG_MODEL_VERSION] == before["model_version_arn"]

@@ -44,6 +44,18 @@ def cleanup_reports(engine, name):
     ]
 
 
+def released_and_cleaned(engine, blocking, arn, name, status, error):
+    """Release the held smoke test: the execution ends ``status``, the abnormal end's clean-up leaves nothing
+    of it and reports ``error``; that report."""
+    blocking.release.set()
+    r = engine.wait(arn, timeout_s=60)
+    assert r.status == status
+    assert deployed(engine, name) == NOTHING
+    (report,) = cleanup_reports(engine, name)
+    assert report["reported"] is True and report["error"] == error
+    return report
+
+
 def test_a_stopped_execution_is_cleaned_up_and_reported(fresh):
     blocking = Blocking()
     fresh.endpoint = blocking
@@ -52,12 +64,7 @@ def test_a_stopped_execution_is_cleaned_up_and_reported(fresh):
     assert blocking.entered.wait(30), "the smoke test never started"
     assert deployed(fresh, name)["endpoints"] == [f"dev-{name}-ep"]
     fresh.client("stepfunctions").stop_execution(executionArn=arn, error="Stopped", cause="by the test")
-    blocking.release.set()
-    r = fresh.wait(arn, timeout_s=60)
-    assert r.status == "ABORTED"
-    assert deployed(fresh, name) == NOTHING
-    (report,) = cleanup_reports(fresh, name)
-    assert report["reported"] is True and report["error"] == "ExecutionAborted"
+    report = released_and_cleaned(fresh, blocking, arn, name, "ABORTED", "ExecutionAborted")
     assert report["endpoint_deleted"] is True
 
 
@@ -80,12 +87,7 @@ def test_a_timed_out_execution_is_cleaned_up_and_reported(fresh):
     while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
         assert time.monotonic() < deadline, "the execution never timed out"
         time.sleep(0.2)
-    blocking.release.set()
-    r = fresh.wait(arn, timeout_s=60)
-    assert r.status == "TIMED_OUT"
-    assert deployed(fresh, name) == NOTHING
-    (report,) = cleanup_reports(fresh, name)
-    assert report["reported"] is True and report["error"] == "ExecutionTimedOut"
+    released_and_cleaned(fresh, blocking, arn, name, "TIMED_OUT", "ExecutionTimedOut")
 
 
 def test_a_failure_the_state_machine_reported_is_cleaned_again_but_not_reported_twice(fresh):

@@ -200,15 +200,10 @@ def test_settings_come_from_the_functions_environment():
     ids=["two-accounts", "one-account", "account-unknown"],
 )
 def test_a_denied_source_read_names_the_policy_of_its_case(account, names, not_named):
-    kw = {"partition": "aws", "account": account, "source_account": ACCOUNT, "source_env": "dev"}
-    group = promotion_access.group_denied(SOURCE, "AccessDeniedException", target_env="prod", **kw)
+    peers = promotion_access.Peers("aws", account, ACCOUNT, "dev", "prod")
+    group = promotion_access.group_denied(SOURCE, "AccessDeniedException", peers)
     bucket = promotion_access.bucket_denied(
-        "GetObject",
-        "hfpipe-dev-data-x",
-        "models/j/output/model.tar.gz",
-        "AccessDenied",
-        target_env="prod",
-        **kw,
+        "GetObject", "hfpipe-dev-data-x", "models/j/output/model.tar.gz", "AccessDenied", peers
     )
     assert group.startswith(f"DescribeModelPackage {SOURCE}: access denied (AccessDeniedException)")
     assert bucket.startswith("GetObject s3://hfpipe-dev-data-x/models/j/output/model.tar.gz: access denied")

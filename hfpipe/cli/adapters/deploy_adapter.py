@@ -149,17 +149,11 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
     name = aws.unique_execution_name(
         f"adapter-{args.adapter or contract.SHARED_BASE}-{what.replace('/', '-')[:40]}"
     )
-    faults.state(
+    unsure = (
         f"the change {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
         f"{args.env}`, then run the same command again"
     )
-    arn = aws.call(
-        f"starting {contract.adapter_state_machine_name(args.env)}",
-        clients.sfn.start_execution,
-        stateMachineArn=machine,
-        name=name,
-        input=json.dumps(request),
-    )["executionArn"]
+    arn = faults.start_execution(clients, machine, name, request, unsure)
     if gated is not None:  # once it started: a change never started overrode nothing
         gate.record_override(clients, *gated)
     console.print(f"{request['action']} {subject} ({component}) in {args.env}: execution {name}")

@@ -146,17 +146,11 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
     name = execution_name(args.endpoint, version)
     # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
     # runs (DeployInProgress), so running it again is safe either way.
-    faults.state(
+    unsure = (
         f"the deploy {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
         f"{args.env}`, then run the same command again"
     )
-    arn = aws.call(
-        f"starting {contract.deploy_state_machine_name(args.env)}",
-        clients.sfn.start_execution,
-        stateMachineArn=machine,
-        name=name,
-        input=json.dumps(_execution_input(args)),
-    )["executionArn"]
+    arn = faults.start_execution(clients, machine, name, _execution_input(args), unsure)
     gate.record_override(
         clients, version_arn, decision
     )  # once it started: a deploy never started overrode nothing

@@ -27,7 +27,7 @@ from hfpipe.cli import aws, faults
 from hfpipe.cli.adapters import adapter_endpoints
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.deploy import endpoint_cost, named_endpoints
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, listing_command
 from hfpipe.cli.run.cleanup import RERUN, delete_all, ready_to_delete, step, wait_timeout, wait_timeout_option
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import cost, json_text
@@ -35,7 +35,7 @@ from hfpipe.core.adapters import adapter_cost, adapter_deploy
 from hfpipe.core.adapters.adapter_deploy import components_on
 from hfpipe.core.deploy import expiry
 from hfpipe.core.deploy.what_serves import what_serves
-from hfpipe.core.run.cleanup import Resource, delete, is_ours, tags_of
+from hfpipe.core.run.cleanup import Resource, delete, describe_or_none, is_ours, tags_of
 
 
 @dataclass(frozen=True)
@@ -74,23 +74,6 @@ class EndpointInfo:
     idle: str = "unknown"
 
 
-def _utc(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
-        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
-    return tags
-
-
-def _ours(tags: dict[str, str], env: str) -> bool:
-    return tags.get(contract.TAG_MANAGED_BY) == contract.PROJECT and tags.get(contract.TAG_ENV) == env
-
-
 def running_count(current: int | None, configured: int, variants: Any) -> int:
     """The instances an endpoint runs, and so bills: DescribeEndpoint's current count where it says one,
     else the config's. 0 only for an endpoint whose variants name no model (it hosts inference components):
@@ -124,7 +107,7 @@ def describe(
     variants = serving.live.variants if serving.live else ()
     # A running endpoint reports its current count per variant; prefer it over the initial one.
     count = running_count(serving.current_instance_count, count, variants)
-    created = _utc(serving.creation_time)
+    created = cost.as_utc(serving.creation_time)
     per_hour = cost.endpoint_price_per_hour(instance_type, count) if instance_type else None
     # Only an endpoint whose variants name no model holds inference components.
     components = components_on(sagemaker, name) if variants and all(v.model is None for v in variants) else []
@@ -189,8 +172,8 @@ def endpoint_of(
     """One endpoint by name when it exists and is this environment's, else None."""
     try:
         arn = sagemaker.describe_endpoint(EndpointName=name)["EndpointArn"]
-        tags = _tags(sagemaker, arn)
-        if not _ours(tags, env):
+        tags = tags_of(sagemaker, arn)
+        if not is_ours(tags, env):
             return None
         return describe(sagemaker, name, tags, datetime.now(UTC), cloudwatch, autoscaling)
     except Exception:
@@ -265,8 +248,8 @@ def find_endpoints(
     found = []
     for page in sagemaker.get_paginator("list_endpoints").paginate():
         for item in page["Endpoints"]:
-            tags = _tags(sagemaker, item["EndpointArn"])
-            if _ours(tags, env):
+            tags = tags_of(sagemaker, item["EndpointArn"])
+            if is_ours(tags, env):
                 record = (records or {}).get(named_endpoints.deployment_of(tags) or "")
                 try:
                     found.append(
@@ -387,6 +370,18 @@ def cmd_endpoints(args: argparse.Namespace, console: Any) -> int:
     return _delete_one(clients, args, console)
 
 
+def _tagged(
+    sagemaker: Any, what: str, describe: Any, arn_key: str, **request: str
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """``describe(**request)`` (``what``: "model NAME") and the tags of the ARN at ``arn_key``; (None, {})
+    when there is no such resource."""
+    described = step(f"reading {what}", describe_or_none, call=describe, **request)
+    if described is None:
+        return None, {}
+    tags = step(f"reading the tags of {what}", tags_of, sagemaker=sagemaker, arn=described[arn_key])
+    return described, tags
+
+
 def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str) -> list[Resource]:
     """The endpoint config and model(s) behind ``endpoint`` that are this environment's: from the endpoint's
     own config when it still exists, else by the pipeline's names (`<base>-config`, `<base>-model` for an
@@ -399,37 +394,24 @@ def _leftovers(sagemaker: Any, endpoint: str, config_name: str | None, env: str)
     found: list[Resource] = []
     models: list[str] = [f"{base}-model"] if base else []
     if config_name:
-        config = step(
-            f"reading endpoint config {config_name}",
-            named_endpoints.describe_or_none,
-            call=sagemaker.describe_endpoint_config,
+        config, tags = _tagged(
+            sagemaker,
+            f"endpoint config {config_name}",
+            sagemaker.describe_endpoint_config,
+            "EndpointConfigArn",
             EndpointConfigName=config_name,
         )
         if config is not None:
             for variant in config.get("ProductionVariants", []):
                 if variant.get("ModelName") and variant["ModelName"] not in models:
                     models.append(variant["ModelName"])
-            tags = step(
-                f"reading the tags of endpoint config {config_name}",
-                tags_of,
-                sagemaker=sagemaker,
-                arn=config["EndpointConfigArn"],
-            )
             if is_ours(tags, env):
                 found.append(Resource(config_kind, config_name, tags.get(contract.TAG_EXECUTION, "-"), None))
     for model in models:
-        described = step(
-            f"reading model {model}",
-            named_endpoints.describe_or_none,
-            call=sagemaker.describe_model,
-            ModelName=model,
+        described, tags = _tagged(
+            sagemaker, f"model {model}", sagemaker.describe_model, "ModelArn", ModelName=model
         )
-        if described is None:
-            continue
-        tags = step(
-            f"reading the tags of model {model}", tags_of, sagemaker=sagemaker, arn=described["ModelArn"]
-        )
-        if is_ours(tags, env):
+        if described is not None and is_ours(tags, env):
             found.append(Resource(model_kind, model, tags.get(contract.TAG_EXECUTION, "-"), None))
     return found
 
@@ -491,10 +473,7 @@ def _delete_one(clients: aws.Clients, args: argparse.Namespace, console: Any) ->
         console.print(f"deleted endpoint {name} ({describe_cost(info)})")
     # The config and model served only this endpoint; they are deleted when they are this environment's too.
     delete_all(sagemaker, leftovers, console, timeout_s)
-    if (
-        deployment
-        and named_endpoints.describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None
-    ):
+    if deployment and describe_or_none(sagemaker.describe_endpoint, EndpointName=name) is None:
         for removed in named_endpoints.forget(clients, args.env, name, deployment):
             console.print(f"deleted {removed}")
     console.print("S3 data and model artifacts are never touched")
@@ -523,18 +502,12 @@ def _refuse_shared_base(sagemaker: Any, name: str, env: str) -> None:
 
 def _ours_or_none(sagemaker: Any, name: str, env: str) -> EndpointInfo | None:
     """Endpoint `name` as it is now (None: there is none), refused when it is not environment `env`'s."""
-    endpoint = step(
-        f"reading endpoint {name}",
-        named_endpoints.describe_or_none,
-        call=sagemaker.describe_endpoint,
-        EndpointName=name,
+    endpoint, tags = _tagged(
+        sagemaker, f"endpoint {name}", sagemaker.describe_endpoint, "EndpointArn", EndpointName=name
     )
     if endpoint is None:
         return None
-    tags = step(
-        f"reading the tags of endpoint {name}", _tags, sagemaker=sagemaker, arn=endpoint["EndpointArn"]
-    )
-    if not _ours(tags, env):
+    if not is_ours(tags, env):
         owner = tags.get(contract.TAG_ENV)
         whose = f"environment {owner!r}" if owner else "no hfpipe environment"
         raise HfpipeError(
@@ -592,11 +565,11 @@ def _confirmed(
 
 def add_to(sub: Subparsers) -> None:
     """`hfpipe endpoints` and its actions: arguments and help."""
-    p = sub.add_parser("endpoints", help="the environment's endpoints and their cost; delete one")
-    p.set_defaults(command_parser=p)
-    actions = with_actions(p)
-    listed = actions.add_parser(
-        "list", help="the environment's endpoints, their status and cost (the default)"
+    actions, listed = listing_command(
+        sub,
+        "endpoints",
+        "the environment's endpoints and their cost; delete one",
+        "the environment's endpoints, their status and cost",
     )
     env_option(listed)
     listed.add_argument("--json", action="store_true", help="print the endpoints as JSON")

@@ -38,6 +38,7 @@ from hfpipe.cli.recipe import recipes as cli_recipes
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
 from hfpipe.core.adapters import adapter_deploy, scale_to_zero
+from hfpipe.core.run.cleanup import tags_of
 from hfpipe.core.run.plan_model import Plan
 from hfpipe.local.serving.endpoint import load_handler_module
 from hfpipe.local.serving.serve import HOST as LOCAL_HOST
@@ -148,13 +149,6 @@ def _kinds_of_recipe(recipe_name: str | None) -> tuple[str, str] | None:
         return None
 
 
-def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
-        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
-    return tags
-
-
 def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
     import botocore.exceptions
 
@@ -211,7 +205,7 @@ def resolve_target(clients: aws.Clients, ref: str, env: str | None) -> Target:
             )
         env = env or plan.env
     name = str(endpoint["EndpointName"])
-    tags = _tags(clients.sagemaker, endpoint["EndpointArn"])
+    tags = tags_of(clients.sagemaker, endpoint["EndpointArn"])
     # One environment never touches another's resources, nor endpoints hfpipe did not create.
     if tags.get(contract.TAG_MANAGED_BY) != contract.PROJECT or (env and tags.get(contract.TAG_ENV) != env):
         owner = tags.get(contract.TAG_ENV)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from typing import Any, cast
+from typing import Any
 
 from hfpipe import contract
 from hfpipe.cli.aws import aws_error
@@ -83,18 +83,6 @@ def print_mismatches(console: Any, endpoints: list[Any]) -> None:
                 f"mismatch: {e.name} serves {e.serves or 'no known version'} (read from the endpoint: its live "
                 f"config's model); {'; '.join(e.mismatch)}"
             )
-
-
-def describe_or_none(call: Any, **kwargs: str) -> dict[str, Any] | None:
-    """A Describe* answer, or None when the resource does not exist (other errors are raised)."""
-    from hfpipe.core.run.cleanup import is_not_found
-
-    try:
-        return cast("dict[str, Any]", call(**kwargs))
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
 
 
 def records(ssm: Any, env: str) -> dict[str, DeploymentRecord]:

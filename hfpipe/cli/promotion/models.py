@@ -30,7 +30,7 @@ from rich.table import Table
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, version_ref, with_actions
+from hfpipe.cli.parser import Subparsers, aws_options, env_option, listing_command, version_ref
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import api_shapes, json_text
@@ -425,11 +425,11 @@ def cmd_models(args: argparse.Namespace, console: Any) -> int:
 
 def add_to(sub: Subparsers) -> None:
     """`hfpipe models` and its actions: arguments and help."""
-    p = sub.add_parser("models", help="registered model versions: list, approve, reject, compare, download")
-    p.set_defaults(command_parser=p)
-    actions = with_actions(p)
-    listed = actions.add_parser(
-        "list", help="the environment's registered versions, by recipe, oldest first (the default)"
+    actions, listed = listing_command(
+        sub,
+        "models",
+        "registered model versions: list, approve, reject, compare, download",
+        "the environment's registered versions, by recipe, oldest first",
     )
     listed.add_argument("--recipe", help="only this recipe's versions")
     listed.add_argument("--json", action="store_true", help="print the versions as JSON")

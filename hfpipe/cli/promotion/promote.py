@@ -98,17 +98,11 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     name = execution_name(args.version)
     # Promoting a version twice gives the version the first promotion made: running it again is safe.
     again = f"hfpipe promote {args.version} --env {args.env} --watch"
-    faults.state(f"the promotion {name} did not start, or (an answer of 5xx) may have; run `{again}`")
-    arn = aws.call(
-        f"starting {machine}",
-        clients.sfn.start_execution,
-        stateMachineArn=machine,
-        name=name,
-        input=json.dumps(
-            {"version": args.version}
-            | ({} if args.override_evaluation is None else {OVERRIDE_KEY: args.override_evaluation})
-        ),
-    )["executionArn"]
+    request = {"version": args.version} | (
+        {} if args.override_evaluation is None else {OVERRIDE_KEY: args.override_evaluation}
+    )
+    unsure = f"the promotion {name} did not start, or (an answer of 5xx) may have; run `{again}`"
+    arn = faults.start_execution(clients, machine, name, request, unsure)
     if not args.watch:
         console.print(f"promoting {args.version} into {args.env}: execution {name}")
         if not aws.is_local_world(clients):  # a local world environment has no console

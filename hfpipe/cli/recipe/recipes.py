@@ -20,7 +20,7 @@ from rich.table import Table
 
 from hfpipe.cli import terminal
 from hfpipe.cli.aws import HfpipeError, UsageError
-from hfpipe.cli.parser import Subparsers, with_actions
+from hfpipe.cli.parser import Subparsers, listing_command
 from hfpipe.core import cost, json_text
 from hfpipe.core.recipe import recipes as core_recipes
 from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError
@@ -228,11 +228,11 @@ def show(loaded: Loaded) -> RenderableType:
 
 def add_to(sub: Subparsers) -> None:
     """`hfpipe recipes` and its actions: arguments and help."""
-    p = sub.add_parser("recipes", help="list the recipes, or show one resolved")
-    p.set_defaults(command_parser=p)
-    actions = with_actions(p)
-    listed = actions.add_parser(
-        "list", help="the recipes with task, instances and estimated cost (the default)"
+    actions, listed = listing_command(
+        sub,
+        "recipes",
+        "list the recipes, or show one resolved",
+        "the recipes with task, instances and estimated cost",
     )
     listed.add_argument("--json", action="store_true", help="print the list as JSON")
     listed.set_defaults(func=cmd_list, command_parser=listed)

@@ -25,10 +25,9 @@ from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import (
     LOCAL_EXCLUDES,
     Subparsers,
-    aws_options,
     execution_argument,
+    local_run_options,
     option_rules,
-    runs_folder_option,
 )
 from hfpipe.cli.paths import check_length
 from hfpipe.core import json_text
@@ -339,8 +338,6 @@ def add_to(sub: Subparsers) -> None:
         "--interval", type=float, help=f"seconds between polls with --follow (default {FOLLOW_INTERVAL_S:g})"
     )
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
-    p.add_argument("--local", action="store_true", help="a local run's training.log (default: the newest)")
-    runs_folder_option(p, "folder of the local runs, with --local")
-    aws_options(p)
+    local_run_options(p, "a local run's training.log (default: the newest)")
     option_rules(p, needs={"--interval": "--follow", "--out": "--local"}, excludes=LOCAL_EXCLUDES)
     p.set_defaults(func=cmd_logs, command_parser=p)

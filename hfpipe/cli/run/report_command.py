@@ -14,10 +14,9 @@ from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.parser import (
     LOCAL_EXCLUDES,
     Subparsers,
-    aws_options,
     execution_argument,
+    local_run_options,
     option_rules,
-    runs_folder_option,
 )
 from hfpipe.cli.run.report import build_report, render_report
 from hfpipe.core import json_text
@@ -29,9 +28,7 @@ def add_to(sub: Subparsers) -> None:
     execution_argument(p, optional="with --local: a local run's name; default: the newest")
     p.add_argument("--plot", metavar="FILE.png", help="write the training/eval loss curves to FILE.png")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--local", action="store_true", help="a local run's report (hfpipe local)")
-    runs_folder_option(p, "folder of the local runs, with --local")
-    aws_options(p)
+    local_run_options(p, "a local run's report (hfpipe local)")
     option_rules(p, needs={"--out": "--local"}, excludes=LOCAL_EXCLUDES)
     p.set_defaults(func=cmd_report, command_parser=p)
 

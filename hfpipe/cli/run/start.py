@@ -11,7 +11,15 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
-from hfpipe.cli.parser import Subparsers, aws_options, env_option, option_rules, recipe_options, ttl_option
+from hfpipe.cli.parser import (
+    Subparsers,
+    aws_options,
+    dry_run_options,
+    env_option,
+    option_rules,
+    recipe_options,
+    ttl_option,
+)
 from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 from hfpipe.core.run import evaluation_job
@@ -36,12 +44,7 @@ def add_to(sub: Subparsers) -> None:
         type=float,
         help="seconds between refreshes with --watch (default 10; 1 in a local world)",
     )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="show the plan, the cost estimate and the CreateTrainingJob request; start nothing",
-    )
-    p.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    dry_run_options(p)
     p.add_argument(
         "--champion",
         type=_champion,

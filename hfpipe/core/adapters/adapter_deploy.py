@@ -1,7 +1,7 @@
 """Putting one approved adapter version on an environment's shared base, and taking one off, as SageMaker
 inference components (docs/adapters.md, "Deploying an adapter").
 
-``deploy_adapter`` makes the shared base when it is absent (a model on the vLLM container with the LoRA
+``apply_adapter`` makes the shared base when it is absent (a model on the vLLM container with the LoRA
 settings of cdk.json's ``shared_base``, an endpoint config whose one variant names no model, the endpoint, the
 base inference component), then creates the adapter's component (``Specification.BaseInferenceComponentName``
 and ``Container.ArtifactUrl``), or updates it to the new version's artifact. ``delete_adapter`` deletes one
@@ -326,25 +326,6 @@ def ensure_base(sagemaker: Any, env: str, requests: Mapping[str, Mapping[str, An
             wait("endpoint", names.endpoint)
     wait("inference-component", names.component)
     return created
-
-
-def deploy_adapter(
-    sagemaker: Any,
-    env: str,
-    base: SharedBase,
-    adapter: str,
-    version: Mapping[str, Any],
-    *,
-    base_requests: Mapping[str, Mapping[str, Any]],
-    wait: Wait,
-    tags: list[dict[str, str]],
-) -> dict[str, Any]:
-    """``apply_adapter``, then wait for the adapter's component to be InService."""
-    result = apply_adapter(
-        sagemaker, env, base, adapter, version, base_requests=base_requests, wait=wait, tags=tags
-    )
-    wait("inference-component", result["component"])
-    return result
 
 
 def apply_adapter(

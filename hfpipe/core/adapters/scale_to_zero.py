@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfpipe.core import cost
+from hfpipe.core.throttling import error_code
 
 #: The idle period's default and bounds, minutes. The upper bound is Application Auto Scaling's cooldown
 #: limit of one day (the Cooldown shape has no bound in botocore's model; a day keeps a dev base from
@@ -223,12 +224,8 @@ def remove_scaling(autoscaling: Any, cloudwatch: Any, component: str) -> None:
         try:
             call()
         except Exception as err:
-            if _code(err) != gone:
+            if error_code(err) != gone:
                 raise
-
-
-def _code(err: Exception) -> str:
-    return str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
 
 
 def at_zero(described: Mapping[str, Any] | None) -> bool:
@@ -248,7 +245,7 @@ def wake_request(component: str, copies: int) -> dict[str, Any]:
 
 def is_cold_start(err: Exception) -> bool:
     """InvokeEndpoint's answer while the component has no copy (ValidationError, ``NO_CAPACITY_MESSAGE``)."""
-    return _code(err) == "ValidationError" and "has no capacity to process this request" in str(err)
+    return error_code(err) == "ValidationError" and "has no capacity to process this request" in str(err)
 
 
 #: How often ``hfpipe invoke`` calls again while a base comes back from zero, and for how long at most,
@@ -293,13 +290,6 @@ def through_cold_start(
         if started is not None:
             say(f"cold start: answered after {clock() - started:.1f} s")
         return answer
-
-
-def running_instances(variant: Mapping[str, Any] | None) -> int | None:
-    """The instances a variant runs now (DescribeEndpoint's ``CurrentInstanceCount``; 0 for a base scaled to
-    zero), None when the description does not say."""
-    count = (variant or {}).get("CurrentInstanceCount")
-    return count if isinstance(count, int) else None
 
 
 def idle_day_usd(instance_type: str, instances: int, setting: ScaleToZero, wakes: int = 0) -> float | None:

@@ -13,6 +13,8 @@ Stdlib only: the Promote Lambda runs it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hfpipe import contract
 from hfpipe.core.promotion import registry
 from hfpipe.core.promotion.promotion import PromotionRefused, role_arn
@@ -60,75 +62,72 @@ def missing_object(field: str, bucket: str, key: str, source_env: str) -> str:
     )
 
 
-def _promoter(partition: str, account: str | None, target_env: str) -> str:
-    if account is None:
-        return f"environment {target_env!r}'s Promote role"
-    return f"the Promote role {role_arn(partition, account, target_env)}"
+@dataclass(frozen=True)
+class Peers:
+    """The target environment (its account: None when not known) and its source, as a refusal names them."""
+
+    partition: str
+    account: str | None
+    source_account: str
+    source_env: str
+    target_env: str
+
+    @property
+    def promoter(self) -> str:
+        if self.account is None:
+            return f"environment {self.target_env!r}'s Promote role"
+        return f"the Promote role {role_arn(self.partition, self.account, self.target_env)}"
+
+    @property
+    def same_account(self) -> bool | None:
+        return None if self.account is None else self.account == self.source_account
 
 
-def group_denied(
-    version: str,
-    code: str,
-    *,
-    partition: str,
-    account: str | None,
-    source_account: str,
-    source_env: str,
-    target_env: str,
-) -> str:
+def group_denied(version: str, code: str, peers: Peers) -> str:
     """The one-line refusal of DescribeModelPackage on a source version: which policy lacks the grant, and
-    how to add it. ``account``: the target's (None when not known: both policies are named)."""
+    how to add it (both policies when the target's account is not known)."""
+    source, target = peers.source_env, peers.target_env
     group = version.split(":model-package/", 1)[-1].rsplit("/", 1)[0]
     head = f"DescribeModelPackage {version}: access denied ({code})"
     own = (
-        f"{_promoter(partition, account, target_env)}'s own policy lacks sagemaker:DescribeModelPackage on "
-        f"model-package/{registry.group_prefix(source_env)}*/* (stacks/functions/promote.py): redeploy "
-        f"{target_env!r} with `npx cdk deploy -c env={target_env} --all`"
+        f"{peers.promoter}'s own policy lacks sagemaker:DescribeModelPackage on "
+        f"model-package/{registry.group_prefix(source)}*/* (stacks/functions/promote.py): redeploy "
+        f"{target!r} with `npx cdk deploy -c env={target} --all`"
     )
     shared = (
         f"the source group {group}'s resource policy does not allow "
-        f"{_promoter(partition, account, target_env)} sagemaker:DescribeModelPackage: add it by deploying "
-        f"{source_env!r} with {target_env!r}'s account in cdk.json (`npx cdk deploy -c env={source_env} --all`) "
+        f"{peers.promoter} sagemaker:DescribeModelPackage: add it by deploying "
+        f"{source!r} with {target!r}'s account in cdk.json (`npx cdk deploy -c env={source} --all`) "
         f"and registering a version of the group there (its Register step puts the policy), or now with "
         f"`aws sagemaker put-model-package-group-policy --model-package-group-name {group} "
         f'--resource-policy file://policy.json` (the policy: docs/promote.md, "Across accounts")'
     )
-    return _refusal(head, own, shared, account == source_account if account is not None else None)
+    return _refusal(head, own, shared, peers.same_account)
 
 
-def bucket_denied(
-    operation: str,
-    bucket: str,
-    key: str,
-    code: str,
-    *,
-    partition: str,
-    account: str | None,
-    source_account: str,
-    source_env: str,
-    target_env: str,
-) -> str:
+def bucket_denied(operation: str, bucket: str, key: str, code: str, peers: Peers) -> str:
     """The one-line refusal of a read of the source's bucket (GetObject, HeadObject, the copy's read): which
     policy lacks s3:GetObject on the key, and how to add it. Without s3:ListBucket (not granted), S3 answers
     a missing key with 403 too (HeadObject, GetObject: "If you don't have the s3:ListBucket permission,
     Amazon S3 returns an HTTP status code 403"), so the message says that as well."""
+    source, target = peers.source_env, peers.target_env
     head = f"{operation} s3://{bucket}/{key}: access denied ({code})"
     own = (
-        f"{_promoter(partition, account, target_env)}'s own policy lacks s3:GetObject on "
-        f"{source_bucket_prefix(source_env)}*/{key.split('/', 1)[0]}/* (stacks/functions/promote.py): redeploy "
-        f"{target_env!r} with `npx cdk deploy -c env={target_env} --all`"
+        f"{peers.promoter}'s own policy lacks s3:GetObject on "
+        f"{source_bucket_prefix(source)}*/{key.split('/', 1)[0]}/* (stacks/functions/promote.py): redeploy "
+        f"{target!r} with `npx cdk deploy -c env={target} --all`"
     )
     shared = (
-        f"the source bucket {bucket}'s policy does not allow {_promoter(partition, account, target_env)} "
-        f"s3:GetObject on key {key!r}: add it by deploying {source_env!r} with {target_env!r}'s account in "
-        f"cdk.json (`npx cdk deploy -c env={source_env} --all` adds the statement "
-        f'{bucket_statement_sid(target_env)}), or add that statement by hand (docs/promote.md, "Across '
+        f"the source bucket {bucket}'s policy does not allow {peers.promoter} "
+        f"s3:GetObject on key {key!r}: add it by deploying {source!r} with {target!r}'s account in "
+        f"cdk.json (`npx cdk deploy -c env={source} --all` adds the statement "
+        f'{bucket_statement_sid(target)}), or add that statement by hand (docs/promote.md, "Across '
         'accounts")'
     )
     missing = (
         "; or the key does not exist (S3 answers 403 for a missing key to a caller without s3:ListBucket)"
     )
-    return _refusal(head, own, shared, account == source_account if account is not None else None, missing)
+    return _refusal(head, own, shared, peers.same_account, missing)
 
 
 def _refusal(head: str, own: str, shared: str, same_account: bool | None, missing: str = "") -> str:

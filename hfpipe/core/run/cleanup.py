@@ -27,6 +27,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core.names import PlannedNames
+from hfpipe.core.throttling import error_code
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,17 @@ def is_not_found(err: Exception) -> bool:
     response = getattr(err, "response", None)
     message = str(response.get("Error", {}).get("Message", "")) if isinstance(response, dict) else str(err)
     return "Could not find" in message or "does not exist" in message
+
+
+def describe_or_none(call: Any, **request: str) -> dict[str, Any] | None:
+    """A Describe* answer (``call(**request)``), or None when the resource does not exist (``is_not_found``);
+    other errors are raised."""
+    try:
+        return dict(call(**request))
+    except Exception as err:
+        if is_not_found(err):
+            return None
+        raise
 
 
 @dataclass(frozen=True)
@@ -357,11 +369,6 @@ def _in_use(sagemaker: Any, env: str, name: str, recorded: Callable[[str], set[s
     return used
 
 
-def _error_code(err: Exception) -> str:
-    response = getattr(err, "response", None) or {}
-    return str((response.get("Error") or {}).get("Code", ""))
-
-
 def deploy_execution_status(stepfunctions: Any, state_machine_arn: str) -> Callable[[str], str | None]:
     """execution name -> its status (DescribeExecution; None when Step Functions no longer knows it: closed
     executions are kept 90 days). An execution's ARN is its state machine's with ``execution`` for
@@ -372,7 +379,7 @@ def deploy_execution_status(stepfunctions: Any, state_machine_arn: str) -> Calla
         try:
             return str(stepfunctions.describe_execution(executionArn=f"{base}:{name}")["status"])
         except Exception as err:
-            if _error_code(err) == "ExecutionDoesNotExist":
+            if error_code(err) == "ExecutionDoesNotExist":
                 return None
             raise
 
@@ -388,7 +395,7 @@ def recorded_configs(ssm: Any, env: str) -> Callable[[str], set[str]]:
                 "Value"
             ]
         except Exception as err:
-            if _error_code(err) == "ParameterNotFound":
+            if error_code(err) == "ParameterNotFound":
                 return set()
             raise
         try:

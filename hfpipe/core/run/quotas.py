@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hfpipe.core.adapters.adapter_recipe import own_endpoint
+from hfpipe.core.throttling import error_code
 
 #: Error codes Service Quotas uses for throttling (API reference, "Errors" of each operation).
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
@@ -81,11 +82,6 @@ def lookup_quotas(client: QuotaPaginatorClient, service_code: str, names: list[s
                     f"'ml.g5.2xlarge for training job usage'{hint}"
                 )
     return {name: found[name] for name in names}
-
-
-def error_code(error: BaseException) -> str:
-    """The AWS error code of a botocore ClientError (empty for anything else)."""
-    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
 
 
 def is_throttling(error: BaseException) -> bool:

@@ -1,31 +1,21 @@
 """The engine's plug-ins on the AWS APIs, through botocore's event system rather than moto's internals.
 
 Registered on boto3's default session while the engine runs, so they see every call made in this process
-through ``boto3.client``: the Lambda handlers' and the state machine's (moto's interpreter makes its
-service-integration clients that way):
+through ``boto3.client`` (the Lambda handlers' and the state machine's service integrations); unregistered
+when it stops. A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too:
 
-- ``before-call.lambda.Invoke``: the function runs in this process (``plugins.invoke``, the handler the
-  template names); moto never sees the call, as the engine creates no functions in moto;
-- ``before-call.sagemaker.<Operation>``: an error queued for the operation (``create_training_job_errors``,
-  ``sagemaker_errors``) is the call's answer, an HTTP 400 with that error code, and moto never sees the
-  request. The answer is final: botocore's own retries (which happen inside the request) do not see it, so
-  one queued error is one failed call as the caller, a handler or a task, sees it. Without one, UpdateEndpoint
-  (which moto lacks) is answered by ``plugins.guardrails`` (hfpipe.local.engine.guardrails);
-- ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint``: the ``training`` and ``on_endpoint``
-  plug-ins get moto's job or endpoint object (hfpipe.local.engine.moto_patches) once moto has created it;
-- ``before-call`` / ``after-call.sagemaker.CreateProcessingJob``: the ``processing`` plug-in refuses a request
-  that cannot run here (ValidationException, nothing created), else starts the job once moto has recorded it
-  (moto calls it Completed at once: it is InProgress until the run ends);
-- ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates metric alarms all the time, moto never
-  does, so the alarms the call names (every alarm when it names none) are evaluated first
-  (hfpipe.local.engine.cloudwatch.evaluate, from the metrics every invocation records); moto then answers with the
-  state CloudWatch would show now (an alarm whose errors stopped a period ago is OK again, as on AWS).
+- ``before-call.lambda.Invoke``: the function runs in this process; moto never sees the call;
+- ``before-call.sagemaker.<Operation>``: a queued error is the call's answer (HTTP 400, final: botocore's own
+  retries do not see it, so one queued error is one failed call); else UpdateEndpoint, which moto lacks, is
+  answered by ``plugins.guardrails``;
+- ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint`` / ``CreateProcessingJob``: the plug-ins get
+  moto's object once moto has made it (a processing job that cannot run here is refused before);
+- ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates alarms all the time, moto never does, so
+  the alarms named are evaluated first (hfpipe.local.engine.cloudwatch.evaluate).
 
-A ``before-call`` hook that returns an answer is how botocore.stub.Stubber answers calls too. The hooks
-are unregistered when the engine stops. ``runtime_client`` is the sagemaker-runtime client the handlers
-get: InvokeEndpoint is answered by the ``endpoint`` plug-in (moto's sagemaker-runtime answers canned
-results only), the same way, through ``serve`` (hfpipe.local.engine.traffic); a container's error answer is
-InvokeEndpoint's ModelError (HTTP 424, the container's status and message), as AWS answers it.
+``runtime_client`` is the sagemaker-runtime client the handlers get: InvokeEndpoint is answered by the
+``endpoint`` plug-in through ``serve`` (hfpipe.local.engine.traffic); a container's error answer is
+InvokeEndpoint's ModelError (HTTP 424), as AWS answers it.
 """
 
 from __future__ import annotations

@@ -49,6 +49,15 @@ class _ExecutionName(logging.Filter):
         return True
 
 
+def not_sent_by(event: dict[str, Any], source: str, detail_type: str) -> str | None:
+    """Why EventBridge's ``event`` is not ``source``'s ``detail_type``; None when it is."""
+    if event.get("source") != source:
+        return f"source {event.get('source')!r} is not {source}"
+    if event.get("detail-type") != detail_type:
+        return f"detail-type {event.get('detail-type')!r} is not {detail_type!r}"
+    return None
+
+
 def logger(name: str) -> logging.Logger:
     """A logger for a handler module: Lambda's JSON log format (``LoggingFormat.JSON`` on the function)
     writes each record as one JSON object, with ``execution_name`` and the ``extra`` fields as keys."""

@@ -19,33 +19,17 @@ from hfpipe import contract
 from hfpipe.core.deploy import deploy_requests as requests
 from hfpipe.core.deploy.deployments import Autoscaling
 from hfpipe.core.run import cleanup as rule
-
-
-def error_code(err: Exception) -> str:
-    response = getattr(err, "response", None) or {}
-    return str((response.get("Error") or {}).get("Code", ""))
+from hfpipe.core.throttling import error_code
 
 
 def describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeEndpoint, or None when there is no such endpoint."""
-    try:
-        found: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=name)
-    except Exception as err:
-        if rule.is_not_found(err):
-            return None
-        raise
-    return found
+    return rule.describe_or_none(sagemaker.describe_endpoint, EndpointName=name)
 
 
 def describe_config(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeEndpointConfig, or None when there is no such config."""
-    try:
-        found: dict[str, Any] = sagemaker.describe_endpoint_config(EndpointConfigName=name)
-    except Exception as err:
-        if rule.is_not_found(err):
-            return None
-        raise
-    return found
+    return rule.describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=name)
 
 
 def is_deploy_made(tags: dict[str, str], env: str, name: str) -> bool:

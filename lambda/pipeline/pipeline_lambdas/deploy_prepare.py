@@ -157,10 +157,6 @@ def version_arn(ref: str, env: str, role_arn: str, region: str) -> str:
     return f"arn:{partition}:sagemaker:{region}:{account}:model-package/{group.lower()}/{number}"
 
 
-def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
-    return rule.tags_of(sagemaker, arn)
-
-
 def _stored_record(ssm: Any, env: str, name: str) -> DeploymentRecord | None:
     """The endpoint's deployment record; None when there is none, or it is not one this release reads (then
     the deploy smoke-tests and records again)."""
@@ -513,12 +509,12 @@ def _update(
     """The endpoint exists: check it is this environment's deploy's and settled, then update it blue/green
     (or find the version serving already, or wait for its rollback alarms)."""
     sagemaker, autoscaling = clients["sagemaker"], clients["application-autoscaling"]
-    endpoint_tags = _tags(sagemaker, endpoint["EndpointArn"])
+    endpoint_tags = rule.tags_of(sagemaker, endpoint["EndpointArn"])
     _check_endpoint(endpoint, endpoint_tags, env, plan.name)
     served_arn = read_config(sagemaker, endpoint["EndpointConfigName"]).version_arn
     _check_task(sagemaker, endpoint["EndpointName"], endpoint_tags, served_arn, info, env)
     live = describe_config(sagemaker, endpoint["EndpointConfigName"]) or {}
-    live_tags = _tags(sagemaker, live["EndpointConfigArn"]) if live else {}
+    live_tags = rule.tags_of(sagemaker, live["EndpointConfigArn"]) if live else {}
     variant = (live.get("ProductionVariants") or [{}])[0]
     # The version that serves is the live config's model's package (never a tag: hfpipe.core.deploy.what_serves).
     previous = PreviousDeploy(

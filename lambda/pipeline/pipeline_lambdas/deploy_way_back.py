@@ -29,8 +29,9 @@ from typing import Any
 
 from hfpipe.core import throttling
 from hfpipe.core.deploy.deploy_plan import DeployPlan
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
-from pipeline_lambdas.deploy_common import describe_endpoint, error_code
+from pipeline_lambdas.deploy_common import describe_endpoint
 
 LOG = aws.logger(__name__)
 #: What counts as throttled (hfpipe.core.throttling: botocore's standard retry mode's codes).

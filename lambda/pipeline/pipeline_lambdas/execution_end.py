@@ -77,10 +77,8 @@ def failure_report(detail: dict[str, Any], cleaned: dict[str, Any]) -> dict[str,
 
 def foreign(event: dict[str, Any], state_machine_arn: str) -> str | None:
     """Why ``event`` is not Step Functions' status change of ``state_machine_arn``; None when it is."""
-    if event.get("source") != SOURCE:
-        return f"source {event.get('source')!r} is not {SOURCE}"
-    if event.get("detail-type") != DETAIL_TYPE:
-        return f"detail-type {event.get('detail-type')!r} is not {DETAIL_TYPE!r}"
+    if (other := aws.not_sent_by(event, SOURCE, DETAIL_TYPE)) is not None:
+        return other
     detail = event.get("detail")
     machine = detail.get("stateMachineArn") if isinstance(detail, dict) else None
     if not state_machine_arn or machine != state_machine_arn:

@@ -24,6 +24,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core.run.plan_model import Plan
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
 from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 
@@ -55,10 +56,6 @@ _RETRYABLE = {
 }
 
 
-def _code(err: Exception) -> str:
-    return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
-
-
 def _adoptable(sagemaker: Any, job: dict[str, Any], plan: Plan) -> None:
     tags = {
         t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
@@ -80,7 +77,7 @@ def _existing(sagemaker: Any, name: str) -> dict[str, Any] | None:
     try:
         return dict(sagemaker.describe_training_job(TrainingJobName=name))
     except Exception as err:
-        if _code(err) not in ("ValidationException", "ResourceNotFound"):
+        if error_code(err) not in ("ValidationException", "ResourceNotFound"):
             raise
         return None
 
@@ -117,7 +114,7 @@ def launch(
             sagemaker.create_training_job(**plan.training_job_request)
             created = True
         except Exception as err:
-            code = _code(err)
+            code = error_code(err)
             if code == "ResourceInUse":
                 _adoptable(sagemaker, sagemaker.describe_training_job(TrainingJobName=name), plan)
             elif code in _RETRYABLE:

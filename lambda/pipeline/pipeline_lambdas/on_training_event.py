@@ -25,14 +25,11 @@ import json
 import os
 from typing import Any
 
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
 from pipeline_lambdas.training_task import FINAL_STATUSES, complete, token_key
 
 LOG = aws.logger(__name__)
-
-
-def _code(err: Exception) -> str:
-    return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
 
 SOURCE = "aws.sagemaker"
@@ -43,10 +40,8 @@ def _foreign(event: Any, env: str) -> str | None:
     """Why ``event`` is not a training-job state change of this environment's jobs; None when it is."""
     if not isinstance(event, dict):
         return "not an event"
-    if event.get("source") != SOURCE:
-        return f"source {event.get('source')!r} is not {SOURCE}"
-    if event.get("detail-type") != DETAIL_TYPE:
-        return f"detail-type {event.get('detail-type')!r} is not {DETAIL_TYPE!r}"
+    if (other := aws.not_sent_by(event, SOURCE, DETAIL_TYPE)) is not None:
+        return other
     detail = event.get("detail")
     name = detail.get("TrainingJobName") if isinstance(detail, dict) else None
     if not isinstance(name, str) or not name.startswith(f"{env}-"):
@@ -65,7 +60,7 @@ def _stored(s3: Any, bucket: str, name: str) -> dict[str, Any] | None:
     try:
         body = s3.get_object(Bucket=bucket, Key=token_key(name))["Body"].read()
     except Exception as err:
-        if _code(err) in ("NoSuchKey", "404"):
+        if error_code(err) in ("NoSuchKey", "404"):
             return None
         raise
     try:

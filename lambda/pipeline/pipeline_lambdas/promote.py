@@ -42,6 +42,7 @@ from hfpipe.core.promotion.promote_plan import (
     promoted,
 )
 from hfpipe.core.promotion.promotion import PromotionRefused
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
 from pipeline_lambdas.register import described_version, ensure_group
 
@@ -88,6 +89,12 @@ class Settings:
     #: names the policies of both cases, one account and two).
     account: str | None = None
 
+    def peers(self) -> promotion_access.Peers:
+        """The target and its source, as hfpipe.core.promotion.promotion_access's refusals name them."""
+        return promotion_access.Peers(
+            self.partition, self.account, self.source_account, self.source_env, self.env
+        )
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, account: str | None = None) -> Settings:
         e = os.environ if env is None else env
@@ -116,16 +123,12 @@ class Clients:
     source_s3: Any
 
 
-def _code(err: Exception) -> str:
-    return str((getattr(err, "response", None) or {}).get("Error", {}).get("Code", ""))
-
-
 def _denied(err: Exception) -> bool:
-    return _code(err) in promotion_access.DENIED_CODES
+    return error_code(err) in promotion_access.DENIED_CODES
 
 
 def _missing(err: Exception) -> bool:
-    return _code(err) in {"NoSuchKey", "404", "NotFound"}
+    return error_code(err) in {"NoSuchKey", "404", "NotFound"}
 
 
 def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, Any]:
@@ -133,23 +136,15 @@ def _describe(clients: Clients, arn: str, ref: str, s: Settings) -> dict[str, An
         return dict(clients.source_sagemaker.describe_model_package(ModelPackageName=arn))
     except Exception as err:
         message = str(err).lower()
-        if _code(err) == "ValidationException" and ("does not exist" in message or "not found" in message):
+        if error_code(err) == "ValidationException" and (
+            "does not exist" in message or "not found" in message
+        ):
             raise PromotionRefused(
                 f"input.version {ref!r}: no version {arn} in environment {s.source_env!r} ({s.source_region}); "
                 f"accepted: a registered version (list them with `hfpipe models --env {s.source_env}`)"
             ) from None
         if _denied(err):
-            raise PromotionRefused(
-                promotion_access.group_denied(
-                    arn,
-                    _code(err),
-                    partition=s.partition,
-                    account=s.account,
-                    source_account=s.source_account,
-                    source_env=s.source_env,
-                    target_env=s.env,
-                )
-            ) from None
+            raise PromotionRefused(promotion_access.group_denied(arn, error_code(err), s.peers())) from None
         raise
 
 
@@ -166,17 +161,7 @@ def _source_read(
             ) from None
         if _denied(err):
             raise PromotionRefused(
-                promotion_access.bucket_denied(
-                    operation,
-                    bucket,
-                    key,
-                    _code(err),
-                    partition=s.partition,
-                    account=s.account,
-                    source_account=s.source_account,
-                    source_env=s.source_env,
-                    target_env=s.env,
-                )
+                promotion_access.bucket_denied(operation, bucket, key, error_code(err), s.peers())
             ) from None
         raise
 
@@ -213,7 +198,7 @@ def _target_version(clients: Clients, group: str, source_arn: str) -> dict[str, 
     try:
         clients.sagemaker.describe_model_package_group(ModelPackageGroupName=group)
     except Exception as err:
-        if _code(err) == "ValidationException" and "does not exist" in str(err):
+        if error_code(err) == "ValidationException" and "does not exist" in str(err):
             return None
         raise
     return described_version(clients.sagemaker, group, promotion.description(source_arn))

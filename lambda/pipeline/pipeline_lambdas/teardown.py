@@ -1,28 +1,15 @@
-"""Teardown: delete the endpoint, endpoint config and model an execution created; nothing else.
-
-The Cleanup function's work, reached on both of its paths: a state machine task (cleanup.py) and an
-abnormal end of an execution (execution_end.py). Both import this module, neither imports the other
-(tests/layout/test_import_cycles.py).
+"""Teardown: delete the endpoint, endpoint config and model an execution created, and stop its training job;
+nothing else (S3 objects are never touched). The Cleanup function's work on both of its paths: a state
+machine task (cleanup.py) and an abnormal end of an execution (execution_end.py).
 
 Which resources may go is `hfpipe.core.run.cleanup`'s rule (shared with `hfpipe stop` and `hfpipe cleanup`):
-the plan's names (``Plan.names``; after an abnormal end, the names derived from the environment and the
-execution name: ``PlannedNames.derive``), tagged by hfpipe for this environment and this execution, and not
-kept by a user (``hfpipe:keep``, from `hfpipe stop --keep-endpoint`). S3 objects (artifacts, checkpoints,
-data) are never touched. A training job still running after a failure is stopped (it is not deleted: its
-record and artifacts stay).
-
-Every step works from what exists now, so a rerun finishes what an interrupted run left. Each step is tried
-even when an earlier one failed (a throttled DeleteEndpoint must not leave the training job running); when
-any failed, the function raises ``CleanupIncomplete`` after trying them all, so the run is repeated: Lambda
-retries a failed asynchronous invocation (the abnormal-end rule's path), and on the state machine's path a
-failed Cleanup ends the execution FAILED, which the abnormal-end rule cleans up again.
-
-An endpoint SageMaker will not delete yet (Creating, Updating, SystemUpdating, RollingBack:
-``rule.NOT_DELETABLE_YET``) is not waited for here: creating one takes several minutes, longer than this
-function runs and than Lambda's two retries span. It is reported in ``skipped`` as "not deletable yet",
-with its config and model (which it is using), and the report tells the user to run `hfpipe cleanup --env
-ENV`, which finds it by its tags and waits until SageMaker lets it go. It stays in `hfpipe endpoints` and
-`hfpipe list` until then.
+the plan's names (after an abnormal end, derived from the execution name), tagged by hfpipe for this
+environment and execution, and not kept by a user (``hfpipe:keep``). Every step works from what exists now
+and is tried even when an earlier one failed; when any failed, ``CleanupIncomplete`` is raised after all,
+so the run is repeated (Lambda's retries of an asynchronous invocation; on the state machine's path, the
+abnormal-end rule). An endpoint SageMaker will not delete yet (``rule.NOT_DELETABLE_YET``) takes minutes,
+longer than this function runs: it is reported in ``skipped`` with its config and model, and the report
+points at `hfpipe cleanup --env ENV`, which waits for it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import json
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.throttling import error_code
 from pipeline_lambdas import aws
 
 LOG = aws.logger(__name__)
@@ -58,10 +59,6 @@ DESCRIPTION_FIELDS = (
     "CheckpointConfig",
 )
 CAUSE_LIMIT = 32_768  # SendTaskFailure's cause: at most 32,768 characters
-
-
-def _code(err: Exception) -> str:
-    return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
 
 def token_key(training_job_name: str) -> str:
@@ -97,8 +94,8 @@ def complete(sfn: Any, task_token: str, job: dict[str, Any]) -> bool:
                 cause=f"training job {job['TrainingJobName']} {status}: {reason}"[:CAUSE_LIMIT],
             )
     except Exception as err:
-        if _code(err) in GONE:
-            aws.log_json(LOG, "task already completed", code=_code(err))
+        if error_code(err) in GONE:
+            aws.log_json(LOG, "task already completed", code=error_code(err))
             return False
         raise
     return True
