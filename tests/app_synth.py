@@ -1,12 +1,15 @@
 """The app from cdk.json, synthesized: shared by tests/infra, tests/pipeline and tests/cli.
 
-`tests/conftest.py` synthesizes it once per session (`synthesized`); test modules import the helpers
-below by module name (tests/ is on sys.path through its conftest).
+`tests/conftest.py` synthesizes it once per run (`synthesized`: `synthesize_shared`, one synthesis for every
+pytest-xdist worker of the run); test modules import the helpers below by module name (tests/ is on
+sys.path through its conftest).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,18 +25,34 @@ ENV = "dev"
 # What a local engine answers for the DataStack exports a Pipeline stack imports.
 DATA_BUCKET = "hfpipe-test-data"
 ARTIFACTS_BUCKET = "hfpipe-test-artifacts"
+#: A folder every worker of one test run shares (tests/conftest.py makes it for the run and removes it).
+SHARED_ENV = "HFPIPE_TESTS_SHARED"
 
 
 @dataclass(frozen=True)
 class Synthesized:
-    """One synthesis of the whole app: its cloud assembly folder, templates and stacks by name."""
+    """One synthesis of the whole app: its cloud assembly folder, templates and stacks by name.
+
+    `app` is the construct tree of the synthesis this process made; where the process read another worker's
+    synthesis of the same context (`synthesize_shared`), the same app is built and synthesized here on its
+    first use (`app`, `stack`): only the tests of the construct tree pay for one of their own.
+    """
 
     outdir: Path
-    app: Any
     templates: dict[str, dict[str, Any]]
     environments: dict[str, EnvironmentConfig]
     seconds: float
+    context: dict[str, Any] = field(repr=False)
+    nag: bool = field(repr=False)
+    _app: Any = field(default=None, repr=False)
     _assertions: dict[str, assertions.Template] = field(default_factory=dict, repr=False)
+
+    @property
+    def app(self) -> Any:
+        if self._app is None:
+            outdir = self.outdir.parent / f"{self.outdir.name}.app-{os.getpid()}"
+            object.__setattr__(self, "_app", _synthesize(outdir, self.context, nag=self.nag).app)
+        return self._app
 
     def stack(self, name: str) -> Any:
         return self.app.node.find_child(name)
@@ -58,6 +77,26 @@ def synthesize(outdir: Path) -> Synthesized:
     return _synthesize(outdir, cdk_app.cdk_json_context(), nag=True)
 
 
+def synthesize_shared(outdir: Path) -> Synthesized:
+    """`synthesize`, once for the run: with SHARED_ENV set (tests/conftest.py sets it for the run, and the
+    pytest-xdist workers inherit it), the first worker to come synthesizes into the shared folder, under a
+    lock, and the others read that cloud assembly's templates when it is complete (each synthesis is ~8 s of
+    CPU, the jsii node process's included); without it, `synthesize(outdir)`."""
+    shared = os.environ.get(SHARED_ENV)
+    if not shared:
+        return synthesize(outdir)
+    folder, context = Path(shared), cdk_app.cdk_json_context()
+    ready = folder / "cdk.out.ready"
+    with (folder / "cdk.out.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when this process dies
+        if ready.is_file():
+            done = Path(ready.read_text())
+            return _read(done, context, nag=True, seconds=0.0, app=None)
+        synthesized = synthesize(folder / f"cdk.out.{os.getpid()}")
+        ready.write_text(str(synthesized.outdir))  # only a complete synthesis is marked
+    return synthesized
+
+
 def synthesize_environments(outdir: Path, environments: dict[str, Any], *, nag: bool = True) -> Synthesized:
     """The app for other environments than cdk.json's (`environments`: the `hfpipe:environments` value), e.g.
     a source and a target in two accounts; no bundling (the handlers run from lambda/ locally)."""
@@ -73,7 +112,11 @@ def _synthesize(outdir: Path, context: dict[str, Any], *, nag: bool) -> Synthesi
     started = time.perf_counter()
     app = cdk_app.build_app(context=context, outdir=str(outdir), default_account=None, nag=nag)
     app.synth()
-    seconds = time.perf_counter() - started
+    return _read(outdir, context, nag=nag, seconds=time.perf_counter() - started, app=app)
+
+
+def _read(outdir: Path, context: dict[str, Any], *, nag: bool, seconds: float, app: Any) -> Synthesized:
+    """The synthesis in cloud assembly folder `outdir`: its stacks' templates, by stack name."""
     manifest = json.loads((outdir / "manifest.json").read_text())
     templates = {
         artifact["displayName"]: json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
@@ -82,7 +125,13 @@ def _synthesize(outdir: Path, context: dict[str, Any], *, nag: bool) -> Synthesi
     }
     environments = load_environments(context["hfpipe:environments"])
     return Synthesized(
-        outdir=outdir, app=app, templates=templates, environments=environments, seconds=seconds
+        outdir=outdir,
+        templates=templates,
+        environments=environments,
+        seconds=seconds,
+        context=context,
+        nag=nag,
+        _app=app,
     )
 
 

@@ -60,13 +60,20 @@ SLOWEST_FILES = 15
 def pytest_configure(config: pytest.Config) -> None:
     """One synthesis cache for the whole run: every `hfpipe local` run, `local up` world and local-stack test of
     this run, in every worker (xdist workers inherit the variable), shares a folder made here, and removed at
-    the end; a new run starts from an empty one, so nothing depends on an earlier run."""
+    the end; a new run starts from an empty one, so nothing depends on an earlier run. Likewise the folder
+    where the `synthesized` fixture's one synthesis of the run is shared (SHARED_ENV)."""
     from hfpipe.local.stacks import CACHE_ENV
 
     # The command sizes its tables to COLUMNS when set (as a terminal would); the tests read those tables, so
     # they run without it whatever started them (a pytest-xdist worker was seen with COLUMNS=80).
     os.environ.pop("COLUMNS", None)
-    if hasattr(config, "workerinput") or os.environ.get(CACHE_ENV):
+    if hasattr(config, "workerinput"):
+        return
+    # The run's shared folder: the `synthesized` fixture's one synthesis for every worker (app_synth).
+    shared = tempfile.mkdtemp(prefix="hfpipe-tests-shared-")
+    os.environ[SHARED_ENV] = shared
+    config.stash[_SHARED] = shared
+    if os.environ.get(CACHE_ENV):
         return
     folder = tempfile.mkdtemp(prefix="hfpipe-tests-synth-")
     os.environ[CACHE_ENV] = folder
@@ -74,6 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED, None)
+    if shared:
+        os.environ.pop(SHARED_ENV, None)
+        shutil.rmtree(shared, ignore_errors=True)
     folder = config.stash.get(_OWN_CACHE, None)
     if folder:
         from hfpipe.local.stacks import CACHE_ENV
@@ -88,24 +99,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 #: them again that evening, with one helper's tests beside the run (2,517 tests, 2,108 s of test time, 773 s). They go first,
 #: longest first; a file not listed counts SLOW_TEST_SECONDS per slow test. Only the order depends on these:
 #: a long file the table misses is handed out late, and one worker then finishes it alone at the end (the
-#: adapters walk-through, 118 s, counted as 5 s until this table named it).
+#: adapters walk-through, 118 s, counted as 5 s until this table named it). The files that run executions on
+#: a local engine (test_use, the fault matrix, promote, the adapter state machine) are scaled by the CPU they
+#: took alone before and after the engine kept each definition's parse tree (moto_patches._parsed_definitions:
+#: 17%, 17%, 8% and 9% less, two alternating runs each, 2026-12-07).
 LONGEST_FILES = {
     "tests/cli/test_local_world.py": 239,
     "tests/training/test_local_substitutions.py": 154,
     "tests/cli/test_walkthrough_adapters.py": 131,
     "tests/benchmarks/test_gpu_run.py": 77,
-    "tests/cli/test_use.py": 72,
+    "tests/cli/test_use.py": 60,
     "tests/cli/test_local.py": 69,
     "tests/cli/test_walkthrough_openai.py": 69,
-    "tests/pipeline/test_pipeline_fault_matrix.py": 59,
-    "tests/pipeline/test_promote.py": 55,
+    "tests/pipeline/test_pipeline_fault_matrix.py": 49,
+    "tests/pipeline/test_promote.py": 50,
     "tests/cli/test_models.py": 54,
     "tests/hostile/test_hostile_local_mode.py": 52,
     "tests/cli/test_walkthrough.py": 49,
     "tests/training/test_clm_training.py": 47,
     "tests/hostile/test_hostile_cli_options.py": 45,
     "tests/cli/test_dry_run.py": 45,
-    "tests/pipeline/test_adapter_state_machine.py": 40,
+    "tests/pipeline/test_adapter_state_machine.py": 36,
     "tests/pipeline/test_pipeline_limits.py": 40,
     "tests/benchmarks/test_gpu_lora.py": 34,
     "tests/training/test_classification.py": 34,
@@ -190,6 +204,9 @@ _FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
 _FILE_CPU: defaultdict[str, float] = defaultdict(float)
 _CPU_START = pytest.StashKey[float]()
 _OWN_CACHE = pytest.StashKey[str]()
+_SHARED = pytest.StashKey[str]()
+#: app_synth.SHARED_ENV (not imported here: app_synth imports the CDK app, which the controller does not need).
+SHARED_ENV = "HFPIPE_TESTS_SHARED"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -213,10 +230,11 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The whole app from cdk.json (every environment), synthesized once for the session (app_synth)."""
-    from app_synth import synthesize
+    """The whole app from cdk.json (every environment), synthesized once for the run: by the first worker
+    that needs it, the others reading its templates (app_synth.synthesize_shared)."""
+    from app_synth import synthesize_shared
 
-    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+    return synthesize_shared(tmp_path_factory.mktemp("cdk.out"))
 
 
 @pytest.fixture(scope="session")

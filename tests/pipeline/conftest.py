@@ -1,4 +1,4 @@
-"""Fixtures: the app's real dev PipelineStack (synthesized once per session in tests/conftest.py), one
+"""Fixtures: the app's real dev PipelineStack (synthesized once per run in tests/conftest.py), one
 moto engine per session."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 
 @pytest.fixture(scope="session")
 def pipeline_app(synthesized: Synthesized) -> Synthesized:
-    """The whole app from cdk.json, synthesized once per session (shared with tests/infra and tests/cli)."""
+    """The whole app from cdk.json, synthesized once per run (shared with tests/infra and tests/cli, and by the workers)."""
     return synthesized
 
 

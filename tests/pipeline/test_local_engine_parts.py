@@ -165,6 +165,71 @@ def test_the_templates_rules_deliver_only_what_they_match(fresh):
     assert delivery[1] in targets and fresh.invocations[-1][1] == delivery[1]
 
 
+# A definition with what the Preprocessor builds components of: an intrinsic function, a Choice, a Pass.
+PARSED_ONCE = {
+    "StartAt": "Greet",
+    "States": {
+        "Greet": {"Type": "Pass", "Parameters": {"text.$": "States.Format('hi {}', $.who)"}, "Next": "Which"},
+        "Which": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.text", "StringEquals": "hi ada", "Next": "Ada"}],
+            "Default": "Other",
+        },
+        "Ada": {"Type": "Pass", "Result": "ada", "ResultPath": "$.found", "End": True},
+        "Other": {"Type": "Pass", "Result": "other", "ResultPath": "$.found", "End": True},
+    },
+}
+
+
+@pytest.mark.slow
+def test_a_definition_is_parsed_once_and_each_execution_gets_its_own_components(fresh, monkeypatch):
+    """moto parses a definition's text with its grammar at CreateStateMachine and again at each StartExecution;
+    on the engine the grammar reads a text once (moto_patches._parsed_definitions), each execution still gets
+    components of its own built from the tree, and evaluates as before; a text the grammar refuses is refused
+    with moto's own error each time."""
+    import json
+
+    from botocore.exceptions import ClientError
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    passes = []
+    grammar = ASLParser.state_machine
+    monkeypatch.setattr(ASLParser, "state_machine", lambda self: passes.append(1) or grammar(self))
+    sfn = fresh.client("stepfunctions")
+    role = f"arn:aws:iam::{moto_patches.default_account_id()}:role/parsed-once"
+    text = json.dumps(PARSED_ONCE)
+    arn = sfn.create_state_machine(name="parsed-once", definition=text, roleArn=role)["stateMachineArn"]
+    try:
+        ends = {
+            who: fresh.run({"who": who}, name=f"parsed-once-{who}", state_machine_arn=arn)
+            for who in ("ada", "bob", "ada-again")
+        }
+    finally:
+        sfn.delete_state_machine(stateMachineArn=arn)
+    assert [(e.status, e.output["found"]) for e in ends.values()] == [
+        ("SUCCEEDED", "ada"),
+        ("SUCCEEDED", "other"),
+        ("SUCCEEDED", "other"),
+    ]
+    assert ends["ada"].states == ["Greet", "Which", "Ada"] and ends["bob"].states == [
+        "Greet",
+        "Which",
+        "Other",
+    ]
+    assert len(passes) == 1  # moto alone: 4 (the create, then each of the 3 executions)
+    first, second = AmazonStateLanguageParser.parse(text), AmazonStateLanguageParser.parse(text)
+    assert first[1] is second[1] and first[0] is not second[0] and len(passes) == 1
+    refused = text.replace('"StartAt"', '"StartsAt"')
+    messages = []
+    for _ in range(2):
+        with pytest.raises(ClientError) as raised:
+            sfn.create_state_machine(name="refused", definition=refused, roleArn=role)
+        messages.append(raised.value.response["Error"])
+    assert messages[0] == messages[1] and messages[0]["Message"].startswith("ASLParserException "), messages
+    assert len(passes) == 3  # each refused text went through the grammar
+
+
 # --- the functions' environments ----------------------------------------------------------------------------
 def test_shared_variables_are_set_once_and_differing_ones_per_function():
     from hfpipe.local.engine.template import split_environments

@@ -62,6 +62,7 @@ PATCHED = (
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
     "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
     *(f"{module}.boto_client_for" for module in _CLIENT_MODULES),
+    "moto.stepfunctions.parser.asl.parse.asl_parser.AmazonStateLanguageParser.parse",
     "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSecondsPath._eval_seconds",
     "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSeconds._eval_seconds",
     "moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function.WaitFunction._wait_interval",
@@ -99,6 +100,7 @@ USED = (
     "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource.ResourceCondition",
     "moto.stepfunctions.parser.asl.eval.callback.callback.CallbackOutcomeSuccess",
     "moto.stepfunctions.parser.asl.eval.event.event_detail.EventDetails",
+    "moto.stepfunctions.parser.asl.parse.preprocessor.Preprocessor",
     "moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for",
     "moto.stepfunctions.parser.utils.TMP_THREADS",
 )
@@ -487,7 +489,13 @@ class _MotoHosting:
 def _interpreter(engine: Engine) -> list[Patch]:
     """The Step Functions interpreter's patches: SageMaker's errors and results as AWS's, task callbacks
     and stops, the end of an execution, and one client per service."""
-    return [*_task_results(), *_task_callbacks(), *_execution_end(engine), *_shared_clients()]
+    return [
+        *_task_results(),
+        *_task_callbacks(),
+        *_execution_end(engine),
+        *_shared_clients(),
+        *_parsed_definitions(),
+    ]
 
 
 def _task_results() -> list[Patch]:
@@ -731,6 +739,45 @@ def _shared_clients() -> list[Patch]:
             client_for,
         )
         for module in _CLIENT_MODULES
+    ]
+
+
+def _parsed_definitions() -> list[Patch]:
+    """A definition's ANTLR parse tree built once for the engine, its evaluation components afresh each time.
+
+    moto parses a definition's text with its ANTLR grammar, then builds the components an execution evaluates
+    from the tree (its Preprocessor), at CreateStateMachine (to validate it, the result thrown away) and again
+    at every StartExecution (moto.stepfunctions.parser.asl.parse.asl_parser.AmazonStateLanguageParser.parse,
+    called by models.StepFunctionsParserBackend._validate_definition and
+    backend.execution_worker.ExecutionWorker._get_evaluation_entrypoint). The grammar's pass is ~80% of that
+    and a pure function of the text; the tree is only read afterwards (the Preprocessor visits it, nothing
+    keeps a node of it). So a text parsed once keeps its tree, and each later call runs moto's own
+    Preprocessor on it: the same components as a fresh parse, new objects each call. A text the grammar
+    refuses is kept by nothing and refused again, with moto's own error, every time.
+    """
+    from moto.stepfunctions.parser.asl.parse import asl_parser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    original, lock = asl_parser.AmazonStateLanguageParser.parse, threading.Lock()
+    trees: dict[str, Any] = {}
+
+    def parse(definition: str) -> tuple[Any, Any]:
+        with lock:
+            tree = trees.get(definition)
+        if tree is None:
+            program, tree = original(definition)  # a refused text raises here: nothing kept
+            with lock:
+                trees[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    return [
+        (
+            "AmazonStateLanguageParser.parse",
+            asl_parser.AmazonStateLanguageParser,
+            "parse",
+            staticmethod(parse),
+        )
     ]
 
 
