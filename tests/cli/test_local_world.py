@@ -475,7 +475,7 @@ def assert_gate_figures(text: str, ref: str) -> None:
 
 def check_lifecycle_gate(argv: list[str], stdout: str) -> None:
     """Issue 47 in the lifecycle: each later run's verdict against dev's classifier (/1), and the gate's
-    figures where it passes them: approve in dev, promote, deploy in prod (prod's gate mandatory)."""
+    figures where it passes them: approve, promote, deploy in prod (prod's gate mandatory)."""
     flat = " ".join(stdout.split())
     if argv[0] == "start" and "--champion" in argv:
         ref = "tiny-mnli/3" if "training.hyperparameters.max_steps=200" in argv else "tiny-mnli/2"
@@ -486,8 +486,11 @@ def check_lifecycle_gate(argv: list[str], stdout: str) -> None:
         assert found, stdout  # the run's report: its verdict and figures against dev's classifier
         assert all(abs(float(f) - e) < 4.2 for f, e in zip(found.groups(), expected, strict=True)), stdout
     ref = next((a for a in argv if a.startswith("tiny-mnli/")), "")
-    gated = argv[:2] == ["models", "approve"] and "--env" in argv and argv[argv.index("--env") + 1] == "dev"
-    gated = gated or argv[0] == "promote" or (argv[0] == "deploy" and "prod" in argv)
+    # Approve in each environment (prod's reads prod's classifier: /1, promoted from dev's /1, the champion
+    # evaluated), promote, and the deploy in prod, where the gate is mandatory.
+    gated = (
+        argv[:2] == ["models", "approve"] or argv[0] == "promote" or (argv[0] == "deploy" and "prod" in argv)
+    )
     if ref in ("tiny-mnli/2", "tiny-mnli/3") and gated:
         verdict = LIFECYCLE_FIGURES[ref][0]
         assert f"evaluation gate: evaluation {verdict} against arn:aws:sagemaker:eu-west-1:" in flat, stdout
