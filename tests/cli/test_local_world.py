@@ -366,6 +366,37 @@ def test_the_lifecycle_block_has_the_steps_the_issue_asks() -> None:
     # train, approve, deploy in dev, promote, deploy in prod, a worse update rolled back, a better one.
     assert kinds.count("start") == 3 and kinds.count("promote") == 3 and kinds.count("deploy") == 4
     assert [c for argv, c in lifecycle_commands() if argv[0] == "deploy"][2].startswith("the 4xx alarm fires")
+    # Issue 47: the later runs are each scored against what dev's classifier serves (its /1).
+    starts = [argv for argv, _ in lifecycle_commands() if argv[0] == "start"]
+    assert [a[a.index("--champion") + 1] if "--champion" in a else None for a in starts] == [
+        None,
+        "endpoint:classifier",
+        "endpoint:classifier",
+    ]
+
+
+def refused_promoted_commands() -> list[tuple[list[str], str]]:
+    """The README's block "A worse fine-tune refused, a better one promoted", replayed in the lifecycle's world
+    after its last command."""
+    return block_commands("refused-promoted")
+
+
+def test_the_readme_block_refuses_a_worse_version_at_approve_and_promote() -> None:
+    argvs = [argv for argv, _ in refused_promoted_commands()]
+    assert [a[:2] if a[0] == "models" else a[:1] for a in argvs] == [
+        ["deploy"],
+        ["start"],
+        ["models", "compare"],
+        ["models", "approve"],
+        ["models", "approve"],
+        ["promote"],
+        ["models", "compare"],
+    ]
+    assert [c.split(":")[0] for _, c in refused_promoted_commands() if "exit 1" in c] == [
+        "refused by the evaluation gate, with the figures",
+        "refused in prod with the figures",
+    ]
+    assert "--override-evaluation" in argvs[4] and "--champion" in argvs[1]
 
 
 @pytest.mark.slow
@@ -407,9 +438,101 @@ def test_the_lifecycle_by_hand(world: World) -> None:
             assert re.search(r"eval_accuracy .*\+0\.[2-9]", proc.stdout), proc.stdout
         elif argv[0] == "invoke":
             assert re.search(r'"label": "(entailment|neutral|contradiction)"', proc.stdout), proc.stdout
+        check_lifecycle_gate(argv, proc.stdout)
     prod_versions = json.loads(out(world["prod"]("models", "--json", "--recipe", "tiny-mnli")))
     assert [(v["ref"], v["promoted_from_env"]) for v in prod_versions] == [
         (f"tiny-mnli/{n}", "dev") for n in (1, 2, 3)
     ]
     for env in ENVIRONMENTS:  # the block's last commands deleted both named endpoints
         assert "classifier" not in out(world[env]("endpoints"))
+    # Then the README's block in the same world: a worse version refused, the better one promoted.
+    replay_refused_promoted(world)
+
+
+#: The evaluations' figures (accuracy in percent on the 24 held-out pairs, 95% paired bootstrap), measured on
+#: this machine (docs/deploy.md, README.md): each a whole number of pairs, so another CPU could move one only
+#: by a prediction at a tie; held within one pair (4.17 points), the verdicts exactly.
+LIFECYCLE_FIGURES = {
+    "tiny-mnli/2": ("not_worse", (0.0, 0.0, 0.0)),  # against /1
+    "tiny-mnli/3": ("better", (37.5, 20.83, 58.33)),  # against /1
+    "tiny-mnli/4": ("worse", (-37.5, -58.33, -20.83)),  # against /3
+}
+
+
+def assert_gate_figures(text: str, ref: str) -> None:
+    """The gate's line (or the run's evaluation row) names the version's verdict and figures."""
+    verdict, expected = LIFECYCLE_FIGURES[ref]
+    flat = " ".join(text.split())
+    found = re.search(
+        r"accuracy difference ([-+][\d.]+) \(([-+][\d.]+) to ([-+][\d.]+)\) at 95% confidence, margin 0; "
+        r"challenger accuracy [\d.]+ \[[\d.]+, [\d.]+\] on 24, champion [\d.]+ \[[\d.]+, [\d.]+\] on 24",
+        flat,
+    )
+    assert found, text
+    assert all(abs(float(f) - e) < 4.2 for f, e in zip(found.groups(), expected, strict=True)), (flat, ref)
+    assert (verdict == "worse") == ("is worse than the champion" in flat), flat
+
+
+def check_lifecycle_gate(argv: list[str], stdout: str) -> None:
+    """Issue 47 in the lifecycle: each later run's verdict against dev's classifier (/1), and the gate's
+    figures where it passes them: approve, promote, deploy in prod (prod's gate mandatory)."""
+    flat = " ".join(stdout.split())
+    if argv[0] == "start" and "--champion" in argv:
+        ref = "tiny-mnli/3" if "training.hyperparameters.max_steps=200" in argv else "tiny-mnli/2"
+        verdict, expected = LIFECYCLE_FIGURES[ref]
+        found = re.search(
+            rf"evaluation\W+{verdict} \(accuracy ([-\d.]+), interval ([-\d.]+) to ([-\d.]+)\)", stdout
+        )
+        assert found, stdout  # the run's report: its verdict and figures against dev's classifier
+        assert all(abs(float(f) - e) < 4.2 for f, e in zip(found.groups(), expected, strict=True)), stdout
+    ref = next((a for a in argv if a.startswith("tiny-mnli/")), "")
+    # Approve in each environment (prod's reads prod's classifier: /1, promoted from dev's /1, the champion
+    # evaluated), promote, and the deploy in prod, where the gate is mandatory.
+    gated = (
+        argv[:2] == ["models", "approve"] or argv[0] == "promote" or (argv[0] == "deploy" and "prod" in argv)
+    )
+    if ref in ("tiny-mnli/2", "tiny-mnli/3") and gated:
+        verdict = LIFECYCLE_FIGURES[ref][0]
+        assert f"evaluation gate: evaluation {verdict} against arn:aws:sagemaker:eu-west-1:" in flat, stdout
+        assert_gate_figures(stdout, ref)
+
+
+def replay_refused_promoted(world: World) -> None:
+    """The README's "A worse fine-tune refused, a better one promoted", as typed, after the lifecycle: /4 (the
+    recipe's 4 steps) scored against /3 on dev's classifier, refused at approve and at promote with the figures,
+    approved in dev only with an override; the better /3 is what prod holds, evaluated better than /1."""
+    for argv, comment in refused_promoted_commands():
+        proc = world.hfpipe(*argv)
+        expected = 1 if "exit 1" in comment else 0
+        assert proc.returncode == expected, (argv, proc.stdout, proc.stderr, world.log("dev")[-3000:])
+        if expected == 1:
+            flat = " ".join(proc.stderr.split())
+            assert "refused by the evaluation gate: version tiny-mnli/4" in flat, proc.stderr
+            assert f"is worse than the champion arn:aws:sagemaker:eu-west-1:{ACCOUNT}:model-package/" in flat
+            assert "hfpipe-dev-tiny-mnli/3 on validation" in flat and '--override-evaluation "REASON"' in flat
+            assert_gate_figures(proc.stderr, "tiny-mnli/4")
+        elif argv[0] == "start":
+            assert re.search(r"evaluation\W+worse \(accuracy ", proc.stdout), proc.stdout
+        elif argv[:2] == ["models", "approve"]:
+            flat = " ".join(proc.stdout.split())
+            assert (
+                "PendingManualApproval -> Approved" in flat
+                and "overridden: kept in dev for an A/B test" in flat
+            )
+            assert_gate_figures(proc.stdout, "tiny-mnli/4")
+        elif argv[:2] == ["models", "compare"]:
+            compared = json.loads(out(world.hfpipe(*argv, "--json")))
+            a, b = (compared[k]["evaluation"]["document"] for k in ("a", "b"))
+            if argv[2:4] == ["tiny-mnli/3", "tiny-mnli/4"]:
+                assert (a["verdict"], b["verdict"]) == ("better", "worse"), (a, b)
+            else:  # in prod: /3 promoted, with the evaluation that let it through
+                assert (a["verdict"], b["verdict"]) == ("no_champion", "better"), (a, b)
+            assert "better" in proc.stdout, proc.stdout
+    prod = json.loads(out(world["prod"]("models", "--json", "--recipe", "tiny-mnli")))
+    assert [v["ref"] for v in prod] == ["tiny-mnli/1", "tiny-mnli/2", "tiny-mnli/3"]  # no /4 in prod
+    [fourth] = [
+        v
+        for v in json.loads(out(world["dev"]("models", "--json", "--recipe", "tiny-mnli")))
+        if v["ref"] == "tiny-mnli/4"
+    ]
+    assert fourth["status"] == "Approved", fourth

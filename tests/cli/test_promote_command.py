@@ -190,3 +190,17 @@ def test_a_blank_override_is_refused_before_starting(deployed, capsys):
     assert (code, out) == (1, "")
     assert err == "error: --override-evaluation: an empty reason is not accepted; accepted: why, in words\n"
     assert sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"] == before
+
+
+def test_promote_prints_the_gate_decision_with_its_figures(deployed, capsys):
+    """Issue 47: the Promote function's gate passed the version; the command says so with the figures of the
+    evaluation the promoted version carries, as approve and deploy print theirs."""
+    from evaluations import CHAMPION_ARN, wrapper
+
+    register_source_version(recipe="tiny-gate", execution="reg-tiny-gate", evaluation=wrapper("better"))
+    code, out, err = promote(capsys, "tiny-gate/1", "--watch")
+    assert (code, err) == (0, ""), err
+    assert out.splitlines()[2] == (
+        f"  evaluation gate: evaluation better against {CHAMPION_ARN}: f1 difference +1 (+0.5 to +3) at 95% "
+        "confidence, margin 0; challenger f1 58.1 [52, 64] on 40, champion 61.2 [55, 67.1] on 40"
+    )

@@ -29,7 +29,7 @@ def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
     argvs = [argv for argv, _ in adapter_commands()]
     assert argvs[0][:4] == ["local", "up", "--env", "dev"]
     kinds = [argv[0] for argv in argvs[1:]]
-    assert kinds.count("start") == 2 and kinds.count("invoke") == 2
+    assert kinds.count("start") == 3 and kinds.count("invoke") == 2
     assert [a[a.index("--adapter") + 1] for a in argvs if a[0] == "invoke"] == ["support", "sales"]
     deploys = [a for a in argvs if a[0] == "deploy"]
     assert [a[a.index("--adapter") + 1] if "--adapter" in a else "base" for a in deploys] == [
@@ -37,13 +37,25 @@ def test_the_adapters_block_has_the_steps_the_issue_asks() -> None:
         "sales",
         "support",
         "support",
+        "support",
         "sales",
         "support",
         "base",
     ]
-    assert "--rollback" in deploys[3] and "--delete" in deploys[4] and "--delete" in deploys[5]
+    assert "--rollback" in deploys[4] and "--delete" in deploys[5] and "--delete" in deploys[6]
     # It ends with the base retired and `hfpipe endpoints` showing nothing billing (issue 44).
-    assert "--retire-base" in deploys[6] and argvs[-1][:1] == ["endpoints"]
+    assert "--retire-base" in deploys[7] and argvs[-1][:1] == ["endpoints"]
+    # Issue 47: each later run is evaluated against what support serves; the worse one is refused at deploy.
+    starts = [a for a in argvs if a[0] == "start"]
+    assert [a[a.index("--champion") + 1] if "--champion" in a else None for a in starts] == [
+        None,
+        "adapter:support",
+        "adapter:support",
+    ]
+    refused = [
+        c for a, c in adapter_commands() if a[0] == "deploy" and c.startswith("refused by the evaluation")
+    ]
+    assert len(refused) == 1
 
 
 def scale_to_zero_commands() -> list[list[str]]:
@@ -83,18 +95,27 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     """Every command of docs/adapters.md's block, run as typed, in order, against the local world's dev:
     two adapters on one shared base, each answering as itself, one rolled back, the other deleted."""
     answers: dict[str, str] = {}
+    artifacts: dict[str, str] = {}
     listed: list[dict[str, Any]] = []
-    for argv, _comment in adapter_commands()[1:]:
+    for argv, comment in adapter_commands()[1:]:
         proc = adapter_world.hfpipe(*argv)
-        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr, adapter_world.log("dev")[-3000:])
+        expected = 1 if comment.startswith("refused by the evaluation gate") else 0
+        assert proc.returncode == expected, (argv, proc.stdout, proc.stderr, adapter_world.log("dev")[-3000:])
+        if check_the_gate(adapter_world, argv, proc):
+            continue
         if argv[0] == "deploy" and "--model" in argv:
             ref = argv[argv.index("--model") + 1]
             adapter = argv[argv.index("--adapter") + 1]
             assert f"deployed: adapter hfpipe-dev-adapter-{adapter} serves {ref} (s3://" in proc.stdout, (
                 proc.stdout
             )
+            artifacts[ref] = "".join(proc.stdout.split()).split(f"serves{ref}(", 1)[1].split(")")[0]
         elif argv[0] == "deploy" and "--rollback" in argv:
             assert "serves tiny-adapter/1 (s3://" in proc.stdout, proc.stdout
+            # The worse version's refused deploy changed nothing: support served /2 until this rollback.
+            assert f"adapternow:InService(serving{artifacts['tiny-adapter/2']})" in "".join(
+                proc.stdout.split()
+            )
         elif argv[0] == "deploy" and "--retire-base" in argv:
             assert "retired: the shared base hfpipe-dev-shared-base (1 x ml.g5.4xlarge, 2.03 USD/h)" in (
                 proc.stdout
@@ -150,7 +171,7 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     # Each run's loss curve, from what the world has of it (its training log: it publishes no metrics).
     runs = json.loads(out(adapter_world["dev"]("list", "--json")))
     names = [r["name"] for r in runs if r["name"].startswith("tiny-adapter-")]
-    assert len(names) == 2, runs
+    assert len(names) == 3, runs
     served = []
     for name in names:
         adapter = json.loads(out(adapter_world["dev"]("report", name, "--json")))["adapter"]
@@ -165,6 +186,58 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
     (support,) = served
     assert support["component"] == "hfpipe-dev-adapter-support" and support["tokens"] > 0, served
     assert support["usd_per_million_tokens"] > 0, served
+
+
+#: The gate's figures for the perplexity difference (champion - challenger: positive is better), measured on
+#: this machine (docs/adapters.md): tiny-adapter/2 (learning_rate 0.01) against /1, and /3 (the recipe's own
+#: settings, the same adapter as /1) against /2. Held within 0.5 (the interval is 1.5 wide and 16 off zero),
+#: so another CPU's last bits cannot flip a verdict or fail the walk-through.
+GATE_FIGURES = {"better": (16.93, 16.18, 17.69), "worse": (-16.93, -17.69, -16.18)}
+
+
+def assert_figures(text: str, verdict: str) -> None:
+    """The gate's line names the verdict's figures: the difference and its interval at 95% on 16 dialogues."""
+    flat = " ".join(text.split())
+    found = re.search(
+        r"perplexity difference ([-+][\d.]+) \(([-+][\d.]+) to ([-+][\d.]+)\) at 95% confidence", flat
+    )
+    assert found, text
+    assert all(abs(float(f) - e) < 0.5 for f, e in zip(found.groups(), GATE_FIGURES[verdict], strict=True)), (
+        flat
+    )
+    assert re.search(r"challenger perplexity [\d.]+ \[[\d.]+, [\d.]+\] on 16, champion ", flat), flat
+
+
+def check_the_gate(adapter_world: World, argv: list[str], proc: Any) -> bool:
+    """Issue 47's steps of the walk-through: each later run's verdict against what support serves, the gate at
+    approve and at support's deploys; True when the step is the worse version's refused deploy (done here)."""
+    ref = (
+        argv[argv.index("--model") + 1]
+        if "--model" in argv
+        else (argv[2] if argv[:2] == ["models", "approve"] else "")
+    )
+    if argv[0] == "start" and "--champion" in argv:
+        verdict = "better" if "learning_rate=0.01" in " ".join(argv) else "worse"
+        assert re.search(rf"evaluation\W+{verdict} \(perplexity ", proc.stdout), proc.stdout
+    elif ref == "tiny-adapter/2" and (argv[0] == "models" or "support" in argv):  # approve; support's update
+        assert "evaluation gate: evaluation better against " in proc.stdout, proc.stdout
+        assert "hfpipe-dev-tiny-adapter/1: perplexity difference" in " ".join(proc.stdout.split())
+        assert_figures(proc.stdout, "better")
+    elif ref == "tiny-adapter/3" and argv[0] == "models":
+        flat = " ".join(proc.stdout.split())
+        assert "PendingManualApproval -> Approved" in flat and "overridden: kept in dev as a baseline" in flat
+        assert_figures(proc.stdout, "worse")
+    elif ref == "tiny-adapter/3":
+        flat = " ".join(proc.stderr.split())
+        assert (
+            flat.startswith(
+                "error: refused by the evaluation gate: version tiny-adapter/3 is worse than the champion "
+            )
+            and "hfpipe-dev-tiny-adapter/2 on validation" in flat
+        ), proc.stderr
+        assert_figures(proc.stderr, "worse")
+        return True  # nothing changed: the rollback's next step reads support still serving /2
+    return False
 
 
 def replay_scale_to_zero(adapter_world: World) -> None:

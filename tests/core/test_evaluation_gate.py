@@ -131,6 +131,37 @@ def test_a_verdict_its_own_figures_contradict_is_unreadable_and_refused(verdict,
         _decide(Evaluated.from_json(stored))
 
 
+def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serves():
+    alone = Evaluated.from_json(wrapper("no_champion", champion=None))
+    assert _decide(alone, mode="advisory").allowed  # advisory: passes, saying it was not compared
+    assert _decide(alone, champion=None, mode="mandatory").allowed  # nothing serves: nothing to compare with
+    refused = _decide(alone, mode="mandatory")
+    assert not refused.allowed
+    assert refused.message.startswith(
+        "version tiny-qa/2 was scored alone (evaluation no_champion: its run named no --champion), and endpoint "
+        f"hfpipe-dev-qa serves {CHAMPION_ARN}; this environment's cdk.json evaluation_gate is mandatory: evaluate "
+        "it against what serves: hfpipe start ... --champion endpoint:NAME naming it; accepted: "
+    )
+    assert _decide(alone, mode="mandatory", override="first model of a new task").allowed
+    on_adapter = gate.decide(
+        alone, version="tiny-adapter/2", champion_now=CHAMPION, mode="mandatory", where="adapter support"
+    )
+    assert not on_adapter.allowed and "--champion adapter:NAME naming it" in on_adapter.message
+    # At promote the champion is the source's as evaluated: none for a version scored alone, so it passes
+    # there and is refused at the target's deploy, where what serves is read.
+    from hfpipe.core.promotion import promotion
+
+    promoted = promotion.evaluation_decision(
+        {"evaluation": wrapper("no_champion", champion=None)},
+        "tiny-qa/2",
+        source_env="dev",
+        env="prod",
+        mode="mandatory",
+        override=None,
+    )
+    assert promoted.allowed
+
+
 def test_a_promote_refusal_says_where_promote_records_the_override():
     from hfpipe.core.promotion import promotion
 

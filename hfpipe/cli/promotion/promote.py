@@ -31,7 +31,7 @@ from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, v
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
-from hfpipe.core.promotion import evaluation_gate
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, promotion
 from hfpipe.core.promotion.promote_plan import Promoted
 from hfpipe.core.promotion.promotion import OVERRIDE_KEY
 
@@ -94,7 +94,8 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
         except ValueError as err:
             raise HfpipeError(str(err)) from None
     faults.state("no promotion started; run the same command again")
-    machine = state_machine(aws.resolve_environment(clients, args.env))
+    environment = aws.resolve_environment(clients, args.env)
+    machine = state_machine(environment)
     name = execution_name(args.version)
     # Promoting a version twice gives the version the first promotion made: running it again is safe.
     again = f"hfpipe promote {args.version} --env {args.env} --watch"
@@ -122,7 +123,38 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
         return 0
     console.print(output.summary, soft_wrap=True)
     console.print(f"  {output.target.model_package_arn}", soft_wrap=True)
+    line = gate_line(clients, environment, output, args.override_evaluation)
+    if line:
+        console.print(f"  evaluation gate: {line}", soft_wrap=True)
     return 0
+
+
+def gate_line(
+    clients: aws.Clients, environment: aws.Environment, output: Promoted, override: str | None
+) -> str | None:
+    """What the Promote function's evaluation gate decided, with its figures: the same rule
+    (promotion.evaluation_decision) on the evaluation the promoted version carries (the source's, copied with
+    it) and the target's evaluation_gate; None when it cannot be read back (the promotion is done either way)."""
+    arn = output.target.model_package_arn
+    try:
+        package = aws.call(
+            f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
+        )
+        uri = evaluation_reads.statistics_uri(package)
+        document = (
+            aws.call(f"reading {uri}", evaluation_reads.read_json, s3=clients.s3, uri=uri) if uri else {}
+        )
+        decision = promotion.evaluation_decision(
+            document,
+            output.source.ref,
+            source_env=output.source.env,
+            env=output.target.env,
+            mode=gate.mode(environment),
+            override=override,
+        )
+    except (promotion.PromotionRefused, HfpipeError, ValueError):  # ValueError: not JSON, not the contract's
+        return None
+    return decision.message
 
 
 # --- hfpipe promote --------------------------------------------------------------------------------------

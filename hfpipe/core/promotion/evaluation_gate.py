@@ -14,7 +14,8 @@ just before the act:
 - verdict ``worse`` (the difference's upper bound below ``-margin``): refused, with the figures;
 - the champion that serves now is not the one evaluated against (another version was deployed since the job):
   the verdict is stale, refused; run the pipeline again to evaluate against what serves now (a version scored
-  alone, its run naming no champion, is not compared with anything, and passes saying so);
+  alone, its run naming no champion, is not compared with anything: it passes saying so where the gate is
+  advisory, and is refused where it is mandatory while something serves on the target);
 - no evaluation: refused where the environment's cdk.json ``evaluation_gate`` is ``mandatory``, passed with a
   note where it is ``advisory``;
 - ``--override-evaluation REASON`` passes any of these, and the reason goes into the version's approval
@@ -293,6 +294,19 @@ def _champion_text(champion: Champion | None) -> str:
     return champion.version_arn or champion.model_data or "an unregistered model"
 
 
+def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, where: str) -> str:
+    """Where the gate is mandatory, a version scored alone (its run named no champion) does not replace what
+    serves: nothing compared it with what it would replace. At promote the champion is the source's as
+    evaluated (none for a version scored alone), so this refuses at the target's deploy, where what serves is
+    read."""
+    kind = "adapter" if where.startswith("adapter ") else "endpoint"
+    return (
+        f"version {version} was scored alone (evaluation {evaluated.verdict}: its run named no --champion), and "
+        f"{where} serves {_champion_text(champion_now)}; this environment's cdk.json evaluation_gate is "
+        f"mandatory: evaluate it against what serves: hfpipe start ... --champion {kind}:NAME naming it"
+    )
+
+
 def problem(
     evaluated: Evaluated | None,
     *,
@@ -313,9 +327,11 @@ def problem(
             else "its recipe names no `evaluation`, or it was registered before one was stored"
         )
         return f"version {version} has no evaluation ({why}), and this environment's cdk.json evaluation_gate is mandatory"
+    if champion_now is not None and evaluated.champion is None and check_mode(mode) == "mandatory":
+        return _scored_alone(evaluated, version, champion_now, where)
     if champion_now is None or evaluated.champion is None:
-        # Nothing serves there (no champion to be worse than), or the version was scored alone (its run named
-        # no champion: nothing says it is worse; ``passed`` says it was not compared).
+        # Nothing serves there (no champion to be worse than), or the version was scored alone where the gate
+        # is advisory (its run named no champion: nothing says it is worse; ``passed`` says it was not compared).
         return None
     if not champion_now.same_as(evaluated.champion):
         return (
