@@ -45,6 +45,7 @@ from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.functions.adapter import AdapterFunction, grant_invoke_adapters
+from stacks.functions.promote import PromoteOptions
 from stacks.functions.reaper import ReaperFunction
 from stacks.image_catalog import build_catalog
 
@@ -305,13 +306,15 @@ class PipelineStack(Stack):
             self,
             "Promotion",
             settings=self.pipeline_lambdas.settings,
-            source=source,
-            cross_account=self.config.in_other_account(source),
-            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
-            image_catalog=self.image_catalog,
-            model_approval=self.config.model_approval,
-            evaluation_gate=self.config.evaluation_gate,
-            allowed_image_registries=self.config.allowed_image_registries,
+            options=PromoteOptions(
+                source=source,
+                cross_account=self.config.in_other_account(source),
+                artifacts_bucket_name=self.artifacts_bucket.bucket_name,
+                image_catalog=self.image_catalog,
+                model_approval=self.config.model_approval,
+                evaluation_gate=self.config.evaluation_gate,
+                allowed_image_registries=self.config.allowed_image_registries,
+            ),
             log_retention=retention_days(self.config.log_retention_days),
             removal_policy=self._removal_policy,
         )
