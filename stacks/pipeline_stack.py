@@ -31,7 +31,7 @@ from hfpipe.contract import (
     ssm_parameter_name,
 )
 from hfpipe.core.promotion import promotion
-from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig, PromoteOptions
 from stacks.constructs import workflow
 from stacks.constructs.adapter_state_machine import AdapterStateMachine
 from stacks.constructs.deploy_state_machine import DeployStateMachine
@@ -45,7 +45,6 @@ from stacks.constructs.promotion import Promotion
 from stacks.constructs.source_asset import SourcedirAsset
 from stacks.constructs.state_machine_name import state_machine_arn
 from stacks.functions.adapter import AdapterFunction, grant_invoke_adapters
-from stacks.functions.promote import PromoteOptions
 from stacks.functions.reaper import ReaperFunction
 from stacks.image_catalog import build_catalog
 

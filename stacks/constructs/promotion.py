@@ -30,7 +30,7 @@ from constructs import Construct
 
 from hfpipe import contract
 from hfpipe.core.promotion import promotion, promotion_access
-from stacks.config import PromotionPeer
+from stacks.config import PromoteOptions, PromotionPeer
 from stacks.constructs.pipeline_state_machine import LAUNCH_THROTTLING_ERRORS
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
 from stacks.constructs.workflow import (
@@ -42,7 +42,7 @@ from stacks.constructs.workflow import (
     standard_workflow,
 )
 from stacks.functions.common import FunctionSettings, handler_of
-from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction, PromoteOptions
+from stacks.functions.promote import TIMEOUT_SECONDS, PromoteFunction
 
 #: Every retry of the one task runs the whole copy again: room for all of them.
 EXECUTION_TIMEOUT = cdk.Duration.hours(3)

@@ -23,7 +23,7 @@ from hfpipe import contract
 from hfpipe.core.promotion import promotion, promotion_access, registry
 from hfpipe.core.recipe.serving_fit import GPUS_KEY
 from hfpipe.core.run.plan import DISTRIBUTION_KEY
-from stacks.config import PromotionPeer
+from stacks.config import PromoteOptions, PromotionPeer
 from stacks.functions.common import (
     FunctionSettings,
     PipelineFunction,
@@ -37,24 +37,6 @@ TIMEOUT_SECONDS = 900
 #: Catalog entries that are not images (the Plan's distribution and GPU tables) stay out of the function's
 #: environment (4 KB in all).
 _NOT_IMAGES = (DISTRIBUTION_KEY, GPUS_KEY, "training")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PromoteOptions:
-    """What a target environment's Promote function is made of (its cdk.json settings and its bucket), given
-    by the stack to ``Promotion``, which makes the function with them."""
-
-    #: The environment promoted from.
-    source: PromotionPeer
-    #: The source is deployed to another account than this one (the role then gets its fixed name).
-    cross_account: bool
-    artifacts_bucket_name: str
-    #: This environment's image catalog (the Plan's).
-    image_catalog: dict[str, Any]
-    model_approval: str = registry.DEFAULT_APPROVAL
-    allowed_image_registries: tuple[str, ...] = ()
-    #: cdk.json evaluation_gate: the promotion refuses an unevaluated version where it is mandatory.
-    evaluation_gate: str = "advisory"
 
 
 class PromoteFunction(PipelineFunction):
