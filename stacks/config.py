@@ -99,6 +99,24 @@ class PromotionPeer:
     account: str | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class PromoteOptions:
+    """What a target environment's Promote function is made of (its cdk.json settings and its bucket), given
+    by the stack to ``Promotion``, which makes the function with them (stacks/functions/promote.py)."""
+
+    #: The environment promoted from.
+    source: PromotionPeer
+    #: The source is deployed to another account than this one (the role then gets its fixed name).
+    cross_account: bool
+    artifacts_bucket_name: str
+    #: This environment's image catalog (the Plan's).
+    image_catalog: dict[str, Any]
+    model_approval: str = registry.DEFAULT_APPROVAL
+    allowed_image_registries: tuple[str, ...] = ()
+    #: cdk.json evaluation_gate: the promotion refuses an unevaluated version where it is mandatory.
+    evaluation_gate: str = "advisory"
+
+
 class ConfigError(ValueError):
     """A cdk.json context entry is missing or malformed; the message says which and what is accepted."""
 

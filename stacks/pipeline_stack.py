@@ -31,7 +31,7 @@ from hfpipe.contract import (
     ssm_parameter_name,
 )
 from hfpipe.core.promotion import promotion
-from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig
+from stacks.config import LOG_RETENTION_DAYS, EnvironmentConfig, PromoteOptions
 from stacks.constructs import workflow
 from stacks.constructs.adapter_state_machine import AdapterStateMachine
 from stacks.constructs.deploy_state_machine import DeployStateMachine
@@ -305,13 +305,15 @@ class PipelineStack(Stack):
             self,
             "Promotion",
             settings=self.pipeline_lambdas.settings,
-            source=source,
-            cross_account=self.config.in_other_account(source),
-            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
-            image_catalog=self.image_catalog,
-            model_approval=self.config.model_approval,
-            evaluation_gate=self.config.evaluation_gate,
-            allowed_image_registries=self.config.allowed_image_registries,
+            options=PromoteOptions(
+                source=source,
+                cross_account=self.config.in_other_account(source),
+                artifacts_bucket_name=self.artifacts_bucket.bucket_name,
+                image_catalog=self.image_catalog,
+                model_approval=self.config.model_approval,
+                evaluation_gate=self.config.evaluation_gate,
+                allowed_image_registries=self.config.allowed_image_registries,
+            ),
             log_retention=retention_days(self.config.log_retention_days),
             removal_policy=self._removal_policy,
         )

@@ -1,8 +1,8 @@
 """The settings Hugging Face's SageMaker notebooks (huggingface/notebooks, sagemaker/03_distributed_training_data_
 parallelism and 04_distributed_training_model_parallelism, their transformers v4.6.1 versions) pass to the SDK's
 HuggingFace estimator, written down once as the notebooks write them. Shared by
-tests/pipeline/test_original_estimators.py (the estimators against the SDK) and tests/training/test_seed_faithful.py
-(the seed-faithful recipes)."""
+tests/pipeline/test_original_estimators.py (the estimators against the SDK), tests/training/test_seed_faithful.py
+(the seed-faithful recipes) and tests/kinds/test_script_parser.py (03's settings against run_qa.py's parser)."""
 
 from __future__ import annotations
 

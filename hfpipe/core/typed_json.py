@@ -8,17 +8,20 @@ schema version and its error class. ``Document.read`` accepts exactly the datacl
 or free-form) and refuses anything else with one line naming the field; ``Document.path`` is a field's JSONPath
 in the state machine, refusing a name the dataclass does not have, so a renamed field breaks the synth and its
 test, not an execution. ``Typed`` is what every such dataclass has of it: ``to_json``, ``from_json`` and ``path``,
-once, for the document the class names where it is declared (``class Plan(Typed, document=DOCUMENT)``).
+once, for the document the class names where it is declared (``class Plan(Typed, document=DOCUMENT)``), and
+it makes the class a frozen, keyword-only dataclass whose first field is ``schema_version``, the document's
+version, so the version is written once, in the ``Document``.
 
 Stdlib only: the Lambda bundle copies the core.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from functools import cache
-from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Self, Union, dataclass_transform, get_args, get_origin, get_type_hints
 
 
 @dataclass(frozen=True)
@@ -128,19 +131,26 @@ class Document:
         raise self.error(f"{where}: {shown(value)} is not accepted; accepted: {type_name(hint)}")
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True)
 class Typed:
     """A typed document's dataclass: ``to_json`` writes it, ``from_json`` reads it back through its ``Document``
     (every field, each of its type, or the document's error naming the field), ``path`` addresses a field in
-    the state machine. The subclass names its document: ``class Plan(Typed, document=DOCUMENT)``."""
+    the state machine. The subclass names its document, ``class Plan(Typed, document=DOCUMENT)``, and is made a
+    frozen, keyword-only dataclass whose first field is ``schema_version``, the document's version."""
 
     #: The document this class is (set from the class statement's ``document``).
     _document: ClassVar[Document]
     #: What ``dataclasses.asdict`` needs of the subclass (each one is a dataclass).
     __dataclass_fields__: ClassVar[dict[str, Any]]
+    #: The first field of every document: its ``Document``'s version, written once there.
+    schema_version: int
 
     def __init_subclass__(cls, *, document: Document, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._document = document
+        cls.__annotations__ = {"schema_version": "int", **inspect.get_annotations(cls)}
+        cls.schema_version = document.version
+        dataclass(frozen=True, kw_only=True)(cls)
 
     def to_json(self) -> dict[str, Any]:
         """The document as a JSON-able dict (what its step returns and the state machine keeps)."""

@@ -39,6 +39,7 @@ from stacks.constructs.workflow import (
     SAGEMAKER_SDK_ERRORS,
     THROTTLING_ATTEMPTS,
     Retryable,
+    describe_sagemaker,
     lambda_task,
     retry,
     retry_sagemaker,
@@ -213,16 +214,14 @@ class DeployStateMachine(Construct):
         return state
 
     def _describe(self, cid: str, on_error: sfn.IChainable, error_path: str) -> tasks.CallAwsService:
-        state = tasks.CallAwsService(
+        state = describe_sagemaker(
             self,
             cid,
-            service="sagemaker",
-            action="describeEndpoint",
-            parameters={"EndpointName": J.string_at(P("endpoint_name"))},
-            iam_resources=[deploy_arn(self, "endpoint", self._env_name)],
-            result_path="$.endpoint",
+            "describeEndpoint",
+            {"EndpointName": J.string_at(P("endpoint_name"))},
+            deploy_arn(self, "endpoint", self._env_name),
+            "$.endpoint",
         )
-        retry_sagemaker(state, SAGEMAKER_SDK_ERRORS)
         state.add_catch(on_error, errors=["States.ALL"], result_path=error_path)
         return state
 

@@ -40,6 +40,7 @@ from stacks.constructs.workflow import (
     SAGEMAKER_SDK_ERRORS,
     THROTTLING_ATTEMPTS,
     Retryable,
+    describe_sagemaker,
     lambda_task,
     retry,
     retry_sagemaker,
@@ -183,18 +184,14 @@ class PipelineStateMachine(Construct):
     def _training_failed(self) -> tasks.CallAwsService:
         """A job that ended Failed/Stopped: read its description (FailureReason, billable time) for the
         report, then fail."""
-        describe_failed = tasks.CallAwsService(
+        describe_failed = describe_sagemaker(
             self,
             "DescribeFailedTraining",
-            service="sagemaker",
-            action="describeTrainingJob",
-            parameters={"TrainingJobName": J.string_at(P("training_job_name"))},
-            iam_resources=[
-                self._stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
-            ],
-            result_path="$.training",
+            "describeTrainingJob",
+            {"TrainingJobName": J.string_at(P("training_job_name"))},
+            self._stack.format_arn(service="sagemaker", resource="training-job", resource_name="*"),
+            "$.training",
         )
-        retry_sagemaker(describe_failed, SAGEMAKER_SDK_ERRORS)
         self._catch(describe_failed)
         report_training_failed = self._invoke("ReportTrainingFailure", "report", "$.report")
         describe_failed.next(report_training_failed)
@@ -428,17 +425,15 @@ class PipelineStateMachine(Construct):
 
     def _endpoint_wait(self, wait_endpoint: sfn.Wait, in_service: sfn.IChainable) -> None:
         """Poll DescribeEndpoint every plan poll_seconds, at most plan endpoint_max_polls times."""
-        describe_endpoint = tasks.CallAwsService(
+        # The whole description: FailureReason (present only when Failed) reaches the report.
+        describe_endpoint = describe_sagemaker(
             self,
             "DescribeEndpoint",
-            service="sagemaker",
-            action="describeEndpoint",
-            parameters={"EndpointName": J.string_at(P("endpoint_name"))},
-            iam_resources=[run_arn(self, "endpoint", self._env_name)],
-            # The whole description: FailureReason (present only when Failed) reaches the report.
-            result_path="$.endpoint",
+            "describeEndpoint",
+            {"EndpointName": J.string_at(P("endpoint_name"))},
+            run_arn(self, "endpoint", self._env_name),
+            "$.endpoint",
         )
-        retry_sagemaker(describe_endpoint, SAGEMAKER_SDK_ERRORS)
         self._catch(describe_endpoint)
         count_down = sfn.Pass(
             self,

@@ -19,8 +19,6 @@ Register step's (pipeline_lambdas/register.py, ``share_group``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -31,8 +29,8 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from hfpipe import contract
-from hfpipe.core.promotion import promotion, promotion_access, registry
-from stacks.config import PromotionPeer
+from hfpipe.core.promotion import promotion, promotion_access
+from stacks.config import PromoteOptions, PromotionPeer
 from stacks.constructs.pipeline_state_machine import LAUNCH_THROTTLING_ERRORS
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
 from stacks.constructs.workflow import (
@@ -62,30 +60,14 @@ class Promotion(Construct):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        source: PromotionPeer,
-        cross_account: bool,
-        artifacts_bucket_name: str,
-        image_catalog: dict[str, Any],
-        model_approval: str = registry.DEFAULT_APPROVAL,
-        evaluation_gate: str = "advisory",
-        allowed_image_registries: tuple[str, ...] = (),
+        options: PromoteOptions,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
         env = settings.env_name
-        self.promote = PromoteFunction(
-            self,
-            "PromoteFunction",
-            settings=settings,
-            source=source,
-            cross_account=cross_account,
-            artifacts_bucket_name=artifacts_bucket_name,
-            image_catalog=image_catalog,
-            model_approval=model_approval,
-            evaluation_gate=evaluation_gate,
-            allowed_image_registries=allowed_image_registries,
-        )
+        source = options.source
+        self.promote = PromoteFunction(self, "PromoteFunction", settings=settings, options=options)
         name = contract.promote_state_machine_name(env)
         self.log_group = log_group(self, "LogGroup", name, log_retention, removal_policy)
         self.state_machine = self._state_machine(env, self._task())

@@ -73,6 +73,25 @@ def lambda_task(
     return state
 
 
+def describe_sagemaker(
+    scope: Construct, cid: str, action: str, name: dict[str, str], resource: str, result_path: str
+) -> tasks.CallAwsService:
+    """A SageMaker Describe* call through the AWS SDK integration (``action``, e.g. describeEndpoint, with
+    ``name`` its one parameter, a JSONPath's value), allowed on ``resource``, its whole answer at
+    ``result_path``; retried on the SDK integration's errors."""
+    state = tasks.CallAwsService(
+        scope,
+        cid,
+        service="sagemaker",
+        action=action,
+        parameters=name,
+        iam_resources=[resource],
+        result_path=result_path,
+    )
+    retry_sagemaker(state, SAGEMAKER_SDK_ERRORS)
+    return state
+
+
 def log_group(
     scope: Construct,
     cid: str,

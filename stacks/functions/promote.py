@@ -23,7 +23,7 @@ from hfpipe import contract
 from hfpipe.core.promotion import promotion, promotion_access, registry
 from hfpipe.core.recipe.serving_fit import GPUS_KEY
 from hfpipe.core.run.plan import DISTRIBUTION_KEY
-from stacks.config import PromotionPeer
+from stacks.config import PromoteOptions, PromotionPeer
 from stacks.functions.common import (
     FunctionSettings,
     PipelineFunction,
@@ -40,30 +40,17 @@ _NOT_IMAGES = (DISTRIBUTION_KEY, GPUS_KEY, "training")
 
 
 class PromoteFunction(PipelineFunction):
-    """The Promote function (``function``) and its role (``role``) of a target environment.
-
-    ``source``: the environment promoted from; ``cross_account``: it is deployed to another account than this
-    one (the role then gets its fixed name). ``image_catalog``: this environment's catalog (the Plan's).
-    """
+    """The Promote function (``function``) and its role (``role``) of a target environment, made of
+    ``options``."""
 
     RUNTIME_MODULE = "promote"
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: FunctionSettings,
-        source: PromotionPeer,
-        cross_account: bool,
-        artifacts_bucket_name: str,
-        image_catalog: dict[str, Any],
-        model_approval: str = registry.DEFAULT_APPROVAL,
-        allowed_image_registries: tuple[str, ...] = (),
-        evaluation_gate: str = "advisory",
+        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, options: PromoteOptions
     ) -> None:
         stack = cdk.Stack.of(scope)
-        if cross_account:
+        o = options
+        if o.cross_account:
             settings = dataclasses.replace(
                 settings, role_factory=_named_role_factory(stack, settings.env_name)
             )
@@ -72,16 +59,20 @@ class PromoteFunction(PipelineFunction):
             construct_id,
             settings,
             environment=_environment(
-                stack, source, artifacts_bucket_name, image_catalog, model_approval, allowed_image_registries
+                stack,
+                o.source,
+                o.artifacts_bucket_name,
+                o.image_catalog,
+                o.model_approval,
+                o.allowed_image_registries,
             )
-            # cdk.json evaluation_gate: the promotion refuses an unevaluated version where it is mandatory.
-            | {"EVALUATION_GATE": evaluation_gate},
+            | {"EVALUATION_GATE": o.evaluation_gate},
             timeout_seconds=TIMEOUT_SECONDS,
         )
-        grant_registry(self.role, settings.env_name, model_approval)
-        source_versions, source_keys = self._grant_source_reads(source)
-        self._grant_promoted_writes(artifacts_bucket_name)
-        self._acknowledge(source_versions, source_keys, artifacts_bucket_name)
+        grant_registry(self.role, settings.env_name, o.model_approval)
+        source_versions, source_keys = self._grant_source_reads(o.source)
+        self._grant_promoted_writes(o.artifacts_bucket_name)
+        self._acknowledge(source_versions, source_keys, o.artifacts_bucket_name)
 
     def _grant_source_reads(self, source: PromotionPeer) -> tuple[str, list[str]]:
         """DescribeModelPackage on the source's versions, GetObject on its training outputs and metrics

@@ -189,6 +189,20 @@ def test_watch_name_without_env(deployed: Deployed, capsys: Any) -> None:
     assert err == "error: execution 'done-1' is a name, not an ARN: add --env ENV to find its state machine\n"
 
 
+def _job_launched(deployed: Deployed, arn: str, plan: dict[str, Any]) -> str:
+    """The training job's name once the Launch state has created it (the first view must find the job)."""
+    job_name = plan["training_job_name"]
+    deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
+    # The Launch state is entered before its Lambda has created the job.
+    deadline = time.monotonic() + 30
+    while (
+        time.monotonic() < deadline
+        and not deployed.sagemaker.list_training_jobs(NameContains=job_name)["TrainingJobSummaries"]
+    ):
+        time.sleep(0.05)
+    return str(job_name)
+
+
 def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> None:
     """A live execution: the view shows job status, secondary status, loss and cost, then the report."""
     from rich.console import Console
@@ -196,15 +210,7 @@ def test_watch_follows_a_running_execution(deployed: Deployed, capsys: Any) -> N
     from hfpipe.cli.run.watch import watch
 
     arn, plan = deployed.start("live-1", running=True, wait=False)
-    job_name = plan["training_job_name"]
-    deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
-    # The Launch state is entered before its Lambda has created the job: the first view must find the job.
-    deadline = time.monotonic() + 30
-    while (
-        time.monotonic() < deadline
-        and not deployed.sagemaker.list_training_jobs(NameContains=job_name)["TrainingJobSummaries"]
-    ):
-        time.sleep(0.05)
+    job_name = _job_launched(deployed, arn, plan)
     deployed.cloudwatch.put_metric_data(
         Namespace="/aws/sagemaker/TrainingJobs",
         MetricData=[
@@ -418,15 +424,7 @@ def test_stop_running_execution_stops_job_and_deletes_its_endpoint(
     # may otherwise be inside the DescribeTrainingJob call, fail it and end the execution FAILED instead of
     # ABORTED, which AWS never does.
     arn, plan = deployed.start("stop-1", running=True, wait=False, poll_seconds=60)
-    job_name = plan["training_job_name"]
-    deployed.wait_for_state(arn, "Launch")  # waiting for the job's state-change event
-    # The Launch state is entered before its Lambda has created the job: the first view must find the job.
-    deadline = time.monotonic() + 30
-    while (
-        time.monotonic() < deadline
-        and not deployed.sagemaker.list_training_jobs(NameContains=job_name)["TrainingJobSummaries"]
-    ):
-        time.sleep(0.05)
+    job_name = _job_launched(deployed, arn, plan)
     # a model this execution created, and one of another execution that must stay
     for name, execution in (("stop-1", "stop-1"), ("other", "other-exec")):
         deployed.sagemaker.create_model(

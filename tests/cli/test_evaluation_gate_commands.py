@@ -219,18 +219,22 @@ def test_another_champion_since_the_job_makes_the_evaluation_stale(registry_worl
     assert f"endpoint {ENDPOINT} serves {arn(3)} now" in text
 
 
-def test_a_mandatory_gate_refuses_a_version_with_no_evaluation(registry_world, capsys):
-    assert run(capsys, "models", "approve", "tiny-qa/3", "--env", "dev")[0] == 0  # dev: advisory
-    registry_world.sagemaker.update_model_package(
-        ModelPackageArn=arn(3), ModelApprovalStatus="PendingManualApproval"
-    )
-    registry_world.ssm.put_parameter(
+def _approve_under_a_mandatory_gate(env: Environment, capsys: Any, n: int) -> tuple[int, str]:
+    """Version ``n`` back to PendingManualApproval, dev's gate made mandatory, then approved again: the
+    command's exit code and its error on one line."""
+    env.sagemaker.update_model_package(ModelPackageArn=arn(n), ModelApprovalStatus="PendingManualApproval")
+    env.ssm.put_parameter(
         Name=contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE),
         Value="mandatory",
         Type="String",
     )
-    code, _, err = run(capsys, "models", "approve", "tiny-qa/3", "--env", "dev")
-    text = " ".join(err.split())
+    code, _, err = run(capsys, "models", "approve", f"tiny-qa/{n}", "--env", "dev")
+    return code, " ".join(err.split())
+
+
+def test_a_mandatory_gate_refuses_a_version_with_no_evaluation(registry_world, capsys):
+    assert run(capsys, "models", "approve", "tiny-qa/3", "--env", "dev")[0] == 0  # dev: advisory
+    code, text = _approve_under_a_mandatory_gate(registry_world, capsys, 3)
     assert (
         code == 1 and "version tiny-qa/3 has no evaluation" in text and "evaluation_gate is mandatory" in text
     )
@@ -401,16 +405,7 @@ def test_a_version_whose_evaluation_failed_is_shown_so_and_gated_as_unevaluated(
     code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")  # dev: advisory
     assert code == 0, err
     assert f"not evaluated: its evaluation job failed ({FAILED_CAUSE})" in " ".join(out.split())
-    registry_world.sagemaker.update_model_package(
-        ModelPackageArn=arn(5), ModelApprovalStatus="PendingManualApproval"
-    )
-    registry_world.ssm.put_parameter(
-        Name=contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE),
-        Value="mandatory",
-        Type="String",
-    )
-    code, _, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")
-    text = " ".join(err.split())
+    code, text = _approve_under_a_mandatory_gate(registry_world, capsys, 5)
     assert code == 1 and f"has no evaluation (its evaluation job failed: {FAILED_CAUSE})" in text, text
 
 

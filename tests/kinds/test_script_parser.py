@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from notebooks import SQUAD_HYPERPARAMETERS
 
 from hfpipe.core.recipe.acceptance import own_script_arguments
 from hfpipe.core.validate import RecipeError
@@ -95,19 +96,8 @@ def test_hf_argument_parser_reads_the_scripts_dataclasses_and_transformers_train
     assert parser.specs["pad_to_max_length"] == {"type": "bool"}
     assert "internal" not in parser.specs  # init=False: not an argument
     assert {"learning_rate", "num_train_epochs", "fp16", "output_dir"} <= set(parser.specs)
-    original = {
-        "model_name_or_path": "bert-large-uncased-whole-word-masking",
-        "dataset_name": "squad",
-        "do_train": True,
-        "do_eval": True,
-        "fp16": True,
-        "per_device_train_batch_size": 4,
-        "learning_rate": 3e-5,
-        "num_train_epochs": 2,
-        "max_seq_length": 384,
-        "doc_stride": 128,
-        "output_dir": "/opt/ml/model",
-    }
+    # The notebook's settings (every key the test wrote here before), with a learning rate as well.
+    original = {**SQUAD_HYPERPARAMETERS, "learning_rate": 3e-5}
     assert check(HF, **original) is None
     with pytest.raises(RecipeError, match=rf"^{FIELD}\.max_seq_lenght: .*did you mean max_seq_length"):
         check(HF, max_seq_lenght=384)

@@ -3,6 +3,7 @@ against hand calculations and the libraries they follow; no model."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -106,30 +107,18 @@ def test_the_document_pairs_the_models_on_the_same_examples() -> None:
     gold = [0] * 27 + [1] * 3
     good = eval_scores.classification_metrics([0] * 30, gold, [0, 1])
     bad = eval_scores.classification_metrics([1] * 30, gold, [0, 1])
-    doc = eval_scores.document(
-        task="text-classification",
-        channel="validation",
-        rule=RULE,
-        challenger=bad,
-        champion=good,
-        seed=0,
-        seconds=1.0,
+    # The same job's document, once against a champion and once alone.
+    document = functools.partial(
+        eval_scores.document, task="text-classification", channel="validation", rule=RULE, seed=0, seconds=1.0
     )
+    doc = document(challenger=bad, champion=good)
     assert doc["verdict"] == "worse" and doc["difference"]["value"] == pytest.approx(-80.0)
     assert doc["difference"]["high"] < 0 and "worse" in doc["reason"]
     assert doc["rule"]["higher_is_better"] is True and doc["data"] == {
         "channel": "validation",
         "examples": 30,
     }
-    alone = eval_scores.document(
-        task="text-classification",
-        channel="validation",
-        rule=RULE,
-        challenger=good,
-        champion=None,
-        seed=0,
-        seconds=1.0,
-    )
+    alone = document(challenger=good, champion=None)
     assert alone["verdict"] == "no_champion" and alone["difference"] is None and alone["champion"] is None
 
 

@@ -41,11 +41,9 @@ DELETED = Document(name="deleted", root="$.deleted", version=SCHEMA_VERSION, err
 RETIRED = Document(name="retired", root="$.retired", version=SCHEMA_VERSION, error=AdapterPlanFormatError)
 
 
-@dataclass(frozen=True, kw_only=True)
 class AdapterPlan(Typed, document=DOCUMENT):
     """What one deploy (or rollback) of an adapter did at Apply, and what the states after it need."""
 
-    schema_version: int = SCHEMA_VERSION
     #: The execution input's action: deploy or rollback.
     request: str
     adapter: str
@@ -91,21 +89,17 @@ class BaseBilling:
     retire_command: str
 
 
-@dataclass(frozen=True, kw_only=True)
 class AdapterDeleted(Typed, document=DELETED):
     """A delete's answer: the component deleted, the adapters still on the base and, when none is, what keeps
     billing and how to stop it."""
 
-    schema_version: int = SCHEMA_VERSION
     component: str
     remaining: list[str]
     base: BaseBilling
 
 
-@dataclass(frozen=True, kw_only=True)
 class BaseRetired(Typed, document=RETIRED):
     """A retirement's answer: what was deleted, in the order it was (and what was gone already)."""
 
-    schema_version: int = SCHEMA_VERSION
     gone: list[str]
     base: BaseBilling

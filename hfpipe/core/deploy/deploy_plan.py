@@ -92,11 +92,9 @@ class DeployRequests:
     Rollback: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
 class DeployPlan(Typed, document=DOCUMENT):
     """What one deploy of a registered version to a named endpoint does, decided once by Prepare."""
 
-    schema_version: int = SCHEMA_VERSION
     action: str
     input: DeployInput
     #: The endpoint's name in cdk.json and in SageMaker (hfpipe-<env>-NAME).
@@ -189,14 +187,12 @@ class DeployPlan(Typed, document=DOCUMENT):
         return f"{cls.path('requests', operation)}.{member}"
 
 
-@dataclass(frozen=True, kw_only=True)
 class DeploymentRecord(Typed, document=RECORD):
     """Which version serves where, since when, put there by which execution: what Record writes, as JSON, to
     the endpoint's SSM parameter (contract.deployment_parameter_name) and the deploy state machine outputs;
     Prepare, ``hfpipe deploy`` and ``hfpipe endpoints`` read it back with ``from_json``. A record another
     release wrote (another schema version) is refused: Prepare then smoke-tests and records again."""
 
-    schema_version: int = RECORD_SCHEMA_VERSION
     name: str
     endpoint: str
     model_version_arn: str

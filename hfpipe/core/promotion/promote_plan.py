@@ -64,11 +64,9 @@ class S3Object:
         return f"s3://{self.bucket}/{self.key}"
 
 
-@dataclass(frozen=True, kw_only=True)
 class PromotePlan(Typed, document=PLAN):
     """Everything the Promote step writes, decided before the first write."""
 
-    schema_version: int = SCHEMA_VERSION
     source: SourceVersion
     #: The target environment and its group for the recipe (made as the Register step makes it when missing).
     env: str
@@ -88,11 +86,9 @@ class PromotePlan(Typed, document=PLAN):
     promoted_before: TargetVersion | None
 
 
-@dataclass(frozen=True, kw_only=True)
 class Promoted(Typed, document=ANSWER):
     """The Promote step's answer and the state machine's output: source -> target version."""
 
-    schema_version: int = SCHEMA_VERSION
     source: SourceVersion
     target: TargetVersion
     image: str

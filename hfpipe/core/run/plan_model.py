@@ -70,11 +70,9 @@ class Evaluation:
     document_uri: str
 
 
-@dataclass(frozen=True, kw_only=True)
 class Plan(Typed, document=DOCUMENT):
     """Everything an execution needs, decided once by the Plan task from the input and the environment."""
 
-    schema_version: int = SCHEMA_VERSION
     execution_name: str
     recipe_name: str
     task: str
