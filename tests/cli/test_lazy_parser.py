@@ -23,6 +23,7 @@ def test_the_table_lists_what_the_modules_register_in_order() -> None:
     registered = [(a.dest, a.help) for a in sub._choices_actions]
     assert registered == [command for _, commands in COMMANDS for command in commands]
     for module, commands in COMMANDS:
+        assert module.startswith("hfpipe.cli."), module  # imported by name: within the CLI's own layer
         for name, _ in commands:
             func = sub.choices[name].get_default("func")
             # A command with actions keeps its func on each action's parser; its module is the table's.
