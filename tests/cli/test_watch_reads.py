@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from cli_moto import Deployed, sagemaker_backend
 
 from hfpipe.cli import aws
@@ -32,17 +33,17 @@ class PagedHistory:
         return page
 
 
-def test_new_events_reads_one_page_of_the_new_ones() -> None:
-    sfn = PagedHistory(250)
-    assert [e["id"] for e in execution.new_events(sfn, "arn", 0)] == list(range(1, 251))
-    assert sfn.pages == 3
-    sfn.events += [{"id": i, "type": "PassStateExited"} for i in range(251, 254)]
+def test_new_events_reads_the_newest_event_then_one_page_of_the_new_ones() -> None:
+    sfn = PagedHistory(2500)
+    assert [e["id"] for e in execution.new_events(sfn, "arn", 0)] == list(range(1, 2501))
+    assert sfn.pages == 3  # a whole history: pages of 1000
     sfn.pages = 0
-    assert [e["id"] for e in execution.new_events(sfn, "arn", 250)] == [251, 252, 253]
-    assert sfn.pages == 1  # not the three pages of the whole history again
+    assert execution.new_events(sfn, "arn", 2500) == []
+    assert sfn.pages == 1  # the newest event alone: nothing new
+    sfn.events += [{"id": i, "type": "PassStateExited"} for i in range(2501, 2504)]
     sfn.pages = 0
-    assert execution.new_events(sfn, "arn", 253) == []
-    assert sfn.pages == 1
+    assert [e["id"] for e in execution.new_events(sfn, "arn", 2500)] == [2501, 2502, 2503]
+    assert sfn.pages == 2  # the newest, then a page of the three new ones: not the whole history again
 
 
 def test_a_second_view_extends_the_first_and_describes_the_endpoint_only_from_its_stage(
@@ -75,7 +76,18 @@ def test_a_second_view_extends_the_first_and_describes_the_endpoint_only_from_it
 
     whole = deployed.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     assert [e["id"] for e in second.events] == [e["id"] for e in whole]
-    assert asked[0]["reverseOrder"] is True and "nextToken" not in asked[0]
+    assert asked[0] == {"executionArn": arn, "reverseOrder": True, "maxResults": 1}
+    assert asked[1]["maxResults"] == whole[-1]["id"] - first.events[-1]["id"]  # the new ones, one page
     assert described == [plan["endpoint_name"]] * 2  # CreateEndpoint has run: both views read the endpoint
     for name in ("status", "state", "plan", "endpoint_status", "endpoint_created", "failure", "output"):
         assert getattr(second, name) == getattr(fresh, name), name
+
+    # The local engine pages the history as AWS does (moto alone answers all of it in one page).
+    newest = deployed.sfn.get_execution_history(executionArn=arn, reverseOrder=True, maxResults=3)
+    assert [e["id"] for e in newest["events"]] == [e["id"] for e in whole[::-1][:3]]
+    rest = deployed.sfn.get_execution_history(
+        executionArn=arn, reverseOrder=True, maxResults=3, nextToken=newest["nextToken"]
+    )
+    assert [e["id"] for e in rest["events"]] == [e["id"] for e in whole[::-1][3:6]]
+    with pytest.raises(deployed.sfn.exceptions.InvalidToken):
+        deployed.sfn.get_execution_history(executionArn=arn, nextToken="not-a-token")

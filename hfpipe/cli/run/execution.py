@@ -189,20 +189,31 @@ def snapshot(
 def new_events(sfn: Any, arn: str, after: int) -> list[dict[str, Any]]:
     """The history events of an execution with an id above `after` (0: all of them), oldest first.
 
-    A history only grows: its events are never changed and their ids increase (GetExecutionHistory's
-    HistoryEvent: "id: The id of the event. Events are numbered sequentially, starting at one."; botocore's
-    stepfunctions service-2.json). So the pages are read newest first (reverseOrder, nextToken) and the
-    reading stops at the first page holding an event already seen: a live view polling a run of hundreds of
-    events reads one page of the new ones, not the whole history again. An answer in another order (moto's
-    plain backend ignores reverseOrder) is filtered by id all the same.
+    A history only grows: its events are never changed, and "Events are numbered sequentially, starting at
+    one" (GetExecutionHistory's HistoryEvent id; botocore's stepfunctions service-2.json). So a poll asks for
+    the newest event alone first (reverseOrder, maxResults 1): while a run trains nothing is new, and that is
+    the whole read; else its id says how many events are new, read newest first in a page of that size (and
+    further pages with nextToken, up to an event already seen, should more have come in between). A live view
+    thus never reads the whole history again. An answer in another order or size (moto alone ignores
+    reverseOrder and maxResults) is filtered by id all the same.
     """
+    size = 1000  # a whole history in the fewest pages (maxResults: at most 1000)
+    if after:
+        newest = sfn.get_execution_history(executionArn=arn, reverseOrder=True, maxResults=1)["events"]
+        if len(newest) != 1:  # not paged: the whole history is here
+            return sorted((e for e in newest if e["id"] > after), key=lambda e: int(e["id"]))
+        if newest[0]["id"] <= after:
+            return []
+        size = min(size, int(newest[0]["id"]) - after)
     newer: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"executionArn": arn, "reverseOrder": True}
+    kwargs: dict[str, Any] = {"executionArn": arn, "reverseOrder": True, "maxResults": size}
     while True:
         page = sfn.get_execution_history(**kwargs)
         fresh = [e for e in page["events"] if e["id"] > after]
         newer.extend(fresh)
-        if len(fresh) < len(page["events"]) or not page.get("nextToken"):
+        # Done at an event seen, at the history's end, or with the event right after `after` (ids are sequential).
+        done = len(fresh) < len(page["events"]) or any(e["id"] == after + 1 for e in fresh)
+        if done or not page.get("nextToken"):
             return sorted(newer, key=lambda e: int(e["id"]))
         kwargs["nextToken"] = page["nextToken"]
 
