@@ -62,6 +62,10 @@ DYNAMIC_IMPORTS: dict[str, tuple[str | None, str]] = {
         "the inference handler script as the toolkit loads it (and local endpoint classes of its own layer)",
     ),
     "hfpipe/local/engine/moto_patches.py": (None, "moto's modules it patches, version-guarded"),
+    "hfpipe/cli/__init__.py": (
+        "cli",
+        "the module of the one command a command line runs (hfpipe.cli.COMMANDS)",
+    ),
     "hfpipe/fixtures/__init__.py": (
         "fixtures",
         "the builder a tiny model family names (hfpipe.kinds.TINY_MODELS)",

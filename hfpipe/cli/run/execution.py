@@ -44,6 +44,8 @@ class Snapshot:
     #: Steps done of total, time left and speed, from the training log (the same way here and on AWS).
     progress: Progress | None = None
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: The execution's history events read so far, oldest first: the next view of it reads only newer ones.
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def finished(self) -> bool:
@@ -175,7 +177,7 @@ def snapshot(
 ) -> Snapshot:
     """Read the execution, its history, the training job, its metrics and the endpoint once (`previous`:
     the last view of it, whose training progress this one never goes back on)."""
-    snap = _execution_view(clients, execution_arn, now or datetime.now(UTC))
+    snap = _execution_view(clients, execution_arn, now or datetime.now(UTC), previous)
     if not snap.plan:
         return snap
     _read_training_job(clients, snap, previous)
@@ -184,15 +186,51 @@ def snapshot(
     return snap
 
 
-def _execution_view(clients: aws.Clients, execution_arn: str, now: datetime) -> Snapshot:
-    """The execution's part of the view: its description, current state, stored plan, output and failure."""
+def new_events(sfn: Any, arn: str, after: int) -> list[dict[str, Any]]:
+    """The history events of an execution with an id above `after` (0: all of them), oldest first.
+
+    A history only grows: its events are never changed, and "Events are numbered sequentially, starting at
+    one" (GetExecutionHistory's HistoryEvent id; botocore's stepfunctions service-2.json). So a poll asks for
+    the newest event alone first (reverseOrder, maxResults 1): while a run trains nothing is new, and that is
+    the whole read; else its id says how many events are new, read newest first in a page of that size (and
+    further pages with nextToken, up to an event already seen, should more have come in between). A live view
+    thus never reads the whole history again. An answer in another order or size (moto alone ignores
+    reverseOrder and maxResults) is filtered by id all the same.
+    """
+    size = 1000  # a whole history in the fewest pages (maxResults: at most 1000)
+    if after:
+        newest = sfn.get_execution_history(executionArn=arn, reverseOrder=True, maxResults=1)["events"]
+        if len(newest) != 1:  # not paged: the whole history is here
+            return sorted((e for e in newest if e["id"] > after), key=lambda e: int(e["id"]))
+        if newest[0]["id"] <= after:
+            return []
+        size = min(size, int(newest[0]["id"]) - after)
+    newer: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": arn, "reverseOrder": True, "maxResults": size}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        fresh = [e for e in page["events"] if e["id"] > after]
+        newer.extend(fresh)
+        # Done at an event seen, at the history's end, or with the event right after `after` (ids are sequential).
+        done = len(fresh) < len(page["events"]) or any(e["id"] == after + 1 for e in fresh)
+        if done or not page.get("nextToken"):
+            return sorted(newer, key=lambda e: int(e["id"]))
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _execution_view(
+    clients: aws.Clients, execution_arn: str, now: datetime, previous: Snapshot | None = None
+) -> Snapshot:
+    """The execution's part of the view: its description, current state, stored plan, output and failure
+    (`previous`: the last view of the same execution, whose history this one only extends)."""
     import json
 
     import botocore.exceptions
 
+    seen = previous.events if previous is not None and previous.execution_arn == execution_arn else []
     try:
         desc = clients.sfn.describe_execution(executionArn=execution_arn)
-        events = list(aws.execution_history(clients.sfn, execution_arn))
+        events = seen + new_events(clients.sfn, execution_arn, int(seen[-1]["id"]) if seen else 0)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
         raise aws.aws_error(exc, f"reading execution {execution_arn}") from None
     snap = Snapshot(
@@ -202,11 +240,13 @@ def _execution_view(clients: aws.Clients, execution_arn: str, now: datetime) -> 
         started=as_utc(desc.get("startDate")),
         stopped=as_utc(desc.get("stopDate")),
         state=current_state(events),
-        plan=aws.stored_plan(events),
+        # The stored plan is the Plan state's first exit (aws.stored_plan), which a longer history keeps.
+        plan=previous.plan if seen and previous is not None and previous.plan else aws.stored_plan(events),
         endpoint_created=any(
             (e.get("stateExitedEventDetails") or {}).get("name") == CREATE_ENDPOINT_STATE for e in events
         ),
         now=now,
+        events=events,
     )
     if desc.get("output"):
         try:
@@ -241,12 +281,22 @@ def _read_training_job(clients: aws.Clients, snap: Snapshot, previous: Snapshot 
         snap.progress = found.of_job(snap.training_job.get("TrainingJobStatus")) if found else None
 
 
+def _entered(events: list[dict[str, Any]], state: str) -> bool:
+    """Whether the history shows the execution entering `state`."""
+    return any((e.get("stateEnteredEventDetails") or {}).get("name") == state for e in events)
+
+
 def _read_endpoint(clients: aws.Clients, snap: Snapshot) -> None:
     """The plan's endpoint status; one that does not exist is deleted, never created or not created yet."""
     import botocore.exceptions
 
     assert snap.plan is not None
     endpoint = snap.plan.endpoint_name
+    if not _entered(snap.events, CREATE_ENDPOINT_STATE):
+        # The plan's endpoint is named after the execution, and only its CreateEndpoint state makes it
+        # (stacks/constructs/pipeline_state_machine.py): before that state there is none to describe.
+        snap.endpoint_status = "never created" if snap.finished else "not created yet"
+        return
     try:
         snap.endpoint_status = clients.sagemaker.describe_endpoint(EndpointName=endpoint)["EndpointStatus"]
     except botocore.exceptions.ClientError as exc:

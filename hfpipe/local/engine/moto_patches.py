@@ -58,6 +58,7 @@ PATCHED = (
     f"{_CLIENT_MODULES[4]}._SUPPORTED_INTEGRATION_PATTERNS",
     f"{_CLIENT_MODULES[4]}.StateTaskServiceUnsupported._build_sync_resolver",
     "moto.stepfunctions.responses.StepFunctionResponse.send_task_failure",
+    "moto.stepfunctions.responses.StepFunctionResponse.get_execution_history",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
     "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
@@ -82,6 +83,8 @@ PATCHED = (
 USED = (
     "moto.core.DEFAULT_ACCOUNT_ID",
     "moto.core.responses.EmptyResult",
+    "moto.core.responses.ActionResult",
+    "moto.stepfunctions.exceptions.InvalidToken",
     "moto.backends.get_backend",
     "moto.events.models.EventPattern.load",
     "moto.events.models.EventPattern.matches_event",
@@ -666,8 +669,39 @@ def _task_callbacks() -> list[Patch]:
             "send_task_failure",
             send_task_failure,
         ),
+        (
+            "StepFunctionResponse.get_execution_history",
+            StepFunctionResponse,
+            "get_execution_history",
+            _paged_history,
+        ),
         ("ExecutionWorker.stop", ExecutionWorker, "stop", stop),
     ]
+
+
+def _paged_history(response: Any) -> Any:
+    """GetExecutionHistory paged as AWS pages it, where moto answers every event in one page, oldest first,
+    whatever maxResults, reverseOrder and nextToken say (its handler reads executionArn only). botocore's
+    stepfunctions service-2.json: maxResults "The default is 100 and the maximum allowed page size is 1000. A
+    value of 0 uses the default"; reverseOrder "Lists events in descending order of their timeStamp";
+    nextToken "Make the call again using the returned token ... Keep all other arguments unchanged", a bad
+    one answered InvalidToken (the operation's errors)."""
+    from moto.core.responses import ActionResult
+    from moto.stepfunctions.exceptions import InvalidToken
+
+    history = response.stepfunction_backend.get_execution_history(response._get_param("executionArn"))
+    events = list(history["events"])
+    if response._get_param("reverseOrder"):
+        events.reverse()
+    size = int(response._get_param("maxResults") or 100)
+    token = response._get_param("nextToken")
+    if token is not None and not (str(token).isdigit() and 0 < int(token) < len(events)):
+        raise InvalidToken(f"nextToken {token!r} is not one this history returned")
+    start = int(token or 0)
+    page = {**history, "events": events[start : start + size]}
+    if start + size < len(events):
+        page["nextToken"] = str(start + size)
+    return ActionResult(page)
 
 
 def _execution_end(engine: Engine) -> list[Patch]:
