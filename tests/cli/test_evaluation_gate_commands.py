@@ -423,3 +423,48 @@ def test_the_report_states_a_failed_evaluation_with_its_cause():
         }
     )
     assert line == f"failed: {FAILED_CAUSE}; 1 x ml.g4dn.xlarge, 3 s, 0.0006 USD"
+
+
+@pytest.mark.parametrize(
+    ("reason", "broken"),
+    [("line one\nline two", "does not match the API's pattern .*"), ("x" * 2000, "accepted: at most 1024")],
+)
+def test_a_deploy_override_the_api_would_refuse_is_refused_before_the_deploy_starts(
+    registry_world, capsys, reason, broken
+):
+    """A reason UpdateModelPackage's ApprovalDescription refuses (a line break; longer than 1024 characters
+    with the "(refused: ...)" note): a usage error naming the option, before the execution starts."""
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
+    machine = _deploy_machine(registry_world)
+    code, _, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+        "--override-evaluation", reason,
+    )  # fmt: skip
+    started = registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]
+    for execution in started:
+        _wait_ended(registry_world, execution["executionArn"])
+    text = " ".join(err.split())
+    assert code == 2 and not started, (code, err, started)
+    assert "--override-evaluation: the reason is not accepted" in text and broken in text, text
+
+
+def test_an_approve_override_that_would_not_fit_is_refused_and_nothing_changes(registry_world, capsys):
+    """Room for the reason is what the description leaves after the approve's own reason and the note."""
+    code, _, err = run(
+        capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--reason", "r" * 600,
+        "--override-evaluation", "o" * 300,
+    )  # fmt: skip
+    assert code == 2 and "accepted: at most 1024" in " ".join(err.split()), err
+    assert _status(registry_world, 2) == ("PendingManualApproval", None)
+
+
+def test_a_second_approve_override_keeps_the_earlier_one(registry_world, capsys):
+    """docs/evaluation.md: 'after what it held: the approve's reason and earlier overrides stay'."""
+    for reason in ("first reason", "second reason"):
+        code, _, err = run(
+            capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--override-evaluation", reason
+        )
+        assert code == 0, err
+    description = _status(registry_world, 2)[1]
+    assert description.startswith("evaluation gate overridden: first reason (refused:"), description
+    assert "; evaluation gate overridden: second reason (refused:" in description, description

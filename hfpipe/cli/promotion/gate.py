@@ -16,6 +16,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.clients import UsageError
 from hfpipe.core import api_shapes
 from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.promotion.evaluation_gate import Decision
@@ -70,10 +71,13 @@ def check(
     *,
     target: dict[str, str] | None,
     override: str | None,
+    before_note: str | None = None,
 ) -> Decision:
     """The gate's decision on version ``arn`` where traffic moves to ``target`` ({"endpoint": SageMaker name}
     or {"adapter": NAME}; None: the target the version was evaluated for, as at approval); HfpipeError with
-    the refusal's line when it refuses."""
+    the refusal's line when it refuses; UsageError (exit 2) when an override's reason would not fit the
+    version's approval description after what it holds and ``before_note`` (evaluation_gate.check_override),
+    before anything is written."""
     env = environment.name
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
@@ -101,7 +105,10 @@ def check(
             where=where,
             override=override,
             failed=evaluation_gate.failure_of(statistics),
+            description=_held(package.get("ApprovalDescription"), before_note),
         )
+    except evaluation_gate.OverrideError as err:
+        raise UsageError(str(err)) from None
     except ValueError as err:
         raise HfpipeError(str(err)) from None
     if not decision.allowed:
@@ -109,11 +116,10 @@ def check(
     return decision
 
 
-def appended(description: str | None, note: str) -> str:
-    """The approval description with ``note`` after what it holds (the approve's reason, earlier overrides
-    stay), at most UpdateModelPackage's 1024 characters (the end of the newest note is cut where it must)."""
-    text = f"{description}; {note}" if description else note
-    return text[: evaluation_gate.APPROVAL_DESCRIPTION_MAX]
+def _held(description: str | None, before_note: str | None) -> str | None:
+    """What the approval description holds before an override's note: what it holds now, then
+    ``before_note`` (approve's own reason)."""
+    return evaluation_gate.appended(description, before_note) if before_note else description
 
 
 def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
@@ -126,7 +132,7 @@ def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
     )
     status = package.get("ModelApprovalStatus")
-    description = appended(package.get("ApprovalDescription"), decision.note)
+    description = evaluation_gate.appended(package.get("ApprovalDescription"), decision.note)
     request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": description}
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:

@@ -27,6 +27,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.clients import UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, version_ref
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
@@ -91,8 +92,8 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     if args.override_evaluation is not None:  # blank: refused here, as deploy does, before anything starts
         try:
             evaluation_gate.check_override(args.override_evaluation)
-        except ValueError as err:
-            raise HfpipeError(str(err)) from None
+        except evaluation_gate.OverrideError as err:
+            raise UsageError(str(err)) from None
     faults.state("no promotion started; run the same command again")
     environment = aws.resolve_environment(clients, args.env)
     machine = state_machine(environment)
