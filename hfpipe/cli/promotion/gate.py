@@ -11,10 +11,12 @@ description (UpdateModelPackage, its status unchanged).
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.clients import UsageError
 from hfpipe.core import api_shapes
@@ -122,10 +124,63 @@ def _held(description: str | None, before_note: str | None) -> str | None:
     return evaluation_gate.appended(description, before_note) if before_note else description
 
 
+#: The states of the deploy and adapter state machines an execution goes through before its own gate has
+#: passed, or on its refusal (stacks/constructs/deploy_state_machine.py: Prepare applies the gate, and the one
+#: deploy per endpoint, a refusal ends at Refused; adapter_state_machine.py: Apply, its refusal Refused, its
+#: failure Abandon -> Failed). Any other state entered: the gate passed in that execution.
+DEPLOY_GATE_STATES = frozenset({"Prepare", "Refused"})
+ADAPTER_GATE_STATES = frozenset({"Action?", "Apply", "Refused", "Abandon", "Failed"})
+
+
+def _entered(sfn: Any, arn: str) -> set[str]:
+    """The names of the states the execution has entered (GetExecutionHistory's stateEnteredEventDetails)."""
+    return {
+        e["stateEnteredEventDetails"]["name"]
+        for e in aws.execution_history(sfn, arn)
+        if "stateEnteredEventDetails" in e
+    }
+
+
+def passed_gate(
+    sfn: Any,
+    arn: str,
+    gate_states: frozenset[str],
+    interval: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Whether execution ``arn`` passed its own gate step (Prepare, Apply): True once it entered a state after
+    it; False when it ended without (refused there: DeployInProgress to a deploy raced by another, the gate on
+    what serves by then, an input refused). Waits while it runs (seconds: the step is one Lambda call)."""
+    while True:
+        ended = faults.poll(
+            f"reading execution {arn}", sfn.describe_execution, sleep, interval, executionArn=arn
+        )
+        entered = faults.poll(f"reading the history of {arn}", _entered, sleep, interval, sfn=sfn, arn=arn)
+        if entered - gate_states:
+            return True
+        if ended.get("status") != "RUNNING":  # read before the history: its end is in what was read
+            return False
+        sleep(interval)
+
+
+def record_if_passed(
+    clients: aws.Clients,
+    execution: str,
+    gated: tuple[str, Decision] | None,
+    gate_states: frozenset[str],
+    interval: float,
+) -> None:
+    """An override recorded only where it was used: once ``execution`` has passed its gate step with it (a
+    deploy refused there, or never started, overrode nothing: docs/evaluation.md)."""
+    if gated is None or gated[1].note is None:
+        return
+    if passed_gate(clients.sfn, execution, gate_states, interval):
+        record_override(clients, *gated)
+
+
 def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
     """The override's reason appended to the version's approval description, its approval status as it is
-    now. The commands call it once the change has started (an execution that never started overrode
-    nothing)."""
+    now. The commands call it once their execution has passed its gate step (``record_if_passed``)."""
     if decision.note is None:
         return
     package = aws.call(
