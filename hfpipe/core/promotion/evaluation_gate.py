@@ -376,6 +376,24 @@ def passed(
     )
 
 
+def scored_alone_promoted(evaluated: Evaluated, env: str, serving: list[str], mode: str) -> str:
+    """What ``hfpipe promote`` says of a version scored alone (its run named no champion) promoted into ``env``:
+    what serves there of its recipe (``serving``: "endpoint NAME serves RECIPE/N", read from the target), and
+    what the target's deploy, which reads what serves, will do with it (``problem``: refused where ``mode`` is
+    mandatory while something serves)."""
+    alone = f"evaluation {evaluated.verdict}: scored alone (its run named no --champion)"
+    if not serving:
+        return f"{alone}; nothing of its recipe serves in environment {env} now: the gate lets it pass"
+    if check_mode(mode) == "mandatory":
+        then = (
+            f"{env}'s deploy will refuse it there (its cdk.json evaluation_gate is mandatory): evaluate it against "
+            f'what serves (hfpipe start ... --champion endpoint:NAME), or deploy with {OVERRIDE_OPTION} "REASON"'
+        )
+    else:
+        then = f"{env}'s deploy lets it pass (evaluation_gate advisory), saying it was not compared"
+    return f"{alone}, not against what serves in environment {env}: {'; '.join(serving)}; {then}"
+
+
 def decide(
     evaluated: Evaluated | None,
     *,
