@@ -137,6 +137,12 @@ _RULES: dict[str, tuple[Any, str]] = {
 }
 
 
+def shape_problems(shape: str, value: Any) -> list[str]:
+    """Every way ``value`` breaks one shape of the service model (``ApprovalDescription``: max 1024, pattern
+    ``.*``), named by the shape; empty when SageMaker would take it."""
+    return list(_walk(_shapes(), shape, value, shape))
+
+
 def _walk(shapes: dict[str, Any], name: str, value: Any, path: str) -> Any:
     shape = shapes["shapes"][name]
     kind = shape["type"]

@@ -423,3 +423,111 @@ def test_the_report_states_a_failed_evaluation_with_its_cause():
         }
     )
     assert line == f"failed: {FAILED_CAUSE}; 1 x ml.g4dn.xlarge, 3 s, 0.0006 USD"
+
+
+@pytest.mark.parametrize(
+    ("reason", "broken"),
+    [("line one\nline two", "does not match the API's pattern .*"), ("x" * 2000, "accepted: at most 1024")],
+)
+def test_a_deploy_override_the_api_would_refuse_is_refused_before_the_deploy_starts(
+    registry_world, capsys, reason, broken
+):
+    """A reason UpdateModelPackage's ApprovalDescription refuses (a line break; longer than 1024 characters
+    with the "(refused: ...)" note): a usage error naming the option, before the execution starts."""
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
+    machine = _deploy_machine(registry_world)
+    code, _, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+        "--override-evaluation", reason,
+    )  # fmt: skip
+    started = registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]
+    for execution in started:
+        _wait_ended(registry_world, execution["executionArn"])
+    text = " ".join(err.split())
+    assert code == 2 and not started, (code, err, started)
+    assert "--override-evaluation: the reason is not accepted" in text and broken in text, text
+
+
+def test_an_approve_override_that_would_not_fit_is_refused_and_nothing_changes(registry_world, capsys):
+    """Room for the reason is what the description leaves after the approve's own reason and the note."""
+    code, _, err = run(
+        capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--reason", "r" * 600,
+        "--override-evaluation", "o" * 300,
+    )  # fmt: skip
+    assert code == 2 and "accepted: at most 1024" in " ".join(err.split()), err
+    assert _status(registry_world, 2) == ("PendingManualApproval", None)
+
+
+def test_a_second_approve_override_keeps_the_earlier_one(registry_world, capsys):
+    """docs/evaluation.md: 'after what it held: the approve's reason and earlier overrides stay'."""
+    for reason in ("first reason", "second reason"):
+        code, _, err = run(
+            capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--override-evaluation", reason
+        )
+        assert code == 0, err
+    description = _status(registry_world, 2)[1]
+    assert description.startswith("evaluation gate overridden: first reason (refused:"), description
+    assert "; evaluation gate overridden: second reason (refused:" in description, description
+
+
+# Two deploys at once, as the deploy state machine decides them: the Prepare of the one started second lists
+# the first running and refuses it (DeployInProgress, then Refused; deploy_guards.deploy_in_progress). Here its
+# states by name, the refusal picked by the input's reason.
+RACED = {
+    "StartAt": "Prepare",
+    "States": {
+        "Prepare": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.override_evaluation", "StringEquals": "second", "Next": "Refused"}],
+            "Default": "CreateModel",
+        },
+        "Refused": {"Type": "Fail", "Error": "DeployInProgress", "Cause": "deploy first runs"},
+        "CreateModel": {"Type": "Pass", "End": True},
+    },
+}
+
+
+def test_of_two_deploys_at_once_only_the_one_that_passed_prepare_records_its_override(registry_world, capsys):
+    """docs/evaluation.md: an override is recorded once its execution passed Prepare; the one refused there
+    (DeployInProgress) overrode nothing."""
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
+    machine = registry_world.sfn.create_state_machine(
+        name="hfpipe-dev-deploy", definition=json.dumps(RACED), roleArn=ROLE
+    )["stateMachineArn"]
+    for reason in ("first", "second"):
+        code, _, err = run(
+            capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+            "--override-evaluation", reason,
+        )  # fmt: skip
+        assert code == 0, err
+    for execution in registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]:
+        _wait_ended(registry_world, execution["executionArn"])
+    description = _status(registry_world, 2)[1] or ""
+    assert "evaluation gate overridden: first (refused:" in description, description
+    assert "second" not in description, description
+
+
+def test_an_adapter_change_passed_its_gate_only_once_apply_passed(registry_world):
+    """The adapter state machine's names: Action? -> Apply, a refusal Refused; past Apply: WaitAdapter."""
+    from hfpipe.cli.promotion import gate
+
+    def machine(after_apply: str) -> str:
+        states = {
+            "Action?": {"Type": "Pass", "Next": "Apply"},
+            "Apply": {"Type": "Pass", "Next": after_apply},
+            "Refused": {"Type": "Fail", "Error": "AdapterRefused"},
+            "WaitAdapter": {"Type": "Pass", "End": True},
+        }
+        return registry_world.sfn.create_state_machine(
+            name=f"adapters-{after_apply}",
+            definition=json.dumps({"StartAt": "Action?", "States": states}),
+            roleArn=ROLE,
+        )["stateMachineArn"]
+
+    passed = {}
+    for after_apply in ("Refused", "WaitAdapter"):
+        started = registry_world.sfn.start_execution(stateMachineArn=machine(after_apply), name="x")[
+            "executionArn"
+        ]
+        passed[after_apply] = gate.passed_gate(registry_world.sfn, started, gate.ADAPTER_GATE_STATES, 0.05)
+    assert passed == {"Refused": False, "WaitAdapter": True}

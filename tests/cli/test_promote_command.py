@@ -187,8 +187,11 @@ def test_a_blank_override_is_refused_before_starting(deployed, capsys):
     sfn = deployed.client("stepfunctions")
     before = sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"]
     code, out, err = promote(capsys, "tiny-qa/1", "--override-evaluation", "  ")
-    assert (code, out) == (1, "")
-    assert err == "error: --override-evaluation: an empty reason is not accepted; accepted: why, in words\n"
+    assert (code, out) == (2, "")  # a usage error, as deploy's and approve's (evaluation_gate.check_override)
+    assert (
+        "error: --override-evaluation: an empty reason is not accepted; accepted: why, in words, on one line"
+        in (" ".join(err.split()))
+    ), err
     assert sfn.list_executions(stateMachineArn=promote_arn(deployed))["executions"] == before
 
 
@@ -204,3 +207,34 @@ def test_promote_prints_the_gate_decision_with_its_figures(deployed, capsys):
         f"  evaluation gate: evaluation better against {CHAMPION_ARN}: f1 difference +1 (+0.5 to +3) at 95% "
         "confidence, margin 0; challenger f1 58.1 [52, 64] on 40, champion 61.2 [55, 67.1] on 40"
     )
+
+
+def test_a_version_scored_alone_is_promoted_saying_what_serves_in_the_target(deployed, capsys):
+    """Finding 5: not "nothing serves on environment prod now" while prod's endpoint serves the recipe's /1; what
+    serves there, read from it, and what prod's deploy will do with the version (its evaluation_gate's)."""
+    from evaluations import wrapper
+
+    alone = wrapper("no_champion", champion=None, target={})
+    register_source_version(recipe="tiny-alone", execution="reg-tiny-alone-1", evaluation=alone)
+    assert promote(capsys, "tiny-alone/1", "--watch")[0] == 0
+    served = f"arn:aws:sagemaker:{TARGET_REGION}:{ACCOUNT}:model-package/hfpipe-prod-tiny-alone/1"
+    sm = deployed.client("sagemaker")
+    role = f"arn:aws:iam::{ACCOUNT}:role/x"
+    sm.create_model(ModelName="alone-1", PrimaryContainer={"ModelPackageName": served}, ExecutionRoleArn=role)
+    variant = {"VariantName": "AllTraffic", "ModelName": "alone-1", "InstanceType": "ml.m5.large"}
+    sm.create_endpoint_config(
+        EndpointConfigName="alone-1", ProductionVariants=[variant | {"InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName="hfpipe-prod-classifier", EndpointConfigName="alone-1")
+    try:
+        register_source_version(recipe="tiny-alone", execution="reg-tiny-alone-2", evaluation=alone)
+        code, out, err = promote(capsys, "tiny-alone/2", "--watch")
+    finally:
+        sm.delete_endpoint(EndpointName="hfpipe-prod-classifier")
+    assert (code, err) == (0, ""), err
+    line = " ".join(out.split())
+    assert (
+        "evaluation gate: evaluation no_champion: scored alone (its run named no --champion), not against what "
+        "serves in environment prod: endpoint hfpipe-prod-classifier serves tiny-alone/1; prod's deploy"
+    ) in line, line
+    assert "nothing serves" not in line, line

@@ -217,3 +217,34 @@ def test_a_failed_evaluation_is_no_evaluation_and_the_gate_says_why():
         "evaluation_verdict": "failed",
         "evaluation_failure": "Failed: AlgorithmError: no validation data exit message: CUDA out of memory",
     }
+
+
+def test_a_version_scored_alone_at_promote_says_what_serves_and_what_the_targets_deploy_will_do():
+    alone = Evaluated.from_json(wrapper("no_champion", champion=None, target={}))
+    serving = ["endpoint hfpipe-prod-classifier serves tiny-mnli/3"]
+    mandatory = gate.scored_alone_promoted(alone, "prod", serving, "mandatory")
+    assert mandatory == (
+        "evaluation no_champion: scored alone (its run named no --champion), not against what serves in "
+        "environment prod: endpoint hfpipe-prod-classifier serves tiny-mnli/3; prod's deploy will refuse it there "
+        "(its cdk.json evaluation_gate is mandatory): evaluate it against what serves (hfpipe start ... --champion "
+        'endpoint:NAME), or deploy with --override-evaluation "REASON"'
+    )
+    assert gate.scored_alone_promoted(alone, "prod", serving, "advisory").endswith(
+        "prod's deploy lets it pass (evaluation_gate advisory), saying it was not compared"
+    )
+    assert "nothing of its recipe serves in environment prod now" in gate.scored_alone_promoted(
+        alone, "prod", [], "mandatory"
+    )
+
+
+def test_an_override_reason_is_one_rule_checked_with_what_the_description_holds():
+    assert gate.check_override("  fixed labels ") == "fixed labels"
+    for reason, problem in (("", "an empty reason"), ("a\nb", "pattern .*"), ("x" * 1000, "at most 1024")):
+        with pytest.raises(gate.OverrideError, match=r"^--override-evaluation: .*accepted: why, in words"):
+            gate.check_override(reason, description="approved by QA", refused="worse")
+        with pytest.raises(gate.OverrideError, match=problem):
+            gate.check_override(reason, description="approved by QA", refused="worse")
+    fits = "r" * (1024 - len(gate.override_note("", "worse")) - len("held; "))
+    assert gate.check_override(fits, description="held", refused="worse") == fits
+    with pytest.raises(gate.OverrideError):
+        gate.check_override(fits + "r", description="held", refused="worse")

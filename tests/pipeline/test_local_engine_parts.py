@@ -295,3 +295,26 @@ def test_local_metrics_are_read_per_log_line_as_sagemaker_reads_them(
         "distilbert-spot": {"loss": 0.9, "train_loss": 0.61, "eval_loss": 0.42, "eval_accuracy": 0.875},
     }[recipe]
     assert found == expected
+
+
+@pytest.mark.slow
+def test_an_execution_started_without_a_name_is_named_a_uuid_as_aws_names_it(fresh):
+    """StartExecution's API reference: without a name, Step Functions generates a UUID as the execution's name
+    (moto's parser backend left it None: the ARN ended in "None" and ListExecutions had no name, on which
+    the deploy's Prepare failed with KeyError: 'name')."""
+    import json
+    import uuid
+
+    sfn = fresh.client("stepfunctions")
+    role = f"arn:aws:iam::{moto_patches.default_account_id()}:role/unnamed"
+    definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+    arn = sfn.create_state_machine(name="unnamed", definition=definition, roleArn=role)["stateMachineArn"]
+    try:
+        started = sfn.start_execution(stateMachineArn=arn, input="{}")["executionArn"]
+        name = started.rsplit(":", 1)[1]
+        assert str(uuid.UUID(name)) == name, started
+        assert sfn.describe_execution(executionArn=started)["name"] == name
+        listed = sfn.list_executions(stateMachineArn=arn)["executions"]
+        assert [e["name"] for e in listed] == [name]
+    finally:
+        sfn.delete_state_machine(stateMachineArn=arn)

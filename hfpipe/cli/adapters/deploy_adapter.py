@@ -92,7 +92,7 @@ def _gate(
 ) -> tuple[str, Decision] | None:
     """The evaluation gate before an adapter's deploy (hfpipe.cli.promotion.gate): the version's evaluation
     and what the adapter serves, read now; the override goes into the execution's input, whose Apply step
-    applies the same rule again, and is recorded on the version once the execution has started. A rollback's target is gated by Apply (it
+    applies the same rule again, and is recorded on the version once the execution has passed Apply. A rollback's target is gated by Apply (it
     is known there: adapter.check_rollback)."""
     override = getattr(args, "override_evaluation", None)
     if request["action"] != "deploy":
@@ -154,8 +154,8 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         f"{args.env}`, then run the same command again"
     )
     arn = faults.start_execution(clients, machine, name, request, unsure)
-    if gated is not None:  # once it started: a change never started overrode nothing
-        gate.record_override(clients, *gated)
+    # Recorded once Apply passed with it: a change refused there, or never started, overrode nothing.
+    gate.record_if_passed(clients, arn, gated, gate.ADAPTER_GATE_STATES, interval)
     console.print(f"{request['action']} {subject} ({component}) in {args.env}: execution {name}")
     console.print(f"  {'base' if retiring else 'adapter'} now: {_describe(before)}")
     if not aws.is_local_world(clients):

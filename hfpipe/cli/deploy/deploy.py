@@ -151,9 +151,8 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         f"{args.env}`, then run the same command again"
     )
     arn = faults.start_execution(clients, machine, name, _execution_input(args), unsure)
-    gate.record_override(
-        clients, version_arn, decision
-    )  # once it started: a deploy never started overrode nothing
+    # Recorded once Prepare passed with it: a deploy refused there (raced by another) overrode nothing.
+    gate.record_if_passed(clients, arn, (version_arn, decision), gate.DEPLOY_GATE_STATES, interval)
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
     console.print(f"  endpoint now: {_describe(before)}")
@@ -181,7 +180,7 @@ def _gate(
 ) -> tuple[str, Decision]:
     """The evaluation gate (hfpipe.cli.promotion.gate), just before the deploy starts: the version's evaluation
     and what ``endpoint`` serves, both read now; the version's ARN and the decision (an override is recorded
-    on the version once the execution has started)."""
+    on the version once the execution has passed Prepare)."""
     arn = resolve(clients.sagemaker, args.model, args.env)
     decision = gate.check(
         clients, environment, arn, target={"endpoint": endpoint}, override=args.override_evaluation

@@ -11,11 +11,14 @@ description (UpdateModelPackage, its status unchanged).
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws
+from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.clients import UsageError
 from hfpipe.core import api_shapes
 from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.promotion.evaluation_gate import Decision
@@ -70,10 +73,13 @@ def check(
     *,
     target: dict[str, str] | None,
     override: str | None,
+    before_note: str | None = None,
 ) -> Decision:
     """The gate's decision on version ``arn`` where traffic moves to ``target`` ({"endpoint": SageMaker name}
     or {"adapter": NAME}; None: the target the version was evaluated for, as at approval); HfpipeError with
-    the refusal's line when it refuses."""
+    the refusal's line when it refuses; UsageError (exit 2) when an override's reason would not fit the
+    version's approval description after what it holds and ``before_note`` (evaluation_gate.check_override),
+    before anything is written."""
     env = environment.name
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
@@ -101,7 +107,10 @@ def check(
             where=where,
             override=override,
             failed=evaluation_gate.failure_of(statistics),
+            description=_held(package.get("ApprovalDescription"), before_note),
         )
+    except evaluation_gate.OverrideError as err:
+        raise UsageError(str(err)) from None
     except ValueError as err:
         raise HfpipeError(str(err)) from None
     if not decision.allowed:
@@ -109,24 +118,76 @@ def check(
     return decision
 
 
-def appended(description: str | None, note: str) -> str:
-    """The approval description with ``note`` after what it holds (the approve's reason, earlier overrides
-    stay), at most UpdateModelPackage's 1024 characters (the end of the newest note is cut where it must)."""
-    text = f"{description}; {note}" if description else note
-    return text[: evaluation_gate.APPROVAL_DESCRIPTION_MAX]
+def _held(description: str | None, before_note: str | None) -> str | None:
+    """What the approval description holds before an override's note: what it holds now, then
+    ``before_note`` (approve's own reason)."""
+    return evaluation_gate.appended(description, before_note) if before_note else description
+
+
+#: The states of the deploy and adapter state machines an execution goes through before its own gate has
+#: passed, or on its refusal (stacks/constructs/deploy_state_machine.py: Prepare applies the gate, and the one
+#: deploy per endpoint, a refusal ends at Refused; adapter_state_machine.py: Apply, its refusal Refused, its
+#: failure Abandon -> Failed). Any other state entered: the gate passed in that execution.
+DEPLOY_GATE_STATES = frozenset({"Prepare", "Refused"})
+ADAPTER_GATE_STATES = frozenset({"Action?", "Apply", "Refused", "Abandon", "Failed"})
+
+
+def _entered(sfn: Any, arn: str) -> set[str]:
+    """The names of the states the execution has entered (GetExecutionHistory's stateEnteredEventDetails)."""
+    return {
+        e["stateEnteredEventDetails"]["name"]
+        for e in aws.execution_history(sfn, arn)
+        if "stateEnteredEventDetails" in e
+    }
+
+
+def passed_gate(
+    sfn: Any,
+    arn: str,
+    gate_states: frozenset[str],
+    interval: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Whether execution ``arn`` passed its own gate step (Prepare, Apply): True once it entered a state after
+    it; False when it ended without (refused there: DeployInProgress to a deploy raced by another, the gate on
+    what serves by then, an input refused). Waits while it runs (seconds: the step is one Lambda call)."""
+    while True:
+        ended = faults.poll(
+            f"reading execution {arn}", sfn.describe_execution, sleep, interval, executionArn=arn
+        )
+        entered = faults.poll(f"reading the history of {arn}", _entered, sleep, interval, sfn=sfn, arn=arn)
+        if entered - gate_states:
+            return True
+        if ended.get("status") != "RUNNING":  # read before the history: its end is in what was read
+            return False
+        sleep(interval)
+
+
+def record_if_passed(
+    clients: aws.Clients,
+    execution: str,
+    gated: tuple[str, Decision] | None,
+    gate_states: frozenset[str],
+    interval: float,
+) -> None:
+    """An override recorded only where it was used: once ``execution`` has passed its gate step with it (a
+    deploy refused there, or never started, overrode nothing: docs/evaluation.md)."""
+    if gated is None or gated[1].note is None:
+        return
+    if passed_gate(clients.sfn, execution, gate_states, interval):
+        record_override(clients, *gated)
 
 
 def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
     """The override's reason appended to the version's approval description, its approval status as it is
-    now. The commands call it once the change has started (an execution that never started overrode
-    nothing)."""
+    now. The commands call it once their execution has passed its gate step (``record_if_passed``)."""
     if decision.note is None:
         return
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
     )
     status = package.get("ModelApprovalStatus")
-    description = appended(package.get("ApprovalDescription"), decision.note)
+    description = evaluation_gate.appended(package.get("ApprovalDescription"), decision.note)
     request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": description}
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:

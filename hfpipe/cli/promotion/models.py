@@ -252,6 +252,12 @@ def _list(clients: aws.Clients, args: argparse.Namespace, console: Any) -> int:
     return 0
 
 
+def _described(sagemaker: Any, arn: str) -> str | None:
+    """The version's approval description as it holds now (DescribeModelPackage's ApprovalDescription)."""
+    package = aws.call(f"reading model package {arn}", sagemaker.describe_model_package, ModelPackageName=arn)
+    return package.get("ApprovalDescription")
+
+
 def _decide(
     clients: aws.Clients, args: argparse.Namespace, console: Any, environment: aws.Environment
 ) -> int:
@@ -262,14 +268,15 @@ def _decide(
     description = args.reason or f"{status.lower()} with hfpipe models {args.action}"
     decision = None
     if args.action == "approve":  # the gate: read again now, the champion from the evaluation's target
-        decision = gate.check(clients, environment, arn, target=None, override=args.override_evaluation)
-        if decision.note:
-            description = f"{args.reason}; {decision.note}" if args.reason else decision.note
-    request = {
-        "ModelPackageArn": arn,
-        "ModelApprovalStatus": status,
-        "ApprovalDescription": description[: evaluation_gate.APPROVAL_DESCRIPTION_MAX],
-    }
+        decision = gate.check(
+            clients, environment, arn, target=None, override=args.override_evaluation, before_note=args.reason
+        )
+        if decision.note:  # appended after what it held: earlier reasons and overrides stay (as deploy's)
+            held = _described(sagemaker, arn)
+            description = evaluation_gate.appended(
+                evaluation_gate.appended(held, args.reason) if args.reason else held, decision.note
+            )
+    request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": description}
     problems = api_shapes.problems("UpdateModelPackage", request)
     if problems:
         raise HfpipeError(f"{problems[0]}: SageMaker's UpdateModelPackage would refuse it; nothing changed")

@@ -27,11 +27,12 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.clients import UsageError
 from hfpipe.cli.parser import Subparsers, aws_options, env_name, option_rules, version_ref
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.terminal import with_console
 from hfpipe.core import json_text
-from hfpipe.core.promotion import evaluation_gate, evaluation_reads, promotion
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, promotion, registry
 from hfpipe.core.promotion.promote_plan import Promoted
 from hfpipe.core.promotion.promotion import OVERRIDE_KEY
 
@@ -91,8 +92,8 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     if args.override_evaluation is not None:  # blank: refused here, as deploy does, before anything starts
         try:
             evaluation_gate.check_override(args.override_evaluation)
-        except ValueError as err:
-            raise HfpipeError(str(err)) from None
+        except evaluation_gate.OverrideError as err:
+            raise UsageError(str(err)) from None
     faults.state("no promotion started; run the same command again")
     environment = aws.resolve_environment(clients, args.env)
     machine = state_machine(environment)
@@ -152,9 +153,40 @@ def gate_line(
             mode=gate.mode(environment),
             override=override,
         )
+        evaluated = evaluation_gate.of_statistics(document)
+        if evaluated is not None and evaluated.champion is None and decision.note is None:
+            serving = aws.call(
+                f"reading what serves in {output.target.env}",
+                _serving_of_recipe,
+                sagemaker=clients.sagemaker,
+                env=output.target.env,
+                arn=arn,
+            )
+            return evaluation_gate.scored_alone_promoted(
+                evaluated, output.target.env, serving, gate.mode(environment)
+            )
     except (promotion.PromotionRefused, HfpipeError, ValueError):  # ValueError: not JSON, not the contract's
         return None
     return decision.message
+
+
+def _serving_of_recipe(sagemaker: Any, env: str, arn: str) -> list[str]:
+    """ "endpoint NAME serves RECIPE/N" for each endpoint of ``env`` (hfpipe-<env>-*: contract's names) that
+    serves a version of ``arn``'s model package group, read from the endpoint now (ListEndpoints, then what
+    serves on each: evaluation_reads.champion_on_endpoint)."""
+    group = arn.rsplit("/", 2)[-2]
+    prefix = contract.deployed_endpoint_name(env, "")
+    found = []
+    for page in sagemaker.get_paginator("list_endpoints").paginate(NameContains=prefix):
+        for endpoint in page["Endpoints"]:
+            name = endpoint["EndpointName"]
+            champion = (
+                evaluation_reads.champion_on_endpoint(sagemaker, name) if name.startswith(prefix) else None
+            )
+            serves = champion.version_arn if champion else None
+            if serves and serves.rsplit("/", 2)[-2] == group:
+                found.append(f"endpoint {name} serves {registry.ref_of_arn(serves, env)}")
+    return sorted(found)
 
 
 # --- hfpipe promote --------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core import api_shapes
 from hfpipe.core.recipe import evaluation
 from hfpipe.core.validate import RecipeError
 
@@ -375,6 +376,24 @@ def passed(
     )
 
 
+def scored_alone_promoted(evaluated: Evaluated, env: str, serving: list[str], mode: str) -> str:
+    """What ``hfpipe promote`` says of a version scored alone (its run named no champion) promoted into ``env``:
+    what serves there of its recipe (``serving``: "endpoint NAME serves RECIPE/N", read from the target), and
+    what the target's deploy, which reads what serves, will do with it (``problem``: refused where ``mode`` is
+    mandatory while something serves)."""
+    alone = f"evaluation {evaluated.verdict}: scored alone (its run named no --champion)"
+    if not serving:
+        return f"{alone}; nothing of its recipe serves in environment {env} now: the gate lets it pass"
+    if check_mode(mode) == "mandatory":
+        then = (
+            f"{env}'s deploy will refuse it there (its cdk.json evaluation_gate is mandatory): evaluate it against "
+            f'what serves (hfpipe start ... --champion endpoint:NAME), or deploy with {OVERRIDE_OPTION} "REASON"'
+        )
+    else:
+        then = f"{env}'s deploy lets it pass (evaluation_gate advisory), saying it was not compared"
+    return f"{alone}, not against what serves in environment {env}: {'; '.join(serving)}; {then}"
+
+
 def decide(
     evaluated: Evaluated | None,
     *,
@@ -385,31 +404,68 @@ def decide(
     override: str | None = None,
     recorded: str = RECORDED_IN,
     failed: str | None = None,
+    description: str | None = None,
 ) -> Decision:
     """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
     place records an override's reason; ``failed``: the cause when the version's evaluation job failed (it
-    is then no evaluation, ``failure_of``)."""
+    is then no evaluation, ``failure_of``); ``description``: what the version's approval description will
+    hold before the override's note (``check_override``), where the place knows it."""
     found = problem(
         evaluated, version=version, champion_now=champion_now, mode=mode, where=where, failed=failed
     )
     if found is None:
         return Decision(True, passed(evaluated, champion_now, where, failed))
     if override is not None:
-        reason = check_override(override)
-        note = f"{OVERRIDE_PREFIX}{reason} (refused: {found})"
-        return Decision(True, f"{found}; overridden: {reason}", note[:APPROVAL_DESCRIPTION_MAX])
+        reason = check_override(override, description=description, refused=found)
+        return Decision(True, f"{found}; overridden: {reason}", override_note(reason, found))
     return Decision(
         False,
         f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in {recorded})',
     )
 
 
-def check_override(override: str) -> str:
-    """An override's reason, stripped; ValueError naming the option when it is blank (checked before anything
-    starts: ``hfpipe promote`` too, whose gate runs in its state machine)."""
+class OverrideError(ValueError):
+    """An override's reason that is not accepted (``check_override``): a usage error, refused before anything
+    that writes."""
+
+
+#: What an override's reason may be (``check_override``), said in each refusal.
+OVERRIDE_ACCEPTED = (
+    "accepted: why, in words, on one line (no line break), that fits UpdateModelPackage's ApprovalDescription "
+    f"(botocore's sagemaker model: pattern .*, at most {APPROVAL_DESCRIPTION_MAX} characters) together with "
+    "what the version's approval description holds and the gate's \"(refused: ...)\" note"
+)
+
+
+def override_note(reason: str, refused: str) -> str:
+    """What an override records: the reason and the refusal it passed."""
+    return f"{OVERRIDE_PREFIX}{reason} (refused: {refused})"
+
+
+def appended(description: str | None, note: str) -> str:
+    """The approval description with ``note`` after what it holds (the approve's reason, earlier overrides
+    stay); never cut (``check_override`` refuses what would not fit, before anything is written)."""
+    return f"{description}; {note}" if description else note
+
+
+def check_override(override: str, *, description: str | None = None, refused: str = "") -> str:
+    """An override's reason, stripped, under the one rule of every place that takes it (approve, deploy,
+    deploy --adapter, promote, and the deploy's and adapter's state machines), checked before anything that
+    writes: not blank, and the approval description it is recorded in (``description``, what it holds before
+    the note, then ``override_note`` with the gate's refusal ``refused``) accepted by UpdateModelPackage's
+    ApprovalDescription (botocore's sagemaker model: max 1024, pattern ``.*``, which stops at a line break;
+    hfpipe.core.api_shapes). OverrideError naming the option otherwise."""
     reason = override.strip()
     if not reason:
-        raise ValueError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; accepted: why, in words")
+        raise OverrideError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; {OVERRIDE_ACCEPTED}")
+    found = api_shapes.shape_problems(
+        "ApprovalDescription", appended(description, override_note(reason, refused))
+    )
+    if found:
+        raise OverrideError(
+            f"{OVERRIDE_OPTION}: the reason is not accepted: the approval description it would be recorded in "
+            f"breaks {found[0]}; {OVERRIDE_ACCEPTED}"
+        )
     return reason
 
 

@@ -24,6 +24,7 @@ import json
 import math
 import threading
 import time
+import uuid
 from importlib import metadata
 from typing import Any, Protocol
 from unittest import mock
@@ -62,6 +63,7 @@ PATCHED = (
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.stop",
     "moto.stepfunctions.parser.backend.execution_worker.ExecutionWorker.start",
     "moto.stepfunctions.parser.backend.execution.BaseExecutionWorkerCommunication.terminated",
+    "moto.stepfunctions.parser.models.StepFunctionsParserBackend.start_execution",
     *(f"{module}.boto_client_for" for module in _CLIENT_MODULES),
     "moto.stepfunctions.parser.asl.parse.asl_parser.AmazonStateLanguageParser.parse",
     "moto.stepfunctions.parser.asl.component.common.timeouts.timeout.TimeoutSecondsPath._eval_seconds",
@@ -706,12 +708,21 @@ def _paged_history(response: Any) -> Any:
 
 def _execution_end(engine: Engine) -> list[Patch]:
     """The engine told when an execution starts (its worker) and when it ends (before and after its end event
-    is delivered)."""
+    is delivered); a StartExecution without a name named as AWS names it."""
     from moto.stepfunctions.parser.backend import execution as parser_execution
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
     original_start = ExecutionWorker.start
     original_terminated = parser_execution.BaseExecutionWorkerCommunication.terminated
+    original_start_execution = StepFunctionsParserBackend.start_execution
+
+    def start_execution(backend: Any, state_machine_arn: str, name: Any = None, *args: Any, **kw: Any) -> Any:
+        # StartExecution's API reference, `name`: "If you don't provide a name for the execution, Step Functions
+        # automatically generates a universally unique identifier (UUID) as the execution name"
+        # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html); moto's
+        # parser backend names it None (moto/stepfunctions/parser/models.py, start_execution: exec_name = name).
+        return original_start_execution(backend, state_machine_arn, name or str(uuid.uuid4()), *args, **kw)
 
     def start(worker: Any) -> None:
         engine.execution_started(worker)
@@ -730,6 +741,12 @@ def _execution_end(engine: Engine) -> list[Patch]:
             parser_execution.BaseExecutionWorkerCommunication,
             "terminated",
             terminated,
+        ),
+        (
+            "StepFunctionsParserBackend.start_execution",
+            StepFunctionsParserBackend,
+            "start_execution",
+            start_execution,
         ),
     ]
 

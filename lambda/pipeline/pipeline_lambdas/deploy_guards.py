@@ -57,7 +57,7 @@ def other_deploy(
                 endpoint = json.loads(described.get("input") or "{}").get(key)
             except (ValueError, AttributeError):
                 endpoint = None
-            if endpoint == name or execution["name"] == execution_name:
+            if endpoint == name or execution.get("name") == execution_name:
                 running.append((execution["startDate"], execution["name"], execution["executionArn"]))
     # Not listed yet itself, this execution is the newest: any listed one goes first.
     first = min(running, default=None)
