@@ -263,6 +263,8 @@ def test_compare_shows_each_stored_evaluation(registry_world, capsys):
     assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
     assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
     assert any("│ evaluation score [interval] on n │" in line for line in lines), out
+    # Newcomer finding 10: the champion as the commands name versions, not an ARN cut to the column's width.
+    assert any("│ evaluated against │ tiny-qa/1 │ tiny-qa/1 │" in line for line in lines), out
 
 
 def test_approving_a_version_scored_for_no_target_says_so(registry_world, capsys):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.promotion import registry
 from hfpipe.core.recipe import evaluation
 from hfpipe.core.validate import RecipeError
 
@@ -199,17 +200,18 @@ def figures(doc: dict[str, Any]) -> str:
     )
 
 
-def summary(stored: Any) -> dict[str, str] | None:
+def summary(stored: Any, env: str | None = None) -> dict[str, str] | None:
     """What `hfpipe models compare` shows of a stored evaluation (its wrapper, as the statistics document holds
-    it): the verdict, the rule's metric with its interval, the difference against its champion; None when
-    there is none or it is not the contract's."""
+    it): the verdict, the rule's metric with its interval, the difference against its champion, the champion
+    (the version's RECIPE/N in ``env``, as the commands name versions, else its ARN); None when there is none
+    or it is not the contract's."""
     if failure_of({STATISTICS_KEY: stored}) is not None:
         return {
             "verdict": "failed",
             "metric": "-",
             "score": str(stored["failure"].get("cause") or "-"),
             "difference": "-",
-            "champion": _champion_text(Champion.from_json(stored.get("champion"))),
+            "champion": _champion_ref(Champion.from_json(stored.get("champion")), env),
         }
     try:
         evaluated = Evaluated.from_json(stored) if stored is not None else None
@@ -226,7 +228,7 @@ def summary(stored: Any) -> dict[str, str] | None:
         "difference": _interval(doc["difference"], float(doc["rule"]["margin"]))
         if doc.get("difference")
         else "-",
-        "champion": _champion_text(evaluated.champion),
+        "champion": _champion_ref(evaluated.champion, env),
     }
 
 
@@ -292,6 +294,13 @@ def _champion_text(champion: Champion | None) -> str:
     if champion is None:
         return "no champion"
     return champion.version_arn or champion.model_data or "an unregistered model"
+
+
+def _champion_ref(champion: Champion | None, env: str | None) -> str:
+    """The champion as `models compare` names it: its version's RECIPE/N in ``env`` (registry.ref_of_arn)."""
+    if champion is None or champion.version_arn is None or env is None:
+        return _champion_text(champion)
+    return registry.ref_of_arn(champion.version_arn, env)
 
 
 def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, where: str) -> str:
