@@ -284,23 +284,29 @@ def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
 
 
 def test_the_report_states_the_evaluations_verdict_and_cost():
+    """Newcomer finding 8: the line labelled the difference as the score ('better (accuracy 37.5, ...)' for a
+    model at 70.83): each model's score [interval] on n, then the difference, labelled."""
     from hfpipe.cli.run.report import _evaluation
 
-    line = _evaluation(
-        {
-            "verdict": "worse",
-            "metric": "f1",
-            "difference": {"metric": "f1", "value": -3.1, "low": -5.0, "high": -1.2},
-            "champion_version_arn": arn(1),
-            "instance_type": "ml.g4dn.xlarge",
-            "instance_count": 1,
-            "seconds": 6,
-            "cost_usd": 0.0012,
-        }
+    doc = wrapper("worse")["document"]
+    report = {  # the report's evaluation, as lambda/pipeline/pipeline_lambdas/report.py writes it
+        "verdict": "worse",
+        "metric": "f1",
+        "difference": doc["difference"],
+        "scores": {side: doc[side]["scores"]["f1"] for side in ("challenger", "champion")},
+        "champion_version_arn": arn(1),
+        "instance_type": "ml.m5.xlarge",
+        "instance_count": 1,
+        "seconds": 12.3,
+        "cost_usd": 0.0008,
+    }
+    line = _evaluation(report, "dev")
+    assert line == (
+        "worse: f1 58.1 [52, 64] on 40 against 61.2 [55, 67.1] on 40 (tiny-qa/1); difference -3.1 (-5 to -1.2); "
+        "1 x ml.m5.xlarge, 12.3 s, 0.0008 USD"
     )
-    assert (
-        line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
-    )
+    del report["scores"]  # a report written before the scores were in it: the difference alone, labelled
+    assert _evaluation(report).startswith(f"worse: f1 against {arn(1)}; difference -3.1 (-5 to -1.2); ")
 
 
 PROD_GROUP = "hfpipe-prod-tiny-mnli"

@@ -118,6 +118,9 @@ def test_the_champion_is_read_from_the_target_endpoint_and_scored_with_the_chall
     assert (meta["evaluation_verdict"], meta["evaluation_champion"]) == ("worse", champion_arn)
     assert meta["evaluation_difference"] == "value -3.1 low -5 high -1.2"
     assert r.output["report"]["evaluation"]["champion_version_arn"] == champion_arn
+    # Each model's score of the rule's metric, for `hfpipe report`'s line (newcomer finding 8).
+    scores = r.output["report"]["evaluation"]["scores"]
+    assert scores["champion"]["value"] == 61.2 and scores["challenger"]["n"] == 40, scores
 
 
 class FailedJob(StandInEvaluation):

@@ -176,13 +176,22 @@ def _interval(entry: dict[str, Any], margin: float = 0.0) -> str:
 
 
 def _score(doc: dict[str, Any], side: str, metric: str) -> str:
-    entry = (((doc.get(side) or {}).get("scores") or {}).get(metric)) or {}
+    return score_text((((doc.get(side) or {}).get("scores") or {}).get(metric)) or {})
+
+
+def score_text(entry: dict[str, Any]) -> str:
+    """One side's score of the document: 'value [low, high] on n' ('-' for none)."""
     if not entry:
         return "-"
     return (
         f"{_figure(entry.get('value'))} [{_figure(entry.get('low'))}, {_figure(entry.get('high'))}] "
         f"on {entry.get('n')}"
     )
+
+
+def difference_text(entry: dict[str, Any], margin: float = 0.0) -> str:
+    """The document's difference challenger - champion: 'value (low to high)', signed."""
+    return _interval(entry, margin)
 
 
 def figures(doc: dict[str, Any]) -> str:
