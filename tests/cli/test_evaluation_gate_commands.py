@@ -17,6 +17,7 @@ from cli_run import run
 from evaluations import wrapper
 
 from hfpipe import contract
+from hfpipe.core.validate import RecipeError
 
 GROUP = "hfpipe-dev-tiny-qa"
 ENDPOINT = "hfpipe-dev-qa"  # cdk.json's `qa` named endpoint, as SageMaker names it
@@ -281,6 +282,62 @@ def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
     assert code == 2, err
     err = err.replace(chr(10), " ")
     assert "'qa' is not accepted; accepted: endpoint:NAME" in " ".join(err.split())
+
+
+@pytest.mark.parametrize(
+    ("recipe", "champion", "said"),
+    [
+        # Newcomer finding 2: each was accepted, the job billed and the version scored alone.
+        (
+            "tiny-qa",
+            "endpoint:nosuch",
+            "--champion endpoint:nosuch: nothing serves on endpoint hfpipe-dev-nosuch now",
+        ),
+        (
+            "tiny-qa",
+            "endpoint:hfpipe-dev-qa",
+            "--champion: input.champion.endpoint: 'hfpipe-dev-qa' is a SageMaker endpoint's name (it would read "
+            "hfpipe-dev-hfpipe-dev-qa); accepted: the name the environment's cdk.json \"endpoints\" declares, 'qa'",
+        ),
+        ("tiny-qa", "adapter:support", "for a recipe that trains a merged model; accepted: endpoint:NAME"),
+        ("tiny-adapter", "endpoint:qa", "for a recipe that trains an adapter; accepted: adapter:NAME"),
+        # Finding 6: a champion of another task failed the job late ("too many values to unpack"), billed.
+        (
+            "tiny-mnli",
+            "endpoint:qa",
+            "--champion endpoint:qa: endpoint hfpipe-dev-qa serves tiny-qa/1, a question-answering model; "
+            "accepted: a champion serving a text-classification model, the recipe's task",
+        ),
+    ],
+)
+def test_a_champion_that_names_nothing_of_the_recipe_s_kind_is_refused_before_the_start(
+    registry_world, capsys, recipe, champion, said
+):
+    code, out, err = run(
+        capsys, "start", "--env", "dev", "--recipe", recipe, "--champion", champion, "--dry-run"
+    )
+    assert (code, out) == (1, ""), (code, out, err)
+    text = " ".join(err.split()).removeprefix("error: ")
+    assert (
+        said.replace("--champion: input.champion.endpoint", "--champion: endpoint") in text or said in text
+    ), text
+    assert not registry_world.sfn.list_executions(stateMachineArn=_deploy_machine(registry_world))[
+        "executions"
+    ]
+
+
+def test_a_champion_endpoint_that_is_not_declared_is_refused_by_the_plan():
+    """Newcomer finding 2 (h-nc-eval): the Plan refuses a SageMaker name as it refuses the field's other errors."""
+    from hfpipe.core.run import evaluation_job
+
+    with pytest.raises(
+        RecipeError,
+        match=r"accepted: the name the environment's cdk.json \"endpoints\" declares, 'classifier'",
+    ):
+        evaluation_job.target({"endpoint": "hfpipe-dev-classifier"}, "dev", True)
+    with pytest.raises(RecipeError, match=r"^input.champion.adapter: 'support' is not accepted for a recipe"):
+        evaluation_job.target({"adapter": "support"}, "dev", True)
+    assert evaluation_job.target({"adapter": "support"}, "dev", True, adapter=True) == (None, "support")
 
 
 def test_the_report_states_the_evaluations_verdict_and_cost():

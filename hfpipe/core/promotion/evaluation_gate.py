@@ -312,6 +312,14 @@ def _champion_ref(champion: Champion | None, env: str | None) -> str:
     return registry.ref_of_arn(champion.version_arn, env)
 
 
+def _why_alone(evaluated: Evaluated) -> str:
+    """Why a version was scored alone: its run named no champion, or named one where nothing served then."""
+    if not evaluated.target:
+        return "its run named no --champion"
+    ((kind, name),) = list(evaluated.target.items())[:1]
+    return f"its run named --champion {kind} {name}, where nothing served then"
+
+
 def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, where: str) -> str:
     """Where the gate is mandatory, a version scored alone (its run named no champion) does not replace what
     serves: nothing compared it with what it would replace. At promote the champion is the source's as
@@ -319,7 +327,7 @@ def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, wh
     read."""
     kind = "adapter" if where.startswith("adapter ") else "endpoint"
     return (
-        f"version {version} was scored alone (evaluation {evaluated.verdict}: its run named no --champion), and "
+        f"version {version} was scored alone (evaluation {evaluated.verdict}: {_why_alone(evaluated)}), and "
         f"{where} serves {_champion_text(champion_now)}; this environment's cdk.json evaluation_gate is "
         f"mandatory: evaluate it against what serves: hfpipe start ... --champion {kind}:NAME naming it"
     )
