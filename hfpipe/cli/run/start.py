@@ -155,16 +155,7 @@ def _execution_input(
     from hfpipe.cli.recipe import recipes, sources
 
     execution_input = {**recipes.execution_input(loaded), **({"ttl": ttl} if ttl is not None else {})}
-    if champion is not None:
-        try:  # the Plan's own rule (a recipe without evaluation has no champion to read)
-            evaluation_job.target(
-                champion,
-                "env",
-                loaded.resolved.get("evaluation") is not None,
-                adapter=bool(loaded.resolved.get("adapter")),
-            )
-        except RecipeError as err:
-            raise HfpipeError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
+    if champion is not None:  # checked by _check_champion before
         execution_input["champion"] = champion
     packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
