@@ -17,6 +17,7 @@ from cli_run import run
 from evaluations import wrapper
 
 from hfpipe import contract
+from hfpipe.core.validate import RecipeError
 
 GROUP = "hfpipe-dev-tiny-qa"
 ENDPOINT = "hfpipe-dev-qa"  # cdk.json's `qa` named endpoint, as SageMaker names it
@@ -263,6 +264,8 @@ def test_compare_shows_each_stored_evaluation(registry_world, capsys):
     assert any("f1 58.1 [52, 64] on 40" in line for line in lines), out
     assert any("-3.1 (-5 to -1.2) │ +2 (+0.5 to +4)" in line for line in lines), out
     assert any("│ evaluation score [interval] on n │" in line for line in lines), out
+    # Newcomer finding 10: the champion as the commands name versions, not an ARN cut to the column's width.
+    assert any("│ evaluated against │ tiny-qa/1 │ tiny-qa/1 │" in line for line in lines), out
 
 
 def test_approving_a_version_scored_for_no_target_says_so(registry_world, capsys):
@@ -281,24 +284,86 @@ def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
     assert "'qa' is not accepted; accepted: endpoint:NAME" in " ".join(err.split())
 
 
+@pytest.mark.parametrize(
+    ("recipe", "champion", "said"),
+    [
+        # Newcomer finding 2: each was accepted, the job billed and the version scored alone.
+        (
+            "tiny-qa",
+            "endpoint:nosuch",
+            "--champion endpoint:nosuch: nothing serves on endpoint hfpipe-dev-nosuch now",
+        ),
+        (
+            "tiny-qa",
+            "endpoint:hfpipe-dev-qa",
+            "--champion: input.champion.endpoint: 'hfpipe-dev-qa' is a SageMaker endpoint's name (it would read "
+            "hfpipe-dev-hfpipe-dev-qa); accepted: the name the environment's cdk.json \"endpoints\" declares, 'qa'",
+        ),
+        ("tiny-qa", "adapter:support", "for a recipe that trains a merged model; accepted: endpoint:NAME"),
+        ("tiny-adapter", "endpoint:qa", "for a recipe that trains an adapter; accepted: adapter:NAME"),
+        # Finding 6: a champion of another task failed the job late ("too many values to unpack"), billed.
+        (
+            "tiny-mnli",
+            "endpoint:qa",
+            "--champion endpoint:qa: endpoint hfpipe-dev-qa serves tiny-qa/1, a question-answering model; "
+            "accepted: a champion serving a text-classification model, the recipe's task",
+        ),
+    ],
+)
+def test_a_champion_that_names_nothing_of_the_recipe_s_kind_is_refused_before_the_start(
+    registry_world, capsys, recipe, champion, said
+):
+    code, out, err = run(
+        capsys, "start", "--env", "dev", "--recipe", recipe, "--champion", champion, "--dry-run"
+    )
+    assert (code, out) == (1, ""), (code, out, err)
+    text = " ".join(err.split()).removeprefix("error: ")
+    assert (
+        said.replace("--champion: input.champion.endpoint", "--champion: endpoint") in text or said in text
+    ), text
+    assert not registry_world.sfn.list_executions(stateMachineArn=_deploy_machine(registry_world))[
+        "executions"
+    ]
+
+
+def test_a_champion_endpoint_that_is_not_declared_is_refused_by_the_plan():
+    """Newcomer finding 2 (h-nc-eval): the Plan refuses a SageMaker name as it refuses the field's other errors."""
+    from hfpipe.core.run import evaluation_job
+
+    with pytest.raises(
+        RecipeError,
+        match=r"accepted: the name the environment's cdk.json \"endpoints\" declares, 'classifier'",
+    ):
+        evaluation_job.target({"endpoint": "hfpipe-dev-classifier"}, "dev", True)
+    with pytest.raises(RecipeError, match=r"^input.champion.adapter: 'support' is not accepted for a recipe"):
+        evaluation_job.target({"adapter": "support"}, "dev", True)
+    assert evaluation_job.target({"adapter": "support"}, "dev", True, adapter=True) == (None, "support")
+
+
 def test_the_report_states_the_evaluations_verdict_and_cost():
+    """Newcomer finding 8: the line labelled the difference as the score ('better (accuracy 37.5, ...)' for a
+    model at 70.83): each model's score [interval] on n, then the difference, labelled."""
     from hfpipe.cli.run.report import _evaluation
 
-    line = _evaluation(
-        {
-            "verdict": "worse",
-            "metric": "f1",
-            "difference": {"metric": "f1", "value": -3.1, "low": -5.0, "high": -1.2},
-            "champion_version_arn": arn(1),
-            "instance_type": "ml.g4dn.xlarge",
-            "instance_count": 1,
-            "seconds": 6,
-            "cost_usd": 0.0012,
-        }
+    doc = wrapper("worse")["document"]
+    report = {  # the report's evaluation, as lambda/pipeline/pipeline_lambdas/report.py writes it
+        "verdict": "worse",
+        "metric": "f1",
+        "difference": doc["difference"],
+        "scores": {side: doc[side]["scores"]["f1"] for side in ("challenger", "champion")},
+        "champion_version_arn": arn(1),
+        "instance_type": "ml.m5.xlarge",
+        "instance_count": 1,
+        "seconds": 12.3,
+        "cost_usd": 0.0008,
+    }
+    line = _evaluation(report, "dev")
+    assert line == (
+        "worse: f1 58.1 [52, 64] on 40 against 61.2 [55, 67.1] on 40 (tiny-qa/1); difference -3.1 (-5 to -1.2); "
+        "1 x ml.m5.xlarge, 12.3 s, 0.0008 USD"
     )
-    assert (
-        line == f"worse (f1 -3.1, interval -5 to -1.2) against {arn(1)}; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD"
-    )
+    del report["scores"]  # a report written before the scores were in it: the difference alone, labelled
+    assert _evaluation(report).startswith(f"worse: f1 against {arn(1)}; difference -3.1 (-5 to -1.2); ")
 
 
 PROD_GROUP = "hfpipe-prod-tiny-mnli"

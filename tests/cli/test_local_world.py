@@ -480,8 +480,13 @@ def check_lifecycle_gate(argv: list[str], stdout: str) -> None:
     if argv[0] == "start" and "--champion" in argv:
         ref = "tiny-mnli/3" if "training.hyperparameters.max_steps=200" in argv else "tiny-mnli/2"
         verdict, expected = LIFECYCLE_FIGURES[ref]
+        # The report's line (a table cell, wrapped at the console's width: its borders taken out): each model's
+        # score [interval] on n, then the difference, labelled (newcomer finding 8).
+        cell = " ".join(re.sub(r"[│┃]", " ", stdout).split())
         found = re.search(
-            rf"evaluation\W+{verdict} \(accuracy ([-\d.]+), interval ([-\d.]+) to ([-\d.]+)\)", stdout
+            rf"evaluation {verdict}: accuracy [\d.]+ \[[^\]]*\] on \d+ against [\d.]+ \[[^\]]*\] on \d+ "
+            r"\([^)]*\); difference ([-+\d.]+) \(([-+\d.]+) to ([-+\d.]+)\)",
+            cell,
         )
         assert found, stdout  # the run's report: its verdict and figures against dev's classifier
         assert all(abs(float(f) - e) < 4.2 for f, e in zip(found.groups(), expected, strict=True)), stdout

@@ -132,7 +132,7 @@ def test_a_verdict_its_own_figures_contradict_is_unreadable_and_refused(verdict,
 
 
 def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serves():
-    alone = Evaluated.from_json(wrapper("no_champion", champion=None))
+    alone = Evaluated.from_json(wrapper("no_champion", champion=None, target={}))
     assert _decide(alone, mode="advisory").allowed  # advisory: passes, saying it was not compared
     assert _decide(alone, champion=None, mode="mandatory").allowed  # nothing serves: nothing to compare with
     refused = _decide(alone, mode="mandatory")
@@ -143,6 +143,12 @@ def test_a_version_scored_alone_is_refused_where_mandatory_while_something_serve
         "it against what serves: hfpipe start ... --champion endpoint:NAME naming it; accepted: "
     )
     assert _decide(alone, mode="mandatory", override="first model of a new task").allowed
+    # Newcomer finding 2: a run that named a champion where nothing served was not one that named none.
+    named = _decide(Evaluated.from_json(wrapper("no_champion", champion=None)), mode="mandatory")
+    assert (
+        "(evaluation no_champion: its run named --champion endpoint hfpipe-dev-qa, where nothing served "
+        in (named.message)
+    ), named.message
     on_adapter = gate.decide(
         alone, version="tiny-adapter/2", champion_now=CHAMPION, mode="mandatory", where="adapter support"
     )

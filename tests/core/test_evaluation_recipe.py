@@ -98,6 +98,21 @@ def test_a_refusal_names_the_field_and_what_is_accepted(name: str, evaluation: A
     assert str(refused.value).startswith(said), str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "test",
+    ["fixtures/tiny-mnli/train/", "fixtures/tiny-mnli/train", "fixtures/tiny-mnli/train/part/", "fixtures/"],
+)
+def test_a_held_out_channel_at_the_training_data_s_path_is_refused(test: str) -> None:
+    """Newcomer finding 7: `--set training.channels.test=<the training channel's path> --set
+    evaluation.data=test` was accepted; docs/evaluation.md: 'never the training data'."""
+    recipe = _with("tiny-mnli", {"data": "test", "metric": "accuracy"})
+    recipe["training"]["channels"]["test"] = test
+    with pytest.raises(RecipeError, match=r"^recipe.evaluation.data: channel 'test' \("):
+        resolve_recipe(recipe)
+    recipe["training"]["channels"]["test"] = "fixtures/tiny-mnli/train-held-out/"  # a sibling is held out
+    assert resolve_recipe(recipe)["evaluation"]["data"] == "test"
+
+
 def test_a_hub_recipe_is_evaluated_on_a_split_of_its_data_set() -> None:
     recipe = resolve_recipe(load_recipe("roberta-large-mnli-mp"))
     assert recipe["evaluation"]["data"] == "validation_matched"

@@ -191,6 +191,27 @@ def test_an_adapters_version_of_another_region_or_account_says_so(
     )
 
 
+def test_an_adapter_deploy_of_a_merged_version_is_refused_before_the_gate_and_the_start(
+    deployed_env: Any, capsys: Any
+) -> None:
+    """Newcomer finding 12: `deploy --adapter support --model tiny-mnli/2` (a merged model's version) printed
+    the gate's line and started the adapter state machine, refused only there (AdapterRefused)."""
+    machine = deployed_env.state_machine_arns[contract.adapter_state_machine_name("dev")]
+    ssm = deployed_env.client("ssm")
+    name = contract.ssm_parameter_name("dev", contract.SSM_ADAPTER_STATE_MACHINE_ARN)
+    ssm.put_parameter(Name=name, Value=machine, Type="String", Overwrite=True)
+    version = ref(register(deployed_env))  # tiny-qa's: a merged model, no adapter_base_model
+    before = deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+    code, out, err = run(
+        capsys, deployed_env.region, "deploy", "--env", "dev", "--adapter", "a", "--model", version
+    )
+    ssm.delete_parameter(Name=name)
+    assert code == 1 and "--model: the version given for adapter 'a' is not a LoRA adapter" in err, err
+    assert "nothing started" in err and "evaluation gate" not in out, out
+    after = deployed_env.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+    assert after == before
+
+
 def test_execution_names_are_unique_per_start_and_fit_step_functions() -> None:
     from datetime import UTC, datetime
 

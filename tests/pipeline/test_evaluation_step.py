@@ -118,6 +118,9 @@ def test_the_champion_is_read_from_the_target_endpoint_and_scored_with_the_chall
     assert (meta["evaluation_verdict"], meta["evaluation_champion"]) == ("worse", champion_arn)
     assert meta["evaluation_difference"] == "value -3.1 low -5 high -1.2"
     assert r.output["report"]["evaluation"]["champion_version_arn"] == champion_arn
+    # Each model's score of the rule's metric, for `hfpipe report`'s line (newcomer finding 8).
+    scores = r.output["report"]["evaluation"]["scores"]
+    assert scores["champion"]["value"] == 61.2 and scores["challenger"]["n"] == 40, scores
 
 
 class FailedJob(StandInEvaluation):
@@ -208,3 +211,55 @@ def test_a_bad_champion_is_refused_by_the_plan_naming_the_field(fresh, champion,
     _, r = run(fresh, champion=champion)
     assert (r.status, r.error) == ("FAILED", "RecipeError") and message in r.cause, r.cause
     assert jobs.requests == [] and r.states[-1] != "Evaluate"
+
+
+class _ServesAClassifier:
+    """SageMaker's answers (API reference: DescribeEndpoint, DescribeEndpointConfig, DescribeModel,
+    DescribeModelPackage) for hfpipe-dev-qa serving a text-classification version."""
+
+    VERSION = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:model-package/hfpipe-dev-tiny-mnli/3"
+
+    def describe_endpoint(self, EndpointName: str) -> dict[str, Any]:
+        return {"EndpointName": EndpointName, "EndpointConfigName": "c3", "EndpointStatus": "InService"}
+
+    def describe_endpoint_config(self, EndpointConfigName: str) -> dict[str, Any]:
+        return {"ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "m3"}]}
+
+    def describe_model(self, ModelName: str) -> dict[str, Any]:
+        return {"ModelName": ModelName, "PrimaryContainer": {"ModelPackageName": self.VERSION}}
+
+    def describe_model_package(self, ModelPackageName: str) -> dict[str, Any]:
+        return {
+            "ModelPackageArn": ModelPackageName,
+            "InferenceSpecification": {"Containers": [{"ModelDataUrl": "s3://artifacts/m3/model.tar.gz"}]},
+            "CustomerMetadataProperties": {"task": "text-classification"},
+        }
+
+
+def test_prepare_refuses_a_champion_of_another_task_before_the_job_is_created():
+    """Newcomer finding 6: `start --recipe tiny-qa --champion endpoint:summaries` (a classifier serves there)
+    failed the job itself ("too many values to unpack"), billed; PrepareEvaluation refuses it first."""
+    from types import SimpleNamespace
+
+    from pipeline_lambdas import evaluation
+
+    from hfpipe.core.run.plan_model import Evaluation
+
+    settings = Evaluation(
+        processing_job_name="dev-run-eval",
+        request={"ProcessingInputs": [], "AppSpecification": {"ContainerArguments": []}},
+        target_endpoint="hfpipe-dev-qa",
+        target_adapter=None,
+        instance_type="ml.m5.xlarge",
+        instance_count=1,
+        price_per_hour_usd=None,
+        document_uri="s3://artifacts/evaluations/run/evaluation.json",
+    )
+    plan = SimpleNamespace(evaluation=settings, task="question-answering", env="dev", recipe_name="tiny-qa")
+    training = {"ModelArtifacts": {"S3ModelArtifacts": "s3://artifacts/run/model.tar.gz"}}
+    with pytest.raises(evaluation.EvaluationFailed) as refused:
+        evaluation.prepare(plan, training, _ServesAClassifier())  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "champion: endpoint hfpipe-dev-qa serves tiny-mnli/3, a text-classification model; accepted: a champion "
+        "serving a question-answering model, the recipe's task; the evaluation job was not created"
+    )

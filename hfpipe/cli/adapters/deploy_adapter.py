@@ -17,6 +17,7 @@ delete that leaves the base with no adapter says what still bills and the comman
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
@@ -26,7 +27,7 @@ from hfpipe.cli import aws, faults
 from hfpipe.cli.aws import HfpipeError, UsageError
 from hfpipe.cli.promotion import gate
 from hfpipe.cli.promotion.models import resolve
-from hfpipe.core.adapters import adapter_deploy
+from hfpipe.core.adapters import adapter_deploy, adapter_rules
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import AdapterDeleted, AdapterPlan, BaseBilling, BaseRetired
 from hfpipe.core.promotion import registry
@@ -100,11 +101,30 @@ def _gate(
             raise UsageError("--override-evaluation: accepted with --model VERSION only")
         return None
     arn = resolve(clients.sagemaker, request["version"], args.env)
+    _an_adapter_version(clients, environment, args.adapter, arn)
     decision = gate.check(clients, environment, arn, target={"adapter": args.adapter}, override=override)
     if override is not None:
         request["override_evaluation"] = override
     console.print(f"evaluation gate: {decision.message}", soft_wrap=True)
     return arn, decision
+
+
+def _an_adapter_version(clients: aws.Clients, environment: aws.Environment, adapter: str, arn: str) -> None:
+    """A version of a merged model (its metadata names no adapter base: registry.adapter_base) is refused here,
+    before the gate's line and before anything starts; the state machine keeps its own refusal (Prepare's
+    adapter_deploy.version_problem), which also checks the base it was trained on."""
+    desc = aws.call(
+        f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
+    )
+    if registry.adapter_base(desc) is not None:
+        return
+    base = "the shared base's base_model"
+    with contextlib.suppress(
+        ValueError, AttributeError
+    ):  # the base as deployed (SSM shared-base), for the line
+        base = json.loads(environment.values.get(contract.SSM_SHARED_BASE) or "{}").get("base_model") or base
+    problem = adapter_rules.base_model_problem(adapter, None, base)
+    raise HfpipeError(f"--model: {problem}; nothing started")
 
 
 def serving(sagemaker: Any, component: str) -> tuple[str, str | None] | None:

@@ -319,15 +319,15 @@ def _compare(clients: aws.Clients, args: argparse.Namespace, console: Any) -> in
     cost_diff = None if a.cost_usd is None or b.cost_usd is None else b.cost_usd - a.cost_usd
     out.add_row("cost (USD)", _money(a.cost_usd), _money(b.cost_usd), shown(cost_diff, signed=True))
     out.add_row("status", a.status, b.status, "")
-    _evaluation_rows(out, a, b)
+    _evaluation_rows(out, a, b, args.env)
     console.print(out)
     return 0
 
 
-def _evaluation_rows(out: Table, a: VersionInfo, b: VersionInfo) -> None:
+def _evaluation_rows(out: Table, a: VersionInfo, b: VersionInfo, env: str) -> None:
     """Each version's stored evaluation (the verdict, the rule's metric with its interval, the difference
-    against the champion it was scored with), where either has one."""
-    ea, eb = evaluation_gate.summary(a.evaluation), evaluation_gate.summary(b.evaluation)
+    against the champion it was scored with, that champion's RECIPE/N in ``env``), where either has one."""
+    ea, eb = evaluation_gate.summary(a.evaluation, env), evaluation_gate.summary(b.evaluation, env)
     if ea is None and eb is None:
         return
     for key, label in (

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from hfpipe.cli.adapters import adapter_report
 from hfpipe.core import cost
+from hfpipe.core.promotion import evaluation_gate, registry
 
 if TYPE_CHECKING:
     from hfpipe.cli.aws import Clients
@@ -164,17 +165,27 @@ def _summary(report: dict[str, Any], env: str | None) -> Table:
     if isinstance(report.get("adapter"), dict):
         summary.add_row("adapter", adapter_report.describe(report["adapter"]))
     if isinstance(report.get("evaluation"), dict):
-        summary.add_row("evaluation", _evaluation(report["evaluation"]))
+        summary.add_row("evaluation", _evaluation(report["evaluation"], env))
     return summary
 
 
-def _evaluation(e: dict[str, Any]) -> str:
-    """The evaluation job's verdict and what it cost (docs/evaluation.md): 'worse (f1 -3.1, interval -5 to
-    -1.2) against tiny-qa/1; 1 x ml.g4dn.xlarge, 6 s, 0.0012 USD'."""
+def _evaluation(e: dict[str, Any], env: str | None = None) -> str:
+    """The evaluation job's verdict, both models' scores, the difference and what it cost (docs/evaluation.md):
+    'worse: f1 58.1 [52, 64] on 40 against 61.2 [55, 67.1] on 40 (tiny-qa/1); difference -3.1 (-5 to -1.2);
+    1 x ml.g4dn.xlarge, 6 s, 0.0012 USD'. A report written before the scores were in it gives the
+    difference alone, labelled as such."""
     difference = e.get("difference") or {}
+    champion = e.get("champion_version_arn")
+    champion = registry.ref_of_arn(champion, env) if champion and env else champion or "the champion"
+    scores = e.get("scores") or {}
+    compared = (
+        f"{evaluation_gate.score_text(scores.get('challenger') or {})} against "
+        f"{evaluation_gate.score_text(scores.get('champion') or {})} ({champion})"
+        if scores.get("challenger")
+        else f"against {champion}"
+    )
     figures = (
-        f" ({e.get('metric')} {_fmt(difference.get('value'))}, interval {_fmt(difference.get('low'))} to "
-        f"{_fmt(difference.get('high'))}) against {e.get('champion_version_arn') or 'the champion'}"
+        f": {e.get('metric')} {compared}; difference {evaluation_gate.difference_text(difference)}"
         if difference
         else ""
     )

@@ -95,6 +95,51 @@ def _champion(text: str) -> dict[str, str]:
     return {kind: name}
 
 
+def _check_champion(clients: Any, env: str, loaded: Any, champion: dict[str, str] | None) -> None:
+    """--champion against the Plan's rule (hfpipe.core.run.evaluation_job.target, with the environment's name)
+    and what serves there now, read as PrepareEvaluation reads it (hfpipe.core.promotion.evaluation_reads):
+    nothing there, or a model of another task than the recipe's, is refused before anything starts (a run
+    that named a champion would be scored alone, or fail scoring it, billed)."""
+    import botocore.exceptions
+
+    from hfpipe.core.promotion import evaluation_reads
+
+    if champion is None:
+        return
+    recipe = loaded.resolved
+    try:
+        endpoint, adapter = evaluation_job.target(
+            champion, env, recipe.get("evaluation") is not None, adapter=bool(recipe.get("adapter"))
+        )
+    except RecipeError as err:
+        raise HfpipeError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
+    where = f"endpoint {endpoint}" if endpoint else f"adapter {adapter} on the shared base"
+    target = {"endpoint": endpoint} if endpoint else {"adapter": str(adapter)}
+    given = ":".join(next(iter(champion.items())))
+    try:
+        found = evaluation_reads.champion_at(clients.sagemaker, env, target)
+        wrong = evaluation_reads.other_task(
+            clients.sagemaker,
+            found,
+            recipe["task"],
+            where,
+            env,
+            lambda uri: evaluation_reads.read_json(clients.s3, uri),
+        )
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+        raise aws.aws_error(err, f"reading what serves on {where}") from None
+    if found is None:
+        listing = (
+            "`hfpipe endpoints --env " + env + "`" + (" lists them" if endpoint else " lists its adapters")
+        )
+        raise HfpipeError(
+            f"--champion {given}: nothing serves on {where} now; accepted: a champion that serves ({listing}, "
+            "by the name cdk.json declares), or no --champion to score the new version alone"
+        )
+    if wrong:
+        raise HfpipeError(f"--champion {given}: {wrong}")
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -110,11 +155,7 @@ def _execution_input(
     from hfpipe.cli.recipe import recipes, sources
 
     execution_input = {**recipes.execution_input(loaded), **({"ttl": ttl} if ttl is not None else {})}
-    if champion is not None:
-        try:  # the Plan's own rule (a recipe without evaluation has no champion to read)
-            evaluation_job.target(champion, "env", loaded.resolved.get("evaluation") is not None)
-        except RecipeError as err:
-            raise HfpipeError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
+    if champion is not None:  # checked by _check_champion before
         execution_input["champion"] = champion
     packed = sources.pack_source(loaded.ref, loaded.resolved, say=_say)
     if packed is None:  # the project's training code, or an s3 source (the Plan checks it)
@@ -183,6 +224,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     clients = aws.clients_for(args)
     environment = aws.resolve_environment(clients, args.env)
     config, notes = dryrun.environment_config(environment, loaded.resolved, args.ttl)
+    _check_champion(clients, args.env, loaded, args.champion)
     # The environment's rules that do not read an own source (its images for the instance types among
     # them) before that source is cloned, packed or uploaded: what the Plan refuses them for, refused first.
     accepted = dryrun.in_environment(loaded.accepted, config, source_later=True)

@@ -32,6 +32,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core import api_shapes
+from hfpipe.core.promotion import registry
 from hfpipe.core.recipe import evaluation
 from hfpipe.core.validate import RecipeError
 
@@ -176,13 +177,22 @@ def _interval(entry: dict[str, Any], margin: float = 0.0) -> str:
 
 
 def _score(doc: dict[str, Any], side: str, metric: str) -> str:
-    entry = (((doc.get(side) or {}).get("scores") or {}).get(metric)) or {}
+    return score_text((((doc.get(side) or {}).get("scores") or {}).get(metric)) or {})
+
+
+def score_text(entry: dict[str, Any]) -> str:
+    """One side's score of the document: 'value [low, high] on n' ('-' for none)."""
     if not entry:
         return "-"
     return (
         f"{_figure(entry.get('value'))} [{_figure(entry.get('low'))}, {_figure(entry.get('high'))}] "
         f"on {entry.get('n')}"
     )
+
+
+def difference_text(entry: dict[str, Any], margin: float = 0.0) -> str:
+    """The document's difference challenger - champion: 'value (low to high)', signed."""
+    return _interval(entry, margin)
 
 
 def figures(doc: dict[str, Any]) -> str:
@@ -200,17 +210,18 @@ def figures(doc: dict[str, Any]) -> str:
     )
 
 
-def summary(stored: Any) -> dict[str, str] | None:
+def summary(stored: Any, env: str | None = None) -> dict[str, str] | None:
     """What `hfpipe models compare` shows of a stored evaluation (its wrapper, as the statistics document holds
-    it): the verdict, the rule's metric with its interval, the difference against its champion; None when
-    there is none or it is not the contract's."""
+    it): the verdict, the rule's metric with its interval, the difference against its champion, the champion
+    (the version's RECIPE/N in ``env``, as the commands name versions, else its ARN); None when there is none
+    or it is not the contract's."""
     if failure_of({STATISTICS_KEY: stored}) is not None:
         return {
             "verdict": "failed",
             "metric": "-",
             "score": str(stored["failure"].get("cause") or "-"),
             "difference": "-",
-            "champion": _champion_text(Champion.from_json(stored.get("champion"))),
+            "champion": _champion_ref(Champion.from_json(stored.get("champion")), env),
         }
     try:
         evaluated = Evaluated.from_json(stored) if stored is not None else None
@@ -227,7 +238,7 @@ def summary(stored: Any) -> dict[str, str] | None:
         "difference": _interval(doc["difference"], float(doc["rule"]["margin"]))
         if doc.get("difference")
         else "-",
-        "champion": _champion_text(evaluated.champion),
+        "champion": _champion_ref(evaluated.champion, env),
     }
 
 
@@ -295,6 +306,21 @@ def _champion_text(champion: Champion | None) -> str:
     return champion.version_arn or champion.model_data or "an unregistered model"
 
 
+def _champion_ref(champion: Champion | None, env: str | None) -> str:
+    """The champion as `models compare` names it: its version's RECIPE/N in ``env`` (registry.ref_of_arn)."""
+    if champion is None or champion.version_arn is None or env is None:
+        return _champion_text(champion)
+    return registry.ref_of_arn(champion.version_arn, env)
+
+
+def _why_alone(evaluated: Evaluated) -> str:
+    """Why a version was scored alone: its run named no champion, or named one where nothing served then."""
+    if not evaluated.target:
+        return "its run named no --champion"
+    ((kind, name),) = list(evaluated.target.items())[:1]
+    return f"its run named --champion {kind} {name}, where nothing served then"
+
+
 def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, where: str) -> str:
     """Where the gate is mandatory, a version scored alone (its run named no champion) does not replace what
     serves: nothing compared it with what it would replace. At promote the champion is the source's as
@@ -302,7 +328,7 @@ def _scored_alone(evaluated: Evaluated, version: str, champion_now: Champion, wh
     read."""
     kind = "adapter" if where.startswith("adapter ") else "endpoint"
     return (
-        f"version {version} was scored alone (evaluation {evaluated.verdict}: its run named no --champion), and "
+        f"version {version} was scored alone (evaluation {evaluated.verdict}: {_why_alone(evaluated)}), and "
         f"{where} serves {_champion_text(champion_now)}; this environment's cdk.json evaluation_gate is "
         f"mandatory: evaluate it against what serves: hfpipe start ... --champion {kind}:NAME naming it"
     )

@@ -14,7 +14,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.core.adapters import adapter_deploy
 from hfpipe.core.deploy.what_serves import what_serves
-from hfpipe.core.promotion import evaluation_gate, promotion
+from hfpipe.core.promotion import evaluation_gate, promotion, registry
 from hfpipe.core.promotion.evaluation_gate import Champion, Evaluated
 from hfpipe.core.run.cleanup import is_not_found
 
@@ -57,6 +57,39 @@ def champion_of_version(sagemaker: Any, arn: str) -> Champion:
         version_arn=arn,
         model_data=containers[0].get("ModelDataUrl") or meta.get("model_data"),
         source_arn=meta.get(promotion.PROMOTED_FROM),
+    )
+
+
+def version_task(sagemaker: Any, arn: str, read: Callable[[str], dict[str, Any]] | None = None) -> str | None:
+    """The task a version's model does: its CustomerMetadataProperties ``task`` (Register writes it:
+    hfpipe.core.promotion.registry.metadata), else its statistics document's metadata when ``read`` can read
+    it; None when neither says."""
+    package = sagemaker.describe_model_package(ModelPackageName=arn)
+    task = (package.get("CustomerMetadataProperties") or {}).get("task")
+    if task is None and read is not None:
+        task = (statistics_of(package, read).get("metadata") or {}).get("task")
+    return str(task) if task else None
+
+
+def other_task(
+    sagemaker: Any,
+    champion: Champion | None,
+    task: str,
+    where: str,
+    env: str,
+    read: Callable[[str], dict[str, Any]] | None = None,
+) -> str | None:
+    """Why ``champion`` (what serves at ``where``) cannot be scored against a model of ``task``: it does another
+    task (evaluate.py scores both models with one task's reader: a classifier's answers do not unpack as a
+    question-answering model's); None when it does the same one, or its task is not known."""
+    if champion is None or champion.version_arn is None:
+        return None
+    theirs = version_task(sagemaker, champion.version_arn, read)
+    if theirs is None or theirs == task:
+        return None
+    return (
+        f"{where} serves {registry.ref_of_arn(champion.version_arn, env)}, a {theirs} model; accepted: a champion "
+        f"serving a {task} model, the recipe's task"
     )
 
 

@@ -527,6 +527,7 @@ def check_evaluation(recipe: dict[str, Any]) -> None:
             f"recipe.evaluation.data: {data!r} is not held-out data (the training data or the model); "
             f"accepted: {held_out or 'a held-out channel or split'}"
         )
+    _not_inside_training(data, channels, held_out)
     hub = (training.get("hyperparameters") or {}).get("dataset_name")
     if data not in channels and not hub:
         raise RecipeError(
@@ -539,6 +540,25 @@ def check_evaluation(recipe: dict[str, Any]) -> None:
             f"of the recipe; accepted: a split of {list(HUB_HELD_OUT_SPLITS)}"
             + (f" or a channel of {held_out}" if held_out else "")
         )
+
+
+def _not_inside_training(data: str, channels: dict[str, Any], held_out: list[str]) -> None:
+    """A held-out channel whose path is a training channel's, or holds it, or lies inside it, is the training
+    data under another name: refused. A channel is an S3 prefix (its objects are every key below it: API
+    reference, S3DataSource.S3Uri), so the paths are compared at their '/' boundaries."""
+    path = channels.get(data)
+    if not isinstance(path, str):
+        return
+    mine = path.rstrip("/") + "/"
+    for name in NOT_HELD_OUT[:2]:  # the training channels; the model channel is not data
+        theirs = channels.get(name)
+        if isinstance(theirs, str) and (mine.startswith(theirs.rstrip("/") + "/") or theirs.startswith(mine)):
+            others = [n for n in held_out if n != data]
+            raise RecipeError(
+                f"recipe.evaluation.data: channel {data!r} ({path}) is the training data (channel {name!r}: "
+                f"{theirs}, the same path, inside it or holding it); accepted: a held-out channel whose path "
+                f"neither is, holds nor lies inside the training channel's{f' ({others})' if others else ''}"
+            )
 
 
 def schema_error(err: fastjsonschema.JsonSchemaValueException) -> str:

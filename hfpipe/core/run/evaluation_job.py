@@ -165,9 +165,14 @@ CHAMPION_ACCEPTED = (
 )
 
 
-def target(value: Any, env: str, has_evaluation: bool) -> tuple[str | None, str | None]:
+def target(
+    value: Any, env: str, has_evaluation: bool, adapter: bool = False
+) -> tuple[str | None, str | None]:
     """(the SageMaker endpoint, the adapter) the execution input's ``champion`` names: where the champion is read
-    when the job runs; (None, None) when it names none. RecipeError naming the field otherwise."""
+    when the job runs; (None, None) when it names none. RecipeError naming the field otherwise: a champion of
+    the other kind than the recipe's model (an endpoint serves a merged model, an adapter's component an
+    adapter: docs/adapters.md), or an endpoint named by its SageMaker name (hfpipe-ENV-NAME) rather than by the
+    name cdk.json declares, which would name hfpipe-ENV-hfpipe-ENV-NAME, an endpoint no deploy makes."""
     if value is None:
         return None, None
     if not has_evaluation:
@@ -184,6 +189,22 @@ def target(value: Any, env: str, has_evaluation: bool) -> tuple[str | None, str 
             f"input.champion.{kind}: {name!r} is not accepted; accepted: a name of lower-case letters, digits "
             "and '-'"
         )
+    if (kind == "adapter") != adapter:
+        mine = (
+            "adapter:NAME (an adapter on the shared base)" if adapter else "endpoint:NAME (a named endpoint)"
+        )
+        raise RecipeError(
+            f"input.champion.{kind}: {name!r} is not accepted for a recipe that trains "
+            f"{'an adapter' if adapter else 'a merged model'}; accepted: {mine}"
+        )
+    full = contract.deployed_endpoint_name(env, "")
+    if kind == "endpoint" and name.startswith(f"{contract.PROJECT}-"):
+        declared = name.removeprefix(full) if name.startswith(full) else "NAME"
+        raise RecipeError(
+            f"input.champion.endpoint: {name!r} is a SageMaker endpoint's name (it would read "
+            f"{contract.deployed_endpoint_name(env, name)}); accepted: the name the environment's cdk.json "
+            f'"endpoints" declares, {declared!r} (endpoint:{declared})'
+        )
     return (contract.deployed_endpoint_name(env, name), None) if kind == "endpoint" else (None, name)
 
 
@@ -199,7 +220,9 @@ def plan_evaluation(
     price_per_hour_usd: float | None,
 ) -> Evaluation | None:
     """The Plan's ``evaluation``: None for a recipe without one."""
-    endpoint, adapter = target(champion, env, recipe.get("evaluation") is not None)
+    endpoint, adapter = target(
+        champion, env, recipe.get("evaluation") is not None, adapter=bool(recipe.get("adapter"))
+    )
     if recipe.get("evaluation") is None:
         return None
     request = base_request(

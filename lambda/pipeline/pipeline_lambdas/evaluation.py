@@ -91,6 +91,11 @@ def prepare(plan: Plan, training: dict[str, Any], sagemaker: Any) -> dict[str, A
     found = champion(sagemaker, plan)
     if found is not None and not found.model_data:
         raise EvaluationFailed(f"champion {found.version_arn}: its version names no model data to score")
+    # A champion of another task is refused before the job is created (it would fail scoring it, billed).
+    where = " ".join(f"{k} {v}" for k, v in _target(e).items())
+    wrong = evaluation_reads.other_task(sagemaker, found, plan.task, where, plan.env)
+    if wrong:
+        raise EvaluationFailed(f"champion: {wrong}; the evaluation job was not created")
     request = evaluation_job.with_models(e.request, challenger, found.model_data if found else None)
     evaluation_job.check(request, models=True)
     aws.log_json(LOG, "evaluation prepared", champion=found.to_json() if found else None)

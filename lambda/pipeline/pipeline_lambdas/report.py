@@ -50,14 +50,20 @@ def evaluation_report(wrapper: Any) -> dict[str, Any] | None:
     if not isinstance(wrapper, dict) or not wrapper.get("job"):
         return None
     document, job = wrapper.get("document") or {}, wrapper["job"]
+    metric = (document.get("rule") or {}).get("metric")
     failed = evaluation_gate.failure_of(
         {evaluation_gate.STATISTICS_KEY: wrapper}
     )  # the job failed: its cause
     return {
         "verdict": evaluation_gate.FAILED_VERDICT if failed else document.get("verdict"),
         "reason": failed or document.get("reason"),
-        "metric": (document.get("rule") or {}).get("metric"),
+        "metric": metric,
         "difference": document.get("difference"),
+        # Each model's score of the rule's metric with its interval and n (docs/evaluation.md's document).
+        "scores": {
+            side: ((document.get(side) or {}).get("scores") or {}).get(metric)
+            for side in ("challenger", "champion")
+        },
         "champion_version_arn": (wrapper.get("champion") or {}).get("version_arn"),
         "processing_job_name": job.get("name"),
         "instance_type": job.get("instance_type"),
