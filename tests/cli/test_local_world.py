@@ -517,7 +517,11 @@ def replay_refused_promoted(world: World) -> None:
             assert "hfpipe-dev-tiny-mnli/3 on validation" in flat and '--override-evaluation "REASON"' in flat
             assert_gate_figures(proc.stderr, "tiny-mnli/4")
         elif argv[0] == "start":
-            assert re.search(r"evaluation\W+worse \(accuracy ", proc.stdout), proc.stdout
+            assert re.search(
+                r"evaluation\W+worse: accuracy [\d.]+ \[[\d., ]+\] on 24 against [\d.]+ \[[\d., ]+\] on 24 "
+                r"\(tiny-mnli/3\); difference -",
+                proc.stdout,
+            ), proc.stdout
         elif argv[:2] == ["models", "approve"]:
             flat = " ".join(proc.stdout.split())
             assert (

@@ -125,7 +125,7 @@ def test_the_readme_adapters_walk_through_by_hand(adapter_world: World) -> None:
             assert "deleted: hfpipe-dev-adapter-support" in flat, proc.stdout
             assert (
                 "no adapter is left on the shared base hfpipe-dev-shared-base; it keeps billing (1 x "
-                "ml.g5.4xlarge, 2.03 USD/h) until 30 idle minutes have passed (it scales to zero; a call wakes "
+                "ml.g5.4xlarge, 2.03 USD/h) until 60 idle minutes have passed (it scales to zero; a call wakes "
                 "it) or it is retired: hfpipe deploy --env dev --retire-base"
             ) in flat, proc.stdout
         elif argv[0] == "deploy":
@@ -218,7 +218,10 @@ def check_the_gate(adapter_world: World, argv: list[str], proc: Any) -> bool:
     )
     if argv[0] == "start" and "--champion" in argv:
         verdict = "better" if "learning_rate=0.01" in " ".join(argv) else "worse"
-        assert re.search(rf"evaluation\W+{verdict} \(perplexity ", proc.stdout), proc.stdout
+        # The report's line: the verdict, the challenger's perplexity on the 16 dialogues against the champion's.
+        assert re.search(
+            rf"evaluation\W+{verdict}: perplexity [\d.]+ \[[\d., ]+\] on 16 against [\d.]+", proc.stdout
+        ), proc.stdout
     elif ref == "tiny-adapter/2" and (argv[0] == "models" or "support" in argv):  # approve; support's update
         assert "evaluation gate: evaluation better against " in proc.stdout, proc.stdout
         assert "hfpipe-dev-tiny-adapter/1: perplexity difference" in " ".join(proc.stdout.split())
