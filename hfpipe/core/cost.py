@@ -4,11 +4,13 @@ and what an endpoint costs per instance-hour. One rule for the Report Lambda, `h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfpipe.core.prices import price_per_hour
+
+if TYPE_CHECKING:  # annotations only: the base imports no room (docs/layers.md)
+    from hfpipe.core.recipe.typed import Training
 
 
 def cost_usd(price_per_hour_usd: float | None, instance_count: int, seconds: float) -> float | None:
@@ -23,7 +25,7 @@ def estimate_cost(instance_type: str, instance_count: int, seconds: float) -> fl
     return cost_usd(price_per_hour(instance_type), instance_count, seconds)
 
 
-def expected_training_cost(training: Mapping[str, Any]) -> tuple[float | None, float]:
+def expected_training_cost(training: Training) -> tuple[float | None, float]:
     """(USD, hours) a recipe's resolved ``training`` section expects: ``expected_hours``, else its max run."""
     hours = training["expected_hours"]
     if hours is None:

@@ -25,9 +25,12 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfpipe import kinds
+
+if TYPE_CHECKING:  # annotations only: the base imports no room (docs/layers.md)
+    from hfpipe.core.recipe.typed import MetricDefinition, Recipe
 
 
 class RecipeError(ValueError):
@@ -255,7 +258,7 @@ def hyperparameters(hp: Mapping[str, Any], field: str) -> None:
             raise RecipeError(f"{field}.{key}: longer than 2500 characters as JSON; accepted: at most 2500")
 
 
-def metric_definitions(definitions: list[dict[str, str]], field: str) -> None:
+def metric_definitions(definitions: list[MetricDefinition], field: str) -> None:
     """At most 40, unique names of 1-255 characters, regexes of 1-500 characters that compile and capture
     the value in group 1 (how SageMaker and local mode read it)."""
     if len(definitions) > 40:
@@ -426,7 +429,7 @@ def git_source(git: Mapping[str, Any], field: str) -> None:
         source_path(git["path"], f"{field}.path")
 
 
-def recipe(r: dict[str, Any]) -> None:
+def recipe(r: Recipe) -> None:
     """The rules on a schema-checked recipe that the JSON Schema cannot express."""
     t, s = r["training"], r["serving"]
     relative_path(t["entry_point"], "recipe.training.entry_point", suffix=".py")

@@ -12,7 +12,7 @@ import contextlib
 import json
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, cast
@@ -192,10 +192,11 @@ class LocalRuntime:
         """How the CreateTrainingJob request runs here (hfpipe.local.training.substitute.Substitutions, or None: as is)."""
         return self.substitutions
 
-    def serving_recipe(self, model: dict[str, Any]) -> dict[str, Any]:
+    def serving_recipe(self, model: dict[str, Any]) -> Mapping[str, Any]:
         """The recipe whose serving kind serves this model (DescribeModel's answer); {}: the default kind. The
         recipe a model names (hfpipe.local.engine.standin.recipe_name_of: its tag, or its version's metadata), this
-        run's own (with its overrides) when it is the one named, or when the model names none."""
+        run's own (with its overrides) when it is the one named, or when the model names none. Either a validated
+        recipe or this run's as sent (raw, not yet validated), so read as a mapping."""
         from hfpipe.core.recipe.recipes import resolve_recipe
         from hfpipe.local.engine.standin import recipe_name_of
 

@@ -28,6 +28,7 @@ from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.parser import Subparsers, aws_options, env_option, with_actions
 from hfpipe.core.recipe import records as core_records
+from hfpipe.core.recipe.typed import Recipe
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -272,7 +273,7 @@ def _upload_failure(exc: BaseException, where: str) -> Exception:
     return HfpipeError(f"uploading to {where}: {exc}")
 
 
-def check_records(files: list[tuple[Path, str]], recipe: dict[str, Any], ref: str) -> int:
+def check_records(files: list[tuple[Path, str]], recipe: Recipe, ref: str) -> int:
     """Check that every record holds the columns the recipe's script reads; returns the records checked.
 
     JSON and JSON lines are read record by record; parquet files and `save_to_disk` folders by their column

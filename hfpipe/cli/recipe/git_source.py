@@ -32,9 +32,9 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.core.recipe.typed import GitSource
 from hfpipe.core.validate import environment_reference
 
 FIELD = "recipe.training.source.git"
@@ -49,7 +49,7 @@ _CREDENTIALS = re.compile(r"(https?://)[^/@\s]+@")
 _KEEP_SCHEME = r"\1"
 
 
-def repository(git: dict[str, Any], base: Path) -> str:
+def repository(git: GitSource, base: Path) -> str:
     """The repository to clone: a URL as written, a local repository's path resolved from `base`."""
     repo = str(git["repo"])
     if "://" in repo or repo.startswith("git@"):
@@ -61,7 +61,7 @@ def _is_https(repo: str) -> bool:
     return repo.startswith(("https://", "http://"))
 
 
-def credentials(git: dict[str, Any], repo: str, say: Callable[[str], None]) -> tuple[str, str] | None:
+def credentials(git: GitSource, repo: str, say: Callable[[str], None]) -> tuple[str, str] | None:
     """(username, password) the SDK would send for this git_config, read from the environment; None where
     it sends none (git's own credential storage answers then, as for the SDK)."""
     given = [k for k in ("token", "username", "password") if k in git]
@@ -160,7 +160,7 @@ def locked(path: Path, say: Callable[[str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def checkout(git: dict[str, Any], cache: Path, base: Path, say: Callable[[str], None]) -> Iterator[Path]:
+def checkout(git: GitSource, cache: Path, base: Path, say: Callable[[str], None]) -> Iterator[Path]:
     """The clone at the git_config's commit, clean, in the cache; locked until the block ends (the caller
     packs it inside the block)."""
     repo = repository(git, base)
@@ -195,7 +195,7 @@ def _cloned(runner: Git, repo: str, folder: Path) -> bool:
     return True
 
 
-def resolve(runner: Git, git: dict[str, Any], repo: str) -> str:
+def resolve(runner: Git, git: GitSource, repo: str) -> str:
     """The commit the SDK's checkouts end at: `commit` when given (after checking `branch` exists, as its
     first checkout does), else `branch` as `git checkout <branch>` takes it in a fresh clone, else the
     remote's default branch."""

@@ -10,6 +10,7 @@ import argparse
 import difflib
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from hfpipe.cli.parser import Subparsers, listing_command
 from hfpipe.core import cost, json_text
 from hfpipe.core.recipe import recipes as core_recipes
 from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.run import plan as core_plan
 
 
@@ -43,7 +45,7 @@ class Loaded:
         return str(self.resolved["name"])
 
     @property
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> Recipe:
         return self.accepted.recipe
 
 
@@ -115,7 +117,7 @@ def execution_input(loaded: Loaded) -> dict[str, Any]:
     return _input(loaded.raw, loaded.overrides, loaded.keep_endpoint)
 
 
-def _cost(recipe: dict[str, Any]) -> str:
+def _cost(recipe: Recipe) -> str:
     usd, hours = cost.expected_training_cost(recipe["training"])
     return "-" if usd is None else f"{usd:.2f} USD ({hours:g} h)"
 
@@ -185,7 +187,7 @@ def _fields(schema: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[st
     return out
 
 
-def _lookup(recipe: dict[str, Any], path: str) -> Any:
+def _lookup(recipe: Mapping[str, Any], path: str) -> Any:
     node: Any = recipe
     for part in path.split("."):
         if not isinstance(node, dict) or part not in node:

@@ -14,13 +14,17 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfpipe import contract
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.recipe import git_source
 from hfpipe.core.recipe import recipes as core_recipes
 from hfpipe.core.recipe import sourcedir
+from hfpipe.core.recipe.typed import Recipe, Source
+
+if TYPE_CHECKING:  # annotations only: the plan is imported where it runs
+    from hfpipe.core.run.plan import Accepted
 
 #: Where git sources are cloned (one folder per repository URL and ref); HFPIPE_CACHE moves it.
 CACHE_ENV = "HFPIPE_CACHE"
@@ -38,7 +42,7 @@ def recipe_folder(ref: str) -> Path:
 
 @contextlib.contextmanager
 def source_folder(
-    ref: str, source: dict[str, Any], cache: Path | None = None, say: Callable[[str], None] = print
+    ref: str, source: Source, cache: Path | None = None, say: Callable[[str], None] = print
 ) -> Iterator[Path]:
     """The local folder of a `dir` or `git` source (a git one cloned first and locked while the block runs),
     resolved after every link and refused, naming the link, when it leaves the recipe's folder or the clone."""
@@ -66,7 +70,7 @@ def _inside(container: Path, relative: str, field: str, what: str) -> Path:
 
 
 def pack_source(
-    ref: str, resolved: dict[str, Any], *, say: Callable[[str], None], cache: Path | None = None
+    ref: str, resolved: Recipe, *, say: Callable[[str], None], cache: Path | None = None
 ) -> sourcedir.Packed | None:
     """The recipe's own source packed (None for the project's own training_code/), its entry point in it.
 
@@ -95,7 +99,7 @@ def pack_source(
     return packed
 
 
-def check_source(accepted: Any, packed: sourcedir.Packed) -> Any:
+def check_source(accepted: Accepted, packed: sourcedir.Packed) -> Accepted:
     """The recipe accepted with the packed archive (`hfpipe.core.run.plan.accept`'s `source`): its hyperparameters
     checked against the packed entry point's parser before anything is uploaded, its notes saying why they
     were not where its parser cannot be read; the Plan does not check the same archive (sha256) again."""
@@ -108,7 +112,7 @@ def check_source(accepted: Any, packed: sourcedir.Packed) -> Any:
         raise HfpipeError(str(err)) from None
 
 
-def script_arguments(resolved: dict[str, Any], packed: sourcedir.Packed | None) -> frozenset[str] | None:
+def script_arguments(resolved: Recipe, packed: sourcedir.Packed | None) -> frozenset[str] | None:
     """The names the packed entry point's parser takes, read without running it (hfpipe.kinds.script_parser);
     None without an own source or where its parser cannot be read that way."""
     from hfpipe.kinds import script_parser

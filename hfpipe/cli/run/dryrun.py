@@ -22,6 +22,7 @@ from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.core import validate
 from hfpipe.core.deploy import expiry
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.run import quotas
 from hfpipe.core.run.plan import Accepted, PlanConfig, accept, build_plan
 from hfpipe.core.run.plan_model import Plan
@@ -30,13 +31,13 @@ from hfpipe.core.run.plan_model import Plan
 QUOTA_READ_DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
 
 
-def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _outside(recipe: Recipe, own: tuple[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Buckets and registries the resolved recipe names outside the environment (the Plan Lambda's
     allow-lists decide those): the recipe with its defaults and overrides, since a field a file leaves out
     (channels, checkpoint_s3_uri) has its default there."""
     t = recipe["training"]
     uris = [u for u in t["channels"].values() if isinstance(u, str) and u.startswith("s3://")]
-    if isinstance(t.get("checkpoint_s3_uri"), str) and t["checkpoint_s3_uri"].startswith("s3://"):
+    if isinstance(t["checkpoint_s3_uri"], str) and t["checkpoint_s3_uri"].startswith("s3://"):
         uris.append(t["checkpoint_s3_uri"])
     buckets = sorted({u[5:].split("/", 1)[0] for u in uris} - set(own))
     registries = sorted(
@@ -50,7 +51,7 @@ def _outside(recipe: dict[str, Any], own: tuple[str, str]) -> tuple[tuple[str, .
 
 
 def environment_config(
-    environment: aws.Environment, recipe: dict[str, Any], ttl: str | None = None
+    environment: aws.Environment, recipe: Recipe, ttl: str | None = None
 ) -> tuple[PlanConfig, list[str]]:
     """The environment's settings as its Plan Lambda has them (from its SSM parameters), with the buckets and
     registries outside it that ``recipe`` (resolved) names planned as allowed, and the note that says so;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfpipe import contract
 from hfpipe.cli import aws, terminal
@@ -24,6 +24,11 @@ from hfpipe.core import json_text
 from hfpipe.core.names import default_execution_name
 from hfpipe.core.run import evaluation_job
 from hfpipe.core.validate import RecipeError
+
+if TYPE_CHECKING:  # annotations only: a command line imports its modules when it runs them
+    from hfpipe.cli.recipe.recipes import Loaded
+    from hfpipe.core.recipe.sourcedir import Packed
+    from hfpipe.core.run.plan import Accepted
 
 
 def add_to(sub: Subparsers) -> None:
@@ -95,7 +100,7 @@ def _champion(text: str) -> dict[str, str]:
     return {kind: name}
 
 
-def _check_champion(clients: Any, env: str, loaded: Any, champion: dict[str, str] | None) -> None:
+def _check_champion(clients: Any, env: str, loaded: Loaded, champion: dict[str, str] | None) -> None:
     """--champion against the Plan's rule (hfpipe.core.run.evaluation_job.target, with the environment's name)
     and what serves there now, read as PrepareEvaluation reads it (hfpipe.core.promotion.evaluation_reads):
     nothing there, or a model of another task than the recipe's, is refused before anything starts (a run
@@ -145,8 +150,12 @@ def _say(line: str) -> None:
 
 
 def _execution_input(
-    bucket: str, loaded: Any, accepted: Any, ttl: str | None = None, champion: dict[str, str] | None = None
-) -> tuple[dict[str, Any], Any, Any]:
+    bucket: str,
+    loaded: Loaded,
+    accepted: Accepted,
+    ttl: str | None = None,
+    champion: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], Accepted, Packed | None]:
     """The input `start` sends (with ``ttl``, --ttl, when given), the recipe as accepted (`accepted`: in the
     environment but for an own source) and the packed own source (None without one): a recipe's own `dir` or
     `git` source packed (what is left out named, what is packed summed up), its arguments checked

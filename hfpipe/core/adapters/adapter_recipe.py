@@ -13,10 +13,10 @@ Stdlib only: the Plan Lambda runs it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import kinds
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import arguments
 
@@ -24,19 +24,19 @@ from hfpipe.kinds import arguments
 SCRIPT_ARGUMENTS = ("merge_adapter", "adapter_base_model", "lora_r")
 
 
-def base_model(recipe: Mapping[str, Any]) -> str | None:
+def base_model(recipe: Recipe) -> str | None:
     """The base an adapter recipe's adapter needs; None for a recipe that is not one."""
     adapter = recipe.get("adapter")
     return str(adapter["base_model"]) if adapter else None
 
 
-def own_endpoint(recipe: Mapping[str, Any], deploy: bool = True) -> bool:
+def own_endpoint(recipe: Recipe, deploy: bool = True) -> bool:
     """Whether a run of the recipe (deploying, or with ``deploy`` as it is set) gets an endpoint of its own:
     an adapter kept unmerged gets none, it is registered and served on the shared base."""
     return bool(deploy) and base_model(recipe) is None
 
 
-def check(recipe: Mapping[str, Any]) -> None:
+def check(recipe: Recipe) -> None:
     """RecipeError, one line naming the field, when ``recipe.adapter`` cannot hold for this recipe."""
     base = base_model(recipe)
     if base is None:
@@ -72,7 +72,7 @@ def check(recipe: Mapping[str, Any]) -> None:
         )
 
 
-def hyperparameters(recipe: Mapping[str, Any]) -> dict[str, Any]:
+def hyperparameters(recipe: Recipe) -> dict[str, Any]:
     """The training job's hyperparameters: the recipe's, and for an adapter recipe the adapter kept unmerged
     with its base's identity."""
     hp = dict(recipe["training"]["hyperparameters"])

@@ -25,6 +25,7 @@ from hfpipe import contract
 from hfpipe.core.deploy.deployments import Autoscaling, EndpointSettings, deployment_config
 from hfpipe.core.deploy.fleets import VARIANT, production_variant
 from hfpipe.core.promotion import registry
+from hfpipe.core.recipe.typed import Recipe
 
 #: SageMaker model and endpoint config names (^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}).
 MAX_NAME = 63
@@ -169,7 +170,7 @@ class SmokeSpec:
         return cls(**{key: data[key] for key in cls.__dataclass_fields__})
 
 
-def smoke_spec(recipe: Mapping[str, Any], endpoint_name: str, execution_name: str) -> SmokeSpec:
+def smoke_spec(recipe: Recipe, endpoint_name: str, execution_name: str) -> SmokeSpec:
     """The smoke test of a resolved recipe (hfpipe.core.recipe.recipes.resolve_recipe), aimed at ``endpoint_name``."""
     serving = recipe["serving"]
     return SmokeSpec(

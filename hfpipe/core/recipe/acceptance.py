@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfpipe.core import api_shapes
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import arguments, script_parser
 
 
-def check(recipe: dict[str, Any]) -> None:
+def check(recipe: Recipe) -> None:
     """Every rule of this module on a schema-checked recipe."""
     t, s = recipe["training"], recipe["serving"]
     instance_type(

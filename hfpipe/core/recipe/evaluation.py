@@ -15,6 +15,7 @@ from typing import Any
 
 import fastjsonschema
 
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import TASK_KINDS
 
@@ -35,7 +36,7 @@ DOCUMENT_NAME = "evaluation.json"
 VERDICTS = ("better", "worse", "not_worse", "no_champion")
 
 
-def container_arguments(recipe: dict[str, Any], *, champion: bool) -> list[str]:
+def container_arguments(recipe: Recipe, *, champion: bool) -> list[str]:
     """evaluate.py's arguments for a validated recipe with an `evaluation` field (AppSpecification's
     ContainerArguments after ContainerEntrypoint ["python3", "/opt/ml/processing/input/code/evaluate.py"]).
 

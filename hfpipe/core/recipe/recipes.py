@@ -12,6 +12,7 @@ from hfpipe.core import json_text
 from hfpipe.core import validate as rules
 from hfpipe.core.recipe import acceptance
 from hfpipe.core.recipe.schema import RECIPE_SCHEMA, RecipeError, check_evaluation, validate
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.kinds import serving_kind
 
 #: recipes/ at the repository root; in the Lambda bundle and in the wheel it sits inside the hfpipe package.
@@ -127,8 +128,8 @@ def resolve_recipe(
     recipe: dict[str, Any] | None = None,
     recipe_name: str | None = None,
     overrides: dict[str, Any] | list[str] | None = None,
-) -> dict[str, Any]:
-    """Recipe object or bundled name, plus overrides, validated with defaults filled."""
+) -> Recipe:
+    """Recipe object or bundled name, plus overrides, validated with defaults filled (typed: typed.Recipe)."""
     if recipe is None:
         if not recipe_name:
             raise RecipeError("input: give either 'recipe' (an object) or 'recipe_name' (a bundled recipe)")

@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.kinds import task_kind
 
 
-def expected_columns(recipe: dict[str, Any]) -> dict[str, str]:
+def expected_columns(recipe: Recipe) -> dict[str, str]:
     """{column: kind} the recipe's script reads; kind is "string", "integer" or "answers".
 
     The rule is the recipe's task kind's (hfpipe/kinds/tasks.py); an unknown task is refused by name."""

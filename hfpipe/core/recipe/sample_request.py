@@ -17,10 +17,10 @@ Plan Lambda does not carry; `hfpipe start` and the tests check those samples wit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from hfpipe import kinds
 from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.kinds import openai_contract as contract
 
 FIELD = "recipe.serving.sample_request"
@@ -36,7 +36,7 @@ def token_bound(checked: contract.Checked, template: str = "") -> int:
     return sum(len(t.encode()) for t in texts) + ids + per_message + len(template.encode())
 
 
-def check(recipe: Mapping[str, Any], environment: Mapping[str, str]) -> None:
+def check(recipe: Recipe, environment: Mapping[str, str]) -> None:
     """RecipeError naming serving.sample_request unless the deployed model would take it as the smoke test
     sends it; `environment` is the model's final environment (the kind's settings under the recipe's)."""
     serving = recipe["serving"]

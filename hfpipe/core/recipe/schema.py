@@ -14,11 +14,12 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import fastjsonschema
 
 from hfpipe.core.adapters.shared_base import HUB_ID_PATTERN
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
@@ -485,8 +486,9 @@ def _validator() -> Callable[[Any], Any]:
     return fastjsonschema.compile(RECIPE_SCHEMA)
 
 
-def validate(recipe: Any) -> dict[str, Any]:
-    """Validate a recipe against ``RECIPE_SCHEMA`` and return a copy with every default filled in.
+def validate(recipe: Any) -> Recipe:
+    """Validate a recipe against ``RECIPE_SCHEMA`` and return a copy with every default filled in, typed
+    (hfpipe/core/recipe/typed.py; its test holds it to this schema).
 
     Raises RecipeError naming the first offending field (dotted path from ``recipe``).
     """
@@ -496,7 +498,7 @@ def validate(recipe: Any) -> dict[str, Any]:
         checked: dict[str, Any] = _validator()(copy.deepcopy(recipe))
     except fastjsonschema.JsonSchemaValueException as err:
         raise RecipeError(schema_error(err)) from None
-    return checked
+    return cast(Recipe, checked)
 
 
 #: Channels that are never held-out data: what the model is trained on, and the model it starts from.
@@ -506,7 +508,7 @@ NOT_HELD_OUT = ("training", "train", "model")
 HUB_HELD_OUT_SPLITS = ("validation", "validation_matched", "validation_mismatched", "test")
 
 
-def check_evaluation(recipe: dict[str, Any]) -> None:
+def check_evaluation(recipe: Recipe) -> None:
     """recipe.evaluation's rules past the schema: its metric one the task kind scores, its data a held-out
     channel of the recipe, or a split of the Hub data set it reads; RecipeError naming the field. Checked by
     hfpipe.core.recipe.recipes.resolve_recipe after the channels' own rules (hfpipe.core.validate.recipe)."""
@@ -542,7 +544,7 @@ def check_evaluation(recipe: dict[str, Any]) -> None:
         )
 
 
-def _not_inside_training(data: str, channels: dict[str, Any], held_out: list[str]) -> None:
+def _not_inside_training(data: str, channels: dict[str, str], held_out: list[str]) -> None:
     """A held-out channel whose path is a training channel's, or holds it, or lies inside it, is the training
     data under another name: refused. A channel is an S3 prefix (its objects are every key below it: API
     reference, S3DataSource.S3Uri), so the paths are compared at their '/' boundaries."""

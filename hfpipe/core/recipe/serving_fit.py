@@ -28,6 +28,7 @@ from typing import Any
 from hfpipe import kinds
 from hfpipe.core import accelerators
 from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.recipe.typed import Recipe
 
 #: The image catalog's entry with {instance type: [GPU count, MiB per GPU]}.
 GPUS_KEY = "gpus"
@@ -121,7 +122,7 @@ ENV_SETTINGS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def settings_and_fields(recipe: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def settings_and_fields(recipe: Recipe) -> tuple[dict[str, Any], dict[str, str]]:
     """The settings the container gets and, for each, the recipe field that set it: serving.server over the
     defaults, then the SM_VLLM_* values of serving.environment (the Plan writes them last, so they win).
     tensor_parallel_size is there only when the environment sets it (else every GPU)."""
@@ -144,14 +145,15 @@ def settings_and_fields(recipe: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     return settings, fields
 
 
-def server_settings(recipe: Mapping[str, Any]) -> dict[str, Any]:
+def server_settings(recipe: Recipe) -> dict[str, Any]:
     """The settings the container gets (see `settings_and_fields`)."""
     return settings_and_fields(recipe)[0]
 
 
 def model_figures(recipe: Mapping[str, Any]) -> ModelFigures | None:
     """The figures of the model a recipe serves: its own serving.server.model, else KNOWN_MODELS by the
-    model the training starts from; None when neither knows it (a tiny local model, a user's own)."""
+    model the training starts from; None when neither knows it (a tiny local model, a user's own). A raw
+    recipe too (not yet validated: local mode's substitution, hfpipe.local.training.substitute), so untyped."""
     stated = (recipe["serving"].get("server") or {}).get("model")
     if stated:
         return ModelFigures(**{k: stated[k] for k in ("parameters", "layers", "kv_heads", "head_dim")})
@@ -271,9 +273,7 @@ def check_parallel(
     return tensor_parallel
 
 
-def vllm_environment(
-    recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
-) -> dict[str, str]:
+def vllm_environment(recipe: Recipe, catalog: Mapping[str, Any], region: str = "") -> dict[str, str]:
     """The SM_VLLM_* variables of a recipe served by the vllm kind; RecipeError naming the field when the
     settings the container gets (every override applied) cannot run on the instance's GPUs or fit them, or
     the model's figures are unknown."""
@@ -309,7 +309,7 @@ def vllm_environment(
     return server_environment(recipe, tensor_parallel)
 
 
-def server_environment(recipe: Mapping[str, Any], gpus: int) -> dict[str, str]:
+def server_environment(recipe: Recipe, gpus: int) -> dict[str, str]:
     """The SM_VLLM_* variables of a recipe's serving settings, tensor parallel over `gpus` unless its
     environment sets it."""
     settings = server_settings(recipe)
@@ -323,9 +323,7 @@ def server_environment(recipe: Mapping[str, Any], gpus: int) -> dict[str, str]:
     }
 
 
-def weights_environment(
-    recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
-) -> dict[str, str]:
+def weights_environment(recipe: Recipe, catalog: Mapping[str, Any], region: str = "") -> dict[str, str]:
     """The "weights-in-gpu-memory" rule (module docstring): RecipeError naming recipe.serving.instance_type
     when a known model's 16-bit weights and the activation reserve exceed the instance's usable GPU memory;
     no environment of its own."""
@@ -352,8 +350,8 @@ class FitRule:
     """A serving kind's fit rule: the Plan's check and environment, and the environment `hfpipe local
     --serve` gives the server on this one machine (no instance to fit)."""
 
-    plan_environment: Callable[[Mapping[str, Any], Mapping[str, Any], str], dict[str, str]]
-    local_environment: Callable[[Mapping[str, Any]], dict[str, str]]
+    plan_environment: Callable[[Recipe, Mapping[str, Any], str], dict[str, str]]
+    local_environment: Callable[[Recipe], dict[str, str]]
 
 
 #: Every fit rule, by the key a serving kind names in `fit_rule` (hfpipe/kinds/serving.py).
@@ -363,7 +361,7 @@ FIT_RULES: dict[str, FitRule] = {
 }
 
 
-def check_packaging(recipe: Mapping[str, Any]) -> None:
+def check_packaging(recipe: Recipe) -> None:
     """RecipeError when the serving kind serves a merged model only and a LoRA recipe does not merge its
     adapter (`ServingKind.needs_merged_model`)."""
     kind = kinds.serving_kind_of(recipe)
@@ -376,9 +374,7 @@ def check_packaging(recipe: Mapping[str, Any]) -> None:
         )
 
 
-def kind_environment(
-    recipe: Mapping[str, Any], catalog: Mapping[str, Any], region: str = ""
-) -> dict[str, str]:
+def kind_environment(recipe: Recipe, catalog: Mapping[str, Any], region: str = "") -> dict[str, str]:
     """What the Plan checks of a deployed recipe's serving kind (packaging, then its fit rule) and the
     environment the kind's settings add under the recipe's serving.environment."""
     check_packaging(recipe)
@@ -386,6 +382,6 @@ def kind_environment(
     return rule.plan_environment(recipe, catalog, region)
 
 
-def local_environment(recipe: Mapping[str, Any]) -> dict[str, str]:
+def local_environment(recipe: Recipe) -> dict[str, str]:
     """The environment the serving kind's settings add when `hfpipe local --serve` serves the model."""
     return FIT_RULES[kinds.serving_kind_of(recipe).fit_rule].local_environment(recipe)

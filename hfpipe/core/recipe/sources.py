@@ -15,6 +15,7 @@ from typing import Any
 
 from hfpipe import contract
 from hfpipe.core.recipe import acceptance, sourcedir
+from hfpipe.core.recipe.typed import Recipe, Training
 from hfpipe.core.validate import RecipeError, s3_uri
 
 FIELD = "recipe.training.source"
@@ -29,7 +30,7 @@ def not_checked(entry_point: str, reason: str) -> str:
     )
 
 
-def arguments_note(training: dict[str, Any], data: bytes, notes: list[str] | None = None) -> str | None:
+def arguments_note(training: Training, data: bytes, notes: list[str] | None = None) -> str | None:
     """The recipe's hyperparameters checked against the parser of the entry point in the archive `data`
     (hfpipe.core.recipe.acceptance.own_script_arguments; a RecipeError when it refuses one; what it would misread
     added to `notes`); the note saying why they were not checked where its parser cannot be read without
@@ -50,18 +51,19 @@ def _missing(exc: Exception) -> bool:
     return code in {"404", "NoSuchKey", "NotFound"}
 
 
-def source_uri(recipe: dict[str, Any], default_uri: str) -> str:
+def source_uri(recipe: Recipe, default_uri: str) -> str:
     """The sourcedir URI the training job runs: the project's (`default_uri`) or the recipe's, which
     `hfpipe.core.run.plan.accept` checked (`read_checked`)."""
     src = recipe["training"].get("source")
     return default_uri if src is None else str(src["s3"])
 
 
-def read_checked(training: dict[str, Any], artifacts_bucket: str, s3: Any) -> bytes:
+def read_checked(training: Training, artifacts_bucket: str, s3: Any) -> bytes:
     """The bytes of an s3 source, refused when it is a dir or git source (the command packs those), outside
     this environment's sources, missing, over the bound, with another sha256 or without the entry point (its
     script's arguments are `arguments_note`'s, which `hfpipe.core.run.plan.accept` runs on these bytes)."""
     t = training
+    assert t["source"] is not None  # the Plan's call: a recipe with its own source
     if "s3" not in t["source"]:
         kind = "dir" if "dir" in t["source"] else "git"
         raise RecipeError(

@@ -31,6 +31,7 @@ from hfpipe import contract
 from hfpipe.core import api_shapes, limits
 from hfpipe.core.adapters.adapter_deploy import ADAPTER_NAME
 from hfpipe.core.recipe import evaluation
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.run.plan_model import Evaluation
 from hfpipe.core.validate import RecipeError
 
@@ -81,7 +82,7 @@ def _channel_uri(training_request: dict[str, Any], channel: str) -> str | None:
 
 
 def base_request(
-    recipe: dict[str, Any],
+    recipe: Recipe,
     *,
     training_request: dict[str, Any],
     execution_name: str,
@@ -90,6 +91,7 @@ def base_request(
 ) -> dict[str, Any]:
     """CreateProcessingJob without the models (``with_models`` adds them): what the Plan knows."""
     inputs = [_input("code", code_uri)]
+    assert recipe["evaluation"] is not None  # plan_evaluation's call: a recipe with one
     data = _channel_uri(training_request, recipe["evaluation"]["data"])
     if data is not None:  # else a Hub split, which the job reads itself (container_arguments)
         inputs.append(_input("data", data))
@@ -209,7 +211,7 @@ def target(
 
 
 def plan_evaluation(
-    recipe: dict[str, Any],
+    recipe: Recipe,
     champion: Any,
     *,
     training_request: dict[str, Any],

@@ -25,6 +25,7 @@ from hfpipe.core.recipe import serving_fit, sources
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.recipe.sample_request import check as check_sample_request
 from hfpipe.core.recipe.schema import RecipeError
+from hfpipe.core.recipe.typed import Container, EvaluationGate, InferenceContainer, Recipe, Serving, Training
 from hfpipe.core.run import evaluation_job, quotas, request
 from hfpipe.core.run.plan_model import Evaluation, Gate, Plan
 
@@ -99,7 +100,7 @@ class Accepted:
     the environment's rules ran too: those that do not read the training source (``recipe_in_environment``,
     with the image URIs they resolved), and all of them (``in_environment``)."""
 
-    recipe: dict[str, Any]
+    recipe: Recipe
     poll_seconds: int | None = None
     notes: tuple[str, ...] = ()
     source_sha256: str | None = None
@@ -111,7 +112,7 @@ class Accepted:
 
     def with_source(self, uri: str, sha256: str) -> Accepted:
         """The same recipe naming the archive the command uploaded (what the execution input names)."""
-        training = {**self.recipe["training"], "source": {"s3": uri, "sha256": sha256}}
+        training: Training = {**self.recipe["training"], "source": {"s3": uri, "sha256": sha256}}
         return replace(self, recipe={**self.recipe, "training": training})
 
 
@@ -199,7 +200,7 @@ def _recipe_in_environment(accepted: Accepted, config: PlanConfig) -> Accepted:
     )
 
 
-def check_ownership(recipe: dict[str, Any], config: PlanConfig) -> None:
+def check_ownership(recipe: Recipe, config: PlanConfig) -> None:
     """Channels, checkpoints and explicit images stay inside the environment unless its config allows more."""
     t = recipe["training"]
     own = (config.data_bucket, config.artifacts_bucket)
@@ -224,13 +225,17 @@ def processor_for(instance_type: str) -> str:
     return processor(instance_type)
 
 
-def catalog_key(container: dict[str, Any]) -> str:
+def catalog_key(container: Container | InferenceContainer) -> str:
     """The image catalog key of a recipe's container versions."""
     return f"{container['transformers_version']}/{container['pytorch_version']}/{container['py_version']}"
 
 
 def resolve_image(
-    catalog: dict[str, Any], scope: str, container: dict[str, Any], instance_type: str, key: str | None = None
+    catalog: dict[str, Any],
+    scope: str,
+    container: Container | InferenceContainer,
+    instance_type: str,
+    key: str | None = None,
 ) -> str:
     """The image URI for a container (explicit ``image_uri`` wins) from the synth-time catalog; ``key``: the
     serving kind's catalog key of the inference container (default: the Hugging Face versions)."""
@@ -255,7 +260,7 @@ def resolve_image(
     return str(by_processor[processor])
 
 
-def resolve_inference_image(catalog: dict[str, Any], recipe: dict[str, Any]) -> str:
+def resolve_inference_image(catalog: dict[str, Any], recipe: Recipe) -> str:
     """The model's image, from where the recipe's serving kind keeps it in the catalog (hfpipe/kinds)."""
     serving = kinds.serving_kind(recipe["serving"]["kind"])
     container = recipe["container"]["inference"]
@@ -268,7 +273,7 @@ def resolve_inference_image(catalog: dict[str, Any], recipe: dict[str, Any]) -> 
     )
 
 
-def check_rules(recipe: dict[str, Any]) -> None:
+def check_rules(recipe: Recipe) -> None:
     """Rules a JSON Schema cannot express: spot, checkpoints, distribution vs instance, the gate."""
     t = recipe["training"]
     _spot_rules(t)
@@ -291,7 +296,7 @@ def check_rules(recipe: dict[str, Any]) -> None:
             )
 
 
-def _spot_rules(t: dict[str, Any]) -> None:
+def _spot_rules(t: Training) -> None:
     """Spot needs a wait of at least the run's limit and checkpoints to resume from."""
     spot = t["spot"]
     if not spot["enabled"]:
@@ -310,7 +315,7 @@ def _spot_rules(t: dict[str, Any]) -> None:
         )
 
 
-def _version_pairing(container: dict[str, Any]) -> None:
+def _version_pairing(container: Container) -> None:
     """The HuggingFace estimator's own rule (sagemaker/huggingface/estimator.py, _validate_args)."""
     if not container.get("image_uri") and len(container["transformers_version"].split(".")) != len(
         container["pytorch_version"].split(".")
@@ -322,7 +327,7 @@ def _version_pairing(container: dict[str, Any]) -> None:
         )
 
 
-def _distribution_rules(t: dict[str, Any], dist: dict[str, Any]) -> None:
+def _distribution_rules(t: Training, dist: dict[str, Any]) -> None:
     """One smdistributed strategy (the SDK's validate_smdistributed), modelparallel over MPI, a GPU for any
     distribution, and a distribution for more than one instance."""
     itype = t["instance_type"]
@@ -348,7 +353,7 @@ def _distribution_rules(t: dict[str, Any], dist: dict[str, Any]) -> None:
         )
 
 
-def check_distribution(recipe: dict[str, Any], catalog: dict[str, Any]) -> None:
+def check_distribution(recipe: Recipe, catalog: dict[str, Any]) -> None:
     """smdistributed data parallel where the SageMaker SDK accepts it: its PyTorch versions, as written (the
     HuggingFace estimator checks `pytorch_version` against SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS), on
     the instance types the library runs on; both tables come from the SDK through the image catalog. An
@@ -379,7 +384,7 @@ def check_distribution(recipe: dict[str, Any], catalog: dict[str, Any]) -> None:
         )
 
 
-def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[str, int]:
+def check_limits(recipe: Recipe, requested_poll_seconds: int) -> dict[str, int]:
     """Derive the waits from the recipe so the execution fits Step Functions' limits, or refuse it.
 
     Returns ``poll_seconds`` and ``endpoint_max_polls`` (the endpoint wait: at most
@@ -415,7 +420,7 @@ def check_limits(recipe: dict[str, Any], requested_poll_seconds: int) -> dict[st
     return {"poll_seconds": poll, "endpoint_max_polls": polls, "training_wait_seconds": training_wait}
 
 
-def resolve_input(event: Any) -> dict[str, Any]:
+def resolve_input(event: Any) -> Recipe:
     """The execution input's recipe, resolved (recipe or recipe_name, then overrides, deploy and
     keep_endpoint), with its rules and the environment's ownership rules still to check."""
     if not isinstance(event, dict):
@@ -460,7 +465,7 @@ def resolve_input(event: Any) -> dict[str, Any]:
     return resolve_recipe(event.get("recipe"), event.get("recipe_name"), overrides)
 
 
-def checkpoint_uri(training: dict[str, Any], config: PlanConfig, training_job_name: str) -> Any:
+def checkpoint_uri(training: Training, config: PlanConfig, training_job_name: str) -> Any:
     """The job's checkpoint URI ('auto': under the artifacts bucket's checkpoints/ prefix, per job): the one
     environment rule for it (its shape, an s3:// URI without '.' or '..' parts, is validate.recipe's)."""
     checkpoint = training["checkpoint_s3_uri"]
@@ -567,7 +572,7 @@ def endpoint_ttl(event: Any, config: PlanConfig) -> int | None:
 
 
 def _evaluation(
-    recipe: dict[str, Any], event: Any, job_request: dict[str, Any], execution_name: str, config: PlanConfig
+    recipe: Recipe, event: Any, job_request: dict[str, Any], execution_name: str, config: PlanConfig
 ) -> Evaluation | None:
     """The recipe's evaluation job (hfpipe.core.run.evaluation_job), its champion read where the execution
     input's ``champion`` says."""
@@ -609,7 +614,7 @@ def _job_request(
     return job_request
 
 
-def _serving_fields(s: dict[str, Any], model_name: str, kind_environment: dict[str, str]) -> dict[str, Any]:
+def _serving_fields(s: Serving, model_name: str, kind_environment: dict[str, str]) -> dict[str, Any]:
     """The Plan's serving fields: the kind, the fleet and its one production variant, the container's
     environment (the kind's settings under the recipe's) and the smoke test's request and expectations."""
     kind_name = str(s.get("kind", kinds.DEFAULT_SERVING_KIND))  # none named: served as before kinds
@@ -629,7 +634,7 @@ def _serving_fields(s: dict[str, Any], model_name: str, kind_environment: dict[s
     }
 
 
-def _gate(gate: dict[str, Any] | None) -> Gate:
+def _gate(gate: EvaluationGate | None) -> Gate:
     """The evaluation gate of the recipe (none: a gate that is not enabled)."""
     return Gate(
         enabled=bool(gate),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hfpipe.core.adapters.adapter_recipe import own_endpoint
+from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.throttling import error_code
 
 #: Error codes Service Quotas uses for throttling (API reference, "Errors" of each operation).
@@ -108,7 +109,7 @@ def endpoint_quota_name(instance_type: str) -> str:
 ENDPOINT_USAGE = " for endpoint usage"
 
 
-def quota_names(recipe: dict[str, Any], deploy: bool) -> dict[str, int]:
+def quota_names(recipe: Recipe, deploy: bool) -> dict[str, int]:
     """Service Quotas quota name -> instances needed, for every instance type the plan will use."""
     t = recipe["training"]
     kind = "spot training job usage" if t["spot"]["enabled"] else "training job usage"
@@ -128,7 +129,7 @@ def processing_quota_name(instance_type: str) -> str:
     return f"{instance_type} for processing job usage"
 
 
-def quota_users(recipes: Mapping[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+def quota_users(recipes: Mapping[str, Recipe]) -> dict[str, tuple[str, ...]]:
     """Quota name -> the recipes needing it (`quota_names` of each validated recipe, deployed unless it is
     an adapter, which is served on the shared base), sorted: what the Quota stack's outputs say each quota is
     for, derived rather than written in cdk.json."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.recipe.typed import Recipe, Training
 
 #: The SDK's default container log level (logging.INFO), sent as a hyperparameter.
 CONTAINER_LOG_LEVEL = 20
@@ -119,7 +120,7 @@ def channel_uri(value: str, data_bucket: str) -> str:
 
 def build_training_job_request(
     *,
-    recipe: dict[str, Any],
+    recipe: Recipe,
     training_job_name: str,
     image_uri: str,
     role_arn: str,
@@ -158,9 +159,7 @@ def build_training_job_request(
     return request
 
 
-def _hyperparameters(
-    t: dict[str, Any], sourcedir_uri: str, training_job_name: str, region: str
-) -> dict[str, str]:
+def _hyperparameters(t: Training, sourcedir_uri: str, training_job_name: str, region: str) -> dict[str, str]:
     """The recipe's hyperparameters, the script-mode keys and the distribution's, encoded as the SDK does."""
     hyperparameters = encode_hyperparameters(t["hyperparameters"])
     # The SDK adds these framework keys for every script-mode estimator.
@@ -175,7 +174,7 @@ def _hyperparameters(
     return hyperparameters
 
 
-def _algorithm(t: dict[str, Any], image_uri: str) -> dict[str, Any]:
+def _algorithm(t: Training, image_uri: str) -> dict[str, Any]:
     """AlgorithmSpecification: the image, File input, the metric definitions where there are any, and
     metrics as time series."""
     # As the SDK's HuggingFace estimator, which sets enable_sagemaker_metrics=True unless told otherwise
@@ -191,7 +190,7 @@ def _algorithm(t: dict[str, Any], image_uri: str) -> dict[str, Any]:
     return algorithm
 
 
-def _stopping_condition(t: dict[str, Any]) -> dict[str, int]:
+def _stopping_condition(t: Training) -> dict[str, int]:
     """StoppingCondition: the run's limit, and under spot the wait's where the recipe sets one."""
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": t["max_run_seconds"]}
     if t["spot"]["enabled"] and t["spot"]["max_wait_seconds"]:
