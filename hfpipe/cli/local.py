@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -32,6 +32,9 @@ from hfpipe.cli.parser import (
 )
 from hfpipe.cli.terminal import with_console
 from hfpipe.core.recipe import serving_fit
+
+if TYPE_CHECKING:  # annotations only: `hfpipe local` imports the command's recipes where it runs
+    from hfpipe.cli.recipe.recipes import Loaded
 
 #: Under --out: the synthesized stacks local runs share (hfpipe.local.stacks.synth_stacks).
 CACHE_FOLDER = ".cache"
@@ -107,7 +110,7 @@ def _run_recipe(args: argparse.Namespace, console: Console) -> int:
             server.server_close()
 
 
-def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
+def _bound_server(args: argparse.Namespace, loaded: Loaded) -> Any:
     """--serve's server, bound now: a taken port fails before the stacks are synthesized and a run of minutes,
     not after them; None without --serve."""
     if not args.serve:
@@ -127,7 +130,7 @@ def _bound_server(args: argparse.Namespace, loaded: Any) -> Any:
         raise HfpipeError(str(exc)) from None
 
 
-def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, server: Any) -> int:
+def _prepared_run(args: argparse.Namespace, loaded: Loaded, console: Console, server: Any) -> int:
     """The recipe checked as it runs here, its source packed, then the dry run's plan or the run."""
     from hfpipe.cli.recipe import sources
     from hfpipe.local.training.substitute import has_gpu
@@ -153,7 +156,9 @@ def _prepared_run(args: argparse.Namespace, loaded: Any, console: Console, serve
         return _run(args, loaded, packed, substitutions, console, server, stage, built)
 
 
-def _dry_run(args: argparse.Namespace, loaded: Any, packed: Any, substitutions: Any, console: Console) -> int:
+def _dry_run(
+    args: argparse.Namespace, loaded: Loaded, packed: Any, substitutions: Any, console: Console
+) -> int:
     """The plan the run's Plan state would make (hfpipe.local.dry_run), shown as `start --dry-run` shows
     one; nothing is built, trained or written."""
     from hfpipe.cli.recipe import sources
@@ -221,7 +226,7 @@ def interruptible() -> Iterator[None]:
 
 def _run(
     args: argparse.Namespace,
-    loaded: Any,
+    loaded: Loaded,
     packed: Any,
     substitutions: Any,
     console: Console,
@@ -291,7 +296,7 @@ def _say_interrupted(name: str, out: Path) -> None:
 
 
 def _as_run_here(
-    args: argparse.Namespace, loaded: Any, gpu: bool, script_arguments: frozenset[str] | None
+    args: argparse.Namespace, loaded: Loaded, gpu: bool, script_arguments: frozenset[str] | None
 ) -> Any:
     """The recipe as it would run (with --set), then what this machine needs instead, with the --channel
     folders; `script_arguments`: what an own script's parser takes (hfpipe.cli.recipe.sources.script_arguments)."""
@@ -498,7 +503,7 @@ def _use_channels(substitutions: Any, given: list[str]) -> None:
 
 
 def _own_source(
-    local: Any, packed: Any, loaded: Any, execution_input: dict[str, Any], console: Console
+    local: Any, packed: Any, loaded: Loaded, execution_input: dict[str, Any], console: Console
 ) -> dict[str, Any]:
     """A recipe's own dir or git source (packed by `run`) uploaded to the local artifacts bucket, as `hfpipe
     start` does (hfpipe.cli.recipe.sources); the execution input names the archive."""
@@ -514,7 +519,7 @@ def _own_source(
     return sources.with_uploaded(execution_input, uri, packed.sha256)
 
 
-def _serve(server: Any, out: Path, loaded: Any, console: Console) -> int:
+def _serve(server: Any, out: Path, loaded: Loaded, console: Console) -> int:
     """Serve the run's model.tar.gz through its own code/inference.py until Ctrl-C."""
     from hfpipe.local.serving.endpoint import local_endpoint_class
 

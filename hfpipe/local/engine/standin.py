@@ -17,11 +17,11 @@ dialogues. Without a known recipe only a generic ``{"inputs": ...}`` request is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hfpipe import contract
+from hfpipe.core.recipe.typed import Recipe
 
 #: Requests built from fixture data, next to the sample request.
 FIXTURE_REQUESTS = 4
@@ -70,7 +70,7 @@ def _container(sagemaker: Any, model: dict[str, Any]) -> tuple[dict[str, Any], d
     return spec, dict(version.get("CustomerMetadataProperties") or {})
 
 
-def standin_requests(recipe: Mapping[str, Any] | None, count: int = FIXTURE_REQUESTS) -> list[Any]:
+def standin_requests(recipe: Recipe | None, count: int = FIXTURE_REQUESTS) -> list[Any]:
     """The sample request, then ``count`` requests from the recipe's fixture data, in its serving kind's shape."""
     if not recipe:
         return [GENERIC_REQUEST]
