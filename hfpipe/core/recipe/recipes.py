@@ -125,24 +125,25 @@ def whole_integers(value: Any, schema: dict[str, Any], path: str) -> None:
 
 
 def resolve_recipe(
-    recipe: dict[str, Any] | None = None,
+    raw: dict[str, Any] | None = None,
     recipe_name: str | None = None,
     overrides: dict[str, Any] | list[str] | None = None,
 ) -> Recipe:
-    """Recipe object or bundled name, plus overrides, validated with defaults filled (typed: typed.Recipe)."""
-    if recipe is None:
+    """Recipe object as written (``raw``, not yet validated) or bundled name, plus overrides, validated with
+    defaults filled: the typed recipe (hfpipe/core/recipe/typed.py)."""
+    if raw is None:
         if not recipe_name:
             raise RecipeError("input: give either 'recipe' (an object) or 'recipe_name' (a bundled recipe)")
-        recipe = load_recipe(recipe_name)
-    if not isinstance(recipe, dict):
-        raise RecipeError(f"recipe: {recipe!r} is not accepted; accepted: a JSON object")
+        raw = load_recipe(recipe_name)
+    if not isinstance(raw, dict):
+        raise RecipeError(f"recipe: {raw!r} is not accepted; accepted: a JSON object")
     # Walked, copied and validated by recursive code: a value nested thousands deep is refused first.
-    json_text.check_nesting(recipe, "recipe")
+    json_text.check_nesting(raw, "recipe")
     if isinstance(overrides, dict):
         for key, value in overrides.items():
             json_text.check_nesting(value, f"override {key}")
     # The JSON Schema (what `jsonschema` would accept too), then what a schema cannot say (hfpipe.core.validate).
-    merged = apply_overrides(recipe, overrides)
+    merged = apply_overrides(raw, overrides)
     rules.check_finite(merged, "recipe")
     whole_integers(merged, RECIPE_SCHEMA, "recipe")
     checked = validate(merged)
