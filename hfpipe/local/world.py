@@ -80,7 +80,7 @@ class WorldRuntime(LocalRuntime):
 
     def serving_recipe(self, model: dict[str, Any]) -> dict[str, Any]:
         tags = {t["Key"]: t["Value"] for t in self.sagemaker.list_tags(ResourceArn=model["ModelArn"])["Tags"]}
-        return self._recipe_of(tags) or {}
+        return self._raw_recipe_of(tags) or {}
 
     def training_log(self, job_name: str) -> Path:
         path = self.workdir / "jobs" / job_name / "training.log"
@@ -94,12 +94,12 @@ class WorldRuntime(LocalRuntime):
 
         name = request["TrainingJobName"]
         if name not in self._planned:
-            recipe = self._recipe_of({t["Key"]: t["Value"] for t in request.get("Tags") or []})
+            recipe = self._raw_recipe_of({t["Key"]: t["Value"] for t in request.get("Tags") or []})
             self._planned[name] = (recipe, for_this_machine(recipe, gpu=has_gpu())) if recipe else ({}, None)
         return self._planned[name]
 
-    def _recipe_of(self, tags: dict[str, str]) -> dict[str, Any] | None:
-        """The recipe (as read, with the execution's --set overrides) of a resource an execution tagged: the
+    def _raw_recipe_of(self, tags: dict[str, str]) -> dict[str, Any] | None:
+        """The recipe, raw (as read, with the execution's --set overrides; not validated) of a resource an execution tagged: the
         execution's input, else the recipe its tag names, else the model package group a deployed model's
         version belongs to (hfpipe-<env>-<recipe>)."""
         from hfpipe.core.recipe.recipes import apply_overrides, load_recipe

@@ -81,10 +81,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any] | list[str] | None) -> dict[str, Any]:
-    """Return a copy of ``recipe`` with each dotted key set; ``overrides`` is a mapping or a list of
-    ``key=value`` strings. Intermediate objects are created; a non-object on the way is an error."""
-    out = copy.deepcopy(recipe)
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any] | list[str] | None) -> dict[str, Any]:
+    """Return a copy of ``raw`` (a recipe not yet validated) with each dotted key set; ``overrides`` is a
+    mapping or a list of ``key=value`` strings. Intermediate objects are created; a non-object on the way is
+    an error."""
+    out = copy.deepcopy(raw)
     if not overrides:
         return out
     items = [parse_override(o) for o in overrides] if isinstance(overrides, list) else list(overrides.items())

@@ -70,7 +70,8 @@ class Substitution:
 
 @dataclass
 class Substitutions:
-    """The substitutions for one recipe: the recipe to run, its fixture channels, and the launch settings."""
+    """The substitutions for one recipe: the recipe to run (raw, as the execution input sends it: not yet
+    validated, so untyped), its fixture channels, and the launch settings."""
 
     recipe: dict[str, Any]
     model_family: str
@@ -148,8 +149,8 @@ def _show(value: Any) -> str:
 
 
 def fixture_of(recipe: dict[str, Any]) -> Fixture:
-    """The fixture data set with the format the recipe's data has: its task kind's rule
-    (hfpipe/kinds/tasks.py); an unknown task is refused by name."""
+    """The fixture data set with the format the recipe's data has (a raw recipe: local mode substitutes the
+    recipe as read): its task kind's rule (hfpipe/kinds/tasks.py); an unknown task is refused by name."""
     try:
         return task_kind(recipe["task"]).fixture(recipe["training"]["hyperparameters"])
     except KindError as err:
@@ -176,18 +177,19 @@ def _keep_fit_check(local: dict[str, Any], model_id: str, subs: Substitutions) -
 
 
 def for_this_machine(
-    recipe: dict[str, Any],
+    raw: dict[str, Any],
     gpu: bool = False,
     data_prefix: str = "local-fixtures",
     script_arguments: Collection[str] | None = None,
 ) -> Substitutions:
     """The recipe as `hfpipe local` runs it here, with every substitution recorded.
 
-    `recipe` is the recipe as read (before defaults); the result's `recipe` is what the execution input sends.
+    `raw` is the recipe as read (before defaults: not validated, so untyped); the result's `recipe` is what the
+    execution input sends, still raw (the Plan state validates it).
     `script_arguments`: the names a recipe's own script's parser takes, where it could be read (None: not
     known, or the project's scripts).
     """
-    local = copy.deepcopy(recipe)
+    local = copy.deepcopy(raw)
     t = local["training"]
     hps: dict[str, Any] = t.setdefault("hyperparameters", {})
     fixture = fixture_of(local)
