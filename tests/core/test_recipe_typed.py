@@ -101,12 +101,52 @@ def test_the_walk_finds_a_missing_an_extra_a_required_and_a_wrong_type() -> None
     ]
 
 
+def _unlike(value: Any, hint: Any, path: str) -> list[str]:
+    """Where ``value`` is not of the type ``hint`` (TypedDicts: their keys, required and known; scalars,
+    lists and dicts: their type), as lines naming the field."""
+    for member in _members(hint):
+        if is_typeddict(member) and isinstance(value, dict):
+            hints = get_type_hints(member)
+            problems = [f"{path}.{k}: missing" for k in sorted(member.__required_keys__ - set(value))]
+            problems += [
+                f"{path}.{k}: not a field of {member.__name__}" for k in sorted(set(value) - set(hints))
+            ]
+            for key in sorted(set(value) & set(hints)):
+                problems += _unlike(value[key], hints[key], f"{path}.{key}")
+            return problems
+        if is_typeddict(member):
+            continue
+        origin = get_origin(member) or member
+        if origin is Any or (isinstance(value, origin) and not (origin is int and isinstance(value, bool))):
+            if origin is list:
+                return [
+                    p
+                    for i, item in enumerate(value)
+                    for p in _unlike(item, get_args(member)[0], f"{path}[{i}]")
+                ]
+            if origin is dict:
+                return [p for k, v in value.items() for p in _unlike(v, get_args(member)[1], f"{path}.{k}")]
+            return []
+        if origin is float and isinstance(value, int) and not isinstance(value, bool):
+            return []  # a JSON number written whole
+    return [f"{path}: {value!r} is not {hint!r}"]
+
+
 @pytest.mark.parametrize("name", available_recipes())
-def test_a_resolved_recipe_has_the_required_keys(name: str) -> None:
-    """What resolve_recipe returns holds every required key of its TypedDicts (the defaults filled)."""
-    recipe = resolve_recipe(recipe_name=name)
-    assert typed.Recipe.__required_keys__ <= set(recipe)
-    assert typed.Training.__required_keys__ <= set(recipe["training"])
-    assert typed.Serving.__required_keys__ <= set(recipe["serving"])
-    assert typed.Spot.__required_keys__ <= set(recipe["training"]["spot"])
-    assert typed.Container.__required_keys__ <= set(recipe["container"]["training"])
+def test_a_resolved_recipe_is_of_its_type(name: str) -> None:
+    """What resolve_recipe returns is a typed.Recipe all the way down: every required key there (the defaults
+    filled), no key its TypedDict lacks, every value of its field's type."""
+    assert _unlike(resolve_recipe(recipe_name=name), typed.Recipe, "recipe") == []
+
+
+def test_the_value_check_names_what_differs() -> None:
+    """The check itself: a missing required key, an unknown one and a value of another type are named."""
+    recipe: Any = resolve_recipe(recipe_name="tiny-qa")
+    del recipe["training"]["spot"]["enabled"]
+    recipe["serving"]["extra"] = 1
+    recipe["training"]["instance_count"] = "2"
+    assert _unlike(recipe, typed.Recipe, "recipe") == [
+        "recipe.serving.extra: not a field of Serving",
+        "recipe.training.instance_count: '2' is not <class 'int'>",
+        "recipe.training.spot.enabled: missing",
+    ]
