@@ -77,7 +77,10 @@ class DeployPrepareFunction(PipelineFunction):
     def _grant_statistics_reads(self, artifacts_bucket_name: str) -> None:
         """GetObject of the versions' statistics documents only (the evaluation the gate reads): a version's
         ModelMetrics.ModelQuality.Statistics, written by Register (model-metrics/, registry.metrics_key) or
-        by a promotion into this environment (promoted/, the Promote function)."""
+        by a promotion into this environment (promoted/, the Promote function). A `*` inside the object key
+        matches any characters, `/` included ("Using wildcards in resource ARNs",
+        https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html), so
+        `model-metrics/*/metrics.json` is every version's document: objects named metrics.json there only."""
         stack = cdk.Stack.of(self)
         bucket = f"arn:{stack.partition}:s3:::"
         keys = [
