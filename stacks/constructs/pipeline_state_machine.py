@@ -1,8 +1,8 @@
 """The pipeline state machine (Standard, JSONPath; no JSONata), as docs/pipeline.md draws it.
 
 Plan -> Launch -> wait for the training job's end -> [Gate] -> [the evaluation: PrepareEvaluation -> Evaluate
-(createProcessingJob.sync, the one `.sync`) -> StoreEvaluation; a job that failed, or left no readable document,
--> RecordEvaluationFailure, and the run goes on] -> CreateModel -> CreateEndpointConfig ->
+(createProcessingJob.sync, the one `.sync`) -> StoreEvaluation; a job that failed, left no readable document or
+was refused by PrepareEvaluation -> RecordEvaluationFailure, and the run goes on] -> CreateModel -> CreateEndpointConfig ->
 CreateEndpoint -> poll endpoint (every plan poll_seconds, at most plan endpoint_max_polls times) ->
 SmokeTest -> Register (a model package version) -> [Cleanup when keep_endpoint is false] -> Report. Any error after Launch goes through
 Cleanup (and a failure report) to Fail. The training wait is an event (``.waitForTaskToken``, completed by
@@ -212,7 +212,6 @@ class PipelineStateMachine(Construct):
                 {"step": "prepare", "plan": J.object_at(P()), "training": J.object_at("$.training")}
             ),
         )
-        self._catch(prepare)
         store = self._invoke(
             "StoreEvaluation",
             "evaluation",
@@ -227,8 +226,16 @@ class PipelineStateMachine(Construct):
             ),
         )
         failed = self._evaluation_failed(deploy_choice)
-        # The job's own failure (a bad document included) fails the evaluation, not the run (docs/evaluation.md,
-        # "A failed evaluation"); any other error of the step still goes to clean-up. First match wins.
+        # The job's own failure (a bad document included), and PrepareEvaluation's refusal to create it (a
+        # champion of another task or without model data, no model to score), fail the evaluation, not the run
+        # (docs/evaluation.md, "A failed evaluation"); any other error of the steps still goes to clean-up.
+        # First match wins. A refused PrepareEvaluation left no $.evaluation_job: {} there (no job, no cost).
+        not_prepared = sfn.Pass(
+            self, "EvaluationNotPrepared", result=sfn.Result.from_object({}), result_path="$.evaluation_job"
+        )
+        not_prepared.next(failed)
+        prepare.add_catch(not_prepared, errors=[EVALUATION_STORE_FAILED], result_path=EVALUATION_ERROR)
+        self._catch(prepare)
         store.add_catch(failed, errors=[EVALUATION_STORE_FAILED], result_path=EVALUATION_ERROR)
         self._catch(store)
         none = sfn.Pass(self, "NoEvaluation", result=sfn.Result.from_object({}), result_path="$.evaluation")

@@ -184,14 +184,62 @@ def test_a_job_that_leaves_no_document_is_an_evaluation_failure_too(fresh):
     assert "the job wrote no document" in failure["cause"]
 
 
+def test_a_refused_preparation_registers_the_version_as_evaluation_failed_with_no_job(fresh):
+    """PrepareEvaluation refuses to create the job (what serves on the target does another task: a classifier
+    version on hfpipe-dev-mnli, a tiny-qa run): the evaluation failed, not the run; no job was created, so
+    none is named or billed."""
+    sm = fresh.client("sagemaker")
+    sm.create_model_package_group(ModelPackageGroupName="hfpipe-dev-tiny-mnli")
+    classifier = sm.create_model_package(
+        ModelPackageGroupName="hfpipe-dev-tiny-mnli",
+        InferenceSpecification={
+            "Containers": [{"Image": "img", "ModelDataUrl": f"s3://{ARTIFACTS_BUCKET}/mnli/model.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        CustomerMetadataProperties={"task": "text-classification"},
+    )["ModelPackageArn"]
+    sm.create_model(
+        ModelName="hfpipe-dev-mnli-v1",
+        PrimaryContainer={"ModelPackageName": classifier},
+        ExecutionRoleArn=ROLE,
+    )
+    variant = {"VariantName": "AllTraffic", "ModelName": "hfpipe-dev-mnli-v1", "InstanceType": "ml.m5.large"}
+    sm.create_endpoint_config(
+        EndpointConfigName="hfpipe-dev-mnli-v1", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+    )
+    sm.create_endpoint(EndpointName="hfpipe-dev-mnli", EndpointConfigName="hfpipe-dev-mnli-v1")
+    fresh.processing = jobs = StandInEvaluation()
+    _, r = run(fresh, champion={"endpoint": "mnli"})
+    assert r.status == "SUCCEEDED", r.cause
+    assert r.states[r.states.index("PrepareEvaluation") + 1 :][:2] == [
+        "EvaluationNotPrepared",
+        "RecordEvaluationFailure",
+    ]
+    assert jobs.requests == [] and "Evaluate" not in r.states and "CleanupOnError" not in r.states
+    _, stats = version(fresh, r.output["registered"]["model_package_arn"])
+    stored = stats[evaluation_gate.STATISTICS_KEY]
+    assert (stored["failure"]["error"], stored["failure"]["status"]) == ("EvaluationFailed", None)
+    assert "a text-classification model" in stored["failure"]["cause"]
+    assert "the evaluation job was not created" in stored["failure"]["cause"]
+    assert (stored["job"]["name"], stored["job"]["seconds"], stored["job"]["usd"]) == (None, 0.0, 0.0)
+    report = r.output["report"]["evaluation"]
+    assert report["verdict"] == "failed" and report["processing_job_name"] is None
+
+
 def test_the_evaluations_failure_routes_only_its_own_errors(engine):
-    """Evaluate catches States.TaskFailed (the job ended Failed or Stopped) and StoreEvaluation its
-    EvaluationFailed before the catch-all to clean-up; a stopped run never reaches a Catch (its job stopped by
+    """Evaluate catches States.TaskFailed (the job ended Failed or Stopped), PrepareEvaluation and
+    StoreEvaluation their EvaluationFailed, before the catch-all to clean-up; a stopped run never reaches a Catch (its job stopped by
     the stop: clean-up's rules, unchanged)."""
     states = engine.definition["States"]
-    for state, error in (("Evaluate", "States.TaskFailed"), ("StoreEvaluation", "EvaluationFailed")):
+    for state, error, then in (
+        ("PrepareEvaluation", "EvaluationFailed", "EvaluationNotPrepared"),
+        ("Evaluate", "States.TaskFailed", "RecordEvaluationFailure"),
+        ("StoreEvaluation", "EvaluationFailed", "RecordEvaluationFailure"),
+    ):
         catches = [(c["ErrorEquals"], c["Next"]) for c in states[state]["Catch"]]
-        assert catches == [([error], "RecordEvaluationFailure"), (["States.ALL"], "CleanupOnError")], state
+        assert catches == [([error], then), (["States.ALL"], "CleanupOnError")], state
+    assert states["EvaluationNotPrepared"]["Next"] == "RecordEvaluationFailure"
     assert states["RecordEvaluationFailure"]["Next"] == "Deploy?"
     assert states["RecordEvaluationFailure"]["Catch"][0]["Next"] == "CleanupOnError"
 

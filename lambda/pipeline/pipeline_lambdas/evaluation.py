@@ -13,7 +13,8 @@ version serving on the run's target (the champion) on the same held-out examples
   and CustomerMetadataProperties) and the report.
 - ``failed``: the evaluation failed, not the training (the job ended Failed or Stopped: the Evaluate task's
   ``States.TaskFailed``, whose cause is the job's DescribeProcessingJob answer; or it wrote no document the
-  gate can read: StoreEvaluation's EvaluationFailed). The run goes on: it returns at ``$.evaluation`` a record
+  gate can read: StoreEvaluation's EvaluationFailed; or ``prepare`` refused to create it: its EvaluationFailed,
+  then no job name, seconds or USD). The run goes on: it returns at ``$.evaluation`` a record
   of the failure (``failure``: the error, the job's status and its cause, FailureReason with ExitMessage;
   no document) with the target, the champion and the job's instance, seconds and USD, which Register stores
   with the version as ``evaluation: failed`` and the gate treats as no evaluation
@@ -182,7 +183,9 @@ def failed(plan: Plan, prepared: dict[str, Any], error: dict[str, Any]) -> dict[
     """The ``failed`` step (module docstring): the failure's record, as JSON."""
     e = _settings(plan)
     job = _job_of(error, prepared)
-    seconds = _seconds(job, {})
+    # PrepareEvaluation refused before creating the job (EvaluationNotPrepared: no request): no job, no cost.
+    created = bool(prepared.get("request"))
+    seconds = _seconds(job, {}) if created else 0.0
     cause = _cause(error, job)
     record = {
         evaluation_gate.FAILURE_KEY: {
@@ -194,7 +197,7 @@ def failed(plan: Plan, prepared: dict[str, Any], error: dict[str, Any]) -> dict[
         "target": _target(e),
         "champion": prepared.get("champion"),
         "job": {
-            "name": e.processing_job_name,
+            "name": e.processing_job_name if created else None,
             "instance_type": e.instance_type,
             "instance_count": e.instance_count,
             "seconds": seconds,
