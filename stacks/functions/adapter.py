@@ -190,9 +190,7 @@ class AdapterFunction(PipelineFunction):
                 {"StringEquals": {**scope, **resource_tags}},
             ),
         ):
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=actions, resources=["*"], conditions=conditions)
-            )
+            self.allow(actions, ["*"], conditions)
         self._grant_scaling_dependencies(env, component)
 
     def _grant_scaling_dependencies(self, env: str, component: str) -> None:
@@ -206,22 +204,14 @@ class AdapterFunction(PipelineFunction):
                 f"TargetTracking-inference-component/{component}-*",
             )
         ]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
-                resources=alarms,
-            )
+        self.allow(
+            ["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
+            alarms,
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:UpdateInferenceComponentRuntimeConfig"],
-                resources=[
-                    stack.format_arn(
-                        service="sagemaker", resource="inference-component", resource_name=component
-                    )
-                ],
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
+        self.allow(
+            ["sagemaker:UpdateInferenceComponentRuntimeConfig"],
+            [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=component)],
+            owned_by(env, "aws:ResourceTag"),
         )
         grant_scaling_service_linked_role(self.role)
         acknowledge(
@@ -287,9 +277,7 @@ class AdapterFunction(PipelineFunction):
             (["states:ListExecutions"], [machine], None),
             (["states:DescribeExecution"], [executions], None),
         ):
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
-            )
+            self.allow(actions, resources, conditions)
         self._grant_reads(env)
         self._acknowledge(stack, versions, components, executions)
 
@@ -306,15 +294,10 @@ class AdapterFunction(PipelineFunction):
             "servicequotas:ListServiceQuotas",
             "servicequotas:ListAWSDefaultServiceQuotas",
         ]
-        self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
+        self.allow(unscoped, ["*"])
         # Before the base is made: what the environment's named endpoints run of its type (the quota).
         neighbours = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
-                resources=neighbours,
-            )
-        )
+        self.allow(["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"], neighbours)
 
     def _acknowledge(self, stack: cdk.Stack, versions: str, components: str, executions: str) -> None:
         for resource, reason in (

@@ -85,7 +85,7 @@ class DeployPrepareFunction(PipelineFunction):
             for prefix in (contract.ARTIFACTS_MODEL_METRICS_PREFIX, contract.ARTIFACTS_PROMOTED_PREFIX)
         ]
         documents = [f"{bucket}{artifacts_bucket_name}{key}" for key in keys]
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=documents))
+        self.allow(["s3:GetObject"], documents)
         for key in keys:
             acknowledge(
                 self.role,
@@ -112,7 +112,7 @@ class DeployPrepareFunction(PipelineFunction):
             (["states:ListExecutions"], [machine_arn]),
             (["states:DescribeExecution"], [executions]),
         ):
-            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            self.allow(actions, resources)
 
     def _acknowledge_reads(self, versions: str, hosting: list[str], parameters: str, executions: str) -> None:
         """cdk-nag's acknowledgements of the reads' ARNs that end in ``*``, each with its reason."""

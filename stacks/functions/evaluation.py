@@ -12,7 +12,6 @@ job itself is created and waited on by the state machine's role).
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
@@ -54,7 +53,7 @@ class EvaluationFunction(PipelineFunction):
             (["sagemaker:ListModelPackages"], ["*"]),
             (["s3:GetObject", "s3:PutObject"], [documents]),
         ):
-            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            self.allow(actions, resources)
         reasons = {
             hosting[
                 0

@@ -12,7 +12,6 @@ complete the waiting task and send to the failed-events queue.
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -52,16 +51,12 @@ class OnTrainingEventFunction(PipelineFunction):
         # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
         # listing is limited to the token prefix, so a duplicate event finds "no waiting task".
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[f"arn:{cdk.Stack.of(self).partition}:s3:::{artifacts_bucket_name}"],
-                conditions={"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
-            )
+        self.allow(
+            ["s3:ListBucket"],
+            [f"arn:{cdk.Stack.of(self).partition}:s3:::{artifacts_bucket_name}"],
+            {"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
         )
         job_arn = sagemaker_arn(self, "training-job")
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
-        )
+        self.allow(["sagemaker:DescribeTrainingJob"], [job_arn])
         training_task.grant_complete_task(self.role)
         acknowledge_run_time_names(self.role, [job_arn])
