@@ -34,6 +34,7 @@ from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
     PipelineFunction,
+    allow,
     colon_arn,
     deploy_arn,
     grant_artifacts,
@@ -77,13 +78,7 @@ def grant_invoke_adapters(role: iam.IRole, env: str) -> None:
     adapter): the reference lists inference-component as a resource type of InvokeEndpoint beside the endpoint,
     which the role already has; on the components' environment tags."""
     components = components_arn(cast(Construct, role), env)
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:InvokeEndpoint"],
-            resources=[components],
-            conditions=owned_by(env, "aws:ResourceTag"),
-        )
-    )
+    allow(role, ["sagemaker:InvokeEndpoint"], [components], owned_by(env, "aws:ResourceTag"))
     acknowledge(
         role,
         f"AwsSolutions-IAM5[Resource::{rendered(cdk.Stack.of(cast(Construct, role)), components)}]",

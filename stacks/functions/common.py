@@ -219,7 +219,9 @@ def allow(
     role: iam.IRole, actions: list[str], resources: list[str], conditions: Mapping[str, Any] | None = None
 ) -> None:
     """One statement in ``role``'s policy: ``actions`` on ``resources``, under ``conditions`` where given."""
-    role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
+    )
 
 
 def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
