@@ -14,7 +14,14 @@ RUNTIME = ROOT / "lambda" / "pipeline" / "pipeline_lambdas"
 # Shared by the components, not one of them (each named like the runtime module whose grants it holds).
 SHARED = {"__init__", "common", "training_task"}
 # Calls that grant or acknowledge: only components (and common.py's helpers for them) make them.
-GRANTING = {"allow", "add_to_policy", "add_to_principal_policy", "add_to_principal", "acknowledge", "grant_write"}
+GRANTING = {
+    "allow",
+    "add_to_policy",
+    "add_to_principal_policy",
+    "add_to_principal",
+    "acknowledge",
+    "grant_write",
+}
 
 
 def _handler_modules() -> set[str]:
