@@ -105,7 +105,6 @@ class AdapterFunction(PipelineFunction):
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
         named_endpoints: tuple[str, ...] = (),
-        artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
         env = settings.env_name
@@ -133,7 +132,7 @@ class AdapterFunction(PipelineFunction):
         self._env = env
         self._grant(env)
         self._grant_retire(env)
-        self._grant_artifact_reads(artifacts_bucket_name)
+        self._grant_artifact_reads(settings.artifacts_bucket_name)
         if base.scale_to_zero.enabled:
             self._grant_scale_to_zero(env)
 

@@ -122,6 +122,8 @@ class FunctionSettings:
     env_name: str
     code: lambda_.Code
     role_factory: RoleFactory
+    #: The environment's artifacts bucket (the Data stack's; a token until deploy time).
+    artifacts_bucket_name: str
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY
     #: cdk.json endpoint_ttl_hours: how long the endpoints the environment creates live (None: no expiry).

@@ -47,7 +47,6 @@ class DeployPrepareFunction(PipelineFunction):
         settings: FunctionSettings,
         execution_role: iam.IRole,
         endpoints: tuple[deployments.EndpointSettings, ...],
-        artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(
@@ -72,7 +71,7 @@ class DeployPrepareFunction(PipelineFunction):
         # The fleet's endpoint-usage quota, read before anything starts.
         grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
         self._acknowledge_reads(versions, hosting, parameters, executions)
-        self._grant_statistics_reads(artifacts_bucket_name)
+        self._grant_statistics_reads(settings.artifacts_bucket_name)
 
     def _grant_statistics_reads(self, artifacts_bucket_name: str) -> None:
         """GetObject of the versions' statistics documents only (the evaluation the gate reads): a version's

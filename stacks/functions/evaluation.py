@@ -31,17 +31,13 @@ class EvaluationFunction(PipelineFunction):
 
     RUNTIME_MODULE = "evaluation"
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, artifacts_bucket_name: str
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
         super().__init__(scope, construct_id, settings)
         env, stack = settings.env_name, cdk.Stack.of(self)
         versions = versions_arn(self, env)
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         components = components_arn(self, env)
-        documents = (
-            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_EVALUATIONS_PREFIX}*"
-        )
+        documents = f"arn:{stack.partition}:s3:::{settings.artifacts_bucket_name}/{contract.ARTIFACTS_EVALUATIONS_PREFIX}*"
         for actions, resources in (
             (
                 ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
@@ -76,7 +72,7 @@ class EvaluationFunction(PipelineFunction):
         )
         acknowledge_artifacts(
             self.role,
-            artifacts_bucket_name,
+            settings.artifacts_bucket_name,
             contract.ARTIFACTS_EVALUATIONS_PREFIX,
             "Each run's evaluation document and its wrapper are at evaluations/<execution>/ (named at run time) "
             "of this environment's artifacts bucket only.",

@@ -37,14 +37,13 @@ class LaunchFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         grant_pass_role: PassRoleGrant,
     ) -> None:
         super().__init__(
             scope,
             construct_id,
             settings,
-            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            environment={"ARTIFACTS_BUCKET": settings.artifacts_bucket_name},
         )
         job_arn = run_arn(self, "training-job", settings.env_name)  # <env>-*: this environment's jobs only
         self.allow(
@@ -54,7 +53,7 @@ class LaunchFunction(PipelineFunction):
         )
         # Launch's idempotency check reads the job and its tags (adopted only when this env and execution's).
         self.allow(["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], [job_arn])
-        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:PutObject"])
+        training_task.grant_tokens(self.role, settings.artifacts_bucket_name, ["s3:PutObject"])
         training_task.grant_complete_task(self.role)
         grant_pass_role(self.role)
         acknowledge_run_time_names(self.role, [job_arn])

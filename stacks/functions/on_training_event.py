@@ -36,24 +36,25 @@ class OnTrainingEventFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(
             scope,
             construct_id,
             settings,
-            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            environment={"ARTIFACTS_BUCKET": settings.artifacts_bucket_name},
             # EventBridge invokes it asynchronously: an event it failed on must leave a trace.
             dead_letter_queue=failed_events,
         )
-        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"])
+        training_task.grant_tokens(
+            self.role, settings.artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"]
+        )
         # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
         # listing is limited to the token prefix, so a duplicate event finds "no waiting task".
         self.allow(
             ["s3:ListBucket"],
-            [f"arn:{cdk.Stack.of(self).partition}:s3:::{artifacts_bucket_name}"],
+            [f"arn:{cdk.Stack.of(self).partition}:s3:::{settings.artifacts_bucket_name}"],
             {"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
         )
         job_arn = sagemaker_arn(self, "training-job")

@@ -61,7 +61,7 @@ class PromoteFunction(PipelineFunction):
             environment=_environment(
                 stack,
                 o.source,
-                o.artifacts_bucket_name,
+                settings.artifacts_bucket_name,
                 o.image_catalog,
                 o.model_approval,
                 o.allowed_image_registries,
@@ -71,8 +71,8 @@ class PromoteFunction(PipelineFunction):
         )
         grant_registry(self.role, settings.env_name, o.model_approval)
         source_versions, source_keys = self._grant_source_reads(o.source)
-        self._grant_promoted_writes(o.artifacts_bucket_name)
-        self._acknowledge(source_versions, source_keys, o.artifacts_bucket_name)
+        self._grant_promoted_writes(settings.artifacts_bucket_name)
+        self._acknowledge(source_versions, source_keys, settings.artifacts_bucket_name)
 
     def _grant_source_reads(self, source: PromotionPeer) -> tuple[str, list[str]]:
         """DescribeModelPackage on the source's versions, GetObject on its training outputs and metrics

@@ -42,7 +42,6 @@ class RegisterFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         model_approval: str = registry.DEFAULT_APPROVAL,
         promote_role_arns: tuple[str, ...] = (),
     ) -> None:
@@ -55,7 +54,7 @@ class RegisterFunction(PipelineFunction):
             construct_id,
             settings,
             environment={
-                "ARTIFACTS_BUCKET": artifacts_bucket_name,
+                "ARTIFACTS_BUCKET": settings.artifacts_bucket_name,
                 "MODEL_APPROVAL_STATUS": model_approval,
                 # Only where an environment in another account promotes from this one (register.share_group).
                 **({"PROMOTE_ROLE_ARNS": ",".join(promote_role_arns)} if promote_role_arns else {}),
@@ -67,7 +66,7 @@ class RegisterFunction(PipelineFunction):
             self.allow(["sagemaker:PutModelPackageGroupPolicy"], [group_arn])
         grant_artifacts(
             self.role,
-            artifacts_bucket_name,
+            settings.artifacts_bucket_name,
             ["s3:PutObject"],
             contract.ARTIFACTS_MODEL_METRICS_PREFIX,
             "Each registered version's metrics document is written at model-metrics/<execution>/metrics.json "
