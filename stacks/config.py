@@ -101,14 +101,13 @@ class PromotionPeer:
 
 @dataclass(frozen=True, kw_only=True)
 class PromoteOptions:
-    """What a target environment's Promote function is made of (its cdk.json settings and its bucket), given
+    """What a target environment's Promote function is made of (its cdk.json settings), given
     by the stack to ``Promotion``, which makes the function with them (stacks/functions/promote.py)."""
 
     #: The environment promoted from.
     source: PromotionPeer
     #: The source is deployed to another account than this one (the role then gets its fixed name).
     cross_account: bool
-    artifacts_bucket_name: str
     #: This environment's image catalog (the Plan's).
     image_catalog: dict[str, Any]
     model_approval: str = registry.DEFAULT_APPROVAL

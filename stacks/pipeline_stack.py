@@ -243,7 +243,6 @@ class PipelineStack(Stack):
             execution_role=self.execution_role,
             grant_pass_role=self.grant_pass_execution_role,
             named_endpoints=tuple(e.name for e in self.config.endpoints),
-            artifacts_bucket_name=self.artifacts_bucket.bucket_name,
             evaluation_gate=self.config.evaluation_gate,
         )
         grant_invoke_adapters(self.pipeline_lambdas.smoke_test.role, self.config.name)
@@ -308,7 +307,6 @@ class PipelineStack(Stack):
             options=PromoteOptions(
                 source=source,
                 cross_account=self.config.in_other_account(source),
-                artifacts_bucket_name=self.artifacts_bucket.bucket_name,
                 image_catalog=self.image_catalog,
                 model_approval=self.config.model_approval,
                 evaluation_gate=self.config.evaluation_gate,

@@ -36,7 +36,7 @@ from hfpipe.core.adapters.adapter_plan import (
     AdapterPlan,
 )
 from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
-from stacks.constructs.workflow import lambda_task, retry, standard_workflow
+from stacks.constructs.workflow import RUNNING, fail_with, lambda_task, retry, standard_workflow
 from stacks.functions.adapter import BAKE_PROBES, BAKE_SECONDS, AdapterFunction
 from stacks.functions.common import handler_of
 
@@ -79,7 +79,7 @@ class AdapterStateMachine(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._functions = functions
-        failed = sfn.Fail(self, "Failed", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        failed = fail_with(self, "Failed", ERROR)
         way_back = self._way_back(failed)
         action = (
             sfn.Choice(self, "Action?")
@@ -102,8 +102,7 @@ class AdapterStateMachine(Construct):
         payload = {
             "step": step,
             "input": J.object_at("$$.Execution.Input"),
-            "execution_name": J.string_at("$$.Execution.Name"),
-            "state_machine": J.string_at("$$.StateMachine.Id"),
+            **RUNNING,
             **extra,
         }
         state = lambda_task(
@@ -120,7 +119,7 @@ class AdapterStateMachine(Construct):
         return self._step(cid, step, result_path, waits=waits, plan=J.object_at(PLAN), **fields)
 
     def _deploy(self, way_back: sfn.IChainable, failed: sfn.Fail) -> sfn.Chain:
-        refused = sfn.Fail(self, "Refused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        refused = fail_with(self, "Refused", ERROR)
         # The execution's start: what of the base was made since is this execution's (retired on its way back
         # when no adapter remains), however often Apply was retried while the base came up.
         apply = self._step("Apply", "apply", PLAN, waits=True, started=J.string_at("$$.Execution.StartTime"))
@@ -205,7 +204,7 @@ class AdapterStateMachine(Construct):
         return back.next(settled).next(failed)
 
     def _delete(self) -> sfn.Chain:
-        refused = sfn.Fail(self, "DeleteRefused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        refused = fail_with(self, "DeleteRefused", ERROR)
         delete = self._step("Delete", "delete", DELETED.root)
         delete.add_catch(refused, errors=["States.ALL"], result_path=ERROR)
         gone = self._step(
@@ -214,7 +213,7 @@ class AdapterStateMachine(Construct):
         return delete.next(gone).next(sfn.Succeed(self, "Deleted", output_path=DELETED.root))
 
     def _retire(self) -> sfn.Chain:
-        refused = sfn.Fail(self, "RetireRefused", error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        refused = fail_with(self, "RetireRefused", ERROR)
         retire = self._step("Retire", "retire", RETIRED.root, waits=True)
         retire.add_catch(refused, errors=["States.ALL"], result_path=ERROR)
         return retire.next(sfn.Succeed(self, "Retired", output_path=RETIRED.root))

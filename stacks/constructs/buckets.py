@@ -33,17 +33,11 @@ class PipelineBuckets(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._retain = retain
-        abort_uploads = s3.LifecycleRule(
-            id="AbortIncompleteMultipartUploads",
-            abort_incomplete_multipart_upload_after=Duration.days(INCOMPLETE_UPLOAD_DAYS),
-        )
+        self._noncurrent_days = noncurrent_version_expiration_days
         self.access_logs_bucket = self._bucket(
             "AccessLogsBucket",
-            versioned=False,
-            lifecycle_rules=[
-                abort_uploads,
-                s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(access_log_expiration_days)),
-            ],
+            None,
+            s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(access_log_expiration_days)),
         )
         acknowledge(
             self.access_logs_bucket,
@@ -51,40 +45,31 @@ class PipelineBuckets(Construct):
             "This is the server access log bucket; logging its own accesses into itself would loop.",
         )
         checkov.access_log_bucket(self.access_logs_bucket)
-        noncurrent = s3.LifecycleRule(
-            id="ExpireNoncurrentVersions",
-            noncurrent_version_expiration=Duration.days(noncurrent_version_expiration_days),
-        )
-        self.data_bucket = self._bucket(
-            "DataBucket",
-            versioned=True,
-            server_access_logs_prefix="data/",
-            lifecycle_rules=[abort_uploads, noncurrent],
-        )
+        self.data_bucket = self._bucket("DataBucket", "data/")
         self.artifacts_bucket = self._bucket(
             "ArtifactsBucket",
-            versioned=True,
-            server_access_logs_prefix="artifacts/",
-            lifecycle_rules=[
-                abort_uploads,
-                noncurrent,
-                # Checkpoints only matter until the job that wrote them finishes (spot resumes read them).
-                s3.LifecycleRule(
-                    id="ExpireCheckpoints",
-                    prefix=ARTIFACTS_CHECKPOINTS_PREFIX,
-                    expiration=Duration.days(checkpoint_expiration_days),
-                ),
-            ],
+            "artifacts/",
+            # Checkpoints only matter until the job that wrote them finishes (spot resumes read them).
+            s3.LifecycleRule(
+                id="ExpireCheckpoints",
+                prefix=ARTIFACTS_CHECKPOINTS_PREFIX,
+                expiration=Duration.days(checkpoint_expiration_days),
+            ),
         )
 
-    def _bucket(
-        self,
-        construct_id: str,
-        *,
-        versioned: bool,
-        lifecycle_rules: list[s3.LifecycleRule],
-        server_access_logs_prefix: str | None = None,
-    ) -> s3.Bucket:
+    def _bucket(self, construct_id: str, logs_prefix: str | None, *rules: s3.LifecycleRule) -> s3.Bucket:
+        """A bucket whose accesses are logged under ``logs_prefix`` and which is versioned (its noncurrent
+        versions expire), or, without a prefix, the access-log bucket itself (neither); incomplete uploads
+        are aborted in each, then ``rules`` apply."""
+        versioned = logs_prefix is not None
+        abort = s3.LifecycleRule(
+            id="AbortIncompleteMultipartUploads",
+            abort_incomplete_multipart_upload_after=Duration.days(INCOMPLETE_UPLOAD_DAYS),
+        )
+        noncurrent = s3.LifecycleRule(
+            id="ExpireNoncurrentVersions",
+            noncurrent_version_expiration=Duration.days(self._noncurrent_days),
+        )
         return s3.Bucket(
             self,
             construct_id,
@@ -94,9 +79,9 @@ class PipelineBuckets(Construct):
             minimum_tls_version=1.2,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=versioned,
-            lifecycle_rules=lifecycle_rules,
-            server_access_logs_bucket=self.access_logs_bucket if server_access_logs_prefix else None,
-            server_access_logs_prefix=server_access_logs_prefix,
+            lifecycle_rules=[abort, noncurrent, *rules] if versioned else [abort, *rules],
+            server_access_logs_bucket=self.access_logs_bucket if versioned else None,
+            server_access_logs_prefix=logs_prefix,
             removal_policy=RemovalPolicy.RETAIN if self._retain else RemovalPolicy.DESTROY,
             auto_delete_objects=not self._retain,
         )

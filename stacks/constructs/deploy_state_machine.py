@@ -35,11 +35,13 @@ from stacks.constructs.workflow import (
     CAPACITY_ATTEMPTS,
     CAPACITY_RETRY_INTERVAL,
     RETRY_INTERVAL,
+    RUNNING,
     SAGEMAKER_OPTIMIZED_ERRORS,
     SAGEMAKER_SDK_ERRORS,
     THROTTLING_ATTEMPTS,
     Retryable,
     describe_sagemaker,
+    fail_with,
     lambda_task,
     retry,
     retry_sagemaker,
@@ -128,7 +130,7 @@ class DeployStateMachine(Construct):
         return lambda_task(self, cid, function, result_path, sfn.TaskInput.from_object(payload))
 
     def _fail(self, cid: str) -> sfn.Fail:
-        return sfn.Fail(self, cid, error_path=f"{ERROR}.Error", cause_path=f"{ERROR}.Cause")
+        return fail_with(self, cid, ERROR)
 
     def _catch(self, state: Retryable) -> None:
         state.add_catch(self._cleanup, errors=["States.ALL"], result_path=ERROR)
@@ -167,13 +169,9 @@ class DeployStateMachine(Construct):
         bound). A refusal ends at Refused with nothing created."""
         refused = self._fail("Refused")
         # One deploy at a time per endpoint: Prepare lists this state machine's running executions.
-        running = {
-            "execution_name": J.string_at(EXECUTION_NAME),
-            "state_machine": J.string_at("$$.StateMachine.Id"),
-        }
         again = {"input": J.object_at(P("input")), "alarm_wait": J.object_at(P("alarm_wait"))}
         prepare, prepare_again = (
-            self._invoke(cid, "deploy_prepare", P(), {**payload, **running})
+            self._invoke(cid, "deploy_prepare", P(), {**payload, **RUNNING})
             for cid, payload in (("Prepare", {"input": J.object_at("$")}), ("PrepareAgain", again))
         )
         for state in (prepare, prepare_again):
@@ -285,11 +283,7 @@ class DeployStateMachine(Construct):
             "SweepLeftovers",
             "deploy_cleanup",
             "$.swept",
-            {
-                "sweep": J.object_at(P()),
-                "execution_name": J.string_at(EXECUTION_NAME),
-                "state_machine": J.string_at("$$.StateMachine.Id"),
-            },
+            {"sweep": J.object_at(P()), **RUNNING},
         )
         sweep.add_catch(deployed, errors=["States.ALL"], result_path="$.sweep_error")
         record.next(sweep).next(deployed)

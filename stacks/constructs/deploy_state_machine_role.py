@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
 from stacks.constructs.endpoint_alarms import EndpointAlarms
-from stacks.constructs.state_machine_role import acknowledge_cdk_grants, depend_on_policy_only
-from stacks.functions.common import PassRoleGrant, deploy_arn, owned_by
+from stacks.constructs.state_machine_role import CREATE_HOSTING, acknowledge_cdk_grants, depend_on_policy_only
+from stacks.functions.common import PassRoleGrant, allow, deploy_arn, owned_by
 from stacks.nag import acknowledge, rendered
 
 
@@ -30,24 +29,13 @@ def grant_deploy(
     role = machine.role
     hosting = [deploy_arn(machine, r, env_name) for r in ("model", "endpoint-config", "endpoint")]
     for actions, resources, conditions in (
-        (
-            [
-                "sagemaker:CreateModel",
-                "sagemaker:CreateEndpointConfig",
-                "sagemaker:CreateEndpoint",
-                "sagemaker:AddTags",
-            ],
-            hosting,
-            owned_by(env_name, "aws:RequestTag"),
-        ),
+        (CREATE_HOSTING, hosting, owned_by(env_name, "aws:RequestTag")),
         # The endpoint and both configs (the new one; the previous one when putting it back).
         (["sagemaker:UpdateEndpoint"], hosting[1:], owned_by(env_name, "aws:ResourceTag")),
         # CreateEndpoint reads the endpoint config, CreateEndpointConfig the model.
         (["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"], hosting[:2], None),
     ):
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
-        )
+        allow(role, actions, resources, conditions)
     grant_pass_role(role)
     alarms.grant_describe(role)
     for resource in hosting:

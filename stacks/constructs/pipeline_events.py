@@ -48,36 +48,37 @@ class PipelineEvents(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
 
-        def target(function: lambda_.IFunction) -> targets.LambdaFunction:
-            return targets.LambdaFunction(
-                function, retry_attempts=8, max_event_age=MAX_EVENT_AGE, dead_letter_queue=failed_events
+        def rule(
+            cid: str, what: str, source: str, detail_type: str, detail: dict, function: lambda_.IFunction
+        ) -> events.Rule:
+            return events.Rule(
+                self,
+                cid,
+                description=f"hfpipe {env_name}: {what}",
+                event_pattern=events.EventPattern(source=[source], detail_type=[detail_type], detail=detail),
+                targets=[
+                    targets.LambdaFunction(
+                        function,
+                        retry_attempts=8,
+                        max_event_age=MAX_EVENT_AGE,
+                        dead_letter_queue=failed_events,
+                    )
+                ],
             )
 
-        self.training_rule = events.Rule(
-            self,
+        self.training_rule = rule(
             "TrainingJobStateChange",
-            description=f"hfpipe {env_name}: training jobs that ended -> OnTrainingEvent (completes Launch)",
-            event_pattern=events.EventPattern(
-                source=["aws.sagemaker"],
-                detail_type=["SageMaker Training Job State Change"],
-                detail={
-                    "TrainingJobStatus": TRAINING_FINAL_STATUSES,
-                    "TrainingJobName": [{"prefix": f"{env_name}-"}],
-                },
-            ),
-            targets=[target(on_training_event)],
+            "training jobs that ended -> OnTrainingEvent (completes Launch)",
+            "aws.sagemaker",
+            "SageMaker Training Job State Change",
+            {"TrainingJobStatus": TRAINING_FINAL_STATUSES, "TrainingJobName": [{"prefix": f"{env_name}-"}]},
+            on_training_event,
         )
-        self.execution_end_rule = events.Rule(
-            self,
+        self.execution_end_rule = rule(
             "ExecutionEnded",
-            description=f"hfpipe {env_name}: executions that timed out, were stopped or failed -> Cleanup",
-            event_pattern=events.EventPattern(
-                source=["aws.states"],
-                detail_type=["Step Functions Execution Status Change"],
-                detail={
-                    "status": EXECUTION_ABNORMAL_STATUSES,
-                    "stateMachineArn": [state_machine.state_machine_arn],
-                },
-            ),
-            targets=[target(cleanup)],
+            "executions that timed out, were stopped or failed -> Cleanup",
+            "aws.states",
+            "Step Functions Execution Status Change",
+            {"status": EXECUTION_ABNORMAL_STATUSES, "stateMachineArn": [state_machine.state_machine_arn]},
+            cleanup,
         )

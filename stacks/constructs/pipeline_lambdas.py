@@ -109,6 +109,7 @@ class PipelineLambdas(Construct):
             env_name=env_name,
             code=code_asset(),
             role_factory=role_factory,
+            artifacts_bucket_name=artifacts_bucket_name,
             log_retention=log_retention,
             removal_policy=removal_policy,
             endpoint_ttl_hours=endpoint_ttl_hours,
@@ -117,16 +118,15 @@ class PipelineLambdas(Construct):
             execution_role=execution_role,
             sourcedir_uri=sourcedir_uri,
             data_bucket_name=data_bucket_name,
-            artifacts_bucket_name=artifacts_bucket_name,
             image_catalog=image_catalog,
             grant_pass_role=grant_pass_role,
             default_poll_seconds=default_poll_seconds,
             allowed_s3_buckets=allowed_s3_buckets,
             allowed_image_registries=allowed_image_registries,
         )
-        self._add_closing_functions(topic, state_machine_arn, failed_events, artifacts_bucket_name)
-        self._add_registry_functions(artifacts_bucket_name, model_approval, promote_role_arns)
-        self._add_deploy_functions(execution_role, endpoints, artifacts_bucket_name, evaluation_gate)
+        self._add_closing_functions(topic, state_machine_arn, failed_events)
+        self._add_registry_functions(model_approval, promote_role_arns)
+        self._add_deploy_functions(execution_role, endpoints, evaluation_gate)
         self._index_components()
 
     def _add_training_functions(
@@ -135,7 +135,6 @@ class PipelineLambdas(Construct):
         execution_role: iam.IRole,
         sourcedir_uri: str,
         data_bucket_name: str,
-        artifacts_bucket_name: str,
         image_catalog: dict[str, Any],
         grant_pass_role: PassRoleGrant,
         default_poll_seconds: int,
@@ -150,7 +149,6 @@ class PipelineLambdas(Construct):
             execution_role=execution_role,
             sourcedir_uri=sourcedir_uri,
             data_bucket_name=data_bucket_name,
-            artifacts_bucket_name=artifacts_bucket_name,
             image_catalog=image_catalog,
             default_poll_seconds=default_poll_seconds,
             allowed_s3_buckets=allowed_s3_buckets,
@@ -160,14 +158,13 @@ class PipelineLambdas(Construct):
             self,
             "LaunchFunction",
             settings=self.settings,
-            artifacts_bucket_name=artifacts_bucket_name,
             grant_pass_role=grant_pass_role,
         )
         self.gate = GateFunction(self, "GateFunction", settings=self.settings)
         self.smoke_test = SmokeTestFunction(self, "SmokeTestFunction", settings=self.settings)
 
     def _add_closing_functions(
-        self, topic: sns.ITopic, state_machine_arn: str, failed_events: sqs.IQueue, artifacts_bucket_name: str
+        self, topic: sns.ITopic, state_machine_arn: str, failed_events: sqs.IQueue
     ) -> None:
         """Report and Cleanup (which notify ``topic``) and OnTrainingEvent: the two EventBridge invokes have
         ``failed_events`` as their dead-letter queue."""
@@ -184,31 +181,24 @@ class PipelineLambdas(Construct):
             self,
             "OnTrainingEventFunction",
             settings=self.settings,
-            artifacts_bucket_name=artifacts_bucket_name,
             failed_events=failed_events,
         )
 
-    def _add_registry_functions(
-        self, artifacts_bucket_name: str, model_approval: str, promote_role_arns: tuple[str, ...]
-    ) -> None:
+    def _add_registry_functions(self, model_approval: str, promote_role_arns: tuple[str, ...]) -> None:
         """Register, and the evaluation's steps whose result Register stores with the version."""
         self.register = RegisterFunction(
             self,
             "RegisterFunction",
             settings=self.settings,
-            artifacts_bucket_name=artifacts_bucket_name,
             model_approval=model_approval,
             promote_role_arns=promote_role_arns,
         )
-        self.evaluation = EvaluationFunction(
-            self, "EvaluationFunction", settings=self.settings, artifacts_bucket_name=artifacts_bucket_name
-        )
+        self.evaluation = EvaluationFunction(self, "EvaluationFunction", settings=self.settings)
 
     def _add_deploy_functions(
         self,
         execution_role: iam.IRole,
         endpoints: tuple[deployments.EndpointSettings, ...],
-        artifacts_bucket_name: str,
         evaluation_gate: str,
     ) -> None:
         """The deploy state machine's Prepare (with the evaluation gate), Record and Cleanup."""
@@ -218,7 +208,6 @@ class PipelineLambdas(Construct):
             settings=self.settings,
             execution_role=execution_role,
             endpoints=endpoints,
-            artifacts_bucket_name=artifacts_bucket_name,
             evaluation_gate=evaluation_gate,
         )
         self.deploy_record = DeployRecordFunction(self, "DeployRecordFunction", settings=self.settings)

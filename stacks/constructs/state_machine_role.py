@@ -11,8 +11,16 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 
 from hfpipe import contract
-from stacks.functions.common import PassRoleGrant, owned_by, run_arn
+from stacks.functions.common import PassRoleGrant, allow, owned_by, run_arn
 from stacks.nag import acknowledge, rendered, rendered_value
+
+#: A state machine's native tasks that make an endpoint: allowed with this environment's request tags only.
+CREATE_HOSTING = [
+    "sagemaker:CreateModel",
+    "sagemaker:CreateEndpointConfig",
+    "sagemaker:CreateEndpoint",
+    "sagemaker:AddTags",
+]
 
 
 def grant_hosting(
@@ -29,39 +37,22 @@ def grant_hosting(
     stack = cdk.Stack.of(machine)
     role = machine.role
     hosting = [run_arn(machine, r, env_name) for r in ("model", "endpoint-config", "endpoint")]
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=[
-                "sagemaker:CreateModel",
-                "sagemaker:CreateEndpointConfig",
-                "sagemaker:CreateEndpoint",
-                "sagemaker:AddTags",
-            ],
-            resources=hosting,
-            conditions=owned_by(env_name, "aws:RequestTag"),
-        )
-    )
+    allow(role, CREATE_HOSTING, hosting, owned_by(env_name, "aws:RequestTag"))
     # TagKeptEndpoint: the keep tag alone, on this environment's own endpoints (resource tags). AddTags takes
     # aws:TagKeys and aws:RequestTag, and the endpoint resource type aws:ResourceTag (Service Authorization
     # Reference, Amazon SageMaker AI: https://docs.aws.amazon.com/service-authorization/latest/reference/
     # list_amazonsagemaker.html; tests/infra/test_iam_reference.py checks them against the reference).
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:AddTags"],
-            resources=[hosting[2]],
-            conditions={
-                **owned_by(env_name, "aws:ResourceTag"),
-                "ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_KEEP]},
-            },
-        )
+    allow(
+        role,
+        ["sagemaker:AddTags"],
+        [hosting[2]],
+        {
+            **owned_by(env_name, "aws:ResourceTag"),
+            "ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_KEEP]},
+        },
     )
     # CreateEndpoint reads the endpoint config and CreateEndpointConfig reads the model.
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
-            resources=hosting,
-        )
-    )
+    allow(role, ["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"], hosting)
     grant_pass_role(role)
     _acknowledge(stack, role, functions, hosting)
     depend_on_policy_only(machine)
@@ -138,9 +129,7 @@ def grant_evaluation(machine: sfn.StateMachine, env_name: str) -> None:
         (["sagemaker:StopProcessingJob"], [jobs], owned_by(env_name, "aws:ResourceTag")),
         (["events:PutTargets", "events:PutRule", "events:DescribeRule"], [rule], None),
     ):
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
-        )
+        allow(role, actions, resources, conditions)
     acknowledge(
         role,
         f"AwsSolutions-IAM5[Resource::{rendered(stack, jobs)}]",

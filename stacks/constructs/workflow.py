@@ -35,6 +35,11 @@ CAPACITY_RETRY_INTERVAL = cdk.Duration.seconds(60)
 CATCH_ALL_ATTEMPTS = 3
 THROTTLING_ATTEMPTS = 6
 CAPACITY_ATTEMPTS = 5
+#: The running execution, as the Lambdas that find what it (or an earlier one) made get it.
+RUNNING = {
+    "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
+    "state_machine": sfn.JsonPath.string_at("$$.StateMachine.Id"),
+}
 
 
 def retry(
@@ -130,3 +135,8 @@ def standard_workflow(
         tracing_enabled=True,
         logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
     )
+
+
+def fail_with(scope: Construct, cid: str, error: str) -> sfn.Fail:
+    """A Fail state that ends with the error a Catch kept at ``error`` (its {Error, Cause})."""
+    return sfn.Fail(scope, cid, error_path=f"{error}.Error", cause_path=f"{error}.Cause")

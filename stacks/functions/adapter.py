@@ -34,6 +34,7 @@ from stacks.functions.common import (
     FunctionSettings,
     PassRoleGrant,
     PipelineFunction,
+    allow,
     colon_arn,
     deploy_arn,
     grant_artifacts,
@@ -77,13 +78,7 @@ def grant_invoke_adapters(role: iam.IRole, env: str) -> None:
     adapter): the reference lists inference-component as a resource type of InvokeEndpoint beside the endpoint,
     which the role already has; on the components' environment tags."""
     components = components_arn(cast(Construct, role), env)
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:InvokeEndpoint"],
-            resources=[components],
-            conditions=owned_by(env, "aws:ResourceTag"),
-        )
-    )
+    allow(role, ["sagemaker:InvokeEndpoint"], [components], owned_by(env, "aws:ResourceTag"))
     acknowledge(
         role,
         f"AwsSolutions-IAM5[Resource::{rendered(cdk.Stack.of(cast(Construct, role)), components)}]",
@@ -110,7 +105,6 @@ class AdapterFunction(PipelineFunction):
         execution_role: iam.IRole,
         grant_pass_role: PassRoleGrant,
         named_endpoints: tuple[str, ...] = (),
-        artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
         env = settings.env_name
@@ -138,7 +132,7 @@ class AdapterFunction(PipelineFunction):
         self._env = env
         self._grant(env)
         self._grant_retire(env)
-        self._grant_artifact_reads(artifacts_bucket_name)
+        self._grant_artifact_reads(settings.artifacts_bucket_name)
         if base.scale_to_zero.enabled:
             self._grant_scale_to_zero(env)
 
@@ -190,9 +184,7 @@ class AdapterFunction(PipelineFunction):
                 {"StringEquals": {**scope, **resource_tags}},
             ),
         ):
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=actions, resources=["*"], conditions=conditions)
-            )
+            self.allow(actions, ["*"], conditions)
         self._grant_scaling_dependencies(env, component)
 
     def _grant_scaling_dependencies(self, env: str, component: str) -> None:
@@ -206,22 +198,14 @@ class AdapterFunction(PipelineFunction):
                 f"TargetTracking-inference-component/{component}-*",
             )
         ]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
-                resources=alarms,
-            )
+        self.allow(
+            ["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
+            alarms,
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:UpdateInferenceComponentRuntimeConfig"],
-                resources=[
-                    stack.format_arn(
-                        service="sagemaker", resource="inference-component", resource_name=component
-                    )
-                ],
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
+        self.allow(
+            ["sagemaker:UpdateInferenceComponentRuntimeConfig"],
+            [stack.format_arn(service="sagemaker", resource="inference-component", resource_name=component)],
+            owned_by(env, "aws:ResourceTag"),
         )
         grant_scaling_service_linked_role(self.role)
         acknowledge(
@@ -287,9 +271,7 @@ class AdapterFunction(PipelineFunction):
             (["states:ListExecutions"], [machine], None),
             (["states:DescribeExecution"], [executions], None),
         ):
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
-            )
+            self.allow(actions, resources, conditions)
         self._grant_reads(env)
         self._acknowledge(stack, versions, components, executions)
 
@@ -306,15 +288,10 @@ class AdapterFunction(PipelineFunction):
             "servicequotas:ListServiceQuotas",
             "servicequotas:ListAWSDefaultServiceQuotas",
         ]
-        self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
+        self.allow(unscoped, ["*"])
         # Before the base is made: what the environment's named endpoints run of its type (the quota).
         neighbours = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config")]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"],
-                resources=neighbours,
-            )
-        )
+        self.allow(["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"], neighbours)
 
     def _acknowledge(self, stack: cdk.Stack, versions: str, components: str, executions: str) -> None:
         for resource, reason in (

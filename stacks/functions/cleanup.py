@@ -16,7 +16,6 @@ publish the abnormal end's report to the notification topic, and send to the fai
 
 from __future__ import annotations
 
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -58,28 +57,24 @@ class CleanupFunction(PipelineFunction):
         hosting = [sagemaker_arn(self, r) for r in ("endpoint", "endpoint-config", "model")]
         job_arn = sagemaker_arn(self, "training-job")
         # Cleanup reads a resource (and its tags) before it decides; the delete itself is tag-conditioned.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DescribeEndpoint",
-                    "sagemaker:DescribeEndpointConfig",
-                    "sagemaker:DescribeModel",
-                    "sagemaker:DescribeTrainingJob",
-                    "sagemaker:ListTags",
-                ],
-                resources=[*hosting, job_arn],
-            )
+        self.allow(
+            [
+                "sagemaker:DescribeEndpoint",
+                "sagemaker:DescribeEndpointConfig",
+                "sagemaker:DescribeModel",
+                "sagemaker:DescribeTrainingJob",
+                "sagemaker:ListTags",
+            ],
+            [*hosting, job_arn],
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DeleteEndpoint",
-                    "sagemaker:DeleteEndpointConfig",
-                    "sagemaker:DeleteModel",
-                    "sagemaker:StopTrainingJob",
-                ],
-                resources=[*hosting, job_arn],
-                conditions=owned_by(settings.env_name, "aws:ResourceTag"),
-            )
+        self.allow(
+            [
+                "sagemaker:DeleteEndpoint",
+                "sagemaker:DeleteEndpointConfig",
+                "sagemaker:DeleteModel",
+                "sagemaker:StopTrainingJob",
+            ],
+            [*hosting, job_arn],
+            owned_by(settings.env_name, "aws:ResourceTag"),
         )
         acknowledge_run_time_names(self.role, [job_arn, *hosting])

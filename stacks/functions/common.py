@@ -122,6 +122,8 @@ class FunctionSettings:
     env_name: str
     code: lambda_.Code
     role_factory: RoleFactory
+    #: The environment's artifacts bucket (the Data stack's; a token until deploy time).
+    artifacts_bucket_name: str
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY
     #: cdk.json endpoint_ttl_hours: how long the endpoints the environment creates live (None: no expiry).
@@ -207,6 +209,21 @@ class PipelineFunction(Construct):
         self.function, self.role = pipeline_function(
             self, settings, runtime_module=self.RUNTIME_MODULE, **options
         )
+
+    def allow(
+        self, actions: list[str], resources: list[str], conditions: Mapping[str, Any] | None = None
+    ) -> None:
+        """One statement in the role's policy (``allow``)."""
+        allow(self.role, actions, resources, conditions)
+
+
+def allow(
+    role: iam.IRole, actions: list[str], resources: list[str], conditions: Mapping[str, Any] | None = None
+) -> None:
+    """One statement in ``role``'s policy: ``actions`` on ``resources``, under ``conditions`` where given."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=resources, conditions=conditions)
+    )
 
 
 def owned_by(env_name: str, condition_key: str) -> dict[str, dict[str, str]]:
@@ -349,36 +366,25 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool, als
     DescribeScalableTargets has no resource type and no condition key: it cannot be scoped. ``also``: the rest
     of the role's ``Resource::*`` acknowledgement (one per role), for its other actions on "*"."""
     tag_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": [contract.TAG_MANAGED_BY, contract.TAG_ENV]}}
-    role.add_to_policy(
-        iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
-    )
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["application-autoscaling:TagResource"],
-            resources=["*"],
-            conditions={**scaling_tagging(env_name), **tag_keys},
-        )
-    )
+    allow(role, ["application-autoscaling:DescribeScalableTargets"], ["*"])
+    allow(role, ["application-autoscaling:TagResource"], ["*"], {**scaling_tagging(env_name), **tag_keys})
     actions = ["application-autoscaling:DeregisterScalableTarget"]
     if register:
         actions += ["application-autoscaling:PutScalingPolicy"]
         # Registering (a new target, tagged in the same request) or updating (the same request, on a target
         # that is this environment's or, registered before targets were tagged, has no tags yet).
         tagging = scaling_tagging(env_name)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["application-autoscaling:RegisterScalableTarget"],
-                resources=["*"],
-                conditions={
-                    **tagging,
-                    "StringEquals": {**SCALING_SCOPE, **tagging["StringEquals"]},
-                    **tag_keys,
-                },
-            )
+        allow(
+            role,
+            ["application-autoscaling:RegisterScalableTarget"],
+            ["*"],
+            {
+                **tagging,
+                "StringEquals": {**SCALING_SCOPE, **tagging["StringEquals"]},
+                **tag_keys,
+            },
         )
-    role.add_to_policy(
-        iam.PolicyStatement(actions=actions, resources=["*"], conditions=scaling_tagged(env_name))
-    )
+    allow(role, actions, ["*"], scaling_tagged(env_name))
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::*]",
@@ -394,12 +400,11 @@ def grant_endpoint_scaling(role: iam.Role, env_name: str, *, register: bool, als
 def grant_hosting_deletes(role: iam.Role, env_name: str, hosting: list[str]) -> None:
     """DeleteEndpoint, DeleteEndpointConfig and DeleteModel of ``hosting`` (their ARNs), only where they carry
     this environment's tags."""
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
-            resources=hosting,
-            conditions=owned_by(env_name, "aws:ResourceTag"),
-        )
+    allow(
+        role,
+        ["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
+        hosting,
+        owned_by(env_name, "aws:ResourceTag"),
     )
 
 
@@ -407,19 +412,18 @@ def grant_scaling_service_linked_role(role: iam.Role) -> None:
     """CreateServiceLinkedRole of Application Auto Scaling's role for SageMaker (its first scalable target in
     an account makes it), that role only and for that service only."""
     stack = cdk.Stack.of(role)
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["iam:CreateServiceLinkedRole"],
-            resources=[
-                stack.format_arn(
-                    service="iam",
-                    region="",
-                    resource="role",
-                    resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
-                )
-            ],
-            conditions={"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
-        )
+    allow(
+        role,
+        ["iam:CreateServiceLinkedRole"],
+        [
+            stack.format_arn(
+                service="iam",
+                region="",
+                resource="role",
+                resource_name=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+            )
+        ],
+        {"StringEquals": {"iam:AWSServiceName": SCALING_SERVICE}},
     )
 
 
@@ -428,15 +432,14 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
     the endpoint and its config, the target tracking alarms, and the service-linked role."""
     stack = cdk.Stack.of(role)
     endpoints = [deploy_arn(role, r, env_name) for r in ("endpoint", "endpoint-config")]
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=[
-                "sagemaker:DescribeEndpoint",
-                "sagemaker:DescribeEndpointConfig",
-                "sagemaker:UpdateEndpointWeightsAndCapacities",
-            ],
-            resources=endpoints,
-        )
+    allow(
+        role,
+        [
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig",
+            "sagemaker:UpdateEndpointWeightsAndCapacities",
+        ],
+        endpoints,
     )
     # Target tracking alarms are named TargetTracking-<ResourceId>-AlarmHigh|AlarmLow-<id>.
     alarms = colon_arn(
@@ -445,11 +448,8 @@ def _grant_scaling_dependencies(role: iam.Role, env_name: str) -> None:
         "alarm",
         f"TargetTracking-endpoint/{contract.deployed_endpoint_name(env_name, '')}*",
     )
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
-            resources=[alarms],
-        )
+    allow(
+        role, ["cloudwatch:DescribeAlarms", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [alarms]
     )
     grant_scaling_service_linked_role(role)
     for resource, reason in (
@@ -475,12 +475,7 @@ def grant_quota_reads(role: iam.Role, reader: str, also: str = "") -> None:
     """Service Quotas' two list actions (hfpipe.core.run.quotas: applied values, then the AWS defaults of quotas
     that have none); neither has resource-level permissions, so the acknowledgement says why (``also``: the
     rest of the role's ``Resource::*`` acknowledgement, which is one per role)."""
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
-            resources=["*"],
-        )
-    )
+    allow(role, ["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"], ["*"])
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::*]",

@@ -11,7 +11,6 @@ with Application Auto Scaling; nothing else.
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
@@ -37,22 +36,14 @@ class DeployCleanupFunction(PipelineFunction):
         super().__init__(scope, construct_id, settings)
         env = settings.env_name
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel", "sagemaker:ListTags"],
-                resources=hosting,
-            )
+        self.allow(
+            ["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel", "sagemaker:ListTags"],
+            hosting,
         )
         grant_hosting_deletes(self.role, env, hosting)
         # The way back after a failed smoke test (deploy_way_back.py): UpdateEndpoint checks the endpoint and
         # the config it moves to, both tagged by this environment's deploys.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:UpdateEndpoint"],
-                resources=hosting[:2],
-                conditions=owned_by(env, "aws:ResourceTag"),
-            )
-        )
+        self.allow(["sagemaker:UpdateEndpoint"], hosting[:2], owned_by(env, "aws:ResourceTag"))
         self._grant_leftover_reads(env)
         grant_endpoint_scaling(
             self.role,
@@ -81,7 +72,7 @@ class DeployCleanupFunction(PipelineFunction):
             (["states:DescribeExecution"], [executions]),
             (["ssm:GetParameter"], [parameters]),
         ):
-            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            self.allow(actions, resources)
         stack = cdk.Stack.of(self)
         for resource, reason in (
             (

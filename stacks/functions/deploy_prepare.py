@@ -47,7 +47,6 @@ class DeployPrepareFunction(PipelineFunction):
         settings: FunctionSettings,
         execution_role: iam.IRole,
         endpoints: tuple[deployments.EndpointSettings, ...],
-        artifacts_bucket_name: str,
         evaluation_gate: str = "advisory",
     ) -> None:
         super().__init__(
@@ -72,7 +71,7 @@ class DeployPrepareFunction(PipelineFunction):
         # The fleet's endpoint-usage quota, read before anything starts.
         grant_quota_reads(self.role, "Prepare", " Application Auto Scaling: as the autoscaling grant says.")
         self._acknowledge_reads(versions, hosting, parameters, executions)
-        self._grant_statistics_reads(artifacts_bucket_name)
+        self._grant_statistics_reads(settings.artifacts_bucket_name)
 
     def _grant_statistics_reads(self, artifacts_bucket_name: str) -> None:
         """GetObject of the versions' statistics documents only (the evaluation the gate reads): a version's
@@ -88,7 +87,7 @@ class DeployPrepareFunction(PipelineFunction):
             for prefix in (contract.ARTIFACTS_MODEL_METRICS_PREFIX, contract.ARTIFACTS_PROMOTED_PREFIX)
         ]
         documents = [f"{bucket}{artifacts_bucket_name}{key}" for key in keys]
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=documents))
+        self.allow(["s3:GetObject"], documents)
         for key in keys:
             acknowledge(
                 self.role,
@@ -115,7 +114,7 @@ class DeployPrepareFunction(PipelineFunction):
             (["states:ListExecutions"], [machine_arn]),
             (["states:DescribeExecution"], [executions]),
         ):
-            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            self.allow(actions, resources)
 
     def _acknowledge_reads(self, versions: str, hosting: list[str], parameters: str, executions: str) -> None:
         """cdk-nag's acknowledgements of the reads' ARNs that end in ``*``, each with its reason."""

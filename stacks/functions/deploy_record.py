@@ -11,7 +11,6 @@ and scale the endpoints' variants with Application Auto Scaling; nothing else.
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
@@ -40,21 +39,19 @@ class DeployRecordFunction(PipelineFunction):
         env = settings.env_name
         endpoint = deploy_arn(self, "endpoint", env)
         parameters = deployment_parameters_arn(self, env)
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:AddTags"],
-                resources=[endpoint],
-                conditions={
-                    **owned_by(env, "aws:ResourceTag"),
-                    "ForAllValues:StringEquals": {"aws:TagKeys": RECORD_TAG_KEYS},
-                },
-            )
+        self.allow(
+            ["sagemaker:AddTags"],
+            [endpoint],
+            {
+                **owned_by(env, "aws:ResourceTag"),
+                "ForAllValues:StringEquals": {"aws:TagKeys": RECORD_TAG_KEYS},
+            },
         )
-        self.role.add_to_policy(iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[parameters]))
+        self.allow(["ssm:PutParameter"], [parameters])
         # What serves, read before recording (hfpipe.core.deploy.what_serves): the endpoint, its config (both among
         # the scaling grants' target-service actions) and the config's model.
         models = deploy_arn(self, "model", env)
-        self.role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeModel"], resources=[models]))
+        self.allow(["sagemaker:DescribeModel"], [models])
         grant_endpoint_scaling(self.role, env, register=True)
         acknowledge(
             self.role,

@@ -12,7 +12,6 @@ job itself is created and waited on by the state machine's role).
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe import contract
@@ -32,17 +31,13 @@ class EvaluationFunction(PipelineFunction):
 
     RUNTIME_MODULE = "evaluation"
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, settings: FunctionSettings, artifacts_bucket_name: str
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: FunctionSettings) -> None:
         super().__init__(scope, construct_id, settings)
         env, stack = settings.env_name, cdk.Stack.of(self)
         versions = versions_arn(self, env)
         hosting = [deploy_arn(self, r, env) for r in ("endpoint", "endpoint-config", "model")]
         components = components_arn(self, env)
-        documents = (
-            f"arn:{stack.partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_EVALUATIONS_PREFIX}*"
-        )
+        documents = f"arn:{stack.partition}:s3:::{settings.artifacts_bucket_name}/{contract.ARTIFACTS_EVALUATIONS_PREFIX}*"
         for actions, resources in (
             (
                 ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
@@ -54,7 +49,7 @@ class EvaluationFunction(PipelineFunction):
             (["sagemaker:ListModelPackages"], ["*"]),
             (["s3:GetObject", "s3:PutObject"], [documents]),
         ):
-            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            self.allow(actions, resources)
         reasons = {
             hosting[
                 0
@@ -77,7 +72,7 @@ class EvaluationFunction(PipelineFunction):
         )
         acknowledge_artifacts(
             self.role,
-            artifacts_bucket_name,
+            settings.artifacts_bucket_name,
             contract.ARTIFACTS_EVALUATIONS_PREFIX,
             "Each run's evaluation document and its wrapper are at evaluations/<execution>/ (named at run time) "
             "of this environment's artifacts bucket only.",

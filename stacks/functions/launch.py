@@ -9,7 +9,6 @@ role to SageMaker.
 
 from __future__ import annotations
 
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.functions import training_task
@@ -38,30 +37,23 @@ class LaunchFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         grant_pass_role: PassRoleGrant,
     ) -> None:
         super().__init__(
             scope,
             construct_id,
             settings,
-            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            environment={"ARTIFACTS_BUCKET": settings.artifacts_bucket_name},
         )
         job_arn = run_arn(self, "training-job", settings.env_name)  # <env>-*: this environment's jobs only
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
-                resources=[job_arn],
-                conditions=owned_by(settings.env_name, "aws:RequestTag"),
-            )
+        self.allow(
+            ["sagemaker:CreateTrainingJob", "sagemaker:AddTags"],
+            [job_arn],
+            owned_by(settings.env_name, "aws:RequestTag"),
         )
         # Launch's idempotency check reads the job and its tags (adopted only when this env and execution's).
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], resources=[job_arn]
-            )
-        )
-        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:PutObject"])
+        self.allow(["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], [job_arn])
+        training_task.grant_tokens(self.role, settings.artifacts_bucket_name, ["s3:PutObject"])
         training_task.grant_complete_task(self.role)
         grant_pass_role(self.role)
         acknowledge_run_time_names(self.role, [job_arn])

@@ -12,7 +12,6 @@ complete the waiting task and send to the failed-events queue.
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -37,31 +36,28 @@ class OnTrainingEventFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(
             scope,
             construct_id,
             settings,
-            environment={"ARTIFACTS_BUCKET": artifacts_bucket_name},
+            environment={"ARTIFACTS_BUCKET": settings.artifacts_bucket_name},
             # EventBridge invokes it asynchronously: an event it failed on must leave a trace.
             dead_letter_queue=failed_events,
         )
-        training_task.grant_tokens(self.role, artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"])
+        training_task.grant_tokens(
+            self.role, settings.artifacts_bucket_name, ["s3:GetObject", "s3:DeleteObject"]
+        )
         # Without s3:ListBucket a missing key reads as AccessDenied, not NoSuchKey
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, Permissions);
         # listing is limited to the token prefix, so a duplicate event finds "no waiting task".
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[f"arn:{cdk.Stack.of(self).partition}:s3:::{artifacts_bucket_name}"],
-                conditions={"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
-            )
+        self.allow(
+            ["s3:ListBucket"],
+            [f"arn:{cdk.Stack.of(self).partition}:s3:::{settings.artifacts_bucket_name}"],
+            {"StringLike": {"s3:prefix": f"{contract.ARTIFACTS_TASK_TOKENS_PREFIX}*"}},
         )
         job_arn = sagemaker_arn(self, "training-job")
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"], resources=[job_arn])
-        )
+        self.allow(["sagemaker:DescribeTrainingJob"], [job_arn])
         training_task.grant_complete_task(self.role)
         acknowledge_run_time_names(self.role, [job_arn])

@@ -37,7 +37,6 @@ class PlanFunction(PipelineFunction):
         execution_role: iam.IRole,
         sourcedir_uri: str,
         data_bucket_name: str,
-        artifacts_bucket_name: str,
         image_catalog: dict[str, Any],
         default_poll_seconds: int = 60,
         allowed_s3_buckets: tuple[str, ...] = (),
@@ -47,7 +46,7 @@ class PlanFunction(PipelineFunction):
             "EXECUTION_ROLE_ARN": execution_role.role_arn,
             "SOURCEDIR_URI": sourcedir_uri,
             "DATA_BUCKET": data_bucket_name,
-            "ARTIFACTS_BUCKET": artifacts_bucket_name,
+            "ARTIFACTS_BUCKET": settings.artifacts_bucket_name,
             "IMAGE_CATALOG": cdk.Stack.of(scope).to_json_string(image_catalog),
             "DEFAULT_POLL_SECONDS": str(default_poll_seconds),
             **settings.ttl_environment(),
@@ -62,7 +61,7 @@ class PlanFunction(PipelineFunction):
         # HeadObject is authorized by s3:GetObject (Amazon S3 API reference, HeadObject: "Permissions").
         grant_artifacts(
             self.role,
-            artifacts_bucket_name,
+            settings.artifacts_bucket_name,
             ["s3:GetObject"],
             contract.ARTIFACTS_SOURCES_PREFIX,
             "A recipe's own training source is uploaded at sources/<sha256>/sourcedir.tar.gz (the hash known at "

@@ -61,7 +61,7 @@ class PromoteFunction(PipelineFunction):
             environment=_environment(
                 stack,
                 o.source,
-                o.artifacts_bucket_name,
+                settings.artifacts_bucket_name,
                 o.image_catalog,
                 o.model_approval,
                 o.allowed_image_registries,
@@ -71,8 +71,8 @@ class PromoteFunction(PipelineFunction):
         )
         grant_registry(self.role, settings.env_name, o.model_approval)
         source_versions, source_keys = self._grant_source_reads(o.source)
-        self._grant_promoted_writes(o.artifacts_bucket_name)
-        self._acknowledge(source_versions, source_keys, o.artifacts_bucket_name)
+        self._grant_promoted_writes(settings.artifacts_bucket_name)
+        self._acknowledge(source_versions, source_keys, settings.artifacts_bucket_name)
 
     def _grant_source_reads(self, source: PromotionPeer) -> tuple[str, list[str]]:
         """DescribeModelPackage on the source's versions, GetObject on its training outputs and metrics
@@ -85,15 +85,13 @@ class PromoteFunction(PipelineFunction):
             resource="model-package",
             resource_name=f"{registry.group_prefix(source.name)}*/*",
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeModelPackage"], resources=[source_versions])
-        )
+        self.allow(["sagemaker:DescribeModelPackage"], [source_versions])
         # The source's artifacts bucket is named by CloudFormation at deploy time (<stack name>-<logical id>-
         # <suffix>, lower case): its stack's name is what is known here. The version names the bucket itself
         # (its ModelDataUrl); where the source is in another account, its bucket policy names the one bucket.
         source_buckets = f"arn:{stack.partition}:s3:::{promotion_access.source_bucket_prefix(source.name)}*"
         source_keys = [f"{source_buckets}/{prefix}*" for prefix in promotion_access.SOURCE_KEY_PREFIXES]
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=source_keys))
+        self.allow(["s3:GetObject"], source_keys)
         return source_versions, source_keys
 
     def _grant_promoted_writes(self, artifacts_bucket_name: str) -> None:
@@ -101,9 +99,7 @@ class PromoteFunction(PipelineFunction):
         partition = cdk.Stack.of(self).partition
         promoted = f"arn:{partition}:s3:::{artifacts_bucket_name}/{contract.ARTIFACTS_PROMOTED_PREFIX}*"
         # The managed copy's multipart upload is aborted when a part fails.
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"], resources=[promoted])
-        )
+        self.allow(["s3:PutObject", "s3:AbortMultipartUpload"], [promoted])
 
     def _acknowledge(self, source_versions: str, source_keys: list[str], artifacts_bucket_name: str) -> None:
         """cdk-nag's acknowledgements of the grants' ARNs that end in ``*``, each with its reason."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -99,16 +98,14 @@ class ReaperFunction(PipelineFunction):
     def _grant(self, env: str) -> None:
         """Reads of the environment's hosting and tags, deletes only with its tags, and the unscoped lists."""
         hosting = [arn(self, r, env) for arn in (run_arn, deploy_arn) for r in HOSTING]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:DescribeEndpoint",
-                    "sagemaker:DescribeEndpointConfig",
-                    "sagemaker:DescribeModel",
-                    "sagemaker:ListTags",
-                ],
-                resources=hosting,
-            )
+        self.allow(
+            [
+                "sagemaker:DescribeEndpoint",
+                "sagemaker:DescribeEndpointConfig",
+                "sagemaker:DescribeModel",
+                "sagemaker:ListTags",
+            ],
+            hosting,
         )
         grant_hosting_deletes(self.role, env, hosting)
         # What uses a config or model before one of ours goes: every endpoint's config and every config's
@@ -116,11 +113,7 @@ class ReaperFunction(PipelineFunction):
         # refuse one in use); read-only, on the two resource types (Service Authorization Reference).
         stack = cdk.Stack.of(self)
         everyone = [stack.format_arn(service="sagemaker", resource=r, resource_name="*") for r in HOSTING[:2]]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"], resources=everyone
-            )
-        )
+        self.allow(["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig"], everyone)
         for resource in everyone:
             acknowledge(
                 self.role,
@@ -136,7 +129,7 @@ class ReaperFunction(PipelineFunction):
             "sagemaker:ListInferenceComponents",
             "cloudwatch:GetMetricStatistics",
         ]
-        self.role.add_to_policy(iam.PolicyStatement(actions=unscoped, resources=["*"]))
+        self.allow(unscoped, ["*"])
         self._acknowledge(hosting)
         self._acknowledge_lists()
 
@@ -144,10 +137,8 @@ class ReaperFunction(PipelineFunction):
         """The shared base's adapters read at the act (its components), and its retirement started: the adapter
         state machine's StartExecution (Service Authorization Reference, Step Functions: on stateMachine)."""
         component = deploy_arn(self, "inference-component", env)
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:DescribeInferenceComponent"], resources=[component])
-        )
-        self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine]))
+        self.allow(["sagemaker:DescribeInferenceComponent"], [component])
+        self.allow(["states:StartExecution"], [machine])
         self._acknowledge([component])
 
     def _acknowledge(self, resources: list[str]) -> None:

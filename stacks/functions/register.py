@@ -19,6 +19,7 @@ from hfpipe.core.promotion import registry
 from stacks.functions.common import (
     FunctionSettings,
     PipelineFunction,
+    allow,
     grant_artifacts,
     owned_by,
 )
@@ -41,7 +42,6 @@ class RegisterFunction(PipelineFunction):
         construct_id: str,
         *,
         settings: FunctionSettings,
-        artifacts_bucket_name: str,
         model_approval: str = registry.DEFAULT_APPROVAL,
         promote_role_arns: tuple[str, ...] = (),
     ) -> None:
@@ -54,7 +54,7 @@ class RegisterFunction(PipelineFunction):
             construct_id,
             settings,
             environment={
-                "ARTIFACTS_BUCKET": artifacts_bucket_name,
+                "ARTIFACTS_BUCKET": settings.artifacts_bucket_name,
                 "MODEL_APPROVAL_STATUS": model_approval,
                 # Only where an environment in another account promotes from this one (register.share_group).
                 **({"PROMOTE_ROLE_ARNS": ",".join(promote_role_arns)} if promote_role_arns else {}),
@@ -63,12 +63,10 @@ class RegisterFunction(PipelineFunction):
         group_arn = grant_registry(self.role, settings.env_name, model_approval)
         if promote_role_arns:
             # share_group: the group's resource policy for Promote roles of environments in other accounts.
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=["sagemaker:PutModelPackageGroupPolicy"], resources=[group_arn])
-            )
+            self.allow(["sagemaker:PutModelPackageGroupPolicy"], [group_arn])
         grant_artifacts(
             self.role,
-            artifacts_bucket_name,
+            settings.artifacts_bucket_name,
             ["s3:PutObject"],
             contract.ARTIFACTS_MODEL_METRICS_PREFIX,
             "Each registered version's metrics document is written at model-metrics/<execution>/metrics.json "
@@ -103,31 +101,25 @@ def grant_registry(role: iam.Role, env_name: str, model_approval: str) -> str:
     version_arn = stack.format_arn(
         service="sagemaker", resource="model-package", resource_name=f"{prefix}*/*"
     )
-    role.add_to_policy(
-        iam.PolicyStatement(actions=["sagemaker:DescribeModelPackageGroup"], resources=[group_arn])
-    )
+    allow(role, ["sagemaker:DescribeModelPackageGroup"], [group_arn])
     # Creating a group with tags needs sagemaker:AddTags too (tag-on-create), conditioned like the creation.
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
-            resources=[group_arn],
-            conditions=owned_by(env_name, "aws:RequestTag"),
-        )
+    allow(
+        role,
+        ["sagemaker:CreateModelPackageGroup", "sagemaker:AddTags"],
+        [group_arn],
+        owned_by(env_name, "aws:RequestTag"),
     )
     # New versions only with the environment's approval status: a role of an environment that approves
     # by hand cannot register an Approved version (sagemaker:ModelApprovalStatus, a condition key of
     # CreateModelPackage in the Service Authorization Reference).
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:CreateModelPackage"],
-            resources=[group_arn, version_arn],
-            conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": model_approval}},
-        )
+    allow(
+        role,
+        ["sagemaker:CreateModelPackage"],
+        [group_arn, version_arn],
+        {"StringEquals": {"sagemaker:ModelApprovalStatus": model_approval}},
     )
-    role.add_to_policy(
-        iam.PolicyStatement(actions=["sagemaker:DescribeModelPackage"], resources=[version_arn])
-    )
-    role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:ListModelPackages"], resources=["*"]))
+    allow(role, ["sagemaker:DescribeModelPackage"], [version_arn])
+    allow(role, ["sagemaker:ListModelPackages"], ["*"])
     _acknowledge_registry(role, group_arn, version_arn)
     return group_arn
 

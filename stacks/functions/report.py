@@ -8,7 +8,6 @@ Its role may publish to that topic and read the log streams of SageMaker's train
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -32,13 +31,9 @@ class ReportFunction(PipelineFunction):
         # its log streams (Service Authorization Reference, Amazon CloudWatch Logs).
         stack = cdk.Stack.of(self)
         training_logs = colon_arn(stack, "logs", "log-group", TRAINING_LOG_GROUP)
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_logs])
-        )
+        self.allow(["logs:DescribeLogStreams"], [training_logs])
         training_streams = f"{training_logs}:log-stream:*"
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[training_streams])
-        )
+        self.allow(["logs:GetLogEvents"], [training_streams])
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{rendered(stack, training_streams)}]",

@@ -7,7 +7,6 @@ a shared base, also its inference components (stacks/functions/adapter.py, grant
 
 from __future__ import annotations
 
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hfpipe.core import limits
@@ -35,11 +34,9 @@ class SmokeTestFunction(PipelineFunction):
             timeout_seconds=limits.SMOKE_TEST_TIMEOUT_SECONDS,
         )
         endpoint_arn = sagemaker_arn(self, "endpoint")
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:InvokeEndpoint"],
-                resources=[endpoint_arn],
-                conditions=owned_by(settings.env_name, "aws:ResourceTag"),
-            )
+        self.allow(
+            ["sagemaker:InvokeEndpoint"],
+            [endpoint_arn],
+            owned_by(settings.env_name, "aws:ResourceTag"),
         )
         acknowledge_run_time_names(self.role, [endpoint_arn])

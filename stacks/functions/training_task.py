@@ -8,7 +8,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from hfpipe import contract
-from stacks.functions.common import grant_artifacts
+from stacks.functions.common import allow, grant_artifacts
 from stacks.nag import acknowledge
 
 
@@ -29,9 +29,7 @@ def grant_complete_task(role: iam.IRole) -> None:
     """states:SendTaskSuccess and SendTaskFailure (training_task.complete), with their acknowledgement."""
     # They take the task token, not an ARN: they support no resource-level permissions (Service
     # Authorization Reference, Step Functions).
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=["*"])
-    )
+    allow(role, ["states:SendTaskSuccess", "states:SendTaskFailure"], ["*"])
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::*]",

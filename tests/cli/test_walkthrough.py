@@ -8,6 +8,7 @@ and the moto account differ.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -62,6 +65,23 @@ def start_serving(argv: list[str], out_dir: Path) -> tuple[subprocess.Popen[str]
     return proc, printed, port
 
 
+@contextlib.contextmanager
+def serving(argv: list[str], out_dir: Path) -> Iterator[SimpleNamespace]:
+    """``start_serving``'s server (``proc``, ``printed``, ``port``) for the block, then Ctrl-C: it must stop
+    cleanly (exit 0); ``rest`` is what it printed after. Killed where the block fails."""
+    proc, printed, port = start_serving(argv, out_dir)
+    server = SimpleNamespace(proc=proc, printed=printed, port=port, rest="")
+    try:
+        yield server
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        server.rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, "".join(printed) + server.rest
+
+
 def chat_file(tmp_path: Path) -> Path:
     [printf] = re.findall(r"^printf '(.*)' > chat.txt$", doc_block("bloomz-local").text, flags=re.M)
     chat = tmp_path / "chat.txt"
@@ -89,8 +109,8 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
     out_dir = tmp_path / "runs"
     argv = [a for a in serve[1:]]
     argv[argv.index("--port") + 1] = "0"  # any free port; the server prints the one it got
-    proc, printed, port = start_serving(argv, out_dir)
-    try:
+    with serving(argv, out_dir) as server:
+        printed, port = server.printed, server.port
         assert port, "".join(printed)
         assert any("smoke test" in line for line in printed)
         assert any("training log (last lines)" in line for line in printed)  # the live view's log tail
@@ -118,15 +138,7 @@ def test_local_walkthrough_end_to_end(tmp_path: Path, capsys: Any) -> None:
         first, second = answer.splitlines()
         assert re.match(rf"answer from tiny-lora on http://127\.0\.0\.1:{port} in \d+\.\d ms$", first)
         assert second.startswith("summary: ")
-
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
-        rest, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, "".join(printed) + rest
-    assert rest.strip().endswith("stopped serving")
+    assert server.rest.strip().endswith("stopped serving")
 
 
 def test_aws_walkthrough_on_moto(deployed: Deployed, tmp_path: Path, capsys: Any) -> None:

@@ -6,7 +6,6 @@ stream a summary with `hfpipe invoke --stream`, then run the page's own `openai`
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from doc_blocks import doc_block
 from local_runs import check_finished_run
-from test_walkthrough import chat_file, start_serving
+from test_walkthrough import chat_file, serving
 
 from hfpipe.cli import main
 
@@ -35,11 +34,11 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
     chat = chat_file(tmp_path)
     argv = serve[1:]
     argv[argv.index("--port") + 1] = "0"
-    proc, printed, port = start_serving(argv, tmp_path / "runs")
-    try:
-        assert proc.stdout is not None and port, "".join(printed)
+    with serving(argv, tmp_path / "runs") as server:
+        printed, port, stdout = server.printed, server.port, server.proc.stdout
+        assert stdout is not None and port, "".join(printed)
         while not printed[-1].startswith("OpenAI-compatible") and len(printed) < 10_000:
-            printed.append(proc.stdout.readline())  # the lines after the address: how to send requests
+            printed.append(stdout.readline())  # the lines after the address: how to send requests
         text = "".join(printed)
         assert "serving.kind: vllm" in text  # the stand-in is named as a substitution
         # The full-size LoRA recipe's end-to-end local run (tests/training/test_local_substitutions.py lists
@@ -71,11 +70,3 @@ def test_the_section_serves_streams_and_answers_the_openai_client(tmp_path: Path
         # The client parsed the answer and every streamed chunk, or it would have raised (exit code 1). What
         # the random-weight model says is noise, possibly only whitespace, so the text is not checked.
         assert ran.returncode == 0, ran.stderr
-
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, "".join(printed) + rest

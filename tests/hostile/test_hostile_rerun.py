@@ -197,6 +197,19 @@ def interrupted(err: str) -> bool:
     return err.startswith("error: ") and err.count("\n") == 1 and "ThrottlingException" in err
 
 
+def interrupted_then_rerun(faults: Faults, cli: Run, n: int, *argv: str, may_run_on: bool = False) -> None:
+    """The command interrupted at its AWS call ``n`` (exit 1, one line saying so), then run again without faults:
+    it finishes (exit 0, nothing on stderr). ``may_run_on``: a fault there may be harmless (exit 0 at once)."""
+    faults.arm(n)
+    code, _, err = cli(*argv)
+    if may_run_on and code == 0:
+        return
+    assert code == 1 and interrupted(err), (n, faults.calls, err)
+    faults.arm(None)
+    code, _, err = cli(*argv)
+    assert (code, err) == (0, ""), (n, faults.calls[:n], err)
+
+
 def counted(faults: Faults, action: Callable[[], Any]) -> int:
     """How many AWS calls `action` makes without faults."""
     faults.arm(None)
@@ -251,12 +264,7 @@ def test_stop_every_interrupted_run_is_finished_by_a_rerun(
         name = f"stop-{n}"
         names = execution_resources(slow, name)
         running_execution(slow, name)
-        faults.arm(n)
-        code, _, err = cli("stop", name, "--env", "dev", "--yes")
-        assert code == 1 and interrupted(err), (n, faults.calls, err)
-        faults.arm(None)
-        code, _, err = cli("stop", name, "--env", "dev", "--yes")
-        assert (code, err) == (0, ""), (n, faults.calls[:n], err)
+        interrupted_then_rerun(faults, cli, n, "stop", name, "--env", "dev", "--yes")
         assert_ended(slow, name)
         assert_nothing_billing(names, keep)
 
@@ -273,12 +281,7 @@ def test_cleanup_every_interrupted_run_is_finished_by_a_rerun(
     assert total >= 10, faults.calls
     for n in range(1, total + 1):
         names = [execution_resources(environment, f"c{n}-{i}", job=False) for i in (1, 2)]
-        faults.arm(n)
-        code, _, err = cli("cleanup", "--env", "dev", "--yes")
-        assert code == 1 and interrupted(err), (n, faults.calls, err)
-        faults.arm(None)
-        code, _, err = cli("cleanup", "--env", "dev", "--yes")
-        assert (code, err) == (0, ""), (n, err)
+        interrupted_then_rerun(faults, cli, n, "cleanup", "--env", "dev", "--yes")
         for each in names:
             assert_nothing_billing(each, keep)
 
@@ -295,14 +298,9 @@ def test_endpoints_delete_every_interrupted_run_is_finished_by_a_rerun(
     assert total >= 8, faults.calls
     for n in range(1, total + 1):
         names = execution_resources(environment, f"e{n}", job=False)
-        faults.arm(n)
-        code, _, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
         # Reading the config for the cost line may fail without harm (the table shows less): then it ran on.
-        assert code == 0 or interrupted(err), (n, faults.calls, err)
-        if code == 1:
-            faults.arm(None)
-            code, _, err = cli("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
-            assert (code, err) == (0, ""), (n, err)
+        delete = ("endpoints", "delete", names.endpoint_name, "--env", "dev", "--yes")
+        interrupted_then_rerun(faults, cli, n, *delete, may_run_on=True)
         assert_nothing_billing(names, keep)
 
 

@@ -14,7 +14,14 @@ RUNTIME = ROOT / "lambda" / "pipeline" / "pipeline_lambdas"
 # Shared by the components, not one of them (each named like the runtime module whose grants it holds).
 SHARED = {"__init__", "common", "training_task"}
 # Calls that grant or acknowledge: only components (and common.py's helpers for them) make them.
-GRANTING = {"add_to_policy", "add_to_principal_policy", "add_to_principal", "acknowledge", "grant_write"}
+GRANTING = {
+    "allow",
+    "add_to_policy",
+    "add_to_principal_policy",
+    "add_to_principal",
+    "acknowledge",
+    "grant_write",
+}
 
 
 def _handler_modules() -> set[str]:
@@ -93,6 +100,6 @@ def test_only_components_grant() -> None:
     assert _granting_calls(ROOT / "stacks" / "constructs" / "pipeline_events.py") == []
     # The check sees grants where they are.
     assert {call.split()[-1] for call in _granting_calls(FUNCTIONS / "deploy_prepare.py")} == {
-        "add_to_policy",
+        "allow",
         "acknowledge",
     }

@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _conftest() -> Any:
+def suite_conftest() -> Any:
+    """A fresh copy of tests/conftest.py (not the run's own module), to read its settings."""
     spec = importlib.util.spec_from_file_location("suite_conftest", ROOT / "tests" / "conftest.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -52,7 +53,9 @@ def test_one_synthesis_serves_every_worker_of_the_run(
 ) -> None:
     import app_synth
 
-    assert _conftest().SHARED_ENV == app_synth.SHARED_ENV  # the run's controller sets what the workers read
+    assert (
+        suite_conftest().SHARED_ENV == app_synth.SHARED_ENV
+    )  # the run's controller sets what the workers read
     shared = tmp_path / "shared"
     shared.mkdir()
     monkeypatch.setenv(app_synth.SHARED_ENV, str(shared))

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _conftest() -> Any:
-    spec = importlib.util.spec_from_file_location("suite_conftest", ROOT / "tests" / "conftest.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from test_shared_synthesis import ROOT, suite_conftest
 
 
 def test_every_listed_long_file_exists() -> None:
-    missing = [path for path in _conftest().LONGEST_FILES if not (ROOT / path).is_file()]
+    missing = [path for path in suite_conftest().LONGEST_FILES if not (ROOT / path).is_file()]
     assert missing == [], f"tests/conftest.py LONGEST_FILES names files that are gone: {missing}"
 
 
 def test_long_files_go_first_and_each_file_stays_together_in_its_order() -> None:
-    conftest = _conftest()
+    conftest = suite_conftest()
     longest = max(conftest.LONGEST_FILES, key=conftest.LONGEST_FILES.get)
 
     def item(nodeid: str, slow: bool = False) -> Any:

@@ -504,21 +504,8 @@ def test_a_rollback_decided_on_what_no_longer_serves_is_refused(world):
     two_artifact = artifact_of(two)
     assert (target["ModelPackageArn"], serving) == (one["ModelPackageArn"], two_artifact)
     put_adapter(world, "review", three)  # another deploy, after the decision
-    requests = adapter_deploy.base_requests(
-        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
-    )
     with pytest.raises(AdapterRefused, match=f"not {two_artifact} that the rollback was decided on"):
-        adapter_deploy.apply_adapter(
-            sm,
-            "dev",
-            SHARED,
-            "review",
-            target,
-            base_requests=requests,
-            wait=lambda kind, name: None,
-            tags=[],
-            expect_serving=serving,
-        )
+        apply(sm, "review", target, expect_serving=serving)
     assert adapter_deploy.serving_artifact(sm, "dev", "review") == artifact_of(three)
 
 
@@ -531,17 +518,24 @@ def test_an_adapter_being_changed_is_not_changed_again(world):
         InferenceComponentName=adapter_deploy.component_name("dev", "busy"),
         Specification=adapter_deploy.adapter_specification("dev", artifact_of(two)),
     )  # Updating until the clock moves
-    requests = adapter_deploy.base_requests(
-        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
-    )
     with pytest.raises(AdapterRefused, match="'busy' is Updating"):
-        adapter_deploy.apply_adapter(
-            sm, "dev", SHARED, "busy", one, base_requests=requests, wait=lambda kind, name: None, tags=[]
-        )
+        apply(sm, "busy", one)
 
 
 def artifact_of(version: dict) -> str:
     return str(version["InferenceSpecification"]["Containers"][0]["ModelDataUrl"])
+
+
+def apply(
+    sm, adapter: str, version: dict, base: SharedBase = SHARED, wait=lambda kind, name: None, **options
+):
+    """adapter_deploy.apply_adapter in dev, onto ``base`` made for an image of one GPU (no tags)."""
+    requests = adapter_deploy.base_requests(
+        "dev", base, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
+    )
+    return adapter_deploy.apply_adapter(
+        sm, "dev", base, adapter, version, base_requests=requests, wait=wait, tags=[], **options
+    )
 
 
 # --- issue 44: one lifecycle for base and adapters, every decision re-checked at the act -------------------
@@ -572,9 +566,6 @@ def test_four_first_deploys_at_once_put_no_more_adapters_on_the_base_than_it_hol
     sm = world.sm
     three = SharedBase("my-org/base-8b", "ml.g5.4xlarge", max_adapters=3)
     versions = {name: registered(sm, name, 1) for name in ("a", "b", "c", "d")}
-    requests = adapter_deploy.base_requests(
-        "dev", three, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
-    )
     barrier, outcomes = threading.Barrier(4), {}
 
     def wait(kind: str, name: str) -> None:
@@ -583,16 +574,7 @@ def test_four_first_deploys_at_once_put_no_more_adapters_on_the_base_than_it_hol
     def deploy(name: str) -> None:
         client = Racing(boto3.client("sagemaker", region_name=REGION), barrier)
         try:
-            outcomes[name] = adapter_deploy.apply_adapter(
-                client,
-                "dev",
-                three,
-                name,
-                versions[name],
-                base_requests=requests,
-                wait=wait,
-                tags=[],
-            )["action"]
+            outcomes[name] = apply(client, name, versions[name], three, wait)["action"]
         except Exception as err:  # the outcome is what the test reads
             outcomes[name] = f"{type(err).__name__}: {err}"
 
@@ -686,9 +668,6 @@ def test_an_adapter_that_would_not_load_is_refused_before_the_base_is_made(world
 
     sm, s3 = world.sm, boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="artifacts")
-    requests = adapter_deploy.base_requests(
-        "dev", SHARED, image="image", role_arn="arn:aws:iam::1:role/r", gpus=1, memory_mb=1024, tags=[]
-    )
     good = {"base_model_name_or_path": "my-org/base-8b", "r": 8, "target_modules": ["q_proj", "v_proj"]}
     cases = [
         (
@@ -712,17 +691,7 @@ def test_an_adapter_that_would_not_load_is_refused_before_the_base_is_made(world
         bucket, _, key = artifact_of(version).removeprefix("s3://").partition("/")
         s3.put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
         with pytest.raises(AdapterRefused, match=message):
-            adapter_deploy.apply_adapter(
-                sm,
-                "dev",
-                SHARED,
-                "summary",
-                version,
-                base_requests=requests,
-                wait=lambda kind, name: None,
-                tags=[],
-                s3=s3,
-            )
+            apply(sm, "summary", version, s3=s3)
     assert DEV_BASE.endpoint not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
     with pytest.raises(ClientError):
         sm.describe_model(ModelName=DEV_BASE.model)

@@ -30,7 +30,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfpipe import contract
 from hfpipe.core import api_shapes
 from hfpipe.core.promotion import registry
 from hfpipe.core.recipe import evaluation
@@ -43,8 +42,6 @@ GATE_MODES = ("mandatory", "advisory")
 DEFAULT_GATE_MODE = "advisory"
 #: Where the wrapper sits in a version's statistics document (hfpipe.core.promotion.registry.statistics).
 STATISTICS_KEY = "evaluation"
-#: The artifacts bucket prefix of the documents (the contract's key: evaluations/<execution>/evaluation.json).
-EVALUATIONS_PREFIX = contract.ARTIFACTS_EVALUATIONS_PREFIX
 #: The option that overrides the gate, and the start of the approval description it records.
 OVERRIDE_OPTION = "--override-evaluation"
 OVERRIDE_PREFIX = "evaluation gate overridden: "
@@ -56,11 +53,6 @@ PROMOTE_RECORDED_IN = "the promoted version's evaluation_override metadata (Cust
 
 class EvaluationFormatError(ValueError):
     """A document or wrapper that is not the contract's; the message names the field."""
-
-
-def document_key(execution_name: str) -> str:
-    """The artifacts bucket key of an execution's evaluation document (the contract's)."""
-    return f"{EVALUATIONS_PREFIX}{execution_name}/evaluation.json"
 
 
 def _object(doc: Any, where: str) -> dict[str, Any]:

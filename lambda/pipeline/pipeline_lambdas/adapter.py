@@ -10,38 +10,18 @@ its typed plan as ``plan`` (hfpipe.core.adapters.adapter_plan.AdapterPlan, read 
 
 - ``apply``: the request checked (AdapterRefused, nothing created: a bad input, another execution for the
   same adapter still running, a version ARN of another region or account, a base the endpoint-usage quota
-  cannot hold beside the named endpoints (``check_base_quota``), and hfpipe.core.adapters.adapter_deploy's
-  refusals, among them an adapter that would not load on the base, read from its own adapter_config.json in
-  S3), then the version chosen (a
-  rollback's: ``adapter_deploy.rollback_target``, read from the adapter's component) and put on the base
-  (``adapter_deploy.apply_adapter``: the base made when absent, the adapter counted again after its create).
-  While the base's endpoint or component is not InService yet it raises AdapterNotReady, which the state
-  machine retries; every step it repeats looks first, so a retry creates nothing twice. Returns the plan.
+  cannot hold beside the named endpoints, and hfpipe.core.adapters.adapter_deploy's refusals, among them an
+  adapter that would not load on the base), then the version chosen (a rollback's:
+  ``adapter_deploy.rollback_target``) and put on the base (``adapter_deploy.apply_adapter``: the base made
+  when absent, and registered to scale to zero where cdk.json asks). Returns the plan.
 - ``abandon``: after an Apply that failed (not refused), what this execution made is taken back: its own
-  adapter component (created since the execution's start) deleted and, no adapter remaining, the base it made
-  retired (AdapterNotReady while SageMaker deletes); the execution then fails with Apply's error.
-- ``wait``: AdapterNotReady until the adapter's component is InService; AdapterFailed (naming the way out)
-  when it failed.
-- ``bake``: one round of the bake, after a probe of the adapter (the SmokeTest function's call of its
-  component, ``BAKE_PROBES`` of them spread over ``BAKE_SECONDS``): the probe must have answered, and the
-  component's Invocation5XXErrors and InvocationModelErrors since it was applied (CloudWatch, AWS/SageMaker,
-  dimension InferenceComponentName) must be none; AdapterBakeFailed otherwise. No answer is never healthy:
-  the bake passes on ``BAKE_PROBES`` answers, not on metrics that may hold no datapoint (``bake``).
-- ``confirm``: the version's approval read again before the deploy is reported as done: AdapterNotApproved
-  when it was withdrawn meanwhile (the way back follows).
-- ``way_back``: the adapter as it was: a component this deploy created is deleted, an updated one is updated
-  back to the artifact it served before; ``unchanged`` touches nothing. AdapterNotReady (retried) while the
-  component cannot take the change (Creating, Updating) or AWS throttles the call. ``settled`` waits
-  (AdapterNotReady) until that is done, then retires the base this execution made when no adapter remains.
-- ``delete``: the adapter's component deleted (``adapter_deploy.delete_adapter``); ``gone`` waits
-  (AdapterNotReady) until it is. Its answer says what still bills when no adapter remains.
-- scale to zero (cdk.json's ``shared_base.scale_to_zero``; hfpipe.core.adapters.scale_to_zero): when ``apply``
-  made the base, its component's copies are registered with Application Auto Scaling, with the idle and wake
-  policies and the NoCapacityInvocationFailures alarm (``scale_base``); every retirement removes them first
-  (``unscale_base``), so nothing of it outlives the base.
-- ``retire``: the shared base retired (``adapter_deploy.retire_step``, refused while adapters remain),
-  AdapterNotReady while SageMaker deletes a part of it.
-Every step acts on its own adapter's component only (``retire``, on the base with no adapter).
+  adapter component deleted and, no adapter remaining, the base it made retired; the execution then fails
+  with Apply's error.
+- ``wait``, ``bake``, ``confirm``, ``way_back`` and ``settled``, ``delete`` and ``gone``, ``retire``: their
+  functions below.
+A step waiting on SageMaker raises AdapterNotReady, which the state machine retries; every step it repeats
+looks first, so a retry creates nothing twice. Every step acts on its own adapter's component only
+(``retire``, on the base with no adapter).
 """
 
 from __future__ import annotations
@@ -643,5 +623,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _waited(sagemaker: Any, env: str, plan: AdapterPlan) -> dict[str, Any]:
+    """The ``wait`` step: AdapterNotReady until the adapter's component is InService; AdapterFailed (naming the
+    way out) when it failed."""
     _wait(sagemaker, env)("inference-component", plan.component)
     return {"component": plan.component, "status": "InService"}
