@@ -59,7 +59,7 @@ from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests, expiry
-from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, override_record, registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup, quotas
 from pipeline_lambdas import aws
@@ -192,35 +192,51 @@ def _evaluated(s3: Any, version: dict[str, Any]) -> evaluation_gate.Evaluated | 
 
 
 def _decided(
-    version: dict[str, Any], env: str, champion: Any, evaluated: Any, where: str, override: Any
-) -> None:
-    decision = evaluation_gate.decide(
-        evaluated,
-        version=registry.ref_of_arn(str(version["ModelPackageArn"]), env),
-        champion_now=champion,
-        mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
-        where=where,
-        override=override,
-    )
+    version: dict[str, Any],
+    env: str,
+    champion: Any,
+    evaluated: Any,
+    where: str,
+    override: Any,
+    execution: str | None = None,
+) -> evaluation_gate.Decision:
+    try:
+        decision = evaluation_gate.decide(
+            evaluated,
+            version=registry.ref_of_arn(str(version["ModelPackageArn"]), env),
+            champion_now=champion,
+            mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
+            where=where,
+            override=override,
+            description=version.get("ApprovalDescription"),
+            execution=execution,
+        )
+    except evaluation_gate.OverrideError as err:  # its note would not fit what the description holds now
+        raise AdapterRefused(f"input.override_evaluation: {err}") from None
     if not decision.allowed:
         raise AdapterRefused(f"refused by the evaluation gate: {decision.message}")
     aws.log_json(LOG, "evaluation gate passed", decision=decision.message)
+    return decision
 
 
 def check_evaluation(
-    sagemaker: Any, s3: Any, env: str, request: dict[str, str], version: dict[str, Any]
-) -> None:
+    sagemaker: Any,
+    s3: Any,
+    env: str,
+    request: dict[str, str],
+    version: dict[str, Any],
+    execution: str | None = None,
+) -> evaluation_gate.Decision:
     """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
     evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses.
-    The command records the override's reason in the version's approval description once it has started the
-    execution."""
+    The decision: ``apply`` records an override's note (naming ``execution``) once it has passed with it."""
     arn = str(version["ModelPackageArn"])
     evaluated = _evaluated(s3, version)
     champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
     if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
         champion = None  # it serves this version already
     where = f"adapter {request['adapter']}"
-    _decided(version, env, champion, evaluated, where, request.get("override_evaluation"))
+    return _decided(version, env, champion, evaluated, where, request.get("override_evaluation"), execution)
 
 
 def check_rollback(s3: Any, env: str, request: dict[str, str], version: dict[str, Any]) -> None:
@@ -273,13 +289,13 @@ def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
 def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str, Any]:
     """The ``apply`` step (the module docstring): the typed plan, as JSON."""
     request, sagemaker = _first_change(event, clients["stepfunctions"]), clients["sagemaker"]
-    base, serving = base_of_environment(), None
+    base, serving, decision = base_of_environment(), None, None
     if request["action"] == "rollback":
         version, serving = adapter_deploy.rollback_target(sagemaker, env, request["adapter"])
         check_rollback(clients["s3"], env, request, dict(version))
     elif request["action"] == "deploy":
         version = _version(sagemaker, request["version"], env)
-        check_evaluation(sagemaker, clients["s3"], env, request, version)
+        decision = check_evaluation(sagemaker, clients["s3"], env, request, version, event["execution_name"])
     else:
         raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
     info = deploy_requests.version_info(env, version)
@@ -329,7 +345,16 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         smoke=smoke,
         applied_at=datetime.now(UTC).isoformat(),
     )
+    if decision is not None and decision.note is not None:  # Apply passed the gate with the override
+        _record_override(sagemaker, str(version["ModelPackageArn"]), decision.note, event["execution_name"])
     return plan.to_json()
+
+
+def _record_override(sagemaker: Any, arn: str, note: str, execution: str) -> None:
+    """The override this execution used, appended to the version's approval description by the act
+    (hfpipe.core.promotion.override_record: once per execution, a retried Apply appends nothing)."""
+    if override_record.record(sagemaker, arn, note, execution):
+        aws.log_json(LOG, "evaluation gate override recorded", version=arn)
 
 
 def scale_base(env: str, base: SharedBase) -> None:
