@@ -776,3 +776,34 @@ def test_dev_base_scales_to_zero_a_deploy_wakes_it_and_retiring_removes_its_scal
     assert retired.status == "SUCCEEDED", (retired.error, retired.cause)
     assert metrics.describe_alarms(AlarmNames=[alarm])["MetricAlarms"] == []
     assert (ACCOUNT, "eu-west-1", NAMES.component) not in clean.inference_components._scaling
+
+
+def _description(engine: Any, version: str) -> str:
+    sm = engine.client("sagemaker")
+    return str(sm.describe_model_package(ModelPackageName=version).get("ApprovalDescription") or "")
+
+
+def test_apply_records_the_override_it_passed_with_once_and_nothing_otherwise(clean, monkeypatch):
+    """docs/evaluation.md, "Overriding the gate": the adapter execution records the override when Apply passes
+    the gate with it, once (a retried Apply appends nothing again); a change the gate passes on its own, or
+    refuses, appends nothing."""
+    v1, v2 = register(clean), register(clean)
+    passed = run(clean, action="deploy", adapter="support", version=v1, override_evaluation="not needed")
+    assert passed.status == "SUCCEEDED", passed.cause  # advisory, no evaluation: passed without it
+    assert _description(clean, v1) == ""
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")  # v2 has no evaluation: refused without an override
+    refused = run(clean, action="deploy", adapter="support", version=v2)
+    assert (refused.status, refused.error) == ("FAILED", "AdapterRefused"), refused.cause
+    assert _description(clean, v2) == ""
+    clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
+    machine = clean.state_machine_arns[contract.adapter_state_machine_name(ENV)]
+    name = f"adapter-override-{next(_ids)}"
+    request = {"action": "deploy", "adapter": "support", "version": v2, "override_evaluation": "hotfix"}
+    r = clean.run(request, name=name, state_machine_arn=machine)
+    assert r.status == "SUCCEEDED", (r.error, r.cause)
+    assert not clean.after_errors["adapter"]  # Apply was invoked again for the same execution
+    description = _description(clean, v2)
+    assert description.startswith("evaluation gate overridden: hotfix (refused: "), description
+    assert description.endswith(f"; [execution {name}])") and description.count("overridden") == 1
+    status = clean.client("sagemaker").describe_model_package(ModelPackageName=v2)["ModelApprovalStatus"]
+    assert status == "Approved"
