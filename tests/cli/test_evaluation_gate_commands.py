@@ -166,7 +166,9 @@ def test_a_deploy_override_goes_to_the_execution_which_records_it(registry_world
     )  # fmt: skip
     assert code == 0, err
     approved = _status(registry_world, 2)[1]
-    assert approved.startswith("QA sign-off ticket 12; evaluation gate overridden: labels were fixed (refused:")
+    assert approved.startswith(
+        "QA sign-off ticket 12; evaluation gate overridden: labels were fixed (refused:"
+    )
     machine = _deploy_machine(registry_world)
     code, out, err = run(
         capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",

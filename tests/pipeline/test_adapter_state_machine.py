@@ -17,6 +17,7 @@ import pytest
 from accounts import ACCOUNT, ACCOUNT_D
 
 from hfpipe import contract
+from hfpipe.cli import main
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
 from stacks.functions.adapter import BAKE_PROBES
 
@@ -807,3 +808,56 @@ def test_apply_records_the_override_it_passed_with_once_and_nothing_otherwise(cl
     assert description.endswith(f"; [execution {name}])") and description.count("overridden") == 1
     status = clean.client("sagemaker").describe_model_package(ModelPackageName=v2)["ModelApprovalStatus"]
     assert status == "Approved"
+
+
+class _NoHistory:
+    """A Step Functions client that fails on GetExecutionHistory (the command must not read it)."""
+
+    def __init__(self, sfn: Any) -> None:
+        self._sfn = sfn
+
+    def get_execution_history(self, **_: Any) -> Any:
+        raise AssertionError("GetExecutionHistory called")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+
+def test_an_adapter_override_is_recorded_by_its_execution_not_the_command(
+    clean: Any, capsys: Any, monkeypatch: Any
+) -> None:
+    """`deploy --adapter --model V --override-evaluation R --no-wait` starts the execution and returns without
+    reading its history; the execution's Apply records R on V when it passes the gate with it."""
+    from hfpipe.cli import aws
+
+    machine = clean.state_machine_arns[contract.adapter_state_machine_name("dev")]
+    ssm = clean.client("ssm")
+    names = [contract.ssm_parameter_name("dev", k) for k in (contract.SSM_ADAPTER_STATE_MACHINE_ARN,)]
+    gate = contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE)
+    ssm.put_parameter(Name=names[0], Value=machine, Type="String", Overwrite=True)
+    ssm.put_parameter(Name=gate, Value="mandatory", Type="String", Overwrite=True)
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")  # the execution's Apply: this environment's gate
+    version = register(clean)
+    made = aws.make_clients(region=clean.region)
+    made._clients["stepfunctions"] = _NoHistory(made.sfn)
+    monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
+    try:
+        code = main(
+            ["deploy", "--env", "dev", "--adapter", "support", "--model", version, "--region", clean.region,
+             "--override-evaluation", "hotfix", "--no-wait"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        (execution,) = clean.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+        ended = clean.wait(execution["executionArn"], timeout_s=60)
+    finally:
+        for name in (*names, gate):
+            ssm.delete_parameter(Name=name)
+    assert code == 0, err
+    assert "recorded in the version's approval description by the execution" in " ".join(out.split()), out
+    sm = clean.client("sagemaker")
+    description = sm.describe_model_package(ModelPackageName=version).get("ApprovalDescription") or ""
+    assert description.startswith("evaluation gate overridden: hotfix (refused: "), (
+        ended.states,
+        description,
+    )
+    assert description.endswith(f"[execution {execution['name']}])"), description
