@@ -286,18 +286,28 @@ def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
     return request
 
 
-def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str, Any]:
-    """The ``apply`` step (the module docstring): the typed plan, as JSON."""
-    request, sagemaker = _first_change(event, clients["stepfunctions"]), clients["sagemaker"]
-    base, serving, decision = base_of_environment(), None, None
+def _gated(
+    event: dict[str, Any], env: str, request: dict[str, str], clients: dict[str, Any]
+) -> tuple[dict[str, Any], Any, evaluation_gate.Decision | None]:
+    """The version a deploy or a rollback moves to, what the component serves (a rollback's), and the gate's
+    decision on a deploy (None: a rollback, gated by check_rollback); AdapterRefused where the gate refuses."""
+    sagemaker = clients["sagemaker"]
     if request["action"] == "rollback":
         version, serving = adapter_deploy.rollback_target(sagemaker, env, request["adapter"])
         check_rollback(clients["s3"], env, request, dict(version))
-    elif request["action"] == "deploy":
+        return dict(version), serving, None
+    if request["action"] == "deploy":
         version = _version(sagemaker, request["version"], env)
-        decision = check_evaluation(sagemaker, clients["s3"], env, request, version, event["execution_name"])
-    else:
-        raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
+        execution = event["execution_name"]
+        return version, None, check_evaluation(sagemaker, clients["s3"], env, request, version, execution)
+    raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
+
+
+def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str, Any]:
+    """The ``apply`` step (the module docstring): the typed plan, as JSON."""
+    request, sagemaker = _first_change(event, clients["stepfunctions"]), clients["sagemaker"]
+    base = base_of_environment()
+    version, serving, decision = _gated(event, env, request, clients)
     info = deploy_requests.version_info(env, version)
     try:
         smoke = deploy_requests.smoke_spec(
@@ -345,15 +355,19 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         smoke=smoke,
         applied_at=datetime.now(UTC).isoformat(),
     )
-    if decision is not None and decision.note is not None:  # Apply passed the gate with the override
-        _record_override(sagemaker, str(version["ModelPackageArn"]), decision.note, event["execution_name"])
+    _record_override(sagemaker, str(version["ModelPackageArn"]), decision, event["execution_name"])
     return plan.to_json()
 
 
-def _record_override(sagemaker: Any, arn: str, note: str, execution: str) -> None:
-    """The override this execution used, appended to the version's approval description by the act
-    (hfpipe.core.promotion.override_record: once per execution, a retried Apply appends nothing)."""
-    if override_record.record(sagemaker, arn, note, execution):
+def _record_override(
+    sagemaker: Any, arn: str, decision: evaluation_gate.Decision | None, execution: str
+) -> None:
+    """The override this execution used, appended to the version's approval description by the act once
+    Apply has passed the gate with it (hfpipe.core.promotion.override_record: once per execution, a retried
+    Apply appends nothing); nothing where the gate passed without one, or a rollback (no override)."""
+    if decision is None or decision.note is None:
+        return
+    if override_record.record(sagemaker, arn, decision.note, execution):
         aws.log_json(LOG, "evaluation gate override recorded", version=arn)
 
 
