@@ -841,13 +841,17 @@ def test_an_adapter_override_is_recorded_by_its_execution_not_the_command(
     made = aws.make_clients(region=clean.region)
     made._clients["stepfunctions"] = _NoHistory(made.sfn)
     monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
+    listed = clean.client("stepfunctions").list_executions
+    before = {e["executionArn"] for e in listed(stateMachineArn=machine)["executions"]}
     try:
         code = main(
             ["deploy", "--env", "dev", "--adapter", "support", "--model", version, "--region", clean.region,
              "--override-evaluation", "hotfix", "--no-wait"]
         )  # fmt: skip
         out, err = capsys.readouterr()
-        (execution,) = clean.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+        (execution,) = [
+            e for e in listed(stateMachineArn=machine)["executions"] if e["executionArn"] not in before
+        ]
         ended = clean.wait(execution["executionArn"], timeout_s=60)
     finally:
         for name in (*names, gate):
