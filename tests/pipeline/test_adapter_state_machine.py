@@ -819,6 +819,11 @@ class _NoHistory:
     def get_execution_history(self, **_: Any) -> Any:
         raise AssertionError("GetExecutionHistory called")
 
+    def get_paginator(self, operation: str) -> Any:
+        if operation == "get_execution_history":
+            raise AssertionError("GetExecutionHistory called (paginated)")
+        return self._sfn.get_paginator(operation)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sfn, name)
 
