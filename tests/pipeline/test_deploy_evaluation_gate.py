@@ -245,3 +245,26 @@ def test_a_deploy_refused_at_the_gate_records_nothing(clean, monkeypatch):
         assert _description(clean, version) == ""
         _prepared(version, "x-refused", override_evaluation="hotfix")
         assert _description(clean, version).endswith("; [execution x-refused])")
+
+
+def test_prepare_and_the_adapter_function_may_update_this_environments_versions_only(template):
+    """The grant the act's record needs: UpdateModelPackage on the versions of dev's groups (hfpipe-dev-*/*),
+    for the roles of Prepare and of the adapter state machine's function, nothing wider."""
+    resources = template["Resources"]
+    granted = {}
+    for r in resources.values():
+        if r["Type"] != "AWS::IAM::Policy":
+            continue
+        for s in r["Properties"]["PolicyDocument"]["Statement"]:
+            if "sagemaker:UpdateModelPackage" in _list(s["Action"]):
+                (role,) = r["Properties"]["Roles"]
+                granted[role["Ref"]] = [json.dumps(x) for x in _list(s["Resource"])]
+    functions = {
+        r["Properties"]["Role"]["Fn::GetAtt"][0]: r["Properties"]["Handler"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function" and "Fn::GetAtt" in r["Properties"]["Role"]
+    }
+    handlers = sorted(functions.get(role, role).split(".")[-2] for role in granted)
+    assert handlers == ["adapter", "deploy_prepare"], granted
+    for statement in granted.values():
+        assert len(statement) == 1 and statement[0].endswith(':model-package/hfpipe-dev-*/*"]]}'), statement
