@@ -239,6 +239,9 @@ class AdapterFunction(PipelineFunction):
         machine, executions = state_machine_arns(self, contract.adapter_state_machine_name(env))
         for actions, resources, conditions in (
             (["sagemaker:DescribeModelPackage"], [versions], None),
+            # An override Apply passed with, appended to the version's ApprovalDescription by the act
+            # (adapter._record_override; UpdateModelPackage's resource type is model-package).
+            (["sagemaker:UpdateModelPackage"], [versions], None),
             # Tags on create: CreateModel, ..., CreateInferenceComponent with Tags need sagemaker:AddTags too.
             (
                 [
@@ -298,7 +301,8 @@ class AdapterFunction(PipelineFunction):
             (
                 versions,
                 "Reads (DescribeModelPackage) the versions of this environment's model package groups only "
-                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration.",
+                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration, and appends an evaluation-gate "
+                "override's reason to their ApprovalDescription (UpdateModelPackage, approval status unchanged).",
             ),
             (
                 components,

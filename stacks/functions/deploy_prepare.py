@@ -101,9 +101,13 @@ class DeployPrepareFunction(PipelineFunction):
     def _grant_reads(
         self, versions: str, hosting: list[str], parameters: str, machine_arn: str, executions: str
     ) -> None:
-        """The role's reads: versions, named endpoints and their configs and models, records, deploys."""
+        """The role's reads: versions, named endpoints and their configs and models, records, deploys; and the
+        one write of a version: an override's note (UpdateModelPackage)."""
         for actions, resources in (
             (["sagemaker:DescribeModelPackage"], [versions]),
+            # An override Prepare passed with, appended to the version's ApprovalDescription by the act
+            # (deploy_prepare.record_override; UpdateModelPackage's resource type is model-package).
+            (["sagemaker:UpdateModelPackage"], [versions]),
             (
                 ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig", "sagemaker:ListTags"],
                 hosting[:2],
@@ -123,7 +127,8 @@ class DeployPrepareFunction(PipelineFunction):
             (
                 versions,
                 "Reads (DescribeModelPackage) the versions of this environment's model package groups only "
-                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration.",
+                "(hfpipe-<env>-<recipe>), numbered by SageMaker at registration, and appends an evaluation-gate "
+                "override's reason to their ApprovalDescription (UpdateModelPackage, approval status unchanged).",
             ),
             (
                 hosting[0],

@@ -156,23 +156,70 @@ def _deploy_machine(environment: Environment) -> str:
     )["stateMachineArn"]
 
 
-def test_a_deploy_override_is_appended_to_the_approval_description(registry_world, capsys):
+def test_a_deploy_override_goes_to_the_execution_which_records_it(registry_world, capsys):
+    """The command passes the override to the execution (whose Prepare records it when it passes the gate with
+    it: tests/pipeline/test_deploy_evaluation_gate.py) and records nothing itself: the approval description is
+    what approve left, and the output says the execution records it."""
     code, _, err = run(
         capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--reason", "QA sign-off ticket 12",
         "--override-evaluation", "labels were fixed",
     )  # fmt: skip
     assert code == 0, err
+    approved = _status(registry_world, 2)[1]
+    assert approved.startswith(
+        "QA sign-off ticket 12; evaluation gate overridden: labels were fixed (refused:"
+    )
+    machine = _deploy_machine(registry_world)
+    code, out, err = run(
+        capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
+        "--override-evaluation", "hotfix",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "the override is recorded in the version's approval description by the execution" in " ".join(
+        out.split()
+    ), out
+    (execution,) = registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]
+    described = registry_world.sfn.describe_execution(executionArn=execution["executionArn"])
+    assert json.loads(described["input"])["override_evaluation"] == "hotfix"
+    _wait_ended(registry_world, execution["executionArn"])
+    assert _status(registry_world, 2)[1] == approved  # the Pass machine records nothing; the command neither
+
+
+class _NoHistory:
+    """A Step Functions client that fails on GetExecutionHistory (the command must not read it)."""
+
+    def __init__(self, sfn: Any) -> None:
+        self._sfn = sfn
+
+    def get_execution_history(self, **_: Any) -> Any:
+        raise AssertionError("GetExecutionHistory called")
+
+    def get_paginator(self, operation: str) -> Any:
+        if operation == "get_execution_history":
+            raise AssertionError("GetExecutionHistory called (paginated)")
+        return self._sfn.get_paginator(operation)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+
+def test_a_deploy_with_an_override_returns_without_reading_the_execution_history(
+    registry_world, capsys, monkeypatch
+):
+    """The record is the execution's: `hfpipe deploy --no-wait --override-evaluation` starts it and returns,
+    with no wait for it to leave Prepare (an interrupted command loses nothing)."""
+    from hfpipe.cli import aws
+
+    made = aws.make_clients(region=REGION)
+    made._clients["stepfunctions"] = _NoHistory(made.sfn)
+    monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
+    registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
     machine = _deploy_machine(registry_world)
     code, _, err = run(
         capsys, "deploy", "--env", "dev", "--model", "tiny-qa/2", "--endpoint", "qa", "--no-wait",
         "--override-evaluation", "hotfix",
     )  # fmt: skip
     assert code == 0, err
-    description = _status(registry_world, 2)[1]
-    assert description.startswith(
-        "QA sign-off ticket 12; evaluation gate overridden: labels were fixed (refused:"
-    )
-    assert "; evaluation gate overridden: hotfix (refused: version tiny-qa/2 is worse" in description
     for execution in registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]:
         _wait_ended(registry_world, execution["executionArn"])
 
@@ -536,8 +583,9 @@ def test_a_second_approve_override_keeps_the_earlier_one(registry_world, capsys)
 
 
 # Two deploys at once, as the deploy state machine decides them: the Prepare of the one started second lists
-# the first running and refuses it (DeployInProgress, then Refused; deploy_guards.deploy_in_progress). Here its
-# states by name, the refusal picked by the input's reason.
+# the first running and refuses it (DeployInProgress, then Refused; deploy_guards.deploy_in_progress), before
+# its gate, so it records nothing (tests/pipeline/test_deploy_evaluation_gate.py). Here its states by name, the
+# refusal picked by the input's reason: the commands record nothing of either, each execution has its own.
 RACED = {
     "StartAt": "Prepare",
     "States": {
@@ -552,9 +600,9 @@ RACED = {
 }
 
 
-def test_of_two_deploys_at_once_only_the_one_that_passed_prepare_records_its_override(registry_world, capsys):
-    """docs/evaluation.md: an override is recorded once its execution passed Prepare; the one refused there
-    (DeployInProgress) overrode nothing."""
+def test_of_two_deploys_at_once_the_commands_record_neither_override(registry_world, capsys):
+    """docs/evaluation.md: an override is recorded by the execution that passed Prepare with it; the commands
+    of two deploys at once each start theirs with its own reason and write nothing themselves."""
     registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
     machine = registry_world.sfn.create_state_machine(
         name="hfpipe-dev-deploy", definition=json.dumps(RACED), roleArn=ROLE
@@ -565,34 +613,10 @@ def test_of_two_deploys_at_once_only_the_one_that_passed_prepare_records_its_ove
             "--override-evaluation", reason,
         )  # fmt: skip
         assert code == 0, err
+    reasons = []
     for execution in registry_world.sfn.list_executions(stateMachineArn=machine)["executions"]:
         _wait_ended(registry_world, execution["executionArn"])
-    description = _status(registry_world, 2)[1] or ""
-    assert "evaluation gate overridden: first (refused:" in description, description
-    assert "second" not in description, description
-
-
-def test_an_adapter_change_passed_its_gate_only_once_apply_passed(registry_world):
-    """The adapter state machine's names: Action? -> Apply, a refusal Refused; past Apply: WaitAdapter."""
-    from hfpipe.cli.promotion import gate
-
-    def machine(after_apply: str) -> str:
-        states = {
-            "Action?": {"Type": "Pass", "Next": "Apply"},
-            "Apply": {"Type": "Pass", "Next": after_apply},
-            "Refused": {"Type": "Fail", "Error": "AdapterRefused"},
-            "WaitAdapter": {"Type": "Pass", "End": True},
-        }
-        return registry_world.sfn.create_state_machine(
-            name=f"adapters-{after_apply}",
-            definition=json.dumps({"StartAt": "Action?", "States": states}),
-            roleArn=ROLE,
-        )["stateMachineArn"]
-
-    passed = {}
-    for after_apply in ("Refused", "WaitAdapter"):
-        started = registry_world.sfn.start_execution(stateMachineArn=machine(after_apply), name="x")[
-            "executionArn"
-        ]
-        passed[after_apply] = gate.passed_gate(registry_world.sfn, started, gate.ADAPTER_GATE_STATES, 0.05)
-    assert passed == {"Refused": False, "WaitAdapter": True}
+        described = registry_world.sfn.describe_execution(executionArn=execution["executionArn"])
+        reasons.append(json.loads(described["input"])["override_evaluation"])
+    assert sorted(reasons) == ["first", "second"]
+    assert "overridden" not in (_status(registry_world, 2)[1] or "")

@@ -17,6 +17,7 @@ import pytest
 from accounts import ACCOUNT, ACCOUNT_D
 
 from hfpipe import contract
+from hfpipe.cli import main
 from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames, component_name
 from stacks.functions.adapter import BAKE_PROBES
 
@@ -776,3 +777,96 @@ def test_dev_base_scales_to_zero_a_deploy_wakes_it_and_retiring_removes_its_scal
     assert retired.status == "SUCCEEDED", (retired.error, retired.cause)
     assert metrics.describe_alarms(AlarmNames=[alarm])["MetricAlarms"] == []
     assert (ACCOUNT, "eu-west-1", NAMES.component) not in clean.inference_components._scaling
+
+
+def _description(engine: Any, version: str) -> str:
+    sm = engine.client("sagemaker")
+    return str(sm.describe_model_package(ModelPackageName=version).get("ApprovalDescription") or "")
+
+
+def test_apply_records_the_override_it_passed_with_once_and_nothing_otherwise(clean, monkeypatch):
+    """docs/evaluation.md, "Overriding the gate": the adapter execution records the override when Apply passes
+    the gate with it, once (a retried Apply appends nothing again); a change the gate passes on its own, or
+    refuses, appends nothing."""
+    v1, v2 = register(clean), register(clean)
+    passed = run(clean, action="deploy", adapter="support", version=v1, override_evaluation="not needed")
+    assert passed.status == "SUCCEEDED", passed.cause  # advisory, no evaluation: passed without it
+    assert _description(clean, v1) == ""
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")  # v2 has no evaluation: refused without an override
+    refused = run(clean, action="deploy", adapter="support", version=v2)
+    assert (refused.status, refused.error) == ("FAILED", "AdapterRefused"), refused.cause
+    assert _description(clean, v2) == ""
+    clean.after_errors["adapter"] = ["Lambda.ServiceException"]  # Apply ran, then its answer was lost
+    machine = clean.state_machine_arns[contract.adapter_state_machine_name(ENV)]
+    name = f"adapter-override-{next(_ids)}"
+    request = {"action": "deploy", "adapter": "support", "version": v2, "override_evaluation": "hotfix"}
+    r = clean.run(request, name=name, state_machine_arn=machine)
+    assert r.status == "SUCCEEDED", (r.error, r.cause)
+    assert not clean.after_errors["adapter"]  # Apply was invoked again for the same execution
+    description = _description(clean, v2)
+    assert description.startswith("evaluation gate overridden: hotfix (refused: "), description
+    assert description.endswith(f"; [execution {name}])") and description.count("overridden") == 1
+    status = clean.client("sagemaker").describe_model_package(ModelPackageName=v2)["ModelApprovalStatus"]
+    assert status == "Approved"
+
+
+class _NoHistory:
+    """A Step Functions client that fails on GetExecutionHistory (the command must not read it)."""
+
+    def __init__(self, sfn: Any) -> None:
+        self._sfn = sfn
+
+    def get_execution_history(self, **_: Any) -> Any:
+        raise AssertionError("GetExecutionHistory called")
+
+    def get_paginator(self, operation: str) -> Any:
+        if operation == "get_execution_history":
+            raise AssertionError("GetExecutionHistory called (paginated)")
+        return self._sfn.get_paginator(operation)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+
+def test_an_adapter_override_is_recorded_by_its_execution_not_the_command(
+    clean: Any, capsys: Any, monkeypatch: Any
+) -> None:
+    """`deploy --adapter --model V --override-evaluation R --no-wait` starts the execution and returns without
+    reading its history; the execution's Apply records R on V when it passes the gate with it."""
+    from hfpipe.cli import aws
+
+    machine = clean.state_machine_arns[contract.adapter_state_machine_name("dev")]
+    ssm = clean.client("ssm")
+    names = [contract.ssm_parameter_name("dev", k) for k in (contract.SSM_ADAPTER_STATE_MACHINE_ARN,)]
+    gate = contract.ssm_parameter_name("dev", contract.SSM_EVALUATION_GATE)
+    ssm.put_parameter(Name=names[0], Value=machine, Type="String", Overwrite=True)
+    ssm.put_parameter(Name=gate, Value="mandatory", Type="String", Overwrite=True)
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")  # the execution's Apply: this environment's gate
+    version = register(clean)
+    made = aws.make_clients(region=clean.region)
+    made._clients["stepfunctions"] = _NoHistory(made.sfn)
+    monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
+    listed = clean.client("stepfunctions").list_executions
+    before = {e["executionArn"] for e in listed(stateMachineArn=machine)["executions"]}
+    try:
+        code = main(
+            ["deploy", "--env", "dev", "--adapter", "support", "--model", version, "--region", clean.region,
+             "--override-evaluation", "hotfix", "--no-wait"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        (execution,) = [
+            e for e in listed(stateMachineArn=machine)["executions"] if e["executionArn"] not in before
+        ]
+        ended = clean.wait(execution["executionArn"], timeout_s=60)
+    finally:
+        for name in (*names, gate):
+            ssm.delete_parameter(Name=name)
+    assert code == 0, err
+    assert "recorded in the version's approval description by the execution" in " ".join(out.split()), out
+    sm = clean.client("sagemaker")
+    description = sm.describe_model_package(ModelPackageName=version).get("ApprovalDescription") or ""
+    assert description.startswith("evaluation gate overridden: hotfix (refused: "), (
+        ended.states,
+        description,
+    )
+    assert description.endswith(f"[execution {execution['name']}])"), description

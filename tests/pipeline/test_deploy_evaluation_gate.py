@@ -168,3 +168,103 @@ def test_a_statistics_document_prepare_cannot_read_refuses_the_deploy(clean):
         deploy_prepare.EvaluationGateRefused, match=f"its statistics document {uri} could not"
     ):
         deploy_prepare.handler(event, None)
+
+
+def _description(engine: Any, version: str) -> str:
+    sm = engine.client("sagemaker")
+    return str(sm.describe_model_package(ModelPackageName=version).get("ApprovalDescription") or "")
+
+
+def _prepared(version: str, execution: str, **extra: str) -> dict[str, Any]:
+    from pipeline_lambdas import deploy_prepare
+
+    event = {"input": {"version": version, "endpoint": NAME, **extra}, "execution_name": execution}
+    return dict(deploy_prepare.handler(event, None))
+
+
+def test_the_execution_records_the_override_it_passed_prepare_with_once_even_when_prepare_runs_twice(clean):
+    """docs/evaluation.md, "Overriding the gate": the act records it, not the command; Prepare invoked again for
+    the same execution (its answer lost, Lambda.ServiceException retried) appends nothing a second time."""
+    champion = serving(clean)
+    worse = evaluated_version(clean, champion, "worse")
+    clean.client("sagemaker").update_model_package(
+        ModelPackageArn=worse, ModelApprovalStatus="Approved", ApprovalDescription="QA sign-off 12"
+    )
+    clean.after_errors["deploy_prepare"] = ["Lambda.ServiceException"]  # Prepare ran, its answer was lost
+    name = f"deploy-override-{next(_ids)}"
+    machine = clean.state_machine_arns[contract.deploy_state_machine_name(ENV)]
+    r = clean.run(
+        {"version": worse, "endpoint": NAME, "override_evaluation": "labels were fixed"},
+        name=name,
+        state_machine_arn=machine,
+    )
+    assert r.status == "SUCCEEDED", r.cause
+    assert [k for k, _ in clean.invocations].count("deploy_prepare") >= 2 and not clean.after_errors[
+        "deploy_prepare"
+    ]
+    description = _description(clean, worse)
+    assert description.startswith("QA sign-off 12; evaluation gate overridden: labels were fixed (refused: ")
+    assert description.endswith(f"; [execution {name}])"), description
+    assert description.count("evaluation gate overridden") == 1, description
+    package = clean.client("sagemaker").describe_model_package(ModelPackageName=worse)
+    assert package["ModelApprovalStatus"] == "Approved"
+
+
+def test_prepare_invoked_twice_for_one_execution_appends_once_and_another_execution_appends_its_own(clean):
+    champion = serving(clean)
+    worse = evaluated_version(clean, champion, "worse")
+    for execution in ("x-first", "x-first", "x-second"):
+        assert _prepared(worse, execution, override_evaluation="hotfix")["action"] == "update"
+    description = _description(clean, worse)
+    assert description.count("[execution x-first]") == 1 and description.count("[execution x-second]") == 1
+    assert description.count("evaluation gate overridden: hotfix (refused: ") == 2, description
+
+
+def test_an_override_the_gate_did_not_need_is_not_recorded(clean):
+    """A version the gate passes on its own: the override given overrode nothing (nothing appended); the same
+    reason on a worse version is recorded."""
+    champion = serving(clean)
+    better, worse = (evaluated_version(clean, champion, v) for v in ("better", "worse"))
+    _prepared(better, "x-better", override_evaluation="not needed")
+    assert _description(clean, better) == ""
+    _prepared(worse, "x-worse", override_evaluation="not needed")
+    assert "evaluation gate overridden: not needed" in _description(clean, worse)
+
+
+def test_a_deploy_refused_at_the_gate_records_nothing(clean, monkeypatch):
+    """Refused (a worse version; none evaluated where the gate is mandatory), without an override: nothing is
+    appended; the same look with one appends its note."""
+    from pipeline_lambdas import deploy_prepare
+
+    champion = serving(clean)
+    worse, unevaluated = evaluated_version(clean, champion, "worse"), register(clean)
+    monkeypatch.setenv("EVALUATION_GATE", "mandatory")
+    for version in (worse, unevaluated):
+        with pytest.raises(deploy_prepare.EvaluationGateRefused):
+            _prepared(version, "x-refused")
+        assert _description(clean, version) == ""
+        _prepared(version, "x-refused", override_evaluation="hotfix")
+        assert _description(clean, version).endswith("; [execution x-refused])")
+
+
+def test_prepare_and_the_adapter_function_may_update_this_environments_versions_only(template):
+    """The grant the act's record needs: UpdateModelPackage on the versions of dev's groups (hfpipe-dev-*/*),
+    for the roles of Prepare and of the adapter state machine's function, nothing wider."""
+    resources = template["Resources"]
+    granted = {}
+    for r in resources.values():
+        if r["Type"] != "AWS::IAM::Policy":
+            continue
+        for s in r["Properties"]["PolicyDocument"]["Statement"]:
+            if "sagemaker:UpdateModelPackage" in _list(s["Action"]):
+                (role,) = r["Properties"]["Roles"]
+                granted[role["Ref"]] = [json.dumps(x) for x in _list(s["Resource"])]
+    functions = {
+        r["Properties"]["Role"]["Fn::GetAtt"][0]: r["Properties"]["Handler"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function" and "Fn::GetAtt" in r["Properties"]["Role"]
+    }
+    handlers = sorted(functions.get(role, role).split(".")[-2] for role in granted)
+    assert handlers == ["adapter", "deploy_prepare"], granted
+    for statement in granted.values():
+        assert len(statement) == 1 and statement[0].endswith(':model-package/hfpipe-dev-*/*"]]}'), statement

@@ -90,11 +90,13 @@ def _gate(
     args: argparse.Namespace,
     request: dict[str, str],
     console: Any,
-) -> tuple[str, Decision] | None:
+    name: str,
+) -> Decision | None:
     """The evaluation gate before an adapter's deploy (hfpipe.cli.promotion.gate): the version's evaluation
     and what the adapter serves, read now; the override goes into the execution's input, whose Apply step
-    applies the same rule again, and is recorded on the version once the execution has passed Apply. A rollback's target is gated by Apply (it
-    is known there: adapter.check_rollback)."""
+    applies the same rule again and, once it has passed with it, records it on the version (execution
+    ``name``'s note: adapter.apply). A rollback's target is gated by Apply (it is known there:
+    adapter.check_rollback)."""
     override = getattr(args, "override_evaluation", None)
     if request["action"] != "deploy":
         if override is not None:
@@ -102,11 +104,22 @@ def _gate(
         return None
     arn = resolve(clients.sagemaker, request["version"], args.env)
     _an_adapter_version(clients, environment, args.adapter, arn)
-    decision = gate.check(clients, environment, arn, target={"adapter": args.adapter}, override=override)
+    decision = gate.check(
+        clients, environment, arn, target={"adapter": args.adapter}, override=override, execution=name
+    )
     if override is not None:
         request["override_evaluation"] = override
     console.print(f"evaluation gate: {decision.message}", soft_wrap=True)
-    return arn, decision
+    if decision.note is not None:  # the act records it (Apply): this command may stop at any point now
+        console.print(OVERRIDE_RECORDED, soft_wrap=True)
+    return decision
+
+
+#: What the command says of an override it passed on: the execution records it, not the command.
+OVERRIDE_RECORDED = (
+    "the override is recorded in the version's approval description by the execution, when its Apply step "
+    "passes the gate with it, whether or not this command still follows it"
+)
 
 
 def _an_adapter_version(clients: aws.Clients, environment: aws.Environment, adapter: str, arn: str) -> None:
@@ -152,7 +165,11 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
         )
     machine = environment.require(contract.SSM_ADAPTER_STATE_MACHINE_ARN)
     _check_location(request, args.env, machine)
-    gated = _gate(clients, environment, args, request, console)
+    what = request.get("version") or request["action"]
+    name = aws.unique_execution_name(
+        f"adapter-{args.adapter or contract.SHARED_BASE}-{what.replace('/', '-')[:40]}"
+    )
+    _gate(clients, environment, args, request, console, name)
     retiring = request["action"] == "retire"
     component = (
         BaseNames.of(args.env).component
@@ -165,17 +182,11 @@ def cmd_deploy_adapter(args: argparse.Namespace, console: Any) -> int:
     )
     if _nothing_to_change(clients, args.env, request, before, console):
         return 0
-    what = request.get("version") or request["action"]
-    name = aws.unique_execution_name(
-        f"adapter-{args.adapter or contract.SHARED_BASE}-{what.replace('/', '-')[:40]}"
-    )
     unsure = (
         f"the change {name} did not start, or (an answer of 5xx) may have: see `hfpipe endpoints --env "
         f"{args.env}`, then run the same command again"
     )
     arn = faults.start_execution(clients, machine, name, request, unsure)
-    # Recorded once Apply passed with it: a change refused there, or never started, overrode nothing.
-    gate.record_if_passed(clients, arn, gated, gate.ADAPTER_GATE_STATES, interval)
     console.print(f"{request['action']} {subject} ({component}) in {args.env}: execution {name}")
     console.print(f"  {'base' if retiring else 'adapter'} now: {_describe(before)}")
     if not aws.is_local_world(clients):

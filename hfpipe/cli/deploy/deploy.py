@@ -134,7 +134,8 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         raise HfpipeError(f"--model: {exc}") from None
     version = f"{group.removeprefix(registry.group_prefix(args.env))}/{number}"
     endpoint = contract.deployed_endpoint_name(args.env, args.endpoint)
-    version_arn, decision = _gate(clients, environment, args, endpoint)
+    name = execution_name(args.endpoint, version)
+    decision = _gate(clients, environment, args, endpoint, name)
     before = aws.call(
         f"reading endpoint {endpoint}",
         _endpoint_state,
@@ -143,7 +144,6 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         env=args.env,
     )
     _ttl_only_on_creation(args, endpoint, before)
-    name = execution_name(args.endpoint, version)
     # A 5xx answer to StartExecution may come after the execution started; a rerun then is refused while it
     # runs (DeployInProgress), so running it again is safe either way.
     unsure = (
@@ -151,10 +151,10 @@ def cmd_deploy(args: argparse.Namespace, console: Any) -> int:
         f"{args.env}`, then run the same command again"
     )
     arn = faults.start_execution(clients, machine, name, _execution_input(args), unsure)
-    # Recorded once Prepare passed with it: a deploy refused there (raced by another) overrode nothing.
-    gate.record_if_passed(clients, arn, (version_arn, decision), gate.DEPLOY_GATE_STATES, interval)
     console.print(f"deploying {version} to {args.endpoint} ({endpoint}) in {args.env}: execution {name}")
     console.print(f"  evaluation gate: {decision.message}", soft_wrap=True)
+    if decision.note is not None:  # the act records it (Prepare): this command may stop at any point now
+        console.print(f"  {OVERRIDE_RECORDED}", soft_wrap=True)
     console.print(f"  endpoint now: {_describe(before)}")
     if not aws.is_local_world(clients):  # a local world environment has no console
         console.print(f"  console: {aws.console_url(arn, clients.region)}")
@@ -175,17 +175,28 @@ def _execution_input(args: argparse.Namespace) -> dict[str, str]:
     return {"version": args.model, "endpoint": args.endpoint, **{k: v for k, v in optional.items() if v}}
 
 
+#: What the command says of an override it passed on: the execution records it, not the command.
+OVERRIDE_RECORDED = (
+    "the override is recorded in the version's approval description by the execution, when its Prepare step "
+    "passes the gate with it, whether or not this command still follows it"
+)
+
+
 def _gate(
-    clients: aws.Clients, environment: aws.Environment, args: argparse.Namespace, endpoint: str
-) -> tuple[str, Decision]:
+    clients: aws.Clients, environment: aws.Environment, args: argparse.Namespace, endpoint: str, name: str
+) -> Decision:
     """The evaluation gate (hfpipe.cli.promotion.gate), just before the deploy starts: the version's evaluation
-    and what ``endpoint`` serves, both read now; the version's ARN and the decision (an override is recorded
-    on the version once the execution has passed Prepare)."""
+    and what ``endpoint`` serves, both read now; the decision (an override is recorded on the version by
+    execution ``name``'s Prepare, once it has passed the gate with it: deploy_prepare.record_override)."""
     arn = resolve(clients.sagemaker, args.model, args.env)
-    decision = gate.check(
-        clients, environment, arn, target={"endpoint": endpoint}, override=args.override_evaluation
+    return gate.check(
+        clients,
+        environment,
+        arn,
+        target={"endpoint": endpoint},
+        override=args.override_evaluation,
+        execution=name,
     )
-    return arn, decision
 
 
 def _alarm_wait(sfn: Any, arn: str) -> AlarmWait | None:

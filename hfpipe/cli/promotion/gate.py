@@ -5,21 +5,20 @@ whose function applies the same rule: hfpipe.core.promotion.evaluation_gate).
 Just before the act, the command reads the version's evaluation again (its statistics document) and the
 champion from the target itself (hfpipe.core.promotion.evaluation_reads), and the rule decides; a refusal is one
 line with the figures, before anything is started or changed. An override is recorded in the version's approval
-description (UpdateModelPackage, its status unchanged).
+description (UpdateModelPackage, its status unchanged): by `hfpipe models approve` itself, and for a deploy by
+its execution, when the step that applies the gate (Prepare, Apply) passes with it
+(hfpipe.core.promotion.override_record); the deploy commands only check here that the note would fit.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
 
 from hfpipe import contract
-from hfpipe.cli import aws, faults
+from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.clients import UsageError
-from hfpipe.core import api_shapes
 from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
 from hfpipe.core.promotion.evaluation_gate import Decision
 
@@ -74,12 +73,13 @@ def check(
     target: dict[str, str] | None,
     override: str | None,
     before_note: str | None = None,
+    execution: str | None = None,
 ) -> Decision:
     """The gate's decision on version ``arn`` where traffic moves to ``target`` ({"endpoint": SageMaker name}
     or {"adapter": NAME}; None: the target the version was evaluated for, as at approval); HfpipeError with
     the refusal's line when it refuses; UsageError (exit 2) when an override's reason would not fit the
-    version's approval description after what it holds and ``before_note`` (evaluation_gate.check_override),
-    before anything is written."""
+    version's approval description after what it holds and ``before_note`` (evaluation_gate.check_override,
+    its note naming ``execution`` where the execution records it), before anything is written."""
     env = environment.name
     package = aws.call(
         f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
@@ -108,6 +108,7 @@ def check(
             override=override,
             failed=evaluation_gate.failure_of(statistics),
             description=_held(package.get("ApprovalDescription"), before_note),
+            execution=execution,
         )
     except evaluation_gate.OverrideError as err:
         raise UsageError(str(err)) from None
@@ -122,74 +123,3 @@ def _held(description: str | None, before_note: str | None) -> str | None:
     """What the approval description holds before an override's note: what it holds now, then
     ``before_note`` (approve's own reason)."""
     return evaluation_gate.appended(description, before_note) if before_note else description
-
-
-#: The states of the deploy and adapter state machines an execution goes through before its own gate has
-#: passed, or on its refusal (stacks/constructs/deploy_state_machine.py: Prepare applies the gate, and the one
-#: deploy per endpoint, a refusal ends at Refused; adapter_state_machine.py: Apply, its refusal Refused, its
-#: failure Abandon -> Failed). Any other state entered: the gate passed in that execution.
-DEPLOY_GATE_STATES = frozenset({"Prepare", "Refused"})
-ADAPTER_GATE_STATES = frozenset({"Action?", "Apply", "Refused", "Abandon", "Failed"})
-
-
-def _entered(sfn: Any, arn: str) -> set[str]:
-    """The names of the states the execution has entered (GetExecutionHistory's stateEnteredEventDetails)."""
-    return {
-        e["stateEnteredEventDetails"]["name"]
-        for e in aws.execution_history(sfn, arn)
-        if "stateEnteredEventDetails" in e
-    }
-
-
-def passed_gate(
-    sfn: Any,
-    arn: str,
-    gate_states: frozenset[str],
-    interval: float,
-    sleep: Callable[[float], None] = time.sleep,
-) -> bool:
-    """Whether execution ``arn`` passed its own gate step (Prepare, Apply): True once it entered a state after
-    it; False when it ended without (refused there: DeployInProgress to a deploy raced by another, the gate on
-    what serves by then, an input refused). Waits while it runs (seconds: the step is one Lambda call)."""
-    while True:
-        ended = faults.poll(
-            f"reading execution {arn}", sfn.describe_execution, sleep, interval, executionArn=arn
-        )
-        entered = faults.poll(f"reading the history of {arn}", _entered, sleep, interval, sfn=sfn, arn=arn)
-        if entered - gate_states:
-            return True
-        if ended.get("status") != "RUNNING":  # read before the history: its end is in what was read
-            return False
-        sleep(interval)
-
-
-def record_if_passed(
-    clients: aws.Clients,
-    execution: str,
-    gated: tuple[str, Decision] | None,
-    gate_states: frozenset[str],
-    interval: float,
-) -> None:
-    """An override recorded only where it was used: once ``execution`` has passed its gate step with it (a
-    deploy refused there, or never started, overrode nothing: docs/evaluation.md)."""
-    if gated is None or gated[1].note is None:
-        return
-    if passed_gate(clients.sfn, execution, gate_states, interval):
-        record_override(clients, *gated)
-
-
-def record_override(clients: aws.Clients, arn: str, decision: Decision) -> None:
-    """The override's reason appended to the version's approval description, its approval status as it is
-    now. The commands call it once their execution has passed its gate step (``record_if_passed``)."""
-    if decision.note is None:
-        return
-    package = aws.call(
-        f"reading model package {arn}", clients.sagemaker.describe_model_package, ModelPackageName=arn
-    )
-    status = package.get("ModelApprovalStatus")
-    description = evaluation_gate.appended(package.get("ApprovalDescription"), decision.note)
-    request = {"ModelPackageArn": arn, "ModelApprovalStatus": status, "ApprovalDescription": description}
-    problems = api_shapes.problems("UpdateModelPackage", request)
-    if problems:
-        raise HfpipeError(f"{problems[0]}: SageMaker's UpdateModelPackage would refuse it; nothing changed")
-    aws.call(f"recording the override on {arn}", clients.sagemaker.update_model_package, **request)

@@ -423,19 +423,21 @@ def decide(
     recorded: str = RECORDED_IN,
     failed: str | None = None,
     description: str | None = None,
+    execution: str | None = None,
 ) -> Decision:
     """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
     place records an override's reason; ``failed``: the cause when the version's evaluation job failed (it
     is then no evaluation, ``failure_of``); ``description``: what the version's approval description will
-    hold before the override's note (``check_override``), where the place knows it."""
+    hold before the override's note (``check_override``), where the place knows it; ``execution``: the
+    execution that records the note (deploy, deploy --adapter: ``override_note``)."""
     found = problem(
         evaluated, version=version, champion_now=champion_now, mode=mode, where=where, failed=failed
     )
     if found is None:
         return Decision(True, passed(evaluated, champion_now, where, failed))
     if override is not None:
-        reason = check_override(override, description=description, refused=found)
-        return Decision(True, f"{found}; overridden: {reason}", override_note(reason, found))
+        reason = check_override(override, description=description, refused=found, execution=execution)
+        return Decision(True, f"{found}; overridden: {reason}", override_note(reason, found, execution))
     return Decision(
         False,
         f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in {recorded})',
@@ -455,9 +457,28 @@ OVERRIDE_ACCEPTED = (
 )
 
 
-def override_note(reason: str, refused: str) -> str:
-    """What an override records: the reason and the refusal it passed."""
-    return f"{OVERRIDE_PREFIX}{reason} (refused: {refused})"
+def override_note(reason: str, refused: str, execution: str | None = None) -> str:
+    """What an override records: the reason and the refusal it passed; with ``execution``, the execution that
+    used it and records it (``execution_mark``: a retried step finds it there and appends nothing)."""
+    used_by = f"; {execution_mark(execution)}" if execution else ""
+    return f"{OVERRIDE_PREFIX}{reason} (refused: {refused}{used_by})"
+
+
+def execution_mark(execution: str) -> str:
+    """How an override's note names the execution that recorded it (``recorded_by``)."""
+    return f"{EXECUTION_MARK}{execution}]"
+
+
+#: The start of ``execution_mark``. An execution's name holds no "]" and is unique per state machine for 90
+#: days (StartExecution's ``name``: 1 to 80 characters, "must not contain ... brackets < > { } [ ]",
+#: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html), so the mark of one
+#: execution is never part of another's.
+EXECUTION_MARK = "[execution "
+
+
+def recorded_by(description: str | None, execution: str) -> bool:
+    """Whether an approval description holds an override note recorded by ``execution`` already."""
+    return execution_mark(execution) in (description or "")
 
 
 def appended(description: str | None, note: str) -> str:
@@ -466,7 +487,9 @@ def appended(description: str | None, note: str) -> str:
     return f"{description}; {note}" if description else note
 
 
-def check_override(override: str, *, description: str | None = None, refused: str = "") -> str:
+def check_override(
+    override: str, *, description: str | None = None, refused: str = "", execution: str | None = None
+) -> str:
     """An override's reason, stripped, under the one rule of every place that takes it (approve, deploy,
     deploy --adapter, promote, and the deploy's and adapter's state machines), checked before anything that
     writes: not blank, and the approval description it is recorded in (``description``, what it holds before
@@ -477,7 +500,7 @@ def check_override(override: str, *, description: str | None = None, refused: st
     if not reason:
         raise OverrideError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; {OVERRIDE_ACCEPTED}")
     found = api_shapes.shape_problems(
-        "ApprovalDescription", appended(description, override_note(reason, refused))
+        "ApprovalDescription", appended(description, override_note(reason, refused, execution))
     )
     if found:
         raise OverrideError(

@@ -39,7 +39,7 @@ from hfpipe.core.adapters.adapter_deploy import AdapterRefused, BaseNames
 from hfpipe.core.adapters.adapter_plan import STEPS, AdapterDeleted, AdapterPlan, BaseRetired
 from hfpipe.core.adapters.shared_base import SharedBase
 from hfpipe.core.deploy import deploy_requests, expiry
-from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, override_record, registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup, quotas
 from pipeline_lambdas import aws
@@ -172,35 +172,51 @@ def _evaluated(s3: Any, version: dict[str, Any]) -> evaluation_gate.Evaluated | 
 
 
 def _decided(
-    version: dict[str, Any], env: str, champion: Any, evaluated: Any, where: str, override: Any
-) -> None:
-    decision = evaluation_gate.decide(
-        evaluated,
-        version=registry.ref_of_arn(str(version["ModelPackageArn"]), env),
-        champion_now=champion,
-        mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
-        where=where,
-        override=override,
-    )
+    version: dict[str, Any],
+    env: str,
+    champion: Any,
+    evaluated: Any,
+    where: str,
+    override: Any,
+    execution: str | None = None,
+) -> evaluation_gate.Decision:
+    try:
+        decision = evaluation_gate.decide(
+            evaluated,
+            version=registry.ref_of_arn(str(version["ModelPackageArn"]), env),
+            champion_now=champion,
+            mode=os.environ.get("EVALUATION_GATE", evaluation_gate.DEFAULT_GATE_MODE),
+            where=where,
+            override=override,
+            description=version.get("ApprovalDescription"),
+            execution=execution,
+        )
+    except evaluation_gate.OverrideError as err:  # its note would not fit what the description holds now
+        raise AdapterRefused(f"input.override_evaluation: {err}") from None
     if not decision.allowed:
         raise AdapterRefused(f"refused by the evaluation gate: {decision.message}")
     aws.log_json(LOG, "evaluation gate passed", decision=decision.message)
+    return decision
 
 
 def check_evaluation(
-    sagemaker: Any, s3: Any, env: str, request: dict[str, str], version: dict[str, Any]
-) -> None:
+    sagemaker: Any,
+    s3: Any,
+    env: str,
+    request: dict[str, str],
+    version: dict[str, Any],
+    execution: str | None = None,
+) -> evaluation_gate.Decision:
     """The evaluation gate (hfpipe.core.promotion.evaluation_gate), as the command applies it: the version's
     evaluation and what the adapter serves, both read now; AdapterRefused with the figures when it refuses.
-    The command records the override's reason in the version's approval description once it has started the
-    execution."""
+    The decision: ``apply`` records an override's note (naming ``execution``) once it has passed with it."""
     arn = str(version["ModelPackageArn"])
     evaluated = _evaluated(s3, version)
     champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
     if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
         champion = None  # it serves this version already
     where = f"adapter {request['adapter']}"
-    _decided(version, env, champion, evaluated, where, request.get("override_evaluation"))
+    return _decided(version, env, champion, evaluated, where, request.get("override_evaluation"), execution)
 
 
 def check_rollback(s3: Any, env: str, request: dict[str, str], version: dict[str, Any]) -> None:
@@ -250,18 +266,28 @@ def _first_change(event: dict[str, Any], stepfunctions: Any) -> dict[str, str]:
     return request
 
 
-def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str, Any]:
-    """The ``apply`` step (the module docstring): the typed plan, as JSON."""
-    request, sagemaker = _first_change(event, clients["stepfunctions"]), clients["sagemaker"]
-    base, serving = base_of_environment(), None
+def _gated(
+    event: dict[str, Any], env: str, request: dict[str, str], clients: dict[str, Any]
+) -> tuple[dict[str, Any], Any, evaluation_gate.Decision | None]:
+    """The version a deploy or a rollback moves to, what the component serves (a rollback's), and the gate's
+    decision on a deploy (None: a rollback, gated by check_rollback); AdapterRefused where the gate refuses."""
+    sagemaker = clients["sagemaker"]
     if request["action"] == "rollback":
         version, serving = adapter_deploy.rollback_target(sagemaker, env, request["adapter"])
         check_rollback(clients["s3"], env, request, dict(version))
-    elif request["action"] == "deploy":
+        return dict(version), serving, None
+    if request["action"] == "deploy":
         version = _version(sagemaker, request["version"], env)
-        check_evaluation(sagemaker, clients["s3"], env, request, version)
-    else:
-        raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
+        execution = event["execution_name"]
+        return version, None, check_evaluation(sagemaker, clients["s3"], env, request, version, execution)
+    raise AdapterRefused(f"action {request['action']!r}: not a deploy; accepted: deploy, rollback")
+
+
+def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str, Any]:
+    """The ``apply`` step (the module docstring): the typed plan, as JSON."""
+    request, sagemaker = _first_change(event, clients["stepfunctions"]), clients["sagemaker"]
+    base = base_of_environment()
+    version, serving, decision = _gated(event, env, request, clients)
     info = deploy_requests.version_info(env, version)
     try:
         smoke = deploy_requests.smoke_spec(
@@ -309,7 +335,20 @@ def apply(event: dict[str, Any], env: str, clients: dict[str, Any]) -> dict[str,
         smoke=smoke,
         applied_at=datetime.now(UTC).isoformat(),
     )
+    _record_override(sagemaker, str(version["ModelPackageArn"]), decision, event["execution_name"])
     return plan.to_json()
+
+
+def _record_override(
+    sagemaker: Any, arn: str, decision: evaluation_gate.Decision | None, execution: str
+) -> None:
+    """The override this execution used, appended to the version's approval description by the act once
+    Apply has passed the gate with it (hfpipe.core.promotion.override_record: once per execution, a retried
+    Apply appends nothing); nothing where the gate passed without one, or a rollback (no override)."""
+    if decision is None or decision.note is None:
+        return
+    if override_record.record(sagemaker, arn, decision.note, execution):
+        aws.log_json(LOG, "evaluation gate override recorded", version=arn)
 
 
 def scale_base(env: str, base: SharedBase) -> None:

@@ -8,7 +8,9 @@ it (``check_evaluation``: hfpipe.core.promotion.evaluation_gate's one rule on th
 and what serves on the endpoint, both read now, so a deploy started without the command is gated as the
 command gates it); NAME is declared in the environment's cdk.json ``endpoints`` (``DEPLOY_ENDPOINTS``); and
 the endpoint, if it exists, was made by a deploy of this environment for NAME (never adopt another endpoint), is not busy
-and has not failed. Each refusal is an exception class whose name is the execution's error.
+and has not failed. Each refusal is an exception class whose name is the execution's error. A look that passed
+the gate with the input's override appends its reason to the version's approval description (UpdateModelPackage,
+once per execution: ``record_override``): the record is the act's, whether or not a command still follows it.
 
 The result is a ``DeployPlan`` (hfpipe/core/deploy/deploy_plan.py; its JSON is ``$.deploy``), whose ``action`` is: ``create`` (no endpoint yet), ``update`` (blue/green to the new
 config), ``none`` (the endpoint's live config already serves this version and its record says so: the record
@@ -42,7 +44,7 @@ from hfpipe.core.deploy.deploy_plan import (
 )
 from hfpipe.core.deploy.deployments import EndpointSettings
 from hfpipe.core.deploy.what_serves import read_config
-from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
+from hfpipe.core.promotion import evaluation_gate, evaluation_reads, override_record, registry
 from hfpipe.core.recipe.recipes import resolve_recipe
 from hfpipe.core.run import cleanup as rule
 from hfpipe.core.run import quotas
@@ -336,12 +338,14 @@ def check_evaluation(
     endpoint_name: str,
     wanted: DeployInput,
     mode: str,
-) -> str:
+    execution_name: str = "",
+) -> evaluation_gate.Decision:
     """The evaluation gate (hfpipe.core.promotion.evaluation_gate.decide), as `hfpipe deploy` applies it before
     it starts this state machine: the version's stored evaluation (its statistics document) and what serves on
     the endpoint, both read now (hfpipe.core.promotion.evaluation_reads); the input's ``override_evaluation``
-    passes a refusal (`hfpipe deploy` records its reason in the version's approval description once this
-    execution has started). The line the gate says; EvaluationGateRefused with the figures when it refuses."""
+    passes a refusal (``prepare`` records it, naming ``execution_name``, once this step has passed with it:
+    record_override). The decision; EvaluationGateRefused with the figures when it refuses, InvalidDeployInput
+    when the override's note would not fit the version's approval description."""
     package = sagemaker.describe_model_package(ModelPackageName=info.arn)
     try:
         statistics = evaluation_reads.statistics_of(package, lambda u: evaluation_reads.read_json(s3, u))
@@ -357,19 +361,36 @@ def check_evaluation(
         ) from None
     target = {"endpoint": endpoint_name}
     champion = evaluation_reads.champion_to_replace(sagemaker, env, target, info.arn)
-    decision = evaluation_gate.decide(
-        evaluated,
-        version=info.ref,
-        champion_now=champion,
-        mode=mode,
-        where=f"endpoint {endpoint_name}",
-        override=wanted.override_evaluation,
-        failed=evaluation_gate.failure_of(statistics),
-    )
+    try:
+        decision = evaluation_gate.decide(
+            evaluated,
+            version=info.ref,
+            champion_now=champion,
+            mode=mode,
+            where=f"endpoint {endpoint_name}",
+            override=wanted.override_evaluation,
+            failed=evaluation_gate.failure_of(statistics),
+            description=package.get("ApprovalDescription"),
+            execution=execution_name or None,
+        )
+    except evaluation_gate.OverrideError as err:  # its note would not fit what the description holds now
+        raise InvalidDeployInput(f"input.override_evaluation: {err}") from None
     if not decision.allowed:
         raise EvaluationGateRefused(f"refused by the evaluation gate: {decision.message}")
     aws.log_json(LOG, "evaluation gate passed", version=info.arn, decision=decision.message)
-    return decision.message
+    return decision
+
+
+def record_override(
+    sagemaker: Any, arn: str, decision: evaluation_gate.Decision, execution_name: str
+) -> None:
+    """The override this execution used, appended to the version's approval description by this step, once
+    it has passed the gate with it (hfpipe.core.promotion.override_record: once per execution, its status as it
+    is); nothing where the gate passed without one."""
+    if decision.note is None:
+        return
+    if override_record.record(sagemaker, arn, decision.note, execution_name):
+        aws.log_json(LOG, "evaluation gate override recorded", version=arn)
 
 
 def expires(wanted: DeployInput, env_ttl: int | None, now: datetime | None) -> list[dict[str, str]]:
@@ -477,7 +498,9 @@ def prepare(
         _first_of_its_endpoint(clients["stepfunctions"], state_machine_arn, execution_name, wanted.endpoint)
     info = _approved_version(sagemaker, wanted.version, env, role_arn)
     # Every look (a look after a wait for alarms too) reads what serves just then.
-    check_evaluation(sagemaker, clients["s3"], env, info, settings.endpoint_name(env), wanted, gate_mode)
+    decision = check_evaluation(
+        sagemaker, clients["s3"], env, info, settings.endpoint_name(env), wanted, gate_mode, execution_name
+    )
     plan = _first_plan(wanted, settings, info, env, execution_name)
     endpoint = describe_endpoint(sagemaker, plan.endpoint_name)
     others = neighbours(env, endpoints, wanted.endpoint)
@@ -491,6 +514,8 @@ def prepare(
         aws.log_json(
             LOG, "deploy prepared", action=plan.action, version=info.arn, endpoint=plan.endpoint_name
         )
+    # Recorded by the act: this step passed the gate with the override (docs/evaluation.md).
+    record_override(sagemaker, info.arn, decision, execution_name)
     return plan
 
 
