@@ -79,7 +79,7 @@ def actions(statements):
 
 #: The adapter function's actions: the shared base made, adapter components created, updated, deleted and
 #: read, versions read and their groups listed, the bake's metrics, the execution role passed, one change at a
-#: time per adapter, the base's endpoint-usage quota read before the base is made.
+#: time per adapter, the base's endpoint-usage quota read before the base is made, an override recorded.
 ADAPTER_ACTIONS = {
     "sagemaker:DescribeModelPackage",
     "sagemaker:CreateModel",
@@ -108,6 +108,8 @@ ADAPTER_ACTIONS = {
     "iam:PassRole",
     "states:ListExecutions",
     "states:DescribeExecution",
+    # Apply appends an override it passed the gate with to the version's ApprovalDescription.
+    "sagemaker:UpdateModelPackage",
 }
 #: Where the base scales to zero (dev's cdk.json; hfpipe.core.adapters.scale_to_zero): made with the base,
 #: removed when it is retired, and what AWS requires of the caller that registers it.
@@ -236,6 +238,8 @@ def test_each_function_has_its_own_role_with_only_its_actions(pipeline_app, env)
             "cloudwatch:DescribeAlarms",
             # The evaluation gate: the version's statistics document (its stored evaluation).
             "s3:GetObject",
+            # An override Prepare passed the gate with, appended to the version's ApprovalDescription.
+            "sagemaker:UpdateModelPackage",
         },
         "deploy_record": {"sagemaker:AddTags", "sagemaker:DescribeModel", "ssm:PutParameter", *SCALING},
         "deploy_cleanup": {
