@@ -38,6 +38,15 @@ TASK_METRICS: dict[str, dict[str, bool]] = {
     "summarization": {**dict.fromkeys(ROUGE_KEYS, True), "perplexity": False},
     "text-generation": {**dict.fromkeys(ROUGE_KEYS, True), "perplexity": False},
 }
+#: The fewest held-out examples a verdict is drawn from (the recipe schema's evaluation.max_examples minimum,
+#: hfpipe.core.recipe.schema.EVALUATION_MIN_EXAMPLES, must say the same: tests/training/test_eval_scores.py).
+#: With n examples the smallest non-zero difference is 100/n points, and the paired bootstrap cannot see
+#: further than the examples: n examples that all favour one model give the interval [d, d], a `better`
+#: from 2 examples. 11 is the smallest n for which even that clean sweep is evidence at every confidence
+#: the rule accepts (up to 0.999) by the exact sign test, the small-sample test of paired outcomes: n
+#: examples all in one model's favour have the two-sided p = 2 * 0.5**n, below 1 - 0.999 = 0.001 only from
+#: n = 11 (2 * 0.5**10 = 0.00195). Fewer, and no verdict is given (evaluate.py fails the job, saying why).
+MIN_EXAMPLES = 11
 #: The most resampled example indices held at once (resamples x examples), to bound memory.
 _CHUNK = 2_000_000
 

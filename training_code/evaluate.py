@@ -78,7 +78,12 @@ def build_parser() -> OneLineParser:
     rule.add_argument("--margin", type=float, default=0.0, help=">= 0, in the metric's units")
     rule.add_argument("--confidence", type=float, default=0.95, help="0.5..0.999")
     rule.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, 100..10000")
-    rule.add_argument("--max-examples", type=int, default=None, help="score the first N examples only")
+    rule.add_argument(
+        "--max-examples",
+        type=int,
+        default=None,
+        help=f"score the first N examples only (N >= {eval_scores.MIN_EXAMPLES})",
+    )
     rule.add_argument("--champion", action="store_true", help="compare with input/champion")
     rule.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     data = parser.add_argument_group("the data")
@@ -117,8 +122,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, (low, high) in BOUNDS.items():
         if not low <= getattr(args, name) <= high:
             parser.error(f"argument --{name}: {getattr(args, name)}; accepted: {low}..{high}")
+    if args.max_examples is not None and args.max_examples < eval_scores.MIN_EXAMPLES:
+        parser.error(
+            f"argument --max-examples: {args.max_examples}; accepted: an integer >= {eval_scores.MIN_EXAMPLES} "
+            '(fewer examples give no verdict: docs/evaluation.md, "The bootstrap and the verdict")'
+        )
     for name in (
-        "max_examples",
         "max_seq_length",
         "doc_stride",
         "max_new_tokens",
@@ -216,6 +225,12 @@ def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows = rows[: args.max_examples]
     if not rows:
         raise EvaluationError("the held-out data holds no example to score")
+    if len(rows) < eval_scores.MIN_EXAMPLES:
+        raise EvaluationError(
+            f"the held-out data holds {len(rows)} examples to score; accepted: at least "
+            f'{eval_scores.MIN_EXAMPLES}: fewer give no verdict (docs/evaluation.md, "The bootstrap and the '
+            'verdict")'
+        )
     return rows
 
 
@@ -443,20 +458,57 @@ def classification_scored(
     }
 
 
+LabelSet = dict[str, dict[Any, Any]]
+
+
+def classification_labels(model_dir: Path) -> LabelSet:
+    """The classification head's labels: its config's id2label and label2id, as transformers reads them
+    (PretrainedConfig: id2label's keys made integers, LABEL_i where config.json names none)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    return {
+        "id2label": {int(k): str(v) for k, v in sorted(config.id2label.items(), key=lambda kv: int(kv[0]))},
+        "label2id": {
+            str(k): int(v) for k, v in sorted((config.label2id or {}).items(), key=lambda kv: kv[1])
+        },
+    }
+
+
+def check_same_labels(way: TaskWay, dirs: dict[str, Path]) -> None:
+    """A champion is scored on the challenger's data only where its head answers in the challenger's labels:
+    a model of the same task trained on other labels (a sentiment model against MNLI's) would be read as if
+    its ids were the challenger's. EvaluationError naming both label sets otherwise. The other task kinds'
+    heads define no label set (extractive QA: start and end logits over the tokens; a causal LM: its
+    vocabulary, its output read as text)."""
+    if way.labels is None or "champion" not in dirs:
+        return
+    challenger, champion = way.labels(dirs["challenger"]), way.labels(dirs["champion"])
+    if challenger == champion:
+        return
+    key = "id2label" if challenger["id2label"] != champion["id2label"] else "label2id"
+    raise EvaluationError(
+        f"the champion's labels ({key} {champion[key]}) are not the challenger's ({key} {challenger[key]}): "
+        "its predictions cannot be scored against the challenger's data; accepted: a champion whose config "
+        "has the challenger's id2label and label2id (a version of the same labels)"
+    )
+
+
 @dataclass(frozen=True)
 class TaskWay:
-    """How a task kind's data is read (a data file's records), which records score, and how each model is
-    scored on them."""
+    """How a task kind's data is read (a data file's records), which records score, how each model is scored
+    on them, and the label set its head defines (None: none to compare)."""
 
     read: Callable[[Path], list[dict[str, Any]]]
     keep: Callable[[dict[str, Any], argparse.Namespace], bool]
     score: Callable[[dict[str, Path], list[dict[str, Any]], argparse.Namespace], Scored]
+    labels: Callable[[Path], LabelSet] | None = None
 
 
 #: Per task kind (eval_scores.TASK_METRICS names the same kinds; tests/training/test_eval_scores.py).
 WAYS = {
     "question-answering": TaskWay(squad_rows, every_row, qa_scored),
-    "text-classification": TaskWay(table_rows, labelled_row, classification_scored),
+    "text-classification": TaskWay(table_rows, labelled_row, classification_scored, classification_labels),
     "summarization": TaskWay(table_rows, every_row, causal_lm_scored),
     "text-generation": TaskWay(table_rows, every_row, causal_lm_scored),
 }
@@ -467,6 +519,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.monotonic()
     names = ["challenger", "champion"] if args.champion else ["challenger"]
     dirs = {name: extract_model(args.input_dir, name, work) for name in names}
+    check_same_labels(WAYS[args.task], dirs)
     metrics = WAYS[args.task].score(dirs, load_records(args), args)
     rule = {
         "metric": args.metric,

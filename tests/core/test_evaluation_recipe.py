@@ -80,6 +80,11 @@ def test_the_field_s_defaults_are_filled() -> None:
             "recipe.evaluation.margin: -1 is below the minimum 0",
         ),
         ("tiny-qa", {"data": "validation"}, "recipe.evaluation.metric: required field is missing"),
+        (  # newcomer finding 2: a verdict from a handful of examples (docs/evaluation.md: at least 11)
+            "tiny-mnli",
+            {"data": "validation", "metric": "accuracy", "max_examples": 2},
+            "recipe.evaluation.max_examples: 2 is below the minimum 11",
+        ),
         *(
             (
                 "bert-large-squad-ddp",

@@ -130,6 +130,21 @@ def test_the_task_kinds_name_the_metrics_the_job_scores() -> None:
         assert set(kind.evaluation_arguments.values()) <= accepted, kind.name
 
 
+def test_the_recipe_and_the_job_hold_the_same_floor_of_examples() -> None:
+    """Newcomer finding 2: the schema's evaluation.max_examples minimum is the job's own floor, and the floor
+    is the smallest n at which n examples all favouring one model pass the exact sign test at the highest
+    confidence the rule accepts (docs/evaluation.md, "The bootstrap and the verdict")."""
+    from hfpipe.core.recipe.schema import EVALUATION_MIN_EXAMPLES, RECIPE_SCHEMA
+
+    field = RECIPE_SCHEMA["properties"]["evaluation"]
+    assert (
+        field["properties"]["max_examples"]["minimum"] == EVALUATION_MIN_EXAMPLES == eval_scores.MIN_EXAMPLES
+    )
+    highest = field["properties"]["confidence"]["maximum"]
+    sign_test = [n for n in range(1, 30) if 2 * 0.5**n < 1 - highest]
+    assert sign_test[0] == eval_scores.MIN_EXAMPLES
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -145,6 +160,10 @@ def test_the_task_kinds_name_the_metrics_the_job_scores() -> None:
         (["--task", "text-classification", "--metric", "accuracy", "--margin", "-1"], "argument --margin"),
         (["--task", "summarization", "--metric", "rougeL", "--split", "train"], "argument --split: 'train'"),
         (["--task", "translation", "--metric", "bleu"], "argument --task"),
+        (  # newcomer finding 2: a verdict from 2 examples
+            ["--task", "text-classification", "--metric", "accuracy", "--max-examples", "2"],
+            "argument --max-examples: 2; accepted: an integer >= 11 (fewer examples give no verdict",
+        ),
     ],
 )
 def test_a_bad_argument_is_one_line_naming_it_and_exit_status_2(

@@ -191,6 +191,76 @@ def test_a_better_challenger_is_better(inputs: Path, tmp_path: Path, monkeypatch
     assert doc["verdict"] == "better" and doc["difference"]["low"] > 0
 
 
+def _main_ends(
+    folder: Path, tmp_path: Path, arguments: list[str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> tuple[int, str]:
+    """evaluate.main in this process, expected to end: its exit status and its one line (stderr, and the
+    ExitMessage file); no evaluation.json written."""
+    import evaluate
+
+    monkeypatch.setenv("HFPIPE_LOCAL_OPT_ML", str(tmp_path))
+    with pytest.raises(SystemExit) as ended:
+        evaluate.main([*arguments, "--input-dir", str(folder), "--output-dir", str(tmp_path / "out")])
+    said = capsys.readouterr().err.strip()
+    assert len(said.splitlines()) == 1 and (tmp_path / "output" / "message").read_text() == said
+    assert not (tmp_path / "out" / "evaluation.json").exists()
+    return int(ended.value.code or 0), said
+
+
+def test_fewer_held_out_examples_than_the_floor_give_no_verdict(
+    inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Newcomer finding 2: 2 examples gave `better` at +100 (+100 to +100). The job fails saying why, so the
+    evaluation fails and the gate reads no verdict (docs/evaluation.md, "A failed evaluation")."""
+    folder = tmp_path / "input"
+    for name, source in (("challenger", "better"), ("champion", "worse")):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "model.tar.gz").symlink_to(inputs / source / "model.tar.gz")
+    (folder / "data").mkdir()
+    rows = (inputs / "data" / "validation.jsonl").read_text().splitlines(keepends=True)
+    (folder / "data" / "validation.jsonl").write_text("".join(rows[:10]))  # 10 pairs, each one-sided
+    status, said = _main_ends(folder, tmp_path, [*RULE, "--champion", *EXTRA], monkeypatch, capsys)
+    assert status == 1
+    assert said.startswith(
+        "evaluate.py: EvaluationError: the held-out data holds 10 examples to score; accepted: at least 11"
+    )
+    status, said = _main_ends(
+        folder, tmp_path, [*RULE, "--champion", "--max-examples", "2", *EXTRA], monkeypatch, capsys
+    )
+    assert status == 2 and "argument --max-examples: 2; accepted: an integer >= 11" in said
+
+
+def test_a_champion_with_other_labels_is_not_scored(
+    inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Newcomer finding 3: a sentiment model of the same task was scored on MNLI's labels as if its own. The
+    job refuses it naming both label sets (exit status 1: the evaluation fails, the version records why)."""
+    models = inputs.parent / "models"
+    other = tmp_path / "other"
+    shutil.copytree(models / "better", other)
+    config = json.loads((other / "config.json").read_text())
+    config["id2label"] = {"0": "negative", "1": "positive", "2": "mixed"}
+    config["label2id"] = {"negative": 0, "positive": 1, "mixed": 2}
+    (other / "config.json").write_text(json.dumps(config))
+    folder = tmp_path / "input"
+    (folder / "challenger").mkdir(parents=True)
+    (folder / "challenger" / "model.tar.gz").symlink_to(inputs / "better" / "model.tar.gz")
+    _pack(other, folder / "champion" / "model.tar.gz")
+    (folder / "data").symlink_to(inputs / "data")
+    status, said = _main_ends(folder, tmp_path, [*RULE, "--champion", *EXTRA], monkeypatch, capsys)
+    assert status == 1
+    challenger = json.loads((models / "better" / "config.json").read_text())["id2label"]
+    assert said.startswith("evaluate.py: EvaluationError: the champion's labels (id2label {0: 'negative'")
+    assert str({int(k): v for k, v in challenger.items()}) in said, said  # the challenger's, named too
+    # The same labels under other ids are other labels too: label2id named where id2label alone cannot say.
+    config["id2label"] = {str(k): v for k, v in challenger.items()}
+    config["label2id"] = {v: (int(k) + 1) % 3 for k, v in challenger.items()}
+    (other / "config.json").write_text(json.dumps(config))
+    _pack(other, folder / "champion" / "model.tar.gz")
+    status, said = _main_ends(folder, tmp_path, [*RULE, "--champion", *EXTRA], monkeypatch, capsys)
+    assert status == 1 and "the champion's labels (label2id {" in said, said
+
+
 def test_a_failed_evaluation_fails_its_job_saying_why(engine: Any) -> None:
     # --champion without a champion input: evaluate.py's one line is the job's FailureReason and ExitMessage.
     job = _run(engine, _request("no-champion-input", "better", None, [*RULE, "--champion", *EXTRA]))

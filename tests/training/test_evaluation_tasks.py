@@ -23,7 +23,7 @@ from hfpipe.core.recipe.evaluation import check_document
 from hfpipe.fixtures import write_fixture
 from hfpipe.kinds import TASK_KINDS
 
-RULE = ["--margin", "0", "--resamples", "100", "--max-examples", "6", "--champion"]
+RULE = ["--margin", "0", "--resamples", "100", "--max-examples", "11", "--champion"]
 
 
 def _inputs(root: Path, model: Path, task: str) -> Path:
@@ -67,10 +67,10 @@ def test_extractive_qa_is_scored_as_squad_scores(tmp_path: Path, monkeypatch: py
         "32",
     ]
     doc = _evaluate(tmp_path, folder, arguments, monkeypatch)
-    assert doc["data"]["examples"] == 6
+    assert doc["data"]["examples"] == 11  # the floor (eval_scores.MIN_EXAMPLES)
     assert set(doc["challenger"]["scores"]) == {"exact_match", "f1"}
     for score in doc["challenger"]["scores"].values():
-        assert score["n"] == 6 and 0.0 <= score["low"] <= score["value"] <= score["high"] <= 100.0
+        assert score["n"] == 11 and 0.0 <= score["low"] <= score["value"] <= score["high"] <= 100.0
 
 
 def test_a_causal_lm_s_perplexity_and_rouge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

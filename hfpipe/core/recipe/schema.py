@@ -142,6 +142,13 @@ _SOURCE = {
 #: recipe.evaluation: the held-out evaluation of a version against the one it would replace (docs/evaluation.md);
 #: that data names a held-out channel or split and the metric one its task kind scores is
 #: ``check_evaluation``'s rule, below.
+#: The fewest held-out examples a verdict is drawn from: with n examples the smallest non-zero difference is
+#: 100/n points, and 11 is the smallest n at which n examples all in one model's favour are evidence by the
+#: exact sign test at the highest confidence accepted, 0.999 (2 * 0.5**11 < 0.001); the container's
+#: training_code/eval_scores.py MIN_EXAMPLES, which the job holds what it read to, says the same
+#: (tests/training/test_eval_scores.py). docs/evaluation.md, "The bootstrap and the verdict".
+EVALUATION_MIN_EXAMPLES = 11
+
 _EVALUATION = {
     "type": ["object", "null"],
     "default": None,
@@ -187,9 +194,10 @@ _EVALUATION = {
         },
         "max_examples": {
             "type": ["integer", "null"],
-            "minimum": 1,
+            "minimum": EVALUATION_MIN_EXAMPLES,
             "default": None,
-            "description": "Score the first N held-out examples only; null: all of them.",
+            "description": f"Score the first N held-out examples only (N >= {EVALUATION_MIN_EXAMPLES}: fewer "
+            "give no verdict); null: all of them.",
         },
     },
 }
