@@ -537,6 +537,41 @@ def test_the_report_states_a_failed_evaluation_with_its_cause():
     assert line == f"failed: {FAILED_CAUSE}; 1 x ml.g4dn.xlarge, 3 s, 0.0006 USD"
 
 
+def test_a_refused_preparation_is_reported_and_compared_as_no_job_and_no_champion_scored():
+    """PrepareEvaluation refused to create the job (RecordEvaluationFailure's record after
+    EvaluationNotPrepared: no job name, 0 s): the report says no job ran instead of "1 x ..., 0 s, 0 USD", and
+    `models compare` names what the run asked for instead of "no champion"."""
+    from hfpipe.cli.run.report import _evaluation
+    from hfpipe.core.promotion import evaluation_gate
+
+    cause = "champion: endpoint hfpipe-dev-classifier serves tiny-spot/1, a sentiment model; ..."
+    line = _evaluation(
+        {
+            "verdict": "failed",
+            "reason": cause,
+            "processing_job_name": None,
+            "instance_type": "ml.g4dn.xlarge",
+            "instance_count": 1,
+            "seconds": 0.0,
+            "cost_usd": 0.0,
+        }
+    )
+    assert line == f"failed: {cause}; no evaluation job was created (nothing billed)"
+    stored = {
+        "failure": {"error": "EvaluationFailed", "status": None, "cause": cause},
+        "target": {"endpoint": "hfpipe-dev-classifier"},
+        "champion": None,
+        "job": {"name": None, "seconds": 0.0, "usd": 0.0},
+    }
+    shown = evaluation_gate.summary(stored, "dev")
+    assert (
+        shown is not None
+        and shown["champion"] == "none scored (its run named endpoint hfpipe-dev-classifier)"
+    )
+    shown = evaluation_gate.summary({**stored, "target": {}}, "dev")
+    assert shown is not None and shown["champion"] == "none (its run named no --champion)"
+
+
 @pytest.mark.parametrize(
     ("reason", "broken"),
     [("line one\nline two", "does not match the API's pattern .*"), ("x" * 2000, "accepted: at most 1024")],

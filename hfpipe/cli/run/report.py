@@ -191,6 +191,10 @@ def _evaluation(e: dict[str, Any], env: str | None = None) -> str:
     )
     if e.get("verdict") == "failed":  # the job failed (docs/evaluation.md, "A failed evaluation"): its cause
         figures = f": {e.get('reason') or 'no cause given'}"
+        if (
+            "processing_job_name" in e and e["processing_job_name"] is None
+        ):  # refused before the job: none ran
+            return f"failed{figures}; no evaluation job was created (nothing billed)"
     usd = "-" if e.get("cost_usd") is None else f"{float(e['cost_usd']):.4f}"
     return (
         f"{e.get('verdict')}{figures}; {_fmt(e.get('instance_count'))} x {_fmt(e.get('instance_type'))}, "

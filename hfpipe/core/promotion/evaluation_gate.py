@@ -213,7 +213,9 @@ def summary(stored: Any, env: str | None = None) -> dict[str, str] | None:
             "metric": "-",
             "score": str(stored["failure"].get("cause") or "-"),
             "difference": "-",
-            "champion": _champion_ref(Champion.from_json(stored.get("champion")), env),
+            "champion": _champion_ref(Champion.from_json(stored.get("champion")), env)
+            if stored.get("champion")
+            else _not_scored_against(stored.get("target")),
         }
     try:
         evaluated = Evaluated.from_json(stored) if stored is not None else None
@@ -232,6 +234,12 @@ def summary(stored: Any, env: str | None = None) -> dict[str, str] | None:
         else "-",
         "champion": _champion_ref(evaluated.champion, env),
     }
+
+
+def _not_scored_against(target: Any) -> str:
+    """A failed evaluation's champion column where no champion was scored: what its run named, if anything."""
+    named = " ".join(f"{k} {v}" for k, v in target.items()) if isinstance(target, dict) and target else ""
+    return f"none scored (its run named {named})" if named else "none (its run named no --champion)"
 
 
 #: What a CustomerMetadataProperties value may hold (botocore's sagemaker model, CustomerMetadataValue:
