@@ -95,3 +95,22 @@ def one_error_line(err: str) -> str:
     errors = [line for line in err.splitlines() if not line.startswith("warning: ")]
     assert len(errors) == 1 and errors[0].startswith("error: "), err
     return errors[0]
+
+
+class NoHistory:
+    """A Step Functions client that fails on GetExecutionHistory, paginated or not (a command that must not
+    read an execution's history: its record is the execution's own); every other call goes to ``sfn``."""
+
+    def __init__(self, sfn: Any) -> None:
+        self._sfn = sfn
+
+    def get_execution_history(self, **_: Any) -> Any:
+        raise AssertionError("GetExecutionHistory called")
+
+    def get_paginator(self, operation: str) -> Any:
+        if operation == "get_execution_history":
+            raise AssertionError("GetExecutionHistory called (paginated)")
+        return self._sfn.get_paginator(operation)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)

@@ -15,6 +15,7 @@ import pytest
 from cli_moto import ACCOUNT, REGION, ROLE, Environment
 from cli_run import run
 from evaluations import wrapper
+from faults import NoHistory
 
 from hfpipe import contract
 from hfpipe.core.validate import RecipeError
@@ -185,24 +186,6 @@ def test_a_deploy_override_goes_to_the_execution_which_records_it(registry_world
     assert _status(registry_world, 2)[1] == approved  # the Pass machine records nothing; the command neither
 
 
-class _NoHistory:
-    """A Step Functions client that fails on GetExecutionHistory (the command must not read it)."""
-
-    def __init__(self, sfn: Any) -> None:
-        self._sfn = sfn
-
-    def get_execution_history(self, **_: Any) -> Any:
-        raise AssertionError("GetExecutionHistory called")
-
-    def get_paginator(self, operation: str) -> Any:
-        if operation == "get_execution_history":
-            raise AssertionError("GetExecutionHistory called (paginated)")
-        return self._sfn.get_paginator(operation)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sfn, name)
-
-
 def test_a_deploy_with_an_override_returns_without_reading_the_execution_history(
     registry_world, capsys, monkeypatch
 ):
@@ -211,7 +194,7 @@ def test_a_deploy_with_an_override_returns_without_reading_the_execution_history
     from hfpipe.cli import aws
 
     made = aws.make_clients(region=REGION)
-    made._clients["stepfunctions"] = _NoHistory(made.sfn)
+    made._clients["stepfunctions"] = NoHistory(made.sfn)
     monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
     registry_world.sagemaker.update_model_package(ModelPackageArn=arn(2), ModelApprovalStatus="Approved")
     machine = _deploy_machine(registry_world)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from accounts import ACCOUNT, ACCOUNT_D
+from faults import NoHistory
 
 from hfpipe import contract
 from hfpipe.cli import main
@@ -810,24 +811,6 @@ def test_apply_records_the_override_it_passed_with_once_and_nothing_otherwise(cl
     assert status == "Approved"
 
 
-class _NoHistory:
-    """A Step Functions client that fails on GetExecutionHistory (the command must not read it)."""
-
-    def __init__(self, sfn: Any) -> None:
-        self._sfn = sfn
-
-    def get_execution_history(self, **_: Any) -> Any:
-        raise AssertionError("GetExecutionHistory called")
-
-    def get_paginator(self, operation: str) -> Any:
-        if operation == "get_execution_history":
-            raise AssertionError("GetExecutionHistory called (paginated)")
-        return self._sfn.get_paginator(operation)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sfn, name)
-
-
 def test_an_adapter_override_is_recorded_by_its_execution_not_the_command(
     clean: Any, capsys: Any, monkeypatch: Any
 ) -> None:
@@ -844,7 +827,7 @@ def test_an_adapter_override_is_recorded_by_its_execution_not_the_command(
     monkeypatch.setenv("EVALUATION_GATE", "mandatory")  # the execution's Apply: this environment's gate
     version = register(clean)
     made = aws.make_clients(region=clean.region)
-    made._clients["stepfunctions"] = _NoHistory(made.sfn)
+    made._clients["stepfunctions"] = NoHistory(made.sfn)
     monkeypatch.setattr(aws, "clients_factory", lambda profile, region: made)
     listed = clean.client("stepfunctions").list_executions
     before = {e["executionArn"] for e in listed(stateMachineArn=machine)["executions"]}
