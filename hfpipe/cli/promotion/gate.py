@@ -89,14 +89,23 @@ def check(
     if where_to is None:  # the target it was evaluated for, as this environment names it (a promoted version)
         source_env = evaluation_reads.promoted_from_env(package, statistics)
         where_to = evaluation_reads.target_here(evaluated.target if evaluated else {}, env, source_env)
-    champion = aws.call(
+    serving = aws.call(
         f"reading what serves on {where_to}",
-        evaluation_reads.champion_to_replace,
+        evaluation_reads.champion_at,
         sagemaker=clients.sagemaker,
         env=env,
         target=where_to,
-        version_arn=arn,
     )
+    # What it would replace (evaluation_reads.champion_to_replace): nothing where it serves there itself.
+    itself = serving is not None and serving.same_as(
+        aws.call(
+            f"reading model package {arn}",
+            evaluation_reads.champion_of_version,
+            sagemaker=clients.sagemaker,
+            arn=arn,
+        )
+    )
+    champion = None if itself else serving
     where = " ".join(f"{k} {v}" for k, v in where_to.items())  # "": no target (passed says so)
     try:
         decision = evaluation_gate.decide(
@@ -109,6 +118,7 @@ def check(
             failed=evaluation_gate.failure_of(statistics),
             description=_held(package.get("ApprovalDescription"), before_note),
             execution=execution,
+            serves_itself=itself,
         )
     except evaluation_gate.OverrideError as err:
         raise UsageError(str(err)) from None
