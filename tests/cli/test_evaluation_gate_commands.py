@@ -671,3 +671,14 @@ def test_many_overrides_fit_and_a_full_description_says_how_to_free_room(registr
     assert code == 2 and "holds 1000 characters and the gate's note leave no room" in said, err
     assert "aws sagemaker update-model-package --model-package-arn ARN --approval-description TEXT" in said
     assert _status(registry_world, 2) == ("Approved", "d" * 1000)
+
+
+def test_approve_of_a_version_that_serves_on_its_target_says_it_is_its_own_champion(registry_world, capsys):
+    """Newcomer finding 7 (h-nc-eval2): `approve tiny-mnli/8`, /8 itself serving on classifier, said 'nothing
+    serves on endpoint hfpipe-dev-classifier now'."""
+    _serve(registry_world, 4)
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/4", "--env", "dev")
+    said = " ".join(out.split())
+    assert (code, err) == (0, ""), err
+    assert f"it serves on endpoint {ENDPOINT} itself (it is its own champion" in said, out
+    assert "nothing serves" not in said, out
