@@ -20,7 +20,7 @@ from hfpipe.cli import aws
 from hfpipe.cli.aws import HfpipeError
 from hfpipe.cli.clients import UsageError
 from hfpipe.core.promotion import evaluation_gate, evaluation_reads, registry
-from hfpipe.core.promotion.evaluation_gate import Champion, Decision
+from hfpipe.core.promotion.evaluation_gate import Decision
 
 
 def add_override_option(parser: argparse.ArgumentParser, recorded: str = evaluation_gate.RECORDED_IN) -> None:
@@ -89,7 +89,14 @@ def check(
     if where_to is None:  # the target it was evaluated for, as this environment names it (a promoted version)
         source_env = evaluation_reads.promoted_from_env(package, statistics)
         where_to = evaluation_reads.target_here(evaluated.target if evaluated else {}, env, source_env)
-    champion, itself = _replaced(clients, env, where_to, arn)
+    champion, itself = aws.call(
+        f"reading what serves on {where_to}",
+        evaluation_reads.replaced,
+        sagemaker=clients.sagemaker,
+        env=env,
+        target=where_to,
+        version_arn=arn,
+    )
     where = " ".join(f"{k} {v}" for k, v in where_to.items())  # "": no target (passed says so)
     try:
         decision = evaluation_gate.decide(
@@ -111,29 +118,6 @@ def check(
     if not decision.allowed:
         raise HfpipeError(f"refused by the evaluation gate: {decision.message}")
     return decision
-
-
-def _replaced(
-    clients: aws.Clients, env: str, target: dict[str, str], arn: str
-) -> tuple[Champion | None, bool]:
-    """What version ``arn`` would replace at ``target``, read now (evaluation_reads.champion_to_replace), and
-    whether it serves there itself (then it replaces nothing, and the gate's line says so)."""
-    serving = aws.call(
-        f"reading what serves on {target}",
-        evaluation_reads.champion_at,
-        sagemaker=clients.sagemaker,
-        env=env,
-        target=target,
-    )
-    itself = serving is not None and serving.same_as(
-        aws.call(
-            f"reading model package {arn}",
-            evaluation_reads.champion_of_version,
-            sagemaker=clients.sagemaker,
-            arn=arn,
-        )
-    )
-    return (None if itself else serving), itself
 
 
 def _held(description: str | None, before_note: str | None) -> str | None:
