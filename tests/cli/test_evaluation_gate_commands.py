@@ -135,7 +135,11 @@ def test_an_override_passes_and_is_recorded_in_the_approval_description(registry
     assert code == 0, err
     status, description = _status(registry_world, 2)
     assert status == "Approved"
-    assert description.startswith("evaluation gate overridden: labels were fixed (refused: version tiny-qa/2")
+    # Newcomer finding 5 (h-nc-eval2): the note is short (refs, not ARNs; the verdict and the difference).
+    assert description == (
+        "evaluation gate overridden: labels were fixed (refused: tiny-qa/2 worse vs hfpipe-dev-tiny-qa/1 "
+        "f1 -3.1 (-5 to -1.2))"
+    ), description
     assert "-3.1" in description
 
 
@@ -338,6 +342,17 @@ def test_start_takes_the_champion_as_an_endpoint_or_an_adapter(capsys):
             "--champion endpoint:qa: endpoint hfpipe-dev-qa serves tiny-qa/1, a question-answering model; "
             "accepted: a champion serving a text-classification model, the recipe's task",
         ),
+        # Newcomer finding 10 (h-nc-eval2): these exited 1 where ENDPOINT:qa and endpoint: exit 2.
+        (
+            "tiny-qa",
+            "endpoint:Qa",
+            "--champion: input.champion.endpoint: 'Qa' is not accepted; accepted: a name of lower-case",
+        ),
+        (
+            "tiny-qa",
+            "endpoint:qa ",
+            "--champion: input.champion.endpoint: 'qa ' is not accepted; accepted: a name of lower-case",
+        ),
     ],
 )
 def test_a_champion_that_names_nothing_of_the_recipe_s_kind_is_refused_before_the_start(
@@ -346,7 +361,8 @@ def test_a_champion_that_names_nothing_of_the_recipe_s_kind_is_refused_before_th
     code, out, err = run(
         capsys, "start", "--env", "dev", "--recipe", recipe, "--champion", champion, "--dry-run"
     )
-    assert (code, out) == (1, ""), (code, out, err)
+    # A usage error, as the form's refusal (test_start_takes_the_champion_as_an_endpoint_or_an_adapter): exit 2.
+    assert (code, out) == (2, ""), (code, out, err)
     text = " ".join(err.split()).removeprefix("error: ")
     assert (
         said.replace("--champion: input.champion.endpoint", "--champion: endpoint") in text or said in text
@@ -557,7 +573,16 @@ def test_a_refused_preparation_is_reported_and_compared_as_no_job_and_no_champio
 
 @pytest.mark.parametrize(
     ("reason", "broken"),
-    [("line one\nline two", "does not match the API's pattern .*"), ("x" * 2000, "accepted: at most 1024")],
+    [
+        # Newcomer finding 9 (h-nc-eval2): the refusal quotes the offending character and its position.
+        ("line one\nline two", "'\\n' (U+000A) at character 9 of the reason"),
+        ("see ticket\u2028two", "'\\u2028' (U+2028) at character 11 of the reason"),
+        (
+            "x" * 2000,
+            "it is 2000 characters; the version's approval description holds 0 characters and the gate's "
+            "note leave room for at most",
+        ),
+    ],
 )
 def test_a_deploy_override_the_api_would_refuse_is_refused_before_the_deploy_starts(
     registry_world, capsys, reason, broken
@@ -582,9 +607,13 @@ def test_an_approve_override_that_would_not_fit_is_refused_and_nothing_changes(r
     """Room for the reason is what the description leaves after the approve's own reason and the note."""
     code, _, err = run(
         capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--reason", "r" * 600,
-        "--override-evaluation", "o" * 300,
+        "--override-evaluation", "o" * 400,
     )  # fmt: skip
-    assert code == 2 and "accepted: at most 1024" in " ".join(err.split()), err
+    said = " ".join(err.split())
+    assert (
+        code == 2 and "it is 400 characters; the version's approval description holds 600 characters" in said
+    )
+    assert "leave room for at most 3" in said, err
     assert _status(registry_world, 2) == ("PendingManualApproval", None)
 
 
@@ -638,3 +667,36 @@ def test_of_two_deploys_at_once_the_commands_record_neither_override(registry_wo
         reasons.append(json.loads(described["input"])["override_evaluation"])
     assert sorted(reasons) == ["first", "second"]
     assert "overridden" not in (_status(registry_world, 2)[1] or "")
+
+
+def test_many_overrides_fit_and_a_full_description_says_how_to_free_room(registry_world, capsys):
+    """Newcomer finding 5 (h-nc-eval2): each note repeated the refusal with full ARNs, so after two every
+    override was refused, with nothing saying how to go on."""
+    for n in range(6):
+        code, _, err = run(
+            capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--override-evaluation", f"reason {n}"
+        )
+        assert code == 0, (n, err)
+    description = _status(registry_world, 2)[1]
+    assert description.count("evaluation gate overridden: reason") == 6 and "arn:" not in description
+    registry_world.sagemaker.update_model_package(
+        ModelPackageArn=arn(2), ModelApprovalStatus="Approved", ApprovalDescription="d" * 1000
+    )
+    code, _, err = run(
+        capsys, "models", "approve", "tiny-qa/2", "--env", "dev", "--override-evaluation", "short"
+    )
+    said = " ".join(err.split())
+    assert code == 2 and "holds 1000 characters and the gate's note leave no room" in said, err
+    assert "aws sagemaker update-model-package --model-package-arn ARN --approval-description TEXT" in said
+    assert _status(registry_world, 2) == ("Approved", "d" * 1000)
+
+
+def test_approve_of_a_version_that_serves_on_its_target_says_it_is_its_own_champion(registry_world, capsys):
+    """Newcomer finding 7 (h-nc-eval2): `approve tiny-mnli/8`, /8 itself serving on classifier, said 'nothing
+    serves on endpoint hfpipe-dev-classifier now'."""
+    _serve(registry_world, 4)
+    code, out, err = run(capsys, "models", "approve", "tiny-qa/4", "--env", "dev")
+    said = " ".join(out.split())
+    assert (code, err) == (0, ""), err
+    assert f"it serves on endpoint {ENDPOINT} itself (it is its own champion" in said, out
+    assert "nothing serves" not in said, out

@@ -75,9 +75,7 @@ def test_no_evaluation_is_refused_only_where_mandatory():
 def test_an_override_passes_and_gives_the_approval_description():
     decision = _decide(Evaluated.from_json(wrapper("worse")), override="the champion's data drifted")
     assert decision.allowed
-    assert decision.note.startswith(
-        "evaluation gate overridden: the champion's data drifted (refused: version"
-    )
+    assert decision.note.startswith("evaluation gate overridden: the champion's data drifted (refused: ")
     assert "-3.1" in decision.note and len(decision.note) <= 1024
     with pytest.raises(ValueError, match="--override-evaluation: an empty reason"):
         _decide(Evaluated.from_json(wrapper("worse")), override="  ")
@@ -254,3 +252,43 @@ def test_an_override_reason_is_one_rule_checked_with_what_the_description_holds(
     assert gate.check_override(fits, description="held", refused="worse") == fits
     with pytest.raises(gate.OverrideError):
         gate.check_override(fits + "r", description="held", refused="worse")
+
+
+def test_an_override_note_is_short_with_refs_not_arns():
+    """Newcomer finding 5 (h-nc-eval2): each note repeated the whole refusal with full ARNs (380-470
+    characters), so two filled the 1024 characters of the approval description."""
+    decision = _decide(Evaluated.from_json(wrapper("worse")), override="r")
+    assert decision.note is not None and "arn:" not in decision.note, decision.note
+    assert decision.note.endswith("worse vs hfpipe-dev-tiny-qa/1 f1 -3.1 (-5 to -1.2))"), decision.note
+    assert len(decision.note) < 120, len(decision.note)
+
+
+def test_a_promote_override_is_kept_whole_or_refused_saying_what_fits():
+    """Newcomer finding 4 (h-nc-eval2): promote stored the reason cut at 256 characters and its punctuation
+    replaced by spaces (metadata_value). Now the reason goes whole into CustomerMetadataProperties, checked
+    against CustomerMetadataValue first: refused, before anything, quoting the character or saying what fits."""
+    from hfpipe.core.promotion.evaluation_gate import OverrideError, check_override
+
+    assert check_override("relabelled data: see ticket 42", metadata=True) == "relabelled data: see ticket 42"
+    with pytest.raises(OverrideError, match=r"it is 483 characters; at most 256 fit; accepted at promote"):
+        check_override("because " * 60 + "END", metadata=True)
+    with pytest.raises(OverrideError, match=r"'\(' \(U\+0028\) at character 5 of the reason"):
+        check_override("A/B (ticket #42), ok! 100%", metadata=True)
+    assert check_override("A/B (ticket #42), ok! 100%") == "A/B (ticket #42), ok! 100%"  # approve, deploy
+
+
+def test_the_pass_line_says_what_happened_to_a_named_champion_and_to_a_version_serving_itself():
+    """Newcomer finding 7 (h-nc-eval2): a run that named --champion where nothing served then was told to
+    'start the run with --champion'; approve of a version serving on its target said 'nothing serves'."""
+    from hfpipe.core.promotion.evaluation_gate import Champion, passed
+
+    alone = Evaluated(
+        document={"verdict": "no_champion"},
+        document_uri="s3://b/evaluations/gone8/evaluation.json",
+        target={"endpoint": "hfpipe-dev-classifier"},
+    )
+    line = passed(alone, Champion(version_arn="arn:x/4"), "endpoint hfpipe-dev-classifier")
+    assert "where nothing served then" in line and "start the run with --champion" not in line, line
+    line = passed(alone, None, "endpoint hfpipe-dev-classifier", serves_itself=True)
+    assert "it serves on endpoint hfpipe-dev-classifier itself (it is its own champion" in line, line
+    assert "nothing serves" not in line, line

@@ -148,3 +148,13 @@ def test_a_rollback_to_a_version_the_gate_refuses_is_refused_and_a_passing_one_g
     # Judged against its own champion, not the version it leaves (/3 serves; /2 was better than /1): passes.
     with pytest.raises(pytest.fail.Exception, match="went past the gate"):
         rollback(monkeypatch, stored("better", low=0.5, high=3.0, value=1.0))
+
+
+def test_a_version_the_adapter_serves_already_passes_as_its_own_champion():
+    """Newcomer finding 7 (h-nc-eval2): a version serving on its target was told 'nothing serves' there."""
+    request = {"action": "deploy", "adapter": "support", "version": "tiny-adapter/2"}
+    decision = adapter.check_evaluation(
+        SageMaker(ARTIFACTS[CHALLENGER]), S3(stored("worse")), "dev", request, package(CHALLENGER)
+    )
+    assert "it serves on adapter support itself (it is its own champion" in decision.message, decision.message
+    assert "nothing serves" not in decision.message

@@ -218,6 +218,13 @@ def test_prepare_invoked_twice_for_one_execution_appends_once_and_another_execut
     description = _description(clean, worse)
     assert description.count("[execution x-first]") == 1 and description.count("[execution x-second]") == 1
     assert description.count("evaluation gate overridden: hotfix (refused: ") == 2, description
+    # Newcomer finding 5 (h-nc-eval2): Prepare's note is short (refs, verdict, difference), no ARN.
+    ref, champion_ref = f"tiny-qa/{worse.rsplit('/', 1)[1]}", champion.split(":model-package/", 1)[1]
+    assert description.startswith(
+        f"evaluation gate overridden: hotfix (refused: {ref} worse vs {champion_ref} f1 -3.1 (-5 to -1.2); "
+        "[execution x-first])"
+    ), description
+    assert "arn:" not in description, description
 
 
 def test_an_override_the_gate_did_not_need_is_not_recorded(clean):

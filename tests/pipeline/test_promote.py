@@ -439,9 +439,12 @@ def test_the_gate_refuses_a_worse_version_and_an_override_passes_with_its_reason
     desc = promoting.client("sagemaker").describe_model_package(
         ModelPackageName=r.output["target"]["model_package_arn"]
     )
-    assert desc["CustomerMetadataProperties"]["evaluation_override"].startswith(
-        "evaluation gate overridden: relabelled data refused: version tiny-eval/1 dev is worse"
-    )
+    # Newcomer finding 4 (h-nc-eval2): the reason whole, as typed; the gate's short refusal beside it.
+    assert desc["CustomerMetadataProperties"]["evaluation_override"] == "relabelled data"
+    assert (
+        desc["CustomerMetadataProperties"]["evaluation_override_refused"]
+        == "tiny-eval/1 dev worse vs hfpipe-dev-tiny-qa/1 f1 -3.1 -5 to -1.2"
+    ), desc["CustomerMetadataProperties"]
     # The evaluation goes with the version: the target's deploy compares its champion with what serves there.
     key = "promoted/dev/tiny-eval/1/metrics.json"
     doc = json.loads(promoting.client("s3").get_object(Bucket=ARTIFACTS_BUCKET, Key=key)["Body"].read())

@@ -89,9 +89,9 @@ def check(
     if where_to is None:  # the target it was evaluated for, as this environment names it (a promoted version)
         source_env = evaluation_reads.promoted_from_env(package, statistics)
         where_to = evaluation_reads.target_here(evaluated.target if evaluated else {}, env, source_env)
-    champion = aws.call(
+    champion, itself = aws.call(
         f"reading what serves on {where_to}",
-        evaluation_reads.champion_to_replace,
+        evaluation_reads.replaced,
         sagemaker=clients.sagemaker,
         env=env,
         target=where_to,
@@ -109,6 +109,7 @@ def check(
             failed=evaluation_gate.failure_of(statistics),
             description=_held(package.get("ApprovalDescription"), before_note),
             execution=execution,
+            serves_itself=itself,
         )
     except evaluation_gate.OverrideError as err:
         raise UsageError(str(err)) from None

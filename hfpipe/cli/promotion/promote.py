@@ -91,7 +91,7 @@ def cmd_promote(args: argparse.Namespace, console: Any) -> int:
     interval = aws.poll_interval(args.interval, clients, 5.0)  # checked before anything starts
     if args.override_evaluation is not None:  # blank: refused here, as deploy does, before anything starts
         try:
-            evaluation_gate.check_override(args.override_evaluation)
+            evaluation_gate.check_override(args.override_evaluation, metadata=True)
         except evaluation_gate.OverrideError as err:
             raise UsageError(str(err)) from None
     faults.state("no promotion started; run the same command again")

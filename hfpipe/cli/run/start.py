@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hfpipe import contract
 from hfpipe.cli import aws, terminal
 from hfpipe.cli.aws import HfpipeError
+from hfpipe.cli.clients import UsageError
 from hfpipe.cli.parser import (
     Subparsers,
     aws_options,
@@ -117,7 +118,8 @@ def _check_champion(clients: Any, env: str, loaded: Loaded, champion: dict[str, 
             champion, env, recipe.get("evaluation") is not None, adapter=bool(recipe.get("adapter"))
         )
     except RecipeError as err:
-        raise HfpipeError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
+        # A usage error, as the form's (``_champion``, argparse: exit 2): every refusal of the value alike.
+        raise UsageError(f"--champion: {str(err).removeprefix('input.champion: ')}") from None
     where = f"endpoint {endpoint}" if endpoint else f"adapter {adapter} on the shared base"
     target = {"endpoint": endpoint} if endpoint else {"adapter": str(adapter)}
     given = ":".join(next(iter(champion.items())))
@@ -137,12 +139,12 @@ def _check_champion(clients: Any, env: str, loaded: Loaded, champion: dict[str, 
         listing = (
             "`hfpipe endpoints --env " + env + "`" + (" lists them" if endpoint else " lists its adapters")
         )
-        raise HfpipeError(
+        raise UsageError(
             f"--champion {given}: nothing serves on {where} now; accepted: a champion that serves ({listing}, "
             "by the name cdk.json declares), or no --champion to score the new version alone"
         )
     if wrong:
-        raise HfpipeError(f"--champion {given}: {wrong}")
+        raise UsageError(f"--champion {given}: {wrong}")
 
 
 def _say(line: str) -> None:

@@ -27,6 +27,7 @@ The gate reads the verdict and the figures; it never recomputes them. Stdlib onl
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,6 +286,9 @@ class Decision:
     allowed: bool
     message: str
     note: str | None = None
+    #: With an override: the reason as typed (stripped), and the short refusal it passed (``refusal_summary``).
+    reason: str | None = None
+    refused: str | None = None
 
 
 #: UpdateModelPackage's ApprovalDescription holds at most 1024 characters (botocore's model).
@@ -376,9 +380,14 @@ def problem(
 
 
 def passed(
-    evaluated: Evaluated | None, champion_now: Champion | None, where: str, failed: str | None = None
+    evaluated: Evaluated | None,
+    champion_now: Champion | None,
+    where: str,
+    failed: str | None = None,
+    serves_itself: bool = False,
 ) -> str:
-    """The line a passing gate says."""
+    """The line a passing gate says; ``serves_itself``: the version serves on ``where`` already (what serves
+    there is the version itself, so ``champion_now`` is None: it replaces nothing)."""
     if evaluated is None and failed:
         return f"not evaluated: its evaluation job failed ({failed}); evaluation_gate advisory: the gate lets it pass"
     if evaluated is None:
@@ -388,12 +397,19 @@ def passed(
             f"evaluation {evaluated.verdict}: scored alone, for no target (its run named no --champion): the gate "
             "lets it pass"
         )
+    if champion_now is None and serves_itself:
+        return (
+            f"evaluation {evaluated.verdict}; it serves on {where} itself (it is its own champion: it replaces "
+            "nothing): the gate lets it pass"
+        )
     if champion_now is None:
         return f"evaluation {evaluated.verdict}; nothing serves on {where} now: the gate lets it pass"
     if evaluated.champion is None:
+        # A run that named --champion where nothing served then did what it could: it is not told to name one.
+        advice = _why_alone(evaluated) if evaluated.target else "start the run with --champion to compare"
         return (
             f"evaluation {evaluated.verdict}: scored alone, not against {_champion_text(champion_now)} that serves "
-            f"on {where} (start the run with --champion to compare): the gate lets it pass"
+            f"on {where} ({advice}): the gate lets it pass"
         )
     # The champion as evaluated (its version ARN): the one serving now is the same model (``problem``).
     return (
@@ -432,20 +448,32 @@ def decide(
     failed: str | None = None,
     description: str | None = None,
     execution: str | None = None,
+    serves_itself: bool = False,
 ) -> Decision:
     """The gate's one rule (module docstring), for every place traffic moves; ``recorded`` says where the
-    place records an override's reason; ``failed``: the cause when the version's evaluation job failed (it
-    is then no evaluation, ``failure_of``); ``description``: what the version's approval description will
-    hold before the override's note (``check_override``), where the place knows it; ``execution``: the
-    execution that records the note (deploy, deploy --adapter: ``override_note``)."""
+    place records an override's reason (``PROMOTE_RECORDED_IN``: the promoted version's metadata, whose
+    limits ``check_override`` applies with ``metadata=True``); ``failed``: the cause when the version's
+    evaluation job failed (it is then no evaluation, ``failure_of``); ``description``: what the version's
+    approval description will hold before the override's note (``check_override``), where the place knows it;
+    ``execution``: the execution that records the note (deploy, deploy --adapter: ``override_note``);
+    ``serves_itself``: the version serves on ``where`` already (``passed``)."""
     found = problem(
         evaluated, version=version, champion_now=champion_now, mode=mode, where=where, failed=failed
     )
     if found is None:
-        return Decision(True, passed(evaluated, champion_now, where, failed))
+        return Decision(True, passed(evaluated, champion_now, where, failed, serves_itself))
     if override is not None:
-        reason = check_override(override, description=description, refused=found, execution=execution)
-        return Decision(True, f"{found}; overridden: {reason}", override_note(reason, found, execution))
+        short = refusal_summary(evaluated, version=version, champion_now=champion_now)
+        reason = check_override(
+            override,
+            description=description,
+            refused=short,
+            execution=execution,
+            metadata=recorded == PROMOTE_RECORDED_IN,
+        )
+        return Decision(
+            True, f"{found}; overridden: {reason}", override_note(reason, short, execution), reason, short
+        )
     return Decision(
         False,
         f'{found}; accepted: a version the gate passes, or {OVERRIDE_OPTION} "REASON" (recorded in {recorded})',
@@ -461,13 +489,50 @@ class OverrideError(ValueError):
 OVERRIDE_ACCEPTED = (
     "accepted: why, in words, on one line (no line break), that fits UpdateModelPackage's ApprovalDescription "
     f"(botocore's sagemaker model: pattern .*, at most {APPROVAL_DESCRIPTION_MAX} characters) together with "
-    "what the version's approval description holds and the gate's \"(refused: ...)\" note"
+    "what the version's approval description holds and the gate's short \"(refused: ...)\" note"
 )
+#: At promote (``PROMOTE_RECORDED_IN``): CustomerMetadataValue, botocore's sagemaker model:
+#: ``([\p{L}\p{Z}\p{N}_.:\/=+\-@]*)${1,256}``; the reason goes whole under ``evaluation_override``.
+OVERRIDE_ACCEPTED_AT_PROMOTE = (
+    f"accepted at promote: at most {METADATA_VALUE_MAX} characters of letters, digits, spaces and _ . : / = + - @ "
+    "(CustomerMetadataValue, botocore's sagemaker model: the promoted version's evaluation_override metadata "
+    "holds the reason whole)"
+)
+#: The characters Java's ``.`` does not match (the pattern ``.*`` of ApprovalDescription stops there):
+#: java.util.regex.Pattern, "Line terminators".
+_LINE_TERMINATORS = "\n\r\u0085\u2028\u2029"
+_METADATA_PUNCTUATION = "_.:/=+-@"
+
+
+def _short(ref: str | None) -> str:
+    """A version named short: RECIPE/N as given, or a version ARN's group/N (``...:model-package/G/N``)."""
+    text = ref or "-"
+    return text.split(":model-package/", 1)[1] if ":model-package/" in text else text
+
+
+def refusal_summary(evaluated: Evaluated | None, *, version: str, champion_now: Champion | None) -> str:
+    """What an override's note records of the refusal it passed, short (refs, not ARNs; the verdict and the
+    difference), so many overrides fit one approval description (``problem``'s cases, in its order)."""
+    mine = _short(version)
+    if evaluated is None:
+        return f"{mine} has no evaluation"
+    if evaluated.champion is None:
+        return f"{mine} scored alone, {_short(_champion_text(champion_now))} serves"
+    if champion_now is not None and not champion_now.same_as(evaluated.champion):
+        return (
+            f"{mine} evaluated against {_short(_champion_text(evaluated.champion))}, "
+            f"{_short(_champion_text(champion_now))} serves"
+        )
+    doc = evaluated.document
+    difference = doc.get("difference")
+    by = f" {doc['rule']['metric']} {difference_text(difference)}" if difference else ""
+    return f"{mine} {evaluated.verdict} vs {_short(_champion_text(evaluated.champion))}{by}"
 
 
 def override_note(reason: str, refused: str, execution: str | None = None) -> str:
-    """What an override records: the reason and the refusal it passed; with ``execution``, the execution that
-    used it and records it (``execution_mark``: a retried step finds it there and appends nothing)."""
+    """What an override records: the reason and the refusal it passed (``refusal_summary``); with
+    ``execution``, the execution that used it and records it (``execution_mark``: a retried step finds it
+    there and appends nothing)."""
     used_by = f"; {execution_mark(execution)}" if execution else ""
     return f"{OVERRIDE_PREFIX}{reason} (refused: {refused}{used_by})"
 
@@ -495,27 +560,77 @@ def appended(description: str | None, note: str) -> str:
     return f"{description}; {note}" if description else note
 
 
+def _offending(reason: str, allowed: Any) -> str | None:
+    """The first character of ``reason`` that ``allowed`` refuses, quoted with its code point and position."""
+    for i, c in enumerate(reason, 1):
+        if not allowed(c):
+            return f"{c!r} (U+{ord(c):04X}) at character {i} of the reason"
+    return None
+
+
+def _metadata_character(c: str) -> bool:
+    return (unicodedata.category(c)[0] in "LZN" and c not in _LINE_TERMINATORS) or c in _METADATA_PUNCTUATION
+
+
 def check_override(
-    override: str, *, description: str | None = None, refused: str = "", execution: str | None = None
+    override: str,
+    *,
+    description: str | None = None,
+    refused: str = "",
+    execution: str | None = None,
+    metadata: bool = False,
 ) -> str:
     """An override's reason, stripped, under the one rule of every place that takes it (approve, deploy,
     deploy --adapter, promote, and the deploy's and adapter's state machines), checked before anything that
-    writes: not blank, and the approval description it is recorded in (``description``, what it holds before
-    the note, then ``override_note`` with the gate's refusal ``refused``) accepted by UpdateModelPackage's
-    ApprovalDescription (botocore's sagemaker model: max 1024, pattern ``.*``, which stops at a line break;
-    hfpipe.core.api_shapes). OverrideError naming the option otherwise."""
+    writes: not blank, nothing cut or rewritten: on one line, and the approval description it is recorded in
+    (``description``, what it holds before the note, then ``override_note`` with the gate's short refusal
+    ``refused``) accepted by UpdateModelPackage's ApprovalDescription (botocore's sagemaker model: max 1024,
+    pattern ``.*``, which stops at a line break; hfpipe.core.api_shapes). ``metadata`` (promote): the reason is
+    the promoted version's evaluation_override metadata value, whole (``OVERRIDE_ACCEPTED_AT_PROMOTE``).
+    OverrideError naming the option, the offending character and how much fits otherwise."""
     reason = override.strip()
+    accepted = OVERRIDE_ACCEPTED_AT_PROMOTE if metadata else OVERRIDE_ACCEPTED
     if not reason:
-        raise OverrideError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; {OVERRIDE_ACCEPTED}")
-    found = api_shapes.shape_problems(
-        "ApprovalDescription", appended(description, override_note(reason, refused, execution))
+        raise OverrideError(f"{OVERRIDE_OPTION}: an empty reason is not accepted; {accepted}")
+    bad = _offending(reason, _metadata_character if metadata else (lambda c: c not in _LINE_TERMINATORS))
+    if bad:
+        raise OverrideError(f"{OVERRIDE_OPTION}: the reason is not accepted: {bad}; {accepted}")
+    if metadata:
+        fits, held = METADATA_VALUE_MAX, ""
+    else:
+        fits = APPROVAL_DESCRIPTION_MAX - len(appended(description, override_note("", refused, execution)))
+        held = f"the version's approval description holds {len(description or '')} characters and the gate's note"
+    if len(reason) > fits:
+        raise OverrideError(
+            f"{OVERRIDE_OPTION}: the reason is not accepted: {_room(reason, fits, held)}; {accepted}"
+        )
+    found = (
+        []
+        if metadata
+        else api_shapes.shape_problems(
+            "ApprovalDescription", appended(description, override_note(reason, refused, execution))
+        )
     )
     if found:
         raise OverrideError(
             f"{OVERRIDE_OPTION}: the reason is not accepted: the approval description it would be recorded in "
-            f"breaks {found[0]}; {OVERRIDE_ACCEPTED}"
+            f"breaks {found[0]}; {accepted}"
         )
     return reason
+
+
+def _room(reason: str, fits: int, held: str) -> str:
+    """How much of a reason fits, and, where nothing does, how to free room."""
+    if not held:
+        return f"it is {len(reason)} characters; at most {fits} fit"
+    if fits > 0:
+        return f"it is {len(reason)} characters; {held} leave room for at most {fits}"
+    return (
+        f"{held} leave no room ({APPROVAL_DESCRIPTION_MAX} characters at most); UpdateModelPackage's "
+        "ApprovalDescription is replaced whole, never appended by SageMaker: `hfpipe models approve REF --reason "
+        "TEXT` (where the gate passes without an override) or `aws sagemaker update-model-package "
+        "--model-package-arn ARN --approval-description TEXT` replaces it (the record goes with it: keep a copy)"
+    )
 
 
 #: What a failed evaluation job leaves under ``STATISTICS_KEY`` (docs/evaluation.md, "A failed evaluation"):

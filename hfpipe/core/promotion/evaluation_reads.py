@@ -125,10 +125,18 @@ def champion_to_replace(
 ) -> Champion | None:
     """What version ``version_arn`` would replace at ``target``, read now: the champion there, or None when
     nothing serves there or it serves that version already (then it replaces nothing)."""
+    return replaced(sagemaker, env, target, version_arn)[0]
+
+
+def replaced(
+    sagemaker: Any, env: str, target: dict[str, str], version_arn: str
+) -> tuple[Champion | None, bool]:
+    """``champion_to_replace``, and whether version ``version_arn`` serves at ``target`` itself (then it replaces
+    nothing, and the gate's pass line says it is its own champion: evaluation_gate.passed)."""
     champion = champion_at(sagemaker, env, target)
     if champion is not None and champion.same_as(champion_of_version(sagemaker, version_arn)):
-        return None
-    return champion
+        return None, True
+    return champion, False
 
 
 def target_here(target: dict[str, str], env: str, source_env: str | None) -> dict[str, str]:

@@ -179,6 +179,7 @@ def _decided(
     where: str,
     override: Any,
     execution: str | None = None,
+    serves_itself: bool = False,
 ) -> evaluation_gate.Decision:
     try:
         decision = evaluation_gate.decide(
@@ -190,6 +191,7 @@ def _decided(
             override=override,
             description=version.get("ApprovalDescription"),
             execution=execution,
+            serves_itself=serves_itself,
         )
     except evaluation_gate.OverrideError as err:  # its note would not fit what the description holds now
         raise AdapterRefused(f"input.override_evaluation: {err}") from None
@@ -213,10 +215,18 @@ def check_evaluation(
     arn = str(version["ModelPackageArn"])
     evaluated = _evaluated(s3, version)
     champion = evaluation_reads.champion_on_adapter(sagemaker, env, request["adapter"])
-    if champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn)):
-        champion = None  # it serves this version already
+    itself = champion is not None and champion.same_as(evaluation_reads.champion_of_version(sagemaker, arn))
     where = f"adapter {request['adapter']}"
-    return _decided(version, env, champion, evaluated, where, request.get("override_evaluation"), execution)
+    return _decided(
+        version,
+        env,
+        None if itself else champion,  # it serves this version already: it replaces nothing
+        evaluated,
+        where,
+        request.get("override_evaluation"),
+        execution,
+        serves_itself=itself,
+    )
 
 
 def check_rollback(s3: Any, env: str, request: dict[str, str], version: dict[str, Any]) -> None:

@@ -360,7 +360,7 @@ def check_evaluation(
             f"version {info.ref}: its statistics document {uri} could not be read ({err}); the gate cannot decide"
         ) from None
     target = {"endpoint": endpoint_name}
-    champion = evaluation_reads.champion_to_replace(sagemaker, env, target, info.arn)
+    champion, itself = evaluation_reads.replaced(sagemaker, env, target, info.arn)
     try:
         decision = evaluation_gate.decide(
             evaluated,
@@ -372,6 +372,7 @@ def check_evaluation(
             failed=evaluation_gate.failure_of(statistics),
             description=package.get("ApprovalDescription"),
             execution=execution_name or None,
+            serves_itself=itself,
         )
     except evaluation_gate.OverrideError as err:  # its note would not fit what the description holds now
         raise InvalidDeployInput(f"input.override_evaluation: {err}") from None

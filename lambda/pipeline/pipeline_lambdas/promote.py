@@ -64,6 +64,7 @@ __all__ = [
 
 #: The promoted version's CustomerMetadataProperties key of an evaluation gate override's reason.
 EVALUATION_OVERRIDE_KEY = "evaluation_override"
+EVALUATION_OVERRIDE_REFUSED_KEY = "evaluation_override_refused"
 
 
 class ThrottlingException(Exception):
@@ -280,10 +281,7 @@ def plan_promotion(ref: str, s: Settings, clients: Clients, override: str | None
         source_env=s.source_env,
         model_data_url=model.uri,
     )
-    if (
-        gate.note
-    ):  # the override's reason, with the version (CustomerMetadataProperties: 256 characters a value)
-        properties[EVALUATION_OVERRIDE_KEY] = evaluation_gate.metadata_value(gate.note)
+    properties.update(_override_properties(gate))
     request = _checked_request(desc, s, recipe, image, model, metrics, properties)
     before = _target_version(clients, group, source.version_arn)
     return PromotePlan(
@@ -299,6 +297,18 @@ def plan_promotion(ref: str, s: Settings, clients: Clients, override: str | None
         request=request,
         promoted_before=None if before is None else _earlier(before, s.env, group, recipe),
     )
+
+
+def _override_properties(gate: evaluation_gate.Decision) -> dict[str, str]:
+    r"""The promoted version's metadata of an override: its reason whole (evaluation_gate.check_override with
+    ``metadata=True`` held it to CustomerMetadataValue, 256 characters of [\p{L}\p{Z}\p{N}_.:/=+-@], before
+    anything was written), and the gate's short refusal (its own words) in the characters a value takes."""
+    if gate.reason is None:
+        return {}
+    return {
+        EVALUATION_OVERRIDE_KEY: gate.reason,
+        EVALUATION_OVERRIDE_REFUSED_KEY: evaluation_gate.metadata_value(gate.refused or "-"),
+    }
 
 
 def _checked_request(
