@@ -515,9 +515,9 @@ def test_a_version_whose_evaluation_failed_is_shown_so_and_gated_as_unevaluated(
     )
     code, out, err = run(capsys, "models", "approve", "tiny-qa/5", "--env", "dev")  # dev: advisory
     assert code == 0, err
-    assert f"not evaluated: its evaluation job failed ({FAILED_CAUSE})" in " ".join(out.split())
+    assert f"not evaluated: its evaluation failed ({FAILED_CAUSE})" in " ".join(out.split())
     code, text = _approve_under_a_mandatory_gate(registry_world, capsys, 5)
-    assert code == 1 and f"has no evaluation (its evaluation job failed: {FAILED_CAUSE})" in text, text
+    assert code == 1 and f"has no evaluation (its evaluation failed: {FAILED_CAUSE})" in text, text
 
 
 def test_the_report_states_a_failed_evaluation_with_its_cause():

@@ -213,8 +213,8 @@ def test_a_failed_evaluation_is_no_evaluation_and_the_gate_says_why():
             None, version="tiny-qa/2", champion_now=CHAMPION, mode=mode, where="endpoint e", failed=failed
         )
         assert decision.allowed == (mode == "advisory")
-        assert f"its evaluation job failed: {cause}" in decision.message or (
-            f"its evaluation job failed ({cause})" in decision.message
+        assert f"its evaluation failed: {cause}" in decision.message or (
+            f"its evaluation failed ({cause})" in decision.message
         )
     assert gate.summary(stored)["verdict"] == "failed" and gate.summary(stored)["score"] == cause
     assert gate.failure_headline(stored) == {

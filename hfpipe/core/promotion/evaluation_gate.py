@@ -353,7 +353,7 @@ def problem(
         if check_mode(mode) == "advisory":
             return None
         why = (
-            f"its evaluation job failed: {failed}"
+            f"its evaluation failed: {failed}"
             if failed
             else "its recipe names no `evaluation`, or it was registered before one was stored"
         )
@@ -389,7 +389,7 @@ def passed(
     """The line a passing gate says; ``serves_itself``: the version serves on ``where`` already (what serves
     there is the version itself, so ``champion_now`` is None: it replaces nothing)."""
     if evaluated is None and failed:
-        return f"not evaluated: its evaluation job failed ({failed}); evaluation_gate advisory: the gate lets it pass"
+        return f"not evaluated: its evaluation failed ({failed}); evaluation_gate advisory: the gate lets it pass"
     if evaluated is None:
         return "not evaluated (evaluation_gate advisory): the gate lets it pass"
     if champion_now is None and not where:  # no target named, and the version's run named none either
