@@ -282,7 +282,9 @@ def _model_error(region: str, endpoint: str, status: int, message: str) -> tuple
 
 def _processing_status(region: str, request: dict[str, Any]) -> str | None:
     try:
-        job = moto_patches.processing_job_record(ACCOUNT, region, str(request.get("ProcessingJobName")))
+        processing_job = moto_patches.processing_job_record(
+            ACCOUNT, region, str(request.get("ProcessingJobName"))
+        )
     except KeyError:
         return None
-    return str(job.processing_job_status)
+    return str(processing_job.processing_job_status)
