@@ -662,7 +662,7 @@ def test_stop_names_the_evaluation_job_stops_it_and_the_report_states_its_cost_s
         assert said.startswith(f"stopping evaluation job {name}, 0.") and said.strip().endswith("USD so far")
         assert sm.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"] == "Stopped"
         assert cleanup._stop_evaluation_job(sm, plan, console) == 0  # again: named, nothing sent
-        assert console.export_text().startswith(f"evaluation job {name} Stopped, 0.")
+        assert console.export_text().startswith(f"evaluation job {name} already Stopped, 0.")
         snap = Snapshot("arn:x", "stopeval", "ABORTED", None, None, plan=plan)
         snap.evaluation_job = sm.describe_processing_job(ProcessingJobName=name)
         snap.evaluation_cost_so_far_usd = 0.05

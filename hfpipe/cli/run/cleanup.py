@@ -431,10 +431,11 @@ def _stop_evaluation_job(sagemaker: Any, plan: Plan, console: Console) -> int:
     except botocore.exceptions.BotoCoreError as exc:
         raise AwsFault(str(aws_error(exc, f"reading evaluation job {name}")), RERUN) from None
     usd = cost.processing_cost_so_far(job, e.price_per_hour_usd, e.instance_count, datetime.now(UTC))
-    so_far = "" if usd is None else f", {usd:.4f} USD so far"
     status = job["ProcessingJobStatus"]
+    running = " so far" if status in ("InProgress", "Stopping") else ""
+    so_far = f", {usd:.4f} USD{running}" if usd is not None and job.get("ProcessingStartTime") else ""
     if status != "InProgress":
-        console.print(f"evaluation job {name} {status}{so_far}")
+        console.print(f"evaluation job {name} already {status}{so_far}")
         return 0
     tags = step(
         "reading the evaluation job's tags", tags_of, sagemaker=sagemaker, arn=job["ProcessingJobArn"]
