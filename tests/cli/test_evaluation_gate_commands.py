@@ -636,7 +636,7 @@ def test_stop_names_the_evaluation_job_stops_it_and_the_report_states_its_cost_s
     from rich.console import Console
 
     from hfpipe.cli.run import cleanup
-    from hfpipe.cli.run.execution import Snapshot
+    from hfpipe.cli.run.execution import Snapshot, _read_evaluation_job
     from hfpipe.cli.run.report import _report_from_job
     from hfpipe.core.recipe.recipes import load_recipe
     from hfpipe.core.run import evaluation_job
@@ -664,7 +664,9 @@ def test_stop_names_the_evaluation_job_stops_it_and_the_report_states_its_cost_s
         assert cleanup._stop_evaluation_job(sm, plan, console) == 0  # again: named, nothing sent
         assert console.export_text().startswith(f"evaluation job {name} already Stopped, 0.")
         snap = Snapshot("arn:x", "stopeval", "ABORTED", None, None, plan=plan)
-        snap.evaluation_job = sm.describe_processing_job(ProcessingJobName=name)
+        _read_evaluation_job(type("Clients", (), {"sagemaker": sm})(), snap)  # what `hfpipe report` reads
+        assert snap.evaluation_job is not None and snap.evaluation_job["ProcessingJobStatus"] == "Stopped"
+        assert snap.evaluation_cost_so_far_usd is not None and snap.evaluation_cost_so_far_usd > 0
         snap.evaluation_cost_so_far_usd = 0.05
     from hfpipe.cli.run.report import _evaluation
 
