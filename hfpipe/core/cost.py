@@ -69,6 +69,21 @@ def training_cost_so_far(
     return cost_usd(price_per_hour_usd, count, billable)
 
 
+def processing_cost_so_far(
+    job: dict[str, Any], price_per_hour_usd: float | None, planned_count: int | None, now: datetime
+) -> float | None:
+    """A processing job's (the evaluation's) instances x price from ProcessingStartTime to its
+    ProcessingEndTime, or now while it runs (DescribeProcessingJob has no billable time: botocore's sagemaker
+    service-2.json, DescribeProcessingJobResponse); 0 before it has started."""
+    cluster = (job.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+    count = int(cluster.get("InstanceCount") or planned_count or 1)
+    start = as_utc(job.get("ProcessingStartTime"))
+    if start is None:
+        return None if price_per_hour_usd is None else 0.0
+    end = as_utc(job.get("ProcessingEndTime")) or now
+    return cost_usd(price_per_hour_usd, count, max(0.0, (end - start).total_seconds()))
+
+
 # Real-time endpoints are billed per instance-hour for as long as they exist, whether or not they are used;
 # the prices are the on-demand list prices of `hfpipe.core.prices`. The clock starts at the endpoint's
 # CreationTime, which includes the minutes it spends Creating, so the figure is an upper bound.

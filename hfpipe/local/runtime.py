@@ -228,6 +228,11 @@ class LocalProcessing:
         self.s3 = s3
         self.workdir = workdir
         self.threads: dict[str, threading.Thread] = {}
+        #: Set by StopProcessingJob (``stop``): the job's container is ended, the job Stopped.
+        self.stops: dict[str, threading.Event] = {}
+        #: The jobs that have ended; ``_ending`` orders a job's end and its stop.
+        self.ended: set[str] = set()
+        self._ending = threading.Lock()
         #: The runs that got as far as their container, by job name.
         self.results: dict[str, Any] = {}
 
@@ -243,7 +248,19 @@ class LocalProcessing:
             target=self._run, args=(request, processing_job, ended), name=f"processing-{name}", daemon=True
         )
         self.threads[name] = thread
+        self.stops[name] = threading.Event()
         thread.start()
+
+    def stop(self, name: str, processing_job: Any) -> bool:
+        """StopProcessingJob: the job's container is ended (its status Stopping until it has, then Stopped, as
+        SageMaker answers: API reference, DescribeProcessingJob's ProcessingJobStatus); False where the job
+        is not running here (ended, or never started here)."""
+        with self._ending:
+            if name not in self.stops or name in self.ended:
+                return False
+            processing_job.processing_job_status = "Stopping"
+            self.stops[name].set()
+            return True
 
     def _run(self, request: dict[str, Any], processing_job: Any, ended: Any) -> None:
         status, failure, message = "Failed", None, None
@@ -252,9 +269,14 @@ class LocalProcessing:
             status, failure, message = result.status, result.failure_reason, result.exit_message
         except Exception as err:  # the inputs could not be fetched, the container not started
             failure = f"ClientError: {err}"[:1024]
-        processing_job.processing_end_time = processing_job.last_modified_time = datetime.now(UTC)
-        processing_job.failure_reason, processing_job.exit_message = failure, message
-        processing_job.processing_job_status = status
+        name = request["ProcessingJobName"]
+        with self._ending:
+            if self.stops[name].is_set() and status == "Failed":
+                status, failure = "Stopped", None  # stopped before its container ran (or as it failed)
+            processing_job.processing_end_time = processing_job.last_modified_time = datetime.now(UTC)
+            processing_job.failure_reason, processing_job.exit_message = failure, message
+            processing_job.processing_job_status = status
+            self.ended.add(name)
         ended()
 
     def _execute(self, request: dict[str, Any], processing_job: Any) -> Any:
@@ -272,7 +294,7 @@ class LocalProcessing:
                 continue
             download_prefix(self.s3, uri, folder)
         processing_job.processing_start_time = datetime.now(UTC)
-        result = run_processing_request(request, job_dir)
+        result = run_processing_request(request, job_dir, stop=self.stops[name])
         self.results[name] = result
         if result.status == "Completed":
             for output in (request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:

@@ -700,3 +700,57 @@ def test_approve_of_a_version_that_serves_on_its_target_says_it_is_its_own_champ
     assert (code, err) == (0, ""), err
     assert f"it serves on endpoint {ENDPOINT} itself (it is its own champion" in said, out
     assert "nothing serves" not in said, out
+
+
+def test_stop_names_the_evaluation_job_stops_it_and_the_report_states_its_cost_so_far():
+    """Newcomer finding 6 (h-nc-eval2): `hfpipe stop` during the evaluation named only the training job, and
+    the aborted run's report left out the evaluation job and its cost. `stop` stops the job (InProgress,
+    tagged for the run) and names it with its cost so far; the report of a run that stored no verdict states
+    the job, its status and its cost so far."""
+    from datetime import UTC, datetime, timedelta
+
+    import boto3
+    from moto import mock_aws
+    from moto.backends import get_backend
+    from plan_config import dev_config
+    from rich.console import Console
+
+    from hfpipe.cli.run import cleanup
+    from hfpipe.cli.run.execution import Snapshot, _read_evaluation_job
+    from hfpipe.cli.run.report import _report_from_job
+    from hfpipe.core.recipe.recipes import load_recipe
+    from hfpipe.core.run import evaluation_job
+    from hfpipe.core.run.plan import build_plan
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
+
+    with mock_aws():
+        quotas = QuotaTable(default_quotas()).client(REGION)
+        plan = build_plan({"recipe": load_recipe("tiny-mnli")}, "stopeval", dev_config(), quotas)
+        assert plan.evaluation is not None
+        name = plan.evaluation.processing_job_name
+        sm = boto3.client("sagemaker", region_name=REGION)
+        sm.create_processing_job(
+            **evaluation_job.with_models(plan.evaluation.request, "s3://b/m.tar.gz", None)
+        )
+        job = get_backend("sagemaker")[ACCOUNT][REGION].processing_jobs[name]
+        job.processing_resources = plan.evaluation.request["ProcessingResources"]
+        job.processing_start_time = datetime.now(UTC) - timedelta(minutes=10)
+        job.processing_end_time, job.processing_job_status = None, "InProgress"
+        console = Console(record=True, width=300)
+        assert cleanup._stop_evaluation_job(sm, plan, console) == 1
+        said = console.export_text()
+        assert said.startswith(f"stopping evaluation job {name}, 0.") and said.strip().endswith("USD so far")
+        assert sm.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"] == "Stopped"
+        assert cleanup._stop_evaluation_job(sm, plan, console) == 0  # again: named, nothing sent
+        assert console.export_text().startswith(f"evaluation job {name} already Stopped, 0.")
+        snap = Snapshot("arn:x", "stopeval", "ABORTED", None, None, plan=plan)
+        _read_evaluation_job(type("Clients", (), {"sagemaker": sm})(), snap)  # what `hfpipe report` reads
+        assert snap.evaluation_job is not None and snap.evaluation_job["ProcessingJobStatus"] == "Stopped"
+        assert snap.evaluation_cost_so_far_usd is not None and snap.evaluation_cost_so_far_usd > 0
+        snap.evaluation_cost_so_far_usd = 0.05
+    from hfpipe.cli.run.report import _evaluation
+
+    e = _report_from_job(snap)["evaluation"]
+    assert (e["processing_job_name"], e["processing_job_status"], e["cost_usd"]) == (name, "Stopped", 0.05)
+    assert _evaluation(e).startswith(f"no verdict: evaluation job {name} Stopped; 1 x ml.")
+    assert _evaluation(e).endswith(" s, 0.0500 USD so far")

@@ -310,6 +310,7 @@ def test_stop_after_a_keep_endpoint_run_leaves_the_kept_endpoint(
     assert out.splitlines() == [
         "execution keep-1 already ended (SUCCEEDED)",
         f"training job {kept['training_job_name']} already Completed",
+        "evaluation job dev-keep-1-eval already Completed, 0.0000 USD",  # the stand-in job took no time
         f"its endpoint {name} was kept (keep_endpoint: true) and stays; "
         f"`hfpipe endpoints delete {name} --env dev` deletes it",
     ]

@@ -146,3 +146,48 @@ def test_the_document_schema_is_valid_draft_07() -> None:
     import jsonschema
 
     jsonschema.Draft7Validator.check_schema(DOCUMENT_SCHEMA)
+
+
+def _plan(recipe: dict[str, Any]) -> Any:
+    from plan_config import dev_config
+
+    from hfpipe.core.run.plan import build_plan
+    from hfpipe.local.engine.quotas import QuotaTable, default_quotas
+
+    return build_plan(
+        {"recipe": recipe}, "plan-1", dev_config(), QuotaTable(default_quotas()).client("eu-west-1")
+    )
+
+
+@pytest.mark.parametrize(
+    ("training", "test"),
+    [
+        (
+            None,
+            "s3://{bucket}/fixtures/tiny-mnli/train/",
+        ),  # the URI the relative training channel resolves to
+        (None, "s3://{bucket}/fixtures/tiny-mnli/train/part"),  # inside it
+        (None, "s3://{bucket}/fixtures"),  # holding it
+        ("s3://{bucket}/fixtures/tiny-mnli/train/", "fixtures/tiny-mnli/train/"),  # the other way round
+    ],
+)
+def test_a_held_out_channel_resolving_to_the_training_data_is_refused_by_the_plan(
+    training: str | None, test: str
+) -> None:
+    """Newcomer finding 1 (h-nc-eval2): `training.channels.test` set to the S3 URI the relative `training`
+    channel resolves to was accepted, and the evaluation job read the training data. The Plan (so the Lambda,
+    the dry run and local mode, which all build it) compares the channels as resolved."""
+    from plan_config import dev_config
+
+    bucket = dev_config().data_bucket
+    recipe = _with("tiny-mnli", {"data": "test", "metric": "accuracy"})
+    if training is not None:
+        recipe["training"]["channels"]["training"] = training.format(bucket=bucket)
+    recipe["training"]["channels"]["test"] = test.format(bucket=bucket)
+    with pytest.raises(RecipeError, match=r"^recipe.evaluation.data: channel 'test' \(.*, that is s3://"):
+        _plan(recipe)
+    recipe["training"]["channels"]["test"] = f"s3://{bucket}/fixtures/tiny-mnli/train-held-out/"  # a sibling
+    inputs = _plan(recipe).evaluation.request["ProcessingInputs"]
+    assert [i["S3Input"]["S3Uri"] for i in inputs if i["InputName"] == "data"] == [
+        f"s3://{bucket}/fixtures/tiny-mnli/train-held-out/"
+    ]

@@ -311,3 +311,42 @@ def test_prepare_refuses_a_champion_of_another_task_before_the_job_is_created():
         "champion: endpoint hfpipe-dev-qa serves tiny-mnli/3, a text-classification model; accepted: a champion "
         "serving a question-answering model, the recipe's task; the evaluation job was not created"
     )
+
+
+class HeldJob(StandInEvaluation):
+    """A job that runs until it is stopped (the ``processing`` plug-in's ``stop``, on StopProcessingJob)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.entered = threading.Event()
+        self.stopped: list[str] = []
+        self._ended: dict[str, Any] = {}
+
+    def start(self, request: dict[str, Any], job: Any, ended: Any) -> None:
+        self.requests.append(request)
+        self._ended[request["ProcessingJobName"]] = ended
+        self.entered.set()
+
+    def stop(self, name: str, job: Any) -> bool:
+        self.stopped.append(name)
+        job.processing_job_status = "Stopped"
+        self._ended[name]()
+        return True
+
+
+def test_stopping_the_execution_while_it_evaluates_stops_the_evaluation_job(fresh):
+    """Newcomer finding 6 (h-nc-eval2): `hfpipe stop` during the evaluation ended the execution ABORTED and
+    the processing job ran on to Completed. Step Functions stops the job of a `.sync` task whose execution is
+    stopped (developer guide, "Run a Job (.sync)"); the local engine does the same."""
+    fresh.processing = jobs = HeldJob()
+    name = f"eval-{next(_ids)}"
+    arn = fresh.start({"recipe_name": "tiny-qa", "poll_seconds": 1}, name=name)
+    assert jobs.entered.wait(60), "the evaluation job never started"
+    fresh.client("stepfunctions").stop_execution(executionArn=arn, error="Stopped", cause="by the test")
+    r = fresh.wait(arn, timeout_s=60)
+    assert r.status == "ABORTED"
+    assert jobs.stopped == [f"dev-{name}-eval"]
+    desc = fresh.client("sagemaker").describe_processing_job(ProcessingJobName=f"dev-{name}-eval")
+    assert desc["ProcessingJobStatus"] == "Stopped"

@@ -306,3 +306,40 @@ def test_the_document_s_rules_name_the_field() -> None:
                 "seconds": 1.0,
             }
         )
+
+
+def test_stop_processing_job_ends_the_job_s_container_and_an_ended_job_keeps_its_status(engine: Any) -> None:
+    """Newcomer finding 6 (h-nc-eval2): a stopped execution's evaluation job ran on to Completed. On
+    StopProcessingJob the job is Stopping, its container is ended, then it is Stopped (API reference,
+    DescribeProcessingJob's ProcessingJobStatus), its EndOfJob output not uploaded; moto's own answer
+    (Stopped at once, whatever the job was) does not overwrite a job that had ended."""
+    import time
+
+    sagemaker = engine.client("sagemaker")
+    request = _request("held-job", "better", None, ["120"])
+    request["AppSpecification"]["ContainerEntrypoint"] = [
+        "python3",
+        "-c",
+        "import sys, time; time.sleep(int(sys.argv[1]))",
+    ]
+    started = time.monotonic()
+    sagemaker.create_processing_job(**request)
+    sagemaker.stop_processing_job(ProcessingJobName="held-job")
+    assert sagemaker.describe_processing_job(ProcessingJobName="held-job")["ProcessingJobStatus"] in (
+        "Stopping",
+        "Stopped",
+    )
+    engine.processing.wait("held-job", timeout_s=60)
+    assert time.monotonic() - started < 60  # not the container's 120 s
+    job = sagemaker.describe_processing_job(ProcessingJobName="held-job")
+    assert job["ProcessingJobStatus"] == "Stopped" and "FailureReason" not in job, job
+    assert engine.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="evaluations/held-job")["KeyCount"] == 0
+    sagemaker.stop_processing_job(ProcessingJobName="held-job")  # again, and on a job that failed
+    assert sagemaker.describe_processing_job(ProcessingJobName="held-job")["ProcessingJobStatus"] == "Stopped"
+    failed = _run(engine, _request("failed-then-stopped", "better", None, [*RULE, "--champion", *EXTRA]))
+    sagemaker.stop_processing_job(ProcessingJobName="failed-then-stopped")
+    assert failed["ProcessingJobStatus"] == "Failed"
+    assert (
+        sagemaker.describe_processing_job(ProcessingJobName="failed-then-stopped")["ProcessingJobStatus"]
+        == "Failed"
+    )

@@ -231,6 +231,8 @@ def cmd_stop(args: argparse.Namespace, console: Console) -> int:
     if args.keep_endpoint:
         _keep_after_stop(clients, console, target)
     acted = _stop_job(clients.sagemaker, names, console)
+    if target.plan is not None and target.plan.evaluation is not None:
+        acted += _stop_evaluation_job(clients.sagemaker, target.plan, console)
     # A run that succeeded with keep_endpoint: true kept its endpoint by the user's decision; stopping it
     # afterwards (which stops nothing) does not undo that. `hfpipe endpoints delete` does.
     kept_by_run = bool(target.plan and target.plan.keep_endpoint and target.status == "SUCCEEDED")
@@ -403,6 +405,49 @@ def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
         return 0
     step(f"stopping training job {job_name}", sagemaker.stop_training_job, TrainingJobName=job_name)
     console.print(f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)")
+    return 1
+
+
+def _stop_evaluation_job(sagemaker: Any, plan: Plan, console: Console) -> int:
+    """The run's evaluation job, named with its status and cost so far: stopped when InProgress and tagged for
+    its environment and execution (StopExecution stops it too: Step Functions stops a `.sync` task's job with
+    its execution, https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html, "Run a Job
+    (.sync)"; this finishes a stop that was interrupted). 1 when a stop was sent. Its output under the
+    artifacts bucket is never touched (docs/pipeline.md, clean-up)."""
+    import botocore.exceptions
+
+    from hfpipe.core import cost
+
+    assert plan.evaluation is not None
+    e = plan.evaluation
+    name = e.processing_job_name
+    try:
+        job = sagemaker.describe_processing_job(ProcessingJobName=name)
+    except botocore.exceptions.ClientError as exc:
+        message = str(exc.response.get("Error", {}).get("Message", ""))
+        if not ("not found" in message.lower() or "Could not find" in message):
+            raise AwsFault(str(aws_error(exc, f"reading evaluation job {name}")), RERUN) from None
+        return 0  # never created: the run did not get to its evaluation (nothing to say, as for an endpoint)
+    except botocore.exceptions.BotoCoreError as exc:
+        raise AwsFault(str(aws_error(exc, f"reading evaluation job {name}")), RERUN) from None
+    usd = cost.processing_cost_so_far(job, e.price_per_hour_usd, e.instance_count, datetime.now(UTC))
+    status = job["ProcessingJobStatus"]
+    running = " so far" if status in ("InProgress", "Stopping") else ""
+    so_far = f", {usd:.4f} USD{running}" if usd is not None and job.get("ProcessingStartTime") else ""
+    if status != "InProgress":
+        console.print(f"evaluation job {name} already {status}{so_far}")
+        return 0
+    tags = step(
+        "reading the evaluation job's tags", tags_of, sagemaker=sagemaker, arn=job["ProcessingJobArn"]
+    )
+    if not is_ours(tags, plan.env, plan.execution_name):
+        console.print(
+            f"not stopping evaluation job {name}: its tags do not name environment {plan.env!r} and "
+            f"execution {plan.execution_name!r}"
+        )
+        return 0
+    step(f"stopping evaluation job {name}", sagemaker.stop_processing_job, ProcessingJobName=name)
+    console.print(f"stopping evaluation job {name}{so_far}")
     return 1
 
 

@@ -35,6 +35,9 @@ class Snapshot:
     training_job: dict[str, Any] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     cost_so_far_usd: float | None = None
+    #: The plan's evaluation job once created (DescribeProcessingJob), and what it cost so far.
+    evaluation_job: dict[str, Any] | None = None
+    evaluation_cost_so_far_usd: float | None = None
     endpoint_status: str | None = None
     #: Whether the execution's CreateEndpoint state finished (else no endpoint of it ever existed).
     endpoint_created: bool = False
@@ -132,6 +135,8 @@ def _client_error_code(exc: Exception) -> str | None:
 LIVE_LOG_LINES = 8
 #: The state machine's CreateEndpoint task (stacks/constructs/pipeline_state_machine.py).
 CREATE_ENDPOINT_STATE = "CreateEndpoint"
+#: Its Evaluate task, which creates the evaluation's processing job (the same module).
+EVALUATE_STATE = "Evaluate"
 
 
 def training_log_tail(clients: aws.Clients, job_name: str, lines: int = LIVE_LOG_LINES) -> list[str]:
@@ -181,6 +186,8 @@ def snapshot(
     if not snap.plan:
         return snap
     _read_training_job(clients, snap, previous)
+    if snap.plan.evaluation is not None and _entered(snap.events, EVALUATE_STATE):
+        _read_evaluation_job(clients, snap)
     if snap.plan.deploy:
         _read_endpoint(clients, snap)
     return snap
@@ -279,6 +286,26 @@ def _read_training_job(clients: aws.Clients, snap: Snapshot, previous: Snapshot 
         snap.log_tail = training_log_tail(clients, snap.training_job["TrainingJobName"])
         found = progress(snap.log_tail, previous.progress if previous else None)
         snap.progress = found.of_job(snap.training_job.get("TrainingJobStatus")) if found else None
+
+
+def _read_evaluation_job(clients: aws.Clients, snap: Snapshot) -> None:
+    """The plan's evaluation job, once its Evaluate state created it: its description and cost so far."""
+    import botocore.exceptions
+
+    assert snap.plan is not None and snap.plan.evaluation is not None
+    e = snap.plan.evaluation
+    try:
+        snap.evaluation_job = clients.sagemaker.describe_processing_job(
+            ProcessingJobName=e.processing_job_name
+        )
+    except botocore.exceptions.ClientError as exc:
+        # Refused before it was created (CreateProcessingJob's ValidationException): a state, not an error.
+        if _client_error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+            raise aws.aws_error(exc, f"reading evaluation job {e.processing_job_name}") from None
+        return
+    snap.evaluation_cost_so_far_usd = cost.processing_cost_so_far(
+        snap.evaluation_job, e.price_per_hour_usd, e.instance_count, snap.now
+    )
 
 
 def _entered(events: list[dict[str, Any]], state: str) -> bool:

@@ -61,6 +61,24 @@ def _report_from_job(snap: Snapshot) -> dict[str, Any]:
         "endpoint_deleted": snap.endpoint_status == "deleted",
         "smoke_test": None,
         "hyperparameters_not_checked": plan.hyperparameters_not_checked if plan else None,
+        **({"evaluation": _evaluation_so_far(snap)} if snap.evaluation_job else {}),
+    }
+
+
+def _evaluation_so_far(snap: Snapshot) -> dict[str, Any]:
+    """The evaluation job of a run that stored no verdict (stopped, failed): its name, status, instances,
+    seconds and cost so far, in the report's evaluation keys (docs/evaluation.md), with no verdict."""
+    job = snap.evaluation_job or {}
+    cluster = (job.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+    start, end = cost.as_utc(job.get("ProcessingStartTime")), cost.as_utc(job.get("ProcessingEndTime"))
+    return {
+        "verdict": None,
+        "processing_job_name": job.get("ProcessingJobName"),
+        "processing_job_status": job.get("ProcessingJobStatus"),
+        "instance_type": cluster.get("InstanceType"),
+        "instance_count": cluster.get("InstanceCount"),
+        "seconds": None if start is None else max(0.0, ((end or snap.now) - start).total_seconds()),
+        "cost_usd": snap.evaluation_cost_so_far_usd,
     }
 
 
@@ -195,10 +213,14 @@ def _evaluation(e: dict[str, Any], env: str | None = None) -> str:
             "processing_job_name" in e and e["processing_job_name"] is None
         ):  # refused before the job: none ran
             return f"failed{figures}; no evaluation job was created (nothing billed)"
+    verdict, so_far = e.get("verdict"), ""
+    if verdict is None:  # the run stored none (stopped during it): the job as it is, what it cost so far
+        verdict, so_far = "no verdict", " so far"
+        figures = f": evaluation job {e.get('processing_job_name')} {e.get('processing_job_status')}"
     usd = "-" if e.get("cost_usd") is None else f"{float(e['cost_usd']):.4f}"
     return (
-        f"{e.get('verdict')}{figures}; {_fmt(e.get('instance_count'))} x {_fmt(e.get('instance_type'))}, "
-        f"{_fmt(e.get('seconds'), ' s')}, {usd} USD"
+        f"{verdict}{figures}; {_fmt(e.get('instance_count'))} x {_fmt(e.get('instance_type'))}, "
+        f"{_fmt(e.get('seconds'), ' s')}, {usd} USD{so_far}"
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import fastjsonschema
@@ -23,7 +23,14 @@ from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.validate import RecipeError
 from hfpipe.kinds import DEFAULT_SERVING_KIND, SERVING_KINDS, TASK_KINDS
 
-__all__ = ["RECIPE_SCHEMA", "RecipeError", "check_evaluation", "schema_error", "validate"]
+__all__ = [
+    "RECIPE_SCHEMA",
+    "RecipeError",
+    "check_evaluation",
+    "check_not_training_data",
+    "schema_error",
+    "validate",
+]
 
 _INSTANCE_TYPE = {"type": "string", "pattern": r"^ml\.[a-z0-9]+\.[a-z0-9]+$"}
 
@@ -553,22 +560,38 @@ def check_evaluation(recipe: Recipe) -> None:
 
 
 def _not_inside_training(data: str, channels: dict[str, str], held_out: list[str]) -> None:
+    """The recipe's channels as written (``check_not_training_data``); the Plan checks them again as resolved."""
+    check_not_training_data(data, channels, held_out)
+
+
+def check_not_training_data(
+    data: str, paths: Mapping[str, str], held_out: list[str], written: Mapping[str, str] | None = None
+) -> None:
     """A held-out channel whose path is a training channel's, or holds it, or lies inside it, is the training
     data under another name: refused. A channel is an S3 prefix (its objects are every key below it: API
-    reference, S3DataSource.S3Uri), so the paths are compared at their '/' boundaries."""
-    path = channels.get(data)
+    reference, S3DataSource.S3Uri), so the paths are compared at their '/' boundaries. ``paths``: each channel's
+    path, as written (recipe validation) or as the Plan resolves it (``written``: as written, named with it:
+    a key prefix of the data bucket and that bucket's S3 URI are the same data, hfpipe.core.run.request
+    .channel_uri; the Plan's, the dry run's and local mode's requests all come from it)."""
+    path = paths.get(data)
     if not isinstance(path, str):
         return
     mine = path.rstrip("/") + "/"
     for name in NOT_HELD_OUT[:2]:  # the training channels; the model channel is not data
-        theirs = channels.get(name)
+        theirs = paths.get(name)
         if isinstance(theirs, str) and (mine.startswith(theirs.rstrip("/") + "/") or theirs.startswith(mine)):
             others = [n for n in held_out if n != data]
             raise RecipeError(
-                f"recipe.evaluation.data: channel {data!r} ({path}) is the training data (channel {name!r}: "
-                f"{theirs}, the same path, inside it or holding it); accepted: a held-out channel whose path "
-                f"neither is, holds nor lies inside the training channel's{f' ({others})' if others else ''}"
+                f"recipe.evaluation.data: channel {data!r} ({_as_written(data, path, written)}) is the training "
+                f"data (channel {name!r}: {_as_written(name, theirs, written)}, the same path, inside it or "
+                "holding it); accepted: a held-out channel whose path neither is, holds nor lies inside the "
+                f"training channel's{f' ({others})' if others else ''}"
             )
+
+
+def _as_written(name: str, path: str, written: Mapping[str, str] | None) -> str:
+    said = (written or {}).get(name, path)
+    return path if said == path else f"{said}, that is {path}"
 
 
 def schema_error(err: fastjsonschema.JsonSchemaValueException) -> str:

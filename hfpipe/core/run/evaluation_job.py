@@ -30,7 +30,7 @@ from typing import Any
 from hfpipe import contract
 from hfpipe.core import api_shapes, limits
 from hfpipe.core.adapters.adapter_deploy import ADAPTER_NAME
-from hfpipe.core.recipe import evaluation
+from hfpipe.core.recipe import evaluation, schema
 from hfpipe.core.recipe.typed import Recipe
 from hfpipe.core.run.plan_model import Evaluation
 from hfpipe.core.validate import RecipeError
@@ -81,6 +81,20 @@ def _channel_uri(training_request: dict[str, Any], channel: str) -> str | None:
     return None
 
 
+def _not_training_data(recipe: Recipe, training_request: dict[str, Any]) -> None:
+    """The held-out channel against the training channels as the training request resolves them (its
+    InputDataConfig's S3 URIs: a key prefix of the data bucket and an S3 URI into it are the same data), the
+    recipe's rule (hfpipe.core.recipe.schema.check_not_training_data) once more where the bucket is known."""
+    assert recipe["evaluation"] is not None
+    resolved = {
+        str(entry.get("ChannelName")): str(entry["DataSource"]["S3DataSource"]["S3Uri"])
+        for entry in training_request.get("InputDataConfig") or []
+    }
+    written = recipe["training"].get("channels") or {}
+    held_out = [name for name in written if name not in schema.NOT_HELD_OUT]
+    schema.check_not_training_data(recipe["evaluation"]["data"], resolved, held_out, written)
+
+
 def base_request(
     recipe: Recipe,
     *,
@@ -92,6 +106,7 @@ def base_request(
     """CreateProcessingJob without the models (``with_models`` adds them): what the Plan knows."""
     inputs = [_input("code", code_uri)]
     assert recipe["evaluation"] is not None  # plan_evaluation's call: a recipe with one
+    _not_training_data(recipe, training_request)
     data = _channel_uri(training_request, recipe["evaluation"]["data"])
     if data is not None:  # else a Hub split, which the job reads itself (container_arguments)
         inputs.append(_input("data", data))

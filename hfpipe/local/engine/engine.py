@@ -116,7 +116,8 @@ class LocalEngine(EngineViews):
         optional: runs processing jobs (``check(request) -> refusal or None`` before CreateProcessingJob,
         ``start(request, job, ended)`` after moto recorded it: returns at once, sets moto's job as
         DescribeProcessingJob should answer, and calls ``ended()`` when the job has ended, which sends the
-        job's state-change event). ``hfpipe local`` sets its LocalRuntime's (hfpipe.local.runtime).
+        job's state-change event; ``stop(name, job) -> bool`` on StopProcessingJob: ends a job it runs, False
+        for one that has ended). ``hfpipe local`` sets its LocalRuntime's (hfpipe.local.runtime).
     ``endpoint(endpoint_name, body) -> answer``
         serves an InvokeEndpoint call (``body`` is the decoded JSON request; return the JSON answer).
         ``hfpipe local`` serves through hfpipe.local.serving.endpoint.LocalEndpoint.

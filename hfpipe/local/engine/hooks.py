@@ -10,6 +10,7 @@ when it stops. A ``before-call`` hook that returns an answer is how botocore.stu
   answered by ``plugins.guardrails``;
 - ``after-call.sagemaker.CreateTrainingJob`` / ``CreateEndpoint`` / ``CreateProcessingJob``: the plug-ins get
   moto's object once moto has made it (a processing job that cannot run here is refused before);
+  ``StopProcessingJob``: the ``processing`` plug-in ends the job it runs (a job that had ended keeps its status);
 - ``before-call.cloudwatch.DescribeAlarms``: CloudWatch evaluates alarms all the time, moto never does, so
   the alarms named are evaluated first (hfpipe.local.engine.cloudwatch.evaluate).
 
@@ -34,6 +35,8 @@ from hfpipe.local.engine import moto_patches
 from hfpipe.local.engine.template import ACCOUNT
 
 _REQUEST = "hfpipe.local.engine.hooks.request"
+#: A StopProcessingJob's job's status before the call (moto's answer overwrites it).
+_STATUS_BEFORE = "hfpipe.local.engine.hooks.status_before"
 #: Set while this thread evaluates alarms: the evaluation's own DescribeAlarms is answered as it is.
 _EVALUATING = threading.local()
 _OK = {"HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0}
@@ -62,6 +65,7 @@ class SessionHooks:
             ("after-call.sagemaker.CreateTrainingJob", self._training_job_created),
             ("after-call.sagemaker.CreateEndpoint", self._endpoint_created),
             ("after-call.sagemaker.CreateProcessingJob", self._processing_job_created),
+            ("after-call.sagemaker.StopProcessingJob", self._processing_job_stopped),
             ("before-parameter-build.cloudwatch.DescribeAlarms", _keep_request),
             ("before-call.cloudwatch.DescribeAlarms", self._evaluate_alarms),
         ):
@@ -123,6 +127,8 @@ class SessionHooks:
         from hfpipe.local.engine.deployment import ApiError
 
         pending = self.errors(xform_name(model.name))
+        if model.name == "StopProcessingJob" and self.plugins.processing:
+            context[_STATUS_BEFORE] = _processing_status(self.region, context[_REQUEST])
         if not pending and model.name == "CreateProcessingJob" and self.plugins.processing:
             refused = self.plugins.processing.check(context[_REQUEST])
             if refused:
@@ -169,6 +175,19 @@ class SessionHooks:
         self.plugins.processing.start(
             copy.deepcopy(request), processing_job, lambda: self.plugins.processing_job_ended(name)
         )
+
+    def _processing_job_stopped(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        """moto marks the job Stopped at once, whatever it was; the ``processing`` plug-in ends a job it runs
+        (Stopping until its container has ended, then Stopped: API reference, StopProcessingJob and
+        DescribeProcessingJob's ProcessingJobStatus), and a job that had ended keeps its status."""
+        if http_response.status_code >= 300 or not self.plugins.processing:
+            return
+        name = context[_REQUEST]["ProcessingJobName"]
+        processing_job = moto_patches.processing_job_record(ACCOUNT, self.region, name)
+        before = context.get(_STATUS_BEFORE)
+        stop = getattr(self.plugins.processing, "stop", None)  # a plug-in without it: moto's Stopped stands
+        if stop is not None and not stop(name, processing_job) and before is not None:
+            processing_job.processing_job_status = before
 
     def _endpoint_created(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         if http_response.status_code >= 300:
@@ -259,3 +278,13 @@ def _model_error(region: str, endpoint: str, status: int, message: str) -> tuple
         "LogStreamArn": f"arn:aws:logs:{region}:{ACCOUNT}:log-group:{group}",
         "ResponseMetadata": {**_OK, "HTTPStatusCode": 424, "RequestId": str(uuid.uuid4())},
     }
+
+
+def _processing_status(region: str, request: dict[str, Any]) -> str | None:
+    try:
+        processing_job = moto_patches.processing_job_record(
+            ACCOUNT, region, str(request.get("ProcessingJobName"))
+        )
+    except KeyError:
+        return None
+    return str(processing_job.processing_job_status)

@@ -25,6 +25,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Protocol
 from unittest import mock
@@ -549,10 +550,39 @@ def _task_results() -> list[Patch]:
     ]
 
 
-#: The `.sync` SageMaker calls AWS waits on that local mode plays: CreateProcessingJob (the evaluation).
+#: The `.sync` SageMaker calls AWS waits on that local mode plays: CreateProcessingJob (the evaluation): the
+#: call that describes its job, the job's name, its status and the call that stops it.
 _SYNC_DESCRIBE = {
-    "create_processing_job": ("describe_processing_job", "ProcessingJobName", "ProcessingJobStatus")
+    "create_processing_job": (
+        "describe_processing_job",
+        "ProcessingJobName",
+        "ProcessingJobStatus",
+        "stop_processing_job",
+    )
 }
+#: The `.sync` jobs each execution (its ARN) waits on now: how to stop each, should the execution be stopped.
+_SYNC_IN_FLIGHT: dict[str, dict[str, Callable[[], Any]]] = {}
+_SYNC_LOCK = threading.Lock()
+
+
+def _execution_arn(env: Any) -> str:
+    return str(env.states.context_object.context_object_data["Execution"]["Id"])
+
+
+def stop_sync_jobs(env: Any) -> list[str]:
+    """Stop the `.sync` jobs the execution of ``env`` waits on, as Step Functions does when an execution is
+    stopped while a "Run a Job (.sync)" task runs: it stops the job it started (the call the state machine's
+    role is granted for it, sagemaker:StopProcessingJob: stacks/constructs/state_machine_role.py;
+    https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html, "Run a Job (.sync)").
+    Best effort, as there: a job that has ended or cannot be stopped stays as it is. The jobs' names."""
+    import botocore.exceptions
+
+    with _SYNC_LOCK:
+        jobs = _SYNC_IN_FLIGHT.pop(_execution_arn(env), {})
+    for stop in jobs.values():
+        with contextlib.suppress(botocore.exceptions.ClientError):
+            stop()
+    return list(jobs)
 
 
 def _processing_sync(unsupported: Any) -> list[Patch]:
@@ -575,17 +605,24 @@ def _processing_sync(unsupported: Any) -> list[Patch]:
             return original(task, env, resource_runtime_part, normalised_parameters, state_credentials)
         from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
 
-        describe, key, status_key = _SYNC_DESCRIBE[action]
+        describe, key, status_key, stop = _SYNC_DESCRIBE[action]
         client = boto_client_for(
             service="sagemaker", region=resource_runtime_part.region, state_credentials=state_credentials
         )
+        name, execution = normalised_parameters[key], _execution_arn(env)
+        with _SYNC_LOCK:  # stopped with the execution (stop_sync_jobs) until it has ended
+            _SYNC_IN_FLIGHT.setdefault(execution, {})[name] = lambda: getattr(client, stop)(**{key: name})
+        if not env.is_running():  # stopped since the job was created, before it was in flight
+            stop_sync_jobs(env)
 
         def resolve() -> Any:
-            answer = getattr(client, describe)(**{key: normalised_parameters[key]})
+            answer = getattr(client, describe)(**{key: name})
             answer.pop("ResponseMetadata", None)
             status = answer.get(status_key)
             if status in ("InProgress", "Stopping"):
                 return None
+            with _SYNC_LOCK:
+                _SYNC_IN_FLIGHT.get(execution, {}).pop(name, None)
             output = json.loads(json.dumps(answer, default=str))
             if status == "Completed":
                 return output
@@ -663,6 +700,7 @@ def _task_callbacks() -> list[Patch]:
         for callback_id, endpoint in list(worker.env.callback_pool_manager._pool.items()):
             if endpoint.get_outcome() is None:
                 endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+        stop_sync_jobs(worker.env)  # its `.sync` task's job is stopped with it, as on AWS
 
     return [
         (

@@ -105,9 +105,11 @@ def run_processing_request(
     *,
     offline: bool = True,
     stream: IO[str] | None = None,
+    stop: threading.Event | None = None,
 ) -> LocalProcessingJob:
     """Run the request's container with its inputs already in place (``prepare_inputs`` ran): `job_dir/opt_ml`
-    is /opt/ml. Stops it at StoppingCondition.MaxRuntimeInSeconds (status Stopped)."""
+    is /opt/ml. Stops it at StoppingCondition.MaxRuntimeInSeconds, or when ``stop`` is set (StopProcessingJob):
+    status Stopped."""
     problem = check_request(request)
     if problem:
         raise LocalContainerError(problem)
@@ -126,7 +128,15 @@ def run_processing_request(
     limit = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
     log_path = job_dir / "logs.txt"
     started = time.monotonic()
-    exit_code, stopped = _run(command(request["AppSpecification"], base), env, base, log_path, limit, stream)
+    exit_code, stopped = _run(
+        command(request["AppSpecification"], base),
+        env,
+        base,
+        log_path,
+        limit,
+        stream,
+        stop or threading.Event(),
+    )
     message_file = base / "output" / "message"
     message = message_file.read_text(errors="replace")[:MESSAGE_LIMIT] if message_file.exists() else None
     status = "Stopped" if stopped else "Completed" if exit_code == 0 else "Failed"
@@ -146,9 +156,10 @@ def _run(
     log_path: Path,
     limit: float | None,
     stream: IO[str] | None,
+    stop: threading.Event,
 ) -> tuple[int, bool]:
-    """Run the container's process to its end, or kill it at its time limit (then: stopped); its output to
-    the log (and `stream`)."""
+    """Run the container's process to its end, or end it at its time limit or when ``stop`` is set (then:
+    stopped); its output to the log (and `stream`)."""
     with log_path.open("w", encoding="utf-8") as log:
         proc = subprocess.Popen(
             words,
@@ -169,11 +180,15 @@ def _run(
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        try:
-            code, stopped = proc.wait(timeout=None if limit is None else float(limit)), False
-        except subprocess.TimeoutExpired:
+        deadline = None if limit is None else time.monotonic() + float(limit)
+        while proc.poll() is None and not stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            stop.wait(0.1)
+        stopped = proc.poll() is None
+        if stopped:
             proc.kill()
-            code, stopped = proc.wait(), True
+        code = proc.wait()
         reader.join()
         return code, stopped
 
