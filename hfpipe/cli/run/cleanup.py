@@ -396,15 +396,37 @@ def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
     if status != "InProgress":
         console.print(f"training job {job_name} already {status}")
         return 0
-    tags = step("reading the training job's tags", tags_of, sagemaker=sagemaker, arn=job["TrainingJobArn"])
-    if not is_ours(tags, names.env, names.execution_name):
+    return _stop_if_ours(
+        sagemaker,
+        console,
+        ("training job", job_name, job["TrainingJobArn"]),
+        (names.env, names.execution_name),
+        lambda: sagemaker.stop_training_job(TrainingJobName=job_name),
+        " (SageMaker uploads what it has, then marks it Stopped)",
+    )
+
+
+def _stop_if_ours(
+    sagemaker: Any,
+    console: Console,
+    job: tuple[str, str, str],
+    run: tuple[str, str],
+    stop: Any,
+    how: str,
+) -> int:
+    """Stop ``job`` (its kind, name and ARN) only when its tags name ``run`` (environment, execution): the same
+    name in another environment is not ours. 1 when a stop was sent."""
+    kind, name, arn = job
+    env, execution = run
+    tags = step(f"reading the {kind}'s tags", tags_of, sagemaker=sagemaker, arn=arn)
+    if not is_ours(tags, env, execution):
         console.print(
-            f"not stopping training job {job_name}: its tags do not name environment {names.env!r} and "
-            f"execution {names.execution_name!r} (the same name in another environment is not ours)"
+            f"not stopping {kind} {name}: its tags do not name environment {env!r} and execution "
+            f"{execution!r} (the same name in another environment is not ours)"
         )
         return 0
-    step(f"stopping training job {job_name}", sagemaker.stop_training_job, TrainingJobName=job_name)
-    console.print(f"stopping training job {job_name} (SageMaker uploads what it has, then marks it Stopped)")
+    step(f"stopping {kind} {name}", stop)
+    console.print(f"stopping {kind} {name}{how}")
     return 1
 
 
@@ -437,18 +459,14 @@ def _stop_evaluation_job(sagemaker: Any, plan: Plan, console: Console) -> int:
     if status != "InProgress":
         console.print(f"evaluation job {name} already {status}{so_far}")
         return 0
-    tags = step(
-        "reading the evaluation job's tags", tags_of, sagemaker=sagemaker, arn=job["ProcessingJobArn"]
+    return _stop_if_ours(
+        sagemaker,
+        console,
+        ("evaluation job", name, job["ProcessingJobArn"]),
+        (plan.env, plan.execution_name),
+        lambda: sagemaker.stop_processing_job(ProcessingJobName=name),
+        so_far,
     )
-    if not is_ours(tags, plan.env, plan.execution_name):
-        console.print(
-            f"not stopping evaluation job {name}: its tags do not name environment {plan.env!r} and "
-            f"execution {plan.execution_name!r}"
-        )
-        return 0
-    step(f"stopping evaluation job {name}", sagemaker.stop_processing_job, ProcessingJobName=name)
-    console.print(f"stopping evaluation job {name}{so_far}")
-    return 1
 
 
 def _confirm(question: str) -> bool:
