@@ -377,21 +377,11 @@ def _plan(clients: aws.Clients, arn: str) -> Plan | None:
 def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
     """Stop the execution's training job when it is InProgress and tagged for its environment and execution;
     1 when a stop was sent."""
-    import botocore.exceptions
-
     job_name = names.training_job_name
-    try:
-        job = sagemaker.describe_training_job(TrainingJobName=job_name)
-    except botocore.exceptions.ClientError as exc:
-        # DescribeTrainingJob of a name never used: ValidationException "Requested resource not found"; any
-        # other error (throttled) must not pass for "never launched", or a running job would be left.
-        message = str(exc.response.get("Error", {}).get("Message", ""))
-        if not ("not found" in message.lower() or "Could not find" in message):
-            raise AwsFault(str(aws_error(exc, f"reading training job {job_name}")), RERUN) from None
+    job = _job_or_none(f"training job {job_name}", sagemaker.describe_training_job, TrainingJobName=job_name)
+    if job is None:
         console.print(f"training job {job_name} was never launched")
         return 0
-    except botocore.exceptions.BotoCoreError as exc:
-        raise AwsFault(str(aws_error(exc, f"reading training job {job_name}")), RERUN) from None
     status = job["TrainingJobStatus"]
     if status != "InProgress":
         console.print(f"training job {job_name} already {status}")
@@ -404,6 +394,23 @@ def _stop_job(sagemaker: Any, names: PlannedNames, console: Console) -> int:
         lambda: sagemaker.stop_training_job(TrainingJobName=job_name),
         " (SageMaker uploads what it has, then marks it Stopped)",
     )
+
+
+def _job_or_none(what: str, describe: Any, **request: str) -> dict[str, Any] | None:
+    """``describe(**request)`` of a job, or None for a name never used (ValidationException "Requested resource
+    not found", or "Could not find"); any other error (throttled) must not pass for "never launched", or a
+    running job would be left: one line saying what failed and that a rerun finishes the stop."""
+    import botocore.exceptions
+
+    try:
+        return dict(describe(**request))
+    except botocore.exceptions.ClientError as exc:
+        message = str(exc.response.get("Error", {}).get("Message", ""))
+        if not ("not found" in message.lower() or "Could not find" in message):
+            raise AwsFault(str(aws_error(exc, f"reading {what}")), RERUN) from None
+        return None
+    except botocore.exceptions.BotoCoreError as exc:
+        raise AwsFault(str(aws_error(exc, f"reading {what}")), RERUN) from None
 
 
 def _stop_if_ours(
@@ -436,22 +443,16 @@ def _stop_evaluation_job(sagemaker: Any, plan: Plan, console: Console) -> int:
     its execution, https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html, "Run a Job
     (.sync)"; this finishes a stop that was interrupted). 1 when a stop was sent. Its output under the
     artifacts bucket is never touched (docs/pipeline.md, clean-up)."""
-    import botocore.exceptions
-
     from hfpipe.core import cost
 
     assert plan.evaluation is not None
     e = plan.evaluation
     name = e.processing_job_name
-    try:
-        job = sagemaker.describe_processing_job(ProcessingJobName=name)
-    except botocore.exceptions.ClientError as exc:
-        message = str(exc.response.get("Error", {}).get("Message", ""))
-        if not ("not found" in message.lower() or "Could not find" in message):
-            raise AwsFault(str(aws_error(exc, f"reading evaluation job {name}")), RERUN) from None
-        return 0  # never created: the run did not get to its evaluation (nothing to say, as for an endpoint)
-    except botocore.exceptions.BotoCoreError as exc:
-        raise AwsFault(str(aws_error(exc, f"reading evaluation job {name}")), RERUN) from None
+    job = _job_or_none(f"evaluation job {name}", sagemaker.describe_processing_job, ProcessingJobName=name)
+    if (
+        job is None
+    ):  # never created: the run did not get to its evaluation (nothing to say, as for an endpoint)
+        return 0
     usd = cost.processing_cost_so_far(job, e.price_per_hour_usd, e.instance_count, datetime.now(UTC))
     status = job["ProcessingJobStatus"]
     running = " so far" if status in ("InProgress", "Stopping") else ""
