@@ -22,7 +22,8 @@ def check_finished_run(
     out_root: Path, recipe: str, printed: str, *, handler: bool = True, deployed: bool = True
 ) -> tuple[Path, dict[str, Any]]:
     """The run of `recipe` under `out_root` (exactly one): SUCCEEDED, its job Completed, the smoke test
-    answered, its endpoint deleted and nothing left behind, registered as version 1 of its group, every
+    answered, its endpoint deleted and nothing left behind, its evaluation (if the recipe has one) given a
+    verdict, registered as version 1 of its group, every
     substitution printed, its log and metrics written, and (`handler`) the model's own code/inference.py in
     its artifact. A `deployed` False run (a deploy: false recipe with its own source, recipes/own-code/: its
     substitutions depend on its script's parser, which the caller checks) has no endpoint, smoke test or
@@ -33,6 +34,11 @@ def check_finished_run(
     assert report["training_job_status"] == "Completed", report
     assert "left in the local account: 0 endpoints/configs/models" in printed
     assert f"report: {recipe}-" in printed
+    if load_recipe(recipe).get("evaluation") is not None:
+        # Evaluated on its held-out channel with a verdict: a fixture smaller than the floor of examples, or a
+        # job that failed, would still end SUCCEEDED (a failed evaluation does not fail the run).
+        evaluation = report.get("evaluation") or {}
+        assert evaluation.get("verdict") not in (None, "failed"), evaluation
     if deployed:
         _check_deployed(report, recipe, printed)
     assert (run_dir / "training.log").stat().st_size > 0
