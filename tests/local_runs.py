@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from hfpipe.core.recipe.recipes import load_recipe
+from hfpipe.core.recipe.recipes import available_recipes, load_recipe
 from hfpipe.local.training.substitute import for_this_machine
 
 
@@ -34,10 +34,12 @@ def check_finished_run(
     assert report["training_job_status"] == "Completed", report
     assert "left in the local account: 0 endpoints/configs/models" in printed
     assert f"report: {recipe}-" in printed
-    if load_recipe(recipe).get("evaluation") is not None:
-        # Evaluated on its held-out channel with a verdict: a fixture smaller than the floor of examples, or a
-        # job that failed, would still end SUCCEEDED (a failed evaluation does not fail the run).
-        evaluation = report.get("evaluation") or {}
+    # Evaluated with a verdict: a fixture smaller than the floor of examples, or a job that failed, would still
+    # end SUCCEEDED (a failed evaluation does not fail the run). A bundled recipe with an evaluation has one.
+    evaluation = report.get("evaluation")
+    if recipe in available_recipes() and load_recipe(recipe).get("evaluation") is not None:
+        assert evaluation is not None, report
+    if evaluation is not None:
         assert evaluation.get("verdict") not in (None, "failed"), evaluation
     if deployed:
         _check_deployed(report, recipe, printed)
